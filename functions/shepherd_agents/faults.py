@@ -1,0 +1,69 @@
+"""Fault injection for the demo agents, read from the workflow input.
+
+`"faults": {"<step>": {"mode": "error" | "permanent" | "hang" | "crash", "times": N}}` applies
+to the first N attempts of that step (`"<step>:compensation"` targets its compensation).
+Only demo agents read `faults`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from shepherd.engine.agent import AgentContext
+from shepherd.errors import PermanentError
+
+
+class TransientServiceError(Exception):
+    """A retryable failure of a simulated service (timeout, 503)."""
+
+
+class SimulatedHang(BaseException):
+    """In-process stand-in for a hung attempt: no result and no more heartbeats.
+
+    A BaseException so the runtime does not record it as an attempt outcome; the in-process
+    worker leaves the message alone, exactly as a stuck process would.
+    """
+
+
+class SimulatedCrash(BaseException):
+    """In-process stand-in for a worker process that died mid-step."""
+
+
+def _fault(ctx: AgentContext) -> dict[str, Any] | None:
+    faults = ctx.input.get("faults") if isinstance(ctx.input, dict) else None
+    if not isinstance(faults, dict):
+        return None
+    key = ctx.step if ctx.kind == "step" else f"{ctx.step}:compensation"
+    fault = faults.get(key)
+    if not isinstance(fault, dict):
+        return None
+    times = fault.get("times", 1)
+    if fault.get("mode") == "permanent" or ctx.attempt <= times:
+        return fault
+    return None
+
+
+def inject(ctx: AgentContext, *, permanent_name: str = "PermanentFailure") -> None:
+    """Raise, hang or crash as the workflow input asks for this attempt."""
+    fault = _fault(ctx)
+    if fault is None:
+        return
+    mode = fault.get("mode")
+    if mode == "error":
+        raise TransientServiceError(f"injected transient error on attempt {ctx.attempt}")
+    if mode == "permanent":
+        raise PermanentError(f"injected permanent error in {ctx.step}", name=permanent_name)
+    if mode == "hang":
+        if os.environ.get("SHEPHERD_REAL_FAULTS"):
+            # A real hang: never return, never heartbeat (the runtime stops at the deadline).
+            give_up = ctx.deadline_ms / 1000 + 30
+            while not ctx.cancelled and time.time() < give_up:
+                time.sleep(0.2)
+            raise TransientServiceError("hung attempt was fenced out")
+        raise SimulatedHang(ctx.step)
+    if mode == "crash":
+        if os.environ.get("SHEPHERD_REAL_FAULTS"):
+            os._exit(17)  # the worker process dies mid-step, as a Lambda sandbox would
+        raise SimulatedCrash(ctx.step)

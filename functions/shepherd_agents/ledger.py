@@ -1,0 +1,70 @@
+"""Where the demo's fake external services record their side effects, by idempotency key.
+
+A real service would dedupe on the key we pass it; these do the same, so a step retried after
+its effect landed applies that effect once. With `SHEPHERD_LEDGER` set (the local stack), the
+ledger is a SQLite file shared by worker processes; otherwise it lives in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_memory: dict[tuple[str, str], dict[str, Any]] = {}
+_order: list[tuple[str, str, str]] = []
+
+
+def _db() -> sqlite3.Connection | None:
+    path = os.environ.get("SHEPHERD_LEDGER")
+    if not path:
+        return None
+    conn = sqlite3.connect(path, timeout=10, isolation_level=None)
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "service TEXT, key TEXT, action TEXT, body TEXT, UNIQUE(service, key))"
+    )
+    return conn
+
+
+def apply(service: str, key: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Apply an effect once per (service, key); a repeat returns the first result."""
+    conn = _db()
+    if conn is None:
+        with _lock:
+            if (service, key) not in _memory:
+                _memory[(service, key)] = {"action": action, **body}
+                _order.append((service, key, action))
+            return dict(_memory[(service, key)])
+    with conn:
+        conn.execute(
+            "INSERT OR IGNORE INTO effects(service, key, action, body) VALUES (?, ?, ?, ?)",
+            (service, key, action, json.dumps(body)),
+        )
+        row = conn.execute(
+            "SELECT action, body FROM effects WHERE service = ? AND key = ?", (service, key)
+        ).fetchone()
+    conn.close()
+    return {"action": row[0], **json.loads(row[1])}
+
+
+def effects(prefix: str = "") -> list[tuple[str, str, str]]:
+    """(service, key, action) in the order they were first applied."""
+    conn = _db()
+    if conn is None:
+        with _lock:
+            return [e for e in _order if e[1].startswith(prefix)]
+    rows = conn.execute(
+        "SELECT service, key, action FROM effects WHERE key LIKE ? ORDER BY seq", (prefix + "%",)
+    ).fetchall()
+    conn.close()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def reset() -> None:
+    with _lock:
+        _memory.clear()
+        _order.clear()

@@ -1,0 +1,240 @@
+"""The Store port on DynamoDB. `ClientError` becomes a domain error here and nowhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from shepherd.conditions import And, Cond, Eq, Exists, In, Item, Lt, Missing, Or, Update
+from shepherd.errors import ConditionFailed, TransactionConflict
+from shepherd.ports import DueEntry, DuePage, ListPage
+from shepherd.topology import TABLE
+
+_ser = TypeSerializer()
+_de = TypeDeserializer()
+TRANSACTION_RETRIES = 3
+
+
+def to_attr(item: Item) -> dict[str, Any]:
+    return {k: _ser.serialize(v) for k, v in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def from_attr(attrs: dict[str, Any] | None) -> Item | None:
+    if attrs is None:
+        return None
+    return {k: _plain(_de.deserialize(v)) for k, v in attrs.items()}
+
+
+class _Expr:
+    """Collects placeholders while compiling conditions and updates."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def name(self, name: str) -> str:
+        for placeholder, existing in self.names.items():
+            if existing == name:
+                return placeholder
+        placeholder = f"#n{len(self.names)}"
+        self.names[placeholder] = name
+        return placeholder
+
+    def value(self, value: Any) -> str:
+        placeholder = f":v{len(self.values)}"
+        self.values[placeholder] = _ser.serialize(value)
+        return placeholder
+
+    def condition(self, cond: Cond) -> str:
+        match cond:
+            case Eq(name, value):
+                return f"{self.name(name)} = {self.value(value)}"
+            case In(name, values):
+                return f"{self.name(name)} IN ({', '.join(self.value(v) for v in values)})"
+            case Lt(name, value):
+                return f"{self.name(name)} < {self.value(value)}"
+            case Exists(name):
+                return f"attribute_exists({self.name(name)})"
+            case Missing(name):
+                return f"attribute_not_exists({self.name(name)})"
+            case And(parts):
+                return " AND ".join(f"({self.condition(p)})" for p in parts)
+            case Or(parts):
+                return " OR ".join(f"({self.condition(p)})" for p in parts)
+        raise TypeError(f"not a condition: {cond!r}")  # pragma: no cover
+
+    def update(self, update: Update) -> str:
+        sets = [f"{self.name(k)} = {self.value(v)}" for k, v in update.set.items() if v is not None]
+        for k, values in update.append.items():
+            n = self.name(k)
+            sets.append(
+                f"{n} = list_append(if_not_exists({n}, {self.value([])}), {self.value(values)})"
+            )
+        removes = [self.name(k) for k, v in update.set.items() if v is None]
+        removes += [self.name(k) for k in update.remove]
+        adds = [f"{self.name(k)} {self.value(v)}" for k, v in update.add.items()]
+        parts = []
+        if sets:
+            parts.append("SET " + ", ".join(sets))
+        if removes:
+            parts.append("REMOVE " + ", ".join(removes))
+        if adds:
+            parts.append("ADD " + ", ".join(adds))
+        return " ".join(parts)
+
+    def params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.names:
+            out["ExpressionAttributeNames"] = self.names
+        if self.values:
+            out["ExpressionAttributeValues"] = self.values
+        return out
+
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+class DynamoStore:
+    """The state store on one DynamoDB table (layout in docs/architecture.md)."""
+
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def create(self, items: Sequence[Item]) -> None:
+        request = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": to_attr(item),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+            for item in items
+        ]
+        for attempt in range(TRANSACTION_RETRIES):
+            try:
+                self._client.transact_write_items(TransactItems=request)
+                return
+            except ClientError as err:
+                if _code(err) != "TransactionCanceledException":
+                    raise
+                reasons = err.response.get("CancellationReasons", [])
+                for i, reason in enumerate(reasons):
+                    if reason.get("Code") == "ConditionalCheckFailed":
+                        raise TransactionConflict(i, from_attr(reason.get("Item"))) from None
+                if attempt == TRANSACTION_RETRIES - 1:
+                    raise  # conflicting transactions kept winning; let the caller retry
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def put_new(self, item: Item) -> None:
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=to_attr(item),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if _code(err) == "ConditionalCheckFailedException":
+                raise ConditionFailed(from_attr(err.response.get("Item"))) from None
+            raise
+
+    def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
+        expr = _Expr()
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": to_attr({"pk": pk, "sk": sk}),
+            "UpdateExpression": expr.update(update),
+            "ReturnValues": "ALL_NEW",
+        }
+        if condition is not None:
+            params["ConditionExpression"] = expr.condition(condition)
+            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        params.update(expr.params())
+        try:
+            response = self._client.update_item(**params)
+        except ClientError as err:
+            if _code(err) == "ConditionalCheckFailedException":
+                raise ConditionFailed(from_attr(err.response.get("Item"))) from None
+            raise
+        item = from_attr(response["Attributes"])
+        assert item is not None
+        return item
+
+    def load(self, pk: str) -> list[Item]:
+        items: list[Item] = []
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self._client.query(**params)
+            items += [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
+            if "LastEvaluatedKey" not in response:
+                return items
+            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def get(self, pk: str, sk: str) -> Item | None:
+        response = self._client.get_item(
+            TableName=self._table, Key=to_attr({"pk": pk, "sk": sk}), ConsistentRead=True
+        )
+        return from_attr(response.get("Item"))
+
+    def query_due(
+        self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None
+    ) -> DuePage:
+        idx = TABLE.watch_index
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": idx.name,
+            "KeyConditionExpression": "#s = :s AND #d <= :t",
+            "ExpressionAttributeNames": {"#s": idx.partition_key, "#d": idx.sort_key},
+            "ExpressionAttributeValues": {":s": {"S": shard}, ":t": {"N": str(until_ms)}},
+            "Limit": limit,
+        }
+        if cursor:
+            params["ExclusiveStartKey"] = cursor
+        response = self._client.query(**params)
+        entries = []
+        for attrs in response.get("Items", []):
+            item = from_attr(attrs) or {}
+            entries.append(DueEntry(str(item["pk"]).removeprefix("WF#"), int(item[idx.sort_key])))
+        return DuePage(entries, response.get("LastEvaluatedKey"), int(response.get("Count", 0)))
+
+    def query_list(
+        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
+    ) -> ListPage:
+        idx = TABLE.list_index
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": idx.name,
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": idx.partition_key},
+            "ExpressionAttributeValues": {":p": {"S": list_pk}},
+            "ScanIndexForward": not newest_first,
+            "Limit": limit,
+        }
+        if cursor:
+            params["ExclusiveStartKey"] = cursor
+        response = self._client.query(**params)
+        items = [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
+        return ListPage(items, response.get("LastEvaluatedKey"))

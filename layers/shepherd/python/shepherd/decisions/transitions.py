@@ -1,0 +1,251 @@
+"""Every state change as one named conditional write: (key, update, condition).
+
+Pure functions: they build writes and never perform them. The condition of each names the
+status and the attempt it expects; `attempt` is the fencing token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shepherd.conditions import Cond, Eq, Item, Missing, Update, all_of, any_of
+from shepherd.decisions.retry import GiveUp, RetryDecision, RetryIn
+from shepherd.definitions import MAX_SQS_DELAY
+from shepherd.model import (
+    WF_SK,
+    StepRecord,
+    StepStatus,
+    WorkflowRecord,
+    WorkflowStatus,
+    dumps,
+    wf_pk,
+)
+
+
+@dataclass(frozen=True)
+class Write:
+    pk: str
+    sk: str
+    update: Update
+    condition: Cond
+
+
+def _is(status: StepStatus | WorkflowStatus) -> Cond:
+    return Eq("status", status.value)
+
+
+def _attempt(attempt: int) -> Cond:
+    return Eq("attempt", attempt)
+
+
+def _history(attempt: int, outcome: str, at: int, error: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"a": attempt, "o": outcome, "t": at}
+    if error:
+        entry["e"] = error
+    return entry
+
+
+def error_json(error_type: str, message: str, **extra: Any) -> str:
+    return dumps({"type": error_type, "message": message[:2000], **extra})
+
+
+# ---------------------------------------------------------------------------- step writes
+
+
+def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
+    """QUEUED(a) -> RUNNING(a); for attempt 1 also PENDING(0) -> RUNNING(1) (implicit dispatch)."""
+    expected = all_of(_is(StepStatus.QUEUED), _attempt(attempt))
+    if attempt == 1:
+        expected = any_of(expected, all_of(_is(StepStatus.PENDING), _attempt(0)))
+    update = Update(
+        set={
+            "status": StepStatus.RUNNING.value,
+            "attempt": attempt,
+            "claimed_at": now,
+            "heartbeat_at": now,
+            "lease_owner": owner,
+        }
+    )
+    return Write(*rec.key, update, expected)
+
+
+def heartbeat(rec: StepRecord, attempt: int, now: int, details: str | None) -> Write:
+    values: dict[str, Any] = {"heartbeat_at": now}
+    if details is not None:
+        values["details"] = details
+    return Write(*rec.key, Update(set=values), all_of(_is(StepStatus.RUNNING), _attempt(attempt)))
+
+
+def complete(rec: StepRecord, attempt: int, now: int, output: str, expires_at: int) -> Write:
+    """RUNNING(a) -> SUCCEEDED, fenced: a superseded attempt can no longer record anything."""
+    update = Update(
+        set={
+            "status": StepStatus.SUCCEEDED.value,
+            "output": output,
+            "finished_at": now,
+            "expires_at": expires_at,
+        },
+        remove=("lease_owner", "callback_token"),
+        append={"history": [_history(attempt, "ok", now)]},
+    )
+    return Write(*rec.key, update, all_of(_is(StepStatus.RUNNING), _attempt(attempt)))
+
+
+def end_attempt(
+    rec: StepRecord,
+    *,
+    attempt: int,
+    now: int,
+    error: str,
+    error_type: str,
+    outcome: str,
+    decision: RetryDecision,
+    expires_at: int,
+    guard: Cond | None = None,
+) -> Write:
+    """RUNNING(a) -> QUEUED(a+1) after a backoff, or -> FAILED.
+
+    `outcome` is what happened to attempt `a` (`error`, `timeout`, `heartbeat_timeout`).
+    A retry within SQS's delay limit is sent at once with a delay (`dispatched_at` set); a
+    longer one is left for the supervisor to dispatch when due (`dispatched_at` absent).
+    """
+    condition = all_of(_is(StepStatus.RUNNING), _attempt(attempt), *([guard] if guard else []))
+    history = {"history": [_history(attempt, outcome, now, error_type)]}
+    if isinstance(decision, RetryIn):
+        available_at = now + decision.delay_ms
+        values: dict[str, Any] = {
+            "status": StepStatus.QUEUED.value,
+            "attempt": attempt + 1,
+            "available_at": available_at,
+            "error": error,
+        }
+        remove = ["claimed_at", "heartbeat_at", "lease_owner", "callback_token"]
+        if decision.delay_ms <= MAX_SQS_DELAY * 1000:
+            values["dispatched_at"] = now
+            add = {"dispatches": 1}
+        else:
+            remove.append("dispatched_at")
+            add = {}
+        return Write(*rec.key, Update(values, tuple(remove), history, add), condition)
+    assert isinstance(decision, GiveUp)
+    values = {
+        "status": StepStatus.FAILED.value,
+        "error": error,
+        "finished_at": now,
+        "expires_at": expires_at,
+    }
+    return Write(
+        *rec.key,
+        Update(values, ("lease_owner", "callback_token"), history),
+        condition,
+    )
+
+
+def dispatch(rec: StepRecord, now: int) -> Write:
+    """Mark a step dispatched (first time or again), guarded by exactly what was seen."""
+    if rec.status is StepStatus.PENDING:
+        update = Update(
+            set={
+                "status": StepStatus.QUEUED.value,
+                "attempt": 1,
+                "dispatched_at": now,
+                "available_at": now,
+            },
+            add={"dispatches": 1},
+        )
+        return Write(*rec.key, update, all_of(_is(StepStatus.PENDING), _attempt(0)))
+    seen = (
+        Missing("dispatched_at")
+        if rec.dispatched_at is None
+        else Eq("dispatched_at", rec.dispatched_at)
+    )
+    update = Update(set={"dispatched_at": now}, add={"dispatches": 1})
+    return Write(*rec.key, update, all_of(_is(StepStatus.QUEUED), _attempt(rec.attempt), seen))
+
+
+def cancel(rec: StepRecord, now: int, expires_at: int) -> Write:
+    """PENDING/QUEUED -> CANCELLED: only if still exactly as seen (a claim may win the race)."""
+    update = Update(
+        set={"status": StepStatus.CANCELLED.value, "finished_at": now, "expires_at": expires_at}
+    )
+    return Write(*rec.key, update, all_of(_is(rec.status), _attempt(rec.attempt)))
+
+
+def new_compensation(workflow_id: str, name: str, now: int) -> Item:
+    """The item of a compensation when unwinding reaches it, already dispatched."""
+    return StepRecord(
+        workflow_id=workflow_id,
+        kind="compensation",
+        name=name,
+        status=StepStatus.QUEUED,
+        attempt=1,
+        dispatched_at=now,
+        available_at=now,
+        dispatches=1,
+    ).to_item()
+
+
+# ------------------------------------------------------------------------ workflow writes
+
+
+def unwind(wf: WorkflowRecord, to: WorkflowStatus, now: int, error: str | None) -> Write:
+    values: dict[str, Any] = {"status": to.value, "updated_at": now}
+    if error is not None:
+        values["error"] = error
+    return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), _is(wf.status))
+
+
+def finish(
+    wf: WorkflowRecord,
+    to: WorkflowStatus,
+    now: int,
+    expires_at: int,
+    *,
+    output: str | None = None,
+    error: str | None = None,
+) -> Write:
+    """-> a terminal status; leaves the watch index."""
+    values: dict[str, Any] = {
+        "status": to.value,
+        "updated_at": now,
+        "finished_at": now,
+        "expires_at": expires_at,
+    }
+    if output is not None:
+        values["output"] = output
+    if error is not None:
+        values["error"] = error
+    return Write(
+        wf_pk(wf.workflow_id),
+        WF_SK,
+        Update(set=values, remove=("watch_shard", "due_at")),
+        _is(wf.status),
+    )
+
+
+def move_due(wf: WorkflowRecord, due_at: int) -> Write:
+    """Move the watch deadline, only if nobody moved it or changed the status meanwhile."""
+    seen = Missing("due_at") if wf.due_at is None else Eq("due_at", wf.due_at)
+    return Write(
+        wf_pk(wf.workflow_id),
+        WF_SK,
+        Update(set={"due_at": due_at}),
+        all_of(_is(wf.status), seen),
+    )
+
+
+__all__ = [
+    "Write",
+    "cancel",
+    "claim",
+    "complete",
+    "dispatch",
+    "end_attempt",
+    "error_json",
+    "finish",
+    "heartbeat",
+    "move_due",
+    "new_compensation",
+    "unwind",
+]

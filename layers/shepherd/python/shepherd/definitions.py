@@ -1,0 +1,358 @@
+"""Workflow definitions: data validated by pydantic, one source for runtime, CDK and local stack.
+
+Field names follow Amazon States Language where the meaning is the same. A definition is
+identified by its name and by the content hash of its canonical JSON, which every workflow
+records at start so it runs to the end on that version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import fastjsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from shepherd.errors import DefinitionError
+
+NAME = r"^[a-z][a-z0-9_]{0,63}$"
+POOL = r"^[a-z][a-z0-9-]{0,31}$"
+ONE_YEAR = 366 * 24 * 3600
+MAX_SQS_DELAY = 900
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class RetryPolicy(_Model):
+    """When and how often a failed attempt is retried (ASL `Retry` semantics).
+
+    `MaxAttempts` counts retries after the first attempt, as in ASL: 0 never retries.
+    """
+
+    max_attempts: Annotated[int, Field(alias="MaxAttempts", ge=0, le=100)] = 3
+    interval_seconds: Annotated[float, Field(alias="IntervalSeconds", ge=0, le=86_400)] = 1.0
+    backoff_rate: Annotated[float, Field(alias="BackoffRate", ge=1.0, le=10.0)] = 2.0
+    max_delay_seconds: Annotated[
+        float | None, Field(alias="MaxDelaySeconds", gt=0, le=ONE_YEAR)
+    ] = None
+    jitter_strategy: Annotated[Literal["FULL", "NONE"], Field(alias="JitterStrategy")] = "NONE"
+    non_retryable_errors: Annotated[
+        tuple[Annotated[str, Field(min_length=1, max_length=128)], ...],
+        Field(alias="NonRetryableErrors", max_length=50),
+    ] = ()
+
+
+class TaskSpec(_Model):
+    """What runs an attempt and how long it may take; shared by steps and compensations."""
+
+    agent: Annotated[str, Field(alias="Agent", pattern=NAME)]
+    pool: Annotated[str, Field(alias="Pool", pattern=POOL)]
+    timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)]
+    heartbeat_seconds: Annotated[int | None, Field(alias="HeartbeatSeconds", ge=1)] = None
+    retry: Annotated[RetryPolicy, Field(alias="Retry")] = RetryPolicy()
+
+    @model_validator(mode="after")
+    def _heartbeat_below_timeout(self) -> TaskSpec:
+        if self.heartbeat_seconds is not None and self.heartbeat_seconds >= self.timeout_seconds:
+            raise ValueError(
+                f"HeartbeatSeconds ({self.heartbeat_seconds}) must be less than "
+                f"TimeoutSeconds ({self.timeout_seconds})"
+            )
+        return self
+
+    @property
+    def liveness_seconds(self) -> int:
+        """The soonest a claimed attempt can become overdue."""
+        return self.heartbeat_seconds or self.timeout_seconds
+
+
+class CompensationSpec(TaskSpec):
+    """The undo of a step: its own agent, pool, timeouts and retry policy."""
+
+
+class StepSpec(TaskSpec):
+    name: Annotated[str, Field(alias="Name", pattern=NAME)]
+    depends_on: Annotated[tuple[str, ...], Field(alias="DependsOn", max_length=100)] = ()
+    compensation: Annotated[CompensationSpec | None, Field(alias="Compensation")] = None
+    comment: Annotated[str | None, Field(alias="Comment", max_length=1000)] = None
+
+
+class Definition(_Model):
+    """A workflow type: a DAG of steps."""
+
+    name: Annotated[str, Field(alias="Name", pattern=NAME)]
+    comment: Annotated[str | None, Field(alias="Comment", max_length=2000)] = None
+    input_schema: Annotated[dict[str, Any] | None, Field(alias="InputSchema")] = None
+    dispatch_timeout_seconds: Annotated[
+        int, Field(alias="DispatchTimeoutSeconds", ge=1, le=43_200)
+    ] = 60
+    steps: Annotated[tuple[StepSpec, ...], Field(alias="Steps", min_length=1, max_length=90)]
+
+    @model_validator(mode="after")
+    def _check_graph(self) -> Definition:
+        seen: dict[str, int] = {}
+        for i, step in enumerate(self.steps):
+            if step.name in seen:
+                raise ValueError(
+                    f"Steps[{i}].Name: duplicate step name '{step.name}' "
+                    f"(also Steps[{seen[step.name]}])"
+                )
+            seen[step.name] = i
+        for i, step in enumerate(self.steps):
+            for dep in step.depends_on:
+                if dep not in seen:
+                    raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: unknown step '{dep}'")
+                if dep == step.name:
+                    raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: depends on itself")
+            if len(set(step.depends_on)) != len(step.depends_on):
+                raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: lists a step twice")
+        cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
+        if cycle:
+            raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
+        if self.input_schema is not None:
+            try:
+                fastjsonschema.compile(self.input_schema)
+            except fastjsonschema.JsonSchemaDefinitionException as exc:
+                raise ValueError(f"InputSchema: not a valid JSON Schema: {exc}") from exc
+        return self
+
+    # ----------------------------------------------------------------- derived, cached views
+
+    @cached_property
+    def by_name(self) -> dict[str, StepSpec]:
+        return {s.name: s for s in self.steps}
+
+    @cached_property
+    def dependents(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, list[str]] = {s.name: [] for s in self.steps}
+        for s in self.steps:
+            for dep in s.depends_on:
+                out[dep].append(s.name)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def depth(self) -> dict[str, int]:
+        """Longest path from a root; breaks completion-time ties in compensation order."""
+        depth: dict[str, int] = {}
+        for name in self.topological_order:
+            deps = self.by_name[name].depends_on
+            depth[name] = 1 + max((depth[d] for d in deps), default=-1)
+        return depth
+
+    @cached_property
+    def topological_order(self) -> tuple[str, ...]:
+        order: list[str] = []
+        done: set[str] = set()
+        remaining = list(self.steps)
+        while remaining:
+            ready = [s for s in remaining if set(s.depends_on) <= done]
+            for s in ready:
+                order.append(s.name)
+                done.add(s.name)
+            remaining = [s for s in remaining if s.name not in done]
+        return tuple(order)
+
+    @cached_property
+    def roots(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.steps if not s.depends_on)
+
+    @cached_property
+    def tasks(self) -> tuple[TaskSpec, ...]:
+        """Every step and compensation spec."""
+        out: list[TaskSpec] = []
+        for s in self.steps:
+            out.append(s)
+            if s.compensation is not None:
+                out.append(s.compensation)
+        return tuple(out)
+
+    @cached_property
+    def watch_gap_ms(self) -> int:
+        """`G` of docs/architecture.md: the soonest any new deadline can fall after an event."""
+        seconds = min(
+            self.dispatch_timeout_seconds,
+            *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
+        )
+        return seconds * 1000
+
+    @cached_property
+    def canonical_json(self) -> str:
+        body = self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    @cached_property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json.encode()).hexdigest()[:20]
+
+    @cached_property
+    def input_validator(self) -> Any:
+        return None if self.input_schema is None else fastjsonschema.compile(self.input_schema)
+
+    def spec(self, kind: str, name: str) -> TaskSpec:
+        step = self.by_name[name]
+        if kind == "step":
+            return step
+        if step.compensation is None:
+            raise KeyError(f"step '{name}' has no compensation")
+        return step.compensation
+
+    def agents(self) -> set[str]:
+        return {t.agent for t in self.tasks}
+
+
+def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """A dependency cycle as a path that ends where it starts, or None."""
+    white, grey, black = 0, 1, 2
+    color = dict.fromkeys(graph, white)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        color[node] = grey
+        stack.append(node)
+        for dep in graph[node]:
+            if color.get(dep) == grey:
+                return [*stack[stack.index(dep) :], dep]
+            if color.get(dep) == white:
+                found = visit(dep)
+                if found:
+                    return found
+        stack.pop()
+        color[node] = black
+        return None
+
+    for node in graph:
+        if color[node] == white:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def _format_loc(data: Any, loc: tuple[int | str, ...]) -> str:
+    """`Steps[2] (charge_payment).Retry.MaxAttempts` from a pydantic error location."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            try:
+                node = node[part]
+            except (IndexError, KeyError, TypeError):
+                node = None
+            if isinstance(node, dict) and isinstance(node.get("Name"), str):
+                out += f" ({node['Name']})"
+        else:
+            out += ("." if out else "") + part
+            node = node.get(part) if isinstance(node, dict) else None
+    return out
+
+
+def parse_definition(data: Any, source: str) -> Definition:
+    """Validate raw data; errors name the source and every offending field."""
+    try:
+        return Definition.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            where = _format_loc(data, tuple(err["loc"]))
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{source}: {where + ': ' if where else ''}{msg}")
+        raise DefinitionError("\n".join(lines)) from None
+
+
+def _no_duplicate_keys_loader() -> type:
+    import yaml  # noqa: PLC0415 - YAML is only needed where files are authored, never in Lambda
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+        keys = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in keys:
+                raise DefinitionError(f"line {key_node.start_mark.line + 1}: duplicate key '{key}'")
+            keys.add(key)
+        return dict(loader.construct_mapping(node, deep=deep))
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return Loader
+
+
+def load_file(path: Path) -> Definition:
+    """Load one YAML or JSON definition file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DefinitionError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml  # noqa: PLC0415
+
+            data = yaml.load(text, Loader=_no_duplicate_keys_loader())  # noqa: S506 - SafeLoader subclass
+        else:
+            data = json.loads(text)
+    except DefinitionError as exc:
+        raise DefinitionError(f"{path}: {exc}") from None
+    except ValueError as exc:  # json.JSONDecodeError and yaml.YAMLError both land here or below
+        raise DefinitionError(f"{path}: not valid JSON: {exc}") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("yaml"):
+            raise DefinitionError(f"{path}: not valid YAML: {exc}") from None
+        raise
+    if not isinstance(data, dict):
+        raise DefinitionError(f"{path}: a definition must be a mapping")
+    definition = parse_definition(data, str(path))
+    if path.stem != definition.name:
+        raise DefinitionError(
+            f"{path}: Name: '{definition.name}' must match the file name '{path.stem}'"
+        )
+    return definition
+
+
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def definition_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.suffix in DEFINITION_SUFFIXES)
+
+
+def load_directory(directory: Path) -> dict[str, Definition]:
+    """Every definition in a directory; all errors at once."""
+    found: dict[str, Definition] = {}
+    errors: list[str] = []
+    for path in definition_files(directory):
+        try:
+            definition = load_file(path)
+        except DefinitionError as exc:
+            errors.append(str(exc))
+            continue
+        if definition.name in found:
+            errors.append(f"{path}: Name: '{definition.name}' is defined twice")
+        found[definition.name] = definition
+    if errors:
+        raise DefinitionError("\n".join(errors))
+    return found
+
+
+def check_agents(definition: Definition, known: Iterable[str], source: str) -> None:
+    """Every Agent a definition names must be registered."""
+    known = set(known)
+    errors = []
+    for i, step in enumerate(definition.steps):
+        if step.agent not in known:
+            errors.append(f"{source}: Steps[{i}] ({step.name}).Agent: unknown agent '{step.agent}'")
+        comp = step.compensation
+        if comp is not None and comp.agent not in known:
+            errors.append(
+                f"{source}: Steps[{i}] ({step.name}).Compensation.Agent: "
+                f"unknown agent '{comp.agent}'"
+            )
+    if errors:
+        raise DefinitionError("\n".join(errors))

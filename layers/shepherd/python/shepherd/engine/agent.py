@@ -1,0 +1,381 @@
+"""The agent runtime: claim a step, run the user's function with heartbeats, record the result.
+
+Agents decide nothing about what comes next: after recording, they hand over to the
+scheduler's `advance`, which runs in the same process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from shepherd.clock import to_datetime
+from shepherd.decisions import transitions as tx
+from shepherd.decisions.planner import failure_decision
+from shepherd.definitions import Definition, TaskSpec
+from shepherd.engine.scheduler import Scheduler, idempotency_key
+from shepherd.errors import ConditionFailed, PermanentError
+from shepherd.model import (
+    DomainEvent,
+    StepRecord,
+    StepStatus,
+    TaskMessage,
+    WorkflowState,
+    dumps,
+    loads,
+)
+
+logger = logging.getLogger("shepherd.agent")
+
+MAX_OUTPUT_BYTES = 64 * 1024
+MIN_HEARTBEAT_INTERVAL_MS = 1000
+
+AgentFunction = Callable[["AgentContext"], Any]
+
+
+class AgentRegistry:
+    """Agent functions by name. A test swaps a step by registering a fake under its name."""
+
+    def __init__(self) -> None:
+        self._functions: dict[str, AgentFunction] = {}
+
+    def agent(self, name: str) -> Callable[[AgentFunction], AgentFunction]:
+        def register(fn: AgentFunction) -> AgentFunction:
+            self._functions[name] = fn
+            return fn
+
+        return register
+
+    def register(self, name: str, fn: AgentFunction) -> None:
+        self._functions[name] = fn
+
+    def get(self, name: str) -> AgentFunction | None:
+        return self._functions.get(name)
+
+    def names(self) -> set[str]:
+        return set(self._functions)
+
+
+@dataclass
+class AgentContext:
+    """What an agent function gets. Everything in it can be re-read from the table."""
+
+    workflow_id: str
+    workflow_type: str
+    step: str
+    kind: str
+    attempt: int
+    input: Any
+    dependencies: dict[str, Any]
+    idempotency_key: str
+    previous_details: Any
+    deadline_ms: int
+    step_output: Any = None  # for a compensation: what the step it undoes returned
+    _heartbeat: Heartbeat | None = field(default=None, repr=False)
+
+    @property
+    def deadline(self) -> datetime:
+        return to_datetime(self.deadline_ms)
+
+    def report_progress(self, details: Any) -> None:
+        """Leave details a later attempt can resume from; they ride on the next heartbeat."""
+        if self._heartbeat is not None:
+            self._heartbeat.report(dumps(details))
+
+    @property
+    def cancelled(self) -> bool:
+        """True once this attempt was fenced out (timed out by the supervisor): stop work."""
+        return self._heartbeat is not None and self._heartbeat.fenced
+
+
+class Heartbeat:
+    """Heartbeats of one attempt: at most one write per `HeartbeatSeconds / 3`, fenced."""
+
+    def __init__(
+        self, scheduler: Scheduler, rec: StepRecord, spec: TaskSpec, deadline_ms: int
+    ) -> None:
+        self._scheduler = scheduler
+        self._rec = rec
+        self._deadline_ms = deadline_ms
+        hb = spec.heartbeat_seconds or spec.timeout_seconds
+        self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // 3)
+        self._last_ms = rec.claimed_at or 0
+        self._details: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.fenced = False
+        self.writes = 0
+
+    def report(self, details: str) -> None:
+        with self._lock:
+            self._details = details
+        self.beat(force=False)
+
+    def beat(self, *, force: bool = True) -> bool:
+        """Write a heartbeat if due (or forced); False once fenced out."""
+        clock = self._scheduler.ports.clock
+        with self._lock:
+            now = clock.now_ms()
+            if self.fenced:
+                return False
+            if not force and now - self._last_ms < self.interval_ms:
+                return True
+            details, self._details = self._details, None
+            write = tx.heartbeat(self._rec, self._rec.attempt, now, details)
+            try:
+                self._scheduler.ports.store.update(
+                    write.pk, write.sk, write.update, write.condition
+                )
+            except ConditionFailed:
+                self.fenced = True
+                return False
+            self._last_ms = now
+            self.writes += 1
+            return True
+
+    def start_background(self) -> None:
+        """Beat every interval until stopped or the attempt's deadline has passed."""
+
+        def loop() -> None:
+            while not self._stop.wait(self.interval_ms / 1000):
+                if self._scheduler.ports.clock.now_ms() >= self._deadline_ms:
+                    return  # past TimeoutSeconds: a hung function stops looking alive
+                if not self.beat(force=False):
+                    return
+
+        self._thread = threading.Thread(target=loop, name="shepherd-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    """The function returned and its result was recorded."""
+    RETRYING = "retrying"
+    """The function raised a retryable error; the next attempt is scheduled."""
+    FAILED = "failed"
+    """The function raised and the step failed for good."""
+    FENCED = "fenced"
+    """The attempt was superseded while it ran; its result was rejected, never recorded."""
+    DROPPED = "dropped"
+    """Duplicate, stale or unknown message: acknowledged without running the function."""
+
+
+@dataclass(frozen=True)
+class HandleResult:
+    outcome: Outcome
+    reason: str = ""
+    error_type: str | None = None
+
+
+class AgentRuntime:
+    """Runs task messages of one or more pools.
+
+    Guarantees: the function runs only after this process won the claim of that exact
+    attempt; every later write is fenced on (status RUNNING, attempt), so a superseded attempt
+    records nothing; a duplicate or stale message is dropped without running anything.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        agents: AgentRegistry,
+        *,
+        worker_id: str = "agent",
+        background_heartbeats: bool = True,
+    ) -> None:
+        self.scheduler = scheduler
+        self.agents = agents
+        self.worker_id = worker_id
+        self.background_heartbeats = background_heartbeats
+
+    def handle(self, message: TaskMessage) -> HandleResult:
+        loaded = self.scheduler.load(message.workflow_id)
+        if loaded is None:
+            return HandleResult(Outcome.DROPPED, "unknown workflow")
+        state, definition = loaded
+        reason = why_not_claimable(state, definition, message)
+        if reason:
+            return HandleResult(Outcome.DROPPED, reason)
+        rec = state.record(message.kind, message.step)
+        assert rec is not None  # checked by why_not_claimable
+        spec = definition.spec(message.kind, message.step)
+        fn = self.agents.get(spec.agent)
+        if fn is None:
+            # A deploy without this agent: leave the message for a worker that has it.
+            raise LookupError(f"agent '{spec.agent}' is not registered in this worker")
+        clock = self.scheduler.ports.clock
+        now = clock.now_ms()
+        write = tx.claim(rec, message.attempt, now, self.worker_id)
+        try:
+            item = self.scheduler.ports.store.update(
+                write.pk, write.sk, write.update, write.condition
+            )
+        except ConditionFailed as lost:
+            current = lost.current or {}
+            return HandleResult(
+                Outcome.DROPPED,
+                f"claim lost: step is {current.get('status')} at attempt {current.get('attempt')}",
+            )
+        rec = StepRecord.from_item(item)
+        state.put(rec)
+        return self._run(state, definition, rec, spec, fn)
+
+    def _run(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        rec: StepRecord,
+        spec: TaskSpec,
+        fn: AgentFunction,
+    ) -> HandleResult:
+        clock = self.scheduler.ports.clock
+        deadline = (rec.claimed_at or clock.now_ms()) + spec.timeout_seconds * 1000
+        heartbeat = Heartbeat(self.scheduler, rec, spec, deadline)
+        ctx = self._context(state, definition, rec, deadline, heartbeat)
+        if self.background_heartbeats:
+            heartbeat.start_background()
+        try:
+            result = fn(ctx)
+            output = dumps(result)
+            if len(output.encode()) > MAX_OUTPUT_BYTES:
+                raise PermanentError(
+                    f"output is {len(output.encode())} bytes; the limit is {MAX_OUTPUT_BYTES}",
+                    name="OutputTooLarge",
+                )
+        except Exception as exc:
+            heartbeat.stop()
+            return self._failed(state, definition, rec, spec, exc)
+        finally:
+            heartbeat.stop()
+        return self._succeeded(state, rec, output)
+
+    def _succeeded(self, state: WorkflowState, rec: StepRecord, output: str) -> HandleResult:
+        scheduler = self.scheduler
+        now = scheduler.ports.clock.now_ms()
+        expires = now // 1000 + scheduler.config.retention_seconds
+        write = tx.complete(rec, rec.attempt, now, output, expires)
+        try:
+            scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed as lost:
+            current = lost.current or {}
+            logger.warning(
+                "result of a superseded attempt rejected",
+                extra={
+                    "step": rec.name,
+                    "attempt": rec.attempt,
+                    "now_attempt": current.get("attempt"),
+                },
+            )
+            return HandleResult(Outcome.FENCED, "attempt was superseded")
+        if rec.kind == "compensation":
+            event = DomainEvent(
+                "StepCompensated",
+                {
+                    "workflow_id": rec.workflow_id,
+                    "workflow_type": state.workflow.wf_type,
+                    "step": rec.name,
+                    "attempt": rec.attempt,
+                },
+            )
+            scheduler._deliver([], [event])
+        scheduler.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
+        return HandleResult(Outcome.SUCCEEDED)
+
+    def _failed(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        rec: StepRecord,
+        spec: TaskSpec,
+        exc: Exception,
+    ) -> HandleResult:
+        permanent = isinstance(exc, PermanentError)
+        error_type = exc.name if isinstance(exc, PermanentError) else type(exc).__name__
+        action = failure_decision(
+            rec,
+            spec,
+            error_type=error_type,
+            message=str(exc) or error_type,
+            permanent=permanent,
+            unwinding=state.workflow.status.unwinding and rec.kind == "step",
+            rng=self.scheduler.ports.rng,
+        )
+        if not self.scheduler.end_attempt(state, definition, action):
+            return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
+        current = state.record(rec.kind, rec.name)
+        if current is not None and current.status is StepStatus.FAILED:
+            self.scheduler.advance(rec.workflow_id)
+            return HandleResult(Outcome.FAILED, str(exc), error_type)
+        return HandleResult(Outcome.RETRYING, str(exc), error_type)
+
+    def _context(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        rec: StepRecord,
+        deadline: int,
+        heartbeat: Heartbeat,
+    ) -> AgentContext:
+        step = definition.by_name[rec.name]
+        deps = {d: loads(state.steps[d].output) for d in step.depends_on}
+        step_output = None
+        if rec.kind == "compensation":
+            step_output = loads(state.steps[rec.name].output)
+        return AgentContext(
+            workflow_id=rec.workflow_id,
+            workflow_type=state.workflow.wf_type,
+            step=rec.name,
+            kind=rec.kind,
+            attempt=rec.attempt,
+            input=loads(state.workflow.input),
+            dependencies=deps,
+            idempotency_key=idempotency_key(rec.workflow_id, rec.kind, rec.name),
+            previous_details=loads(rec.details),
+            deadline_ms=deadline,
+            step_output=step_output,
+            _heartbeat=heartbeat,
+        )
+
+
+def why_not_claimable(
+    state: WorkflowState, definition: Definition, message: TaskMessage
+) -> str | None:
+    """A read-only pre-check that drops most duplicates without spending a write.
+
+    The claim's condition is what really decides; this only avoids a write bound to lose.
+    """
+    wf = state.workflow
+    rec = state.record(message.kind, message.step)
+    if rec is None:
+        return f"no {message.kind} '{message.step}'"
+    if message.kind == "step" and wf.status.value != "RUNNING":
+        return f"workflow is {wf.status.value}"
+    if message.kind == "compensation" and not wf.status.unwinding:
+        return f"workflow is {wf.status.value}"
+    if rec.status is StepStatus.QUEUED and rec.attempt == message.attempt:
+        return None
+    if (
+        rec.status is StepStatus.PENDING
+        and message.attempt == 1
+        and message.kind == "step"
+        and all(
+            state.steps[d].status is StepStatus.SUCCEEDED
+            for d in definition.by_name[message.step].depends_on
+        )
+    ):
+        return None
+    return (
+        f"step is {rec.status.value} at attempt {rec.attempt}, "
+        f"message is for attempt {message.attempt}"
+    )

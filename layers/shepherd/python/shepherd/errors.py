@@ -1,0 +1,86 @@
+"""Domain errors.
+
+Adapters translate SDK errors into these once; handlers translate these into replies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ShepherdError(Exception):
+    """Base class of every error the core raises on purpose."""
+
+
+class PermanentError(ShepherdError):
+    """Raised by an agent function for an error no retry can fix: the step fails at once."""
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name or type(self).__name__
+
+
+class DefinitionError(ShepherdError):
+    """A workflow definition is invalid; the message names the file and the field."""
+
+
+class UnknownWorkflowType(ShepherdError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown workflow type '{name}'")
+        self.name = name
+
+
+class InputInvalid(ShepherdError):
+    """The start input does not satisfy the definition's InputSchema."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class IdempotencyConflict(ShepherdError):
+    """The idempotency key was already used for a different request."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(
+            f"idempotency key already used with a different request (workflow {workflow_id})"
+        )
+        self.workflow_id = workflow_id
+
+
+class WorkflowNotFound(ShepherdError):
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"workflow '{workflow_id}' not found")
+        self.workflow_id = workflow_id
+
+
+class InvalidTransition(ShepherdError):
+    """A request asks for a transition the workflow's current state does not allow."""
+
+
+class ConditionFailed(ShepherdError):
+    """A conditional write lost: `current` is the item as it is now (None if it does not exist)."""
+
+    def __init__(self, current: dict[str, Any] | None) -> None:
+        super().__init__("condition failed")
+        self.current = current
+
+
+class TransactionConflict(ShepherdError):
+    """A transactional create lost on item `index`; `current` is that item as it is now."""
+
+    def __init__(self, index: int, current: dict[str, Any] | None) -> None:
+        super().__init__(f"transaction cancelled on item {index}")
+        self.index = index
+        self.current = current
+
+
+class DeliveryError(ShepherdError):
+    """Sending task messages or events failed; the supervisor recovers lost dispatches."""
+
+
+class InputTooLarge(ShepherdError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"input is {size} bytes; the limit is {limit} bytes")
+        self.size = size
+        self.limit = limit

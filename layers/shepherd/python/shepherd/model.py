@@ -1,0 +1,323 @@
+"""Records of the state store, task messages and the in-memory view of one workflow.
+
+Table items, API bodies and queue messages are different models: this module holds the
+first and the last; the API has its own pydantic models in the handlers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, NewType
+
+from shepherd.conditions import Item
+
+WorkflowId = NewType("WorkflowId", str)
+
+WF_SK = "#WF"
+STEP_PREFIX = "S#"
+COMP_PREFIX = "C#"
+
+Kind = Literal["step", "compensation"]
+
+
+def wf_pk(workflow_id: str) -> str:
+    return f"WF#{workflow_id}"
+
+
+def item_sk(kind: Kind, name: str) -> str:
+    return (STEP_PREFIX if kind == "step" else COMP_PREFIX) + name
+
+
+class WorkflowStatus(StrEnum):
+    RUNNING = "RUNNING"
+    """Steps are being dispatched and run."""
+    COMPENSATING = "COMPENSATING"
+    """A step failed for good: unclaimed steps are cancelled, succeeded ones undone in reverse."""
+    CANCELLING = "CANCELLING"
+    """A cancel was requested: unwinding as in COMPENSATING, ending CANCELLED."""
+    SUCCEEDED = "SUCCEEDED"
+    """Every step succeeded. Terminal."""
+    COMPENSATED = "COMPENSATED"
+    """A step failed and every succeeded step with a compensation was undone. Terminal."""
+    CANCELLED = "CANCELLED"
+    """Cancelled, and every succeeded step with a compensation was undone. Terminal."""
+    FAILED = "FAILED"
+    """A compensation could not be completed: an operator is needed. Terminal."""
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+    @property
+    def unwinding(self) -> bool:
+        return self in (WorkflowStatus.COMPENSATING, WorkflowStatus.CANCELLING)
+
+
+TERMINAL = frozenset(
+    {
+        WorkflowStatus.SUCCEEDED,
+        WorkflowStatus.COMPENSATED,
+        WorkflowStatus.CANCELLED,
+        WorkflowStatus.FAILED,
+    }
+)
+
+
+class StepStatus(StrEnum):
+    PENDING = "PENDING"
+    """Created; waits for its dependencies (attempt 0)."""
+    QUEUED = "QUEUED"
+    """Dispatched for `attempt`, or waiting for its retry backoff; not claimed yet."""
+    RUNNING = "RUNNING"
+    """Claimed by an agent for `attempt`; heartbeats and the attempt deadline apply."""
+    SUCCEEDED = "SUCCEEDED"
+    """Its result is recorded. Terminal."""
+    FAILED = "FAILED"
+    """Permanent error, retries exhausted, or ended while the workflow unwound. Terminal."""
+    CANCELLED = "CANCELLED"
+    """Never claimed before the workflow unwound; it had no effect. Terminal."""
+
+    @property
+    def terminal(self) -> bool:
+        return self in (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON for user payloads stored as strings."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A step or compensation item."""
+
+    workflow_id: str
+    kind: Kind
+    name: str
+    status: StepStatus
+    attempt: int = 0
+    dispatched_at: int | None = None
+    available_at: int | None = None
+    claimed_at: int | None = None
+    heartbeat_at: int | None = None
+    lease_owner: str | None = None
+    details: str | None = None
+    output: str | None = None
+    error: str | None = None
+    finished_at: int | None = None
+    history: tuple[dict[str, Any], ...] = ()
+    dispatches: int = 0
+    expires_at: int | None = None
+    callback_token: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (wf_pk(self.workflow_id), item_sk(self.kind, self.name))
+
+    def to_item(self) -> Item:
+        pk, sk = self.key
+        item: Item = {"pk": pk, "sk": sk, "status": self.status.value, "attempt": self.attempt}
+        for name in _STEP_OPTIONAL:
+            value = getattr(self, name)
+            if value is not None:
+                item[name] = value
+        if self.history:
+            item["history"] = [dict(h) for h in self.history]
+        if self.dispatches:
+            item["dispatches"] = self.dispatches
+        return item
+
+    @classmethod
+    def from_item(cls, item: Item) -> StepRecord:
+        sk: str = item["sk"]
+        kind: Kind = "step" if sk.startswith(STEP_PREFIX) else "compensation"
+        return cls(
+            workflow_id=item["pk"].removeprefix("WF#"),
+            kind=kind,
+            name=sk[2:],
+            status=StepStatus(item["status"]),
+            attempt=int(item.get("attempt", 0)),
+            history=tuple(item.get("history", ())),
+            dispatches=int(item.get("dispatches", 0)),
+            **{name: item.get(name) for name in _STEP_OPTIONAL},
+        )
+
+
+_STEP_OPTIONAL = (
+    "dispatched_at",
+    "available_at",
+    "claimed_at",
+    "heartbeat_at",
+    "lease_owner",
+    "details",
+    "output",
+    "error",
+    "finished_at",
+    "expires_at",
+    "callback_token",
+)
+
+
+@dataclass(frozen=True)
+class WorkflowRecord:
+    """The workflow item."""
+
+    workflow_id: str
+    wf_type: str
+    def_hash: str
+    status: WorkflowStatus
+    input: str
+    owner: str
+    request_hash: str
+    created_at: int
+    updated_at: int
+    idempotency_key: str | None = None
+    output: str | None = None
+    error: str | None = None
+    finished_at: int | None = None
+    watch_shard: str | None = None
+    due_at: int | None = None
+    expires_at: int | None = None
+    redrives: int = 0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (wf_pk(self.workflow_id), WF_SK)
+
+    def to_item(self) -> Item:
+        pk, sk = self.key
+        item: Item = {
+            "pk": pk,
+            "sk": sk,
+            "wf_type": self.wf_type,
+            "def_hash": self.def_hash,
+            "status": self.status.value,
+            "input": self.input,
+            "owner": self.owner,
+            "request_hash": self.request_hash,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            # The list index: newest first per owner (see docs/architecture.md).
+            "list_pk": f"OWNER#{self.owner}",
+            "list_sk": f"{self.created_at:015d}#{self.workflow_id}",
+        }
+        for name in _WF_OPTIONAL:
+            value = getattr(self, name)
+            if value is not None:
+                item[name] = value
+        if self.redrives:
+            item["redrives"] = self.redrives
+        return item
+
+    @classmethod
+    def from_item(cls, item: Item) -> WorkflowRecord:
+        return cls(
+            workflow_id=item["pk"].removeprefix("WF#"),
+            wf_type=item["wf_type"],
+            def_hash=item["def_hash"],
+            status=WorkflowStatus(item["status"]),
+            input=item["input"],
+            owner=item["owner"],
+            request_hash=item["request_hash"],
+            created_at=int(item["created_at"]),
+            updated_at=int(item["updated_at"]),
+            redrives=int(item.get("redrives", 0)),
+            **{name: item.get(name) for name in _WF_OPTIONAL},
+        )
+
+
+_WF_OPTIONAL = (
+    "idempotency_key",
+    "output",
+    "error",
+    "finished_at",
+    "watch_shard",
+    "due_at",
+    "expires_at",
+)
+
+
+@dataclass
+class WorkflowState:
+    """Everything the table holds about one workflow, read with one consistent query."""
+
+    workflow: WorkflowRecord
+    steps: dict[str, StepRecord] = field(default_factory=dict)
+    compensations: dict[str, StepRecord] = field(default_factory=dict)
+
+    @classmethod
+    def from_items(cls, items: list[Item]) -> WorkflowState | None:
+        workflow = None
+        steps: dict[str, StepRecord] = {}
+        comps: dict[str, StepRecord] = {}
+        for item in items:
+            sk = item["sk"]
+            if sk == WF_SK:
+                workflow = WorkflowRecord.from_item(item)
+            elif sk.startswith(STEP_PREFIX):
+                steps[sk[2:]] = StepRecord.from_item(item)
+            elif sk.startswith(COMP_PREFIX):
+                comps[sk[2:]] = StepRecord.from_item(item)
+        if workflow is None:
+            return None
+        return cls(workflow, steps, comps)
+
+    def record(self, kind: Kind, name: str) -> StepRecord | None:
+        return (self.steps if kind == "step" else self.compensations).get(name)
+
+    def put(self, record: StepRecord) -> None:
+        (self.steps if record.kind == "step" else self.compensations)[record.name] = record
+
+
+@dataclass(frozen=True)
+class TaskMessage:
+    """The doorbell: names a step attempt and carries nothing the agent could not re-read."""
+
+    workflow_id: str
+    step: str
+    attempt: int
+    kind: Kind = "step"
+
+    def to_body(self) -> str:
+        body: dict[str, Any] = {"w": self.workflow_id, "s": self.step, "a": self.attempt}
+        if self.kind != "step":
+            body["k"] = "c"
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_body(cls, body: str) -> TaskMessage:
+        """Parse a message body; raises ValueError for anything malformed (a poison message)."""
+        try:
+            data = json.loads(body)
+            workflow_id, step, attempt = data["w"], data["s"], data["a"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"malformed task message: {exc}") from exc
+        if not (isinstance(workflow_id, str) and isinstance(step, str)):
+            raise ValueError("malformed task message: ids must be strings")
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+            raise ValueError("malformed task message: attempt must be a positive integer")
+        kind: Kind = "compensation" if data.get("k") == "c" else "step"
+        return cls(workflow_id, step, attempt, kind)
+
+
+@dataclass(frozen=True)
+class OutgoingTask:
+    """A task message addressed to an agent pool, with an optional delivery delay."""
+
+    pool: str
+    message: TaskMessage
+    delay_seconds: int = 0
+
+
+@dataclass(frozen=True)
+class DomainEvent:
+    """An event for the outside world (EventBridge detail-type + detail)."""
+
+    detail_type: str
+    detail: dict[str, Any]

@@ -1,0 +1,101 @@
+"""The ports the core talks through. Adapters implement them for AWS; `shepherd.testing`
+implements them in memory, and both pass the same contract tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from shepherd.conditions import Cond, Item, Update
+from shepherd.model import DomainEvent, OutgoingTask
+
+
+@dataclass(frozen=True)
+class DueEntry:
+    workflow_id: str
+    due_at: int
+
+
+@dataclass(frozen=True)
+class DuePage:
+    entries: list[DueEntry]
+    cursor: dict[str, object] | None
+    items_read: int
+
+
+@dataclass(frozen=True)
+class ListPage:
+    items: list[Item]
+    cursor: dict[str, object] | None
+
+
+class Store(Protocol):
+    """The state store: one table, every write conditional.
+
+    Writes that lose their condition raise `ConditionFailed` carrying the item as it is now
+    (from ReturnValuesOnConditionCheckFailure), never a second read.
+    """
+
+    def create(self, items: Sequence[Item]) -> None:
+        """Put all items in one transaction; each must not exist yet.
+
+        Raises TransactionConflict with the index and current value of an item that exists.
+        """
+        ...
+
+    def put_new(self, item: Item) -> None:
+        """Put one item that must not exist yet; raises ConditionFailed(current)."""
+        ...
+
+    def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
+        """Apply an update if the condition holds; returns the new item."""
+        ...
+
+    def load(self, pk: str) -> list[Item]:
+        """Every item of a partition, read consistently."""
+        ...
+
+    def get(self, pk: str, sk: str) -> Item | None:
+        """One item, read consistently."""
+        ...
+
+    def query_due(
+        self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None
+    ) -> DuePage:
+        """Watch-index entries of a shard with due_at <= until_ms, earliest first.
+
+        The index is eventually consistent: callers re-read before acting.
+        """
+        ...
+
+    def query_list(
+        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
+    ) -> ListPage:
+        """List-index entries of one owner."""
+        ...
+
+
+class TaskQueue(Protocol):
+    """Sends task messages to agent pools. Best effort: the supervisor recovers lost sends."""
+
+    def send(self, tasks: Sequence[OutgoingTask]) -> None:
+        """Raises DeliveryError if some could not be sent."""
+        ...
+
+
+class EventPublisher(Protocol):
+    def publish(self, events: Sequence[DomainEvent]) -> None:
+        """Raises DeliveryError if some could not be published."""
+        ...
+
+
+class IdSource(Protocol):
+    def new_id(self) -> str: ...
+
+
+class NullEvents:
+    """An EventPublisher that drops everything (no bus configured)."""
+
+    def publish(self, events: Sequence[DomainEvent]) -> None:
+        return None

@@ -1,0 +1,74 @@
+"""Runtime settings: one pydantic model, read from the environment once."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PREFIX = "SHEPHERD_"
+
+# Environment variable names: the CDK app and the local stack set exactly these.
+ENV_TABLE = "SHEPHERD_TABLE"
+ENV_QUEUE_URLS = "SHEPHERD_QUEUE_URLS"
+ENV_EVENT_BUS = "SHEPHERD_EVENT_BUS"
+ENV_DEFINITIONS_DIR = "SHEPHERD_DEFINITIONS_DIR"
+ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
+ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    table: Annotated[str, Field(min_length=3, max_length=255)]
+    queue_urls: dict[str, str] = {}
+    event_bus: str | None = None
+    definitions_dir: Path
+    watch_shards: Annotated[int, Field(ge=1, le=64)] = 8
+    retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
+
+    @field_validator("queue_urls", mode="before")
+    @classmethod
+    def _json_map(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"{ENV_QUEUE_URLS} must be a JSON object: {exc}") from exc
+        return value
+
+    @property
+    def retention_seconds(self) -> int:
+        return self.retention_days * 24 * 3600
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {
+            "table": env.get(ENV_TABLE, ""),
+            "queue_urls": env.get(ENV_QUEUE_URLS, "{}"),
+            "event_bus": env.get(ENV_EVENT_BUS) or None,
+            "definitions_dir": env.get(ENV_DEFINITIONS_DIR, "statemachines"),
+        }
+        if ENV_WATCH_SHARDS in env:
+            values["watch_shards"] = env[ENV_WATCH_SHARDS]
+        if ENV_RETENTION_DAYS in env:
+            values["retention_days"] = env[ENV_RETENTION_DAYS]
+        return cls.model_validate(values)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings (used by the CDK app and local stack)."""
+        env = {
+            ENV_TABLE: self.table,
+            ENV_QUEUE_URLS: json.dumps(self.queue_urls, separators=(",", ":"), sort_keys=True),
+            ENV_DEFINITIONS_DIR: str(self.definitions_dir),
+            ENV_WATCH_SHARDS: str(self.watch_shards),
+            ENV_RETENTION_DAYS: str(self.retention_days),
+        }
+        if self.event_bus:
+            env[ENV_EVENT_BUS] = self.event_bus
+        return env

@@ -1,0 +1,240 @@
+"""In-memory implementations of the ports. They ship with the core and pass the same contract
+tests as the AWS adapters, so tests and simulations built on them cannot drift from AWS."""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import itertools
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shepherd.conditions import Cond, Item, Update, evaluate
+from shepherd.errors import ConditionFailed, TransactionConflict
+from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
+from shepherd.ports import DueEntry, DuePage, ListPage
+from shepherd.topology import TABLE
+
+
+class MemoryStore:
+    """A dict-backed table with DynamoDB's conditional-write semantics and both indexes."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str], Item] = {}
+        self._lock = threading.RLock()
+        self.writes = 0
+        self.reads = 0
+
+    def create(self, items: Sequence[Item]) -> None:
+        with self._lock:
+            for i, item in enumerate(items):
+                existing = self._items.get((item["pk"], item["sk"]))
+                if existing is not None:
+                    raise TransactionConflict(i, copy.deepcopy(existing))
+            for item in items:
+                self._items[(item["pk"], item["sk"])] = copy.deepcopy(item)
+            self.writes += len(items)
+
+    def put_new(self, item: Item) -> None:
+        with self._lock:
+            key = (item["pk"], item["sk"])
+            self.writes += 1
+            if key in self._items:
+                raise ConditionFailed(copy.deepcopy(self._items[key]))
+            self._items[key] = copy.deepcopy(item)
+
+    def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
+        with self._lock:
+            self.writes += 1
+            current = self._items.get((pk, sk))
+            if condition is not None and not evaluate(condition, current):
+                raise ConditionFailed(copy.deepcopy(current))
+            new = update.apply(current or {"pk": pk, "sk": sk})
+            self._items[(pk, sk)] = new
+            return copy.deepcopy(new)
+
+    def load(self, pk: str) -> list[Item]:
+        with self._lock:
+            self.reads += 1
+            found = [copy.deepcopy(v) for (p, _), v in self._items.items() if p == pk]
+        return sorted(found, key=lambda i: i["sk"])
+
+    def get(self, pk: str, sk: str) -> Item | None:
+        with self._lock:
+            self.reads += 1
+            item = self._items.get((pk, sk))
+            return copy.deepcopy(item) if item is not None else None
+
+    def query_due(
+        self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None
+    ) -> DuePage:
+        idx = TABLE.watch_index
+        with self._lock:
+            rows = sorted(
+                (item[idx.sort_key], item["pk"])
+                for item in self._items.values()
+                if item.get(idx.partition_key) == shard
+                and idx.sort_key in item
+                and item[idx.sort_key] <= until_ms
+            )
+        after = (cursor["due_at"], cursor["pk"]) if cursor else None
+        if after is not None:
+            rows = [r for r in rows if r > after]
+        page = rows[:limit]
+        next_cursor: dict[str, object] | None = None
+        if len(rows) > limit:
+            next_cursor = {"due_at": page[-1][0], "pk": page[-1][1]}
+        entries = [DueEntry(pk.removeprefix("WF#"), due) for due, pk in page]
+        return DuePage(entries, next_cursor, len(page))
+
+    def query_list(
+        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
+    ) -> ListPage:
+        idx = TABLE.list_index
+        with self._lock:
+            rows = sorted(
+                (
+                    copy.deepcopy(item)
+                    for item in self._items.values()
+                    if item.get(idx.partition_key) == list_pk
+                ),
+                key=lambda i: i[idx.sort_key],
+                reverse=newest_first,
+            )
+        if cursor:
+            last = cursor[idx.sort_key]
+            rows = [
+                r
+                for r in rows
+                if (r[idx.sort_key] < last if newest_first else r[idx.sort_key] > last)
+            ]
+        page = rows[:limit]
+        next_cursor = {idx.sort_key: page[-1][idx.sort_key]} if len(rows) > limit else None
+        return ListPage(page, next_cursor)
+
+    # Test helpers, not part of the port.
+    def items(self) -> list[Item]:
+        with self._lock:
+            return [copy.deepcopy(v) for v in self._items.values()]
+
+
+@dataclass(order=True)
+class _Queued:
+    visible_at: int
+    seq: int
+    message_id: str = field(compare=False)
+    body: str = field(compare=False)
+    receives: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Received:
+    message_id: str
+    receipt: str
+    body: str
+    receive_count: int
+
+    @property
+    def task(self) -> TaskMessage:
+        return TaskMessage.from_body(self.body)
+
+
+class MemoryQueue:
+    """SQS-like queues per pool under an injected clock: delays, visibility timeouts, a DLQ."""
+
+    def __init__(self, clock: Any, *, visibility_ms: int = 30_000, max_receives: int = 5) -> None:
+        self._clock = clock
+        self._visibility_ms = visibility_ms
+        self._max_receives = max_receives
+        self._queues: dict[str, list[_Queued]] = {}
+        self._inflight: dict[str, tuple[str, _Queued]] = {}
+        self.dead: dict[str, list[str]] = {}
+        self.sent: list[OutgoingTask] = []
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+
+    def send(self, tasks: Sequence[OutgoingTask]) -> None:
+        with self._lock:
+            now = self._clock.now_ms()
+            for task in tasks:
+                self.sent.append(task)
+                entry = _Queued(
+                    now + task.delay_seconds * 1000,
+                    next(self._seq),
+                    uuid.uuid4().hex,
+                    task.message.to_body(),
+                )
+                heapq.heappush(self._queues.setdefault(task.pool, []), entry)
+
+    def receive(self, pool: str, max_messages: int = 10) -> list[Received]:
+        with self._lock:
+            now = self._clock.now_ms()
+            self._expire_inflight(now)
+            queue = self._queues.setdefault(pool, [])
+            out: list[Received] = []
+            while queue and queue[0].visible_at <= now and len(out) < max_messages:
+                entry = heapq.heappop(queue)
+                entry.receives += 1
+                if entry.receives > self._max_receives:
+                    self.dead.setdefault(pool, []).append(entry.body)
+                    continue
+                receipt = uuid.uuid4().hex
+                entry.visible_at = now + self._visibility_ms
+                self._inflight[receipt] = (pool, entry)
+                out.append(Received(entry.message_id, receipt, entry.body, entry.receives))
+            return out
+
+    def delete(self, receipt: str) -> None:
+        with self._lock:
+            self._inflight.pop(receipt, None)
+
+    def release(self, receipt: str) -> None:
+        """Make an in-flight message visible again at once (a failed batch item)."""
+        with self._lock:
+            found = self._inflight.pop(receipt, None)
+            if found:
+                pool, entry = found
+                entry.visible_at = self._clock.now_ms()
+                heapq.heappush(self._queues[pool], entry)
+
+    def depth(self, pool: str) -> int:
+        with self._lock:
+            return len(self._queues.get(pool, [])) + sum(
+                1 for p, _ in self._inflight.values() if p == pool
+            )
+
+    def _expire_inflight(self, now: int) -> None:
+        for receipt, (pool, entry) in list(self._inflight.items()):
+            if entry.visible_at <= now:
+                del self._inflight[receipt]
+                heapq.heappush(self._queues[pool], entry)
+
+
+class MemoryEvents:
+    def __init__(self) -> None:
+        self.published: list[DomainEvent] = []
+
+    def publish(self, events: Sequence[DomainEvent]) -> None:
+        self.published.extend(events)
+
+    def types(self) -> list[str]:
+        return [e.detail_type for e in self.published]
+
+
+class SequentialIds:
+    """Deterministic ids for simulations and tests."""
+
+    def __init__(self, prefix: str = "wf") -> None:
+        self._counter = itertools.count(1)
+        self._prefix = prefix
+
+    def new_id(self) -> str:
+        return f"{self._prefix}{next(self._counter):06d}"
+
+
+class RandomIds:
+    def new_id(self) -> str:
+        return uuid.uuid4().hex

@@ -1,0 +1,78 @@
+"""Builds the engine from settings. The only place boto3 clients are made, lazily."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from shepherd.clock import Clock, SystemClock
+from shepherd.definitions import load_directory
+from shepherd.engine.agent import AgentRegistry, AgentRuntime
+from shepherd.engine.catalog import Catalog
+from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
+from shepherd.engine.supervisor import Supervisor
+from shepherd.ports import EventPublisher, NullEvents
+from shepherd.settings import Settings
+from shepherd.testing import RandomIds
+
+
+def _client(service: str) -> Any:
+    import boto3  # noqa: PLC0415 - imported when first needed, after moto may have started
+    from botocore.config import Config  # noqa: PLC0415
+
+    config = Config(
+        retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10
+    )
+    return boto3.client(service, config=config)
+
+
+@dataclass
+class Shepherd:
+    """The engine wired to AWS from settings; everything is built on first use."""
+
+    settings: Settings
+    clock: Clock | None = None
+    agents: AgentRegistry | None = None
+    worker_id: str = "agent"
+
+    @cached_property
+    def ports(self) -> Ports:
+        from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
+        from shepherd.adapters.eventbridge import EventBridgePublisher  # noqa: PLC0415
+        from shepherd.adapters.sqs import SqsQueue  # noqa: PLC0415
+
+        events: EventPublisher = NullEvents()
+        if self.settings.event_bus:
+            events = EventBridgePublisher(_client("events"), self.settings.event_bus)
+        return Ports(
+            store=DynamoStore(_client("dynamodb"), self.settings.table),
+            queue=SqsQueue(_client("sqs"), self.settings.queue_urls),
+            events=events,
+            clock=self.clock or SystemClock(),
+            ids=RandomIds(),
+            rng=random.Random(),
+        )
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        return Catalog(load_directory(self.settings.definitions_dir), self.ports.store)
+
+    @cached_property
+    def scheduler(self) -> Scheduler:
+        config = EngineConfig(
+            watch_shards=self.settings.watch_shards,
+            retention_seconds=self.settings.retention_seconds,
+        )
+        return Scheduler(self.ports, self.catalog, config)
+
+    @cached_property
+    def supervisor(self) -> Supervisor:
+        return Supervisor(self.scheduler)
+
+    @cached_property
+    def agent_runtime(self) -> AgentRuntime:
+        return AgentRuntime(
+            self.scheduler, self.agents or AgentRegistry(), worker_id=self.worker_id
+        )
