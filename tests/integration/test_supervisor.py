@@ -1,0 +1,162 @@
+"""The supervisor: concurrent sweeps, and work that grows with due items, not with history."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+from shepherd.model import StepStatus, WorkflowStatus
+from shepherd_agents import ledger
+from shepherd_agents.faults import SimulatedHang
+from support import ENV, ORDER, Harness, HookStore
+
+
+@pytest.fixture(autouse=True)
+def _clean_ledger() -> None:
+    ledger.reset()
+
+
+def _stall_everything(h: Harness) -> list[str]:
+    """Workflows in every recoverable situation at once, all overdue."""
+    ids = []
+    lost_root = h.start("order_fulfilment", ORDER)  # root message will be lost
+    hung = h.start("order_fulfilment", {**ORDER, "faults": {"reserve_inventory": {"mode": "hang"}}})
+    failing = h.start(
+        "provision_environment", {**ENV, "faults": {"create_storage": {"mode": "permanent"}}}
+    )
+    ids += [lost_root, hung, failing]
+    for m in h.receive():
+        if m.task.workflow_id == lost_root:
+            h.queue.delete(m.receipt)
+            continue
+        with contextlib.suppress(SimulatedHang):
+            h.runtime.handle(m.task)
+        h.queue.delete(m.receipt)
+    h.queue.sent.clear()
+    h.clock.advance(60)
+    return ids
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_two_sweeps_at_once_never_double_dispatch_or_double_compensate(
+    harness: Harness, first: str
+) -> None:
+    from shepherd.engine.supervisor import Supervisor
+
+    hook = HookStore(harness.store)
+    harness.ports.store = hook
+    ids = _stall_everything(harness)
+    a, b = Supervisor(harness.scheduler), Supervisor(harness.scheduler)
+    inner_reports: list[Any] = []
+
+    def other_sweeps_in_between(pk: str) -> None:
+        # A has read its first due workflow; B runs a whole sweep before A acts on it.
+        hook.after_load = None
+        inner_reports.append((b if first == "a" else a).sweep())
+
+    hook.after_load = other_sweeps_in_between
+    outer = (a if first == "a" else b).sweep()
+    inner = inner_reports[0]
+
+    # Every overdue thing was acted on once in total, and the stale sweep lost its writes.
+    # (the lost root message, and the compensation message never delivered above)
+    assert inner.actions["Redispatch"] == 2 and inner.actions["TimedOut"] == 1
+    for kind in ("Redispatch", "TimedOut", "StartCompensation", "Finish"):
+        assert outer.actions.get(kind, 0) == 0, outer.actions
+    assert outer.actions["DispatchLost"] + outer.actions["EndAttemptLost"] >= 1
+    sent = [
+        (t.message.workflow_id, t.message.step, t.message.kind, t.message.attempt)
+        for t in harness.queue.sent
+    ]
+    assert len(sent) == len(set(sent)), f"double dispatch: {sent}"
+    for wf in ids:
+        state = harness.run(wf)
+        assert state.workflow.status.terminal
+    failing = harness.state(ids[2])
+    assert failing.workflow.status is WorkflowStatus.COMPENSATED
+    assert [c.attempt for c in failing.compensations.values()] == [1] * len(failing.compensations)
+    undo = [e for e in ledger.effects(ids[2]) if e[2].startswith("delete")]
+    assert len(undo) == len(set(undo))
+
+
+def test_sweep_reads_due_work_only(moto_engine: Harness) -> None:
+    """Items read by a sweep are the same with 10 and with 2,000 finished workflows."""
+    h = moto_engine
+    client = h.dynamodb  # type: ignore[attr-defined]
+    reads: list[int] = []
+
+    def count(parsed: dict[str, Any], **_: Any) -> None:
+        reads.append(int(parsed.get("Count", 1 if "Item" in parsed else 0)))
+
+    client.meta.events.register("after-call.dynamodb.Query", count)
+    client.meta.events.register("after-call.dynamodb.GetItem", count)
+
+    def sweep_reads() -> tuple[int, int]:
+        reads.clear()
+        report = h.sweep()
+        return sum(reads), report.index_queries
+
+    # Ten finished workflows and two stalled ones.
+    for i in range(10):
+        assert (
+            h.run(h.start("order_fulfilment", {**ORDER, "order_id": f"done-{i}"})).workflow.status
+            is WorkflowStatus.SUCCEEDED
+        )
+    _stall_twice(h)
+    h.clock.advance(60)
+    few = sweep_reads()
+
+    # Clone finished workflows (their real items, new ids) until there are 2,000.
+    _clone_finished(h, client, 1990)
+
+    _restore_stalls(h)
+    many = sweep_reads()
+    assert few == many
+    assert few[1] == h.scheduler.config.watch_shards  # one query per shard, no pagination
+
+
+_stalled: list[str] = []
+
+
+def _stall_twice(h: Harness) -> None:
+    _stalled.clear()
+    for i in range(2):
+        wf = h.start("order_fulfilment", {**ORDER, "order_id": f"stall-{i}"})
+        _stalled.append(wf)
+    for m in h.receive():
+        h.queue.delete(m.receipt)  # both root messages lost
+
+
+def _restore_stalls(h: Harness) -> None:
+    """Put the two stalled workflows back exactly as they were before the first sweep."""
+    for wf in _stalled:
+        state = h.state(wf)
+        step = state.steps["reserve_inventory"]
+        assert step.status is StepStatus.QUEUED and step.dispatches == 2
+    h.clock.advance(60)  # overdue again: same due items, same reads
+
+
+def _clone_finished(h: Harness, client: Any, count: int) -> None:
+    from boto3.dynamodb.types import TypeSerializer
+    from shepherd.adapters.dynamodb import from_attr
+
+    ser = TypeSerializer()
+    done = [
+        item
+        for item in (from_attr(i) for i in client.scan(TableName="shepherd-test")["Items"])
+        if item
+        and item["pk"].startswith("WF#")
+        and "done-0" in str(h.state(item["pk"][3:]).workflow.input)
+    ]
+    assert done and all(i.get("due_at") is None for i in done)
+    batch: list[dict[str, Any]] = []
+    for n in range(count):
+        for item in done:
+            clone = {**item, "pk": f"WF#clone{n:05d}"}
+            batch.append({"PutRequest": {"Item": {k: ser.serialize(v) for k, v in clone.items()}}})
+            if len(batch) == 25:
+                client.batch_write_item(RequestItems={"shepherd-test": batch})
+                batch = []
+    if batch:
+        client.batch_write_item(RequestItems={"shepherd-test": batch})

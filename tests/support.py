@@ -1,0 +1,226 @@
+"""Test harness: the real scheduler, agent runtime and supervisor over ports under test control.
+
+Time is a ManualClock; delivery goes through the in-memory queue (it honours delays and
+visibility under that clock); the store is in memory or DynamoDB on moto.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto import mock_aws
+from shepherd.adapters.dynamodb import DynamoStore
+from shepherd.clock import ManualClock
+from shepherd.definitions import Definition, load_directory
+from shepherd.engine.agent import AgentRegistry, AgentRuntime, HandleResult
+from shepherd.engine.catalog import Catalog
+from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
+from shepherd.engine.supervisor import Supervisor, SweepReport
+from shepherd.model import StepRecord, TaskMessage, WorkflowState, WorkflowStatus
+from shepherd.ports import Store
+from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, SequentialIds
+from shepherd_cli.resources import create_table
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFINITIONS = load_directory(ROOT / "statemachines")
+TABLE_NAME = "shepherd-test"
+
+ORDER = {"order_id": "o-1", "customer": "ada", "amount": 42.5, "items": [{"sku": "A", "qty": 2}]}
+ENV = {"env_name": "dev-one", "region": "eu-west-1", "size": "small"}
+
+
+@dataclass
+class Harness:
+    store: Store
+    clock: ManualClock = field(default_factory=ManualClock)
+    definitions: dict[str, Definition] = field(default_factory=lambda: dict(DEFINITIONS))
+    agents: AgentRegistry | None = None
+    shards: int = 4
+    log: list[tuple[TaskMessage, HandleResult]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.queue = MemoryQueue(self.clock, visibility_ms=300_000)
+        self.events = MemoryEvents()
+        self.ports = Ports(
+            self.store, self.queue, self.events, self.clock, SequentialIds(), random.Random(7)
+        )
+        self.catalog = Catalog(self.definitions, self.store)
+        self.scheduler = Scheduler(self.ports, self.catalog, EngineConfig(watch_shards=self.shards))
+        if self.agents is None:
+            from shepherd_agents import registry
+
+            self.agents = registry
+        self.runtime = AgentRuntime(
+            self.scheduler, self.agents, worker_id="test", background_heartbeats=False
+        )
+        self.supervisor = Supervisor(self.scheduler)
+
+    # -------------------------------------------------------------------------- driving
+
+    def start(self, wf_type: str, payload: Any, **kwargs: Any) -> str:
+        return self.scheduler.start(wf_type, payload, **kwargs).workflow_id
+
+    def receive(self) -> list[Any]:
+        """Every visible message of every pool (and delete nothing yet)."""
+        out = []
+        for pool in sorted({t.pool for d in self.definitions.values() for t in d.tasks}):
+            out += self.queue.receive(pool, 10)
+        return out
+
+    def pump(
+        self,
+        *,
+        on_message: Callable[[TaskMessage], str] | None = None,
+        rounds: int = 50,
+    ) -> list[tuple[TaskMessage, HandleResult]]:
+        """Deliver visible messages until none is left.
+
+        `on_message` may return "handle" (default), "drop" (lose it), "duplicate" (deliver it
+        twice) or "hold" (received, never acknowledged: it comes back after the visibility
+        timeout, like a worker that died before deleting it).
+        """
+        handled: list[tuple[TaskMessage, HandleResult]] = []
+        for _ in range(rounds):
+            messages = self.receive()
+            if not messages:
+                break
+            for m in messages:
+                what = on_message(m.task) if on_message else "handle"
+                if what == "drop":
+                    self.queue.delete(m.receipt)
+                    continue
+                if what == "hold":
+                    continue
+                times = 2 if what == "duplicate" else 1
+                for _ in range(times):
+                    result = self.runtime.handle(m.task)
+                    handled.append((m.task, result))
+                    self.log.append((m.task, result))
+                self.queue.delete(m.receipt)
+        return handled
+
+    def sweep(self) -> SweepReport:
+        return self.supervisor.sweep()
+
+    def run(
+        self,
+        workflow_id: str,
+        *,
+        step_seconds: float = 0.5,
+        max_steps: int = 400,
+        on_message: Callable[[TaskMessage], str] | None = None,
+    ) -> WorkflowState:
+        """Pump, move time, sweep, until the workflow is terminal."""
+        for _ in range(max_steps):
+            self.pump(on_message=on_message)
+            state = self.state(workflow_id)
+            if state.workflow.status.terminal:
+                return state
+            self.clock.advance(step_seconds)
+            self.sweep()
+        raise AssertionError(f"workflow {workflow_id} did not finish: {self.state(workflow_id)}")
+
+    # ----------------------------------------------------------------------------- reads
+
+    def state(self, workflow_id: str) -> WorkflowState:
+        loaded = self.scheduler.load(workflow_id)
+        assert loaded is not None
+        return loaded[0]
+
+    def status(self, workflow_id: str) -> WorkflowStatus:
+        return self.state(workflow_id).workflow.status
+
+    def step(self, workflow_id: str, name: str) -> StepRecord:
+        return self.state(workflow_id).steps[name]
+
+    def sent(self, workflow_id: str, step: str, kind: str = "step") -> list[int]:
+        """Attempt numbers of every message sent for a step, in order."""
+        return [
+            t.message.attempt
+            for t in self.queue.sent
+            if t.message.workflow_id == workflow_id
+            and t.message.step == step
+            and t.message.kind == kind
+        ]
+
+    def handled(self, workflow_id: str, step: str) -> list[tuple[int, str]]:
+        return [
+            (m.attempt, r.outcome.value)
+            for m, r in self.log
+            if m.workflow_id == workflow_id and m.step == step and m.kind == "step"
+        ]
+
+
+def memory_harness(**kwargs: Any) -> Harness:
+    return Harness(MemoryStore(), **kwargs)
+
+
+def make_dynamo_store() -> tuple[DynamoStore, Any]:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    create_table(client, TABLE_NAME)
+    return DynamoStore(client, TABLE_NAME), client
+
+
+@contextlib.contextmanager
+def moto_harness(**kwargs: Any) -> Iterator[Harness]:
+    with mock_aws():
+        store, client = make_dynamo_store()
+        h = Harness(store, **kwargs)
+        h.dynamodb = client  # type: ignore[attr-defined]
+        yield h
+
+
+@contextlib.contextmanager
+def registry_with(**functions: Callable[..., Any]) -> Iterator[AgentRegistry]:
+    """The demo registry with some agents swapped for test doubles."""
+    from shepherd_agents import registry
+
+    swapped = AgentRegistry()
+    for name in registry.names():
+        fn = registry.get(name)
+        assert fn is not None
+        swapped.register(name, fn)
+    for name, fn in functions.items():
+        swapped.register(name, fn)
+    yield swapped
+
+
+class HookStore:
+    """A Store wrapper that runs a hook before selected calls, to force exact interleavings."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.before_update: Callable[[str, str, Any], None] | None = None
+        self.after_load: Callable[[str], None] | None = None
+
+    def create(self, items: Any) -> None:
+        self.inner.create(items)
+
+    def put_new(self, item: Any) -> None:
+        self.inner.put_new(item)
+
+    def update(self, pk: str, sk: str, update: Any, condition: Any) -> Any:
+        if self.before_update is not None:
+            self.before_update(pk, sk, update)
+        return self.inner.update(pk, sk, update, condition)
+
+    def load(self, pk: str) -> Any:
+        items = self.inner.load(pk)
+        if self.after_load is not None:
+            self.after_load(pk)
+        return items
+
+    def get(self, pk: str, sk: str) -> Any:
+        return self.inner.get(pk, sk)
+
+    def query_due(self, *args: Any) -> Any:
+        return self.inner.query_due(*args)
+
+    def query_list(self, *args: Any) -> Any:
+        return self.inner.query_list(*args)

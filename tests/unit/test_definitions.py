@@ -1,0 +1,159 @@
+"""Definitions: validation names the file and the field; hashes identify versions."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shepherd.definitions import check_agents, load_directory, load_file, parse_definition
+from shepherd.errors import DefinitionError
+from support import DEFINITIONS, ROOT
+
+BASE: dict[str, Any] = {
+    "Name": "wf",
+    "Steps": [
+        {"Name": "a", "Agent": "do_a", "Pool": "p", "TimeoutSeconds": 10, "HeartbeatSeconds": 3},
+        {"Name": "b", "Agent": "do_b", "Pool": "p", "TimeoutSeconds": 10, "DependsOn": ["a"]},
+    ],
+}
+
+
+def variant(**changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        node: Any = data
+        *parents, last = path.split("__")
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[int(last) if last.isdigit() else last] = value
+    return data
+
+
+def test_the_examples_load_and_name_only_registered_agents() -> None:
+    from shepherd_agents import registry
+
+    assert set(DEFINITIONS) == {"order_fulfilment", "provision_environment"}
+    for name, definition in DEFINITIONS.items():
+        check_agents(definition, registry.names(), name)
+    compute = DEFINITIONS["provision_environment"].by_name["create_compute"]
+    assert compute.depends_on == ("create_network", "create_storage")
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            variant(Steps__1__DependsOn=["zzz"]),
+            "Steps[1] (b).DependsOn: unknown step 'zzz'",
+        ),
+        (
+            variant(Steps__0__DependsOn=["b"]),
+            "Steps: dependency cycle",
+        ),
+        (
+            variant(Steps__1__Name="a"),
+            "Steps[1].Name: duplicate step name 'a'",
+        ),
+        (
+            variant(Steps__0__HeartbeatSeconds=10),
+            "Steps[0] (a): HeartbeatSeconds (10) must be less than TimeoutSeconds (10)",
+        ),
+        (
+            variant(Steps__0__TimeoutSeconds=-5),
+            "Steps[0] (a).TimeoutSeconds: Input should be greater than or equal to 1",
+        ),
+        (
+            variant(Steps__0__TimeoutSeconds=10**12),
+            "Steps[0] (a).TimeoutSeconds: Input should be less than or equal to",
+        ),
+        (
+            variant(Steps__0__Retry={"MaxAttempts": 1000}),
+            "Steps[0] (a).Retry.MaxAttempts: Input should be less than or equal to 100",
+        ),
+        (
+            variant(Steps__0__Retry={"BackoffRate": 0.5}),
+            "Steps[0] (a).Retry.BackoffRate: Input should be greater than or equal to 1",
+        ),
+        (
+            variant(Steps__0__Retry={"JitterStrategy": "SOME"}),
+            "Steps[0] (a).Retry.JitterStrategy: Input should be 'FULL' or 'NONE'",
+        ),
+        (
+            variant(Steps__0__Pool="Bad Pool"),
+            "Steps[0] (a).Pool: String should match pattern",
+        ),
+        (
+            variant(Steps__0__Timeout=3),
+            "Steps[0] (a).Timeout: Extra inputs are not permitted",
+        ),
+        (
+            variant(InputSchema={"type": "no-such-type"}),
+            "InputSchema: not a valid JSON Schema",
+        ),
+        (
+            variant(Steps__0__Compensation={"Agent": "undo", "Pool": "p", "TimeoutSeconds": 0}),
+            "Steps[0] (a).Compensation.TimeoutSeconds: Input should be greater than or equal to 1",
+        ),
+    ],
+)
+def test_invalid_definitions_name_the_source_and_field(data: Any, expected: str) -> None:
+    with pytest.raises(DefinitionError) as err:
+        parse_definition(data, "statemachines/wf.yaml")
+    assert f"statemachines/wf.yaml: {expected}" in str(err.value)
+
+
+def test_unknown_agent_names_are_reported_with_the_field() -> None:
+    definition = parse_definition(
+        variant(Steps__0__Compensation={"Agent": "undo_a", "Pool": "p", "TimeoutSeconds": 5}),
+        "wf.yaml",
+    )
+    with pytest.raises(DefinitionError) as err:
+        check_agents(definition, {"do_a"}, "wf.yaml")
+    assert "wf.yaml: Steps[1] (b).Agent: unknown agent 'do_b'" in str(err.value)
+    assert "wf.yaml: Steps[0] (a).Compensation.Agent: unknown agent 'undo_a'" in str(err.value)
+
+
+def test_yaml_duplicate_keys_and_file_name_mismatch_are_errors(tmp_path: Path) -> None:
+    dup = tmp_path / "wf.yaml"
+    dup.write_text("Name: wf\nName: other\nSteps: []\n")
+    with pytest.raises(DefinitionError, match=r"wf.yaml: line 2: duplicate key 'Name'"):
+        load_file(dup)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(BASE))
+    with pytest.raises(DefinitionError, match=r"other.json: Name: 'wf' must match the file name"):
+        load_file(other)
+
+
+def test_a_directory_reports_every_bad_file_at_once(tmp_path: Path) -> None:
+    (tmp_path / "one.yaml").write_text("Name: one\nSteps: [\n")
+    (tmp_path / "two.json").write_text("{}")
+    with pytest.raises(DefinitionError) as err:
+        load_directory(tmp_path)
+    text = str(err.value)
+    assert "one.yaml: not valid YAML" in text
+    assert "two.json: Name: Field required" in text
+    assert "two.json: Steps: Field required" in text
+
+
+def test_content_hash_survives_a_json_round_trip_and_changes_with_content() -> None:
+    definition = DEFINITIONS["order_fulfilment"]
+    again = parse_definition(json.loads(definition.canonical_json), "snapshot")
+    assert again.content_hash == definition.content_hash
+    changed = json.loads(definition.canonical_json)
+    changed["Steps"][0]["TimeoutSeconds"] += 1
+    assert parse_definition(changed, "x").content_hash != definition.content_hash
+
+
+def test_watch_gap_is_the_smallest_deadline_any_event_can_create() -> None:
+    # order_fulfilment: notify_customer has HeartbeatSeconds 2, the smallest of everything.
+    assert DEFINITIONS["order_fulfilment"].watch_gap_ms == 2000
+    data = variant(DispatchTimeoutSeconds=1)
+    assert parse_definition(data, "x").watch_gap_ms == 1000
+
+
+def test_examples_are_the_files_on_disk() -> None:
+    files = sorted(p.stem for p in (ROOT / "statemachines").glob("*.yaml"))
+    assert files == sorted(DEFINITIONS)
