@@ -1,0 +1,79 @@
+"""The demo's workflows: some clean, some with faults injected, each with the ending it must reach."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ORDER = {
+    "order_id": "ord-1001",
+    "customer": "ada@example.com",
+    "amount": 129.9,
+    "items": [{"sku": "BOOK-42", "qty": 1}, {"sku": "MUG-7", "qty": 2}],
+}
+ENV = {"env_name": "demo-env", "region": "eu-west-1", "size": "medium"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    label: str
+    wf_type: str
+    payload: dict[str, Any]
+    expected: str
+    story: str
+
+
+def _faults(base: dict[str, Any], **faults: dict[str, Any]) -> dict[str, Any]:
+    return {**base, "faults": {k.replace("__", ":"): v for k, v in faults.items()}}
+
+
+SCENARIOS = [
+    Scenario("order-clean", "order_fulfilment", ORDER, "SUCCEEDED", "no faults"),
+    Scenario(
+        "order-flaky-payment",
+        "order_fulfilment",
+        _faults(ORDER, charge_payment={"mode": "error", "times": 2}),
+        "SUCCEEDED",
+        "payment errors twice, succeeds on retry",
+    ),
+    Scenario(
+        "order-hung-inventory",
+        "order_fulfilment",
+        _faults(ORDER, reserve_inventory={"mode": "hang", "times": 1}),
+        "SUCCEEDED",
+        "inventory hangs; heartbeat timeout; retried",
+    ),
+    Scenario(
+        "order-bad-address",
+        "order_fulfilment",
+        _faults(ORDER, ship_order={"mode": "permanent"}),
+        "COMPENSATED",
+        "shipping fails for good; refund, then release",
+    ),
+    Scenario(
+        "order-refund-flaky",
+        "order_fulfilment",
+        _faults(
+            ORDER,
+            ship_order={"mode": "permanent"},
+            charge_payment__compensation={"mode": "error", "times": 2},
+        ),
+        "COMPENSATED",
+        "shipping fails; the refund itself fails twice",
+    ),
+    Scenario("env-clean", "provision_environment", ENV, "SUCCEEDED", "no faults"),
+    Scenario(
+        "env-storage-crash",
+        "provision_environment",
+        _faults(ENV, create_storage={"mode": "crash", "times": 1}),
+        "SUCCEEDED",
+        "storage worker dies mid-step; recovered",
+    ),
+    Scenario(
+        "env-verify-fails",
+        "provision_environment",
+        _faults(ENV, verify={"mode": "permanent"}),
+        "COMPENSATED",
+        "verification fails; tear down in reverse",
+    ),
+]
