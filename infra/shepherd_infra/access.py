@@ -1,0 +1,65 @@
+"""Least-privilege grants, scoped to exact ARNs. The matrix (see docs/architecture.md):
+
+| function   | table items            | index Query  | queues                         | bus       |
+|------------|------------------------|--------------|--------------------------------|-----------|
+| api        | read/write             | by_owner     | send to all pools              | PutEvents |
+| callbacks  | read/write             | —            | send to all pools              | PutEvents |
+| events     | read/write             | —            | send to all pools              | PutEvents |
+| agent (p)  | read/write             | —            | consume own; send to all pools | PutEvents |
+| supervisor | read/write             | watch        | send to all pools              | PutEvents |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_events, aws_iam, aws_lambda, aws_sqs
+from shepherd.topology import IndexSpec
+
+from shepherd_infra.state_store import StateStore
+
+# What the DynamoDB adapter calls. TransactWriteItems has no IAM action of its own: each item in
+# the transaction is authorised by its own action (PutItem, UpdateItem, ConditionCheckItem).
+TABLE_READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query")
+TABLE_WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
+
+
+class Access:
+    """Grants against the shared resources; every function starts with no permissions."""
+
+    def __init__(
+        self, store: StateStore, queues: Sequence[aws_sqs.IQueue], bus: aws_events.IEventBus
+    ) -> None:
+        self._store = store
+        self._queues = list(queues)
+        self._bus = bus
+
+    def table(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
+        """Item read/write on the base table; Query on the named indexes only."""
+        fn.add_to_role_policy(
+            aws_iam.PolicyStatement(
+                actions=[*TABLE_READ_ACTIONS, *TABLE_WRITE_ACTIONS],
+                resources=[self._store.table.table_arn],
+            )
+        )
+        if indexes:
+            fn.add_to_role_policy(
+                aws_iam.PolicyStatement(
+                    actions=["dynamodb:Query"],
+                    resources=[self._store.index_arn(index) for index in indexes],
+                )
+            )
+
+    def dispatch(self, fn: aws_lambda.Function) -> None:
+        """Send (never receive) task messages to every pool's queue."""
+        for queue in self._queues:
+            queue.grant_send_messages(fn)
+
+    def publish(self, fn: aws_lambda.Function) -> None:
+        self._bus.grant_put_events_to(fn)
+
+    def engine(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
+        """What any part of the engine needs: the table, dispatching, publishing events."""
+        self.table(fn, indexes=indexes)
+        self.dispatch(fn)
+        self.publish(fn)

@@ -1,0 +1,60 @@
+"""Builds the CDK app: one ShepherdStack, checked by cdk-nag on every synth."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import App
+
+from shepherd_infra import config
+from shepherd_infra.nag import add_checks
+from shepherd_infra.stack import ShepherdStack
+
+STACK_NAME = "Shepherd"
+BUILD_SUBDIR = "shepherd-build"
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """Feature flags and defaults from cdk.json, so a direct `python infra/app.py` (and the
+    tests) build exactly what the CDK CLI builds."""
+    data = json.loads((config.REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))
+    return dict(data.get("context", {}))
+
+
+def _flag(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() not in ("false", "0", "no", "off")
+
+
+def build_app(
+    *,
+    definitions_dir: Path | None = None,
+    context: Mapping[str, Any] | None = None,
+    outdir: str | None = None,
+) -> tuple[App, ShepherdStack]:
+    """The app and its stack. `definitions_dir` (or context `definitions_dir`) overrides
+    `statemachines/`; the definitions layer is written under the cloud assembly directory."""
+    app = App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
+    ctx = app.node.try_get_context
+    directory = definitions_dir or Path(ctx(config.CTX_DEFINITIONS_DIR) or config.DEFINITIONS_DIR)
+    stack = ShepherdStack(
+        app,
+        STACK_NAME,
+        description="Shepherd: Scheduler-Agent-Supervisor workflows on AWS serverless",
+        definitions_dir=Path(directory).resolve(),
+        build_dir=Path(app.outdir) / BUILD_SUBDIR,
+        event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or config.DEFAULT_EVENT_BUS_NAME,
+        retain_data=_flag(ctx(config.CTX_RETAIN_DATA), default=True),
+        alarm_email=ctx(config.CTX_ALARM_EMAIL) or None,
+        powertools_layer_version=int(
+            ctx(config.CTX_POWERTOOLS_LAYER_VERSION) or config.POWERTOOLS_LAYER_VERSION
+        ),
+    )
+    add_checks(app)
+    return app, stack

@@ -1,0 +1,73 @@
+"""Deployment constants of the CDK app. Everything about pools, tables, env vars and handler names
+comes from the `shepherd` core; this module only holds what is about *deploying* it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, aws_lambda, aws_logs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFINITIONS_DIR = REPO_ROOT / "statemachines"
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+CORE_LAYER_DIR = REPO_ROOT / "layers" / "shepherd"
+ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache"]
+
+# Where the definitions layer puts the canonical JSON files inside the function sandbox.
+LAYER_MOUNT = "/opt"
+DEFINITIONS_LAYER_SUBDIR = "statemachines"
+RUNTIME_DEFINITIONS_DIR = f"{LAYER_MOUNT}/{DEFINITIONS_LAYER_SUBDIR}"
+
+# The newest Python runtime in aws-cdk-lib 2.275 that the Powertools V3 layer is published for.
+RUNTIME = aws_lambda.Runtime.PYTHON_3_14
+ARCHITECTURE = aws_lambda.Architecture.ARM_64
+
+# Powertools for AWS Lambda (Python) V3 public layer, pinned to pyproject's
+# aws-lambda-powertools==3.37.0. Source: the Powertools "Lambda layers" docs give the ARN format
+# arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-{python}-{arch}:{n};
+# each release publishes one layer version for every runtime/arch (3.23.0 -> 27, per
+# aws-powertools/powertools-lambda-python#7689; one per release since, so 3.37.0 -> 40).
+# Check before changing: the public SSM parameter
+#   /aws/service/powertools/python/arm64/python3.14/3.37.0
+# holds the exact ARN in every region. Override with `-c powertools_layer_version=<n>`.
+POWERTOOLS_LAYER_VERSION = 40
+POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+
+
+def powertools_layer_name(
+    runtime: aws_lambda.Runtime, architecture: aws_lambda.Architecture
+) -> str:
+    """`AWSLambdaPowertoolsPythonV3-python314-arm64` for python3.14 on arm64."""
+    python = runtime.name.replace(".", "")
+    return f"AWSLambdaPowertoolsPythonV3-{python}-{architecture.name}"
+
+
+LOG_RETENTION = aws_logs.RetentionDays.ONE_MONTH
+
+# Function sizing. Agent timeouts come from the pools (shepherd.topology).
+API_TIMEOUT = Duration.seconds(29)  # API Gateway's integration limit
+API_MEMORY_MB = 512  # latency-sensitive: more memory buys more CPU for cold starts
+EVENTS_TIMEOUT = Duration.seconds(30)
+WORKER_MEMORY_MB = 256
+SUPERVISOR_TIMEOUT = Duration.seconds(70)  # runs every minute, sweeps for SWEEP_WINDOW seconds
+SUPERVISOR_SCHEDULE = Duration.minutes(1)
+SWEEP_INTERVAL_SECONDS = 5
+SWEEP_WINDOW_SECONDS = 50
+
+# API stage throttling (requests per second / burst).
+API_STAGE_NAME = "v1"
+API_RATE_LIMIT = 100
+API_BURST_LIMIT = 200
+
+# Alarm thresholds.
+WORKFLOW_FAILURE_RATE = 0.10  # failed / started over ALARM_PERIOD
+ALARM_PERIOD = Duration.minutes(5)
+OLDEST_MESSAGE_FLOOR_SECONDS = 300
+
+# Context keys (`cdk deploy -c key=value`).
+CTX_ALARM_EMAIL = "alarm_email"
+CTX_EVENT_BUS_NAME = "event_bus_name"
+CTX_RETAIN_DATA = "retain_data"
+CTX_DEFINITIONS_DIR = "definitions_dir"
+CTX_POWERTOOLS_LAYER_VERSION = "powertools_layer_version"
+DEFAULT_EVENT_BUS_NAME = "shepherd"

@@ -1,0 +1,85 @@
+"""The event bus, and the rule that turns external StartWorkflow events into workflow starts."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, aws_events, aws_events_targets
+from constructs import Construct
+from shepherd.observability import EVENT_SOURCE, HANDLER_EVENTS, START_DETAIL_TYPE
+
+from shepherd_infra import config
+from shepherd_infra.access import Access
+from shepherd_infra.nag import acknowledge
+from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
+
+ARCHIVE_RETENTION = Duration.days(7)
+TARGET_MAX_EVENT_AGE = Duration.hours(2)
+TARGET_RETRY_ATTEMPTS = 20
+
+
+class EventBus(Construct):
+    """Created before the functions: every function's environment names the bus."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, bus_name: str) -> None:
+        super().__init__(scope, construct_id)
+        self.bus = aws_events.EventBus(self, "Bus", event_bus_name=bus_name)
+        self.start_pattern = aws_events.EventPattern(
+            detail_type=[START_DETAIL_TYPE],
+            # Shepherd's own events never start workflows (no loops); anyone else's may.
+            source=aws_events.Match.anything_but(EVENT_SOURCE),
+        )
+        # Failed starts can be replayed from here (starts with an idempotency key are safe to
+        # replay); this is the recovery path instead of a target DLQ.
+        self.bus.archive(
+            "StartArchive",
+            description="StartWorkflow events, for replay",
+            event_pattern=self.start_pattern,
+            retention=ARCHIVE_RETENTION,
+        )
+
+    def add_start_rule(self, runtime: LambdaRuntime, access: Access) -> None:
+        self.function = runtime.function(
+            self,
+            "StartHandler",
+            FunctionSpec(
+                handler=HANDLER_EVENTS,
+                timeout=config.EVENTS_TIMEOUT,
+                memory_mb=config.WORKER_MEMORY_MB,
+                description="StartWorkflow events",
+                extra_env={},
+            ),
+        )
+        # Starts workflows like the API, but never lists them: no index access.
+        access.engine(self.function)
+        self.rule = aws_events.Rule(
+            self,
+            "StartWorkflowRule",
+            event_bus=self.bus,
+            description=f"{START_DETAIL_TYPE} from any source but {EVENT_SOURCE}",
+            event_pattern=self.start_pattern,
+            targets=[
+                aws_events_targets.LambdaFunction(
+                    self.function,
+                    max_event_age=TARGET_MAX_EVENT_AGE,
+                    retry_attempts=TARGET_RETRY_ATTEMPTS,
+                )
+            ],
+        )
+        acknowledge(
+            self.rule,
+            "Serverless-EventBusDLQ",
+            "Undeliverable start events are retried for TARGET_MAX_EVENT_AGE and every start "
+            "event is kept in the bus archive, from which it can be replayed",
+        )
+        for rule, reason in (
+            (
+                "Serverless-LambdaDLQ",
+                "Start events are archived on the bus and can be replayed; a start with an "
+                "idempotency key is safe to replay, so no separate DLQ",
+            ),
+            (
+                "Serverless-LambdaAsyncFailureDestination",
+                "Start events are archived on the bus and can be replayed; failures show in the "
+                "function's error metric and logs",
+            ),
+        ):
+            acknowledge(self.function, rule, reason)

@@ -1,0 +1,297 @@
+"""Dashboard and alarms. Engine metrics come from Powertools (EMF) in NAMESPACE with the
+`service` dimension; names from `shepherd.observability.Metric`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import (
+    Duration,
+    Stack,
+    aws_apigateway,
+    aws_cloudwatch,
+    aws_cloudwatch_actions,
+    aws_dynamodb,
+    aws_iam,
+    aws_kms,
+    aws_sns,
+    aws_sns_subscriptions,
+)
+from constructs import Construct
+from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd.topology import TABLE
+
+from shepherd_infra import config
+from shepherd_infra.agent_pool import AgentPool
+from shepherd_infra.nag import acknowledge
+
+ONE_MINUTE = Duration.minutes(1)
+SUPERVISOR_MISSED_PERIODS = 3
+
+
+def engine_metric(
+    metric: Metric, *, statistic: str = "Sum", period: Duration = ONE_MINUTE
+) -> aws_cloudwatch.Metric:
+    return aws_cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=metric.value,
+        dimensions_map={"service": SERVICE},
+        statistic=statistic,
+        period=period,
+    )
+
+
+def oldest_message_threshold_seconds(visibility_timeout: int, function_timeout: int) -> int:
+    """A message redelivered once after a crash is `visibility_timeout` old; give it one more
+    run. Older than that (and never less than the floor) means the pool is stuck or behind."""
+    return max(config.OLDEST_MESSAGE_FLOOR_SECONDS, visibility_timeout + function_timeout)
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: aws_dynamodb.Table,
+        pools: Sequence[AgentPool],
+        rest_api: aws_apigateway.RestApi,
+        alarm_email: str | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.alarms: list[aws_cloudwatch.Alarm] = []
+        self.topic: aws_sns.Topic | None = None
+        if alarm_email:
+            self.topic = self._topic(alarm_email)
+
+        # ------------------------------------------------------------------------------ alarms
+        for pool in pools:
+            self._alarm(
+                f"{pool.pool.name}DlqNotEmpty",
+                pool.dlq.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=ONE_MINUTE
+                ),
+                threshold=0,
+                description=f"Messages in the {pool.pool.name} DLQ: tasks failed "
+                f"{pool.pool.max_receive_count} deliveries",
+            )
+            age = oldest_message_threshold_seconds(
+                pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
+            )
+            self._alarm(
+                f"{pool.pool.name}OldestMessage",
+                pool.queue.metric_approximate_age_of_oldest_message(
+                    statistic="Maximum", period=ONE_MINUTE
+                ),
+                threshold=age,
+                evaluation_periods=3,
+                description=f"The oldest {pool.pool.name} task is older than {age} s: "
+                "the pool is stuck or cannot keep up",
+            )
+        self._alarm(
+            "SupervisorNotRunning",
+            engine_metric(Metric.SUPERVISOR_RAN),
+            threshold=1,
+            comparison=aws_cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=SUPERVISOR_MISSED_PERIODS,
+            missing=aws_cloudwatch.TreatMissingData.BREACHING,
+            description=f"The supervisor has not run for {SUPERVISOR_MISSED_PERIODS} minutes: "
+            "timeouts and lost messages are not being detected",
+        )
+        self._alarm(
+            "CompensationFailed",
+            engine_metric(Metric.COMPENSATIONS_FAILED),
+            threshold=0,
+            description="A compensation failed for good: a workflow is FAILED, needs an operator",
+        )
+        started = engine_metric(Metric.WORKFLOWS_STARTED, period=config.ALARM_PERIOD)
+        failed = engine_metric(Metric.WORKFLOWS_FAILED, period=config.ALARM_PERIOD)
+        self._alarm(
+            "WorkflowFailureRate",
+            aws_cloudwatch.MathExpression(
+                expression="FILL(failed, 0) / started",
+                using_metrics={"failed": failed, "started": started},
+                label="failed / started",
+                period=config.ALARM_PERIOD,
+            ),
+            threshold=config.WORKFLOW_FAILURE_RATE,
+            description=f"More than {config.WORKFLOW_FAILURE_RATE:.0%} of started workflows failed",
+        )
+        read_throttles = _table_metric(table, "ReadThrottleEvents")
+        write_throttles = _table_metric(table, "WriteThrottleEvents")
+        throttles: dict[str, aws_cloudwatch.IMetric] = {
+            "reads": read_throttles,
+            "writes": write_throttles,
+        }
+        for i, index in enumerate(TABLE.indexes):
+            # A GSI that cannot keep up throttles writes to the base table too.
+            throttles[f"gsi{i}"] = _table_metric(table, "WriteThrottleEvents", index=index.name)
+        self._alarm(
+            "DynamoDbThrottling",
+            aws_cloudwatch.MathExpression(
+                expression=" + ".join(f"FILL({key}, 0)" for key in throttles),
+                using_metrics=throttles,
+                label="throttle events",
+                period=config.ALARM_PERIOD,
+            ),
+            threshold=0,
+            description="DynamoDB throttled requests on the Shepherd table",
+        )
+
+        # ---------------------------------------------------------------------------- dashboard
+        stack = Stack.of(self)
+        self.dashboard = aws_cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"{stack.stack_name}-dashboard",
+            default_interval=Duration.hours(3),
+        )
+
+        def graph(
+            title: str, metrics: Sequence[aws_cloudwatch.IMetric], width: int = 8
+        ) -> aws_cloudwatch.GraphWidget:
+            return aws_cloudwatch.GraphWidget(title=title, left=list(metrics), width=width)
+
+        lifecycle = [
+            Metric.WORKFLOWS_STARTED,
+            Metric.WORKFLOWS_SUCCEEDED,
+            Metric.WORKFLOWS_FAILED,
+            Metric.WORKFLOWS_COMPENSATED,
+            Metric.WORKFLOWS_CANCELLED,
+        ]
+        steps = [
+            Metric.STEP_ATTEMPTS,
+            Metric.STEP_RETRIES,
+            Metric.TIMEOUTS_DETECTED,
+            Metric.LOST_MESSAGES_RECOVERED,
+            Metric.COMPENSATIONS,
+            Metric.COMPENSATIONS_FAILED,
+            Metric.FENCED_WRITES,
+            Metric.DUPLICATES_DROPPED,
+        ]
+        self.dashboard.add_widgets(
+            graph("Workflows", [engine_metric(m) for m in lifecycle]),
+            graph("Steps: retries, timeouts, compensations", [engine_metric(m) for m in steps]),
+            graph(
+                "Detection lag (ms)",
+                [
+                    engine_metric(Metric.DETECTION_LAG, statistic="p50"),
+                    engine_metric(Metric.DETECTION_LAG, statistic="p99"),
+                ],
+            ),
+        )
+        self.dashboard.add_widgets(
+            graph(
+                "Queue depth",
+                [p.queue.metric_approximate_number_of_messages_visible() for p in pools],
+            ),
+            graph(
+                "Oldest message age (s)",
+                [
+                    p.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")
+                    for p in pools
+                ],
+            ),
+            graph(
+                "DLQ depth",
+                [
+                    p.dlq.metric_approximate_number_of_messages_visible(statistic="Maximum")
+                    for p in pools
+                ],
+            ),
+        )
+        self.dashboard.add_widgets(
+            graph(
+                "Supervisor runs and sweep duration (ms)",
+                [
+                    engine_metric(Metric.SUPERVISOR_RAN),
+                    engine_metric(Metric.SWEEP_DURATION, statistic="p50"),
+                    engine_metric(Metric.SWEEP_DURATION, statistic="p99"),
+                ],
+            ),
+            graph(
+                "DynamoDB throttles and conditional-check failures",
+                [
+                    read_throttles,
+                    write_throttles,
+                    _table_metric(table, "ConditionalCheckFailedRequests"),
+                ],
+            ),
+            graph(
+                "API errors and latency",
+                [
+                    rest_api.metric_client_error(period=ONE_MINUTE),
+                    rest_api.metric_server_error(period=ONE_MINUTE),
+                    rest_api.metric_latency(period=ONE_MINUTE, statistic="p99"),
+                ],
+            ),
+        )
+        self.dashboard.add_widgets(
+            aws_cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
+        )
+
+    def _topic(self, email: str) -> aws_sns.Topic:
+        # CloudWatch can publish to an encrypted topic only with a customer key whose policy
+        # lets cloudwatch.amazonaws.com use it (the AWS managed aws/sns key cannot).
+        key = aws_kms.Key(
+            self, "AlarmTopicKey", enable_key_rotation=True, description="Shepherd alarm topic"
+        )
+        key.grant(
+            aws_iam.ServicePrincipal("cloudwatch.amazonaws.com"),
+            "kms:Decrypt",
+            "kms:GenerateDataKey*",
+        )
+        topic = aws_sns.Topic(
+            self, "AlarmTopic", display_name="Shepherd alarms", master_key=key, enforce_ssl=True
+        )
+        topic.add_subscription(aws_sns_subscriptions.EmailSubscription(email))
+        acknowledge(
+            topic,
+            "Serverless-SNSRedrivePolicy",
+            "An email subscription: an undeliverable alarm email in a DLQ would be read by no "
+            "one; the alarm state itself stays on the dashboard and in CloudWatch",
+        )
+        return topic
+
+    def _alarm(
+        self,
+        name: str,
+        metric: aws_cloudwatch.Metric | aws_cloudwatch.MathExpression,
+        *,
+        threshold: float,
+        description: str,
+        comparison: aws_cloudwatch.ComparisonOperator = (
+            aws_cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+        ),
+        evaluation_periods: int = 1,
+        missing: aws_cloudwatch.TreatMissingData = aws_cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> aws_cloudwatch.Alarm:
+        alarm = metric.create_alarm(
+            self,
+            name,
+            alarm_description=description,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=evaluation_periods,
+            treat_missing_data=missing,
+        )
+        if self.topic is not None:
+            alarm.add_alarm_action(aws_cloudwatch_actions.SnsAction(self.topic))
+        self.alarms.append(alarm)
+        return alarm
+
+
+def _table_metric(
+    table: aws_dynamodb.Table, name: str, *, index: str | None = None
+) -> aws_cloudwatch.Metric:
+    dimensions = {"TableName": table.table_name}
+    if index is not None:
+        dimensions["GlobalSecondaryIndexName"] = index
+    return aws_cloudwatch.Metric(
+        namespace="AWS/DynamoDB",
+        metric_name=name,
+        dimensions_map=dimensions,
+        statistic="Sum",
+        period=config.ALARM_PERIOD,
+    )

@@ -1,0 +1,143 @@
+"""What every Shepherd function shares: one code asset, three layers, one environment, and a
+builder that gives each function its own role and log group (least privilege starts empty)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack, aws_iam, aws_lambda, aws_logs
+from constructs import Construct
+from shepherd.definitions import Definition
+from shepherd.observability import NAMESPACE, SERVICE
+
+from shepherd_infra import config
+from shepherd_infra.nag import acknowledge
+
+POWERTOOLS_ENV = {
+    "POWERTOOLS_SERVICE_NAME": SERVICE,
+    "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+}
+
+
+def write_definitions(definitions: Mapping[str, Definition], build_dir: Path) -> Path:
+    """Write each definition's canonical JSON to `<build_dir>/statemachines/<name>.json` and
+    return `build_dir`: a layer made from it mounts the files at /opt/statemachines/."""
+    target = build_dir / config.DEFINITIONS_LAYER_SUBDIR
+    target.mkdir(parents=True, exist_ok=True)
+    for stale in target.glob("*.json"):
+        stale.unlink()
+    for name, definition in sorted(definitions.items()):
+        (target / f"{name}.json").write_text(definition.canonical_json, encoding="utf-8")
+    return build_dir
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    handler: str
+    timeout: Duration
+    memory_mb: int
+    description: str
+    extra_env: Mapping[str, str]
+    reserved_concurrency: int | None = None
+
+
+class LambdaRuntime(Construct):
+    """Code asset, layers and environment shared by all functions; builds the functions."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        definitions: Mapping[str, Definition],
+        build_dir: Path,
+        environment: Mapping[str, str],
+        powertools_layer_version: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.environment = {**environment, **POWERTOOLS_ENV}
+        self.code = aws_lambda.Code.from_asset(
+            str(config.FUNCTIONS_DIR), exclude=config.ASSET_EXCLUDES
+        )
+        core = aws_lambda.LayerVersion(
+            self,
+            "CoreLayer",
+            code=aws_lambda.Code.from_asset(
+                str(config.CORE_LAYER_DIR), exclude=config.ASSET_EXCLUDES
+            ),
+            compatible_runtimes=[config.RUNTIME],
+            compatible_architectures=[config.ARCHITECTURE],
+            description="Shepherd core package (shepherd.*)",
+        )
+        definitions_layer = aws_lambda.LayerVersion(
+            self,
+            "DefinitionsLayer",
+            code=aws_lambda.Code.from_asset(str(write_definitions(definitions, build_dir))),
+            compatible_runtimes=[config.RUNTIME],
+            compatible_architectures=[config.ARCHITECTURE],
+            description=f"Workflow definitions (JSON) in {config.RUNTIME_DEFINITIONS_DIR}",
+        )
+        stack = Stack.of(self)
+        powertools_arn = stack.format_arn(
+            service="lambda",
+            account=config.POWERTOOLS_LAYER_ACCOUNT,
+            resource="layer",
+            resource_name=(
+                f"{config.powertools_layer_name(config.RUNTIME, config.ARCHITECTURE)}"
+                f":{powertools_layer_version}"
+            ),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        powertools = aws_lambda.LayerVersion.from_layer_version_arn(
+            self, "PowertoolsLayer", powertools_arn
+        )
+        self.powertools_layer_arn = powertools_arn
+        self.layers: list[aws_lambda.ILayerVersion] = [powertools, core, definitions_layer]
+        self.functions: list[aws_lambda.Function] = []
+
+    def function(
+        self, scope: Construct, construct_id: str, spec: FunctionSpec
+    ) -> aws_lambda.Function:
+        """A function with its own role (no managed policies) and its own log group."""
+        holder = Construct(scope, construct_id)
+        role = aws_iam.Role(
+            holder,
+            "Role",
+            assumed_by=aws_iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Shepherd {spec.description}",
+        )
+        log_group = aws_logs.LogGroup(
+            holder,
+            "Logs",
+            retention=config.LOG_RETENTION,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        log_group.grant_write(role)
+        fn = aws_lambda.Function(
+            holder,
+            "Function",
+            code=self.code,
+            handler=spec.handler,
+            runtime=config.RUNTIME,
+            architecture=config.ARCHITECTURE,
+            layers=self.layers,
+            role=role,
+            log_group=log_group,
+            logging_format=aws_lambda.LoggingFormat.JSON,
+            tracing=aws_lambda.Tracing.ACTIVE,
+            timeout=spec.timeout,
+            memory_size=spec.memory_mb,
+            reserved_concurrent_executions=spec.reserved_concurrency,
+            description=spec.description,
+            environment={**self.environment, **spec.extra_env},
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level permissions, "
+            "so active tracing needs Resource '*'",
+        )
+        self.functions.append(fn)
+        return fn

@@ -1,0 +1,89 @@
+"""ShepherdStack: composes one construct per concern. Pools, table keys, env var names,
+timeouts and handler names all come from the `shepherd` core and the definitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Aws, CfnOutput, Stack
+from constructs import Construct
+from shepherd.definitions import load_directory
+from shepherd.settings import Settings
+from shepherd.topology import pools
+
+from shepherd_infra import config
+from shepherd_infra.access import Access
+from shepherd_infra.agent_pool import AgentPool
+from shepherd_infra.api import SchedulerApi
+from shepherd_infra.events import EventBus
+from shepherd_infra.monitoring import Monitoring
+from shepherd_infra.runtime import LambdaRuntime
+from shepherd_infra.state_store import StateStore
+from shepherd_infra.supervisor import Supervisor
+
+
+class ShepherdStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        definitions_dir: Path = config.DEFINITIONS_DIR,
+        build_dir: Path,
+        event_bus_name: str = config.DEFAULT_EVENT_BUS_NAME,
+        retain_data: bool = True,
+        alarm_email: str | None = None,
+        powertools_layer_version: int = config.POWERTOOLS_LAYER_VERSION,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        self.definitions = load_directory(definitions_dir)
+        self.pool_specs = pools(self.definitions)
+
+        self.store = StateStore(self, "StateStore", retain=retain_data)
+        self.events = EventBus(self, "Events", bus_name=event_bus_name)
+        self.pools = {
+            name: AgentPool(self, f"Pool-{name}", pool=spec)
+            for name, spec in self.pool_specs.items()
+        }
+        settings = Settings(
+            table=self.store.table.table_name,
+            queue_urls={name: pool.queue.queue_url for name, pool in self.pools.items()},
+            event_bus=self.events.bus.event_bus_name,
+            definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
+        )
+        self.runtime = LambdaRuntime(
+            self,
+            "Runtime",
+            definitions=self.definitions,
+            build_dir=build_dir,
+            environment=settings.to_env(),
+            powertools_layer_version=powertools_layer_version,
+        )
+        access = Access(self.store, [pool.queue for pool in self.pools.values()], self.events.bus)
+        for pool in self.pools.values():
+            pool.add_function(self.runtime, access)
+        self.api = SchedulerApi(self, "Api", runtime=self.runtime, access=access)
+        self.events.add_start_rule(self.runtime, access)
+        self.supervisor = Supervisor(self, "Supervisor", runtime=self.runtime, access=access)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            table=self.store.table,
+            pools=list(self.pools.values()),
+            rest_api=self.api.rest_api,
+            alarm_email=alarm_email,
+        )
+
+        CfnOutput(self, "ApiUrl", value=self.api.rest_api.url, description="Scheduler API")
+        CfnOutput(self, "EventBusName", value=self.events.bus.event_bus_name)
+        CfnOutput(self, "TableName", value=self.store.table.table_name)
+        CfnOutput(
+            self,
+            "DashboardUrl",
+            value=(
+                f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
+                f"?region={Aws.REGION}#dashboards:name="
+                f"{self.monitoring.dashboard.dashboard_name}"
+            ),
+        )

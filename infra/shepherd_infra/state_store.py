@@ -1,0 +1,67 @@
+"""The one DynamoDB table: keys, indexes and TTL all from `shepherd.topology.TABLE`."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy, aws_dynamodb
+from constructs import Construct
+from shepherd.topology import TABLE, IndexSpec
+
+_KEY_TYPES = {"S": aws_dynamodb.AttributeType.STRING, "N": aws_dynamodb.AttributeType.NUMBER}
+_PROJECTIONS = {
+    "KEYS_ONLY": aws_dynamodb.ProjectionType.KEYS_ONLY,
+    "INCLUDE": aws_dynamodb.ProjectionType.INCLUDE,
+    "ALL": aws_dynamodb.ProjectionType.ALL,
+}
+
+
+class StateStore(Construct):
+    """On-demand, point-in-time recovery, TTL, the watch GSI and the list GSI.
+
+    Encryption: the AWS-owned key. DynamoDB encrypts every table at rest; a customer key would
+    add a KMS request per (cached) data key, a key policy to manage and kms:Decrypt on every
+    role, for no gain in who can read the data here (IAM already decides that). Switch to
+    `TableEncryption.CUSTOMER_MANAGED` if an audit needs CloudTrail records of key use.
+
+    `retain=True` (the default) keeps the table on `cdk destroy` and turns deletion protection
+    on; deploy once with `-c retain_data=false` before destroying to drop it with the stack.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
+        super().__init__(scope, construct_id)
+        self.table = aws_dynamodb.Table(
+            self,
+            "Table",
+            partition_key=aws_dynamodb.Attribute(
+                name=TABLE.partition_key, type=aws_dynamodb.AttributeType.STRING
+            ),
+            sort_key=aws_dynamodb.Attribute(
+                name=TABLE.sort_key, type=aws_dynamodb.AttributeType.STRING
+            ),
+            billing_mode=aws_dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=aws_dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=aws_dynamodb.TableEncryption.DEFAULT,
+            time_to_live_attribute=TABLE.ttl_attribute,
+            deletion_protection=retain,
+            removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        for index in TABLE.indexes:
+            self._add_index(index)
+
+    def _add_index(self, index: IndexSpec) -> None:
+        self.table.add_global_secondary_index(
+            index_name=index.name,
+            partition_key=aws_dynamodb.Attribute(
+                name=index.partition_key, type=aws_dynamodb.AttributeType.STRING
+            ),
+            sort_key=aws_dynamodb.Attribute(
+                name=index.sort_key, type=_KEY_TYPES[index.sort_key_type]
+            ),
+            projection_type=_PROJECTIONS[index.projection],
+            non_key_attributes=list(index.non_key_attributes) or None,
+        )
+
+    def index_arn(self, index: IndexSpec) -> str:
+        """The exact ARN of one index (never `index/*`)."""
+        return f"{self.table.table_arn}/index/{index.name}"
