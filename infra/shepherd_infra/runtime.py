@@ -133,8 +133,9 @@ class LambdaRuntime(Construct):
             description=spec.description,
             environment={**self.environment, **spec.extra_env},
         )
+        # On the holder: covers the role's default policy and the function's inline policies.
         acknowledge(
-            role,
+            holder,
             "AwsSolutions-IAM5[Resource::*]",
             "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level permissions, "
             "so active tracing needs Resource '*'",
