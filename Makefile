@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export AWS_DEFAULT_REGION ?= us-east-1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: dev test lint format mypy unit demo clean
+.PHONY: dev test lint format mypy unit demo clean synth cdk-nag infra-tests
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,22 @@ test: lint mypy unit
 
 demo: $(STAMP)
 	$(BIN)/python -m shepherd_cli.demo
+
+# The CDK CLI pinned in package.json; no Docker, no AWS credentials, no context lookups.
+NODE_STAMP := node_modules/.installed
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+synth: $(STAMP) $(NODE_STAMP)
+	npx cdk synth --quiet
+
+# cdk-nag (AwsSolutions + Serverless), CDK assertions, drift and cfn-lint checks on the app.
+infra-tests: $(STAMP)
+	$(BIN)/pytest tests/infra
+
+cdk-nag: infra-tests
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
