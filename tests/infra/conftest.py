@@ -1,0 +1,35 @@
+"""Synthesize the app once per session (jsii synth is slow) and share the templates."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from infra_support import ALARM_EMAIL, EXTRA_DEFINITION, Synth, synthesize
+from shepherd_infra import config
+
+
+@pytest.fixture(scope="session")
+def shepherd(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The app as deployed from this repository, with an alarm email."""
+    return synthesize(
+        tmp_path_factory.mktemp("cdk-out"), context={config.CTX_ALARM_EMAIL: ALARM_EMAIL}
+    )
+
+
+@pytest.fixture(scope="session")
+def extended(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The same app from a copy of statemachines/ plus one definition with a new pool; no
+    other edit, no alarm email."""
+    definitions = tmp_path_factory.mktemp("statemachines")
+    for path in config.DEFINITIONS_DIR.iterdir():
+        if path.is_file():
+            shutil.copy(path, definitions / path.name)
+    (definitions / "quarterly_report.yaml").write_text(EXTRA_DEFINITION, encoding="utf-8")
+    return synthesize(tmp_path_factory.mktemp("cdk-out-extended"), definitions_dir=definitions)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return config.REPO_ROOT

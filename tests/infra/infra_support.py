@@ -1,0 +1,107 @@
+"""Helpers for reading a synthesized Shepherd template."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import assertions
+from shepherd_infra.application import BUILD_SUBDIR, build_app
+from shepherd_infra.stack import ShepherdStack
+
+ALARM_EMAIL = "ops@example.com"
+EXTRA_POOL = "reporting"
+EXTRA_DEFINITION = f"""\
+Name: quarterly_report
+Steps:
+  - Name: gather
+    Agent: gather_figures
+    Pool: {EXTRA_POOL}
+    TimeoutSeconds: 200
+  - Name: publish
+    DependsOn: [gather]
+    Agent: publish_report
+    Pool: notifications
+    TimeoutSeconds: 5
+"""
+
+
+@dataclass
+class Synth:
+    stack: ShepherdStack
+    template: assertions.Template
+    outdir: Path
+    tpl: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def resources(self) -> dict[str, Any]:
+        return dict(self.tpl["Resources"])
+
+    @property
+    def build_dir(self) -> Path:
+        return self.outdir / BUILD_SUBDIR
+
+    def of_type(self, cfn_type: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.resources.items() if v["Type"] == cfn_type}
+
+    def logical_id(self, construct: Any) -> str:
+        return str(self.stack.get_logical_id(construct.node.default_child))
+
+    def props(self, logical_id: str) -> dict[str, Any]:
+        return dict(self.resources[logical_id]["Properties"])
+
+    def function_env(self, logical_id: str) -> dict[str, Any]:
+        return dict(self.props(logical_id)["Environment"]["Variables"])
+
+    def statements(self, function_logical_id: str) -> list[dict[str, Any]]:
+        """Every IAM statement that applies to a function's role, across all its policies."""
+        role = self.props(function_logical_id)["Role"]["Fn::GetAtt"][0]
+        out: list[dict[str, Any]] = []
+        for policy in self.of_type("AWS::IAM::Policy").values():
+            if {"Ref": role} in policy["Properties"]["Roles"]:
+                out.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+        role_props = self.props(role)
+        assert not role_props.get("ManagedPolicyArns"), "function roles carry no managed policy"
+        return out
+
+
+def synthesize(
+    outdir: Path, *, definitions_dir: Path | None = None, context: Mapping[str, Any] | None = None
+) -> Synth:
+    app, stack = build_app(definitions_dir=definitions_dir, context=context, outdir=str(outdir))
+    app.synth()  # runs the cdk-nag validation plugins; raises on any unacknowledged finding
+    template = assertions.Template.from_stack(stack)
+    return Synth(stack=stack, template=template, outdir=outdir, tpl=template.to_json())
+
+
+def actions(statement: Mapping[str, Any]) -> list[str]:
+    value = statement["Action"]
+    return [value] if isinstance(value, str) else list(value)
+
+
+def resources(statement: Mapping[str, Any]) -> list[Any]:
+    value = statement["Resource"]
+    return value if isinstance(value, list) else [value]
+
+
+def flatten(value: Any) -> str:
+    """A resource (string or intrinsic) as a comparable string."""
+    return json.dumps(value, sort_keys=True)
+
+
+def refers_to(resource: Any, logical_id: str) -> bool:
+    return logical_id in flatten(resource)
+
+
+def granted(statements: list[dict[str, Any]], action: str) -> Iterator[Any]:
+    """Every resource on which `action` is allowed."""
+    for statement in statements:
+        if statement["Effect"] == "Allow" and action in actions(statement):
+            yield from resources(statement)
+
+
+def index_resource(table_logical_id: str, index: str) -> dict[str, Any]:
+    return {"Fn::Join": ["", [{"Fn::GetAtt": [table_logical_id, "Arn"]}, f"/index/{index}"]]}

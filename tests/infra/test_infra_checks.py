@@ -1,0 +1,72 @@
+"""cdk-nag (AwsSolutions + Serverless) and cfn-lint on the synthesized template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from aws_cdk import App, Stack, aws_sqs
+from cfnlint.api import lint
+from infra_support import Synth
+from shepherd_infra.nag import MIN_REASON_LENGTH, acknowledge, add_checks
+
+# Every finding the app acknowledges, reviewed. A new acknowledgment must be added here on purpose.
+REVIEWED = {
+    "AwsSolutions-IAM5[Resource::*]",
+    "AwsSolutions-COG4",
+    "AwsSolutions-APIG3",
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+    "AmazonAPIGatewayPushToCloudWatchLogs]",
+    "Serverless-LambdaDLQ",
+    "Serverless-LambdaAsyncFailureDestination",
+    "Serverless-LambdaEventSourceMappingDestination",
+    "Serverless-SQSRedrivePolicy",
+    "Serverless-EventBusDLQ",
+    "Serverless-SNSRedrivePolicy",
+    "AwsSolutions-IAM5[Resource::<SupervisorFunction3FB26FD8.Arn>:*]",
+}
+
+
+def test_synth_passes_both_nag_packs(shepherd: Synth, extended: Synth) -> None:
+    # The fixtures synthesized with the packs registered: any unacknowledged finding raises.
+    for synth in (shepherd, extended):
+        report = json.loads((synth.outdir / "validation-report.json").read_text(encoding="utf-8"))
+        assert report["pluginReports"] == []
+
+
+def test_nag_packs_do_fail_an_unacknowledged_finding(tmp_path: Path) -> None:
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "Probe")
+    aws_sqs.Queue(stack, "NoDlq", enforce_ssl=True)  # AwsSolutions-SQS3 / Serverless redrive
+    add_checks(app)
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    report = (tmp_path / "validation-report.json").read_text(encoding="utf-8")
+    assert "AwsSolutions-SQS3" in report
+    assert "Serverless-SQSRedrivePolicy" in report
+
+
+def test_every_acknowledgment_is_reviewed_and_has_a_reason(shepherd: Synth) -> None:
+    seen: set[str] = set()
+    for logical_id, resource in shepherd.resources.items():
+        for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", []):
+            assert len(rule["reason"].strip()) >= MIN_REASON_LENGTH, (logical_id, rule)
+            seen.add(rule["id"])
+    assert seen == REVIEWED
+
+
+def test_an_acknowledgment_without_a_reason_is_refused() -> None:
+    app = App()
+    stack = Stack(app, "Probe")
+    with pytest.raises(ValueError, match="real reason"):
+        acknowledge(stack, "AwsSolutions-SQS3", "because")
+
+
+def test_cfn_lint_finds_no_errors(shepherd: Synth, extended: Synth, tmp_path: Path) -> None:
+    for name, synth in (("default", shepherd), ("extended", extended)):
+        path = tmp_path / f"{name}.template.json"
+        path.write_text(json.dumps(synth.tpl, indent=1), encoding="utf-8")
+        matches = lint(path.read_text(encoding="utf-8"), regions=["us-east-1"])
+        errors = [m for m in matches if m.rule.id.startswith("E")]
+        assert errors == [], "\n".join(str(m) for m in errors)

@@ -1,0 +1,101 @@
+"""The template and the runtime read the same sources: definitions, settings, topology."""
+
+from __future__ import annotations
+
+import json
+
+from infra_support import EXTRA_POOL, Synth
+from shepherd.definitions import load_directory
+from shepherd.observability import ENV_POOL, HANDLER_AGENT
+from shepherd.settings import (
+    ENV_DEFINITIONS_DIR,
+    ENV_EVENT_BUS,
+    ENV_QUEUE_URLS,
+    ENV_RETENTION_DAYS,
+    ENV_TABLE,
+    ENV_WATCH_SHARDS,
+    Settings,
+)
+from shepherd.topology import TABLE, pools
+from shepherd_infra import config
+
+SETTINGS_ENV = {
+    ENV_TABLE,
+    ENV_QUEUE_URLS,
+    ENV_EVENT_BUS,
+    ENV_DEFINITIONS_DIR,
+    ENV_WATCH_SHARDS,
+    ENV_RETENTION_DAYS,
+}
+
+
+def test_pools_are_exactly_those_the_definitions_name(shepherd: Synth) -> None:
+    expected = pools(load_directory(config.DEFINITIONS_DIR))
+    assert set(shepherd.stack.pools) == set(expected)
+    names = {q["Properties"]["QueueName"] for q in shepherd.of_type("AWS::SQS::Queue").values()}
+    assert names == {n for p in expected.values() for n in (p.queue_name, p.dlq_name)}
+
+
+def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
+    shepherd: Synth, extended: Synth
+) -> None:
+    assert EXTRA_POOL not in shepherd.stack.pools
+    spec = extended.stack.pool_specs[EXTRA_POOL]
+    names = {
+        q["Properties"]["QueueName"]: q["Properties"]
+        for q in extended.of_type("AWS::SQS::Queue").values()
+    }
+    assert names[spec.queue_name]["VisibilityTimeout"] == spec.visibility_timeout_seconds
+    assert spec.dlq_name in names
+    agents = {
+        f["Properties"]["Environment"]["Variables"][ENV_POOL]: f["Properties"]
+        for f in extended.of_type("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == HANDLER_AGENT
+    }
+    assert set(agents) == set(shepherd.stack.pools) | {EXTRA_POOL}
+    # 200 s task + the agent's overhead: the timeout comes from the definition, not from infra.
+    assert agents[EXTRA_POOL]["Timeout"] == spec.function_timeout_seconds == 230
+    extended.template.resource_count_is("AWS::Lambda::Function", 4 + len(shepherd.stack.pools) + 1)
+    extended.template.resource_count_is("AWS::SQS::Queue", 2 * (len(shepherd.stack.pools) + 1))
+
+
+def test_every_function_gets_the_settings_environment(extended: Synth) -> None:
+    expected_keys = set(
+        Settings(table="t" * 3, queue_urls={}, event_bus="bus", definitions_dir="/x").to_env()
+    )
+    assert expected_keys == SETTINGS_ENV
+    for logical_id in extended.of_type("AWS::Lambda::Function"):
+        env = extended.function_env(logical_id)
+        assert set(env) >= SETTINGS_ENV, logical_id
+        assert env[ENV_DEFINITIONS_DIR] == config.RUNTIME_DEFINITIONS_DIR
+        assert config.RUNTIME_DEFINITIONS_DIR == "/opt/statemachines"
+        assert env[ENV_TABLE] == {"Ref": extended.logical_id(extended.stack.store.table)}
+        assert env[ENV_EVENT_BUS] == {"Ref": extended.logical_id(extended.stack.events.bus)}
+        # The queue map lists every pool (a JSON object joined around the queue URL tokens).
+        urls = json.dumps(env[ENV_QUEUE_URLS])
+        for name, pool in extended.stack.pools.items():
+            assert f'\\"{name}\\":\\"' in urls, (logical_id, name)
+            assert extended.logical_id(pool.queue) in urls
+
+
+def test_table_keys_come_from_topology(shepherd: Synth) -> None:
+    ((_, table),) = shepherd.of_type("AWS::DynamoDB::Table").items()
+    props = table["Properties"]
+    assert [k["AttributeName"] for k in props["KeySchema"]] == [TABLE.partition_key, TABLE.sort_key]
+    for index in props["GlobalSecondaryIndexes"]:
+        (spec,) = [i for i in TABLE.indexes if i.name == index["IndexName"]]
+        assert [k["AttributeName"] for k in index["KeySchema"]] == [
+            spec.partition_key,
+            spec.sort_key,
+        ]
+        assert index["Projection"]["ProjectionType"] == spec.projection
+    assert props["TimeToLiveSpecification"]["AttributeName"] == TABLE.ttl_attribute
+
+
+def test_definitions_layer_holds_the_canonical_json_the_runtime_loads(extended: Synth) -> None:
+    directory = extended.build_dir / "statemachines"
+    shipped = load_directory(directory)
+    assert set(shipped) == set(extended.stack.definitions)
+    for name, definition in extended.stack.definitions.items():
+        assert (directory / f"{name}.json").read_text(encoding="utf-8") == definition.canonical_json
+        assert shipped[name].content_hash == definition.content_hash

@@ -1,0 +1,141 @@
+"""Least privilege: each function's role, statement by statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from infra_support import Synth, actions, flatten, granted, index_resource, refers_to, resources
+from shepherd.topology import TABLE
+
+RECEIVE = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility")
+
+
+def _table_id(synth: Synth) -> str:
+    return synth.logical_id(synth.stack.store.table)
+
+
+def _queue_ids(synth: Synth) -> dict[str, str]:
+    return {name: synth.logical_id(pool.queue) for name, pool in synth.stack.pools.items()}
+
+
+def _engine_functions(synth: Synth) -> dict[str, str]:
+    stack = synth.stack
+    named = {
+        "api": stack.api.api_function,
+        "callbacks": stack.api.callbacks_function,
+        "events": stack.events.function,
+        "supervisor": stack.supervisor.function,
+    }
+    named.update({f"agent:{name}": pool.function for name, pool in stack.pools.items()})
+    return {name: synth.logical_id(fn) for name, fn in named.items()}
+
+
+def _index_queries(statements: list[dict[str, Any]]) -> list[str]:
+    return [flatten(r) for r in granted(statements, "dynamodb:Query") if "/index/" in flatten(r)]
+
+
+def test_no_wildcards_except_xray(shepherd: Synth) -> None:
+    for name, fn_id in _engine_functions(shepherd).items():
+        for statement in shepherd.statements(fn_id):
+            assert not any(a.endswith("*") for a in actions(statement)), (name, statement)
+            if "*" in resources(statement):
+                assert set(actions(statement)) <= {
+                    "xray:PutTraceSegments",
+                    "xray:PutTelemetryRecords",
+                }
+            assert "index/*" not in flatten(statement), (name, statement)
+            assert not {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(
+                actions(statement)
+            )
+
+
+def test_every_engine_function_reads_writes_the_table_sends_and_publishes(shepherd: Synth) -> None:
+    table = {"Fn::GetAtt": [_table_id(shepherd), "Arn"]}
+    bus = {"Fn::GetAtt": [shepherd.logical_id(shepherd.stack.events.bus), "Arn"]}
+    queues = _queue_ids(shepherd)
+    for name, fn_id in _engine_functions(shepherd).items():
+        statements = shepherd.statements(fn_id)
+        for action in (
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:ConditionCheckItem",
+        ):
+            assert table in list(granted(statements, action)), (name, action)
+        sendable = list(granted(statements, "sqs:SendMessage"))
+        for queue_id in queues.values():
+            assert {"Fn::GetAtt": [queue_id, "Arn"]} in sendable, (name, queue_id)
+        assert list(granted(statements, "events:PutEvents")) == [bus], name
+
+
+def test_api_cannot_receive_or_read_the_watch_index(shepherd: Synth) -> None:
+    table_id = _table_id(shepherd)
+    statements = shepherd.statements(shepherd.logical_id(shepherd.stack.api.api_function))
+    for action in RECEIVE:
+        assert not list(granted(statements, action)), action
+    assert _index_queries(statements) == [flatten(index_resource(table_id, TABLE.list_index.name))]
+    assert index_resource(table_id, TABLE.watch_index.name) not in list(
+        granted(statements, "dynamodb:Query")
+    )
+
+
+@pytest.mark.parametrize("part", ["callbacks", "events"])
+def test_callbacks_and_events_functions_query_no_index_and_receive_nothing(
+    shepherd: Synth, part: str
+) -> None:
+    statements = shepherd.statements(_engine_functions(shepherd)[part])
+    assert _index_queries(statements) == []
+    for action in RECEIVE:
+        assert not list(granted(statements, action)), action
+
+
+def test_agents_consume_only_their_own_queue_and_query_no_index(shepherd: Synth) -> None:
+    queues = _queue_ids(shepherd)
+    dlqs = {shepherd.logical_id(pool.dlq) for pool in shepherd.stack.pools.values()}
+    for name, pool in shepherd.stack.pools.items():
+        statements = shepherd.statements(shepherd.logical_id(pool.function))
+        for action in RECEIVE:
+            assert list(granted(statements, action)) == [{"Fn::GetAtt": [queues[name], "Arn"]}], (
+                name,
+                action,
+            )
+        assert _index_queries(statements) == [], name
+        assert not any(refers_to(r, dlq) for s in statements for r in resources(s) for dlq in dlqs)
+
+
+def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
+    watch = flatten(index_resource(_table_id(shepherd), TABLE.watch_index.name))
+    readers = [
+        name
+        for name, fn_id in _engine_functions(shepherd).items()
+        if watch in _index_queries(shepherd.statements(fn_id))
+    ]
+    assert readers == ["supervisor"]
+    statements = shepherd.statements(_engine_functions(shepherd)["supervisor"])
+    assert _index_queries(statements) == [watch]
+    for action in RECEIVE:
+        assert not list(granted(statements, action)), action
+    # Nothing outside the function roles can query the table or its indexes either.
+    roles = {
+        shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
+        for fn_id in _engine_functions(shepherd).values()
+    }
+    for policy in shepherd.of_type("AWS::IAM::Policy").values():
+        if not any(r["Ref"] in roles for r in policy["Properties"]["Roles"]):
+            assert "dynamodb:" not in flatten(policy), policy
+
+
+def test_scheduler_role_invokes_only_the_supervisor(shepherd: Synth) -> None:
+    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    role_id = schedule["Properties"]["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    statements = [
+        s
+        for p in shepherd.of_type("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert {a for s in statements for a in actions(s)} == {"lambda:InvokeFunction"}
+    assert all(refers_to(r, fn_id) for s in statements for r in resources(s))

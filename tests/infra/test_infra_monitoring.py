@@ -1,0 +1,163 @@
+"""Alarms and dashboard: the metric names are the ones the handlers emit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra_support import ALARM_EMAIL, Synth, refers_to
+from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd_infra import config
+from shepherd_infra.monitoring import oldest_message_threshold_seconds
+
+ENGINE_DIMENSIONS = [{"Name": "service", "Value": SERVICE}]
+
+
+def _alarms(synth: Synth) -> list[dict[str, Any]]:
+    return [a["Properties"] for a in synth.of_type("AWS::CloudWatch::Alarm").values()]
+
+
+def _engine_alarm(synth: Synth, metric: Metric) -> dict[str, Any]:
+    (alarm,) = [
+        a
+        for a in _alarms(synth)
+        if a.get("MetricName") == metric.value and a.get("Namespace") == NAMESPACE
+    ]
+    assert alarm["Dimensions"] == ENGINE_DIMENSIONS
+    return alarm
+
+
+def _math_alarm(synth: Synth, metric_name: str) -> dict[str, Any]:
+    (alarm,) = [
+        a
+        for a in _alarms(synth)
+        if any(
+            m.get("MetricStat", {}).get("Metric", {}).get("MetricName") == metric_name
+            for m in a.get("Metrics", [])
+        )
+    ]
+    return alarm
+
+
+def test_dlq_alarm_per_pool(shepherd: Synth) -> None:
+    for pool in shepherd.stack.pools.values():
+        dlq_id = shepherd.logical_id(pool.dlq)
+        (alarm,) = [
+            a
+            for a in _alarms(shepherd)
+            if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+            and refers_to(a["Dimensions"], dlq_id)
+        ]
+        assert alarm["Threshold"] == 0
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+        assert alarm["Statistic"] == "Maximum"
+
+
+def test_supervisor_silence_alarm(shepherd: Synth) -> None:
+    alarm = _engine_alarm(shepherd, Metric.SUPERVISOR_RAN)
+    assert alarm["Statistic"] == "Sum"
+    assert alarm["Period"] == 60
+    assert alarm["Threshold"] == 1
+    assert alarm["ComparisonOperator"] == "LessThanThreshold"
+    assert alarm["EvaluationPeriods"] == 3
+    assert alarm["DatapointsToAlarm"] == 3
+    assert alarm["TreatMissingData"] == "breaching"
+
+
+def test_compensation_failed_alarm(shepherd: Synth) -> None:
+    alarm = _engine_alarm(shepherd, Metric.COMPENSATIONS_FAILED)
+    assert alarm["Threshold"] == 0
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_workflow_failure_rate_alarm(shepherd: Synth) -> None:
+    alarm = _math_alarm(shepherd, Metric.WORKFLOWS_FAILED.value)
+    by_id = {m["Id"]: m for m in alarm["Metrics"]}
+    (expression,) = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+    assert "failed" in expression
+    assert "/ started" in expression
+    assert by_id["failed"]["MetricStat"]["Metric"]["MetricName"] == Metric.WORKFLOWS_FAILED.value
+    assert by_id["started"]["MetricStat"]["Metric"]["MetricName"] == Metric.WORKFLOWS_STARTED.value
+    for key in ("failed", "started"):
+        assert by_id[key]["MetricStat"]["Metric"]["Namespace"] == NAMESPACE
+        assert by_id[key]["MetricStat"]["Metric"]["Dimensions"] == ENGINE_DIMENSIONS
+    assert alarm["Threshold"] == config.WORKFLOW_FAILURE_RATE
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_oldest_message_alarm_per_pool(shepherd: Synth) -> None:
+    for pool in shepherd.stack.pools.values():
+        queue_id = shepherd.logical_id(pool.queue)
+        (alarm,) = [
+            a
+            for a in _alarms(shepherd)
+            if a.get("MetricName") == "ApproximateAgeOfOldestMessage"
+            and refers_to(a["Dimensions"], queue_id)
+        ]
+        expected = oldest_message_threshold_seconds(
+            pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
+        )
+        assert alarm["Threshold"] == expected
+        # Longer than one redelivery after a crash, never shorter than the floor.
+        assert expected > pool.pool.visibility_timeout_seconds
+        assert expected >= config.OLDEST_MESSAGE_FLOOR_SECONDS
+
+
+def test_dynamodb_throttling_alarm(shepherd: Synth) -> None:
+    alarm = _math_alarm(shepherd, "ReadThrottleEvents")
+    names = {m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
+    assert names == {"ReadThrottleEvents", "WriteThrottleEvents"}
+    assert alarm["Threshold"] == 0
+    table_id = shepherd.logical_id(shepherd.stack.store.table)
+    assert all(
+        refers_to(m["MetricStat"]["Metric"]["Dimensions"], table_id)
+        for m in alarm["Metrics"]
+        if "MetricStat" in m
+    )
+
+
+def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
+    ((topic_id, topic),) = shepherd.of_type("AWS::SNS::Topic").items()
+    assert "KmsMasterKeyId" in topic["Properties"]
+    ((_, key),) = shepherd.of_type("AWS::KMS::Key").items()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert "cloudwatch.amazonaws.com" in json.dumps(key["Properties"]["KeyPolicy"])
+    shepherd.template.has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
+    )
+    alarms = _alarms(shepherd)
+    assert len(alarms) == 4 + 2 * len(shepherd.stack.pools)
+    for alarm in alarms:
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def test_no_topic_without_an_email(extended: Synth) -> None:
+    extended.template.resource_count_is("AWS::SNS::Topic", 0)
+    for alarm in _alarms(extended):
+        assert "AlarmActions" not in alarm
+
+
+def test_dashboard_graphs_the_engine_and_the_services(shepherd: Synth) -> None:
+    ((_, dashboard),) = shepherd.of_type("AWS::CloudWatch::Dashboard").items()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in Metric:
+        assert f'\\"{metric.value}\\"' in body, metric
+    assert f'\\"{NAMESPACE}\\"' in body
+    assert '\\"service\\",\\"shepherd\\"' in body
+    for stat in ("p50", "p99"):
+        assert f'\\"stat\\":\\"{stat}\\"' in body
+    for name in (
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateAgeOfOldestMessage",
+        "ReadThrottleEvents",
+        "WriteThrottleEvents",
+        "ConditionalCheckFailedRequests",
+        "4XXError",
+        "5XXError",
+        "Latency",
+    ):
+        assert name in body, name
+    for pool in shepherd.stack.pools.values():
+        assert shepherd.logical_id(pool.queue) in body
+        assert shepherd.logical_id(pool.dlq) in body

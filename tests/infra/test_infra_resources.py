@@ -1,0 +1,289 @@
+"""What the stack contains, checked against the core modules it is derived from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk.assertions import Match
+from infra_support import Synth, refers_to
+from shepherd.observability import (
+    ENV_POOL,
+    ENV_SWEEP_INTERVAL,
+    ENV_SWEEP_WINDOW,
+    EVENT_SOURCE,
+    HANDLER_AGENT,
+    HANDLER_API,
+    HANDLER_CALLBACKS,
+    HANDLER_EVENTS,
+    HANDLER_SUPERVISOR,
+    START_DETAIL_TYPE,
+)
+from shepherd.topology import TABLE, VISIBILITY_FACTOR
+from shepherd_infra import config
+
+
+def test_resource_counts(shepherd: Synth) -> None:
+    n = len(shepherd.stack.pool_specs)
+    assert n >= 2, "the repository's definitions name several pools"
+    shepherd.template.resource_count_is("AWS::Lambda::Function", 4 + n)
+    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n)
+    shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n)
+    shepherd.template.resource_count_is("AWS::DynamoDB::Table", 1)
+    shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1)
+    shepherd.template.resource_count_is("AWS::Events::EventBus", 1)
+    shepherd.template.resource_count_is("AWS::ApiGateway::RestApi", 1)
+    shepherd.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    # Only the two layers we build; Powertools is the public layer, referenced by ARN.
+    shepherd.template.resource_count_is("AWS::Lambda::LayerVersion", 2)
+
+
+def test_handlers(shepherd: Synth) -> None:
+    handlers = sorted(
+        f["Properties"]["Handler"] for f in shepherd.of_type("AWS::Lambda::Function").values()
+    )
+    n = len(shepherd.stack.pool_specs)
+    assert handlers == sorted(
+        [HANDLER_API, HANDLER_CALLBACKS, HANDLER_EVENTS, HANDLER_SUPERVISOR] + [HANDLER_AGENT] * n
+    )
+
+
+def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None:
+    log_groups = shepherd.of_type("AWS::Logs::LogGroup")
+    powertools = (
+        f"{config.powertools_layer_name(config.RUNTIME, config.ARCHITECTURE)}"
+        f":{config.POWERTOOLS_LAYER_VERSION}"
+    )
+    assert (
+        powertools
+        == f"AWSLambdaPowertoolsPythonV3-python314-arm64:{config.POWERTOOLS_LAYER_VERSION}"
+    )
+    for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
+        props = fn["Properties"]
+        assert props["Runtime"] == "python3.14", logical_id
+        assert props["Architectures"] == ["arm64"], logical_id
+        assert props["TracingConfig"] == {"Mode": "Active"}, logical_id
+        log_group = props["LoggingConfig"]["LogGroup"]["Ref"]
+        assert log_groups[log_group]["Properties"]["RetentionInDays"] == 30, logical_id
+        layers = [str(layer) for layer in props["Layers"]]
+        assert len(layers) == 3, logical_id
+        assert sum(powertools in layer and "AWS::Region" in layer for layer in layers) == 1
+        assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "shepherd"
+        assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Shepherd"
+
+
+def test_queues_follow_the_pools(shepherd: Synth) -> None:
+    queues = {
+        q["Properties"]["QueueName"]: (k, q["Properties"])
+        for k, q in shepherd.of_type("AWS::SQS::Queue").items()
+    }
+    policies = shepherd.of_type("AWS::SQS::QueuePolicy")
+    for name, spec in shepherd.stack.pool_specs.items():
+        pool = shepherd.stack.pools[name]
+        fn = shepherd.props(shepherd.logical_id(pool.function))
+        assert fn["Timeout"] == spec.function_timeout_seconds
+        queue_id, queue = queues[spec.queue_name]
+        dlq_id, dlq = queues[spec.dlq_name]
+        assert queue["VisibilityTimeout"] == VISIBILITY_FACTOR * fn["Timeout"]
+        assert queue["VisibilityTimeout"] == spec.visibility_timeout_seconds
+        assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
+        assert queue["RedrivePolicy"]["maxReceiveCount"] == spec.max_receive_count
+        assert refers_to(queue["RedrivePolicy"]["deadLetterTargetArn"], dlq_id)
+        for props in (queue, dlq):
+            assert props["SqsManagedSseEnabled"] is True
+        for logical_id in (queue_id, dlq_id):
+            enforced = [
+                s
+                for p in policies.values()
+                if {"Ref": logical_id} in p["Properties"]["Queues"]
+                for s in p["Properties"]["PolicyDocument"]["Statement"]
+                if s["Effect"] == "Deny"
+                and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            ]
+            assert enforced, f"{logical_id}: no SSL-only policy"
+
+
+def test_event_source_mappings(shepherd: Synth) -> None:
+    mappings = shepherd.of_type("AWS::Lambda::EventSourceMapping")
+    for name, spec in shepherd.stack.pool_specs.items():
+        pool = shepherd.stack.pools[name]
+        queue_id = shepherd.logical_id(pool.queue)
+        fn_id = shepherd.logical_id(pool.function)
+        (mapping,) = [
+            m["Properties"]
+            for m in mappings.values()
+            if refers_to(m["Properties"]["EventSourceArn"], queue_id)
+        ]
+        assert mapping["FunctionName"] == {"Ref": fn_id}
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert mapping["BatchSize"] == spec.batch_size
+        assert mapping["ScalingConfig"] == {"MaximumConcurrency": spec.max_concurrency}
+        assert shepherd.function_env(fn_id)[ENV_POOL] == name
+
+
+def _attribute_types(props: dict[str, Any]) -> dict[str, str]:
+    return {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
+
+
+def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
+    ((_, table),) = shepherd.of_type("AWS::DynamoDB::Table").items()
+    props = table["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": TABLE.partition_key, "KeyType": "HASH"},
+        {"AttributeName": TABLE.sort_key, "KeyType": "RANGE"},
+    ]
+    types = _attribute_types(props)
+    indexes = {i["IndexName"]: i for i in props["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {TABLE.watch_index.name, TABLE.list_index.name}
+    watch = indexes[TABLE.watch_index.name]
+    assert watch["KeySchema"] == [
+        {"AttributeName": "watch_shard", "KeyType": "HASH"},
+        {"AttributeName": "due_at", "KeyType": "RANGE"},
+    ]
+    assert watch["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert (types["watch_shard"], types["due_at"]) == ("S", "N")
+    listing = indexes[TABLE.list_index.name]
+    assert listing["KeySchema"] == [
+        {"AttributeName": "list_pk", "KeyType": "HASH"},
+        {"AttributeName": "list_sk", "KeyType": "RANGE"},
+    ]
+    assert listing["Projection"]["ProjectionType"] == "INCLUDE"
+    assert sorted(listing["Projection"]["NonKeyAttributes"]) == sorted(
+        TABLE.list_index.non_key_attributes
+    )
+    assert (types["list_pk"], types["list_sk"]) == ("S", "S")
+    assert props["TimeToLiveSpecification"] == {
+        "AttributeName": TABLE.ttl_attribute,
+        "Enabled": True,
+    }
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+
+
+def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
+    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    props = shepherd.props(fn_id)
+    assert props["ReservedConcurrentExecutions"] == 1
+    assert props["Timeout"] == 70
+    env = shepherd.function_env(fn_id)
+    assert env[ENV_SWEEP_INTERVAL] == "5"
+    assert env[ENV_SWEEP_WINDOW] == "50"
+    assert int(env[ENV_SWEEP_WINDOW]) < props["Timeout"]
+    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedule["Properties"]["State"] == "ENABLED"
+    assert refers_to(schedule["Properties"]["Target"]["Arn"], fn_id)
+
+
+def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
+    bus_id = shepherd.logical_id(shepherd.stack.events.bus)
+    fn_id = shepherd.logical_id(shepherd.stack.events.function)
+    shepherd.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventBusName": {"Ref": bus_id},
+            "EventPattern": {
+                "detail-type": [START_DETAIL_TYPE],
+                "source": [{"anything-but": [EVENT_SOURCE]}],
+            },
+            "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})],
+        },
+    )
+    shepherd.template.has_resource_properties("AWS::Events::EventBus", {"Name": "shepherd"})
+
+
+API_ROUTES = {
+    ("POST", "/workflows"): "api",
+    ("GET", "/workflows"): "api",
+    ("GET", "/workflows/{workflow_id}"): "api",
+    ("POST", "/workflows/{workflow_id}/cancel"): "api",
+    ("POST", "/workflows/{workflow_id}/retry"): "api",
+    ("GET", "/definitions"): "api",
+    ("GET", "/definitions/{name}"): "api",
+    ("POST", "/tasks/{token}/heartbeat"): "callbacks",
+    ("POST", "/tasks/{token}/success"): "callbacks",
+    ("POST", "/tasks/{token}/failure"): "callbacks",
+}
+
+
+def _paths(synth: Synth) -> dict[str, str]:
+    """Resource logical id -> full path."""
+    resources = synth.of_type("AWS::ApiGateway::Resource")
+    paths: dict[str, str] = {}
+
+    def path(logical_id: str) -> str:
+        if logical_id not in paths:
+            props = resources[logical_id]["Properties"]
+            parent = props["ParentId"]
+            prefix = "" if "Fn::GetAtt" in parent else path(parent["Ref"])
+            paths[logical_id] = f"{prefix}/{props['PathPart']}"
+        return paths[logical_id]
+
+    for logical_id in resources:
+        path(logical_id)
+    return paths
+
+
+def test_api_routes_are_iam_authorized_and_validated(shepherd: Synth) -> None:
+    paths = _paths(shepherd)
+    functions = {
+        "api": shepherd.logical_id(shepherd.stack.api.api_function),
+        "callbacks": shepherd.logical_id(shepherd.stack.api.callbacks_function),
+    }
+    ((validator_id, validator),) = shepherd.of_type("AWS::ApiGateway::RequestValidator").items()
+    assert validator["Properties"]["ValidateRequestBody"] is True
+    assert validator["Properties"]["ValidateRequestParameters"] is True
+    routes = {}
+    for method in shepherd.of_type("AWS::ApiGateway::Method").values():
+        props = method["Properties"]
+        assert props["AuthorizationType"] == "AWS_IAM"
+        assert props["RequestValidatorId"] == {"Ref": validator_id}
+        path = paths[props["ResourceId"]["Ref"]]
+        for param in (p.strip("{}") for p in path.split("/") if p.startswith("{")):
+            assert props["RequestParameters"] == {f"method.request.path.{param}": True}
+        integration = props["Integration"]
+        assert integration["Type"] == "AWS_PROXY"
+        target = next(k for k, fid in functions.items() if fid in str(integration["Uri"]))
+        routes[(props["HttpMethod"], path)] = target
+    assert routes == API_ROUTES
+
+
+def test_start_workflow_body_model(shepherd: Synth) -> None:
+    ((_, model),) = shepherd.of_type("AWS::ApiGateway::Model").items()
+    schema = model["Properties"]["Schema"]
+    assert schema["type"] == "object"
+    assert sorted(schema["required"]) == ["input", "type"]
+    assert schema["properties"]["type"]["type"] == "string"
+    assert schema["properties"]["idempotency_key"]["type"] == "string"
+    (post,) = [
+        m["Properties"]
+        for m in shepherd.of_type("AWS::ApiGateway::Method").values()
+        if m["Properties"]["HttpMethod"] == "POST" and "RequestModels" in m["Properties"]
+    ]
+    assert _paths(shepherd)[post["ResourceId"]["Ref"]] == "/workflows"
+
+
+def test_api_stage_logging_throttling_tracing(shepherd: Synth) -> None:
+    ((_, stage),) = shepherd.of_type("AWS::ApiGateway::Stage").items()
+    props = stage["Properties"]
+    assert props["TracingEnabled"] is True
+    assert "requestId" in props["AccessLogSetting"]["Format"]
+    assert props["AccessLogSetting"]["Format"].startswith("{")
+    (settings,) = props["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == config.API_RATE_LIMIT
+    assert settings["ThrottlingBurstLimit"] == config.API_BURST_LIMIT
+    assert settings["LoggingLevel"] == "ERROR"
+    assert settings["DataTraceEnabled"] is False
+
+
+def test_outputs(shepherd: Synth) -> None:
+    outputs = shepherd.tpl["Outputs"]
+    assert {"ApiUrl", "EventBusName", "TableName", "DashboardUrl"} <= set(outputs)
+    dashboard = str(outputs["DashboardUrl"]["Value"])
+    assert "AWS::Region" in dashboard
+    dashboard_id = shepherd.logical_id(shepherd.stack.monitoring.dashboard)
+    assert "#dashboards:name=" in dashboard
+    assert f"'Ref': '{dashboard_id}'" in dashboard
+    assert shepherd.props(dashboard_id)["DashboardName"] == "Shepherd-dashboard"
