@@ -205,6 +205,9 @@ class HookStore:
     def put_new(self, item: Any) -> None:
         self.inner.put_new(item)
 
+    def transact(self, writes: Any) -> None:
+        self.inner.transact(writes)
+
     def update(self, pk: str, sk: str, update: Any, condition: Any) -> Any:
         if self.before_update is not None:
             self.before_update(pk, sk, update)

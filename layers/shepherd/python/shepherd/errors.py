@@ -84,3 +84,15 @@ class InputTooLarge(ShepherdError):
         super().__init__(f"input is {size} bytes; the limit is {limit} bytes")
         self.size = size
         self.limit = limit
+
+
+class TaskTokenInvalid(ShepherdError):
+    """No waiting attempt holds this token (malformed, forged, or for an unknown step)."""
+
+
+class TaskTokenStale(ShepherdError):
+    """The token's attempt is over: finished, timed out, or superseded by a newer attempt."""
+
+
+class AttemptSuperseded(ShepherdError):
+    """Raised inside an agent function whose attempt was fenced out: stop, record nothing."""

@@ -72,6 +72,9 @@ class StepStatus(StrEnum):
     """Dispatched for `attempt`, or waiting for its retry backoff; not claimed yet."""
     RUNNING = "RUNNING"
     """Claimed by an agent for `attempt`; heartbeats and the attempt deadline apply."""
+    WAITING = "WAITING"
+    """A callback step: the agent handed the work on; a callback with the attempt's task token
+    records the result. Heartbeats (via the callback API) and the attempt deadline apply."""
     SUCCEEDED = "SUCCEEDED"
     """Its result is recorded. Terminal."""
     FAILED = "FAILED"
@@ -82,6 +85,11 @@ class StepStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         return self in (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+
+    @property
+    def in_flight(self) -> bool:
+        """An attempt is out there and may still succeed."""
+        return self in (StepStatus.RUNNING, StepStatus.WAITING)
 
 
 def dumps(value: Any) -> str:
@@ -113,8 +121,9 @@ class StepRecord:
     finished_at: int | None = None
     history: tuple[dict[str, Any], ...] = ()
     dispatches: int = 0
+    budget_from: int = 0  # attempts before this number were spent before a redrive
     expires_at: int | None = None
-    callback_token: str | None = None
+    callback_token: str | None = None  # sha256 of the current attempt's token nonce
 
     @property
     def key(self) -> tuple[str, str]:
@@ -131,6 +140,8 @@ class StepRecord:
             item["history"] = [dict(h) for h in self.history]
         if self.dispatches:
             item["dispatches"] = self.dispatches
+        if self.budget_from:
+            item["budget_from"] = self.budget_from
         return item
 
     @classmethod
@@ -145,6 +156,7 @@ class StepRecord:
             attempt=int(item.get("attempt", 0)),
             history=tuple(item.get("history", ())),
             dispatches=int(item.get("dispatches", 0)),
+            budget_from=int(item.get("budget_from", 0)),
             **{name: item.get(name) for name in _STEP_OPTIONAL},
         )
 
@@ -184,6 +196,7 @@ class WorkflowRecord:
     watch_shard: str | None = None
     due_at: int | None = None
     expires_at: int | None = None
+    cancel_requested_at: int | None = None
     redrives: int = 0
 
     @property
@@ -233,6 +246,7 @@ class WorkflowRecord:
 
 
 _WF_OPTIONAL = (
+    "cancel_requested_at",
     "idempotency_key",
     "output",
     "error",

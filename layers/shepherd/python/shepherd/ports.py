@@ -48,6 +48,14 @@ class Store(Protocol):
         """Put one item that must not exist yet; raises ConditionFailed(current)."""
         ...
 
+    def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
+        """Apply several conditional updates atomically (distinct items).
+
+        Raises TransactionConflict with the index and current value of the item whose
+        condition failed; nothing is written then.
+        """
+        ...
+
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
         """Apply an update if the condition holds; returns the new item."""
         ...

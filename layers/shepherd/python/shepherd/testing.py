@@ -46,6 +46,17 @@ class MemoryStore:
                 raise ConditionFailed(copy.deepcopy(self._items[key]))
             self._items[key] = copy.deepcopy(item)
 
+    def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
+        with self._lock:
+            self.writes += len(writes)
+            for i, (pk, sk, _, condition) in enumerate(writes):
+                current = self._items.get((pk, sk))
+                if not evaluate(condition, current):
+                    raise TransactionConflict(i, copy.deepcopy(current))
+            for pk, sk, update, _ in writes:
+                current = self._items.get((pk, sk)) or {"pk": pk, "sk": sk}
+                self._items[(pk, sk)] = update.apply(current)
+
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
         with self._lock:
             self.writes += 1

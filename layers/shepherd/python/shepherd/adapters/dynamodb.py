@@ -128,9 +128,27 @@ class DynamoStore:
             }
             for item in items
         ]
+        self._transact(request)
+
+    def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
+        actions = []
+        for pk, sk, update, condition in writes:
+            expr = _Expr()
+            action: dict[str, Any] = {
+                "TableName": self._table,
+                "Key": to_attr({"pk": pk, "sk": sk}),
+                "UpdateExpression": expr.update(update),
+                "ConditionExpression": expr.condition(condition),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+            action.update(expr.params())
+            actions.append({"Update": action})
+        self._transact(actions)
+
+    def _transact(self, actions: list[dict[str, Any]]) -> None:
         for attempt in range(TRANSACTION_RETRIES):
             try:
-                self._client.transact_write_items(TransactItems=request)
+                self._client.transact_write_items(TransactItems=actions)
                 return
             except ClientError as err:
                 if _code(err) != "TransactionCanceledException":
@@ -141,7 +159,6 @@ class DynamoStore:
                         raise TransactionConflict(i, from_attr(reason.get("Item"))) from None
                 if attempt == TRANSACTION_RETRIES - 1:
                     raise  # conflicting transactions kept winning; let the caller retry
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def put_new(self, item: Item) -> None:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from shepherd.decisions import retry
 from shepherd.definitions import Definition, StepSpec, TaskSpec
@@ -63,6 +64,7 @@ class EndAttempt:
     decision: retry.RetryDecision
     outcome: str  # "error" | "timeout" | "heartbeat_timeout"
     overdue_ms: int = 0
+    token_hash: str | None = None  # set when a callback reports the failure
 
 
 @dataclass(frozen=True)
@@ -167,11 +169,11 @@ def _plan_unwinding(
         rec = state.steps[spec.name]
         if rec.status in (StepStatus.PENDING, StepStatus.QUEUED):
             actions.append(Cancel(rec))
-        elif rec.status is StepStatus.RUNNING and supervisor:
+        elif rec.status.in_flight and supervisor:
             actions.extend(_supervise(rec, spec, definition, now, rng, unwinding=True))
     if actions:
         return actions
-    if any(r.status is StepStatus.RUNNING for r in state.steps.values()):
+    if any(r.status.in_flight for r in state.steps.values()):
         return []  # an in-flight attempt may still succeed, and would then need undoing
 
     for name in compensation_order(state, definition):
@@ -181,7 +183,8 @@ def _plan_unwinding(
         if comp.status is StepStatus.SUCCEEDED:
             continue
         if comp.status.terminal:
-            return [Finish(WorkflowStatus.FAILED, error=_operator_needed(name, comp))]
+            cause = loads(state.workflow.error)
+            return [Finish(WorkflowStatus.FAILED, error=_operator_needed(name, comp, cause))]
         if supervisor:
             comp_spec = definition.spec("compensation", name)
             return list(_supervise(comp, comp_spec, definition, now, rng, unwinding=False))
@@ -211,7 +214,7 @@ def _supervise(
         start = max(rec.dispatched_at, rec.available_at or 0)
         deadline = start + definition.dispatch_timeout_seconds * 1000
         return [Dispatch(rec, lost=True, overdue_ms=now - deadline)] if now >= deadline else []
-    if rec.status is not StepStatus.RUNNING:
+    if not rec.status.in_flight:
         return []
     claimed = rec.claimed_at or 0
     timeout_at = claimed + spec.timeout_seconds * 1000
@@ -230,7 +233,7 @@ def _supervise(
         return []
     decision = retry.decide(
         spec.retry,
-        attempt=rec.attempt,
+        attempt=rec.attempt - rec.budget_from,
         error_type=error_type,
         permanent=False,
         unwinding=unwinding,
@@ -280,19 +283,22 @@ def _failure_reason(rec: StepRecord) -> str:
     )
 
 
-def _operator_needed(name: str, comp: StepRecord) -> str:
+def _operator_needed(name: str, comp: StepRecord, cause: Any) -> str:
     error = loads(comp.error) or {}
-    return dumps(
-        {
-            "type": "CompensationFailed",
-            "message": (
-                f"compensation of step '{name}' failed after {comp.attempt} attempt(s): "
-                f"{error.get('message', 'no details')}; an operator is needed"
-            ),
-            "step": name,
-            "operator_needed": True,
-        }
-    )
+    body: dict[str, Any] = {
+        "type": "CompensationFailed",
+        "message": (
+            f"compensation of step '{name}' failed after {comp.attempt} attempt(s): "
+            f"{error.get('message', 'no details')}; an operator is needed"
+        ),
+        "step": name,
+        "operator_needed": True,
+    }
+    if cause is not None and cause.get("type") != "CompensationFailed":
+        body["cause"] = cause  # why unwinding began: restored when an operator retries
+    elif cause is not None and "cause" in cause:
+        body["cause"] = cause["cause"]
+    return dumps(body)
 
 
 def failure_decision(
@@ -308,7 +314,7 @@ def failure_decision(
     """What an agent's error does to its attempt (the same rules as a timeout)."""
     decision = retry.decide(
         spec.retry,
-        attempt=rec.attempt,
+        attempt=rec.attempt - rec.budget_from,
         error_type=error_type,
         permanent=permanent,
         unwinding=unwinding,
@@ -342,7 +348,7 @@ def next_due(state: WorkflowState, definition: Definition, now: int) -> int | No
             else:
                 candidates.append(max(rec.dispatched_at, available) + grace)
             candidates.append(max(available, now) + gap)
-        elif rec.status is StepStatus.RUNNING:
+        elif rec.status.in_flight:
             spec = definition.spec(kind, rec.name)
             claimed = rec.claimed_at or now
             candidates.append(claimed + spec.timeout_seconds * 1000)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shepherd.conditions import Cond, Eq, Item, Missing, Update, all_of, any_of
+from shepherd.conditions import Cond, Eq, In, Item, Missing, Update, all_of, any_of
 from shepherd.decisions.retry import GiveUp, RetryDecision, RetryIn
 from shepherd.definitions import MAX_SQS_DELAY
 from shepherd.model import (
@@ -70,15 +70,60 @@ def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
     return Write(*rec.key, update, expected)
 
 
-def heartbeat(rec: StepRecord, attempt: int, now: int, details: str | None) -> Write:
+def heartbeat(
+    rec: StepRecord, attempt: int, now: int, details: str | None, token_hash: str | None = None
+) -> Write:
+    """Agent heartbeat (RUNNING), or a callback heartbeat (RUNNING/WAITING, token-checked)."""
     values: dict[str, Any] = {"heartbeat_at": now}
     if details is not None:
         values["details"] = details
-    return Write(*rec.key, Update(set=values), all_of(_is(StepStatus.RUNNING), _attempt(attempt)))
+    return Write(*rec.key, Update(set=values), _fenced(attempt, token_hash))
 
 
-def complete(rec: StepRecord, attempt: int, now: int, output: str, expires_at: int) -> Write:
-    """RUNNING(a) -> SUCCEEDED, fenced: a superseded attempt can no longer record anything."""
+def _fenced(attempt: int, token_hash: str | None) -> Cond:
+    """An agent's own attempt, or (with a token) a callback for that exact attempt."""
+    if token_hash is None:
+        return all_of(_is(StepStatus.RUNNING), _attempt(attempt))
+    return all_of(
+        In("status", (StepStatus.RUNNING.value, StepStatus.WAITING.value)),
+        _attempt(attempt),
+        Eq("callback_token", token_hash),
+    )
+
+
+def arm_callback(rec: StepRecord, attempt: int, token_hash: str) -> Write:
+    """Record the attempt's task token before it leaves the agent, so a fast callback works."""
+    return Write(
+        *rec.key,
+        Update(set={"callback_token": token_hash}),
+        all_of(_is(StepStatus.RUNNING), _attempt(attempt)),
+    )
+
+
+def wait_for_callback(rec: StepRecord, attempt: int, now: int, token_hash: str) -> Write:
+    """RUNNING(a) -> WAITING(a): the agent is done; the callback will record the result."""
+    return Write(
+        *rec.key,
+        Update(
+            set={"status": StepStatus.WAITING.value, "heartbeat_at": now},
+            remove=("lease_owner",),
+        ),
+        all_of(_is(StepStatus.RUNNING), _attempt(attempt), Eq("callback_token", token_hash)),
+    )
+
+
+def complete(
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    output: str,
+    expires_at: int,
+    token_hash: str | None = None,
+) -> Write:
+    """RUNNING(a) -> SUCCEEDED, fenced: a superseded attempt can no longer record anything.
+
+    With `token_hash`, a callback completes RUNNING(a) or WAITING(a) holding that token.
+    """
     update = Update(
         set={
             "status": StepStatus.SUCCEEDED.value,
@@ -89,7 +134,7 @@ def complete(rec: StepRecord, attempt: int, now: int, output: str, expires_at: i
         remove=("lease_owner", "callback_token"),
         append={"history": [_history(attempt, "ok", now)]},
     )
-    return Write(*rec.key, update, all_of(_is(StepStatus.RUNNING), _attempt(attempt)))
+    return Write(*rec.key, update, _fenced(attempt, token_hash))
 
 
 def end_attempt(
@@ -103,14 +148,19 @@ def end_attempt(
     decision: RetryDecision,
     expires_at: int,
     guard: Cond | None = None,
+    token_hash: str | None = None,
+    from_status: StepStatus = StepStatus.RUNNING,
 ) -> Write:
-    """RUNNING(a) -> QUEUED(a+1) after a backoff, or -> FAILED.
+    """RUNNING(a) or WAITING(a) -> QUEUED(a+1) after a backoff, or -> FAILED.
 
     `outcome` is what happened to attempt `a` (`error`, `timeout`, `heartbeat_timeout`).
     A retry within SQS's delay limit is sent at once with a delay (`dispatched_at` set); a
     longer one is left for the supervisor to dispatch when due (`dispatched_at` absent).
     """
-    condition = all_of(_is(StepStatus.RUNNING), _attempt(attempt), *([guard] if guard else []))
+    fence = (
+        _fenced(attempt, token_hash) if token_hash else all_of(_is(from_status), _attempt(attempt))
+    )
+    condition = all_of(fence, *([guard] if guard else []))
     history = {"history": [_history(attempt, outcome, now, error_type)]}
     if isinstance(decision, RetryIn):
         available_at = now + decision.delay_ms
@@ -194,6 +244,67 @@ def unwind(wf: WorkflowRecord, to: WorkflowStatus, now: int, error: str | None) 
     if error is not None:
         values["error"] = error
     return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), _is(wf.status))
+
+
+def request_cancel(wf: WorkflowRecord, now: int) -> Write:
+    """RUNNING -> CANCELLING: stop dispatching and unwind."""
+    return Write(
+        wf_pk(wf.workflow_id),
+        WF_SK,
+        Update(
+            set={
+                "status": WorkflowStatus.CANCELLING.value,
+                "updated_at": now,
+                "cancel_requested_at": now,
+            }
+        ),
+        _is(WorkflowStatus.RUNNING),
+    )
+
+
+def redrive_workflow(
+    wf: WorkflowRecord,
+    to: WorkflowStatus,
+    now: int,
+    shard: str,
+    due_at: int,
+    error: str | None,
+) -> Write:
+    """FAILED -> unwinding again, back in the watch index (with the cause it unwinds for)."""
+    values: dict[str, Any] = {
+        "status": to.value,
+        "updated_at": now,
+        "watch_shard": shard,
+        "due_at": due_at,
+    }
+    if error is not None:
+        values["error"] = error
+    return Write(
+        wf_pk(wf.workflow_id),
+        WF_SK,
+        Update(
+            set=values,
+            remove=("finished_at", "expires_at"),
+            add={"redrives": 1},
+        ),
+        _is(WorkflowStatus.FAILED),
+    )
+
+
+def redrive_step(rec: StepRecord, now: int) -> Write:
+    """FAILED(a) -> QUEUED(a+1) with a fresh retry budget; `attempt` keeps growing (fencing)."""
+    update = Update(
+        set={
+            "status": StepStatus.QUEUED.value,
+            "attempt": rec.attempt + 1,
+            "budget_from": rec.attempt,
+            "dispatched_at": now,
+            "available_at": now,
+        },
+        remove=("finished_at", "expires_at", "claimed_at", "heartbeat_at", "callback_token"),
+        add={"dispatches": 1},
+    )
+    return Write(*rec.key, update, all_of(_is(StepStatus.FAILED), _attempt(rec.attempt)))
 
 
 def finish(

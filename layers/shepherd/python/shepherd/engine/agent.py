@@ -19,7 +19,8 @@ from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision
 from shepherd.definitions import Definition, TaskSpec
 from shepherd.engine.scheduler import Scheduler, idempotency_key
-from shepherd.errors import ConditionFailed, PermanentError
+from shepherd.engine.tokens import TaskToken
+from shepherd.errors import AttemptSuperseded, ConditionFailed, PermanentError
 from shepherd.model import (
     DomainEvent,
     StepRecord,
@@ -36,6 +37,14 @@ MAX_OUTPUT_BYTES = 64 * 1024
 MIN_HEARTBEAT_INTERVAL_MS = 1000
 
 AgentFunction = Callable[["AgentContext"], Any]
+
+
+class Pending:
+    """Return this from an agent function after handing `ctx.task_token()` to an external
+    system: the step waits (WAITING) until a callback with that token records its result."""
+
+    def __init__(self, note: str | None = None) -> None:
+        self.note = note
 
 
 class AgentRegistry:
@@ -92,6 +101,15 @@ class AgentContext:
         """True once this attempt was fenced out (timed out by the supervisor): stop work."""
         return self._heartbeat is not None and self._heartbeat.fenced
 
+    def task_token(self) -> str:
+        """The task token of this attempt, for a callback step (see `Pending`).
+
+        Unguessable and valid for this attempt only; the step stores just its hash.
+        """
+        if self._heartbeat is None:
+            raise RuntimeError("no attempt to issue a task token for")
+        return self._heartbeat.task_token()
+
 
 class Heartbeat:
     """Heartbeats of one attempt: at most one write per `HeartbeatSeconds / 3`, fenced."""
@@ -111,6 +129,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
         self.fenced = False
         self.writes = 0
+        self.token: TaskToken | None = None
 
     def report(self, details: str) -> None:
         with self._lock:
@@ -139,6 +158,23 @@ class Heartbeat:
             self.writes += 1
             return True
 
+    def task_token(self) -> str:
+        """Issue the attempt's task token once, recording its hash before it is handed out."""
+        with self._lock:
+            if self.token is None:
+                rec = self._rec
+                token = TaskToken.new(rec.workflow_id, rec.kind, rec.name, rec.attempt)
+                write = tx.arm_callback(rec, rec.attempt, token.hash)
+                try:
+                    self._scheduler.ports.store.update(
+                        write.pk, write.sk, write.update, write.condition
+                    )
+                except ConditionFailed:
+                    self.fenced = True
+                    raise AttemptSuperseded("this attempt was superseded") from None
+                self.token = token
+            return self.token.encode()
+
     def start_background(self) -> None:
         """Beat every interval until stopped or the attempt's deadline has passed."""
 
@@ -161,6 +197,8 @@ class Heartbeat:
 class Outcome(StrEnum):
     SUCCEEDED = "succeeded"
     """The function returned and its result was recorded."""
+    WAITING = "waiting"
+    """The function returned Pending: a callback with the attempt's token will finish it."""
     RETRYING = "retrying"
     """The function raised a retryable error; the next attempt is scheduled."""
     FAILED = "failed"
@@ -247,6 +285,9 @@ class AgentRuntime:
             heartbeat.start_background()
         try:
             result = fn(ctx)
+            if isinstance(result, Pending):
+                heartbeat.stop()
+                return self._waiting(rec, heartbeat)
             output = dumps(result)
             if len(output.encode()) > MAX_OUTPUT_BYTES:
                 raise PermanentError(
@@ -259,6 +300,30 @@ class AgentRuntime:
         finally:
             heartbeat.stop()
         return self._succeeded(state, rec, output)
+
+    def _waiting(self, rec: StepRecord, heartbeat: Heartbeat) -> HandleResult:
+        if heartbeat.token is None:
+            error = PermanentError(
+                "the agent returned Pending without issuing ctx.task_token()",
+                name="PendingWithoutToken",
+            )
+            loaded = self.scheduler.load(rec.workflow_id)
+            assert loaded is not None
+            state, definition = loaded
+            spec = definition.spec(rec.kind, rec.name)
+            return self._failed(state, definition, rec, spec, error)
+        now = self.scheduler.ports.clock.now_ms()
+        write = tx.wait_for_callback(rec, rec.attempt, now, heartbeat.token.hash)
+        try:
+            self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed as lost:
+            current = lost.current or {}
+            if current.get("attempt") == rec.attempt and current.get("status") != "RUNNING":
+                return HandleResult(
+                    Outcome.SUCCEEDED, "the callback arrived before the agent returned"
+                )
+            return HandleResult(Outcome.FENCED, "attempt was superseded")
+        return HandleResult(Outcome.WAITING)
 
     def _succeeded(self, state: WorkflowState, rec: StepRecord, output: str) -> HandleResult:
         scheduler = self.scheduler

@@ -7,7 +7,7 @@ import hashlib
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd.conditions import Cond, Eq, Missing
@@ -26,13 +26,18 @@ from shepherd.decisions.planner import (
 from shepherd.decisions.retry import RetryIn
 from shepherd.definitions import MAX_SQS_DELAY, Definition
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.tokens import TaskToken, matches
 from shepherd.errors import (
     ConditionFailed,
     DeliveryError,
     IdempotencyConflict,
     InputInvalid,
     InputTooLarge,
+    InvalidTransition,
+    TaskTokenInvalid,
+    TaskTokenStale,
     TransactionConflict,
+    WorkflowNotFound,
 )
 from shepherd.model import (
     DomainEvent,
@@ -280,6 +285,143 @@ class Scheduler:
         self._deliver(tasks, events)
         return won
 
+    # ------------------------------------------------------------------ operator actions
+
+    def owned(self, workflow_id: str, owner: str | None) -> tuple[WorkflowState, Definition]:
+        """The workflow if it exists and `owner` (when given) owns it; else WorkflowNotFound."""
+        loaded = self.load(workflow_id)
+        if loaded is None or (owner is not None and loaded[0].workflow.owner != owner):
+            raise WorkflowNotFound(workflow_id)
+        return loaded
+
+    def cancel(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        """Stop dispatching, undo what succeeded, end CANCELLED. Idempotent while cancelling."""
+        state, definition = self.owned(workflow_id, owner)
+        status = state.workflow.status
+        if status is WorkflowStatus.RUNNING:
+            write = tx.request_cancel(state.workflow, self.ports.clock.now_ms())
+            self._write_workflow(state, write)
+            status = state.workflow.status
+        if status is not WorkflowStatus.CANCELLING:
+            raise InvalidTransition(
+                f"workflow is {status.value}: only a RUNNING workflow can be cancelled"
+            )
+        self.run(state, definition, supervisor=False)
+        return state.workflow
+
+    def redrive(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        """Retry a FAILED workflow from its failed compensations, with fresh retry budgets.
+
+        Succeeded steps and compensations are kept; the attempt numbers keep growing, so
+        every attempt from before the redrive stays fenced out.
+        """
+        state, definition = self.owned(workflow_id, owner)
+        wf = state.workflow
+        if wf.status is not WorkflowStatus.FAILED:
+            raise InvalidTransition(
+                f"workflow is {wf.status.value}: only a FAILED one can be retried"
+            )
+        failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
+        if not failed:
+            raise InvalidTransition("workflow has no failed compensation to retry")
+        now = self.ports.clock.now_ms()
+        to = WorkflowStatus.CANCELLING if wf.cancel_requested_at else WorkflowStatus.COMPENSATING
+        cause = (loads(wf.error) or {}).get("cause")
+        writes = [
+            tx.redrive_workflow(
+                wf,
+                to,
+                now,
+                watch_shard(wf.workflow_id, self.config.watch_shards),
+                now + definition.watch_gap_ms,
+                None if cause is None else dumps(cause),
+            ),
+            *(tx.redrive_step(c, now) for c in failed),
+        ]
+        try:
+            self.ports.store.transact([(w.pk, w.sk, w.update, w.condition) for w in writes])
+        except TransactionConflict:
+            raise InvalidTransition(
+                "workflow changed while retrying; read it and try again"
+            ) from None
+        tasks = [
+            self._task(wf.workflow_id, definition, c.kind, c.name, c.attempt + 1) for c in failed
+        ]
+        self._deliver(tasks, [])
+        state, _ = self.owned(workflow_id, owner)
+        return state.workflow
+
+    # ----------------------------------------------------------------- callback steps
+
+    def callback(
+        self,
+        token: str,
+        action: str,
+        *,
+        details: Any = None,
+        output: Any = None,
+        error: str | None = None,
+        cause: str | None = None,
+    ) -> StepRecord:
+        """Heartbeat, succeed or fail the attempt a task token belongs to (fenced like an agent)."""
+        parsed, state, definition, rec = self._token_target(token)
+        now = self.ports.clock.now_ms()
+        if action == "heartbeat":
+            write = tx.heartbeat(rec, parsed.attempt, now, _json_or_none(details), parsed.hash)
+            updated = self._write_step(state, write)
+            if updated is None:
+                raise TaskTokenStale("the attempt of this token is over")
+            return updated
+        if action == "success":
+            expires = now // 1000 + self.config.retention_seconds
+            write = tx.complete(rec, parsed.attempt, now, dumps(output), expires, parsed.hash)
+            updated = self._write_step(state, write)
+            if updated is None:
+                raise TaskTokenStale("the attempt of this token is over")
+            if rec.kind == "compensation":
+                self._deliver(
+                    [], [self._step_event("StepCompensated", state, rec, {"attempt": rec.attempt})]
+                )
+            self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
+            return updated
+        from shepherd.decisions.planner import failure_decision  # noqa: PLC0415
+
+        spec = definition.spec(rec.kind, rec.name)
+        ended = failure_decision(
+            rec,
+            spec,
+            error_type=error or "TaskFailed",
+            message=cause or error or "the task failed",
+            permanent=False,
+            unwinding=state.workflow.status.unwinding and rec.kind == "step",
+            rng=self.ports.rng,
+        )
+        ended = replace(ended, token_hash=parsed.hash)
+        if not self.end_attempt(state, definition, ended):
+            raise TaskTokenStale("the attempt of this token is over")
+        updated = state.record(rec.kind, rec.name)
+        assert updated is not None
+        if updated.status is StepStatus.FAILED:
+            self.advance(rec.workflow_id)
+        return updated
+
+    def _token_target(self, token: str) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
+        try:
+            parsed = TaskToken.decode(token)
+        except ValueError:
+            raise TaskTokenInvalid("unknown task token") from None
+        loaded = self.load(parsed.workflow_id)
+        rec = loaded[0].record(parsed.kind, parsed.step) if loaded else None
+        if loaded is None or rec is None:
+            raise TaskTokenInvalid("unknown task token")
+        if matches(rec.callback_token, parsed) and rec.attempt == parsed.attempt:
+            return parsed, loaded[0], loaded[1], rec
+        if parsed.attempt < rec.attempt or (
+            parsed.attempt == rec.attempt and not rec.status.in_flight
+        ):
+            raise TaskTokenStale("the attempt of this token is over")
+        raise TaskTokenInvalid("unknown task token")
+
     # ---------------------------------------------------------------------- the executor
 
     def _apply(
@@ -363,6 +505,8 @@ class Scheduler:
             decision=action.decision,
             expires_at=expires,
             guard=guard,
+            token_hash=action.token_hash,
+            from_status=seen.status if seen.status.in_flight else StepStatus.RUNNING,
         )
         rec = self._write_step(state, write)
         if rec is None:
@@ -478,6 +622,10 @@ _FINISH_EVENTS = {
     WorkflowStatus.CANCELLED: "WorkflowCancelled",
     WorkflowStatus.FAILED: "WorkflowFailed",
 }
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else dumps(value)
 
 
 def _key(action: Action) -> tuple[Any, ...]:

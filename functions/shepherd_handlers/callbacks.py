@@ -1,0 +1,68 @@
+"""Callbacks of callback steps: POST /tasks/{token}/heartbeat|success|failure.
+
+The token is the capability: it names one attempt and is fenced like an agent's write, so a
+token of a superseded or finished attempt gets 409 and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd.model import StepRecord
+
+from shepherd_handlers import errors
+from shepherd_handlers.api import ERRORS
+from shepherd_handlers.models import FailureRequest, HeartbeatRequest, SuccessRequest, TaskView
+from shepherd_handlers.runtime import engine, logger, metrics, tracer
+
+TOKEN = Annotated[str, Path(min_length=8, max_length=1024)]
+
+app = APIGatewayRestResolver(enable_validation=True)
+errors.register(app)
+
+
+def _view(rec: StepRecord) -> TaskView:
+    return TaskView(
+        workflow_id=rec.workflow_id,
+        step=rec.name,
+        kind=rec.kind,
+        attempt=rec.attempt,
+        status=rec.status.value,
+    )
+
+
+@app.post("/tasks/<token>/heartbeat", responses=ERRORS, tags=["tasks"])
+def heartbeat(token: TOKEN, body: HeartbeatRequest) -> TaskView:
+    """Keep a waiting attempt alive (and leave progress details for a later attempt)."""
+    return _view(engine().scheduler.callback(token, "heartbeat", details=body.details))
+
+
+@app.post("/tasks/<token>/success", responses=ERRORS, tags=["tasks"])
+def success(token: TOKEN, body: SuccessRequest) -> TaskView:
+    """Record the attempt's result and move the workflow on."""
+    rec = engine().scheduler.callback(token, "success", output=body.output)
+    logger.info(
+        "callback success",
+        extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
+    )
+    return _view(rec)
+
+
+@app.post("/tasks/<token>/failure", responses=ERRORS, tags=["tasks"])
+def failure(token: TOKEN, body: FailureRequest) -> TaskView:
+    """Fail the attempt: retried under the step's policy unless `error` is non-retryable."""
+    return _view(engine().scheduler.callback(token, "failure", error=body.error, cause=body.cause))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    too_large = errors.body_too_large(event)
+    if too_large is not None:
+        return errors.proxy_reply(too_large)
+    return app.resolve(event, context)

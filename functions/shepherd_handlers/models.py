@@ -1,0 +1,147 @@
+"""API bodies (pydantic): what callers send and get back; never table items."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StartWorkflowRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Annotated[
+        str, Field(min_length=1, max_length=64, description="Workflow type (a definition name)")
+    ]
+    input: Annotated[
+        Any, Field(description="Workflow input; must satisfy the definition's InputSchema")
+    ] = None
+    idempotency_key: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=128,
+            description="Same key + same body returns the same workflow",
+        ),
+    ] = None
+
+
+class WorkflowAccepted(BaseModel):
+    workflow_id: str
+    type: str
+    status: str
+    created: Annotated[
+        bool, Field(description="False when an idempotent replay returned an existing workflow")
+    ]
+    location: str
+
+
+class AttemptView(BaseModel):
+    attempt: int
+    outcome: Annotated[str, Field(description="ok, error, timeout or heartbeat_timeout")]
+    error: str | None = None
+    at: str
+
+
+class StepView(BaseModel):
+    name: str
+    status: str
+    attempt: int
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: dict[str, Any] | None = None
+    output: Any = None
+    attempts: list[AttemptView] = []
+
+
+class WorkflowView(BaseModel):
+    workflow_id: str
+    type: str
+    status: str
+    definition_hash: str
+    created_at: str
+    updated_at: str
+    finished_at: str | None = None
+    input: Any = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    redrives: int = 0
+    steps: list[StepView]
+    compensations: list[StepView]
+
+
+class WorkflowSummaryView(BaseModel):
+    workflow_id: str
+    type: str
+    status: str
+    created_at: str
+    finished_at: str | None = None
+
+
+class WorkflowListView(BaseModel):
+    items: list[WorkflowSummaryView]
+    next_token: str | None = None
+
+
+class WorkflowStatusView(BaseModel):
+    workflow_id: str
+    status: str
+
+
+class DefinitionSummaryView(BaseModel):
+    name: str
+    hash: str
+    comment: str | None = None
+    steps: list[str]
+    pools: list[str]
+
+
+class DefinitionListView(BaseModel):
+    items: list[DefinitionSummaryView]
+
+
+class DefinitionView(DefinitionSummaryView):
+    definition: dict[str, Any]
+
+
+class HeartbeatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    details: Any = None
+
+
+class SuccessRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    output: Any = None
+
+
+class FailureRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    error: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=128,
+            description="Error name; matched against NonRetryableErrors",
+        ),
+    ] = "TaskFailed"
+    cause: Annotated[str | None, Field(max_length=4096)] = None
+
+
+class TaskView(BaseModel):
+    workflow_id: str
+    step: str
+    kind: str
+    attempt: int
+    status: str
+
+
+class ErrorDetail(BaseModel):
+    code: Annotated[str, Field(description="Stable machine-readable code")]
+    message: str
+    field: Annotated[str | None, Field(description="The offending field, when there is one")] = None
+
+
+class ErrorBody(BaseModel):
+    """The one shape of every error response."""
+
+    error: ErrorDetail

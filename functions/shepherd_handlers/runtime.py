@@ -1,0 +1,87 @@
+"""What every handler shares: the engine (built lazily, once per sandbox), Powertools
+Logger/Tracer/Metrics, metrics derived from domain events, and the caller's identity."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from shepherd.model import DomainEvent
+from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd.ports import EventPublisher
+from shepherd.settings import ENV_DEFINITIONS_DIR, Settings
+from shepherd.wiring import Shepherd
+
+# Reads (GET routes, duplicate deliveries) legitimately publish no metric.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+logger = Logger(service=SERVICE)
+tracer = Tracer(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+# Domain events double as the source of the workflow and step metrics.
+EVENT_METRICS = {
+    "WorkflowStarted": Metric.WORKFLOWS_STARTED,
+    "WorkflowSucceeded": Metric.WORKFLOWS_SUCCEEDED,
+    "WorkflowFailed": Metric.WORKFLOWS_FAILED,
+    "WorkflowCompensated": Metric.WORKFLOWS_COMPENSATED,
+    "WorkflowCancelled": Metric.WORKFLOWS_CANCELLED,
+    "StepRetried": Metric.STEP_RETRIES,
+    "StepTimedOut": Metric.TIMEOUTS_DETECTED,
+    "StepCompensated": Metric.COMPENSATIONS,
+}
+
+
+class MeteredEvents:
+    """Publishes events and counts them as metrics (one EMF blob per invocation)."""
+
+    def __init__(self, inner: EventPublisher) -> None:
+        self._inner = inner
+
+    def publish(self, events: Sequence[DomainEvent]) -> None:
+        for event in events:
+            metric = EVENT_METRICS.get(event.detail_type)
+            if metric is not None:
+                metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+            if event.detail_type == "StepFailed" and event.detail.get("kind") == "compensation":
+                metrics.add_metric(name=Metric.COMPENSATIONS_FAILED, unit=MetricUnit.Count, value=1)
+        self._inner.publish(events)
+
+
+@cache
+def engine() -> Shepherd:
+    """The engine for this sandbox: settings read once, clients built on first use."""
+    from shepherd_agents import registry  # noqa: PLC0415 - agent code only where it is needed
+
+    settings = Settings.from_env()
+    if ENV_DEFINITIONS_DIR not in os.environ:  # running from a checkout: the repo's files
+        settings = settings.model_copy(
+            update={"definitions_dir": Path(__file__).resolve().parents[2] / "statemachines"}
+        )
+    shepherd = Shepherd(
+        settings, agents=registry, worker_id=os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "agent")
+    )
+    shepherd.ports.events = MeteredEvents(shepherd.ports.events)
+    return shepherd
+
+
+_ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")
+
+
+def owner_from_arn(arn: str) -> str:
+    """The owner of what a caller creates: its IAM principal.
+
+    Sessions of one role share ownership: `arn:aws:sts::123:assumed-role/Role/session` maps to
+    `arn:aws:iam::123:role/Role`. Users and other principals map to their own ARN.
+    """
+    match = _ASSUMED_ROLE.match(arn)
+    if match:
+        partition, account, role = match.groups()
+        return f"arn:{partition}:iam::{account}:role/{role}"
+    return arn

@@ -1,0 +1,61 @@
+"""Supervisor: invoked every minute, it sweeps several times within one invocation.
+
+EventBridge schedules fire at most once a minute; sweeping every few seconds for most of that
+minute bounds detection lag by the sweep interval instead of the schedule (reserved
+concurrency 1 keeps one supervisor sweeping at a time; a second would still be safe).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd.engine.supervisor import SweepReport
+from shepherd.observability import ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW, Metric
+
+from shepherd_handlers.runtime import engine, logger, metrics, tracer
+
+SAFETY_MARGIN_MS = 10_000  # stop sweeping this long before the Lambda timeout
+
+
+def record(report: SweepReport) -> None:
+    metrics.add_metric(
+        name=Metric.SWEEP_DURATION, unit=MetricUnit.Milliseconds, value=report.duration_ms
+    )
+    recovered = report.actions.get("Redispatch", 0)
+    if recovered:
+        metrics.add_metric(
+            name=Metric.LOST_MESSAGES_RECOVERED, unit=MetricUnit.Count, value=recovered
+        )
+    for lag in report.lags_ms:
+        metrics.add_metric(name=Metric.DETECTION_LAG, unit=MetricUnit.Milliseconds, value=lag)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
+    interval = float(os.environ.get(ENV_SWEEP_INTERVAL, "5"))
+    window = float(os.environ.get(ENV_SWEEP_WINDOW, "0"))
+    started = time.monotonic()
+    sweeps, acted, due = 0, 0, 0
+    while True:
+        report = engine().supervisor.sweep()
+        record(report)
+        sweeps += 1
+        due += report.due
+        acted += sum(report.actions.values())
+        if report.actions:
+            logger.info("sweep acted", extra={"actions": dict(report.actions), "due": report.due})
+        next_at = started + sweeps * interval
+        if (
+            next_at - started >= window
+            or context.get_remaining_time_in_millis() < SAFETY_MARGIN_MS + interval * 1000
+        ):
+            break
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    return {"sweeps": sweeps, "due": due, "actions": acted}
