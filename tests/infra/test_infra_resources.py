@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk.assertions import Match
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Match, Template
 from infra_support import Synth, refers_to
 from shepherd.observability import (
     ENV_POOL,
@@ -20,6 +21,7 @@ from shepherd.observability import (
 )
 from shepherd.topology import TABLE, VISIBILITY_FACTOR
 from shepherd_infra import config
+from shepherd_infra.state_store import StateStore
 
 
 def test_resource_counts(shepherd: Synth) -> None:
@@ -287,3 +289,12 @@ def test_outputs(shepherd: Synth) -> None:
     assert "#dashboards:name=" in dashboard
     assert f"'Ref': '{dashboard_id}'" in dashboard
     assert shepherd.props(dashboard_id)["DashboardName"] == "Shepherd-dashboard"
+
+
+def test_retain_data_false_lets_the_table_go_with_the_stack() -> None:
+    app = App()
+    stack = Stack(app, "Probe")
+    StateStore(stack, "Store", retain=False)
+    ((_, table),) = Template.from_stack(stack).find_resources("AWS::DynamoDB::Table").items()
+    assert table["DeletionPolicy"] == "Delete"
+    assert table["Properties"]["DeletionProtectionEnabled"] is False
