@@ -336,7 +336,9 @@ def next_due(state: WorkflowState, definition: Definition, now: int) -> int | No
         return None
     gap = definition.watch_gap_ms
     grace = definition.dispatch_timeout_seconds * 1000
-    candidates: list[int] = []
+    # `now + G` always counts, even while every step waits out a backoff: an outside event
+    # (a cancel) may create a deadline `G` after it at any moment.
+    candidates: list[int] = [now + gap]
     records: list[tuple[Kind, StepRecord]] = [("step", r) for r in state.steps.values()]
     records += [("compensation", r) for r in state.compensations.values()]
     running = state.workflow.status is WorkflowStatus.RUNNING
@@ -359,4 +361,4 @@ def next_due(state: WorkflowState, definition: Definition, now: int) -> int | No
             ready_at = _ready_at(state, definition.by_name[rec.name])
             if ready_at is not None:
                 candidates.append(min(ready_at + grace, now + gap))
-    return min(candidates, default=now + gap)
+    return min(candidates)
