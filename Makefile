@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export AWS_DEFAULT_REGION ?= us-east-1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: dev test lint format mypy unit demo clean synth cdk-nag infra-tests
+.PHONY: dev test lint format mypy unit demo clean openapi synth cdk-nag infra-tests
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,8 +34,20 @@ unit: $(STAMP)
 
 test: lint mypy unit
 
+openapi: $(STAMP)
+	$(BIN)/python -m shepherd_cli.openapi
+
 demo: $(STAMP)
 	$(BIN)/python -m shepherd_cli.demo
+
+# Deterministic fault simulation (docs/simulation.md): `make sim SEEDS=10000 JOBS=2`,
+# `make sim FAULTS=dup=0.2,lose=0.1`, replay one seed with its trace: `make sim SEED=1234`.
+.PHONY: sim
+SEEDS ?= 1000
+FIRST ?= 0
+JOBS ?= 1
+sim: $(STAMP)
+	$(BIN)/python -m shepherd_sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
 
 # The CDK CLI pinned in package.json; no Docker, no AWS credentials, no context lookups.
 NODE_STAMP := node_modules/.installed

@@ -22,7 +22,9 @@ from shepherd.observability import Metric
 
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch whose every record failed is still reported item by item, never as a failed
+# invocation: Lambda then redrives only those records and never backs off the whole pool.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 _OUTCOME_METRICS = {
     Outcome.DROPPED: Metric.DUPLICATES_DROPPED,

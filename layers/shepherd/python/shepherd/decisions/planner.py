@@ -65,6 +65,7 @@ class EndAttempt:
     outcome: str  # "error" | "timeout" | "heartbeat_timeout"
     overdue_ms: int = 0
     token_hash: str | None = None  # set when a callback reports the failure
+    details: str | None = None  # progress the attempt reported but did not heartbeat yet
 
 
 @dataclass(frozen=True)

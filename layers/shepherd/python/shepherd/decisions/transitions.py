@@ -100,12 +100,18 @@ def arm_callback(rec: StepRecord, attempt: int, token_hash: str) -> Write:
     )
 
 
-def wait_for_callback(rec: StepRecord, attempt: int, now: int, token_hash: str) -> Write:
+def wait_for_callback(
+    rec: StepRecord, attempt: int, now: int, token_hash: str, details: str | None = None
+) -> Write:
     """RUNNING(a) -> WAITING(a): the agent is done; the callback will record the result."""
     return Write(
         *rec.key,
         Update(
-            set={"status": StepStatus.WAITING.value, "heartbeat_at": now},
+            set={
+                "status": StepStatus.WAITING.value,
+                "heartbeat_at": now,
+                **({"details": details} if details is not None else {}),
+            },
             remove=("lease_owner",),
         ),
         all_of(_is(StepStatus.RUNNING), _attempt(attempt), Eq("callback_token", token_hash)),
@@ -150,8 +156,12 @@ def end_attempt(
     guard: Cond | None = None,
     token_hash: str | None = None,
     from_status: StepStatus = StepStatus.RUNNING,
+    details: str | None = None,
 ) -> Write:
     """RUNNING(a) or WAITING(a) -> QUEUED(a+1) after a backoff, or -> FAILED.
+
+    `details` are progress details the attempt reported but had not heartbeated yet: kept
+    for the next attempt to resume from.
 
     `outcome` is what happened to attempt `a` (`error`, `timeout`, `heartbeat_timeout`).
     A retry within SQS's delay limit is sent at once with a delay (`dispatched_at` set); a
@@ -170,6 +180,8 @@ def end_attempt(
             "available_at": available_at,
             "error": error,
         }
+        if details is not None:
+            values["details"] = details
         remove = ["claimed_at", "heartbeat_at", "lease_owner", "callback_token"]
         if decision.delay_ms <= MAX_SQS_DELAY * 1000:
             values["dispatched_at"] = now

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -130,6 +130,12 @@ class Heartbeat:
         self.fenced = False
         self.writes = 0
         self.token: TaskToken | None = None
+
+    def take_details(self) -> str | None:
+        """Details reported since the last heartbeat write; the attempt's final write keeps them."""
+        with self._lock:
+            details, self._details = self._details, None
+            return details
 
     def report(self, details: str) -> None:
         with self._lock:
@@ -313,7 +319,9 @@ class AgentRuntime:
             spec = definition.spec(rec.kind, rec.name)
             return self._failed(state, definition, rec, spec, error)
         now = self.scheduler.ports.clock.now_ms()
-        write = tx.wait_for_callback(rec, rec.attempt, now, heartbeat.token.hash)
+        write = tx.wait_for_callback(
+            rec, rec.attempt, now, heartbeat.token.hash, heartbeat.take_details()
+        )
         try:
             self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
         except ConditionFailed as lost:
@@ -350,6 +358,7 @@ class AgentRuntime:
                     "workflow_id": rec.workflow_id,
                     "workflow_type": state.workflow.wf_type,
                     "step": rec.name,
+                    "kind": rec.kind,
                     "attempt": rec.attempt,
                 },
             )
@@ -364,6 +373,7 @@ class AgentRuntime:
         rec: StepRecord,
         spec: TaskSpec,
         exc: Exception,
+        details: str | None = None,
     ) -> HandleResult:
         permanent = isinstance(exc, PermanentError)
         error_type = exc.name if isinstance(exc, PermanentError) else type(exc).__name__
@@ -376,6 +386,7 @@ class AgentRuntime:
             unwinding=state.workflow.status.unwinding and rec.kind == "step",
             rng=self.scheduler.ports.rng,
         )
+        action = replace(action, details=details)
         if not self.scheduler.end_attempt(state, definition, action):
             return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
         current = state.record(rec.kind, rec.name)

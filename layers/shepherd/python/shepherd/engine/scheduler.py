@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shepherd.clock import iso
 from shepherd.conditions import Cond, Eq, Missing
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
@@ -507,6 +508,7 @@ class Scheduler:
             guard=guard,
             token_hash=action.token_hash,
             from_status=seen.status if seen.status.in_flight else StepStatus.RUNNING,
+            details=action.details,
         )
         rec = self._write_step(state, write)
         if rec is None:
@@ -594,7 +596,7 @@ class Scheduler:
             "workflow_id": wf.workflow_id,
             "workflow_type": wf.wf_type,
             "status": wf.status.value,
-            "at": wf.updated_at,
+            "at": iso(wf.updated_at),
         }
         if wf.error:
             detail["error"] = loads(wf.error)

@@ -1,0 +1,243 @@
+"""A moto-backed AWS for the Lambda handlers, and real event shapes to call them with."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
+from shepherd.settings import Settings
+from shepherd_cli.resources import create_all
+from support import DEFINITIONS, ROOT
+
+ALICE = "arn:aws:iam::123456789012:user/alice"
+BOB = "arn:aws:sts::123456789012:assumed-role/Operators/bob-session"
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "shepherd-test"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:shepherd-test"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    remaining_ms: int = 60_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def rest_event(
+    method: str,
+    path: str,
+    *,
+    resource: str,
+    path_parameters: dict[str, str] | None = None,
+    body: Any = None,
+    caller: str | None = ALICE,
+    headers: dict[str, str] | None = None,
+    query: dict[str, str] | None = None,
+    raw_body: str | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event as IAM-authorized requests produce it."""
+    headers = {"Content-Type": "application/json", **(headers or {})}
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "pathParameters": path_parameters,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": method,
+            "path": f"/prod{path}",
+            "stage": "prod",
+            "requestId": str(uuid.uuid4()),
+            "accountId": "123456789012",
+            "identity": {
+                "userArn": caller,
+                "caller": caller and caller.rsplit("/", 1)[-1],
+                "accountId": "123456789012",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "pytest",
+            },
+        },
+        "body": raw_body if raw_body is not None else (None if body is None else json.dumps(body)),
+        "isBase64Encoded": False,
+    }
+
+
+def sqs_event(bodies: list[tuple[str, str]], queue_arn: str) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": message_id,
+                "receiptHandle": f"rh-{message_id}",
+                "body": body,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1767225600000",
+                    "SenderId": "AIDAEXAMPLE",
+                    "ApproximateFirstReceiveTimestamp": "1767225600001",
+                },
+                "messageAttributes": {},
+                "md5OfBody": "0" * 32,
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            }
+            for message_id, body in bodies
+        ]
+    }
+
+
+class Stack:
+    """Moto resources from the same topology the CDK app uses, plus handler drivers."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.clients = {
+            s: boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "sqs", "events")
+        }
+        self.queues = create_all(self.clients, DEFINITIONS, table="shepherd", bus="shepherd-bus")
+        sqs = self.clients["sqs"]
+        self.tap = sqs.create_queue(QueueName="event-tap")["QueueUrl"]
+        tap_arn = sqs.get_queue_attributes(QueueUrl=self.tap, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.clients["events"].put_rule(
+            Name="tap",
+            EventBusName="shepherd-bus",
+            EventPattern=json.dumps({"source": ["shepherd"]}),
+        )
+        self.clients["events"].put_targets(
+            Rule="tap", EventBusName="shepherd-bus", Targets=[{"Id": "tap", "Arn": tap_arn}]
+        )
+        settings = Settings(
+            table="shepherd",
+            queue_urls={p: q.url for p, q in self.queues.items()},
+            event_bus="shepherd-bus",
+            definitions_dir=ROOT / "statemachines",
+            watch_shards=2,
+        )
+        for key, value in settings.to_env().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv(ENV_SWEEP_INTERVAL, "0.01")
+        monkeypatch.setenv(ENV_SWEEP_WINDOW, "0")
+        monkeypatch.setenv(ENV_POOL, "all")
+        from shepherd_handlers import runtime
+
+        runtime.engine.cache_clear()
+        self.events_seen: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------------------- API
+
+    def api(self, method: str, path: str, **kwargs: Any) -> tuple[int, dict[str, str], Any]:
+        from shepherd_handlers import api
+
+        resource, params = _route(path)
+        reply = api.handler(
+            rest_event(method, path, resource=resource, path_parameters=params, **kwargs),
+            LambdaContext(),
+        )
+        body = json.loads(reply["body"]) if reply.get("body") else None
+        headers = {
+            **(reply.get("headers") or {}),
+            **{k: v[0] for k, v in (reply.get("multiValueHeaders") or {}).items()},
+        }
+        return int(reply["statusCode"]), headers, body
+
+    def callback(self, token: str, action: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
+        from shepherd_handlers import callbacks
+
+        event = rest_event(
+            "POST",
+            f"/tasks/{token}/{action}",
+            resource=f"/tasks/{{token}}/{action}",
+            path_parameters={"token": token},
+            body=body if body is not None else {},
+            **kwargs,
+        )
+        reply = callbacks.handler(event, LambdaContext())
+        return int(reply["statusCode"]), json.loads(reply["body"])
+
+    # ----------------------------------------------------------------------------- agents
+
+    def receive(self, pool: str) -> list[dict[str, Any]]:
+        got = self.clients["sqs"].receive_message(
+            QueueUrl=self.queues[pool].url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+        )
+        return list(got.get("Messages", []))
+
+    def run_agents(self, rounds: int = 40) -> int:
+        """Deliver every queued task through the agent handler, as the SQS event source would."""
+        from shepherd_handlers import agent
+
+        handled = 0
+        for _ in range(rounds):
+            busy = False
+            for pool in self.queues:
+                messages = self.receive(pool)
+                if not messages:
+                    continue
+                busy = True
+                event = sqs_event(
+                    [(m["MessageId"], m["Body"]) for m in messages],
+                    f"arn:aws:sqs:us-east-1:123456789012:{pool}",
+                )
+                reply = agent.handler(event, LambdaContext())
+                failed = {f["itemIdentifier"] for f in reply["batchItemFailures"]}
+                for m in messages:
+                    if m["MessageId"] not in failed:
+                        self.clients["sqs"].delete_message(
+                            QueueUrl=self.queues[pool].url, ReceiptHandle=m["ReceiptHandle"]
+                        )
+                handled += len(messages)
+            if not busy:
+                break
+        return handled
+
+    def sweep(self) -> dict[str, Any]:
+        from shepherd_handlers import supervisor
+
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": "123456789012",
+            "time": "2026-11-21T17:00:00Z",
+            "region": "us-east-1",
+            "resources": ["arn:aws:events:us-east-1:123456789012:rule/shepherd-supervisor"],
+            "detail": {},
+        }
+        return supervisor.handler(event, LambdaContext())
+
+    def published(self) -> list[dict[str, Any]]:
+        """Every event that reached the bus so far (through a rule -> SQS tap)."""
+        sqs = self.clients["sqs"]
+        while True:
+            got = sqs.receive_message(
+                QueueUrl=self.tap, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            ).get("Messages", [])
+            if not got:
+                return self.events_seen
+            for m in got:
+                self.events_seen.append(json.loads(m["Body"]))
+                sqs.delete_message(QueueUrl=self.tap, ReceiptHandle=m["ReceiptHandle"])
+
+
+def _route(path: str) -> tuple[str, dict[str, str] | None]:
+    parts = path.split("?", maxsplit=1)[0].strip("/").split("/")
+    if parts[0] == "workflows" and len(parts) >= 2:
+        rest = "/" + "/".join(parts[2:]) if len(parts) > 2 else ""
+        return f"/workflows/{{workflow_id}}{rest}", {"workflow_id": parts[1]}
+    if parts[0] == "definitions" and len(parts) == 2:
+        return "/definitions/{name}", {"name": parts[1]}
+    return path, None

@@ -1,0 +1,290 @@
+"""The REST API through the real handler, with API Gateway proxy event shapes, on moto."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aws_stack import ALICE, BOB, Stack
+from shepherd.errors import PermanentError
+from shepherd_agents import registry
+from support import ENV, ORDER
+
+
+@pytest.fixture
+def swap_agent() -> Iterator[Any]:
+    original: dict[str, Any] = {}
+
+    def swap(name: str, fn: Any) -> None:
+        original.setdefault(name, registry.get(name))
+        registry.register(name, fn)
+
+    yield swap
+    for name, fn in original.items():
+        registry.register(name, fn)
+
+
+def start(stack: Stack, payload: Any = None, **kwargs: Any) -> dict[str, Any]:
+    body = payload if payload is not None else {"type": "order_fulfilment", "input": ORDER}
+    status, headers, reply = stack.api("POST", "/workflows", body=body, **kwargs)
+    assert status == 202, reply
+    assert headers["Location"] == f"/workflows/{reply['workflow_id']}"
+    return reply
+
+
+def test_start_run_and_read_a_workflow(stack: Stack) -> None:
+    accepted = start(stack)
+    assert accepted["status"] == "RUNNING" and accepted["created"] is True
+    assert stack.run_agents() == 4
+    status, _, view = stack.api("GET", accepted["location"])
+    assert status == 200
+    assert view["status"] == "SUCCEEDED" and view["type"] == "order_fulfilment"
+    assert [s["name"] for s in view["steps"]] == [
+        "reserve_inventory",
+        "charge_payment",
+        "ship_order",
+        "notify_customer",
+    ]
+    charge = view["steps"][1]
+    assert charge["status"] == "SUCCEEDED" and charge["attempt"] == 1
+    assert charge["output"]["amount"] == ORDER["amount"]
+    assert charge["started_at"].endswith("Z") and charge["attempts"][0]["outcome"] == "ok"
+    assert view["output"]["ship_order"]["tracking"].startswith("TRK")
+    text = json.dumps(view)
+    for internal in (
+        "lease_owner",
+        "watch_shard",
+        "due_at",
+        "callback_token",
+        "request_hash",
+        "list_pk",
+        "WF#",
+    ):
+        assert internal not in text
+
+
+def test_idempotency_key_in_body_or_header(stack: Stack) -> None:
+    first = start(
+        stack, {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "order-77"}
+    )
+    replay = start(
+        stack, {"type": "order_fulfilment", "input": ORDER}, headers={"Idempotency-Key": "order-77"}
+    )
+    assert replay["workflow_id"] == first["workflow_id"] and replay["created"] is False
+    status, _, error = stack.api(
+        "POST",
+        "/workflows",
+        body={"type": "order_fulfilment", "input": {**ORDER, "amount": 1}},
+        headers={"Idempotency-Key": "order-77"},
+    )
+    assert status == 409
+    assert (
+        error["error"]["code"] == "IdempotencyConflict"
+        and error["error"]["field"] == "idempotency_key"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "raw", "code", "field"),
+    [
+        ({"input": ORDER}, None, "ValidationError", "type"),
+        (
+            {"type": "order_fulfilment", "input": ORDER, "extra": 1},
+            None,
+            "ValidationError",
+            "extra",
+        ),
+        ({"type": "nope", "input": {}}, None, "UnknownWorkflowType", "type"),
+        (
+            {"type": "order_fulfilment", "input": {**ORDER, "items": []}},
+            None,
+            "InvalidInput",
+            "input.items",
+        ),
+        ({"type": "order_fulfilment", "input": {"order_id": "x"}}, None, "InvalidInput", "input"),
+        (None, "{not json", "InvalidJson", "body"),
+        ({"type": 5, "input": {}}, None, "ValidationError", "type"),
+    ],
+)
+def test_bad_bodies_get_400_naming_the_field(
+    stack: Stack, body: Any, raw: str | None, code: str, field: str
+) -> None:
+    status, _, reply = stack.api("POST", "/workflows", body=body, raw_body=raw)
+    assert status == 400, reply
+    assert reply["error"]["code"] == code
+    assert reply["error"]["field"] == field
+    assert reply["error"]["message"]
+    status, _, listing = stack.api("GET", "/workflows")
+    assert listing["items"] == []  # nothing was accepted
+
+
+def test_too_large_input_and_body_get_413(stack: Stack) -> None:
+    big = {**ORDER, "note": "x" * (260 * 1024)}
+    status, _, reply = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": big}
+    )
+    assert status == 413 and reply["error"]["code"] == "InputTooLarge"
+    huge = {**ORDER, "note": "x" * (400 * 1024)}
+    status, _, reply = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": huge}
+    )
+    assert status == 413 and reply["error"]["code"] == "BodyTooLarge"
+
+
+def test_unknown_things_get_404(stack: Stack) -> None:
+    assert stack.api("GET", "/workflows/doesnotexist")[0] == 404
+    assert stack.api("POST", "/workflows/doesnotexist/cancel")[0] == 404
+    assert stack.api("GET", "/definitions/nope")[2]["error"]["code"] == "DefinitionNotFound"
+    status, _, reply = stack.api("GET", "/nowhere")
+    assert status == 404 and reply["error"]["code"] == "NotFound"
+    status, _, reply = stack.api("GET", "/workflows", query={"limit": "0"})
+    assert status == 400 and reply["error"]["field"] == "limit"
+    status, _, reply = stack.api("GET", "/workflows", query={"next_token": "garbage!"})
+    assert status == 400 and reply["error"]["field"] == "next_token"
+
+
+def test_callers_only_see_their_own_workflows(stack: Stack) -> None:
+    mine = start(stack, caller=ALICE)
+    theirs = start(stack, caller=BOB)
+    assert stack.api("GET", f"/workflows/{mine['workflow_id']}", caller=BOB)[0] == 404
+    assert stack.api("POST", f"/workflows/{mine['workflow_id']}/cancel", caller=BOB)[0] == 404
+    assert stack.api("GET", f"/workflows/{theirs['workflow_id']}", caller=BOB)[0] == 200
+    alice_list = stack.api("GET", "/workflows", caller=ALICE)[2]["items"]
+    assert [w["workflow_id"] for w in alice_list] == [mine["workflow_id"]]
+    # The same idempotency key from another caller is another workflow.
+    a = start(
+        stack, {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "k"}, caller=ALICE
+    )
+    b = start(
+        stack, {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "k"}, caller=BOB
+    )
+    assert a["workflow_id"] != b["workflow_id"]
+    # Sessions of one role are one owner.
+    other_session = BOB.replace("bob-session", "another-session")
+    assert stack.api("GET", f"/workflows/{theirs['workflow_id']}", caller=other_session)[0] == 200
+
+
+def test_list_is_newest_first_paginated_and_filtered(stack: Stack) -> None:
+    ids = [start(stack)["workflow_id"] for _ in range(3)]
+    env = start(stack, {"type": "provision_environment", "input": ENV})["workflow_id"]
+    stack.run_agents()
+    page1 = stack.api("GET", "/workflows", query={"limit": "2"})[2]
+    assert [w["workflow_id"] for w in page1["items"]] == [env, ids[2]]
+    page2 = stack.api("GET", "/workflows", query={"limit": "2", "next_token": page1["next_token"]})[
+        2
+    ]
+    assert [w["workflow_id"] for w in page2["items"]] == [ids[1], ids[0]]
+    only_env = stack.api("GET", "/workflows", query={"type": "provision_environment"})[2]["items"]
+    assert [w["workflow_id"] for w in only_env] == [env]
+    succeeded = stack.api("GET", "/workflows", query={"status": "SUCCEEDED"})[2]["items"]
+    assert len(succeeded) == 4
+    assert stack.api("GET", "/workflows", query={"status": "RUNNING"})[2]["items"] == []
+    assert stack.api("GET", "/workflows", query={"status": "BOGUS"})[0] == 400
+
+
+def test_cancel_compensates_what_succeeded_and_ends_cancelled(stack: Stack) -> None:
+    wf = start(stack)["workflow_id"]
+    from aws_stack import LambdaContext, sqs_event
+    from shepherd_handlers import agent
+
+    (reserve,) = stack.receive("inventory")
+    agent.handler(sqs_event([(reserve["MessageId"], reserve["Body"])], "arn:q"), LambdaContext())
+    stack.clients["sqs"].delete_message(
+        QueueUrl=stack.queues["inventory"].url, ReceiptHandle=reserve["ReceiptHandle"]
+    )
+    status, _, reply = stack.api("POST", f"/workflows/{wf}/cancel")
+    assert status == 202 and reply["status"] == "CANCELLING"
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    assert view["status"] == "CANCELLED"
+    assert [c["name"] for c in view["compensations"]] == ["reserve_inventory"]
+    assert {s["name"]: s["status"] for s in view["steps"]}["charge_payment"] == "CANCELLED"
+    status, _, reply = stack.api("POST", f"/workflows/{wf}/cancel")
+    assert status == 409 and reply["error"]["code"] == "InvalidTransition"
+
+
+def test_retry_redrives_a_failed_workflow_from_its_failed_compensation(
+    stack: Stack, swap_agent: Any
+) -> None:
+    def refund_down(ctx: Any) -> Any:
+        raise PermanentError("refunds are switched off", name="RefundsDisabled")
+
+    swap_agent("refund_payment", refund_down)
+    wf = start(
+        stack,
+        {
+            "type": "order_fulfilment",
+            "input": {**ORDER, "faults": {"ship_order": {"mode": "permanent"}}},
+        },
+    )["workflow_id"]
+    stack.run_agents()
+    failed = stack.api("GET", f"/workflows/{wf}")[2]
+    assert failed["status"] == "FAILED" and failed["error"]["operator_needed"] is True
+    assert stack.api("POST", f"/workflows/{wf}/cancel")[0] == 409
+    swap_agent("refund_payment", registry.get("release_inventory") and _refund_ok)
+    status, _, reply = stack.api("POST", f"/workflows/{wf}/retry")
+    assert status == 202 and reply["status"] == "COMPENSATING"
+    stack.run_agents()
+    done = stack.api("GET", f"/workflows/{wf}")[2]
+    assert done["status"] == "COMPENSATED" and done["redrives"] == 1
+    refund = next(c for c in done["compensations"] if c["name"] == "charge_payment")
+    assert [a["outcome"] for a in refund["attempts"]] == ["error", "ok"] and refund["attempt"] == 2
+    assert done["error"]["step"] == "ship_order"  # the original cause is restored
+    assert stack.api("POST", f"/workflows/{wf}/retry")[0] == 409
+
+
+def _refund_ok(ctx: Any) -> Any:
+    return {"refunded": ctx.step_output["charge_id"]}
+
+
+def test_definitions_routes(stack: Stack) -> None:
+    listing = stack.api("GET", "/definitions")[2]["items"]
+    assert {d["name"] for d in listing} == {"order_fulfilment", "provision_environment"}
+    env = stack.api("GET", "/definitions/provision_environment")[2]
+    assert env["steps"] == [
+        "create_network",
+        "create_storage",
+        "create_compute",
+        "configure",
+        "verify",
+    ]
+    assert env["pools"] == ["cloud", "config"]
+    assert env["definition"]["Steps"][2]["DependsOn"] == ["create_network", "create_storage"]
+    assert len(env["hash"]) == 20
+
+
+def test_metrics_are_emitted_as_emf(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    start(stack)
+    stack.run_agents()
+    emitted: dict[str, float] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if '"_aws"' not in line:
+            continue
+        blob = json.loads(line)
+        (directive,) = blob["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "Shepherd" and directive["Dimensions"] == [["service"]]
+        for metric in directive["Metrics"]:
+            emitted[metric["Name"]] = emitted.get(metric["Name"], 0) + sum(blob[metric["Name"]])
+    assert emitted == {"WorkflowsStarted": 1, "StepAttempts": 4, "WorkflowsSucceeded": 1}
+
+
+def test_log_lines_of_work_carry_workflow_step_and_attempt(stack: Stack) -> None:
+    from shepherd_handlers.runtime import logger
+
+    stream = io.StringIO()
+    previous = logger.registered_handler.setStream(stream)  # type: ignore[attr-defined]
+    try:
+        wf = start(stack)["workflow_id"]
+        stack.run_agents()
+    finally:
+        logger.registered_handler.setStream(previous)  # type: ignore[attr-defined]
+    handled = [
+        json.loads(line) for line in stream.getvalue().splitlines() if '"task handled"' in line
+    ]
+    assert len(handled) == 4
+    for line in handled:
+        assert line["workflow_id"] == wf and line["attempt"] == 1 and line["step"]
+        assert line["service"] == "shepherd" and line["level"] == "INFO"

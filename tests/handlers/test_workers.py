@@ -1,0 +1,264 @@
+"""Agent batches, StartWorkflow events, the supervisor, callbacks and events out, via the handlers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+import pytest
+from aws_stack import LambdaContext, Stack, sqs_event
+from shepherd.engine.agent import AgentContext, Pending
+from shepherd_agents import registry
+from support import ORDER, ROOT
+
+
+@pytest.fixture
+def callback_ship() -> Iterator[list[str]]:
+    """ship_order as a callback step: it hands its task token to 'the carrier' and waits."""
+    tokens: list[str] = []
+    original = registry.get("ship_order")
+
+    def ship(ctx: AgentContext) -> Any:
+        tokens.append(ctx.task_token())
+        return Pending("waiting for the carrier")
+
+    registry.register("ship_order", ship)
+    yield tokens
+    assert original is not None
+    registry.register("ship_order", original)
+
+
+def test_agent_batch_with_good_poison_and_duplicate_messages(stack: Stack) -> None:
+    from shepherd_handlers import agent
+
+    _status, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    (good,) = stack.receive("inventory")
+    batch = sqs_event(
+        [
+            (good["MessageId"], good["Body"]),
+            ("poison-1", "this is not a task"),
+            ("dup-1", good["Body"]),
+        ],
+        "arn:aws:sqs:us-east-1:123456789012:shepherd-inventory",
+    )
+    reply = agent.handler(batch, LambdaContext())
+    assert reply == {"batchItemFailures": [{"itemIdentifier": "poison-1"}]}
+    view = stack.api("GET", accepted["location"])[2]
+    reserve = view["steps"][0]
+    assert reserve["status"] == "SUCCEEDED" and reserve["attempts"] == [
+        {"attempt": 1, "outcome": "ok", "error": None, "at": reserve["attempts"][0]["at"]}
+    ]
+
+
+def test_an_all_poison_batch_is_item_failures_not_a_failed_batch(stack: Stack) -> None:
+    from shepherd_handlers import agent
+
+    reply = agent.handler(
+        sqs_event([("p1", "{}"), ("p2", '{"w":"x","s":"y","a":0}')], "arn:q"), LambdaContext()
+    )
+    assert reply == {"batchItemFailures": [{"itemIdentifier": "p1"}, {"itemIdentifier": "p2"}]}
+
+
+def _event(
+    detail: Any, *, detail_type: str = "StartWorkflow", source: str = "acme.orders"
+) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": detail_type,
+        "source": source,
+        "account": "123456789012",
+        "time": "2026-11-21T17:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail,
+    }
+
+
+def test_start_workflow_events(stack: Stack) -> None:
+    from shepherd_handlers import events
+
+    detail = {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "evt-1"}
+    first = events.handler(_event(detail), LambdaContext())
+    again = events.handler(_event(detail), LambdaContext())
+    assert first["status"] == "accepted" and first["created"] is True
+    assert again["workflow_id"] == first["workflow_id"] and again["created"] is False
+    stack.run_agents()
+    # Owned by the source unless the event names an IAM principal as owner.
+    owned = events.handler(
+        _event(
+            {
+                "type": "order_fulfilment",
+                "input": ORDER,
+                "owner": "arn:aws:iam::123456789012:user/alice",
+            }
+        ),
+        LambdaContext(),
+    )
+    assert stack.api("GET", f"/workflows/{owned['workflow_id']}")[0] == 200
+    assert stack.api("GET", f"/workflows/{first['workflow_id']}")[0] == 404
+    for bad, code in [
+        ({"type": "nope", "input": {}}, "UnknownWorkflowType"),
+        ({"type": "order_fulfilment", "input": {"order_id": 1}}, "InputInvalid"),
+        ({"input": {}}, "InvalidEvent"),
+        ({**detail, "input": {**ORDER, "amount": 3}}, "IdempotencyConflict"),
+    ]:
+        reply = events.handler(_event(bad), LambdaContext())
+        assert reply["status"] == "rejected" and reply["code"] == code
+
+
+def test_supervisor_handler_recovers_lost_work_and_reports(
+    stack: Stack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _status, _, _accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    (lost,) = stack.receive("inventory")
+    stack.clients["sqs"].delete_message(
+        QueueUrl=stack.queues["inventory"].url, ReceiptHandle=lost["ReceiptHandle"]
+    )
+    assert stack.sweep() == {"sweeps": 1, "due": 0, "actions": 0}  # nothing overdue yet
+    from shepherd.clock import SystemClock
+
+    later = SystemClock().now_ms() + 11_000  # past DispatchTimeoutSeconds (10 s)
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: later)
+    report = stack.sweep()
+    assert report["due"] == 1 and report["actions"] >= 1
+    (again,) = stack.receive("inventory")
+    assert json.loads(again["Body"]) == json.loads(lost["Body"])  # the same attempt, sent again
+    out = capsys.readouterr().out
+    assert '"SupervisorRan":[1.0]' in out
+    assert '"LostMessagesRecovered":[1.0]' in out
+    assert '"DetectionLag"' in out and '"SweepDuration"' in out
+
+
+def test_supervisor_sweeps_several_times_within_one_invocation(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "0.05")
+    monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "0.2")
+    assert stack.sweep()["sweeps"] == 4
+
+
+def test_callback_step_success_heartbeat_and_stale_tokens(
+    stack: Stack, callback_ship: list[str]
+) -> None:
+    _status, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    stack.run_agents()
+    view = stack.api("GET", accepted["location"])[2]
+    assert view["status"] == "RUNNING"
+    assert [s["status"] for s in view["steps"]] == ["SUCCEEDED", "SUCCEEDED", "WAITING", "PENDING"]
+    (token,) = callback_ship
+    assert "callback_token" not in json.dumps(view) and token not in json.dumps(view)
+
+    code, reply = stack.callback(token, "heartbeat", {"details": {"carrier": "picked up"}})
+    assert code == 200 and reply["status"] == "WAITING" and reply["attempt"] == 1
+    assert stack.callback("st1.bm90LWEtdG9rZW4", "success")[0] == 404  # malformed
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    assert stack.callback(forged, "success")[0] == 404
+
+    code, reply = stack.callback(token, "success", {"output": {"tracking": "CARRIER-1"}})
+    assert code == 200 and reply["status"] == "SUCCEEDED"
+    stack.run_agents()
+    done = stack.api("GET", accepted["location"])[2]
+    assert done["status"] == "SUCCEEDED"
+    assert done["output"]["notify_customer"]["tracking"] == "CARRIER-1"
+    code, reply = stack.callback(token, "success", {"output": {"tracking": "AGAIN"}})
+    assert code == 409 and reply["error"]["code"] == "TaskTokenStale"
+    assert stack.api("GET", accepted["location"])[2]["output"]["ship_order"] == {
+        "tracking": "CARRIER-1"
+    }
+
+
+def test_callback_failure_retries_and_fences_the_old_token(
+    stack: Stack, callback_ship: list[str]
+) -> None:
+    _status, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    stack.run_agents()
+    (first,) = callback_ship
+    code, reply = stack.callback(first, "failure", {"error": "CarrierBusy", "cause": "try later"})
+    assert code == 200 and reply["status"] == "QUEUED" and reply["attempt"] == 2
+    assert stack.callback(first, "heartbeat")[0] == 409  # attempt 1 is over
+    assert stack.callback(first, "success", {"output": {}})[0] == 409
+    import time
+
+    time.sleep(1.1)  # the retry is delivered with its (whole-second) backoff delay
+    stack.run_agents()
+    second = callback_ship[1]
+    assert second != first
+    code, reply = stack.callback(second, "failure", {"error": "AddressInvalid"})  # non-retryable
+    assert code == 200 and reply["status"] == "FAILED"
+    stack.run_agents()
+    assert stack.api("GET", accepted["location"])[2]["status"] == "COMPENSATED"
+    assert stack.callback("st1.", "failure", {"error": ""})[0] == 400  # fails validation first
+
+
+def _schemas() -> dict[str, Any]:
+    found = {}
+    for path in sorted((ROOT / "docs" / "events").glob("*.schema.json")):
+        found[path.name.removesuffix(".schema.json")] = fastjsonschema.compile(
+            json.loads(path.read_text())
+        )
+    return found
+
+
+def test_events_out_match_their_documented_schemas(stack: Stack, callback_ship: list[str]) -> None:
+    schemas = _schemas()
+    # A clean run, a failing one with retries and a timeout, a cancelled one.
+    stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+    stack.run_agents()
+    (token,) = callback_ship
+    stack.callback(token, "failure", {"error": "AddressInvalid"})
+    stack.run_agents()
+    cancelled = stack.api(
+        "POST",
+        "/workflows",
+        body={"type": "provision_environment", "input": {"env_name": "abc", "region": "x"}},
+    )[2]
+    stack.api("POST", f"/workflows/{cancelled['workflow_id']}/cancel")
+    stack.run_agents()
+    published = stack.published()
+    kinds = {e["detail-type"] for e in published}
+    assert {
+        "WorkflowStarted",
+        "StepFailed",
+        "StepCompensated",
+        "WorkflowCompensated",
+        "WorkflowCancelled",
+    } <= kinds
+    for event in published:
+        assert event["source"] == "shepherd"
+        schemas[event["detail-type"]](event["detail"])  # raises if the detail drifts
+
+
+def test_every_event_type_the_engine_emits_has_a_schema() -> None:
+    source = (ROOT / "layers/shepherd/python/shepherd").rglob("*.py")
+    emitted = set()
+    for path in source:
+        text = Path(path).read_text()
+        for name in (
+            "WorkflowStarted",
+            "WorkflowSucceeded",
+            "WorkflowFailed",
+            "WorkflowCompensated",
+            "WorkflowCancelled",
+            "StepRetried",
+            "StepTimedOut",
+            "StepFailed",
+            "StepCompensated",
+        ):
+            if f'"{name}"' in text:
+                emitted.add(name)
+    assert emitted == set(_schemas())
+    bad = {"workflow_id": "w", "workflow_type": "t", "status": "RUNNING"}  # no "at"
+    with pytest.raises(fastjsonschema.JsonSchemaValueException):
+        _schemas()["WorkflowStarted"](bad)

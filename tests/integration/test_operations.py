@@ -1,0 +1,190 @@
+"""Cancel, redrive and callback steps in the engine, on both stores, under a manual clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from shepherd.engine.agent import AgentContext, Outcome, Pending
+from shepherd.errors import InvalidTransition, TaskTokenInvalid, TaskTokenStale, WorkflowNotFound
+from shepherd.model import StepStatus, WorkflowStatus, loads
+from shepherd_agents import ledger
+from shepherd_agents.faults import SimulatedHang
+from support import ENV, ORDER, Harness, registry_with
+
+
+@pytest.fixture(autouse=True)
+def _clean_ledger() -> None:
+    ledger.reset()
+
+
+def test_cancel_waits_for_the_running_step_and_compensates_it_too(harness: Harness) -> None:
+    wf = harness.start("provision_environment", ENV)
+
+    def cancel_midway(ctx: AgentContext) -> Any:
+        # While this attempt runs, an operator cancels; the step still succeeds.
+        if ctx.step == "create_network":
+            assert harness.scheduler.cancel(wf).status is WorkflowStatus.CANCELLING
+        return {"id": f"{ctx.step}-1"}
+
+    with registry_with(create_network=cancel_midway, create_storage=cancel_midway) as agents:
+        harness.runtime.agents = agents
+        state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.CANCELLED
+    # network was running when the cancel came and finished after it: compensated all the
+    # same. storage was still queued: cancelled, it never ran and is not compensated.
+    assert set(state.compensations) == {"create_network"}
+    assert state.steps["create_storage"].status is StepStatus.CANCELLED
+    assert state.steps["create_compute"].status is StepStatus.CANCELLED
+    assert harness.sent(wf, "create_compute") == []
+    assert harness.events.types()[-1] == "WorkflowCancelled"
+
+
+def test_cancel_is_idempotent_while_cancelling_and_refused_when_finished(harness: Harness) -> None:
+    idle = harness.start("order_fulfilment", {**ORDER, "order_id": "idle"})
+    assert harness.scheduler.cancel(idle).status is WorkflowStatus.CANCELLED  # nothing had run
+    late = harness.pump()  # the root's message arrives after the cancel: dropped
+    assert [r.outcome for _, r in late] == [Outcome.DROPPED]
+    with pytest.raises(InvalidTransition, match="only a RUNNING workflow"):
+        harness.scheduler.cancel(idle)
+
+    busy = harness.start(
+        "order_fulfilment", {**ORDER, "faults": {"reserve_inventory": {"mode": "hang"}}}
+    )
+    with pytest.raises(SimulatedHang):
+        harness.pump()
+    assert harness.scheduler.cancel(busy).status is WorkflowStatus.CANCELLING
+    assert harness.scheduler.cancel(busy).status is WorkflowStatus.CANCELLING  # idempotent
+    with pytest.raises(WorkflowNotFound):
+        harness.scheduler.cancel(busy, owner="somebody-else")
+    state = harness.run(busy)  # the hung attempt times out; nothing is retried while unwinding
+    assert state.workflow.status is WorkflowStatus.CANCELLED
+    assert state.steps["reserve_inventory"].status is StepStatus.FAILED
+    assert state.compensations == {}
+
+
+def test_redrive_retries_the_failed_compensation_with_a_fresh_budget(harness: Harness) -> None:
+    payload = {
+        **ORDER,
+        "faults": {
+            "ship_order": {"mode": "permanent"},
+            # refund fails on attempts 1..6 (1 + MaxAttempts 5), succeeds from attempt 7
+            "charge_payment:compensation": {"mode": "error", "times": 6},
+        },
+    }
+    wf = harness.start("order_fulfilment", payload)
+    state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.FAILED
+    assert "reserve_inventory" not in state.compensations
+    assert state.workflow.watch_shard is None  # a FAILED workflow is not watched
+
+    redriven = harness.scheduler.redrive(wf)
+    assert redriven.status is WorkflowStatus.COMPENSATING and redriven.redrives == 1
+    assert redriven.watch_shard is not None and redriven.due_at is not None
+    state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    refund = state.compensations["charge_payment"]
+    assert refund.attempt == 7 and refund.budget_from == 6
+    assert [e[2] for e in ledger.effects(wf)] == ["reserve", "charge", "refund", "release"]
+    assert loads(state.workflow.error)["step"] == "ship_order"  # the cause, not the operator note
+    with pytest.raises(InvalidTransition):
+        harness.scheduler.redrive(wf)
+
+
+def test_a_redriven_step_fences_every_attempt_from_before(harness: Harness) -> None:
+    wf = harness.start(
+        "order_fulfilment",
+        {
+            **ORDER,
+            "faults": {
+                "ship_order": {"mode": "permanent"},
+                "charge_payment:compensation": {"mode": "error", "times": 99},
+            },
+        },
+    )
+    harness.run(wf)
+    stale = harness.state(wf).compensations["charge_payment"]
+    harness.scheduler.redrive(wf)
+    from shepherd.decisions import transitions as tx
+    from shepherd.errors import ConditionFailed
+
+    write = tx.complete(stale, stale.attempt, harness.clock.now_ms(), "{}", 0)
+    with pytest.raises(ConditionFailed):
+        harness.store.update(write.pk, write.sk, write.update, write.condition)
+
+
+def _callback_ship(tokens: list[str], resumed: list[Any] | None = None) -> Any:
+    def ship(ctx: AgentContext) -> Any:
+        if resumed is not None:
+            resumed.append(ctx.previous_details)
+        tokens.append(ctx.task_token())
+        ctx.report_progress({"handed_to": "carrier"})
+        return Pending()
+
+    return ship
+
+
+def test_callback_step_waits_then_a_callback_completes_it(harness: Harness) -> None:
+    tokens: list[str] = []
+    with registry_with(ship_order=_callback_ship(tokens)) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        harness.pump()
+        assert harness.step(wf, "ship_order").status is StepStatus.WAITING
+        assert [r.outcome for m, r in harness.log if m.step == "ship_order"] == [Outcome.WAITING]
+        harness.scheduler.callback(tokens[0], "success", output={"tracking": "CB-1"})
+        state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert loads(state.steps["ship_order"].output) == {"tracking": "CB-1"}
+    with pytest.raises(TaskTokenStale):
+        harness.scheduler.callback(tokens[0], "success", output={})
+    with pytest.raises(TaskTokenInvalid):
+        harness.scheduler.callback("st1.garbage", "success")
+
+
+def test_a_silent_callback_step_times_out_and_its_token_dies(harness: Harness) -> None:
+    tokens: list[str] = []
+    resumed: list[Any] = []
+    with registry_with(ship_order=_callback_ship(tokens, resumed)) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        harness.pump()
+        harness.clock.advance(2.5)
+        harness.scheduler.callback(tokens[0], "heartbeat", details={"at": "depot"})
+        harness.clock.advance(2.5)  # 5 s after claim, 2.5 s after the heartbeat: alive
+        assert harness.sweep().actions.get("TimedOut", 0) == 0
+        harness.clock.advance(1)  # HeartbeatSeconds 3 without a callback heartbeat
+        assert harness.sweep().actions["TimedOut"] == 1
+        with pytest.raises(TaskTokenStale):
+            harness.scheduler.callback(tokens[0], "success", output={})
+        harness.clock.advance(1)  # the retry's backoff (whole-second SQS delay)
+        harness.pump()
+        assert len(tokens) == 2 and harness.step(wf, "ship_order").attempt == 2
+        # The new attempt could resume from the details the earlier one left last (the
+        # callback's heartbeat), and left its own.
+        assert resumed == [None, {"at": "depot"}]
+        assert loads(harness.step(wf, "ship_order").details) == {"handed_to": "carrier"}
+        harness.scheduler.callback(tokens[1], "success", output={"tracking": "CB-2"})
+        assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+
+
+def test_a_callback_that_beats_the_agent_still_counts(harness: Harness) -> None:
+    def instant(ctx: AgentContext) -> Any:
+        harness.scheduler.callback(ctx.task_token(), "success", output={"tracking": "FAST"})
+        return Pending()
+
+    with registry_with(ship_order=instant) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert loads(state.steps["ship_order"].output) == {"tracking": "FAST"}
+
+
+def test_pending_without_a_token_is_a_permanent_error(harness: Harness) -> None:
+    with registry_with(ship_order=lambda ctx: Pending()) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    assert loads(state.steps["ship_order"].error)["type"] == "PendingWithoutToken"
