@@ -57,11 +57,14 @@ def inject(ctx: AgentContext, *, permanent_name: str = "PermanentFailure") -> No
         raise PermanentError(f"injected permanent error in {ctx.step}", name=permanent_name)
     if mode == "hang":
         if os.environ.get("SHEPHERD_REAL_FAULTS"):
-            # A real hang: never return, never heartbeat (the runtime stops at the deadline).
-            give_up = ctx.deadline_ms / 1000 + 30
-            while not ctx.cancelled and time.time() < give_up:
+            # A real hang: no more heartbeats, no result. The worker stays stuck until well
+            # past the attempt's deadline (by then the supervisor has fenced it out, so what
+            # it finally reports is rejected), then frees itself for other work.
+            ctx.stop_heartbeats()
+            give_up = ctx.deadline_ms / 1000 + 2
+            while time.time() < give_up:
                 time.sleep(0.2)
-            raise TransientServiceError("hung attempt was fenced out")
+            raise TransientServiceError("hung attempt gave up")
         raise SimulatedHang(ctx.step)
     if mode == "crash":
         if os.environ.get("SHEPHERD_REAL_FAULTS"):

@@ -1,153 +1,194 @@
-"""`make demo`: run the example workflows, some with injected faults, and show what happened.
+"""`make demo`: the local stack running the example workflows, some with injected faults.
 
-This version runs the whole engine in one process against moto: the real scheduler, agent
-runtime and supervisor, the real DynamoDB and SQS adapters, a poller standing in for the SQS
-event source mapping, and a supervisor sweep every half second.
+Starts moto, the control process (HTTP API, supervisor, events) and one process per agent
+worker; starts every scenario over HTTP (one through an EventBridge event); shows live
+progress; prints a summary; exits 0 only if every workflow ended as expected.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-TABLE = "shepherd-demo"
-TIME_LIMIT_SECONDS = 90
-SWEEP_EVERY_SECONDS = 0.5
+from shepherd_cli import render
+from shepherd_cli.client import Api
+from shepherd_cli.local import BUS, LocalStack
+from shepherd_cli.scenarios import SCENARIOS, Scenario
+
+TIME_LIMIT_SECONDS = 100
+DEMO_CALLER = "demo"
+TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 
 
 @dataclass
-class Running:
-    label: str
+class Tracked:
+    scenario: Scenario
     workflow_id: str
-    expected: str
     started: float
+    view: dict[str, Any] = field(default_factory=dict)
     finished: float | None = None
+    cancelled: bool = False
 
 
-def _set_fake_aws_env() -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "demo",
-        "AWS_SECRET_ACCESS_KEY": "demo",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        os.environ.setdefault(key, value)
-    os.environ.pop("AWS_PROFILE", None)
+def _start(api: Api, stack: LocalStack, s: Scenario) -> str:
+    if not s.via_event:
+        body = {"type": s.wf_type, "input": s.payload, "idempotency_key": f"demo-{s.label}"}
+        return str(api.call("POST", "/workflows", body)["workflow_id"])
+    import boto3
+
+    events = boto3.client(
+        "events",
+        endpoint_url=stack.moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    owner = f"arn:aws:iam::000000000000:user/{DEMO_CALLER}"
+    detail = {
+        "type": s.wf_type,
+        "input": s.payload,
+        "idempotency_key": f"demo-{s.label}",
+        "owner": owner,
+    }
+    events.put_events(
+        Entries=[
+            {
+                "Source": "demo.shop",
+                "DetailType": "StartWorkflow",
+                "Detail": json.dumps(detail),
+                "EventBusName": BUS,
+            }
+        ]
+    )
+    for _ in range(100):  # the control process relays it to the events handler
+        page = api.call("GET", "/workflows", query={"limit": 50})
+        for item in page["items"]:
+            if item["workflow_id"] not in _seen:
+                view = api.call("GET", f"/workflows/{item['workflow_id']}")
+                if view["input"].get("order_id") == s.payload.get("order_id"):
+                    return str(item["workflow_id"])
+        time.sleep(0.1)
+    raise RuntimeError("the StartWorkflow event did not start a workflow")
+
+
+_seen: set[str] = set()
+
+
+def _row(t: Tracked, now: float) -> str:
+    view = t.view
+    status = view.get("status", "?")
+    steps = " ".join(render.SYMBOL.get(s["status"], "?") for s in view.get("steps", []))
+    undo = " ".join(
+        "↺" if c["status"] == "SUCCEEDED" else "…" for c in view.get("compensations", [])
+    )
+    seconds = (t.finished or now) - t.started
+    return f"  {t.scenario.label:<22} {render.paint(status)}{' ' * (12 - len(status))} [{steps}] {undo:<10} {seconds:5.1f}s"
+
+
+def _counts(view: dict[str, Any]) -> dict[str, int]:
+    items = view["steps"] + view["compensations"]
+    attempts = [a for s in items for a in s["attempts"]]
+    return {
+        "attempts": len(attempts),
+        "retries": sum(1 for s in items for a in s["attempts"] if a["attempt"] < s["attempt"]),
+        "timeouts": sum(1 for a in attempts if "timeout" in a["outcome"]),
+        "compensations": sum(1 for c in view["compensations"] if c["status"] == "SUCCEEDED"),
+    }
+
+
+def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
+    """Poll every workflow until all end (bounded); redraw a table on a terminal, else log changes."""
+    tty = sys.stdout.isatty()
+    lines_drawn = 0
+    last_status: dict[str, str] = {}
+    while time.monotonic() - t0 < TIME_LIMIT_SECONDS:
+        now = time.monotonic()
+        for t in tracked:
+            if t.finished:
+                continue
+            t.view = api.call("GET", f"/workflows/{t.workflow_id}")
+            due = t.scenario.cancel_after
+            if due is not None and not t.cancelled and now - t.started >= due:
+                api.call("POST", f"/workflows/{t.workflow_id}/cancel")
+                t.cancelled = True
+            if t.view["status"] in TERMINAL:
+                t.finished = now
+        if tty:
+            if lines_drawn:
+                print(f"\033[{lines_drawn}F\033[J", end="")
+            rows = [_row(t, now) for t in tracked]
+            print("\n".join(rows), flush=True)
+            lines_drawn = len(rows)
+        else:
+            for t in tracked:
+                status = t.view.get("status", "")
+                if last_status.get(t.workflow_id) != status:
+                    last_status[t.workflow_id] = status
+                    print(f"  [{now - t0:5.1f}s] {t.scenario.label:<22} {status}", flush=True)
+        if all(t.finished for t in tracked):
+            return
+        time.sleep(0.4)
+
+
+def _report(tracked: list[Tracked]) -> bool:
+    for t in tracked:
+        view = t.view
+        print(
+            f"{render.BOLD}{t.scenario.label}{render.RESET} -> {render.paint(view['status'])}  {render.DIM}{t.scenario.story}{render.RESET}"
+        )
+        for line in render.status_lines(view)[2:]:
+            print("  " + line)
+    print()
+    header = f"{'workflow':<22} {'status':<12} {'expected':<12} {'attempts':>8} {'retries':>8} {'timeouts':>9} {'undone':>7} {'seconds':>8}"
+    print(render.BOLD + header + render.RESET)
+    ok = True
+    for t in tracked:
+        c = _counts(t.view)
+        status = t.view["status"]
+        good = status == t.scenario.expected
+        ok &= good
+        mark = "" if good else f"  {render.RED}<- unexpected{render.RESET}"
+        seconds = (t.finished or time.monotonic()) - t.started
+        print(
+            f"{t.scenario.label:<22} {render.paint(status)}{' ' * (12 - len(status))} {t.scenario.expected:<12} "
+            f"{c['attempts']:>8} {c['retries']:>8} {c['timeouts']:>9} {c['compensations']:>7} {seconds:>8.1f}{mark}"
+        )
+    return ok
 
 
 def main() -> int:
-    _set_fake_aws_env()
-    import boto3
-    from moto import mock_aws
-    from shepherd.definitions import check_agents, load_directory
-    from shepherd.model import TaskMessage
-    from shepherd.settings import Settings
-    from shepherd.wiring import Shepherd
-    from shepherd_agents import registry
-    from shepherd_agents.faults import SimulatedCrash, SimulatedHang
-
-    from shepherd_cli import report
-    from shepherd_cli.resources import create_all
-    from shepherd_cli.scenarios import SCENARIOS
-
-    definitions = load_directory(ROOT / "statemachines")
-    for name, definition in definitions.items():
-        check_agents(definition, registry.names(), name)
-
-    with mock_aws():
-        clients = {s: boto3.client(s) for s in ("dynamodb", "sqs", "events")}
-        queues = create_all(clients, definitions, table=TABLE, bus=None)
-        settings = Settings(
-            table=TABLE,
-            queue_urls={p: q.url for p, q in queues.items()},
-            definitions_dir=ROOT / "statemachines",
-            watch_shards=4,
-        )
-        engine = Shepherd(settings, agents=registry, worker_id="demo-worker")
-        engine.agent_runtime.background_heartbeats = False  # single-threaded demo loop
+    print(
+        f"{render.BOLD}Shepherd demo{render.RESET}: starting the local stack (moto, API + supervisor, agent workers)...",
+        flush=True,
+    )
+    t0 = time.monotonic()
+    with LocalStack(port=0, workers=2, sweep_interval=0.5) as stack:
+        api = Api(stack.api_url, caller=DEMO_CALLER)
         print(
-            f"{report.BOLD}Shepherd demo{report.RESET}: {len(SCENARIOS)} workflows, in-process on moto"
+            f"  up in {time.monotonic() - t0:.1f}s: API {stack.api_url}, {len(stack.pids())} processes, logs in .shepherd/logs\n",
+            flush=True,
         )
-        print(
-            f"{report.DIM}pools: {', '.join(queues)}; supervisor sweeps every {SWEEP_EVERY_SECONDS}s{report.RESET}\n"
-        )
-
-        t0 = time.monotonic()
-        running = []
+        tracked = []
         for s in SCENARIOS:
-            result = engine.scheduler.start(
-                s.wf_type, s.payload, idempotency_key=s.label, owner="demo"
-            )
-            running.append(Running(s.label, result.workflow_id, s.expected, time.monotonic()))
-            print(f"  started {s.label:<22} {report.DIM}{s.story}{report.RESET}")
+            workflow_id = _start(api, stack, s)
+            _seen.add(workflow_id)
+            tracked.append(Tracked(s, workflow_id, time.monotonic()))
+            print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
         print()
-
-        stuck: set[str] = set()
-        last_sweep = 0.0
-        while time.monotonic() - t0 < TIME_LIMIT_SECONDS:
-            for pool, q in queues.items():
-                got = clients["sqs"].receive_message(
-                    QueueUrl=q.url, MaxNumberOfMessages=10, WaitTimeSeconds=0
-                )
-                for m in got.get("Messages", []):
-                    task = TaskMessage.from_body(m["Body"])
-                    try:
-                        engine.agent_runtime.handle(task)
-                    except (SimulatedHang, SimulatedCrash) as fault:
-                        # The worker is stuck or gone: no result, no heartbeat, message kept.
-                        kind = "hung" if isinstance(fault, SimulatedHang) else "crashed"
-                        stuck.add(m["MessageId"])
-                        _say(t0, f"{task.step} attempt {task.attempt} {kind} (worker for {pool})")
-                        continue
-                    clients["sqs"].delete_message(QueueUrl=q.url, ReceiptHandle=m["ReceiptHandle"])
-            if time.monotonic() - last_sweep >= SWEEP_EVERY_SECONDS:
-                last_sweep = time.monotonic()
-                swept = engine.supervisor.sweep()
-                for action, n in sorted(swept.actions.items()):
-                    if not action.endswith("Lost") and action not in ("Cancel",):
-                        _say(t0, f"supervisor: {action} x{n}")
-            _mark_finished(engine, running, t0)
-            if all(r.finished for r in running):
-                break
-            time.sleep(0.02)
-
-        states = {r.label: engine.scheduler.load(r.workflow_id)[0] for r in running}  # type: ignore[index]
-        print()
-        for r in running:
-            print("\n".join(report.detail(r.label, states[r.label], r.expected)))
-        print()
-        rows = [
-            (r.label, states[r.label], r.expected, (r.finished or time.monotonic()) - r.started)
-            for r in running
-        ]
-        print("\n".join(report.summary(rows)))
-        ok = all(states[r.label].workflow.status.value == r.expected for r in running)
-        elapsed = time.monotonic() - t0
-        verdict = (
-            f"{report.GREEN}every workflow ended as expected{report.RESET}"
-            if ok
-            else f"{report.RED}some workflows did not end as expected{report.RESET}"
-        )
-        print(f"\n{verdict} in {elapsed:.1f}s")
-        return 0 if ok else 1
-
-
-def _say(t0: float, text: str) -> None:
-    print(f"  [{time.monotonic() - t0:5.1f}s] {text}")
-
-
-def _mark_finished(engine: Any, running: list[Running], t0: float) -> None:
-    for r in running:
-        if r.finished:
-            continue
-        loaded = engine.scheduler.load(r.workflow_id)
-        if loaded and loaded[0].workflow.status.terminal:
-            r.finished = time.monotonic()
-            _say(t0, f"{r.label} -> {loaded[0].workflow.status.value}")
+        _follow(api, tracked, t0)
+        restarts = stack.restarts
+    print()
+    ok = _report(tracked)
+    elapsed = time.monotonic() - t0
+    print(f"\nworker processes replaced after crashes: {restarts}")
+    if ok:
+        print(f"{render.GREEN}every workflow ended as expected{render.RESET} in {elapsed:.1f}s")
+    else:
+        print(f"{render.RED}some workflows did not end as expected{render.RESET} ({elapsed:.1f}s)")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

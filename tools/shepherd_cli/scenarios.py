@@ -21,6 +21,8 @@ class Scenario:
     payload: dict[str, Any]
     expected: str
     story: str
+    cancel_after: float | None = None  # seconds after start an operator cancels it
+    via_event: bool = False  # started by an EventBridge StartWorkflow event, not HTTP
 
 
 def _faults(base: dict[str, Any], **faults: dict[str, Any]) -> dict[str, Any]:
@@ -75,5 +77,21 @@ SCENARIOS = [
         _faults(ENV, verify={"mode": "permanent"}),
         "COMPENSATED",
         "verification fails; tear down in reverse",
+    ),
+    Scenario(
+        "order-cancelled",
+        "order_fulfilment",
+        _faults(ORDER, ship_order={"mode": "error", "times": 2}),
+        "CANCELLED",
+        "cancelled by an operator while shipping retries",
+        cancel_after=3.5,
+    ),
+    Scenario(
+        "order-via-event",
+        "order_fulfilment",
+        {**ORDER, "order_id": "ord-evt-7"},
+        "SUCCEEDED",
+        "started by a StartWorkflow event on the bus",
+        via_event=True,
     ),
 ]

@@ -101,6 +101,12 @@ class AgentContext:
         """True once this attempt was fenced out (timed out by the supervisor): stop work."""
         return self._heartbeat is not None and self._heartbeat.fenced
 
+    def stop_heartbeats(self) -> None:
+        """Stop this attempt's background heartbeats: it stops looking alive and the supervisor
+        times it out after HeartbeatSeconds (fault injection; an agent giving up liveness)."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+
     def task_token(self) -> str:
         """The task token of this attempt, for a callback step (see `Pending`).
 

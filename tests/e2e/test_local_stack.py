@@ -1,0 +1,236 @@
+"""End to end: the local stack (moto server, control process, agent worker processes), used
+only through HTTP and the `shepherd` CLI. Every wait is bounded; no process survives."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shepherd_cli.client import Api, ApiError
+from shepherd_cli.local import LocalStack
+from support import ENV, ORDER
+
+pytestmark = pytest.mark.e2e
+TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    state = tmp_path_factory.mktemp("shepherd-local")
+    with LocalStack(port=0, workers=2, sweep_interval=0.5, state_dir=state) as running:
+        yield running
+    for pid in running.pids():
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} survived"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture
+def api(stack: LocalStack) -> Api:
+    return Api(stack.api_url, caller="e2e")
+
+
+def start(api: Api, wf_type: str, payload: Any, **extra: Any) -> str:
+    return str(
+        api.call("POST", "/workflows", {"type": wf_type, "input": payload, **extra})["workflow_id"]
+    )
+
+
+def wait(api: Api, workflow_id: str, seconds: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        view = api.call("GET", f"/workflows/{workflow_id}")
+        if view["status"] in TERMINAL:
+            return dict(view)
+        time.sleep(0.25)
+    raise AssertionError(f"{workflow_id} still {view['status']} after {seconds}s: {view}")
+
+
+def cli(stack: LocalStack, *args: str, caller: str = "e2e") -> subprocess.CompletedProcess[str]:
+    exe = str(Path(sys.executable).with_name("shepherd"))
+    return subprocess.run(
+        [exe, "--api", stack.api_url, "--caller", caller, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def effects(stack: LocalStack, workflow_id: str) -> list[tuple[str, str]]:
+    with sqlite3.connect(stack.state_dir / "ledger.sqlite") as db:
+        rows = db.execute(
+            "SELECT key, action FROM effects WHERE key LIKE ? ORDER BY seq", (workflow_id + "%",)
+        ).fetchall()
+    return [(str(k).removeprefix(workflow_id + ":"), str(a)) for k, a in rows]
+
+
+def faults(payload: dict[str, Any], **spec: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, "faults": {k.replace("__", ":"): v for k, v in spec.items()}}
+
+
+def test_happy_paths_through_the_cli(stack: LocalStack) -> None:
+    order = cli(stack, "start", "order_fulfilment", "--input", json.dumps(ORDER), "--wait")
+    assert order.returncode == 0, order.stderr
+    assert "SUCCEEDED" in order.stdout and "notify_customer" in order.stdout
+    env = cli(stack, "start", "provision_environment", "--input", json.dumps(ENV), "--wait")
+    assert env.returncode == 0, env.stderr
+    workflow_id = env.stdout.split()[1]
+    status = cli(stack, "status", workflow_id, "--json")
+    view = json.loads(status.stdout)
+    assert view["status"] == "SUCCEEDED" and view["output"]["verify"]["healthy"] is True
+    listed = cli(stack, "list", "--type", "provision_environment")
+    assert workflow_id in listed.stdout
+
+
+def test_retryable_errors_end_succeeded_after_retries(api: Api) -> None:
+    view = wait(
+        api,
+        start(api, "order_fulfilment", faults(ORDER, charge_payment={"mode": "error", "times": 2})),
+    )
+    assert view["status"] == "SUCCEEDED"
+    charge = view["steps"][1]
+    assert [a["outcome"] for a in charge["attempts"]] == ["error", "error", "ok"]
+
+
+def test_permanent_error_compensates_in_reverse(api: Api, stack: LocalStack) -> None:
+    workflow_id = start(api, "order_fulfilment", faults(ORDER, ship_order={"mode": "permanent"}))
+    view = wait(api, workflow_id)
+    assert view["status"] == "COMPENSATED"
+    assert [c["name"] for c in view["compensations"]] == ["charge_payment", "reserve_inventory"]
+    assert effects(stack, workflow_id) == [
+        ("reserve_inventory", "reserve"),
+        ("charge_payment", "charge"),
+        ("charge_payment:compensate", "refund"),
+        ("reserve_inventory:compensate", "release"),
+    ]
+
+
+def test_hung_agent_is_timed_out_and_retried(api: Api) -> None:
+    view = wait(
+        api,
+        start(
+            api, "order_fulfilment", faults(ORDER, reserve_inventory={"mode": "hang", "times": 1})
+        ),
+    )
+    assert view["status"] == "SUCCEEDED"
+    reserve = view["steps"][0]
+    assert [a["outcome"] for a in reserve["attempts"]] == ["heartbeat_timeout", "ok"]
+
+
+def test_crashed_worker_is_replaced_and_its_step_recovered(api: Api, stack: LocalStack) -> None:
+    before = stack.restarts
+    workflow_id = start(
+        api, "provision_environment", faults(ENV, create_storage={"mode": "crash", "times": 1})
+    )
+    view = wait(api, workflow_id)
+    assert view["status"] == "SUCCEEDED"
+    storage = next(s for s in view["steps"] if s["name"] == "create_storage")
+    assert storage["attempt"] == 2 and storage["attempts"][0]["outcome"] == "heartbeat_timeout"
+    assert stack.restarts > before  # a real process died and a new worker took its place
+    assert [e for e in effects(stack, workflow_id) if e[0] == "create_storage"] == [
+        ("create_storage", "create_storage")
+    ]
+
+
+def test_cancel_through_the_cli(api: Api, stack: LocalStack) -> None:
+    workflow_id = start(
+        api, "order_fulfilment", faults(ORDER, ship_order={"mode": "error", "times": 20})
+    )
+    deadline = time.monotonic() + 30
+    while (
+        api.call("GET", f"/workflows/{workflow_id}")["steps"][2]["attempt"] < 2
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.2)
+    cancelled = cli(stack, "cancel", workflow_id)
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() in ("CANCELLING", "CANCELLED")
+    view = wait(api, workflow_id)
+    assert view["status"] == "CANCELLED"
+    assert [c["name"] for c in view["compensations"]] == ["charge_payment", "reserve_inventory"]
+    again = cli(stack, "cancel", workflow_id)
+    assert (
+        again.returncode == 1
+        and "409 InvalidTransition" in again.stderr
+        and "Traceback" not in again.stderr
+    )
+
+
+def test_retry_of_a_failed_workflow(api: Api, stack: LocalStack) -> None:
+    # The refund fails on attempts 1..6: retries (MaxAttempts 5) exhausted -> FAILED.
+    payload = faults(
+        ORDER,
+        ship_order={"mode": "permanent"},
+        charge_payment__compensation={"mode": "error", "times": 6},
+    )
+    workflow_id = start(api, "order_fulfilment", payload)
+    view = wait(api, workflow_id, 90)
+    assert view["status"] == "FAILED" and view["error"]["operator_needed"] is True
+    retried = cli(stack, "retry", workflow_id)
+    assert retried.returncode == 0 and retried.stdout.strip() == "COMPENSATING"
+    view = wait(api, workflow_id, 60)
+    assert view["status"] == "COMPENSATED" and view["redrives"] == 1
+    assert [e[1] for e in effects(stack, workflow_id)] == ["reserve", "charge", "refund", "release"]
+
+
+def test_idempotent_start_and_caller_isolation(stack: LocalStack) -> None:
+    alice, bob = Api(stack.api_url, caller="alice"), Api(stack.api_url, caller="bob")
+    first = alice.call(
+        "POST",
+        "/workflows",
+        {"type": "order_fulfilment", "input": ORDER},
+        headers={"Idempotency-Key": "same"},
+    )
+    again = alice.call(
+        "POST",
+        "/workflows",
+        {"type": "order_fulfilment", "input": ORDER},
+        headers={"Idempotency-Key": "same"},
+    )
+    assert again["workflow_id"] == first["workflow_id"] and again["created"] is False
+    with pytest.raises(ApiError) as conflict:
+        alice.call(
+            "POST",
+            "/workflows",
+            {"type": "order_fulfilment", "input": {**ORDER, "amount": 1}},
+            headers={"Idempotency-Key": "same"},
+        )
+    assert conflict.value.status == 409
+    with pytest.raises(ApiError) as hidden:
+        bob.call("GET", f"/workflows/{first['workflow_id']}")
+    assert hidden.value.status == 404
+    assert first["workflow_id"] not in [
+        w["workflow_id"] for w in bob.call("GET", "/workflows")["items"]
+    ]
+
+
+def test_bad_input_is_a_400_naming_the_field(api: Api, stack: LocalStack) -> None:
+    with pytest.raises(ApiError) as bad:
+        api.call(
+            "POST", "/workflows", {"type": "order_fulfilment", "input": {**ORDER, "items": []}}
+        )
+    assert bad.value.status == 400 and bad.value.field == "input.items"
+    with pytest.raises(ApiError) as unknown:
+        api.call("POST", "/workflows", {"type": "nope", "input": {}})
+    assert unknown.value.status == 400 and unknown.value.code == "UnknownWorkflowType"
+    result = cli(stack, "start", "order_fulfilment", "--input", '{"order_id": 1}')
+    assert result.returncode == 1
+    assert (
+        result.stderr.startswith("shepherd: 400 InvalidInput") and "Traceback" not in result.stderr
+    )
+    result = cli(stack, "start", "order_fulfilment", "--input", "{not json")
+    assert result.returncode == 1 and "not valid JSON" in result.stderr

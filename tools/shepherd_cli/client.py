@@ -1,0 +1,108 @@
+"""A small HTTP client of the Shepherd API: unsigned for the local stack, SigV4 for AWS."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+DEFAULT_API = "http://127.0.0.1:8080"
+
+
+class CliError(Exception):
+    """Shown to the user as one line, never as a traceback."""
+
+
+@dataclass
+class ApiError(CliError):
+    status: int
+    code: str
+    message: str
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = f" ({self.field})" if self.field else ""
+        return f"{self.status} {self.code}{where}: {self.message}"
+
+
+def _is_local(url: str) -> bool:
+    return (urlsplit(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
+
+
+class Api:
+    def __init__(
+        self, base_url: str | None = None, *, caller: str | None = None, timeout: float = 30
+    ) -> None:
+        self.base_url = (base_url or os.environ.get("SHEPHERD_API") or DEFAULT_API).rstrip("/")
+        self.caller = caller
+        self.timeout = timeout
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        query = {k: v for k, v in (query or {}).items() if v is not None}
+        url = self.base_url + path + (f"?{urlencode(query)}" if query else "")
+        data = None if body is None else json.dumps(body).encode()
+        all_headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            **(headers or {}),
+        }
+        if _is_local(url):
+            if self.caller:
+                all_headers["X-Shepherd-Caller"] = self.caller
+        else:
+            all_headers = _signed(method, url, data, all_headers)
+        request = urllib.request.Request(url, data=data, method=method, headers=all_headers)  # noqa: S310 - http(s) URL from the user
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                text = response.read().decode()
+        except urllib.error.HTTPError as err:
+            raise _api_error(err) from None
+        except urllib.error.URLError as err:
+            raise CliError(
+                f"cannot reach {self.base_url}: {err.reason} (is `shepherd local` running?)"
+            ) from None
+        except TimeoutError:
+            raise CliError(f"{self.base_url} did not answer within {self.timeout:.0f}s") from None
+        return json.loads(text) if text else None
+
+
+def _api_error(err: urllib.error.HTTPError) -> ApiError:
+    try:
+        detail = json.loads(err.read().decode())["error"]
+        return ApiError(
+            err.code, detail.get("code", "Error"), detail.get("message", ""), detail.get("field")
+        )
+    except (ValueError, KeyError, TypeError):
+        return ApiError(err.code, "HttpError", err.reason or "request failed")
+
+
+def _signed(method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
+    """SigV4 with the standard AWS credential chain (env, profile, SSO, instance role...)."""
+    import boto3
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    session = boto3.session.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise CliError(
+            "no AWS credentials found to sign the request (set AWS_PROFILE or run `aws sso login`)"
+        )
+    host = urlsplit(url).hostname or ""
+    found = re.search(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com", host)
+    region = found.group(1) if found else (session.region_name or "us-east-1")
+    request = AWSRequest(method=method, url=url, data=data, headers=headers)
+    SigV4Auth(credentials, "execute-api", region).add_auth(request)
+    return dict(request.headers.items())

@@ -1,0 +1,257 @@
+"""`shepherd local`: all of Shepherd on one machine, with no AWS account.
+
+moto's server on 127.0.0.1 holds exactly the resources the CDK app declares (from
+`shepherd.topology` and the definitions); a control process serves the HTTP API and runs the
+supervisor and StartWorkflow events; one process per agent worker polls its pool's queue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+TABLE = "shepherd"
+BUS = "shepherd"
+STARTUP_SECONDS = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_http(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):  # noqa: S310 - a local URL we built
+                return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up within {seconds:.0f}s")
+
+
+@dataclass
+class Worker:
+    pool: str
+    index: int
+    process: subprocess.Popen[bytes]
+    log: TextIO
+
+
+@dataclass
+class LocalStack:
+    """Start with `with LocalStack(...) as stack:`; everything stops on exit, no stray processes."""
+
+    port: int = 8080
+    workers: int = 1
+    sweep_interval: float = 1.0
+    state_dir: Path = field(default_factory=lambda: ROOT / ".shepherd")
+    real_faults: bool = True
+    definitions_dir: Path = field(default_factory=lambda: ROOT / "statemachines")
+
+    def __post_init__(self) -> None:
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._workers: list[Worker] = []
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self.restarts = 0
+        self.api_url = ""
+        self.moto_url = ""
+        self.env: dict[str, str] = {}
+
+    # ---------------------------------------------------------------------------- running
+
+    def __enter__(self) -> LocalStack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        logs = self.state_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for old in logs.glob("*.log"):
+            old.unlink()
+        ledger = self.state_dir / "ledger.sqlite"
+        ledger.unlink(missing_ok=True)
+        moto_port = free_port()
+        self.port = self.port or free_port()
+        self.moto_url = f"http://127.0.0.1:{moto_port}"
+        self.api_url = f"http://127.0.0.1:{self.port}"
+        moto_bin = Path(sys.executable).with_name("moto_server")
+        self._spawn([str(moto_bin), "-H", "127.0.0.1", "-p", str(moto_port)], logs / "moto.log")
+        _wait_http(f"{self.moto_url}/moto-api/", 30)
+
+        self.env = self._environment(ledger)
+        pools, start_events = self._create_resources()
+        control = [
+            sys.executable, "-m", "shepherd_cli.control",
+            "--port", str(self.port),
+            "--sweep-interval", str(self.sweep_interval),
+            "--start-events-queue", start_events,
+        ]  # fmt: skip
+        self._spawn(control, logs / "control.log", env=self.env)
+        for pool in pools.values():
+            for index in range(self.workers):
+                self._start_worker(pool, index)
+        _wait_http(f"{self.api_url}/definitions", STARTUP_SECONDS)
+        self._monitor = threading.Thread(
+            target=self._watch_workers, name="worker-monitor", daemon=True
+        )
+        self._monitor.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._monitor is not None:
+            self._monitor.join(timeout=3)
+        # Workers and the control process first, moto (the "AWS" they talk to) last.
+        first = [w.process for w in self._workers] + self._procs[1:]
+        for group in (first, self._procs[:1]):
+            for proc in group:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            for proc in group:
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+        for worker in self._workers:
+            worker.log.close()
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers] + [p.pid for p in self._procs]
+
+    # ---------------------------------------------------------------------------- helpers
+
+    def _environment(self, ledger: Path) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ENDPOINT_URL": self.moto_url,
+            "POWERTOOLS_SERVICE_NAME": "shepherd",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "SHEPHERD_LEDGER": str(ledger),
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.pop("AWS_PROFILE", None)
+        env.pop("AWS_SESSION_TOKEN", None)
+        if self.real_faults:
+            env["SHEPHERD_REAL_FAULTS"] = "1"
+        return env
+
+    def _create_resources(self) -> tuple[dict[str, Any], str]:
+        import boto3
+        from shepherd.definitions import load_directory
+        from shepherd.settings import Settings
+        from shepherd.topology import pools
+
+        from shepherd_cli.control import START_EVENTS_QUEUE
+        from shepherd_cli.resources import create_all
+
+        session = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
+        )
+        clients = {
+            s: session.client(s, endpoint_url=self.moto_url) for s in ("dynamodb", "sqs", "events")
+        }
+        definitions = load_directory(self.definitions_dir)
+        queues = create_all(clients, definitions, table=TABLE, bus=BUS)
+        # StartWorkflow events: the CDK app's rule (any source but Shepherd's own) -> the
+        # control process, through a queue because moto cannot invoke Lambda targets.
+        sqs = clients["sqs"]
+        start_url = sqs.create_queue(QueueName=START_EVENTS_QUEUE)["QueueUrl"]
+        start_arn = sqs.get_queue_attributes(QueueUrl=start_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        from shepherd.observability import EVENT_SOURCE, START_DETAIL_TYPE
+
+        pattern = {"detail-type": [START_DETAIL_TYPE], "source": [{"anything-but": EVENT_SOURCE}]}
+        clients["events"].put_rule(
+            Name="start-workflow", EventBusName=BUS, EventPattern=json.dumps(pattern)
+        )
+        clients["events"].put_targets(
+            Rule="start-workflow", EventBusName=BUS, Targets=[{"Id": "control", "Arn": start_arn}]
+        )
+        settings = Settings(
+            table=TABLE,
+            queue_urls={p: q.url for p, q in queues.items()},
+            event_bus=BUS,
+            definitions_dir=self.definitions_dir,
+        )
+        self.env.update(settings.to_env())
+        specs = pools(definitions)
+        self.queue_urls = {p: q.url for p, q in queues.items()}
+        self.dlq_urls = {p: q.dlq_url for p, q in queues.items()}
+        return {p: (specs[p], queues[p]) for p in specs}, start_url
+
+    def _spawn(
+        self, args: list[str], log_path: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = log_path.open("wb")
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        log.close()
+        self._procs.append(proc)
+        return proc
+
+    def _start_worker(self, pool_and_queues: tuple[Any, Any], index: int) -> None:
+        spec, queues = pool_and_queues
+        log = (self.state_dir / "logs" / f"worker-{spec.name}-{index}.log").open(
+            "a"
+        )  # kept across restarts
+        args = [
+            sys.executable, "-m", "shepherd_cli.worker",
+            "--pool", spec.name,
+            "--queue-url", queues.url,
+            "--batch-size", str(spec.batch_size),
+            "--function-timeout", str(spec.function_timeout_seconds),
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**self.env, "SHEPHERD_POOL": spec.name},
+            cwd=ROOT,
+        )
+        worker = Worker(spec.name, index, proc, log)
+        worker.spec = pool_and_queues  # type: ignore[attr-defined]
+        self._workers.append(worker)
+
+    def _watch_workers(self) -> None:
+        """A dead worker (a crash) is replaced, as Lambda would start a new sandbox."""
+        while not self._stopping.wait(0.2):
+            for worker in list(self._workers):
+                if worker.process.poll() is not None and not self._stopping.is_set():
+                    self._workers.remove(worker)
+                    worker.log.write(
+                        f"\n--- worker exited with {worker.process.returncode}; replacing it ---\n"
+                    )
+                    worker.log.close()
+                    self.restarts += 1
+                    self._start_worker(worker.spec, worker.index)  # type: ignore[attr-defined]

@@ -1,0 +1,229 @@
+"""The `shepherd` command line: run the local stack, start and watch workflows, validate and
+draw definitions. Talks to the local API by default, to AWS with --api/SHEPHERD_API (SigV4)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from shepherd_cli.client import Api, CliError
+from shepherd_cli.render import graph, status_lines, watch_frame
+
+ROOT = Path(__file__).resolve().parents[2]
+TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
+
+
+def _input(value: str) -> Any:
+    text = value
+    if value.startswith("@"):
+        path = Path(value[1:])
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"--input is not valid JSON: {exc}") from None
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    from shepherd_cli.local import LocalStack
+
+    print("starting the local stack (moto, control process, agent workers)...", flush=True)
+    with LocalStack(
+        port=args.port, workers=args.workers, sweep_interval=args.sweep_interval
+    ) as stack:
+        print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
+        print(f"logs in {stack.state_dir / 'logs'}; Ctrl-C to stop", flush=True)
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            print("\nstopping...", flush=True)
+    print("stopped")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace, api: Api) -> int:
+    body: dict[str, Any] = {"type": args.type, "input": _input(args.input) if args.input else {}}
+    if args.idempotency_key:
+        body["idempotency_key"] = args.idempotency_key
+    accepted = api.call("POST", "/workflows", body)
+    print(accepted["workflow_id"] if not args.wait else f"started {accepted['workflow_id']}")
+    if args.wait:
+        return _watch(api, accepted["workflow_id"], args.timeout)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, api: Api) -> int:
+    view = api.call("GET", f"/workflows/{args.workflow_id}")
+    if args.json:
+        print(json.dumps(view, indent=2))
+    else:
+        print("\n".join(status_lines(view)))
+    return 0
+
+
+def _watch(api: Api, workflow_id: str, timeout: float) -> int:
+    tty = sys.stdout.isatty()
+    deadline = time.monotonic() + timeout
+    last = ""
+    while True:
+        view = api.call("GET", f"/workflows/{workflow_id}")
+        frame = "\n".join(watch_frame(view))
+        if frame != last:
+            if tty and last:
+                print(f"\033[{last.count(chr(10)) + 1}F\033[J", end="")
+            print(frame, flush=True)
+            last = frame
+        if view["status"] in TERMINAL:
+            return 0 if view["status"] == "SUCCEEDED" else 2
+        if time.monotonic() > deadline:
+            raise CliError(f"still {view['status']} after {timeout:.0f}s")
+        time.sleep(0.5)
+
+
+def cmd_watch(args: argparse.Namespace, api: Api) -> int:
+    return _watch(api, args.workflow_id, args.timeout)
+
+
+def cmd_list(args: argparse.Namespace, api: Api) -> int:
+    page = api.call(
+        "GET", "/workflows", query={"status": args.status, "type": args.type, "limit": args.limit}
+    )
+    for item in page["items"]:
+        print(
+            f"{item['workflow_id']}  {item['type']:<24} {item['status']:<12} {item['created_at']}"
+        )
+    if page.get("next_token"):
+        print(f"(more: --next-token {page['next_token']})")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace, api: Api) -> int:
+    print(api.call("POST", f"/workflows/{args.workflow_id}/cancel")["status"])
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace, api: Api) -> int:
+    print(api.call("POST", f"/workflows/{args.workflow_id}/retry")["status"])
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from shepherd.definitions import check_agents, definition_files, load_file
+    from shepherd.errors import DefinitionError
+    from shepherd_agents import registry
+
+    files = [Path(f) for f in args.files] or definition_files(ROOT / "statemachines")
+    failed = False
+    for path in files:
+        try:
+            definition = load_file(path)
+            check_agents(definition, registry.names(), str(path))
+        except DefinitionError as exc:
+            failed = True
+            print(str(exc), file=sys.stderr)
+            continue
+        print(
+            f"{path}: ok ({definition.name}, {len(definition.steps)} steps, hash {definition.content_hash})"
+        )
+    return 1 if failed else 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from shepherd.definitions import load_directory
+    from shepherd.errors import DefinitionError
+
+    try:
+        definitions = load_directory(Path(args.definitions))
+    except DefinitionError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    if args.type not in definitions:
+        raise CliError(
+            f"unknown workflow type '{args.type}' (known: {', '.join(sorted(definitions))})"
+        )
+    print(graph(definitions[args.type]))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="shepherd", description=__doc__)
+    p.add_argument("--api", help="API base URL (default: $SHEPHERD_API or http://127.0.0.1:8080)")
+    p.add_argument("--caller", help="local stack only: act as this caller (X-Shepherd-Caller)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    local = sub.add_parser("local", help="run all of Shepherd locally on moto")
+    local.add_argument("--port", type=int, default=8080)
+    local.add_argument("--workers", type=int, default=1, help="worker processes per agent pool")
+    local.add_argument(
+        "--sweep-interval", type=float, default=1.0, help="seconds between supervisor sweeps"
+    )
+
+    start = sub.add_parser("start", help="start a workflow")
+    start.add_argument("type")
+    start.add_argument("--input", help="JSON, or @file")
+    start.add_argument("--idempotency-key")
+    start.add_argument("--wait", action="store_true", help="watch it until it ends")
+    start.add_argument("--timeout", type=float, default=600)
+
+    status = sub.add_parser("status", help="a workflow and its steps")
+    status.add_argument("workflow_id")
+    status.add_argument("--json", action="store_true")
+
+    watch = sub.add_parser("watch", help="live view until the workflow ends")
+    watch.add_argument("workflow_id")
+    watch.add_argument("--timeout", type=float, default=600)
+
+    lst = sub.add_parser("list", help="your workflows, newest first")
+    lst.add_argument("--status")
+    lst.add_argument("--type")
+    lst.add_argument("--limit", type=int, default=20)
+
+    for name, text in (("cancel", "cancel and compensate"), ("retry", "redrive a FAILED workflow")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("workflow_id")
+
+    validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
+    validate.add_argument("files", nargs="*")
+
+    gr = sub.add_parser("graph", help="Mermaid flowchart of a definition, with compensations")
+    gr.add_argument("type")
+    gr.add_argument("--definitions", default=str(ROOT / "statemachines"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "local":
+            return cmd_local(args)
+        if args.command == "validate":
+            return cmd_validate(args)
+        if args.command == "graph":
+            return cmd_graph(args)
+        api = Api(args.api, caller=args.caller or os.environ.get("SHEPHERD_CALLER"))
+        handler = {
+            "start": cmd_start,
+            "status": cmd_status,
+            "watch": cmd_watch,
+            "list": cmd_list,
+            "cancel": cmd_cancel,
+            "retry": cmd_retry,
+        }[args.command]
+        return handler(args, api)
+    except CliError as exc:
+        print(f"shepherd: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

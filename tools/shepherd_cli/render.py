@@ -1,0 +1,82 @@
+"""Text views of workflows and definitions for the CLI and the demo."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from shepherd.definitions import Definition
+
+_ANSI = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+GREEN, RED, YELLOW, DIM, BOLD, RESET = (
+    ("\033[32m", "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m") if _ANSI else ("",) * 6
+)
+SYMBOL = {
+    "SUCCEEDED": "✓",
+    "FAILED": "✗",
+    "CANCELLED": "-",
+    "RUNNING": "▶",
+    "WAITING": "…",
+    "QUEUED": "·",
+    "PENDING": " ",
+}
+OUTCOME = {"ok": "ok", "error": "err", "timeout": "timeout", "heartbeat_timeout": "no-heartbeat"}
+
+
+def paint(status: str) -> str:
+    color = {"SUCCEEDED": GREEN, "FAILED": RED, "COMPENSATED": YELLOW, "CANCELLED": YELLOW}.get(
+        status, ""
+    )
+    return f"{color}{status}{RESET}" if color else status
+
+
+def attempts(step: dict[str, Any]) -> str:
+    parts = [
+        f"{a['attempt']}:{OUTCOME.get(a['outcome'], a['outcome'])}"
+        for a in step.get("attempts", [])
+    ]
+    if step["status"] in ("QUEUED", "RUNNING", "WAITING") and step["attempt"]:
+        parts.append(f"{step['attempt']}:{step['status'].lower()}")
+    return " ".join(parts)
+
+
+def status_lines(view: dict[str, Any]) -> list[str]:
+    lines = [f"{BOLD}{view['workflow_id']}{RESET}  {view['type']}  {paint(view['status'])}"]
+    lines.append(
+        f"  created {view['created_at']}"
+        + (f"  finished {view['finished_at']}" if view.get("finished_at") else "")
+    )
+    for step in view["steps"]:
+        lines.append(
+            f"  {SYMBOL.get(step['status'], '?')} {step['name']:<22} {step['status']:<10} {attempts(step)}"
+        )
+    for comp in view["compensations"]:
+        lines.append(f"  ↺ {'undo ' + comp['name']:<22} {comp['status']:<10} {attempts(comp)}")
+    if view.get("error"):
+        lines.append(f"  {DIM}{view['error'].get('message', '')}{RESET}")
+    return lines
+
+
+def watch_frame(view: dict[str, Any]) -> list[str]:
+    return status_lines(view)
+
+
+def graph(definition: Definition) -> str:
+    """Mermaid flowchart: steps and their dependencies; dashed edges to compensations."""
+    lines = ["flowchart LR"]
+    for step in definition.steps:
+        lines.append(f'  {step.name}["{step.name}<br/><small>{step.pool} · {step.agent}</small>"]')
+    for step in definition.steps:
+        for dep in step.depends_on:
+            lines.append(f"  {dep} --> {step.name}")
+    for step in definition.steps:
+        if step.compensation is not None:
+            node = f"undo_{step.name}"
+            lines.append(f'  {node}[/"{step.compensation.agent}"/]')
+            lines.append(f"  {step.name} -. compensate .-> {node}")
+    lines.append("  classDef undo stroke-dasharray: 4 2")
+    undo = [f"undo_{s.name}" for s in definition.steps if s.compensation is not None]
+    if undo:
+        lines.append(f"  class {','.join(undo)} undo")
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""One agent worker process: polls its pool's queue like the Lambda SQS event source mapping
+and calls the real agent handler. A crash is a real process death; the parent starts a new
+worker in its place."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Context:
+    """The bits of a Lambda context the handlers read."""
+
+    function_name: str
+    timeout_s: int
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:shepherd-local"
+    aws_request_id: str = ""
+    started: float = 0.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.started + self.timeout_s - time.monotonic()) * 1000))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pool", required=True)
+    parser.add_argument("--queue-url", required=True)
+    parser.add_argument("--batch-size", type=int, default=10)
+    parser.add_argument("--function-timeout", type=int, default=60)
+    args = parser.parse_args()
+
+    stopping = False
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    import boto3
+    from shepherd_handlers import agent
+
+    sqs = boto3.client("sqs")
+    arn = f"arn:aws:sqs:us-east-1:000000000000:shepherd-{args.pool}"
+    while not stopping:
+        got = sqs.receive_message(
+            QueueUrl=args.queue_url,
+            MaxNumberOfMessages=min(10, args.batch_size),
+            WaitTimeSeconds=1,
+            AttributeNames=["All"],
+        )
+        messages = got.get("Messages", [])
+        if not messages:
+            continue
+        event = {
+            "Records": [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": m.get("Attributes", {}),
+                    "messageAttributes": {},
+                    "md5OfBody": m.get("MD5OfBody", ""),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": arn,
+                    "awsRegion": "us-east-1",
+                }
+                for m in messages
+            ]
+        }
+        context = Context(
+            f"shepherd-{args.pool}",
+            args.function_timeout,
+            aws_request_id=str(uuid.uuid4()),
+            started=time.monotonic(),
+        )
+        try:
+            reply = agent.handler(event, context)
+            failed = {f["itemIdentifier"] for f in reply.get("batchItemFailures", [])}
+        except Exception as exc:
+            print(json.dumps({"worker_error": repr(exc)}), file=sys.stderr, flush=True)
+            continue
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=args.queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+                ],
+            )
+        # Failed items stay in flight until their visibility timeout, then come back;
+        # after maxReceiveCount SQS moves them to the pool's dead-letter queue.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
