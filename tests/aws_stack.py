@@ -11,6 +11,7 @@ import boto3
 import pytest
 from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
 from shepherd.settings import Settings
+from shepherd_cli import apigw
 from shepherd_cli.resources import create_all
 from support import DEFINITIONS, ROOT
 
@@ -37,41 +38,22 @@ def rest_event(
     resource: str,
     path_parameters: dict[str, str] | None = None,
     body: Any = None,
-    caller: str | None = ALICE,
+    caller: str = ALICE,
     headers: dict[str, str] | None = None,
     query: dict[str, str] | None = None,
     raw_body: str | None = None,
 ) -> dict[str, Any]:
     """An API Gateway REST proxy event as IAM-authorized requests produce it."""
-    headers = {"Content-Type": "application/json", **(headers or {})}
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {k: [v] for k, v in headers.items()},
-        "queryStringParameters": query,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
-        "pathParameters": path_parameters,
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": resource,
-            "httpMethod": method,
-            "path": f"/prod{path}",
-            "stage": "prod",
-            "requestId": str(uuid.uuid4()),
-            "accountId": "123456789012",
-            "identity": {
-                "userArn": caller,
-                "caller": caller and caller.rsplit("/", 1)[-1],
-                "accountId": "123456789012",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "pytest",
-            },
-        },
-        "body": raw_body if raw_body is not None else (None if body is None else json.dumps(body)),
-        "isBase64Encoded": False,
-    }
+    return apigw.rest_event(
+        method,
+        path,
+        resource=resource,
+        path_parameters=path_parameters,
+        query=query,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        body=raw_body if raw_body is not None else (None if body is None else json.dumps(body)),
+        caller_arn=caller,
+    )
 
 
 def sqs_event(bodies: list[tuple[str, str]], queue_arn: str) -> dict[str, Any]:
@@ -234,10 +216,8 @@ class Stack:
 
 
 def _route(path: str) -> tuple[str, dict[str, str] | None]:
-    parts = path.split("?", maxsplit=1)[0].strip("/").split("/")
-    if parts[0] == "workflows" and len(parts) >= 2:
-        rest = "/" + "/".join(parts[2:]) if len(parts) > 2 else ""
-        return f"/workflows/{{workflow_id}}{rest}", {"workflow_id": parts[1]}
-    if parts[0] == "definitions" and len(parts) == 2:
-        return "/definitions/{name}", {"name": parts[1]}
-    return path, None
+    found = apigw.match(path.split("?", maxsplit=1)[0])
+    if found is None:
+        return path, None
+    route, params = found
+    return route.resource, params or None
