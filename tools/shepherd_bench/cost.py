@@ -1,0 +1,355 @@
+"""What a step costs: the example workflows through the real handlers, every request metered.
+
+One workflow runs at a time under a simulated clock (so each sees AWS-like timing, not the
+queueing of a single-threaded driver): the start goes through the API handler, every task
+message through the agent handler (one message per invocation, as at low load), and the
+supervisor handler sweeps on its production schedule (every 5 s during the first 50 s of each
+minute), so a workflow that lives longer than its watch gap gets the supervisor looks it would
+get on AWS. Request counts and units are measured; dollars are modelled from them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from shepherd.clock import ManualClock
+from shepherd.definitions import Definition
+from shepherd.model import StepStatus, WorkflowState
+from shepherd.topology import DEFAULT_BATCH_SIZE
+
+from shepherd_bench.meter import Meter, Tally
+from shepherd_bench.prices import usd
+from shepherd_bench.stack import HandlerStack, handler_stack
+
+HOP_MS = 50  # SQS -> Lambda delivery of one message (assumption; only moves supervisor looks)
+SWEEP_INTERVAL_MS = 5_000
+SWEEP_WINDOW_MS = 50_000
+MINUTE_MS = 60_000
+SIM_LIMIT_MS = 15 * 60_000
+EXPRESS_MEMORY_GB = 64 / 1024
+SUPERVISOR_MEMORY_GB = 256 / 1024
+AGENT_MEMORY_GB = 256 / 1024
+CALL_LATENCY_MS = 8  # assumed in-region latency of one DynamoDB/SQS/EventBridge call
+
+ORDER = {
+    "order_id": "o-10042",
+    "customer": "ada@example.com",
+    "amount": 129.5,
+    "items": [{"sku": "BOOK-1", "qty": 1}, {"sku": "PEN-7", "qty": 3}],
+}
+ENVIRONMENT = {"env_name": "team-blue", "region": "eu-west-1", "size": "small"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    wf_type: str
+    payload: dict[str, Any]
+    expect: str
+
+
+SCENARIOS = (
+    Scenario("order clean", "order_fulfilment", ORDER, "SUCCEEDED"),
+    Scenario(
+        "order, 1 retry",
+        "order_fulfilment",
+        {**ORDER, "faults": {"charge_payment": {"mode": "error", "times": 1}}},
+        "SUCCEEDED",
+    ),
+    Scenario(
+        "order compensated",
+        "order_fulfilment",
+        {**ORDER, "faults": {"ship_order": {"mode": "permanent"}}},
+        "COMPENSATED",
+    ),
+    Scenario("provision clean", "provision_environment", ENVIRONMENT, "SUCCEEDED"),
+    Scenario(
+        "provision, 1 retry",
+        "provision_environment",
+        {**ENVIRONMENT, "faults": {"create_storage": {"mode": "error", "times": 1}}},
+        "SUCCEEDED",
+    ),
+    Scenario(
+        "provision compensated",
+        "provision_environment",
+        {**ENVIRONMENT, "faults": {"verify": {"mode": "permanent"}}},
+        "COMPENSATED",
+    ),
+)
+
+
+@dataclass
+class ScenarioRun:
+    scenario: Scenario
+    workflows: int
+    steps_per_workflow: int
+    tally: Tally
+    statuses: Counter[str] = field(default_factory=Counter)
+    step_attempts: int = 0
+    compensation_attempts: int = 0
+    sfn_transitions: int = 0
+    agent_messages: int = 0
+    api_requests: int = 0
+    sweeps: int = 0
+    durations_ms: list[int] = field(default_factory=list)
+    agent_calls: int = 0
+    components: dict[str, Any] = field(default_factory=dict)
+
+
+def next_sweep(now: int) -> int:
+    """The first production sweep after `now`: every 5 s in the first 50 s of each minute."""
+    minute = now - now % MINUTE_MS
+    offset = now - minute
+    nxt = (offset // SWEEP_INTERVAL_MS + 1) * SWEEP_INTERVAL_MS
+    if nxt >= SWEEP_WINDOW_MS:
+        return minute + MINUTE_MS
+    return minute + nxt
+
+
+def parallel_states(definition: Definition) -> int:
+    """Parallel states an ASL translation needs: one per join (its branches meet there)."""
+    return sum(1 for s in definition.steps if len(s.depends_on) > 1)
+
+
+def sfn_transitions(state: WorkflowState, definition: Definition) -> int:
+    """State transitions the same run costs on Step Functions Standard.
+
+    One per Task attempt (retries count), one per compensation Task attempt, one per Parallel
+    state entered, one for the Fail state a saga ends in after compensating.
+    """
+    attempts = sum(r.attempt for r in state.steps.values())
+    attempts += sum(r.attempt for r in state.compensations.values())
+    ran_joins = sum(
+        1
+        for s in definition.steps
+        if len(s.depends_on) > 1 and state.steps[s.name].status is not StepStatus.PENDING
+    )
+    unwound = state.workflow.status.value in {"COMPENSATED", "FAILED"}
+    return attempts + ran_joins + (1 if unwound else 0)
+
+
+def run_workflow(stack: HandlerStack, scenario: Scenario) -> tuple[str, int]:
+    """Start one workflow and drive it to a terminal state in simulated time."""
+    clock = stack.clock
+    started = clock.now_ms()
+    workflow_id = stack.start(scenario.wf_type, scenario.payload)
+    held: list[Any] = []
+    sweep_at = next_sweep(clock.now_ms())
+    while clock.now_ms() - started < SIM_LIMIT_MS:
+        held += stack.receive()
+        if not held and stack.status(workflow_id) in TERMINAL:
+            return workflow_id, clock.now_ms() - started
+        first = min(held, key=lambda h: h.visible_at) if held else None
+        deliver_at = max(clock.now_ms(), first.visible_at) + HOP_MS if first else None
+        if deliver_at is None or sweep_at <= deliver_at:
+            clock.set(max(clock.now_ms(), sweep_at))
+            stack.sweep()
+            sweep_at = next_sweep(clock.now_ms())
+            continue
+        assert first is not None
+        clock.set(deliver_at)
+        held.remove(first)
+        stack.deliver(first.pool, [first.message])
+    raise RuntimeError(f"{scenario.name}: workflow {workflow_id} did not finish")
+
+
+TERMINAL = {"SUCCEEDED", "COMPENSATED", "FAILED", "CANCELLED"}
+
+
+def run_scenarios(workflows: int, seed: int = 7) -> list[ScenarioRun]:
+    rng = random.Random(seed)
+    meter = Meter()
+    clock = ManualClock()
+    runs: list[ScenarioRun] = []
+    with handler_stack(meter, clock) as stack:
+        for scenario in SCENARIOS:
+            definition = stack.definitions[scenario.wf_type]
+            with meter.paused():  # the definition snapshot: once per sandbox, not per workflow
+                run_workflow(stack, scenario)
+            meter.reset()
+            before = (stack.api_requests, sum(stack.agent_messages.values()), stack.sweeps)
+            run = ScenarioRun(scenario, workflows, len(definition.steps), Tally())
+            for _ in range(workflows):
+                clock.advance(rng.uniform(0, 60))  # a random phase against the sweep schedule
+                workflow_id, took = run_workflow(stack, scenario)
+                state = WorkflowState.from_items(stack.items(workflow_id))
+                assert state is not None
+                run.statuses[state.workflow.status.value] += 1
+                run.step_attempts += sum(r.attempt for r in state.steps.values())
+                run.compensation_attempts += sum(r.attempt for r in state.compensations.values())
+                run.sfn_transitions += sfn_transitions(state, definition)
+                run.durations_ms.append(took)
+            run.tally = meter.total()
+            run.api_requests = stack.api_requests - before[0]
+            run.agent_messages = sum(stack.agent_messages.values()) - before[1]
+            run.sweeps = stack.sweeps - before[2]
+            run.agent_calls = sum(meter.tally("agent").requests.values())
+            run.components = {k: v.as_dict() for k, v in sorted(meter.tallies.items())}
+            if run.statuses != Counter({scenario.expect: workflows}):
+                raise RuntimeError(f"{scenario.name}: unexpected outcomes {dict(run.statuses)}")
+            runs.append(run)
+    return runs
+
+
+# ------------------------------------------------------------------------------- dollars
+
+FIXED_LABELS = {"query index watch"}  # idle sweeps: paid every 5 s whether or not work exists
+
+
+def per_workflow_units(run: ScenarioRun, *, full_batches: bool) -> dict[str, float]:
+    """Billed units per workflow, by kind (the supervisor's index queries are a fixed cost)."""
+    t, n = run.tally, run.workflows
+    index_rru = sum(v for k, v in t.rru.items() if k in FIXED_LABELS)
+    invocations = _agent_invocations(run, full_batches=full_batches)
+    return {
+        "dynamodb_wru_table": sum(t.wru.values()) / n,
+        "dynamodb_wru_index": sum(t.gsi_wru.values()) / n,
+        "dynamodb_rru": (t.total_rru - index_rru) / n,
+        "sqs_send": (t.sqs["SendMessageBatch"] + t.sqs["SendMessage"]) / n,
+        # the event source's ReceiveMessage and DeleteMessageBatch per invocation
+        "sqs_event_source": 2 * invocations / n,
+        "lambda_agent": invocations / n,
+        "eventbridge_events_out": sum(t.events.values()) / n,
+        "apigw_requests": run.api_requests / n,
+        "lambda_api": run.api_requests / n,
+    }
+
+
+def _agent_invocations(run: ScenarioRun, *, full_batches: bool) -> float:
+    if not full_batches:
+        return float(run.agent_messages)
+    return run.agent_messages / DEFAULT_BATCH_SIZE  # amortised: a full batch of 10 per call
+
+
+PRICE_OF = {
+    "dynamodb_wru_table": "dynamodb_wru",
+    "dynamodb_wru_index": "dynamodb_wru",
+    "dynamodb_rru": "dynamodb_rru",
+    "sqs_send": "sqs_request",
+    "sqs_event_source": "sqs_request",
+    "lambda_agent": "lambda_request",
+    "eventbridge_events_out": "eventbridge_event",
+    "apigw_requests": "apigw_rest_request",
+    "lambda_api": "lambda_request",
+}
+CORE = (
+    "dynamodb_wru_table",
+    "dynamodb_wru_index",
+    "dynamodb_rru",
+    "sqs_send",
+    "sqs_event_source",
+    "lambda_agent",
+)
+EVENTS = ("eventbridge_events_out",)
+INGRESS = ("apigw_requests", "lambda_api")
+
+
+def dollars(run: ScenarioRun, *, full_batches: bool) -> dict[str, float]:
+    """Modelled dollars per workflow, by kind."""
+    units = per_workflow_units(run, full_batches=full_batches)
+    return {k: usd(PRICE_OF[k], v) for k, v in units.items()}
+
+
+def summary(run: ScenarioRun) -> dict[str, Any]:
+    """Everything the report shows about one scenario (per workflow, per step, per million)."""
+    steps = run.steps_per_workflow
+    out: dict[str, Any] = {
+        "scenario": run.scenario.name,
+        "workflow_type": run.scenario.wf_type,
+        "workflows": run.workflows,
+        "steps_per_workflow": steps,
+        "step_attempts_per_workflow": run.step_attempts / run.workflows,
+        "compensation_attempts_per_workflow": run.compensation_attempts / run.workflows,
+        "outcomes": dict(run.statuses),
+        "sweeps": run.sweeps,
+        "median_duration_ms": sorted(run.durations_ms)[len(run.durations_ms) // 2],
+        "requests": dict(run.tally.requests),
+        "tally": run.tally.as_dict(),
+    }
+    for case, full in (("worst", False), ("best", True)):
+        units = per_workflow_units(run, full_batches=full)
+        cost = dollars(run, full_batches=full)
+        core = sum(cost[k] for k in CORE)
+        events = sum(cost[k] for k in EVENTS)
+        ingress = sum(cost[k] for k in INGRESS)
+        out[case] = {
+            "units_per_workflow": units,
+            "units_per_step": {k: v / steps for k, v in units.items()},
+            "usd_per_million_steps_by_kind": {k: v * 1e6 / steps for k, v in cost.items()},
+            "usd_per_million_steps": {
+                "core": core * 1e6 / steps,
+                "core_and_events": (core + events) * 1e6 / steps,
+                "all_in": (core + events + ingress) * 1e6 / steps,
+            },
+            "usd_per_million_workflows": {
+                "core": core * 1e6,
+                "core_and_events": (core + events) * 1e6,
+                "all_in": (core + events + ingress) * 1e6,
+            },
+        }
+    transitions = run.sfn_transitions / run.workflows
+    task_invocations = (run.step_attempts + run.compensation_attempts) / run.workflows
+    express_seconds = sum(_round_up(d, 100) for d in run.durations_ms) / 1000 / run.workflows
+    standard = usd("sfn_standard_transition", transitions)
+    lambda_tasks = usd("lambda_request", task_invocations)
+    express = usd("sfn_express_request", 1) + usd(
+        "sfn_express_gb_s", express_seconds * EXPRESS_MEMORY_GB
+    )
+    ours = out["worst"]["usd_per_million_workflows"]["core_and_events"] / 1e6
+    out["step_functions"] = {
+        "transitions_per_workflow": transitions,
+        "task_invocations_per_workflow": task_invocations,
+        "express_billed_seconds_per_workflow": express_seconds,
+        "standard_usd_per_million_steps": standard * 1e6 / steps,
+        "standard_with_lambda_usd_per_million_steps": (standard + lambda_tasks) * 1e6 / steps,
+        "express_usd_per_million_steps": express * 1e6 / steps,
+        "express_with_lambda_usd_per_million_steps": (express + lambda_tasks) * 1e6 / steps,
+        "standard_usd_per_million_workflows": standard * 1e6,
+        "express_usd_per_million_workflows": express * 1e6,
+        "ratio_standard_to_ours": standard / ours,
+        "ratio_standard_with_lambda_to_ours": (standard + lambda_tasks) / ours,
+    }
+    # Not in the totals: the agent functions' time spent on orchestration calls (not the
+    # business logic), at an assumed latency per call.
+    seconds = run.agent_calls / run.workflows * CALL_LATENCY_MS / 1000
+    out["agent_calls_per_workflow"] = run.agent_calls / run.workflows
+    out["lambda_duration_estimate_usd_per_million_steps"] = (
+        usd("lambda_gb_s_arm", seconds * AGENT_MEMORY_GB) * 1e6 / steps
+    )
+    out["by_component"] = run.components
+    return out
+
+
+def _round_up(ms: int, to: int) -> int:
+    return -(-ms // to) * to
+
+
+def fixed_monthly(pools: int, watch_shards: int = 8) -> dict[str, dict[str, float]]:
+    """What Shepherd costs per month with no workflow at all (30.4 days)."""
+    minutes = 730 * 60
+    sweeps = minutes * (SWEEP_WINDOW_MS // SWEEP_INTERVAL_MS)
+    queries = sweeps * watch_shards
+    # SQS event source: 5 long pollers (20 s) per queue while idle, per the Lambda docs (3P)
+    polls = pools * 5 * 3 * minutes
+    return {
+        "supervisor_invocations": {"units": minutes, "usd": usd("lambda_request", minutes)},
+        "supervisor_duration_gb_s": {
+            "units": minutes
+            * (SWEEP_WINDOW_MS / 1000 - SWEEP_INTERVAL_MS / 1000 + 1)
+            * SUPERVISOR_MEMORY_GB,
+            "usd": usd(
+                "lambda_gb_s_arm",
+                minutes
+                * (SWEEP_WINDOW_MS / 1000 - SWEEP_INTERVAL_MS / 1000 + 1)
+                * SUPERVISOR_MEMORY_GB,
+            ),
+        },
+        "idle_sweep_index_queries_rru": {
+            "units": queries * 0.5,
+            "usd": usd("dynamodb_rru", queries * 0.5),
+        },
+        "idle_event_source_polls": {"units": polls, "usd": usd("sqs_request", polls)},
+    }

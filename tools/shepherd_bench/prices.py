@@ -1,0 +1,99 @@
+"""Published us-east-1 on-demand prices the cost model uses, each with its source.
+
+Copied from ../shared/reference/aws-limits-and-prices.md ("3P": only seen on third-party pages
+that agree with each other). Marginal prices; free tiers ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Price:
+    key: str
+    usd: float  # per unit
+    unit: str
+    text: str
+    source: str
+
+
+PRICES: dict[str, Price] = {
+    p.key: p
+    for p in (
+        Price(
+            "dynamodb_wru",
+            0.625 / 1e6,
+            "write request unit",
+            "DynamoDB on-demand: $0.625 per million write request units",
+            "3P (after the 50 % cut of Nov 2024); unit rules: DynamoDB Developer Guide",
+        ),
+        Price(
+            "dynamodb_rru",
+            0.125 / 1e6,
+            "read request unit",
+            "DynamoDB on-demand: $0.125 per million read request units",
+            "3P (after the 50 % cut of Nov 2024); unit rules: DynamoDB Developer Guide",
+        ),
+        Price(
+            "sqs_request",
+            0.40 / 1e6,
+            "request",
+            "SQS standard: $0.40 per million requests (64 KB chunks; a batch call is one request)",
+            "3P",
+        ),
+        Price(
+            "lambda_request",
+            0.20 / 1e6,
+            "invocation",
+            "Lambda: $0.20 per million requests",
+            "3P",
+        ),
+        Price(
+            "lambda_gb_s_arm",
+            0.0000133334,
+            "GB-second",
+            "Lambda arm64: $0.0000133334 per GB-second",
+            "3P",
+        ),
+        Price(
+            "eventbridge_event",
+            1.00 / 1e6,
+            "event",
+            "EventBridge custom events: $1.00 per million (64 KB chunks)",
+            "3P",
+        ),
+        Price(
+            "apigw_rest_request",
+            3.50 / 1e6,
+            "request",
+            "API Gateway REST: $3.50 per million requests",
+            "AWS whitepaper cost table",
+        ),
+        Price(
+            "sfn_standard_transition",
+            0.025 / 1000,
+            "state transition",
+            "Step Functions Standard: $0.025 per 1,000 state transitions (retries count)",
+            "AWS Step Functions pricing page",
+        ),
+        Price(
+            "sfn_express_request",
+            1.00 / 1e6,
+            "execution",
+            "Step Functions Express: $1.00 per million requests",
+            "AWS Compute Blog, Building cost-effective AWS Step Functions workflows",
+        ),
+        Price(
+            "sfn_express_gb_s",
+            0.00001667,
+            "GB-second",
+            "Step Functions Express: $0.00001667 per GB-second (64 MB steps, 100 ms rounding)",
+            "3P",
+        ),
+    )
+}
+
+
+def usd(key: str, quantity: float) -> float:
+    return PRICES[key].usd * quantity

@@ -1,0 +1,300 @@
+"""The real Lambda handlers on moto (in-process), metered, under a simulated clock.
+
+Resources come from the same topology as the CDK app (`shepherd_cli.resources`). The handlers
+build their engine exactly as in Lambda (`shepherd_handlers.runtime.engine`); the bench swaps
+only its clock for a `ManualClock` and turns SQS delays into simulated time, so a retry's
+backoff passes in simulated time instead of real seconds. Requests the bench itself makes (to
+poll queues, read state) go through a separate, unmetered session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+from shepherd.clock import ManualClock
+from shepherd.definitions import Definition, load_directory
+from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
+from shepherd.settings import Settings
+
+from shepherd_bench.meter import Meter
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+TABLE = "shepherd"
+BUS = "shepherd"
+CALLER = f"arn:aws:iam::{ACCOUNT}:user/bench"
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    "POWERTOOLS_SERVICE_NAME": "shepherd",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_METRICS_DISABLED": "true",
+    "POWERTOOLS_LOG_LEVEL": "WARNING",
+}
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "shepherd-bench"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:shepherd-bench"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def rest_event(method: str, path: str, resource: str, body: Any = None) -> dict[str, Any]:
+    """An API Gateway REST proxy event as an IAM-authorized request produces it."""
+    headers = {"Content-Type": "application/json"}
+    params = {"workflow_id": path.rsplit("/", 1)[-1]} if "{workflow_id}" in resource else None
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": params,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": method,
+            "path": f"/v1{path}",
+            "stage": "v1",
+            "requestId": str(uuid.uuid4()),
+            "accountId": ACCOUNT,
+            "identity": {"userArn": CALLER, "caller": "bench", "sourceIp": "127.0.0.1"},
+        },
+        "body": None if body is None else json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
+def sqs_event(pool: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The event the SQS event source mapping hands the pool's function."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1767225600000",
+                    "SenderId": "AIDAEXAMPLE",
+                    "ApproximateFirstReceiveTimestamp": "1767225600001",
+                },
+                "messageAttributes": {},
+                "md5OfBody": m.get("MD5OfBody", "0" * 32),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:shepherd-{pool}",
+                "awsRegion": REGION,
+            }
+            for m in messages
+        ]
+    }
+
+
+SCHEDULED_EVENT = {
+    "version": "0",
+    "id": "bench",
+    "detail-type": "Scheduled Event",
+    "source": "aws.scheduler",
+    "account": ACCOUNT,
+    "time": "2026-01-01T00:00:00Z",
+    "region": REGION,
+    "resources": [],
+    "detail": {},
+}
+
+
+class SimSleep:
+    """Stands in for the `time` module of the demo agents: their work passes in simulated time."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self._clock = clock
+
+    def sleep(self, seconds: float) -> None:
+        self._clock.advance(seconds)
+
+
+@dataclass
+class Held:
+    pool: str
+    message: dict[str, Any]
+    visible_at: int
+
+
+class HandlerStack:
+    """Use inside `moto.mock_aws()`; `close()` restores the environment and the demo agents."""
+
+    def __init__(self, meter: Meter, clock: ManualClock, *, watch_shards: int = 8) -> None:
+        self.meter = meter
+        self.clock = clock
+        self.definitions: dict[str, Definition] = load_directory(ROOT / "statemachines")
+        self._saved_env = {k: os.environ.get(k) for k in FAKE_ENV}
+        os.environ.update(FAKE_ENV)
+        raw = boto3.session.Session(region_name=REGION)
+        self.raw = {s: raw.client(s) for s in ("dynamodb", "sqs", "events")}
+        from shepherd_cli.resources import create_all
+
+        queues = create_all(self.raw, self.definitions, table=TABLE, bus=BUS)
+        self.queue_urls = {pool: q.url for pool, q in queues.items()}
+        settings = Settings(
+            table=TABLE,
+            queue_urls=self.queue_urls,
+            event_bus=BUS,
+            definitions_dir=ROOT / "statemachines",
+            watch_shards=watch_shards,
+        )
+        env = {
+            **settings.to_env(),
+            ENV_SWEEP_INTERVAL: "0",
+            ENV_SWEEP_WINDOW: "0",  # one sweep per supervisor call; the bench keeps the schedule
+            ENV_POOL: "all",
+        }
+        self._saved_env.update({k: os.environ.get(k) for k in env})
+        os.environ.update(env)
+        # The engine's clients come from boto3's default session: hook it before they exist.
+        boto3.setup_default_session(region_name=REGION)
+        session_events = boto3.DEFAULT_SESSION.events
+        meter.install(session_events)
+        self._visible: dict[str, list[int]] = defaultdict(list)
+        session_events.register(
+            "before-parameter-build.sqs.SendMessageBatch", self._simulated_delay
+        )
+        from shepherd_handlers import runtime
+
+        runtime.engine.cache_clear()
+        self.engine = runtime.engine()
+        self.engine.ports.clock = clock  # builds the (metered) clients now
+        self._patched: list[tuple[ModuleType, Any]] = []
+        from shepherd_agents import order, provision
+
+        for module in (order, provision):
+            self._patched.append((module, module.time))
+            setattr(module, "time", SimSleep(clock))  # noqa: B010 - a stand-in module
+        self.api_requests = 0
+        self.api_invocations = 0
+        self.agent_messages: defaultdict[str, int] = defaultdict(int)
+        self.agent_invocations = 0
+        self.sweeps = 0
+
+    def close(self) -> None:
+        for module, original in self._patched:
+            setattr(module, "time", original)  # noqa: B010
+        self.meter.uninstall()
+        from shepherd_handlers import runtime
+
+        runtime.metrics.clear_metrics()  # nothing to flush at exit: metrics are not the point
+        runtime.engine.cache_clear()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    # ----------------------------------------------------------------------------- time
+
+    def _simulated_delay(self, params: dict[str, Any], **_: Any) -> None:
+        """An SQS delay becomes simulated time: the bench holds the message until then."""
+        now = self.clock.now_ms()
+        for entry in params.get("Entries", []):
+            self._visible[entry["MessageBody"]].append(
+                now + int(entry.get("DelaySeconds", 0)) * 1000
+            )
+            entry["DelaySeconds"] = 0
+
+    # ------------------------------------------------------------------------- handlers
+
+    def start(self, wf_type: str, payload: Any) -> str:
+        from shepherd_handlers import api
+
+        self.api_requests += 1
+        self.api_invocations += 1
+        event = rest_event("POST", "/workflows", "/workflows", {"type": wf_type, "input": payload})
+        with self.meter.component("api"):
+            reply = api.handler(event, LambdaContext())
+        if int(reply["statusCode"]) != 202:
+            raise RuntimeError(f"start failed: {reply}")
+        return str(json.loads(reply["body"])["workflow_id"])
+
+    def receive(self) -> list[Held]:
+        """Every visible message of every pool (unmetered: the event source's polls are modelled)."""
+        out: list[Held] = []
+        for pool, url in self.queue_urls.items():
+            got = self.raw["sqs"].receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            )
+            for m in got.get("Messages", []):
+                times = self._visible.get(m["Body"]) or [self.clock.now_ms()]
+                out.append(Held(pool, m, times.pop(0)))
+        return out
+
+    def deliver(self, pool: str, messages: list[dict[str, Any]]) -> None:
+        """One invocation of the pool's function with these messages; delete what succeeded."""
+        from shepherd_handlers import agent
+
+        self.agent_invocations += 1
+        self.agent_messages[pool] += len(messages)
+        with self.meter.component("agent"):
+            reply = agent.handler(sqs_event(pool, messages), LambdaContext())
+        failed = {f["itemIdentifier"] for f in reply["batchItemFailures"]}
+        for m in messages:
+            if m["MessageId"] not in failed:
+                self.raw["sqs"].delete_message(
+                    QueueUrl=self.queue_urls[pool], ReceiptHandle=m["ReceiptHandle"]
+                )
+
+    def sweep(self) -> dict[str, Any]:
+        from shepherd_handlers import supervisor
+
+        self.sweeps += 1
+        with self.meter.component("supervisor"):
+            return dict(supervisor.handler(dict(SCHEDULED_EVENT), LambdaContext()))
+
+    def status(self, workflow_id: str) -> str:
+        got = self.raw["dynamodb"].get_item(
+            TableName=TABLE,
+            Key={"pk": {"S": f"WF#{workflow_id}"}, "sk": {"S": "#WF"}},
+            ConsistentRead=True,
+        )
+        return str(got["Item"]["status"]["S"])
+
+    def items(self, workflow_id: str) -> list[dict[str, Any]]:
+        from shepherd.adapters.dynamodb import from_attr
+
+        got = self.raw["dynamodb"].query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": f"WF#{workflow_id}"}},
+            ConsistentRead=True,
+        )
+        return [i for i in (from_attr(a) for a in got["Items"]) if i]
+
+
+@contextlib.contextmanager
+def handler_stack(meter: Meter, clock: ManualClock, **kwargs: Any) -> Iterator[HandlerStack]:
+    from moto import mock_aws
+
+    with mock_aws():
+        stack = HandlerStack(meter, clock, **kwargs)
+        try:
+            yield stack
+        finally:
+            stack.close()
