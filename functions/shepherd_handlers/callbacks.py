@@ -62,7 +62,4 @@ def failure(token: TOKEN, body: FailureRequest) -> TaskView:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    too_large = errors.body_too_large(event)
-    if too_large is not None:
-        return errors.proxy_reply(too_large)
-    return app.resolve(event, context)
+    return errors.serve(app, event, context)

@@ -120,3 +120,11 @@ def proxy_reply(response: Response[Any]) -> dict[str, Any]:
         "body": response.body if isinstance(response.body, str) else json.dumps(response.body),
         "isBase64Encoded": False,
     }
+
+
+def serve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Refuse oversized bodies before parsing them, then route."""
+    too_large = body_too_large(event)
+    if too_large is not None:
+        return proxy_reply(too_large)
+    return app.resolve(event, context)

@@ -79,6 +79,21 @@ class ApiHandler(BaseHTTPRequestHandler):
         print(json.dumps({"access": format % args}), flush=True)
 
 
+def invoke(handler: Any, event: dict[str, Any], name: str, timeout_s: int) -> None:
+    """Call a handler the way Lambda would; a failure is logged and the next run goes on."""
+    context = Context(
+        f"shepherd-local-{name}",
+        timeout_s,
+        aws_request_id=str(uuid.uuid4()),
+        started=time.monotonic(),
+    )
+    try:
+        with _lock:
+            handler(event, context)
+    except Exception as exc:  # a failed invocation, as on AWS: logged, retried by the next run
+        print(json.dumps({f"{name}_error": repr(exc)}), flush=True)
+
+
 def supervise(interval: float, stop: threading.Event) -> None:
     from shepherd_handlers import supervisor
 
@@ -90,19 +105,7 @@ def supervise(interval: float, stop: threading.Event) -> None:
             "source": "aws.events",
             "detail": {},
         }
-        try:
-            with _lock:
-                supervisor.handler(
-                    event,
-                    Context(
-                        "shepherd-local-supervisor",
-                        70,
-                        aws_request_id=str(uuid.uuid4()),
-                        started=time.monotonic(),
-                    ),
-                )
-        except Exception as exc:
-            print(json.dumps({"supervisor_error": repr(exc)}), flush=True)
+        invoke(supervisor.handler, event, "supervisor", 70)
 
 
 def relay_start_events(queue_url: str, stop: threading.Event) -> None:
@@ -121,19 +124,7 @@ def relay_start_events(queue_url: str, stop: threading.Event) -> None:
             event = json.loads(message["Body"])
             # moto's EventBridge leaves `account` out of the envelope; AWS always sets it.
             event.setdefault("account", apigw.LOCAL_ACCOUNT)
-            try:
-                with _lock:
-                    events.handler(
-                        event,
-                        Context(
-                            "shepherd-local-events",
-                            30,
-                            aws_request_id=str(uuid.uuid4()),
-                            started=time.monotonic(),
-                        ),
-                    )
-            except Exception as exc:
-                print(json.dumps({"events_error": repr(exc)}), flush=True)
+            invoke(events.handler, event, "events", 30)
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
