@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,17 +37,24 @@ def _input(value: str) -> Any:
 def cmd_local(args: argparse.Namespace) -> int:
     from shepherd_cli.local import LocalStack
 
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    # Ctrl-C and `kill` both stop everything cleanly (also when started in the background,
+    # where a shell would have SIGINT ignored).
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     print("starting the local stack (moto, control process, agent workers)...", flush=True)
     with LocalStack(
         port=args.port, workers=args.workers, sweep_interval=args.sweep_interval
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
         print(f"logs in {stack.state_dir / 'logs'}; Ctrl-C to stop", flush=True)
-        try:
-            while True:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            print("\nstopping...", flush=True)
+        while not stop.wait(1):
+            pass
+        print("\nstopping...", flush=True)
     print("stopped")
     return 0
 
