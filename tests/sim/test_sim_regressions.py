@@ -1,0 +1,124 @@
+"""Every engine bug the simulator found keeps its seed here.
+
+Each entry runs its seed on the engine as it is (no violation), and again with the bug put
+back (the violation must appear), so the seed provably still reaches the situation that
+exposed the bug. If a change to the simulator makes a seed stop reaching it, find a new one
+with `python -m shepherd_sim --seeds 5000 --scale 4` on the bug put back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from shepherd.decisions import planner
+from shepherd.model import StepRecord, StepStatus, WorkflowRecord, WorkflowState, WorkflowStatus
+from shepherd_sim import Faults, run_seed
+from shepherd_sim.sim import definitions
+
+
+@contextlib.contextmanager
+def _next_due_without_now_plus_gap() -> Iterator[None]:
+    """5facc48: next_due left out now + G when every live step waited out a backoff."""
+    real = planner.next_due
+
+    def old(state: WorkflowState, definition: planner.Definition, now: int) -> int | None:
+        """planner.next_due as it was before the fix (verbatim but for the marked line)."""
+        if state.workflow.status.terminal:
+            return None
+        gap = definition.watch_gap_ms
+        grace = definition.dispatch_timeout_seconds * 1000
+        candidates: list[int] = []  # the bug: now + gap is not a candidate
+        records = [("step", r) for r in state.steps.values()]
+        records += [("compensation", r) for r in state.compensations.values()]
+        running = state.workflow.status is WorkflowStatus.RUNNING
+        for kind, rec in records:
+            if rec.status is StepStatus.QUEUED:
+                available = rec.available_at or now
+                if rec.dispatched_at is None:
+                    candidates.append(available)
+                else:
+                    candidates.append(max(rec.dispatched_at, available) + grace)
+                candidates.append(max(available, now) + gap)
+            elif rec.status.in_flight:
+                spec = definition.spec(kind, rec.name)
+                claimed = rec.claimed_at or now
+                candidates.append(claimed + spec.timeout_seconds * 1000)
+                if spec.heartbeat_seconds is not None:
+                    candidates.append((rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000)
+                candidates.append(now + gap)
+            elif rec.status is StepStatus.PENDING and running and kind == "step":
+                ready_at = planner._ready_at(state, definition.by_name[rec.name])
+                if ready_at is not None:
+                    candidates.append(min(ready_at + grace, now + gap))
+        return min(candidates, default=now + gap)
+
+    from shepherd.engine import supervisor
+
+    supervisor.next_due = old  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        supervisor.next_due = real  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Regression:
+    seed: int
+    faults: Faults
+    invariant: str
+    bug: Callable[[], contextlib.AbstractContextManager[None]]
+    note: str
+
+
+REGRESSIONS = [
+    Regression(
+        653,
+        Faults().scaled(4),
+        "findable",
+        _next_due_without_now_plus_gap,
+        "a cancel while every step waited out a retry backoff created a compensation whose "
+        "dispatch deadline fell before the workflow's due_at",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REGRESSIONS, ids=lambda c: f"seed{c.seed}")
+def test_regression_seed_holds(case: Regression) -> None:
+    result = run_seed(case.seed, case.faults)
+    assert result.violations == [], [str(v) for v in result.violations]
+
+
+@pytest.mark.parametrize("case", REGRESSIONS, ids=lambda c: f"seed{c.seed}")
+def test_regression_seed_still_catches_its_bug(case: Regression) -> None:
+    with case.bug():
+        result = run_seed(case.seed, case.faults)
+    assert case.invariant in {v.invariant for v in result.violations}, case.note
+
+
+def test_next_due_counts_now_plus_gap_while_everything_waits_for_a_backoff() -> None:
+    """The 5facc48 bug without the simulator: one step in a 4 s backoff, nothing else live."""
+    definition = definitions()["order_fulfilment"]
+    now = 1_767_225_600_000
+    wf = WorkflowRecord(
+        "wf1", definition.name, "h", WorkflowStatus.RUNNING, "{}", "o", "r", now, now
+    )
+    steps = {
+        "reserve_inventory": StepRecord(
+            "wf1",
+            "step",
+            "reserve_inventory",
+            StepStatus.QUEUED,
+            attempt=2,
+            dispatched_at=now,
+            available_at=now + 4000,
+        ),
+        **{
+            n: StepRecord("wf1", "step", n, StepStatus.PENDING)
+            for n in ("charge_payment", "ship_order", "notify_customer")
+        },
+    }
+    due = planner.next_due(WorkflowState(wf, steps), definition, now)
+    assert due == now + definition.watch_gap_ms

@@ -1,0 +1,99 @@
+"""Hypothesis drives the simulator by hand: it chooses which message is delivered and how,
+when agents crash or freeze, when the clock moves, when supervisors sweep (or die, or sweep
+twice at once), and shrinks any failing schedule to a minimal one. At the end the run is
+drained without faults and every invariant must hold."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from shepherd_sim import Faults, SimConfig, Simulation
+from shepherd_sim.sim import MANUAL_MODES
+
+TYPES = ("order_fulfilment", "provision_environment", "sim_flash")
+MAX_WORKFLOWS = 3
+
+
+class EngineUnderFaults(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sim = Simulation(0, Faults.none(), config=SimConfig(), auto=False)
+        self.started: list[str] = []
+
+    @initialize(wf_type=st.sampled_from(TYPES))
+    def first_start(self, wf_type: str) -> None:
+        self.start(wf_type, twice=False)
+
+    @precondition(lambda self: len(self.started) < MAX_WORKFLOWS)
+    @rule(wf_type=st.sampled_from(TYPES), twice=st.booleans())
+    def start(self, wf_type: str, twice: bool) -> None:
+        if twice:
+            self.sim.forced.append("dup")
+        wf = self.sim.start_workflow(wf_type)
+        if wf is not None:
+            self.started.append(wf)
+
+    @rule(index=st.integers(0, 9))
+    def deliver(self, index: int) -> None:
+        self.sim.deliver_one(index, "handle")
+
+    @rule(index=st.integers(0, 9), mode=st.sampled_from(MANUAL_MODES[1:]))
+    def deliver_with_a_fault(self, index: int, mode: str) -> None:
+        self.sim.deliver_one(index, mode)
+
+    @rule(seconds=st.sampled_from((0.2, 1.0, 2.5, 4.0, 11.0, 31.0)))
+    def advance(self, seconds: float) -> None:
+        self.sim.advance(seconds)
+
+    @rule()
+    def sweep(self) -> None:
+        self.sim.sweep()
+
+    @rule(at=st.integers(1, 10))
+    def double_sweep(self, at: int) -> None:
+        self.sim.sweep(double_at=at)
+
+    @rule(at=st.integers(1, 10), after=st.booleans())
+    def supervisor_dies(self, at: int, after: bool) -> None:
+        self.sim.sweep(crash_at=at, crash_after=after)
+
+    @rule(kind=st.sampled_from(("store_before", "store_after")))
+    def next_store_call_fails(self, kind: str) -> None:
+        self.sim.forced.append(kind)
+
+    @precondition(lambda self: bool(self.started))
+    @rule(index=st.integers(0, MAX_WORKFLOWS - 1))
+    def cancel(self, index: int) -> None:
+        self.sim.cancel_workflow(self.started[index % len(self.started)])
+
+    @rule(seconds=st.sampled_from((5.0, 30.0)))
+    def clock_jumps(self, seconds: float) -> None:
+        self.sim.jump(seconds)
+
+    @invariant()
+    def overdue_work_is_findable(self) -> None:
+        self.sim.check_findable()
+        assert not self.sim.online, [str(v) for v in self.sim.online]
+
+    def teardown(self) -> None:
+        try:
+            self.sim.drain()
+            result = self.sim.result()
+        finally:
+            self.sim.kill_fibers()
+        assert not result.violations, "\n".join(
+            [str(v) for v in result.violations]
+            + result.trace_for(result.violations[0].workflow_id, 200)
+        )
+
+
+EngineUnderFaults.TestCase.settings = settings(
+    max_examples=200,
+    stateful_step_count=50,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestEngineUnderFaults = EngineUnderFaults.TestCase

@@ -1,0 +1,95 @@
+"""The fault model: one probability knob per fault kind, and counters of what was injected."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, fields, replace
+
+# Every knob, in the order reports print them, with what one injection means.
+FAULT_KINDS: dict[str, str] = {
+    "delay": "a task message is delivered late (extra SQS delay of 1-12 s)",
+    "dup": "a message is delivered twice (sent twice or received twice), or a start is submitted twice",
+    "reorder": "a received message is held back 0.3-3 s so later ones overtake it",
+    "lose": "a message is lost (dropped on send, send raises DeliveryError, or deleted unprocessed)",
+    "crash_before": "the agent process dies before its side effect",
+    "crash_after": "the agent process dies after its side effect, before recording success",
+    "pause": "the agent process freezes past its lease, then resumes (a zombie)",
+    "hang": "the agent function hangs until the Lambda timeout kills it",
+    "retryable": "the agent raises a retryable error (before or after its side effect)",
+    "permanent": "the agent raises a permanent (non-retryable) error",
+    "store_before": "a store call fails (throttled) before taking effect",
+    "store_after": "a store write takes effect, then the call fails (timeout)",
+    "double_sweep": "a second supervisor sweeps in the middle of another's sweep",
+    "sweep_crash": "a supervisor dies mid-sweep (at a random store call, before or after it)",
+    "clock_jump": "the clock jumps forward 2-40 s (checked once per simulated second)",
+    "cancel": "the client cancels a running workflow",
+}
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Probabilities, each in [0, 1]. Message knobs apply per message, agent knobs per
+    attempt (at most one agent fault per attempt), store knobs per store call, sweep knobs
+    per sweep, `clock_jump` per simulated second, `cancel` per workflow."""
+
+    delay: float = 0.05
+    dup: float = 0.05
+    reorder: float = 0.08
+    lose: float = 0.04
+    crash_before: float = 0.03
+    crash_after: float = 0.03
+    pause: float = 0.03
+    hang: float = 0.02
+    retryable: float = 0.08
+    permanent: float = 0.03
+    store_before: float = 0.004
+    store_after: float = 0.004
+    double_sweep: float = 0.03
+    sweep_crash: float = 0.02
+    clock_jump: float = 0.005
+    cancel: float = 0.05
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"fault '{f.name}': probability {value} is not in [0, 1]")
+
+    @classmethod
+    def none(cls) -> Faults:
+        return cls(**{f.name: 0.0 for f in fields(cls)})
+
+    @classmethod
+    def parse(cls, text: str, base: Faults | None = None) -> Faults:
+        """`dup=0.1,lose=0.05` on top of `base` (the defaults); `none` starts from zero.
+
+        `none,dup=0.2` injects only duplicates.
+        """
+        faults = base or cls()
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            if part == "none":
+                faults = cls.none()
+                continue
+            name, sep, value = part.partition("=")
+            name = name.strip()
+            if not sep or name not in FAULT_KINDS:
+                known = ", ".join(FAULT_KINDS)
+                raise ValueError(f"bad fault '{part}': expected NAME=PROBABILITY, NAME in {known}")
+            try:
+                probability = float(value)
+            except ValueError:
+                raise ValueError(f"bad fault '{part}': {value!r} is not a number") from None
+            faults = replace(faults, **{name: probability})
+        return faults
+
+    def scaled(self, factor: float) -> Faults:
+        return Faults(**{f.name: min(1.0, getattr(self, f.name) * factor) for f in fields(self)})
+
+    def describe(self) -> str:
+        return ",".join(f"{f.name}={getattr(self, f.name):g}" for f in fields(self))
+
+
+def empty_counts() -> Counter[str]:
+    return Counter({name: 0 for name in FAULT_KINDS})

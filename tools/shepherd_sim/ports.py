@@ -1,0 +1,189 @@
+"""Fault-injecting wrappers around the in-memory ports.
+
+Each engine component (the client API, the agents, each supervisor) gets its own `FaultyStore`
+over the one shared `MemoryStore`, labelled with its role, so a fault can be aimed at a sweep
+and every write can be traced with who made it. The queue wrapper loses, duplicates and
+delays messages on their way into the `MemoryQueue`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from shepherd.conditions import Cond, Item, Update
+from shepherd.errors import DeliveryError
+from shepherd.model import OutgoingTask
+from shepherd.ports import DuePage, ListPage, Store
+from shepherd.testing import MemoryQueue
+
+if TYPE_CHECKING:
+    from shepherd_sim.sim import Simulation
+
+
+class StoreThrottled(Exception):
+    """The call was rejected before it took effect (ProvisionedThroughputExceeded, 5xx)."""
+
+
+class StoreTimeout(Exception):
+    """The write took effect, but its response never arrived (a timeout after the commit)."""
+
+
+class SupervisorCrash(BaseException):
+    """The supervisor's Lambda died mid-sweep (timeout, out of memory)."""
+
+
+@dataclass
+class SweepPlan:
+    """Faults aimed at one sweep: the n-th store call of that supervisor crashes it (before or
+    after the call) or first runs the other supervisor's whole sweep."""
+
+    role: str
+    crash_at: int | None = None
+    crash_after: bool = False
+    double_at: int | None = None
+    calls: int = 0
+
+
+def workflow_of(pk: str | None) -> str | None:
+    if pk and pk.startswith("WF#"):
+        return pk[3:]
+    return None
+
+
+def _describe(update: Update) -> str:
+    parts = []
+    for name in ("status", "attempt", "due_at"):
+        if name in update.set:
+            parts.append(f"{name}={update.set[name]}")
+    if "history" in update.append:
+        parts.append("history+=" + ",".join(str(h.get("o")) for h in update.append["history"]))
+    if "heartbeat_at" in update.set and len(update.set) <= 2:
+        parts.append("heartbeat")
+    return " ".join(parts) or ",".join(sorted(update.names()))
+
+
+class FaultyStore:
+    """A Store that fails on the simulator's dice, before a call or after a write."""
+
+    def __init__(self, inner: Store, sim: Simulation, role: str) -> None:
+        self.inner = inner
+        self.sim = sim
+        self.role = role
+
+    # ---------------------------------------------------------------------- fault points
+
+    def _before(self, op: str, pk: str | None) -> None:
+        sim = self.sim
+        plan = sim.sweep_plan
+        if plan is not None and plan.role == self.role:
+            plan.calls += 1
+            if plan.double_at == plan.calls:
+                plan.double_at = None
+                sim.nested_sweep(self.role, op, pk)
+            if plan.crash_at == plan.calls and not plan.crash_after:
+                sim.fault("sweep_crash", workflow_of(pk), f"{self.role} dies before {op}")
+                raise SupervisorCrash(f"{self.role} before {op}")
+        if sim.roll("store_before"):
+            sim.fault("store_before", workflow_of(pk), f"{self.role} {op} throttled")
+            raise StoreThrottled(f"{op} throttled")
+
+    def _after(self, op: str, pk: str | None) -> None:
+        sim = self.sim
+        plan = sim.sweep_plan
+        if plan is not None and plan.role == self.role and plan.crash_at == plan.calls:
+            sim.fault("sweep_crash", workflow_of(pk), f"{self.role} dies after {op}")
+            raise SupervisorCrash(f"{self.role} after {op}")
+        if sim.roll("store_after"):
+            sim.fault("store_after", workflow_of(pk), f"{self.role} {op} applied, then timed out")
+            raise StoreTimeout(f"{op} timed out after it was applied")
+
+    def _write(self, op: str, pk: str, sk: str, what: str) -> None:
+        self.sim.trace(workflow_of(pk), f"{self.role:7} {op} {sk} {what}")
+
+    # ------------------------------------------------------------------------- the port
+
+    def create(self, items: Sequence[Item]) -> None:
+        pk = items[0]["pk"] if items else None
+        self._before("create", pk)
+        self.inner.create(items)
+        self._write("create", pk or "", f"{len(items)} items", "")
+        self._after("create", pk)
+
+    def put_new(self, item: Item) -> None:
+        self._before("put_new", item["pk"])
+        self.inner.put_new(item)
+        self._write("put_new", item["pk"], item["sk"], str(item.get("status", "")))
+        self._after("put_new", item["pk"])
+
+    def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
+        pk = writes[0][0] if writes else None
+        self._before("transact", pk)
+        self.inner.transact(writes)
+        for w_pk, sk, update, _ in writes:
+            self._write("transact", w_pk, sk, _describe(update))
+        self._after("transact", pk)
+
+    def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
+        self._before("update", pk)
+        item = self.inner.update(pk, sk, update, condition)
+        self._write("update", pk, sk, _describe(update))
+        self._after("update", pk)
+        return item
+
+    def load(self, pk: str) -> list[Item]:
+        self._before("load", pk)
+        return self.inner.load(pk)
+
+    def get(self, pk: str, sk: str) -> Item | None:
+        self._before("get", pk)
+        return self.inner.get(pk, sk)
+
+    def query_due(
+        self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None
+    ) -> DuePage:
+        self._before("query_due", None)
+        return self.inner.query_due(shard, until_ms, limit, cursor)
+
+    def query_list(
+        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
+    ) -> ListPage:
+        self._before("query_list", None)
+        return self.inner.query_list(list_pk, limit, cursor, newest_first)
+
+
+class FaultyQueue:
+    """Sends into a MemoryQueue, losing, duplicating and delaying messages on the way."""
+
+    def __init__(self, inner: MemoryQueue, sim: Simulation) -> None:
+        self.inner = inner
+        self.sim = sim
+
+    def send(self, tasks: Sequence[OutgoingTask]) -> None:
+        sim = self.sim
+        for task in tasks:
+            m = task.message
+            who = f"{m.kind} {m.step}#{m.attempt}"
+            if sim.roll("lose"):
+                if sim.rng.random() < 0.5:
+                    sim.fault("lose", m.workflow_id, f"message {who} dropped on send")
+                    continue
+                sim.fault("lose", m.workflow_id, f"send of {who} raised DeliveryError")
+                raise DeliveryError(f"could not send {who}")
+            copies = 2 if sim.roll("dup") else 1
+            if copies == 2:
+                sim.fault("dup", m.workflow_id, f"message {who} sent twice")
+            delay = task.delay_seconds
+            if sim.roll("delay"):
+                extra = sim.rng.randint(1, 12)
+                sim.fault("delay", m.workflow_id, f"message {who} delayed {extra}s", delay_s=extra)
+                delay = min(900, delay + extra)
+            for _ in range(copies):
+                self.inner.send([replace(task, delay_seconds=delay)])
+                sim.trace(m.workflow_id, f"queue   send {who} to {task.pool} delay={delay}s")
+                sim.message_sent(task.pool, delay)
+
+
+def unwrap(store: Any) -> Any:
+    return store.inner if isinstance(store, FaultyStore) else store

@@ -1,0 +1,73 @@
+"""A fake external service with apply-once semantics per idempotency key, like a real
+idempotent API. It records every call and every effect, so the checkers can prove that each
+step's effect was applied at most once and that compensations undid exactly what was done."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call by an agent attempt (whether or not it applied anything)."""
+
+    seq: int
+    at: int
+    workflow_id: str
+    kind: str
+    step: str
+    attempt: int
+    key: str
+    # What the attempt was given: attempts of the dependency outputs (steps) or of the
+    # undone step's output (compensations); the checkers prove these were accepted results.
+    inputs: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Effect:
+    """The first (and only) application of a key."""
+
+    seq: int
+    at: int
+    workflow_id: str
+    kind: str
+    step: str
+    attempt: int
+    key: str
+
+
+@dataclass
+class FakeService:
+    calls: list[Call] = field(default_factory=list)
+    effects: dict[str, Effect] = field(default_factory=dict)
+    _seq: int = 0
+
+    def apply(
+        self,
+        *,
+        at: int,
+        workflow_id: str,
+        kind: str,
+        step: str,
+        attempt: int,
+        key: str,
+        inputs: tuple[tuple[str, int], ...] = (),
+    ) -> Effect:
+        """Record the call; apply the effect only the first time this key is seen."""
+        self._seq += 1
+        self.calls.append(Call(self._seq, at, workflow_id, kind, step, attempt, key, inputs))
+        found = self.effects.get(key)
+        if found is None:
+            found = Effect(self._seq, at, workflow_id, kind, step, attempt, key)
+            self.effects[key] = found
+        return found
+
+    def effect_list(self) -> list[Effect]:
+        return sorted(self.effects.values(), key=lambda e: e.seq)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "calls": [c.__dict__ for c in self.calls],
+            "effects": [e.__dict__ for e in self.effect_list()],
+        }

@@ -1,0 +1,885 @@
+"""The simulation: the real scheduler, agent runtime and supervisors over fault-injecting
+in-memory ports, driven by a seeded discrete-event loop under a ManualClock.
+
+One seed is one exact run: every choice comes from `random.Random(seed)` (faults, timing,
+which worker runs a message) or from the engine's own `random.Random` (jitter), ids are
+sequential, and agent invocations run as fibers that hand control back and forth with the
+event loop, so no two pieces of code ever run at the same time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shepherd.clock import ManualClock
+from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
+from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime
+from shepherd.engine.catalog import Catalog
+from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler, derived_id
+from shepherd.engine.supervisor import Supervisor
+from shepherd.errors import InvalidTransition, PermanentError, WorkflowNotFound
+from shepherd.model import StepStatus, WorkflowState, wf_pk
+from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
+
+from shepherd_sim import bounds
+from shepherd_sim.faults import Faults, empty_counts
+from shepherd_sim.fibers import Fiber, FiberKilled, current
+from shepherd_sim.invariants import Handled, RunRecord, Violation, check_all, check_findable
+from shepherd_sim.ports import FaultyQueue, FaultyStore, SupervisorCrash, SweepPlan
+from shepherd_sim.service import Effect, FakeService
+
+ROOT = Path(__file__).resolve().parents[2]
+OWNER = "sim"
+
+# A synthetic workflow with very short timeouts, small retry budgets, a step without a
+# heartbeat, one without a compensation, a join and a compensation that is never retried,
+# so exhausted retries, FAILED workflows and tight races come up often.
+FLASH: dict[str, Any] = {
+    "Name": "sim_flash",
+    "DispatchTimeoutSeconds": 2,
+    "Steps": [
+        {
+            "Name": "alpha",
+            "Agent": "sim_alpha",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2, "NonRetryableErrors": ["Fatal"]},
+            "Compensation": {
+                "Agent": "sim_undo_alpha",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "beta",
+            "DependsOn": ["alpha"],
+            "Agent": "sim_beta",
+            "Pool": "sim",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 0},
+        },
+        {
+            "Name": "gamma",
+            "DependsOn": ["alpha"],
+            "Agent": "sim_gamma",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {
+                "MaxAttempts": 2,
+                "IntervalSeconds": 0.1,
+                "BackoffRate": 3,
+                "JitterStrategy": "FULL",
+            },
+            "Compensation": {
+                "Agent": "sim_undo_gamma",
+                "Pool": "sim-b",
+                "TimeoutSeconds": 2,
+                "Retry": {"MaxAttempts": 0},
+            },
+        },
+        {
+            "Name": "delta",
+            "DependsOn": ["beta", "gamma"],
+            "Agent": "sim_delta",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.5},
+            "Compensation": {
+                "Agent": "sim_undo_delta",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+    ],
+}
+
+
+def load_definitions() -> dict[str, Definition]:
+    found = dict(load_directory(ROOT / "statemachines"))
+    flash = parse_definition(FLASH, "shepherd_sim.FLASH")
+    found[flash.name] = flash
+    return found
+
+
+_DEFINITIONS: dict[str, Definition] | None = None
+
+
+def definitions() -> dict[str, Definition]:
+    global _DEFINITIONS  # noqa: PLW0603 - parsed once per process
+    if _DEFINITIONS is None:
+        _DEFINITIONS = load_definitions()
+    return _DEFINITIONS
+
+
+def payload_for(wf_type: str, n: int) -> Any:
+    if wf_type == "order_fulfilment":
+        return {"order_id": f"o-{n}", "items": [{"sku": "A", "qty": 1}], "amount": 10 + n}
+    if wf_type == "provision_environment":
+        return {"env_name": f"env-{n}", "region": "eu-west-1", "size": "small"}
+    return {"n": n}
+
+
+class SimCrash(BaseException):
+    """The agent's process died mid-step (the Lambda invocation fails, nothing is recorded)."""
+
+
+class SimHang(BaseException):
+    """The Lambda timeout killed a hung agent function."""
+
+
+class SimTransient(Exception):
+    """A retryable error from the external service."""
+
+
+_NAMED_ERRORS: dict[str, type[Exception]] = {}
+
+
+def named_error(name: str) -> type[Exception]:
+    """An exception class with a given name (a definition's NonRetryableErrors match names)."""
+    if name not in _NAMED_ERRORS:
+        _NAMED_ERRORS[name] = type(name, (Exception,), {})
+    return _NAMED_ERRORS[name]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    max_workflows: int = 4
+    start_window_s: float = 5.0
+    sweep_interval_s: float = 1.0
+    visibility_s: int = 30
+    max_receives: int = 5
+    lambda_grace_s: float = 2.0
+    max_latency_s: float = 3.0
+    horizon_s: float = 4 * 3600.0
+    max_events: int = 100_000
+    watch_shards: int = 4
+    workers: int = 3
+    workflow_types: tuple[str, ...] = ()
+
+
+AGENT_FAULTS = ("crash_before", "crash_after", "pause", "hang", "retryable", "permanent")
+MANUAL_MODES = ("handle", "duplicate", "lose", *AGENT_FAULTS)
+
+
+@dataclass
+class SimResult:
+    seed: int
+    faults: Counter[str]
+    outcomes: Counter[str]
+    violations: list[Violation]
+    digest: str
+    sim_seconds: float
+    events: int
+    workflows: list[str]
+    trace: list[tuple[str | None, str]]
+    stats: Counter[str] = field(default_factory=Counter)
+
+    def trace_for(self, workflow_id: str | None, limit: int = 400) -> list[str]:
+        """The trace trimmed to one workflow (plus global events such as clock jumps)."""
+        lines = [line for wf, line in self.trace if wf is None or wf == workflow_id]
+        lines = [line for line in lines if " sweep " not in line or workflow_id is None]
+        if len(lines) > limit:
+            lines = [
+                *lines[: limit // 2],
+                f"... {len(lines) - limit} lines ...",
+                *lines[-limit // 2 :],
+            ]
+        return lines
+
+
+@contextmanager
+def quiet_engine_logs() -> Iterator[None]:
+    """The engine logs every fenced result and lost send at WARNING; thousands per run."""
+    log = logging.getLogger("shepherd")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+class Simulation:
+    def __init__(
+        self,
+        seed: int,
+        faults: Faults | None = None,
+        *,
+        config: SimConfig | None = None,
+        auto: bool = True,
+        defs: Mapping[str, Definition] | None = None,
+    ) -> None:
+        self.seed = seed
+        self.faults = faults if faults is not None else Faults()
+        self.config = config or SimConfig()
+        self.auto = auto
+        self.defs = dict(defs or definitions())
+        self.rng = random.Random(seed)
+        self.clock = ManualClock()
+        self.t0 = self.clock.now_ms()
+
+        self.memory = MemoryStore()
+        cfg = self.config
+        self.queue = MemoryQueue(
+            self.clock, visibility_ms=cfg.visibility_s * 1000, max_receives=cfg.max_receives
+        )
+        self.out_events = MemoryEvents()
+        self.service = FakeService()
+        self.counts = empty_counts()
+        self.stats: Counter[str] = Counter()
+        self.fault_log: list[tuple[int, str, str | None, float]] = []
+        self.trace_lines: list[tuple[str | None, str]] = []
+        self.handled: list[Handled] = []
+        self.accepted: dict[str, int] = {}
+        self.known: dict[str, str] = {}  # workflow id -> type, once a start may have written it
+        self.online: list[Violation] = []
+        self.sweep_plan: SweepPlan | None = None
+        self.next_agent_fault: str | None = None
+        self.forced: list[str] = []  # faults that strike at their next chance (manual mode)
+        self._heap: list[tuple[int, int, str, Any]] = []
+        self._seq = 0
+        self._events = 0
+        self._fibers: dict[str, Fiber] = {}
+        self._fiber_seq = 0
+        self._pending_client = 0
+        self._polls: set[tuple[str, int]] = set()
+        self._done = False
+        self._starts: dict[int, str] = {}  # start number -> accepted workflow id
+        self._check_rng = random.Random(0)
+        self._manual_starts = 0
+        # In manual mode nothing polls or sweeps until `drain`: bounds count from there.
+        self.bound_origin: int | None = None
+
+        registry = AgentRegistry()
+        for definition in self.defs.values():
+            for agent in sorted(definition.agents()):
+                registry.register(agent, self._agent)
+        self.pools = sorted({t.pool for d in self.defs.values() for t in d.tasks})
+        queue = FaultyQueue(self.queue, self)
+        engine_rng = random.Random(f"engine:{seed}")
+        ids = SequentialIds()
+        engine_config = EngineConfig(watch_shards=cfg.watch_shards)
+
+        def scheduler(role: str) -> Scheduler:
+            ports = Ports(
+                FaultyStore(self.memory, self, role),
+                queue,
+                self.out_events,
+                self.clock,
+                ids,
+                engine_rng,
+            )
+            return Scheduler(ports, Catalog(self.defs, ports.store), engine_config)
+
+        self.client = scheduler("client")
+        agents = scheduler("agent")
+        self.runtimes = [
+            AgentRuntime(agents, registry, worker_id=f"w{i}", background_heartbeats=False)
+            for i in range(1, cfg.workers + 1)
+        ]
+        self.supervisors = {
+            "supA": Supervisor(scheduler("supA")),
+            "supB": Supervisor(scheduler("supB")),
+        }
+        timing = bounds.Timing(
+            sweep_interval_s=cfg.sweep_interval_s,
+            visibility_s=cfg.visibility_s,
+            lambda_grace_s=cfg.lambda_grace_s,
+            max_latency_s=cfg.max_latency_s,
+            max_pause_s=max(t.timeout_seconds for d in self.defs.values() for t in d.tasks) + 4,
+        )
+        self.timing = timing
+
+    # ======================================================================= bookkeeping
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def trace(self, workflow_id: str | None, text: str) -> None:
+        self.trace_lines.append((workflow_id, f"{(self.now() - self.t0) / 1000:9.3f} {text}"))
+
+    def roll(self, kind: str) -> bool:
+        """Does fault `kind` strike now? (a forced fault strikes at its next chance)"""
+        if kind in self.forced:
+            self.forced.remove(kind)
+            return True
+        p: float = getattr(self.faults, kind)
+        return p > 0 and self.rng.random() < p
+
+    def fault(self, kind: str, workflow_id: str | None, text: str, *, delay_s: float = 0) -> None:
+        self.counts[kind] += 1
+        self.fault_log.append((self.now(), kind, workflow_id, delay_s))
+        self.trace(workflow_id, f"FAULT   {kind}: {text}")
+
+    def schedule(self, at: int, kind: str, data: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, kind, data))
+
+    def message_sent(self, pool: str, delay_s: int) -> None:
+        self._poll_at(pool, self.now() + delay_s * 1000 + 1)
+
+    def _poll_at(self, pool: str, at: int) -> None:
+        if not self.auto or (pool, at) in self._polls:
+            return
+        self._polls.add((pool, at))
+        self.schedule(at, "poll", pool)
+
+    # ===================================================================== the workload
+
+    def plan_workload(self) -> None:
+        cfg = self.config
+        types = list(cfg.workflow_types or sorted(self.defs))
+        for n in range(1, self.rng.randint(1, cfg.max_workflows) + 1):
+            wf_type = self.rng.choice(types)
+            at = self.t0 + round(self.rng.uniform(0, cfg.start_window_s) * 1000)
+            self._pending_client += 1
+            self.schedule(at, "start", (n, wf_type, 0))
+            if self.roll("cancel"):
+                self._pending_client += 1
+                self.schedule(at + round(self.rng.uniform(0.2, 20) * 1000), "cancel", n)
+
+    def start_workflow(self, wf_type: str, n: int | None = None) -> str | None:
+        """Submit one start like a client: with an idempotency key, retried on errors."""
+        if n is None:
+            self._manual_starts += 1
+            n = 1000 + self._manual_starts
+        key = f"req-{n}"
+        wf_id = derived_id(OWNER, key)
+        self.known.setdefault(wf_id, wf_type)
+        submits = 2 if self.roll("dup") else 1
+        if submits == 2:
+            self.fault("dup", wf_id, "client submits the start twice")
+        result = None
+        for _ in range(submits):
+            try:
+                result = self.client.start(
+                    wf_type, payload_for(wf_type, n), idempotency_key=key, owner=OWNER
+                )
+            except Exception as exc:
+                self.trace(wf_id, f"client  start {wf_type} failed: {type(exc).__name__}")
+                return None
+            if result.workflow_id != wf_id:
+                self.online.append(
+                    Violation("idempotent_start", wf_id, f"start returned {result.workflow_id}")
+                )
+        assert result is not None
+        self.accepted.setdefault(wf_id, self.now())
+        self._starts[n] = wf_id
+        self.trace(wf_id, f"client  start {wf_type} accepted (created={result.created})")
+        return wf_id
+
+    def _on_start(self, data: tuple[int, str, int]) -> None:
+        n, wf_type, tries = data
+        if self.start_workflow(wf_type, n) is None and tries < 4:
+            self._pending_client += 1
+            self.schedule(self.now() + 1000, "start", (n, wf_type, tries + 1))
+        self._pending_client -= 1
+
+    def _on_cancel(self, n: int) -> None:
+        self._pending_client -= 1
+        wf_id = self._starts.get(n)
+        if wf_id is not None:
+            self.cancel_workflow(wf_id)
+
+    def cancel_workflow(self, wf_id: str) -> None:
+        """The client asks to cancel (refused unless the workflow is RUNNING)."""
+        self.fault("cancel", wf_id, "client cancels")
+        try:
+            wf = self.client.cancel(wf_id, owner=OWNER)
+            self.trace(wf_id, f"client  cancel -> {wf.status.value}")
+        except (InvalidTransition, WorkflowNotFound) as exc:
+            self.trace(wf_id, f"client  cancel refused: {exc}")
+        except Exception as exc:
+            self.trace(wf_id, f"client  cancel failed: {type(exc).__name__}")
+
+    # ================================================================ queue and delivery
+
+    def _on_poll(self, pool: str) -> None:
+        self._polls.discard((pool, self._current_at))
+        for received in self.queue.receive(pool, 10):
+            self._received(pool, received)
+
+    def _received(self, pool: str, received: Received) -> None:
+        task = received.task
+        who = f"{task.kind} {task.step}#{task.attempt}"
+        # If nobody deletes it, it comes back after the visibility timeout.
+        self._poll_at(pool, self.now() + self.config.visibility_s * 1000 + 1)
+        if self.roll("lose"):
+            self.fault("lose", task.workflow_id, f"message {who} deleted unprocessed")
+            self.queue.delete(received.receipt)
+            return
+        latency = self.rng.uniform(0.005, 0.05)
+        if self.roll("reorder"):
+            latency = self.rng.uniform(0.3, self.config.max_latency_s)
+            self.fault("reorder", task.workflow_id, f"message {who} held back {latency:.2f}s")
+        self.schedule(self.now() + round(latency * 1000), "deliver", received)
+        if self.roll("dup"):
+            again = self.rng.uniform(0.0, 0.5)
+            self.fault("dup", task.workflow_id, f"message {who} delivered twice")
+            self.schedule(self.now() + round(again * 1000), "deliver", received)
+
+    def deliver(self, received: Received) -> None:
+        """One Lambda invocation for one message, as a fiber."""
+        runtime = self.runtimes[self.rng.randrange(len(self.runtimes))]
+        self._fiber_seq += 1
+        name = f"f{self._fiber_seq}"
+        fiber = Fiber(name, lambda: self._invoke(runtime, received))
+        self._fibers[name] = fiber
+        self._switch(fiber)
+
+    def _invoke(self, runtime: AgentRuntime, received: Received) -> None:
+        task = received.task
+        who = f"{task.kind} {task.step}#{task.attempt}"
+        self.trace(
+            task.workflow_id,
+            f"{runtime.worker_id:7} deliver {who} (receive {received.receive_count})",
+        )
+        delete = False
+        try:
+            outcome = runtime.handle(task).outcome.value
+            delete = True
+        except FiberKilled:
+            outcome = "killed"
+        except SimCrash:
+            outcome = "crashed"
+        except SimHang:
+            outcome = "hung"
+        except Exception as exc:
+            outcome = f"error:{type(exc).__name__}"
+        self.handled.append(
+            Handled(self.now(), task.workflow_id, task.kind, task.step, task.attempt, outcome)
+        )
+        self.trace(task.workflow_id, f"{runtime.worker_id:7} {who} -> {outcome}")
+        if delete:
+            self.queue.delete(received.receipt)
+
+    def _switch(self, fiber: Fiber) -> None:
+        fiber.switch_in()
+        if fiber.finished:
+            self._fibers.pop(fiber.name, None)
+            if fiber.error is not None and not isinstance(fiber.error, FiberKilled):
+                raise fiber.error
+
+    # ======================================================================== the agents
+
+    def sleep(self, seconds: float) -> None:
+        """Let simulated time pass inside an agent function."""
+        fiber = current()
+        if fiber is None:
+            raise RuntimeError("sleep() outside an agent fiber")
+        self.schedule(self.now() + max(1, round(seconds * 1000)), "resume", fiber.name)
+        fiber.yield_out()
+
+    def _work(self, ctx: AgentContext, seconds: float, *, beat: bool = True) -> None:
+        remaining = seconds
+        while remaining > 0:
+            piece = min(1.0, remaining)
+            self.sleep(piece)
+            remaining -= piece
+            if beat:
+                ctx.report_progress({"left": round(remaining, 3)})
+
+    def _agent_fault(self) -> str | None:
+        if self.next_agent_fault is not None:
+            fault, self.next_agent_fault = self.next_agent_fault, None
+            return fault
+        for kind in AGENT_FAULTS:
+            if self.roll(kind):
+                return kind
+        return None
+
+    def _agent(self, ctx: AgentContext) -> Any:
+        """Every agent of every definition: work for a while, heartbeating, call the service."""
+        rng = self.rng
+        definition = self.defs[ctx.workflow_type]
+        spec: TaskSpec = definition.spec(ctx.kind, ctx.step)
+        wf = ctx.workflow_id
+        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        fault = self._agent_fault()
+        duration = 0.0 if rng.random() < 0.25 else rng.uniform(0.05, spec.timeout_seconds * 0.3)
+        where = rng.choice(("before", "after"))
+        obeys_cancel = rng.random() < 0.5
+        if fault is not None:
+            detail = f" {where} the effect" if fault in ("pause", "retryable") else ""
+            self.fault(fault, wf, f"{who}{detail}")
+        if fault == "hang":
+            self._hang(ctx, spec, beating=rng.random() < 0.5)
+        if fault == "crash_before":
+            self._work(ctx, rng.uniform(0, duration))
+            raise SimCrash(who)
+        self._work(ctx, duration)
+        if fault == "pause" and where == "before":
+            self._freeze(ctx, spec)
+        if ctx.cancelled and obeys_cancel:
+            raise SimTransient("this attempt was fenced out; stopping before the effect")
+        if fault == "permanent":
+            names = spec.retry.non_retryable_errors
+            if names and rng.random() < 0.5:
+                raise named_error(names[0])(f"{who}: non-retryable")
+            raise PermanentError(f"{who}: permanent", name="SimPermanent")
+        if fault == "retryable" and where == "before":
+            raise SimTransient(f"{who}: service unavailable")
+        effect = self._call_service(ctx)
+        if fault == "crash_after":
+            raise SimCrash(who)
+        if fault == "retryable":
+            raise SimTransient(f"{who}: response lost after the effect")
+        if fault == "pause":
+            self._freeze(ctx, spec)
+        return {"attempt": ctx.attempt, "effect": effect.seq}
+
+    def _call_service(self, ctx: AgentContext) -> Effect:
+        """Call the external service with the step's idempotency key, recording which
+        accepted results this attempt was given."""
+        if ctx.kind == "step":
+            inputs = tuple(
+                sorted((dep, int(out["attempt"])) for dep, out in ctx.dependencies.items())
+            )
+        else:
+            inputs = ((ctx.step, int(ctx.step_output["attempt"])),)
+        effect = self.service.apply(
+            at=self.now(),
+            workflow_id=ctx.workflow_id,
+            kind=ctx.kind,
+            step=ctx.step,
+            attempt=ctx.attempt,
+            key=ctx.idempotency_key,
+            inputs=inputs,
+        )
+        fresh = effect.seq == self.service.calls[-1].seq
+        self.trace(
+            ctx.workflow_id,
+            f"service {ctx.kind} {ctx.step}#{ctx.attempt} key={ctx.idempotency_key} "
+            + ("APPLIED" if fresh else "already applied"),
+        )
+        return effect
+
+    def _freeze(self, ctx: AgentContext, spec: TaskSpec) -> None:
+        """The process stops (no heartbeats) past its lease, then carries on as a zombie."""
+        lease = spec.heartbeat_seconds or spec.timeout_seconds
+        self.sleep(lease + self.rng.uniform(1.0, spec.timeout_seconds + 3.0))
+        ctx.report_progress({"resumed": True})  # its first heartbeat after the pause
+
+    def _hang(self, ctx: AgentContext, spec: TaskSpec, *, beating: bool) -> None:
+        """Never returns: heartbeats (if the process is alive) until the attempt deadline,
+        then silence until the Lambda timeout kills it."""
+        kill_at = ctx.deadline_ms + round(self.config.lambda_grace_s * 1000)
+        if beating:
+            self._work(ctx, max(0.0, (ctx.deadline_ms - self.now()) / 1000))
+        self.sleep(max(0.001, (kill_at - self.now()) / 1000))
+        raise SimHang(f"{ctx.kind} {ctx.step}#{ctx.attempt}")
+
+    # ==================================================================== the supervisors
+
+    def sweep(
+        self,
+        *,
+        crash_at: int | None = None,
+        crash_after: bool = False,
+        double_at: int | None = None,
+    ) -> None:
+        """Supervisor A sweeps; it dies at its `crash_at`-th store call (before it, or after
+        it with `crash_after`), and B sweeps before A's `double_at`-th call. Without those,
+        the dice decide."""
+        plan = SweepPlan("supA", crash_at, crash_after, double_at)
+        if crash_at is None and self.roll("sweep_crash"):
+            plan.crash_at = self.rng.randint(1, 12)
+            plan.crash_after = self.rng.random() < 0.5
+        if double_at is None and self.roll("double_sweep"):
+            plan.double_at = self.rng.randint(1, 8)
+        self.sweep_plan = plan
+        try:
+            report = self.supervisors["supA"].sweep()
+            if report.actions:
+                self.trace(None, f"supA    sweep {dict(sorted(report.actions.items()))}")
+        except SupervisorCrash:
+            self.trace(None, "supA    sweep died")
+        except Exception as exc:
+            self.trace(None, f"supA    sweep failed: {type(exc).__name__}")
+        finally:
+            self.sweep_plan = None
+
+    def nested_sweep(self, role: str, op: str, pk: str | None) -> None:
+        """Supervisor B runs a whole sweep while A is paused before one of its store calls."""
+        other = "supB" if role == "supA" else "supA"
+        self.fault("double_sweep", None, f"{other} sweeps while {role} waits before {op}")
+        saved, self.sweep_plan = self.sweep_plan, None
+        try:
+            report = self.supervisors[other].sweep()
+            self.trace(None, f"{other}    sweep {dict(sorted(report.actions.items()))}")
+        except Exception as exc:
+            self.trace(None, f"{other}    sweep failed: {type(exc).__name__}")
+        finally:
+            self.sweep_plan = saved
+
+    def _on_tick(self, _: Any) -> None:
+        self.check_findable()
+        if self._quiescent():
+            self._done = True
+            return
+        if self.roll("clock_jump"):
+            jump = self.rng.uniform(2, 40)
+            self.fault("clock_jump", None, f"clock jumps {jump:.1f}s", delay_s=jump)
+            self.clock.advance(jump)
+        self.sweep()
+        self.schedule(self.now() + round(self.config.sweep_interval_s * 1000), "tick")
+
+    # ======================================================================= observation
+
+    def _state(self, workflow_id: str) -> WorkflowState | None:
+        return WorkflowState.from_items(self.memory.load(wf_pk(workflow_id)))
+
+    def live(self) -> list[str]:
+        out = []
+        for wf_id in sorted(self.known):
+            item = self.memory.get(wf_pk(wf_id), "#WF")
+            if item is not None and item["status"] not in (
+                "SUCCEEDED",
+                "COMPENSATED",
+                "CANCELLED",
+                "FAILED",
+            ):
+                out.append(wf_id)
+        return out
+
+    def check_findable(self) -> None:
+        now = self.now()
+        for wf_id in self.live():
+            state = self._state(wf_id)
+            if state is None:
+                continue
+            definition = self.defs[state.workflow.wf_type]
+            for v in check_findable(state, definition, now, self._check_rng):
+                self.online.append(v)
+                self.trace(wf_id, f"VIOLATION {v}")
+
+    def _quiescent(self) -> bool:
+        return self._pending_client == 0 and not self._fibers and not self.live()
+
+    # ========================================================================== running
+
+    def _dispatch(self, kind: str, data: Any) -> None:
+        match kind:
+            case "start":
+                self._on_start(data)
+            case "cancel":
+                self._on_cancel(data)
+            case "poll":
+                self._on_poll(data)
+            case "deliver":
+                self.deliver(data)
+            case "resume":
+                fiber = self._fibers.get(data)
+                if fiber is not None:
+                    self._switch(fiber)
+            case "tick":
+                self._on_tick(data)
+            case _:
+                raise ValueError(kind)
+
+    _current_at = 0
+
+    def step_event(self) -> bool:
+        """Process the next event; False when there is none."""
+        if not self._heap:
+            return False
+        at, _, kind, data = heapq.heappop(self._heap)
+        self._current_at = at
+        if at > self.now():
+            self.clock.set(at)
+        self._events += 1
+        self._dispatch(kind, data)
+        return True
+
+    def advance(self, seconds: float) -> None:
+        """Run every event due in the next `seconds`, then set the clock there."""
+        until = self.now() + round(seconds * 1000)
+        while self._heap and self._heap[0][0] <= until:
+            self.step_event()
+        if until > self.now():
+            self.clock.set(until)
+
+    def run(self) -> SimResult:
+        with quiet_engine_logs():
+            try:
+                self.plan_workload()
+                self.schedule(self.t0 + 1, "tick")
+                self._loop()
+            finally:
+                self.kill_fibers()
+        return self.result()
+
+    def _loop(self) -> None:
+        horizon = self.t0 + round(self.config.horizon_s * 1000)
+        while not self._done and self._events < self.config.max_events and self.now() < horizon:
+            if not self.step_event():
+                break
+        if not self._done:
+            self.stats["unfinished_runs"] += 1
+
+    def drain(self) -> None:
+        """From manual mode: no more faults, let pollers and the supervisor finish the job."""
+        self.auto = True
+        self.bound_origin = self.now()
+        self.faults = Faults.none()
+        self.next_agent_fault = None
+        self.forced.clear()
+        for pool in self.pools:
+            self._poll_at(pool, self.now() + 1)
+            for fiber_at in (self.config.visibility_s * 1000 + 2,):
+                self._poll_at(pool, self.now() + fiber_at)
+        self.schedule(self.now() + 1, "tick")
+        with quiet_engine_logs():
+            try:
+                self._loop()
+            finally:
+                self.kill_fibers()
+
+    def kill_fibers(self) -> None:
+        for name in sorted(self._fibers, key=lambda n: int(n[1:])):
+            fiber = self._fibers.pop(name)
+            fiber.kill()
+
+    # ====================================================================== manual mode
+
+    def receive_all(self) -> list[tuple[str, Received]]:
+        out = []
+        for pool in self.pools:
+            out += [(pool, r) for r in self.queue.receive(pool, 10)]
+        return out
+
+    def deliver_one(self, index: int, mode: str) -> bool:
+        """Manual mode: take one visible message and deliver it as `mode` says."""
+        received = self.receive_all()
+        if not received:
+            return False
+        _, chosen = received[index % len(received)]
+        for _, other in received:
+            if other is not chosen:
+                self.queue.release(other.receipt)
+        task = chosen.task
+        if mode == "lose":
+            self.fault("lose", task.workflow_id, f"message {task.step}#{task.attempt} lost")
+            self.queue.delete(chosen.receipt)
+            return True
+        if mode in AGENT_FAULTS:
+            self.next_agent_fault = mode
+        self.deliver(chosen)
+        if mode == "duplicate":
+            self.fault("dup", task.workflow_id, f"message {task.step}#{task.attempt} twice")
+            self.deliver(chosen)
+        self.next_agent_fault = None
+        return True
+
+    def jump(self, seconds: float) -> None:
+        self.fault("clock_jump", None, f"clock jumps {seconds:.1f}s", delay_s=seconds)
+        self.clock.advance(seconds)
+
+    # ========================================================================== results
+
+    def bounds(self, states: Mapping[str, WorkflowState]) -> dict[str, int]:
+        out = {}
+        for wf_id, state in states.items():
+            wf = state.workflow
+            definition = self.defs[wf.wf_type]
+            end = wf.finished_at or self.now()
+            faults = 0
+            extra = 0.0
+            for at, kind, target, size in self.fault_log:
+                if target == wf_id or (target is None and wf.created_at <= at <= end):
+                    if kind in ("clock_jump", "delay"):
+                        extra += size
+                    elif kind != "cancel":
+                        faults += 1
+            origin = max(wf.created_at, self.bound_origin or wf.created_at)
+            out[wf_id] = (
+                origin
+                + bounds.base_bound_ms(definition, self.timing)
+                + faults * bounds.fault_penalty_ms(definition, self.timing)
+                + round(extra * 1000)
+            )
+        return out
+
+    def record(self) -> RunRecord:
+        record = RunRecord(
+            items=self.memory.items(),
+            definitions=self.defs,
+            calls=list(self.service.calls),
+            effects=self.service.effect_list(),
+            handled=list(self.handled),
+            accepted=dict(self.accepted),
+            end_ms=self.now(),
+            online=list(self.online),
+        )
+        record.bounds = self.bounds(record.states())
+        return record
+
+    def result(self) -> SimResult:
+        record = self.record()
+        violations = check_all(record)
+        states = record.states()
+        outcomes = Counter(s.workflow.status.value for s in states.values())
+        self._orphans(record, states)
+        self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
+        digest = hashlib.sha256()
+        for _, line in self.trace_lines:
+            digest.update(line.encode() + b"\n")
+        items = sorted(record.items, key=lambda i: (i["pk"], i["sk"]))
+        digest.update(json.dumps(items, sort_keys=True, default=str).encode())
+        digest.update(json.dumps(self.service.snapshot(), sort_keys=True).encode())
+        return SimResult(
+            seed=self.seed,
+            faults=Counter(self.counts),
+            outcomes=outcomes,
+            violations=violations,
+            digest=digest.hexdigest(),
+            sim_seconds=(self.now() - self.t0) / 1000,
+            events=self._events,
+            workflows=sorted(states),
+            trace=list(self.trace_lines),
+            stats=Counter(self.stats),
+        )
+
+    def _orphans(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
+        """Effects of steps that did not succeed: by design never compensated (counted)."""
+        for effect in record.effects:
+            state = states.get(effect.workflow_id)
+            if state is None or effect.kind != "step":
+                continue
+            rec = state.steps.get(effect.step)
+            if rec is not None and rec.status is not StepStatus.SUCCEEDED:
+                self.stats["orphaned_effects"] += 1
+                self.trace(
+                    effect.workflow_id,
+                    f"note    effect of '{effect.step}' applied but the step is "
+                    f"{rec.status.value}: never compensated",
+                )
+
+
+def run_seed(
+    seed: int,
+    faults: Faults | None = None,
+    config: SimConfig | None = None,
+    hook: Callable[[Simulation], None] | None = None,
+) -> SimResult:
+    sim = Simulation(seed, faults, config=config)
+    if hook is not None:
+        hook(sim)
+    return sim.run()
