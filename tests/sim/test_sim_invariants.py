@@ -399,3 +399,17 @@ def test_calls_record_what_each_attempt_was_given() -> None:
             (("reserve_inventory", 1),),
         )
     ]
+
+
+def test_finishing_twice_or_as_the_wrong_status_is_caught() -> None:
+    from shepherd_sim.invariants import check_finish_events, missing_events
+
+    done = ("WorkflowSucceeded", {"workflow_id": WF})
+    assert check_finish_events(record(succeeded_order(), events=[done])) == []
+    (twice,) = check_finish_events(record(succeeded_order(), events=[done, done]))
+    assert "finished 2 times" in twice.message
+    wrong = ("WorkflowFailed", {"workflow_id": WF})
+    (v,) = check_finish_events(record(succeeded_order(), events=[wrong]))
+    assert "announced ['WorkflowFailed'] but it is SUCCEEDED" in v.message
+    assert missing_events(record(succeeded_order())) == [WF]
+    assert missing_events(record(succeeded_order(), events=[done])) == []

@@ -1,22 +1,25 @@
 """How long a workflow may take, in simulated time, before "it never finishes" is a bug.
 
-The bound is computed from the definition, the simulator's settings and the faults that hit
-the workflow (docs/simulation.md explains each term):
+The bound is computed from the definition, the simulator's settings, the attempts the
+workflow actually made and the faults that hit it (docs/simulation.md explains each term):
 
-    bound = created_at + base(definition) + penalty * (faults on it) + clock jumps + delays
+    bound = created_at + used budget + penalty * (faults on it) + clock jumps + delays
 
-* base: every step and every compensation may use all its attempts (1 + MaxAttempts), each
-  costing the longest it can take before the supervisor ends it and the message that starts
-  the next one arrives: TimeoutSeconds + DispatchTimeoutSeconds + G (the watch gap: how late
-  the supervisor may look) + one sweep interval + the longest delivery latency + the Lambda
-  timeout grace; plus the largest backoff before each retry (rounded up to SQS's whole
-  seconds). Steps are summed, not taken along the critical path, and compensations are added
-  on top, so the base holds for any interleaving of a fault-free run with slow attempts.
-* penalty: the most a single fault can add that does not use up a retry: a message that is
-  lost, left unacknowledged or sent to the DLQ is recovered by the next visibility timeout or
-  the supervisor's re-dispatch (visibility + DispatchTimeoutSeconds + 2G + 2 sweeps + latency),
-  and a frozen or hung process occupies at most the longest pause or Lambda timeout.
+* used budget: every step and compensation that was dispatched may have used each of its
+  attempts to the full: waiting for its message, running up to TimeoutSeconds, being found
+  overdue by the supervisor (G, the watch gap, plus one sweep interval), plus the longest
+  delivery latency and the Lambda timeout grace; plus the largest backoff before each retry
+  (rounded up to SQS's whole seconds). Steps are summed, not taken along the critical path,
+  and one more look (G + a sweep) finishes the workflow. Agent faults (crashes, hangs,
+  freezes, errors) cost attempts, so they are inside this budget.
+* penalty: the most a fault that does not use up an attempt can add: a message that is lost,
+  left unacknowledged or sent to the DLQ, or a store call or sweep that failed, is recovered
+  by the next visibility timeout or the supervisor's re-dispatch (visibility +
+  DispatchTimeoutSeconds + 2G + 2 sweeps + latency, plus the longest attempt).
 * clock jumps and message delays add their own size.
+
+`base_bound_ms` is the same budget with every attempt the policy allows: the most any run
+of the definition can use, fault-free.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from shepherd.definitions import Definition, TaskSpec
+from shepherd.model import WorkflowState
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,18 @@ def _max_backoff_s(spec: TaskSpec, retry_number: int) -> float:
 
 
 def task_budget_ms(spec: TaskSpec, definition: Definition, timing: Timing) -> int:
+    """Every attempt the policy allows, each as long as it can be, with every backoff."""
+    attempts = 1 + spec.retry.max_attempts
+    backoff = sum(_max_backoff_s(spec, n) + 1 for n in range(1, attempts))
+    return attempts * attempt_cost_ms(spec, definition, timing) + round(backoff * 1000)
+
+
+def attempt_cost_ms(spec: TaskSpec, definition: Definition, timing: Timing) -> int:
+    """The longest one attempt can occupy, from its dispatch to the moment the next attempt
+    (or the next step) may start: waiting for its message, running up to TimeoutSeconds,
+    being found overdue (G + a sweep), plus delivery latency and the Lambda's grace."""
     gap_s = definition.watch_gap_ms / 1000
-    per_attempt = (
+    seconds = (
         spec.timeout_seconds
         + definition.dispatch_timeout_seconds
         + gap_s
@@ -55,9 +69,21 @@ def task_budget_ms(spec: TaskSpec, definition: Definition, timing: Timing) -> in
         + timing.max_latency_s
         + timing.lambda_grace_s
     )
-    attempts = 1 + spec.retry.max_attempts
-    backoff = sum(_max_backoff_s(spec, n) + 1 for n in range(1, attempts))
-    return round((attempts * per_attempt + backoff) * 1000)
+    return round(seconds * 1000)
+
+
+def used_budget_ms(state: WorkflowState, definition: Definition, timing: Timing) -> int:
+    """The bound from the attempts the workflow actually made: each step and compensation
+    that was dispatched costs at most `attempt_cost` per attempt it used plus the largest
+    backoff before each retry; one more look (G + a sweep) finishes the workflow."""
+    total = definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
+    for rec in [*state.steps.values(), *state.compensations.values()]:
+        if rec.attempt < 1:
+            continue
+        spec = definition.spec(rec.kind, rec.name)
+        total += rec.attempt * attempt_cost_ms(spec, definition, timing)
+        total += sum(round((_max_backoff_s(spec, n) + 1) * 1000) for n in range(1, rec.attempt))
+    return total
 
 
 def base_bound_ms(definition: Definition, timing: Timing) -> int:

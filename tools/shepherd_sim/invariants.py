@@ -59,6 +59,8 @@ class RunRecord:
     end_ms: int = 0
     online: list[Violation] = field(default_factory=list)
     """Violations found while running (the watch-index check needs the moment)."""
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Domain events published (detail-type, detail), in order."""
 
     def states(self) -> dict[str, WorkflowState]:
         by_pk: dict[str, list[Item]] = defaultdict(list)
@@ -471,6 +473,47 @@ def check_findable(
     return out
 
 
+FINISH_EVENTS = {
+    "WorkflowSucceeded": WorkflowStatus.SUCCEEDED,
+    "WorkflowCompensated": WorkflowStatus.COMPENSATED,
+    "WorkflowCancelled": WorkflowStatus.CANCELLED,
+    "WorkflowFailed": WorkflowStatus.FAILED,
+}
+
+
+def check_finish_events(record: RunRecord) -> list[Violation]:
+    """A workflow announces its end at most once, and as the status it ended in. (An event
+    may be missing: the engine publishes after its write, best effort; see `missing_events`.)
+    """
+    out = []
+    states = record.states()
+    seen: dict[str, list[str]] = defaultdict(list)
+    for detail_type, detail in record.events:
+        if detail_type in FINISH_EVENTS:
+            seen[str(detail.get("workflow_id"))].append(detail_type)
+    for wf_id, types in sorted(seen.items()):
+        state = states.get(wf_id)
+        if len(types) > 1:
+            out.append(Violation("events", wf_id, f"finished {len(types)} times: {types}"))
+        if state is None or any(FINISH_EVENTS[t] is not state.workflow.status for t in types):
+            now = state.workflow.status.value if state else "missing"
+            out.append(Violation("events", wf_id, f"announced {types} but it is {now}"))
+    return out
+
+
+def missing_events(record: RunRecord) -> list[str]:
+    """Terminal workflows whose end was never announced (the write won, the publish did not
+    happen: a store timeout after the write, or a crash between the two)."""
+    announced = {
+        str(detail.get("workflow_id")) for t, detail in record.events if t in FINISH_EVENTS
+    }
+    return [
+        wf_id
+        for wf_id, state in record.states().items()
+        if state.workflow.status.terminal and wf_id not in announced
+    ]
+
+
 def check_online(record: RunRecord) -> list[Violation]:
     return list(record.online)
 
@@ -483,6 +526,7 @@ CHECKERS: Sequence[Checker] = (
     check_no_lost_workflow,
     check_attempts_within_policy,
     check_status_consistent,
+    check_finish_events,
     check_online,
 )
 

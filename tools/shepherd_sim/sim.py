@@ -34,7 +34,14 @@ from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, S
 from shepherd_sim import bounds
 from shepherd_sim.faults import Faults, empty_counts
 from shepherd_sim.fibers import Fiber, FiberKilled, current
-from shepherd_sim.invariants import Handled, RunRecord, Violation, check_all, check_findable
+from shepherd_sim.invariants import (
+    Handled,
+    RunRecord,
+    Violation,
+    check_all,
+    check_findable,
+    missing_events,
+)
 from shepherd_sim.ports import FaultyQueue, FaultyStore, SupervisorCrash, SweepPlan
 from shepherd_sim.service import Effect, FakeService
 
@@ -795,6 +802,7 @@ class Simulation:
     # ========================================================================== results
 
     def bounds(self, states: Mapping[str, WorkflowState]) -> dict[str, int]:
+        """When each workflow must have been terminal (see `bounds.py`)."""
         out = {}
         for wf_id, state in states.items():
             wf = state.workflow
@@ -806,12 +814,12 @@ class Simulation:
                 if target == wf_id or (target is None and wf.created_at <= at <= end):
                     if kind in ("clock_jump", "delay"):
                         extra += size
-                    elif kind != "cancel":
+                    elif kind not in AGENT_FAULTS and kind != "cancel":
                         faults += 1
             origin = max(wf.created_at, self.bound_origin or wf.created_at)
             out[wf_id] = (
                 origin
-                + bounds.base_bound_ms(definition, self.timing)
+                + bounds.used_budget_ms(state, definition, self.timing)
                 + faults * bounds.fault_penalty_ms(definition, self.timing)
                 + round(extra * 1000)
             )
@@ -827,6 +835,7 @@ class Simulation:
             accepted=dict(self.accepted),
             end_ms=self.now(),
             online=list(self.online),
+            events=[(e.detail_type, e.detail) for e in self.out_events.published],
         )
         record.bounds = self.bounds(record.states())
         return record
@@ -837,6 +846,9 @@ class Simulation:
         states = record.states()
         outcomes = Counter(s.workflow.status.value for s in states.values())
         self._orphans(record, states)
+        for wf_id in missing_events(record):
+            self.stats["finish_event_missing"] += 1
+            self.trace(wf_id, "note    terminal, but its finish event was never published")
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -866,6 +878,7 @@ class Simulation:
             rec = state.steps.get(effect.step)
             if rec is not None and rec.status is not StepStatus.SUCCEEDED:
                 self.stats["orphaned_effects"] += 1
+                self.stats[f"orphaned_effects_{rec.status.value.lower()}"] += 1
                 self.trace(
                     effect.workflow_id,
                     f"note    effect of '{effect.step}' applied but the step is "
