@@ -332,7 +332,10 @@ class AgentRuntime:
             self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
         except ConditionFailed as lost:
             current = lost.current or {}
-            if current.get("attempt") == rec.attempt and current.get("status") != "RUNNING":
+            # Only a recorded success is the callback having won; FAILED at this attempt is
+            # the supervisor (or a failure callback) having ended it: this agent was fenced.
+            succeeded = current.get("status") == StepStatus.SUCCEEDED.value
+            if current.get("attempt") == rec.attempt and succeeded:
                 return HandleResult(
                     Outcome.SUCCEEDED, "the callback arrived before the agent returned"
                 )
