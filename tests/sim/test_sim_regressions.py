@@ -3,7 +3,8 @@
 Each entry runs its seed on the engine as it is (no violation), and again with the bug put
 back (the violation must appear), so the seed provably still reaches the situation that
 exposed the bug. If a change to the simulator makes a seed stop reaching it, find a new one
-with `python -m shepherd_sim --seeds 5000 --scale 4` on the bug put back.
+by running seeds with the bug put back (`with case.bug(): run_seed(seed, faults)`) until the
+invariant breaks, and check in the trace that it is the same situation.
 """
 
 from __future__ import annotations
@@ -64,6 +65,38 @@ def _next_due_without_now_plus_gap() -> Iterator[None]:
         supervisor.next_due = real  # type: ignore[assignment]
 
 
+@contextlib.contextmanager
+def _waiting_reports_any_ended_attempt_as_succeeded() -> Iterator[None]:
+    """c7d79f0: a callback agent fenced out by a timeout was reported SUCCEEDED."""
+    from shepherd.decisions import transitions as tx
+    from shepherd.engine.agent import AgentRuntime, HandleResult, Heartbeat, Outcome
+    from shepherd.errors import ConditionFailed
+
+    real = AgentRuntime._waiting
+
+    def old(self: AgentRuntime, rec: StepRecord, heartbeat: Heartbeat) -> HandleResult:
+        if heartbeat.token is None:
+            return real(self, rec, heartbeat)
+        now = self.scheduler.ports.clock.now_ms()
+        write = tx.wait_for_callback(
+            rec, rec.attempt, now, heartbeat.token.hash, heartbeat.take_details()
+        )
+        try:
+            self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed as lost:
+            current = lost.current or {}
+            if current.get("attempt") == rec.attempt and current.get("status") != "RUNNING":
+                return HandleResult(Outcome.SUCCEEDED, "the callback arrived first")
+            return HandleResult(Outcome.FENCED, "attempt was superseded")
+        return HandleResult(Outcome.WAITING)
+
+    AgentRuntime._waiting = old  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AgentRuntime._waiting = real  # type: ignore[method-assign]
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -75,12 +108,21 @@ class Regression:
 
 REGRESSIONS = [
     Regression(
-        653,
-        Faults().scaled(4),
+        # Found as seed 653 with faults x4; re-seeded when callbacks changed the simulator.
+        1632,
+        Faults(),
         "findable",
         _next_due_without_now_plus_gap,
         "a cancel while every step waited out a retry backoff created a compensation whose "
         "dispatch deadline fell before the workflow's due_at",
+    ),
+    Regression(
+        30,
+        Faults(),
+        "superseded",
+        _waiting_reports_any_ended_attempt_as_succeeded,
+        "a callback agent froze after handing its token out, the supervisor timed the "
+        "attempt out (FAILED, unwinding), and the late Pending was reported as SUCCEEDED",
     ),
 ]
 

@@ -23,6 +23,7 @@ FAULT_KINDS: dict[str, str] = {
     "sweep_crash": "a supervisor dies mid-sweep (at a random store call, before or after it)",
     "clock_jump": "the clock jumps forward 2-40 s (checked once per simulated second)",
     "cancel": "the client cancels a running workflow",
+    "redrive": "an operator retries a FAILED workflow (fresh retry budgets)",
 }
 
 
@@ -30,7 +31,9 @@ FAULT_KINDS: dict[str, str] = {
 class Faults:
     """Probabilities, each in [0, 1]. Message knobs apply per message, agent knobs per
     attempt (at most one agent fault per attempt), store knobs per store call, sweep knobs
-    per sweep, `clock_jump` per simulated second, `cancel` per workflow."""
+    per sweep, `clock_jump` per simulated second, `cancel` per workflow, `redrive` per FAILED
+    workflow (once). Callbacks of callback steps are messages too: `lose`, `dup` and `delay`
+    apply to them."""
 
     delay: float = 0.05
     dup: float = 0.05
@@ -48,6 +51,7 @@ class Faults:
     sweep_crash: float = 0.02
     clock_jump: float = 0.005
     cancel: float = 0.05
+    redrive: float = 0.5
 
     def __post_init__(self) -> None:
         for f in fields(self):

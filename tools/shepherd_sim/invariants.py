@@ -300,7 +300,7 @@ def _reported_successes(record: RunRecord, states: Mapping[str, WorkflowState]) 
         rec = None
         if st is not None:
             rec = (st.steps if kind == "step" else st.compensations).get(step)
-        if len(attempts) > 1:
+        if len(set(attempts)) > 1:
             message = f"{kind} '{step}': results accepted for attempts {attempts}"
             out.append(Violation("superseded", wf_id, message))
         if rec is None or rec.status is not StepStatus.SUCCEEDED or rec.attempt not in attempts:
@@ -482,9 +482,9 @@ FINISH_EVENTS = {
 
 
 def check_finish_events(record: RunRecord) -> list[Violation]:
-    """A workflow announces its end at most once, and as the status it ended in. (An event
-    may be missing: the engine publishes after its write, best effort; see `missing_events`.)
-    """
+    """A workflow announces its end once (once more per redrive: FAILED before each), and as
+    the status it ended in. (An event may be missing: the engine publishes after its write,
+    best effort; see `missing_events`.)"""
     out = []
     states = record.states()
     seen: dict[str, list[str]] = defaultdict(list)
@@ -493,9 +493,12 @@ def check_finish_events(record: RunRecord) -> list[Violation]:
             seen[str(detail.get("workflow_id"))].append(detail_type)
     for wf_id, types in sorted(seen.items()):
         state = states.get(wf_id)
-        if len(types) > 1:
+        allowed = 1 + (state.workflow.redrives if state else 0)
+        if len(types) > allowed:
             out.append(Violation("events", wf_id, f"finished {len(types)} times: {types}"))
-        if state is None or any(FINISH_EVENTS[t] is not state.workflow.status for t in types):
+        last_ok = state is not None and FINISH_EVENTS[types[-1]] is state.workflow.status
+        earlier_failed = all(t == "WorkflowFailed" for t in types[:-1])
+        if not (last_ok and earlier_failed):
             now = state.workflow.status.value if state else "missing"
             out.append(Violation("events", wf_id, f"announced {types} but it is {now}"))
     return out

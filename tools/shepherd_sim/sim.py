@@ -23,11 +23,17 @@ from typing import Any
 
 from shepherd.clock import ManualClock
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
-from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime
+from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pending
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler, derived_id
 from shepherd.engine.supervisor import Supervisor
-from shepherd.errors import InvalidTransition, PermanentError, WorkflowNotFound
+from shepherd.errors import (
+    InvalidTransition,
+    PermanentError,
+    TaskTokenInvalid,
+    TaskTokenStale,
+    WorkflowNotFound,
+)
 from shepherd.model import StepStatus, WorkflowState, wf_pk
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
 
@@ -179,10 +185,23 @@ class SimConfig:
     watch_shards: int = 4
     workers: int = 3
     workflow_types: tuple[str, ...] = ()
+    callback_share: float = 0.2
+    """Share of attempts that hand their work to an external system (callback steps)."""
 
 
 AGENT_FAULTS = ("crash_before", "crash_after", "pause", "hang", "retryable", "permanent")
 MANUAL_MODES = ("handle", "duplicate", "lose", *AGENT_FAULTS)
+
+
+@dataclass
+class External:
+    """Work an agent handed to an external system, which reports back with the task token."""
+
+    ctx: AgentContext
+    token: str
+    spec: TaskSpec
+    done_at: int
+    outcome: str  # "success" | "failure"
 
 
 @dataclass
@@ -271,6 +290,8 @@ class Simulation:
         self._starts: dict[int, str] = {}  # start number -> accepted workflow id
         self._check_rng = random.Random(0)
         self._manual_starts = 0
+        self._pending_external = 0
+        self._redrive_considered: set[str] = set()
         # In manual mode nothing polls or sweeps until `drain`: bounds count from there.
         self.bound_origin: int | None = None
 
@@ -523,6 +544,7 @@ class Simulation:
         duration = 0.0 if rng.random() < 0.25 else rng.uniform(0.05, spec.timeout_seconds * 0.3)
         where = rng.choice(("before", "after"))
         obeys_cancel = rng.random() < 0.5
+        callback = rng.random() < self.config.callback_share
         if fault is not None:
             detail = f" {where} the effect" if fault in ("pause", "retryable") else ""
             self.fault(fault, wf, f"{who}{detail}")
@@ -532,17 +554,9 @@ class Simulation:
             self._work(ctx, rng.uniform(0, duration))
             raise SimCrash(who)
         self._work(ctx, duration)
-        if fault == "pause" and where == "before":
-            self._freeze(ctx, spec)
-        if ctx.cancelled and obeys_cancel:
-            raise SimTransient("this attempt was fenced out; stopping before the effect")
-        if fault == "permanent":
-            names = spec.retry.non_retryable_errors
-            if names and rng.random() < 0.5:
-                raise named_error(names[0])(f"{who}: non-retryable")
-            raise PermanentError(f"{who}: permanent", name="SimPermanent")
-        if fault == "retryable" and where == "before":
-            raise SimTransient(f"{who}: service unavailable")
+        self._before_effect(ctx, spec, fault, where, obeys_cancel=obeys_cancel)
+        if callback:
+            return self._hand_over(ctx, spec, fault)
         effect = self._call_service(ctx)
         if fault == "crash_after":
             raise SimCrash(who)
@@ -551,6 +565,134 @@ class Simulation:
         if fault == "pause":
             self._freeze(ctx, spec)
         return {"attempt": ctx.attempt, "effect": effect.seq}
+
+    def _before_effect(
+        self,
+        ctx: AgentContext,
+        spec: TaskSpec,
+        fault: str | None,
+        where: str,
+        *,
+        obeys_cancel: bool,
+    ) -> None:
+        """Faults that strike after the work, before the effect."""
+        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        if fault == "pause" and where == "before":
+            self._freeze(ctx, spec)
+        if ctx.cancelled and obeys_cancel:
+            raise SimTransient("this attempt was fenced out; stopping before the effect")
+        if fault == "permanent":
+            names = spec.retry.non_retryable_errors
+            if names and self.rng.random() < 0.5:
+                raise named_error(names[0])(f"{who}: non-retryable")
+            raise PermanentError(f"{who}: permanent", name="SimPermanent")
+        if fault == "retryable" and where == "before":
+            raise SimTransient(f"{who}: service unavailable")
+
+    # ----------------------------------------------------------- callback steps
+
+    def _hand_over(self, ctx: AgentContext, spec: TaskSpec, fault: str | None) -> Pending:
+        """A callback step: give the task token to the external system and return Pending.
+        The external system works (heartbeating through the callback API), applies the effect
+        and calls back; it may also fail, and its callbacks may be lost, doubled or late."""
+        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        token = ctx.task_token()
+        done_at = self.now() + round(self.rng.uniform(0.1, 1.2 * spec.timeout_seconds) * 1000)
+        outcome = "failure" if self.rng.random() < 0.15 else "success"
+        ext = External(ctx, token, spec, done_at, outcome)
+        self.trace(ctx.workflow_id, f"agent   {who} handed to the external system ({outcome})")
+        self._pending_external += 1
+        self.schedule(self.now() + 1, "external", ext)
+        if fault == "crash_after":
+            raise SimCrash(who)  # the token is out, WAITING was never recorded
+        if fault == "retryable":
+            raise SimTransient(f"{who}: failed after handing the work over")
+        if fault == "pause":
+            self._freeze(ctx, spec)
+        return Pending("sim")
+
+    def _on_external(self, ext: External) -> None:
+        hb = ext.spec.heartbeat_seconds
+        if self.now() < ext.done_at:
+            if hb is not None and not self._callback(ext, "heartbeat", tries=2):
+                self._pending_external -= 1  # told the attempt is over: stop working
+                return
+            step_ms = round((hb or ext.spec.timeout_seconds) * 500)
+            self.schedule(min(ext.done_at, self.now() + step_ms), "external", ext)
+            return
+        self._pending_external -= 1
+        payload: dict[str, Any]
+        if ext.outcome == "success":
+            effect = self._call_service(ext.ctx)
+            payload = {"attempt": ext.ctx.attempt, "effect": effect.seq}
+        else:
+            payload = {"error": "ExternalFailure"}
+        self._send_callback(ext, ext.outcome, payload, 0)
+
+    def _send_callback(self, ext: External, action: str, payload: Any, tries: int) -> None:
+        ctx = ext.ctx
+        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        if tries == 0:
+            if self.roll("lose"):
+                self.fault("lose", ctx.workflow_id, f"callback {action} of {who} lost")
+                return
+            if self.roll("delay"):
+                extra = self.rng.uniform(1, 2 * ext.spec.timeout_seconds)
+                self.fault(
+                    "delay",
+                    ctx.workflow_id,
+                    f"callback of {who} late by {extra:.1f}s",
+                    delay_s=extra,
+                )
+                self._pending_external += 1
+                self.schedule(
+                    self.now() + round(extra * 1000), "callback", (ext, action, payload, 1)
+                )
+                return
+            if self.roll("dup"):
+                self.fault("dup", ctx.workflow_id, f"callback {action} of {who} sent twice")
+                self._pending_external += 1
+                self.schedule(
+                    self.now() + self.rng.randint(0, 300), "callback", (ext, action, payload, 1)
+                )
+        self._callback(ext, action, payload=payload, tries=tries)
+
+    def _on_callback(self, data: tuple[External, str, Any, int]) -> None:
+        self._pending_external -= 1
+        ext, action, payload, tries = data
+        self._send_callback(ext, action, payload, tries)
+
+    def _callback(self, ext: External, action: str, *, payload: Any = None, tries: int = 0) -> bool:
+        """One call to the callback API; False once the token's attempt is over."""
+        ctx = ext.ctx
+        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        try:
+            if action == "success":
+                rec = self.client.callback(ext.token, "success", output=payload)
+            elif action == "failure":
+                rec = self.client.callback(ext.token, "failure", error=payload["error"])
+            else:
+                rec = self.client.callback(ext.token, "heartbeat", details={"at": self.now()})
+        except (TaskTokenStale, TaskTokenInvalid) as exc:
+            outcome = f"stale:{type(exc).__name__}"
+            alive = False
+        except Exception as exc:
+            outcome = f"error:{type(exc).__name__}"
+            alive = True
+            if action != "heartbeat" and tries < 4:
+                self._pending_external += 1
+                self.schedule(self.now() + 1000, "callback", (ext, action, payload, tries + 1))
+        else:
+            alive = True
+            outcome = {"SUCCEEDED": "succeeded", "FAILED": "failed", "QUEUED": "retrying"}.get(
+                rec.status.value, rec.status.value.lower()
+            )
+        if action != "heartbeat" or not alive:
+            self.handled.append(
+                Handled(self.now(), ctx.workflow_id, ctx.kind, ctx.step, ctx.attempt, outcome)
+            )
+            self.trace(ctx.workflow_id, f"extern  callback {action} {who} -> {outcome}")
+        return alive
 
     def _call_service(self, ctx: AgentContext) -> Effect:
         """Call the external service with the step's idempotency key, recording which
@@ -638,6 +780,11 @@ class Simulation:
 
     def _on_tick(self, _: Any) -> None:
         self.check_findable()
+        for wf_id, status in self.statuses().items():
+            if status == "FAILED" and wf_id not in self._redrive_considered:
+                self._redrive_considered.add(wf_id)
+                if self.roll("redrive"):
+                    self.redrive_workflow(wf_id)
         if self._quiescent():
             self._done = True
             return
@@ -653,18 +800,30 @@ class Simulation:
     def _state(self, workflow_id: str) -> WorkflowState | None:
         return WorkflowState.from_items(self.memory.load(wf_pk(workflow_id)))
 
-    def live(self) -> list[str]:
-        out = []
+    def statuses(self) -> dict[str, str]:
+        out = {}
         for wf_id in sorted(self.known):
             item = self.memory.get(wf_pk(wf_id), "#WF")
-            if item is not None and item["status"] not in (
-                "SUCCEEDED",
-                "COMPENSATED",
-                "CANCELLED",
-                "FAILED",
-            ):
-                out.append(wf_id)
+            if item is not None:
+                out[wf_id] = item["status"]
         return out
+
+    def live(self) -> list[str]:
+        terminal = ("SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED")
+        return [wf for wf, status in self.statuses().items() if status not in terminal]
+
+    def redrive_workflow(self, wf_id: str) -> None:
+        """An operator retries a FAILED workflow's compensations with fresh budgets."""
+        item = self.memory.get(wf_pk(wf_id), "#WF") or {}
+        waited = (self.now() - int(item.get("finished_at") or self.now())) / 1000
+        self.fault("redrive", wf_id, f"operator redrives after {waited:.1f}s", delay_s=waited)
+        try:
+            wf = self.client.redrive(wf_id, owner=OWNER)
+            self.trace(wf_id, f"client  redrive -> {wf.status.value}")
+        except (InvalidTransition, WorkflowNotFound) as exc:
+            self.trace(wf_id, f"client  redrive refused: {exc}")
+        except Exception as exc:
+            self.trace(wf_id, f"client  redrive failed: {type(exc).__name__}")
 
     def check_findable(self) -> None:
         now = self.now()
@@ -678,7 +837,12 @@ class Simulation:
                 self.trace(wf_id, f"VIOLATION {v}")
 
     def _quiescent(self) -> bool:
-        return self._pending_client == 0 and not self._fibers and not self.live()
+        return (
+            self._pending_client == 0
+            and self._pending_external == 0
+            and not self._fibers
+            and not self.live()
+        )
 
     # ========================================================================== running
 
@@ -698,6 +862,10 @@ class Simulation:
                     self._switch(fiber)
             case "tick":
                 self._on_tick(data)
+            case "external":
+                self._on_external(data)
+            case "callback":
+                self._on_callback(data)
             case _:
                 raise ValueError(kind)
 
@@ -812,9 +980,9 @@ class Simulation:
             extra = 0.0
             for at, kind, target, size in self.fault_log:
                 if target == wf_id or (target is None and wf.created_at <= at <= end):
-                    if kind in ("clock_jump", "delay"):
+                    if kind in ("clock_jump", "delay", "redrive"):
                         extra += size
-                    elif kind not in AGENT_FAULTS and kind != "cancel":
+                    elif kind not in (*AGENT_FAULTS, "cancel", "redrive"):
                         faults += 1
             origin = max(wf.created_at, self.bound_origin or wf.created_at)
             out[wf_id] = (
@@ -853,7 +1021,14 @@ class Simulation:
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
             digest.update(line.encode() + b"\n")
-        items = sorted(record.items, key=lambda i: (i["pk"], i["sk"]))
+        # Task tokens are secrets (not seeded); only their presence is part of the run.
+        items = sorted(
+            (
+                {**i, "callback_token": "<token>"} if "callback_token" in i else i
+                for i in record.items
+            ),
+            key=lambda i: (i["pk"], i["sk"]),
+        )
         digest.update(json.dumps(items, sort_keys=True, default=str).encode())
         digest.update(json.dumps(self.service.snapshot(), sort_keys=True).encode())
         return SimResult(
