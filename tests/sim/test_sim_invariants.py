@@ -416,6 +416,8 @@ def test_finishing_twice_or_as_the_wrong_status_is_caught() -> None:
     )
     assert check_finish_events(record(redriven, events=[failed, done])) == []
     assert check_finish_events(record(redriven, events=[done, done])) != []
+    assert check_finish_events(record(redriven, events=[failed])) == []  # end not announced
+    assert check_finish_events(record(redriven, events=[failed, failed])) != []
     wrong = ("WorkflowFailed", {"workflow_id": WF})
     (v,) = check_finish_events(record(succeeded_order(), events=[wrong]))
     assert "announced ['WorkflowFailed'] but it is SUCCEEDED" in v.message

@@ -496,7 +496,12 @@ def check_finish_events(record: RunRecord) -> list[Violation]:
         allowed = 1 + (state.workflow.redrives if state else 0)
         if len(types) > allowed:
             out.append(Violation("events", wf_id, f"finished {len(types)} times: {types}"))
-        last_ok = state is not None and FINISH_EVENTS[types[-1]] is state.workflow.status
+        # The last end announced is the final status, or an earlier FAILED whose later end
+        # (after a redrive) was not announced; every end before it was a FAILED.
+        last_ok = state is not None and (
+            FINISH_EVENTS[types[-1]] is state.workflow.status
+            or (types[-1] == "WorkflowFailed" and len(types) <= state.workflow.redrives)
+        )
         earlier_failed = all(t == "WorkflowFailed" for t in types[:-1])
         if not (last_ok and earlier_failed):
             now = state.workflow.status.value if state else "missing"
