@@ -67,3 +67,11 @@ cdk-nag: infra-tests
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
+
+# Benchmarks -> docs/benchmarks.md + docs/benchmarks.json: cost per step (modelled from every
+# metered request), supervisor scaling, detection lag, throughput, cold start. Prints numbers,
+# asserts nothing. Quick run: `make bench BENCH_ARGS='--workflows 10 --stalls 200'`.
+.PHONY: bench
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python -m shepherd_bench $(BENCH_ARGS)

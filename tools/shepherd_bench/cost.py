@@ -168,7 +168,7 @@ def run_scenarios(workflows: int, seed: int = 7) -> list[ScenarioRun]:
         for scenario in SCENARIOS:
             definition = stack.definitions[scenario.wf_type]
             with meter.paused():  # the definition snapshot: once per sandbox, not per workflow
-                run_workflow(stack, scenario)
+                stack.forget(run_workflow(stack, scenario)[0])
             meter.reset()
             before = (stack.api_requests, sum(stack.agent_messages.values()), stack.sweeps)
             run = ScenarioRun(scenario, workflows, len(definition.steps), Tally())
@@ -182,6 +182,7 @@ def run_scenarios(workflows: int, seed: int = 7) -> list[ScenarioRun]:
                 run.compensation_attempts += sum(r.attempt for r in state.compensations.values())
                 run.sfn_transitions += sfn_transitions(state, definition)
                 run.durations_ms.append(took)
+                stack.forget(workflow_id)
             run.tally = meter.total()
             run.api_requests = stack.api_requests - before[0]
             run.agent_messages = sum(stack.agent_messages.values()) - before[1]

@@ -183,6 +183,8 @@ class HandlerStack:
         runtime.engine.cache_clear()
         self.engine = runtime.engine()
         self.engine.ports.clock = clock  # builds the (metered) clients now
+        # The demo agents' work takes simulated time only, so no heartbeat would ever be due.
+        self.engine.agent_runtime.background_heartbeats = False
         self._patched: list[tuple[ModuleType, Any]] = []
         from shepherd_agents import order, provision
 
@@ -230,6 +232,7 @@ class HandlerStack:
         event = rest_event("POST", "/workflows", "/workflows", {"type": wf_type, "input": payload})
         with self.meter.component("api"):
             reply = api.handler(event, LambdaContext())
+        _drop_metrics()
         if int(reply["statusCode"]) != 202:
             raise RuntimeError(f"start failed: {reply}")
         return str(json.loads(reply["body"])["workflow_id"])
@@ -254,6 +257,7 @@ class HandlerStack:
         self.agent_messages[pool] += len(messages)
         with self.meter.component("agent"):
             reply = agent.handler(sqs_event(pool, messages), LambdaContext())
+        _drop_metrics()
         failed = {f["itemIdentifier"] for f in reply["batchItemFailures"]}
         for m in messages:
             if m["MessageId"] not in failed:
@@ -266,7 +270,9 @@ class HandlerStack:
 
         self.sweeps += 1
         with self.meter.component("supervisor"):
-            return dict(supervisor.handler(dict(SCHEDULED_EVENT), LambdaContext()))
+            reply = dict(supervisor.handler(dict(SCHEDULED_EVENT), LambdaContext()))
+        _drop_metrics()
+        return reply
 
     def status(self, workflow_id: str) -> str:
         got = self.raw["dynamodb"].get_item(
@@ -275,6 +281,19 @@ class HandlerStack:
             ConsistentRead=True,
         )
         return str(got["Item"]["status"]["S"])
+
+    def forget(self, workflow_id: str) -> None:
+        """Delete a measured workflow's items (unmetered): moto copies the whole table on
+        every transaction, so a small table keeps the bench fast."""
+        got = self.raw["dynamodb"].query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": f"WF#{workflow_id}"}},
+            ProjectionExpression="pk, sk",
+            ConsistentRead=True,
+        )
+        for key in got["Items"]:
+            self.raw["dynamodb"].delete_item(TableName=TABLE, Key=key)
 
     def items(self, workflow_id: str) -> list[dict[str, Any]]:
         from shepherd.adapters.dynamodb import from_attr
@@ -286,6 +305,13 @@ class HandlerStack:
             ConsistentRead=True,
         )
         return [i for i in (from_attr(a) for a in got["Items"]) if i]
+
+
+def _drop_metrics() -> None:
+    """Powertools prints a full metric set even when disabled; the bench has no use for it."""
+    from shepherd_handlers import runtime
+
+    runtime.metrics.clear_metrics()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,121 @@
+"""`make bench`: run every benchmark and write docs/benchmarks.md and docs/benchmarks.json."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _log(message: str) -> None:
+    print(f"[bench] {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shepherd_bench", description=__doc__)
+    parser.add_argument("--workflows", type=int, default=40, help="per cost scenario")
+    parser.add_argument("--stalls", type=int, default=2000, help="per detection-lag case")
+    parser.add_argument("--finished", default="10,1000,10000", help="finished workflows")
+    parser.add_argument("--running", type=int, default=1000, help="running steps")
+    parser.add_argument("--coldstart-runs", type=int, default=5)
+    parser.add_argument(
+        "--throughput", choices=["auto", "local", "inprocess", "skip"], default="auto"
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    args = parser.parse_args(argv)
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        os.environ.setdefault(key, value)
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+
+    from shepherd.definitions import load_directory
+    from shepherd.topology import pools
+
+    from shepherd_bench import analysis, coldstart, cost, detection, scaling, throughput
+    from shepherd_bench.report import render
+
+    started = time.monotonic()
+    definitions = load_directory(ROOT / "statemachines")
+    results: dict[str, Any] = {}
+
+    _log(f"cost: {args.workflows} workflows x {len(cost.SCENARIOS)} scenarios")
+    runs = cost.run_scenarios(args.workflows)
+    summaries = [cost.summary(r) for r in runs]
+    clean = {s["scenario"]: s for s in summaries if s["scenario"].endswith("clean")}
+    results["cost"] = {
+        "scenarios": summaries,
+        "pools": len(pools(definitions)),
+        "fixed_monthly": cost.fixed_monthly(len(pools(definitions))),
+        "floor": analysis.floor(summaries[0]),
+        "what_if": {
+            name: analysis.what_if(s, definitions[s["workflow_type"]]) for name, s in clean.items()
+        },
+    }
+    for s in summaries:
+        _log(
+            f"  {s['scenario']}: ${s['worst']['usd_per_million_steps']['core_and_events']:.2f}"
+            f"/M steps (core+events), Step Functions Standard "
+            f"${s['step_functions']['standard_usd_per_million_steps']:.2f}"
+        )
+
+    finished = tuple(int(x) for x in args.finished.split(","))
+    _log(f"supervisor scaling: {finished} finished, {args.running} running")
+    results["scaling"] = scaling.run_scaling(finished, args.running)
+    for row in results["scaling"]:
+        _log(f"  {row['case']}: {row['index_items_read'] + row['table_items_read']} items read")
+
+    _log(f"detection lag: {args.stalls} stalls per case")
+    results["detection"] = detection.run_detection(args.stalls)
+    for row in results["detection"]:
+        _log(
+            f"  {row['schedule'][:22]} {row['workflow_type']} {row['stall']}: due->acted p99 "
+            f"{row['due_to_acted_ms']['p99']:.0f} ms, over target {row['over_target']}"
+        )
+
+    if args.throughput != "skip":
+        _log("throughput")
+        results["throughput"] = throughput.run_throughput(args.throughput)
+        for row in results["throughput"]["rows"]:
+            _log(f"  x{row['concurrency']}: {row['workflows_per_s']:.1f} workflows/s")
+
+    _log("cold start")
+    results["coldstart"] = {
+        "handlers": coldstart.run_coldstart(args.coldstart_runs),
+        "heaviest": coldstart.heaviest_packages(),
+    }
+
+    results["meta"] = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "moto": version("moto"),
+        "boto3": version("boto3"),
+        "seconds": time.monotonic() - started,
+        "argv": sys.argv[1:] if argv is None else argv,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "benchmarks.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    (args.out / "benchmarks.md").write_text(render(results))
+    _log(
+        f"wrote {args.out / 'benchmarks.md'} and benchmarks.json in {results['meta']['seconds']:.0f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Where the cost goes, why the floor is where it is, and what design changes would buy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shepherd.definitions import Definition
+
+from shepherd_bench.prices import PRICES
+
+WRU = PRICES["dynamodb_wru"].usd
+RRU = PRICES["dynamodb_rru"].usd
+SQS = PRICES["sqs_request"].usd
+LAMBDA = PRICES["lambda_request"].usd
+EVENT = PRICES["eventbridge_event"].usd
+TARGET_PER_MILLION_STEPS = 2.50
+
+
+def chained_steps(definition: Definition) -> int:
+    """Steps whose only dependency runs in the same pool: an agent could run them in-line."""
+    return sum(
+        1
+        for s in definition.steps
+        if len(s.depends_on) == 1 and definition.by_name[s.depends_on[0]].pool == s.pool
+    )
+
+
+def what_if(summary: dict[str, Any], definition: Definition) -> list[dict[str, Any]]:
+    """Per design change: dollars saved per million steps, measured units x price.
+
+    Starts from the worst-case batching, core + events-out figure of a clean run.
+    """
+    steps = summary["steps_per_workflow"]
+    tally = summary["tally"]
+    per_wf = 1.0 / summary["workflows"]
+    non_root = steps - len(definition.roots)
+    step_create = tally["wru"].get("step transact: create", 0) * per_wf  # WRU per workflow
+    chained = chained_steps(definition)
+    table_queries = summary["requests"].get("dynamodb.Query", 0) * per_wf
+    rows = [
+        {
+            "change": "create non-root step items lazily (a conditional put at dispatch/claim) "
+            "instead of in the start transaction",
+            "saves_usd_per_million_steps": step_create * non_root / steps * WRU * 1e6 / steps,
+            "price": "breaks the issue's rule that the start is one transaction writing the "
+            "workflow and all its steps; reads must synthesise missing PENDING steps",
+        },
+        {
+            "change": "list index KEYS_ONLY (or project only immutable attributes)",
+            "saves_usd_per_million_steps": tally["gsi_wru"].get("by_owner update", 0)
+            * per_wf
+            * WRU
+            * 1e6
+            / steps,
+            "price": "GET /workflows?status= must read each base item (0.5 RRU per listed "
+            "workflow) or filter client-side",
+        },
+        {
+            "change": "publish terminal workflow events only (no WorkflowStarted)",
+            "saves_usd_per_million_steps": tally["events"].get("WorkflowStarted", 0)
+            * per_wf
+            * EVENT
+            * 1e6
+            / steps,
+            "price": "subscribers learn of a start from the API reply only",
+        },
+        {
+            "change": f"eager same-pool chaining ({chained} of {steps} steps follow a step of "
+            "their own pool): the agent claims and runs the successor in-line",
+            "saves_usd_per_million_steps": chained * (3 * SQS + LAMBDA) * 1e6 / steps,
+            "price": "one invocation runs several steps (its timeout must cover them); a "
+            "crash between them is recovered by the supervisor after DispatchTimeoutSeconds",
+        },
+        {
+            "change": "full SQS batches (10 messages per invocation) instead of one",
+            "saves_usd_per_million_steps": summary["worst"]["usd_per_million_steps"]["core"]
+            - summary["best"]["usd_per_million_steps"]["core"],
+            "price": "needs load (or a batching window, which adds latency to every step)",
+        },
+        {
+            "change": "reuse the agent's loaded state in `advance` for a single-dependency "
+            "successor (skip the second consistent query)",
+            # about one 1-RRU query per step but the last (the agent's first load stays)
+            "saves_usd_per_million_steps": min(steps - 1, table_queries / 2) * RRU * 1e6 / steps,
+            "price": "an engine change on the hot path; joins still need the re-read",
+        },
+    ]
+    base = summary["worst"]["usd_per_million_steps"]["core_and_events"]
+    total = sum(r["saves_usd_per_million_steps"] for r in rows)
+    rows.append(
+        {
+            "change": "all of the above",
+            "saves_usd_per_million_steps": total,
+            "price": f"{base:.2f} -> {base - total:.2f} $/M steps",
+        }
+    )
+    return rows
+
+
+def floor(summary: dict[str, Any]) -> dict[str, float]:
+    """The writes no design under the issue's rules can avoid, per step, in dollars per million.
+
+    Every step item is created in the start transaction (2 WRU per KB), then claimed and
+    completed by fenced conditional writes (1 WRU each): 4 WRU per step at least.
+    """
+    return {
+        "mandated_wru_per_step": 4,
+        "mandated_usd_per_million_steps": 4 * WRU * 1e6,
+        "plus_one_message_per_step": (4 * WRU + SQS + 2 * SQS / 10 + LAMBDA / 10) * 1e6,
+        "target": TARGET_PER_MILLION_STEPS,
+    }
