@@ -53,6 +53,11 @@ def test_every_fault_kind_is_exercised_and_every_outcome_reached() -> None:
     missing = [kind for kind in FAULT_KINDS if faults[kind] == 0]
     assert not missing, f"fault kinds never injected by the default seeds: {missing}"
     assert set(outcomes) == {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}, outcomes
+    stats: Counter[str] = Counter()
+    for seed in DEFAULT_SEEDS:
+        stats.update(result(seed).stats)
+    assert stats["dlq"] > 0, "no message was dead-lettered: the DLQ recovery path is untested"
+    assert stats["callbacks_accepted"] > 0 and stats["callbacks_stale"] > 0, stats
 
 
 def test_a_seed_is_one_exact_run() -> None:

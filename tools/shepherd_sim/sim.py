@@ -34,7 +34,7 @@ from shepherd.errors import (
     TaskTokenStale,
     WorkflowNotFound,
 )
-from shepherd.model import StepStatus, WorkflowState, wf_pk
+from shepherd.model import StepStatus, TaskMessage, WorkflowState, wf_pk
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
 
 from shepherd_sim import bounds
@@ -177,7 +177,8 @@ class SimConfig:
     start_window_s: float = 5.0
     sweep_interval_s: float = 1.0
     visibility_s: int = 30
-    max_receives: int = 5
+    max_receives: int | None = None
+    """SQS maxReceiveCount before the DLQ; None: 1, 2 or 5, chosen per seed."""
     lambda_grace_s: float = 2.0
     max_latency_s: float = 3.0
     horizon_s: float = 4 * 3600.0
@@ -263,8 +264,10 @@ class Simulation:
 
         self.memory = MemoryStore()
         cfg = self.config
+        setup = random.Random(f"setup:{seed}")
+        self.max_receives = cfg.max_receives or setup.choice((1, 2, 5))
         self.queue = MemoryQueue(
-            self.clock, visibility_ms=cfg.visibility_s * 1000, max_receives=cfg.max_receives
+            self.clock, visibility_ms=cfg.visibility_s * 1000, max_receives=self.max_receives
         )
         self.out_events = MemoryEvents()
         self.service = FakeService()
@@ -441,7 +444,16 @@ class Simulation:
 
     def _on_poll(self, pool: str) -> None:
         self._polls.discard((pool, self._current_at))
-        for received in self.queue.receive(pool, 10):
+        dead = len(self.queue.dead.get(pool, ()))
+        batch = self.queue.receive(pool, 10)
+        for body in self.queue.dead.get(pool, [])[dead:]:
+            task = TaskMessage.from_body(body)
+            self.trace(
+                task.workflow_id,
+                f"queue   {task.kind} {task.step}#{task.attempt} dead-lettered after "
+                f"{self.max_receives} receive(s)",
+            )
+        for received in batch:
             self._received(pool, received)
 
     def _received(self, pool: str, received: Received) -> None:
@@ -687,6 +699,10 @@ class Simulation:
             outcome = {"SUCCEEDED": "succeeded", "FAILED": "failed", "QUEUED": "retrying"}.get(
                 rec.status.value, rec.status.value.lower()
             )
+        if outcome.startswith("stale"):
+            self.stats["callbacks_stale"] += 1
+        elif not outcome.startswith("error"):
+            self.stats["callbacks_accepted"] += 1
         if action != "heartbeat" or not alive:
             self.handled.append(
                 Handled(self.now(), ctx.workflow_id, ctx.kind, ctx.step, ctx.attempt, outcome)
