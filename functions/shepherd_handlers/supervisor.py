@@ -42,6 +42,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     interval = float(os.environ.get(ENV_SWEEP_INTERVAL, "5"))
     window = float(os.environ.get(ENV_SWEEP_WINDOW, "0"))
     started = time.monotonic()
+    # Sweeps at 0, interval, 2 x interval, ... within the window (at least one).
+    planned = max(1, round(window / interval))
     sweeps, acted, due = 0, 0, 0
     while True:
         report = engine().supervisor.sweep()
@@ -51,11 +53,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         acted += sum(report.actions.values())
         if report.actions:
             logger.info("sweep acted", extra={"actions": dict(report.actions), "due": report.due})
-        next_at = started + sweeps * interval
         if (
-            next_at - started >= window
+            sweeps >= planned
             or context.get_remaining_time_in_millis() < SAFETY_MARGIN_MS + interval * 1000
         ):
             break
+        next_at = started + sweeps * interval
         time.sleep(max(0.0, next_at - time.monotonic()))
     return {"sweeps": sweeps, "due": due, "actions": acted}
