@@ -423,3 +423,20 @@ def test_finishing_twice_or_as_the_wrong_status_is_caught() -> None:
     assert "announced ['WorkflowFailed'] but it is SUCCEEDED" in v.message
     assert missing_events(record(succeeded_order())) == [WF]
     assert missing_events(record(succeeded_order(), events=[done])) == []
+
+
+def test_findable_tolerates_only_the_lateness_of_that_records_writes() -> None:
+    hb_at = T0 + 1000
+    running = step("reserve_inventory", StepStatus.RUNNING, claimed_at=hb_at, heartbeat_at=hb_at)
+    rest = [step(n, StepStatus.PENDING, attempt=0) for n in ORDER_STEPS[1:]]
+    now = hb_at + 3000
+    items = workflow(WorkflowStatus.RUNNING, [running, *rest], watch_shard="W#0", due_at=now + 500)
+    state = WorkflowState.from_items(items)
+    assert state is not None
+    definition = DEFS["order_fulfilment"]
+    late = {running.key: 500}
+    assert (
+        check_findable(state, definition, now, random.Random(0), lambda r: late.get(r.key, 0)) == []
+    )
+    assert check_findable(state, definition, now, random.Random(0), lambda r: 499) != []
+    assert check_findable(state, definition, now, random.Random(0)) != []

@@ -106,19 +106,29 @@ class Regression:
     note: str
 
 
+# The fault mix the seeds below were found with, spelled out on a `none` base: a fault kind
+# added to the simulator later stays off for them (each kind draws from its own stream), so
+# adding one does not move these seeds.
+MIX_1 = Faults.parse(
+    "none,delay=0.05,dup=0.05,reorder=0.08,lose=0.04,crash_before=0.03,crash_after=0.03,"
+    "pause=0.03,hang=0.02,retryable=0.08,permanent=0.03,store_before=0.004,store_after=0.004,"
+    "slow=0.03,double_sweep=0.03,sweep_crash=0.02,clock_jump=0.005,cancel=0.05,redrive=0.5"
+)
+
 REGRESSIONS = [
     Regression(
-        # Found as seed 653 with faults x4; re-seeded when callbacks changed the simulator.
-        1632,
-        Faults(),
+        # Found as seed 653 with faults x4; re-seeded as the simulator grew.
+        1542,
+        MIX_1,
         "findable",
         _next_due_without_now_plus_gap,
         "a cancel while every step waited out a retry backoff created a compensation whose "
         "dispatch deadline fell before the workflow's due_at",
     ),
     Regression(
-        30,
-        Faults(),
+        # Found as seed 30; re-seeded as the simulator grew.
+        973,
+        MIX_1,
         "superseded",
         _waiting_reports_any_ended_attempt_as_succeeded,
         "a callback agent froze after handing its token out, the supervisor timed the "

@@ -19,6 +19,7 @@ FAULT_KINDS: dict[str, str] = {
     "permanent": "the agent raises a permanent (non-retryable) error",
     "store_before": "a store call fails (throttled) before taking effect",
     "store_after": "a store write takes effect, then the call fails (timeout)",
+    "slow": "a store call takes 5 ms-1.5 s, so anything else can happen in the middle",
     "double_sweep": "a second supervisor sweeps in the middle of another's sweep",
     "sweep_crash": "a supervisor dies mid-sweep (at a random store call, before or after it)",
     "clock_jump": "the clock jumps forward 2-40 s (checked once per simulated second)",
@@ -47,6 +48,7 @@ class Faults:
     permanent: float = 0.03
     store_before: float = 0.004
     store_after: float = 0.004
+    slow: float = 0.03
     double_sweep: float = 0.03
     sweep_crash: float = 0.02
     clock_jump: float = 0.005

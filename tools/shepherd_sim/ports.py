@@ -18,6 +18,8 @@ from shepherd.model import OutgoingTask
 from shepherd.ports import DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
 
+from shepherd_sim.fibers import current
+
 if TYPE_CHECKING:
     from shepherd_sim.sim import Simulation
 
@@ -74,9 +76,16 @@ class FaultyStore:
 
     # ---------------------------------------------------------------------- fault points
 
-    def _before(self, op: str, pk: str | None) -> None:
+    def _before(self, op: str, pk: str | None, keys: Sequence[tuple[str, str]] = ()) -> None:
         sim = self.sim
-        plan = sim.sweep_plan
+        if current() is not None and sim.roll("slow"):
+            wait = sim.rng.choice((0.005, 0.05, 0.3, 1.5))
+            sim.fault("slow", workflow_of(pk), f"{self.role} {op} takes {wait}s", delay_s=wait)
+            sent = sim.now()
+            sim.sleep(wait)
+            for key in keys:  # the write lands late, with timestamps taken before it was sent
+                sim.write_latency[key] = max(sim.write_latency.get(key, 0), sim.now() - sent)
+        plan = sim.current_plan()
         if plan is not None and plan.role == self.role:
             plan.calls += 1
             if plan.double_at == plan.calls:
@@ -91,7 +100,7 @@ class FaultyStore:
 
     def _after(self, op: str, pk: str | None) -> None:
         sim = self.sim
-        plan = sim.sweep_plan
+        plan = sim.current_plan()
         if plan is not None and plan.role == self.role and plan.crash_at == plan.calls:
             sim.fault("sweep_crash", workflow_of(pk), f"{self.role} dies after {op}")
             raise SupervisorCrash(f"{self.role} after {op}")
@@ -106,27 +115,27 @@ class FaultyStore:
 
     def create(self, items: Sequence[Item]) -> None:
         pk = items[0]["pk"] if items else None
-        self._before("create", pk)
+        self._before("create", pk, [(i["pk"], i["sk"]) for i in items])
         self.inner.create(items)
         self._write("create", pk or "", f"{len(items)} items", "")
         self._after("create", pk)
 
     def put_new(self, item: Item) -> None:
-        self._before("put_new", item["pk"])
+        self._before("put_new", item["pk"], [(item["pk"], item["sk"])])
         self.inner.put_new(item)
         self._write("put_new", item["pk"], item["sk"], str(item.get("status", "")))
         self._after("put_new", item["pk"])
 
     def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
         pk = writes[0][0] if writes else None
-        self._before("transact", pk)
+        self._before("transact", pk, [(w[0], w[1]) for w in writes])
         self.inner.transact(writes)
         for w_pk, sk, update, _ in writes:
             self._write("transact", w_pk, sk, _describe(update))
         self._after("transact", pk)
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
-        self._before("update", pk)
+        self._before("update", pk, [(pk, sk)])
         item = self.inner.update(pk, sk, update, condition)
         self._write("update", pk, sk, _describe(update))
         self._after("update", pk)

@@ -9,6 +9,7 @@ event loop, so no two pieces of code ever run at the same time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import json
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from shepherd.clock import ManualClock
+from shepherd.conditions import Item
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pending
 from shepherd.engine.catalog import Catalog
@@ -34,7 +36,7 @@ from shepherd.errors import (
     TaskTokenStale,
     WorkflowNotFound,
 )
-from shepherd.model import StepStatus, TaskMessage, WorkflowState, wf_pk
+from shepherd.model import WF_SK, StepRecord, StepStatus, TaskMessage, WorkflowState, wf_pk
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
 
 from shepherd_sim import bounds
@@ -149,6 +151,18 @@ def payload_for(wf_type: str, n: int) -> Any:
     return {"n": n}
 
 
+class ObservedStore(MemoryStore):
+    """The shared table, plus a read-only view for the simulator's own checks: no copies, no
+    faults, no effect on the run."""
+
+    def by_workflow(self) -> dict[str, list[Item]]:
+        out: dict[str, list[Item]] = {}
+        for (pk, _), item in self._items.items():
+            if pk.startswith("WF#"):
+                out.setdefault(pk[3:], []).append(item)
+        return out
+
+
 class SimCrash(BaseException):
     """The agent's process died mid-step (the Lambda invocation fails, nothing is recorded)."""
 
@@ -259,10 +273,12 @@ class Simulation:
         self.auto = auto
         self.defs = dict(defs or definitions())
         self.rng = random.Random(seed)
+        self._fault_rngs: dict[str, random.Random] = {}
+        self.write_latency: dict[tuple[str, str], int] = {}  # item -> slowest write's lateness
         self.clock = ManualClock()
         self.t0 = self.clock.now_ms()
 
-        self.memory = MemoryStore()
+        self.memory = ObservedStore()
         cfg = self.config
         setup = random.Random(f"setup:{seed}")
         self.max_receives = cfg.max_receives or setup.choice((1, 2, 5))
@@ -279,7 +295,7 @@ class Simulation:
         self.accepted: dict[str, int] = {}
         self.known: dict[str, str] = {}  # workflow id -> type, once a start may have written it
         self.online: list[Violation] = []
-        self.sweep_plan: SweepPlan | None = None
+        self._plans: dict[str | None, SweepPlan] = {}  # by fiber (None: the event loop)
         self.next_agent_fault: str | None = None
         self.forced: list[str] = []  # faults that strike at their next chance (manual mode)
         self._heap: list[tuple[int, int, str, Any]] = []
@@ -352,7 +368,14 @@ class Simulation:
             self.forced.remove(kind)
             return True
         p: float = getattr(self.faults, kind)
-        return p > 0 and self.rng.random() < p
+        if p <= 0:
+            return False
+        stream = self._fault_rngs.get(kind)
+        if stream is None:
+            # One stream per kind: a knob at 0 draws nothing, so adding a fault kind to the
+            # simulator leaves runs without it exactly as they were.
+            stream = self._fault_rngs[kind] = random.Random(f"{self.seed}:{kind}")
+        return stream.random() < p
 
     def fault(self, kind: str, workflow_id: str | None, text: str, *, delay_s: float = 0) -> None:
         self.counts[kind] += 1
@@ -418,16 +441,23 @@ class Simulation:
 
     def _on_start(self, data: tuple[int, str, int]) -> None:
         n, wf_type, tries = data
-        if self.start_workflow(wf_type, n) is None and tries < 4:
-            self._pending_client += 1
-            self.schedule(self.now() + 1000, "start", (n, wf_type, tries + 1))
-        self._pending_client -= 1
+
+        def body() -> None:
+            if self.start_workflow(wf_type, n) is None and tries < 4:
+                self._pending_client += 1
+                self.schedule(self.now() + 1000, "start", (n, wf_type, tries + 1))
+            self._pending_client -= 1
+
+        self.spawn(body)
 
     def _on_cancel(self, n: int) -> None:
-        self._pending_client -= 1
-        wf_id = self._starts.get(n)
-        if wf_id is not None:
-            self.cancel_workflow(wf_id)
+        def body() -> None:
+            self._pending_client -= 1
+            wf_id = self._starts.get(n)
+            if wf_id is not None:
+                self.cancel_workflow(wf_id)
+
+        self.spawn(body)
 
     def cancel_workflow(self, wf_id: str) -> None:
         """The client asks to cancel (refused unless the workflow is RUNNING)."""
@@ -475,14 +505,18 @@ class Simulation:
             self.fault("dup", task.workflow_id, f"message {who} delivered twice")
             self.schedule(self.now() + round(again * 1000), "deliver", received)
 
+    def spawn(self, body: Callable[[], None]) -> None:
+        """Run `body` as a fiber (a Lambda invocation, an API call, a sweep) until it waits."""
+        self._fiber_seq += 1
+        name = f"f{self._fiber_seq}"
+        fiber = Fiber(name, body)
+        self._fibers[name] = fiber
+        self._switch(fiber)
+
     def deliver(self, received: Received) -> None:
         """One Lambda invocation for one message, as a fiber."""
         runtime = self.runtimes[self.rng.randrange(len(self.runtimes))]
-        self._fiber_seq += 1
-        name = f"f{self._fiber_seq}"
-        fiber = Fiber(name, lambda: self._invoke(runtime, received))
-        self._fibers[name] = fiber
-        self._switch(fiber)
+        self.spawn(lambda: self._invoke(runtime, received))
 
     def _invoke(self, runtime: AgentRuntime, received: Received) -> None:
         task = received.task
@@ -520,10 +554,10 @@ class Simulation:
     # ======================================================================== the agents
 
     def sleep(self, seconds: float) -> None:
-        """Let simulated time pass inside an agent function."""
+        """Let simulated time pass inside a fiber (an agent at work, a slow store call)."""
         fiber = current()
         if fiber is None:
-            raise RuntimeError("sleep() outside an agent fiber")
+            raise RuntimeError("sleep() outside a fiber")
         self.schedule(self.now() + max(1, round(seconds * 1000)), "resume", fiber.name)
         fiber.yield_out()
 
@@ -624,6 +658,9 @@ class Simulation:
         return Pending("sim")
 
     def _on_external(self, ext: External) -> None:
+        self.spawn(lambda: self._external(ext))
+
+    def _external(self, ext: External) -> None:
         hb = ext.spec.heartbeat_seconds
         if self.now() < ext.done_at:
             if hb is not None and not self._callback(ext, "heartbeat", tries=2):
@@ -670,9 +707,13 @@ class Simulation:
         self._callback(ext, action, payload=payload, tries=tries)
 
     def _on_callback(self, data: tuple[External, str, Any, int]) -> None:
-        self._pending_external -= 1
         ext, action, payload, tries = data
-        self._send_callback(ext, action, payload, tries)
+
+        def body() -> None:
+            self._pending_external -= 1
+            self._send_callback(ext, action, payload, tries)
+
+        self.spawn(body)
 
     def _callback(self, ext: External, action: str, *, payload: Any = None, tries: int = 0) -> bool:
         """One call to the callback API; False once the token's attempt is over."""
@@ -760,16 +801,26 @@ class Simulation:
         crash_after: bool = False,
         double_at: int | None = None,
     ) -> None:
-        """Supervisor A sweeps; it dies at its `crash_at`-th store call (before it, or after
-        it with `crash_after`), and B sweeps before A's `double_at`-th call. Without those,
-        the dice decide."""
+        """Supervisor A sweeps, as a fiber (a slow store call lets anything else happen in
+        the middle, another sweep included); it dies at its `crash_at`-th store call (before
+        it, or after it with `crash_after`), and B sweeps before A's `double_at`-th call.
+        Without those, the dice decide."""
+        self.spawn(lambda: self._sweep(crash_at, crash_after, double_at))
+
+    def current_plan(self) -> SweepPlan | None:
+        fiber = current()
+        return self._plans.get(fiber.name if fiber else None)
+
+    def _sweep(self, crash_at: int | None, crash_after: bool, double_at: int | None) -> None:
+        fiber = current()
+        key = fiber.name if fiber else None
         plan = SweepPlan("supA", crash_at, crash_after, double_at)
         if crash_at is None and self.roll("sweep_crash"):
             plan.crash_at = self.rng.randint(1, 12)
             plan.crash_after = self.rng.random() < 0.5
         if double_at is None and self.roll("double_sweep"):
             plan.double_at = self.rng.randint(1, 8)
-        self.sweep_plan = plan
+        self._plans[key] = plan
         try:
             report = self.supervisors["supA"].sweep()
             if report.actions:
@@ -779,20 +830,22 @@ class Simulation:
         except Exception as exc:
             self.trace(None, f"supA    sweep failed: {type(exc).__name__}")
         finally:
-            self.sweep_plan = None
+            self._plans.pop(key, None)
 
     def nested_sweep(self, role: str, op: str, pk: str | None) -> None:
         """Supervisor B runs a whole sweep while A is paused before one of its store calls."""
         other = "supB" if role == "supA" else "supA"
         self.fault("double_sweep", None, f"{other} sweeps while {role} waits before {op}")
-        saved, self.sweep_plan = self.sweep_plan, None
+        fiber = current()
+        key = fiber.name if fiber else None
+        saved = self._plans.pop(key)
         try:
             report = self.supervisors[other].sweep()
             self.trace(None, f"{other}    sweep {dict(sorted(report.actions.items()))}")
         except Exception as exc:
             self.trace(None, f"{other}    sweep failed: {type(exc).__name__}")
         finally:
-            self.sweep_plan = saved
+            self._plans[key] = saved
 
     def _on_tick(self, _: Any) -> None:
         self.check_findable()
@@ -800,7 +853,7 @@ class Simulation:
             if status == "FAILED" and wf_id not in self._redrive_considered:
                 self._redrive_considered.add(wf_id)
                 if self.roll("redrive"):
-                    self.redrive_workflow(wf_id)
+                    self.spawn(functools.partial(self.redrive_workflow, wf_id))
         if self._quiescent():
             self._done = True
             return
@@ -813,15 +866,12 @@ class Simulation:
 
     # ======================================================================= observation
 
-    def _state(self, workflow_id: str) -> WorkflowState | None:
-        return WorkflowState.from_items(self.memory.load(wf_pk(workflow_id)))
-
     def statuses(self) -> dict[str, str]:
         out = {}
-        for wf_id in sorted(self.known):
-            item = self.memory.get(wf_pk(wf_id), "#WF")
-            if item is not None:
-                out[wf_id] = item["status"]
+        for wf_id, items in sorted(self.memory.by_workflow().items()):
+            for item in items:
+                if item["sk"] == WF_SK:
+                    out[wf_id] = item["status"]
         return out
 
     def live(self) -> list[str]:
@@ -843,14 +893,21 @@ class Simulation:
 
     def check_findable(self) -> None:
         now = self.now()
-        for wf_id in self.live():
-            state = self._state(wf_id)
-            if state is None:
+        for wf_id, items in sorted(self.memory.by_workflow().items()):
+            state = WorkflowState.from_items(items)
+            if state is None or state.workflow.status.terminal:
                 continue
             definition = self.defs[state.workflow.wf_type]
-            for v in check_findable(state, definition, now, self._check_rng):
+            strict = check_findable(state, definition, now, self._check_rng)
+            found = check_findable(state, definition, now, self._check_rng, self._slack)
+            if len(strict) > len(found):
+                self.stats["findable_late_by_write_latency"] += 1
+            for v in found:
                 self.online.append(v)
                 self.trace(wf_id, f"VIOLATION {v}")
+
+    def _slack(self, rec: StepRecord) -> int:
+        return self.write_latency.get(rec.key, 0)
 
     def _quiescent(self) -> bool:
         return (
@@ -996,7 +1053,7 @@ class Simulation:
             extra = 0.0
             for at, kind, target, size in self.fault_log:
                 if target == wf_id or (target is None and wf.created_at <= at <= end):
-                    if kind in ("clock_jump", "delay", "redrive"):
+                    if kind in ("clock_jump", "delay", "redrive", "slow"):
                         extra += size
                     elif kind not in (*AGENT_FAULTS, "cancel", "redrive"):
                         faults += 1
