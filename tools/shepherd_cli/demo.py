@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd_cli import render
-from shepherd_cli.client import Api
+from shepherd_cli.client import Api, ApiError
 from shepherd_cli.local import BUS, LocalStack
 from shepherd_cli.scenarios import SCENARIOS, Scenario
 
@@ -99,6 +99,30 @@ def _counts(view: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def _maybe_cancel(api: Api, t: Tracked) -> None:
+    """The operator of a cancel scenario cancels once its step reached the given attempt."""
+    if t.scenario.cancel_at is None or t.cancelled:
+        return
+    step, attempt = t.scenario.cancel_at
+    current = next(s for s in t.view["steps"] if s["name"] == step)
+    if current["attempt"] >= attempt:
+        t.cancelled = True
+        try:
+            api.call("POST", f"/workflows/{t.workflow_id}/cancel")
+        except ApiError as exc:
+            print(f"  cancel of {t.scenario.label} refused: {exc}", flush=True)
+
+
+def _seconds(view: dict[str, Any]) -> float:
+    """How long the workflow ran, from its own timestamps."""
+    from datetime import datetime
+
+    end = view.get("finished_at") or view["updated_at"]
+    return (
+        datetime.fromisoformat(end) - datetime.fromisoformat(view["created_at"])
+    ).total_seconds()
+
+
 def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
     """Poll every workflow until all end (bounded); redraw a table on a terminal, else log changes."""
     tty = sys.stdout.isatty()
@@ -110,10 +134,7 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
             if t.finished:
                 continue
             t.view = api.call("GET", f"/workflows/{t.workflow_id}")
-            due = t.scenario.cancel_after
-            if due is not None and not t.cancelled and now - t.started >= due:
-                api.call("POST", f"/workflows/{t.workflow_id}/cancel")
-                t.cancelled = True
+            _maybe_cancel(api, t)
             if t.view["status"] in TERMINAL:
                 t.finished = now
         if tty:
@@ -151,7 +172,7 @@ def _report(tracked: list[Tracked]) -> bool:
         good = status == t.scenario.expected
         ok &= good
         mark = "" if good else f"  {render.RED}<- unexpected{render.RESET}"
-        seconds = (t.finished or time.monotonic()) - t.started
+        seconds = _seconds(t.view)
         print(
             f"{t.scenario.label:<22} {render.paint(status)}{' ' * (12 - len(status))} {t.scenario.expected:<12} "
             f"{c['attempts']:>8} {c['retries']:>8} {c['timeouts']:>9} {c['compensations']:>7} {seconds:>8.1f}{mark}"

@@ -21,7 +21,9 @@ class Scenario:
     payload: dict[str, Any]
     expected: str
     story: str
-    cancel_after: float | None = None  # seconds after start an operator cancels it
+    cancel_at: tuple[str, int] | None = (
+        None  # an operator cancels once this step reaches this attempt
+    )
     via_event: bool = False  # started by an EventBridge StartWorkflow event, not HTTP
 
 
@@ -81,10 +83,10 @@ SCENARIOS = [
     Scenario(
         "order-cancelled",
         "order_fulfilment",
-        _faults(ORDER, ship_order={"mode": "error", "times": 2}),
+        _faults(ORDER, ship_order={"mode": "error", "times": 3}),
         "CANCELLED",
         "cancelled by an operator while shipping retries",
-        cancel_after=3.5,
+        cancel_at=("ship_order", 2),
     ),
     Scenario(
         "order-via-event",
