@@ -55,11 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = cost.run_scenarios(args.workflows)
     summaries = [cost.summary(r) for r in runs]
     clean = {s["scenario"]: s for s in summaries if s["scenario"].endswith("clean")}
+    slow = next(s for s in summaries if s["scenario"].startswith("order, a "))
+    slow_seconds = next(x.slow_seconds for x in cost.SCENARIOS if x.name == slow["scenario"])
     results["cost"] = {
         "scenarios": summaries,
         "pools": len(pools(definitions)),
         "fixed_monthly": cost.fixed_monthly(len(pools(definitions))),
         "floor": analysis.floor(summaries[0]),
+        "running": analysis.running_cost(slow, clean["order clean"], slow_seconds),
         "what_if": {
             name: analysis.what_if(s, definitions[s["workflow_type"]]) for name, s in clean.items()
         },

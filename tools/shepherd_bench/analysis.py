@@ -109,3 +109,34 @@ def floor(summary: dict[str, Any]) -> dict[str, float]:
         "plus_one_message_per_step": (4 * WRU + SQS + 2 * SQS / 10 + LAMBDA / 10) * 1e6,
         "target": TARGET_PER_MILLION_STEPS,
     }
+
+
+def running_cost(slow: dict[str, Any], clean: dict[str, Any], seconds: int) -> dict[str, Any]:
+    """What a step costs per second it runs: `slow` is `clean` with one step running longer.
+
+    Heartbeats (one fenced write per HeartbeatSeconds/3) and supervisor looks (while a step
+    runs, its workflow is due every G seconds, so every sweep reads it and moves its watch
+    entry: 1 WRU + 2 index WRU + a consistent read).
+    """
+
+    def per_wf(summary: dict[str, Any], section: str, match: str) -> float:
+        values = summary["tally"][section]
+        total = float(sum(v for k, v in values.items() if match in k))
+        return total / int(summary["workflows"])
+
+    heartbeats = per_wf(slow, "wru", "heartbeat_at") - per_wf(clean, "wru", "heartbeat_at")
+    look_writes = per_wf(slow, "wru", "(due_at)") - per_wf(clean, "wru", "(due_at)")
+    look_index = per_wf(slow, "gsi_wru", "watch move") - per_wf(clean, "gsi_wru", "watch move")
+    extra = (
+        slow["worst"]["usd_per_million_workflows"]["core_and_events"]
+        - clean["worst"]["usd_per_million_workflows"]["core_and_events"]
+    )
+    return {
+        "seconds": seconds,
+        "heartbeat_wru_per_workflow": heartbeats,
+        "look_wru_per_workflow": look_writes + look_index,
+        "extra_usd_per_million_workflows": extra,
+        "usd_per_million_step_seconds": extra / seconds,
+        "heartbeat_usd_per_million_step_seconds": heartbeats * WRU * 1e6 / seconds,
+        "look_usd_per_million_step_seconds": (look_writes + look_index) * WRU * 1e6 / seconds,
+    }

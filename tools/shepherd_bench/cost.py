@@ -10,13 +10,16 @@ get on AWS. Request counts and units are measured; dollars are modelled from the
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd.clock import ManualClock
 from shepherd.definitions import Definition
+from shepherd.engine.agent import AgentContext
 from shepherd.model import StepStatus, WorkflowState
 from shepherd.topology import DEFAULT_BATCH_SIZE
 
@@ -49,6 +52,8 @@ class Scenario:
     wf_type: str
     payload: dict[str, Any]
     expect: str
+    slow_step: str | None = None  # this step runs `slow_seconds`, heartbeating meanwhile
+    slow_seconds: int = 0
 
 
 SCENARIOS = (
@@ -64,6 +69,14 @@ SCENARIOS = (
         "order_fulfilment",
         {**ORDER, "faults": {"ship_order": {"mode": "permanent"}}},
         "COMPENSATED",
+    ),
+    Scenario(
+        "order, a 6 s step",
+        "order_fulfilment",
+        ORDER,
+        "SUCCEEDED",
+        slow_step="charge_payment",
+        slow_seconds=6,
     ),
     Scenario("provision clean", "provision_environment", ENVIRONMENT, "SUCCEEDED"),
     Scenario(
@@ -131,29 +144,79 @@ def sfn_transitions(state: WorkflowState, definition: Definition) -> int:
     return attempts + ran_joins + (1 if unwound else 0)
 
 
-def run_workflow(stack: HandlerStack, scenario: Scenario) -> tuple[str, int]:
+@dataclass
+class Timeline:
+    """Simulated time of one workflow, with the supervisor sweeping on schedule."""
+
+    stack: HandlerStack
+    sweep_at: int
+
+    def sweep_until(self, until: int) -> None:
+        """Run every sweep due up to `until` (also while an agent runs), then stop there."""
+        clock = self.stack.clock
+        while self.sweep_at <= until:
+            clock.set(max(clock.now_ms(), self.sweep_at))
+            self.stack.sweep()
+            self.sweep_at = next_sweep(clock.now_ms())
+        clock.set(max(clock.now_ms(), until))
+
+
+def run_workflow(
+    stack: HandlerStack, scenario: Scenario, timelines: list[Timeline] | None = None
+) -> tuple[str, int]:
     """Start one workflow and drive it to a terminal state in simulated time."""
     clock = stack.clock
     started = clock.now_ms()
     workflow_id = stack.start(scenario.wf_type, scenario.payload)
     held: list[Any] = []
-    sweep_at = next_sweep(clock.now_ms())
+    timeline = Timeline(stack, next_sweep(clock.now_ms()))
+    if timelines is not None:
+        timelines[:] = [timeline]
     while clock.now_ms() - started < SIM_LIMIT_MS:
         held += stack.receive()
         if not held and stack.status(workflow_id) in TERMINAL:
             return workflow_id, clock.now_ms() - started
         first = min(held, key=lambda h: h.visible_at) if held else None
         deliver_at = max(clock.now_ms(), first.visible_at) + HOP_MS if first else None
-        if deliver_at is None or sweep_at <= deliver_at:
-            clock.set(max(clock.now_ms(), sweep_at))
-            stack.sweep()
-            sweep_at = next_sweep(clock.now_ms())
+        if deliver_at is None or timeline.sweep_at <= deliver_at:
+            timeline.sweep_until(timeline.sweep_at)
             continue
         assert first is not None
         clock.set(deliver_at)
         held.remove(first)
         stack.deliver(first.pool, [first.message])
     raise RuntimeError(f"{scenario.name}: workflow {workflow_id} did not finish")
+
+
+@contextlib.contextmanager
+def slow_agent(
+    stack: HandlerStack, scenario: Scenario, timelines: list[Timeline]
+) -> Iterator[None]:
+    """Make the scenario's slow step run `slow_seconds` of simulated time, reporting progress
+    every 0.5 s (the runtime turns that into a heartbeat write every HeartbeatSeconds/3) while
+    the supervisor keeps sweeping."""
+    if scenario.slow_step is None:
+        yield
+        return
+    from shepherd_agents import registry
+
+    name = stack.definitions[scenario.wf_type].by_name[scenario.slow_step].agent
+    original = registry.get(name)
+    assert original is not None
+    seconds = scenario.slow_seconds
+
+    def slow(ctx: AgentContext) -> Any:
+        end = stack.clock.now_ms() + seconds * 1000
+        while stack.clock.now_ms() < end:
+            timelines[0].sweep_until(min(end, stack.clock.now_ms() + 500))
+            ctx.report_progress({"done_ms": seconds * 1000 - (end - stack.clock.now_ms())})
+        return original(ctx)
+
+    registry.register(name, slow)
+    try:
+        yield
+    finally:
+        registry.register(name, original)
 
 
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "FAILED", "CANCELLED"}
@@ -166,33 +229,47 @@ def run_scenarios(workflows: int, seed: int = 7) -> list[ScenarioRun]:
     runs: list[ScenarioRun] = []
     with handler_stack(meter, clock) as stack:
         for scenario in SCENARIOS:
-            definition = stack.definitions[scenario.wf_type]
-            with meter.paused():  # the definition snapshot: once per sandbox, not per workflow
-                stack.forget(run_workflow(stack, scenario)[0])
-            meter.reset()
-            before = (stack.api_requests, sum(stack.agent_messages.values()), stack.sweeps)
-            run = ScenarioRun(scenario, workflows, len(definition.steps), Tally())
-            for _ in range(workflows):
-                clock.advance(rng.uniform(0, 60))  # a random phase against the sweep schedule
-                workflow_id, took = run_workflow(stack, scenario)
-                state = WorkflowState.from_items(stack.items(workflow_id))
-                assert state is not None
-                run.statuses[state.workflow.status.value] += 1
-                run.step_attempts += sum(r.attempt for r in state.steps.values())
-                run.compensation_attempts += sum(r.attempt for r in state.compensations.values())
-                run.sfn_transitions += sfn_transitions(state, definition)
-                run.durations_ms.append(took)
-                stack.forget(workflow_id)
-            run.tally = meter.total()
-            run.api_requests = stack.api_requests - before[0]
-            run.agent_messages = sum(stack.agent_messages.values()) - before[1]
-            run.sweeps = stack.sweeps - before[2]
-            run.agent_calls = sum(meter.tally("agent").requests.values())
-            run.components = {k: v.as_dict() for k, v in sorted(meter.tallies.items())}
+            timelines: list[Timeline] = []
+            with slow_agent(stack, scenario, timelines):
+                run = _run_scenario(stack, meter, scenario, workflows, rng, timelines)
             if run.statuses != Counter({scenario.expect: workflows}):
                 raise RuntimeError(f"{scenario.name}: unexpected outcomes {dict(run.statuses)}")
             runs.append(run)
     return runs
+
+
+def _run_scenario(
+    stack: HandlerStack,
+    meter: Meter,
+    scenario: Scenario,
+    workflows: int,
+    rng: random.Random,
+    timelines: list[Timeline],
+) -> ScenarioRun:
+    definition = stack.definitions[scenario.wf_type]
+    with meter.paused():  # the definition snapshot: once per sandbox, not per workflow
+        stack.forget(run_workflow(stack, scenario, timelines)[0])
+    meter.reset()
+    before = (stack.api_requests, sum(stack.agent_messages.values()), stack.sweeps)
+    run = ScenarioRun(scenario, workflows, len(definition.steps), Tally())
+    for _ in range(workflows):
+        stack.clock.advance(rng.uniform(0, 60))  # a random phase against the sweep schedule
+        workflow_id, took = run_workflow(stack, scenario, timelines)
+        state = WorkflowState.from_items(stack.items(workflow_id))
+        assert state is not None
+        run.statuses[state.workflow.status.value] += 1
+        run.step_attempts += sum(r.attempt for r in state.steps.values())
+        run.compensation_attempts += sum(r.attempt for r in state.compensations.values())
+        run.sfn_transitions += sfn_transitions(state, definition)
+        run.durations_ms.append(took)
+        stack.forget(workflow_id)
+    run.tally = meter.total()
+    run.api_requests = stack.api_requests - before[0]
+    run.agent_messages = sum(stack.agent_messages.values()) - before[1]
+    run.sweeps = stack.sweeps - before[2]
+    run.agent_calls = sum(meter.tally("agent").requests.values())
+    run.components = {k: v.as_dict() for k, v in sorted(meter.tallies.items())}
+    return run
 
 
 # ------------------------------------------------------------------------------- dollars

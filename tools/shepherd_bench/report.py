@@ -303,6 +303,7 @@ def _cost(results: dict[str, Any]) -> list[str]:
         f"{_usd(clean['lambda_duration_estimate_usd_per_million_steps'])} per million steps.",
         "",
     ]
+    lines += _running(results)
     lines += _floor(results)
     fixed = cost["fixed_monthly"]
     lines += [
@@ -320,6 +321,35 @@ def _cost(results: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _running(results: dict[str, Any]) -> list[str]:
+    r = results["cost"]["running"]
+    return [
+        "### Long-running steps",
+        "",
+        "The demo steps take 20-200 ms. A step that runs longer costs by the second: the "
+        "agent heartbeats with a fenced write every HeartbeatSeconds/3 (1 s for these "
+        "definitions), and while a step runs its workflow is due every G seconds (G = 2 s "
+        "for `order_fulfilment`, below the 5 s sweep interval), so every sweep reads it and "
+        "moves its watch entry (1 WRU + 2 index WRU + 1 RRU). Measured with `charge_payment` "
+        f"running {r['seconds']} s (scenario `order, a {r['seconds']} s step`): "
+        f"{r['heartbeat_wru_per_workflow']:.1f} heartbeat WRU and "
+        f"{r['look_wru_per_workflow']:.1f} look WRU more per workflow, "
+        f"{_usd(r['extra_usd_per_million_workflows'])} more per million workflows: about "
+        f"**{_usd(r['usd_per_million_step_seconds'])} per million step-seconds** "
+        f"(heartbeats {_usd(r['heartbeat_usd_per_million_step_seconds'])}, supervisor looks "
+        f"{_usd(r['look_usd_per_million_step_seconds'])}). A one-minute step adds about "
+        f"{_usd(60 * r['usd_per_million_step_seconds'])} per million such steps, ten times a "
+        "short step's whole cost; Step Functions Standard charges nothing for a Task's wait. "
+        "Two cheap changes (not made here): heartbeat every HeartbeatSeconds/2 instead of /3 "
+        "(a third fewer heartbeat writes; detection still keys on the last heartbeat + "
+        "HeartbeatSeconds), and leave a due workflow's watch entry where it is when its next "
+        "look would fall before the next sweep anyway (the entry stays due, each sweep "
+        "re-reads the workflow for 1 RRU instead of moving the entry for 3 WRU; invariant 3 "
+        "only asks that `due_at` is never *later* than needed).",
+        "",
+    ]
 
 
 def _floor(results: dict[str, Any]) -> list[str]:
@@ -534,7 +564,8 @@ def _coldstart(results: dict[str, Any]) -> list[str]:
         "runs on this machine (Lambda's arm64 CPUs differ; bytecode of the project's own "
         "modules is not cached, as `make` sets PYTHONDONTWRITEBYTECODE and Lambda's read-only "
         "code directory cannot cache it either). *First engine build* is what the first "
-        "invocation adds: settings, definitions, three boto3 clients (no network).",
+        "invocation adds: settings, definitions, three boto3 clients (no network). The machine "
+        "is shared with other work: import times varied by up to half between runs.",
         "",
         *_table(["handler module", "import (median)", "import (min)", "first engine build"], rows),
         "",
