@@ -1,8 +1,9 @@
 """Supervisor: invoked every minute, it sweeps several times within one invocation.
 
-EventBridge schedules fire at most once a minute; sweeping every few seconds for most of that
-minute bounds detection lag by the sweep interval instead of the schedule (reserved
-concurrency 1 keeps one supervisor sweeping at a time; a second would still be safe).
+EventBridge schedules fire at most once a minute; sweeping every few seconds for the whole of
+that minute (0, 5, ..., 55 s, then the next invocation at 60 s) bounds detection lag by the
+sweep interval instead of the schedule (reserved concurrency 1 keeps one supervisor sweeping at
+a time; a second would still be safe).
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     interval = float(os.environ.get(ENV_SWEEP_INTERVAL, "5"))
     window = float(os.environ.get(ENV_SWEEP_WINDOW, "0"))
     started = time.monotonic()
-    # Sweeps at 0, interval, 2 x interval, ... within the window (at least one).
-    planned = max(1, round(window / interval))
+    # Sweeps start at 0, interval, 2 x interval, ... up to `window` seconds in (inclusive).
+    planned = 1 + int(window / interval + 1e-9)
     sweeps, acted, due = 0, 0, 0
     while True:
         report = engine().supervisor.sweep()

@@ -52,7 +52,9 @@ WORKER_MEMORY_MB = 256
 SUPERVISOR_TIMEOUT = Duration.seconds(70)  # runs every minute, sweeps for SWEEP_WINDOW seconds
 SUPERVISOR_SCHEDULE = Duration.minutes(1)
 SWEEP_INTERVAL_SECONDS = 5
-SWEEP_WINDOW_SECONDS = 50
+# Sweeps start at 0, 5, ..., 55 s into each invocation; the next invocation sweeps at 60 s:
+# one sweep every 5 s around the clock, so detection lag stays within the sweep interval.
+SWEEP_WINDOW_SECONDS = 55
 
 # API stage throttling (requests per second / burst).
 API_STAGE_NAME = "v1"

@@ -142,7 +142,7 @@ def test_supervisor_sweeps_several_times_within_one_invocation(
 ) -> None:
     monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "0.05")
     monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "0.2")
-    assert stack.sweep()["sweeps"] == 4
+    assert stack.sweep()["sweeps"] == 5  # at 0, 0.05, 0.1, 0.15 and 0.2 s
 
 
 def test_callback_step_success_heartbeat_and_stale_tokens(

@@ -171,8 +171,10 @@ def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
     assert props["Timeout"] == 70
     env = shepherd.function_env(fn_id)
     assert env[ENV_SWEEP_INTERVAL] == "5"
-    assert env[ENV_SWEEP_WINDOW] == "50"
+    assert env[ENV_SWEEP_WINDOW] == "55"
     assert int(env[ENV_SWEEP_WINDOW]) < props["Timeout"]
+    # The last sweep of one invocation and the first of the next are one interval apart.
+    assert int(env[ENV_SWEEP_WINDOW]) + int(env[ENV_SWEEP_INTERVAL]) == 60
     ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
     assert schedule["Properties"]["State"] == "ENABLED"
