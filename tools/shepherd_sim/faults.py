@@ -20,6 +20,7 @@ FAULT_KINDS: dict[str, str] = {
     "store_before": "a store call fails (throttled) before taking effect",
     "store_after": "a store write takes effect, then the call fails (timeout)",
     "slow": "a store call takes 5 ms-1.5 s, so anything else can happen in the middle",
+    "index_lag": "a sweep's query reads the watch index as it was 0.05-2 s ago (the GSI lags)",
     "double_sweep": "a second supervisor sweeps in the middle of another's sweep",
     "sweep_crash": "a supervisor dies mid-sweep (at a random store call, before or after it)",
     "clock_jump": "the clock jumps forward 2-40 s (checked once per simulated second)",
@@ -49,6 +50,7 @@ class Faults:
     store_before: float = 0.004
     store_after: float = 0.004
     slow: float = 0.03
+    index_lag: float = 0.2
     double_sweep: float = 0.03
     sweep_crash: float = 0.02
     clock_jump: float = 0.005

@@ -153,6 +153,16 @@ class FaultyStore:
         self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None
     ) -> DuePage:
         self._before("query_due", None)
+        lagged = getattr(self.inner, "lagged_due", None)
+        if lagged is not None and self.sim.roll("index_lag"):
+            lag = self.sim.rng.uniform(0.05, 2.0)
+            self.sim.fault(
+                "index_lag", None, f"{self.role} reads the watch index {lag:.2f}s old", delay_s=lag
+            )
+            page: DuePage = lagged(
+                shard, until_ms, limit, cursor, self.sim.now() - round(lag * 1000)
+            )
+            return page
         return self.inner.query_due(shard, until_ms, limit, cursor)
 
     def query_list(

@@ -16,14 +16,14 @@ import json
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shepherd.clock import ManualClock
-from shepherd.conditions import Item
+from shepherd.conditions import Cond, Item, Update
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pending
 from shepherd.engine.catalog import Catalog
@@ -37,6 +37,7 @@ from shepherd.errors import (
     WorkflowNotFound,
 )
 from shepherd.model import WF_SK, StepRecord, StepStatus, TaskMessage, WorkflowState, wf_pk
+from shepherd.ports import DueEntry, DuePage
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
 
 from shepherd_sim import bounds
@@ -152,8 +153,56 @@ def payload_for(wf_type: str, n: int) -> Any:
 
 
 class ObservedStore(MemoryStore):
-    """The shared table, plus a read-only view for the simulator's own checks: no copies, no
-    faults, no effect on the run."""
+    """The shared table, plus a read-only view for the simulator's own checks (no copies, no
+    faults, no effect on the run) and the history of the watch index, so a query can see the
+    index as it was a moment ago (the GSI is eventually consistent)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self._clock = clock
+        self.index_log: dict[str, list[tuple[int, str | None, int | None]]] = {}
+
+    def _log(self, pk: str, sk: str) -> None:
+        if sk == WF_SK:
+            item = self._items.get((pk, sk)) or {}
+            entry = (self._clock.now_ms(), item.get("watch_shard"), item.get("due_at"))
+            self.index_log.setdefault(pk, []).append(entry)
+
+    def create(self, items: Sequence[Item]) -> None:
+        super().create(items)
+        for item in items:
+            self._log(item["pk"], item["sk"])
+
+    def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
+        super().transact(writes)
+        for pk, sk, _, _ in writes:
+            self._log(pk, sk)
+
+    def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
+        item = super().update(pk, sk, update, condition)
+        self._log(pk, sk)
+        return item
+
+    def lagged_due(
+        self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None, as_of: int
+    ) -> DuePage:
+        """`query_due` on the index as it was at `as_of`."""
+        rows = []
+        for pk, log in self.index_log.items():
+            seen = [e for e in log if e[0] <= as_of]
+            if (
+                seen
+                and seen[-1][1] == shard
+                and seen[-1][2] is not None
+                and seen[-1][2] <= until_ms
+            ):
+                rows.append((seen[-1][2], pk))
+        rows.sort()
+        if cursor:
+            rows = [r for r in rows if r > (cursor["due_at"], cursor["pk"])]
+        page = rows[:limit]
+        more = {"due_at": page[-1][0], "pk": page[-1][1]} if len(rows) > limit else None
+        return DuePage([DueEntry(pk[3:], due) for due, pk in page], more, len(page))
 
     def by_workflow(self) -> dict[str, list[Item]]:
         out: dict[str, list[Item]] = {}
@@ -278,7 +327,7 @@ class Simulation:
         self.clock = ManualClock()
         self.t0 = self.clock.now_ms()
 
-        self.memory = ObservedStore()
+        self.memory = ObservedStore(self.clock)
         cfg = self.config
         setup = random.Random(f"setup:{seed}")
         self.max_receives = cfg.max_receives or setup.choice((1, 2, 5))
@@ -1053,7 +1102,7 @@ class Simulation:
             extra = 0.0
             for at, kind, target, size in self.fault_log:
                 if target == wf_id or (target is None and wf.created_at <= at <= end):
-                    if kind in ("clock_jump", "delay", "redrive", "slow"):
+                    if kind in ("clock_jump", "delay", "redrive", "slow", "index_lag"):
                         extra += size
                     elif kind not in (*AGENT_FAULTS, "cancel", "redrive"):
                         faults += 1
