@@ -343,8 +343,14 @@ def finish(
         wf_pk(wf.workflow_id),
         WF_SK,
         Update(set=values, remove=("watch_shard", "due_at")),
-        _is(wf.status),
+        all_of(_is(wf.status), _redrives(wf)),
     )
+
+
+def _redrives(wf: WorkflowRecord) -> Cond:
+    """The workflow's fencing token: a redrive brings a FAILED workflow back to the status it
+    failed from, so a write planned before it must not pass on the status alone."""
+    return Missing("redrives") if not wf.redrives else Eq("redrives", wf.redrives)
 
 
 def move_due(wf: WorkflowRecord, due_at: int) -> Write:
@@ -354,7 +360,7 @@ def move_due(wf: WorkflowRecord, due_at: int) -> Write:
         wf_pk(wf.workflow_id),
         WF_SK,
         Update(set={"due_at": due_at}),
-        all_of(_is(wf.status), seen),
+        all_of(_is(wf.status), seen, _redrives(wf)),
     )
 
 
