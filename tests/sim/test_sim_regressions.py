@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from shepherd.decisions import planner
@@ -97,6 +98,30 @@ def _waiting_reports_any_ended_attempt_as_succeeded() -> Iterator[None]:
         AgentRuntime._waiting = real  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _workflow_writes_guarded_by_status_only() -> Iterator[None]:
+    """ea62c7c: finish and move_due did not check the redrive count (ABA after a redrive)."""
+    from shepherd.conditions import Eq, Missing, all_of
+    from shepherd.decisions import transitions as tx
+
+    real_finish, real_move = tx.finish, tx.move_due
+
+    def finish(wf: WorkflowRecord, *args: Any, **kwargs: Any) -> tx.Write:
+        w = real_finish(wf, *args, **kwargs)
+        return tx.Write(w.pk, w.sk, w.update, Eq("status", wf.status.value))
+
+    def move_due(wf: WorkflowRecord, due_at: int) -> tx.Write:
+        w = real_move(wf, due_at)
+        seen = Missing("due_at") if wf.due_at is None else Eq("due_at", wf.due_at)
+        return tx.Write(w.pk, w.sk, w.update, all_of(Eq("status", wf.status.value), seen))
+
+    tx.finish, tx.move_due = finish, move_due  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        tx.finish, tx.move_due = real_finish, real_move  # type: ignore[assignment]
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -113,6 +138,14 @@ MIX_1 = Faults.parse(
     "none,delay=0.05,dup=0.05,reorder=0.08,lose=0.04,crash_before=0.03,crash_after=0.03,"
     "pause=0.03,hang=0.02,retryable=0.08,permanent=0.03,store_before=0.004,store_after=0.004,"
     "slow=0.03,double_sweep=0.03,sweep_crash=0.02,clock_jump=0.005,cancel=0.05,redrive=0.5"
+)
+
+# MIX_1 with every probability x3 and every FAILED workflow redriven, plus the watch index lag.
+MIX_2 = Faults.parse(
+    "none,delay=0.15,dup=0.15,reorder=0.24,lose=0.12,crash_before=0.09,crash_after=0.09,"
+    "pause=0.09,hang=0.06,retryable=0.24,permanent=0.09,store_before=0.012,store_after=0.012,"
+    "slow=0.09,index_lag=0.6,double_sweep=0.09,sweep_crash=0.06,clock_jump=0.015,cancel=0.15,"
+    "redrive=1"
 )
 
 REGRESSIONS = [
@@ -133,6 +166,14 @@ REGRESSIONS = [
         _waiting_reports_any_ended_attempt_as_succeeded,
         "a callback agent froze after handing its token out, the supervisor timed the "
         "attempt out (FAILED, unwinding), and the late Pending was reported as SUCCEEDED",
+    ),
+    Regression(
+        51637,
+        MIX_2,
+        "status",
+        _workflow_writes_guarded_by_status_only,
+        "an agent's slow advance finished the workflow FAILED after an operator had redriven "
+        "it, with the redriven compensation still running",
     ),
 ]
 
