@@ -46,10 +46,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from shepherd_bench import analysis, coldstart, cost, detection, scaling, throughput
     from shepherd_bench.report import render
+    from shepherd_bench.schedule import deployed
 
     started = time.monotonic()
+    load_before = os.getloadavg()[0]
     definitions = load_directory(ROOT / "statemachines")
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"schedule": deployed().describe()}
 
     _log(f"cost: {args.workflows} workflows x {len(cost.SCENARIOS)} scenarios")
     runs = cost.run_scenarios(args.workflows)
@@ -109,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "moto": version("moto"),
         "boto3": version("boto3"),
         "seconds": time.monotonic() - started,
+        "load_average_1min": {"start": load_before, "end": os.getloadavg()[0]},
         "argv": sys.argv[1:] if argv is None else argv,
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,7 @@
 One workflow runs at a time under a simulated clock (so each sees AWS-like timing, not the
 queueing of a single-threaded driver): the start goes through the API handler, every task
 message through the agent handler (one message per invocation, as at low load), and the
-supervisor handler sweeps on its production schedule (every 5 s during the first 50 s of each
-minute), so a workflow that lives longer than its watch gap gets the supervisor looks it would
+supervisor handler sweeps on its deployed schedule (`shepherd_bench.schedule`), so a workflow that lives longer than its watch gap gets the supervisor looks it would
 get on AWS. Request counts and units are measured; dollars are modelled from them.
 """
 
@@ -25,12 +24,11 @@ from shepherd.topology import DEFAULT_BATCH_SIZE
 
 from shepherd_bench.meter import Meter, Tally
 from shepherd_bench.prices import usd
+from shepherd_bench.schedule import deployed
 from shepherd_bench.stack import HandlerStack, handler_stack
 
 HOP_MS = 50  # SQS -> Lambda delivery of one message (assumption; only moves supervisor looks)
-SWEEP_INTERVAL_MS = 5_000
-SWEEP_WINDOW_MS = 50_000
-MINUTE_MS = 60_000
+SCHEDULE = deployed()
 SIM_LIMIT_MS = 15 * 60_000
 EXPRESS_MEMORY_GB = 64 / 1024
 SUPERVISOR_MEMORY_GB = 256 / 1024
@@ -113,13 +111,8 @@ class ScenarioRun:
 
 
 def next_sweep(now: int) -> int:
-    """The first production sweep after `now`: every 5 s in the first 50 s of each minute."""
-    minute = now - now % MINUTE_MS
-    offset = now - minute
-    nxt = (offset // SWEEP_INTERVAL_MS + 1) * SWEEP_INTERVAL_MS
-    if nxt >= SWEEP_WINDOW_MS:
-        return minute + MINUTE_MS
-    return minute + nxt
+    """The first sweep of the deployed schedule after `now`."""
+    return SCHEDULE.next_sweep(now)
 
 
 def parallel_states(definition: Definition) -> int:
@@ -406,25 +399,16 @@ def _round_up(ms: int, to: int) -> int:
 
 
 def fixed_monthly(pools: int, watch_shards: int = 8) -> dict[str, dict[str, float]]:
-    """What Shepherd costs per month with no workflow at all (30.4 days)."""
+    """What Shepherd costs per month with no workflow at all (730 hours)."""
     minutes = 730 * 60
-    sweeps = minutes * (SWEEP_WINDOW_MS // SWEEP_INTERVAL_MS)
-    queries = sweeps * watch_shards
+    queries = minutes * SCHEDULE.sweeps * watch_shards
+    # One invocation lasts until its last sweep has run (about a second, allowed for here).
+    gb_s = minutes * (SCHEDULE.invocation_seconds + 1) * SUPERVISOR_MEMORY_GB
     # SQS event source: 5 long pollers (20 s) per queue while idle, per the Lambda docs (3P)
     polls = pools * 5 * 3 * minutes
     return {
         "supervisor_invocations": {"units": minutes, "usd": usd("lambda_request", minutes)},
-        "supervisor_duration_gb_s": {
-            "units": minutes
-            * (SWEEP_WINDOW_MS / 1000 - SWEEP_INTERVAL_MS / 1000 + 1)
-            * SUPERVISOR_MEMORY_GB,
-            "usd": usd(
-                "lambda_gb_s_arm",
-                minutes
-                * (SWEEP_WINDOW_MS / 1000 - SWEEP_INTERVAL_MS / 1000 + 1)
-                * SUPERVISOR_MEMORY_GB,
-            ),
-        },
+        "supervisor_duration_gb_s": {"units": gb_s, "usd": usd("lambda_gb_s_arm", gb_s)},
         "idle_sweep_index_queries_rru": {
             "units": queries * 0.5,
             "usd": usd("dynamodb_rru", queries * 0.5),

@@ -3,7 +3,7 @@
 Simulated with the engine core, the in-memory ports and a ManualClock, one stall per run:
 a workflow starts at a random moment of the minute, its first step is claimed after a random
 delivery delay, heartbeats a random number of times and then goes silent (a dead worker), or
-its first message is lost. The supervisor sweeps on its production schedule (EventBridge
+its first message is lost. The supervisor sweeps on its deployed schedule (EventBridge
 invokes it every minute; it sweeps every `interval` seconds for `window` seconds), including
 while the agent is still heartbeating, so the lazy watch entry moves as it would on AWS.
 """
@@ -24,26 +24,9 @@ from shepherd.testing import MemoryStore
 
 from shepherd_bench.core import ROOT, Core, build_core
 from shepherd_bench.cost import ENVIRONMENT, ORDER
+from shepherd_bench.schedule import MINUTE_MS, PREVIOUS, Schedule, deployed
 
-MINUTE_MS = 60_000
 BASE_MS = 1_767_225_600_000  # a minute boundary (2026-01-01T00:00:00Z)
-
-
-@dataclass(frozen=True)
-class Schedule:
-    name: str
-    interval_ms: int
-    window_ms: int
-
-    def next_sweep(self, now: int) -> int:
-        """The first sweep strictly after `now` (one invocation per minute, at :00)."""
-        minute = now - now % MINUTE_MS
-        nxt = ((now - minute) // self.interval_ms + 1) * self.interval_ms
-        return minute + nxt if nxt < self.window_ms else minute + MINUTE_MS
-
-
-DEFAULT = Schedule("default (every 5 s for 50 s of each minute)", 5_000, 50_000)
-FULL_MINUTE = Schedule("every 5 s for the whole minute (window 60 s)", 5_000, 60_000)
 
 
 class StallingAgent:
@@ -175,7 +158,7 @@ def run_detection(stalls: int = 1000, seed: int = 11) -> list[dict[str, Any]]:
         ("order_fulfilment", ORDER, "lost message"),
     ]
     rows: list[dict[str, Any]] = []
-    for schedule in (DEFAULT, FULL_MINUTE):
+    for schedule in (deployed(), PREVIOUS):
         for wf_type, payload, kind in cases:
             rng = random.Random(f"{seed}-{wf_type}-{kind}")
             runs = [
@@ -191,7 +174,8 @@ def run_detection(stalls: int = 1000, seed: int = 11) -> list[dict[str, Any]]:
             target = allowance_ms + 5_000
             rows.append(
                 {
-                    "schedule": schedule.name,
+                    "schedule": schedule.describe(),
+                    "schedule_name": schedule.name,
                     "workflow_type": wf_type,
                     "step": definition.topological_order[0],
                     "stall": kind,

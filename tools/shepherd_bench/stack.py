@@ -164,7 +164,7 @@ class HandlerStack:
         )
         env = {
             **settings.to_env(),
-            ENV_SWEEP_INTERVAL: "0",
+            ENV_SWEEP_INTERVAL: "1",
             ENV_SWEEP_WINDOW: "0",  # one sweep per supervisor call; the bench keeps the schedule
             ENV_POOL: "all",
         }
