@@ -276,11 +276,14 @@ def test_log_lines_of_work_carry_workflow_step_and_attempt(stack: Stack) -> None
 
     stream = io.StringIO()
     previous = logger.registered_handler.setStream(stream)  # type: ignore[attr-defined]
+    level = logger.log_level
+    logger.setLevel("INFO")  # the logger is per process; another test may have quietened it
     try:
         wf = start(stack)["workflow_id"]
         stack.run_agents()
     finally:
         logger.registered_handler.setStream(previous)  # type: ignore[attr-defined]
+        logger.setLevel(level)
     handled = [
         json.loads(line) for line in stream.getvalue().splitlines() if '"task handled"' in line
     ]
