@@ -58,9 +58,18 @@ class EngineUnderFaults(RuleBasedStateMachine):
     def supervisor_dies(self, at: int, after: bool) -> None:
         self.sim.sweep(crash_at=at, crash_after=after)
 
-    @rule(kind=st.sampled_from(("store_before", "store_after")))
-    def next_store_call_fails(self, kind: str) -> None:
+    @rule(kind=st.sampled_from(("store_before", "store_after", "slow", "index_lag")))
+    def next_store_call_fails_or_lags(self, kind: str) -> None:
+        """The next store call fails before or after it lands, or takes a while (then anything
+        else may happen in the middle), or the next index query reads the index as it was."""
         self.sim.forced.append(kind)
+
+    @precondition(lambda self: bool(self.started))
+    @rule(index=st.integers(0, MAX_WORKFLOWS - 1))
+    def operator_redrives(self, index: int) -> None:
+        wf = self.started[index % len(self.started)]
+        if self.sim.statuses().get(wf) == "FAILED":
+            self.sim.redrive_workflow(wf)
 
     @precondition(lambda self: bool(self.started))
     @rule(index=st.integers(0, MAX_WORKFLOWS - 1))

@@ -25,8 +25,11 @@ class _Worker:
     """A thread that runs one fiber body after another."""
 
     def __init__(self) -> None:
-        self.go = threading.Semaphore(0)
-        self.back = threading.Semaphore(0)
+        # Raw locks as binary semaphores (released by the other side): the cheapest hand-off.
+        self.go = threading.Lock()
+        self.back = threading.Lock()
+        self.go.acquire()
+        self.back.acquire()
         self.fiber: Fiber | None = None
         self.thread = threading.Thread(target=self._loop, name="sim-fiber", daemon=True)
         self.thread.start()
