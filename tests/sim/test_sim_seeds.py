@@ -13,8 +13,8 @@ import pytest
 from shepherd_sim import FAULT_KINDS, Faults, SimConfig, SimResult, run_seed
 from shepherd_sim.runner import Totals, replay_command, report, run_many, summarize
 
-DEFAULT_SEEDS = range(300)
-HEAVY_SEEDS = range(10_000, 10_060)  # every probability x4
+DEFAULT_SEEDS = range(500)
+HEAVY_SEEDS = range(10_000, 10_150)  # every probability x4
 HEAVY = Faults().scaled(4)
 
 

@@ -98,7 +98,7 @@ class EngineUnderFaults(RuleBasedStateMachine):
 
 
 EngineUnderFaults.TestCase.settings = settings(
-    max_examples=200,
+    max_examples=500,
     stateful_step_count=50,
     deadline=None,
     derandomize=True,
