@@ -194,8 +194,11 @@ class Heartbeat:
             while not self._stop.wait(self.interval_ms / 1000):
                 if self._scheduler.ports.clock.now_ms() >= self._deadline_ms:
                     return  # past TimeoutSeconds: a hung function stops looking alive
-                if not self.beat(force=False):
-                    return
+                try:
+                    if not self.beat(force=False):
+                        return
+                except Exception:  # a throttled or timed-out write: try again next interval
+                    logger.warning("heartbeat not written; retrying", exc_info=True)
 
         self._thread = threading.Thread(target=loop, name="shepherd-heartbeat", daemon=True)
         self._thread.start()
