@@ -157,3 +157,11 @@ def test_watch_gap_is_the_smallest_deadline_any_event_can_create() -> None:
 def test_examples_are_the_files_on_disk() -> None:
     files = sorted(p.stem for p in (ROOT / "statemachines").glob("*.yaml"))
     assert files == sorted(DEFINITIONS)
+
+
+def test_a_one_second_heartbeat_lease_is_refused() -> None:
+    with pytest.raises(
+        DefinitionError,
+        match=r"Steps\[0\] \(a\)\.HeartbeatSeconds: Input should be greater than or equal to 2",
+    ):
+        parse_definition(variant(Steps__0__HeartbeatSeconds=1), "wf.yaml")

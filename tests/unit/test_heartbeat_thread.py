@@ -43,3 +43,24 @@ def test_a_throttled_heartbeat_does_not_stop_the_heartbeats() -> None:
     assert failures == ["S#reserve_inventory"]
     assert heartbeat.writes >= 3, "the heartbeat thread died on the first failed write"
     assert not heartbeat.fenced
+
+
+def test_a_failed_progress_write_never_reaches_the_agent_and_keeps_the_details() -> None:
+    h = memory_harness()
+    hook = HookStore(h.store)
+    h.ports.store = hook
+    wf = h.start("order_fulfilment", ORDER)
+    rec = h.step(wf, "reserve_inventory")
+    claim = tx.claim(rec, 1, h.clock.now_ms(), "test")
+    rec = StepRecord.from_item(hook.update(claim.pk, claim.sk, claim.update, claim.condition))
+    spec = h.scheduler.catalog.current("order_fulfilment").by_name["reserve_inventory"]
+    heartbeat = Heartbeat(h.scheduler, rec, spec, h.clock.now_ms() + 3_600_000)
+
+    def throttled(pk: str, sk: str, update: Any) -> None:
+        raise RuntimeError("ThrottlingException")
+
+    hook.before_update = throttled
+    h.clock.advance(5)  # a heartbeat is due, so reporting tries to write
+    heartbeat.report('{"percent": 40}')  # must not raise into the agent function
+    assert heartbeat.writes == 0
+    assert heartbeat.take_details() == '{"percent": 40}'  # kept for the attempt's next write

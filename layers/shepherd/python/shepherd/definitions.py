@@ -54,7 +54,8 @@ class TaskSpec(_Model):
     agent: Annotated[str, Field(alias="Agent", pattern=NAME)]
     pool: Annotated[str, Field(alias="Pool", pattern=POOL)]
     timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)]
-    heartbeat_seconds: Annotated[int | None, Field(alias="HeartbeatSeconds", ge=1)] = None
+    # At least 2 s: heartbeats are written at most once a second, so a 1 s lease has no margin.
+    heartbeat_seconds: Annotated[int | None, Field(alias="HeartbeatSeconds", ge=2)] = None
     retry: Annotated[RetryPolicy, Field(alias="Retry")] = RetryPolicy()
 
     @model_validator(mode="after")

@@ -144,9 +144,20 @@ class Heartbeat:
             return details
 
     def report(self, details: str) -> None:
+        """Keep the latest details; write them now if a heartbeat is due.
+
+        A failed write (throttling, a timeout) never reaches the agent function: the details
+        stay pending for the next heartbeat or for the attempt's final write.
+        """
         with self._lock:
             self._details = details
-        self.beat(force=False)
+        try:
+            self.beat(force=False)
+        except Exception:
+            logger.warning("progress heartbeat not written; kept for the next one", exc_info=True)
+            with self._lock:
+                if self._details is None:
+                    self._details = details
 
     def beat(self, *, force: bool = True) -> bool:
         """Write a heartbeat if due (or forced); False once fenced out."""
