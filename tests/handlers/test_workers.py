@@ -262,3 +262,24 @@ def test_every_event_type_the_engine_emits_has_a_schema() -> None:
     bad = {"workflow_id": "w", "workflow_type": "t", "status": "RUNNING"}  # no "at"
     with pytest.raises(fastjsonschema.JsonSchemaValueException):
         _schemas()["WorkflowStarted"](bad)
+
+
+def test_supervisor_logs_each_action_with_the_workflow(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    (lost,) = stack.receive("inventory")
+    stack.clients["sqs"].delete_message(
+        QueueUrl=stack.queues["inventory"].url, ReceiptHandle=lost["ReceiptHandle"]
+    )
+    from shepherd.clock import SystemClock
+
+    later = SystemClock().now_ms() + 11_000
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: later)
+    with caplog.at_level("INFO", logger="shepherd.supervisor"):
+        stack.sweep()
+    (record,) = [r for r in caplog.records if r.getMessage() == "supervisor acted"]
+    assert record.workflow_id == accepted["workflow_id"]  # type: ignore[attr-defined]
+    assert record.actions == ["Redispatch(reserve_inventory#1)"]  # type: ignore[attr-defined]

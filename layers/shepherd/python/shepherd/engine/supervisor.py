@@ -84,6 +84,7 @@ class Supervisor:
             report.stale_entries += 1  # the index lagged behind the table
             return
         report.looked_at += 1
+        acted: list[str] = []
         for applied in self.scheduler.run(state, definition, supervisor=True, now=now):
             name = type(applied.action).__name__
             if not applied.won:
@@ -95,6 +96,17 @@ class Supervisor:
             if isinstance(action, EndAttempt):
                 name = "TimedOut"
             report.actions[name] += 1
+            seen = getattr(action, "seen", None)
+            acted.append(f"{name}({seen.name}#{seen.attempt})" if seen is not None else name)
+        if acted:
+            logger.info(
+                "supervisor acted",
+                extra={
+                    "workflow_id": workflow_id,
+                    "actions": acted,
+                    "status": state.workflow.status.value,
+                },
+            )
             timely = isinstance(action, EndAttempt) or (
                 isinstance(action, Dispatch) and action.lost
             )
