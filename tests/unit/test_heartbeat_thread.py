@@ -9,10 +9,11 @@ from typing import Any
 from shepherd.decisions import transitions as tx
 from shepherd.engine.agent import Heartbeat
 from shepherd.model import StepRecord
-from support import ORDER, HookStore, memory_harness
+from support import ORDER, Harness, HookStore, memory_harness
 
 
-def test_a_throttled_heartbeat_does_not_stop_the_heartbeats() -> None:
+def _claimed_attempt() -> tuple[Harness, HookStore, Heartbeat]:
+    """A claimed attempt of reserve_inventory, its store behind a hook, and its heartbeat."""
     h = memory_harness()
     hook = HookStore(h.store)
     h.ports.store = hook
@@ -21,6 +22,11 @@ def test_a_throttled_heartbeat_does_not_stop_the_heartbeats() -> None:
     claim = tx.claim(rec, 1, h.clock.now_ms(), "test")
     rec = StepRecord.from_item(hook.update(claim.pk, claim.sk, claim.update, claim.condition))
     spec = h.scheduler.catalog.current("order_fulfilment").by_name["reserve_inventory"]
+    return h, hook, Heartbeat(h.scheduler, rec, spec, h.clock.now_ms() + 3_600_000)
+
+
+def test_a_throttled_heartbeat_does_not_stop_the_heartbeats() -> None:
+    h, hook, heartbeat = _claimed_attempt()
     failures: list[str] = []
 
     def throttle_once(pk: str, sk: str, update: Any) -> None:
@@ -29,7 +35,6 @@ def test_a_throttled_heartbeat_does_not_stop_the_heartbeats() -> None:
             raise RuntimeError("ProvisionedThroughputExceededException")
 
     hook.before_update = throttle_once
-    heartbeat = Heartbeat(h.scheduler, rec, spec, h.clock.now_ms() + 3_600_000)
     heartbeat.interval_ms = 10  # beat often, so the test runs in a fraction of a second
     heartbeat.start_background()
     try:
@@ -46,15 +51,7 @@ def test_a_throttled_heartbeat_does_not_stop_the_heartbeats() -> None:
 
 
 def test_a_failed_progress_write_never_reaches_the_agent_and_keeps_the_details() -> None:
-    h = memory_harness()
-    hook = HookStore(h.store)
-    h.ports.store = hook
-    wf = h.start("order_fulfilment", ORDER)
-    rec = h.step(wf, "reserve_inventory")
-    claim = tx.claim(rec, 1, h.clock.now_ms(), "test")
-    rec = StepRecord.from_item(hook.update(claim.pk, claim.sk, claim.update, claim.condition))
-    spec = h.scheduler.catalog.current("order_fulfilment").by_name["reserve_inventory"]
-    heartbeat = Heartbeat(h.scheduler, rec, spec, h.clock.now_ms() + 3_600_000)
+    h, hook, heartbeat = _claimed_attempt()
 
     def throttled(pk: str, sk: str, update: Any) -> None:
         raise RuntimeError("ThrottlingException")
