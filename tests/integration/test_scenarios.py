@@ -9,6 +9,7 @@ import itertools
 from typing import Any
 
 import pytest
+from shepherd.decisions import transitions as tx
 from shepherd.engine.agent import AgentContext, Outcome
 from shepherd.errors import IdempotencyConflict, InputInvalid, UnknownWorkflowType
 from shepherd.model import StepStatus, WorkflowStatus, loads
@@ -268,6 +269,37 @@ def test_zombie_result_after_the_supervisor_moved_on_is_rejected(harness: Harnes
     assert loads(state.steps["ship_order"].output) == {"tracking": "FRESH"}
     assert "ZOMBIE" not in (state.workflow.output or "")
     assert [h["a"] for h in state.steps["ship_order"].history] == [1, 2]  # no "ok" for 1
+
+
+def test_zombie_result_is_rejected_while_the_newer_attempt_is_running(harness: Harness) -> None:
+    """The status alone cannot tell the zombie apart: the attempt number must."""
+
+    def slow_then_fresh(ctx: AgentContext) -> Any:
+        if ctx.attempt == 1:
+            harness.clock.advance(5)
+            assert harness.sweep().actions["TimedOut"] == 1
+            harness.clock.advance(1)  # past the retry's backoff
+            (retry,) = harness.receive()
+            assert (retry.task.step, retry.task.attempt) == ("ship_order", 2)
+            # Attempt 2 is claimed (RUNNING) by another worker that then goes silent ...
+            rec = harness.step(ctx.workflow_id, "ship_order")
+            claim = tx.claim(rec, 2, harness.clock.now_ms(), "other-worker")
+            harness.store.update(claim.pk, claim.sk, claim.update, claim.condition)
+            harness.queue.delete(retry.receipt)
+            return {"tracking": "ZOMBIE"}  # ... when the zombie of attempt 1 reports
+        return {"tracking": "FRESH"}
+
+    with registry_with(ship_order=slow_then_fresh) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert loads(state.steps["ship_order"].output) == {"tracking": "FRESH"}
+    assert [(h["a"], h["o"]) for h in state.steps["ship_order"].history] == [
+        (1, "heartbeat_timeout"),
+        (2, "heartbeat_timeout"),
+        (3, "ok"),
+    ]
 
 
 def test_zombie_cannot_heartbeat_or_fail_either(harness: Harness) -> None:
