@@ -22,7 +22,6 @@ from shepherd.engine.scheduler import Scheduler, idempotency_key
 from shepherd.engine.tokens import TaskToken
 from shepherd.errors import AttemptSuperseded, ConditionFailed, PermanentError
 from shepherd.model import (
-    DomainEvent,
     StepRecord,
     StepStatus,
     TaskMessage,
@@ -357,36 +356,17 @@ class AgentRuntime:
         return HandleResult(Outcome.WAITING)
 
     def _succeeded(self, state: WorkflowState, rec: StepRecord, output: str) -> HandleResult:
-        scheduler = self.scheduler
-        now = scheduler.ports.clock.now_ms()
-        expires = now // 1000 + scheduler.config.retention_seconds
-        write = tx.complete(rec, rec.attempt, now, output, expires)
-        try:
-            scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
-        except ConditionFailed as lost:
-            current = lost.current or {}
+        if self.scheduler.complete_attempt(state, rec, output) is None:
+            current = state.record(rec.kind, rec.name)
             logger.warning(
                 "result of a superseded attempt rejected",
                 extra={
                     "step": rec.name,
                     "attempt": rec.attempt,
-                    "now_attempt": current.get("attempt"),
+                    "now_attempt": current.attempt if current else None,
                 },
             )
             return HandleResult(Outcome.FENCED, "attempt was superseded")
-        if rec.kind == "compensation":
-            event = DomainEvent(
-                "StepCompensated",
-                {
-                    "workflow_id": rec.workflow_id,
-                    "workflow_type": state.workflow.wf_type,
-                    "step": rec.name,
-                    "kind": rec.kind,
-                    "attempt": rec.attempt,
-                },
-            )
-            scheduler._deliver([], [event])
-        scheduler.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
         return HandleResult(Outcome.SUCCEEDED)
 
     def _failed(

@@ -278,6 +278,32 @@ class Scheduler:
         self._deliver(tasks, events)
         return applied
 
+    def complete_attempt(
+        self,
+        state: WorkflowState,
+        rec: StepRecord,
+        output: str,
+        *,
+        token_hash: str | None = None,
+    ) -> StepRecord | None:
+        """Record an attempt's result (fenced), announce a compensation, advance the workflow.
+
+        The one path for a result, whether the agent returned it or a callback brought it.
+        None: the attempt was superseded and nothing was recorded.
+        """
+        now = self.ports.clock.now_ms()
+        expires = now // 1000 + self.config.retention_seconds
+        updated = self._write_step(
+            state, tx.complete(rec, rec.attempt, now, output, expires, token_hash)
+        )
+        if updated is None:
+            return None
+        if rec.kind == "compensation":
+            event = self._step_event("StepCompensated", state, rec, {"attempt": rec.attempt})
+            self._deliver([], [event])
+        self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
+        return updated
+
     def end_attempt(self, state: WorkflowState, definition: Definition, action: EndAttempt) -> bool:
         """Record a failed attempt (retry or fail) as one fenced write, then deliver."""
         tasks: list[OutgoingTask] = []
@@ -374,16 +400,9 @@ class Scheduler:
                 raise TaskTokenStale("the attempt of this token is over")
             return updated
         if action == "success":
-            expires = now // 1000 + self.config.retention_seconds
-            write = tx.complete(rec, parsed.attempt, now, dumps(output), expires, parsed.hash)
-            updated = self._write_step(state, write)
+            updated = self.complete_attempt(state, rec, dumps(output), token_hash=parsed.hash)
             if updated is None:
                 raise TaskTokenStale("the attempt of this token is over")
-            if rec.kind == "compensation":
-                self._deliver(
-                    [], [self._step_event("StepCompensated", state, rec, {"attempt": rec.attempt})]
-                )
-            self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
             return updated
         from shepherd.decisions.planner import failure_decision  # noqa: PLC0415
 
