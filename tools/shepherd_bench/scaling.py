@@ -73,7 +73,11 @@ def _sweep(core: Core, meter: Meter, label: str, finished: int, running: int) ->
     meter.reset()
     report = core.supervisor.sweep()
     core.drop_all()  # their re-dispatched messages are lost again
-    tally = meter.total()
+    return _row(label, finished, running, report, meter.total())
+
+
+def _row(label: str, finished: int, running: int, report: Any, tally: Any) -> dict[str, Any]:
+    """One line of the scaling table: what a sweep saw and what it cost."""
     return {
         "case": label,
         "finished_workflows": finished,
@@ -142,20 +146,5 @@ def run_scaling(
         meter.reset()
         report = core.supervisor.sweep()
         tally = meter.total()
-        rows.append(
-            {
-                "case": "idle (nothing due)",
-                "finished_workflows": made,
-                "running_steps": running,
-                "due_workflows": report.due,
-                "looked_at": report.looked_at,
-                "index_queries": report.index_queries,
-                "index_items_read": tally.items_read.get("query index watch", 0),
-                "table_items_read": tally.items_read.get("query table", 0),
-                "rru": tally.total_rru,
-                "wru": tally.total_wru,
-                "requests": sum(tally.requests.values()),
-                "actions": dict(report.actions),
-            }
-        )
+        rows.append(_row("idle (nothing due)", made, running, report, tally))
     return rows

@@ -50,7 +50,7 @@ def _wait_http(url: str, seconds: float) -> None:
 
 @dataclass
 class Worker:
-    pool: str
+    pool: tuple[Any, Any]  # (PoolSpec, PoolQueues): what a replacement needs to start
     index: int
     process: subprocess.Popen[bytes]
     log: TextIO
@@ -239,9 +239,7 @@ class LocalStack:
             env={**self.env, "SHEPHERD_POOL": spec.name},
             cwd=ROOT,
         )
-        worker = Worker(spec.name, index, proc, log)
-        worker.spec = pool_and_queues  # type: ignore[attr-defined]
-        self._workers.append(worker)
+        self._workers.append(Worker(pool_and_queues, index, proc, log))
 
     def _watch_workers(self) -> None:
         """A dead worker (a crash) is replaced, as Lambda would start a new sandbox."""
@@ -254,4 +252,4 @@ class LocalStack:
                     )
                     worker.log.close()
                     self.restarts += 1
-                    self._start_worker(worker.spec, worker.index)  # type: ignore[attr-defined]
+                    self._start_worker(worker.pool, worker.index)
