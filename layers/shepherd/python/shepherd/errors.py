@@ -79,11 +79,48 @@ class DeliveryError(ShepherdError):
     """Sending task messages or events failed; the supervisor recovers lost dispatches."""
 
 
-class InputTooLarge(ShepherdError):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"input is {size} bytes; the limit is {limit} bytes")
+class PayloadTooLarge(ShepherdError):
+    """A payload is over its documented cap (shepherd.limits); nothing was written."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(f"{what} is {size} bytes; the limit is {limit} bytes")
+        self.what = what
         self.size = size
         self.limit = limit
+
+
+class InputTooLarge(PayloadTooLarge):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__("input", size, limit)
+
+
+class ItemTooLarge(ShepherdError):
+    """A write would make an item exceed DynamoDB's item limit; nothing was applied.
+
+    The caps make this impossible for accepted requests; seeing it means a bug, which the
+    supervisor contains to the one workflow it concerns.
+    """
+
+
+class OutputTooLarge(PermanentError):
+    """An agent's or a callback's output is over its cap: the attempt fails, not retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, name="OutputTooLarge")
+
+
+class OutputInvalid(PermanentError):
+    """An agent's output is not a JSON value within the limits (NaN, too deep, a set...)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, name="OutputInvalid")
+
+
+class DetailsTooLarge(PermanentError):
+    """Progress details over their cap, raised in the agent function that reported them."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, name="DetailsTooLarge")
 
 
 class TaskTokenInvalid(ShepherdError):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, NewType
 
+from shepherd import jsonsafe
 from shepherd.conditions import Item
 
 WorkflowId = NewType("WorkflowId", str)
@@ -93,8 +94,9 @@ class StepStatus(StrEnum):
 
 
 def dumps(value: Any) -> str:
-    """Canonical JSON for user payloads stored as strings."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    """Canonical JSON for payloads stored as strings; raises JsonRejected (a ValueError) for
+    anything that is not a JSON value within the limits (NaN, too deep, a lone surrogate)."""
+    return jsonsafe.dumps(value)
 
 
 def loads(text: str | None) -> Any:

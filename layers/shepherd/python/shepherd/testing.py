@@ -13,14 +13,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd.conditions import Cond, Item, Update, evaluate
-from shepherd.errors import ConditionFailed, TransactionConflict
+from shepherd.errors import ConditionFailed, ItemTooLarge, TransactionConflict
+from shepherd.limits import DYNAMODB_ITEM_LIMIT, item_size
 from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
 from shepherd.ports import DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE
 
 
+def _fits(item: Item) -> None:
+    """DynamoDB rejects a write whose resulting item exceeds 400 KB, and applies nothing."""
+    size = item_size(item)
+    if size > DYNAMODB_ITEM_LIMIT:
+        raise ItemTooLarge(
+            f"item {item.get('pk')}/{item.get('sk')} would be {size} bytes; "
+            f"DynamoDB's limit is {DYNAMODB_ITEM_LIMIT}"
+        )
+
+
 class MemoryStore:
-    """A dict-backed table with DynamoDB's conditional-write semantics and both indexes."""
+    """A dict-backed table with DynamoDB's conditional-write semantics and both indexes.
+
+    Strict where moto is not: a write that would make an item exceed 400 KB fails whole
+    (`ItemTooLarge`), as on DynamoDB; moto half-applies such an update (docs/architecture.md).
+    """
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], Item] = {}
@@ -34,6 +49,7 @@ class MemoryStore:
                 existing = self._items.get((item["pk"], item["sk"]))
                 if existing is not None:
                     raise TransactionConflict(i, copy.deepcopy(existing))
+                _fits(item)
             for item in items:
                 self._items[(item["pk"], item["sk"])] = copy.deepcopy(item)
             self.writes += len(items)
@@ -44,6 +60,7 @@ class MemoryStore:
             self.writes += 1
             if key in self._items:
                 raise ConditionFailed(copy.deepcopy(self._items[key]))
+            _fits(item)
             self._items[key] = copy.deepcopy(item)
 
     def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
@@ -53,9 +70,12 @@ class MemoryStore:
                 current = self._items.get((pk, sk))
                 if not evaluate(condition, current):
                     raise TransactionConflict(i, copy.deepcopy(current))
+            applied = []
             for pk, sk, update, _ in writes:
-                current = self._items.get((pk, sk)) or {"pk": pk, "sk": sk}
-                self._items[(pk, sk)] = update.apply(current)
+                new = update.apply(self._items.get((pk, sk)) or {"pk": pk, "sk": sk})
+                _fits(new)
+                applied.append(((pk, sk), new))
+            self._items.update(applied)
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
         with self._lock:
@@ -64,6 +84,7 @@ class MemoryStore:
             if condition is not None and not evaluate(condition, current):
                 raise ConditionFailed(copy.deepcopy(current))
             new = update.apply(current or {"pk": pk, "sk": sk})
+            _fits(new)
             self._items[(pk, sk)] = new
             return copy.deepcopy(new)
 

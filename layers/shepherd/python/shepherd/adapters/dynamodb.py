@@ -10,7 +10,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from shepherd.conditions import And, Cond, Eq, Exists, In, Item, Lt, Missing, Or, Update
-from shepherd.errors import ConditionFailed, TransactionConflict
+from shepherd.errors import ConditionFailed, ItemTooLarge, TransactionConflict
 from shepherd.ports import DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE
 
@@ -109,6 +109,12 @@ def _code(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
 
+def _too_large(err: ClientError) -> bool:
+    """DynamoDB's answer to a write whose item would exceed 400 KB (a ValidationException)."""
+    message = str(err.response.get("Error", {}).get("Message", ""))
+    return _code(err) == "ValidationException" and "maximum allowed size" in message
+
+
 class DynamoStore:
     """The state store on one DynamoDB table (layout in docs/architecture.md)."""
 
@@ -151,6 +157,8 @@ class DynamoStore:
                 self._client.transact_write_items(TransactItems=actions)
                 return
             except ClientError as err:
+                if _too_large(err):
+                    raise ItemTooLarge(str(err)) from None
                 if _code(err) != "TransactionCanceledException":
                     raise
                 reasons = err.response.get("CancellationReasons", [])
@@ -171,6 +179,8 @@ class DynamoStore:
         except ClientError as err:
             if _code(err) == "ConditionalCheckFailedException":
                 raise ConditionFailed(from_attr(err.response.get("Item"))) from None
+            if _too_large(err):
+                raise ItemTooLarge(str(err)) from None
             raise
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
@@ -190,6 +200,8 @@ class DynamoStore:
         except ClientError as err:
             if _code(err) == "ConditionalCheckFailedException":
                 raise ConditionFailed(from_attr(err.response.get("Item"))) from None
+            if _too_large(err):
+                raise ItemTooLarge(str(err)) from None
             raise
         item = from_attr(response["Attributes"])
         assert item is not None

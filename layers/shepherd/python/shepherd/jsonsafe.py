@@ -1,0 +1,145 @@
+"""Strict JSON for every user payload: RFC 8259 values only, with bounded depth.
+
+Python's `json` accepts `NaN` and `Infinity`, turns `1e400` into infinity, decodes a lone
+surrogate (`"\\ud800"`) into a string no UTF-8 encoder accepts, raises `RecursionError` on
+deep nesting and `ValueError` on integers over 4,300 digits. Each of those once reached a
+handler as a 500 or broke a later read. Everything that enters the engine from outside (API
+bodies, callback payloads, agent outputs, progress details) goes through `parse`, `check` or
+`dumps` here, which raise `JsonRejected` (a `ValueError`) with a message naming the limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from shepherd.limits import MAX_JSON_DEPTH
+
+# The largest finite IEEE 754 double: RFC 8259 section 6 advises numbers within its range.
+MAX_NUMBER = 1.7976931348623157e308
+_MAX_INT_DIGITS = 310  # no integer of more digits is within MAX_NUMBER
+
+
+class JsonRejected(ValueError):
+    """A payload is not acceptable JSON. `code` is stable, `message` names what and why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _reject_constant(name: str) -> Any:
+    raise JsonRejected(
+        "NonFiniteNumber", f"{name} is not a JSON number (RFC 8259 has no NaN or Infinity)"
+    )
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise JsonRejected("NumberOutOfRange", "a number is out of range (beyond ±1.8e308)")
+    value = int(text)
+    if abs(value) > MAX_NUMBER:
+        raise JsonRejected("NumberOutOfRange", "a number is out of range (beyond ±1.8e308)")
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonRejected("NumberOutOfRange", f"{text[:40]} is out of range (beyond ±1.8e308)")
+    return value
+
+
+def parse(text: str | bytes, *, what: str = "body", max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse one JSON text strictly; raise JsonRejected naming `what`."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise JsonRejected("InvalidJson", f"{what} is not valid UTF-8") from None
+    try:
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+        )
+    except JsonRejected as exc:
+        raise JsonRejected(exc.code, f"{what}: {exc.message}") from None
+    except RecursionError:
+        raise _too_deep(what, max_depth) from None
+    except ValueError as exc:
+        raise JsonRejected("InvalidJson", f"{what} is not valid JSON: {exc}") from None
+    check(value, what=what, max_depth=max_depth)
+    return value
+
+
+def _too_deep(what: str, max_depth: int) -> JsonRejected:
+    return JsonRejected(
+        "JsonTooDeep", f"{what} is nested more than {max_depth} levels deep (the limit)"
+    )
+
+
+def check(value: Any, *, what: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise JsonRejected unless `value` is a JSON value within the limits.
+
+    Iterative, so a value nested far too deep is rejected without recursing.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list | tuple):
+            if depth + 1 > max_depth:
+                raise _too_deep(what, max_depth)
+            stack.extend((child, depth + 1) for child in _children(node, what))
+        else:
+            _check_scalar(node, what)
+
+
+def _children(node: dict[Any, Any] | list[Any] | tuple[Any, ...], what: str) -> list[Any]:
+    if not isinstance(node, dict):
+        return list(node)
+    for key in node:
+        if not isinstance(key, str):
+            raise JsonRejected("InvalidJson", f"{what}: object keys must be strings")
+        _check_string(key, what)
+    return list(node.values())
+
+
+def _check_scalar(node: Any, what: str) -> None:
+    if isinstance(node, str):
+        _check_string(node, what)
+    elif isinstance(node, bool) or node is None:
+        return
+    elif isinstance(node, int):
+        if abs(node) > MAX_NUMBER:
+            raise JsonRejected("NumberOutOfRange", f"{what}: a number is out of range")
+    elif isinstance(node, float):
+        if not math.isfinite(node):
+            raise JsonRejected(
+                "NonFiniteNumber", f"{what}: {node} is not a JSON number (no NaN or Infinity)"
+            )
+    else:
+        raise JsonRejected("InvalidJson", f"{what}: a {type(node).__name__} is not a JSON value")
+
+
+def _check_string(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise JsonRejected(
+            "InvalidUnicode", f"{what}: a string holds a lone surrogate (not valid Unicode)"
+        ) from None
+
+
+def dumps(value: Any, *, what: str = "value", max_depth: int = MAX_JSON_DEPTH) -> str:
+    """Canonical JSON (sorted keys, no spaces, UTF-8 text) of a checked value."""
+    check(value, what=what, max_depth=max_depth)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def size(text: str) -> int:
+    """UTF-8 bytes of a JSON text (what caps are measured in)."""
+    return len(text.encode("utf-8"))

@@ -1,0 +1,104 @@
+"""Every cap on a value that grows, and the DynamoDB item budget they add up to.
+
+One place, so a change to one cap is checked against the whole item it lands in
+(`tests/unit/test_limits.py` proves each budget stays under DynamoDB's 400 KB item limit).
+Caps are enforced before the write that would store the value, never discovered by DynamoDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# DynamoDB's hard limit: attribute names plus values, as DynamoDB counts them.
+DYNAMODB_ITEM_LIMIT = 400 * KIB
+# What the engine may use of it: the rest is headroom for attribute-size rounding.
+ITEM_BUDGET = 380 * KIB
+
+# ------------------------------------------------------------------------- user payloads
+# Sizes are of the canonical JSON (UTF-8 bytes) the engine stores.
+MAX_INPUT_BYTES = 256 * KIB  # a workflow's input (and an operator's replacement input)
+MAX_OUTPUT_BYTES = 64 * KIB  # one step, compensation or callback output
+MAX_WORKFLOW_OUTPUT_BYTES = 1 * MIB  # every step and compensation output of one workflow
+MAX_DETAILS_BYTES = 16 * KIB  # progress details (heartbeats, callback heartbeats)
+MAX_JSON_DEPTH = 64  # nesting levels of any payload ([] and {} each add one)
+
+# -------------------------------------------------------------------------------- errors
+MAX_ERROR_NAME = 128  # an error's name (type), as matched by NonRetryableErrors
+MAX_ERROR_MESSAGE = 2000  # characters; longer messages are cut, marked with an ellipsis
+MAX_ERROR_CAUSE = 4096  # characters of a callback failure's cause
+
+# ------------------------------------------------------------------------------ history
+MAX_HISTORY = 20  # ended attempts kept per step; `attempts_total` counts them all
+MAX_HISTORY_ENTRY_BYTES = 512  # one entry: attempt, outcome, time, error name, actor
+
+# ------------------------------------------------------------------------------ requests
+# API Gateway's REST payload limit (10 MB): a larger body is a 413, locally too.
+MAX_REQUEST_BYTES = 10 * MIB
+# The body of a start: the input cap plus room for the envelope (type, idempotency key).
+MAX_START_BODY_BYTES = MAX_INPUT_BYTES + 8 * KIB
+# The body of a callback: an output (or details) plus room for the envelope.
+MAX_CALLBACK_BODY_BYTES = MAX_OUTPUT_BYTES + 8 * KIB
+MAX_DEFINITION_BYTES = 256 * KIB  # a definition's canonical JSON (snapshotted in one item)
+
+# Fixed parts of an item (keys, statuses, times, counters, hashes, owner ARN, ...),
+# generously: the largest measured workflow item without payloads is about 1 KB.
+FIXED_OVERHEAD = 8 * KIB
+
+
+def truncate(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, marked so a reader knows it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --------------------------------------------------------------------------- item sizes
+
+
+def attribute_size(value: Any) -> int:
+    """Bytes DynamoDB counts for one attribute value (an upper bound where it rounds).
+
+    Strings: UTF-8 bytes; numbers: about one byte per two significant digits plus one;
+    booleans and null: 1; lists and maps: 3 bytes plus 1 per element plus their contents
+    (and, for maps, their keys).
+    """
+    match value:
+        case None | bool():
+            return 1
+        case str():
+            return len(value.encode("utf-8", "surrogatepass"))
+        case bytes():
+            return len(value)
+        case int() | float() | Decimal():
+            digits = len(str(value).lstrip("-").replace(".", "").lstrip("0")) or 1
+            return (digits + 1) // 2 + 1
+        case Mapping():
+            return 3 + sum(1 + attribute_size(str(k)) + attribute_size(v) for k, v in value.items())
+        case list() | tuple() | set() | frozenset():
+            return 3 + sum(1 + attribute_size(v) for v in value)
+    raise TypeError(f"not a DynamoDB value: {type(value).__name__}")
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """The size DynamoDB checks against its 400 KB limit: names plus values."""
+    return sum(len(name.encode("utf-8")) + attribute_size(v) for name, v in item.items())
+
+
+# ------------------------------------------------------------------------------ budgets
+
+
+def workflow_item_budget() -> int:
+    """The largest workflow item the caps allow."""
+    error = MAX_ERROR_NAME + MAX_ERROR_MESSAGE * 4 + MAX_ERROR_CAUSE * 4 + 1 * KIB
+    return FIXED_OVERHEAD + MAX_INPUT_BYTES + 2 * error  # the error and the cause it keeps
+
+
+def step_item_budget() -> int:
+    """The largest step or compensation item the caps allow."""
+    error = MAX_ERROR_NAME + MAX_ERROR_MESSAGE * 4 + MAX_ERROR_CAUSE * 4 + 1 * KIB
+    history = MAX_HISTORY * MAX_HISTORY_ENTRY_BYTES
+    replacement = MAX_INPUT_BYTES  # an operator's replacement input for this step
+    return FIXED_OVERHEAD + MAX_OUTPUT_BYTES + MAX_DETAILS_BYTES + error + history + replacement
