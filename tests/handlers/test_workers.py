@@ -172,6 +172,7 @@ def test_callback_step_success_heartbeat_and_stale_tokens(
     assert done["output"]["notify_customer"]["tracking"] == "CARRIER-1"
     code, reply = stack.callback(token, "success", {"output": {"tracking": "AGAIN"}})
     assert code == 409 and reply["error"]["code"] == "TaskTokenStale"
+    assert stack.callback(forged, "success")[0] == 404  # the attempt is over: still unknown
     assert stack.api("GET", accepted["location"])[2]["output"]["ship_order"] == {
         "tracking": "CARRIER-1"
     }

@@ -188,3 +188,57 @@ def test_pending_without_a_token_is_a_permanent_error(harness: Harness) -> None:
         state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.COMPENSATED
     assert loads(state.steps["ship_order"].error)["type"] == "PendingWithoutToken"
+
+
+def _forged(token: str) -> str:
+    """The same attempt's coordinates with another secret."""
+    from shepherd.engine.tokens import TaskToken
+
+    real = TaskToken.decode(token)
+    return TaskToken(real.workflow_id, real.kind, real.step, real.attempt, "x" * 32).encode()
+
+
+def test_a_forged_token_is_unknown_whatever_state_its_attempt_is_in(harness: Harness) -> None:
+    """Only the genuine token of an attempt that is over learns it is over (409); a forged
+    one must not learn that the workflow, the step or the attempt exist (404)."""
+    tokens: list[str] = []
+    with registry_with(ship_order=_callback_ship(tokens)) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        harness.pump()
+        forged = _forged(tokens[0])
+        with pytest.raises(TaskTokenInvalid):  # attempt waiting
+            harness.scheduler.callback(forged, "success", output={})
+        harness.scheduler.callback(tokens[0], "success", output={"tracking": "CB-1"})
+        harness.run(wf)
+        for action in ("success", "heartbeat", "failure"):
+            with pytest.raises(TaskTokenInvalid):  # attempt over
+                harness.scheduler.callback(forged, action, output={})
+            with pytest.raises(TaskTokenStale):
+                harness.scheduler.callback(tokens[0], action, output={})
+
+
+def test_callback_payloads_obey_the_agents_caps(harness: Harness) -> None:
+    from shepherd import limits
+    from shepherd.errors import PayloadTooLarge
+
+    tokens: list[str] = []
+    with registry_with(ship_order=_callback_ship(tokens)) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        harness.pump()
+        big = "x" * (limits.MAX_DETAILS_BYTES + 1)
+        with pytest.raises(PayloadTooLarge) as too_large:
+            harness.scheduler.callback(tokens[0], "heartbeat", details={"d": big})
+        assert too_large.value.code == "DetailsTooLarge"
+        assert harness.step(wf, "ship_order").status is StepStatus.WAITING  # nothing written
+        huge = "y" * (limits.MAX_OUTPUT_BYTES + 1)
+        with pytest.raises(PayloadTooLarge) as rejected:
+            harness.scheduler.callback(tokens[0], "success", output={"o": huge})
+        assert rejected.value.code == "OutputTooLarge"
+        state = harness.run(wf)
+    # The over-cap output failed its attempt for good, and the workflow unwound.
+    ship = state.steps["ship_order"]
+    assert ship.status is StepStatus.FAILED and ship.output is None
+    assert loads(ship.error)["type"] == "OutputTooLarge"
+    assert state.workflow.status is WorkflowStatus.COMPENSATED

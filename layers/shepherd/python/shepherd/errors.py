@@ -88,6 +88,19 @@ class PayloadTooLarge(ShepherdError):
         self.size = size
         self.limit = limit
 
+    @property
+    def code(self) -> str:
+        """`InputTooLarge`, `OutputTooLarge`, `DetailsTooLarge`: the API's error code."""
+        return "".join(w.capitalize() for w in self.what.split()) + "TooLarge"
+
+
+class OutputRejected(PayloadTooLarge):
+    """A callback's output was over its cap: the attempt was failed (OutputTooLarge)."""
+
+    def __init__(self, size: int, limit: int, message: str) -> None:
+        super().__init__("output", size, limit)
+        self.args = (message,)
+
 
 class InputTooLarge(PayloadTooLarge):
     def __init__(self, size: int, limit: int) -> None:

@@ -39,10 +39,20 @@ def _attempt(attempt: int) -> Cond:
     return Eq("attempt", attempt)
 
 
-def _history(attempt: int, outcome: str, at: int, error: str | None = None) -> dict[str, Any]:
+def _history(
+    attempt: int,
+    outcome: str,
+    at: int,
+    error: str | None = None,
+    token_hash: str | None = None,
+) -> dict[str, Any]:
+    """One ended attempt. `th` keeps the hash of a callback attempt's task token, so the
+    genuine token of an attempt that is over gets 409 and a forged one still gets 404."""
     entry: dict[str, Any] = {"a": attempt, "o": outcome, "t": at}
     if error:
         entry["e"] = error
+    if token_hash:
+        entry["th"] = token_hash
     return entry
 
 
@@ -138,7 +148,9 @@ def complete(
             "expires_at": expires_at,
         },
         remove=("lease_owner", "callback_token"),
-        append={"history": [_history(attempt, "ok", now)]},
+        append={
+            "history": [_history(attempt, "ok", now, token_hash=token_hash or rec.callback_token)]
+        },
     )
     return Write(*rec.key, update, _fenced(attempt, token_hash))
 
@@ -171,7 +183,8 @@ def end_attempt(
         _fenced(attempt, token_hash) if token_hash else all_of(_is(from_status), _attempt(attempt))
     )
     condition = all_of(fence, *([guard] if guard else []))
-    history = {"history": [_history(attempt, outcome, now, error_type)]}
+    ended = _history(attempt, outcome, now, error_type, token_hash or rec.callback_token)
+    history = {"history": [ended]}
     if isinstance(decision, RetryIn):
         available_at = now + decision.delay_ms
         values: dict[str, Any] = {

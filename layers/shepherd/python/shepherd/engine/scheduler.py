@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shepherd import jsonsafe, limits
 from shepherd.clock import iso
 from shepherd.conditions import Cond, Eq, Missing
 from shepherd.decisions import transitions as tx
@@ -35,6 +36,8 @@ from shepherd.errors import (
     InputInvalid,
     InputTooLarge,
     InvalidTransition,
+    OutputRejected,
+    PayloadTooLarge,
     TaskTokenInvalid,
     TaskTokenStale,
     TransactionConflict,
@@ -58,7 +61,6 @@ from shepherd.ports import EventPublisher, IdSource, Store, TaskQueue
 
 logger = logging.getLogger("shepherd.scheduler")
 
-MAX_INPUT_BYTES = 256 * 1024
 MAX_ROUNDS = 64
 
 
@@ -188,12 +190,12 @@ class Scheduler:
     @staticmethod
     def _validated_input(definition: Definition, payload: Any) -> str:
         try:
-            input_json = dumps(payload)
-        except (TypeError, ValueError) as exc:
-            raise InputInvalid(f"input is not JSON: {exc}", "input") from None
-        size = len(input_json.encode())
-        if size > MAX_INPUT_BYTES:
-            raise InputTooLarge(size, MAX_INPUT_BYTES)
+            input_json = jsonsafe.dumps(payload, what="input")
+        except jsonsafe.JsonRejected as exc:
+            raise InputInvalid(exc.message, "input") from None
+        size = jsonsafe.size(input_json)
+        if size > limits.MAX_INPUT_BYTES:
+            raise InputTooLarge(size, limits.MAX_INPUT_BYTES)
         validator = definition.input_validator
         if validator is not None:
             import fastjsonschema  # noqa: PLC0415 - already imported by definitions
@@ -394,25 +396,36 @@ class Scheduler:
         parsed, state, definition, rec = self._token_target(token)
         now = self.ports.clock.now_ms()
         if action == "heartbeat":
-            write = tx.heartbeat(rec, parsed.attempt, now, _json_or_none(details), parsed.hash)
+            text = None if details is None else dumps(details)
+            if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
+                raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
+            write = tx.heartbeat(rec, parsed.attempt, now, text, parsed.hash)
             updated = self._write_step(state, write)
             if updated is None:
                 raise TaskTokenStale("the attempt of this token is over")
             return updated
         if action == "success":
-            updated = self.complete_attempt(state, rec, dumps(output), token_hash=parsed.hash)
-            if updated is None:
-                raise TaskTokenStale("the attempt of this token is over")
-            return updated
+            text = dumps(output)
+            problem = output_problem(state, rec, text)
+            if problem is None:
+                updated = self.complete_attempt(state, rec, text, token_hash=parsed.hash)
+                if updated is None:
+                    raise TaskTokenStale("the attempt of this token is over")
+                return updated
+            error, cause, permanent = "OutputTooLarge", problem, True
+        else:
+            error = limits.truncate(error or "TaskFailed", limits.MAX_ERROR_NAME)
+            cause = limits.truncate(cause or error, limits.MAX_ERROR_CAUSE)
+            permanent = False
         from shepherd.decisions.planner import failure_decision  # noqa: PLC0415
 
         spec = definition.spec(rec.kind, rec.name)
         ended = failure_decision(
             rec,
             spec,
-            error_type=error or "TaskFailed",
-            message=cause or error or "the task failed",
-            permanent=False,
+            error_type=error,
+            message=cause,
+            permanent=permanent,
             unwinding=state.workflow.status.unwinding and rec.kind == "step",
             rng=self.ports.rng,
         )
@@ -423,9 +436,19 @@ class Scheduler:
         assert updated is not None
         if updated.status is StepStatus.FAILED:
             self.advance(rec.workflow_id)
+        if action == "success":
+            size = jsonsafe.size(dumps(output))
+            raise OutputRejected(size, limits.MAX_OUTPUT_BYTES, f"{cause}; the attempt failed")
         return updated
 
     def _token_target(self, token: str) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
+        """The attempt a genuine token names, if it still waits; else why not.
+
+        Only a token whose hash the step holds (for its current attempt) or held (in the
+        history of an ended attempt) is genuine. Anything else, including a real attempt's
+        coordinates with a wrong secret, is `TaskTokenInvalid` whatever state that attempt
+        is in: a 409 would tell a forger that the workflow, the step and the attempt exist.
+        """
         try:
             parsed = TaskToken.decode(token)
         except ValueError:
@@ -436,9 +459,7 @@ class Scheduler:
             raise TaskTokenInvalid("unknown task token")
         if matches(rec.callback_token, parsed) and rec.attempt == parsed.attempt:
             return parsed, loaded[0], loaded[1], rec
-        if parsed.attempt < rec.attempt or (
-            parsed.attempt == rec.attempt and not rec.status.in_flight
-        ):
+        if any(h.get("a") == parsed.attempt and matches(h.get("th"), parsed) for h in rec.history):
             raise TaskTokenStale("the attempt of this token is over")
         raise TaskTokenInvalid("unknown task token")
 
@@ -645,8 +666,28 @@ _FINISH_EVENTS = {
 }
 
 
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else dumps(value)
+def output_problem(state: WorkflowState, rec: StepRecord, output: str) -> str | None:
+    """Why an attempt's output cannot be recorded (over a cap), or None.
+
+    Two caps (shepherd.limits): one output, and every output of the workflow together, which
+    the read view assembles into the workflow output. Concurrent branches each check against
+    what they last read, so together they may pass the total by at most one output each.
+    """
+    size = jsonsafe.size(output)
+    if size > limits.MAX_OUTPUT_BYTES:
+        return f"output is {size} bytes; the limit is {limits.MAX_OUTPUT_BYTES}"
+    others = [
+        r
+        for r in (*state.steps.values(), *state.compensations.values())
+        if r.output is not None and (r.kind, r.name) != (rec.kind, rec.name)
+    ]
+    total = size + sum(jsonsafe.size(r.output) for r in others if r.output is not None)
+    if total > limits.MAX_WORKFLOW_OUTPUT_BYTES:
+        return (
+            f"the workflow's outputs would total {total} bytes; "
+            f"the limit is {limits.MAX_WORKFLOW_OUTPUT_BYTES}"
+        )
+    return None
 
 
 def _key(action: Action) -> tuple[Any, ...]:
