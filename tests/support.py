@@ -133,6 +133,14 @@ class Harness:
         assert loaded is not None
         return loaded[0]
 
+    def output(self, workflow_id: str) -> Any:
+        """The workflow's output as the API reads it (assembled from its steps)."""
+        from shepherd.engine.queries import workflow_output
+
+        loaded = self.scheduler.load(workflow_id)
+        assert loaded is not None
+        return workflow_output(*loaded)
+
     def status(self, workflow_id: str) -> WorkflowStatus:
         return self.state(workflow_id).workflow.status
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shepherd.clock import iso
 from shepherd.definitions import Definition
-from shepherd.engine.queries import WorkflowSummary
+from shepherd.engine.queries import WorkflowSummary, workflow_output
 from shepherd.model import StepRecord, WorkflowState, loads
 
 from shepherd_handlers.models import (
@@ -48,7 +48,7 @@ def workflow_view(state: WorkflowState, definition: Definition) -> WorkflowView:
         updated_at=iso(wf.updated_at) or "",
         finished_at=iso(wf.finished_at),
         input=loads(wf.input),
-        output=loads(wf.output),
+        output=workflow_output(state, definition),
         error=loads(wf.error),
         redrives=wf.redrives,
         steps=steps,

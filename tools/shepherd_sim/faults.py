@@ -17,6 +17,8 @@ FAULT_KINDS: dict[str, str] = {
     "hang": "the agent function hangs until the Lambda timeout kills it",
     "retryable": "the agent raises a retryable error (before or after its side effect)",
     "permanent": "the agent raises a permanent (non-retryable) error",
+    "oversize": "the agent reports progress over its cap (before the effect) or returns an "
+    "output over its cap (after it); a callback step's external system calls back with one",
     "store_before": "a store call fails (throttled) before taking effect",
     "store_after": "a store write takes effect, then the call fails (timeout)",
     "slow": "a store call takes 5 ms-1.5 s, so anything else can happen in the middle",
@@ -47,6 +49,7 @@ class Faults:
     hang: float = 0.02
     retryable: float = 0.08
     permanent: float = 0.03
+    oversize: float = 0.02
     store_before: float = 0.004
     store_after: float = 0.004
     slow: float = 0.03

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from shepherd.conditions import Cond, Item, Update
-from shepherd.errors import DeliveryError
+from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.model import OutgoingTask
 from shepherd.ports import DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from shepherd_sim.sim import Simulation
 
 
-class StoreThrottled(Exception):
+class StoreThrottled(StoreUnavailable):
     """The call was rejected before it took effect (ProvisionedThroughputExceeded, 5xx)."""
 
 
-class StoreTimeout(Exception):
+class StoreTimeout(StoreUnavailable):
     """The write took effect, but its response never arrived (a timeout after the commit)."""
 
 

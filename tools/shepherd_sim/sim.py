@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shepherd import limits
 from shepherd.clock import ManualClock
 from shepherd.conditions import Cond, Item, Update
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
@@ -125,6 +126,17 @@ FLASH: dict[str, Any] = {
         },
     ],
 }
+
+
+def _redact_tokens(item: Item) -> Item:
+    """An item with its task-token hashes (current and in its history) replaced by a mark."""
+    mark = "<redacted>"
+    out = {**item}
+    if "callback_token" in out:
+        out["callback_token"] = mark
+    if "history" in out:
+        out["history"] = [{**h, "th": mark} if "th" in h else h for h in out["history"]]
+    return out
 
 
 def load_definitions() -> dict[str, Definition]:
@@ -253,7 +265,18 @@ class SimConfig:
     """Share of attempts that hand their work to an external system (callback steps)."""
 
 
-AGENT_FAULTS = ("crash_before", "crash_after", "pause", "hang", "retryable", "permanent")
+# Rolled in this order, at most one per attempt: a kind added later goes last, so it never
+# changes which earlier kind a seed rolls.
+AGENT_FAULTS = (
+    "crash_before",
+    "crash_after",
+    "pause",
+    "hang",
+    "retryable",
+    "permanent",
+    "oversize",
+)
+OVERSIZE = limits.MAX_OUTPUT_BYTES + 1  # bytes of filler that put a payload over its cap
 MANUAL_MODES = ("handle", "duplicate", "lose", *AGENT_FAULTS)
 
 
@@ -266,6 +289,7 @@ class External:
     spec: TaskSpec
     done_at: int
     outcome: str  # "success" | "failure"
+    oversize: bool = False  # calls back with an output over its cap
 
 
 @dataclass
@@ -641,7 +665,7 @@ class Simulation:
         obeys_cancel = rng.random() < 0.5
         callback = rng.random() < self.config.callback_share
         if fault is not None:
-            detail = f" {where} the effect" if fault in ("pause", "retryable") else ""
+            detail = f" {where} the effect" if fault in ("pause", "retryable", "oversize") else ""
             self.fault(fault, wf, f"{who}{detail}")
         if fault == "hang":
             self._hang(ctx, spec, beating=rng.random() < 0.5)
@@ -659,6 +683,8 @@ class Simulation:
             raise SimTransient(f"{who}: response lost after the effect")
         if fault == "pause":
             self._freeze(ctx, spec)
+        if fault == "oversize":
+            return {"attempt": ctx.attempt, "effect": effect.seq, "blob": "x" * OVERSIZE}
         return {"attempt": ctx.attempt, "effect": effect.seq}
 
     def _before_effect(
@@ -683,6 +709,8 @@ class Simulation:
             raise PermanentError(f"{who}: permanent", name="SimPermanent")
         if fault == "retryable" and where == "before":
             raise SimTransient(f"{who}: service unavailable")
+        if fault == "oversize" and where == "before":
+            ctx.report_progress({"log": "x" * limits.MAX_DETAILS_BYTES})  # DetailsTooLarge
 
     # ----------------------------------------------------------- callback steps
 
@@ -694,7 +722,7 @@ class Simulation:
         token = ctx.task_token()
         done_at = self.now() + round(self.rng.uniform(0.1, 1.2 * spec.timeout_seconds) * 1000)
         outcome = "failure" if self.rng.random() < 0.15 else "success"
-        ext = External(ctx, token, spec, done_at, outcome)
+        ext = External(ctx, token, spec, done_at, outcome, oversize=fault == "oversize")
         self.trace(ctx.workflow_id, f"agent   {who} handed to the external system ({outcome})")
         self._pending_external += 1
         self.schedule(self.now() + 1, "external", ext)
@@ -723,6 +751,8 @@ class Simulation:
         if ext.outcome == "success":
             effect = self._call_service(ext.ctx)
             payload = {"attempt": ext.ctx.attempt, "effect": effect.seq}
+            if ext.oversize:
+                payload["blob"] = "x" * OVERSIZE
         else:
             payload = {"error": "ExternalFailure"}
         self._send_callback(ext, ext.outcome, payload, 0)
@@ -1144,13 +1174,7 @@ class Simulation:
         for _, line in self.trace_lines:
             digest.update(line.encode() + b"\n")
         # Task tokens are secrets (not seeded); only their presence is part of the run.
-        items = sorted(
-            (
-                {**i, "callback_token": "<token>"} if "callback_token" in i else i
-                for i in record.items
-            ),
-            key=lambda i: (i["pk"], i["sk"]),
-        )
+        items = sorted((_redact_tokens(i) for i in record.items), key=lambda i: (i["pk"], i["sk"]))
         digest.update(json.dumps(items, sort_keys=True, default=str).encode())
         digest.update(json.dumps(self.service.snapshot(), sort_keys=True).encode())
         return SimResult(

@@ -75,6 +75,11 @@ class TransactionConflict(ShepherdError):
         self.current = current
 
 
+class StoreUnavailable(ShepherdError):
+    """A store call failed for a reason that passes (throttling, a timeout, a 5xx) after the
+    SDK's own retries. A write may or may not have landed; callers re-read before acting."""
+
+
 class DeliveryError(ShepherdError):
     """Sending task messages or events failed; the supervisor recovers lost dispatches."""
 

@@ -126,6 +126,7 @@ class StepRecord:
     budget_from: int = 0  # attempts before this number were spent before a redrive
     expires_at: int | None = None
     callback_token: str | None = None  # sha256 of the current attempt's token nonce
+    attempts_total: int = 0  # ended attempts, including those dropped from `history`
 
     @property
     def key(self) -> tuple[str, str]:
@@ -144,6 +145,8 @@ class StepRecord:
             item["dispatches"] = self.dispatches
         if self.budget_from:
             item["budget_from"] = self.budget_from
+        if self.attempts_total:
+            item["attempts_total"] = self.attempts_total
         return item
 
     @classmethod
@@ -159,6 +162,7 @@ class StepRecord:
             history=tuple(item.get("history", ())),
             dispatches=int(item.get("dispatches", 0)),
             budget_from=int(item.get("budget_from", 0)),
+            attempts_total=int(item.get("attempts_total", len(item.get("history", ())))),
             **{name: item.get(name) for name in _STEP_OPTIONAL},
         )
 
@@ -192,7 +196,6 @@ class WorkflowRecord:
     created_at: int
     updated_at: int
     idempotency_key: str | None = None
-    output: str | None = None
     error: str | None = None
     finished_at: int | None = None
     watch_shard: str | None = None
@@ -200,6 +203,9 @@ class WorkflowRecord:
     expires_at: int | None = None
     cancel_requested_at: int | None = None
     redrives: int = 0
+    look_failures: int = 0  # consecutive supervisor looks that raised (see Supervisor)
+    parked_from: str | None = None  # the status a parked workflow had; a retry restores it
+    look_failed_at: int | None = None  # when the last of `look_failures` happened
 
     @property
     def key(self) -> tuple[str, str]:
@@ -228,6 +234,8 @@ class WorkflowRecord:
                 item[name] = value
         if self.redrives:
             item["redrives"] = self.redrives
+        if self.look_failures:
+            item["look_failures"] = self.look_failures
         return item
 
     @classmethod
@@ -243,6 +251,7 @@ class WorkflowRecord:
             created_at=int(item["created_at"]),
             updated_at=int(item["updated_at"]),
             redrives=int(item.get("redrives", 0)),
+            look_failures=int(item.get("look_failures", 0)),
             **{name: item.get(name) for name in _WF_OPTIONAL},
         )
 
@@ -250,12 +259,13 @@ class WorkflowRecord:
 _WF_OPTIONAL = (
     "cancel_requested_at",
     "idempotency_key",
-    "output",
     "error",
     "finished_at",
     "watch_shard",
     "due_at",
     "expires_at",
+    "parked_from",
+    "look_failed_at",
 )
 
 

@@ -7,10 +7,10 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from shepherd.conditions import And, Cond, Eq, Exists, In, Item, Lt, Missing, Or, Update
-from shepherd.errors import ConditionFailed, ItemTooLarge, TransactionConflict
+from shepherd.errors import ConditionFailed, ItemTooLarge, StoreUnavailable, TransactionConflict
 from shepherd.ports import DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE
 
@@ -109,6 +109,26 @@ def _code(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
 
+# Errors that pass: the SDK (standard retry mode) has already retried them; what is left is
+# reported as StoreUnavailable so callers can tell them from a bug.
+TRANSIENT = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "TransactionInProgressException",
+    }
+)
+
+
+def _transient(err: Exception) -> bool:
+    if isinstance(err, BotoCoreError):
+        return True  # connection and read timeouts, endpoint errors
+    return isinstance(err, ClientError) and _code(err) in TRANSIENT
+
+
 def _too_large(err: ClientError) -> bool:
     """DynamoDB's answer to a write whose item would exceed 400 KB (a ValidationException)."""
     message = str(err.response.get("Error", {}).get("Message", ""))
@@ -121,6 +141,15 @@ class DynamoStore:
     def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
         self._table = table_name
+
+    def _call(self, operation: str, **params: Any) -> Any:
+        """One SDK call; errors that pass become StoreUnavailable, the rest stay as they are."""
+        try:
+            return getattr(self._client, operation)(**params)
+        except (ClientError, BotoCoreError) as err:
+            if _transient(err):
+                raise StoreUnavailable(f"{operation}: {err}") from err
+            raise
 
     def create(self, items: Sequence[Item]) -> None:
         request = [
@@ -154,7 +183,7 @@ class DynamoStore:
     def _transact(self, actions: list[dict[str, Any]]) -> None:
         for attempt in range(TRANSACTION_RETRIES):
             try:
-                self._client.transact_write_items(TransactItems=actions)
+                self._call("transact_write_items", TransactItems=actions)
                 return
             except ClientError as err:
                 if _too_large(err):
@@ -170,7 +199,8 @@ class DynamoStore:
 
     def put_new(self, item: Item) -> None:
         try:
-            self._client.put_item(
+            self._call(
+                "put_item",
                 TableName=self._table,
                 Item=to_attr(item),
                 ConditionExpression="attribute_not_exists(pk)",
@@ -196,7 +226,7 @@ class DynamoStore:
             params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         params.update(expr.params())
         try:
-            response = self._client.update_item(**params)
+            response = self._call("update_item", **params)
         except ClientError as err:
             if _code(err) == "ConditionalCheckFailedException":
                 raise ConditionFailed(from_attr(err.response.get("Item"))) from None
@@ -216,15 +246,18 @@ class DynamoStore:
             "ConsistentRead": True,
         }
         while True:
-            response = self._client.query(**params)
+            response = self._call("query", **params)
             items += [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
             if "LastEvaluatedKey" not in response:
                 return items
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def get(self, pk: str, sk: str) -> Item | None:
-        response = self._client.get_item(
-            TableName=self._table, Key=to_attr({"pk": pk, "sk": sk}), ConsistentRead=True
+        response = self._call(
+            "get_item",
+            TableName=self._table,
+            Key=to_attr({"pk": pk, "sk": sk}),
+            ConsistentRead=True,
         )
         return from_attr(response.get("Item"))
 
@@ -242,7 +275,7 @@ class DynamoStore:
         }
         if cursor:
             params["ExclusiveStartKey"] = cursor
-        response = self._client.query(**params)
+        response = self._call("query", **params)
         entries = []
         for attrs in response.get("Items", []):
             item = from_attr(attrs) or {}
@@ -264,6 +297,6 @@ class DynamoStore:
         }
         if cursor:
             params["ExclusiveStartKey"] = cursor
-        response = self._client.query(**params)
+        response = self._call("query", **params)
         items = [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
         return ListPage(items, response.get("LastEvaluatedKey"))

@@ -91,7 +91,6 @@ class StartCompensation:
 @dataclass(frozen=True)
 class Finish:
     status: WorkflowStatus
-    output: str | None = None
     error: str | None = None
 
 
@@ -137,8 +136,7 @@ def _plan_running(
         if rec.status is StepStatus.FAILED:
             return [Unwind(name, _failure_reason(rec))]
     if all(steps[n].status is StepStatus.SUCCEEDED for n in definition.topological_order):
-        output = {n: loads(steps[n].output) for n in definition.topological_order}
-        return [Finish(WorkflowStatus.SUCCEEDED, output=dumps(output))]
+        return [Finish(WorkflowStatus.SUCCEEDED)]
 
     grace = definition.dispatch_timeout_seconds * 1000
     actions: list[Action] = []

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shepherd.conditions import Cond, Eq, In, Item, Missing, Update, all_of, any_of
+from shepherd import limits
+from shepherd.conditions import Cond, Eq, Exists, In, Item, Missing, Update, all_of, any_of
 from shepherd.decisions.retry import GiveUp, RetryDecision, RetryIn
 from shepherd.definitions import MAX_SQS_DELAY
 from shepherd.model import (
@@ -57,7 +58,23 @@ def _history(
 
 
 def error_json(error_type: str, message: str, **extra: Any) -> str:
-    return dumps({"type": error_type, "message": message[:2000], **extra})
+    """An error as stored: its name and message cut to their caps (shepherd.limits)."""
+    return dumps(
+        {
+            "type": limits.truncate(error_type, limits.MAX_ERROR_NAME),
+            "message": limits.truncate(message, limits.MAX_ERROR_MESSAGE),
+            **extra,
+        }
+    )
+
+
+def _ended(rec: StepRecord, entry: dict[str, Any]) -> dict[str, Any]:
+    """SET of the step's history with `entry` appended, keeping the last MAX_HISTORY.
+
+    Exact without a read: every write that ends an attempt is fenced on the status and
+    attempt it saw, and changes one of them, so the history it saw is the history it replaces.
+    """
+    return {"history": [*rec.history, entry][-limits.MAX_HISTORY :]}
 
 
 # ---------------------------------------------------------------------------- step writes
@@ -140,17 +157,17 @@ def complete(
 
     With `token_hash`, a callback completes RUNNING(a) or WAITING(a) holding that token.
     """
+    entry = _history(attempt, "ok", now, token_hash=token_hash or rec.callback_token)
     update = Update(
         set={
             "status": StepStatus.SUCCEEDED.value,
             "output": output,
             "finished_at": now,
             "expires_at": expires_at,
+            **_ended(rec, entry),
         },
         remove=("lease_owner", "callback_token"),
-        append={
-            "history": [_history(attempt, "ok", now, token_hash=token_hash or rec.callback_token)]
-        },
+        add={"attempts_total": 1},
     )
     return Write(*rec.key, update, _fenced(attempt, token_hash))
 
@@ -183,8 +200,13 @@ def end_attempt(
         _fenced(attempt, token_hash) if token_hash else all_of(_is(from_status), _attempt(attempt))
     )
     condition = all_of(fence, *([guard] if guard else []))
-    ended = _history(attempt, outcome, now, error_type, token_hash or rec.callback_token)
-    history = {"history": [ended]}
+    ended = _history(
+        attempt,
+        outcome,
+        now,
+        limits.truncate(error_type, limits.MAX_ERROR_NAME),
+        token_hash or rec.callback_token,
+    )
     if isinstance(decision, RetryIn):
         available_at = now + decision.delay_ms
         values: dict[str, Any] = {
@@ -192,27 +214,29 @@ def end_attempt(
             "attempt": attempt + 1,
             "available_at": available_at,
             "error": error,
+            **_ended(rec, ended),
         }
         if details is not None:
             values["details"] = details
         remove = ["claimed_at", "heartbeat_at", "lease_owner", "callback_token"]
+        add = {"attempts_total": 1}
         if decision.delay_ms <= MAX_SQS_DELAY * 1000:
             values["dispatched_at"] = now
-            add = {"dispatches": 1}
+            add["dispatches"] = 1
         else:
             remove.append("dispatched_at")
-            add = {}
-        return Write(*rec.key, Update(values, tuple(remove), history, add), condition)
+        return Write(*rec.key, Update(values, tuple(remove), add=add), condition)
     assert isinstance(decision, GiveUp)
     values = {
         "status": StepStatus.FAILED.value,
         "error": error,
         "finished_at": now,
         "expires_at": expires_at,
+        **_ended(rec, ended),
     }
     return Write(
         *rec.key,
-        Update(values, ("lease_owner", "callback_token"), history),
+        Update(values, ("lease_owner", "callback_token"), add={"attempts_total": 1}),
         condition,
     )
 
@@ -338,18 +362,19 @@ def finish(
     now: int,
     expires_at: int,
     *,
-    output: str | None = None,
     error: str | None = None,
 ) -> Write:
-    """-> a terminal status; leaves the watch index."""
+    """-> a terminal status; leaves the watch index.
+
+    The workflow's output is not copied here: it is its steps' outputs, assembled when read,
+    so the workflow item never grows with them (shepherd.limits).
+    """
     values: dict[str, Any] = {
         "status": to.value,
         "updated_at": now,
         "finished_at": now,
         "expires_at": expires_at,
     }
-    if output is not None:
-        values["output"] = output
     if error is not None:
         values["error"] = error
     return Write(
@@ -367,13 +392,87 @@ def _redrives(wf: WorkflowRecord) -> Cond:
 
 
 def move_due(wf: WorkflowRecord, due_at: int) -> Write:
-    """Move the watch deadline, only if nobody moved it or changed the status meanwhile."""
+    """Move the watch deadline, only if nobody moved it or changed the status meanwhile.
+
+    A look that got this far succeeded, so it also clears a count of failed looks.
+    """
     seen = Missing("due_at") if wf.due_at is None else Eq("due_at", wf.due_at)
     return Write(
         wf_pk(wf.workflow_id),
         WF_SK,
-        Update(set={"due_at": due_at}),
+        Update(
+            set={"due_at": due_at},
+            remove=("look_failures", "look_failed_at") if wf.look_failures else (),
+        ),
         all_of(_is(wf.status), seen, _redrives(wf)),
+    )
+
+
+def _failures_seen(seen: int) -> Cond:
+    return Missing("look_failures") if not seen else Eq("look_failures", seen)
+
+
+def look_failed(pk: str, seen_failures: int, now: int) -> Write:
+    """A supervisor look at this workflow raised: count it; looks back off from `now`.
+
+    Works on the raw item (the look may have failed because the item does not parse), only
+    while the workflow is still in the watch index, and leaves `due_at` where it is: the
+    entry stays due (invariant 3), and later looks skip it until the backoff has passed.
+    """
+    return Write(
+        pk,
+        WF_SK,
+        Update(set={"look_failed_at": now}, add={"look_failures": 1}),
+        all_of(Exists("due_at"), _failures_seen(seen_failures)),
+    )
+
+
+def park(
+    pk: str, seen_status: str, seen_failures: int, now: int, expires_at: int, error: str
+) -> Write:
+    """Looks kept failing: FAILED with the reason, out of the watch index, for a person.
+
+    `parked_from` remembers the status it had, which an operator's retry restores.
+    """
+    return Write(
+        pk,
+        WF_SK,
+        Update(
+            set={
+                "status": WorkflowStatus.FAILED.value,
+                "parked_from": seen_status,
+                "error": error,
+                "updated_at": now,
+                "finished_at": now,
+                "expires_at": expires_at,
+            },
+            remove=("watch_shard", "due_at", "look_failed_at"),
+            add={"look_failures": 1},
+        ),
+        all_of(Exists("due_at"), Eq("status", seen_status), _failures_seen(seen_failures)),
+    )
+
+
+def unpark(wf: WorkflowRecord, now: int, shard: str, error: str | None) -> Write:
+    """FAILED (parked) -> the status it was parked from, due at once, its look count reset."""
+    values: dict[str, Any] = {
+        "status": wf.parked_from,
+        "updated_at": now,
+        "watch_shard": shard,
+        "due_at": now,
+    }
+    if error is not None:
+        values["error"] = error
+    remove = ("finished_at", "expires_at", "parked_from", "look_failures", "look_failed_at")
+    return Write(
+        wf_pk(wf.workflow_id),
+        WF_SK,
+        Update(
+            set=values,
+            remove=remove if error is not None else (*remove, "error"),
+            add={"redrives": 1},
+        ),
+        all_of(_is(WorkflowStatus.FAILED), _redrives(wf), Exists("parked_from")),
     )
 
 
@@ -387,7 +486,10 @@ __all__ = [
     "error_json",
     "finish",
     "heartbeat",
+    "look_failed",
     "move_due",
     "new_compensation",
+    "park",
+    "unpark",
     "unwind",
 ]

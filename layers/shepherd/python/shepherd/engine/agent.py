@@ -14,25 +14,31 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from shepherd import jsonsafe, limits
 from shepherd.clock import to_datetime
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision
 from shepherd.definitions import Definition, TaskSpec
-from shepherd.engine.scheduler import Scheduler, idempotency_key
+from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
 from shepherd.engine.tokens import TaskToken
-from shepherd.errors import AttemptSuperseded, ConditionFailed, PermanentError
+from shepherd.errors import (
+    AttemptSuperseded,
+    ConditionFailed,
+    DetailsTooLarge,
+    OutputInvalid,
+    OutputTooLarge,
+    PermanentError,
+)
 from shepherd.model import (
     StepRecord,
     StepStatus,
     TaskMessage,
     WorkflowState,
-    dumps,
     loads,
 )
 
 logger = logging.getLogger("shepherd.agent")
 
-MAX_OUTPUT_BYTES = 64 * 1024
 MIN_HEARTBEAT_INTERVAL_MS = 1000
 
 AgentFunction = Callable[["AgentContext"], Any]
@@ -91,9 +97,19 @@ class AgentContext:
         return to_datetime(self.deadline_ms)
 
     def report_progress(self, details: Any) -> None:
-        """Leave details a later attempt can resume from; they ride on the next heartbeat."""
+        """Leave details a later attempt can resume from; they ride on the next heartbeat.
+
+        Raises `DetailsTooLarge` (a PermanentError) over `limits.MAX_DETAILS_BYTES`, and
+        `JsonRejected` for a value that is not JSON, here in the function that reported them.
+        """
+        text = jsonsafe.dumps(details, what="progress details")
+        if jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
+            raise DetailsTooLarge(
+                f"progress details are {jsonsafe.size(text)} bytes; "
+                f"the limit is {limits.MAX_DETAILS_BYTES}"
+            )
         if self._heartbeat is not None:
-            self._heartbeat.report(dumps(details))
+            self._heartbeat.report(text)
 
     @property
     def cancelled(self) -> bool:
@@ -313,18 +329,25 @@ class AgentRuntime:
             if isinstance(result, Pending):
                 heartbeat.stop()
                 return self._waiting(rec, heartbeat)
-            output = dumps(result)
-            if len(output.encode()) > MAX_OUTPUT_BYTES:
-                raise PermanentError(
-                    f"output is {len(output.encode())} bytes; the limit is {MAX_OUTPUT_BYTES}",
-                    name="OutputTooLarge",
-                )
+            output = self._checked_output(state, rec, result)
         except Exception as exc:
             heartbeat.stop()
             return self._failed(state, definition, rec, spec, exc)
         finally:
             heartbeat.stop()
         return self._succeeded(state, rec, output)
+
+    @staticmethod
+    def _checked_output(state: WorkflowState, rec: StepRecord, result: Any) -> str:
+        """The output as stored, or the permanent error that fails the attempt instead."""
+        try:
+            output = jsonsafe.dumps(result, what="output")
+        except jsonsafe.JsonRejected as exc:
+            raise OutputInvalid(exc.message) from None
+        problem = output_problem(state, rec, output)
+        if problem is not None:
+            raise OutputTooLarge(problem)
+        return output
 
     def _waiting(self, rec: StepRecord, heartbeat: Heartbeat) -> HandleResult:
         if heartbeat.token is None:

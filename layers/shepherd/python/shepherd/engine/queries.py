@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shepherd.conditions import Item
+from shepherd.definitions import Definition
+from shepherd.model import WorkflowState, WorkflowStatus, loads
 from shepherd.ports import Store
 from shepherd.topology import TABLE
 
@@ -28,6 +30,21 @@ class WorkflowSummary:
 class WorkflowList:
     items: list[WorkflowSummary]
     next_token: str | None
+
+
+def workflow_output(state: WorkflowState, definition: Definition) -> Any:
+    """A succeeded workflow's output: each step's output by step name (None before that).
+
+    Assembled from the step items on every read, never stored on the workflow item, so the
+    workflow item does not grow with its steps' outputs (shepherd.limits).
+    """
+    if state.workflow.status is not WorkflowStatus.SUCCEEDED:
+        return None
+    return {
+        name: loads(state.steps[name].output)
+        for name in definition.topological_order
+        if name in state.steps
+    }
 
 
 def encode_token(cursor: dict[str, object]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from shepherd import jsonsafe, limits
 from shepherd.clock import iso
-from shepherd.conditions import Cond, Eq, Missing
+from shepherd.conditions import Cond, Eq, Item, Missing
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
     Action,
@@ -184,7 +184,7 @@ class Scheduler:
             for s in steps
             if s.status is StepStatus.QUEUED
         ]
-        self._deliver(tasks, [self._workflow_event("WorkflowStarted", workflow)])
+        self.deliver(tasks, [self._workflow_event("WorkflowStarted", workflow)])
         return StartResult(workflow, created=True)
 
     @staticmethod
@@ -228,7 +228,11 @@ class Scheduler:
 
     def load(self, workflow_id: str) -> tuple[WorkflowState, Definition] | None:
         """One consistent query: the workflow, its steps and compensations, and its definition."""
-        state = WorkflowState.from_items(self.ports.store.load(wf_pk(workflow_id)))
+        return self.parse(self.ports.store.load(wf_pk(workflow_id)))
+
+    def parse(self, items: list[Item]) -> tuple[WorkflowState, Definition] | None:
+        """A workflow's items (one partition) as its state, with the definition it runs on."""
+        state = WorkflowState.from_items(items)
         if state is None:
             return None
         return state, self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
@@ -277,7 +281,7 @@ class Scheduler:
                 tried.add(_key(action))
                 won = self._apply(state, definition, action, at, tasks, events)
                 applied.append(Applied(action, won))
-        self._deliver(tasks, events)
+        self.deliver(tasks, events)
         return applied
 
     def complete_attempt(
@@ -302,7 +306,7 @@ class Scheduler:
             return None
         if rec.kind == "compensation":
             event = self._step_event("StepCompensated", state, rec, {"attempt": rec.attempt})
-            self._deliver([], [event])
+            self.deliver([], [event])
         self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
         return updated
 
@@ -311,7 +315,7 @@ class Scheduler:
         tasks: list[OutgoingTask] = []
         events: list[DomainEvent] = []
         won = self._apply(state, definition, action, self.ports.clock.now_ms(), tasks, events)
-        self._deliver(tasks, events)
+        self.deliver(tasks, events)
         return won
 
     # ------------------------------------------------------------------ operator actions
@@ -350,6 +354,8 @@ class Scheduler:
             raise InvalidTransition(
                 f"workflow is {wf.status.value}: only a FAILED one can be retried"
             )
+        if wf.parked_from is not None:
+            return self._unpark(state, owner)
         failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
         if not failed:
             raise InvalidTransition("workflow has no failed compensation to retry")
@@ -376,8 +382,22 @@ class Scheduler:
         tasks = [
             self._task(wf.workflow_id, definition, c.kind, c.name, c.attempt + 1) for c in failed
         ]
-        self._deliver(tasks, [])
+        self.deliver(tasks, [])
         state, _ = self.owned(workflow_id, owner)
+        return state.workflow
+
+    def _unpark(self, state: WorkflowState, owner: str | None) -> WorkflowRecord:
+        """A workflow the supervisor parked goes back to the status it had, due at once."""
+        wf = state.workflow
+        cause = (loads(wf.error) or {}).get("cause")
+        write = tx.unpark(
+            wf,
+            self.ports.clock.now_ms(),
+            watch_shard(wf.workflow_id, self.config.watch_shards),
+            None if cause is None else dumps(cause),
+        )
+        if not self._write_workflow(state, write):
+            raise InvalidTransition("workflow changed while retrying; read it and try again")
         return state.workflow
 
     # ----------------------------------------------------------------- callback steps
@@ -508,8 +528,8 @@ class Scheduler:
                 state.put(StepRecord.from_item(item))
                 tasks.append(self._task(wf.workflow_id, definition, "compensation", name, 1))
                 return True
-            case Finish(status, output, error):
-                write = tx.finish(wf, status, now, expires, output=output, error=error)
+            case Finish(status, error):
+                write = tx.finish(wf, status, now, expires, error=error)
                 if not self._write_workflow(state, write):
                     return False
                 events.append(self._workflow_event(_FINISH_EVENTS[status], state.workflow))
@@ -616,7 +636,7 @@ class Scheduler:
         message = TaskMessage(workflow_id, name, attempt, kind)
         return OutgoingTask(pool, message, min(delay, MAX_SQS_DELAY))
 
-    def _deliver(self, tasks: Sequence[OutgoingTask], events: Sequence[DomainEvent]) -> None:
+    def deliver(self, tasks: Sequence[OutgoingTask], events: Sequence[DomainEvent]) -> None:
         """Best effort: a lost dispatch is found by the supervisor, a lost event is only lost."""
         if tasks:
             try:

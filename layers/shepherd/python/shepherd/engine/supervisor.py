@@ -3,6 +3,13 @@
 It never runs business logic and never trusts the index: each candidate is re-read with a
 consistent query, planned, and acted on only through conditional writes, so two sweeps
 running at once cannot double-dispatch or double-compensate.
+
+One workflow can never stall the others: each look runs on its own. A store error that
+passes (throttling, a timeout: `StoreUnavailable`) is logged and the workflow is simply looked
+at again by the next sweep (its entry stays due). Any other error is unexpected: it is logged
+with the workflow id and counted, and later looks back off; after `MAX_FAILED_LOOKS` failed
+looks in a row the workflow is parked (FAILED with a reason, out of the watch index,
+announced) for a person to see. Either way the sweep goes on with the next workflow.
 """
 
 from __future__ import annotations
@@ -11,14 +18,31 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from shepherd import limits
+from shepherd.clock import iso
+from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
-from shepherd.engine.scheduler import Scheduler
-from shepherd.errors import ConditionFailed
+from shepherd.engine.scheduler import Applied, Scheduler
+from shepherd.errors import ConditionFailed, StoreUnavailable
+from shepherd.model import WF_SK, DomainEvent, WorkflowStatus, dumps, loads, wf_pk
 
 logger = logging.getLogger("shepherd.supervisor")
 
 PAGE_SIZE = 100
+MAX_FAILED_LOOKS = 8  # consecutive failed looks before a workflow is parked
+LOOK_BACKOFF_MS = 5_000  # the first retry of a failed look; doubles each time
+MAX_LOOK_BACKOFF_MS = 300_000
+PARKED = "SupervisorGaveUp"
+
+
+def look_backoff_ms(failures: int) -> int:
+    """Delay before the next look after `failures` failed looks in a row (n >= 1).
+
+    `min(LOOK_BACKOFF_MS * 2 ** (n - 1), MAX_LOOK_BACKOFF_MS)`: 5 s, 10 s, ... 5 min, so a
+    workflow is parked about 15 minutes after its looks started failing.
+    """
+    return int(min(LOOK_BACKOFF_MS * 2 ** (failures - 1), MAX_LOOK_BACKOFF_MS))
 
 
 @dataclass
@@ -33,6 +57,11 @@ class SweepReport:
     due: int = 0
     looked_at: int = 0
     stale_entries: int = 0
+    failed_looks: int = 0
+    unavailable: int = 0
+    backing_off: int = 0
+    failed_queries: int = 0
+    parked: int = 0
     actions: Counter[str] = field(default_factory=Counter)
     lags_ms: list[int] = field(default_factory=list)
     truncated: bool = False
@@ -55,29 +84,56 @@ class Supervisor:
         shards = self.scheduler.config.watch_shards
         report.shards = shards
         for shard in range(shards):
-            cursor: dict[str, object] | None = None
-            while True:
-                page = self.scheduler.ports.store.query_due(f"W#{shard}", now, PAGE_SIZE, cursor)
-                report.index_queries += 1
-                report.index_items_read += page.items_read
-                for entry in page.entries:
-                    if report.looked_at >= self.max_workflows:
-                        report.truncated = True
-                        break
-                    report.due += 1
-                    self.look(entry.workflow_id, now, report)
-                cursor = page.cursor
-                if cursor is None or report.truncated:
-                    break
+            self._sweep_shard(f"W#{shard}", now, report)
+            if report.truncated:
+                break
         report.finished_at = clock.now_ms()
         return report
 
+    def _sweep_shard(self, shard: str, now: int, report: SweepReport) -> None:
+        cursor: dict[str, object] | None = None
+        while True:
+            try:
+                page = self.scheduler.ports.store.query_due(shard, now, PAGE_SIZE, cursor)
+            except Exception:  # a failed index query costs this shard one sweep, no more
+                report.failed_queries += 1
+                logger.warning("watch index query failed", exc_info=True, extra={"shard": shard})
+                return
+            report.index_queries += 1
+            report.index_items_read += page.items_read
+            for entry in page.entries:
+                if report.looked_at >= self.max_workflows:
+                    report.truncated = True
+                    return
+                report.due += 1
+                try:
+                    self.look(entry.workflow_id, now, report)
+                except StoreUnavailable:
+                    report.unavailable += 1  # passes: the entry stays due for the next sweep
+                    logger.warning(
+                        "store unavailable during a look",
+                        exc_info=True,
+                        extra={"workflow_id": entry.workflow_id},
+                    )
+                except Exception as exc:  # the isolation boundary: see the module docstring
+                    self._look_failed(entry.workflow_id, now, exc, report)
+            cursor = page.cursor
+            if cursor is None:
+                return
+
     def look(self, workflow_id: str, now: int, report: SweepReport) -> None:
         """Re-read one due workflow, act on it, and move its watch deadline."""
-        loaded = self.scheduler.load(workflow_id)
-        if loaded is None:
+        items = self.scheduler.ports.store.load(wf_pk(workflow_id))
+        head = next((i for i in items if i.get("sk") == WF_SK), None)
+        if head is None:
             report.stale_entries += 1
             return
+        failures = int(head.get("look_failures", 0))
+        if failures and now < int(head.get("look_failed_at", 0)) + look_backoff_ms(failures):
+            report.backing_off += 1  # its last look failed: wait out the backoff
+            return
+        loaded = self.scheduler.parse(items)
+        assert loaded is not None
         state, definition = loaded
         wf = state.workflow
         if wf.status.terminal or wf.due_at is None or wf.due_at > now:
@@ -86,18 +142,10 @@ class Supervisor:
         report.looked_at += 1
         acted: list[str] = []
         for applied in self.scheduler.run(state, definition, supervisor=True, now=now):
-            name = type(applied.action).__name__
-            if not applied.won:
-                report.actions[f"{name}Lost"] += 1
-                continue
-            action = applied.action
-            if isinstance(action, Dispatch) and action.lost:
-                name = "Redispatch"
-            if isinstance(action, EndAttempt):
-                name = "TimedOut"
-            report.actions[name] += 1
-            seen = getattr(action, "seen", None)
-            acted.append(f"{name}({seen.name}#{seen.attempt})" if seen is not None else name)
+            name = self._record(applied, report)
+            if name is not None:
+                seen = getattr(applied.action, "seen", None)
+                acted.append(f"{name}({seen.name}#{seen.attempt})" if seen is not None else name)
         if acted:
             logger.info(
                 "supervisor acted",
@@ -107,16 +155,11 @@ class Supervisor:
                     "status": state.workflow.status.value,
                 },
             )
-            timely = isinstance(action, EndAttempt) or (
-                isinstance(action, Dispatch) and action.lost
-            )
-            if timely and action.overdue_ms >= 0:  # type: ignore[union-attr]
-                report.lags_ms.append(action.overdue_ms)  # type: ignore[union-attr]
         wf = state.workflow
         if wf.status.terminal:
             return
         due = next_due(state, definition, now)
-        if due is None or due == wf.due_at:
+        if due is None or (due == wf.due_at and not wf.look_failures):
             return
         write = tx.move_due(wf, due)
         try:
@@ -124,3 +167,96 @@ class Supervisor:
         except ConditionFailed:
             # Someone else changed the workflow since: its own write left a valid deadline.
             report.actions["MoveDueLost"] += 1
+
+    @staticmethod
+    def _record(applied: Applied, report: SweepReport) -> str | None:
+        """Count one applied action; its detection lag if it acted on a passed deadline."""
+        action = applied.action
+        name = type(action).__name__
+        if not applied.won:
+            report.actions[f"{name}Lost"] += 1
+            return None
+        if isinstance(action, Dispatch) and action.lost:
+            name = "Redispatch"
+        if isinstance(action, EndAttempt):
+            name = "TimedOut"
+        report.actions[name] += 1
+        timely = isinstance(action, EndAttempt) or (isinstance(action, Dispatch) and action.lost)
+        if timely and action.overdue_ms >= 0:  # type: ignore[union-attr]
+            report.lags_ms.append(action.overdue_ms)  # type: ignore[union-attr]
+        return name
+
+    # ------------------------------------------------------------------- failed looks
+
+    def _look_failed(self, workflow_id: str, now: int, exc: Exception, report: SweepReport) -> None:
+        """Count a failed look; retry it with backoff, or park the workflow. Never raises."""
+        report.failed_looks += 1
+        logger.error(
+            "supervisor look failed",
+            exc_info=exc,
+            extra={"workflow_id": workflow_id, "error": type(exc).__name__},
+        )
+        store = self.scheduler.ports.store
+        try:
+            item = store.get(wf_pk(workflow_id), WF_SK)
+            if item is None or "due_at" not in item:
+                return  # gone, or finished meanwhile: nothing to watch
+            failures = int(item.get("look_failures", 0))
+            if failures + 1 >= MAX_FAILED_LOOKS:
+                self._park(item, failures, now, exc, report)
+                return
+            write = tx.look_failed(item["pk"], failures, now)
+            store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed:
+            return  # the workflow moved on (another look, or it finished): that look counts
+        except Exception:  # recording the failure failed too: the entry stays due, next sweep
+            logger.exception("failed look not recorded", extra={"workflow_id": workflow_id})
+
+    def _park(
+        self, item: Item, failures: int, now: int, exc: Exception, report: SweepReport
+    ) -> None:
+        status = str(item.get("status", ""))
+        previous = _safe_loads(item.get("error"))
+        error: dict[str, object] = {
+            "type": PARKED,
+            "code": "LookFailed",
+            "message": limits.truncate(
+                f"the supervisor could not look at this workflow {failures + 1} times in a "
+                f"row (last: {type(exc).__name__}: {exc}); it is parked until an operator "
+                "retries it",
+                limits.MAX_ERROR_MESSAGE,
+            ),
+            "operator_needed": True,
+            "parked_from": status,
+        }
+        if previous is not None:
+            error["cause"] = previous
+        expires = now // 1000 + self.scheduler.config.retention_seconds
+        write = tx.park(item["pk"], status, failures, now, expires, dumps(error))
+        self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
+        report.parked += 1
+        logger.error(
+            "workflow parked: its looks kept failing",
+            extra={"workflow_id": str(item["pk"]).removeprefix("WF#"), "looks": failures + 1},
+        )
+        event = DomainEvent(
+            "WorkflowFailed",
+            {
+                "workflow_id": str(item["pk"]).removeprefix("WF#"),
+                "workflow_type": str(item.get("wf_type", "")),
+                "status": WorkflowStatus.FAILED.value,
+                "at": iso(now),
+                "error": error,
+            },
+        )
+        self.scheduler.deliver([], [event])
+
+
+def _safe_loads(text: object) -> object:
+    """A stored error, if it still parses (the look may have failed on a broken item)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return loads(text)
+    except ValueError:
+        return None
