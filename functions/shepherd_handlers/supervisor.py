@@ -33,6 +33,12 @@ def record(report: SweepReport) -> None:
         )
     for lag in report.lags_ms:
         metrics.add_metric(name=Metric.DETECTION_LAG, unit=MetricUnit.Milliseconds, value=lag)
+    if report.failed_looks:
+        metrics.add_metric(
+            name=Metric.LOOK_FAILURES, unit=MetricUnit.Count, value=report.failed_looks
+        )
+    if report.parked:
+        metrics.add_metric(name=Metric.WORKFLOWS_PARKED, unit=MetricUnit.Count, value=report.parked)
 
 
 @logger.inject_lambda_context

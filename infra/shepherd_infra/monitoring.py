@@ -99,6 +99,13 @@ class Monitoring(Construct):
             "timeouts and lost messages are not being detected",
         )
         self._alarm(
+            "LookFailures",
+            engine_metric(Metric.LOOK_FAILURES),
+            threshold=0,
+            description="The supervisor could not look at a workflow (an unexpected error, "
+            "logged with its workflow id); after 8 failed looks in a row it is parked FAILED",
+        )
+        self._alarm(
             "CompensationFailed",
             engine_metric(Metric.COMPENSATIONS_FAILED),
             threshold=0,
@@ -208,6 +215,10 @@ class Monitoring(Construct):
                     engine_metric(Metric.SWEEP_DURATION, statistic="p50"),
                     engine_metric(Metric.SWEEP_DURATION, statistic="p99"),
                 ],
+            ),
+            graph(
+                "Failed looks and parked workflows",
+                [engine_metric(Metric.LOOK_FAILURES), engine_metric(Metric.WORKFLOWS_PARKED)],
             ),
             graph(
                 "DynamoDB throttles and conditional-check failures",

@@ -284,3 +284,21 @@ def test_supervisor_logs_each_action_with_the_workflow(
     (record,) = [r for r in caplog.records if r.getMessage() == "supervisor acted"]
     assert record.workflow_id == accepted["workflow_id"]  # type: ignore[attr-defined]
     assert record.actions == ["Redispatch(reserve_inventory#1)"]  # type: ignore[attr-defined]
+
+
+def test_the_supervisor_counts_failed_looks_and_parked_workflows(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A workflow whose look raises is counted in LookFailures (alarmed) by the handler."""
+    from shepherd.conditions import Update
+
+    _status, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    pk = f"WF#{accepted['workflow_id']}"
+    from shepherd_handlers.runtime import engine
+
+    engine().ports.store.update(pk, "#WF", Update(set={"def_hash": "gone", "due_at": 0}), None)
+    capsys.readouterr()
+    assert stack.sweep()["due"] == 1
+    assert '"LookFailures":[1.0]' in capsys.readouterr().out

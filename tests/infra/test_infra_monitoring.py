@@ -53,6 +53,13 @@ def test_dlq_alarm_per_pool(shepherd: Synth) -> None:
         assert alarm["Statistic"] == "Maximum"
 
 
+def test_a_failed_supervisor_look_raises_an_alarm(shepherd: Synth) -> None:
+    alarm = _engine_alarm(shepherd, Metric.LOOK_FAILURES)
+    assert alarm["Statistic"] == "Sum"
+    assert alarm["Threshold"] == 0
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
 def test_supervisor_silence_alarm(shepherd: Synth) -> None:
     alarm = _engine_alarm(shepherd, Metric.SUPERVISOR_RAN)
     assert alarm["Statistic"] == "Sum"
@@ -127,7 +134,7 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
     )
     alarms = _alarms(shepherd)
-    assert len(alarms) == 4 + 2 * len(shepherd.stack.pools)
+    assert len(alarms) == 5 + 2 * len(shepherd.stack.pools)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 

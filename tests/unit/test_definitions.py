@@ -165,3 +165,11 @@ def test_a_one_second_heartbeat_lease_is_refused() -> None:
         match=r"Steps\[0\] \(a\)\.HeartbeatSeconds: Input should be greater than or equal to 2",
     ):
         parse_definition(variant(Steps__0__HeartbeatSeconds=1), "wf.yaml")
+
+
+def test_a_definition_too_large_for_its_snapshot_item_is_refused() -> None:
+    from shepherd import limits
+
+    huge = variant(InputSchema={"description": "d" * limits.MAX_DEFINITION_BYTES})
+    with pytest.raises(DefinitionError, match="the limit is"):
+        parse_definition(huge, "big.yaml")

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import fastjsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from shepherd import limits
 from shepherd.errors import DefinitionError
 
 NAME = r"^[a-z][a-z0-9_]{0,63}$"
@@ -257,7 +258,7 @@ def _format_loc(data: Any, loc: tuple[int | str, ...]) -> str:
 def parse_definition(data: Any, source: str) -> Definition:
     """Validate raw data; errors name the source and every offending field."""
     try:
-        return Definition.model_validate(data)
+        definition = Definition.model_validate(data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
@@ -265,6 +266,13 @@ def parse_definition(data: Any, source: str) -> Definition:
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"{source}: {where + ': ' if where else ''}{msg}")
         raise DefinitionError("\n".join(lines)) from None
+    size = len(definition.canonical_json.encode())
+    if size > limits.MAX_DEFINITION_BYTES:  # its snapshot is one table item
+        raise DefinitionError(
+            f"{source}: the definition is {size} bytes as canonical JSON; "
+            f"the limit is {limits.MAX_DEFINITION_BYTES}"
+        )
+    return definition
 
 
 def _no_duplicate_keys_loader() -> type:

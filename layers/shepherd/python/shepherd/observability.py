@@ -25,6 +25,8 @@ class Metric(StrEnum):
     DETECTION_LAG = "DetectionLag"  # milliseconds, due -> acted
     SWEEP_DURATION = "SweepDuration"  # milliseconds
     SUPERVISOR_RAN = "SupervisorRan"  # 1 on every run: its absence raises an alarm
+    LOOK_FAILURES = "LookFailures"  # supervisor looks that raised unexpectedly (alarmed)
+    WORKFLOWS_PARKED = "WorkflowsParked"  # workflows parked after their looks kept failing
 
 
 # Lambda handler entry points (module.function), as the CDK app and the local stack wire them.
