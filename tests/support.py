@@ -60,6 +60,17 @@ class Harness:
             self.scheduler, self.agents, worker_id="test", background_heartbeats=False
         )
         self.supervisor = Supervisor(self.scheduler)
+        from shepherd.engine.pools import Pools
+        from shepherd.topology import pools
+
+        # The in-memory queue is also the pool control: a paused pool's queue receives nothing.
+        self.pools = Pools(
+            self.scheduler.executor,
+            self.queue,
+            self.queue,
+            self.clock,
+            sorted(pools(self.definitions)),
+        )
 
     # -------------------------------------------------------------------------- driving
 

@@ -1,8 +1,9 @@
 """Fault injection for the demo agents, read from the workflow input.
 
-`"faults": {"<step>": {"mode": "error" | "permanent" | "hang" | "crash", "times": N}}` applies
-to the first N attempts of that step (`"<step>:compensation"` targets its compensation).
-Only demo agents read `faults`.
+`"faults": {"<step>": {"mode": "error" | "permanent" | "hang" | "crash" | "crash_after_effect",
+"times": N}}` applies to the first N attempts of that step (`"<step>:compensation"` targets
+its compensation). `crash_after_effect`: the effect lands, then the worker dies before it can
+record anything (the outcome the engine cannot know). Only demo agents read `faults`.
 """
 
 from __future__ import annotations
@@ -45,8 +46,21 @@ def _fault(ctx: AgentContext) -> dict[str, Any] | None:
     return None
 
 
+def _crash(ctx: AgentContext) -> None:
+    if os.environ.get("SHEPHERD_REAL_FAULTS"):
+        os._exit(17)  # the worker process dies mid-step, as a Lambda sandbox would
+    raise SimulatedCrash(ctx.step)
+
+
+def after_effect(ctx: AgentContext) -> None:
+    """Call right after the effect: `crash_after_effect` dies here, before any result."""
+    fault = _fault(ctx)
+    if fault is not None and fault.get("mode") == "crash_after_effect":
+        _crash(ctx)
+
+
 def inject(ctx: AgentContext, *, permanent_name: str = "PermanentFailure") -> None:
-    """Raise, hang or crash as the workflow input asks for this attempt."""
+    """Raise, hang or crash as the workflow input asks for this attempt (before the effect)."""
     fault = _fault(ctx)
     if fault is None:
         return
@@ -67,6 +81,4 @@ def inject(ctx: AgentContext, *, permanent_name: str = "PermanentFailure") -> No
             raise TransientServiceError("hung attempt gave up")
         raise SimulatedHang(ctx.step)
     if mode == "crash":
-        if os.environ.get("SHEPHERD_REAL_FAULTS"):
-            os._exit(17)  # the worker process dies mid-step, as a Lambda sandbox would
-        raise SimulatedCrash(ctx.step)
+        _crash(ctx)

@@ -1,8 +1,11 @@
 """Where the demo's fake external services record their side effects, by idempotency key.
 
-A real service would dedupe on the key we pass it; these do the same, so a step retried after
-its effect landed applies that effect once. With `SHEPHERD_LEDGER` set (the local stack), the
-ledger is a SQLite file shared by worker processes; otherwise it lives in memory.
+A real service dedupes on the key we pass it; these do the same, so a step retried after its
+effect landed applies that effect once. They also answer the question a compensation asks
+("did this key do anything?") and remember an undo: an effect is applied at most once per
+key, ever, so a late attempt of a step (a zombie fenced out long ago) cannot apply it again
+after its undo. With `SHEPHERD_LEDGER` set (the local stack), the ledger is a SQLite file
+shared by worker processes; otherwise it lives in memory.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ def _db() -> sqlite3.Connection | None:
     conn = sqlite3.connect(path, timeout=10, isolation_level=None)
     conn.execute(
         "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-        "service TEXT, key TEXT, action TEXT, body TEXT, UNIQUE(service, key))"
+        "service TEXT, key TEXT, action TEXT, body TEXT, undone_by TEXT, "
+        "UNIQUE(service, key))"
     )
     return conn
 
@@ -49,6 +53,47 @@ def apply(service: str, key: str, action: str, body: dict[str, Any]) -> dict[str
         ).fetchone()
     conn.close()
     return {"action": row[0], **json.loads(row[1])}
+
+
+def find(service: str, key: str) -> dict[str, Any] | None:
+    """The effect a key applied, or None if it applied nothing."""
+    conn = _db()
+    if conn is None:
+        with _lock:
+            found = _memory.get((service, key))
+            return None if found is None else dict(found)
+    row = conn.execute(
+        "SELECT action, body, undone_by FROM effects WHERE service = ? AND key = ?",
+        (service, key),
+    ).fetchone()
+    conn.close()
+    if row is None:
+        return None
+    return {"action": row[0], **json.loads(row[1]), **({"undone_by": row[2]} if row[2] else {})}
+
+
+def undo(service: str, key: str, undo_key: str, action: str) -> dict[str, Any] | None:
+    """Undo what `key` applied, once: the effect undone, or None if there was nothing to undo.
+
+    Recorded under `undo_key` (the compensation's own idempotency key), so a repeated undo is
+    a no-op that returns the same answer.
+    """
+    effect = find(service, key)
+    if effect is None:
+        return None
+    apply(service, undo_key, action, {"of": key})
+    conn = _db()
+    if conn is None:
+        with _lock:
+            _memory[(service, key)].setdefault("undone_by", undo_key)
+        return effect
+    with conn:
+        conn.execute(
+            "UPDATE effects SET undone_by = ? WHERE service = ? AND key = ? AND undone_by IS NULL",
+            (undo_key, service, key),
+        )
+    conn.close()
+    return effect
 
 
 def effects(prefix: str = "") -> list[tuple[str, str, str]]:

@@ -1,4 +1,9 @@
-"""Demo agents of `order_fulfilment`: inventory, payments, shipping and notifications."""
+"""Demo agents of `order_fulfilment`: inventory, payments, shipping and notifications.
+
+Each compensation looks the forward step's effect up by that step's idempotency key and undoes
+it only if it is there: the step may have acted without anyone hearing of it (a crash after
+the effect), or never acted at all.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,17 @@ from shepherd.engine.agent import AgentContext
 from shepherd.errors import PermanentError
 
 from shepherd_agents import ledger, registry
-from shepherd_agents.faults import inject
+from shepherd_agents.faults import after_effect, inject
 
 
 def _latency() -> None:
     time.sleep(random.uniform(0.02, 0.12))
+
+
+def _undo(ctx: AgentContext, service: str, action: str) -> dict[str, Any] | None:
+    """Undo what the forward step applied, if anything (the compensation contract)."""
+    assert ctx.forward is not None
+    return ledger.undo(service, ctx.forward.idempotency_key, ctx.idempotency_key, action)
 
 
 @registry.agent("reserve_inventory")
@@ -25,6 +36,7 @@ def reserve_inventory(ctx: AgentContext) -> dict[str, Any]:
     if any(item.get("sku") == "SOLD-OUT" for item in items):
         raise PermanentError("sku SOLD-OUT has no stock", name="OutOfStock")
     effect = ledger.apply("inventory", ctx.idempotency_key, "reserve", {"items": items})
+    after_effect(ctx)
     return {"reservation_id": f"res-{ctx.workflow_id[:8]}", "items": effect["items"]}
 
 
@@ -32,8 +44,8 @@ def reserve_inventory(ctx: AgentContext) -> dict[str, Any]:
 def release_inventory(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx)
     _latency()
-    ledger.apply("inventory", ctx.idempotency_key, "release", {"of": ctx.step_output})
-    return {"released": ctx.step_output["reservation_id"]}
+    undone = _undo(ctx, "inventory", "release")
+    return {"released": undone is not None, "items": (undone or {}).get("items", [])}
 
 
 @registry.agent("charge_payment")
@@ -42,6 +54,7 @@ def charge_payment(ctx: AgentContext) -> dict[str, Any]:
     _latency()
     amount = ctx.input["amount"]
     effect = ledger.apply("payments", ctx.idempotency_key, "charge", {"amount": amount})
+    after_effect(ctx)
     return {"charge_id": f"ch-{ctx.workflow_id[:8]}", "amount": effect["amount"]}
 
 
@@ -49,9 +62,8 @@ def charge_payment(ctx: AgentContext) -> dict[str, Any]:
 def refund_payment(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx)
     _latency()
-    charge = ctx.step_output
-    ledger.apply("payments", ctx.idempotency_key, "refund", {"charge": charge})
-    return {"refunded": charge["charge_id"], "amount": charge["amount"]}
+    charged = _undo(ctx, "payments", "refund")
+    return {"refunded": (charged or {}).get("amount", 0), "nothing_to_undo": charged is None}
 
 
 @registry.agent("ship_order")
@@ -59,6 +71,7 @@ def ship_order(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx, permanent_name="AddressInvalid")
     _latency()
     ledger.apply("shipping", ctx.idempotency_key, "ship", {"order": ctx.input["order_id"]})
+    after_effect(ctx)
     return {"tracking": f"TRK{ctx.workflow_id[:10].upper()}"}
 
 
@@ -66,8 +79,8 @@ def ship_order(ctx: AgentContext) -> dict[str, Any]:
 def cancel_shipment(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx)
     _latency()
-    ledger.apply("shipping", ctx.idempotency_key, "cancel", {"of": ctx.step_output})
-    return {"cancelled": ctx.step_output["tracking"]}
+    shipped = _undo(ctx, "shipping", "cancel")
+    return {"cancelled": shipped is not None}
 
 
 @registry.agent("notify_customer")
@@ -76,4 +89,5 @@ def notify_customer(ctx: AgentContext) -> dict[str, Any]:
     _latency()
     tracking = ctx.dependencies["ship_order"]["tracking"]
     ledger.apply("email", ctx.idempotency_key, "send", {"tracking": tracking})
+    after_effect(ctx)
     return {"notified": ctx.input.get("customer", "customer"), "tracking": tracking}

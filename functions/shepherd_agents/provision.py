@@ -10,7 +10,7 @@ from shepherd.engine.agent import AgentContext
 from shepherd.errors import PermanentError
 
 from shepherd_agents import ledger, registry
-from shepherd_agents.faults import inject
+from shepherd_agents.faults import after_effect, inject
 
 
 def _work(ctx: AgentContext, seconds: float) -> None:
@@ -27,14 +27,20 @@ def _create(ctx: AgentContext, kind: str, **extra: Any) -> dict[str, Any]:
     _work(ctx, random.uniform(0.04, 0.2))
     name = f"{ctx.input['env_name']}-{kind}"
     ledger.apply("cloud", ctx.idempotency_key, f"create_{kind}", {"name": name, **extra})
+    after_effect(ctx)
     return {"id": f"{kind}-{ctx.workflow_id[:8]}", "name": name, **extra}
 
 
 def _delete(ctx: AgentContext, kind: str) -> dict[str, Any]:
+    """Tear down what the forward step created, looked up by its idempotency key: it may have
+    created it without recording success, or never created it at all."""
     inject(ctx)
     _work(ctx, 0.04)
-    ledger.apply("cloud", ctx.idempotency_key, f"delete_{kind}", {"id": ctx.step_output["id"]})
-    return {"deleted": ctx.step_output["id"]}
+    assert ctx.forward is not None
+    created = ledger.undo(
+        "cloud", ctx.forward.idempotency_key, ctx.idempotency_key, f"delete_{kind}"
+    )
+    return {"deleted": None if created is None else created["name"]}
 
 
 @registry.agent("create_network")
@@ -79,14 +85,16 @@ def configure_environment(ctx: AgentContext) -> dict[str, Any]:
     _work(ctx, 0.1)
     compute = ctx.dependencies["create_compute"]["id"]
     ledger.apply("cloud", ctx.idempotency_key, "configure", {"compute": compute})
+    after_effect(ctx)
     return {"configured": compute, "settings": {"tls": True}}
 
 
 @registry.agent("reset_configuration")
 def reset_configuration(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx)
-    ledger.apply("cloud", ctx.idempotency_key, "reset", {"of": ctx.step_output["configured"]})
-    return {"reset": ctx.step_output["configured"]}
+    assert ctx.forward is not None
+    configured = ledger.undo("cloud", ctx.forward.idempotency_key, ctx.idempotency_key, "reset")
+    return {"reset": None if configured is None else configured["compute"]}
 
 
 @registry.agent("verify_environment")

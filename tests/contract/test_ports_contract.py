@@ -73,6 +73,14 @@ def test_update_returns_the_new_item_and_applies_every_kind_of_change(store: Sto
     assert store.get("A", "1") == again
 
 
+def test_set_if_missing_keeps_the_first_value(store: Store) -> None:
+    store.put_new(item("A", "1", status="QUEUED"))
+    first = store.update("A", "1", Update(set_if_missing={"first": 5}, set={"n": 1}), None)
+    assert first["first"] == 5
+    again = store.update("A", "1", Update(set_if_missing={"first": 9}, set={"n": 2}), None)
+    assert again["first"] == 5 and again["n"] == 2
+
+
 BIG = "x" * 300_000
 
 

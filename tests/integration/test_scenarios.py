@@ -320,20 +320,41 @@ def test_zombie_cannot_heartbeat_or_fail_either(harness: Harness) -> None:
     assert lost.value.current is not None and lost.value.current["attempt"] == 2
 
 
-def test_permanent_error_compensates_only_succeeded_steps_in_reverse(harness: Harness) -> None:
+def test_a_permanent_error_compensates_every_step_that_may_have_acted_in_reverse(
+    harness: Harness,
+) -> None:
+    """`When: ATTEMPTED` (the default): the failed step was claimed, so it may have acted; it
+    is undone first (its first claim is the latest), and its undo finds nothing to undo."""
     wf = harness.start("order_fulfilment", with_faults(ORDER, ship_order={"mode": "permanent"}))
     state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.COMPENSATED
     assert state.steps["ship_order"].status is StepStatus.FAILED
-    assert state.steps["notify_customer"].status is StepStatus.CANCELLED
-    assert set(state.compensations) == {"charge_payment", "reserve_inventory"}
-    comps = sorted(state.compensations.values(), key=lambda c: c.finished_at or 0)
-    assert [c.name for c in comps] == ["charge_payment", "reserve_inventory"]
+    assert state.steps["notify_customer"].status is StepStatus.CANCELLED  # never claimed
+    undone = [
+        e.detail["step"] for e in harness.events.published if e.detail_type == "StepCompensated"
+    ]
+    assert undone == ["ship_order", "charge_payment", "reserve_inventory"]
+    assert loads(state.compensations["ship_order"].output) == {"cancelled": False}
     assert [e[2] for e in ledger.effects(wf)] == ["reserve", "charge", "refund", "release"]
     error = loads(state.workflow.error)
     assert error["step"] == "ship_order" and error["type"] == "AddressInvalid"
-    assert harness.events.types().count("StepCompensated") == 2
+    assert harness.events.types().count("StepCompensated") == 3
     assert harness.events.types()[-1] == "WorkflowCompensated"
+
+
+def test_when_succeeded_compensates_only_recorded_successes(harness: Harness) -> None:
+    from shepherd.definitions import parse_definition
+
+    order = harness.definitions["order_fulfilment"]
+    data = order.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["Steps"][2]["Compensation"]["When"] = "SUCCEEDED"  # ship_order
+    harness.definitions["order_fulfilment"] = parse_definition(data, "variant")
+    harness.catalog = type(harness.catalog)(harness.definitions, harness.store)
+    harness.scheduler.catalog = harness.catalog
+    wf = harness.start("order_fulfilment", with_faults(ORDER, ship_order={"mode": "permanent"}))
+    state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    assert set(state.compensations) == {"charge_payment", "reserve_inventory"}
 
 
 def test_dag_failure_compensates_created_resources_in_reverse_completion(harness: Harness) -> None:

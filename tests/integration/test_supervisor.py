@@ -52,6 +52,8 @@ def test_two_sweeps_at_once_never_double_dispatch_or_double_compensate(
 
     def other_sweeps_in_between(pk: str) -> None:
         # A has read its first due workflow; B runs a whole sweep before A acts on it.
+        if not pk.startswith("WF#"):
+            return  # the sweep's read of the pool states
         hook.after_load = None
         inner_reports.append((b if first == "a" else a).sweep())
 

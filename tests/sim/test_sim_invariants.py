@@ -205,7 +205,10 @@ def test_a_dependent_is_undone_before_its_dependency_even_at_the_same_time() -> 
 def test_missing_compensation_is_caught() -> None:
     items, service = compensated_order(("charge_payment",))
     found = check_compensation_exact(record(items, service))
-    assert any("'reserve_inventory' was never compensated" in v.message for v in found)
+    assert any(
+        "'reserve_inventory', which may have acted, was never compensated" in v.message
+        for v in found
+    )
     assert any("SUCCEEDED but its effect was never applied" in v.message for v in found)
 
 
@@ -214,6 +217,26 @@ def test_compensating_a_step_that_never_succeeded_is_caught() -> None:
     apply(service, "ship_order", "compensation")
     (v,) = check_compensation_exact(record(items, service))
     assert "'ship_order' was compensated but it is FAILED" in v.message
+
+
+def test_a_claimed_step_that_failed_must_be_compensated_under_attempted() -> None:
+    """`When: ATTEMPTED`: a failed step that was claimed may have acted; leaving it undone
+    is a violation, and undoing it is not."""
+    items, service = compensated_order(("charge_payment", "reserve_inventory"))
+    items = [
+        {**i, "first_claimed_at": T0 + 2500} if i["sk"] == "S#ship_order" else i for i in items
+    ]
+    found = check_compensation_exact(record(items, service))
+    assert any("'ship_order', which may have acted" in v.message for v in found)
+    # Undone first (its first claim is the latest, and it depends on charge_payment).
+    items, service = compensated_order(())
+    items = [
+        {**i, "first_claimed_at": T0 + 2500} if i["sk"] == "S#ship_order" else i for i in items
+    ]
+    items.append(comp("ship_order").to_item())
+    for name in ("ship_order", "charge_payment", "reserve_inventory"):
+        apply(service, name, "compensation")
+    assert check_compensation_exact(record(items, service)) == []
 
 
 def test_undo_before_the_effect_it_undoes_is_caught() -> None:
@@ -318,7 +341,7 @@ def test_attempts_beyond_the_retry_policy_are_caught() -> None:
             WorkflowStatus.COMPENSATED,
             ["S", "S", "F", "C"],
             ["S"],
-            "compensation of succeeded step 'charge_payment' is missing",
+            "compensation of step 'charge_payment' (which may have acted) is missing",
         ),
         (WorkflowStatus.FAILED, ["S", "S", "F", "C"], ["S", "S"], "no compensation failed"),
         (

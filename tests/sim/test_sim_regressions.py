@@ -26,7 +26,9 @@ def _next_due_without_now_plus_gap() -> Iterator[None]:
     """5facc48: next_due left out now + G when every live step waited out a backoff."""
     real = planner.next_due
 
-    def old(state: WorkflowState, definition: planner.Definition, now: int) -> int | None:
+    def old(
+        state: WorkflowState, definition: planner.Definition, now: int, pools: Any = None
+    ) -> int | None:
         """planner.next_due as it was before the fix (verbatim but for the marked line)."""
         if state.workflow.status.terminal:
             return None
@@ -150,9 +152,10 @@ MIX_2 = Faults.parse(
 
 REGRESSIONS = [
     Regression(
-        # Found as seed 653 with faults x4; re-seeded as the simulator grew.
-        1542,
-        MIX_1,
+        # Found as seed 653 with faults x4; re-seeded as the simulator and the engine grew
+        # (an operator's cancel now pulls due_at in itself, so the heavier mix is needed).
+        12018,
+        MIX_2,
         "findable",
         _next_due_without_now_plus_gap,
         "a cancel while every step waited out a retry backoff created a compensation whose "
@@ -168,8 +171,8 @@ REGRESSIONS = [
         "attempt out (FAILED, unwinding), and the late Pending was reported as SUCCEEDED",
     ),
     Regression(
-        # Found as seed 51637; re-seeded when a failed look stopped aborting the whole sweep.
-        735,
+        # Found as seed 51637; re-seeded as the engine grew (isolated looks, ATTEMPTED).
+        669,
         MIX_2,
         "status",
         _workflow_writes_guarded_by_status_only,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd.conditions import Item
-from shepherd.decisions.planner import Dispatch, EndAttempt, plan
+from shepherd.decisions.planner import Dispatch, EndAttempt, compensated, plan
 from shepherd.definitions import Definition
 from shepherd.model import StepRecord, StepStatus, WorkflowState, WorkflowStatus, loads
 
@@ -169,20 +169,29 @@ def _ancestors(definition: Definition, name: str) -> set[str]:
     return seen
 
 
+def _placed_at(rec: StepRecord) -> int:
+    """Where a step's undo goes in reverse order: its completion if it succeeded, else its
+    first claim (its outcome is ambiguous)."""
+    at = rec.finished_at if rec.status is StepStatus.SUCCEEDED else rec.first_claimed_at
+    return at or 0
+
+
 def must_undo_first(state: WorkflowState, definition: Definition, a: str, b: str) -> bool:
-    """Must the compensation of `a` run before that of `b`? (reverse completion order: a
-    dependent before its dependency, and otherwise a later `finished_at` first)."""
+    """Must the compensation of `a` run before that of `b`? A dependent before its
+    dependency always; otherwise (REVERSE order only) the later-placed one first."""
     if b in _ancestors(definition, a):
         return True
     if a in _ancestors(definition, b):
         return False
-    fa, fb = state.steps[a].finished_at or 0, state.steps[b].finished_at or 0
-    return fa > fb
+    if definition.compensation_order == "PARALLEL":
+        return False
+    return _placed_at(state.steps[a]) > _placed_at(state.steps[b])
 
 
 def check_compensation_exact(record: RunRecord) -> list[Violation]:
-    """Compensated exactly the succeeded steps that have a compensation, in reverse
-    completion order, each after the effect it undoes."""
+    """Compensated exactly the steps that may have acted and have a compensation (claimed at
+    least once under `When: ATTEMPTED`, succeeded under `When: SUCCEEDED`), in reverse order,
+    each after the effect it undoes."""
     out: list[Violation] = []
     comp_effects: dict[tuple[str, str], Effect] = {}
     step_effects: dict[tuple[str, str], Effect] = {}
@@ -194,9 +203,7 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
         status = state.workflow.status
         undone = {s: e for (w, s), e in comp_effects.items() if w == wf_id}
         owed = {
-            name
-            for name, rec in state.steps.items()
-            if rec.status is StepStatus.SUCCEEDED and definition.by_name[name].compensation
+            name for name, rec in state.steps.items() if compensated(rec, definition.by_name[name])
         }
         for name in sorted(set(undone) - owed):
             rec = state.steps.get(name)
@@ -205,8 +212,8 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
                     "compensation",
                     wf_id,
                     f"'{name}' was compensated but it is "
-                    f"{rec.status.value if rec else 'unknown'}: only succeeded steps with a "
-                    "compensation may be undone",
+                    f"{rec.status.value if rec else 'unknown'}: only steps that may have "
+                    "acted (and have a compensation) may be undone",
                 )
             )
         if status in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
@@ -215,8 +222,8 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
                     Violation(
                         "compensation",
                         wf_id,
-                        f"workflow is {status.value} but succeeded step '{name}' was never "
-                        "compensated",
+                        f"workflow is {status.value} but step '{name}', which may have "
+                        "acted, was never compensated",
                     )
                 )
         for name, comp in sorted(state.compensations.items()):
@@ -403,13 +410,13 @@ def _status_problems(state: WorkflowState, definition: Definition) -> list[str]:
     if status is WorkflowStatus.COMPENSATED and StepStatus.FAILED not in steps.values():
         out.append("COMPENSATED but no step FAILED")
     if status in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
-        for name, s in sorted(steps.items()):
+        for name, rec in sorted(state.steps.items()):
             comp = comps.get(name)
-            owed = s is StepStatus.SUCCEEDED and definition.by_name[name].compensation
+            owed = compensated(rec, definition.by_name[name])
             if owed and (comp is None or comp.status is not StepStatus.SUCCEEDED):
                 out.append(
-                    f"{status.value} but the compensation of succeeded step '{name}' is "
-                    f"{comp.status.value if comp else 'missing'}"
+                    f"{status.value} but the compensation of step '{name}' (which may have "
+                    f"acted) is {comp.status.value if comp else 'missing'}"
                 )
     if status is WorkflowStatus.FAILED and not any(
         c.status is StepStatus.FAILED for c in comps.values()
@@ -417,10 +424,10 @@ def _status_problems(state: WorkflowState, definition: Definition) -> list[str]:
         out.append("FAILED but no compensation failed")
     for name in sorted(comps):
         step = state.steps.get(name)
-        if step is None or step.status is not StepStatus.SUCCEEDED:
+        if step is None or not compensated(step, definition.by_name[name]):
             out.append(
                 f"a compensation exists for '{name}', which is "
-                f"{step.status.value if step else 'missing'}"
+                f"{step.status.value if step else 'missing'} and may not be undone"
             )
     return out
 

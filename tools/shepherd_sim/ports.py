@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from shepherd.conditions import Cond, Item, Update
 from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.model import OutgoingTask
-from shepherd.ports import DuePage, ListPage, Store
+from shepherd.ports import Backlog, DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
 
 from shepherd_sim.fibers import current
@@ -174,6 +174,9 @@ class FaultyStore:
 
 class FaultyQueue:
     """Sends into a MemoryQueue, losing, duplicating and delaying messages on the way."""
+
+    def backlog(self, pool: str) -> Backlog:
+        return self.inner.backlog(pool)
 
     def __init__(self, inner: MemoryQueue, sim: Simulation) -> None:
         self.inner = inner

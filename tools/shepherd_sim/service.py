@@ -1,6 +1,10 @@
 """A fake external service with apply-once semantics per idempotency key, like a real
 idempotent API. It records every call and every effect, so the checkers can prove that each
-step's effect was applied at most once and that compensations undid exactly what was done."""
+step's effect was applied at most once and that compensations undid exactly what was done.
+
+It keeps the compensation contract (docs/architecture.md): an undo names the forward key it
+undoes, and the service remembers it, so a late forward call with that key (a zombie attempt
+fenced out long ago) applies nothing after the undo."""
 
 from __future__ import annotations
 
@@ -41,6 +45,8 @@ class Effect:
 class FakeService:
     calls: list[Call] = field(default_factory=list)
     effects: dict[str, Effect] = field(default_factory=dict)
+    undone: dict[str, int] = field(default_factory=dict)  # forward key -> seq of its undo
+    refused: list[Call] = field(default_factory=list)  # forward calls after their undo
     _seq: int = 0
 
     def apply(
@@ -53,14 +59,25 @@ class FakeService:
         attempt: int,
         key: str,
         inputs: tuple[tuple[str, int], ...] = (),
-    ) -> Effect:
-        """Record the call; apply the effect only the first time this key is seen."""
+        undoes: str | None = None,
+    ) -> Effect | None:
+        """Record the call; apply the effect only the first time this key is seen.
+
+        `undoes` (a compensation): the forward key it undoes, remembered from now on. A
+        forward call whose key was undone applies nothing and returns None.
+        """
         self._seq += 1
-        self.calls.append(Call(self._seq, at, workflow_id, kind, step, attempt, key, inputs))
+        call = Call(self._seq, at, workflow_id, kind, step, attempt, key, inputs)
+        self.calls.append(call)
+        if undoes is None and key in self.undone:
+            self.refused.append(call)
+            return None
         found = self.effects.get(key)
         if found is None:
             found = Effect(self._seq, at, workflow_id, kind, step, attempt, key)
             self.effects[key] = found
+        if undoes is not None:
+            self.undone.setdefault(undoes, found.seq)
         return found
 
     def effect_list(self) -> list[Effect]:
@@ -70,4 +87,5 @@ class FakeService:
         return {
             "calls": [c.__dict__ for c in self.calls],
             "effects": [e.__dict__ for e in self.effect_list()],
+            "undone": dict(sorted(self.undone.items())),
         }

@@ -683,9 +683,10 @@ class Simulation:
             raise SimTransient(f"{who}: response lost after the effect")
         if fault == "pause":
             self._freeze(ctx, spec)
+        seq = None if effect is None else effect.seq
         if fault == "oversize":
-            return {"attempt": ctx.attempt, "effect": effect.seq, "blob": "x" * OVERSIZE}
-        return {"attempt": ctx.attempt, "effect": effect.seq}
+            return {"attempt": ctx.attempt, "effect": seq, "blob": "x" * OVERSIZE}
+        return {"attempt": ctx.attempt, "effect": seq}
 
     def _before_effect(
         self,
@@ -750,7 +751,7 @@ class Simulation:
         payload: dict[str, Any]
         if ext.outcome == "success":
             effect = self._call_service(ext.ctx)
-            payload = {"attempt": ext.ctx.attempt, "effect": effect.seq}
+            payload = {"attempt": ext.ctx.attempt, "effect": None if effect is None else effect.seq}
             if ext.oversize:
                 payload["blob"] = "x" * OVERSIZE
         else:
@@ -830,15 +831,17 @@ class Simulation:
             self.trace(ctx.workflow_id, f"extern  callback {action} {who} -> {outcome}")
         return alive
 
-    def _call_service(self, ctx: AgentContext) -> Effect:
+    def _call_service(self, ctx: AgentContext) -> Effect | None:
         """Call the external service with the step's idempotency key, recording which
-        accepted results this attempt was given."""
+        accepted results this attempt was given (None: refused, its key was undone)."""
         if ctx.kind == "step":
             inputs = tuple(
                 sorted((dep, int(out["attempt"])) for dep, out in ctx.dependencies.items())
             )
-        else:
+        elif ctx.step_output is not None:  # undoing a recorded success: given its output
             inputs = ((ctx.step, int(ctx.step_output["attempt"])),)
+        else:  # undoing a step whose outcome is ambiguous: given no output
+            inputs = ()
         effect = self.service.apply(
             at=self.now(),
             workflow_id=ctx.workflow_id,
@@ -847,12 +850,15 @@ class Simulation:
             attempt=ctx.attempt,
             key=ctx.idempotency_key,
             inputs=inputs,
+            undoes=None if ctx.forward is None else ctx.forward.idempotency_key,
         )
-        fresh = effect.seq == self.service.calls[-1].seq
+        if effect is None:
+            what = "REFUSED (its key was undone)"
+        else:
+            what = "APPLIED" if effect.seq == self.service.calls[-1].seq else "already applied"
         self.trace(
             ctx.workflow_id,
-            f"service {ctx.kind} {ctx.step}#{ctx.attempt} key={ctx.idempotency_key} "
-            + ("APPLIED" if fresh else "already applied"),
+            f"service {ctx.kind} {ctx.step}#{ctx.attempt} key={ctx.idempotency_key} {what}",
         )
         return effect
 

@@ -90,16 +90,19 @@ def evaluate(cond: Cond, item: Mapping[str, Any] | None) -> bool:
 
 @dataclass(frozen=True)
 class Update:
-    """SET, REMOVE, list append and numeric ADD on one item."""
+    """SET, SET-if-missing, REMOVE, list append and numeric ADD on one item."""
 
     set: Mapping[str, Any] = field(default_factory=dict)
     remove: tuple[str, ...] = ()
     append: Mapping[str, list[Any]] = field(default_factory=dict)
     add: Mapping[str, int] = field(default_factory=dict)
+    set_if_missing: Mapping[str, Any] = field(default_factory=dict)  # if_not_exists
 
     def apply(self, item: Mapping[str, Any]) -> Item:
         """The item after this update, as the store would write it."""
         new = dict(item)
+        for name, value in self.set_if_missing.items():
+            new.setdefault(name, value)
         for name, value in self.set.items():
             if value is None:
                 new.pop(name, None)
@@ -114,4 +117,4 @@ class Update:
         return new
 
     def names(self) -> frozenset[str]:
-        return frozenset({*self.set, *self.remove, *self.append, *self.add})
+        return frozenset({*self.set, *self.remove, *self.append, *self.add, *self.set_if_missing})

@@ -74,8 +74,17 @@ class TaskSpec(_Model):
         return self.heartbeat_seconds or self.timeout_seconds
 
 
+OnFailure = Literal["COMPENSATE", "PAUSE"]
+
+
 class CompensationSpec(TaskSpec):
-    """The undo of a step: its own agent, pool, timeouts and retry policy."""
+    """The undo of a step: its own agent, pool, timeouts and retry policy.
+
+    `When: ATTEMPTED` (the default) undoes the step if it was claimed at least once (any
+    attempt may have acted); `SUCCEEDED` only after a recorded success.
+    """
+
+    when: Annotated[Literal["ATTEMPTED", "SUCCEEDED"], Field(alias="When")] = "ATTEMPTED"
 
 
 class StepSpec(TaskSpec):
@@ -83,6 +92,8 @@ class StepSpec(TaskSpec):
     depends_on: Annotated[tuple[str, ...], Field(alias="DependsOn", max_length=100)] = ()
     compensation: Annotated[CompensationSpec | None, Field(alias="Compensation")] = None
     comment: Annotated[str | None, Field(alias="Comment", max_length=1000)] = None
+    # What this step failing for good does to the workflow (default: the definition's).
+    on_failure: Annotated[OnFailure | None, Field(alias="OnFailure")] = None
 
 
 class Definition(_Model):
@@ -94,6 +105,16 @@ class Definition(_Model):
     dispatch_timeout_seconds: Annotated[
         int, Field(alias="DispatchTimeoutSeconds", ge=1, le=43_200)
     ] = 60
+    # A step failing for good unwinds the workflow (COMPENSATE) or pauses it for an operator.
+    on_failure: Annotated[OnFailure, Field(alias="OnFailure")] = "COMPENSATE"
+    # A workflow left PAUSED this long is unwound as if an operator had given up.
+    pause_timeout_seconds: Annotated[
+        int | None, Field(alias="PauseTimeoutSeconds", ge=1, le=ONE_YEAR)
+    ] = None
+    # REVERSE: one compensation at a time; PARALLEL: independent branches at once.
+    compensation_order: Annotated[
+        Literal["REVERSE", "PARALLEL"], Field(alias="CompensationOrder")
+    ] = "REVERSE"
     steps: Annotated[tuple[StepSpec, ...], Field(alias="Steps", min_length=1, max_length=90)]
 
     @model_validator(mode="after")
@@ -206,6 +227,19 @@ class Definition(_Model):
 
     def agents(self) -> set[str]:
         return {t.agent for t in self.tasks}
+
+    def on_failure_of(self, step: str) -> OnFailure:
+        """What a step failing for good does: its own `OnFailure`, else the definition's."""
+        return self.by_name[step].on_failure or self.on_failure
+
+    @cached_property
+    def dependents_closure(self) -> dict[str, frozenset[str]]:
+        """Every step that depends on each step, directly or through others."""
+        out: dict[str, frozenset[str]] = {}
+        for name in reversed(self.topological_order):
+            direct = self.dependents[name]
+            out[name] = frozenset(direct).union(*(out[d] for d in direct))
+        return out
 
 
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:

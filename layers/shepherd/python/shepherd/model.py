@@ -34,6 +34,10 @@ def item_sk(kind: Kind, name: str) -> str:
 class WorkflowStatus(StrEnum):
     RUNNING = "RUNNING"
     """Steps are being dispatched and run."""
+    PAUSED = "PAUSED"
+    """Stopped by an operator, or by a step that failed for good under `OnFailure: PAUSE`:
+    nothing new is dispatched; attempts in flight finish and are recorded. Waits for resume,
+    compensate or cancel (or its PauseTimeoutSeconds)."""
     COMPENSATING = "COMPENSATING"
     """A step failed for good: unclaimed steps are cancelled, succeeded ones undone in reverse."""
     CANCELLING = "CANCELLING"
@@ -127,6 +131,8 @@ class StepRecord:
     expires_at: int | None = None
     callback_token: str | None = None  # sha256 of the current attempt's token nonce
     attempts_total: int = 0  # ended attempts, including those dropped from `history`
+    first_claimed_at: int | None = None  # set by the first claim: the step may have acted
+    input: str | None = None  # an operator's replacement input for this step (JSON)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -179,6 +185,8 @@ _STEP_OPTIONAL = (
     "finished_at",
     "expires_at",
     "callback_token",
+    "first_claimed_at",
+    "input",
 )
 
 
@@ -206,6 +214,8 @@ class WorkflowRecord:
     look_failures: int = 0  # consecutive supervisor looks that raised (see Supervisor)
     parked_from: str | None = None  # the status a parked workflow had; a retry restores it
     look_failed_at: int | None = None  # when the last of `look_failures` happened
+    pause: str | None = None  # JSON: why it is PAUSED (reason, step, error, by, at)
+    paused_at: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -266,6 +276,8 @@ _WF_OPTIONAL = (
     "expires_at",
     "parked_from",
     "look_failed_at",
+    "pause",
+    "paused_at",
 )
 
 
@@ -299,6 +311,27 @@ class WorkflowState:
 
     def put(self, record: StepRecord) -> None:
         (self.steps if record.kind == "step" else self.compensations)[record.name] = record
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """An agent pool as the table records it (absent: enabled, never paused)."""
+
+    name: str
+    paused: bool = False
+    paused_at: int | None = None
+    resumed_at: int | None = None  # a queued task's dispatch grace starts again here
+    by: str | None = None
+
+    @classmethod
+    def from_item(cls, item: Item) -> PoolState:
+        return cls(
+            name=str(item["sk"]),
+            paused=bool(item.get("paused", False)),
+            paused_at=item.get("paused_at"),
+            resumed_at=item.get("resumed_at"),
+            by=item.get("by"),
+        )
 
 
 @dataclass(frozen=True)

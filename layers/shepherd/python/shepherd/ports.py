@@ -84,11 +84,24 @@ class Store(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """A pool's queue, approximately (SQS's own counts)."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+
 class TaskQueue(Protocol):
     """Sends task messages to agent pools. Best effort: the supervisor recovers lost sends."""
 
     def send(self, tasks: Sequence[OutgoingTask]) -> None:
         """Raises DeliveryError if some could not be sent."""
+        ...
+
+    def backlog(self, pool: str) -> Backlog | None:
+        """The pool's queue depth, or None if it cannot be read (no queue configured)."""
         ...
 
 

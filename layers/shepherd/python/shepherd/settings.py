@@ -19,6 +19,7 @@ ENV_EVENT_BUS = "SHEPHERD_EVENT_BUS"
 ENV_DEFINITIONS_DIR = "SHEPHERD_DEFINITIONS_DIR"
 ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
 ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
+ENV_POOL_MAPPINGS = "SHEPHERD_POOL_MAPPINGS"  # JSON: pool -> its SQS event source mapping id
 
 
 class Settings(BaseModel):
@@ -26,19 +27,20 @@ class Settings(BaseModel):
 
     table: Annotated[str, Field(min_length=3, max_length=255)]
     queue_urls: dict[str, str] = {}
+    pool_mappings: dict[str, str] = {}
     event_bus: str | None = None
     definitions_dir: Path
     watch_shards: Annotated[int, Field(ge=1, le=64)] = 8
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
 
-    @field_validator("queue_urls", mode="before")
+    @field_validator("queue_urls", "pool_mappings", mode="before")
     @classmethod
     def _json_map(cls, value: Any) -> Any:
         if isinstance(value, str):
             try:
                 return json.loads(value)
             except ValueError as exc:
-                raise ValueError(f"{ENV_QUEUE_URLS} must be a JSON object: {exc}") from exc
+                raise ValueError(f"must be a JSON object: {exc}") from exc
         return value
 
     @property
@@ -51,6 +53,7 @@ class Settings(BaseModel):
         values: dict[str, Any] = {
             "table": env.get(ENV_TABLE, ""),
             "queue_urls": env.get(ENV_QUEUE_URLS, "{}"),
+            "pool_mappings": env.get(ENV_POOL_MAPPINGS, "{}"),
             "event_bus": env.get(ENV_EVENT_BUS) or None,
             "definitions_dir": env.get(ENV_DEFINITIONS_DIR, "statemachines"),
         }
@@ -71,4 +74,8 @@ class Settings(BaseModel):
         }
         if self.event_bus:
             env[ENV_EVENT_BUS] = self.event_bus
+        if self.pool_mappings:
+            env[ENV_POOL_MAPPINGS] = json.dumps(
+                self.pool_mappings, separators=(",", ":"), sort_keys=True
+            )
         return env

@@ -16,7 +16,7 @@ from shepherd.conditions import Cond, Item, Update, evaluate
 from shepherd.errors import ConditionFailed, ItemTooLarge, TransactionConflict
 from shepherd.limits import DYNAMODB_ITEM_LIMIT, item_size
 from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
-from shepherd.ports import DueEntry, DuePage, ListPage
+from shepherd.ports import Backlog, DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE
 
 
@@ -185,6 +185,7 @@ class MemoryQueue:
         self._inflight: dict[str, tuple[str, _Queued]] = {}
         self.dead: dict[str, list[str]] = {}
         self.sent: list[OutgoingTask] = []
+        self.paused: set[str] = set()  # pools whose consumers are stopped
         self._seq = itertools.count()
         self._lock = threading.Lock()
 
@@ -205,6 +206,8 @@ class MemoryQueue:
         with self._lock:
             now = self._clock.now_ms()
             self._expire_inflight(now)
+            if pool in self.paused:  # a disabled event source mapping receives nothing
+                return []
             queue = self._queues.setdefault(pool, [])
             out: list[Received] = []
             while queue and queue[0].visible_at <= now and len(out) < max_messages:
@@ -231,6 +234,24 @@ class MemoryQueue:
                 pool, entry = found
                 entry.visible_at = self._clock.now_ms()
                 heapq.heappush(self._queues[pool], entry)
+
+    def set_enabled(self, pool: str, enabled: bool) -> None:
+        """The PoolControl port: stop or start the pool's consumers."""
+        with self._lock:
+            if enabled:
+                self.paused.discard(pool)
+            else:
+                self.paused.add(pool)
+
+    def backlog(self, pool: str) -> Backlog:
+        with self._lock:
+            now = self._clock.now_ms()
+            queued = self._queues.get(pool, [])
+            return Backlog(
+                visible=sum(1 for e in queued if e.visible_at <= now),
+                in_flight=sum(1 for p, _ in self._inflight.values() if p == pool),
+                delayed=sum(1 for e in queued if e.visible_at > now),
+            )
 
     def depth(self, pool: str) -> int:
         with self._lock:

@@ -11,11 +11,13 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.definitions import load_directory
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
 from shepherd.ports import EventPublisher, NullEvents
 from shepherd.settings import Settings
 from shepherd.testing import RandomIds
+from shepherd.topology import pools
 
 
 def _client(service: str) -> Any:
@@ -70,6 +72,16 @@ class Shepherd:
     @cached_property
     def supervisor(self) -> Supervisor:
         return Supervisor(self.scheduler)
+
+    @cached_property
+    def pools(self) -> Pools:
+        control: PoolControl = NoPoolControl()
+        if self.settings.pool_mappings:
+            from shepherd.adapters.lambda_esm import EventSourceMappingControl  # noqa: PLC0415
+
+            control = EventSourceMappingControl(_client("lambda"), self.settings.pool_mappings)
+        names = sorted(pools(self.catalog.all()))
+        return Pools(self.scheduler.executor, self.ports.queue, control, self.ports.clock, names)
 
     @cached_property
     def agent_runtime(self) -> AgentRuntime:

@@ -79,6 +79,9 @@ class _Expr:
 
     def update(self, update: Update) -> str:
         sets = [f"{self.name(k)} = {self.value(v)}" for k, v in update.set.items() if v is not None]
+        for k, v in update.set_if_missing.items():
+            n = self.name(k)
+            sets.append(f"{n} = if_not_exists({n}, {self.value(v)})")
         for k, values in update.append.items():
             n = self.name(k)
             sets.append(

@@ -10,6 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from shepherd.errors import DeliveryError
 from shepherd.model import OutgoingTask
+from shepherd.ports import Backlog
 
 SQS_BATCH = 10
 
@@ -49,3 +50,24 @@ class SqsQueue:
                 ]
         if failed:
             raise DeliveryError("; ".join(failed))
+
+    def backlog(self, pool: str) -> Backlog | None:
+        url = self._urls.get(pool)
+        if url is None:
+            return None
+        try:
+            attributes = self._client.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )["Attributes"]
+        except (ClientError, BotoCoreError):
+            return None
+        return Backlog(
+            visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
+            in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            delayed=int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
+        )

@@ -1,21 +1,23 @@
 """The planner: given one workflow's state, its definition and the time, what must happen next.
 
-Pure. Both the scheduler (after a step outcome, in the agent's process) and the supervisor
-(when a workflow is due) call it; only the supervisor acts on time (timeouts, lost messages).
-The executor applies the actions as conditional writes, folds the results back into the state
-and plans again until nothing is left.
+Pure. Both the scheduler (after a step outcome, in the agent's process, or after an operator
+action) and the supervisor (when a workflow is due) call it; only the supervisor acts on time
+(timeouts, lost messages, the pause timeout). The executor applies the actions as conditional
+writes, folds the results back into the state and plans again until nothing is left.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd.decisions import retry
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.model import (
     Kind,
+    PoolState,
     StepRecord,
     StepStatus,
     WorkflowState,
@@ -26,6 +28,7 @@ from shepherd.model import (
 
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 TIMEOUT = "States.Timeout"
+PAUSE_TIMEOUT = "PauseTimedOut"
 
 
 # ---------------------------------------------------------------------------------- actions
@@ -45,8 +48,8 @@ class SendImplicit:
 class Dispatch:
     """Conditional write that marks `seen` dispatched, then send its message.
 
-    Used for join steps (exactly once among racing completions) and by the supervisor to
-    re-send work whose message was lost (`lost`) or whose long backoff has ended.
+    Used for join steps (exactly once among racing completions), by the supervisor to re-send
+    work whose message was lost (`lost`) or whose long backoff has ended, and by a resume.
     """
 
     seen: StepRecord
@@ -56,7 +59,10 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class EndAttempt:
-    """Attempt `seen.attempt` ended with an error or timeout: retry it or fail the step."""
+    """Attempt `seen.attempt` ended with an error or timeout: retry it or fail the step.
+
+    `dispatch=False` (a paused workflow) queues the retry without sending it: the resume does.
+    """
 
     seen: StepRecord
     error_type: str
@@ -66,21 +72,38 @@ class EndAttempt:
     overdue_ms: int = 0
     token_hash: str | None = None  # set when a callback reports the failure
     details: str | None = None  # progress the attempt reported but did not heartbeat yet
+    dispatch: bool = True
 
 
 @dataclass(frozen=True)
 class Cancel:
-    """A step never claimed before the workflow began to unwind: it had no effect."""
+    """A step not claimed since the workflow began to unwind: this attempt had no effect."""
 
     seen: StepRecord
 
 
 @dataclass(frozen=True)
 class Unwind:
-    """RUNNING -> COMPENSATING because a step failed for good."""
+    """RUNNING -> COMPENSATING because a step failed for good (OnFailure: COMPENSATE)."""
 
     failed_step: str
     error: str
+
+
+@dataclass(frozen=True)
+class Pause:
+    """RUNNING -> PAUSED because a step failed for good (OnFailure: PAUSE)."""
+
+    failed_step: str
+    error: str
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """PAUSED -> COMPENSATING: the workflow stayed paused past its PauseTimeoutSeconds."""
+
+    error: str
+    overdue_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,7 +117,30 @@ class Finish:
     error: str | None = None
 
 
-Action = SendImplicit | Dispatch | EndAttempt | Cancel | Unwind | StartCompensation | Finish
+Action = (
+    SendImplicit
+    | Dispatch
+    | EndAttempt
+    | Cancel
+    | Unwind
+    | Pause
+    | GiveUp
+    | StartCompensation
+    | Finish
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to plan. `completed`: the step the calling agent just completed (it owns the
+    implicit dispatch of that step's single-dependency successors). `supervisor`: act on time.
+    `redispatch`: (re)send every queued and every ready step now (a resume). `pools`: the
+    state of paused pools (absent: enabled)."""
+
+    supervisor: bool = False
+    completed: str | None = None
+    redispatch: bool = False
+    pools: Mapping[str, PoolState] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- the planner
@@ -108,140 +154,220 @@ def plan(
     supervisor: bool,
     completed: str | None = None,
     rng: random.Random,
+    redispatch: bool = False,
+    pools: Mapping[str, PoolState] | None = None,
 ) -> list[Action]:
-    """The next actions for one workflow.
-
-    `completed` names the step the calling agent just completed (it owns the implicit dispatch
-    of that step's single-dependency successors). `supervisor` enables time-based actions.
-    """
+    """The next actions for one workflow (see `Options` for the flags)."""
+    options = Options(supervisor, completed, redispatch, pools or {})
     status = state.workflow.status
     if status.terminal:
         return []
+    planner = _Planner(state, definition, now, options, rng)
     if status is WorkflowStatus.RUNNING:
-        return _plan_running(state, definition, now, supervisor, completed, rng)
-    return _plan_unwinding(state, definition, now, supervisor, rng)
+        return planner.running()
+    if status is WorkflowStatus.PAUSED:
+        return planner.paused()
+    return planner.unwinding()
 
 
-def _plan_running(
-    state: WorkflowState,
-    definition: Definition,
-    now: int,
-    supervisor: bool,
-    completed: str | None,
-    rng: random.Random,
-) -> list[Action]:
-    steps = state.steps
-    for name in definition.topological_order:
-        rec = steps[name]
-        if rec.status is StepStatus.FAILED:
-            return [Unwind(name, _failure_reason(rec))]
-    if all(steps[n].status is StepStatus.SUCCEEDED for n in definition.topological_order):
-        return [Finish(WorkflowStatus.SUCCEEDED)]
+class _Planner:
+    def __init__(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        now: int,
+        options: Options,
+        rng: random.Random,
+    ) -> None:
+        self.state = state
+        self.definition = definition
+        self.now = now
+        self.options = options
+        self.rng = rng
 
-    grace = definition.dispatch_timeout_seconds * 1000
-    actions: list[Action] = []
-    for spec in definition.steps:
-        rec = steps[spec.name]
-        if rec.status is StepStatus.PENDING:
-            ready_at = _ready_at(state, spec)
-            if ready_at is None:
-                continue
-            is_join = len(spec.depends_on) > 1
-            if completed is not None and completed in spec.depends_on:
-                actions.append(Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name))
-            elif supervisor and now >= ready_at + grace:
-                actions.append(Dispatch(rec, lost=True, overdue_ms=now - ready_at - grace))
-        elif supervisor:
-            actions.extend(_supervise(rec, spec, definition, now, rng, unwinding=False))
-    return actions
+    # ------------------------------------------------------------------------- RUNNING
 
+    def running(self) -> list[Action]:
+        state, definition, options = self.state, self.definition, self.options
+        steps = state.steps
+        for name in definition.topological_order:
+            rec = steps[name]
+            if rec.status is StepStatus.FAILED:
+                reason = _failure_reason(rec)
+                if definition.on_failure_of(name) == "PAUSE":
+                    return [Pause(name, reason)]
+                return [Unwind(name, reason)]
+        if all(steps[n].status is StepStatus.SUCCEEDED for n in definition.topological_order):
+            return [Finish(WorkflowStatus.SUCCEEDED)]
 
-def _plan_unwinding(
-    state: WorkflowState,
-    definition: Definition,
-    now: int,
-    supervisor: bool,
-    rng: random.Random,
-) -> list[Action]:
-    actions: list[Action] = []
-    for spec in definition.steps:
-        rec = state.steps[spec.name]
-        if rec.status in (StepStatus.PENDING, StepStatus.QUEUED):
-            actions.append(Cancel(rec))
-        elif rec.status.in_flight and supervisor:
-            actions.extend(_supervise(rec, spec, definition, now, rng, unwinding=True))
-    if actions:
+        actions: list[Action] = []
+        for spec in definition.steps:
+            rec = steps[spec.name]
+            if rec.status is StepStatus.PENDING:
+                actions.extend(self._ready(rec, spec))
+            elif options.redispatch and rec.status is StepStatus.QUEUED:
+                actions.append(Dispatch(rec, lost=False))
+            elif options.supervisor:
+                actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
-    if any(r.status.in_flight for r in state.steps.values()):
-        return []  # an in-flight attempt may still succeed, and would then need undoing
 
-    for name in compensation_order(state, definition):
-        comp = state.compensations.get(name)
-        if comp is None:
-            return [StartCompensation(name)]
-        if comp.status is StepStatus.SUCCEEDED:
-            continue
-        if comp.status.terminal:
-            cause = loads(state.workflow.error)
-            return [Finish(WorkflowStatus.FAILED, error=_operator_needed(name, comp, cause))]
-        if supervisor:
-            comp_spec = definition.spec("compensation", name)
-            return list(_supervise(comp, comp_spec, definition, now, rng, unwinding=False))
+    def _ready(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """A PENDING step whose dependencies all succeeded: who dispatches it, and how."""
+        options = self.options
+        ready_at = _ready_at(self.state, spec)
+        if ready_at is None:
+            return []
+        if options.completed is not None and options.completed in spec.depends_on:
+            is_join = len(spec.depends_on) > 1
+            return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
+        if options.redispatch:
+            return [Dispatch(rec, lost=False)]
+        grace = self.definition.dispatch_timeout_seconds * 1000
+        if options.supervisor and self.now >= ready_at + grace:
+            return [Dispatch(rec, lost=True, overdue_ms=self.now - ready_at - grace)]
         return []
-    done = (
-        WorkflowStatus.CANCELLED
-        if state.workflow.status is WorkflowStatus.CANCELLING
-        else WorkflowStatus.COMPENSATED
-    )
-    return [Finish(done)]
 
+    # -------------------------------------------------------------------------- PAUSED
 
-def _supervise(
-    rec: StepRecord,
-    spec: TaskSpec,
-    definition: Definition,
-    now: int,
-    rng: random.Random,
-    *,
-    unwinding: bool,
-) -> list[Action]:
-    """Time-based actions on a QUEUED or RUNNING step or compensation."""
-    if rec.status is StepStatus.QUEUED:
-        if rec.dispatched_at is None:  # a long backoff that was never sent
-            available = rec.available_at or 0
-            return [Dispatch(rec, lost=False)] if now >= available else []
-        start = max(rec.dispatched_at, rec.available_at or 0)
-        deadline = start + definition.dispatch_timeout_seconds * 1000
-        return [Dispatch(rec, lost=True, overdue_ms=now - deadline)] if now >= deadline else []
-    if not rec.status.in_flight:
-        return []
-    claimed = rec.claimed_at or 0
-    timeout_at = claimed + spec.timeout_seconds * 1000
-    heartbeat_at = (
-        None
-        if spec.heartbeat_seconds is None
-        else (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
-    )
-    if now >= timeout_at:
-        error_type, outcome, deadline = TIMEOUT, "timeout", timeout_at
-        message = f"attempt {rec.attempt} exceeded TimeoutSeconds ({spec.timeout_seconds})"
-    elif heartbeat_at is not None and now >= heartbeat_at:
-        error_type, outcome, deadline = HEARTBEAT_TIMEOUT, "heartbeat_timeout", heartbeat_at
-        message = f"attempt {rec.attempt} sent no heartbeat for {spec.heartbeat_seconds}s"
-    else:
-        return []
-    decision = retry.decide(
-        spec.retry,
-        attempt=rec.attempt - rec.budget_from,
-        error_type=error_type,
-        permanent=False,
-        unwinding=unwinding,
-        rng=rng,
-    )
-    return [EndAttempt(rec, error_type, message, decision, outcome, now - deadline)]
+    def paused(self) -> list[Action]:
+        """Nothing new is dispatched; attempts in flight are supervised (a retry is queued,
+        not sent); the pause timeout, if any, gives up."""
+        if not self.options.supervisor:
+            return []
+        wf = self.state.workflow
+        timeout = self.definition.pause_timeout_seconds
+        if timeout is not None and wf.paused_at is not None:
+            deadline = wf.paused_at + timeout * 1000
+            if self.now >= deadline:
+                error = dumps(
+                    {
+                        "type": PAUSE_TIMEOUT,
+                        "message": f"paused for more than PauseTimeoutSeconds ({timeout})",
+                        "pause": loads(wf.pause),
+                    }
+                )
+                return [GiveUp(error, self.now - deadline)]
+        actions: list[Action] = []
+        for spec in self.definition.steps:
+            rec = self.state.steps[spec.name]
+            if rec.status.in_flight:
+                for action in self._supervise(rec, spec, unwinding=False):
+                    actions.append(
+                        replace(action, dispatch=False)
+                        if isinstance(action, EndAttempt)
+                        else action
+                    )
+        return actions
+
+    # ----------------------------------------------------------------------- unwinding
+
+    def unwinding(self) -> list[Action]:
+        state, definition, options = self.state, self.definition, self.options
+        actions: list[Action] = []
+        for spec in definition.steps:
+            rec = state.steps[spec.name]
+            if rec.status in (StepStatus.PENDING, StepStatus.QUEUED):
+                actions.append(Cancel(rec))
+            elif rec.status.in_flight and options.supervisor:
+                actions.extend(self._supervise(rec, spec, unwinding=True))
+        if actions:
+            return actions
+        if any(r.status.in_flight for r in state.steps.values()):
+            return []  # an in-flight attempt may still act, and would then need undoing
+        return self._compensations()
+
+    def _compensations(self) -> list[Action]:
+        state, definition = self.state, self.definition
+        order = compensation_order(state, definition)
+        pending = [n for n in order if not _succeeded(state.compensations.get(n))]
+        if not pending:
+            done = (
+                WorkflowStatus.CANCELLED
+                if state.workflow.status is WorkflowStatus.CANCELLING
+                else WorkflowStatus.COMPENSATED
+            )
+            return [Finish(done)]
+        actions: list[Action] = []
+        failed: tuple[str, StepRecord] | None = None
+        busy = False
+        for position, name in enumerate(pending):
+            comp = state.compensations.get(name)
+            if comp is not None and comp.status.terminal:  # FAILED: an operator is needed
+                failed = failed or (name, comp)
+                continue
+            if self._blocked(name, position, pending):
+                continue
+            if comp is None:
+                actions.append(StartCompensation(name))
+                continue
+            busy = True
+            if self.options.supervisor:
+                spec = definition.spec("compensation", name)
+                actions.extend(self._supervise(comp, spec, unwinding=False))
+        if actions or busy or failed is None:
+            return actions
+        name, comp = failed
+        return [Finish(WorkflowStatus.FAILED, _operator_needed(name, comp, state))]
+
+    def _blocked(self, name: str, position: int, pending: list[str]) -> bool:
+        """REVERSE: one at a time, in order. PARALLEL: after every dependent's undo."""
+        if self.definition.compensation_order == "REVERSE":
+            return position > 0
+        after = self.definition.dependents_closure[name]
+        return any(other in after for other in pending)
+
+    # ---------------------------------------------------------------------- supervision
+
+    def _supervise(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
+        """Time-based actions on a QUEUED, RUNNING or WAITING step or compensation."""
+        now, definition = self.now, self.definition
+        if rec.status is StepStatus.QUEUED:
+            pool = self.options.pools.get(spec.pool)
+            if pool is not None and pool.paused:
+                return []  # waiting for a paused pool is neither a lost message nor a timeout
+            if rec.dispatched_at is None:  # a long backoff that was never sent
+                available = rec.available_at or 0
+                return [Dispatch(rec, lost=False)] if now >= available else []
+            start = max(rec.dispatched_at, rec.available_at or 0, _resumed(pool))
+            deadline = start + definition.dispatch_timeout_seconds * 1000
+            return [Dispatch(rec, lost=True, overdue_ms=now - deadline)] if now >= deadline else []
+        if not rec.status.in_flight:
+            return []
+        claimed = rec.claimed_at or 0
+        timeout_at = claimed + spec.timeout_seconds * 1000
+        heartbeat_at = (
+            None
+            if spec.heartbeat_seconds is None
+            else (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
+        )
+        if now >= timeout_at:
+            error_type, outcome, deadline = TIMEOUT, "timeout", timeout_at
+            message = f"attempt {rec.attempt} exceeded TimeoutSeconds ({spec.timeout_seconds})"
+        elif heartbeat_at is not None and now >= heartbeat_at:
+            error_type, outcome, deadline = HEARTBEAT_TIMEOUT, "heartbeat_timeout", heartbeat_at
+            message = f"attempt {rec.attempt} sent no heartbeat for {spec.heartbeat_seconds}s"
+        else:
+            return []
+        decision = retry.decide(
+            spec.retry,
+            attempt=rec.attempt - rec.budget_from,
+            error_type=error_type,
+            permanent=False,
+            unwinding=unwinding,
+            rng=self.rng,
+        )
+        return [EndAttempt(rec, error_type, message, decision, outcome, now - deadline)]
 
 
 # ------------------------------------------------------------------------------- helpers
+
+
+def _succeeded(rec: StepRecord | None) -> bool:
+    return rec is not None and rec.status is StepStatus.SUCCEEDED
+
+
+def _resumed(pool: PoolState | None) -> int:
+    return 0 if pool is None or pool.resumed_at is None else pool.resumed_at
 
 
 def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
@@ -255,20 +381,40 @@ def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
     return max(finished, default=state.workflow.created_at)
 
 
-def compensation_order(state: WorkflowState, definition: Definition) -> list[str]:
-    """Succeeded steps that have a compensation, most recently completed first.
+def compensated(rec: StepRecord, spec: StepSpec) -> bool:
+    """Whether unwinding must undo this step: it declares a compensation, and it succeeded
+    (`When: SUCCEEDED`) or was claimed at least once (`When: ATTEMPTED`, the default: any
+    attempt may have applied its effect). A step never claimed is never compensated."""
+    if spec.compensation is None:
+        return False
+    if rec.status is StepStatus.SUCCEEDED:
+        return True
+    return spec.compensation.when == "ATTEMPTED" and rec.first_claimed_at is not None
 
-    Completion time orders them; equal times (possible only for steps that did not depend on
-    each other, or under a simulated clock) fall back to depth in the DAG, so a step is always
-    undone before the steps it depended on.
+
+def compensation_order(state: WorkflowState, definition: Definition) -> list[str]:
+    """The steps to undo, the one to undo first first.
+
+    Recorded successes are placed by completion (`finished_at`), steps whose outcome is
+    ambiguous by their first claim (`first_claimed_at`); later first. Equal times (steps that
+    did not depend on each other, or a simulated clock) fall back to depth in the DAG, so a
+    step is always undone before the steps it depended on.
     """
-    done = [
-        rec
-        for name, rec in state.steps.items()
-        if rec.status is StepStatus.SUCCEEDED and definition.by_name[name].compensation
-    ]
-    done.sort(key=lambda r: (r.finished_at or 0, definition.depth[r.name], r.name), reverse=True)
-    return [r.name for r in done]
+    keyed = []
+    for name, rec in state.steps.items():
+        spec = definition.by_name[name]
+        if not compensated(rec, spec):
+            continue
+        at = rec.finished_at if rec.status is StepStatus.SUCCEEDED else rec.first_claimed_at
+        keyed.append((at or 0, definition.depth[name], name))
+    keyed.sort(reverse=True)
+    return [name for _, _, name in keyed]
+
+
+def forward_outcome(rec: StepRecord) -> str:
+    """`succeeded` (a recorded success: its output is known) or `ambiguous` (it may or may
+    not have acted: an attempt crashed, timed out, was fenced out or failed)."""
+    return "succeeded" if rec.status is StepStatus.SUCCEEDED else "ambiguous"
 
 
 def _failure_reason(rec: StepRecord) -> str:
@@ -282,7 +428,8 @@ def _failure_reason(rec: StepRecord) -> str:
     )
 
 
-def _operator_needed(name: str, comp: StepRecord, cause: Any) -> str:
+def _operator_needed(name: str, comp: StepRecord, state: WorkflowState) -> str:
+    cause: Any = loads(state.workflow.error)
     error = loads(comp.error) or {}
     body: dict[str, Any] = {
         "type": "CompensationFailed",
@@ -325,39 +472,81 @@ def failure_decision(
 # ---------------------------------------------------------------------- the watch deadline
 
 
-def next_due(state: WorkflowState, definition: Definition, now: int) -> int | None:
-    """The latest valid `due_at` for a live workflow (docs/architecture.md, the watch index).
+def next_due(
+    state: WorkflowState,
+    definition: Definition,
+    now: int,
+    pools: Mapping[str, PoolState] | None = None,
+) -> int | None:
+    """The latest valid `due_at` for a live workflow (docs/architecture.md, the watch index),
+    or None when nothing needs watching (terminal, or PAUSED with nothing in flight and no
+    pause timeout: an operator action puts it back).
 
     Every deadline known now counts, and so does `now + G`: any event from here on (a claim,
     a result, a retry) creates deadlines at least `G` after it.
     """
-    if state.workflow.status.terminal:
+    wf = state.workflow
+    if wf.status.terminal:
         return None
+    pools = pools or {}
     gap = definition.watch_gap_ms
     grace = definition.dispatch_timeout_seconds * 1000
+    records: list[tuple[Kind, StepRecord]] = [("step", r) for r in state.steps.values()]
+    records += [("compensation", r) for r in state.compensations.values()]
+    if wf.status is WorkflowStatus.PAUSED:
+        return _paused_due(state, definition, now, records)
     # `now + G` always counts, even while every step waits out a backoff: an outside event
     # (a cancel) may create a deadline `G` after it at any moment.
     candidates: list[int] = [now + gap]
-    records: list[tuple[Kind, StepRecord]] = [("step", r) for r in state.steps.values()]
-    records += [("compensation", r) for r in state.compensations.values()]
-    running = state.workflow.status is WorkflowStatus.RUNNING
+    running = wf.status is WorkflowStatus.RUNNING
     for kind, rec in records:
         if rec.status is StepStatus.QUEUED:
+            pool = pools.get(definition.spec(kind, rec.name).pool)
+            if pool is not None and pool.paused:
+                continue  # nothing is due while its pool is paused; its resume is an event
             available = rec.available_at or now
             if rec.dispatched_at is None:
                 candidates.append(available)
             else:
-                candidates.append(max(rec.dispatched_at, available) + grace)
+                start = max(rec.dispatched_at, available, _resumed(pool))
+                candidates.append(start + grace)
             candidates.append(max(available, now) + gap)
         elif rec.status.in_flight:
-            spec = definition.spec(kind, rec.name)
-            claimed = rec.claimed_at or now
-            candidates.append(claimed + spec.timeout_seconds * 1000)
-            if spec.heartbeat_seconds is not None:
-                candidates.append((rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000)
+            candidates.extend(_attempt_deadlines(definition, kind, rec, now))
             candidates.append(now + gap)
         elif rec.status is StepStatus.PENDING and running and kind == "step":
             ready_at = _ready_at(state, definition.by_name[rec.name])
             if ready_at is not None:
                 candidates.append(min(ready_at + grace, now + gap))
     return min(candidates)
+
+
+def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now: int) -> list[int]:
+    spec = definition.spec(kind, rec.name)
+    claimed = rec.claimed_at or now
+    out = [claimed + spec.timeout_seconds * 1000]
+    if spec.heartbeat_seconds is not None:
+        out.append((rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000)
+    return out
+
+
+def _paused_due(
+    state: WorkflowState,
+    definition: Definition,
+    now: int,
+    records: list[tuple[Kind, StepRecord]],
+) -> int | None:
+    """A paused workflow is watched only for its attempts in flight and its pause timeout.
+
+    No agent event creates a deadline while it is paused (nothing is dispatched), and every
+    operator action that ends the pause writes the workflow due at once.
+    """
+    candidates: list[int] = []
+    wf = state.workflow
+    if definition.pause_timeout_seconds is not None and wf.paused_at is not None:
+        candidates.append(wf.paused_at + definition.pause_timeout_seconds * 1000)
+    for kind, rec in records:
+        if rec.status.in_flight:
+            candidates.extend(_attempt_deadlines(definition, kind, rec, now))
+            candidates.append(now + definition.watch_gap_ms)
+    return min(candidates, default=None)

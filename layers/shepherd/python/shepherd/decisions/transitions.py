@@ -29,7 +29,7 @@ class Write:
     pk: str
     sk: str
     update: Update
-    condition: Cond
+    condition: Cond | None  # None only for items no race can hurt (a pool's switch)
 
 
 def _is(status: StepStatus | WorkflowStatus) -> Cond:
@@ -92,7 +92,9 @@ def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
             "claimed_at": now,
             "heartbeat_at": now,
             "lease_owner": owner,
-        }
+        },
+        # The evidence that this step may have acted, whatever its attempts end in.
+        set_if_missing={"first_claimed_at": now},
     )
     return Write(*rec.key, update, expected)
 
@@ -186,8 +188,11 @@ def end_attempt(
     token_hash: str | None = None,
     from_status: StepStatus = StepStatus.RUNNING,
     details: str | None = None,
+    dispatch: bool = True,
 ) -> Write:
     """RUNNING(a) or WAITING(a) -> QUEUED(a+1) after a backoff, or -> FAILED.
+
+    `dispatch=False` (the workflow is paused) queues the retry without sending it.
 
     `details` are progress details the attempt reported but had not heartbeated yet: kept
     for the next attempt to resume from.
@@ -220,7 +225,7 @@ def end_attempt(
             values["details"] = details
         remove = ["claimed_at", "heartbeat_at", "lease_owner", "callback_token"]
         add = {"attempts_total": 1}
-        if decision.delay_ms <= MAX_SQS_DELAY * 1000:
+        if dispatch and decision.delay_ms <= MAX_SQS_DELAY * 1000:
             values["dispatched_at"] = now
             add["dispatches"] = 1
         else:
@@ -295,19 +300,84 @@ def unwind(wf: WorkflowRecord, to: WorkflowStatus, now: int, error: str | None) 
     return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), _is(wf.status))
 
 
-def request_cancel(wf: WorkflowRecord, now: int) -> Write:
-    """RUNNING -> CANCELLING: stop dispatching and unwind."""
+def _pull_due(wf: WorkflowRecord, shard: str, now: int) -> tuple[dict[str, Any], Cond | None]:
+    """The watch entry due no later than `now`, exactly: an operator action creates
+    deadlines, and a PAUSED workflow's entry may be far off or gone (it is watched only for
+    its attempts in flight). Never moves an entry later; guarded by the entry it saw."""
+    if wf.due_at is None:
+        return {"watch_shard": shard, "due_at": now}, Missing("due_at")
+    if wf.due_at > now:
+        return {"due_at": now}, Eq("due_at", wf.due_at)
+    return {}, None
+
+
+def _operator_write(wf: WorkflowRecord, shard: str, now: int, values: dict[str, Any]) -> Write:
+    pulled, seen_due = _pull_due(wf, shard, now)
+    condition = all_of(_is(wf.status), _redrives(wf), *([seen_due] if seen_due else []))
+    return Write(
+        wf_pk(wf.workflow_id),
+        WF_SK,
+        Update(set={**values, "updated_at": now, **pulled}, remove=_PAUSE_ATTRIBUTES),
+        condition,
+    )
+
+
+_PAUSE_ATTRIBUTES = ("pause", "paused_at")
+
+
+def request_cancel(wf: WorkflowRecord, now: int, shard: str) -> Write:
+    """RUNNING or PAUSED -> CANCELLING: stop dispatching and unwind, due at once."""
+    return _operator_write(
+        wf,
+        shard,
+        now,
+        {"status": WorkflowStatus.CANCELLING.value, "cancel_requested_at": now},
+    )
+
+
+def pause(wf: WorkflowRecord, now: int, reason: str) -> Write:
+    """RUNNING -> PAUSED (an operator, or a step that failed for good under OnFailure PAUSE).
+
+    Its watch entry stays as it is (valid for a running workflow, so for a paused one too):
+    the supervisor's next look computes what to watch while it is paused (its attempts in
+    flight, its pause timeout) or takes it out of the index.
+    """
     return Write(
         wf_pk(wf.workflow_id),
         WF_SK,
         Update(
             set={
-                "status": WorkflowStatus.CANCELLING.value,
+                "status": WorkflowStatus.PAUSED.value,
                 "updated_at": now,
-                "cancel_requested_at": now,
+                "paused_at": now,
+                "pause": reason,
             }
         ),
-        _is(WorkflowStatus.RUNNING),
+        all_of(_is(WorkflowStatus.RUNNING), _redrives(wf)),
+    )
+
+
+def resume(wf: WorkflowRecord, now: int, shard: str) -> Write:
+    """PAUSED -> RUNNING, due at once (in a transaction with its failed steps' re-queue)."""
+    return _operator_write(wf, shard, now, {"status": WorkflowStatus.RUNNING.value})
+
+
+def give_up(wf: WorkflowRecord, now: int, shard: str, error: str) -> Write:
+    """RUNNING or PAUSED -> COMPENSATING: unwind as a failure would (an operator gave up, or
+    the pause timed out), due at once."""
+    return _operator_write(
+        wf, shard, now, {"status": WorkflowStatus.COMPENSATING.value, "error": error}
+    )
+
+
+def replace_input(rec: StepRecord, now: int, text: str, by: str) -> Write:
+    """An operator's replacement input for a step not in flight and not succeeded, recorded
+    in its history with who changed it (in the resume's transaction)."""
+    entry = {"a": rec.attempt, "o": "input_replaced", "t": now, "by": by}
+    return Write(
+        *rec.key,
+        Update(set={"input": text, **_ended(rec, entry)}),
+        all_of(_is(rec.status), _attempt(rec.attempt)),
     )
 
 
@@ -391,21 +461,32 @@ def _redrives(wf: WorkflowRecord) -> Cond:
     return Missing("redrives") if not wf.redrives else Eq("redrives", wf.redrives)
 
 
-def move_due(wf: WorkflowRecord, due_at: int) -> Write:
-    """Move the watch deadline, only if nobody moved it or changed the status meanwhile.
+def move_due(wf: WorkflowRecord, due_at: int | None) -> Write:
+    """Move the watch deadline (None: leave the index, for a paused workflow with nothing to
+    watch), only if nobody moved it or changed the status meanwhile.
 
     A look that got this far succeeded, so it also clears a count of failed looks.
     """
     seen = Missing("due_at") if wf.due_at is None else Eq("due_at", wf.due_at)
-    return Write(
-        wf_pk(wf.workflow_id),
-        WF_SK,
-        Update(
-            set={"due_at": due_at},
-            remove=("look_failures", "look_failed_at") if wf.look_failures else (),
-        ),
-        all_of(_is(wf.status), seen, _redrives(wf)),
-    )
+    remove = ("look_failures", "look_failed_at") if wf.look_failures else ()
+    if due_at is None:
+        update = Update(remove=("watch_shard", "due_at", *remove))
+    else:
+        update = Update(set={"due_at": due_at}, remove=remove)
+    return Write(wf_pk(wf.workflow_id), WF_SK, update, all_of(_is(wf.status), seen, _redrives(wf)))
+
+
+POOLS_PK = "POOLS"
+
+
+def pool_paused(pool: str, now: int, by: str) -> Write:
+    """A pool's consumers stop: recorded for the supervisor (idempotent, unconditional)."""
+    return Write(POOLS_PK, pool, Update(set={"paused": True, "paused_at": now, "by": by}), None)
+
+
+def pool_resumed(pool: str, now: int, by: str) -> Write:
+    """A pool's consumers start again; a queued task's dispatch grace restarts at `now`."""
+    return Write(POOLS_PK, pool, Update(set={"paused": False, "resumed_at": now, "by": by}), None)
 
 
 def _failures_seen(seen: int) -> Cond:
@@ -485,11 +566,16 @@ __all__ = [
     "end_attempt",
     "error_json",
     "finish",
+    "give_up",
     "heartbeat",
     "look_failed",
     "move_due",
     "new_compensation",
     "park",
+    "pause",
+    "replace_input",
+    "request_cancel",
+    "resume",
     "unpark",
     "unwind",
 ]

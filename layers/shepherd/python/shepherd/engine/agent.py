@@ -17,13 +17,12 @@ from typing import Any
 from shepherd import jsonsafe, limits
 from shepherd.clock import to_datetime
 from shepherd.decisions import transitions as tx
-from shepherd.decisions.planner import failure_decision
+from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
 from shepherd.engine.tokens import TaskToken
 from shepherd.errors import (
     AttemptSuperseded,
-    ConditionFailed,
     DetailsTooLarge,
     OutputInvalid,
     OutputTooLarge,
@@ -75,6 +74,22 @@ class AgentRegistry:
         return set(self._functions)
 
 
+@dataclass(frozen=True)
+class Forward:
+    """What a compensation undoes: the forward step as it ended.
+
+    `outcome` is `succeeded` (a recorded success: `output` is its result) or `ambiguous` (an
+    attempt crashed, timed out, was fenced out or failed: it may or may not have acted).
+    `idempotency_key` is the key every attempt of the forward step passed to the outside
+    service: ask it whether that key did anything, and do nothing if it did not.
+    """
+
+    status: str
+    outcome: str
+    output: Any
+    idempotency_key: str
+
+
 @dataclass
 class AgentContext:
     """What an agent function gets. Everything in it can be re-read from the table."""
@@ -89,7 +104,8 @@ class AgentContext:
     idempotency_key: str
     previous_details: Any
     deadline_ms: int
-    step_output: Any = None  # for a compensation: what the step it undoes returned
+    step_output: Any = None  # for a compensation: what the step it undoes returned, if known
+    forward: Forward | None = None  # for a compensation: what the step it undoes did
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
 
     @property
@@ -185,11 +201,7 @@ class Heartbeat:
                 return True
             details, self._details = self._details, None
             write = tx.heartbeat(self._rec, self._rec.attempt, now, details)
-            try:
-                self._scheduler.ports.store.update(
-                    write.pk, write.sk, write.update, write.condition
-                )
-            except ConditionFailed:
+            if self._scheduler.executor.step(None, write) is None:
                 self.fenced = True
                 return False
             self._last_ms = now
@@ -203,13 +215,9 @@ class Heartbeat:
                 rec = self._rec
                 token = TaskToken.new(rec.workflow_id, rec.kind, rec.name, rec.attempt)
                 write = tx.arm_callback(rec, rec.attempt, token.hash)
-                try:
-                    self._scheduler.ports.store.update(
-                        write.pk, write.sk, write.update, write.condition
-                    )
-                except ConditionFailed:
+                if self._scheduler.executor.step(None, write) is None:
                     self.fenced = True
-                    raise AttemptSuperseded("this attempt was superseded") from None
+                    raise AttemptSuperseded("this attempt was superseded")
                 self.token = token
             return self.token.encode()
 
@@ -295,20 +303,17 @@ class AgentRuntime:
             raise LookupError(f"agent '{spec.agent}' is not registered in this worker")
         clock = self.scheduler.ports.clock
         now = clock.now_ms()
-        write = tx.claim(rec, message.attempt, now, self.worker_id)
-        try:
-            item = self.scheduler.ports.store.update(
-                write.pk, write.sk, write.update, write.condition
-            )
-        except ConditionFailed as lost:
-            current = lost.current or {}
+        claimed, current = self.scheduler.executor.step_or_current(
+            tx.claim(rec, message.attempt, now, self.worker_id)
+        )
+        if claimed is None:
+            current = current or {}
             return HandleResult(
                 Outcome.DROPPED,
                 f"claim lost: step is {current.get('status')} at attempt {current.get('attempt')}",
             )
-        rec = StepRecord.from_item(item)
-        state.put(rec)
-        return self._run(state, definition, rec, spec, fn)
+        state.put(claimed)
+        return self._run(state, definition, claimed, spec, fn)
 
     def _run(
         self,
@@ -332,7 +337,8 @@ class AgentRuntime:
             output = self._checked_output(state, rec, result)
         except Exception as exc:
             heartbeat.stop()
-            return self._failed(state, definition, rec, spec, exc)
+            # Progress it reported but had not heartbeated yet: kept for the next attempt.
+            return self._failed(state, definition, rec, spec, exc, heartbeat.take_details())
         finally:
             heartbeat.stop()
         return self._succeeded(state, rec, output)
@@ -364,10 +370,9 @@ class AgentRuntime:
         write = tx.wait_for_callback(
             rec, rec.attempt, now, heartbeat.token.hash, heartbeat.take_details()
         )
-        try:
-            self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
-        except ConditionFailed as lost:
-            current = lost.current or {}
+        waiting, current = self.scheduler.executor.step_or_current(write)
+        if waiting is None:
+            current = current or {}
             # Only a recorded success is the callback having won; FAILED at this attempt is
             # the supervisor (or a failure callback) having ended it: this agent was fenced.
             succeeded = current.get("status") == StepStatus.SUCCEEDED.value
@@ -431,21 +436,30 @@ class AgentRuntime:
     ) -> AgentContext:
         step = definition.by_name[rec.name]
         deps = {d: loads(state.steps[d].output) for d in step.depends_on}
-        step_output = None
+        forward = None
+        forward_rec = state.steps[rec.name]
         if rec.kind == "compensation":
-            step_output = loads(state.steps[rec.name].output)
+            forward = Forward(
+                status=forward_rec.status.value,
+                outcome=forward_outcome(forward_rec),
+                output=loads(forward_rec.output),
+                idempotency_key=idempotency_key(rec.workflow_id, "step", rec.name),
+            )
+        # An operator's replacement input for this step (at a resume) replaces the workflow's.
+        own_input = forward_rec.input if rec.kind == "step" else None
         return AgentContext(
             workflow_id=rec.workflow_id,
             workflow_type=state.workflow.wf_type,
             step=rec.name,
             kind=rec.kind,
             attempt=rec.attempt,
-            input=loads(state.workflow.input),
+            input=loads(own_input if own_input is not None else state.workflow.input),
             dependencies=deps,
             idempotency_key=idempotency_key(rec.workflow_id, rec.kind, rec.name),
             previous_details=loads(rec.details),
             deadline_ms=deadline,
-            step_output=step_output,
+            step_output=None if forward is None else forward.output,
+            forward=forward,
             _heartbeat=heartbeat,
         )
 

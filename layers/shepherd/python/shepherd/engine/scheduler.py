@@ -1,13 +1,17 @@
-"""The scheduler: starts workflows and advances them. Its executor is the only code that turns
-planned actions into conditional writes, task messages and events."""
+"""The scheduler: starts workflows and advances them. It turns planned actions into the
+executor's conditional writes, then sends the task messages and events they announce.
+
+Operator actions (`shepherd.engine.operations`) and callbacks (`shepherd.engine.callbacks`)
+are separate modules on the same scheduler; its methods for them only delegate.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd import jsonsafe, limits
@@ -20,6 +24,8 @@ from shepherd.decisions.planner import (
     Dispatch,
     EndAttempt,
     Finish,
+    GiveUp,
+    Pause,
     SendImplicit,
     StartCompensation,
     Unwind,
@@ -28,18 +34,12 @@ from shepherd.decisions.planner import (
 from shepherd.decisions.retry import RetryIn
 from shepherd.definitions import MAX_SQS_DELAY, Definition
 from shepherd.engine.catalog import Catalog
-from shepherd.engine.tokens import TaskToken, matches
+from shepherd.engine.executor import Executor
 from shepherd.errors import (
-    ConditionFailed,
     DeliveryError,
     IdempotencyConflict,
     InputInvalid,
     InputTooLarge,
-    InvalidTransition,
-    OutputRejected,
-    PayloadTooLarge,
-    TaskTokenInvalid,
-    TaskTokenStale,
     TransactionConflict,
     WorkflowNotFound,
 )
@@ -47,13 +47,13 @@ from shepherd.model import (
     DomainEvent,
     Kind,
     OutgoingTask,
+    PoolState,
     StepRecord,
     StepStatus,
     TaskMessage,
     WorkflowRecord,
     WorkflowState,
     WorkflowStatus,
-    dumps,
     loads,
     wf_pk,
 )
@@ -99,7 +99,7 @@ class Applied:
 
 
 def request_hash(wf_type: str, payload: Any) -> str:
-    return hashlib.sha256(dumps({"type": wf_type, "input": payload}).encode()).hexdigest()
+    return hashlib.sha256(jsonsafe.dumps({"type": wf_type, "input": payload}).encode()).hexdigest()
 
 
 def derived_id(owner: str, idempotency_key: str) -> str:
@@ -116,18 +116,43 @@ def idempotency_key(workflow_id: str, kind: Kind, name: str) -> str:
     return f"{workflow_id}:{name}" + (":compensate" if kind == "compensation" else "")
 
 
+def output_problem(state: WorkflowState, rec: StepRecord, output: str) -> str | None:
+    """Why an attempt's output cannot be recorded (over a cap), or None.
+
+    Two caps (shepherd.limits): one output, and every output of the workflow together, which
+    the read view assembles into the workflow output. Concurrent branches each check against
+    what they last read, so together they may pass the total by at most one output each.
+    """
+    size = jsonsafe.size(output)
+    if size > limits.MAX_OUTPUT_BYTES:
+        return f"output is {size} bytes; the limit is {limits.MAX_OUTPUT_BYTES}"
+    others = [
+        r
+        for r in (*state.steps.values(), *state.compensations.values())
+        if r.output is not None and (r.kind, r.name) != (rec.kind, rec.name)
+    ]
+    total = size + sum(jsonsafe.size(r.output) for r in others if r.output is not None)
+    if total > limits.MAX_WORKFLOW_OUTPUT_BYTES:
+        return (
+            f"the workflow's outputs would total {total} bytes; "
+            f"the limit is {limits.MAX_WORKFLOW_OUTPUT_BYTES}"
+        )
+    return None
+
+
 class Scheduler:
     """Starts workflows and advances them; shared by the API, agents and the supervisor.
 
-    Guarantees: a start is one transaction; every later change is one conditional write whose
-    loss is learned from the returned current item; messages and events are sent only after
-    the write they announce has won.
+    Guarantees: a start is one transaction; every later change is one conditional write (or
+    one transaction) applied by the executor, whose loss is learned from the returned current
+    item; messages and events are sent only after the write they announce has won.
     """
 
     def __init__(self, ports: Ports, catalog: Catalog, config: EngineConfig | None = None) -> None:
         self.ports = ports
         self.catalog = catalog
         self.config = config or EngineConfig()
+        self.executor = Executor(ports)
 
     # ------------------------------------------------------------------------------ start
 
@@ -145,7 +170,7 @@ class Scheduler:
         with a different request it raises IdempotencyConflict.
         """
         definition = self.catalog.current(wf_type)
-        input_json = self._validated_input(definition, payload)
+        input_json = self.validated_input(definition, payload)
         rhash = request_hash(wf_type, payload)
         workflow_id = (
             derived_id(owner, idempotency_key) if idempotency_key else self.ports.ids.new_id()
@@ -163,7 +188,7 @@ class Scheduler:
             created_at=now,
             updated_at=now,
             idempotency_key=idempotency_key,
-            watch_shard=watch_shard(workflow_id, self.config.watch_shards),
+            watch_shard=self.shard(workflow_id),
             due_at=now + definition.watch_gap_ms,
         )
         steps = [
@@ -171,7 +196,7 @@ class Scheduler:
             for name in definition.topological_order
         ]
         try:
-            self.ports.store.create([workflow.to_item(), *(s.to_item() for s in steps)])
+            self.executor.create([workflow.to_item(), *(s.to_item() for s in steps)])
         except TransactionConflict as conflict:
             if conflict.index != 0 or conflict.current is None:
                 raise
@@ -180,24 +205,26 @@ class Scheduler:
                 raise IdempotencyConflict(existing.workflow_id) from None
             return StartResult(existing, created=False)
         tasks = [
-            self._task(workflow_id, definition, "step", s.name, 1)
+            self.task(workflow_id, definition, "step", s.name, 1)
             for s in steps
             if s.status is StepStatus.QUEUED
         ]
-        self.deliver(tasks, [self._workflow_event("WorkflowStarted", workflow)])
+        self.deliver(tasks, [self.workflow_event("WorkflowStarted", workflow)])
         return StartResult(workflow, created=True)
 
     @staticmethod
-    def _validated_input(definition: Definition, payload: Any) -> str:
+    def validated_input(definition: Definition, payload: Any, what: str = "input") -> str:
+        """A workflow's (or a step's replacement) input as stored, checked against the caps
+        and the definition's InputSchema."""
         try:
-            input_json = jsonsafe.dumps(payload, what="input")
+            input_json = jsonsafe.dumps(payload, what=what)
         except jsonsafe.JsonRejected as exc:
-            raise InputInvalid(exc.message, "input") from None
+            raise InputInvalid(exc.message, what) from None
         size = jsonsafe.size(input_json)
         if size > limits.MAX_INPUT_BYTES:
             raise InputTooLarge(size, limits.MAX_INPUT_BYTES)
         validator = definition.input_validator
-        if validator is not None:
+        if validator is not None and what == "input":
             import fastjsonschema  # noqa: PLC0415 - already imported by definitions
 
             try:
@@ -237,6 +264,20 @@ class Scheduler:
             return None
         return state, self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
 
+    def owned(self, workflow_id: str, owner: str | None) -> tuple[WorkflowState, Definition]:
+        """The workflow if it exists and `owner` (when given) owns it; else WorkflowNotFound."""
+        loaded = self.load(workflow_id)
+        if loaded is None or (owner is not None and loaded[0].workflow.owner != owner):
+            raise WorkflowNotFound(workflow_id)
+        return loaded
+
+    def shard(self, workflow_id: str) -> str:
+        return watch_shard(workflow_id, self.config.watch_shards)
+
+    def expires(self, now: int) -> int:
+        """The TTL (epoch seconds) of an item that becomes terminal at `now`."""
+        return now // 1000 + self.config.retention_seconds
+
     # --------------------------------------------------------------------------- advance
 
     def advance(self, workflow_id: str, *, completed: str | None = None) -> list[Applied]:
@@ -255,13 +296,15 @@ class Scheduler:
         supervisor: bool,
         completed: str | None = None,
         now: int | None = None,
+        redispatch: bool = False,
+        pools: Mapping[str, PoolState] | None = None,
     ) -> list[Applied]:
         """Plan, apply, fold the results into `state`, and plan again until nothing is left."""
         applied: list[Applied] = []
         tasks: list[OutgoingTask] = []
         events: list[DomainEvent] = []
         tried: set[tuple[Any, ...]] = set()
-        for _ in range(MAX_ROUNDS):
+        for round_ in range(MAX_ROUNDS):
             at = now if now is not None else self.ports.clock.now_ms()
             actions = [
                 a
@@ -272,6 +315,8 @@ class Scheduler:
                     supervisor=supervisor,
                     completed=completed,
                     rng=self.ports.rng,
+                    redispatch=redispatch and round_ == 0,  # what it sends is then QUEUED
+                    pools=pools,
                 )
                 if _key(a) not in tried
             ]
@@ -298,14 +343,13 @@ class Scheduler:
         None: the attempt was superseded and nothing was recorded.
         """
         now = self.ports.clock.now_ms()
-        expires = now // 1000 + self.config.retention_seconds
-        updated = self._write_step(
-            state, tx.complete(rec, rec.attempt, now, output, expires, token_hash)
+        updated = self.executor.step(
+            state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
         )
         if updated is None:
             return None
         if rec.kind == "compensation":
-            event = self._step_event("StepCompensated", state, rec, {"attempt": rec.attempt})
+            event = self.step_event("StepCompensated", state, rec, {"attempt": rec.attempt})
             self.deliver([], [event])
         self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
         return updated
@@ -318,89 +362,39 @@ class Scheduler:
         self.deliver(tasks, events)
         return won
 
-    # ------------------------------------------------------------------ operator actions
-
-    def owned(self, workflow_id: str, owner: str | None) -> tuple[WorkflowState, Definition]:
-        """The workflow if it exists and `owner` (when given) owns it; else WorkflowNotFound."""
-        loaded = self.load(workflow_id)
-        if loaded is None or (owner is not None and loaded[0].workflow.owner != owner):
-            raise WorkflowNotFound(workflow_id)
-        return loaded
+    # ------------------------------------------------------- operator actions, callbacks
 
     def cancel(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
-        """Stop dispatching, undo what succeeded, end CANCELLED. Idempotent while cancelling."""
-        state, definition = self.owned(workflow_id, owner)
-        status = state.workflow.status
-        if status is WorkflowStatus.RUNNING:
-            write = tx.request_cancel(state.workflow, self.ports.clock.now_ms())
-            self._write_workflow(state, write)
-            status = state.workflow.status
-        if status is not WorkflowStatus.CANCELLING:
-            raise InvalidTransition(
-                f"workflow is {status.value}: only a RUNNING workflow can be cancelled"
-            )
-        self.run(state, definition, supervisor=False)
-        return state.workflow
+        from shepherd.engine import operations  # noqa: PLC0415 - it imports this module
+
+        return operations.cancel(self, workflow_id, owner)
 
     def redrive(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
-        """Retry a FAILED workflow from its failed compensations, with fresh retry budgets.
+        from shepherd.engine import operations  # noqa: PLC0415
 
-        Succeeded steps and compensations are kept; the attempt numbers keep growing, so
-        every attempt from before the redrive stays fenced out.
-        """
-        state, definition = self.owned(workflow_id, owner)
-        wf = state.workflow
-        if wf.status is not WorkflowStatus.FAILED:
-            raise InvalidTransition(
-                f"workflow is {wf.status.value}: only a FAILED one can be retried"
-            )
-        if wf.parked_from is not None:
-            return self._unpark(state, owner)
-        failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
-        if not failed:
-            raise InvalidTransition("workflow has no failed compensation to retry")
-        now = self.ports.clock.now_ms()
-        to = WorkflowStatus.CANCELLING if wf.cancel_requested_at else WorkflowStatus.COMPENSATING
-        cause = (loads(wf.error) or {}).get("cause")
-        writes = [
-            tx.redrive_workflow(
-                wf,
-                to,
-                now,
-                watch_shard(wf.workflow_id, self.config.watch_shards),
-                now + definition.watch_gap_ms,
-                None if cause is None else dumps(cause),
-            ),
-            *(tx.redrive_step(c, now) for c in failed),
-        ]
-        try:
-            self.ports.store.transact([(w.pk, w.sk, w.update, w.condition) for w in writes])
-        except TransactionConflict:
-            raise InvalidTransition(
-                "workflow changed while retrying; read it and try again"
-            ) from None
-        tasks = [
-            self._task(wf.workflow_id, definition, c.kind, c.name, c.attempt + 1) for c in failed
-        ]
-        self.deliver(tasks, [])
-        state, _ = self.owned(workflow_id, owner)
-        return state.workflow
+        return operations.redrive(self, workflow_id, owner)
 
-    def _unpark(self, state: WorkflowState, owner: str | None) -> WorkflowRecord:
-        """A workflow the supervisor parked goes back to the status it had, due at once."""
-        wf = state.workflow
-        cause = (loads(wf.error) or {}).get("cause")
-        write = tx.unpark(
-            wf,
-            self.ports.clock.now_ms(),
-            watch_shard(wf.workflow_id, self.config.watch_shards),
-            None if cause is None else dumps(cause),
-        )
-        if not self._write_workflow(state, write):
-            raise InvalidTransition("workflow changed while retrying; read it and try again")
-        return state.workflow
+    def pause(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        from shepherd.engine import operations  # noqa: PLC0415
 
-    # ----------------------------------------------------------------- callback steps
+        return operations.pause(self, workflow_id, owner)
+
+    def resume(
+        self,
+        workflow_id: str,
+        *,
+        owner: str | None = None,
+        step: str | None = None,
+        step_input: Any = None,
+    ) -> WorkflowRecord:
+        from shepherd.engine import operations  # noqa: PLC0415
+
+        return operations.resume(self, workflow_id, owner, step=step, step_input=step_input)
+
+    def compensate(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        from shepherd.engine import operations  # noqa: PLC0415
+
+        return operations.compensate(self, workflow_id, owner)
 
     def callback(
         self,
@@ -412,76 +406,11 @@ class Scheduler:
         error: str | None = None,
         cause: str | None = None,
     ) -> StepRecord:
-        """Heartbeat, succeed or fail the attempt a task token belongs to (fenced like an agent)."""
-        parsed, state, definition, rec = self._token_target(token)
-        now = self.ports.clock.now_ms()
-        if action == "heartbeat":
-            text = None if details is None else dumps(details)
-            if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
-                raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
-            write = tx.heartbeat(rec, parsed.attempt, now, text, parsed.hash)
-            updated = self._write_step(state, write)
-            if updated is None:
-                raise TaskTokenStale("the attempt of this token is over")
-            return updated
-        if action == "success":
-            text = dumps(output)
-            problem = output_problem(state, rec, text)
-            if problem is None:
-                updated = self.complete_attempt(state, rec, text, token_hash=parsed.hash)
-                if updated is None:
-                    raise TaskTokenStale("the attempt of this token is over")
-                return updated
-            error, cause, permanent = "OutputTooLarge", problem, True
-        else:
-            error = limits.truncate(error or "TaskFailed", limits.MAX_ERROR_NAME)
-            cause = limits.truncate(cause or error, limits.MAX_ERROR_CAUSE)
-            permanent = False
-        from shepherd.decisions.planner import failure_decision  # noqa: PLC0415
+        from shepherd.engine import callbacks  # noqa: PLC0415
 
-        spec = definition.spec(rec.kind, rec.name)
-        ended = failure_decision(
-            rec,
-            spec,
-            error_type=error,
-            message=cause,
-            permanent=permanent,
-            unwinding=state.workflow.status.unwinding and rec.kind == "step",
-            rng=self.ports.rng,
+        return callbacks.callback(
+            self, token, action, details=details, output=output, error=error, cause=cause
         )
-        ended = replace(ended, token_hash=parsed.hash)
-        if not self.end_attempt(state, definition, ended):
-            raise TaskTokenStale("the attempt of this token is over")
-        updated = state.record(rec.kind, rec.name)
-        assert updated is not None
-        if updated.status is StepStatus.FAILED:
-            self.advance(rec.workflow_id)
-        if action == "success":
-            size = jsonsafe.size(dumps(output))
-            raise OutputRejected(size, limits.MAX_OUTPUT_BYTES, f"{cause}; the attempt failed")
-        return updated
-
-    def _token_target(self, token: str) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
-        """The attempt a genuine token names, if it still waits; else why not.
-
-        Only a token whose hash the step holds (for its current attempt) or held (in the
-        history of an ended attempt) is genuine. Anything else, including a real attempt's
-        coordinates with a wrong secret, is `TaskTokenInvalid` whatever state that attempt
-        is in: a 409 would tell a forger that the workflow, the step and the attempt exist.
-        """
-        try:
-            parsed = TaskToken.decode(token)
-        except ValueError:
-            raise TaskTokenInvalid("unknown task token") from None
-        loaded = self.load(parsed.workflow_id)
-        rec = loaded[0].record(parsed.kind, parsed.step) if loaded else None
-        if loaded is None or rec is None:
-            raise TaskTokenInvalid("unknown task token")
-        if matches(rec.callback_token, parsed) and rec.attempt == parsed.attempt:
-            return parsed, loaded[0], loaded[1], rec
-        if any(h.get("a") == parsed.attempt and matches(h.get("th"), parsed) for h in rec.history):
-            raise TaskTokenStale("the attempt of this token is over")
-        raise TaskTokenInvalid("unknown task token")
 
     # ---------------------------------------------------------------------- the executor
 
@@ -494,45 +423,55 @@ class Scheduler:
         tasks: list[OutgoingTask],
         events: list[DomainEvent],
     ) -> bool:
-        expires = now // 1000 + self.config.retention_seconds
+        ex = self.executor
         wf = state.workflow
         match action:
             case SendImplicit(name):
-                tasks.append(self._task(wf.workflow_id, definition, "step", name, 1))
+                tasks.append(self.task(wf.workflow_id, definition, "step", name, 1))
                 return True
             case Dispatch(seen):
-                rec = self._write_step(state, tx.dispatch(seen, now))
+                rec = ex.step(state, tx.dispatch(seen, now))
                 if rec is None:
                     return False
                 delay = max(0, (rec.available_at or now) - now) // 1000
                 tasks.append(
-                    self._task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
+                    self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
                 )
                 return True
             case EndAttempt():
-                return self._end_attempt(state, definition, action, now, expires, tasks, events)
+                return self._end_attempt(state, definition, action, now, tasks, events)
             case Cancel(seen):
-                return self._write_step(state, tx.cancel(seen, now, expires)) is not None
-            case Unwind(_, error):
-                return self._write_workflow(
-                    state, tx.unwind(wf, WorkflowStatus.COMPENSATING, now, error)
-                )
+                return ex.step(state, tx.cancel(seen, now, self.expires(now))) is not None
             case StartCompensation(name):
-                item = tx.new_compensation(wf.workflow_id, name, now)
-                try:
-                    self.ports.store.put_new(item)
-                except ConditionFailed as lost:
-                    if lost.current is not None:
-                        state.put(StepRecord.from_item(lost.current))
+                if not ex.create_step(state, tx.new_compensation(wf.workflow_id, name, now)):
                     return False
-                state.put(StepRecord.from_item(item))
-                tasks.append(self._task(wf.workflow_id, definition, "compensation", name, 1))
+                tasks.append(self.task(wf.workflow_id, definition, "compensation", name, 1))
                 return True
-            case Finish(status, error):
-                write = tx.finish(wf, status, now, expires, error=error)
-                if not self._write_workflow(state, write):
+        return self._apply_to_workflow(state, action, now, events)
+
+    def _apply_to_workflow(
+        self, state: WorkflowState, action: Action, now: int, events: list[DomainEvent]
+    ) -> bool:
+        """The actions that change the workflow item's status."""
+        ex = self.executor
+        wf = state.workflow
+        shard = self.shard(wf.workflow_id)
+        match action:
+            case Unwind(_, error):
+                return ex.workflow(state, tx.unwind(wf, WorkflowStatus.COMPENSATING, now, error))
+            case Pause(step, error):
+                reason = jsonsafe.dumps({"reason": "failure", "step": step, "error": loads(error)})
+                if not ex.workflow(state, tx.pause(wf, now, reason)):
                     return False
-                events.append(self._workflow_event(_FINISH_EVENTS[status], state.workflow))
+                events.append(self.workflow_event("WorkflowPaused", state.workflow))
+                return True
+            case GiveUp(error):
+                return ex.workflow(state, tx.give_up(wf, now, shard, error))
+            case Finish(status, error):
+                write = tx.finish(wf, status, now, self.expires(now), error=error)
+                if not ex.workflow(state, write):
+                    return False
+                events.append(self.workflow_event(_FINISH_EVENTS[status], state.workflow))
                 return True
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
 
@@ -542,7 +481,6 @@ class Scheduler:
         definition: Definition,
         action: EndAttempt,
         now: int,
-        expires: int,
         tasks: list[OutgoingTask],
         events: list[DomainEvent],
     ) -> bool:
@@ -555,6 +493,8 @@ class Scheduler:
                 if seen.heartbeat_at is None
                 else Eq("heartbeat_at", seen.heartbeat_at)
             )
+        # Nothing is dispatched while the workflow is paused: the resume sends the retry.
+        dispatch = action.dispatch and state.workflow.status is not WorkflowStatus.PAUSED
         error = tx.error_json(action.error_type, action.message)
         write = tx.end_attempt(
             seen,
@@ -564,21 +504,22 @@ class Scheduler:
             error_type=action.error_type,
             outcome=action.outcome,
             decision=action.decision,
-            expires_at=expires,
+            expires_at=self.expires(now),
             guard=guard,
             token_hash=action.token_hash,
             from_status=seen.status if seen.status.in_flight else StepStatus.RUNNING,
             details=action.details,
+            dispatch=dispatch,
         )
-        rec = self._write_step(state, write)
+        rec = self.executor.step(state, write)
         if rec is None:
             return False
         detail = {"attempt": seen.attempt, "error": loads(error)}
         if action.outcome != "error":
-            events.append(self._step_event("StepTimedOut", state, seen, detail))
+            events.append(self.step_event("StepTimedOut", state, seen, detail))
         if isinstance(action.decision, RetryIn):
             events.append(
-                self._step_event(
+                self.step_event(
                     "StepRetried",
                     state,
                     seen,
@@ -588,42 +529,20 @@ class Scheduler:
             if rec.dispatched_at is not None:
                 delay = min(MAX_SQS_DELAY, -(-action.decision.delay_ms // 1000))
                 tasks.append(
-                    self._task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
+                    self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
                 )
         else:
             events.append(
-                self._step_event(
+                self.step_event(
                     "StepFailed", state, seen, {**detail, "reason": action.decision.reason}
                 )
             )
         return True
 
-    def _write_step(self, state: WorkflowState, write: tx.Write) -> StepRecord | None:
-        """Apply a step write; fold the winner's item into `state` either way."""
-        try:
-            item = self.ports.store.update(write.pk, write.sk, write.update, write.condition)
-        except ConditionFailed as lost:
-            if lost.current is not None:
-                state.put(StepRecord.from_item(lost.current))
-            return None
-        rec = StepRecord.from_item(item)
-        state.put(rec)
-        return rec
-
-    def _write_workflow(self, state: WorkflowState, write: tx.Write) -> bool:
-        try:
-            item = self.ports.store.update(write.pk, write.sk, write.update, write.condition)
-        except ConditionFailed as lost:
-            if lost.current is not None:
-                state.workflow = WorkflowRecord.from_item(lost.current)
-            return False
-        state.workflow = WorkflowRecord.from_item(item)
-        return True
-
     # -------------------------------------------------------------------------- delivery
 
     @staticmethod
-    def _task(
+    def task(
         workflow_id: str,
         definition: Definition,
         kind: Kind,
@@ -651,7 +570,7 @@ class Scheduler:
             except DeliveryError:
                 logger.warning("events not published", exc_info=True)
 
-    def _workflow_event(self, detail_type: str, wf: WorkflowRecord) -> DomainEvent:
+    def workflow_event(self, detail_type: str, wf: WorkflowRecord) -> DomainEvent:
         detail: dict[str, Any] = {
             "workflow_id": wf.workflow_id,
             "workflow_type": wf.wf_type,
@@ -660,10 +579,12 @@ class Scheduler:
         }
         if wf.error:
             detail["error"] = loads(wf.error)
+        if wf.pause and wf.status is WorkflowStatus.PAUSED:
+            detail["pause"] = loads(wf.pause)
         return DomainEvent(detail_type, detail)
 
     @staticmethod
-    def _step_event(
+    def step_event(
         detail_type: str, state: WorkflowState, rec: StepRecord, extra: dict[str, Any]
     ) -> DomainEvent:
         return DomainEvent(
@@ -686,30 +607,6 @@ _FINISH_EVENTS = {
 }
 
 
-def output_problem(state: WorkflowState, rec: StepRecord, output: str) -> str | None:
-    """Why an attempt's output cannot be recorded (over a cap), or None.
-
-    Two caps (shepherd.limits): one output, and every output of the workflow together, which
-    the read view assembles into the workflow output. Concurrent branches each check against
-    what they last read, so together they may pass the total by at most one output each.
-    """
-    size = jsonsafe.size(output)
-    if size > limits.MAX_OUTPUT_BYTES:
-        return f"output is {size} bytes; the limit is {limits.MAX_OUTPUT_BYTES}"
-    others = [
-        r
-        for r in (*state.steps.values(), *state.compensations.values())
-        if r.output is not None and (r.kind, r.name) != (rec.kind, rec.name)
-    ]
-    total = size + sum(jsonsafe.size(r.output) for r in others if r.output is not None)
-    if total > limits.MAX_WORKFLOW_OUTPUT_BYTES:
-        return (
-            f"the workflow's outputs would total {total} bytes; "
-            f"the limit is {limits.MAX_WORKFLOW_OUTPUT_BYTES}"
-        )
-    return None
-
-
 def _key(action: Action) -> tuple[Any, ...]:
     """Identity of an action within one run, so a lost write is not retried blindly."""
     match action:
@@ -717,8 +614,10 @@ def _key(action: Action) -> tuple[Any, ...]:
             return (type(action).__name__, seen.kind, seen.name, seen.attempt, seen.status)
         case SendImplicit(name) | StartCompensation(name):
             return (type(action).__name__, name)
-        case Unwind(name):
-            return ("Unwind", name)
+        case Unwind(name) | Pause(name):
+            return (type(action).__name__, name)
+        case GiveUp():
+            return ("GiveUp",)
         case Finish(status):
             return ("Finish", status)
     raise TypeError(action)  # pragma: no cover

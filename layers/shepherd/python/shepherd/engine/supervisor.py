@@ -23,9 +23,10 @@ from shepherd.clock import iso
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
+from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
-from shepherd.errors import ConditionFailed, StoreUnavailable
-from shepherd.model import WF_SK, DomainEvent, WorkflowStatus, dumps, loads, wf_pk
+from shepherd.errors import StoreUnavailable
+from shepherd.model import WF_SK, DomainEvent, PoolState, WorkflowStatus, dumps, loads, wf_pk
 
 logger = logging.getLogger("shepherd.supervisor")
 
@@ -75,6 +76,7 @@ class Supervisor:
     def __init__(self, scheduler: Scheduler, *, max_workflows: int = 1000) -> None:
         self.scheduler = scheduler
         self.max_workflows = max_workflows
+        self._pools: dict[str, PoolState] = {}
 
     def sweep(self, now: int | None = None) -> SweepReport:
         """Look at every workflow whose `due_at <= now`, in every watch shard."""
@@ -83,6 +85,10 @@ class Supervisor:
         report = SweepReport(started_at=clock.now_ms())
         shards = self.scheduler.config.watch_shards
         report.shards = shards
+        try:  # paused pools: one consistent query per sweep
+            self._pools = pool_states(self.scheduler.ports.store)
+        except StoreUnavailable:
+            logger.warning("pool states not read; last sweep's kept", exc_info=True)
         for shard in range(shards):
             self._sweep_shard(f"W#{shard}", now, report)
             if report.truncated:
@@ -141,7 +147,10 @@ class Supervisor:
             return
         report.looked_at += 1
         acted: list[str] = []
-        for applied in self.scheduler.run(state, definition, supervisor=True, now=now):
+        applied_actions = self.scheduler.run(
+            state, definition, supervisor=True, now=now, pools=self._pools
+        )
+        for applied in applied_actions:
             name = self._record(applied, report)
             if name is not None:
                 seen = getattr(applied.action, "seen", None)
@@ -158,13 +167,10 @@ class Supervisor:
         wf = state.workflow
         if wf.status.terminal:
             return
-        due = next_due(state, definition, now)
-        if due is None or (due == wf.due_at and not wf.look_failures):
+        due = next_due(state, definition, now, self._pools)
+        if due == wf.due_at and not wf.look_failures:
             return
-        write = tx.move_due(wf, due)
-        try:
-            self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
-        except ConditionFailed:
+        if not self.scheduler.executor.workflow(state, tx.move_due(wf, due)):
             # Someone else changed the workflow since: its own write left a valid deadline.
             report.actions["MoveDueLost"] += 1
 
@@ -205,10 +211,8 @@ class Supervisor:
             if failures + 1 >= MAX_FAILED_LOOKS:
                 self._park(item, failures, now, exc, report)
                 return
-            write = tx.look_failed(item["pk"], failures, now)
-            store.update(write.pk, write.sk, write.update, write.condition)
-        except ConditionFailed:
-            return  # the workflow moved on (another look, or it finished): that look counts
+            # Lost: the workflow moved on (another look, or it finished); that look counts.
+            self.scheduler.executor.raw(tx.look_failed(item["pk"], failures, now))
         except Exception:  # recording the failure failed too: the entry stays due, next sweep
             logger.exception("failed look not recorded", extra={"workflow_id": workflow_id})
 
@@ -232,8 +236,10 @@ class Supervisor:
         if previous is not None:
             error["cause"] = previous
         expires = now // 1000 + self.scheduler.config.retention_seconds
-        write = tx.park(item["pk"], status, failures, now, expires, dumps(error))
-        self.scheduler.ports.store.update(write.pk, write.sk, write.update, write.condition)
+        if not self.scheduler.executor.raw(
+            tx.park(item["pk"], status, failures, now, expires, dumps(error))
+        ):
+            return
         report.parked += 1
         logger.error(
             "workflow parked: its looks kept failing",

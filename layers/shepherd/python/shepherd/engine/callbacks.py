@@ -1,0 +1,116 @@
+"""Callback steps: an outside system heartbeats, succeeds or fails an attempt with its token.
+
+The token is the capability: it names one attempt, and every write it leads to is fenced like
+an agent's (status, attempt and the token's hash). Only a genuine token learns anything: a
+forged one is unknown (404) whatever the state of the attempt it names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from shepherd import jsonsafe, limits
+from shepherd.decisions import transitions as tx
+from shepherd.decisions.planner import failure_decision
+from shepherd.definitions import Definition
+from shepherd.engine.scheduler import Scheduler, output_problem
+from shepherd.engine.tokens import TaskToken, matches
+from shepherd.errors import OutputRejected, PayloadTooLarge, TaskTokenInvalid, TaskTokenStale
+from shepherd.model import StepRecord, StepStatus, WorkflowState, dumps
+
+_OVER = "the attempt of this token is over"
+
+
+def callback(
+    scheduler: Scheduler,
+    token: str,
+    action: str,
+    *,
+    details: Any = None,
+    output: Any = None,
+    error: str | None = None,
+    cause: str | None = None,
+) -> StepRecord:
+    """Heartbeat, succeed or fail the attempt a task token belongs to."""
+    parsed, state, definition, rec = _target(scheduler, token)
+    now = scheduler.ports.clock.now_ms()
+    if action == "heartbeat":
+        text = None if details is None else dumps(details)
+        if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
+            raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
+        updated = scheduler.executor.step(
+            state, tx.heartbeat(rec, parsed.attempt, now, text, parsed.hash)
+        )
+        if updated is None:
+            raise TaskTokenStale(_OVER)
+        return updated
+    if action == "success":
+        text = dumps(output)
+        problem = output_problem(state, rec, text)
+        if problem is None:
+            updated = scheduler.complete_attempt(state, rec, text, token_hash=parsed.hash)
+            if updated is None:
+                raise TaskTokenStale(_OVER)
+            return updated
+        # Over a cap: the attempt fails for good (OutputTooLarge), and the caller is told.
+        _fail(scheduler, state, definition, rec, parsed, "OutputTooLarge", problem, True)
+        raise OutputRejected(
+            jsonsafe.size(text), limits.MAX_OUTPUT_BYTES, f"{problem}; the attempt failed"
+        )
+    name = limits.truncate(error or "TaskFailed", limits.MAX_ERROR_NAME)
+    message = limits.truncate(cause or name, limits.MAX_ERROR_CAUSE)
+    return _fail(scheduler, state, definition, rec, parsed, name, message, False)
+
+
+def _fail(
+    scheduler: Scheduler,
+    state: WorkflowState,
+    definition: Definition,
+    rec: StepRecord,
+    token: TaskToken,
+    error: str,
+    message: str,
+    permanent: bool,
+) -> StepRecord:
+    ended = failure_decision(
+        rec,
+        definition.spec(rec.kind, rec.name),
+        error_type=error,
+        message=message,
+        permanent=permanent,
+        unwinding=state.workflow.status.unwinding and rec.kind == "step",
+        rng=scheduler.ports.rng,
+    )
+    if not scheduler.end_attempt(state, definition, replace(ended, token_hash=token.hash)):
+        raise TaskTokenStale(_OVER)
+    updated = state.record(rec.kind, rec.name)
+    assert updated is not None
+    if updated.status is StepStatus.FAILED:
+        scheduler.advance(rec.workflow_id)
+    return updated
+
+
+def _target(
+    scheduler: Scheduler, token: str
+) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
+    """The attempt a genuine token names, if it still waits; else why not.
+
+    Only a token whose hash the step holds (for its current attempt) or held (in the history
+    of an ended attempt) is genuine. Anything else, including a real attempt's coordinates
+    with a wrong secret, is `TaskTokenInvalid` whatever state that attempt is in: a 409
+    would tell a forger that the workflow, the step and the attempt exist.
+    """
+    try:
+        parsed = TaskToken.decode(token)
+    except ValueError:
+        raise TaskTokenInvalid("unknown task token") from None
+    loaded = scheduler.load(parsed.workflow_id)
+    rec = loaded[0].record(parsed.kind, parsed.step) if loaded else None
+    if loaded is None or rec is None:
+        raise TaskTokenInvalid("unknown task token")
+    if matches(rec.callback_token, parsed) and rec.attempt == parsed.attempt:
+        return parsed, loaded[0], loaded[1], rec
+    if any(h.get("a") == parsed.attempt and matches(h.get("th"), parsed) for h in rec.history):
+        raise TaskTokenStale(_OVER)
+    raise TaskTokenInvalid("unknown task token")

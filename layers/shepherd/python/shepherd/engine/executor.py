@@ -1,0 +1,115 @@
+"""The executor: the one place a workflow's state changes.
+
+Every transition is one named conditional write (or one transaction) built by
+`shepherd.decisions.transitions` and applied here, whoever asks for it: the agent runtime
+(claim, heartbeat, callback arming, waiting), the scheduler (results, dispatches, unwinding,
+operator actions) and the supervisor (timeouts, the watch entry, parking). The winner's item,
+or on a lost condition the item as it now is (from ReturnValuesOnConditionCheckFailure), is
+folded back into the caller's `WorkflowState`, so no caller ever plans on a write it lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from shepherd.conditions import Item
+from shepherd.decisions import transitions as tx
+from shepherd.errors import ConditionFailed, TransactionConflict
+from shepherd.model import StepRecord, WorkflowRecord, WorkflowState
+from shepherd.ports import Store
+
+
+class _HasStore(Protocol):
+    store: Store
+
+
+class Executor:
+    """Applies transitions to the store and folds each outcome into the state."""
+
+    def __init__(self, ports: _HasStore) -> None:
+        self._ports = ports
+
+    @property
+    def store(self) -> Store:
+        """The engine's store, read at each write (a test may wrap it after wiring)."""
+        return self._ports.store
+
+    # ----------------------------------------------------------------- one step item
+
+    def step(self, state: WorkflowState | None, write: tx.Write) -> StepRecord | None:
+        """Apply a step (or compensation) write: the new record, or None if it lost."""
+        try:
+            item = self.store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed as lost:
+            if state is not None and lost.current is not None:
+                state.put(StepRecord.from_item(lost.current))
+            return None
+        rec = StepRecord.from_item(item)
+        if state is not None:
+            state.put(rec)
+        return rec
+
+    def step_or_current(self, write: tx.Write) -> tuple[StepRecord | None, Item | None]:
+        """Apply a step write: (the new record, None) if it won, (None, the item as it now is)
+        if it lost. For a caller that decides by who won (an agent told it was fenced)."""
+        try:
+            item = self.store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed as lost:
+            return None, lost.current
+        return StepRecord.from_item(item), None
+
+    def create_step(self, state: WorkflowState, item: Item) -> bool:
+        """Create a step item (a compensation reached by unwinding); False if it exists."""
+        try:
+            self.store.put_new(item)
+        except ConditionFailed as lost:
+            if lost.current is not None:
+                state.put(StepRecord.from_item(lost.current))
+            return False
+        state.put(StepRecord.from_item(item))
+        return True
+
+    # ------------------------------------------------------------- the workflow item
+
+    def workflow(self, state: WorkflowState | None, write: tx.Write) -> bool:
+        """Apply a workflow write; fold the new (or, if it lost, current) item into `state`."""
+        try:
+            item = self.store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed as lost:
+            if state is not None and lost.current is not None:
+                state.workflow = WorkflowRecord.from_item(lost.current)
+            return False
+        if state is not None:
+            state.workflow = WorkflowRecord.from_item(item)
+        return True
+
+    def raw(self, write: tx.Write) -> bool:
+        """Apply a write to an item that may not parse (the supervisor's failed looks)."""
+        try:
+            self.store.update(write.pk, write.sk, write.update, write.condition)
+        except ConditionFailed:
+            return False
+        return True
+
+    # -------------------------------------------------------------------- several items
+
+    def together(self, writes: Sequence[tx.Write]) -> bool:
+        """Apply writes on distinct items in one transaction: all or nothing."""
+        for write in writes:
+            if write.condition is None:
+                raise ValueError("every write in a transaction is conditional")
+        try:
+            self.store.transact(
+                [(w.pk, w.sk, w.update, w.condition) for w in writes if w.condition is not None]
+            )
+        except TransactionConflict:
+            return False
+        return True
+
+    def create(self, items: Sequence[Item]) -> None:
+        """Create items that must not exist yet, in one transaction (a workflow's start).
+
+        Raises TransactionConflict: the caller decides (an idempotent replay, or a conflict).
+        """
+        self.store.create(items)

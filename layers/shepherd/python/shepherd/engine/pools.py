@@ -1,0 +1,104 @@
+"""Agent pools: pause and resume them, and read their state and backlog.
+
+The table holds each pool's state (`pk = POOLS`, `sk = <pool>`): the truth the supervisor
+reads once per sweep, so a task waiting for a paused pool is neither a lost message nor a
+timeout. The `PoolControl` port is what stops the pool's agents from claiming: on AWS the
+pool's SQS event source mapping is disabled (it costs nothing while paused and the messages
+stay queued); the local stack's workers and the in-memory queue poll only enabled pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from shepherd.decisions import transitions as tx
+from shepherd.decisions.transitions import POOLS_PK
+from shepherd.engine.executor import Executor
+from shepherd.errors import ShepherdError
+from shepherd.model import PoolState
+from shepherd.ports import Backlog, Store, TaskQueue
+
+
+class PoolNotFound(ShepherdError):
+    def __init__(self, pool: str) -> None:
+        super().__init__(f"no pool '{pool}' in this deployment")
+        self.pool = pool
+
+
+class PoolControl(Protocol):
+    """Starts and stops a pool's consumers (the Lambda event source mapping on AWS)."""
+
+    def set_enabled(self, pool: str, enabled: bool) -> None: ...
+
+
+class NoPoolControl:
+    """For a deployment without consumers to switch (tests of the table state alone)."""
+
+    def set_enabled(self, pool: str, enabled: bool) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class PoolView:
+    state: PoolState
+    backlog: Backlog | None
+
+
+def pool_states(store: Store) -> dict[str, PoolState]:
+    """Every pool the table records (a pool never paused has no item: it is enabled)."""
+    return {item["sk"]: PoolState.from_item(item) for item in store.load(POOLS_PK)}
+
+
+class Pools:
+    def __init__(
+        self,
+        executor: Executor,
+        queue: TaskQueue,
+        control: PoolControl,
+        clock: object,
+        names: Sequence[str],
+    ) -> None:
+        self._executor = executor
+        self._store = executor.store
+        self._queue = queue
+        self._control = control
+        self._clock = clock
+        self._names = list(names)
+
+    def _known(self, pool: str) -> None:
+        if pool not in self._names:
+            raise PoolNotFound(pool)
+
+    def list(self) -> list[PoolView]:
+        states: Mapping[str, PoolState] = pool_states(self._store)
+        return [
+            PoolView(states.get(name, PoolState(name)), self._queue.backlog(name))
+            for name in self._names
+        ]
+
+    def get(self, pool: str) -> PoolView:
+        self._known(pool)
+        state = pool_states(self._store).get(pool, PoolState(pool))
+        return PoolView(state, self._queue.backlog(pool))
+
+    def pause(self, pool: str, *, by: str) -> PoolView:
+        """Record the pause (the supervisor's truth), then stop the consumers. Idempotent."""
+        self._known(pool)
+        now = self._clock.now_ms()  # type: ignore[attr-defined]
+        self._executor.raw(tx.pool_paused(pool, now, by))
+        self._control.set_enabled(pool, False)
+        return self.get(pool)
+
+    def resume(self, pool: str, *, by: str) -> PoolView:
+        """Start the consumers, then record the resume: the backlog drains, and a queued task's
+        dispatch grace starts again now (its wait was not a lost message). Idempotent."""
+        self._known(pool)
+        self._control.set_enabled(pool, True)
+        now = self._clock.now_ms()  # type: ignore[attr-defined]
+        self._executor.raw(tx.pool_resumed(pool, now, by))
+        return self.get(pool)
+
+
+__all__ = ["POOLS_PK", "PoolControl", "PoolNotFound", "Pools", "pool_states"]
