@@ -40,7 +40,6 @@ class FunctionSpec:
     memory_mb: int
     description: str
     extra_env: Mapping[str, str]
-    reserved_concurrency: int | None = None
 
 
 class LambdaRuntime(Construct):
@@ -129,7 +128,6 @@ class LambdaRuntime(Construct):
             tracing=aws_lambda.Tracing.ACTIVE,
             timeout=spec.timeout,
             memory_size=spec.memory_mb,
-            reserved_concurrent_executions=spec.reserved_concurrency,
             description=spec.description,
             environment={**self.environment, **spec.extra_env},
         )

@@ -167,7 +167,10 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
 def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
     fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
     props = shepherd.props(fn_id)
-    assert props["ReservedConcurrentExecutions"] == 1
+    # No reserved concurrency anywhere: reserving any fails the deploy on new or low-quota
+    # accounts, and overlapping sweeps are safe (conditional writes).
+    for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
+        assert "ReservedConcurrentExecutions" not in fn["Properties"], logical_id
     assert props["Timeout"] == 70
     env = shepherd.function_env(fn_id)
     assert env[ENV_SWEEP_INTERVAL] == "5"
@@ -179,6 +182,48 @@ def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
     assert schedule["Properties"]["State"] == "ENABLED"
     assert refers_to(schedule["Properties"]["Target"]["Arn"], fn_id)
+
+
+def test_supervisor_runs_never_pile_up(shepherd: Synth) -> None:
+    """A run that cannot start within about a minute is dropped, not queued or retried: the next
+    scheduled run replaces it. Both the schedule's target and Lambda's asynchronous queue say so."""
+    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    assert schedule["Properties"]["Target"]["RetryPolicy"] == {
+        "MaximumRetryAttempts": 0,
+        "MaximumEventAgeInSeconds": 60,
+    }
+    (config,) = [
+        c["Properties"]
+        for c in shepherd.of_type("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": fn_id}
+    ]
+    assert config["Qualifier"] == "$LATEST"  # what the schedule invokes (an unqualified ARN)
+    assert config["MaximumRetryAttempts"] == 0
+    assert config["MaximumEventAgeInSeconds"] == 60
+
+
+def test_first_scheduled_runs_wait_for_every_supervisor_policy(shepherd: Synth) -> None:
+    """CloudFormation may create the schedule as soon as the function exists; a run fired
+    before the role's policies are attached fails on AccessDenied. The schedule depends on every
+    policy of the supervisor's role (and of the role the schedule invokes it with)."""
+    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    function_role = shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
+    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    scheduler_role = schedule["Properties"]["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    assert function_role != scheduler_role
+    depends_on = set(schedule.get("DependsOn", []))
+    for role in (function_role, scheduler_role):
+        policies = {
+            logical_id
+            for logical_id, policy in shepherd.of_type("AWS::IAM::Policy").items()
+            if {"Ref": role} in policy["Properties"]["Roles"]
+        }
+        assert len(policies) >= 1, role
+        assert policies <= depends_on, (role, policies - depends_on)
+    # Nothing else invokes the supervisor: no permission for any other service or principal.
+    for permission in shepherd.of_type("AWS::Lambda::Permission").values():
+        assert not refers_to(permission["Properties"]["FunctionName"], fn_id), permission
 
 
 def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
