@@ -42,6 +42,9 @@ def build_app(
     `statemachines/`; the definitions layer is written under the cloud assembly directory."""
     app = App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
     ctx = app.node.try_get_context
+    for key, instead in config.REMOVED_CONTEXT.items():
+        if ctx(key) is not None:
+            raise ValueError(f"context {key!r} is no longer read: {instead}")
     directory = definitions_dir or Path(ctx(config.CTX_DEFINITIONS_DIR) or config.DEFINITIONS_DIR)
     stack = ShepherdStack(
         app,
@@ -52,9 +55,8 @@ def build_app(
         event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or config.DEFAULT_EVENT_BUS_NAME,
         retain_data=_flag(ctx(config.CTX_RETAIN_DATA), default=True),
         alarm_email=ctx(config.CTX_ALARM_EMAIL) or None,
-        powertools_layer_version=int(
-            ctx(config.CTX_POWERTOOLS_LAYER_VERSION) or config.POWERTOOLS_LAYER_VERSION
-        ),
+        powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),
+        powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
     )
     add_checks(app)
     return app, stack

@@ -33,7 +33,8 @@ class ShepherdStack(Stack):
         event_bus_name: str = config.DEFAULT_EVENT_BUS_NAME,
         retain_data: bool = True,
         alarm_email: str | None = None,
-        powertools_layer_version: int = config.POWERTOOLS_LAYER_VERSION,
+        powertools_version: str = config.POWERTOOLS_VERSION,
+        powertools_layer_arn: str | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -58,7 +59,8 @@ class ShepherdStack(Stack):
             definitions=self.definitions,
             build_dir=build_dir,
             environment=settings.to_env(),
-            powertools_layer_version=powertools_layer_version,
+            powertools_version=powertools_version,
+            powertools_layer_arn=powertools_layer_arn,
         )
         access = Access(self.store, [pool.queue for pool in self.pools.values()], self.events.bus)
         for pool in self.pools.values():

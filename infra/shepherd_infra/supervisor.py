@@ -118,7 +118,8 @@ class Supervisor(Construct):
         )
         schedule_resource = self.schedule.node.default_child
         function_role = self.function.role
-        assert isinstance(schedule_resource, CfnResource) and function_role is not None
+        assert isinstance(schedule_resource, CfnResource)
+        assert function_role is not None
         Aspects.of(Stack.of(self)).add(
             DependOnRolePolicies(schedule_resource, [function_role, scheduler_role]),
             priority=AspectPriority.MUTATING,

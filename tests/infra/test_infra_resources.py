@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import tomllib
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-from aws_cdk import App, Stack
+import pytest
+from aws_cdk import App, Duration, Stack
 from aws_cdk.assertions import Match, Template
 from infra_support import Synth, refers_to
+from shepherd.definitions import load_directory
 from shepherd.observability import (
     ENV_POOL,
     ENV_SWEEP_INTERVAL,
@@ -21,6 +27,8 @@ from shepherd.observability import (
 )
 from shepherd.topology import TABLE, VISIBILITY_FACTOR
 from shepherd_infra import config
+from shepherd_infra.application import build_app
+from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
 from shepherd_infra.state_store import StateStore
 
 
@@ -49,16 +57,95 @@ def test_handlers(shepherd: Synth) -> None:
     )
 
 
+def _powertools_parameter(synth: Synth) -> str:
+    """The one template parameter that resolves the Powertools layer ARN at deploy time."""
+    params = synth.tpl.get("Parameters", {})
+    (name,) = [
+        name
+        for name, param in params.items()
+        if param["Default"].startswith("/aws/service/powertools/")
+    ]
+    return name
+
+
+def test_powertools_layer_is_resolved_at_deploy_time_from_the_public_parameter(
+    shepherd: Synth,
+) -> None:
+    """No guessed layer number: CloudFormation reads the ARN from the parameter Powertools
+    publishes per runtime, architecture and release, pinned to the version the code is tested
+    with. Synth needs neither credentials nor a context lookup."""
+    name = _powertools_parameter(shepherd)
+    param = shepherd.tpl["Parameters"][name]
+    assert param["Type"] == "AWS::SSM::Parameter::Value<String>"
+    assert param["Default"] == "/aws/service/powertools/python/arm64/python3.14/3.37.0"
+    assert config.POWERTOOLS_VERSION == "3.37.0"
+    for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
+        assert {"Ref": name} in fn["Properties"]["Layers"], logical_id
+    assert "AWSLambdaPowertoolsPythonV3" not in json.dumps(shepherd.tpl)
+    manifest = json.loads((shepherd.outdir / "manifest.json").read_text(encoding="utf-8"))
+    assert "missing" not in manifest  # no context lookup, so no credentials at synth
+
+
+def test_powertools_version_is_the_one_pyproject_pins() -> None:
+    pyproject = tomllib.loads((config.REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (pin,) = [
+        d for d in pyproject["project"]["dependencies"] if d.startswith("aws-lambda-powertools")
+    ]
+    assert pin.endswith(f"=={config.POWERTOOLS_VERSION}"), pin
+    assert metadata.version("aws-lambda-powertools") == config.POWERTOOLS_VERSION
+
+
+def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
+    """One function of a bare LambdaRuntime: its Layers and the template's parameters."""
+    app = App()
+    stack = Stack(app, "Probe")
+    runtime = LambdaRuntime(
+        stack,
+        "Runtime",
+        definitions=load_directory(config.DEFINITIONS_DIR),
+        build_dir=Path(app.outdir) / "build",
+        environment={},
+        **runtime_options,
+    )
+    runtime.function(
+        stack,
+        "Fn",
+        FunctionSpec(
+            handler="x.handler",
+            timeout=Duration.seconds(3),
+            memory_mb=128,
+            description="probe",
+            extra_env={},
+        ),
+    )
+    tpl = Template.from_stack(stack).to_json()
+    (fn,) = [r for r in tpl["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    return fn["Properties"]["Layers"], tpl.get("Parameters", {})
+
+
+def test_powertools_layer_overrides() -> None:
+    arn = "arn:aws-cn:lambda:cn-north-1:498634801083:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:9"
+    layers, params = _probe_layers(powertools_layer_arn=arn)
+    assert arn in layers
+    assert not [p for p in params.values() if "/powertools/" in str(p.get("Default"))]
+    layers, params = _probe_layers(powertools_version="3.36.0")
+    assert [p["Default"] for p in params.values() if "/powertools/" in p["Default"]] == [
+        "/aws/service/powertools/python/arm64/python3.14/3.36.0"
+    ]
+    with pytest.raises(ValueError, match="layer ARN"):
+        _probe_layers(powertools_layer_arn="AWSLambdaPowertoolsPythonV3-python314-arm64:40")
+    with pytest.raises(ValueError, match="version"):
+        _probe_layers(powertools_version="latest")
+
+
+def test_the_guessed_layer_number_context_is_refused() -> None:
+    with pytest.raises(ValueError, match="powertools_layer_arn"):
+        build_app(context={"powertools_layer_version": "40"})
+
+
 def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None:
     log_groups = shepherd.of_type("AWS::Logs::LogGroup")
-    powertools = (
-        f"{config.powertools_layer_name(config.RUNTIME, config.ARCHITECTURE)}"
-        f":{config.POWERTOOLS_LAYER_VERSION}"
-    )
-    assert (
-        powertools
-        == f"AWSLambdaPowertoolsPythonV3-python314-arm64:{config.POWERTOOLS_LAYER_VERSION}"
-    )
+    powertools = {"Ref": _powertools_parameter(shepherd)}
     for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
         props = fn["Properties"]
         assert props["Runtime"] == "python3.14", logical_id
@@ -66,9 +153,9 @@ def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None
         assert props["TracingConfig"] == {"Mode": "Active"}, logical_id
         log_group = props["LoggingConfig"]["LogGroup"]["Ref"]
         assert log_groups[log_group]["Properties"]["RetentionInDays"] == 30, logical_id
-        layers = [str(layer) for layer in props["Layers"]]
+        layers = props["Layers"]
         assert len(layers) == 3, logical_id
-        assert sum(powertools in layer and "AWS::Region" in layer for layer in layers) == 1
+        assert layers.count(powertools) == 1, logical_id
         assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "shepherd"
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Shepherd"
 
