@@ -52,7 +52,7 @@ def build_app(
         description="Shepherd: Scheduler-Agent-Supervisor workflows on AWS serverless",
         definitions_dir=Path(directory).resolve(),
         build_dir=Path(app.outdir) / BUILD_SUBDIR,
-        event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or config.DEFAULT_EVENT_BUS_NAME,
+        event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or None,
         retain_data=_flag(ctx(config.CTX_RETAIN_DATA), default=True),
         alarm_email=ctx(config.CTX_ALARM_EMAIL) or None,
         powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),

@@ -81,4 +81,3 @@ REMOVED_CONTEXT = {
         f"-c {CTX_POWERTOOLS_LAYER_ARN}=<arn>"
     ),
 }
-DEFAULT_EVENT_BUS_NAME = "shepherd"

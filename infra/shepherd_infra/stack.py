@@ -30,7 +30,7 @@ class ShepherdStack(Stack):
         *,
         definitions_dir: Path = config.DEFINITIONS_DIR,
         build_dir: Path,
-        event_bus_name: str = config.DEFAULT_EVENT_BUS_NAME,
+        event_bus_name: str | None = None,
         retain_data: bool = True,
         alarm_email: str | None = None,
         powertools_version: str = config.POWERTOOLS_VERSION,

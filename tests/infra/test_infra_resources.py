@@ -161,17 +161,14 @@ def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None
 
 
 def test_queues_follow_the_pools(shepherd: Synth) -> None:
-    queues = {
-        q["Properties"]["QueueName"]: (k, q["Properties"])
-        for k, q in shepherd.of_type("AWS::SQS::Queue").items()
-    }
     policies = shepherd.of_type("AWS::SQS::QueuePolicy")
     for name, spec in shepherd.stack.pool_specs.items():
         pool = shepherd.stack.pools[name]
         fn = shepherd.props(shepherd.logical_id(pool.function))
         assert fn["Timeout"] == spec.function_timeout_seconds
-        queue_id, queue = queues[spec.queue_name]
-        dlq_id, dlq = queues[spec.dlq_name]
+        queue_id, dlq_id = shepherd.logical_id(pool.queue), shepherd.logical_id(pool.dlq)
+        queue, dlq = shepherd.props(queue_id), shepherd.props(dlq_id)
+        assert "QueueName" not in queue and "QueueName" not in dlq  # CloudFormation's names
         assert queue["VisibilityTimeout"] == VISIBILITY_FACTOR * fn["Timeout"]
         assert queue["VisibilityTimeout"] == spec.visibility_timeout_seconds
         assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
@@ -327,7 +324,7 @@ def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
             "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})],
         },
     )
-    shepherd.template.has_resource_properties("AWS::Events::EventBus", {"Name": "shepherd"})
+    shepherd.template.has_resource_properties("AWS::Events::EventBus", {"Name": "Shepherd-Events"})
 
 
 API_ROUTES = {
@@ -422,7 +419,10 @@ def test_outputs(shepherd: Synth) -> None:
     dashboard_id = shepherd.logical_id(shepherd.stack.monitoring.dashboard)
     assert "#dashboards:name=" in dashboard
     assert f"'Ref': '{dashboard_id}'" in dashboard
-    assert shepherd.props(dashboard_id)["DashboardName"] == "Shepherd-dashboard"
+    # Dashboards are account-wide: the region keeps one stack name in two regions apart.
+    assert shepherd.props(dashboard_id)["DashboardName"] == {
+        "Fn::Join": ["", ["Shepherd-Monitoring-", {"Ref": "AWS::Region"}]]
+    }
 
 
 def test_retain_data_false_lets_the_table_go_with_the_stack() -> None:
