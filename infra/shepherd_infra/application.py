@@ -55,6 +55,7 @@ def build_app(
         event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or None,
         retain_data=_flag(ctx(config.CTX_RETAIN_DATA), default=True),
         alarm_email=ctx(config.CTX_ALARM_EMAIL) or None,
+        api_logging=_flag(ctx(config.CTX_API_LOGGING), default=False),
         powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),
         powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
     )

@@ -70,6 +70,7 @@ OLDEST_MESSAGE_FLOOR_SECONDS = 300
 CTX_ALARM_EMAIL = "alarm_email"
 CTX_EVENT_BUS_NAME = "event_bus_name"
 CTX_RETAIN_DATA = "retain_data"
+CTX_API_LOGGING = "api_logging"
 CTX_DEFINITIONS_DIR = "definitions_dir"
 CTX_POWERTOOLS_VERSION = "powertools_version"
 CTX_POWERTOOLS_LAYER_ARN = "powertools_layer_arn"

@@ -33,6 +33,7 @@ class ShepherdStack(Stack):
         event_bus_name: str | None = None,
         retain_data: bool = True,
         alarm_email: str | None = None,
+        api_logging: bool = False,
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
         **kwargs: object,
@@ -65,7 +66,9 @@ class ShepherdStack(Stack):
         access = Access(self.store, [pool.queue for pool in self.pools.values()], self.events.bus)
         for pool in self.pools.values():
             pool.add_function(self.runtime, access)
-        self.api = SchedulerApi(self, "Api", runtime=self.runtime, access=access)
+        self.api = SchedulerApi(
+            self, "Api", runtime=self.runtime, access=access, logging=api_logging
+        )
         self.events.add_start_rule(self.runtime, access)
         self.supervisor = Supervisor(self, "Supervisor", runtime=self.runtime, access=access)
         self.monitoring = Monitoring(

@@ -13,8 +13,9 @@ from shepherd_infra.application import BUILD_SUBDIR, build_app
 from shepherd_infra.stack import ShepherdStack
 
 ALARM_EMAIL = "ops@example.com"
-# The `extended` fixture's optional context: a bus name of the user's choice.
-EXTENDED_CONTEXT = {"event_bus_name": "orders-bus"}
+# The `extended` fixture's optional context: a bus name of the user's choice, and API logging
+# (for an account whose API Gateway CloudWatch role is set), as the CLI passes them (strings).
+EXTENDED_CONTEXT = {"event_bus_name": "orders-bus", "api_logging": "true"}
 EXTRA_POOL = "reporting"
 EXTRA_DEFINITION = f"""\
 Name: quarterly_report

@@ -176,7 +176,6 @@ def test_the_bus_name_context_still_wins(shepherd: Synth, extended: Synth) -> No
     assert bus["Properties"]["Name"] == "orders-bus"
 
 
-@pytest.mark.xfail(reason="issue 10 §5: the API still manages the account's API Gateway settings")
 def test_no_stack_takes_over_a_region_singleton(deployments: list[Deployed]) -> None:
     for where in deployments:
         taken = [logical_id for key, logical_id in physical_names(where) if key[0] in SINGLETONS]

@@ -400,17 +400,48 @@ def test_start_workflow_body_model(shepherd: Synth) -> None:
     assert _paths(shepherd)[post["ResourceId"]["Ref"]] == "/workflows"
 
 
-def test_api_stage_logging_throttling_tracing(shepherd: Synth) -> None:
-    ((_, stage),) = shepherd.of_type("AWS::ApiGateway::Stage").items()
-    props = stage["Properties"]
+def _stage(synth: Synth) -> dict[str, Any]:
+    ((_, stage),) = synth.of_type("AWS::ApiGateway::Stage").items()
+    return dict(stage["Properties"])
+
+
+def test_api_stage_throttling_tracing_and_no_logging_by_default(shepherd: Synth) -> None:
+    """A fresh account has no API Gateway CloudWatch role, and API Gateway refuses a stage that
+    logs without it: by default the stage asks for neither access nor execution logs."""
+    props = _stage(shepherd)
     assert props["TracingEnabled"] is True
-    assert "requestId" in props["AccessLogSetting"]["Format"]
-    assert props["AccessLogSetting"]["Format"].startswith("{")
+    assert "AccessLogSetting" not in props
     (settings,) = props["MethodSettings"]
     assert settings["ThrottlingRateLimit"] == config.API_RATE_LIMIT
     assert settings["ThrottlingBurstLimit"] == config.API_BURST_LIMIT
+    assert settings["MetricsEnabled"] is True
+    assert settings.get("LoggingLevel", "OFF") == "OFF"
+    assert settings["DataTraceEnabled"] is False
+
+
+def test_api_logging_is_opt_in(extended: Synth) -> None:
+    """`-c api_logging=true`, once the account's role exists: JSON access logs, ERROR logs."""
+    props = _stage(extended)
+    assert props["TracingEnabled"] is True
+    assert "requestId" in props["AccessLogSetting"]["Format"]
+    assert props["AccessLogSetting"]["Format"].startswith("{")
+    log_group = props["AccessLogSetting"]["DestinationArn"]["Fn::GetAtt"][0]
+    assert extended.props(log_group)["RetentionInDays"] == 30
+    (settings,) = props["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == config.API_RATE_LIMIT
     assert settings["LoggingLevel"] == "ERROR"
     assert settings["DataTraceEnabled"] is False
+
+
+def test_the_account_api_gateway_role_is_left_alone(shepherd: Synth, extended: Synth) -> None:
+    """The region's one `AWS::ApiGateway::Account` (and its CloudWatch role) belongs to every API
+    in the account: no stack may take it over, or delete it on destroy."""
+    for synth in (shepherd, extended):
+        synth.template.resource_count_is("AWS::ApiGateway::Account", 0)
+        for logical_id, role in synth.of_type("AWS::IAM::Role").items():
+            trust = json.dumps(role["Properties"]["AssumeRolePolicyDocument"])
+            assert "apigateway.amazonaws.com" not in trust, logical_id
+        assert "AmazonAPIGatewayPushToCloudWatchLogs" not in json.dumps(synth.tpl)
 
 
 def test_outputs(shepherd: Synth) -> None:
