@@ -64,7 +64,7 @@ class DependOnRolePolicies:
         stack = Stack.of(node)
         attached = stack.resolve(node.roles) or []
         if any(stack.resolve(role.role_name) in attached for role in self._roles):
-            self._dependent.add_dependency(node)
+            self._dependent.add_resource_dependency(node)
 
 
 class Supervisor(Construct):
