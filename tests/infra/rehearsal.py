@@ -229,9 +229,10 @@ def resolve(value: Any, refs: Mapping[str, str]) -> str:
     raise RehearsalError(f"cannot resolve {value!r}")
 
 
-def queue_ids_by_pool(image: FunctionImage) -> dict[str, str]:
-    """Pool name -> queue logical ID, read from the SHEPHERD_QUEUE_URLS the template builds."""
-    marked = resolve(image.environment[ENV_QUEUE_URLS], _Marker())
+def queue_ids_by_pool(environment: Mapping[str, Any]) -> dict[str, str]:
+    """Pool name -> queue logical ID, read from the SHEPHERD_QUEUE_URLS the template builds
+    (a function's template environment)."""
+    marked = resolve(environment[ENV_QUEUE_URLS], _Marker())
     return {pool: marker.strip("@") for pool, marker in json.loads(marked).items()}
 
 
@@ -287,7 +288,7 @@ class MotoWorld:
             self.assembly.only("AWS::DynamoDB::Table"): self.table,
             self.assembly.only("AWS::Events::EventBus"): self.bus,
         }
-        for pool, queue_id in queue_ids_by_pool(any_function).items():
+        for pool, queue_id in queue_ids_by_pool(any_function.environment).items():
             self.refs[queue_id] = self.queues[pool].url
         return self
 

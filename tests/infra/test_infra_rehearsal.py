@@ -14,42 +14,23 @@ from typing import Any
 
 import pytest
 from aws_stack import ALICE, rest_event, sqs_event
-from infra_support import Synth
+from infra_support import Synth, function_roles
 from rehearsal import (
     REGION,
     CloudAssembly,
-    FunctionImage,
     MotoWorld,
     RehearsalError,
     Sandbox,
     sandboxes,
 )
 from shepherd.observability import (
-    ENV_POOL,
-    HANDLER_AGENT,
     HANDLER_API,
-    HANDLER_CALLBACKS,
-    HANDLER_EVENTS,
-    HANDLER_SUPERVISOR,
     START_DETAIL_TYPE,
 )
 from support import ENV, ORDER
 
-ROLES = {
-    HANDLER_API: "api",
-    HANDLER_CALLBACKS: "callbacks",
-    HANDLER_EVENTS: "events",
-    HANDLER_SUPERVISOR: "supervisor",
-}
 AGENT_ROUNDS = 40
 REHEARSAL_BUDGET_SECONDS = 60
-
-
-def role_of(image: FunctionImage) -> str:
-    """What a function is, from the template alone: its handler (and an agent's pool)."""
-    if image.handler == HANDLER_AGENT:
-        return f"agent:{image.environment[ENV_POOL]}"
-    return ROLES[image.handler]
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +108,8 @@ def test_every_function_starts_from_its_deployed_filesystem_and_does_its_job(
 ) -> None:
     started_at = time.monotonic()
     images = assembly.functions()
-    roles = {role_of(image): logical_id for logical_id, image in images.items()}
-    assert len(roles) == len(images)
+    roles = function_roles(assembly.template)
+    assert set(roles.values()) == set(images)
     with sandboxes(images, world, tmp_path) as by_id:
         for sandbox in by_id.values():
             init = sandbox.init()
