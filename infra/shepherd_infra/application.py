@@ -39,7 +39,9 @@ def build_app(
     outdir: str | None = None,
 ) -> tuple[App, ShepherdStack]:
     """The app and its stack. `definitions_dir` (or context `definitions_dir`) overrides
-    `statemachines/`; the definitions layer is written under the cloud assembly directory."""
+    `statemachines/`; the definitions layer is written under the cloud assembly directory.
+    Context `stack_name` (default `Shepherd`) names the stack, and through it every name the
+    stack sets, so a second Shepherd can be deployed beside the first."""
     app = App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
     ctx = app.node.try_get_context
     for key, instead in config.REMOVED_CONTEXT.items():
@@ -48,7 +50,7 @@ def build_app(
     directory = definitions_dir or Path(ctx(config.CTX_DEFINITIONS_DIR) or config.DEFINITIONS_DIR)
     stack = ShepherdStack(
         app,
-        STACK_NAME,
+        str(ctx(config.CTX_STACK_NAME) or STACK_NAME),
         description="Shepherd: Scheduler-Agent-Supervisor workflows on AWS serverless",
         definitions_dir=Path(directory).resolve(),
         build_dir=Path(app.outdir) / BUILD_SUBDIR,

@@ -67,6 +67,7 @@ ALARM_PERIOD = Duration.minutes(5)
 OLDEST_MESSAGE_FLOOR_SECONDS = 300
 
 # Context keys (`cdk deploy -c key=value`).
+CTX_STACK_NAME = "stack_name"
 CTX_ALARM_EMAIL = "alarm_email"
 CTX_EVENT_BUS_NAME = "event_bus_name"
 CTX_RETAIN_DATA = "retain_data"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, Stack
+from aws_cdk.aws_events import CfnEventBus
 from constructs import Construct
 from infra_support import Synth
 from shepherd_infra import config
-from shepherd_infra.application import cdk_json_context
+from shepherd_infra.application import build_app, cdk_json_context
 from shepherd_infra.nag import add_checks
 from shepherd_infra.naming import stack_scoped_name
 from shepherd_infra.stack import ShepherdStack
@@ -193,3 +194,12 @@ def test_a_long_name_is_cut_and_stays_unique() -> None:
     assert (
         stack_scoped_name(Construct(stack, "Pool inventory/x")) == "S" * 120 + "-Pool-inventory-x"
     )
+
+
+def test_the_stack_name_context_names_the_stack_and_what_it_names() -> None:
+    """`-c stack_name=...` is how a second Shepherd is deployed beside the first."""
+    _, stack = build_app(context={config.CTX_STACK_NAME: "ShepherdStaging"})
+    assert stack.stack_name == "ShepherdStaging"
+    bus = stack.events.bus.node.default_child
+    assert isinstance(bus, CfnEventBus)
+    assert bus.name == "ShepherdStaging-Events"
