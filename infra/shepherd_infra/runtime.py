@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, aws_iam, aws_lambda, aws_logs, aws_ssm
+from aws_cdk import Duration, RemovalPolicy, Token, aws_iam, aws_lambda, aws_logs, aws_ssm
 from constructs import Construct
 from shepherd.definitions import Definition
 from shepherd.observability import NAMESPACE, SERVICE
@@ -49,7 +49,7 @@ def resolve_powertools_layer_arn(
     no context lookup, and the template works in every region where Powertools publishes.
     """
     if override:
-        if not _LAYER_ARN.match(override):
+        if not Token.is_unresolved(override) and not _LAYER_ARN.match(override):
             raise ValueError(f"not a Lambda layer ARN with a version: {override!r}")
         return override
     if not _SEMVER.match(version):
