@@ -52,7 +52,7 @@ SANDBOX = Path(__file__).with_name("lambda_sandbox.py")
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 PIP_TIMEOUT_SECONDS = 600
-REPLY_TIMEOUT_SECONDS = 60
+REPLY_TIMEOUT_SECONDS = 180  # a hang guard only: a loaded machine can take a while
 # What the Powertools layer build deletes from its `pip install --target` (layer_v3 Dockerfile):
 # boto3, botocore and their dependencies, which the Lambda Python runtime already provides.
 LAYER_BUILD_DELETES = ("boto*", "s3transfer*", "*dateutil*", "urllib3*", "six*", "jmespath*")

@@ -31,7 +31,9 @@ from shepherd.observability import (
 from support import ENV, ORDER
 
 AGENT_ROUNDS = 40
-REHEARSAL_BUDGET_SECONDS = 60  # once the pip installs are cached; about 12 s on 2 idle CPUs
+# Once the pip installs are cached: about 12 s on 2 idle CPUs, well inside the one-minute target;
+# the assertion leaves room for a machine shared with other test runs.
+REHEARSAL_BUDGET_SECONDS = 120
 
 
 @pytest.fixture(scope="module")
