@@ -59,7 +59,9 @@ $(NODE_STAMP): package.json package-lock.json
 synth: $(STAMP) $(NODE_STAMP)
 	npx cdk synth --quiet
 
-# cdk-nag (AwsSolutions + Serverless), CDK assertions, drift and cfn-lint checks on the app.
+# cdk-nag (AwsSolutions + Serverless), CDK assertions, drift and cfn-lint checks on the app, the
+# deploy rehearsal (functions rebuilt from cdk.out, run against moto; pip cache in .shepherd/cache)
+# and the check of every SDK call the handlers make against their IAM statements.
 infra-tests: $(STAMP)
 	$(BIN)/pytest tests/infra
 

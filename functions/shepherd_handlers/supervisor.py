@@ -2,8 +2,10 @@
 
 EventBridge schedules fire at most once a minute; sweeping every few seconds for the whole of
 that minute (0, 5, ..., 55 s, then the next invocation at 60 s) bounds detection lag by the
-sweep interval instead of the schedule (reserved concurrency 1 keeps one supervisor sweeping at
-a time; a second would still be safe).
+sweep interval instead of the schedule. Two invocations may overlap for a few seconds (the
+timeout is a little longer than the period); that is safe, every action is a conditional write.
+A run that cannot start within a minute is dropped rather than queued (see
+infra/shepherd_infra/supervisor.py), so overlaps never pile up.
 """
 
 from __future__ import annotations

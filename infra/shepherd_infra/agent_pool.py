@@ -17,7 +17,12 @@ DLQ_RETENTION = Duration.days(14)  # the SQS maximum: time for an operator to lo
 
 class AgentPool(Construct):
     """Queues are created first (every function's environment lists every queue URL); the
-    consuming function is added once the shared runtime exists."""
+    consuming function is added once the shared runtime exists.
+
+    The queues have no fixed names (CloudFormation names them from the stack): SQS refuses a
+    name for 60 s after its queue is deleted, and two stacks in one region would collide. The
+    local stack (tools/shepherd_cli) keeps the names of `shepherd.topology`.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, pool: PoolSpec) -> None:
         super().__init__(scope, construct_id)
@@ -25,7 +30,6 @@ class AgentPool(Construct):
         self.dlq = aws_sqs.Queue(
             self,
             "DeadLetterQueue",
-            queue_name=pool.dlq_name,
             encryption=aws_sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=DLQ_RETENTION,
@@ -33,7 +37,6 @@ class AgentPool(Construct):
         self.queue = aws_sqs.Queue(
             self,
             "Queue",
-            queue_name=pool.queue_name,
             encryption=aws_sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             visibility_timeout=Duration.seconds(pool.visibility_timeout_seconds),
@@ -44,7 +47,7 @@ class AgentPool(Construct):
         acknowledge(
             self.dlq,
             "Serverless-SQSRedrivePolicy",
-            f"This is the dead-letter queue of {pool.queue_name}; its messages wait for an "
+            f"This is the dead-letter queue of the {pool.name} pool; its messages wait for an "
             "operator (and raise an alarm), a DLQ of a DLQ would only move the problem",
         )
         self.function: aws_lambda.Function | None = None

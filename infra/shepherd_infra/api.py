@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, aws_apigateway, aws_lambda, aws_logs
+from aws_cdk import aws_apigateway, aws_lambda
 from constructs import Construct
 from shepherd.observability import HANDLER_API, HANDLER_CALLBACKS
 from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
+from shepherd_infra.api_logging import acknowledge_logging_off, stage_options
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
 
@@ -29,7 +30,13 @@ START_WORKFLOW_SCHEMA = aws_apigateway.JsonSchema(
 
 class SchedulerApi(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, runtime: LambdaRuntime, access: Access
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        runtime: LambdaRuntime,
+        access: Access,
+        logging: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.api_function = runtime.function(
@@ -58,40 +65,15 @@ class SchedulerApi(Construct):
         )
         access.engine(self.callbacks_function)
 
-        access_logs = aws_logs.LogGroup(
-            self,
-            "AccessLogs",
-            retention=config.LOG_RETENTION,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        # Logging is opt-in: it needs the account's API Gateway CloudWatch role, which this
+        # stack must neither create nor take over (see api_logging).
         self.rest_api = aws_apigateway.RestApi(
             self,
             "RestApi",
             description="Shepherd scheduler API (IAM authorization)",
             endpoint_types=[aws_apigateway.EndpointType.REGIONAL],
-            cloud_watch_role=True,
-            cloud_watch_role_removal_policy=RemovalPolicy.DESTROY,
-            deploy_options=aws_apigateway.StageOptions(
-                stage_name=config.API_STAGE_NAME,
-                access_log_destination=aws_apigateway.LogGroupLogDestination(access_logs),
-                access_log_format=aws_apigateway.AccessLogFormat.json_with_standard_fields(
-                    caller=True,
-                    http_method=True,
-                    ip=True,
-                    protocol=True,
-                    request_time=True,
-                    resource_path=True,
-                    response_length=True,
-                    status=True,
-                    user=True,
-                ),
-                logging_level=aws_apigateway.MethodLoggingLevel.ERROR,
-                data_trace_enabled=False,
-                metrics_enabled=True,
-                tracing_enabled=True,
-                throttling_rate_limit=config.API_RATE_LIMIT,
-                throttling_burst_limit=config.API_BURST_LIMIT,
-            ),
+            cloud_watch_role=False,
+            deploy_options=stage_options(self, logging=logging),
             default_method_options=aws_apigateway.MethodOptions(
                 authorization_type=aws_apigateway.AuthorizationType.IAM
             ),
@@ -157,13 +139,7 @@ class SchedulerApi(Construct):
             "No WAF: the API is IAM-authorized only, so unsigned requests are rejected before "
             "any integration runs; stage throttling bounds signed callers",
         )
-        acknowledge(
-            self.rest_api,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AmazonAPIGatewayPushToCloudWatchLogs]",
-            "The account-level API Gateway CloudWatch role needs the AWS managed "
-            "AmazonAPIGatewayPushToCloudWatchLogs policy; it is the documented setup",
-        )
+        acknowledge_logging_off(self.rest_api, logging=logging)
 
 
 def _integration(fn: aws_lambda.IFunction) -> aws_apigateway.LambdaIntegration:

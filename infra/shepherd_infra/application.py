@@ -39,22 +39,27 @@ def build_app(
     outdir: str | None = None,
 ) -> tuple[App, ShepherdStack]:
     """The app and its stack. `definitions_dir` (or context `definitions_dir`) overrides
-    `statemachines/`; the definitions layer is written under the cloud assembly directory."""
+    `statemachines/`; the definitions layer is written under the cloud assembly directory.
+    Context `stack_name` (default `Shepherd`) names the stack, and through it every name the
+    stack sets, so a second Shepherd can be deployed beside the first."""
     app = App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
     ctx = app.node.try_get_context
+    for key, instead in config.REMOVED_CONTEXT.items():
+        if ctx(key) is not None:
+            raise ValueError(f"context {key!r} is no longer read: {instead}")
     directory = definitions_dir or Path(ctx(config.CTX_DEFINITIONS_DIR) or config.DEFINITIONS_DIR)
     stack = ShepherdStack(
         app,
-        STACK_NAME,
+        str(ctx(config.CTX_STACK_NAME) or STACK_NAME),
         description="Shepherd: Scheduler-Agent-Supervisor workflows on AWS serverless",
         definitions_dir=Path(directory).resolve(),
         build_dir=Path(app.outdir) / BUILD_SUBDIR,
-        event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or config.DEFAULT_EVENT_BUS_NAME,
+        event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or None,
         retain_data=_flag(ctx(config.CTX_RETAIN_DATA), default=True),
         alarm_email=ctx(config.CTX_ALARM_EMAIL) or None,
-        powertools_layer_version=int(
-            ctx(config.CTX_POWERTOOLS_LAYER_VERSION) or config.POWERTOOLS_LAYER_VERSION
-        ),
+        api_logging=_flag(ctx(config.CTX_API_LOGGING), default=False),
+        powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),
+        powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
     )
     add_checks(app)
     return app, stack

@@ -22,24 +22,24 @@ RUNTIME_DEFINITIONS_DIR = f"{LAYER_MOUNT}/{DEFINITIONS_LAYER_SUBDIR}"
 RUNTIME = aws_lambda.Runtime.PYTHON_3_14
 ARCHITECTURE = aws_lambda.Architecture.ARM_64
 
-# Powertools for AWS Lambda (Python) V3 public layer, pinned to pyproject's
-# aws-lambda-powertools==3.37.0. Source: the Powertools "Lambda layers" docs give the ARN format
-# arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-{python}-{arch}:{n};
-# each release publishes one layer version for every runtime/arch (3.23.0 -> 27, per
-# aws-powertools/powertools-lambda-python#7689; one per release since, so 3.37.0 -> 40).
-# Check before changing: the public SSM parameter
-#   /aws/service/powertools/python/arm64/python3.14/3.37.0
-# holds the exact ARN in every region. Override with `-c powertools_layer_version=<n>`.
-POWERTOOLS_LAYER_VERSION = 40
-POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+# Powertools for AWS Lambda (Python) V3, public layer. Its number differs per region, runtime and
+# architecture and grows with every release, so it is never written here: Powertools publishes
+# the layer ARN of each release in a public SSM parameter in every commercial region where it
+# publishes the layer (its release workflow writes .../python/arm64/python3.14/<version> among
+# others), and CloudFormation resolves it at deploy time. Pinned to the version the functions are
+# tested with (pyproject.toml: aws-lambda-powertools==3.37.0), never `latest`, so a deploy is
+# reproducible. Override the version with `-c powertools_version=<x.y.z>`, or the whole ARN
+# (regions without the parameter: GovCloud, China) with `-c powertools_layer_arn=<arn>`.
+POWERTOOLS_VERSION = "3.37.0"
+POWERTOOLS_PARAMETER_ROOT = "/aws/service/powertools/python"
 
 
-def powertools_layer_name(
-    runtime: aws_lambda.Runtime, architecture: aws_lambda.Architecture
+def powertools_parameter_name(
+    runtime: aws_lambda.Runtime, architecture: aws_lambda.Architecture, version: str
 ) -> str:
-    """`AWSLambdaPowertoolsPythonV3-python314-arm64` for python3.14 on arm64."""
-    python = runtime.name.replace(".", "")
-    return f"AWSLambdaPowertoolsPythonV3-{python}-{architecture.name}"
+    """`/aws/service/powertools/python/arm64/python3.14/3.37.0`: the runtime keeps its dot here,
+    unlike the layer name (`AWSLambdaPowertoolsPythonV3-python314-arm64`)."""
+    return f"{POWERTOOLS_PARAMETER_ROOT}/{architecture.name}/{runtime.name}/{version}"
 
 
 LOG_RETENTION = aws_logs.RetentionDays.ONE_MONTH
@@ -67,9 +67,19 @@ ALARM_PERIOD = Duration.minutes(5)
 OLDEST_MESSAGE_FLOOR_SECONDS = 300
 
 # Context keys (`cdk deploy -c key=value`).
+CTX_STACK_NAME = "stack_name"
 CTX_ALARM_EMAIL = "alarm_email"
 CTX_EVENT_BUS_NAME = "event_bus_name"
 CTX_RETAIN_DATA = "retain_data"
+CTX_API_LOGGING = "api_logging"
 CTX_DEFINITIONS_DIR = "definitions_dir"
-CTX_POWERTOOLS_LAYER_VERSION = "powertools_layer_version"
-DEFAULT_EVENT_BUS_NAME = "shepherd"
+CTX_POWERTOOLS_VERSION = "powertools_version"
+CTX_POWERTOOLS_LAYER_ARN = "powertools_layer_arn"
+# Keys that used to exist: refused with a pointer rather than silently ignored.
+REMOVED_CONTEXT = {
+    "powertools_layer_version": (
+        "the Powertools layer number is resolved at deploy time now; pin another release with "
+        f"-c {CTX_POWERTOOLS_VERSION}=<x.y.z> or give the whole ARN with "
+        f"-c {CTX_POWERTOOLS_LAYER_ARN}=<arn>"
+    ),
+}

@@ -9,6 +9,7 @@ from shepherd.observability import EVENT_SOURCE, HANDLER_EVENTS, START_DETAIL_TY
 from shepherd_infra import config
 from shepherd_infra.access import Access
 from shepherd_infra.nag import acknowledge
+from shepherd_infra.naming import stack_scoped_name
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
 
 ARCHIVE_RETENTION = Duration.days(7)
@@ -17,11 +18,18 @@ TARGET_RETRY_ATTEMPTS = 20
 
 
 class EventBus(Construct):
-    """Created before the functions: every function's environment names the bus."""
+    """Created before the functions: every function's environment names the bus.
 
-    def __init__(self, scope: Construct, construct_id: str, *, bus_name: str) -> None:
+    A bus needs a name, unique in the account and region: by default the stack's name and this
+    construct's path (`Shepherd-Events`), so a second stack gets its own bus; `bus_name` (the
+    `event_bus_name` context) overrides it.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, bus_name: str | None = None) -> None:
         super().__init__(scope, construct_id)
-        self.bus = aws_events.EventBus(self, "Bus", event_bus_name=bus_name)
+        self.bus = aws_events.EventBus(
+            self, "Bus", event_bus_name=bus_name or stack_scoped_name(self, max_length=256)
+        )
         self.start_pattern = aws_events.EventPattern(
             detail_type=[START_DETAIL_TYPE],
             # Shepherd's own events never start workflows (no loops); anyone else's may.

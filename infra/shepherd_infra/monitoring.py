@@ -24,8 +24,11 @@ from shepherd.topology import TABLE
 from shepherd_infra import config
 from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.nag import acknowledge
+from shepherd_infra.naming import stack_scoped_name
 
 ONE_MINUTE = Duration.minutes(1)
+DASHBOARD_NAME_MAX = 255
+REGION_MAX = 25  # "-" and the longest region name, with room to spare
 SUPERVISOR_MISSED_PERIODS = 3
 
 
@@ -146,11 +149,15 @@ class Monitoring(Construct):
         )
 
         # ---------------------------------------------------------------------------- dashboard
-        stack = Stack.of(self)
+        # Dashboard names are unique per account across all regions: the stack's name (unique
+        # per region) and the region make this one unique.
+        region = Stack.of(self).region
         self.dashboard = aws_cloudwatch.Dashboard(
             self,
             "Dashboard",
-            dashboard_name=f"{stack.stack_name}-dashboard",
+            dashboard_name=(
+                f"{stack_scoped_name(self, max_length=DASHBOARD_NAME_MAX - REGION_MAX)}-{region}"
+            ),
             default_interval=Duration.hours(3),
         )
 

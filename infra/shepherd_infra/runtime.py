@@ -3,11 +3,12 @@ builder that gives each function its own role and log group (least privilege sta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack, aws_iam, aws_lambda, aws_logs
+from aws_cdk import Duration, RemovalPolicy, Token, aws_iam, aws_lambda, aws_logs, aws_ssm
 from constructs import Construct
 from shepherd.definitions import Definition
 from shepherd.observability import NAMESPACE, SERVICE
@@ -33,6 +34,30 @@ def write_definitions(definitions: Mapping[str, Definition], build_dir: Path) ->
     return build_dir
 
 
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+_LAYER_ARN = re.compile(r"^arn:aws[\w-]*:lambda:[\w-]+:\d{12}:layer:[\w-]+:\d+$")
+
+
+def resolve_powertools_layer_arn(
+    scope: Construct, *, version: str, override: str | None = None
+) -> str:
+    """The Powertools layer ARN: `override` as given, or else a deploy-time reference to the
+    public SSM parameter of `version` for this runtime and architecture.
+
+    The reference is a template parameter of type `AWS::SSM::Parameter::Value<String>`, so
+    CloudFormation reads it in the deploying account and region; synth needs no credentials and
+    no context lookup, and the template works in every region where Powertools publishes.
+    """
+    if override:
+        if not Token.is_unresolved(override) and not _LAYER_ARN.match(override):
+            raise ValueError(f"not a Lambda layer ARN with a version: {override!r}")
+        return override
+    if not _SEMVER.match(version):
+        raise ValueError(f"pin a Powertools release as x.y.z, got version {version!r}")
+    name = config.powertools_parameter_name(config.RUNTIME, config.ARCHITECTURE, version)
+    return aws_ssm.StringParameter.value_for_string_parameter(scope, name)
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     handler: str
@@ -40,7 +65,6 @@ class FunctionSpec:
     memory_mb: int
     description: str
     extra_env: Mapping[str, str]
-    reserved_concurrency: int | None = None
 
 
 class LambdaRuntime(Construct):
@@ -54,7 +78,8 @@ class LambdaRuntime(Construct):
         definitions: Mapping[str, Definition],
         build_dir: Path,
         environment: Mapping[str, str],
-        powertools_layer_version: int,
+        powertools_version: str = config.POWERTOOLS_VERSION,
+        powertools_layer_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.environment = {**environment, **POWERTOOLS_ENV}
@@ -79,16 +104,8 @@ class LambdaRuntime(Construct):
             compatible_architectures=[config.ARCHITECTURE],
             description=f"Workflow definitions (JSON) in {config.RUNTIME_DEFINITIONS_DIR}",
         )
-        stack = Stack.of(self)
-        powertools_arn = stack.format_arn(
-            service="lambda",
-            account=config.POWERTOOLS_LAYER_ACCOUNT,
-            resource="layer",
-            resource_name=(
-                f"{config.powertools_layer_name(config.RUNTIME, config.ARCHITECTURE)}"
-                f":{powertools_layer_version}"
-            ),
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        powertools_arn = resolve_powertools_layer_arn(
+            self, version=powertools_version, override=powertools_layer_arn
         )
         powertools = aws_lambda.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_arn
@@ -129,7 +146,6 @@ class LambdaRuntime(Construct):
             tracing=aws_lambda.Tracing.ACTIVE,
             timeout=spec.timeout,
             memory_size=spec.memory_mb,
-            reserved_concurrent_executions=spec.reserved_concurrency,
             description=spec.description,
             environment={**self.environment, **spec.extra_env},
         )

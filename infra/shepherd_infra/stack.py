@@ -30,10 +30,12 @@ class ShepherdStack(Stack):
         *,
         definitions_dir: Path = config.DEFINITIONS_DIR,
         build_dir: Path,
-        event_bus_name: str = config.DEFAULT_EVENT_BUS_NAME,
+        event_bus_name: str | None = None,
         retain_data: bool = True,
         alarm_email: str | None = None,
-        powertools_layer_version: int = config.POWERTOOLS_LAYER_VERSION,
+        api_logging: bool = False,
+        powertools_version: str = config.POWERTOOLS_VERSION,
+        powertools_layer_arn: str | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -58,12 +60,15 @@ class ShepherdStack(Stack):
             definitions=self.definitions,
             build_dir=build_dir,
             environment=settings.to_env(),
-            powertools_layer_version=powertools_layer_version,
+            powertools_version=powertools_version,
+            powertools_layer_arn=powertools_layer_arn,
         )
         access = Access(self.store, [pool.queue for pool in self.pools.values()], self.events.bus)
         for pool in self.pools.values():
             pool.add_function(self.runtime, access)
-        self.api = SchedulerApi(self, "Api", runtime=self.runtime, access=access)
+        self.api = SchedulerApi(
+            self, "Api", runtime=self.runtime, access=access, logging=api_logging
+        )
         self.events.add_start_rule(self.runtime, access)
         self.supervisor = Supervisor(self, "Supervisor", runtime=self.runtime, access=access)
         self.monitoring = Monitoring(

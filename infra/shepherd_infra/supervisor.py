@@ -1,9 +1,32 @@
-"""The supervisor: invoked every minute by EventBridge Scheduler, one at a time."""
+"""The supervisor: invoked every minute by EventBridge Scheduler.
+
+No reserved concurrency: reserving even 1 fails the deploy on new or low-quota accounts ("you
+can reserve up to the unreserved account concurrency minus 100"), and two overlapping sweeps are
+safe anyway (every action is a conditional write). What must not happen is runs piling up behind
+a throttle or a retry loop, so a run that cannot start within a minute is dropped, twice over:
+the schedule's target retries nothing and gives up after a minute, and Lambda's asynchronous
+queue (Scheduler invokes asynchronously) discards events older than a minute without retrying.
+The next scheduled run, a minute later, replaces whatever was dropped.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import Stack, aws_iam, aws_lambda, aws_scheduler, aws_scheduler_targets
-from constructs import Construct
+from collections.abc import Sequence
+
+import jsii
+from aws_cdk import (
+    AspectPriority,
+    Aspects,
+    CfnResource,
+    Duration,
+    IAspect,
+    Stack,
+    aws_iam,
+    aws_lambda,
+    aws_scheduler,
+    aws_scheduler_targets,
+)
+from constructs import Construct, IConstruct
 from shepherd.observability import ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW, HANDLER_SUPERVISOR
 from shepherd.topology import TABLE
 
@@ -11,6 +34,37 @@ from shepherd_infra import config
 from shepherd_infra.access import Access
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
+
+# Scheduler's and Lambda's minimum maximum event age; one schedule period.
+MAX_RUN_AGE = Duration.minutes(1)
+DROPPED_RUN = (
+    "A scheduled run that fails or cannot start within a minute is dropped on purpose (no "
+    "retries, maximum event age 60 s): the next run a minute later replaces it, and the "
+    "SupervisorNotRunning alarm fires if runs stop"
+)
+
+
+@jsii.implements(IAspect)
+class DependOnRolePolicies:
+    """Makes `dependent` depend on every IAM policy attached to any of `roles`, wherever in the
+    stack that policy is defined and however late it was added (an aspect runs at synthesis).
+
+    CloudFormation only orders what the template links: a schedule refers to the function, not to
+    the policies granting the function its table, queues and bus, so without this the first runs
+    may fire before those policies are attached and fail on AccessDenied.
+    """
+
+    def __init__(self, dependent: CfnResource, roles: Sequence[aws_iam.IRole]) -> None:
+        self._dependent = dependent
+        self._roles = list(roles)
+
+    def visit(self, node: IConstruct) -> None:
+        if not isinstance(node, aws_iam.CfnPolicy | aws_iam.CfnManagedPolicy):
+            return
+        stack = Stack.of(node)
+        attached = stack.resolve(node.roles) or []
+        if any(stack.resolve(role.role_name) in attached for role in self._roles):
+            self._dependent.add_resource_dependency(node)
 
 
 class Supervisor(Construct):
@@ -30,10 +84,11 @@ class Supervisor(Construct):
                     ENV_SWEEP_INTERVAL: str(config.SWEEP_INTERVAL_SECONDS),
                     ENV_SWEEP_WINDOW: str(config.SWEEP_WINDOW_SECONDS),
                 },
-                # One sweeper at a time: overlapping runs are safe (conditional writes) but waste.
-                reserved_concurrency=1,
             ),
         )
+        # Lambda's queue for asynchronous invocations: no retry of a failed run, and a run still
+        # waiting (throttled) after a minute is discarded instead of piling up.
+        self.function.configure_async_invoke(max_event_age=MAX_RUN_AGE, retry_attempts=0)
         # The only function that may query the watch index.
         access.engine(self.function, indexes=[TABLE.watch_index])
         scheduler_role = aws_iam.Role(
@@ -58,21 +113,19 @@ class Supervisor(Construct):
                 role=scheduler_role,
                 # A missed run is replaced by the next one a minute later; never pile them up.
                 retry_attempts=0,
+                max_event_age=MAX_RUN_AGE,
             ),
         )
-        for rule, reason in (
-            (
-                "Serverless-LambdaDLQ",
-                "A failed scheduled run is superseded by the next run a minute later; the "
-                "SupervisorRan alarm fires if runs stop",
-            ),
-            (
-                "Serverless-LambdaAsyncFailureDestination",
-                "A failed scheduled run is superseded by the next run a minute later; the "
-                "SupervisorRan alarm fires if runs stop",
-            ),
-        ):
-            acknowledge(self.function, rule, reason)
+        schedule_resource = self.schedule.node.default_child
+        function_role = self.function.role
+        assert isinstance(schedule_resource, CfnResource)
+        assert function_role is not None
+        Aspects.of(Stack.of(self)).add(
+            DependOnRolePolicies(schedule_resource, [function_role, scheduler_role]),
+            priority=AspectPriority.MUTATING,
+        )
+        for rule in ("Serverless-LambdaDLQ", "Serverless-LambdaAsyncFailureDestination"):
+            acknowledge(self.function, rule, DROPPED_RUN)
 
 
 def _logical_id(fn: aws_lambda.Function) -> str:

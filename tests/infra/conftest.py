@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from infra_support import ALARM_EMAIL, EXTRA_DEFINITION, Synth, synthesize
+from infra_support import ALARM_EMAIL, EXTENDED_CONTEXT, EXTRA_DEFINITION, Synth, synthesize
 from shepherd_infra import config
 
 
@@ -20,14 +20,18 @@ def shepherd(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 @pytest.fixture(scope="session")
 def extended(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The same app from a copy of statemachines/ plus one definition with a new pool; no
-    other edit, no alarm email."""
+    """The same app from a copy of statemachines/ plus one definition with a new pool, no alarm
+    email, and the optional context values set (EXTENDED_CONTEXT)."""
     definitions = tmp_path_factory.mktemp("statemachines")
     for path in config.DEFINITIONS_DIR.iterdir():
         if path.is_file():
             shutil.copy(path, definitions / path.name)
     (definitions / "quarterly_report.yaml").write_text(EXTRA_DEFINITION, encoding="utf-8")
-    return synthesize(tmp_path_factory.mktemp("cdk-out-extended"), definitions_dir=definitions)
+    return synthesize(
+        tmp_path_factory.mktemp("cdk-out-extended"),
+        definitions_dir=definitions,
+        context=EXTENDED_CONTEXT,
+    )
 
 
 @pytest.fixture(scope="session")

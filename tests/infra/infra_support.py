@@ -9,10 +9,27 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import assertions
+from shepherd.observability import (
+    ENV_POOL,
+    HANDLER_AGENT,
+    HANDLER_API,
+    HANDLER_CALLBACKS,
+    HANDLER_EVENTS,
+    HANDLER_SUPERVISOR,
+)
 from shepherd_infra.application import BUILD_SUBDIR, build_app
 from shepherd_infra.stack import ShepherdStack
 
 ALARM_EMAIL = "ops@example.com"
+HANDLER_ROLES = {
+    HANDLER_API: "api",
+    HANDLER_CALLBACKS: "callbacks",
+    HANDLER_EVENTS: "events",
+    HANDLER_SUPERVISOR: "supervisor",
+}
+# The `extended` fixture's optional context: a bus name of the user's choice, and API logging
+# (for an account whose API Gateway CloudWatch role is set), as the CLI passes them (strings).
+EXTENDED_CONTEXT = {"event_bus_name": "orders-bus", "api_logging": "true"}
 EXTRA_POOL = "reporting"
 EXTRA_DEFINITION = f"""\
 Name: quarterly_report
@@ -105,3 +122,20 @@ def granted(statements: list[dict[str, Any]], action: str) -> Iterator[Any]:
 
 def index_resource(table_logical_id: str, index: str) -> dict[str, Any]:
     return {"Fn::Join": ["", [{"Fn::GetAtt": [table_logical_id, "Arn"]}, f"/index/{index}"]]}
+
+
+def function_roles(template: Mapping[str, Any]) -> dict[str, str]:
+    """What each function is, from the template alone: `api`, `callbacks`, `events`,
+    `supervisor`, or `agent:<pool>` (its handler, and an agent's pool) -> logical ID."""
+    roles: dict[str, str] = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::Lambda::Function":
+            continue
+        props = resource["Properties"]
+        if props["Handler"] == HANDLER_AGENT:
+            role = f"agent:{props['Environment']['Variables'][ENV_POOL]}"
+        else:
+            role = HANDLER_ROLES[props["Handler"]]
+        assert role not in roles, f"two functions are {role}"
+        roles[role] = logical_id
+    return roles

@@ -16,8 +16,10 @@ REVIEWED = {
     "AwsSolutions-IAM5[Resource::*]",
     "AwsSolutions-COG4",
     "AwsSolutions-APIG3",
-    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-    "AmazonAPIGatewayPushToCloudWatchLogs]",
+    # API logging is opt-in (it needs the account's API Gateway CloudWatch role).
+    "AwsSolutions-APIG1",
+    "AwsSolutions-APIG6",
+    "Serverless-APIGWAccessLogging",
     "Serverless-LambdaDLQ",
     "Serverless-LambdaAsyncFailureDestination",
     "Serverless-LambdaEventSourceMappingDestination",

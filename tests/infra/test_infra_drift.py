@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from infra_support import EXTRA_POOL, Synth
+from infra_support import EXTRA_POOL, Synth, refers_to
 from shepherd.definitions import load_directory
 from shepherd.observability import ENV_POOL, HANDLER_AGENT
 from shepherd.settings import (
@@ -32,8 +32,10 @@ SETTINGS_ENV = {
 def test_pools_are_exactly_those_the_definitions_name(shepherd: Synth) -> None:
     expected = pools(load_directory(config.DEFINITIONS_DIR))
     assert set(shepherd.stack.pools) == set(expected)
-    names = {q["Properties"]["QueueName"] for q in shepherd.of_type("AWS::SQS::Queue").values()}
-    assert names == {n for p in expected.values() for n in (p.queue_name, p.dlq_name)}
+    queues = set(shepherd.of_type("AWS::SQS::Queue"))
+    assert queues == {
+        shepherd.logical_id(q) for p in shepherd.stack.pools.values() for q in (p.queue, p.dlq)
+    }
 
 
 def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
@@ -41,12 +43,12 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
 ) -> None:
     assert EXTRA_POOL not in shepherd.stack.pools
     spec = extended.stack.pool_specs[EXTRA_POOL]
-    names = {
-        q["Properties"]["QueueName"]: q["Properties"]
-        for q in extended.of_type("AWS::SQS::Queue").values()
-    }
-    assert names[spec.queue_name]["VisibilityTimeout"] == spec.visibility_timeout_seconds
-    assert spec.dlq_name in names
+    pool = extended.stack.pools[EXTRA_POOL]
+    queues = extended.of_type("AWS::SQS::Queue")
+    queue = queues[extended.logical_id(pool.queue)]["Properties"]
+    assert queue["VisibilityTimeout"] == spec.visibility_timeout_seconds
+    assert refers_to(queue["RedrivePolicy"]["deadLetterTargetArn"], extended.logical_id(pool.dlq))
+    assert extended.logical_id(pool.dlq) in queues
     agents = {
         f["Properties"]["Environment"]["Variables"][ENV_POOL]: f["Properties"]
         for f in extended.of_type("AWS::Lambda::Function").values()

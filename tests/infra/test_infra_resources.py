@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import tomllib
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-from aws_cdk import App, Stack
+import pytest
+from aws_cdk import App, Duration, Stack
 from aws_cdk.assertions import Match, Template
 from infra_support import Synth, refers_to
+from shepherd.definitions import load_directory
 from shepherd.observability import (
     ENV_POOL,
     ENV_SWEEP_INTERVAL,
@@ -21,6 +27,8 @@ from shepherd.observability import (
 )
 from shepherd.topology import TABLE, VISIBILITY_FACTOR
 from shepherd_infra import config
+from shepherd_infra.application import build_app
+from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
 from shepherd_infra.state_store import StateStore
 
 
@@ -49,16 +57,95 @@ def test_handlers(shepherd: Synth) -> None:
     )
 
 
+def _powertools_parameter(synth: Synth) -> str:
+    """The one template parameter that resolves the Powertools layer ARN at deploy time."""
+    params = synth.tpl.get("Parameters", {})
+    (name,) = [
+        name
+        for name, param in params.items()
+        if param["Default"].startswith("/aws/service/powertools/")
+    ]
+    return name
+
+
+def test_powertools_layer_is_resolved_at_deploy_time_from_the_public_parameter(
+    shepherd: Synth,
+) -> None:
+    """No guessed layer number: CloudFormation reads the ARN from the parameter Powertools
+    publishes per runtime, architecture and release, pinned to the version the code is tested
+    with. Synth needs neither credentials nor a context lookup."""
+    name = _powertools_parameter(shepherd)
+    param = shepherd.tpl["Parameters"][name]
+    assert param["Type"] == "AWS::SSM::Parameter::Value<String>"
+    assert param["Default"] == "/aws/service/powertools/python/arm64/python3.14/3.37.0"
+    assert config.POWERTOOLS_VERSION == "3.37.0"
+    for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
+        assert {"Ref": name} in fn["Properties"]["Layers"], logical_id
+    assert "AWSLambdaPowertoolsPythonV3" not in json.dumps(shepherd.tpl)
+    manifest = json.loads((shepherd.outdir / "manifest.json").read_text(encoding="utf-8"))
+    assert "missing" not in manifest  # no context lookup, so no credentials at synth
+
+
+def test_powertools_version_is_the_one_pyproject_pins() -> None:
+    pyproject = tomllib.loads((config.REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (pin,) = [
+        d for d in pyproject["project"]["dependencies"] if d.startswith("aws-lambda-powertools")
+    ]
+    assert pin.endswith(f"=={config.POWERTOOLS_VERSION}"), pin
+    assert metadata.version("aws-lambda-powertools") == config.POWERTOOLS_VERSION
+
+
+def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
+    """One function of a bare LambdaRuntime: its Layers and the template's parameters."""
+    app = App()
+    stack = Stack(app, "Probe")
+    runtime = LambdaRuntime(
+        stack,
+        "Runtime",
+        definitions=load_directory(config.DEFINITIONS_DIR),
+        build_dir=Path(app.outdir) / "build",
+        environment={},
+        **runtime_options,
+    )
+    runtime.function(
+        stack,
+        "Fn",
+        FunctionSpec(
+            handler="x.handler",
+            timeout=Duration.seconds(3),
+            memory_mb=128,
+            description="probe",
+            extra_env={},
+        ),
+    )
+    tpl = Template.from_stack(stack).to_json()
+    (fn,) = [r for r in tpl["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    return fn["Properties"]["Layers"], tpl.get("Parameters", {})
+
+
+def test_powertools_layer_overrides() -> None:
+    arn = "arn:aws-cn:lambda:cn-north-1:498634801083:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:9"
+    layers, params = _probe_layers(powertools_layer_arn=arn)
+    assert arn in layers
+    assert not [p for p in params.values() if "/powertools/" in str(p.get("Default"))]
+    layers, params = _probe_layers(powertools_version="3.36.0")
+    assert [p["Default"] for p in params.values() if "/powertools/" in p["Default"]] == [
+        "/aws/service/powertools/python/arm64/python3.14/3.36.0"
+    ]
+    with pytest.raises(ValueError, match="layer ARN"):
+        _probe_layers(powertools_layer_arn="AWSLambdaPowertoolsPythonV3-python314-arm64:40")
+    with pytest.raises(ValueError, match="version"):
+        _probe_layers(powertools_version="latest")
+
+
+def test_the_guessed_layer_number_context_is_refused() -> None:
+    with pytest.raises(ValueError, match="powertools_layer_arn"):
+        build_app(context={"powertools_layer_version": "40"})
+
+
 def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None:
     log_groups = shepherd.of_type("AWS::Logs::LogGroup")
-    powertools = (
-        f"{config.powertools_layer_name(config.RUNTIME, config.ARCHITECTURE)}"
-        f":{config.POWERTOOLS_LAYER_VERSION}"
-    )
-    assert (
-        powertools
-        == f"AWSLambdaPowertoolsPythonV3-python314-arm64:{config.POWERTOOLS_LAYER_VERSION}"
-    )
+    powertools = {"Ref": _powertools_parameter(shepherd)}
     for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
         props = fn["Properties"]
         assert props["Runtime"] == "python3.14", logical_id
@@ -66,25 +153,22 @@ def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None
         assert props["TracingConfig"] == {"Mode": "Active"}, logical_id
         log_group = props["LoggingConfig"]["LogGroup"]["Ref"]
         assert log_groups[log_group]["Properties"]["RetentionInDays"] == 30, logical_id
-        layers = [str(layer) for layer in props["Layers"]]
+        layers = props["Layers"]
         assert len(layers) == 3, logical_id
-        assert sum(powertools in layer and "AWS::Region" in layer for layer in layers) == 1
+        assert layers.count(powertools) == 1, logical_id
         assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "shepherd"
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Shepherd"
 
 
 def test_queues_follow_the_pools(shepherd: Synth) -> None:
-    queues = {
-        q["Properties"]["QueueName"]: (k, q["Properties"])
-        for k, q in shepherd.of_type("AWS::SQS::Queue").items()
-    }
     policies = shepherd.of_type("AWS::SQS::QueuePolicy")
     for name, spec in shepherd.stack.pool_specs.items():
         pool = shepherd.stack.pools[name]
         fn = shepherd.props(shepherd.logical_id(pool.function))
         assert fn["Timeout"] == spec.function_timeout_seconds
-        queue_id, queue = queues[spec.queue_name]
-        dlq_id, dlq = queues[spec.dlq_name]
+        queue_id, dlq_id = shepherd.logical_id(pool.queue), shepherd.logical_id(pool.dlq)
+        queue, dlq = shepherd.props(queue_id), shepherd.props(dlq_id)
+        assert "QueueName" not in queue and "QueueName" not in dlq  # CloudFormation's names
         assert queue["VisibilityTimeout"] == VISIBILITY_FACTOR * fn["Timeout"]
         assert queue["VisibilityTimeout"] == spec.visibility_timeout_seconds
         assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
@@ -160,14 +244,19 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert props["DeletionProtectionEnabled"] is True
-    assert table["DeletionPolicy"] == "Retain"
+    # Kept on destroy and on replacement, but a table created by a stack operation that rolls
+    # back (a failed first deploy) goes with it instead of blocking the next attempt.
+    assert table["DeletionPolicy"] == "RetainExceptOnCreate"
     assert table["UpdateReplacePolicy"] == "Retain"
 
 
 def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
     fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
     props = shepherd.props(fn_id)
-    assert props["ReservedConcurrentExecutions"] == 1
+    # No reserved concurrency anywhere: reserving any fails the deploy on new or low-quota
+    # accounts, and overlapping sweeps are safe (conditional writes).
+    for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
+        assert "ReservedConcurrentExecutions" not in fn["Properties"], logical_id
     assert props["Timeout"] == 70
     env = shepherd.function_env(fn_id)
     assert env[ENV_SWEEP_INTERVAL] == "5"
@@ -179,6 +268,48 @@ def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
     assert schedule["Properties"]["State"] == "ENABLED"
     assert refers_to(schedule["Properties"]["Target"]["Arn"], fn_id)
+
+
+def test_supervisor_runs_never_pile_up(shepherd: Synth) -> None:
+    """A run that cannot start within about a minute is dropped, not queued or retried: the next
+    scheduled run replaces it. Both the schedule's target and Lambda's asynchronous queue say so."""
+    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    assert schedule["Properties"]["Target"]["RetryPolicy"] == {
+        "MaximumRetryAttempts": 0,
+        "MaximumEventAgeInSeconds": 60,
+    }
+    (config,) = [
+        c["Properties"]
+        for c in shepherd.of_type("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": fn_id}
+    ]
+    assert config["Qualifier"] == "$LATEST"  # what the schedule invokes (an unqualified ARN)
+    assert config["MaximumRetryAttempts"] == 0
+    assert config["MaximumEventAgeInSeconds"] == 60
+
+
+def test_first_scheduled_runs_wait_for_every_supervisor_policy(shepherd: Synth) -> None:
+    """CloudFormation may create the schedule as soon as the function exists; a run fired
+    before the role's policies are attached fails on AccessDenied. The schedule depends on every
+    policy of the supervisor's role (and of the role the schedule invokes it with)."""
+    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    function_role = shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
+    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    scheduler_role = schedule["Properties"]["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    assert function_role != scheduler_role
+    depends_on = set(schedule.get("DependsOn", []))
+    for role in (function_role, scheduler_role):
+        policies = {
+            logical_id
+            for logical_id, policy in shepherd.of_type("AWS::IAM::Policy").items()
+            if {"Ref": role} in policy["Properties"]["Roles"]
+        }
+        assert len(policies) >= 1, role
+        assert policies <= depends_on, (role, policies - depends_on)
+    # Nothing else invokes the supervisor: no permission for any other service or principal.
+    for permission in shepherd.of_type("AWS::Lambda::Permission").values():
+        assert not refers_to(permission["Properties"]["FunctionName"], fn_id), permission
 
 
 def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
@@ -195,7 +326,7 @@ def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
             "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})],
         },
     )
-    shepherd.template.has_resource_properties("AWS::Events::EventBus", {"Name": "shepherd"})
+    shepherd.template.has_resource_properties("AWS::Events::EventBus", {"Name": "Shepherd-Events"})
 
 
 API_ROUTES = {
@@ -269,17 +400,48 @@ def test_start_workflow_body_model(shepherd: Synth) -> None:
     assert _paths(shepherd)[post["ResourceId"]["Ref"]] == "/workflows"
 
 
-def test_api_stage_logging_throttling_tracing(shepherd: Synth) -> None:
-    ((_, stage),) = shepherd.of_type("AWS::ApiGateway::Stage").items()
-    props = stage["Properties"]
+def _stage(synth: Synth) -> dict[str, Any]:
+    ((_, stage),) = synth.of_type("AWS::ApiGateway::Stage").items()
+    return dict(stage["Properties"])
+
+
+def test_api_stage_throttling_tracing_and_no_logging_by_default(shepherd: Synth) -> None:
+    """A fresh account has no API Gateway CloudWatch role, and API Gateway refuses a stage that
+    logs without it: by default the stage asks for neither access nor execution logs."""
+    props = _stage(shepherd)
     assert props["TracingEnabled"] is True
-    assert "requestId" in props["AccessLogSetting"]["Format"]
-    assert props["AccessLogSetting"]["Format"].startswith("{")
+    assert "AccessLogSetting" not in props
     (settings,) = props["MethodSettings"]
     assert settings["ThrottlingRateLimit"] == config.API_RATE_LIMIT
     assert settings["ThrottlingBurstLimit"] == config.API_BURST_LIMIT
+    assert settings["MetricsEnabled"] is True
+    assert settings.get("LoggingLevel", "OFF") == "OFF"
+    assert settings["DataTraceEnabled"] is False
+
+
+def test_api_logging_is_opt_in(extended: Synth) -> None:
+    """`-c api_logging=true`, once the account's role exists: JSON access logs, ERROR logs."""
+    props = _stage(extended)
+    assert props["TracingEnabled"] is True
+    assert "requestId" in props["AccessLogSetting"]["Format"]
+    assert props["AccessLogSetting"]["Format"].startswith("{")
+    log_group = props["AccessLogSetting"]["DestinationArn"]["Fn::GetAtt"][0]
+    assert extended.props(log_group)["RetentionInDays"] == 30
+    (settings,) = props["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == config.API_RATE_LIMIT
     assert settings["LoggingLevel"] == "ERROR"
     assert settings["DataTraceEnabled"] is False
+
+
+def test_the_account_api_gateway_role_is_left_alone(shepherd: Synth, extended: Synth) -> None:
+    """The region's one `AWS::ApiGateway::Account` (and its CloudWatch role) belongs to every API
+    in the account: no stack may take it over, or delete it on destroy."""
+    for synth in (shepherd, extended):
+        synth.template.resource_count_is("AWS::ApiGateway::Account", 0)
+        for logical_id, role in synth.of_type("AWS::IAM::Role").items():
+            trust = json.dumps(role["Properties"]["AssumeRolePolicyDocument"])
+            assert "apigateway.amazonaws.com" not in trust, logical_id
+        assert "AmazonAPIGatewayPushToCloudWatchLogs" not in json.dumps(synth.tpl)
 
 
 def test_outputs(shepherd: Synth) -> None:
@@ -290,7 +452,10 @@ def test_outputs(shepherd: Synth) -> None:
     dashboard_id = shepherd.logical_id(shepherd.stack.monitoring.dashboard)
     assert "#dashboards:name=" in dashboard
     assert f"'Ref': '{dashboard_id}'" in dashboard
-    assert shepherd.props(dashboard_id)["DashboardName"] == "Shepherd-dashboard"
+    # Dashboards are account-wide: the region keeps one stack name in two regions apart.
+    assert shepherd.props(dashboard_id)["DashboardName"] == {
+        "Fn::Join": ["", ["Shepherd-Monitoring-", {"Ref": "AWS::Region"}]]
+    }
 
 
 def test_retain_data_false_lets_the_table_go_with_the_stack() -> None:

@@ -1,0 +1,368 @@
+"""Least privilege, checked against behaviour: every AWS call each real handler makes in
+representative flows (on moto) is allowed by that function's own statements in the template.
+A grant the code needs but the template lacks would be AccessDenied on AWS; it fails here."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aws_stack import ALICE, LambdaContext, Stack, sqs_event
+from iam_check import Call, Recorder, TemplateIam, required, violations
+from infra_support import Synth, function_roles
+from moto import mock_aws
+from rehearsal import queue_ids_by_pool
+from shepherd.engine.agent import AgentContext, Pending
+from shepherd.observability import START_DETAIL_TYPE
+from support import ENV, ORDER
+
+TABLE = "shepherd"  # the names aws_stack.Stack gives its moto resources
+BUS = "shepherd-bus"
+
+
+@dataclass
+class Flows:
+    calls: list[Call]
+    names: dict[str, str]  # template logical ID -> the moto resource's name
+
+
+def _start_event(detail: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": START_DETAIL_TYPE,
+        "source": "acme.platform",
+        "account": "123456789012",
+        "time": "2026-11-21T17:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail,
+    }
+
+
+def _deliver(stack: Stack, recorder: Recorder) -> set[str]:
+    """Every queued task through its own pool's agent function, attributed to that pool."""
+    from shepherd_handlers import agent
+
+    ran: set[str] = set()
+    for _ in range(40):
+        busy = False
+        for pool, queues in stack.queues.items():
+            messages = stack.receive(pool)
+            if not messages:
+                continue
+            busy = True
+            event = sqs_event(
+                [(m["MessageId"], m["Body"]) for m in messages],
+                f"arn:aws:sqs:us-east-1:123456789012:shepherd-{pool}",
+            )
+            with recorder.acting_as(f"agent:{pool}"):
+                reply = agent.handler(event, LambdaContext())
+            assert reply == {"batchItemFailures": []}, (pool, reply)
+            for m in messages:  # the event source mapping deletes, not the function
+                stack.clients["sqs"].delete_message(
+                    QueueUrl=queues.url, ReceiptHandle=m["ReceiptHandle"]
+                )
+            ran.add(pool)
+        if not busy:
+            return ran
+    raise AssertionError("tasks kept coming")
+
+
+def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start, run, call back, list, read, cancel, sweep: each through its real handler."""
+    from shepherd.clock import SystemClock
+    from shepherd_agents import registry
+    from shepherd_handlers import events, supervisor
+
+    tokens: list[str] = []
+
+    def ship(ctx: AgentContext) -> Any:  # ship_order as a callback step
+        tokens.append(ctx.task_token())
+        return Pending("waiting for the carrier")
+
+    original = registry.get("ship_order")
+    assert original is not None
+    registry.register("ship_order", ship)
+    try:
+        with recorder.acting_as("api"):
+            status, _, order = stack.api(
+                "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+            )
+        assert status == 202
+        with recorder.acting_as("events"):
+            started = events.handler(
+                _start_event({"type": "provision_environment", "input": ENV, "owner": ALICE}),
+                LambdaContext(),
+            )
+        assert started["status"] == "accepted"
+        _deliver(stack, recorder)
+        (token,) = tokens
+        with recorder.acting_as("callbacks"):
+            assert stack.callback(token, "heartbeat", {"details": {"at": "depot"}})[0] == 200
+            assert stack.callback(token, "success", {"output": {"tracking": "T-1"}})[0] == 200
+        _deliver(stack, recorder)
+    finally:
+        registry.register("ship_order", original)
+
+    with recorder.acting_as("api"):
+        assert stack.api("GET", order["location"])[2]["status"] == "SUCCEEDED"
+        assert stack.api("GET", "/workflows")[0] == 200  # the owner index
+        assert stack.api("GET", "/definitions")[0] == 200
+        status, _, lost_one = stack.api(
+            "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+        )
+        assert status == 202
+    # A task lost in transit: the supervisor finds it through the watch index and sends it again.
+    (lost,) = stack.receive("inventory")
+    stack.clients["sqs"].delete_message(
+        QueueUrl=stack.queues["inventory"].url, ReceiptHandle=lost["ReceiptHandle"]
+    )
+    later = SystemClock().now_ms() + 60_000
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: later)
+    with recorder.acting_as("supervisor"):
+        report = supervisor.handler(
+            {"detail-type": "Scheduled Event", "source": "aws.scheduler", "detail": {}},
+            LambdaContext(),
+        )
+    assert report["actions"] >= 1, report
+    _deliver(stack, recorder)
+    with recorder.acting_as("api"):
+        assert stack.api("GET", lost_one["location"])[2]["status"] == "SUCCEEDED"
+        status, _, doomed = stack.api(
+            "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+        )
+        assert status == 202
+        assert stack.api("POST", f"{doomed['location']}/cancel")[0] in (200, 202)
+    _deliver(stack, recorder)
+
+
+@pytest.fixture(scope="module")
+def flows(shepherd: Synth) -> Iterator[Flows]:
+    """The flows run once, on moto, with every engine client recording its calls."""
+    from shepherd import wiring
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+        monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "shepherd")
+        with mock_aws():
+            stack = Stack(monkeypatch)
+            recorder = Recorder()
+            make_client = wiring._client
+            monkeypatch.setattr(
+                wiring, "_client", lambda service: recorder.attach(make_client(service))
+            )
+            from shepherd_handlers import runtime
+
+            runtime.engine.cache_clear()
+            _drive(stack, recorder, monkeypatch)
+            runtime.engine.cache_clear()
+        roles = function_roles(shepherd.tpl)
+        queue_ids = queue_ids_by_pool(shepherd.function_env(roles["api"]))
+        names = {
+            shepherd.logical_id(shepherd.stack.store.table): TABLE,
+            shepherd.logical_id(shepherd.stack.events.bus): BUS,
+            **{queue_ids[pool]: q.url.rsplit("/", 1)[-1] for pool, q in stack.queues.items()},
+        }
+        yield Flows(recorder.calls, names)
+
+
+def test_every_call_each_function_makes_is_allowed_by_its_own_role(
+    shepherd: Synth, flows: Flows
+) -> None:
+    roles = function_roles(shepherd.tpl)
+    assert {c.function for c in flows.calls} == set(roles), "every function took part"
+    made = {(c.function, c.service, c.operation, c.params.get("IndexName")) for c in flows.calls}
+    # The flows reach what matters for least privilege: both indexes, each by its one reader,
+    # transactions, batches to queues, events to the bus.
+    assert ("api", "dynamodb", "Query", "by_owner") in made
+    assert ("supervisor", "dynamodb", "Query", "watch") in made
+    assert any(op == "TransactWriteItems" for _, _, op, _ in made)
+    assert any(op == "SendMessageBatch" for _, _, op, _ in made)
+    assert any(op == "PutEvents" for _, _, op, _ in made)
+    iam = TemplateIam(shepherd.tpl, flows.names)
+    assert violations(flows.calls, iam, roles) == []
+
+
+def test_each_recorded_permission_is_load_bearing(shepherd: Synth, flows: Flows) -> None:
+    """Take any one needed action away from the real template and the check fails: the test
+    above would catch a removed grant, whichever it is."""
+    roles = function_roles(shepherd.tpl)
+    needed = sorted({(c.function, a) for c in flows.calls for a, _ in required(c)})
+    assert len(needed) > 10
+    for function, action in needed:
+        tpl = copy.deepcopy(shepherd.tpl)
+        iam = TemplateIam(tpl, flows.names)
+        for statement in iam.statements(roles[function]):
+            actions = (
+                statement["Action"]
+                if isinstance(statement["Action"], list)
+                else [statement["Action"]]
+            )
+            statement["Action"] = [a for a in actions if a != action] or ["none:Nothing"]
+        broken = violations([c for c in flows.calls if c.function == function], iam, roles)
+        assert any(f"needs {action} " in v for v in broken), (function, action)
+
+
+# --------------------------------------------------------------------- the checker itself
+
+FRAGMENT: dict[str, Any] = {
+    "Resources": {
+        "Table": {"Type": "AWS::DynamoDB::Table"},
+        "Queue": {"Type": "AWS::SQS::Queue"},
+        "OtherQueue": {"Type": "AWS::SQS::Queue"},
+        "Bus": {"Type": "AWS::Events::EventBus"},
+        "Role": {"Type": "AWS::IAM::Role", "Properties": {}},
+        "Fn": {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {"Role": {"Fn::GetAtt": ["Role", "Arn"]}},
+        },
+        "Policy": {
+            "Type": "AWS::IAM::Policy",
+            "Properties": {
+                "Roles": [{"Ref": "Role"}],
+                "PolicyDocument": {
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": [
+                                "dynamodb:PutItem",
+                                "dynamodb:UpdateItem",
+                                "dynamodb:ConditionCheckItem",
+                                "dynamodb:GetItem",
+                            ],
+                            "Resource": {"Fn::GetAtt": ["Table", "Arn"]},
+                        },
+                        {
+                            "Effect": "Allow",
+                            "Action": "dynamodb:Query",
+                            "Resource": {
+                                "Fn::Join": [
+                                    "",
+                                    [{"Fn::GetAtt": ["Table", "Arn"]}, "/index/watch"],
+                                ]
+                            },
+                        },
+                        {
+                            "Effect": "Allow",
+                            "Action": "sqs:SendMessage",
+                            "Resource": {"Fn::GetAtt": ["Queue", "Arn"]},
+                        },
+                        {
+                            "Effect": "Allow",
+                            "Action": "events:PutEvents",
+                            "Resource": {"Fn::GetAtt": ["Bus", "Arn"]},
+                        },
+                    ]
+                },
+            },
+        },
+    }
+}
+NAMES = {"Table": "t", "Queue": "q", "OtherQueue": "other", "Bus": "b"}
+URL = "https://sqs.us-east-1.amazonaws.com/123456789012/"
+CALLS = [
+    Call(
+        "fn",
+        "dynamodb",
+        "TransactWriteItems",
+        {
+            "TransactItems": [
+                {"Put": {"TableName": "t", "Item": {}}},
+                {"Update": {"TableName": "t", "Key": {}}},
+                {"ConditionCheck": {"TableName": "t", "Key": {}}},
+            ]
+        },
+    ),
+    Call("fn", "dynamodb", "Query", {"TableName": "t", "IndexName": "watch"}),
+    Call("fn", "dynamodb", "GetItem", {"TableName": "t", "Key": {}}),
+    Call("fn", "sqs", "SendMessageBatch", {"QueueUrl": f"{URL}q", "Entries": []}),
+    Call("fn", "events", "PutEvents", {"Entries": [{"EventBusName": "b"}]}),
+]
+
+
+def _check(fragment: dict[str, Any], calls: list[Call] = CALLS) -> list[str]:
+    return violations(calls, TemplateIam(fragment, NAMES), {"fn": "Fn"})
+
+
+def _statements(fragment: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(fragment["Resources"]["Policy"]["Properties"]["PolicyDocument"]["Statement"])
+
+
+def test_checker_allows_what_the_fragment_grants() -> None:
+    assert _check(FRAGMENT) == []
+
+
+@pytest.mark.parametrize(
+    "removed",
+    [
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",  # a transaction needs each item's own action
+        "dynamodb:Query",  # on the index
+        "dynamodb:GetItem",
+        "sqs:SendMessage",  # SendMessageBatch is authorized as SendMessage
+        "events:PutEvents",
+    ],
+)
+def test_checker_fails_when_a_grant_is_removed(removed: str) -> None:
+    fragment = copy.deepcopy(FRAGMENT)
+    for statement in _statements(fragment):
+        actions = (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+        statement["Action"] = [a for a in actions if a != removed] or ["none:Nothing"]
+    found = _check(fragment)
+    assert found and all(f"needs {removed} " in v for v in found), found
+
+
+def test_checker_knows_a_table_grant_is_not_an_index_grant_nor_another_queue() -> None:
+    by_owner = Call("fn", "dynamodb", "Query", {"TableName": "t", "IndexName": "by_owner"})
+    assert _check(FRAGMENT, [by_owner]) == [
+        "fn: Query needs dynamodb:Query on arn:aws:dynamodb:us-east-1:123456789012:table/t"
+        "/index/by_owner"
+    ]
+    other = Call("fn", "sqs", "SendMessage", {"QueueUrl": f"{URL}other", "MessageBody": "x"})
+    assert len(_check(FRAGMENT, [other])) == 1
+    wildcard = copy.deepcopy(FRAGMENT)
+    _statements(wildcard)[1]["Resource"] = {
+        "Fn::Join": ["", [{"Fn::GetAtt": ["Table", "Arn"]}, "/index/*"]]
+    }
+    assert _check(wildcard, [by_owner]) == []
+
+
+def test_checker_honours_an_explicit_deny_and_refuses_unknown_operations() -> None:
+    denied = copy.deepcopy(FRAGMENT)
+    statements = _statements(denied)
+    statements.append({"Effect": "Deny", "Action": "dynamodb:*", "Resource": "*"})
+    denied["Resources"]["Policy"]["Properties"]["PolicyDocument"]["Statement"] = statements
+    assert len(_check(denied)) == 5  # every DynamoDB requirement; SQS and events still pass
+    with pytest.raises(AssertionError, match="teach iam_check"):
+        required(Call("fn", "dynamodb", "ExecuteStatement", {"Statement": "SELECT"}))
+
+
+def test_checker_is_fed_by_real_sdk_calls() -> None:
+    """The recorder sees what the code passed to the SDK, for the function acting."""
+    import boto3
+
+    recorder = Recorder()
+    with mock_aws():
+        client = recorder.attach(boto3.client("sqs", region_name="us-east-1"))
+        with recorder.acting_as("fn"):
+            url = client.create_queue(QueueName="q")["QueueUrl"]
+            client.send_message_batch(
+                QueueUrl=url, Entries=[{"Id": "1", "MessageBody": json.dumps({})}]
+            )
+        with pytest.raises(AssertionError, match="outside any handler"):
+            client.get_queue_url(QueueName="q")
+    assert [(c.function, c.service, c.operation) for c in recorder.calls] == [
+        ("fn", "sqs", "CreateQueue"),
+        ("fn", "sqs", "SendMessageBatch"),
+    ]
+    assert required(recorder.calls[1]) == [
+        ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q")
+    ]
