@@ -56,6 +56,7 @@ def build_app(
         build_dir=Path(app.outdir) / BUILD_SUBDIR,
         event_bus_name=ctx(config.CTX_EVENT_BUS_NAME) or None,
         retain_data=_flag(ctx(config.CTX_RETAIN_DATA), default=True),
+        table_deletion_protection=_flag(ctx(config.CTX_TABLE_DELETION_PROTECTION), default=False),
         alarm_email=ctx(config.CTX_ALARM_EMAIL) or None,
         api_logging=_flag(ctx(config.CTX_API_LOGGING), default=False),
         powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),

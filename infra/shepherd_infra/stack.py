@@ -32,6 +32,7 @@ class ShepherdStack(Stack):
         build_dir: Path,
         event_bus_name: str | None = None,
         retain_data: bool = True,
+        table_deletion_protection: bool = False,
         alarm_email: str | None = None,
         api_logging: bool = False,
         powertools_version: str = config.POWERTOOLS_VERSION,
@@ -42,7 +43,12 @@ class ShepherdStack(Stack):
         self.definitions = load_directory(definitions_dir)
         self.pool_specs = pools(self.definitions)
 
-        self.store = StateStore(self, "StateStore", retain=retain_data)
+        self.store = StateStore(
+            self,
+            "StateStore",
+            retain=retain_data,
+            deletion_protection=table_deletion_protection,
+        )
         self.events = EventBus(self, "Events", bus_name=event_bus_name)
         self.pools = {
             name: AgentPool(self, f"Pool-{name}", pool=spec)

@@ -22,18 +22,27 @@ class StateStore(Construct):
     role, for no gain in who can read the data here (IAM already decides that). Switch to
     `TableEncryption.CUSTOMER_MANAGED` if an audit needs CloudTrail records of key use.
 
-    `retain=True` (the default) keeps the table on `cdk destroy` and on replacement, and turns
-    deletion protection on; deploy once with `-c retain_data=false` before destroying to drop it
-    with the stack. The removal policy is RETAIN_ON_UPDATE_OR_DELETE (CloudFormation's
-    `RetainExceptOnCreate`), not RETAIN: a table created by a stack operation that rolls back
-    (a failed first deploy) holds no data yet and is deleted with the rollback, instead of being
-    left behind to block the next attempt. Caveat: DynamoDB refuses DeleteTable while deletion
-    protection is on, and CloudFormation does not turn it off first, so that rollback can still
-    stop at the table (ROLLBACK_FAILED); then turn the table's deletion protection off and
-    delete the stack (README, Deploy).
+    `retain=True` (the default) keeps the table on `cdk destroy` and on replacement; deploy once
+    with `-c retain_data=false` before destroying to drop it with the stack. The removal policy
+    is RETAIN_ON_UPDATE_OR_DELETE (CloudFormation's `RetainExceptOnCreate`), not RETAIN: a table
+    created by a stack operation that rolls back (a failed first deploy) holds no data yet and is
+    deleted with the rollback, instead of being left behind to block the next attempt.
+
+    Deletion protection is off unless asked for (`deletion_protection`, context
+    `table_deletion_protection=true`): DynamoDB refuses DeleteTable while it is on and
+    CloudFormation does not turn it off first, so a protected table created by a failed first
+    deploy would be left behind all the same (ROLLBACK_FAILED). Turn it on with a later deploy,
+    once the table exists, to guard it against deletion outside CloudFormation.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        retain: bool,
+        deletion_protection: bool = False,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.table = aws_dynamodb.Table(
             self,
@@ -50,7 +59,7 @@ class StateStore(Construct):
             ),
             encryption=aws_dynamodb.TableEncryption.DEFAULT,
             time_to_live_attribute=TABLE.ttl_attribute,
-            deletion_protection=retain,
+            deletion_protection=deletion_protection,
             removal_policy=(
                 RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if retain else RemovalPolicy.DESTROY
             ),

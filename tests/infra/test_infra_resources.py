@@ -243,11 +243,22 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
     }
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
-    assert props["DeletionProtectionEnabled"] is True
     # Kept on destroy and on replacement, but a table created by a stack operation that rolls
-    # back (a failed first deploy) goes with it instead of blocking the next attempt.
+    # back (a failed first deploy) goes with it instead of blocking the next attempt: so it is
+    # not protected from deletion (DynamoDB would refuse the rollback's DeleteTable).
+    assert props["DeletionProtectionEnabled"] is False
     assert table["DeletionPolicy"] == "RetainExceptOnCreate"
     assert table["UpdateReplacePolicy"] == "Retain"
+
+
+def test_deletion_protection_is_opt_in_for_an_existing_table(tmp_path: Any) -> None:
+    from infra_support import synthesize
+    from shepherd_infra import config
+
+    synth = synthesize(tmp_path, context={config.CTX_TABLE_DELETION_PROTECTION: "true"})
+    ((_, table),) = synth.of_type("AWS::DynamoDB::Table").items()
+    assert table["Properties"]["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "RetainExceptOnCreate"
 
 
 def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
