@@ -26,6 +26,9 @@ MAX_OUTPUT_BYTES = 64 * KIB  # one step, compensation or callback output
 MAX_WORKFLOW_OUTPUT_BYTES = 1 * MIB  # every step and compensation output of one workflow
 MAX_DETAILS_BYTES = 16 * KIB  # progress details (heartbeats, callback heartbeats)
 MAX_JSON_DEPTH = 64  # nesting levels of any payload ([] and {} each add one)
+# Larger payloads are stored in the payload bucket, the item keeping a reference
+# (docs/architecture.md, Large payloads: why 8 KiB).
+PAYLOAD_INLINE_BYTES = 8 * KIB
 
 # -------------------------------------------------------------------------------- errors
 MAX_ERROR_NAME = 128  # an error's name (type), as matched by NonRetryableErrors

@@ -1,0 +1,154 @@
+"""Large payloads live in the payload bucket; the item keeps a reference (a claim check).
+
+A payload is stored inline when its canonical JSON is at most the inline threshold, else as an
+object under a key derived from the workflow, the step, the attempt, the field and the
+content's sha256 (write-once: nothing can overwrite what a reference names). The reference is
+the text `@ref {"k":..., "n":..., "h":...}`; JSON text never starts with `@`. Every read
+verifies size and hash: a missing or altered object is `PayloadMissing`, never a silent null.
+See docs/architecture.md (Large payloads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shepherd import jsonsafe, limits
+from shepherd.errors import ShepherdError
+
+REF_PREFIX = "@ref "
+
+
+class PayloadMissing(ShepherdError):
+    """A referenced payload is gone or does not match its checksum."""
+
+
+@dataclass(frozen=True)
+class PayloadRef:
+    key: str
+    size: int
+    sha256: str
+
+    def text(self) -> str:
+        body = json.dumps({"h": self.sha256, "k": self.key, "n": self.size}, separators=(",", ":"))
+        return REF_PREFIX + body
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a reader gets a large payload: a short-lived URL, its size and its sha256."""
+
+    url: str
+    size: int
+    sha256: str
+
+
+class PayloadStore(Protocol):
+    """The payload bucket (S3 on AWS, moto locally, a dict in memory)."""
+
+    def put(self, key: str, data: bytes, sha256: str) -> None: ...
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None if there is no such object."""
+        ...
+
+    def url(self, key: str, expires_seconds: int) -> str:
+        """A presigned GET of the object."""
+        ...
+
+    def delete(self, key: str) -> None: ...
+
+
+def ref_of(stored: str | None) -> PayloadRef | None:
+    """The reference a stored value holds, or None if it is inline (or absent)."""
+    if stored is None or not stored.startswith(REF_PREFIX):
+        return None
+    body = json.loads(stored[len(REF_PREFIX) :])
+    return PayloadRef(key=str(body["k"]), size=int(body["n"]), sha256=str(body["h"]))
+
+
+def stored_size(stored: str | None) -> int:
+    """The size of the payload a stored value stands for, without fetching it."""
+    if stored is None:
+        return 0
+    ref = ref_of(stored)
+    return ref.size if ref is not None else jsonsafe.size(stored)
+
+
+def payload_key(workflow_id: str, *parts: object) -> str:
+    """`wf/<workflow id>/<part>/...`: from the server's own names, never a caller's."""
+    return "/".join(("wf", workflow_id, *(str(p) for p in parts)))
+
+
+class Payloads:
+    """The engine's use of the payload store: offload what is large, resolve what is stored."""
+
+    def __init__(
+        self, store: PayloadStore, inline_bytes: int = limits.PAYLOAD_INLINE_BYTES
+    ) -> None:
+        self.store = store
+        self.inline_bytes = inline_bytes
+
+    def keep(self, text: str, key_prefix: str) -> str:
+        """What to store in the item for a payload's canonical JSON `text`: itself, or a
+        reference to an object written now under `key_prefix/<sha256>`."""
+        data = text.encode("utf-8")
+        if len(data) <= self.inline_bytes:
+            return text
+        digest = hashlib.sha256(data).hexdigest()
+        ref = PayloadRef(f"{key_prefix}/{digest}", len(data), digest)
+        self.store.put(ref.key, data, digest)
+        return ref.text()
+
+    def text(self, stored: str) -> str:
+        """The payload's JSON text, fetched and verified if it is a reference."""
+        ref = ref_of(stored)
+        if ref is None:
+            return stored
+        data = self.store.get(ref.key)
+        if data is None:
+            raise PayloadMissing(f"payload {ref.key} is missing")
+        if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+            raise PayloadMissing(f"payload {ref.key} does not match its checksum")
+        return data.decode("utf-8")
+
+    def value(self, stored: str | None) -> Any:
+        """The payload as a plain value (None if absent)."""
+        return None if stored is None else json.loads(self.text(stored))
+
+    def link(self, stored: str | None, expires_seconds: int = 300) -> Link | None:
+        """A presigned download of a referenced payload (None for inline or absent)."""
+        ref = ref_of(stored)
+        if ref is None:
+            return None
+        return Link(self.store.url(ref.key, expires_seconds), ref.size, ref.sha256)
+
+
+class MemoryPayloadStore:
+    """The payload bucket in memory; fails a put or a get on demand (tests, the simulator)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        self.puts = 0
+        self.gets = 0
+
+    def put(self, key: str, data: bytes, sha256: str) -> None:
+        with self._lock:
+            self.puts += 1
+            self.objects[key] = bytes(data)
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            self.gets += 1
+            return self.objects.get(key)
+
+    def url(self, key: str, expires_seconds: int) -> str:
+        return f"memory://payloads/{key}?expires={expires_seconds}"
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self.objects.pop(key, None)

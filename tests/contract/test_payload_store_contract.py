@@ -1,0 +1,93 @@
+"""The in-memory payload store and the S3 adapter (on moto) pass the same contract tests, and
+the claim check on top of them keeps small payloads inline and verifies every large one."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+from shepherd import jsonsafe
+from shepherd.adapters.s3 import S3PayloadStore
+from shepherd.payloads import (
+    REF_PREFIX,
+    MemoryPayloadStore,
+    PayloadMissing,
+    Payloads,
+    PayloadStore,
+    payload_key,
+    ref_of,
+    stored_size,
+)
+
+BUCKET = "shepherd-payloads-test"
+
+
+@pytest.fixture(params=["memory", "s3"])
+def store(request: pytest.FixtureRequest) -> Iterator[PayloadStore]:
+    if request.param == "memory":
+        yield MemoryPayloadStore()
+        return
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        yield S3PayloadStore(client, BUCKET)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_put_get_and_delete(store: PayloadStore) -> None:
+    data = b'{"big":"' + b"x" * 20_000 + b'"}'
+    store.put("wf/1/output/abc", data, _sha(data))
+    assert store.get("wf/1/output/abc") == data
+    assert store.get("wf/1/output/nothing") is None
+    assert "wf/1/output/abc" in store.url("wf/1/output/abc", 60)
+    store.delete("wf/1/output/abc")
+    assert store.get("wf/1/output/abc") is None
+
+
+def test_small_payloads_stay_inline_and_large_ones_become_verified_references(
+    store: PayloadStore,
+) -> None:
+    payloads = Payloads(store, inline_bytes=100)
+    small = jsonsafe.dumps({"ok": True})
+    assert payloads.keep(small, payload_key("w1", "step", "a", 1, "output")) == small
+    large = jsonsafe.dumps({"blob": "é" * 500})
+    stored = payloads.keep(large, payload_key("w1", "step", "a", 1, "output"))
+    assert stored.startswith(REF_PREFIX)
+    ref = ref_of(stored)
+    assert ref is not None and ref.size == jsonsafe.size(large) == stored_size(stored)
+    assert ref.key == f"wf/w1/step/a/1/output/{ref.sha256}"  # the server's names only
+    assert payloads.value(stored) == {"blob": "é" * 500}
+    assert payloads.value(small) == {"ok": True}
+    link = payloads.link(stored)
+    assert link is not None and link.size == ref.size and link.sha256 == ref.sha256
+    assert payloads.link(small) is None
+
+
+def test_a_missing_or_altered_object_is_a_clear_error_never_null(store: PayloadStore) -> None:
+    payloads = Payloads(store, inline_bytes=10)
+    stored = payloads.keep(jsonsafe.dumps({"v": "y" * 100}), "wf/w2/input")
+    ref = ref_of(stored)
+    assert ref is not None
+    altered = jsonsafe.dumps({"v": "z" * 100}).encode()
+    store.put(ref.key, altered, _sha(altered))
+    with pytest.raises(PayloadMissing, match="checksum"):
+        payloads.value(stored)
+    store.delete(ref.key)
+    with pytest.raises(PayloadMissing, match="missing"):
+        payloads.value(stored)
+
+
+def test_keys_are_write_once_by_content() -> None:
+    """The same content lands on the same key; different content never overwrites it."""
+    store = MemoryPayloadStore()
+    payloads = Payloads(store, inline_bytes=10)
+    first = payloads.keep(jsonsafe.dumps("a" * 50), "wf/w/step/s/1/details")
+    second = payloads.keep(jsonsafe.dumps("b" * 50), "wf/w/step/s/1/details")
+    assert first != second and len(store.objects) == 2
+    assert payloads.value(first) == "a" * 50
