@@ -13,7 +13,8 @@ import pytest
 from shepherd import limits
 from shepherd.engine.agent import AgentContext
 from shepherd.engine.supervisor import MAX_FAILED_LOOKS, PARKED, look_backoff_ms
-from shepherd.model import StepStatus, WorkflowStatus, loads, wf_pk
+from shepherd.keys import wf_pk
+from shepherd.model import StepStatus, WorkflowStatus, loads
 from support import ENV, ORDER, Harness, registry_with
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 from shepherd.adapters.dynamodb import DynamoStore, from_attr, to_attr
 from shepherd.clock import ManualClock
-from shepherd.engine.scheduler import watch_shard
+from shepherd.keys import watch_shard
 
 from shepherd_bench.core import Core, build_core, simulated_agent_time
 from shepherd_bench.cost import ORDER

@@ -37,7 +37,8 @@ from shepherd.errors import (
     TaskTokenStale,
     WorkflowNotFound,
 )
-from shepherd.model import WF_SK, StepRecord, StepStatus, TaskMessage, WorkflowState, wf_pk
+from shepherd.keys import WF_SK, wf_pk
+from shepherd.model import StepRecord, StepStatus, TaskMessage, WorkflowState
 from shepherd.ports import DueEntry, DuePage
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
 

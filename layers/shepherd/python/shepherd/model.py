@@ -9,26 +9,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, NewType
+from typing import Any, NewType
 
 from shepherd import jsonsafe
 from shepherd.conditions import Item
+from shepherd.keys import (
+    COMP_PREFIX,
+    STEP_PREFIX,
+    WF_SK,
+    Kind,
+    item_sk,
+    list_pk,
+    list_sk,
+    wf_pk,
+    workflow_id_of,
+)
 
 WorkflowId = NewType("WorkflowId", str)
-
-WF_SK = "#WF"
-STEP_PREFIX = "S#"
-COMP_PREFIX = "C#"
-
-Kind = Literal["step", "compensation"]
-
-
-def wf_pk(workflow_id: str) -> str:
-    return f"WF#{workflow_id}"
-
-
-def item_sk(kind: Kind, name: str) -> str:
-    return (STEP_PREFIX if kind == "step" else COMP_PREFIX) + name
 
 
 class WorkflowStatus(StrEnum):
@@ -133,6 +130,8 @@ class StepRecord:
     attempts_total: int = 0  # ended attempts, including those dropped from `history`
     first_claimed_at: int | None = None  # set by the first claim: the step may have acted
     input: str | None = None  # an operator's replacement input for this step (JSON)
+    wf_type: str | None = None  # its workflow's type: events derived from the item name it
+    fail_reason: str | None = None  # FAILED: permanent, exhausted or unwinding
 
     @property
     def key(self) -> tuple[str, str]:
@@ -160,7 +159,7 @@ class StepRecord:
         sk: str = item["sk"]
         kind: Kind = "step" if sk.startswith(STEP_PREFIX) else "compensation"
         return cls(
-            workflow_id=item["pk"].removeprefix("WF#"),
+            workflow_id=workflow_id_of(item["pk"]),
             kind=kind,
             name=sk[2:],
             status=StepStatus(item["status"]),
@@ -187,6 +186,8 @@ _STEP_OPTIONAL = (
     "callback_token",
     "first_claimed_at",
     "input",
+    "wf_type",
+    "fail_reason",
 )
 
 
@@ -235,8 +236,8 @@ class WorkflowRecord:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             # The list index: newest first per owner (see docs/architecture.md).
-            "list_pk": f"OWNER#{self.owner}",
-            "list_sk": f"{self.created_at:015d}#{self.workflow_id}",
+            "list_pk": list_pk(self.owner),
+            "list_sk": list_sk(self.created_at, self.workflow_id),
         }
         for name in _WF_OPTIONAL:
             value = getattr(self, name)
@@ -251,7 +252,7 @@ class WorkflowRecord:
     @classmethod
     def from_item(cls, item: Item) -> WorkflowRecord:
         return cls(
-            workflow_id=item["pk"].removeprefix("WF#"),
+            workflow_id=workflow_id_of(item["pk"]),
             wf_type=item["wf_type"],
             def_hash=item["def_hash"],
             status=WorkflowStatus(item["status"]),

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shepherd.changes import Change
 from shepherd.conditions import Cond, Item, Update, evaluate
 from shepherd.errors import ConditionFailed, ItemTooLarge, TransactionConflict
+from shepherd.keys import workflow_id_of
 from shepherd.limits import DYNAMODB_ITEM_LIMIT, item_size
 from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
 from shepherd.ports import Backlog, DueEntry, DuePage, ListPage
@@ -42,6 +44,14 @@ class MemoryStore:
         self._lock = threading.RLock()
         self.writes = 0
         self.reads = 0
+        # The table's change stream (DynamoDB Streams, NEW_AND_OLD_IMAGES): every write that
+        # took effect, in order, with a sequence number that only grows.
+        self.changes: list[Change] = []
+
+    def _changed(self, old: Item | None, new: Item) -> None:
+        self.changes.append(
+            Change(copy.deepcopy(old), copy.deepcopy(new), f"{len(self.changes) + 1:021d}")
+        )
 
     def create(self, items: Sequence[Item]) -> None:
         with self._lock:
@@ -52,6 +62,7 @@ class MemoryStore:
                 _fits(item)
             for item in items:
                 self._items[(item["pk"], item["sk"])] = copy.deepcopy(item)
+                self._changed(None, item)
             self.writes += len(items)
 
     def put_new(self, item: Item) -> None:
@@ -62,6 +73,7 @@ class MemoryStore:
                 raise ConditionFailed(copy.deepcopy(self._items[key]))
             _fits(item)
             self._items[key] = copy.deepcopy(item)
+            self._changed(None, item)
 
     def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
         with self._lock:
@@ -75,6 +87,8 @@ class MemoryStore:
                 new = update.apply(self._items.get((pk, sk)) or {"pk": pk, "sk": sk})
                 _fits(new)
                 applied.append(((pk, sk), new))
+            for key, new in applied:
+                self._changed(self._items.get(key), new)
             self._items.update(applied)
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
@@ -85,6 +99,7 @@ class MemoryStore:
                 raise ConditionFailed(copy.deepcopy(current))
             new = update.apply(current or {"pk": pk, "sk": sk})
             _fits(new)
+            self._changed(current, new)
             self._items[(pk, sk)] = new
             return copy.deepcopy(new)
 
@@ -119,7 +134,7 @@ class MemoryStore:
         next_cursor: dict[str, object] | None = None
         if len(rows) > limit:
             next_cursor = {"due_at": page[-1][0], "pk": page[-1][1]}
-        entries = [DueEntry(pk.removeprefix("WF#"), due) for due, pk in page]
+        entries = [DueEntry(workflow_id_of(pk), due) for due, pk in page]
         return DuePage(entries, next_cursor, len(page))
 
     def query_list(

@@ -11,6 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from shepherd.conditions import And, Cond, Eq, Exists, In, Item, Lt, Missing, Or, Update
 from shepherd.errors import ConditionFailed, ItemTooLarge, StoreUnavailable, TransactionConflict
+from shepherd.keys import workflow_id_of
 from shepherd.ports import DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE
 
@@ -282,7 +283,7 @@ class DynamoStore:
         entries = []
         for attrs in response.get("Items", []):
             item = from_attr(attrs) or {}
-            entries.append(DueEntry(str(item["pk"]).removeprefix("WF#"), int(item[idx.sort_key])))
+            entries.append(DueEntry(workflow_id_of(str(item["pk"])), int(item[idx.sort_key])))
         return DuePage(entries, response.get("LastEvaluatedKey"), int(response.get("Count", 0)))
 
     def query_list(

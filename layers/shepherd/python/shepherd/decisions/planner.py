@@ -15,8 +15,8 @@ from typing import Any
 
 from shepherd.decisions import retry
 from shepherd.definitions import Definition, StepSpec, TaskSpec
+from shepherd.keys import Kind
 from shepherd.model import (
-    Kind,
     PoolState,
     StepRecord,
     StepStatus,

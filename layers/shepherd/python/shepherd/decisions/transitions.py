@@ -13,14 +13,13 @@ from shepherd import limits
 from shepherd.conditions import Cond, Eq, Exists, In, Item, Missing, Update, all_of, any_of
 from shepherd.decisions.retry import GiveUp, RetryDecision, RetryIn
 from shepherd.definitions import MAX_SQS_DELAY
+from shepherd.keys import POOLS_PK, WF_SK, wf_pk
 from shepherd.model import (
-    WF_SK,
     StepRecord,
     StepStatus,
     WorkflowRecord,
     WorkflowStatus,
     dumps,
-    wf_pk,
 )
 
 
@@ -234,6 +233,7 @@ def end_attempt(
     assert isinstance(decision, GiveUp)
     values = {
         "status": StepStatus.FAILED.value,
+        "fail_reason": decision.reason,
         "error": error,
         "finished_at": now,
         "expires_at": expires_at,
@@ -276,7 +276,7 @@ def cancel(rec: StepRecord, now: int, expires_at: int) -> Write:
     return Write(*rec.key, update, all_of(_is(rec.status), _attempt(rec.attempt)))
 
 
-def new_compensation(workflow_id: str, name: str, now: int) -> Item:
+def new_compensation(workflow_id: str, wf_type: str, name: str, now: int) -> Item:
     """The item of a compensation when unwinding reaches it, already dispatched."""
     return StepRecord(
         workflow_id=workflow_id,
@@ -287,6 +287,7 @@ def new_compensation(workflow_id: str, name: str, now: int) -> Item:
         dispatched_at=now,
         available_at=now,
         dispatches=1,
+        wf_type=wf_type,
     ).to_item()
 
 
@@ -474,9 +475,6 @@ def move_due(wf: WorkflowRecord, due_at: int | None) -> Write:
     else:
         update = Update(set={"due_at": due_at}, remove=remove)
     return Write(wf_pk(wf.workflow_id), WF_SK, update, all_of(_is(wf.status), seen, _redrives(wf)))
-
-
-POOLS_PK = "POOLS"
 
 
 def pool_paused(pool: str, now: int, by: str) -> Write:

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 
 from shepherd.definitions import Definition, parse_definition
 from shepherd.errors import ConditionFailed, UnknownWorkflowType
+from shepherd.keys import definition_pk
 from shepherd.ports import Store
-
-DEF_PREFIX = "DEF#"
 
 
 class Catalog:
@@ -45,7 +44,7 @@ class Catalog:
         found = self._by_hash.get(key)
         if found is not None:
             return found
-        item = self._store.get(DEF_PREFIX + name, content_hash)
+        item = self._store.get(definition_pk(name), content_hash)
         if item is None:
             raise UnknownWorkflowType(f"{name}@{content_hash}")
         definition = parse_definition(json.loads(item["body"]), f"snapshot {name}@{content_hash}")
@@ -61,7 +60,7 @@ class Catalog:
         with contextlib.suppress(ConditionFailed):
             self._store.put_new(
                 {
-                    "pk": DEF_PREFIX + definition.name,
+                    "pk": definition_pk(definition.name),
                     "sk": definition.content_hash,
                     "body": definition.canonical_json,
                 }

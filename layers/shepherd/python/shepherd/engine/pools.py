@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from shepherd.decisions import transitions as tx
-from shepherd.decisions.transitions import POOLS_PK
 from shepherd.engine.executor import Executor
 from shepherd.errors import ShepherdError
+from shepherd.keys import POOLS_PK
 from shepherd.model import PoolState
 from shepherd.ports import Backlog, Store, TaskQueue
 

@@ -8,8 +8,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from shepherd import keys
 from shepherd.conditions import Item
 from shepherd.definitions import Definition
+from shepherd.keys import workflow_id_of
 from shepherd.model import WorkflowState, WorkflowStatus, loads
 from shepherd.ports import Store
 from shepherd.topology import TABLE
@@ -64,7 +66,7 @@ def decode_token(token: str) -> dict[str, object]:
 
 def _summary(item: Item) -> WorkflowSummary:
     return WorkflowSummary(
-        workflow_id=str(item["pk"]).removeprefix("WF#"),
+        workflow_id=workflow_id_of(str(item["pk"])),
         wf_type=str(item.get("wf_type", "")),
         status=str(item.get("status", "")),
         created_at=int(item.get("created_at", 0)),
@@ -86,7 +88,7 @@ def list_workflows(
     Filters apply to the index's projected attributes; a page may come back short with a
     `next_token` when many entries are filtered out (at most MAX_PAGES_PER_LIST reads).
     """
-    list_pk = f"OWNER#{owner}"
+    list_pk = keys.list_pk(owner)
     cursor: dict[str, object] | None = decode_token(next_token) if next_token else None
     if cursor is not None and not _has_partition(cursor, list_pk):
         raise ValueError("next_token is not valid")

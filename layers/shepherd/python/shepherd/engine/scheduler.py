@@ -43,9 +43,9 @@ from shepherd.errors import (
     TransactionConflict,
     WorkflowNotFound,
 )
+from shepherd.keys import Kind, watch_shard, wf_pk
 from shepherd.model import (
     DomainEvent,
-    Kind,
     OutgoingTask,
     PoolState,
     StepRecord,
@@ -55,7 +55,6 @@ from shepherd.model import (
     WorkflowState,
     WorkflowStatus,
     loads,
-    wf_pk,
 )
 from shepherd.ports import EventPublisher, IdSource, Store, TaskQueue
 
@@ -105,10 +104,6 @@ def request_hash(wf_type: str, payload: Any) -> str:
 def derived_id(owner: str, idempotency_key: str) -> str:
     """Same owner and key, same workflow id: the start's conditional put is the dedup."""
     return hashlib.sha256(f"{owner}\0{idempotency_key}".encode()).hexdigest()[:32]
-
-
-def watch_shard(workflow_id: str, shards: int) -> str:
-    return f"W#{int(hashlib.sha256(workflow_id.encode()).hexdigest()[:8], 16) % shards}"
 
 
 def idempotency_key(workflow_id: str, kind: Kind, name: str) -> str:
@@ -239,7 +234,9 @@ class Scheduler:
     @staticmethod
     def _initial_step(workflow_id: str, name: str, definition: Definition, now: int) -> StepRecord:
         if definition.by_name[name].depends_on:
-            return StepRecord(workflow_id, "step", name, StepStatus.PENDING)
+            return StepRecord(
+                workflow_id, "step", name, StepStatus.PENDING, wf_type=definition.name
+            )
         return StepRecord(
             workflow_id,
             "step",
@@ -249,6 +246,7 @@ class Scheduler:
             dispatched_at=now,
             available_at=now,
             dispatches=1,
+            wf_type=definition.name,
         )
 
     # ----------------------------------------------------------------------------- reads
@@ -443,7 +441,8 @@ class Scheduler:
             case Cancel(seen):
                 return ex.step(state, tx.cancel(seen, now, self.expires(now))) is not None
             case StartCompensation(name):
-                if not ex.create_step(state, tx.new_compensation(wf.workflow_id, name, now)):
+                item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
+                if not ex.create_step(state, item):
                     return False
                 tasks.append(self.task(wf.workflow_id, definition, "compensation", name, 1))
                 return True

@@ -26,7 +26,8 @@ from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
 from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
 from shepherd.errors import StoreUnavailable
-from shepherd.model import WF_SK, DomainEvent, PoolState, WorkflowStatus, dumps, loads, wf_pk
+from shepherd.keys import WF_SK, shard_key, wf_pk, workflow_id_of
+from shepherd.model import DomainEvent, PoolState, WorkflowStatus, dumps, loads
 
 logger = logging.getLogger("shepherd.supervisor")
 
@@ -90,7 +91,7 @@ class Supervisor:
         except StoreUnavailable:
             logger.warning("pool states not read; last sweep's kept", exc_info=True)
         for shard in range(shards):
-            self._sweep_shard(f"W#{shard}", now, report)
+            self._sweep_shard(shard_key(shard), now, report)
             if report.truncated:
                 break
         report.finished_at = clock.now_ms()
@@ -243,12 +244,12 @@ class Supervisor:
         report.parked += 1
         logger.error(
             "workflow parked: its looks kept failing",
-            extra={"workflow_id": str(item["pk"]).removeprefix("WF#"), "looks": failures + 1},
+            extra={"workflow_id": workflow_id_of(str(item["pk"])), "looks": failures + 1},
         )
         event = DomainEvent(
             "WorkflowFailed",
             {
-                "workflow_id": str(item["pk"]).removeprefix("WF#"),
+                "workflow_id": workflow_id_of(str(item["pk"])),
                 "workflow_type": str(item.get("wf_type", "")),
                 "status": WorkflowStatus.FAILED.value,
                 "at": iso(now),

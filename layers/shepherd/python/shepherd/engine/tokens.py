@@ -13,7 +13,7 @@ import json
 import secrets
 from dataclasses import dataclass
 
-from shepherd.model import Kind
+from shepherd.keys import Kind
 
 PREFIX = "st1."
 

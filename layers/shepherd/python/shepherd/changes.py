@@ -1,0 +1,153 @@
+"""Lifecycle events derived from the table's changes (its DynamoDB stream).
+
+Pure: one change (the item before and after one write, and the stream's sequence number) ->
+the events that write announces. Deriving events from the table instead of publishing them
+after each write means a process that dies between its write and its publish loses nothing:
+the stream holds the write, and its consumer retries until the events are out (at least once).
+
+Every event carries `event_id`, deterministic from the workflow, the transition and what
+makes that transition unique (an attempt number, a redrive count, the moment of a pause), so a
+subscriber deduplicates on it; and `sequence`, the stream record's sequence number, which
+grows with every write to one workflow (its items share a partition), so a subscriber can
+order one workflow's events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shepherd.clock import iso
+from shepherd.conditions import Item
+from shepherd.keys import COMP_PREFIX, STEP_PREFIX, WF_SK, workflow_id_of
+from shepherd.model import DomainEvent, StepStatus, WorkflowStatus, loads
+
+WORKFLOW_ENDS = {
+    WorkflowStatus.SUCCEEDED.value: "WorkflowSucceeded",
+    WorkflowStatus.COMPENSATED.value: "WorkflowCompensated",
+    WorkflowStatus.CANCELLED.value: "WorkflowCancelled",
+    WorkflowStatus.FAILED.value: "WorkflowFailed",
+}
+TIMEOUTS = ("timeout", "heartbeat_timeout")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One write, as the stream reports it (None: the item did not exist / was removed)."""
+
+    old: Mapping[str, Any] | None
+    new: Mapping[str, Any] | None
+    sequence: str
+
+
+def event_id(workflow_id: str, detail_type: str, *unique: object) -> str:
+    """The same transition always gets the same id; different transitions never share one."""
+    text = "|".join((workflow_id, detail_type, *(str(u) for u in unique)))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def events_of(change: Change) -> list[DomainEvent]:
+    """The lifecycle events one write announces (none for most writes)."""
+    item = change.new or change.old
+    if item is None or change.new is None:
+        return []  # a TTL deletion announces nothing
+    sk = str(item.get("sk", ""))
+    if sk == WF_SK:
+        return _workflow_events(change.old, change.new, change.sequence)
+    if sk.startswith((STEP_PREFIX, COMP_PREFIX)):
+        return _step_events(change.old, change.new, change.sequence)
+    return []
+
+
+# ---------------------------------------------------------------------------- workflows
+
+
+def _workflow_event(
+    detail_type: str, new: Mapping[str, Any], sequence: str, *unique: object
+) -> DomainEvent:
+    workflow_id = workflow_id_of(str(new["pk"]))
+    detail: dict[str, Any] = {
+        "workflow_id": workflow_id,
+        "workflow_type": str(new.get("wf_type", "")),
+        "status": str(new["status"]),
+        "at": iso(int(new.get("updated_at", 0))),
+        "event_id": event_id(workflow_id, detail_type, *unique),
+        "sequence": sequence,
+    }
+    if new.get("error"):
+        detail["error"] = loads(new["error"])
+    if new.get("pause") and new["status"] == WorkflowStatus.PAUSED.value:
+        detail["pause"] = loads(new["pause"])
+    return DomainEvent(detail_type, detail)
+
+
+def _workflow_events(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], sequence: str
+) -> list[DomainEvent]:
+    redrives = int(new.get("redrives", 0))
+    if old is None:
+        return [_workflow_event("WorkflowStarted", new, sequence)]
+    before, after = old.get("status"), new.get("status")
+    if before == after:
+        return []
+    if after in WORKFLOW_ENDS:
+        return [_workflow_event(WORKFLOW_ENDS[str(after)], new, sequence, redrives)]
+    if after == WorkflowStatus.PAUSED.value:
+        return [_workflow_event("WorkflowPaused", new, sequence, new.get("paused_at"))]
+    if before == WorkflowStatus.PAUSED.value and after == WorkflowStatus.RUNNING.value:
+        return [_workflow_event("WorkflowResumed", new, sequence, new.get("updated_at"))]
+    return []
+
+
+# -------------------------------------------------------------------------------- steps
+
+
+def _ended(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Item]:
+    """The history entries of the attempts this write ended (usually one, or none)."""
+    count = int(new.get("attempts_total", 0)) - int((old or {}).get("attempts_total", 0))
+    if count <= 0:
+        return []
+    history = [h for h in new.get("history", []) if h.get("o") != "input_replaced"]
+    return [dict(h) for h in history[-count:]]
+
+
+def _step_events(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], sequence: str
+) -> list[DomainEvent]:
+    workflow_id = workflow_id_of(str(new["pk"]))
+    sk = str(new["sk"])
+    kind = "step" if sk.startswith(STEP_PREFIX) else "compensation"
+    base = {
+        "workflow_id": workflow_id,
+        "workflow_type": str(new.get("wf_type", "")),
+        "step": sk[len(STEP_PREFIX) :],
+        "kind": kind,
+    }
+
+    def event(detail_type: str, attempt: int, **extra: Any) -> DomainEvent:
+        unique = event_id(workflow_id, detail_type, kind, base["step"], attempt)
+        detail = {**base, "attempt": attempt, **extra, "event_id": unique, "sequence": sequence}
+        return DomainEvent(detail_type, detail)
+
+    out: list[DomainEvent] = []
+    error = loads(new.get("error")) or {"type": "Unknown", "message": "no details"}
+    for entry in _ended(old, new):
+        attempt = int(entry["a"])
+        if entry.get("o") == "ok":
+            if kind == "compensation":
+                out.append(event("StepCompensated", attempt))
+            continue
+        if entry.get("o") in TIMEOUTS:
+            out.append(event("StepTimedOut", attempt, error=error))
+        status, now_attempt = new.get("status"), int(new.get("attempt", 0))
+        if status == StepStatus.QUEUED.value and now_attempt > attempt:
+            delay = max(0, int(new.get("available_at", entry["t"])) - int(entry["t"]))
+            out.append(
+                event("StepRetried", attempt, error=error, next_attempt=now_attempt, delay_ms=delay)
+            )
+        elif status == StepStatus.FAILED.value:
+            reason = str(new.get("fail_reason", "exhausted"))
+            out.append(event("StepFailed", attempt, error=error, reason=reason))
+    return out

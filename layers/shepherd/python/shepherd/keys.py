@@ -1,0 +1,56 @@
+"""The item key layout of the one table: every partition and sort key Shepherd writes.
+
+The one place these strings live (docs/architecture.md, Table layout). A workflow and its
+steps share a partition, so one consistent query reads a whole workflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+Kind = Literal["step", "compensation"]
+
+WF_PREFIX = "WF#"  # pk of a workflow's partition: WF#<workflow id>
+WF_SK = "#WF"  # sk of the workflow item
+STEP_PREFIX = "S#"  # sk of a step item: S#<step name>
+COMP_PREFIX = "C#"  # sk of a compensation item: C#<step name>
+OWNER_PREFIX = "OWNER#"  # list index partition: OWNER#<owner>
+WATCH_PREFIX = "W#"  # watch index shard: W#<n>
+DEF_PREFIX = "DEF#"  # a definition snapshot: pk DEF#<name>, sk <content hash>
+POOLS_PK = "POOLS"  # pool states: pk POOLS, sk <pool name>
+CONFIG_PREFIX = "CONFIG#"  # deployment-wide settings the engine creates on first use
+
+
+def wf_pk(workflow_id: str) -> str:
+    return WF_PREFIX + workflow_id
+
+
+def workflow_id_of(pk: str) -> str:
+    return pk.removeprefix(WF_PREFIX)
+
+
+def item_sk(kind: Kind, name: str) -> str:
+    return (STEP_PREFIX if kind == "step" else COMP_PREFIX) + name
+
+
+def list_pk(owner: str) -> str:
+    return OWNER_PREFIX + owner
+
+
+def list_sk(created_at: int, workflow_id: str) -> str:
+    """Newest first when read backwards: zero-padded creation time, then the id."""
+    return f"{created_at:015d}#{workflow_id}"
+
+
+def watch_shard(workflow_id: str, shards: int) -> str:
+    """Write-sharding of the watch index: a stable hash of the id, never Python's `hash`."""
+    return f"{WATCH_PREFIX}{int(hashlib.sha256(workflow_id.encode()).hexdigest()[:8], 16) % shards}"
+
+
+def shard_key(n: int) -> str:
+    return f"{WATCH_PREFIX}{n}"
+
+
+def definition_pk(name: str) -> str:
+    return DEF_PREFIX + name
