@@ -41,6 +41,7 @@ def create_table(dynamodb: Any, name: str) -> None:
             {"AttributeName": TABLE.sort_key, "KeyType": "RANGE"},
         ],
         GlobalSecondaryIndexes=indexes,
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
     dynamodb.update_time_to_live(
         TableName=name,

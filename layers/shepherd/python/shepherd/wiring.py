@@ -40,6 +40,15 @@ class Shepherd:
     worker_id: str = "agent"
 
     @cached_property
+    def publisher(self) -> EventPublisher:
+        """Where lifecycle events go (the stream consumer publishes them)."""
+        if not self.settings.event_bus:
+            return NullEvents()
+        from shepherd.adapters.eventbridge import EventBridgePublisher  # noqa: PLC0415
+
+        return EventBridgePublisher(_client("events"), self.settings.event_bus)
+
+    @cached_property
     def ports(self) -> Ports:
         from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
         from shepherd.adapters.eventbridge import EventBridgePublisher  # noqa: PLC0415

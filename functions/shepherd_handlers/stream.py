@@ -1,0 +1,81 @@
+"""The table's change stream -> lifecycle events on the bus, at least once.
+
+DynamoDB Streams -> this function (Lambda event source mapping: partial batch responses, a
+failing batch bisected, a record that cannot be published sent to the on-failure destination
+after its retries). Each change is turned into the events it announces by the pure
+`shepherd.changes.events_of`; a record whose events cannot be published is reported as a
+batch item failure, so Lambda retries from it: nothing announced is lost, and a subscriber
+drops the duplicates a retry may bring by `detail.event_id`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd.adapters.dynamodb import from_attr
+from shepherd.changes import Change, events_of
+from shepherd.model import DomainEvent
+from shepherd.observability import Metric
+
+from shepherd_handlers.runtime import EVENT_METRICS, engine, logger, metrics, tracer
+
+processor = BatchProcessor(
+    event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
+)
+
+
+def change_of_raw(record: dict[str, Any]) -> Change:
+    """The write a stream record reports, as items in the engine's own form."""
+    raw = record.get("dynamodb", {})
+    return Change(
+        old=from_attr(raw.get("OldImage")),
+        new=from_attr(raw.get("NewImage")),
+        sequence=str(raw.get("SequenceNumber", "")),
+    )
+
+
+def change_of(record: DynamoDBRecord) -> Change:
+    return change_of_raw(record.raw_event)
+
+
+def count(events: list[DomainEvent]) -> None:
+    """Workflow and step metrics, from the events themselves: they cannot disagree."""
+    for event in events:
+        metric = EVENT_METRICS.get(event.detail_type)
+        if metric is not None:
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+        if event.detail_type == "StepFailed" and event.detail.get("kind") == "compensation":
+            metrics.add_metric(name=Metric.COMPENSATIONS_FAILED, unit=MetricUnit.Count, value=1)
+
+
+@tracer.capture_method
+def record_handler(record: DynamoDBRecord) -> int:
+    events = events_of(change_of(record))
+    if events:
+        engine().publisher.publish(events)  # DeliveryError: a batch item failure, retried
+        count(events)
+        logger.info(
+            "events published",
+            extra={
+                "workflow_id": events[0].detail.get("workflow_id"),
+                "events": [e.detail_type for e in events],
+            },
+        )
+    return len(events)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> Any:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )
