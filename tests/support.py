@@ -18,10 +18,10 @@ from moto import mock_aws
 from shepherd.adapters.dynamodb import DynamoStore
 from shepherd.clock import ManualClock
 from shepherd.definitions import Definition, load_directory
-from shepherd.engine.agent import AgentRegistry, AgentRuntime, HandleResult
-from shepherd.engine.catalog import Catalog
-from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
-from shepherd.engine.supervisor import Supervisor, SweepReport
+from shepherd.engine.agent import AgentRegistry, HandleResult
+from shepherd.engine.build import build_engine
+from shepherd.engine.scheduler import EngineConfig, Ports
+from shepherd.engine.supervisor import SweepReport
 from shepherd.model import StepRecord, TaskMessage, WorkflowState, WorkflowStatus
 from shepherd.ports import Store
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, SequentialIds
@@ -50,27 +50,25 @@ class Harness:
         self.ports = Ports(
             self.store, self.queue, self.events, self.clock, SequentialIds(), random.Random(7)
         )
-        self.catalog = Catalog(self.definitions, self.store)
-        self.scheduler = Scheduler(self.ports, self.catalog, EngineConfig(watch_shards=self.shards))
         if self.agents is None:
             from shepherd_agents import registry
 
             self.agents = registry
-        self.runtime = AgentRuntime(
-            self.scheduler, self.agents, worker_id="test", background_heartbeats=False
+        # The one factory every host uses; the in-memory queue doubles as the pool control.
+        self.engine = build_engine(
+            self.ports,
+            self.definitions,
+            agents=self.agents,
+            config=EngineConfig(watch_shards=self.shards),
+            pool_control=self.queue,
+            worker_id="test",
+            background_heartbeats=False,
         )
-        self.supervisor = Supervisor(self.scheduler)
-        from shepherd.engine.pools import Pools
-        from shepherd.topology import pools
-
-        # The in-memory queue is also the pool control: a paused pool's queue receives nothing.
-        self.pools = Pools(
-            self.scheduler.executor,
-            self.queue,
-            self.queue,
-            self.clock,
-            sorted(pools(self.definitions)),
-        )
+        self.catalog = self.engine.catalog
+        self.scheduler = self.engine.scheduler
+        self.runtime = self.engine.agent_runtime
+        self.supervisor = self.engine.supervisor
+        self.pools = self.engine.pools
 
     # -------------------------------------------------------------------------- driving
 

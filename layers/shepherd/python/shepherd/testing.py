@@ -306,3 +306,155 @@ class SequentialIds:
 class RandomIds:
     def new_id(self) -> str:
         return uuid.uuid4().hex
+
+
+# ------------------------------------------------------------------ the in-memory engine
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A workflow as a test sees it: its status, output, error and each step's record."""
+
+    workflow_id: str
+    status: str
+    output: Any
+    error: Any
+    steps: dict[str, Any]
+    compensations: dict[str, Any]
+    events: list[str]
+
+
+class MemoryEngine:
+    """Your definitions and your agents, run in memory under a manual clock, in milliseconds.
+
+    The real engine (the one factory, `shepherd.engine.build`), over in-memory ports that pass
+    the same contract tests as the AWS adapters: messages are delivered by `deliver()`, time
+    moves only with `advance()`, the supervisor runs on `sweep()`; `run()` does all three until
+    the workflow ends (or pauses). Agents run in the calling thread, heartbeating inline.
+
+        engine = MemoryEngine.from_directory("statemachines", agents=registry)
+        workflow_id = engine.start("order_fulfilment", {"order_id": "o-1"})
+        outcome = engine.run(workflow_id)
+        assert outcome.status == "SUCCEEDED"
+    """
+
+    def __init__(
+        self,
+        definitions: Any,
+        *,
+        agents: Any = None,
+        start_ms: int = 1_767_225_600_000,
+        owner: str = "test",
+    ) -> None:
+        from shepherd.clock import ManualClock  # noqa: PLC0415 - keeps `shepherd.testing` light
+        from shepherd.engine.build import build_engine  # noqa: PLC0415
+        from shepherd.engine.scheduler import Ports  # noqa: PLC0415
+
+        self.clock = ManualClock(start_ms)
+        self.store = MemoryStore()
+        self.queue = MemoryQueue(self.clock, visibility_ms=300_000)
+        self.events = MemoryEvents()
+        self.owner = owner
+        ports = Ports(self.store, self.queue, self.events, self.clock, SequentialIds())
+        self.definitions = dict(definitions)
+        self.engine = build_engine(
+            ports,
+            self.definitions,
+            agents=agents,
+            pool_control=self.queue,
+            worker_id="memory",
+            background_heartbeats=False,
+        )
+
+    @classmethod
+    def from_directory(cls, directory: Any, *, agents: Any = None) -> MemoryEngine:
+        from pathlib import Path  # noqa: PLC0415
+
+        from shepherd.definitions import load_directory  # noqa: PLC0415
+
+        return cls(load_directory(Path(directory)), agents=agents)
+
+    # ------------------------------------------------------------------------- driving
+
+    def start(self, wf_type: str, payload: Any, *, idempotency_key: str | None = None) -> str:
+        result = self.engine.scheduler.start(
+            wf_type, payload, idempotency_key=idempotency_key, owner=self.owner
+        )
+        return result.workflow_id
+
+    def deliver(self, *, rounds: int = 100) -> int:
+        """Deliver every visible task message to the agents; how many were handled."""
+        handled = 0
+        pools = sorted({t.pool for d in self.definitions.values() for t in d.tasks})
+        for _ in range(rounds):
+            messages = [m for pool in pools for m in self.queue.receive(pool, 10)]
+            if not messages:
+                break
+            for message in messages:
+                self.engine.agent_runtime.handle(message.task)
+                self.queue.delete(message.receipt)
+                handled += 1
+        return handled
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def sweep(self) -> Any:
+        return self.engine.supervisor.sweep()
+
+    def run(
+        self, workflow_id: str, *, step_seconds: float = 1.0, max_seconds: float = 86_400
+    ) -> Outcome:
+        """Deliver, advance and sweep until the workflow ends or pauses (or time runs out)."""
+        elapsed = 0.0
+        while True:
+            self.deliver()
+            outcome = self.outcome(workflow_id)
+            if outcome.status in ("SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED", "PAUSED"):
+                return outcome
+            if elapsed >= max_seconds:
+                raise TimeoutError(f"{workflow_id} still {outcome.status} after {max_seconds}s")
+            self.advance(step_seconds)
+            elapsed += step_seconds
+            self.sweep()
+
+    # ---------------------------------------------------------------- operator actions
+
+    def pause(self, workflow_id: str) -> None:
+        self.engine.scheduler.pause(workflow_id)
+
+    def resume(self, workflow_id: str, *, step: str | None = None, step_input: Any = None) -> None:
+        self.engine.scheduler.resume(workflow_id, step=step, step_input=step_input)
+
+    def cancel(self, workflow_id: str) -> None:
+        self.engine.scheduler.cancel(workflow_id)
+
+    def compensate(self, workflow_id: str) -> None:
+        self.engine.scheduler.compensate(workflow_id)
+
+    def callback(self, token: str, action: str, **kwargs: Any) -> None:
+        self.engine.scheduler.callback(token, action, **kwargs)
+
+    # ---------------------------------------------------------------------------- reads
+
+    def outcome(self, workflow_id: str) -> Outcome:
+        from shepherd.engine.queries import workflow_output  # noqa: PLC0415
+        from shepherd.model import loads  # noqa: PLC0415
+
+        loaded = self.engine.scheduler.load(workflow_id)
+        if loaded is None:
+            raise KeyError(workflow_id)
+        state, definition = loaded
+        return Outcome(
+            workflow_id=workflow_id,
+            status=state.workflow.status.value,
+            output=workflow_output(state, definition),
+            error=loads(state.workflow.error),
+            steps=dict(state.steps),
+            compensations=dict(state.compensations),
+            events=[
+                e.detail_type
+                for e in self.events.published
+                if e.detail.get("workflow_id") == workflow_id
+            ],
+        )

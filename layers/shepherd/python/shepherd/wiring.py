@@ -10,14 +10,14 @@ from typing import Any
 from shepherd.clock import Clock, SystemClock
 from shepherd.definitions import load_directory
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
+from shepherd.engine.build import Engine, build_engine
 from shepherd.engine.catalog import Catalog
-from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
+from shepherd.engine.pools import PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
 from shepherd.ports import EventPublisher, NullEvents
 from shepherd.settings import Settings
 from shepherd.testing import RandomIds
-from shepherd.topology import pools
 
 
 def _client(service: str) -> Any:
@@ -67,33 +67,40 @@ class Shepherd:
         )
 
     @cached_property
-    def catalog(self) -> Catalog:
-        return Catalog(load_directory(self.settings.definitions_dir), self.ports.store)
-
-    @cached_property
-    def scheduler(self) -> Scheduler:
-        config = EngineConfig(
-            watch_shards=self.settings.watch_shards,
-            retention_seconds=self.settings.retention_seconds,
-        )
-        return Scheduler(self.ports, self.catalog, config)
-
-    @cached_property
-    def supervisor(self) -> Supervisor:
-        return Supervisor(self.scheduler)
-
-    @cached_property
-    def pools(self) -> Pools:
-        control: PoolControl = NoPoolControl()
+    def engine(self) -> Engine:
+        control: PoolControl | None = None
         if self.settings.pool_mappings:
             from shepherd.adapters.lambda_esm import EventSourceMappingControl  # noqa: PLC0415
 
             control = EventSourceMappingControl(_client("lambda"), self.settings.pool_mappings)
-        names = sorted(pools(self.catalog.all()))
-        return Pools(self.scheduler.executor, self.ports.queue, control, self.ports.clock, names)
-
-    @cached_property
-    def agent_runtime(self) -> AgentRuntime:
-        return AgentRuntime(
-            self.scheduler, self.agents or AgentRegistry(), worker_id=self.worker_id
+        return build_engine(
+            self.ports,
+            load_directory(self.settings.definitions_dir),
+            agents=self.agents,
+            config=EngineConfig(
+                watch_shards=self.settings.watch_shards,
+                retention_seconds=self.settings.retention_seconds,
+            ),
+            pool_control=control,
+            worker_id=self.worker_id,
         )
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.engine.catalog
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.engine.scheduler
+
+    @property
+    def supervisor(self) -> Supervisor:
+        return self.engine.supervisor
+
+    @property
+    def pools(self) -> Pools:
+        return self.engine.pools
+
+    @property
+    def agent_runtime(self) -> AgentRuntime:
+        return self.engine.agent_runtime
