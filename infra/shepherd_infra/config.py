@@ -72,4 +72,6 @@ CTX_EVENT_BUS_NAME = "event_bus_name"
 CTX_RETAIN_DATA = "retain_data"
 CTX_DEFINITIONS_DIR = "definitions_dir"
 CTX_POWERTOOLS_LAYER_VERSION = "powertools_layer_version"
+# {event source: owner principal ARN} for StartWorkflow events (JSON; see docs/api.md, Events)
+CTX_EVENT_OWNERS = "event_owners"
 DEFAULT_EVENT_BUS_NAME = "shepherd"

@@ -34,6 +34,7 @@ class ShepherdStack(Stack):
         retain_data: bool = True,
         alarm_email: str | None = None,
         powertools_layer_version: int = config.POWERTOOLS_LAYER_VERSION,
+        event_owners: dict[str, str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -51,6 +52,7 @@ class ShepherdStack(Stack):
             queue_urls={name: pool.queue.queue_url for name, pool in self.pools.items()},
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
+            event_owners=event_owners or {},
         )
         self.runtime = LambdaRuntime(
             self,

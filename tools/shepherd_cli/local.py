@@ -66,6 +66,8 @@ class LocalStack:
     state_dir: Path = field(default_factory=lambda: ROOT / ".shepherd")
     real_faults: bool = True
     definitions_dir: Path = field(default_factory=lambda: ROOT / "statemachines")
+    # StartWorkflow events from these sources are owned by these principals (Settings).
+    event_owners: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -204,6 +206,7 @@ class LocalStack:
             queue_urls={p: q.url for p, q in queues.items()},
             event_bus=BUS,
             definitions_dir=self.definitions_dir,
+            event_owners=self.event_owners,
         )
         self.env.update(settings.to_env())
         specs = pools(definitions)
