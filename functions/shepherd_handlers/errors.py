@@ -33,15 +33,36 @@ from shepherd.errors import (
     WorkflowNotFound,
 )
 from shepherd.jsonsafe import JsonRejected
-from shepherd.limits import MAX_REQUEST_BYTES
+from shepherd.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES
 
 from shepherd_handlers.models import ErrorBody, ErrorDetail
 from shepherd_handlers.runtime import logger
 
+# A body is one object around its payload (input, output, details): one level more than the
+# payload's own limit, so a callback output may nest exactly as deep as an agent's output.
+BODY_DEPTH = MAX_JSON_DEPTH + 1
+
 
 def strict_json(text: str) -> Any:
-    """The resolvers' JSON deserializer: RFC 8259 within the limits, or JsonRejected."""
-    return jsonsafe.parse(text, what="body")
+    """RFC 8259 within the limits, or JsonRejected (also the resolvers' JSON deserializer)."""
+    try:
+        return jsonsafe.parse(text, what="body", max_depth=BODY_DEPTH)
+    except JsonRejected as exc:
+        if exc.code == "JsonTooDeep":
+            raise JsonRejected(
+                exc.code,
+                f"a value in the body is nested more than {MAX_JSON_DEPTH} levels deep (the limit)",
+            ) from None
+        raise
+
+
+def jsonsafe_bytes(raw: bytes) -> Any:
+    """A body that came base64-encoded: UTF-8 first, then as `strict_json`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise JsonRejected("InvalidJson", "the body is not valid UTF-8") from None
+    return strict_json(text)
 
 
 def resolver() -> APIGatewayRestResolver:
@@ -210,7 +231,7 @@ def admit(event: Mapping[str, Any]) -> tuple[Mapping[str, Any], Response[Any] | 
             "Content-Type",
         )
     try:
-        value = jsonsafe.parse(raw, what="body")
+        value = strict_json(raw) if isinstance(raw, str) else jsonsafe_bytes(raw)
     except JsonRejected as exc:
         return event, error_response(HTTPStatus.BAD_REQUEST, exc.code, exc.message, "body")
     headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"}

@@ -15,6 +15,7 @@ from shepherd.limits import (
     MAX_DETAILS_BYTES,
     MAX_ERROR_CAUSE,
     MAX_ERROR_NAME,
+    MAX_JSON_DEPTH,
     MAX_OUTPUT_BYTES,
 )
 from shepherd_agents import registry
@@ -176,3 +177,18 @@ def test_a_forged_token_is_404_in_every_state_of_its_attempt(
     code, reply = stack.callback(forge(first), "heartbeat", {})
     assert code == 404 and reply["error"]["code"] == "TaskTokenInvalid"
     assert ship(stack, wf)["attempt"] == 2
+
+
+def test_a_callback_output_may_nest_as_deep_as_an_agent_output(
+    stack: Stack, carrier: list[str]
+) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    too_deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
+    status, reply = raw_callback(token, "success", '{"output": ' + too_deep + "}")
+    assert status == 400 and reply["error"]["code"] == "JsonTooDeep"
+    assert str(MAX_JSON_DEPTH) in reply["error"]["message"]
+    at_limit = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    status, reply = raw_callback(token, "success", '{"output": ' + at_limit + "}")
+    assert status == 200 and reply["status"] == "SUCCEEDED", reply
+    assert ship(stack, wf)["output"] == json.loads(at_limit)

@@ -49,7 +49,7 @@ def document() -> dict[str, Any]:
     doc["info"]["description"] = (
         "Shepherd's scheduler API. Every route requires AWS IAM (SigV4) authorization; the "
         "caller's IAM principal owns what it starts. Errors share one shape: ErrorBody. "
-        "JSON bodies are strict RFC 8259 JSON, nested at most 64 levels."
+        "JSON bodies are strict RFC 8259 JSON; a value in one nests at most 64 levels."
     )
     return doc
 
