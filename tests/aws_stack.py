@@ -6,9 +6,11 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import boto3
 import pytest
+from shepherd import routes
 from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
 from shepherd.settings import Settings
 from shepherd_cli import apigw
@@ -42,6 +44,8 @@ def rest_event(
     headers: dict[str, str] | None = None,
     query: dict[str, str] | None = None,
     raw_body: str | None = None,
+    base_path: str = "",
+    is_base64: bool = False,
 ) -> dict[str, Any]:
     """An API Gateway REST proxy event as IAM-authorized requests produce it."""
     return apigw.rest_event(
@@ -53,6 +57,8 @@ def rest_event(
         headers={"Content-Type": "application/json", **(headers or {})},
         body=raw_body if raw_body is not None else (None if body is None else json.dumps(body)),
         caller_arn=caller,
+        base_path=base_path,
+        is_base64=is_base64,
     )
 
 
@@ -216,8 +222,8 @@ class Stack:
 
 
 def _route(path: str) -> tuple[str, dict[str, str] | None]:
-    found = apigw.match(path.split("?", maxsplit=1)[0])
+    found = routes.match(path.split("?", maxsplit=1)[0])
     if found is None:
         return path, None
-    route, params = found
-    return route.resource, params or None
+    resource, params = found
+    return resource, {k: unquote(v) for k, v in params.items()} or None

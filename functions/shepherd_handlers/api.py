@@ -5,20 +5,19 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd.definitions import NAME
 from shepherd.engine.queries import list_workflows
 from shepherd.errors import UnknownWorkflowType
 from shepherd.model import WorkflowStatus
 
-from shepherd_handlers import errors
+from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
     DefinitionListView,
     DefinitionView,
-    ErrorBody,
     StartWorkflowRequest,
     WorkflowAccepted,
     WorkflowListView,
@@ -31,27 +30,9 @@ from shepherd_handlers.views import definition_summary, definition_view, summary
 TITLE = "Shepherd API"
 VERSION = "1.0.0"
 WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-ERRORS: dict[int, OpenAPIResponse] = {
-    400: {
-        "description": "Bad request: the message names the field",
-        "content": {"application/json": {"model": ErrorBody}},
-    },
-    404: {
-        "description": "Not found (or not yours)",
-        "content": {"application/json": {"model": ErrorBody}},
-    },
-    409: {
-        "description": "Conflict with the current state",
-        "content": {"application/json": {"model": ErrorBody}},
-    },
-    413: {
-        "description": "Body or input too large",
-        "content": {"application/json": {"model": ErrorBody}},
-    },
-}
+DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 
-app = APIGatewayRestResolver(enable_validation=True)
-errors.register(app)
+app = errors.resolver()
 
 
 def caller() -> str:
@@ -63,7 +44,30 @@ def caller() -> str:
     return owner_from_arn(arn)
 
 
-@app.post("/workflows", responses={202: {"description": "Accepted"}, **ERRORS}, tags=["workflows"])
+LOCATION = {
+    "Location": {
+        "description": "The workflow's URL path, stage (or custom domain base path) included",
+        "schema": {"type": "string"},
+    }
+}
+
+
+def base_path() -> str:
+    """The stage (or custom domain base path) in front of our routes: `requestContext.path`
+    is the path as the caller sent it, `path` the path our resources see."""
+    event = app.current_event
+    sent = str(event.request_context.path or "")
+    path = event.path
+    return sent[: -len(path)] if path and sent.endswith(path) else ""
+
+
+@app.post(
+    "/workflows",
+    responses=errors.documented(
+        202, "Accepted (or replayed)", WorkflowAccepted, 400, 409, 415, headers=LOCATION
+    ),
+    tags=["workflows"],
+)
 def start_workflow(
     body: StartWorkflowRequest,
     idempotency_key: Annotated[
@@ -74,7 +78,7 @@ def start_workflow(
     key = body.idempotency_key or idempotency_key
     result = engine().scheduler.start(body.type, body.input, idempotency_key=key, owner=caller())
     wf = result.workflow
-    location = f"/workflows/{wf.workflow_id}"
+    location = f"{base_path()}/workflows/{wf.workflow_id}"
     logger.info(
         "workflow accepted", extra={"workflow_id": wf.workflow_id, "new_workflow": result.created}
     )
@@ -93,29 +97,43 @@ def start_workflow(
     )
 
 
-@app.get("/workflows", responses=ERRORS, tags=["workflows"])
+@app.get(
+    "/workflows",
+    responses=errors.documented(200, "The caller's workflows", WorkflowListView, 400),
+    tags=["workflows"],
+)
 def list_all(
     status: Annotated[WorkflowStatus | None, Query()] = None,
-    type: Annotated[str | None, Query(max_length=64)] = None,
+    type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    next_token: Annotated[str | None, Query(max_length=2048)] = None,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
 ) -> WorkflowListView:
-    """The caller's workflows, newest first."""
-    try:
-        page = list_workflows(
-            engine().ports.store,
-            caller(),
-            limit=limit,
-            next_token=next_token,
-            status=status.value if status else None,
-            wf_type=type,
-        )
-    except ValueError as exc:
-        raise _BadQuery(str(exc), "next_token") from None
-    return WorkflowListView(items=[summary_view(s) for s in page.items], next_token=page.next_token)
+    """The caller's workflows, newest first. `next_token` is opaque and bound to the caller
+    and the filters it was issued with."""
+    owner = caller()
+    filters = (status.value if status else None, type)
+    pages = pagination.paginator(engine().ports.store)
+    start = None
+    if next_token is not None:
+        try:
+            position = pages.verify(next_token, owner, filters)
+        except pagination.TokenRejected as exc:
+            raise _BadQuery(str(exc), "next_token") from None
+        start = pagination.engine_token(owner, position)
+    page = list_workflows(
+        engine().ports.store, owner, limit=limit, next_token=start, status=filters[0], wf_type=type
+    )
+    token = None
+    if page.next_token:
+        token = pages.sign(owner, pagination.position_of(page.next_token), filters)
+    return WorkflowListView(items=[summary_view(s) for s in page.items], next_token=token)
 
 
-@app.get("/workflows/<workflow_id>", responses=ERRORS, tags=["workflows"])
+@app.get(
+    "/workflows/<workflow_id>",
+    responses=errors.documented(200, "The workflow", WorkflowView, 400, 404),
+    tags=["workflows"],
+)
 def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
     """A workflow with its steps and compensations."""
     state, definition = engine().scheduler.owned(workflow_id, caller())
@@ -124,7 +142,7 @@ def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
 
 @app.post(
     "/workflows/<workflow_id>/cancel",
-    responses={202: {"description": "Cancelling"}, **ERRORS},
+    responses=errors.documented(202, "Cancelling", WorkflowStatusView, 400, 404, 409),
     tags=["workflows"],
 )
 def cancel_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
@@ -135,7 +153,7 @@ def cancel_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
 
 @app.post(
     "/workflows/<workflow_id>/retry",
-    responses={202: {"description": "Redriven"}, **ERRORS},
+    responses=errors.documented(202, "Redriven", WorkflowStatusView, 400, 404, 409),
     tags=["workflows"],
 )
 def retry_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
@@ -144,7 +162,11 @@ def retry_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
 
 
-@app.get("/definitions", tags=["definitions"])
+@app.get(
+    "/definitions",
+    responses=errors.documented(200, "The definitions", DefinitionListView),
+    tags=["definitions"],
+)
 def list_definitions() -> DefinitionListView:
     """The workflow types this deployment runs."""
     catalog = engine().catalog
@@ -153,8 +175,12 @@ def list_definitions() -> DefinitionListView:
     )
 
 
-@app.get("/definitions/<name>", responses=ERRORS, tags=["definitions"])
-def get_definition(name: Annotated[str, Path(min_length=1, max_length=64)]) -> DefinitionView:
+@app.get(
+    "/definitions/<name>",
+    responses=errors.documented(200, "The definition", DefinitionView, 400, 404),
+    tags=["definitions"],
+)
+def get_definition(name: DEFINITION_NAME) -> DefinitionView:
     """One definition, as validated."""
     try:
         definition = engine().catalog.current(name)
@@ -183,11 +209,6 @@ def _no_definition(exc: _NoDefinition) -> Response[Any]:
     return errors.error_response(
         HTTPStatus.NOT_FOUND, "DefinitionNotFound", f"no definition '{exc}'"
     )
-
-
-@app.exception_handler(PermissionError)
-def _no_identity(exc: PermissionError) -> Response[Any]:
-    return errors.error_response(HTTPStatus.FORBIDDEN, "Forbidden", str(exc))
 
 
 def _accepted(body: WorkflowStatusView) -> Response[WorkflowStatusView]:

@@ -1,28 +1,28 @@
 """Callbacks of callback steps: POST /tasks/{token}/heartbeat|success|failure.
 
-The token is the capability: it names one attempt and is fenced like an agent's write, so a
-token of a superseded or finished attempt gets 409 and changes nothing.
+The token is the capability: it names one attempt and is fenced like an agent's write. A
+forged or unknown token gets 404 whatever state its attempt is in; only the genuine token of
+an attempt that is over gets 409, and neither changes anything. Payloads obey the agents'
+caps: details over MAX_DETAILS_BYTES are 413 DetailsTooLarge (nothing written); an output over
+MAX_OUTPUT_BYTES is 413 OutputTooLarge, and the engine has then failed the attempt for good.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.model import StepRecord
 
 from shepherd_handlers import errors
-from shepherd_handlers.api import ERRORS
 from shepherd_handlers.models import FailureRequest, HeartbeatRequest, SuccessRequest, TaskView
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
 
 TOKEN = Annotated[str, Path(min_length=8, max_length=1024)]
 
-app = APIGatewayRestResolver(enable_validation=True)
-errors.register(app)
+app = errors.resolver()
 
 
 def _view(rec: StepRecord) -> TaskView:
@@ -35,13 +35,17 @@ def _view(rec: StepRecord) -> TaskView:
     )
 
 
-@app.post("/tasks/<token>/heartbeat", responses=ERRORS, tags=["tasks"])
+def _responses(description: str) -> dict[int, Any]:
+    return errors.documented(200, description, TaskView, 400, 404, 409, 415)
+
+
+@app.post("/tasks/<token>/heartbeat", responses=_responses("Still waiting"), tags=["tasks"])
 def heartbeat(token: TOKEN, body: HeartbeatRequest) -> TaskView:
     """Keep a waiting attempt alive (and leave progress details for a later attempt)."""
     return _view(engine().scheduler.callback(token, "heartbeat", details=body.details))
 
 
-@app.post("/tasks/<token>/success", responses=ERRORS, tags=["tasks"])
+@app.post("/tasks/<token>/success", responses=_responses("Recorded"), tags=["tasks"])
 def success(token: TOKEN, body: SuccessRequest) -> TaskView:
     """Record the attempt's result and move the workflow on."""
     rec = engine().scheduler.callback(token, "success", output=body.output)
@@ -52,7 +56,7 @@ def success(token: TOKEN, body: SuccessRequest) -> TaskView:
     return _view(rec)
 
 
-@app.post("/tasks/<token>/failure", responses=ERRORS, tags=["tasks"])
+@app.post("/tasks/<token>/failure", responses=_responses("Recorded"), tags=["tasks"])
 def failure(token: TOKEN, body: FailureRequest) -> TaskView:
     """Fail the attempt: retried under the step's policy unless `error` is non-retryable."""
     return _view(engine().scheduler.callback(token, "failure", error=body.error, cause=body.cause))

@@ -1,5 +1,18 @@
 """`StartWorkflow` events on the Shepherd bus start workflows, with the API's validation and
-idempotency. A bad event is logged and counted, never retried (it would fail the same way)."""
+idempotency.
+
+Who owns the workflow is decided from what EventBridge vouches for, never from the event's
+content: anyone allowed to put events on the bus could otherwise start workflows as any
+principal and take over that principal's idempotency keys. The owner is the principal the
+deployment maps the event's `source` to (`Settings.event_owners`, env SHEPHERD_EVENT_OWNERS),
+else `events:<account>:<source>`, a namespace no IAM ARN can collide with. An event that
+still carries `detail.owner` is rejected.
+
+A bad event (malformed envelope, a detail that is not strict JSON within the limits, an
+unknown type, an invalid or oversized input, a reused key) is logged and counted
+(`StartEventsRejected`) and the invocation succeeds: a retry would fail the same way. Only
+an infrastructure error (DynamoDB, SQS) raises, for Lambda's bounded asynchronous retries.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +23,18 @@ from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
-from shepherd.errors import IdempotencyConflict, InputInvalid, InputTooLarge, UnknownWorkflowType
+from shepherd import jsonsafe
+from shepherd.errors import (
+    IdempotencyConflict,
+    InputInvalid,
+    PayloadTooLarge,
+    UnknownWorkflowType,
+)
+from shepherd.jsonsafe import JsonRejected
 
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
+
+REJECTED_METRIC = "StartEventsRejected"
 
 
 class StartWorkflowDetail(BaseModel):
@@ -21,36 +43,46 @@ class StartWorkflowDetail(BaseModel):
     type: Annotated[str, Field(min_length=1, max_length=64)]
     input: Any = None
     idempotency_key: Annotated[str | None, Field(min_length=1, max_length=128)] = None
-    owner: Annotated[str | None, Field(min_length=1, max_length=256)] = None
 
 
 class StartWorkflowEvent(EventBridgeModel):
     detail: StartWorkflowDetail
 
 
-def owner_of(event: StartWorkflowEvent) -> str:
-    """Who owns an event-started workflow: the detail's `owner` (an IAM principal ARN that may
-    then see it through the API), else `events:<source>`."""
-    return event.detail.owner or f"events:{event.source}"
+def owner_of(account: str, source: str) -> str:
+    """The owner of a workflow an event from `source` in `account` starts."""
+    mapped = engine().settings.event_owners.get(source)
+    return mapped or f"events:{account}:{source}"
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    detail = event.get("detail") if isinstance(event, dict) else None
+    if isinstance(detail, dict) and "owner" in detail:
+        return _rejected(
+            "OwnerNotAccepted",
+            "detail.owner is not accepted: the owner follows from the event's account and "
+            "source (see docs/api.md, Events)",
+        )
     try:
+        jsonsafe.check(detail, what="detail")
         parsed = parse(event=event, model=StartWorkflowEvent)
+    except JsonRejected as exc:
+        return _rejected(exc.code, exc.message)
     except ValidationError as exc:
         return _rejected("InvalidEvent", str(exc))
-    detail = parsed.detail
     try:
         result = engine().scheduler.start(
-            detail.type,
-            detail.input,
-            idempotency_key=detail.idempotency_key,
-            owner=owner_of(parsed),
+            parsed.detail.type,
+            parsed.detail.input,
+            idempotency_key=parsed.detail.idempotency_key,
+            owner=owner_of(parsed.account, parsed.source),
         )
-    except (UnknownWorkflowType, InputInvalid, InputTooLarge, IdempotencyConflict) as exc:
+    except PayloadTooLarge as exc:
+        return _rejected(exc.code, str(exc))
+    except (UnknownWorkflowType, InputInvalid, IdempotencyConflict, JsonRejected) as exc:
         return _rejected(type(exc).__name__, str(exc))
     logger.info(
         "workflow started from an event",
@@ -61,5 +93,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def _rejected(code: str, message: str) -> dict[str, Any]:
     logger.warning("StartWorkflow event rejected", extra={"code": code, "reason": message})
-    metrics.add_metric(name="StartEventsRejected", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=REJECTED_METRIC, unit=MetricUnit.Count, value=1)
     return {"status": "rejected", "code": code, "message": message}

@@ -5,10 +5,27 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME
 
 
 class StartWorkflowRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "order_fulfilment",
+                    "input": {
+                        "order_id": "o-1001",
+                        "customer": "ada",
+                        "amount": 42.5,
+                        "items": [{"sku": "A-1", "qty": 2}],
+                    },
+                    "idempotency_key": "order-1001",
+                }
+            ]
+        },
+    )
 
     type: Annotated[
         str, Field(min_length=1, max_length=64, description="Workflow type (a definition name)")
@@ -120,11 +137,11 @@ class FailureRequest(BaseModel):
         str,
         Field(
             min_length=1,
-            max_length=128,
+            max_length=MAX_ERROR_NAME,
             description="Error name; matched against NonRetryableErrors",
         ),
     ] = "TaskFailed"
-    cause: Annotated[str | None, Field(max_length=4096)] = None
+    cause: Annotated[str | None, Field(max_length=MAX_ERROR_CAUSE)] = None
 
 
 class TaskView(BaseModel):
@@ -139,6 +156,10 @@ class ErrorDetail(BaseModel):
     code: Annotated[str, Field(description="Stable machine-readable code")]
     message: str
     field: Annotated[str | None, Field(description="The offending field, when there is one")] = None
+    request_id: Annotated[
+        str | None,
+        Field(description="The request's id (API Gateway's): quote it when reporting a problem"),
+    ] = None
 
 
 class ErrorBody(BaseModel):

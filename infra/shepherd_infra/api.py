@@ -1,9 +1,17 @@
-"""The scheduler API: a REST API with IAM (SigV4) authorization on every method."""
+"""The scheduler API: a REST API with IAM (SigV4) authorization on every method.
+
+Resources and methods come from `shepherd.routes` (the list the handlers, the local gateway
+and the tests read); API Gateway's own error replies (gateway responses) answer in the API's
+error shape, with the request id.
+"""
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import aws_apigateway, aws_lambda
 from constructs import Construct
+from shepherd import routes
 from shepherd.observability import HANDLER_API, HANDLER_CALLBACKS
 from shepherd.topology import TABLE
 
@@ -12,20 +20,6 @@ from shepherd_infra.access import Access
 from shepherd_infra.api_logging import acknowledge_logging_off, stage_options
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
-
-START_WORKFLOW_SCHEMA = aws_apigateway.JsonSchema(
-    schema=aws_apigateway.JsonSchemaVersion.DRAFT4,
-    title="StartWorkflow",
-    type=aws_apigateway.JsonSchemaType.OBJECT,
-    required=["type", "input"],
-    properties={
-        "type": aws_apigateway.JsonSchema(type=aws_apigateway.JsonSchemaType.STRING, min_length=1),
-        "input": aws_apigateway.JsonSchema(),
-        "idempotency_key": aws_apigateway.JsonSchema(
-            type=aws_apigateway.JsonSchemaType.STRING, min_length=1, max_length=256
-        ),
-    },
-)
 
 
 class SchedulerApi(Construct):
@@ -78,14 +72,18 @@ class SchedulerApi(Construct):
                 authorization_type=aws_apigateway.AuthorizationType.IAM
             ),
         )
+        # Bodies are validated by the handlers alone (strict JSON, the pydantic models, one
+        # error shape): a gateway body model drifted from them and answered in its own shape.
+        # The gateway still checks that path parameters are present.
         validator = self.rest_api.add_request_validator(
-            "Validator", validate_request_body=True, validate_request_parameters=True
+            "Validator", validate_request_body=False, validate_request_parameters=True
         )
-        start_model = self.rest_api.add_model(
-            "StartWorkflowModel",
-            content_type="application/json",
-            model_name="StartWorkflow",
-            schema=START_WORKFLOW_SCHEMA,
+        acknowledge(
+            self.rest_api,
+            "AwsSolutions-APIG2",
+            "Request bodies are validated by the handlers (strict RFC 8259 JSON, depth and size "
+            "caps, the pydantic models of docs/openapi.json) and refused in the API's error "
+            "shape; a second, gateway-side schema drifts from them. Parameters are validated here",
         )
         for fn in (self.api_function, self.callbacks_function):
             acknowledge(
@@ -94,38 +92,26 @@ class SchedulerApi(Construct):
                 "Invoked synchronously by API Gateway (Lambda proxy): the caller gets the error; "
                 "a Lambda DLQ applies to asynchronous invocations only",
             )
-        api = _integration(self.api_function)
-        callbacks = _integration(self.callbacks_function)
-
-        def method(
-            resource: aws_apigateway.IResource,
-            verb: str,
-            integration: aws_apigateway.Integration,
-            path_params: tuple[str, ...] = (),
-            model: aws_apigateway.IModel | None = None,
-        ) -> None:
-            resource.add_method(
-                verb,
-                integration,
+        integrations = {
+            "api": _integration(self.api_function),
+            "callbacks": _integration(self.callbacks_function),
+        }
+        self.resources: dict[str, aws_apigateway.IResource] = {"": self.rest_api.root}
+        for route in routes.ROUTES:
+            self._resource(route.resource).add_method(
+                route.method,
+                integrations[route.target],
                 authorization_type=aws_apigateway.AuthorizationType.IAM,
                 request_validator=validator,
-                request_parameters={f"method.request.path.{p}": True for p in path_params},
-                request_models={"application/json": model} if model else None,
+                request_parameters={f"method.request.path.{p}": True for p in route.params},
             )
-
-        workflows = self.rest_api.root.add_resource("workflows")
-        method(workflows, "POST", api, model=start_model)
-        method(workflows, "GET", api)
-        workflow = workflows.add_resource("{workflow_id}")
-        method(workflow, "GET", api, ("workflow_id",))
-        method(workflow.add_resource("cancel"), "POST", api, ("workflow_id",))
-        method(workflow.add_resource("retry"), "POST", api, ("workflow_id",))
-        definitions = self.rest_api.root.add_resource("definitions")
-        method(definitions, "GET", api)
-        method(definitions.add_resource("{name}"), "GET", api, ("name",))
-        task = self.rest_api.root.add_resource("tasks").add_resource("{token}")
-        for outcome in ("heartbeat", "success", "failure"):
-            method(task.add_resource(outcome), "POST", callbacks, ("token",))
+        for error in routes.GATEWAY_ERRORS:
+            self.rest_api.add_gateway_response(
+                f"Gateway{error.response_type}",
+                type=aws_apigateway.ResponseType.of(error.response_type),
+                status_code=str(error.status) if error.status else None,
+                templates={routes.JSON: gateway_template(error)},
+            )
 
         acknowledge(
             self.rest_api,
@@ -140,6 +126,21 @@ class SchedulerApi(Construct):
             "any integration runs; stage throttling bounds signed callers",
         )
         acknowledge_logging_off(self.rest_api, logging=logging)
+
+    def _resource(self, path: str) -> aws_apigateway.IResource:
+        """The resource at `path`, creating it and its parents once."""
+        if path not in self.resources:
+            parent, _, part = path.rpartition("/")
+            self.resources[path] = self._resource(parent).add_resource(part)
+        return self.resources[path]
+
+
+def gateway_template(error: routes.GatewayError) -> str:
+    """The body of a gateway response: the API's error shape, with API Gateway's request id
+    (and its own message where we keep it: `messageString` is already a quoted JSON string)."""
+    message = json.dumps(error.message) if error.message else "$context.error.messageString"
+    code = json.dumps(error.code)
+    return f'{{"error":{{"code":{code},"message":{message},"request_id":"$context.requestId"}}}}'
 
 
 def _integration(fn: aws_lambda.IFunction) -> aws_apigateway.LambdaIntegration:

@@ -32,6 +32,13 @@ def _flag(value: Any, default: bool) -> bool:
     return str(value).strip().lower() not in ("false", "0", "no", "off")
 
 
+def _json_map(value: Any) -> dict[str, str]:
+    """A context map given as JSON text (`-c key='{...}'`) or as an object (cdk.json)."""
+    if not value:
+        return {}
+    return dict(json.loads(value) if isinstance(value, str) else value)
+
+
 def build_app(
     *,
     definitions_dir: Path | None = None,
@@ -61,6 +68,7 @@ def build_app(
         api_logging=_flag(ctx(config.CTX_API_LOGGING), default=False),
         powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),
         powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
+        event_owners=_json_map(ctx(config.CTX_EVENT_OWNERS)),
     )
     add_checks(app)
     return app, stack

@@ -84,3 +84,5 @@ REMOVED_CONTEXT = {
         f"-c {CTX_POWERTOOLS_LAYER_ARN}=<arn>"
     ),
 }
+# {event source: owner principal ARN} for StartWorkflow events (JSON; see docs/api.md, Events)
+CTX_EVENT_OWNERS = "event_owners"

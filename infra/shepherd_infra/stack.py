@@ -37,6 +37,7 @@ class ShepherdStack(Stack):
         api_logging: bool = False,
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
+        event_owners: dict[str, str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -59,6 +60,7 @@ class ShepherdStack(Stack):
             queue_urls={name: pool.queue.queue_url for name, pool in self.pools.items()},
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
+            event_owners=event_owners or {},
         )
         self.runtime = LambdaRuntime(
             self,

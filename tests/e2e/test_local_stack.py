@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shepherd_cli.client import Api, ApiError
+from shepherd_cli.client import Api, ApiError, CliError
 from shepherd_cli.local import LocalStack
 from support import ENV, ORDER
 
@@ -111,7 +111,13 @@ def test_permanent_error_compensates_in_reverse(api: Api, stack: LocalStack) -> 
     workflow_id = start(api, "order_fulfilment", faults(ORDER, ship_order={"mode": "permanent"}))
     view = wait(api, workflow_id)
     assert view["status"] == "COMPENSATED"
-    assert [c["name"] for c in view["compensations"]] == ["charge_payment", "reserve_inventory"]
+    # ship_order was claimed, so it may have acted (When: ATTEMPTED): undone first, and its
+    # undo finds nothing in the ledger (its attempt failed before the effect).
+    assert [c["name"] for c in view["compensations"]] == [
+        "ship_order",
+        "charge_payment",
+        "reserve_inventory",
+    ]
     assert effects(stack, workflow_id) == [
         ("reserve_inventory", "reserve"),
         ("charge_payment", "charge"),
@@ -161,7 +167,11 @@ def test_cancel_through_the_cli(api: Api, stack: LocalStack) -> None:
     assert cancelled.returncode == 0 and cancelled.stdout.strip() in ("CANCELLING", "CANCELLED")
     view = wait(api, workflow_id)
     assert view["status"] == "CANCELLED"
-    assert [c["name"] for c in view["compensations"]] == ["charge_payment", "reserve_inventory"]
+    assert [c["name"] for c in view["compensations"]] == [
+        "ship_order",
+        "charge_payment",
+        "reserve_inventory",
+    ]
     again = cli(stack, "cancel", workflow_id)
     assert (
         again.returncode == 1
@@ -234,3 +244,70 @@ def test_bad_input_is_a_400_naming_the_field(api: Api, stack: LocalStack) -> Non
     )
     result = cli(stack, "start", "order_fulfilment", "--input", "{not json")
     assert result.returncode == 1 and "not valid JSON" in result.stderr
+
+
+def _raw(stack: LocalStack, method: str, path: str, body: bytes | None, **headers: str) -> Any:
+    import http.client
+    from urllib.parse import urlsplit
+
+    conn = http.client.HTTPConnection(urlsplit(stack.api_url).hostname, stack.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_hostile_requests_get_the_error_shape_through_the_local_stack(stack: LocalStack) -> None:
+    json_type = {"Content-Type": "application/json", "X-Shepherd-Caller": "hostile"}
+    cases = [
+        (
+            "POST",
+            "/workflows",
+            b'{"type": "order_fulfilment", "input": {"amount": NaN}}',
+            json_type,
+            400,
+            "NonFiniteNumber",
+        ),
+        ("POST", "/workflows", b"[" * 1000 + b"]" * 1000, json_type, 400, "JsonTooDeep"),
+        ("POST", "/workflows", b'{"type": "x", "input": "\xff"}', json_type, 400, "InvalidJson"),
+        (
+            "POST",
+            "/workflows",
+            b"{}",
+            {"Content-Type": "multipart/form-data"},
+            415,
+            "UnsupportedMediaType",
+        ),
+        ("GET", "/workflows?next_token=eyJhIjogMX0%3D", None, {}, 400, "ValidationError"),
+        ("PUT", "/workflows", None, {}, 401, "MissingAuthenticationToken"),
+        ("GET", "/no/such/route", None, {}, 401, "MissingAuthenticationToken"),
+    ]
+    for method, path, body, headers, status, code in cases:
+        got, reply = _raw(stack, method, path, body, **headers)
+        assert (got, reply["error"]["code"]) == (status, code), (method, path, reply)
+        assert reply["error"]["request_id"]
+    assert Api(stack.api_url, caller="hostile").call("GET", "/workflows")["items"] == []
+
+
+def test_a_killed_control_process_is_replaced(api: Api, stack: LocalStack) -> None:
+    import signal
+
+    workflow_id = start(api, "order_fulfilment", ORDER)
+    before = stack.control_restarts
+    control = stack._control
+    assert control is not None
+    os.kill(control.pid, signal.SIGKILL)
+    control.wait(timeout=10)
+    deadline = time.monotonic() + 60
+    view = None
+    while time.monotonic() < deadline:
+        try:
+            view = api.call("GET", f"/workflows/{workflow_id}")
+            break
+        except CliError:
+            time.sleep(0.2)
+    assert view is not None, "the API did not answer again"
+    assert stack.control_restarts == before + 1 and stack._control is not control
+    assert wait(api, workflow_id)["status"] == "SUCCEEDED"  # state lives on in moto

@@ -64,15 +64,26 @@ def test_an_all_poison_batch_is_item_failures_not_a_failed_batch(stack: Stack) -
     assert reply == {"batchItemFailures": [{"itemIdentifier": "p1"}, {"itemIdentifier": "p2"}]}
 
 
+def _deep(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def _event(
-    detail: Any, *, detail_type: str = "StartWorkflow", source: str = "acme.orders"
+    detail: Any,
+    *,
+    detail_type: str = "StartWorkflow",
+    source: str = "acme.orders",
+    account: str = "123456789012",
 ) -> dict[str, Any]:
     return {
         "version": "0",
         "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
         "detail-type": detail_type,
         "source": source,
-        "account": "123456789012",
+        "account": account,
         "time": "2026-11-21T17:00:00Z",
         "region": "us-east-1",
         "resources": [],
@@ -89,18 +100,7 @@ def test_start_workflow_events(stack: Stack) -> None:
     assert first["status"] == "accepted" and first["created"] is True
     assert again["workflow_id"] == first["workflow_id"] and again["created"] is False
     stack.run_agents()
-    # Owned by the source unless the event names an IAM principal as owner.
-    owned = events.handler(
-        _event(
-            {
-                "type": "order_fulfilment",
-                "input": ORDER,
-                "owner": "arn:aws:iam::123456789012:user/alice",
-            }
-        ),
-        LambdaContext(),
-    )
-    assert stack.api("GET", f"/workflows/{owned['workflow_id']}")[0] == 200
+    # Owned by the source (in its account): no API caller sees it.
     assert stack.api("GET", f"/workflows/{first['workflow_id']}")[0] == 404
     for bad, code in [
         ({"type": "nope", "input": {}}, "UnknownWorkflowType"),
@@ -110,6 +110,87 @@ def test_start_workflow_events(stack: Stack) -> None:
     ]:
         reply = events.handler(_event(bad), LambdaContext())
         assert reply["status"] == "rejected" and reply["code"] == code
+
+
+def test_an_event_cannot_claim_an_owner(stack: Stack) -> None:
+    """Changed on purpose: `detail.owner` was trusted as sent, so anyone allowed to put
+    events could start workflows as any principal and take its idempotency keys."""
+    from shepherd_handlers import events
+
+    alice = "arn:aws:iam::123456789012:user/alice"
+    claimed = {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "k", "owner": alice}
+    reply = events.handler(_event(claimed), LambdaContext())
+    assert reply["status"] == "rejected" and reply["code"] == "OwnerNotAccepted"
+    assert stack.api("GET", "/workflows")[2]["items"] == []
+    # The same key from an event and from alice are two workflows: the namespaces differ.
+    del claimed["owner"]
+    by_event = events.handler(_event(claimed), LambdaContext())["workflow_id"]
+    _, _, by_alice = stack.api(
+        "POST",
+        "/workflows",
+        body={"type": "order_fulfilment", "input": ORDER, "idempotency_key": "k"},
+    )
+    assert by_alice["created"] is True and by_alice["workflow_id"] != by_event
+    # Another account's event with the same source is another owner too.
+    other = events.handler(_event(claimed, account="210987654321"), LambdaContext())
+    assert other["created"] is True and other["workflow_id"] != by_event
+
+
+def test_the_deployment_maps_event_sources_to_owners(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.settings import ENV_EVENT_OWNERS
+    from shepherd_handlers import events, runtime
+
+    alice = "arn:aws:iam::123456789012:user/alice"
+    monkeypatch.setenv(ENV_EVENT_OWNERS, json.dumps({"acme.orders": alice}))
+    runtime.engine.cache_clear()
+    mapped = events.handler(_event({"type": "order_fulfilment", "input": ORDER}), LambdaContext())
+    unmapped = events.handler(
+        _event({"type": "order_fulfilment", "input": ORDER}, source="acme.other"), LambdaContext()
+    )
+    assert stack.api("GET", f"/workflows/{mapped['workflow_id']}")[0] == 200
+    assert stack.api("GET", f"/workflows/{unmapped['workflow_id']}")[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("event", "code"),
+    [
+        ({"detail": None}, "InvalidEvent"),
+        ({"detail": "a string"}, "InvalidEvent"),
+        ({"detail": [1, 2]}, "InvalidEvent"),
+        ({"source": None}, "InvalidEvent"),
+        (
+            {"detail": {"type": "order_fulfilment", "input": {"amount": float("nan")}}},
+            "NonFiniteNumber",
+        ),
+        ({"detail": {"type": "order_fulfilment", "input": {"x": float("inf")}}}, "NonFiniteNumber"),
+        ({"detail": {"type": "order_fulfilment", "input": "\ud800"}}, "InvalidUnicode"),
+        ({"detail": {"type": "order_fulfilment", "input": 10**400}}, "NumberOutOfRange"),
+        ({"detail": {"type": "order_fulfilment", "input": _deep(200)}}, "JsonTooDeep"),
+        (
+            {"detail": {"type": "order_fulfilment", "input": {**ORDER, "note": "x" * 300_000}}},
+            "InputTooLarge",
+        ),
+        ({"detail": {"type": "order_fulfilment", "input": ORDER, "extra": 1}}, "InvalidEvent"),
+    ],
+)
+def test_invalid_events_are_logged_and_counted_never_raised(
+    stack: Stack,
+    event: dict[str, Any],
+    code: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from shepherd_handlers import events
+
+    with caplog.at_level("WARNING", logger="shepherd"):
+        reply = events.handler({**_event({}), **event}, LambdaContext())
+    assert reply["status"] == "rejected" and reply["code"] == code, reply
+    assert '"StartEventsRejected":[1.0]' in capsys.readouterr().out
+    (logged,) = [r for r in caplog.records if r.getMessage() == "StartWorkflow event rejected"]
+    assert logged.code == code  # type: ignore[attr-defined]
+    assert stack.api("GET", "/workflows")[2]["items"] == []
 
 
 def test_supervisor_handler_recovers_lost_work_and_reports(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from aws_stack import ALICE
 from infra_support import ALARM_EMAIL, EXTENDED_CONTEXT, EXTRA_DEFINITION, Synth, synthesize
 from shepherd_infra import config
 
@@ -14,7 +16,12 @@ from shepherd_infra import config
 def shepherd(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The app as deployed from this repository, with an alarm email."""
     return synthesize(
-        tmp_path_factory.mktemp("cdk-out"), context={config.CTX_ALARM_EMAIL: ALARM_EMAIL}
+        tmp_path_factory.mktemp("cdk-out"),
+        context={
+            config.CTX_ALARM_EMAIL: ALARM_EMAIL,
+            # The rehearsal's StartWorkflow events come from this source, read back as ALICE.
+            config.CTX_EVENT_OWNERS: json.dumps({"acme.platform": ALICE}),
+        },
     )
 
 

@@ -20,6 +20,7 @@ REVIEWED = {
     "AwsSolutions-APIG1",
     "AwsSolutions-APIG6",
     "Serverless-APIGWAccessLogging",
+    "AwsSolutions-APIG2",  # bodies are validated by the handlers alone (one schema, one shape)
     "Serverless-LambdaDLQ",
     "Serverless-LambdaAsyncFailureDestination",
     "Serverless-LambdaEventSourceMappingDestination",

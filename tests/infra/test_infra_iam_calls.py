@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aws_stack import ALICE, LambdaContext, Stack, sqs_event
+from aws_stack import LambdaContext, Stack, sqs_event
 from iam_check import Call, Recorder, TemplateIam, required, violations
 from infra_support import Synth, function_roles
 from moto import mock_aws
@@ -96,7 +96,7 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert status == 202
         with recorder.acting_as("events"):
             started = events.handler(
-                _start_event({"type": "provision_environment", "input": ENV, "owner": ALICE}),
+                _start_event({"type": "provision_environment", "input": ENV}),
                 LambdaContext(),
             )
         assert started["status"] == "accepted"

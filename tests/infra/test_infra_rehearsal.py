@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_stack import ALICE, rest_event, sqs_event
+from aws_stack import rest_event, sqs_event
 from infra_support import Synth, function_roles
 from rehearsal import (
     REGION,
@@ -131,7 +131,7 @@ def test_every_function_starts_from_its_deployed_filesystem_and_does_its_job(
         assert status == 202, accepted
         assert _api(api, "GET", "/definitions", "/definitions")[0] == 200
         started = boxes["events"].invoke(
-            _start_event({"type": "provision_environment", "input": ENV, "owner": ALICE})
+            _start_event({"type": "provision_environment", "input": ENV})
         )
         assert started["status"] == "accepted", started
 

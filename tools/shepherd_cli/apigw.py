@@ -1,47 +1,36 @@
-"""HTTP requests -> API Gateway REST proxy events, as API Gateway builds them for our routes."""
+"""A local API Gateway: HTTP requests -> REST proxy events for the real handlers, and API
+Gateway's own replies (gateway responses) for what never reaches a handler.
+
+Routes come from `shepherd.routes` (the CDK app declares the same list). As API Gateway does,
+this answers an unknown route or method with the MISSING_AUTHENTICATION_TOKEN gateway response
+(403), a request over 10 MiB with REQUEST_TOO_LARGE (413), and a handler that raises with an
+integration failure (502), all in the error shape; path parameters reach the handler
+percent-decoded; a body that is not UTF-8 text reaches it base64-encoded. `Gateway` is used by
+the control process's HTTP server and, in-process, by the contract tests (`wsgi`).
+"""
 
 from __future__ import annotations
 
-import re
+import base64
+import json
+import sys
+import threading
+import time
+import traceback
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, quote, unquote
+
+from shepherd import routes
+from shepherd.limits import MAX_REQUEST_BYTES
 
 LOCAL_ACCOUNT = "000000000000"
 DEFAULT_CALLER = f"arn:aws:iam::{LOCAL_ACCOUNT}:user/local"
+CALLER_HEADER = "X-Shepherd-Caller"
 
-
-@dataclass(frozen=True)
-class Route:
-    resource: str
-    target: str  # "api" or "callbacks"
-
-    @property
-    def pattern(self) -> re.Pattern[str]:
-        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.resource)
-        return re.compile(f"^{regex}$")
-
-
-# The routes of the REST API (infra/shepherd_infra/api.py declares the same resources).
-ROUTES = (
-    Route("/workflows", "api"),
-    Route("/workflows/{workflow_id}", "api"),
-    Route("/workflows/{workflow_id}/cancel", "api"),
-    Route("/workflows/{workflow_id}/retry", "api"),
-    Route("/definitions", "api"),
-    Route("/definitions/{name}", "api"),
-    Route("/tasks/{token}/heartbeat", "callbacks"),
-    Route("/tasks/{token}/success", "callbacks"),
-    Route("/tasks/{token}/failure", "callbacks"),
-)
-
-
-def match(path: str) -> tuple[Route, dict[str, str]] | None:
-    for route in ROUTES:
-        found = route.pattern.match(path)
-        if found:
-            return route, found.groupdict()
-    return None
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def rest_event(
@@ -54,24 +43,34 @@ def rest_event(
     headers: dict[str, str],
     body: str | None,
     caller_arn: str,
+    base_path: str = "",
+    multi_query: dict[str, list[str]] | None = None,
+    multi_headers: dict[str, list[str]] | None = None,
+    is_base64: bool = False,
+    request_id: str | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway REST proxy event of an IAM-authorized request by `caller_arn`."""
+    """An API Gateway REST proxy event of an IAM-authorized request by `caller_arn`.
+
+    `base_path` is what sits in front of the resources in the caller's URL (`/v1` for the
+    stage of an execute-api URL); the local stack serves its routes at the root.
+    """
+    multi_q = multi_query if multi_query is not None else {k: [v] for k, v in (query or {}).items()}
     return {
         "resource": resource,
         "path": path,
         "httpMethod": method,
         "headers": headers,
-        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "multiValueHeaders": multi_headers or {k: [v] for k, v in headers.items()},
         "queryStringParameters": query or None,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "multiValueQueryStringParameters": multi_q or None,
         "pathParameters": path_parameters or None,
         "stageVariables": None,
         "requestContext": {
             "resourcePath": resource,
             "httpMethod": method,
-            "path": f"/local{path}",
+            "path": f"{base_path}{path}",
             "stage": "local",
-            "requestId": str(uuid.uuid4()),
+            "requestId": request_id or str(uuid.uuid4()),
             "accountId": LOCAL_ACCOUNT,
             "identity": {
                 "userArn": caller_arn,
@@ -82,7 +81,7 @@ def rest_event(
             },
         },
         "body": body,
-        "isBase64Encoded": False,
+        "isBase64Encoded": is_base64,
     }
 
 
@@ -93,3 +92,165 @@ def caller_arn(header: str | None) -> str:
     if header.startswith("arn:"):
         return header
     return f"arn:aws:iam::{LOCAL_ACCOUNT}:user/{header}"
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def gateway_reply(
+    response_type: str, request_id: str, message: str | None = None, status: int | None = None
+) -> Reply:
+    """What API Gateway answers with our gateway response of that type (see the CDK app).
+    `message` and `status` stand in for API Gateway's own where the response keeps them."""
+    spec = routes.gateway_error(response_type)
+    error = {"code": spec.code, "message": spec.message or message or "", "request_id": request_id}
+    body = json.dumps({"error": error}, separators=(",", ":")).encode()
+    return Reply(spec.status or status or 500, {"Content-Type": routes.JSON}, body)
+
+
+class Gateway:
+    """Routes requests to the handlers like API Gateway's REST API with Lambda proxy.
+
+    Identity: the local stack trusts `X-Shepherd-Caller` (no AWS credentials exist here). With
+    `credentials` (Authorization header value -> caller ARN), the gateway instead stands in for
+    IAM authorization as API Gateway enforces it: no Authorization header is 403
+    MissingAuthenticationToken, an unknown one 403 InvalidSignature. It does not verify SigV4
+    itself; the contract tests use it so that "every operation requires auth" is checked.
+    """
+
+    def __init__(
+        self,
+        targets: Mapping[str, Handler],
+        context: Callable[[str], Any],
+        credentials: Mapping[str, str] | None = None,
+    ) -> None:
+        self.targets = dict(targets)
+        self._context = context
+        self._credentials = dict(credentials) if credentials is not None else None
+        # The Powertools resolvers keep per-request state: one request at a time, as one
+        # Lambda sandbox serves one request at a time.
+        self.lock = threading.Lock()
+
+    def handle(
+        self,
+        method: str,
+        raw_path: str,
+        query_string: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+    ) -> Reply:
+        request_id = str(uuid.uuid4())
+        if len(body) > MAX_REQUEST_BYTES:
+            return gateway_reply("REQUEST_TOO_LARGE", request_id)
+        found = routes.match(raw_path)
+        route = routes.find(method, found[0]) if found else None
+        if found is None or route is None:
+            return gateway_reply("MISSING_AUTHENTICATION_TOKEN", request_id)
+        single: dict[str, str] = {}
+        multi: dict[str, list[str]] = {}
+        for key, value in headers:
+            single[key] = value
+            multi.setdefault(key, []).append(value)
+        if self._credentials is None:
+            caller = caller_arn(_header(single, CALLER_HEADER))
+        else:
+            authorization = _header(single, "Authorization")
+            if not authorization:
+                return gateway_reply("MISSING_AUTHENTICATION_TOKEN", request_id)
+            if authorization not in self._credentials:
+                return gateway_reply("INVALID_SIGNATURE", request_id)
+            caller = self._credentials[authorization]
+        query: dict[str, str] = {}
+        multi_query: dict[str, list[str]] = {}
+        for key, value in parse_qsl(query_string, keep_blank_values=True):
+            query[key] = value
+            multi_query.setdefault(key, []).append(value)
+        try:
+            text: str | None = body.decode("utf-8") if body else None
+            is_base64 = False
+        except UnicodeDecodeError:  # as API Gateway passes binary: base64, flagged
+            text, is_base64 = base64.b64encode(body).decode(), True
+        event = rest_event(
+            method,
+            unquote(raw_path),
+            resource=route.resource,
+            path_parameters={k: unquote(v) for k, v in found[1].items()},
+            query=query,
+            multi_query=multi_query,
+            headers=single,
+            multi_headers=multi,
+            body=text,
+            is_base64=is_base64,
+            caller_arn=caller,
+            request_id=request_id,
+        )
+        try:
+            with self.lock:
+                reply = self.targets[route.target](event, self._context(route.target))
+        except Exception:  # an invocation error: API Gateway answers for the handler
+            traceback.print_exc(file=sys.stderr)
+            return gateway_reply("INTEGRATION_FAILURE", request_id)
+        out = {k: str(v) for k, v in (reply.get("headers") or {}).items()}
+        for key, values in (reply.get("multiValueHeaders") or {}).items():
+            out[key] = str(values[-1])
+        payload = reply.get("body") or ""
+        data = base64.b64decode(payload) if reply.get("isBase64Encoded") else payload.encode()
+        return Reply(int(reply["statusCode"]), out, data)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    return next((v for k, v in headers.items() if k.lower() == name.lower()), None)
+
+
+def lambda_context(name: str, timeout_s: int = 29) -> Any:
+    from shepherd_cli.worker import Context
+
+    return Context(name, timeout_s, aws_request_id=str(uuid.uuid4()), started=time.monotonic())
+
+
+def handlers() -> dict[str, Handler]:
+    from shepherd_handlers import api, callbacks
+
+    return {"api": api.handler, "callbacks": callbacks.handler}
+
+
+def wsgi(gateway: Gateway) -> Callable[..., Iterable[bytes]]:
+    """The gateway as a WSGI application (in-process clients: the contract tests)."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        headers = [
+            (key[5:].replace("_", "-").title(), str(value))
+            for key, value in environ.items()
+            if key.startswith("HTTP_")
+        ]
+        if environ.get("CONTENT_TYPE"):
+            headers.append(("Content-Type", environ["CONTENT_TYPE"]))
+        # The path as sent (still %-encoded), as API Gateway routes it; PATH_INFO is decoded.
+        raw_path = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+        if raw_path:
+            path = raw_path.split("?", 1)[0]
+        else:  # PEP 3333: PATH_INFO is latin-1 text of the decoded bytes; encode it again
+            decoded = environ.get("PATH_INFO", "/").encode("latin-1").decode("utf-8", "replace")
+            path = quote(decoded, safe="/")
+        reply = gateway.handle(
+            environ["REQUEST_METHOD"], path, environ.get("QUERY_STRING", ""), headers, body
+        )
+        start_response(f"{reply.status} {_reason(reply.status)}", list(reply.headers.items()))
+        return [reply.body]
+
+    return app
+
+
+def _reason(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"

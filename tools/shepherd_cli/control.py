@@ -11,69 +11,84 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
+
+from shepherd.limits import MAX_REQUEST_BYTES
 
 from shepherd_cli import apigw
 from shepherd_cli.worker import Context
 
 START_EVENTS_QUEUE = "shepherd-local-start-events"
-_lock = threading.Lock()  # the Powertools resolvers keep per-request state: one at a time
+# Accept bursts: the kernel queues this many connections the accept loop has not taken yet
+# (socketserver's default of 5 reset most of a 50-connection burst).
+LISTEN_BACKLOG = 128
+_DRAIN_CHUNK = 64 * 1024
 
 
-def _handlers() -> dict[str, Any]:
-    from shepherd_handlers import api, callbacks
-
-    return {"api": api.handler, "callbacks": callbacks.handler}
+class ApiServer(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
 
 
 class ApiHandler(BaseHTTPRequestHandler):
+    """HTTP -> the local API Gateway (`apigw.Gateway`) -> the real handlers."""
+
     server_version = "shepherd-local"
-    targets: dict[str, Any] = {}
+    gateway: apigw.Gateway
 
     def _serve(self) -> None:
+        try:
+            reply = self._handle()
+        except Exception:  # a bug here must still answer, never drop the connection
+            traceback.print_exc()
+            reply = apigw.gateway_reply("DEFAULT_5XX", str(uuid.uuid4()), "local gateway error")
+        self._send(reply)
+
+    def _handle(self) -> apigw.Reply:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self.close_connection = True
+            return apigw.gateway_reply(
+                "DEFAULT_4XX", str(uuid.uuid4()), "bad Content-Length", status=400
+            )
+        if length > MAX_REQUEST_BYTES:
+            self._drain(length)
+            return apigw.gateway_reply("REQUEST_TOO_LARGE", str(uuid.uuid4()))
+        body = self.rfile.read(length) if length else b""
         parts = urlsplit(self.path)
-        found = apigw.match(parts.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length).decode() if length else None
-        if found is None:
-            self._reply(404, {"error": {"code": "NotFound", "message": "no such route"}})
-            return
-        route, params = found
-        headers = {k: v for k, v in self.headers.items()}
-        event = apigw.rest_event(
-            self.command,
-            parts.path,
-            resource=route.resource,
-            path_parameters=params,
-            query=dict(parse_qsl(parts.query)),
-            headers=headers,
-            body=body,
-            caller_arn=apigw.caller_arn(self.headers.get("X-Shepherd-Caller")),
+        return self.gateway.handle(
+            self.command, parts.path, parts.query, list(self.headers.items()), body
         )
-        context = Context(
-            "shepherd-local-api", 29, aws_request_id=str(uuid.uuid4()), started=time.monotonic()
-        )
-        with _lock:
-            reply = self.targets[route.target](event, context)
-        status = int(reply["statusCode"])
-        out_headers = dict(reply.get("headers") or {})
-        for key, values in (reply.get("multiValueHeaders") or {}).items():
-            out_headers[key] = values[-1]
-        self._reply(status, reply.get("body") or "", out_headers)
 
-    def _reply(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = (body if isinstance(body, str) else json.dumps(body)).encode()
-        self.send_response(status)
-        for key, value in (headers or {"Content-Type": "application/json"}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
+    def _drain(self, length: int) -> None:
+        """Read (and drop) a refused body, so the client gets to read our reply."""
+        self.close_connection = True
+        left = length
+        while left > 0:
+            chunk = self.rfile.read(min(_DRAIN_CHUNK, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+
+    def _send(self, reply: apigw.Reply) -> None:
+        self.send_response(reply.status)
+        headers = {"Content-Type": "application/json", **reply.headers}
+        for key, value in headers.items():
+            if key.lower() not in ("content-length", "connection"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(reply.body)))
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(reply.body)
 
-    do_GET = do_POST = do_PUT = do_DELETE = _serve  # noqa: N815
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve  # noqa: N815
 
     def log_message(self, format: str, *args: Any) -> None:
         print(json.dumps({"access": format % args}), flush=True)
@@ -88,7 +103,7 @@ def invoke(handler: Any, event: dict[str, Any], name: str, timeout_s: int) -> No
         started=time.monotonic(),
     )
     try:
-        with _lock:
+        with ApiHandler.gateway.lock:
             handler(event, context)
     except Exception as exc:  # a failed invocation, as on AWS: logged, retried by the next run
         print(json.dumps({f"{name}_error": repr(exc)}), flush=True)
@@ -135,8 +150,10 @@ def main() -> int:
     parser.add_argument("--start-events-queue", required=True)
     args = parser.parse_args()
 
-    ApiHandler.targets = _handlers()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), ApiHandler)
+    ApiHandler.gateway = apigw.Gateway(
+        apigw.handlers(), lambda target: apigw.lambda_context(f"shepherd-local-{target}")
+    )
+    server = ApiServer(("127.0.0.1", args.port), ApiHandler)
     stop = threading.Event()
 
     def shutdown(*_: Any) -> None:

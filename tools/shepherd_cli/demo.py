@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd_cli import render
+from shepherd_cli.apigw import caller_arn
 from shepherd_cli.client import Api, ApiError
 from shepherd_cli.local import BUS, LocalStack
 from shepherd_cli.scenarios import SCENARIOS, Scenario
 
 TIME_LIMIT_SECONDS = 100
 DEMO_CALLER = "demo"
+EVENT_SOURCE = "demo.shop"
+EVENT_OWNERS = {EVENT_SOURCE: caller_arn(DEMO_CALLER)}
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 
 
@@ -46,17 +49,12 @@ def _start(api: Api, stack: LocalStack, s: Scenario) -> str:
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
-    owner = f"arn:aws:iam::000000000000:user/{DEMO_CALLER}"
-    detail = {
-        "type": s.wf_type,
-        "input": s.payload,
-        "idempotency_key": f"demo-{s.label}",
-        "owner": owner,
-    }
+    # The event names no owner: the stack maps its source to the demo caller (EVENT_OWNERS).
+    detail = {"type": s.wf_type, "input": s.payload, "idempotency_key": f"demo-{s.label}"}
     events.put_events(
         Entries=[
             {
-                "Source": "demo.shop",
+                "Source": EVENT_SOURCE,
                 "DetailType": "StartWorkflow",
                 "Detail": json.dumps(detail),
                 "EventBusName": BUS,
@@ -186,7 +184,7 @@ def main() -> int:
         flush=True,
     )
     t0 = time.monotonic()
-    with LocalStack(port=0, workers=2, sweep_interval=0.5) as stack:
+    with LocalStack(port=0, workers=2, sweep_interval=0.5, event_owners=EVENT_OWNERS) as stack:
         api = Api(stack.api_url, caller=DEMO_CALLER)
         print(
             f"  up in {time.monotonic() - t0:.1f}s: API {stack.api_url}, {len(stack.pids())} processes, logs in .shepherd/logs\n",

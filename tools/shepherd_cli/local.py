@@ -66,13 +66,18 @@ class LocalStack:
     state_dir: Path = field(default_factory=lambda: ROOT / ".shepherd")
     real_faults: bool = True
     definitions_dir: Path = field(default_factory=lambda: ROOT / "statemachines")
+    # StartWorkflow events from these sources are owned by these principals (Settings).
+    event_owners: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._workers: list[Worker] = []
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
-        self.restarts = 0
+        self.restarts = 0  # worker processes replaced
+        self.control_restarts = 0
+        self._control: subprocess.Popen[bytes] | None = None
+        self._control_args: list[str] = []
         self.api_url = ""
         self.moto_url = ""
         self.env: dict[str, str] = {}
@@ -113,13 +118,14 @@ class LocalStack:
             "--sweep-interval", str(self.sweep_interval),
             "--start-events-queue", start_events,
         ]  # fmt: skip
-        self._spawn(control, logs / "control.log", env=self.env)
+        self._control_args = control
+        self._control = self._spawn(control, logs / "control.log", env=self.env)
         for pool in pools.values():
             for index in range(self.workers):
                 self._start_worker(pool, index)
         _wait_http(f"{self.api_url}/definitions", STARTUP_SECONDS)
         self._monitor = threading.Thread(
-            target=self._watch_workers, name="worker-monitor", daemon=True
+            target=self._watch_processes, name="process-monitor", daemon=True
         )
         self._monitor.start()
 
@@ -204,6 +210,7 @@ class LocalStack:
             queue_urls={p: q.url for p, q in queues.items()},
             event_bus=BUS,
             definitions_dir=self.definitions_dir,
+            event_owners=self.event_owners,
         )
         self.env.update(settings.to_env())
         specs = pools(definitions)
@@ -214,7 +221,7 @@ class LocalStack:
     def _spawn(
         self, args: list[str], log_path: Path, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
-        log = log_path.open("wb")
+        log = log_path.open("ab")  # kept across restarts
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         log.close()
         self._procs.append(proc)
@@ -241,9 +248,18 @@ class LocalStack:
         )
         self._workers.append(Worker(pool_and_queues, index, proc, log))
 
-    def _watch_workers(self) -> None:
-        """A dead worker (a crash) is replaced, as Lambda would start a new sandbox."""
+    def _watch_processes(self) -> None:
+        """A dead worker or control process (a crash) is replaced, as Lambda would start a new
+        sandbox. The state lives in moto's process, so nothing is lost."""
         while not self._stopping.wait(0.2):
+            control = self._control
+            if control is not None and control.poll() is not None and not self._stopping.is_set():
+                log = self.state_dir / "logs" / "control.log"
+                with log.open("a") as out:
+                    out.write(f"\n--- control exited with {control.returncode}; replacing it ---\n")
+                self._procs.remove(control)
+                self.control_restarts += 1
+                self._control = self._spawn(self._control_args, log, env=self.env)
             for worker in list(self._workers):
                 if worker.process.poll() is not None and not self._stopping.is_set():
                     self._workers.remove(worker)

@@ -35,6 +35,7 @@ def _input(value: str) -> Any:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
+    from shepherd_cli.apigw import caller_arn
     from shepherd_cli.local import LocalStack
 
     stop = threading.Event()
@@ -47,8 +48,17 @@ def cmd_local(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     print("starting the local stack (moto, control process, agent workers)...", flush=True)
+    owners = {}
+    for pair in args.event_owner or []:
+        source, sep, caller = pair.partition("=")
+        if not sep or not source or not caller:
+            raise CliError(f"--event-owner takes SOURCE=CALLER, not '{pair}'")
+        owners[source] = caller_arn(caller)
     with LocalStack(
-        port=args.port, workers=args.workers, sweep_interval=args.sweep_interval
+        port=args.port,
+        workers=args.workers,
+        sweep_interval=args.sweep_interval,
+        event_owners=owners,
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
         print(f"logs in {stack.state_dir / 'logs'}; Ctrl-C to stop", flush=True)
@@ -173,6 +183,12 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("--workers", type=int, default=1, help="worker processes per agent pool")
     local.add_argument(
         "--sweep-interval", type=float, default=1.0, help="seconds between supervisor sweeps"
+    )
+    local.add_argument(
+        "--event-owner",
+        action="append",
+        metavar="SOURCE=CALLER",
+        help="StartWorkflow events from SOURCE are owned by CALLER (repeatable)",
     )
 
     start = sub.add_parser("start", help="start a workflow")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,10 @@ ENV_DEFINITIONS_DIR = "SHEPHERD_DEFINITIONS_DIR"
 ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
 ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
 ENV_POOL_MAPPINGS = "SHEPHERD_POOL_MAPPINGS"  # JSON: pool -> its SQS event source mapping id
+ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
+
+# An owner is an IAM principal ARN (what API callers are identified by).
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[\w-]*:(iam|sts)::\d{12}:[\w+=,.@/-]+$")
 
 
 class Settings(BaseModel):
@@ -32,8 +37,12 @@ class Settings(BaseModel):
     definitions_dir: Path
     watch_shards: Annotated[int, Field(ge=1, le=64)] = 8
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
+    # Who owns a workflow a StartWorkflow event starts, by the event's source: an IAM
+    # principal ARN, which may then read it through the API. A source not listed owns its
+    # workflows itself, as `events:<account>:<source>` (docs/api.md, Events).
+    event_owners: dict[str, str] = {}
 
-    @field_validator("queue_urls", "pool_mappings", mode="before")
+    @field_validator("queue_urls", "pool_mappings", "event_owners", mode="before")
     @classmethod
     def _json_map(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -41,6 +50,17 @@ class Settings(BaseModel):
                 return json.loads(value)
             except ValueError as exc:
                 raise ValueError(f"must be a JSON object: {exc}") from exc
+        return value
+
+    @field_validator("event_owners")
+    @classmethod
+    def _principals(cls, value: dict[str, str]) -> dict[str, str]:
+        for source, owner in value.items():
+            if not source or not _PRINCIPAL_ARN.match(owner):
+                raise ValueError(
+                    f"{ENV_EVENT_OWNERS}: '{source}' must map to an IAM principal ARN, not "
+                    f"'{owner}'"
+                )
         return value
 
     @property
@@ -61,6 +81,8 @@ class Settings(BaseModel):
             values["watch_shards"] = env[ENV_WATCH_SHARDS]
         if ENV_RETENTION_DAYS in env:
             values["retention_days"] = env[ENV_RETENTION_DAYS]
+        if env.get(ENV_EVENT_OWNERS):
+            values["event_owners"] = env[ENV_EVENT_OWNERS]
         return cls.model_validate(values)
 
     def to_env(self) -> dict[str, str]:
@@ -77,5 +99,9 @@ class Settings(BaseModel):
         if self.pool_mappings:
             env[ENV_POOL_MAPPINGS] = json.dumps(
                 self.pool_mappings, separators=(",", ":"), sort_keys=True
+            )
+        if self.event_owners:
+            env[ENV_EVENT_OWNERS] = json.dumps(
+                self.event_owners, separators=(",", ":"), sort_keys=True
             )
         return env

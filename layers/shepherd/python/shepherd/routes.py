@@ -1,0 +1,137 @@
+"""The REST API's routes and API Gateway's own error replies: one list, pure data.
+
+The CDK app builds its resources and methods from `ROUTES`, the local gateway emulator
+(`shepherd_cli.apigw`) routes with it, the handlers refuse bodies over a route's cap with it,
+and tests check that the Powertools resolvers and the OpenAPI document declare exactly these.
+No Powertools (nor CDK) import here: every one of those reads this module.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from shepherd.limits import MAX_CALLBACK_BODY_BYTES, MAX_REQUEST_BYTES, MAX_START_BODY_BYTES
+
+Target = Literal["api", "callbacks"]
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method on one resource of the REST API."""
+
+    method: str
+    resource: str  # API Gateway resource path: "/workflows/{workflow_id}"
+    target: Target  # the Lambda handler behind it
+    json_body: bool = False  # takes a JSON body (content type application/json)
+    # The largest body accepted, checked before parsing: a route without a body ignores one,
+    # but still refuses anything over API Gateway's own payload limit.
+    body_cap: int = MAX_REQUEST_BYTES
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """Path parameter names, in order."""
+        return tuple(re.findall(r"\{(\w+)\}", self.resource))
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/workflows", "api", json_body=True, body_cap=MAX_START_BODY_BYTES),
+    Route("GET", "/workflows", "api"),
+    Route("GET", "/workflows/{workflow_id}", "api"),
+    Route("POST", "/workflows/{workflow_id}/cancel", "api"),
+    Route("POST", "/workflows/{workflow_id}/retry", "api"),
+    Route("GET", "/definitions", "api"),
+    Route("GET", "/definitions/{name}", "api"),
+    Route("POST", "/tasks/{token}/heartbeat", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
+    Route("POST", "/tasks/{token}/success", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
+    Route("POST", "/tasks/{token}/failure", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
+)
+
+
+def resources() -> tuple[str, ...]:
+    """Every resource path, each once, in declaration order."""
+    return tuple(dict.fromkeys(r.resource for r in ROUTES))
+
+
+def methods(resource: str) -> tuple[str, ...]:
+    """The methods a resource answers (for an `Allow` header)."""
+    return tuple(r.method for r in ROUTES if r.resource == resource)
+
+
+def find(method: str, resource: str) -> Route | None:
+    return next((r for r in ROUTES if r.method == method and r.resource == resource), None)
+
+
+def match(path: str) -> tuple[str, dict[str, str]] | None:
+    """The resource a request path falls on, with its path parameters as sent (still
+    percent-encoded), or None. A parameter is one whole segment, as in API Gateway."""
+    segments = path.split("/")
+    for resource in resources():
+        parts = resource.split("/")
+        if len(parts) != len(segments):
+            continue
+        params: dict[str, str] = {}
+        for part, segment in zip(parts, segments, strict=True):
+            if part.startswith("{"):
+                if not segment:
+                    break
+                params[part.strip("{}")] = segment
+            elif part != segment:
+                break
+        else:
+            return resource, params
+    return None
+
+
+# ------------------------------------------------------------------ API Gateway's own errors
+
+
+@dataclass(frozen=True)
+class GatewayError:
+    """A gateway response: what API Gateway answers for a request no handler sees.
+
+    `status` None keeps the status API Gateway chose (the DEFAULT_4XX/5XX fallbacks);
+    `message` None passes API Gateway's own message through ($context.error.messageString).
+    """
+
+    response_type: str  # the API Gateway response type (CDK `ResponseType.<name>`)
+    status: int | None
+    code: str
+    message: str | None
+
+
+GATEWAY_ERRORS: tuple[GatewayError, ...] = (
+    GatewayError("BAD_REQUEST_BODY", 400, "ValidationError", "the request body is not valid"),
+    GatewayError(
+        "BAD_REQUEST_PARAMETERS", 400, "ValidationError", "a request parameter is not valid"
+    ),
+    # 401, not API Gateway's default 403: the request carries no credentials. API Gateway
+    # answers a signed request for an unknown route or method with this response too.
+    GatewayError(
+        "MISSING_AUTHENTICATION_TOKEN",
+        401,
+        "MissingAuthenticationToken",
+        "the request is not signed (SigV4), or no such route or method exists",
+    ),
+    GatewayError("INVALID_SIGNATURE", 403, "InvalidSignature", "the request signature is wrong"),
+    GatewayError("EXPIRED_TOKEN", 403, "ExpiredToken", "the signing credentials have expired"),
+    GatewayError("ACCESS_DENIED", 403, "AccessDenied", "the caller may not invoke this route"),
+    GatewayError("THROTTLED", 429, "Throttled", "too many requests: slow down and retry"),
+    GatewayError(
+        "REQUEST_TOO_LARGE",
+        413,
+        "BodyTooLarge",
+        f"the request is larger than {MAX_REQUEST_BYTES} bytes (API Gateway's limit)",
+    ),
+    GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "UnsupportedMediaType", f"the body must be {JSON}"),
+    GatewayError("INTEGRATION_FAILURE", 502, "IntegrationFailure", "the handler failed"),
+    GatewayError("INTEGRATION_TIMEOUT", 504, "IntegrationTimeout", "the handler timed out"),
+    GatewayError("DEFAULT_4XX", None, "RequestRejected", None),
+    GatewayError("DEFAULT_5XX", None, "GatewayError", None),
+)
+
+
+def gateway_error(response_type: str) -> GatewayError:
+    return next(g for g in GATEWAY_ERRORS if g.response_type == response_type)

@@ -1,0 +1,194 @@
+"""Callbacks through the handler: tokens (forged 404 in any state, stale 409 only when
+genuine), the agents' caps on outputs, details and errors, strict JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aws_stack import Stack
+from shepherd.engine.agent import AgentContext, Pending
+from shepherd.limits import (
+    MAX_CALLBACK_BODY_BYTES,
+    MAX_DETAILS_BYTES,
+    MAX_ERROR_CAUSE,
+    MAX_ERROR_NAME,
+    MAX_JSON_DEPTH,
+    MAX_OUTPUT_BYTES,
+)
+from shepherd_agents import registry
+from support import ORDER
+
+KB = 1024
+
+
+@pytest.fixture
+def carrier() -> Iterator[list[str]]:
+    """ship_order as a callback step: its tokens, in order."""
+    tokens: list[str] = []
+    original = registry.get("ship_order")
+
+    def ship(ctx: AgentContext) -> Any:
+        tokens.append(ctx.task_token())
+        return Pending("waiting for the carrier")
+
+    registry.register("ship_order", ship)
+    yield tokens
+    assert original is not None
+    registry.register("ship_order", original)
+
+
+def waiting(stack: Stack) -> str:
+    _, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    stack.run_agents()
+    return str(accepted["workflow_id"])
+
+
+def ship(stack: Stack, workflow_id: str) -> dict[str, Any]:
+    view = stack.api("GET", f"/workflows/{workflow_id}")[2]
+    return dict(next(s for s in view["steps"] if s["name"] == "ship_order"))
+
+
+def forge(token: str) -> str:
+    """The same attempt's coordinates with another secret."""
+    return token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+
+
+def raw_callback(token: str, action: str, raw: str) -> tuple[int, dict[str, Any]]:
+    from aws_stack import LambdaContext, rest_event
+    from shepherd_handlers import callbacks
+
+    event = rest_event(
+        "POST",
+        f"/tasks/{token}/{action}",
+        resource=f"/tasks/{{token}}/{action}",
+        path_parameters={"token": token},
+        raw_body=raw,
+    )
+    reply = callbacks.handler(event, LambdaContext())
+    return int(reply["statusCode"]), json.loads(reply["body"])
+
+
+def test_a_290_kb_heartbeat_then_a_290_kb_success_leave_the_workflow_intact(
+    stack: Stack, carrier: list[str]
+) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    big = "x" * (290 * KB)
+    code, reply = stack.callback(token, "heartbeat", {"details": {"log": big}})
+    assert code == 413 and reply["error"]["code"] == "BodyTooLarge", reply
+    code, reply = stack.callback(token, "success", {"output": {"label": big}})
+    assert code == 413 and reply["error"]["code"] == "BodyTooLarge", reply
+    assert ship(stack, wf)["status"] == "WAITING"
+    # The workflow still reads, and the attempt still completes normally.
+    code, reply = stack.callback(token, "success", {"output": {"tracking": "T-1"}})
+    assert code == 200 and reply["status"] == "SUCCEEDED"
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}")
+    assert view[0] == 200 and view[2]["status"] == "SUCCEEDED"
+
+
+def test_details_over_their_cap_are_413_and_write_nothing(stack: Stack, carrier: list[str]) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    details = {"log": "x" * (MAX_DETAILS_BYTES + 1)}
+    assert len(json.dumps({"details": details})) < MAX_CALLBACK_BODY_BYTES  # passes the body cap
+    code, reply = stack.callback(token, "heartbeat", {"details": details})
+    assert code == 413 and reply["error"]["code"] == "DetailsTooLarge", reply
+    assert reply["error"]["field"] == "details"
+    step = ship(stack, wf)
+    assert step["status"] == "WAITING" and step["attempt"] == 1
+    code, _ = stack.callback(token, "heartbeat", {"details": {"log": "fits"}})
+    assert code == 200
+
+
+def test_an_output_over_its_cap_is_413_and_fails_the_attempt_for_good(
+    stack: Stack, carrier: list[str]
+) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    output = {"label": "x" * (MAX_OUTPUT_BYTES + 1)}
+    assert len(json.dumps({"output": output})) < MAX_CALLBACK_BODY_BYTES
+    code, reply = stack.callback(token, "success", {"output": output})
+    assert code == 413 and reply["error"]["code"] == "OutputTooLarge", reply
+    step = ship(stack, wf)
+    assert step["status"] == "FAILED" and step["error"]["type"] == "OutputTooLarge"
+    assert step["output"] is None and len(carrier) == 1  # not retried
+    stack.run_agents()
+    assert stack.api("GET", f"/workflows/{wf}")[2]["status"] == "COMPENSATED"
+    code, reply = stack.callback(token, "success", {"output": {"tracking": "late"}})
+    assert code == 409 and reply["error"]["code"] == "TaskTokenStale"
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        ('{"output": {"amount": NaN}}', "NonFiniteNumber"),
+        ('{"output": {"n": 1e400}}', "NumberOutOfRange"),
+        ('{"output": "\\udc00"}', "InvalidUnicode"),
+        ('{"output": ' + "[" * 100 + "]" * 100 + "}", "JsonTooDeep"),
+        ('{"output": ', "InvalidJson"),
+    ],
+)
+def test_callback_payloads_are_strict_json(
+    stack: Stack, carrier: list[str], raw: str, code: str
+) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    status, reply = raw_callback(token, "success", raw)
+    assert status == 400 and reply["error"]["code"] == code, reply
+    assert ship(stack, wf)["status"] == "WAITING"
+
+
+def test_failure_fields_obey_the_error_caps(stack: Stack, carrier: list[str]) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    for body, field in (
+        ({"error": "E" * (MAX_ERROR_NAME + 1)}, "error"),
+        ({"error": "Carrier", "cause": "c" * (MAX_ERROR_CAUSE + 1)}, "cause"),
+        ({"error": ""}, "error"),
+    ):
+        code, reply = stack.callback(token, "failure", body)
+        assert code == 400 and reply["error"]["field"] == field, reply
+    assert ship(stack, wf)["status"] == "WAITING"
+    code, reply = stack.callback(
+        token, "failure", {"error": "E" * MAX_ERROR_NAME, "cause": "c" * MAX_ERROR_CAUSE}
+    )
+    assert code == 200 and reply["attempt"] == 2
+
+
+def test_a_forged_token_is_404_in_every_state_of_its_attempt(
+    stack: Stack, carrier: list[str]
+) -> None:
+    wf = waiting(stack)
+    (first,) = carrier
+    for action in ("heartbeat", "success", "failure"):  # attempt 1 waiting
+        code, reply = stack.callback(forge(first), action, {})
+        assert code == 404 and reply["error"]["code"] == "TaskTokenInvalid"
+    assert stack.callback(first, "failure", {"error": "CarrierBusy"})[0] == 200
+    # Attempt 1 is over (superseded by a retry): the genuine token is stale, a forged one
+    # is still unknown, so it learns nothing about the attempt.
+    code, reply = stack.callback(first, "heartbeat", {})
+    assert code == 409 and reply["error"]["code"] == "TaskTokenStale"
+    code, reply = stack.callback(forge(first), "heartbeat", {})
+    assert code == 404 and reply["error"]["code"] == "TaskTokenInvalid"
+    assert ship(stack, wf)["attempt"] == 2
+
+
+def test_a_callback_output_may_nest_as_deep_as_an_agent_output(
+    stack: Stack, carrier: list[str]
+) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    too_deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
+    status, reply = raw_callback(token, "success", '{"output": ' + too_deep + "}")
+    assert status == 400 and reply["error"]["code"] == "JsonTooDeep"
+    assert str(MAX_JSON_DEPTH) in reply["error"]["message"]
+    at_limit = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    status, reply = raw_callback(token, "success", '{"output": ' + at_limit + "}")
+    assert status == 200 and reply["status"] == "SUCCEEDED", reply
+    assert ship(stack, wf)["output"] == json.loads(at_limit)

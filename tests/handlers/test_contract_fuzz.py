@@ -1,0 +1,125 @@
+"""Fuzz the API against docs/openapi.json with schemathesis, through the real handlers.
+
+Requests go through the local API Gateway (`shepherd_cli.apigw.Gateway` as a WSGI app: the
+code the local stack's control process serves) to the API and callbacks handlers, on moto.
+Every operation gets schemathesis's default checks (no 5xx, documented status codes, content
+types, headers and schemas, schema-invalid data rejected, schema-valid data accepted, an
+undeclared method refused, missing or bogus auth refused) over a bounded number of examples
+per phase (examples, coverage, fuzzing).
+
+What a schema cannot say, said here once:
+* Schema-valid requests may still be refused with 400 on two operations: a start names a
+  definition and must satisfy its InputSchema (deployment data, not the API's schema), and a
+  `next_token` is only valid if this deployment issued it to this caller for these filters.
+* Generated path ids almost never exist: positive cases put a seeded workflow's id (or a
+  waiting callback's token) in place of about half of the generated ones, so the 2xx paths
+  are exercised too, and the rest still probe unknown ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from aws_stack import ALICE, Stack
+from hypothesis import HealthCheck, settings
+from schemathesis.config import SchemathesisConfig
+from shepherd.engine.agent import AgentContext, Pending
+from shepherd_agents import registry
+from shepherd_cli import apigw
+from shepherd_cli.openapi import TARGET
+from support import ORDER
+
+# The local stand-in for a SigV4 signature (see apigw.Gateway): this value signs as ALICE.
+SIGNATURE = "AWS4-HMAC-SHA256 local-stand-in"
+EXAMPLES = 40
+_DEFAULT_ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "operations": [
+            {
+                "include-name": name,
+                "checks": {
+                    "positive_data_acceptance": {"expected-statuses": [*_DEFAULT_ACCEPTED, "400"]}
+                },
+            }
+            for name in ("POST /workflows", "GET /workflows")
+        ]
+    }
+)
+
+gateway = apigw.Gateway(
+    apigw.handlers(), lambda target: apigw.lambda_context(f"fuzz-{target}"), {SIGNATURE: ALICE}
+)
+schema = schemathesis.openapi.from_dict(json.loads(TARGET.read_text()), config=CONFIG)
+schema.app = apigw.wsgi(gateway)
+
+
+@pytest.fixture
+def seeded(stack: Stack) -> Iterator[dict[str, str]]:
+    """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
+    definition that exists."""
+    tokens: list[str] = []
+    original = registry.get("ship_order")
+
+    def ship(ctx: AgentContext) -> Any:
+        tokens.append(ctx.task_token())
+        return Pending("waiting for the carrier")
+
+    registry.register("ship_order", ship)
+    try:
+        _, _, accepted = stack.api(
+            "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
+        )
+        stack.run_agents()
+        assert tokens, "the callback step did not start"
+        yield {
+            "workflow_id": accepted["workflow_id"],
+            "token": tokens[0],
+            "name": "order_fulfilment",
+        }
+    finally:
+        assert original is not None
+        registry.register("ship_order", original)
+
+
+@pytest.fixture(scope="module")
+def statuses() -> Iterator[dict[str, set[int]]]:
+    """Statuses seen per operation: every operation that ran must have reached its success
+    path (retry needs a FAILED workflow: its 2xx path is tested in test_api.py)."""
+    seen: dict[str, set[int]] = {}
+    yield seen
+    for label, codes in seen.items():
+        if not label.endswith("/retry"):
+            assert any(200 <= c < 300 for c in codes), f"{label} never succeeded: {codes}"
+        assert any(400 <= c < 500 for c in codes), f"{label} never refused: {codes}"
+
+
+def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
+    """Point about half of the positive cases at the seeded workflow, token or definition."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive:
+        return
+    for name, value in seeded.items():
+        generated = case.path_parameters.get(name) if case.path_parameters else None
+        if isinstance(generated, str) and hashlib.sha256(generated.encode()).digest()[0] % 2:
+            case.path_parameters[name] = value
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_conforms_to_its_contract(
+    case: Any, seeded: dict[str, str], statuses: dict[str, set[int]]
+) -> None:
+    _use_seeded(case, seeded)
+    response = case.call_and_validate(headers={"Authorization": SIGNATURE})
+    statuses.setdefault(case.operation.label, set()).add(response.status_code)
