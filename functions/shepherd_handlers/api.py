@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from shepherd.definitions import NAME
+from shepherd.definitions import NAME, POOL
 from shepherd.engine.queries import list_workflows
 from shepherd.errors import UnknownWorkflowType
 from shepherd.model import WorkflowStatus
@@ -18,6 +18,9 @@ from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
     DefinitionListView,
     DefinitionView,
+    PoolListView,
+    PoolView,
+    ResumeRequest,
     StartWorkflowRequest,
     WorkflowAccepted,
     WorkflowListView,
@@ -25,12 +28,19 @@ from shepherd_handlers.models import (
     WorkflowView,
 )
 from shepherd_handlers.runtime import engine, logger, metrics, owner_from_arn, tracer
-from shepherd_handlers.views import definition_summary, definition_view, summary_view, workflow_view
+from shepherd_handlers.views import (
+    definition_summary,
+    definition_view,
+    pool_view,
+    summary_view,
+    workflow_view,
+)
 
 TITLE = "Shepherd API"
 VERSION = "1.0.0"
 WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
+POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
 
 app = errors.resolver()
 
@@ -162,6 +172,77 @@ def retry_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
 
 
+@app.post(
+    "/workflows/<workflow_id>/pause",
+    responses=errors.documented(202, "Paused", WorkflowStatusView, 400, 404, 409),
+    tags=["workflows"],
+)
+def pause_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
+    """RUNNING -> PAUSED: nothing new is dispatched; running attempts finish and are recorded."""
+    wf = engine().scheduler.pause(workflow_id, owner=caller())
+    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+
+
+@app.post(
+    "/workflows/<workflow_id>/resume",
+    responses=errors.documented(202, "Resumed", WorkflowStatusView, 400, 404, 409, 415),
+    tags=["workflows"],
+)
+def resume_workflow(
+    workflow_id: WORKFLOW_ID, body: ResumeRequest | None = None
+) -> Response[WorkflowStatusView]:
+    """PAUSED -> RUNNING: failed steps are queued again with a fresh retry budget, optionally
+    with a replacement input for one step (recorded in its history with who changed it)."""
+    request = body or ResumeRequest()
+    wf = engine().scheduler.resume(
+        workflow_id, owner=caller(), step=request.step, step_input=request.input
+    )
+    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+
+
+@app.post(
+    "/workflows/<workflow_id>/compensate",
+    responses=errors.documented(202, "Compensating", WorkflowStatusView, 400, 404, 409),
+    tags=["workflows"],
+)
+def compensate_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
+    """Give up on a RUNNING or PAUSED workflow: unwind as a failure would, ending COMPENSATED
+    (or FAILED if a compensation fails for good)."""
+    wf = engine().scheduler.compensate(workflow_id, owner=caller())
+    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+
+
+@app.get(
+    "/pools",
+    responses=errors.documented(200, "Every agent pool, its state and backlog", PoolListView),
+    tags=["pools"],
+)
+def list_pools() -> PoolListView:
+    """Every agent pool of this deployment: paused or not, and its queue's backlog."""
+    caller()
+    return PoolListView(items=[pool_view(p) for p in engine().pools.list()])
+
+
+@app.post(
+    "/pools/<pool>/pause",
+    responses=errors.documented(202, "Paused", PoolView, 400, 404),
+    tags=["pools"],
+)
+def pause_pool(pool: POOL_NAME) -> Response[PoolView]:
+    """Stop the pool's agents from claiming anything; nothing fails or burns retries meanwhile."""
+    return _accepted_pool(pool_view(engine().pools.pause(pool, by=caller())))
+
+
+@app.post(
+    "/pools/<pool>/resume",
+    responses=errors.documented(202, "Resumed", PoolView, 400, 404),
+    tags=["pools"],
+)
+def resume_pool(pool: POOL_NAME) -> Response[PoolView]:
+    """Let the pool's agents claim again: its backlog drains."""
+    return _accepted_pool(pool_view(engine().pools.resume(pool, by=caller())))
+
+
 @app.get(
     "/definitions",
     responses=errors.documented(200, "The definitions", DefinitionListView),
@@ -212,6 +293,12 @@ def _no_definition(exc: _NoDefinition) -> Response[Any]:
 
 
 def _accepted(body: WorkflowStatusView) -> Response[WorkflowStatusView]:
+    return Response(
+        status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=body
+    )
+
+
+def _accepted_pool(body: PoolView) -> Response[PoolView]:
     return Response(
         status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=body
     )

@@ -22,6 +22,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from shepherd import jsonsafe, routes
+from shepherd.engine.pools import PoolNotFound
 from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
@@ -34,6 +35,7 @@ from shepherd.errors import (
 )
 from shepherd.jsonsafe import JsonRejected
 from shepherd.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES
+from shepherd.payloads import PayloadMissing
 
 from shepherd_handlers.models import ErrorBody, ErrorDetail
 from shepherd_handlers.runtime import logger
@@ -106,6 +108,8 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     TaskTokenInvalid: (HTTPStatus.NOT_FOUND, "TaskTokenInvalid", "token"),
     TaskTokenStale: (HTTPStatus.CONFLICT, "TaskTokenStale", "token"),
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity
+    PoolNotFound: (HTTPStatus.NOT_FOUND, "PoolNotFound", "pool"),
+    PayloadMissing: (HTTPStatus.INTERNAL_SERVER_ERROR, "PayloadMissing", None),
 }
 
 

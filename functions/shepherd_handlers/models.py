@@ -55,20 +55,40 @@ class WorkflowAccepted(BaseModel):
 
 class AttemptView(BaseModel):
     attempt: int
-    outcome: Annotated[str, Field(description="ok, error, timeout or heartbeat_timeout")]
+    outcome: Annotated[
+        str,
+        Field(
+            description="ok, error, timeout, heartbeat_timeout (the supervisor timed it out), "
+            "or input_replaced (an operator gave the step a new input at a resume)"
+        ),
+    ]
     error: str | None = None
-    at: str
+    started_at: Annotated[str | None, Field(description="When its agent claimed it")] = None
+    at: Annotated[str, Field(description="When it ended (or the input was replaced)")]
+    by: Annotated[str | None, Field(description="Who replaced the input")] = None
 
 
 class StepView(BaseModel):
     name: str
     status: str
     attempt: int
-    started_at: str | None = None
+    started_at: Annotated[str | None, Field(description="The current attempt's claim")] = None
+    heartbeat_at: str | None = None
+    dispatched_at: str | None = None
+    available_at: Annotated[str | None, Field(description="A queued retry's backoff end")] = None
+    first_claimed_at: Annotated[
+        str | None, Field(description="Its first claim: from then on it may have acted")
+    ] = None
     finished_at: str | None = None
+    dispatches: int = 0
     error: dict[str, Any] | None = None
     output: Any = None
+    details: Annotated[Any, Field(description="Progress details its attempts reported")] = None
+    input: Annotated[Any, Field(description="An operator's replacement input, if any")] = None
     attempts: list[AttemptView] = []
+    attempts_total: Annotated[
+        int, Field(description="Ended attempts, also those older than `attempts` keeps")
+    ] = 0
 
 
 class WorkflowView(BaseModel):
@@ -82,6 +102,11 @@ class WorkflowView(BaseModel):
     input: Any = None
     output: Any = None
     error: dict[str, Any] | None = None
+    pause: Annotated[
+        dict[str, Any] | None,
+        Field(description="Why it is PAUSED: reason (failure or operator), step, error, by"),
+    ] = None
+    paused_at: str | None = None
     redrives: int = 0
     steps: list[StepView]
     compensations: list[StepView]
@@ -166,3 +191,31 @@ class ErrorBody(BaseModel):
     """The one shape of every error response."""
 
     error: ErrorDetail
+
+
+class ResumeRequest(BaseModel):
+    """Optionally, a replacement input for one step (recorded in its history)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: Annotated[str | None, Field(min_length=1, max_length=64)] = None
+    input: Annotated[Any, Field(description="The step's replacement input (JSON)")] = None
+
+
+class BacklogView(BaseModel):
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+class PoolView(BaseModel):
+    name: str
+    paused: bool
+    paused_at: str | None = None
+    resumed_at: str | None = None
+    by: str | None = None
+    backlog: BacklogView | None = None
+
+
+class PoolListView(BaseModel):
+    items: list[PoolView]

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from aws_cdk import aws_events, aws_iam, aws_lambda, aws_sqs
 from shepherd.topology import IndexSpec
@@ -57,6 +58,21 @@ class Access:
 
     def publish(self, fn: aws_lambda.Function) -> None:
         self._bus.grant_put_events_to(fn)
+
+    def pool_control(self, fn: aws_lambda.Function, pools: Sequence[Any]) -> None:
+        """Pause and resume pools (their event source mappings) and read their backlogs."""
+        mappings = [p.event_source.event_source_mapping_arn for p in pools if p.event_source]
+        if mappings:
+            fn.add_to_role_policy(
+                aws_iam.PolicyStatement(
+                    actions=["lambda:UpdateEventSourceMapping"], resources=mappings
+                )
+            )
+        queues = [p.queue.queue_arn for p in pools]
+        if queues:
+            fn.add_to_role_policy(
+                aws_iam.PolicyStatement(actions=["sqs:GetQueueAttributes"], resources=queues)
+            )
 
     def engine(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
         """What any part of the engine needs: the table, dispatching, publishing events."""

@@ -51,6 +51,7 @@ class AgentPool(Construct):
             "operator (and raise an alarm), a DLQ of a DLQ would only move the problem",
         )
         self.function: aws_lambda.Function | None = None
+        self.event_source: aws_lambda_event_sources.SqsEventSource | None = None
 
     def add_function(self, runtime: LambdaRuntime, access: Access) -> aws_lambda.Function:
         pool = self.pool
@@ -69,14 +70,13 @@ class AgentPool(Construct):
         # an agent consumes nothing else. The "touch only its own queue" is read as
         # "consume": an agent also *sends* to every pool's queue, because finishing a step
         # dispatches its successors (implicit dispatch), which may run in another pool.
-        fn.add_event_source(
-            aws_lambda_event_sources.SqsEventSource(
-                self.queue,
-                batch_size=pool.batch_size,
-                report_batch_item_failures=True,
-                max_concurrency=pool.max_concurrency,
-            )
+        self.event_source = aws_lambda_event_sources.SqsEventSource(
+            self.queue,
+            batch_size=pool.batch_size,
+            report_batch_item_failures=True,
+            max_concurrency=pool.max_concurrency,
         )
+        fn.add_event_source(self.event_source)
         access.engine(fn)
         acknowledge(
             fn,

@@ -8,15 +8,18 @@ error shape, with the request id.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from aws_cdk import aws_apigateway, aws_lambda
 from constructs import Construct
 from shepherd import routes
 from shepherd.observability import HANDLER_API, HANDLER_CALLBACKS
+from shepherd.settings import ENV_POOL_MAPPINGS
 from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
+from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api_logging import acknowledge_logging_off, stage_options
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
@@ -30,9 +33,14 @@ class SchedulerApi(Construct):
         *,
         runtime: LambdaRuntime,
         access: Access,
+        pools: Sequence[AgentPool] = (),
         logging: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Pausing a pool disables its SQS event source mapping: the API knows them by id.
+        mappings = {
+            p.pool.name: p.event_source.event_source_mapping_id for p in pools if p.event_source
+        }
         self.api_function = runtime.function(
             self,
             "ApiHandler",
@@ -41,11 +49,14 @@ class SchedulerApi(Construct):
                 timeout=config.API_TIMEOUT,
                 memory_mb=config.API_MEMORY_MB,
                 description="scheduler API",
-                extra_env={},
+                extra_env={ENV_POOL_MAPPINGS: json.dumps(mappings, sort_keys=True)}
+                if mappings
+                else {},
             ),
         )
         # Lists workflows through the owner index; never the watch index.
         access.engine(self.api_function, indexes=[TABLE.list_index])
+        access.pool_control(self.api_function, pools)
         self.callbacks_function = runtime.function(
             self,
             "CallbacksHandler",

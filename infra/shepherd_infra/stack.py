@@ -75,7 +75,12 @@ class ShepherdStack(Stack):
         for pool in self.pools.values():
             pool.add_function(self.runtime, access)
         self.api = SchedulerApi(
-            self, "Api", runtime=self.runtime, access=access, logging=api_logging
+            self,
+            "Api",
+            runtime=self.runtime,
+            access=access,
+            pools=list(self.pools.values()),
+            logging=api_logging,
         )
         self.events.add_start_rule(self.runtime, access)
         self.supervisor = Supervisor(self, "Supervisor", runtime=self.runtime, access=access)

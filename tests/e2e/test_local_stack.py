@@ -311,3 +311,36 @@ def test_a_killed_control_process_is_replaced(api: Api, stack: LocalStack) -> No
     assert view is not None, "the API did not answer again"
     assert stack.control_restarts == before + 1 and stack._control is not control
     assert wait(api, workflow_id)["status"] == "SUCCEEDED"  # state lives on in moto
+
+
+def test_pause_and_resume_a_workflow_and_a_pool_through_the_cli(
+    api: Api, stack: LocalStack
+) -> None:
+    """A paused pool's workers claim nothing (its task stays queued); a paused workflow
+    dispatches nothing; resuming both lets the workflow finish."""
+    paused = cli(stack, "pools", "pause", "payments")
+    assert paused.returncode == 0, paused.stderr
+    assert any(
+        line.startswith("payments") and "PAUSED" in line for line in paused.stdout.splitlines()
+    )
+    workflow_id = start(api, "order_fulfilment", ORDER)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        view = api.call("GET", f"/workflows/{workflow_id}")
+        if view["steps"][0]["status"] == "SUCCEEDED" and view["steps"][1]["status"] == "QUEUED":
+            break
+        time.sleep(0.2)
+    time.sleep(2)  # the payments workers poll, and must not take it
+    view = api.call("GET", f"/workflows/{workflow_id}")
+    assert view["steps"][1]["status"] == "QUEUED" and view["steps"][1]["attempt"] == 1
+    listing = cli(stack, "pools")
+    assert "payments" in listing.stdout and "PAUSED" in listing.stdout
+    assert cli(stack, "pause", workflow_id).stdout.strip() == "PAUSED"
+    assert cli(stack, "pools", "resume", "payments").returncode == 0
+    time.sleep(2)  # the payments task is dropped: its workflow is paused
+    view = api.call("GET", f"/workflows/{workflow_id}")
+    assert view["status"] == "PAUSED" and view["steps"][1]["status"] == "QUEUED"
+    assert cli(stack, "resume", workflow_id).stdout.strip() == "RUNNING"
+    assert wait(api, workflow_id)["status"] == "SUCCEEDED"
+    refused = cli(stack, "resume", workflow_id)
+    assert refused.returncode == 1 and "409 InvalidTransition" in refused.stderr

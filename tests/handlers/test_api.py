@@ -291,3 +291,74 @@ def test_log_lines_of_work_carry_workflow_step_and_attempt(stack: Stack) -> None
     for line in handled:
         assert line["workflow_id"] == wf and line["attempt"] == 1 and line["step"]
         assert line["service"] == "shepherd" and line["level"] == "INFO"
+
+
+def test_pause_resume_with_a_replacement_input_and_compensate(
+    stack: Stack, swap_agent: Any
+) -> None:
+    amounts: list[Any] = []
+
+    def charge(ctx: Any) -> Any:
+        amounts.append(ctx.input["amount"])
+        if ctx.input["amount"] > 100:
+            raise PermanentError("over the card limit", name="CardDeclined")
+        return {"charge_id": "ch-1", "amount": ctx.input["amount"]}
+
+    swap_agent("charge_payment", charge)
+    wf = start(stack, {"type": "order_fulfilment", "input": {**ORDER, "amount": 500}})[
+        "workflow_id"
+    ]
+    status, _, reply = stack.api("POST", f"/workflows/{wf}/pause")
+    assert (status, reply["status"]) == (202, "PAUSED")
+    assert stack.api("POST", f"/workflows/{wf}/pause")[0] == 202  # idempotent
+    stack.run_agents()  # the root's message arrives while paused: dropped
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    assert view["status"] == "PAUSED" and view["pause"]["reason"] == "operator"
+    assert view["pause"]["by"] == ALICE and view["paused_at"].endswith("Z")
+    assert view["steps"][0]["status"] == "QUEUED"
+    status, _, reply = stack.api("POST", f"/workflows/{wf}/resume", body={"step": "nope"})
+    assert status == 409 and "no step 'nope'" in reply["error"]["message"]
+    status, _, reply = stack.api(
+        "POST",
+        f"/workflows/{wf}/resume",
+        body={"step": "charge_payment", "input": {**ORDER, "amount": 90}},
+    )
+    assert (status, reply["status"]) == (202, "RUNNING")
+    stack.run_agents()
+    assert amounts == [90]  # the replacement input reached the step
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    assert view["status"] == "SUCCEEDED"
+    charge_view = view["steps"][1]
+    assert charge_view["input"]["amount"] == 90
+    replaced = [a for a in charge_view["attempts"] if a["outcome"] == "input_replaced"]
+    assert replaced and replaced[0]["by"] == ALICE
+
+    other = start(stack)["workflow_id"]
+    assert stack.api("POST", f"/workflows/{other}/pause")[0] == 202
+    status, _, reply = stack.api("POST", f"/workflows/{other}/compensate")
+    assert status == 202 and reply["status"] in ("COMPENSATING", "COMPENSATED")
+    stack.run_agents()
+    assert stack.api("GET", f"/workflows/{other}")[2]["status"] == "COMPENSATED"
+    for action in ("pause", "resume", "compensate"):
+        status, _, reply = stack.api("POST", f"/workflows/{other}/{action}")
+        assert status == 409 and reply["error"]["code"] == "InvalidTransition"
+    assert stack.api("POST", f"/workflows/{wf}/pause", caller=BOB)[0] == 404  # not BOB's
+
+
+def test_pools_list_pause_and_resume(stack: Stack) -> None:
+    start(stack)
+    status, _, pools = stack.api("GET", "/pools")
+    assert status == 200
+    by_name = {p["name"]: p for p in pools["items"]}
+    assert set(by_name) == {"inventory", "payments", "shipping", "notifications", "cloud", "config"}
+    assert by_name["inventory"]["paused"] is False
+    assert by_name["inventory"]["backlog"]["visible"] == 1
+    status, _, pool = stack.api("POST", "/pools/inventory/pause")
+    assert status == 202 and pool["paused"] is True and pool["by"] == ALICE
+    assert stack.api("GET", "/pools")[2]["items"][
+        [p["name"] for p in pools["items"]].index("inventory")
+    ]["paused"]
+    status, _, pool = stack.api("POST", "/pools/inventory/resume")
+    assert status == 202 and pool["paused"] is False and pool["resumed_at"].endswith("Z")
+    status, _, reply = stack.api("POST", "/pools/no-such-pool/pause")
+    assert status == 404 and reply["error"]["code"] == "PoolNotFound"

@@ -81,6 +81,7 @@ def seeded(stack: Stack) -> Iterator[dict[str, str]]:
             "workflow_id": accepted["workflow_id"],
             "token": tokens[0],
             "name": "order_fulfilment",
+            "pool": "inventory",
         }
     finally:
         assert original is not None
@@ -90,11 +91,12 @@ def seeded(stack: Stack) -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="module")
 def statuses() -> Iterator[dict[str, set[int]]]:
     """Statuses seen per operation: every operation that ran must have reached its success
-    path (retry needs a FAILED workflow: its 2xx path is tested in test_api.py)."""
+    path (retry needs a FAILED workflow, resume a PAUSED one: their 2xx paths are tested in
+    test_api.py)."""
     seen: dict[str, set[int]] = {}
     yield seen
     for label, codes in seen.items():
-        if not label.endswith("/retry"):
+        if not label.endswith(("/retry", "/resume")):
             assert any(200 <= c < 300 for c in codes), f"{label} never succeeded: {codes}"
         assert any(400 <= c < 500 for c in codes), f"{label} never refused: {codes}"
 

@@ -290,6 +290,11 @@ class MotoWorld:
         }
         for pool, queue_id in queue_ids_by_pool(any_function.environment).items():
             self.refs[queue_id] = self.queues[pool].url
+        # The API knows each pool's event source mapping by id (pausing a pool disables it);
+        # moto runs no mappings, so the rehearsal gives them ids that name their resource.
+        for logical_id, resource in self.assembly.resources.items():
+            if resource["Type"] == "AWS::Lambda::EventSourceMapping":
+                self.refs[logical_id] = f"rehearsal-{logical_id}"
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -139,3 +139,27 @@ def test_scheduler_role_invokes_only_the_supervisor(shepherd: Synth) -> None:
     ]
     assert {a for s in statements for a in actions(s)} == {"lambda:InvokeFunction"}
     assert all(refers_to(r, fn_id) for s in statements for r in resources(s))
+
+
+def test_only_the_api_switches_pools_and_only_their_own_event_source_mappings(
+    shepherd: Synth,
+) -> None:
+    import json as _json
+
+    from shepherd.settings import ENV_POOL_MAPPINGS
+
+    mappings = shepherd.of_type("AWS::Lambda::EventSourceMapping")
+    api_id = shepherd.logical_id(shepherd.stack.api.api_function)
+    for name, fn_id in _engine_functions(shepherd).items():
+        allowed = list(granted(shepherd.statements(fn_id), "lambda:UpdateEventSourceMapping"))
+        if fn_id != api_id:
+            assert allowed == [], name
+            continue
+        assert len(allowed) == len(mappings) == len(shepherd.stack.pools)
+        for mapping_id in mappings:
+            assert any(refers_to(resource, mapping_id) for resource in allowed), mapping_id
+    env = shepherd.function_env(api_id)[ENV_POOL_MAPPINGS]
+    text = _json.dumps(env)
+    for name in shepherd.stack.pools:
+        assert f'\\"{name}\\":' in text, name  # every pool, mapped to ...
+    assert all(mapping_id in text for mapping_id in mappings)  # ... its own mapping

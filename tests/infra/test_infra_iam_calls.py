@@ -113,6 +113,9 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert stack.api("GET", order["location"])[2]["status"] == "SUCCEEDED"
         assert stack.api("GET", "/workflows")[0] == 200  # the owner index
         assert stack.api("GET", "/definitions")[0] == 200
+        assert stack.api("GET", "/pools")[0] == 200  # every queue's backlog
+        assert stack.api("POST", "/pools/inventory/pause")[0] == 202
+        assert stack.api("POST", "/pools/inventory/resume")[0] == 202
         status, _, lost_one = stack.api(
             "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
         )

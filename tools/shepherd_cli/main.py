@@ -135,6 +135,43 @@ def cmd_retry(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def cmd_pause(args: argparse.Namespace, api: Api) -> int:
+    print(api.call("POST", f"/workflows/{args.workflow_id}/pause")["status"])
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace, api: Api) -> int:
+    body: dict[str, Any] | None = None
+    if args.step or args.input:
+        if not (args.step and args.input):
+            raise CliError("--step and --input go together (a replacement input for one step)")
+        body = {"step": args.step, "input": _input(args.input)}
+    print(api.call("POST", f"/workflows/{args.workflow_id}/resume", body)["status"])
+    return 0
+
+
+def cmd_compensate(args: argparse.Namespace, api: Api) -> int:
+    print(api.call("POST", f"/workflows/{args.workflow_id}/compensate")["status"])
+    return 0
+
+
+def cmd_pools(args: argparse.Namespace, api: Api) -> int:
+    if args.action in ("pause", "resume"):
+        if not args.pool:
+            raise CliError(f"shepherd pools {args.action} needs a pool name")
+        api.call("POST", f"/pools/{args.pool}/{args.action}")
+    elif args.pool:
+        raise CliError("give a pool only with pause or resume")
+    for pool in api.call("GET", "/pools")["items"]:
+        backlog = pool.get("backlog") or {}
+        state = "PAUSED" if pool["paused"] else "running"
+        print(
+            f"{pool['name']:<20} {state:<8} visible {backlog.get('visible', '?'):>5}  "
+            f"in flight {backlog.get('in_flight', '?'):>5}  delayed {backlog.get('delayed', '?'):>5}"
+        )
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from shepherd.definitions import check_agents, definition_files, load_file
     from shepherd.errors import DefinitionError
@@ -211,9 +248,23 @@ def parser() -> argparse.ArgumentParser:
     lst.add_argument("--type")
     lst.add_argument("--limit", type=int, default=20)
 
-    for name, text in (("cancel", "cancel and compensate"), ("retry", "redrive a FAILED workflow")):
+    for name, text in (
+        ("cancel", "cancel: compensate what may have acted, end CANCELLED"),
+        ("retry", "redrive a FAILED workflow"),
+        ("pause", "pause a running workflow: nothing new is dispatched"),
+        ("compensate", "give up on a running or paused workflow: compensate, end COMPENSATED"),
+    ):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("workflow_id")
+
+    resume = sub.add_parser("resume", help="resume a paused workflow (failed steps retried)")
+    resume.add_argument("workflow_id")
+    resume.add_argument("--step", help="give this step a replacement input")
+    resume.add_argument("--input", help="the replacement input: JSON, or @file")
+
+    pools = sub.add_parser("pools", help="agent pools and their backlogs; pause or resume one")
+    pools.add_argument("action", nargs="?", choices=["list", "pause", "resume"], default="list")
+    pools.add_argument("pool", nargs="?")
 
     validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
     validate.add_argument("files", nargs="*")
@@ -241,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
             "list": cmd_list,
             "cancel": cmd_cancel,
             "retry": cmd_retry,
+            "pause": cmd_pause,
+            "resume": cmd_resume,
+            "compensate": cmd_compensate,
+            "pools": cmd_pools,
         }[args.command]
         return handler(args, api)
     except CliError as exc:

@@ -47,11 +47,26 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
 
     import boto3
+    from shepherd.keys import POOLS_PK
+    from shepherd.settings import Settings
     from shepherd_handlers import agent
 
     sqs = boto3.client("sqs")
+    dynamodb = boto3.client("dynamodb")
+    table = Settings.from_env().table
     arn = f"arn:aws:sqs:us-east-1:000000000000:shepherd-{args.pool}"
+
+    def enabled() -> bool:
+        """A paused pool's event source mapping is disabled: it receives nothing."""
+        item = dynamodb.get_item(
+            TableName=table, Key={"pk": {"S": POOLS_PK}, "sk": {"S": args.pool}}
+        ).get("Item", {})
+        return not item.get("paused", {}).get("BOOL", False)
+
     while not stopping:
+        if not enabled():
+            time.sleep(0.5)
+            continue
         got = sqs.receive_message(
             QueueUrl=args.queue_url,
             MaxNumberOfMessages=min(10, args.batch_size),
@@ -60,6 +75,15 @@ def main() -> int:
         )
         messages = got.get("Messages", [])
         if not messages:
+            continue
+        if not enabled():  # paused while this poll waited: the messages go back, unprocessed
+            sqs.change_message_visibility_batch(
+                QueueUrl=args.queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                    for i, m in enumerate(messages)
+                ],
+            )
             continue
         event = {
             "Records": [

@@ -45,10 +45,14 @@ def _history(
     at: int,
     error: str | None = None,
     token_hash: str | None = None,
+    claimed_at: int | None = None,
 ) -> dict[str, Any]:
-    """One ended attempt. `th` keeps the hash of a callback attempt's task token, so the
-    genuine token of an attempt that is over gets 409 and a forged one still gets 404."""
+    """One ended attempt: its number, outcome, end (and claim) time, error name. `th` keeps
+    the hash of a callback attempt's task token, so the genuine token of an attempt that is
+    over gets 409 and a forged one still gets 404."""
     entry: dict[str, Any] = {"a": attempt, "o": outcome, "t": at}
+    if claimed_at is not None:
+        entry["c"] = claimed_at
     if error:
         entry["e"] = error
     if token_hash:
@@ -158,7 +162,9 @@ def complete(
 
     With `token_hash`, a callback completes RUNNING(a) or WAITING(a) holding that token.
     """
-    entry = _history(attempt, "ok", now, token_hash=token_hash or rec.callback_token)
+    entry = _history(
+        attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
+    )
     update = Update(
         set={
             "status": StepStatus.SUCCEEDED.value,
@@ -210,6 +216,7 @@ def end_attempt(
         now,
         limits.truncate(error_type, limits.MAX_ERROR_NAME),
         token_hash or rec.callback_token,
+        rec.claimed_at,
     )
     if isinstance(decision, RetryIn):
         available_at = now + decision.delay_ms
