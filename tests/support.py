@@ -244,3 +244,16 @@ class HookStore:
 
     def query_list(self, *args: Any) -> Any:
         return self.inner.query_list(*args)
+
+
+def pausing_order(harness: Harness) -> None:
+    """order_fulfilment with OnFailure: PAUSE on charge_payment."""
+    from shepherd.definitions import parse_definition
+
+    data = harness.definitions["order_fulfilment"].model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    data["Steps"][1]["OnFailure"] = "PAUSE"
+    harness.definitions["order_fulfilment"] = parse_definition(data, "pausing")
+    harness.catalog = type(harness.catalog)(harness.definitions, harness.store)
+    harness.scheduler.catalog = harness.catalog

@@ -2,8 +2,10 @@
 
 `"faults": {"<step>": {"mode": "error" | "permanent" | "hang" | "crash" | "crash_after_effect",
 "times": N}}` applies to the first N attempts of that step (`"<step>:compensation"` targets
-its compensation). `crash_after_effect`: the effect lands, then the worker dies before it can
-record anything (the outcome the engine cannot know). Only demo agents read `faults`.
+its compensation); without `times` it applies to the first attempt, or, for `permanent`, to
+every attempt (set `times` to see a resume after a "fix" succeed). `crash_after_effect`: the
+effect lands, then the worker dies before it can record anything (the outcome the engine
+cannot know). Only demo agents read `faults`.
 """
 
 from __future__ import annotations
@@ -40,10 +42,9 @@ def _fault(ctx: AgentContext) -> dict[str, Any] | None:
     fault = faults.get(key)
     if not isinstance(fault, dict):
         return None
-    times = fault.get("times", 1)
-    if fault.get("mode") == "permanent" or ctx.attempt <= times:
-        return fault
-    return None
+    default = None if fault.get("mode") == "permanent" else 1
+    times = fault.get("times", default)
+    return fault if times is None or ctx.attempt <= times else None
 
 
 def _crash(ctx: AgentContext) -> None:

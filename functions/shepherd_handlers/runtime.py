@@ -32,10 +32,32 @@ EVENT_METRICS = {
     "WorkflowFailed": Metric.WORKFLOWS_FAILED,
     "WorkflowCompensated": Metric.WORKFLOWS_COMPENSATED,
     "WorkflowCancelled": Metric.WORKFLOWS_CANCELLED,
+    "WorkflowPaused": Metric.WORKFLOWS_PAUSED,
+    "WorkflowResumed": Metric.WORKFLOWS_RESUMED,
     "StepRetried": Metric.STEP_RETRIES,
     "StepTimedOut": Metric.TIMEOUTS_DETECTED,
     "StepCompensated": Metric.COMPENSATIONS,
 }
+
+
+def derived_metrics(event: DomainEvent) -> list[Metric]:
+    """The metrics an event implies beyond its own count (what the alarms watch)."""
+    if event.detail_type == "StepFailed" and event.detail.get("kind") == "compensation":
+        return [Metric.COMPENSATIONS_FAILED]
+    pause = event.detail.get("pause") or {}
+    if event.detail_type == "WorkflowPaused" and pause.get("reason") == "failure":
+        return [Metric.PAUSED_ON_FAILURE]
+    return []
+
+
+def count_events(events: Sequence[DomainEvent]) -> None:
+    """Workflow and step metrics, from the events themselves: they cannot disagree."""
+    for event in events:
+        metric = EVENT_METRICS.get(event.detail_type)
+        if metric is not None:
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+        for extra in derived_metrics(event):
+            metrics.add_metric(name=extra, unit=MetricUnit.Count, value=1)
 
 
 class MeteredEvents:
@@ -45,12 +67,7 @@ class MeteredEvents:
         self._inner = inner
 
     def publish(self, events: Sequence[DomainEvent]) -> None:
-        for event in events:
-            metric = EVENT_METRICS.get(event.detail_type)
-            if metric is not None:
-                metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
-            if event.detail_type == "StepFailed" and event.detail.get("kind") == "compensation":
-                metrics.add_metric(name=Metric.COMPENSATIONS_FAILED, unit=MetricUnit.Count, value=1)
+        count_events(events)
         self._inner.publish(events)
 
 

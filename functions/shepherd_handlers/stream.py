@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -22,10 +21,8 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.adapters.dynamodb import from_attr
 from shepherd.changes import Change, events_of
-from shepherd.model import DomainEvent
-from shepherd.observability import Metric
 
-from shepherd_handlers.runtime import EVENT_METRICS, engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_events, engine, logger, metrics, tracer
 
 processor = BatchProcessor(
     event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
@@ -46,22 +43,12 @@ def change_of(record: DynamoDBRecord) -> Change:
     return change_of_raw(record.raw_event)
 
 
-def count(events: list[DomainEvent]) -> None:
-    """Workflow and step metrics, from the events themselves: they cannot disagree."""
-    for event in events:
-        metric = EVENT_METRICS.get(event.detail_type)
-        if metric is not None:
-            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
-        if event.detail_type == "StepFailed" and event.detail.get("kind") == "compensation":
-            metrics.add_metric(name=Metric.COMPENSATIONS_FAILED, unit=MetricUnit.Count, value=1)
-
-
 @tracer.capture_method
 def record_handler(record: DynamoDBRecord) -> int:
     events = events_of(change_of(record))
     if events:
         engine().publisher.publish(events)  # DeliveryError: a batch item failure, retried
-        count(events)
+        count_events(events)
         logger.info(
             "events published",
             extra={

@@ -114,6 +114,13 @@ class Monitoring(Construct):
             threshold=0,
             description="A compensation failed for good: a workflow is FAILED, needs an operator",
         )
+        self._alarm(
+            "PausedOnFailure",
+            engine_metric(Metric.PAUSED_ON_FAILURE),
+            threshold=0,
+            description="A step with OnFailure PAUSE failed for good: its workflow is PAUSED "
+            "until an operator fixes the cause and resumes, compensates or cancels it",
+        )
         started = engine_metric(Metric.WORKFLOWS_STARTED, period=config.ALARM_PERIOD)
         failed = engine_metric(Metric.WORKFLOWS_FAILED, period=config.ALARM_PERIOD)
         self._alarm(
@@ -172,6 +179,9 @@ class Monitoring(Construct):
             Metric.WORKFLOWS_FAILED,
             Metric.WORKFLOWS_COMPENSATED,
             Metric.WORKFLOWS_CANCELLED,
+            Metric.WORKFLOWS_PAUSED,
+            Metric.WORKFLOWS_RESUMED,
+            Metric.PAUSED_ON_FAILURE,
         ]
         steps = [
             Metric.STEP_ATTEMPTS,

@@ -78,6 +78,14 @@ def test_compensation_failed_alarm(shepherd: Synth) -> None:
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
+def test_a_workflow_paused_on_a_failure_raises_an_alarm(shepherd: Synth) -> None:
+    alarm = _engine_alarm(shepherd, Metric.PAUSED_ON_FAILURE)
+    assert alarm["Statistic"] == "Sum"
+    assert alarm["Threshold"] == 0
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert "resumes" in alarm["AlarmDescription"]
+
+
 def test_workflow_failure_rate_alarm(shepherd: Synth) -> None:
     alarm = _math_alarm(shepherd, Metric.WORKFLOWS_FAILED.value)
     by_id = {m["Id"]: m for m in alarm["Metrics"]}
@@ -134,7 +142,7 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
     )
     alarms = _alarms(shepherd)
-    assert len(alarms) == 5 + 2 * len(shepherd.stack.pools)
+    assert len(alarms) == 6 + 2 * len(shepherd.stack.pools)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 

@@ -7,14 +7,18 @@ subscriber reads), over scenarios that reach every event type."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import pytest
 from shepherd.changes import Change, event_id, events_of
 from shepherd.model import DomainEvent
 from shepherd.testing import MemoryStore
-from support import ENV, ORDER, Harness, memory_harness, registry_with
+from support import ENV, ORDER, Harness, memory_harness, pausing_order, registry_with
 
 KEYS = ("workflow_id", "step", "kind", "attempt", "status", "reason", "next_attempt")
 
@@ -23,12 +27,31 @@ def _identity(event: DomainEvent) -> tuple[Any, ...]:
     return (event.detail_type, *(event.detail.get(k) for k in KEYS))
 
 
+@cache
+def _schema(detail_type: str) -> Any:
+    path = Path(__file__).resolve().parents[2] / "docs" / "events" / f"{detail_type}.schema.json"
+    return fastjsonschema.compile(json.loads(path.read_text()))
+
+
 def _derived(store: MemoryStore) -> list[DomainEvent]:
-    return [event for change in store.changes for event in events_of(change)]
+    events = [event for change in store.changes for event in events_of(change)]
+    for event in events:  # what the stream consumer publishes obeys the documented schemas
+        _schema(event.detail_type)(event.detail)
+    return events
 
 
 def _run(h: Harness, wf_type: str, payload: Any) -> None:
     wf = h.start(wf_type, payload)
+    h.run(wf)
+
+
+def _paused_and_resumed(h: Harness) -> None:
+    pausing_order(h)
+    faults = {"charge_payment": {"mode": "permanent", "times": 1}}
+    wf = h.start("order_fulfilment", {**ORDER, "faults": faults})
+    h.pump()
+    assert h.status(wf).value == "PAUSED"
+    h.scheduler.resume(wf)
     h.run(wf)
 
 
@@ -54,6 +77,7 @@ SCENARIOS = {
         },
     ),
     "dag": lambda h: _run(h, "provision_environment", ENV),
+    "paused on failure, resumed": _paused_and_resumed,
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 from shepherd.engine.agent import AgentContext, Outcome
 from shepherd.errors import InvalidTransition
 from shepherd.model import StepStatus, WorkflowStatus, loads
-from support import ENV, ORDER, Harness, registry_with
+from support import ENV, ORDER, Harness, pausing_order, registry_with
 
 
 def test_a_result_arriving_while_paused_is_recorded_but_its_successors_wait(
@@ -50,19 +50,6 @@ def test_a_result_arriving_while_paused_is_recorded_but_its_successors_wait(
     assert harness.events.types().count("WorkflowResumed") == 1
 
 
-def _pausing_order(harness: Harness) -> None:
-    """order_fulfilment with OnFailure: PAUSE on charge_payment."""
-    from shepherd.definitions import parse_definition
-
-    data = harness.definitions["order_fulfilment"].model_dump(
-        mode="json", by_alias=True, exclude_none=True
-    )
-    data["Steps"][1]["OnFailure"] = "PAUSE"
-    harness.definitions["order_fulfilment"] = parse_definition(data, "pausing")
-    harness.catalog = type(harness.catalog)(harness.definitions, harness.store)
-    harness.scheduler.catalog = harness.catalog
-
-
 def _declined(times: int) -> dict[str, Any]:
     return {**ORDER, "faults": {"charge_payment": {"mode": "permanent", "times": times}}}
 
@@ -70,7 +57,7 @@ def _declined(times: int) -> dict[str, Any]:
 def test_a_step_failing_for_good_pauses_the_workflow_and_resume_retries_it(
     harness: Harness,
 ) -> None:
-    _pausing_order(harness)
+    pausing_order(harness)
     wf = harness.start(
         "order_fulfilment", {**ORDER, "faults": {"charge_payment": {"mode": "error", "times": 4}}}
     )
@@ -97,7 +84,7 @@ def test_a_step_failing_for_good_pauses_the_workflow_and_resume_retries_it(
 
 
 def test_resume_with_a_replacement_input_records_who_changed_it(harness: Harness) -> None:
-    _pausing_order(harness)
+    pausing_order(harness)
     seen: list[Any] = []
 
     def charge(ctx: AgentContext) -> Any:
@@ -125,7 +112,7 @@ def test_resume_with_a_replacement_input_records_who_changed_it(harness: Harness
 
 
 def test_an_operator_gives_up_on_a_paused_workflow(harness: Harness) -> None:
-    _pausing_order(harness)
+    pausing_order(harness)
     wf = harness.start("order_fulfilment", _declined(99))
     harness.pump()
     assert harness.status(wf) is WorkflowStatus.PAUSED
@@ -166,7 +153,7 @@ def test_operator_actions_from_a_status_where_they_make_no_sense_are_refused(
 def test_the_pause_timeout_gives_up_on_a_workflow_left_paused(harness: Harness) -> None:
     from shepherd.definitions import parse_definition
 
-    _pausing_order(harness)
+    pausing_order(harness)
     data = harness.definitions["order_fulfilment"].model_dump(
         mode="json", by_alias=True, exclude_none=True
     )
@@ -188,7 +175,7 @@ def test_the_pause_timeout_gives_up_on_a_workflow_left_paused(harness: Harness) 
 
 
 def test_a_paused_workflow_with_nothing_in_flight_leaves_the_watch_index(harness: Harness) -> None:
-    _pausing_order(harness)
+    pausing_order(harness)
     wf = harness.start("order_fulfilment", _declined(99))
     harness.pump()
     harness.clock.advance(10)
@@ -203,7 +190,7 @@ def test_concurrent_operator_calls_are_safe(harness: Harness) -> None:
     """Two resumes racing: one wins, the other is refused; nothing is queued twice."""
     from support import HookStore
 
-    _pausing_order(harness)
+    pausing_order(harness)
     wf = harness.start("order_fulfilment", _declined(4))
     harness.pump()
     assert harness.status(wf) is WorkflowStatus.PAUSED

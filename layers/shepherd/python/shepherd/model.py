@@ -375,9 +375,32 @@ class OutgoingTask:
     delay_seconds: int = 0
 
 
+#: Every detail-type Shepherd publishes; each has a JSON Schema in docs/events/.
+EVENT_TYPES = frozenset(
+    {
+        "WorkflowStarted",
+        "WorkflowSucceeded",
+        "WorkflowFailed",
+        "WorkflowCompensated",
+        "WorkflowCancelled",
+        "WorkflowPaused",
+        "WorkflowResumed",
+        "StepRetried",
+        "StepTimedOut",
+        "StepFailed",
+        "StepCompensated",
+    }
+)
+
+
 @dataclass(frozen=True)
 class DomainEvent:
     """An event for the outside world (EventBridge detail-type + detail)."""
 
     detail_type: str
     detail: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        # An undocumented event type would reach subscribers with no schema: refuse it here.
+        if self.detail_type not in EVENT_TYPES:
+            raise ValueError(f"undocumented event type {self.detail_type!r}")

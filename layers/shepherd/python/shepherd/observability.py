@@ -14,6 +14,9 @@ class Metric(StrEnum):
     WORKFLOWS_FAILED = "WorkflowsFailed"
     WORKFLOWS_COMPENSATED = "WorkflowsCompensated"
     WORKFLOWS_CANCELLED = "WorkflowsCancelled"
+    WORKFLOWS_PAUSED = "WorkflowsPaused"  # by an operator or on a failure
+    WORKFLOWS_RESUMED = "WorkflowsResumed"
+    PAUSED_ON_FAILURE = "PausedOnFailure"  # a step with OnFailure PAUSE failed: alarmed
     STEP_ATTEMPTS = "StepAttempts"
     STEP_RETRIES = "StepRetries"
     TIMEOUTS_DETECTED = "TimeoutsDetected"
