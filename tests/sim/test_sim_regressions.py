@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -148,6 +148,25 @@ def _operator_writes_unguarded_when_due() -> Iterator[None]:
         tx._pull_due = real
 
 
+@contextlib.contextmanager
+def _failed_attempt_forgets_its_token() -> Iterator[None]:
+    """An agent function that raised after handing out its task token ended its attempt
+    without the token's hash in the history: a late callback with that genuine token was
+    answered 404 (unknown) instead of 409 (stale)."""
+    from shepherd.engine.agent import AgentRuntime
+
+    real = AgentRuntime._failed
+
+    def failed(self: AgentRuntime, state: Any, definition: Any, rec: StepRecord, *a: Any) -> Any:
+        return real(self, state, definition, replace(rec, callback_token=None), *a)
+
+    AgentRuntime._failed = failed  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AgentRuntime._failed = real  # type: ignore[method-assign]
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -232,6 +251,15 @@ REGRESSIONS = [
         "an operator's cancel of a PAUSED workflow was slow; meanwhile the supervisor took "
         "the paused workflow (nothing in flight, no pause timeout) out of the watch index; "
         "the cancel landed and left it CANCELLING, unwatched, its compensation unsupervised",
+        OPERATOR_TYPES,
+    ),
+    Regression(
+        18,
+        MIX_3,
+        "superseded",
+        _failed_attempt_forgets_its_token,
+        "a callback step's agent raised after handing its token out; a late callback with "
+        "that genuine token was told 'unknown token' (404) instead of 'stale' (409)",
         OPERATOR_TYPES,
     ),
 ]
