@@ -167,6 +167,38 @@ def _failed_attempt_forgets_its_token() -> Iterator[None]:
         AgentRuntime._failed = real  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _watch_gap_without_the_pause_timeout() -> Iterator[None]:
+    """G left out PauseTimeoutSeconds: a pause (which leaves the watch entry as it was)
+    creates a deadline P after it, so with P < G the pause timeout was found up to G - P late."""
+    from functools import cached_property
+
+    from shepherd.definitions import Definition
+
+    real = Definition.__dict__["watch_gap_ms"]
+
+    def old(self: Definition) -> int:
+        seconds = min(
+            self.dispatch_timeout_seconds,
+            *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
+        )
+        return seconds * 1000
+
+    def forget() -> None:  # cached values of either version
+        for definition in definitions().values():
+            definition.__dict__.pop("watch_gap_ms", None)
+
+    patched = cached_property(old)
+    patched.__set_name__(Definition, "watch_gap_ms")
+    Definition.watch_gap_ms = patched  # type: ignore[method-assign,assignment]
+    forget()
+    try:
+        yield
+    finally:
+        Definition.watch_gap_ms = real  # type: ignore[method-assign]
+        forget()
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -260,6 +292,15 @@ REGRESSIONS = [
         _failed_attempt_forgets_its_token,
         "a callback step's agent raised after handing its token out; a late callback with "
         "that genuine token was told 'unknown token' (404) instead of 'stale' (409)",
+        OPERATOR_TYPES,
+    ),
+    Regression(
+        36,
+        MIX_3,
+        "findable",
+        _watch_gap_without_the_pause_timeout,
+        "sim_fan's PauseTimeoutSeconds (1) is shorter than its other timeouts; a pause left "
+        "the watch entry up to G later than the pause timeout, which was then found late",
         OPERATOR_TYPES,
     ),
 ]
