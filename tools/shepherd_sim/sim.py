@@ -1315,17 +1315,26 @@ class Simulation:
         r = ops.random()
         if r < 0.6 and self._resumes[wf_id] < 3:
             if ops.random() < 1 / 3:
-                steps = sorted(
-                    i["sk"][2:]
-                    for i in self.memory.by_workflow().get(wf_id, [])
-                    if i["sk"].startswith("S#") and i["status"] in ("PENDING", "QUEUED", "FAILED")
-                )
+                steps = self.replaceable(wf_id)
                 if steps:
-                    self._replacements += 1
-                    new_input = {**(loads(item["input"]) or {}), "replaced": self._replacements}
-                    return ("resume", ops.choice(steps), new_input)
+                    step = ops.choice(steps)
+                    return ("resume", step, self.replacement_input(wf_id))
             return ("resume", None, None)
         return ("compensate", None, None) if r < 0.8 else ("cancel", None, None)
+
+    def replaceable(self, wf_id: str) -> list[str]:
+        """The steps an operator may give a replacement input now: not succeeded, not running."""
+        return sorted(
+            i["sk"][2:]
+            for i in self.memory.by_workflow().get(wf_id, [])
+            if i["sk"].startswith("S#") and i["status"] in ("PENDING", "QUEUED", "FAILED")
+        )
+
+    def replacement_input(self, wf_id: str) -> Any:
+        """The workflow's input with a new replacement tag (the agents report which they got)."""
+        item = self.memory.peek(wf_pk(wf_id), WF_SK) or {}
+        self._replacements += 1
+        return {**(loads(item.get("input")) or {}), "replaced": self._replacements}
 
     def operator_call(
         self, action: str, wf_id: str, step: str | None = None, step_input: Any = None
