@@ -13,6 +13,7 @@ from shepherd_sim.bounds import Timing, pause_timeout_budget_ms, paused_wait_ms
 from shepherd_sim.invariants import (
     Claim,
     Handled,
+    Redispatch,
     RunRecord,
     Sent,
     StatusWrite,
@@ -27,6 +28,7 @@ from shepherd_sim.invariants import (
     check_no_orphaned_effects,
     check_no_superseded_result,
     check_pause_respected,
+    check_paused_pools_wait,
     check_paused_starts_nothing,
     check_status_consistent,
     check_terminal_within_bound,
@@ -638,8 +640,10 @@ def test_first_claimed_at_must_be_the_first_claim_that_landed() -> None:
     assert (
         v.invariant == "claims" and "step 'reserve_inventory' records first_claimed_at" in v.message
     )
-    (v,) = check_claims(record(items, claims=claims[1:]))
-    assert "the first claim that landed wrote None" in v.message
+    found = check_claims(record(items, claims=claims[1:]))
+    assert any("the first claim that landed wrote None" in v.message for v in found)
+    assert any("attempt 1 ended (ok) but was never claimed" in v.message for v in found)
+    assert len(found) == 2
 
 
 def test_an_agent_must_get_the_input_its_step_held_when_claimed() -> None:
@@ -827,3 +831,37 @@ def test_the_bound_allows_the_time_paused_waiting_for_the_operator() -> None:
     assert paused_wait_ms([began, timed_out], fan, timing, T0 + 60_000) == 3_000
     assert paused_wait_ms([began], hold, timing, T0 + 60_000) == 50_000  # still paused
     assert paused_wait_ms([began, resumed, began, resumed], hold, timing, T0) == 30_000
+
+
+# ---------------------------------------------------------------------------- paused pools
+
+
+def test_a_task_waiting_for_a_paused_pool_is_not_sent_again() -> None:
+    def again(role: str, label: str, paused_by: int | None, read: int | None) -> Redispatch:
+        return Redispatch(
+            T0, WF, "step", "reserve_inventory", 1, role, label, "inventory", paused_by, read
+        )
+
+    items = succeeded_order()
+    fine = [
+        again("supA", "", None, 3),  # the pool is not paused
+        again("supA", "", 4, 3),  # the sweep read the pools before the pause
+        again("client", "resume", 4, None),  # an operator's resume sends every queued step
+    ]
+    assert check_paused_pools_wait(record(items, redispatches=fine)) == []
+    for bad in (again("supA", "", 4, 4), again("supB", "", 4, None), again("agent", "", 4, 9)):
+        (v,) = check_paused_pools_wait(record(items, redispatches=[bad]))
+        assert v.invariant == "pools" and "while its pool 'inventory' was paused" in v.message
+
+
+def test_an_attempt_that_ended_without_a_claim_is_caught() -> None:
+    """A task that waited (for a paused pool, a paused workflow) must not burn an attempt."""
+    steps = [step(n, S, at=i + 1) for i, n in enumerate(ORDER_STEPS)]
+    burned = ({"a": 1, "o": "timeout", "t": T0 + 1000}, ok(2, T0 + 2000))
+    steps[0] = step("reserve_inventory", S, attempt=2, at=2, history=burned, output='{"attempt":2}')
+    items = workflow(WorkflowStatus.SUCCEEDED, steps)
+    claims = claims_of(items)  # reserve_inventory: attempt 2 only
+    (v,) = check_claims(record(items, claims=claims))
+    assert "'reserve_inventory' attempt 1 ended (timeout) but was never claimed" in v.message
+    first = replace(claims[0], attempt=1)
+    assert check_claims(record(items, claims=[first, *claims])) == []

@@ -1,7 +1,7 @@
 """Hypothesis drives the simulator by hand: it chooses which message is delivered and how,
 when agents crash or freeze, when the clock moves, when supervisors sweep (or die, or sweep
 twice at once), when an operator pauses, resumes (with or without a replacement input),
-compensates or cancels, and shrinks any failing schedule to a minimal one. At the end the run
+compensates or cancels a workflow or pauses an agent pool, and shrinks any failing schedule to a minimal one. At the end the run
 is drained without faults (an on-call operator ends every pause) and every invariant must
 hold."""
 
@@ -99,6 +99,11 @@ class EngineUnderFaults(RuleBasedStateMachine):
             return
         chosen = steps[step % len(steps)]
         self.sim.operator_call("resume", wf, chosen, self.sim.replacement_input(wf))
+
+    @rule(index=st.integers(0, 9), seconds=st.sampled_from((1.0, 5.0, 20.0)))
+    def operator_pauses_a_pool(self, index: int, seconds: float) -> None:
+        """Pause an agent pool; it resumes `seconds` later (an event, as time advances)."""
+        self.sim.pause_pool(self.sim.pools[index % len(self.sim.pools)], seconds)
 
     @precondition(lambda self: bool(self.started))
     @rule(index=st.integers(0, MAX_WORKFLOWS - 1))

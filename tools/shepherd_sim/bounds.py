@@ -21,6 +21,9 @@ workflow actually made and the faults that hit it (docs/simulation.md explains e
   it to the operator's write that ended it, like the time a FAILED workflow waits for its
   redrive), but never more than its pause timeout allows; a pause the supervisor ended is
   allowed PauseTimeoutSeconds plus one look (G + a sweep). See `paused_wait_ms`.
+* paused pools: the time a pool the workflow uses was paused during its life, plus one
+  fault penalty per pause (a message lost meanwhile is re-sent a dispatch grace after the
+  resume). See `pool_wait_ms`.
 
 `base_bound_ms` is the same budget with every attempt the policy allows: the most any run
 of the definition can use, fault-free.
@@ -145,4 +148,20 @@ def paused_wait_ms(
             began = None
     if began is not None:
         total += end - began if budget is None else min(end - began, budget)
+    return total
+
+
+def pool_wait_ms(
+    pauses: Sequence[tuple[int, int | None]],
+    definition: Definition,
+    timing: Timing,
+    end: int,
+) -> int:
+    """The time the pools of one workflow were paused (`(began, ended)`, ended None: still
+    paused at `end`), each pause also costing one fault penalty: a task that waited for the
+    pool is sent again no sooner than a dispatch grace after the resume."""
+    total = 0
+    for began, ended in pauses:
+        total += (end if ended is None else ended) - began
+        total += fault_penalty_ms(definition, timing)
     return total

@@ -24,6 +24,7 @@ from shepherd.decisions.planner import (
     compensated,
     plan,
 )
+from shepherd.decisions.transitions import POOLS_PK
 from shepherd.definitions import Definition
 from shepherd.model import (
     PoolState,
@@ -124,6 +125,25 @@ class StatusWrite:
     paused_at: int | None = None
 
 
+@dataclass(frozen=True)
+class Redispatch:
+    """A queued step or compensation sent again (a write that marks it dispatched once more,
+    its status unchanged), with the state of its pool: `pool_paused_by` is the version of the
+    pools' items whose write paused its pool, if paused when it landed; `pool_read` the
+    version the writer last read (the supervisor reads the pools once per sweep)."""
+
+    at: int
+    workflow_id: str
+    kind: str
+    step: str
+    attempt: int
+    role: str
+    label: str
+    pool: str
+    pool_paused_by: int | None
+    pool_read: int | None
+
+
 def decided_before_pause(paused_by: int | None, read: int | None) -> bool:
     """Was a send or claim during a pause decided on a read from before it? (True when the
     workflow was not paused at all.)"""
@@ -156,6 +176,8 @@ class RunRecord:
     """Every write that changed a workflow's status, in the order they landed."""
     given_inputs: dict[tuple[str, str, str, int], Any] = field(default_factory=dict)
     """(workflow, kind, step, attempt) -> the replacement-input tag its agent was given."""
+    redispatches: list[Redispatch] = field(default_factory=list)
+    """Every queued task sent again, in the order the writes landed."""
 
     def states(self) -> dict[str, WorkflowState]:
         by_pk: dict[str, list[Item]] = defaultdict(list)
@@ -661,8 +683,9 @@ def check_findable(
     pause timeout). A PAUSED workflow with nothing in flight and no pause timeout has nothing
     to watch: it may be out of the index (an operator action puts it back).
 
-    `slack(key)` is how late the writes to that item (a step's, or the workflow's for the pause
-    timeout) landed after their timestamps were taken: a deadline computed from a timestamp may
+    `slack(key)` is how late the writes to that item (a step's, the workflow's for the pause
+    timeout, its pool's for a dispatch grace restarted by a resume) landed after their
+    timestamps were taken: a deadline computed from a timestamp may
     precede `due_at` by that much (the engine's clock is read before a write is sent; see
     docs/simulation.md). `pools`: the pools' states as the table records them (a task waiting
     for a paused pool is not late). `resumed_at`: when the workflow last left PAUSED; nothing
@@ -677,27 +700,21 @@ def check_findable(
         return [Violation("findable", wf.workflow_id, f"{wf.status.value} but not in the index")]
     out = []
     for action in plan(state, definition, now, supervisor=True, rng=rng, pools=pools):
-        deadline: int | None = None
-        key = (f"WF#{wf.workflow_id}", "#WF")
+        deadline = _deadline(action, now, resumed_at)
+        if deadline is None or wf.due_at <= deadline:
+            continue
+        late = 0
         what = type(action).__name__
-        if isinstance(action, EndAttempt) or (isinstance(action, Dispatch) and action.lost):
-            deadline = now - action.overdue_ms
-        elif (
-            isinstance(action, Dispatch)
-            and action.seen.status is StepStatus.QUEUED
-            and action.seen.dispatched_at is None
-        ):
-            deadline = action.seen.available_at
-        elif isinstance(action, GiveUp):
-            deadline = now - action.overdue_ms
-        if isinstance(action, Dispatch) and deadline is not None and resumed_at is not None:
-            deadline = max(deadline, resumed_at)
+        if slack is not None:
+            late = slack(wf.key)
         if isinstance(action, Dispatch | EndAttempt):
-            key = action.seen.key
             what = f"{what} of '{action.seen.name}'"
-        if deadline is not None and wf.due_at > deadline:
-            if slack is not None and wf.due_at <= deadline + slack(key):
-                continue
+            late = 0 if slack is None else slack(action.seen.key)
+        if slack is not None and isinstance(action, Dispatch):
+            # A dispatch grace restarts at its pool's resume, stamped by that write.
+            pool = definition.spec(action.seen.kind, action.seen.name).pool
+            late = max(late, slack((POOLS_PK, pool)))
+        if wf.due_at > deadline + late:
             out.append(
                 Violation(
                     "findable",
@@ -706,6 +723,22 @@ def check_findable(
                 )
             )
     return out
+
+
+def _deadline(action: Any, now: int, resumed_at: int | None) -> int | None:
+    """When the supervisor had to take `action` (None: it is not bound to a deadline)."""
+    deadline: int | None = None
+    if isinstance(action, EndAttempt | GiveUp) or (isinstance(action, Dispatch) and action.lost):
+        deadline = now - action.overdue_ms
+    elif (
+        isinstance(action, Dispatch)
+        and action.seen.status is StepStatus.QUEUED
+        and action.seen.dispatched_at is None
+    ):
+        deadline = action.seen.available_at  # a long backoff's end
+    if isinstance(action, Dispatch) and deadline is not None and resumed_at is not None:
+        deadline = max(deadline, resumed_at)  # nothing is dispatched while it is paused
+    return deadline
 
 
 def watched_while_paused(state: WorkflowState, definition: Definition) -> bool:
@@ -849,7 +882,30 @@ def check_claims(record: RunRecord) -> list[Violation]:
     for (wf_id, name), what in sorted(ran.items()):
         if not claimed.get((wf_id, "step", name)):
             out.append(Violation("claims", wf_id, f"step '{name}' was never claimed, but {what}"))
-    return out + _first_claims_recorded(states, claimed)
+    return out + _first_claims_recorded(states, claimed) + _ended_attempts_claimed(states, claimed)
+
+
+def _ended_attempts_claimed(
+    states: Mapping[str, WorkflowState], claimed: Mapping[tuple[str, str, str], list[Claim]]
+) -> list[Violation]:
+    """No attempt is spent without running: every attempt a history says ended (a result,
+    an error, a timeout) was claimed. A task waiting in a queue, for a paused pool or a paused
+    workflow, never burns an attempt."""
+    out = []
+    for wf_id, state in states.items():
+        for rec in _records(state):
+            ran = {c.attempt for c in claimed.get((wf_id, rec.kind, rec.name), [])}
+            for entry in rec.history:
+                if entry.get("o") not in NOT_AN_END and int(entry["a"]) not in ran:
+                    out.append(
+                        Violation(
+                            "claims",
+                            wf_id,
+                            f"{rec.kind} '{rec.name}' attempt {entry['a']} ended "
+                            f"({entry.get('o')}) but was never claimed",
+                        )
+                    )
+    return out
 
 
 def _first_claims_recorded(
@@ -981,6 +1037,25 @@ def check_paused_starts_nothing(record: RunRecord) -> list[Violation]:
     return out
 
 
+def check_paused_pools_wait(record: RunRecord) -> list[Violation]:
+    """While its pool is paused, a queued task's wait is neither a lost message nor a
+    timeout: nobody sends it again, except an operator's resume of its workflow (which sends
+    every queued step) or a supervisor whose sweep read the pools before the pause."""
+    return [
+        Violation(
+            "pools",
+            r.workflow_id,
+            f"{r.role} ({r.label or 'no operator action'}) sent {r.kind} {r.step}#{r.attempt} "
+            f"again while its pool '{r.pool}' was paused (since version {r.pool_paused_by}), "
+            f"having read the pools at version {r.pool_read}",
+        )
+        for r in record.redispatches
+        if r.pool_paused_by is not None
+        and r.label != "resume"
+        and not decided_before_pause(r.pool_paused_by, r.pool_read)
+    ]
+
+
 CHECKERS: Sequence[Checker] = (
     check_terminal_within_bound,
     check_effects_once,
@@ -995,6 +1070,7 @@ CHECKERS: Sequence[Checker] = (
     check_inputs_given,
     check_pause_respected,
     check_paused_starts_nothing,
+    check_paused_pools_wait,
     check_online,
 )
 

@@ -49,7 +49,14 @@ class SweepPlan:
 
 
 # Attributes a write sets to the writer's clock reading (`now`) when it builds the write.
-CLOCK_STAMPS = ("dispatched_at", "claimed_at", "heartbeat_at", "finished_at", "paused_at")
+CLOCK_STAMPS = (
+    "dispatched_at",
+    "claimed_at",
+    "heartbeat_at",
+    "finished_at",
+    "paused_at",
+    "resumed_at",
+)
 
 
 def workflow_of(pk: str | None) -> str | None:
@@ -185,8 +192,11 @@ class FaultyStore:
         item = self.inner.update(pk, sk, update, condition)
         self._landed(before)
         self._stamped((pk, sk), update.set)
-        if update.set.get("status") == "RUNNING" and sk[:2] in ("S#", "C#"):
-            self.sim.observe_claim(self.role, item)
+        if sk[:2] in ("S#", "C#"):
+            if update.set.get("status") == "RUNNING":
+                self.sim.observe_claim(self.role, item)
+            elif "dispatches" in update.add and "status" not in update.set:
+                self.sim.observe_redispatch(self.role, item)
         self._write("update", pk, sk, _describe(update))
         self._after("update", pk)
         return item

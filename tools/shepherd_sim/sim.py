@@ -26,9 +26,11 @@ from typing import Any
 from shepherd import limits
 from shepherd.clock import ManualClock
 from shepherd.conditions import Cond, Item, Update
+from shepherd.decisions.transitions import POOLS_PK
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pending
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.pools import Pools, pool_states
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler, derived_id
 from shepherd.engine.supervisor import Supervisor
 from shepherd.errors import (
@@ -40,6 +42,7 @@ from shepherd.errors import (
 )
 from shepherd.model import (
     WF_SK,
+    PoolState,
     StepRecord,
     TaskMessage,
     WorkflowState,
@@ -56,6 +59,7 @@ from shepherd_sim.fibers import Fiber, FiberKilled, current
 from shepherd_sim.invariants import (
     Claim,
     Handled,
+    Redispatch,
     RunRecord,
     Sent,
     StatusWrite,
@@ -144,7 +148,8 @@ FLASH: dict[str, Any] = {
 # Independent branches that each have a compensation, undone in PARALLEL; a step failing for
 # good PAUSES the workflow (but `east` unwinds it at once), and a workflow left paused for 1 s
 # is given up (PauseTimedOut): shorter than every other timeout of the definition, so the
-# pause timeout is the soonest deadline an event (the pause) can create. `south` is undone only after a recorded success (When:
+# pause timeout is the soonest deadline an event (the pause) can create. `east` backs off
+# for seconds (3 s, then 6 s), longer than the dispatch grace, while the other branches go on. `south` is undone only after a recorded success (When:
 # SUCCEEDED), so its failed attempts may leave effects behind (counted, by design); `report`
 # has no compensation.
 FAN: dict[str, Any] = {
@@ -190,7 +195,7 @@ FAN: dict[str, Any] = {
             "OnFailure": "COMPENSATE",
             "TimeoutSeconds": 3,
             "HeartbeatSeconds": 2,
-            "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.1, "BackoffRate": 2},
+            "Retry": {"MaxAttempts": 2, "IntervalSeconds": 3, "BackoffRate": 2},
             "Compensation": {
                 "Agent": "sim_undo_east",
                 "Pool": "sim",
@@ -354,8 +359,16 @@ class ObservedStore(MemoryStore):
         self.index_log: dict[str, list[tuple[int, str | None, int | None]]] = {}
         self.versions: dict[str, int] = {}  # workflow pk -> writes to its item so far
         self.paused_by: dict[str, int] = {}  # workflow pk -> the version whose write paused it
+        self.pool_version = 0  # writes to the pools' items so far
+        self.pool_paused_by: dict[str, int] = {}  # pool -> the version whose write paused it
 
     def _log(self, pk: str, sk: str) -> None:
+        if pk == POOLS_PK:
+            self.pool_version += 1
+            if (self._items.get((pk, sk)) or {}).get("paused"):
+                self.pool_paused_by.setdefault(sk, self.pool_version)
+            else:
+                self.pool_paused_by.pop(sk, None)
         if sk == WF_SK:
             item = self._items.get((pk, sk)) or {}
             self.versions[pk] = version = self.versions.get(pk, 0) + 1
@@ -596,6 +609,10 @@ class Simulation:
         self._resumes: Counter[str] = Counter()  # workflow -> operator resumes so far
         self._replacements = 0
         self.draining = False
+        # Pools an operator paused: their own random stream, their intervals for the bound.
+        self.pool_rng = random.Random(f"pools:{seed}")
+        self.pool_pauses: list[tuple[str, int, int | None]] = []  # (pool, began, ended)
+        self.redispatches: list[Redispatch] = []
         self._resumed_at: dict[str, int] = {}  # workflow -> when it last left PAUSED
         # In manual mode nothing polls or sweeps until `drain`: bounds count from there.
         self.bound_origin: int | None = None
@@ -630,6 +647,11 @@ class Simulation:
             "supA": Supervisor(scheduler("supA")),
             "supB": Supervisor(scheduler("supB")),
         }
+        # The pools' API, for an operator: the in-memory queue is its control (a paused
+        # pool's consumers receive nothing, as with a disabled event source mapping).
+        self.pools_api = Pools(
+            self.client.executor, self.client.ports.queue, self.queue, self.clock, self.pools
+        )
         timing = bounds.Timing(
             sweep_interval_s=cfg.sweep_interval_s,
             visibility_s=cfg.visibility_s,
@@ -1171,6 +1193,13 @@ class Simulation:
             jump = self.rng.uniform(2, 40)
             self.fault("clock_jump", None, f"clock jumps {jump:.1f}s", delay_s=jump)
             self.clock.advance(jump)
+        if self.roll("pool_pause"):
+            busy = {pool for pool, _, ended in self.pool_pauses if ended is None}
+            free = [pool for pool in self.pools if pool not in busy]
+            if free:
+                pool = self.pool_rng.choice(free)
+                seconds = self.pool_rng.uniform(1, 20)
+                self.spawn(functools.partial(self.pause_pool, pool, seconds), "pool_pause")
         self.sweep()
         self.schedule(self.now() + round(self.config.sweep_interval_s * 1000), "tick")
 
@@ -1360,6 +1389,53 @@ class Simulation:
         self.trace(wf_id, f"client  {action} -> {wf.status.value}")
         return "ok"
 
+    # ======================================================================= agent pools
+
+    def pause_pool(self, pool: str, seconds: float) -> None:
+        """An operator pauses an agent pool (through the pools' API: the table records it,
+        then the pool's consumers stop) and resumes it `seconds` later. A failed call is
+        retried a second later, a few times; the resume comes whatever happened."""
+        self.fault("pool_pause", None, f"operator pauses pool {pool} for {seconds:.1f}s")
+        self.pool_pauses.append((pool, self.now(), None))
+        self._pending_client += 1
+        self.schedule(self.now() + round(seconds * 1000), "pool_resume", (pool, 0))
+        for _ in range(3):
+            try:
+                with self.acting("pool_pause"):
+                    self.pools_api.pause(pool, by="ops")
+            except Exception as exc:
+                self.trace(None, f"client  pause pool {pool} failed: {type(exc).__name__}")
+                if current() is None:
+                    return
+                self.sleep(1.0)
+                continue
+            self.trace(None, f"client  pool {pool} paused")
+            return
+
+    def _on_pool_resume(self, data: tuple[str, int]) -> None:
+        pool, tries = data
+
+        def body() -> None:
+            try:
+                with self.acting("pool_resume"):
+                    self.pools_api.resume(pool, by="ops")
+            except Exception as exc:
+                self.trace(None, f"client  resume pool {pool} failed: {type(exc).__name__}")
+                self.schedule(self.now() + 1000, "pool_resume", (pool, tries + 1))
+                return
+            self._pending_client -= 1
+            for i, (name, began, ended) in enumerate(self.pool_pauses):
+                if name == pool and ended is None:
+                    self.pool_pauses[i] = (name, began, self.now())
+            self.trace(None, f"client  pool {pool} resumed")
+            self._poll_at(pool, self.now() + 1)  # its backlog drains
+
+        self.spawn(body, "pool_resume")
+
+    def pool_states(self) -> dict[str, PoolState]:
+        """The pools' states as the table records them (the supervisor's truth)."""
+        return pool_states(self.memory)
+
     # ================================================================= what the store saw
 
     def _who(self) -> str:
@@ -1384,6 +1460,31 @@ class Simulation:
         """`role`, in the current fiber, has just read the workflow item `pk` (as it is)."""
         if pk.startswith("WF#"):
             self._reads[(self._who(), role, pk)] = (self.memory.versions.get(pk, 0), self.now())
+        elif pk == POOLS_PK:
+            # A supervisor keeps the pools' states it read last across its sweeps (and keeps
+            # them when a read fails): what it knows belongs to the role, not to one fiber.
+            self._reads[("any", role, pk)] = (self.memory.pool_version, self.now())
+
+    def observe_redispatch(self, role: str, item: Item) -> None:
+        """A write by `role` marked a queued task dispatched again (the item as it now is)."""
+        rec = StepRecord.from_item(item)
+        wf = self.memory.peek(wf_pk(rec.workflow_id), WF_SK) or {}
+        pool = self.defs[wf["wf_type"]].spec(rec.kind, rec.name).pool
+        read = self._reads.get(("any", role, POOLS_PK))
+        self.redispatches.append(
+            Redispatch(
+                at=self.now(),
+                workflow_id=rec.workflow_id,
+                kind=rec.kind,
+                step=rec.name,
+                attempt=rec.attempt,
+                role=role,
+                label=self._labels.get(self._who(), ""),
+                pool=pool,
+                pool_paused_by=self.memory.pool_paused_by.get(pool),
+                pool_read=None if read is None else read[0],
+            )
+        )
 
     def observe_status(self, role: str, pk: str, before: str | None) -> None:
         """A write by `role` to the workflow item `pk` has landed; record a status change."""
@@ -1450,15 +1551,24 @@ class Simulation:
 
     def check_findable(self) -> None:
         now = self.now()
+        pools = self.pool_states() if self.pool_pauses else None
         for wf_id, items in sorted(self.memory.by_workflow().items()):
             state = WorkflowState.from_items(items)
             if state is None or state.workflow.status.terminal:
                 continue
             definition = self.defs[state.workflow.wf_type]
             resumed = self._resumed_at.get(wf_id)
-            strict = check_findable(state, definition, now, self._check_rng, resumed_at=resumed)
+            strict = check_findable(
+                state, definition, now, self._check_rng, pools=pools, resumed_at=resumed
+            )
             found = check_findable(
-                state, definition, now, self._check_rng, self._slack, resumed_at=resumed
+                state,
+                definition,
+                now,
+                self._check_rng,
+                self._slack,
+                pools=pools,
+                resumed_at=resumed,
             )
             if len(strict) > len(found):
                 self.stats["findable_late_by_write_latency"] += 1
@@ -1480,31 +1590,29 @@ class Simulation:
     # ========================================================================== running
 
     def _dispatch(self, kind: str, data: Any) -> None:
-        match kind:
-            case "start":
-                self._on_start(data)
-            case "cancel":
-                self._on_cancel(data)
-            case "poll":
-                self._on_poll(data)
-            case "deliver":
-                self.deliver(data)
-            case "resume":
-                fiber = self._fibers.get(data)
-                if fiber is not None:
-                    self._switch(fiber)
-            case "tick":
-                self._on_tick(data)
-            case "external":
-                self._on_external(data)
-            case "callback":
-                self._on_callback(data)
-            case "operator":
-                self._on_operator(data)
-            case "respond":
-                self._on_respond(data)
-            case _:
-                raise ValueError(kind)
+        handlers: dict[str, Callable[[Any], None]] = {
+            "start": self._on_start,
+            "cancel": self._on_cancel,
+            "poll": self._on_poll,
+            "deliver": self.deliver,
+            "resume": self._on_resume,
+            "tick": self._on_tick,
+            "external": self._on_external,
+            "callback": self._on_callback,
+            "operator": self._on_operator,
+            "respond": self._on_respond,
+            "pool_resume": self._on_pool_resume,
+        }
+        handler = handlers.get(kind)
+        if handler is None:
+            raise ValueError(kind)
+        handler(data)
+
+    def _on_resume(self, name: str) -> None:
+        """A fiber's wait is over: it carries on where it yielded."""
+        fiber = self._fibers.get(name)
+        if fiber is not None:
+            self._switch(fiber)
 
     _current_at = 0
 
@@ -1620,16 +1728,23 @@ class Simulation:
                 if target == wf_id or (target is None and wf.created_at <= at <= end):
                     if kind in ("clock_jump", "delay", "redrive", "slow", "index_lag"):
                         extra += size
-                    elif kind not in (*AGENT_FAULTS, "cancel", "redrive", "operator"):
+                    elif kind not in (*AGENT_FAULTS, "cancel", "redrive", "operator", "pool_pause"):
                         faults += 1
             origin = max(wf.created_at, self.bound_origin or wf.created_at)
             writes = [w for w in self.status_writes if w.workflow_id == wf_id]
+            used = {t.pool for t in definition.tasks}
+            pool_waits = [
+                (began, ended)
+                for pool, began, ended in self.pool_pauses
+                if pool in used and began <= end and (ended is None or ended >= wf.created_at)
+            ]
             out[wf_id] = (
                 origin
                 + bounds.used_budget_ms(state, definition, self.timing)
                 + faults * bounds.fault_penalty_ms(definition, self.timing)
                 + round(extra * 1000)
                 + bounds.paused_wait_ms(writes, definition, self.timing, end)
+                + bounds.pool_wait_ms(pool_waits, definition, self.timing, end)
             )
         return out
 
@@ -1649,6 +1764,7 @@ class Simulation:
             sent=list(self.sent),
             status_writes=list(self.status_writes),
             given_inputs=dict(self.given_inputs),
+            redispatches=list(self.redispatches),
         )
         record.bounds = self.bounds(record.states())
         return record
@@ -1722,6 +1838,11 @@ class Simulation:
         for claim in record.claims:
             if claim.paused_by is not None:
                 self.stats["claimed_while_paused_on_an_earlier_read"] += 1
+        for again in record.redispatches:
+            if again.pool_paused_by is not None:
+                self.stats[
+                    f"redispatched_while_its_pool_paused_by_{again.label or again.role}"
+                ] += 1
         self._overlaps(record, states)
 
     def _overlaps(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
