@@ -165,10 +165,37 @@ def _operator_writes_unguarded_when_due() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _timeout_ignores_an_armed_token() -> Iterator[None]:
+    """The supervisor's write ending an attempt was guarded by the heartbeat alone: a token
+    armed after its read was left out of the history, and a late callback with that genuine
+    token was answered 404 (unknown) instead of 409 (stale)."""
+    from shepherd.conditions import Eq, Missing
+    from shepherd.decisions import transitions as tx
+
+    real = tx.end_attempt
+
+    def old(rec: StepRecord, **kwargs: Any) -> tx.Write:
+        guard = None
+        if kwargs["outcome"] == "heartbeat_timeout":  # the only guard there was
+            seen = rec.heartbeat_at
+            guard = Missing("heartbeat_at") if seen is None else Eq("heartbeat_at", seen)
+        return real(rec, **{**kwargs, "guard": guard})
+
+    tx.end_attempt = old  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        tx.end_attempt = real
+
+
+@contextlib.contextmanager
 def _failed_attempt_forgets_its_token() -> Iterator[None]:
     """An agent function that raised after handing out its task token ended its attempt
     without the token's hash in the history: a late callback with that genuine token was
-    answered 404 (unknown) instead of 409 (stale)."""
+    answered 404 (unknown) instead of 409 (stale). Both halves of the fix put back: the
+    write that ends an attempt also guards the token it saw, which alone makes that agent's
+    write lose (its attempt is then timed out, with the token), so the agent's half shows
+    only with the guard gone too."""
     from shepherd.engine.agent import AgentRuntime
 
     real = AgentRuntime._failed
@@ -178,7 +205,8 @@ def _failed_attempt_forgets_its_token() -> Iterator[None]:
 
     AgentRuntime._failed = failed  # type: ignore[method-assign]
     try:
-        yield
+        with _timeout_ignores_an_armed_token():
+            yield
     finally:
         AgentRuntime._failed = real  # type: ignore[method-assign]
 
@@ -320,6 +348,16 @@ REGRESSIONS = [
         _failed_attempt_forgets_its_token,
         "a callback step's agent raised after handing its token out; a late callback with "
         "that genuine token was told 'unknown token' (404) instead of 'stale' (409)",
+        OPERATOR_TYPES,
+    ),
+    Regression(
+        20427,
+        MIX_4,
+        "superseded",
+        _timeout_ignores_an_armed_token,
+        "a frozen agent woke and armed its task token while the supervisor's timeout of that "
+        "attempt (planned from an earlier read) was in flight; the timeout landed without the "
+        "token's hash, and the external system's late success was told 'unknown token'",
         OPERATOR_TYPES,
     ),
     Regression(
