@@ -130,7 +130,8 @@ class Redispatch:
     """A queued step or compensation sent again (a write that marks it dispatched once more,
     its status unchanged), with the state of its pool: `pool_paused_by` is the version of the
     pools' items whose write paused its pool, if paused when it landed; `pool_read` the
-    version the writer last read (the supervisor reads the pools once per sweep)."""
+    version of the pools' states the writer planned with (a supervisor reads them once per
+    sweep and keeps the last read; one that never read any knows version 0, nothing paused)."""
 
     at: int
     workflow_id: str

@@ -613,6 +613,9 @@ class Simulation:
         self.pool_rng = random.Random(f"pools:{seed}")
         self.pool_pauses: list[tuple[str, int, int | None]] = []  # (pool, began, ended)
         self.redispatches: list[Redispatch] = []
+        # (who, role, workflow pk) -> the pools' version that role knew when it read it; a
+        # supervisor starts knowing no pool paused (version 0) and keeps its last read.
+        self._pool_views: dict[tuple[str, str, str], int] = {}
         self._resumed_at: dict[str, int] = {}  # workflow -> when it last left PAUSED
         # In manual mode nothing polls or sweeps until `drain`: bounds count from there.
         self.bound_origin: int | None = None
@@ -1460,6 +1463,10 @@ class Simulation:
         """`role`, in the current fiber, has just read the workflow item `pk` (as it is)."""
         if pk.startswith("WF#"):
             self._reads[(self._who(), role, pk)] = (self.memory.versions.get(pk, 0), self.now())
+            # What this role knows of the pools when it reads a workflow is what it plans
+            # that workflow with (a supervisor's look plans right after its read).
+            pools = self._reads.get(("any", role, POOLS_PK))
+            self._pool_views[(self._who(), role, pk)] = 0 if pools is None else pools[0]
         elif pk == POOLS_PK:
             # A supervisor keeps the pools' states it read last across its sweeps (and keeps
             # them when a read fails): what it knows belongs to the role, not to one fiber.
@@ -1470,7 +1477,7 @@ class Simulation:
         rec = StepRecord.from_item(item)
         wf = self.memory.peek(wf_pk(rec.workflow_id), WF_SK) or {}
         pool = self.defs[wf["wf_type"]].spec(rec.kind, rec.name).pool
-        read = self._reads.get(("any", role, POOLS_PK))
+        read = self._pool_views.get((self._who(), role, wf_pk(rec.workflow_id)))
         self.redispatches.append(
             Redispatch(
                 at=self.now(),
@@ -1482,7 +1489,7 @@ class Simulation:
                 label=self._labels.get(self._who(), ""),
                 pool=pool,
                 pool_paused_by=self.memory.pool_paused_by.get(pool),
-                pool_read=None if read is None else read[0],
+                pool_read=read,
             )
         )
 
