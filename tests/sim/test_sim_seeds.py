@@ -58,6 +58,23 @@ def test_every_fault_kind_is_exercised_and_every_outcome_reached() -> None:
         stats.update(result(seed).stats)
     assert stats["dlq"] > 0, "no message was dead-lettered: the DLQ recovery path is untested"
     assert stats["callbacks_accepted"] > 0 and stats["callbacks_stale"] > 0, stats
+    # The operator model and outcome-aware compensation: each path runs, and under
+    # When: SUCCEEDED effects are left behind (counted), under ATTEMPTED never.
+    exercised = (
+        "paused_by_failure",
+        "paused_by_operator",
+        "pause_timed_out",
+        "operator_left_for_the_pause_timeout",
+        "operator_resume",
+        "operator_resume_with_input",
+        "operator_compensate",
+        "operator_cancel",
+        "parallel_undos_overlapped",
+        "orphaned_effects_succeeded",
+        "sent_while_paused_on_an_earlier_read_by_supA",
+    )
+    assert not [name for name in exercised if stats[name] == 0], stats
+    assert stats["orphaned_effects_attempted"] == 0
 
 
 def test_a_seed_is_one_exact_run() -> None:

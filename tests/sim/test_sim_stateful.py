@@ -1,7 +1,9 @@
 """Hypothesis drives the simulator by hand: it chooses which message is delivered and how,
 when agents crash or freeze, when the clock moves, when supervisors sweep (or die, or sweep
-twice at once), and shrinks any failing schedule to a minimal one. At the end the run is
-drained without faults and every invariant must hold."""
+twice at once), when an operator pauses, resumes (with or without a replacement input),
+compensates or cancels a workflow or pauses an agent pool, and shrinks any failing schedule to a minimal one. At the end the run
+is drained without faults (an on-call operator ends every pause) and every invariant must
+hold."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from shepherd_sim import Faults, SimConfig, Simulation
 from shepherd_sim.sim import MANUAL_MODES
 
-TYPES = ("order_fulfilment", "provision_environment", "sim_flash")
+TYPES = ("order_fulfilment", "provision_environment", "sim_fan", "sim_flash", "sim_hold")
 MAX_WORKFLOWS = 3
 
 
@@ -79,6 +81,34 @@ class EngineUnderFaults(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from((5.0, 30.0)))
     def clock_jumps(self, seconds: float) -> None:
         self.sim.jump(seconds)
+
+    @precondition(lambda self: bool(self.started))
+    @rule(index=st.integers(0, MAX_WORKFLOWS - 1))
+    def operator_pauses(self, index: int) -> None:
+        self.sim.pause_workflow(self.started[index % len(self.started)])
+
+    @precondition(lambda self: bool(self.started))
+    @rule(index=st.integers(0, MAX_WORKFLOWS - 1), step=st.integers(-1, 5))
+    def operator_resumes(self, index: int, step: int) -> None:
+        """Resume (refused unless PAUSED), with a replacement input for the `step`-th step that
+        may take one (none for -1)."""
+        wf = self.started[index % len(self.started)]
+        steps = self.sim.replaceable(wf)
+        if step < 0 or not steps:
+            self.sim.operator_call("resume", wf)
+            return
+        chosen = steps[step % len(steps)]
+        self.sim.operator_call("resume", wf, chosen, self.sim.replacement_input(wf))
+
+    @rule(index=st.integers(0, 9), seconds=st.sampled_from((1.0, 5.0, 20.0)))
+    def operator_pauses_a_pool(self, index: int, seconds: float) -> None:
+        """Pause an agent pool; it resumes `seconds` later (an event, as time advances)."""
+        self.sim.pause_pool(self.sim.pools[index % len(self.sim.pools)], seconds)
+
+    @precondition(lambda self: bool(self.started))
+    @rule(index=st.integers(0, MAX_WORKFLOWS - 1))
+    def operator_compensates(self, index: int) -> None:
+        self.sim.operator_call("compensate", self.started[index % len(self.started)])
 
     @invariant()
     def overdue_work_is_findable(self) -> None:

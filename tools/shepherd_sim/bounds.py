@@ -17,6 +17,13 @@ workflow actually made and the faults that hit it (docs/simulation.md explains e
   by the next visibility timeout or the supervisor's re-dispatch (visibility +
   DispatchTimeoutSeconds + 2G + 2 sweeps + latency, plus the longest attempt).
 * clock jumps and message delays add their own size.
+* pauses: the time a workflow spent PAUSED waiting for an operator (from the write that paused
+  it to the operator's write that ended it, like the time a FAILED workflow waits for its
+  redrive), but never more than its pause timeout allows; a pause the supervisor ended is
+  allowed PauseTimeoutSeconds plus one look (G + a sweep). See `paused_wait_ms`.
+* paused pools: the time a pool the workflow uses was paused during its life, plus one
+  fault penalty per pause (a message lost meanwhile is re-sent a dispatch grace after the
+  resume). See `pool_wait_ms`.
 
 `base_bound_ms` is the same budget with every attempt the policy allows: the most any run
 of the definition can use, fault-free.
@@ -25,10 +32,13 @@ of the definition can use, fault-free.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shepherd.definitions import Definition, TaskSpec
 from shepherd.model import WorkflowState
+
+from shepherd_sim.invariants import SUPERVISORS, StatusWrite
 
 
 @dataclass(frozen=True)
@@ -102,3 +112,56 @@ def fault_penalty_ms(definition: Definition, timing: Timing) -> int:
         + timing.max_latency_s
     )
     return round((recover + max(longest, timing.max_pause_s)) * 1000)
+
+
+def pause_timeout_budget_ms(definition: Definition, timing: Timing) -> int | None:
+    """The longest a pause may last when nobody ends it: PauseTimeoutSeconds, then one look
+    (G + a sweep) to notice it has passed. None: the definition has no pause timeout."""
+    timeout = definition.pause_timeout_seconds
+    if timeout is None:
+        return None
+    return timeout * 1000 + definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
+
+
+def paused_wait_ms(
+    writes: Sequence[StatusWrite], definition: Definition, timing: Timing, end: int
+) -> int:
+    """The time one workflow may spend PAUSED: every pause in its status writes (in the order
+    they landed), each from the write that paused it to the write that ended it (or `end`).
+
+    A pause an operator ended is the operator's time, like a FAILED workflow waiting for its
+    redrive, capped by the pause timeout's budget when the definition has one (a pause that
+    outlived it was the supervisor's to end); a pause the supervisor ended is allowed that
+    budget, so a late pause timeout still breaks the bound."""
+    budget = pause_timeout_budget_ms(definition, timing)
+    total = 0
+    began: int | None = None
+    for w in writes:
+        if w.after == "PAUSED" and w.before != "PAUSED":
+            began = w.at
+        elif began is not None and w.before == "PAUSED" and w.after != "PAUSED":
+            waited = w.at - began
+            if w.role in SUPERVISORS and budget is not None:
+                total += budget
+            else:
+                total += waited if budget is None else min(waited, budget)
+            began = None
+    if began is not None:
+        total += end - began if budget is None else min(end - began, budget)
+    return total
+
+
+def pool_wait_ms(
+    pauses: Sequence[tuple[int, int | None]],
+    definition: Definition,
+    timing: Timing,
+    end: int,
+) -> int:
+    """The time the pools of one workflow were paused (`(began, ended)`, ended None: still
+    paused at `end`), each pause also costing one fault penalty: a task that waited for the
+    pool is sent again no sooner than a dispatch grace after the resume."""
+    total = 0
+    for began, ended in pauses:
+        total += (end if ended is None else ended) - began
+        total += fault_penalty_ms(definition, timing)
+    return total

@@ -28,6 +28,9 @@ FAULT_KINDS: dict[str, str] = {
     "clock_jump": "the clock jumps forward 2-40 s (checked once per simulated second)",
     "cancel": "the client cancels a running workflow",
     "redrive": "an operator retries a FAILED workflow (fresh retry budgets)",
+    "operator": "an operator pauses a running workflow, then resumes it (sometimes with a "
+    "replacement input for a step), compensates it or cancels it a while later",
+    "pool_pause": "an operator pauses an agent pool for 1-20 s, then resumes it",
 }
 
 
@@ -35,8 +38,8 @@ FAULT_KINDS: dict[str, str] = {
 class Faults:
     """Probabilities, each in [0, 1]. Message knobs apply per message, agent knobs per
     attempt (at most one agent fault per attempt), store knobs per store call, sweep knobs
-    per sweep, `clock_jump` per simulated second, `cancel` per workflow, `redrive` per FAILED
-    workflow (once). Callbacks of callback steps are messages too: `lose`, `dup` and `delay`
+    per sweep, `clock_jump` and `pool_pause` per simulated second, `cancel` and `operator` per
+    workflow, `redrive` per FAILED workflow (once). Callbacks of callback steps are messages too: `lose`, `dup` and `delay`
     apply to them."""
 
     delay: float = 0.05
@@ -59,6 +62,8 @@ class Faults:
     clock_jump: float = 0.005
     cancel: float = 0.05
     redrive: float = 0.5
+    operator: float = 0.1
+    pool_pause: float = 0.01
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -14,10 +14,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shepherd import limits
 from shepherd.conditions import Item
-from shepherd.decisions.planner import Dispatch, EndAttempt, compensated, plan
+from shepherd.decisions.planner import (
+    PAUSE_TIMEOUT,
+    Dispatch,
+    EndAttempt,
+    GiveUp,
+    compensated,
+    plan,
+)
 from shepherd.definitions import Definition
-from shepherd.model import StepRecord, StepStatus, WorkflowState, WorkflowStatus, loads
+from shepherd.keys import POOLS_PK
+from shepherd.model import (
+    PoolState,
+    StepRecord,
+    StepStatus,
+    WorkflowState,
+    WorkflowStatus,
+    loads,
+)
 
 from shepherd_sim.service import Call, Effect
 
@@ -45,6 +61,96 @@ class Handled:
     outcome: str  # an agent.Outcome value, or crashed / killed / error
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A claim that won (a step or compensation moved to RUNNING), as the store saw it land.
+
+    Ground truth for "was this step ever claimed", independent of the engine's own
+    `first_claimed_at`. `paused_by` and `read` say whether the claim landed while its
+    workflow was PAUSED, and whether the claimer's decision came from a read from before that
+    pause (see `Sent`).
+    """
+
+    at: int
+    workflow_id: str
+    kind: str
+    step: str
+    attempt: int
+    claimed_at: int
+    """The engine's timestamp in the write (what `first_claimed_at` records on the first)."""
+    role: str = "agent"
+    paused_by: int | None = None
+    read: int | None = None
+    input_tag: Any = None
+    """The replacement-input tag of the step as claimed (None: the workflow's own input)."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A task message someone decided to send (before the queue may lose or double it).
+
+    `paused_by`: the version of the workflow item whose write paused it, if it was PAUSED at
+    that moment (None: not paused). `read`: the version of the workflow item the sender last
+    read (a consistent load of the workflow, or the start that created it), None if it never
+    read it. The item's version grows by one with every write to it, so `read < paused_by`
+    means the sender decided on a read from before the pause: the documented race.
+    """
+
+    at: int
+    workflow_id: str
+    kind: str
+    step: str
+    attempt: int
+    role: str
+    label: str
+    paused_by: int | None
+    read: int | None
+    read_at: int | None = None
+
+
+@dataclass(frozen=True)
+class StatusWrite:
+    """A write that changed a workflow's status, as it landed, with who made it: the role of
+    the engine component and the operation (`label`) the simulator was performing."""
+
+    at: int
+    workflow_id: str
+    version: int
+    role: str
+    label: str
+    before: str | None
+    after: str
+    error_type: str | None = None
+    pause_reason: str | None = None
+    paused_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Redispatch:
+    """A queued step or compensation sent again (a write that marks it dispatched once more,
+    its status unchanged), with the state of its pool: `pool_paused_by` is the version of the
+    pools' items whose write paused its pool, if paused when it landed; `pool_read` the
+    version of the pools' states the writer planned with (a supervisor reads them once per
+    sweep and keeps the last read; one that never read any knows version 0, nothing paused)."""
+
+    at: int
+    workflow_id: str
+    kind: str
+    step: str
+    attempt: int
+    role: str
+    label: str
+    pool: str
+    pool_paused_by: int | None
+    pool_read: int | None
+
+
+def decided_before_pause(paused_by: int | None, read: int | None) -> bool:
+    """Was a send or claim during a pause decided on a read from before it? (True when the
+    workflow was not paused at all.)"""
+    return paused_by is None or (read is not None and read < paused_by)
+
+
 @dataclass
 class RunRecord:
     items: list[Item]
@@ -61,6 +167,18 @@ class RunRecord:
     """Violations found while running (the watch-index check needs the moment)."""
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """Domain events published (detail-type, detail), in order."""
+    undone: Mapping[str, int] = field(default_factory=dict)
+    """Forward idempotency key -> the service call that undid it (the service's memory)."""
+    claims: list[Claim] = field(default_factory=list)
+    """Every claim that won, in the order they landed."""
+    sent: list[Sent] = field(default_factory=list)
+    """Every task message someone decided to send, in order."""
+    status_writes: list[StatusWrite] = field(default_factory=list)
+    """Every write that changed a workflow's status, in the order they landed."""
+    given_inputs: dict[tuple[str, str, str, int], Any] = field(default_factory=dict)
+    """(workflow, kind, step, attempt) -> the replacement-input tag its agent was given."""
+    redispatches: list[Redispatch] = field(default_factory=list)
+    """Every queued task sent again, in the order the writes landed."""
 
     def states(self) -> dict[str, WorkflowState]:
         by_pk: dict[str, list[Item]] = defaultdict(list)
@@ -198,6 +316,10 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
     for effect in record.effects:
         target = comp_effects if effect.kind == "compensation" else step_effects
         target.setdefault((effect.workflow_id, effect.step), effect)
+    comp_claims: dict[tuple[str, str], int] = {}  # the first claim of each compensation
+    for claim in record.claims:
+        if claim.kind == "compensation":
+            comp_claims.setdefault((claim.workflow_id, claim.step), claim.at)
     for wf_id, state in record.states().items():
         definition = _definition(record, state)
         status = state.workflow.status
@@ -235,28 +357,72 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
                         f"compensation '{name}' is SUCCEEDED but its effect was never applied",
                     )
                 )
-        for name, effect in sorted(undone.items()):
-            step_effect = step_effects.get((wf_id, name))
-            if step_effect is not None and step_effect.seq > effect.seq:
-                out.append(
-                    Violation(
-                        "compensation",
-                        wf_id,
-                        f"'{name}' was undone (call #{effect.seq}) before its effect was "
-                        f"applied (call #{step_effect.seq})",
-                    )
+        out += [
+            Violation(
+                "compensation",
+                wf_id,
+                f"'{name}' was undone (call #{effect.seq}) before its effect was applied "
+                f"(call #{step_effects[(wf_id, name)].seq})",
+            )
+            for name, effect in sorted(undone.items())
+            if (wf_id, name) in step_effects and step_effects[(wf_id, name)].seq > effect.seq
+        ]
+        out += _undone_in_order(state, definition, owed, undone)
+        out += _compensations_started_in_order(state, definition, owed, comp_claims)
+    return out
+
+
+def _undone_in_order(
+    state: WorkflowState, definition: Definition, owed: set[str], undone: Mapping[str, Effect]
+) -> list[Violation]:
+    """Every undo that must come first (`must_undo_first`) was applied first."""
+    out = []
+    names = sorted(n for n in undone if n in owed)
+    for a, b in itertools.permutations(names, 2):
+        if must_undo_first(state, definition, a, b) and undone[a].seq > undone[b].seq:
+            out.append(
+                Violation(
+                    "compensation",
+                    state.workflow.workflow_id,
+                    f"'{b}' was undone (call #{undone[b].seq}) before '{a}' "
+                    f"(call #{undone[a].seq}); '{a}' finished later or depends on '{b}'",
                 )
-        names = sorted(n for n in undone if n in owed)
-        for a, b in itertools.permutations(names, 2):
-            if must_undo_first(state, definition, a, b) and undone[a].seq > undone[b].seq:
-                out.append(
-                    Violation(
-                        "compensation",
-                        wf_id,
-                        f"'{b}' was undone (call #{undone[b].seq}) before '{a}' "
-                        f"(call #{undone[a].seq}); '{a}' finished later or depends on '{b}'",
-                    )
+            )
+    return out
+
+
+def _compensations_started_in_order(
+    state: WorkflowState,
+    definition: Definition,
+    owed: set[str],
+    comp_claims: Mapping[tuple[str, str], int],
+) -> list[Violation]:
+    """No compensation is claimed before every compensation that must come first has
+    succeeded: REVERSE runs them one at a time; PARALLEL waits only for the undos of the steps
+    that depend on its step (independent branches may overlap). From the claims that landed,
+    so an undo that started early is caught even if its effect came late."""
+    out = []
+    wf_id = state.workflow.workflow_id
+    for a, b in itertools.permutations(sorted(owed), 2):
+        started = comp_claims.get((wf_id, b))
+        if started is None or not must_undo_first(state, definition, a, b):
+            continue
+        first = state.compensations.get(a)
+        done = (
+            first.finished_at
+            if first is not None and first.status is StepStatus.SUCCEEDED
+            else None
+        )
+        if done is None or started < done:
+            when = "never" if done is None else f"at {done}"
+            out.append(
+                Violation(
+                    "compensation",
+                    wf_id,
+                    f"the compensation of '{b}' was claimed at {started}, but that of '{a}' "
+                    f"(which must be undone first) succeeded {when}",
                 )
+            )
     return out
 
 
@@ -270,12 +436,18 @@ def _output_attempt(text: str | None) -> int | None:
     return None
 
 
+# History entries that record something other than an attempt ending (an operator's
+# replacement input, written at the attempt number the step had then).
+NOT_AN_END = ("input_replaced",)
+
+
 def _history_problems(rec: StepRecord) -> list[str]:
     what = f"{rec.kind} '{rec.name}'"
     out = []
     ended: dict[int, int] = defaultdict(int)
     for entry in rec.history:
-        ended[int(entry["a"])] += 1
+        if entry.get("o") not in NOT_AN_END:
+            ended[int(entry["a"])] += 1
     out += [f"{what}: attempt {a} ended {n}x" for a, n in sorted(ended.items()) if n > 1]
     oks = [int(h["a"]) for h in rec.history if h.get("o") == "ok"]
     if rec.status is not StepStatus.SUCCEEDED:
@@ -338,6 +510,33 @@ def _consumed_inputs(record: RunRecord, states: Mapping[str, WorkflowState]) -> 
     return out
 
 
+def _genuine_tokens_known(
+    record: RunRecord, states: Mapping[str, WorkflowState]
+) -> list[Violation]:
+    """Every task token the simulator used was issued by the engine, so a callback with it is
+    never `unknown` (TaskTokenInvalid, 404): while its attempt waits it is accepted, and once
+    that attempt is over it is stale (TaskTokenStale, 409), as long as the step's history
+    (the last MAX_HISTORY ended attempts) still holds that attempt."""
+    out = []
+    for h in record.handled:
+        if h.outcome != "stale:TaskTokenInvalid":
+            continue
+        st = states.get(h.workflow_id)
+        rec = None if st is None else st.record(h.kind, h.step)  # type: ignore[arg-type]
+        kept = [] if rec is None else [int(e["a"]) for e in rec.history]
+        if rec is not None and (len(rec.history) < limits.MAX_HISTORY or h.attempt >= min(kept)):
+            out.append(
+                Violation(
+                    "superseded",
+                    h.workflow_id,
+                    f"a callback with the genuine token of {h.kind} '{h.step}' attempt "
+                    f"{h.attempt} was answered 'unknown token'; its attempt is over, so it is "
+                    "stale (its history entry lacks the token's hash)",
+                )
+            )
+    return out
+
+
 def check_no_superseded_result(record: RunRecord) -> list[Violation]:
     """Every accepted result belongs to the attempt the step ended at; no attempt ended
     twice; the runtime reported success only for that attempt; nobody was given a result
@@ -349,7 +548,12 @@ def check_no_superseded_result(record: RunRecord) -> list[Violation]:
         for rec in _records(state)
         for problem in _history_problems(rec)
     ]
-    return out + _reported_successes(record, states) + _consumed_inputs(record, states)
+    return (
+        out
+        + _reported_successes(record, states)
+        + _consumed_inputs(record, states)
+        + _genuine_tokens_known(record, states)
+    )
 
 
 # ------------------------------------------------------------------------ 5. nothing lost
@@ -389,6 +593,26 @@ def check_attempts_within_policy(record: RunRecord) -> list[Violation]:
 # ------------------------------------------------------------ 7. status agrees with steps
 
 
+# Why a workflow may be COMPENSATED with no failed step: an operator gave up on it, or it
+# stayed paused past its PauseTimeoutSeconds.
+GAVE_UP = ("OperatorGaveUp", PAUSE_TIMEOUT)
+
+
+def _undone_problems(state: WorkflowState, definition: Definition) -> list[str]:
+    """COMPENSATED or CANCELLED: the compensation of every step that may have acted (and has
+    one) succeeded."""
+    out = []
+    for name, rec in sorted(state.steps.items()):
+        comp = state.compensations.get(name)
+        owed = compensated(rec, definition.by_name[name])
+        if owed and (comp is None or comp.status is not StepStatus.SUCCEEDED):
+            out.append(
+                f"{state.workflow.status.value} but the compensation of step '{name}' (which "
+                f"may have acted) is {comp.status.value if comp else 'missing'}"
+            )
+    return out
+
+
 def _status_problems(state: WorkflowState, definition: Definition) -> list[str]:
     wf = state.workflow
     status = wf.status
@@ -407,17 +631,17 @@ def _status_problems(state: WorkflowState, definition: Definition) -> list[str]:
             out.append(f"SUCCEEDED but steps {not_ok} did not succeed")
         if comps:
             out.append(f"SUCCEEDED but compensations {sorted(comps)} exist")
-    if status is WorkflowStatus.COMPENSATED and StepStatus.FAILED not in steps.values():
-        out.append("COMPENSATED but no step FAILED")
+    given_up = (loads(wf.error) or {}).get("type") in GAVE_UP
+    if (
+        status is WorkflowStatus.COMPENSATED
+        and StepStatus.FAILED not in steps.values()
+        and not given_up
+    ):
+        out.append("COMPENSATED but no step FAILED (and no operator or pause timeout gave up)")
+    if status.terminal and (wf.pause is not None or wf.paused_at is not None):
+        out.append(f"{status.value} but it still records a pause ({wf.pause})")
     if status in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
-        for name, rec in sorted(state.steps.items()):
-            comp = comps.get(name)
-            owed = compensated(rec, definition.by_name[name])
-            if owed and (comp is None or comp.status is not StepStatus.SUCCEEDED):
-                out.append(
-                    f"{status.value} but the compensation of step '{name}' (which may have "
-                    f"acted) is {comp.status.value if comp else 'missing'}"
-                )
+        out += _undone_problems(state, definition)
     if status is WorkflowStatus.FAILED and not any(
         c.status is StepStatus.FAILED for c in comps.values()
     ):
@@ -451,43 +675,79 @@ def check_findable(
     definition: Definition,
     now: int,
     rng: Any,
-    slack: Callable[[StepRecord], int] | None = None,
+    slack: Callable[[tuple[str, str]], int] | None = None,
+    pools: Mapping[str, PoolState] | None = None,
+    resumed_at: int | None = None,
 ) -> list[Violation]:
     """Invariant 3 at one moment: a live workflow is in the watch index, under a `due_at` no
-    later than any deadline that has passed (a timeout, a lost dispatch, a backoff's end).
+    later than any deadline that has passed (a timeout, a lost dispatch, a backoff's end, a
+    pause timeout). A PAUSED workflow with nothing in flight and no pause timeout has nothing
+    to watch: it may be out of the index (an operator action puts it back).
 
-    `slack(record)` is how late that record's writes landed after their timestamps were
-    taken: a deadline computed from a timestamp may precede `due_at` by that much (the
-    engine's clock is read before a write is sent; see docs/simulation.md)."""
+    `slack(key)` is how late the writes to that item (a step's, the workflow's for the pause
+    timeout, its pool's for a dispatch grace restarted by a resume) landed after their
+    timestamps were taken: a deadline computed from a timestamp may
+    precede `due_at` by that much (the engine's clock is read before a write is sent; see
+    docs/simulation.md). `pools`: the pools' states as the table records them (a task waiting
+    for a paused pool is not late). `resumed_at`: when the workflow last left PAUSED; nothing
+    is dispatched while it is paused, so no dispatch is due before that (the resume writes the
+    workflow due at once)."""
     wf = state.workflow
     if wf.status.terminal:
         return []
     if wf.due_at is None or wf.watch_shard is None:
+        if wf.status is WorkflowStatus.PAUSED and not watched_while_paused(state, definition):
+            return []
         return [Violation("findable", wf.workflow_id, f"{wf.status.value} but not in the index")]
     out = []
-    for action in plan(state, definition, now, supervisor=True, rng=rng):
-        deadline: int | None = None
-        if isinstance(action, EndAttempt) or (isinstance(action, Dispatch) and action.lost):
-            deadline = now - action.overdue_ms
-        elif (
-            isinstance(action, Dispatch)
-            and action.seen.status is StepStatus.QUEUED
-            and action.seen.dispatched_at is None
-        ):
-            deadline = action.seen.available_at
-        if deadline is not None and wf.due_at > deadline:
-            assert isinstance(action, Dispatch | EndAttempt)
-            if slack is not None and wf.due_at <= deadline + slack(action.seen):
-                continue
+    for action in plan(state, definition, now, supervisor=True, rng=rng, pools=pools):
+        deadline = _deadline(action, now, resumed_at)
+        if deadline is None or wf.due_at <= deadline:
+            continue
+        late = 0
+        what = type(action).__name__
+        if slack is not None:
+            late = slack(wf.key)
+        if isinstance(action, Dispatch | EndAttempt):
+            what = f"{what} of '{action.seen.name}'"
+            late = 0 if slack is None else slack(action.seen.key)
+        if slack is not None and isinstance(action, Dispatch):
+            # A dispatch grace restarts at its pool's resume, stamped by that write.
+            pool = definition.spec(action.seen.kind, action.seen.name).pool
+            late = max(late, slack((POOLS_PK, pool)))
+        if wf.due_at > deadline + late:
             out.append(
                 Violation(
                     "findable",
                     wf.workflow_id,
-                    f"{type(action).__name__} of '{action.seen.name}' was due at {deadline} but "
-                    f"the watch index says {wf.due_at}",
+                    f"{what} was due at {deadline} but the watch index says {wf.due_at}",
                 )
             )
     return out
+
+
+def _deadline(action: Any, now: int, resumed_at: int | None) -> int | None:
+    """When the supervisor had to take `action` (None: it is not bound to a deadline)."""
+    deadline: int | None = None
+    if isinstance(action, EndAttempt | GiveUp) or (isinstance(action, Dispatch) and action.lost):
+        deadline = now - action.overdue_ms
+    elif (
+        isinstance(action, Dispatch)
+        and action.seen.status is StepStatus.QUEUED
+        and action.seen.dispatched_at is None
+    ):
+        deadline = action.seen.available_at  # a long backoff's end
+    if isinstance(action, Dispatch) and deadline is not None and resumed_at is not None:
+        deadline = max(deadline, resumed_at)  # nothing is dispatched while it is paused
+    return deadline
+
+
+def watched_while_paused(state: WorkflowState, definition: Definition) -> bool:
+    """A PAUSED workflow needs watching while an attempt of it is in flight (its heartbeat
+    and timeout) or its definition has a pause timeout."""
+    return definition.pause_timeout_seconds is not None or any(
+        r.status.in_flight for r in _records(state)
+    )
 
 
 FINISH_EVENTS = {
@@ -543,6 +803,260 @@ def check_online(record: RunRecord) -> list[Violation]:
     return list(record.online)
 
 
+# --------------------------------------------------------------- orphaned effects
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """An effect left in the world: see `orphaned_effects`."""
+
+    effect: Effect
+    when: str  # the step's Compensation.When
+    status: str  # how the workflow ended
+
+
+def orphaned_effects(record: RunRecord) -> list[Orphan]:
+    """Effects the service applied for a step that declares a compensation, in a workflow
+    that ended COMPENSATED or CANCELLED, that no undo ever undid (the service remembers every
+    forward key an undo named).
+
+    Under `When: ATTEMPTED` there must be none: an effect means an attempt ran, so the step
+    was claimed and must be undone (`check_no_orphaned_effects`). Under `When: SUCCEEDED` they
+    are the design's price (a step that acted, then failed), counted, not failed on. Effects
+    of steps without a compensation are not orphans: nothing could undo them.
+    """
+    states = record.states()
+    out = []
+    for effect in record.effects:
+        state = states.get(effect.workflow_id)
+        if effect.kind != "step" or state is None:
+            continue
+        status = state.workflow.status
+        if status not in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
+            continue
+        spec = _definition(record, state).by_name.get(effect.step)
+        if spec is None or spec.compensation is None or effect.key in record.undone:
+            continue
+        out.append(Orphan(effect, spec.compensation.when, status.value))
+    return out
+
+
+def check_no_orphaned_effects(record: RunRecord) -> list[Violation]:
+    """No effect of a `When: ATTEMPTED` step is left undone by a COMPENSATED or CANCELLED
+    workflow."""
+    return [
+        Violation(
+            "orphaned",
+            o.effect.workflow_id,
+            f"the effect of step '{o.effect.step}' (attempt {o.effect.attempt}, call "
+            f"#{o.effect.seq}) was applied but never undone, and the workflow ended {o.status} "
+            "(its compensation is When: ATTEMPTED)",
+        )
+        for o in orphaned_effects(record)
+        if o.when == "ATTEMPTED"
+    ]
+
+
+# ------------------------------------------------------------------- claims (ground truth)
+
+
+def check_claims(record: RunRecord) -> list[Violation]:
+    """From the claims the store saw land (not from the engine's own bookkeeping): no
+    compensation ever runs (is created, claimed or calls the service) for a step that was
+    never claimed, and the engine's `first_claimed_at` (its evidence that a step may have
+    acted) is exactly the first claim that landed, or absent if none did."""
+    out: list[Violation] = []
+    claimed: dict[tuple[str, str, str], list[Claim]] = defaultdict(list)
+    for claim in record.claims:
+        claimed[(claim.workflow_id, claim.kind, claim.step)].append(claim)
+    states = record.states()
+    ran: dict[tuple[str, str], str] = {}
+    for wf_id, state in states.items():
+        for name in state.compensations:
+            ran.setdefault((wf_id, name), "its compensation was created")
+    for claim in record.claims:
+        if claim.kind == "compensation":
+            ran.setdefault((claim.workflow_id, claim.step), "its compensation was claimed")
+    for call in record.calls:
+        if call.kind == "compensation":
+            ran.setdefault((call.workflow_id, call.step), "its compensation called the service")
+    for (wf_id, name), what in sorted(ran.items()):
+        if not claimed.get((wf_id, "step", name)):
+            out.append(Violation("claims", wf_id, f"step '{name}' was never claimed, but {what}"))
+    return out + _first_claims_recorded(states, claimed) + _ended_attempts_claimed(states, claimed)
+
+
+def _ended_attempts_claimed(
+    states: Mapping[str, WorkflowState], claimed: Mapping[tuple[str, str, str], list[Claim]]
+) -> list[Violation]:
+    """No attempt is spent without running: every attempt a history says ended (a result,
+    an error, a timeout) was claimed. A task waiting in a queue, for a paused pool or a paused
+    workflow, never burns an attempt."""
+    out = []
+    for wf_id, state in states.items():
+        for rec in _records(state):
+            ran = {c.attempt for c in claimed.get((wf_id, rec.kind, rec.name), [])}
+            for entry in rec.history:
+                if entry.get("o") not in NOT_AN_END and int(entry["a"]) not in ran:
+                    out.append(
+                        Violation(
+                            "claims",
+                            wf_id,
+                            f"{rec.kind} '{rec.name}' attempt {entry['a']} ended "
+                            f"({entry.get('o')}) but was never claimed",
+                        )
+                    )
+    return out
+
+
+def _first_claims_recorded(
+    states: Mapping[str, WorkflowState], claimed: Mapping[tuple[str, str, str], list[Claim]]
+) -> list[Violation]:
+    """The engine's `first_claimed_at` is the stamp of the first claim that landed."""
+    out = []
+    for wf_id, state in states.items():
+        for rec in _records(state):
+            seen = claimed.get((wf_id, rec.kind, rec.name), [])
+            first = seen[0].claimed_at if seen else None
+            if rec.first_claimed_at != first:
+                out.append(
+                    Violation(
+                        "claims",
+                        wf_id,
+                        f"{rec.kind} '{rec.name}' records first_claimed_at="
+                        f"{rec.first_claimed_at}, but the first claim that landed wrote {first}",
+                    )
+                )
+    return out
+
+
+def check_inputs_given(record: RunRecord) -> list[Violation]:
+    """Every agent function ran only after its attempt's claim landed, with the step's input
+    as claimed (an operator's replacement input, once stored, reaches every later attempt)."""
+    out = []
+    claims = {(c.workflow_id, c.kind, c.step, c.attempt): c for c in record.claims}
+    for (wf_id, kind, step, attempt), tag in sorted(record.given_inputs.items()):
+        claim = claims.get((wf_id, kind, step, attempt))
+        who = f"{kind} '{step}' attempt {attempt}"
+        if claim is None:
+            out.append(Violation("inputs", wf_id, f"{who} ran, but no claim of it landed"))
+        elif claim.input_tag != tag:
+            out.append(
+                Violation(
+                    "inputs",
+                    wf_id,
+                    f"{who} was given input {tag!r}, but the step held {claim.input_tag!r} "
+                    "when it was claimed",
+                )
+            )
+    return out
+
+
+# -------------------------------------------------------------------------------- pauses
+
+# The operator actions that end a pause, and the status each leads to.
+OPERATOR_EXITS = {"resume": "RUNNING", "compensate": "COMPENSATING", "cancel": "CANCELLING"}
+SUPERVISORS = ("supA", "supB")
+
+
+def check_pause_respected(record: RunRecord) -> list[Violation]:
+    """A PAUSED workflow leaves PAUSED only by an operator's resume, compensate or cancel (the
+    client API), or by a supervisor's pause timeout, never before PauseTimeoutSeconds: no
+    agent, callback or late result flips it back (temporalio/temporal#10239). A pause for
+    the reason `operator` is an operator's pause."""
+    out = []
+    states = record.states()
+    began: dict[str, StatusWrite] = {}
+    for w in record.status_writes:
+        state = states.get(w.workflow_id)
+        who = f"{w.role} ({w.label or 'no operator action'})"
+        if w.after == "PAUSED" and w.before != "PAUSED":
+            began[w.workflow_id] = w
+            if w.pause_reason == "operator" and (w.role, w.label) != ("client", "pause"):
+                out.append(Violation("paused", w.workflow_id, f"paused 'by an operator' by {who}"))
+        if w.before != "PAUSED" or w.after == "PAUSED":
+            continue
+        by_operator = w.role == "client" and OPERATOR_EXITS.get(w.label) == w.after
+        by_timeout = (
+            w.role in SUPERVISORS and w.after == "COMPENSATING" and w.error_type == PAUSE_TIMEOUT
+        )
+        if not (by_operator or by_timeout):
+            out.append(
+                Violation(
+                    "paused",
+                    w.workflow_id,
+                    f"PAUSED -> {w.after} by {who}: only an operator's resume, compensate or "
+                    "cancel, or the pause timeout, may end a pause",
+                )
+            )
+        pause = began.get(w.workflow_id)
+        if by_timeout and state is not None and pause is not None:
+            timeout = _definition(record, state).pause_timeout_seconds
+            if timeout is None or pause.paused_at is None:
+                due = None
+            else:
+                due = pause.paused_at + timeout * 1000
+            if due is None or w.at < due:
+                out.append(
+                    Violation(
+                        "paused",
+                        w.workflow_id,
+                        f"the pause timeout struck at {w.at}; it was due at {due}",
+                    )
+                )
+    return out
+
+
+def check_paused_starts_nothing(record: RunRecord) -> list[Violation]:
+    """While a workflow is PAUSED nothing new starts for it: no task message is sent and no
+    attempt is claimed, unless the sender or claimer decided on a read of the workflow from
+    before the write that paused it (the documented race: its latest consistent read of the
+    workflow, or the start that created it, came first). Anything decided on a read that saw
+    the pause is a violation, whoever sent it."""
+    out = []
+    for s in record.sent:
+        if not decided_before_pause(s.paused_by, s.read):
+            out.append(
+                Violation(
+                    "paused",
+                    s.workflow_id,
+                    f"{s.role} ({s.label or 'no operator action'}) sent {s.kind} "
+                    f"{s.step}#{s.attempt} while the workflow was PAUSED (since version "
+                    f"{s.paused_by}), deciding on a read of version {s.read}",
+                )
+            )
+    for c in record.claims:
+        if not decided_before_pause(c.paused_by, c.read):
+            out.append(
+                Violation(
+                    "paused",
+                    c.workflow_id,
+                    f"{c.kind} {c.step}#{c.attempt} was claimed while the workflow was PAUSED "
+                    f"(since version {c.paused_by}) on a read of version {c.read}",
+                )
+            )
+    return out
+
+
+def check_paused_pools_wait(record: RunRecord) -> list[Violation]:
+    """While its pool is paused, a queued task's wait is neither a lost message nor a
+    timeout: nobody sends it again, except an operator's resume of its workflow (which sends
+    every queued step) or a supervisor whose sweep read the pools before the pause."""
+    return [
+        Violation(
+            "pools",
+            r.workflow_id,
+            f"{r.role} ({r.label or 'no operator action'}) sent {r.kind} {r.step}#{r.attempt} "
+            f"again while its pool '{r.pool}' was paused (since version {r.pool_paused_by}), "
+            f"having read the pools at version {r.pool_read}",
+        )
+        for r in record.redispatches
+        if r.pool_paused_by is not None
+        and r.label != "resume"
+        and not decided_before_pause(r.pool_paused_by, r.pool_read)
+    ]
+
+
 CHECKERS: Sequence[Checker] = (
     check_terminal_within_bound,
     check_effects_once,
@@ -552,6 +1066,12 @@ CHECKERS: Sequence[Checker] = (
     check_attempts_within_policy,
     check_status_consistent,
     check_finish_events,
+    check_no_orphaned_effects,
+    check_claims,
+    check_inputs_given,
+    check_pause_respected,
+    check_paused_starts_nothing,
+    check_paused_pools_wait,
     check_online,
 )
 

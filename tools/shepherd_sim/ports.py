@@ -8,12 +8,13 @@ delays messages on their way into the `MemoryQueue`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from shepherd.conditions import Cond, Item, Update
 from shepherd.errors import DeliveryError, StoreUnavailable
+from shepherd.keys import WF_SK
 from shepherd.model import OutgoingTask
 from shepherd.ports import Backlog, DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
@@ -46,6 +47,17 @@ class SweepPlan:
     crash_after: bool = False
     double_at: int | None = None
     calls: int = 0
+
+
+# Attributes a write sets to the writer's clock reading (`now`) when it builds the write.
+CLOCK_STAMPS = (
+    "dispatched_at",
+    "claimed_at",
+    "heartbeat_at",
+    "finished_at",
+    "paused_at",
+    "resumed_at",
+)
 
 
 def workflow_of(pk: str | None) -> str | None:
@@ -111,43 +123,97 @@ class FaultyStore:
     def _write(self, op: str, pk: str, sk: str, what: str) -> None:
         self.sim.trace(workflow_of(pk), f"{self.role:7} {op} {sk} {what}")
 
+    # ------------------------------------------------------------------- observation
+
+    def _statuses(self, keys: Sequence[tuple[str, str]]) -> dict[str, str | None]:
+        """The status of each workflow item among `keys`, as it is now (before a write)."""
+        out: dict[str, str | None] = {}
+        for pk, sk in keys:
+            if sk == WF_SK:
+                item = self.sim.memory.peek(pk, sk)
+                out[pk] = None if item is None else item.get("status")
+        return out
+
+    def _landed(self, before: dict[str, str | None]) -> None:
+        """Tell the simulator which workflow items a write changed, with their old status."""
+        for pk, status in before.items():
+            self.sim.observe_status(self.role, pk, status)
+
+    def _stamped(self, key: tuple[str, str], values: Mapping[str, Any]) -> None:
+        """A write carrying the engine's clock readings has landed: how long after them.
+
+        Deadlines are computed from these stamps (a dispatch's grace, a heartbeat's lease, a
+        dependency's completion, a pause timeout), so a stamp older than its landing creates
+        a deadline earlier than any look could have known (docs/simulation.md, write
+        latency): a slow call, or a supervisor run that stamps every write with its look's
+        `now` after an earlier slow call in the same run."""
+        stamps = [v for k, v in values.items() if k in CLOCK_STAMPS and isinstance(v, int)]
+        if stamps:
+            late = self.sim.now() - min(stamps)
+            latency = self.sim.write_latency
+            latency[key] = max(latency.get(key, 0), late)
+
     # ------------------------------------------------------------------------- the port
 
     def create(self, items: Sequence[Item]) -> None:
         pk = items[0]["pk"] if items else None
-        self._before("create", pk, [(i["pk"], i["sk"]) for i in items])
+        keys = [(i["pk"], i["sk"]) for i in items]
+        self._before("create", pk, keys)
+        before = self._statuses(keys)
         self.inner.create(items)
+        self._landed(before)
+        for key_pk in before:  # the start decides on what it created: a read of it
+            self.sim.observe_read(self.role, key_pk)
         self._write("create", pk or "", f"{len(items)} items", "")
         self._after("create", pk)
 
     def put_new(self, item: Item) -> None:
         self._before("put_new", item["pk"], [(item["pk"], item["sk"])])
         self.inner.put_new(item)
+        self._stamped((item["pk"], item["sk"]), item)
         self._write("put_new", item["pk"], item["sk"], str(item.get("status", "")))
         self._after("put_new", item["pk"])
 
     def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
         pk = writes[0][0] if writes else None
-        self._before("transact", pk, [(w[0], w[1]) for w in writes])
+        keys = [(w[0], w[1]) for w in writes]
+        self._before("transact", pk, keys)
+        before = self._statuses(keys)
         self.inner.transact(writes)
+        self._landed(before)
+        for w_pk, w_sk, w_update, _ in writes:
+            self._stamped((w_pk, w_sk), w_update.set)
         for w_pk, sk, update, _ in writes:
             self._write("transact", w_pk, sk, _describe(update))
         self._after("transact", pk)
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
         self._before("update", pk, [(pk, sk)])
+        before = self._statuses([(pk, sk)])
         item = self.inner.update(pk, sk, update, condition)
+        self._landed(before)
+        self._stamped((pk, sk), update.set)
+        if sk[:2] in ("S#", "C#"):
+            if update.set.get("status") == "RUNNING":
+                self.sim.observe_claim(self.role, item)
+            elif "dispatches" in update.add and "status" not in update.set:
+                self.sim.observe_redispatch(self.role, item)
         self._write("update", pk, sk, _describe(update))
         self._after("update", pk)
         return item
 
     def load(self, pk: str) -> list[Item]:
         self._before("load", pk)
-        return self.inner.load(pk)
+        items = self.inner.load(pk)
+        self.sim.observe_read(self.role, pk)
+        return items
 
     def get(self, pk: str, sk: str) -> Item | None:
         self._before("get", pk)
-        return self.inner.get(pk, sk)
+        item = self.inner.get(pk, sk)
+        if sk == WF_SK:
+            self.sim.observe_read(self.role, pk)
+        return item
 
     def query_due(
         self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None
@@ -173,20 +239,23 @@ class FaultyStore:
 
 
 class FaultyQueue:
-    """Sends into a MemoryQueue, losing, duplicating and delaying messages on the way."""
+    """Sends into a MemoryQueue, losing, duplicating and delaying messages on the way. One per
+    role, so every message is observed with who decided to send it."""
+
+    def __init__(self, inner: MemoryQueue, sim: Simulation, role: str) -> None:
+        self.inner = inner
+        self.sim = sim
+        self.role = role
 
     def backlog(self, pool: str) -> Backlog:
         return self.inner.backlog(pool)
-
-    def __init__(self, inner: MemoryQueue, sim: Simulation) -> None:
-        self.inner = inner
-        self.sim = sim
 
     def send(self, tasks: Sequence[OutgoingTask]) -> None:
         sim = self.sim
         for task in tasks:
             m = task.message
             who = f"{m.kind} {m.step}#{m.attempt}"
+            sim.observe_send(self.role, m)
             if sim.roll("lose"):
                 if sim.rng.random() < 0.5:
                     sim.fault("lose", m.workflow_id, f"message {who} dropped on send")

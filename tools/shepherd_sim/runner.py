@@ -123,9 +123,19 @@ def report(totals: Totals, faults: Faults, *, max_failures: int = 20) -> str:
     others = sorted(set(totals.outcomes) - {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"})
     for status in others:
         lines.append(f"  {status + ' (not terminal!)':<{width}} {totals.outcomes[status]:>8}")
-    if totals.stats:
+    lines += [
+        "",
+        "orphaned effects (a compensable step's effect never undone by a COMPENSATED or "
+        "CANCELLED workflow):",
+        f"  {'When: ATTEMPTED (a violation)':<{width}} "
+        f"{totals.stats['orphaned_effects_attempted']:>8}",
+        f"  {'When: SUCCEEDED (by design)':<{width}} "
+        f"{totals.stats['orphaned_effects_succeeded']:>8}",
+    ]
+    observed = {k: n for k, n in totals.stats.items() if not k.startswith("orphaned_effects")}
+    if observed:
         lines += ["", "observed (not violations):"]
-        for name, count in sorted(totals.stats.items()):
+        for name, count in sorted(observed.items()):
             lines.append(f"  {name:<{width}} {count:>8}")
     lines.append("")
     if not totals.failed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import heapq
+import itertools
 import json
 import logging
 import random
@@ -28,6 +29,7 @@ from shepherd.conditions import Cond, Item, Update
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pending
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.pools import Pools, pool_states
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler, derived_id
 from shepherd.engine.supervisor import Supervisor
 from shepherd.errors import (
@@ -37,8 +39,15 @@ from shepherd.errors import (
     TaskTokenStale,
     WorkflowNotFound,
 )
-from shepherd.keys import WF_SK, wf_pk
-from shepherd.model import StepRecord, StepStatus, TaskMessage, WorkflowState
+from shepherd.keys import POOLS_PK, WF_SK, wf_pk
+from shepherd.model import (
+    PoolState,
+    StepRecord,
+    TaskMessage,
+    WorkflowState,
+    WorkflowStatus,
+    loads,
+)
 from shepherd.ports import DueEntry, DuePage
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
 
@@ -46,12 +55,17 @@ from shepherd_sim import bounds
 from shepherd_sim.faults import Faults, empty_counts
 from shepherd_sim.fibers import Fiber, FiberKilled, current
 from shepherd_sim.invariants import (
+    Claim,
     Handled,
+    Redispatch,
     RunRecord,
+    Sent,
+    StatusWrite,
     Violation,
     check_all,
     check_findable,
     missing_events,
+    orphaned_effects,
 )
 from shepherd_sim.ports import FaultyQueue, FaultyStore, SupervisorCrash, SweepPlan
 from shepherd_sim.service import Effect, FakeService
@@ -129,6 +143,172 @@ FLASH: dict[str, Any] = {
 }
 
 
+# Independent branches that each have a compensation, undone in PARALLEL; a step failing for
+# good PAUSES the workflow (but `east` unwinds it at once), and a workflow left paused for 1 s
+# is given up (PauseTimedOut): shorter than every other timeout of the definition, so the
+# pause timeout is the soonest deadline an event (the pause) can create. `east` backs off
+# for seconds (3 s, then 6 s), longer than the dispatch grace, while the other branches go on. `south` is undone only after a recorded success (When:
+# SUCCEEDED), so its failed attempts may leave effects behind (counted, by design); `report`
+# has no compensation.
+FAN: dict[str, Any] = {
+    "Name": "sim_fan",
+    "DispatchTimeoutSeconds": 2,
+    "OnFailure": "PAUSE",
+    "PauseTimeoutSeconds": 1,
+    "CompensationOrder": "PARALLEL",
+    "Steps": [
+        {
+            "Name": "north",
+            "Agent": "sim_north",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2, "NonRetryableErrors": ["Fatal"]},
+            "Compensation": {
+                "Agent": "sim_undo_north",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "south",
+            "Agent": "sim_south",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 0},
+            "Compensation": {
+                "When": "SUCCEEDED",
+                "Agent": "sim_undo_south",
+                "Pool": "sim-b",
+                "TimeoutSeconds": 2,
+                "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+            },
+        },
+        {
+            "Name": "east",
+            "Agent": "sim_east",
+            "Pool": "sim",
+            "OnFailure": "COMPENSATE",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 2, "IntervalSeconds": 3, "BackoffRate": 2},
+            "Compensation": {
+                "Agent": "sim_undo_east",
+                "Pool": "sim",
+                "TimeoutSeconds": 2,
+                "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+            },
+        },
+        {
+            "Name": "north_two",
+            "DependsOn": ["north"],
+            "Agent": "sim_north_two",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.3},
+            "Compensation": {
+                "Agent": "sim_undo_north_two",
+                "Pool": "sim-b",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "merge",
+            "DependsOn": ["north_two", "south", "east"],
+            "Agent": "sim_merge",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_merge",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "report",
+            "DependsOn": ["merge"],
+            "Agent": "sim_report",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+        },
+    ],
+}
+
+# A chain undone in REVERSE order whose later steps PAUSE the workflow when they fail for good
+# (the definition unwinds by default) and that has no pause timeout: only an operator ends
+# such a pause, and the paused workflow with nothing in flight leaves the watch index. `load`
+# and `audit` are undone only after a recorded success (When: SUCCEEDED).
+HOLD: dict[str, Any] = {
+    "Name": "sim_hold",
+    "DispatchTimeoutSeconds": 2,
+    "Steps": [
+        {
+            "Name": "load",
+            "Agent": "sim_load",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "When": "SUCCEEDED",
+                "Agent": "sim_undo_load",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "apply",
+            "DependsOn": ["load"],
+            "Agent": "sim_apply",
+            "Pool": "sim-b",
+            "OnFailure": "PAUSE",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 0},
+            "Compensation": {
+                "Agent": "sim_undo_apply",
+                "Pool": "sim-b",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "audit",
+            "DependsOn": ["apply"],
+            "Agent": "sim_audit",
+            "Pool": "sim",
+            "OnFailure": "PAUSE",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "When": "SUCCEEDED",
+                "Agent": "sim_undo_audit",
+                "Pool": "sim",
+                "TimeoutSeconds": 2,
+                "Retry": {"MaxAttempts": 0},
+            },
+        },
+    ],
+}
+
+SYNTHETIC = (FLASH, FAN, HOLD)
+# The workload the regression seeds were found with (their runs must not move).
+CLASSIC_TYPES = ("order_fulfilment", "provision_environment", "sim_flash")
+
+
 def _redact_tokens(item: Item) -> Item:
     """An item with its task-token hashes (current and in its history) replaced by a mark."""
     mark = "<redacted>"
@@ -142,8 +322,9 @@ def _redact_tokens(item: Item) -> Item:
 
 def load_definitions() -> dict[str, Definition]:
     found = dict(load_directory(ROOT / "statemachines"))
-    flash = parse_definition(FLASH, "shepherd_sim.FLASH")
-    found[flash.name] = flash
+    for data in SYNTHETIC:
+        parsed = parse_definition(data, f"shepherd_sim.{data['Name']}")
+        found[parsed.name] = parsed
     return found
 
 
@@ -174,12 +355,32 @@ class ObservedStore(MemoryStore):
         super().__init__()
         self._clock = clock
         self.index_log: dict[str, list[tuple[int, str | None, int | None]]] = {}
+        self.versions: dict[str, int] = {}  # workflow pk -> writes to its item so far
+        self.paused_by: dict[str, int] = {}  # workflow pk -> the version whose write paused it
+        self.pool_version = 0  # writes to the pools' items so far
+        self.pool_paused_by: dict[str, int] = {}  # pool -> the version whose write paused it
 
     def _log(self, pk: str, sk: str) -> None:
+        if pk == POOLS_PK:
+            self.pool_version += 1
+            if (self._items.get((pk, sk)) or {}).get("paused"):
+                self.pool_paused_by.setdefault(sk, self.pool_version)
+            else:
+                self.pool_paused_by.pop(sk, None)
         if sk == WF_SK:
             item = self._items.get((pk, sk)) or {}
+            self.versions[pk] = version = self.versions.get(pk, 0) + 1
+            if item.get("status") == "PAUSED":
+                self.paused_by.setdefault(pk, version)
+            else:
+                self.paused_by.pop(pk, None)
             entry = (self._clock.now_ms(), item.get("watch_shard"), item.get("due_at"))
             self.index_log.setdefault(pk, []).append(entry)
+
+    def peek(self, pk: str, sk: str) -> Item | None:
+        """The item as it is, uncopied: for the simulator's bookkeeping only (never mutated,
+        never handed to the engine)."""
+        return self._items.get((pk, sk))
 
     def create(self, items: Sequence[Item]) -> None:
         super().create(items)
@@ -235,6 +436,15 @@ class SimHang(BaseException):
 
 class SimTransient(Exception):
     """A retryable error from the external service."""
+
+
+# An operator's decision on a pause: the action, and a step with its replacement input.
+Decision = tuple[str, str | None, Any]
+
+
+def input_tag(value: Any) -> Any:
+    """Which replacement input (the operator numbers them) a value is; None: an original."""
+    return value.get("replaced") if isinstance(value, dict) else None
 
 
 _NAMED_ERRORS: dict[str, type[Exception]] = {}
@@ -385,6 +595,26 @@ class Simulation:
         self._manual_starts = 0
         self._pending_external = 0
         self._redrive_considered: set[str] = set()
+        # The operator: its own random stream, so its choices never move anything else.
+        self.ops = random.Random(f"ops:{seed}")
+        self._labels: dict[str, str] = {}  # fiber (or "main") -> the operation it performs
+        self._reads: dict[tuple[str, str, str], tuple[int, int]] = {}  # (who, role, pk) -> read
+        self.claims: list[Claim] = []
+        self.sent: list[Sent] = []
+        self.status_writes: list[StatusWrite] = []
+        self.given_inputs: dict[tuple[str, str, str, int], Any] = {}
+        self._responding: dict[tuple[str, int], str] = {}  # (workflow, paused_at) -> plan
+        self._resumes: Counter[str] = Counter()  # workflow -> operator resumes so far
+        self._replacements = 0
+        self.draining = False
+        # Pools an operator paused: their own random stream, their intervals for the bound.
+        self.pool_rng = random.Random(f"pools:{seed}")
+        self.pool_pauses: list[tuple[str, int, int | None]] = []  # (pool, began, ended)
+        self.redispatches: list[Redispatch] = []
+        # (who, role, workflow pk) -> the pools' version that role knew when it read it; a
+        # supervisor starts knowing no pool paused (version 0) and keeps its last read.
+        self._pool_views: dict[tuple[str, str, str], int] = {}
+        self._resumed_at: dict[str, int] = {}  # workflow -> when it last left PAUSED
         # In manual mode nothing polls or sweeps until `drain`: bounds count from there.
         self.bound_origin: int | None = None
 
@@ -393,7 +623,6 @@ class Simulation:
             for agent in sorted(definition.agents()):
                 registry.register(agent, self._agent)
         self.pools = sorted({t.pool for d in self.defs.values() for t in d.tasks})
-        queue = FaultyQueue(self.queue, self)
         engine_rng = random.Random(f"engine:{seed}")
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
@@ -401,7 +630,7 @@ class Simulation:
         def scheduler(role: str) -> Scheduler:
             ports = Ports(
                 FaultyStore(self.memory, self, role),
-                queue,
+                FaultyQueue(self.queue, self, role),
                 self.out_events,
                 self.clock,
                 ids,
@@ -419,6 +648,11 @@ class Simulation:
             "supA": Supervisor(scheduler("supA")),
             "supB": Supervisor(scheduler("supB")),
         }
+        # The pools' API, for an operator: the in-memory queue is its control (a paused
+        # pool's consumers receive nothing, as with a disabled event source mapping).
+        self.pools_api = Pools(
+            self.client.executor, self.client.ports.queue, self.queue, self.clock, self.pools
+        )
         timing = bounds.Timing(
             sweep_interval_s=cfg.sweep_interval_s,
             visibility_s=cfg.visibility_s,
@@ -482,6 +716,9 @@ class Simulation:
             if self.roll("cancel"):
                 self._pending_client += 1
                 self.schedule(at + round(self.rng.uniform(0.2, 20) * 1000), "cancel", n)
+            if self.roll("operator"):
+                self._pending_client += 1
+                self.schedule(at + round(self.ops.uniform(0.2, 20) * 1000), "operator", n)
 
     def start_workflow(self, wf_type: str, n: int | None = None) -> str | None:
         """Submit one start like a client: with an idempotency key, retried on errors."""
@@ -522,7 +759,7 @@ class Simulation:
                 self.schedule(self.now() + 1000, "start", (n, wf_type, tries + 1))
             self._pending_client -= 1
 
-        self.spawn(body)
+        self.spawn(body, "start")
 
     def _on_cancel(self, n: int) -> None:
         def body() -> None:
@@ -531,13 +768,14 @@ class Simulation:
             if wf_id is not None:
                 self.cancel_workflow(wf_id)
 
-        self.spawn(body)
+        self.spawn(body, "cancel")
 
     def cancel_workflow(self, wf_id: str) -> None:
         """The client asks to cancel (refused unless the workflow is RUNNING)."""
         self.fault("cancel", wf_id, "client cancels")
         try:
-            wf = self.client.cancel(wf_id, owner=OWNER)
+            with self.acting("cancel"):
+                wf = self.client.cancel(wf_id, owner=OWNER)
             self.trace(wf_id, f"client  cancel -> {wf.status.value}")
         except (InvalidTransition, WorkflowNotFound) as exc:
             self.trace(wf_id, f"client  cancel refused: {exc}")
@@ -579,12 +817,17 @@ class Simulation:
             self.fault("dup", task.workflow_id, f"message {who} delivered twice")
             self.schedule(self.now() + round(again * 1000), "deliver", received)
 
-    def spawn(self, body: Callable[[], None]) -> None:
-        """Run `body` as a fiber (a Lambda invocation, an API call, a sweep) until it waits."""
+    def spawn(self, body: Callable[[], None], label: str = "") -> None:
+        """Run `body` as a fiber (a Lambda invocation, an API call, a sweep) until it waits.
+
+        `label`: the operation it performs (`start`, `pause`, `resume`, ...), so every write
+        and every message it makes is observed with it."""
         self._fiber_seq += 1
         name = f"f{self._fiber_seq}"
         fiber = Fiber(name, body)
         self._fibers[name] = fiber
+        if label:
+            self._labels[name] = label
         self._switch(fiber)
 
     def deliver(self, received: Received) -> None:
@@ -622,6 +865,7 @@ class Simulation:
         fiber.switch_in()
         if fiber.finished:
             self._fibers.pop(fiber.name, None)
+            self._labels.pop(fiber.name, None)
             if fiber.error is not None and not isinstance(fiber.error, FiberKilled):
                 raise fiber.error
 
@@ -660,6 +904,7 @@ class Simulation:
         spec: TaskSpec = definition.spec(ctx.kind, ctx.step)
         wf = ctx.workflow_id
         who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        self.given_inputs[(wf, ctx.kind, ctx.step, ctx.attempt)] = input_tag(ctx.input)
         fault = self._agent_fault()
         duration = 0.0 if rng.random() < 0.25 else rng.uniform(0.05, spec.timeout_seconds * 0.3)
         where = rng.choice(("before", "after"))
@@ -737,7 +982,7 @@ class Simulation:
         return Pending("sim")
 
     def _on_external(self, ext: External) -> None:
-        self.spawn(lambda: self._external(ext))
+        self.spawn(lambda: self._external(ext), "callback")
 
     def _external(self, ext: External) -> None:
         hb = ext.spec.heartbeat_seconds
@@ -794,7 +1039,7 @@ class Simulation:
             self._pending_external -= 1
             self._send_callback(ext, action, payload, tries)
 
-        self.spawn(body)
+        self.spawn(body, "callback")
 
     def _callback(self, ext: External, action: str, *, payload: Any = None, tries: int = 0) -> bool:
         """One call to the callback API; False once the token's attempt is over."""
@@ -939,7 +1184,9 @@ class Simulation:
             if status == "FAILED" and wf_id not in self._redrive_considered:
                 self._redrive_considered.add(wf_id)
                 if self.roll("redrive"):
-                    self.spawn(functools.partial(self.redrive_workflow, wf_id))
+                    self.spawn(functools.partial(self.redrive_workflow, wf_id), "redrive")
+            if status == "PAUSED":
+                self._on_call(wf_id)
         if self._quiescent():
             self._done = True
             return
@@ -947,6 +1194,13 @@ class Simulation:
             jump = self.rng.uniform(2, 40)
             self.fault("clock_jump", None, f"clock jumps {jump:.1f}s", delay_s=jump)
             self.clock.advance(jump)
+        if self.roll("pool_pause"):
+            busy = {pool for pool, _, ended in self.pool_pauses if ended is None}
+            free = [pool for pool in self.pools if pool not in busy]
+            if free:
+                pool = self.pool_rng.choice(free)
+                seconds = self.pool_rng.uniform(1, 20)
+                self.spawn(functools.partial(self.pause_pool, pool, seconds), "pool_pause")
         self.sweep()
         self.schedule(self.now() + round(self.config.sweep_interval_s * 1000), "tick")
 
@@ -970,30 +1224,365 @@ class Simulation:
         waited = (self.now() - int(item.get("finished_at") or self.now())) / 1000
         self.fault("redrive", wf_id, f"operator redrives after {waited:.1f}s", delay_s=waited)
         try:
-            wf = self.client.redrive(wf_id, owner=OWNER)
+            with self.acting("redrive"):
+                wf = self.client.redrive(wf_id, owner=OWNER)
             self.trace(wf_id, f"client  redrive -> {wf.status.value}")
         except (InvalidTransition, WorkflowNotFound) as exc:
             self.trace(wf_id, f"client  redrive refused: {exc}")
         except Exception as exc:
             self.trace(wf_id, f"client  redrive failed: {type(exc).__name__}")
 
+    # ====================================================================== the operator
+
+    def _on_operator(self, n: int) -> None:
+        """The `operator` fault: an operator pauses a running workflow, and later decides."""
+
+        def body() -> None:
+            self._pending_client -= 1
+            wf_id = self._starts.get(n)
+            if wf_id is not None:
+                self.pause_workflow(wf_id, follow_up=True)
+
+        self.spawn(body, "pause")
+
+    def pause_workflow(self, wf_id: str, *, follow_up: bool = False) -> None:
+        """An operator pauses a workflow (refused unless it is RUNNING); with `follow_up`, it
+        comes back later (`_response_delay`) to resume, compensate or cancel it. A pause that failed, or
+        whose follow-up never came, is picked up by the on-call operator (`_on_call`)."""
+        self.fault("operator", wf_id, "operator pauses")
+        try:
+            with self.acting("pause"):
+                wf = self.client.pause(wf_id, owner=OWNER)
+        except (InvalidTransition, WorkflowNotFound) as exc:
+            self.trace(wf_id, f"client  pause refused: {exc}")
+            return
+        except Exception as exc:
+            self.trace(wf_id, f"client  pause failed: {type(exc).__name__}")
+            return
+        self.trace(wf_id, f"client  pause -> {wf.status.value}")
+        if follow_up and wf.status is WorkflowStatus.PAUSED and wf.paused_at is not None:
+            self._respond_later(wf_id, wf.paused_at, self._response_delay(wf.wf_type))
+
+    def _on_call(self, wf_id: str) -> None:
+        """Every pause ends: whoever paused it (a failure, an operator whose follow-up never
+        came), an on-call operator answers a pause nobody answers yet (`_response_delay`);
+        where the definition has a pause timeout it sometimes leaves the workflow to it."""
+        item = self.memory.peek(wf_pk(wf_id), WF_SK) or {}
+        paused_at = item.get("paused_at")
+        if item.get("status") != "PAUSED" or paused_at is None:
+            return
+        key = (wf_id, int(paused_at))
+        if key in self._responding:
+            return
+        definition = self.defs[item["wf_type"]]
+        timed = definition.pause_timeout_seconds is not None
+        # Drawn only where a pause timeout could end the pause.
+        if not self.draining and timed and self.ops.random() < 0.4:
+            self._responding[key] = "timeout"
+            self.stats["operator_left_for_the_pause_timeout"] += 1
+            self.trace(wf_id, "operator leaves the paused workflow to its pause timeout")
+            return
+        self._respond_later(wf_id, key[1], self._response_delay(item["wf_type"]))
+
+    def _response_delay(self, wf_type: str) -> float:
+        """How long the operator takes: 0.5-30 s; up to twice the pause timeout where the
+        definition has one (so the operator and the timeout race); 0.1-2 s while draining."""
+        if self.draining:
+            return self.ops.uniform(0.1, 2)
+        timeout = self.defs[wf_type].pause_timeout_seconds
+        if timeout is not None:
+            return self.ops.uniform(0.2, 2 * timeout)
+        return self.ops.uniform(0.5, 30)
+
+    def _respond_later(self, wf_id: str, paused_at: int, delay_s: float) -> None:
+        self._responding[(wf_id, paused_at)] = "act"
+        self._pending_client += 1
+        self.schedule(self.now() + round(delay_s * 1000), "respond", (wf_id, paused_at, None, 0))
+
+    def _on_respond(self, data: tuple[str, int, Decision | None, int]) -> None:
+        wf_id, paused_at, decision, tries = data
+
+        def body() -> None:
+            self._pending_client -= 1
+            self.respond(wf_id, paused_at, decision, tries)
+
+        self.spawn(body, "respond")
+
+    def respond(self, wf_id: str, paused_at: int, decision: Decision | None, tries: int) -> None:
+        """The operator ends the pause that began at `paused_at`: resume (sometimes with a
+        replacement input for a step), compensate or cancel, through the client API. An error
+        is retried a second later; a refusal while still paused (the step to replace is
+        running again, a concurrent change) is retried without the replacement."""
+        item = self.memory.peek(wf_pk(wf_id), WF_SK) or {}
+        if item.get("status") != "PAUSED" or item.get("paused_at") != paused_at:
+            self.trace(wf_id, "operator  finds the pause over (a timeout, a cancel, another)")
+            return
+        if decision is None:
+            decision = self._decide(wf_id, item)
+        action, step, step_input = decision
+        waited = (self.now() - paused_at) / 1000
+        detail = f" with a new input for '{step}'" if step else ""
+        self.trace(wf_id, f"operator  {action}s after {waited:.1f}s paused{detail}")
+        outcome = self.operator_call(action, wf_id, step, step_input)
+        if outcome == "ok":
+            self.stats[f"operator_{action}" + ("_with_input" if step else "")] += 1
+            if action == "resume":
+                self._resumes[wf_id] += 1
+            return
+        if tries >= 30:  # give up; the on-call operator takes the pause again
+            self._responding.pop((wf_id, paused_at), None)
+            return
+        if outcome == "refused":
+            decision = (action, None, None)
+        self._pending_client += 1
+        self.schedule(self.now() + 1000, "respond", (wf_id, paused_at, decision, tries + 1))
+
+    def _decide(self, wf_id: str, item: Item) -> Decision:
+        """Resume (60 %, a third of them with a replacement input for a step that has not
+        succeeded and is not running), compensate (20 %) or cancel (20 %); after three resumes
+        of the same workflow, only compensate or cancel, so a workflow that keeps failing ends."""
+        ops = self.ops
+        r = ops.random()
+        if r < 0.6 and self._resumes[wf_id] < 3:
+            if ops.random() < 1 / 3:
+                steps = self.replaceable(wf_id)
+                if steps:
+                    step = ops.choice(steps)
+                    return ("resume", step, self.replacement_input(wf_id))
+            return ("resume", None, None)
+        return ("compensate", None, None) if r < 0.8 else ("cancel", None, None)
+
+    def replaceable(self, wf_id: str) -> list[str]:
+        """The steps an operator may give a replacement input now: not succeeded, not running."""
+        return sorted(
+            i["sk"][2:]
+            for i in self.memory.by_workflow().get(wf_id, [])
+            if i["sk"].startswith("S#") and i["status"] in ("PENDING", "QUEUED", "FAILED")
+        )
+
+    def replacement_input(self, wf_id: str) -> Any:
+        """The workflow's input with a new replacement tag (the agents report which they got)."""
+        item = self.memory.peek(wf_pk(wf_id), WF_SK) or {}
+        self._replacements += 1
+        return {**(loads(item.get("input")) or {}), "replaced": self._replacements}
+
+    def operator_call(
+        self, action: str, wf_id: str, step: str | None = None, step_input: Any = None
+    ) -> str:
+        """One operator call (`pause`, `resume`, `compensate`, `cancel`) through the client
+        API: `ok`, `refused` (InvalidTransition) or `failed` (any other error)."""
+        try:
+            with self.acting(action):
+                if action == "pause":
+                    wf = self.client.pause(wf_id, owner=OWNER)
+                elif action == "resume":
+                    wf = self.client.resume(wf_id, owner=OWNER, step=step, step_input=step_input)
+                elif action == "compensate":
+                    wf = self.client.compensate(wf_id, owner=OWNER)
+                else:
+                    wf = self.client.cancel(wf_id, owner=OWNER)
+        except (InvalidTransition, WorkflowNotFound) as exc:
+            self.trace(wf_id, f"client  {action} refused: {exc}")
+            return "refused"
+        except Exception as exc:
+            self.trace(wf_id, f"client  {action} failed: {type(exc).__name__}")
+            return "failed"
+        self.trace(wf_id, f"client  {action} -> {wf.status.value}")
+        return "ok"
+
+    # ======================================================================= agent pools
+
+    def pause_pool(self, pool: str, seconds: float) -> None:
+        """An operator pauses an agent pool (through the pools' API: the table records it,
+        then the pool's consumers stop) and resumes it `seconds` later. A failed call is
+        retried a second later, a few times; the resume comes whatever happened."""
+        self.fault("pool_pause", None, f"operator pauses pool {pool} for {seconds:.1f}s")
+        self.pool_pauses.append((pool, self.now(), None))
+        self._pending_client += 1
+        self.schedule(self.now() + round(seconds * 1000), "pool_resume", (pool, 0))
+        for _ in range(3):
+            try:
+                with self.acting("pool_pause"):
+                    self.pools_api.pause(pool, by="ops")
+            except Exception as exc:
+                self.trace(None, f"client  pause pool {pool} failed: {type(exc).__name__}")
+                if current() is None:
+                    return
+                self.sleep(1.0)
+                continue
+            self.trace(None, f"client  pool {pool} paused")
+            return
+
+    def _on_pool_resume(self, data: tuple[str, int]) -> None:
+        pool, tries = data
+
+        def body() -> None:
+            try:
+                with self.acting("pool_resume"):
+                    self.pools_api.resume(pool, by="ops")
+            except Exception as exc:
+                self.trace(None, f"client  resume pool {pool} failed: {type(exc).__name__}")
+                self.schedule(self.now() + 1000, "pool_resume", (pool, tries + 1))
+                return
+            self._pending_client -= 1
+            for i, (name, began, ended) in enumerate(self.pool_pauses):
+                if name == pool and ended is None:
+                    self.pool_pauses[i] = (name, began, self.now())
+            self.trace(None, f"client  pool {pool} resumed")
+            self._poll_at(pool, self.now() + 1)  # its backlog drains
+
+        self.spawn(body, "pool_resume")
+
+    def pool_states(self) -> dict[str, PoolState]:
+        """The pools' states as the table records them (the supervisor's truth)."""
+        return pool_states(self.memory)
+
+    # ================================================================= what the store saw
+
+    def _who(self) -> str:
+        fiber = current()
+        return fiber.name if fiber is not None else "main"
+
+    @contextmanager
+    def acting(self, label: str) -> Iterator[None]:
+        """Label what the current fiber (or the test's own thread) does, for the observers."""
+        who = self._who()
+        previous = self._labels.get(who)
+        self._labels[who] = label
+        try:
+            yield
+        finally:
+            if previous is None:
+                self._labels.pop(who, None)
+            else:
+                self._labels[who] = previous
+
+    def observe_read(self, role: str, pk: str) -> None:
+        """`role`, in the current fiber, has just read the workflow item `pk` (as it is)."""
+        if pk.startswith("WF#"):
+            self._reads[(self._who(), role, pk)] = (self.memory.versions.get(pk, 0), self.now())
+            # What this role knows of the pools when it reads a workflow is what it plans
+            # that workflow with (a supervisor's look plans right after its read).
+            pools = self._reads.get(("any", role, POOLS_PK))
+            self._pool_views[(self._who(), role, pk)] = 0 if pools is None else pools[0]
+        elif pk == POOLS_PK:
+            # A supervisor keeps the pools' states it read last across its sweeps (and keeps
+            # them when a read fails): what it knows belongs to the role, not to one fiber.
+            self._reads[("any", role, pk)] = (self.memory.pool_version, self.now())
+
+    def observe_redispatch(self, role: str, item: Item) -> None:
+        """A write by `role` marked a queued task dispatched again (the item as it now is)."""
+        rec = StepRecord.from_item(item)
+        wf = self.memory.peek(wf_pk(rec.workflow_id), WF_SK) or {}
+        pool = self.defs[wf["wf_type"]].spec(rec.kind, rec.name).pool
+        read = self._pool_views.get((self._who(), role, wf_pk(rec.workflow_id)))
+        self.redispatches.append(
+            Redispatch(
+                at=self.now(),
+                workflow_id=rec.workflow_id,
+                kind=rec.kind,
+                step=rec.name,
+                attempt=rec.attempt,
+                role=role,
+                label=self._labels.get(self._who(), ""),
+                pool=pool,
+                pool_paused_by=self.memory.pool_paused_by.get(pool),
+                pool_read=read,
+            )
+        )
+
+    def observe_status(self, role: str, pk: str, before: str | None) -> None:
+        """A write by `role` to the workflow item `pk` has landed; record a status change."""
+        item = self.memory.peek(pk, WF_SK)
+        if item is None or item.get("status") == before:
+            return
+        if before == "PAUSED":
+            self._resumed_at[pk[3:]] = self.now()
+        error = loads(item.get("error")) if item.get("error") else None
+        pause = loads(item.get("pause")) if item.get("pause") else None
+        self.status_writes.append(
+            StatusWrite(
+                at=self.now(),
+                workflow_id=pk[3:],
+                version=self.memory.versions.get(pk, 0),
+                role=role,
+                label=self._labels.get(self._who(), ""),
+                before=before,
+                after=str(item["status"]),
+                error_type=error.get("type") if isinstance(error, dict) else None,
+                pause_reason=pause.get("reason") if isinstance(pause, dict) else None,
+                paused_at=item.get("paused_at"),
+            )
+        )
+
+    def observe_claim(self, role: str, item: Item) -> None:
+        """A claim write by `role` has landed (the item as it now is)."""
+        rec = StepRecord.from_item(item)
+        pk = wf_pk(rec.workflow_id)
+        read = self._reads.get((self._who(), role, pk))
+        self.claims.append(
+            Claim(
+                at=self.now(),
+                workflow_id=rec.workflow_id,
+                kind=rec.kind,
+                step=rec.name,
+                attempt=rec.attempt,
+                claimed_at=rec.claimed_at or 0,
+                role=role,
+                paused_by=self.memory.paused_by.get(pk),
+                read=None if read is None else read[0],
+                input_tag=input_tag(loads(rec.input)) if rec.kind == "step" else None,
+            )
+        )
+
+    def observe_send(self, role: str, message: TaskMessage) -> None:
+        """`role`, in the current fiber, decided to send `message` (before any queue fault)."""
+        pk = wf_pk(message.workflow_id)
+        read = self._reads.get((self._who(), role, pk))
+        self.sent.append(
+            Sent(
+                at=self.now(),
+                workflow_id=message.workflow_id,
+                kind=message.kind,
+                step=message.step,
+                attempt=message.attempt,
+                role=role,
+                label=self._labels.get(self._who(), ""),
+                paused_by=self.memory.paused_by.get(pk),
+                read=None if read is None else read[0],
+                read_at=None if read is None else read[1],
+            )
+        )
+
     def check_findable(self) -> None:
         now = self.now()
+        pools = self.pool_states() if self.pool_pauses else None
         for wf_id, items in sorted(self.memory.by_workflow().items()):
             state = WorkflowState.from_items(items)
             if state is None or state.workflow.status.terminal:
                 continue
             definition = self.defs[state.workflow.wf_type]
-            strict = check_findable(state, definition, now, self._check_rng)
-            found = check_findable(state, definition, now, self._check_rng, self._slack)
+            resumed = self._resumed_at.get(wf_id)
+            strict = check_findable(
+                state, definition, now, self._check_rng, pools=pools, resumed_at=resumed
+            )
+            found = check_findable(
+                state,
+                definition,
+                now,
+                self._check_rng,
+                self._slack,
+                pools=pools,
+                resumed_at=resumed,
+            )
             if len(strict) > len(found):
                 self.stats["findable_late_by_write_latency"] += 1
             for v in found:
                 self.online.append(v)
                 self.trace(wf_id, f"VIOLATION {v}")
 
-    def _slack(self, rec: StepRecord) -> int:
-        return self.write_latency.get(rec.key, 0)
+    def _slack(self, key: tuple[str, str]) -> int:
+        return self.write_latency.get(key, 0)
 
     def _quiescent(self) -> bool:
         return (
@@ -1006,27 +1595,29 @@ class Simulation:
     # ========================================================================== running
 
     def _dispatch(self, kind: str, data: Any) -> None:
-        match kind:
-            case "start":
-                self._on_start(data)
-            case "cancel":
-                self._on_cancel(data)
-            case "poll":
-                self._on_poll(data)
-            case "deliver":
-                self.deliver(data)
-            case "resume":
-                fiber = self._fibers.get(data)
-                if fiber is not None:
-                    self._switch(fiber)
-            case "tick":
-                self._on_tick(data)
-            case "external":
-                self._on_external(data)
-            case "callback":
-                self._on_callback(data)
-            case _:
-                raise ValueError(kind)
+        handlers: dict[str, Callable[[Any], None]] = {
+            "start": self._on_start,
+            "cancel": self._on_cancel,
+            "poll": self._on_poll,
+            "deliver": self.deliver,
+            "resume": self._on_resume,
+            "tick": self._on_tick,
+            "external": self._on_external,
+            "callback": self._on_callback,
+            "operator": self._on_operator,
+            "respond": self._on_respond,
+            "pool_resume": self._on_pool_resume,
+        }
+        handler = handlers.get(kind)
+        if handler is None:
+            raise ValueError(kind)
+        handler(data)
+
+    def _on_resume(self, name: str) -> None:
+        """A fiber's wait is over: it carries on where it yielded."""
+        fiber = self._fibers.get(name)
+        if fiber is not None:
+            self._switch(fiber)
 
     _current_at = 0
 
@@ -1071,6 +1662,7 @@ class Simulation:
     def drain(self) -> None:
         """From manual mode: no more faults, let pollers and the supervisor finish the job."""
         self.auto = True
+        self.draining = True  # the on-call operator ends every pause, quickly
         self.bound_origin = self.now()
         self.faults = Faults.none()
         self.next_agent_fault = None
@@ -1141,14 +1733,23 @@ class Simulation:
                 if target == wf_id or (target is None and wf.created_at <= at <= end):
                     if kind in ("clock_jump", "delay", "redrive", "slow", "index_lag"):
                         extra += size
-                    elif kind not in (*AGENT_FAULTS, "cancel", "redrive"):
+                    elif kind not in (*AGENT_FAULTS, "cancel", "redrive", "operator", "pool_pause"):
                         faults += 1
             origin = max(wf.created_at, self.bound_origin or wf.created_at)
+            writes = [w for w in self.status_writes if w.workflow_id == wf_id]
+            used = {t.pool for t in definition.tasks}
+            pool_waits = [
+                (began, ended)
+                for pool, began, ended in self.pool_pauses
+                if pool in used and began <= end and (ended is None or ended >= wf.created_at)
+            ]
             out[wf_id] = (
                 origin
                 + bounds.used_budget_ms(state, definition, self.timing)
                 + faults * bounds.fault_penalty_ms(definition, self.timing)
                 + round(extra * 1000)
+                + bounds.paused_wait_ms(writes, definition, self.timing, end)
+                + bounds.pool_wait_ms(pool_waits, definition, self.timing, end)
             )
         return out
 
@@ -1163,6 +1764,12 @@ class Simulation:
             end_ms=self.now(),
             online=list(self.online),
             events=[(e.detail_type, e.detail) for e in self.out_events.published],
+            undone=dict(self.service.undone),
+            claims=list(self.claims),
+            sent=list(self.sent),
+            status_writes=list(self.status_writes),
+            given_inputs=dict(self.given_inputs),
+            redispatches=list(self.redispatches),
         )
         record.bounds = self.bounds(record.states())
         return record
@@ -1172,7 +1779,8 @@ class Simulation:
         violations = check_all(record)
         states = record.states()
         outcomes = Counter(s.workflow.status.value for s in states.values())
-        self._orphans(record, states)
+        self._effects_left(record, states)
+        self._operations(record, states)
         for wf_id in missing_events(record):
             self.stats["finish_event_missing"] += 1
             self.trace(wf_id, "note    terminal, but its finish event was never published")
@@ -1197,21 +1805,70 @@ class Simulation:
             stats=Counter(self.stats),
         )
 
-    def _orphans(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
-        """Effects of steps that did not succeed: by design never compensated (counted)."""
+    def _effects_left(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
+        """Count what a COMPENSATED or CANCELLED workflow left in the world: orphaned effects
+        by their step's `When` (under ATTEMPTED each is also a violation), and effects of
+        steps that have no compensation at all (by design, not orphans)."""
+        for orphan in orphaned_effects(record):
+            effect = orphan.effect
+            self.stats[f"orphaned_effects_{orphan.when.lower()}"] += 1
+            self.trace(
+                effect.workflow_id,
+                f"note    effect of '{effect.step}' (When: {orphan.when}) applied and never "
+                f"undone; the workflow ended {orphan.status}",
+            )
         for effect in record.effects:
             state = states.get(effect.workflow_id)
-            if state is None or effect.kind != "step":
+            if effect.kind != "step" or state is None:
                 continue
-            rec = state.steps.get(effect.step)
-            if rec is not None and rec.status is not StepStatus.SUCCEEDED:
-                self.stats["orphaned_effects"] += 1
-                self.stats[f"orphaned_effects_{rec.status.value.lower()}"] += 1
-                self.trace(
-                    effect.workflow_id,
-                    f"note    effect of '{effect.step}' applied but the step is "
-                    f"{rec.status.value}: never compensated",
-                )
+            unwound = state.workflow.status in (
+                WorkflowStatus.COMPENSATED,
+                WorkflowStatus.CANCELLED,
+            )
+            spec = self.defs[state.workflow.wf_type].by_name[effect.step]
+            if unwound and spec.compensation is None:
+                self.stats["effects_without_compensation"] += 1
+
+    def _operations(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
+        """Count pauses and how they ended, what the documented pause race let through, and
+        parallel undos that overlapped: evidence that each is exercised."""
+        for w in record.status_writes:
+            if w.after == "PAUSED" and w.before != "PAUSED":
+                self.stats[f"paused_by_{w.pause_reason}"] += 1
+            if w.before == "PAUSED" and w.after == "COMPENSATING" and w.role in ("supA", "supB"):
+                self.stats["pause_timed_out"] += 1
+        for sent in record.sent:
+            if sent.paused_by is not None:
+                self.stats[f"sent_while_paused_on_an_earlier_read_by_{sent.role}"] += 1
+        for claim in record.claims:
+            if claim.paused_by is not None:
+                self.stats["claimed_while_paused_on_an_earlier_read"] += 1
+        for again in record.redispatches:
+            if again.pool_paused_by is not None:
+                self.stats[
+                    f"redispatched_while_its_pool_paused_by_{again.label or again.role}"
+                ] += 1
+        self._overlaps(record, states)
+
+    def _overlaps(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
+        """Count pairs of PARALLEL undos that ran at the same time (first claim to success)."""
+        spans: dict[tuple[str, str], tuple[int, int]] = {}
+        for claim in record.claims:
+            if claim.kind == "compensation":
+                spans.setdefault((claim.workflow_id, claim.step), (claim.at, claim.at))
+        for wf_id, state in states.items():
+            definition = self.defs[state.workflow.wf_type]
+            if definition.compensation_order != "PARALLEL":
+                continue
+            done = {
+                n: (spans[(wf_id, n)][0], c.finished_at)
+                for n, c in state.compensations.items()
+                if c.finished_at is not None and (wf_id, n) in spans
+            }
+            for a, b in itertools.combinations(sorted(done), 2):
+                (sa, ea), (sb, eb) = done[a], done[b]
+                if sa < eb and sb < ea:
+                    self.stats["parallel_undos_overlapped"] += 1
 
 
 def run_seed(

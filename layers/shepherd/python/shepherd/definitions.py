@@ -197,10 +197,15 @@ class Definition(_Model):
 
     @cached_property
     def watch_gap_ms(self) -> int:
-        """`G` of docs/architecture.md: the soonest any new deadline can fall after an event."""
+        """`G` of docs/architecture.md: the soonest any new deadline can fall after an event.
+
+        A pause is such an event: its pause timeout falls PauseTimeoutSeconds after it, and
+        the pause leaves the watch entry where it was (found by the fault simulator)."""
+        pause = () if self.pause_timeout_seconds is None else (self.pause_timeout_seconds,)
         seconds = min(
             self.dispatch_timeout_seconds,
             *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
+            *pause,
         )
         return seconds * 1000
 

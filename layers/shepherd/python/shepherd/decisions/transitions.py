@@ -311,12 +311,14 @@ def unwind(wf: WorkflowRecord, to: WorkflowStatus, now: int, error: str | None) 
 def _pull_due(wf: WorkflowRecord, shard: str, now: int) -> tuple[dict[str, Any], Cond | None]:
     """The watch entry due no later than `now`, exactly: an operator action creates
     deadlines, and a PAUSED workflow's entry may be far off or gone (it is watched only for
-    its attempts in flight). Never moves an entry later; guarded by the entry it saw."""
+    its attempts in flight). Never moves an entry later; guarded by the entry it saw, even
+    one already due: meanwhile a supervisor may have taken a paused workflow out of the index
+    (found by the fault simulator, seed 1589)."""
     if wf.due_at is None:
         return {"watch_shard": shard, "due_at": now}, Missing("due_at")
     if wf.due_at > now:
         return {"due_at": now}, Eq("due_at", wf.due_at)
-    return {}, None
+    return {}, Eq("due_at", wf.due_at)
 
 
 def _operator_write(wf: WorkflowRecord, shard: str, now: int, values: dict[str, Any]) -> Write:

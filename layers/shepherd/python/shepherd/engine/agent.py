@@ -337,6 +337,11 @@ class AgentRuntime:
             output = self._checked_output(state, rec, result)
         except Exception as exc:
             heartbeat.stop()
+            # A token handed out before the function raised stays genuine: the write that
+            # ends the attempt records its hash, so a late callback with it is stale (409),
+            # not unknown (404) (found by the fault simulator).
+            if heartbeat.token is not None:
+                rec = replace(rec, callback_token=heartbeat.token.hash)
             # Progress it reported but had not heartbeated yet: kept for the next attempt.
             return self._failed(state, definition, rec, spec, exc, heartbeat.take_details())
         finally:

@@ -16,7 +16,7 @@ from typing import Any
 
 from shepherd import jsonsafe, limits
 from shepherd.clock import iso
-from shepherd.conditions import Cond, Eq, Item, Missing
+from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
     Action,
@@ -492,6 +492,16 @@ class Scheduler:
                 if seen.heartbeat_at is None
                 else Eq("heartbeat_at", seen.heartbeat_at)
             )
+        if action.token_hash is None:
+            # A task token armed after `seen` was read must reach the history (a late callback
+            # with it is then stale, not unknown): this write loses and is planned again
+            # (found by the fault simulator).
+            armed = (
+                Missing("callback_token")
+                if seen.callback_token is None
+                else Eq("callback_token", seen.callback_token)
+            )
+            guard = armed if guard is None else all_of(guard, armed)
         # Nothing is dispatched while the workflow is paused: the resume sends the retry.
         dispatch = action.dispatch and state.workflow.status is not WorkflowStatus.PAUSED
         error = tx.error_json(action.error_type, action.message)
