@@ -243,6 +243,24 @@ def _watch_gap_without_the_pause_timeout() -> Iterator[None]:
         forget()
 
 
+@contextlib.contextmanager
+def _unwatch_without_holds() -> Iterator[None]:
+    """A paused workflow left the watch index with a plain write: a claim read before the
+    pause could land after it and run an attempt nobody watched."""
+    from shepherd.decisions import transitions as tx
+
+    real = tx.unwatch_paused
+
+    def old(wf: WorkflowRecord, unclaimed: Any, now: int) -> list[Any]:
+        return [tx.move_due(wf, None)]
+
+    tx.unwatch_paused = old  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        tx.unwatch_paused = real  # type: ignore[assignment]
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -369,6 +387,16 @@ REGRESSIONS = [
         "the watch entry up to G later than the pause timeout, which was then found late",
         OPERATOR_TYPES,
     ),
+    Regression(
+        6520,
+        MIX_3,
+        "findable",
+        _unwatch_without_holds,
+        "an agent's claim read the workflow RUNNING just before an operator paused it and "
+        "landed late; meanwhile the supervisor took the paused workflow (nothing in flight) out "
+        "of the watch index: the attempt ran, then froze, unsupervised until an operator acted",
+        OPERATOR_TYPES,
+    ),
 ]
 
 
@@ -436,16 +464,6 @@ class Gap:
 
 
 KNOWN_GAPS = [
-    Gap(
-        6520,
-        MIX_3,
-        "PAUSED but not in the index",
-        "an agent's claim read the workflow RUNNING just before an operator paused it and "
-        "landed late; meanwhile the supervisor took the paused workflow (nothing in flight) out "
-        "of the watch index: the attempt runs, then freezes, unsupervised until an operator "
-        "acts (the documented claim race; attempts in flight while paused are meant to be "
-        "supervised)",
-    ),
     Gap(
         20819,
         MIX_4,

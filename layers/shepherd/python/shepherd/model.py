@@ -132,6 +132,7 @@ class StepRecord:
     input: str | None = None  # an operator's replacement input for this step (JSON)
     wf_type: str | None = None  # its workflow's type: events derived from the item name it
     fail_reason: str | None = None  # FAILED: permanent, exhausted or unwinding
+    held_at: int | None = None  # no claim may land: its paused workflow left the watch index
 
     @property
     def key(self) -> tuple[str, str]:
@@ -188,6 +189,7 @@ _STEP_OPTIONAL = (
     "input",
     "wf_type",
     "fail_reason",
+    "held_at",
 )
 
 

@@ -6,6 +6,7 @@ status and the attempt it expects; `attempt` is the fencing token.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +89,8 @@ def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
     expected = all_of(_is(StepStatus.QUEUED), _attempt(attempt))
     if attempt == 1:
         expected = any_of(expected, all_of(_is(StepStatus.PENDING), _attempt(0)))
+    # A held step's workflow is paused and unwatched: a claim read before the pause loses.
+    expected = all_of(expected, Missing("held_at"))
     update = Update(
         set={
             "status": StepStatus.RUNNING.value,
@@ -484,6 +487,27 @@ def move_due(wf: WorkflowRecord, due_at: int | None) -> Write:
     else:
         update = Update(set={"due_at": due_at}, remove=remove)
     return Write(wf_pk(wf.workflow_id), WF_SK, update, all_of(_is(wf.status), seen, _redrives(wf)))
+
+
+def unwatch_paused(wf: WorkflowRecord, unclaimed: Sequence[StepRecord], now: int) -> list[Write]:
+    """A paused workflow with nothing in flight leaves the watch index, and each step that
+    could still be claimed (PENDING or QUEUED) is held, in one transaction.
+
+    Without the hold, an agent that read the workflow before the pause could land its claim
+    after this write and run an attempt nobody watches. With it, such a claim fails (the claim
+    requires no hold), or it landed first and this transaction fails, so the workflow stays
+    due and the next look watches the attempt. A resume releases the holds.
+    """
+    writes = [move_due(wf, None)]
+    for rec in unclaimed:
+        condition = all_of(_is(rec.status), _attempt(rec.attempt), Missing("held_at"))
+        writes.append(Write(*rec.key, Update(set={"held_at": now}), condition))
+    return writes
+
+
+def release(rec: StepRecord) -> Write:
+    """A resume lifts a hold (in the resume's transaction)."""
+    return Write(*rec.key, Update(remove=("held_at",)), all_of(_is(rec.status), Exists("held_at")))
 
 
 def pool_paused(pool: str, now: int, by: str) -> Write:

@@ -94,8 +94,12 @@ def resume(
         if step is not None:
             writes.append(_replacement(scheduler, state, definition, step, step_input, owner, now))
         for name, rec in state.steps.items():
-            if rec.status is StepStatus.FAILED and name != step:
+            if name == step:
+                continue  # its replacement write also requeues it or lifts its hold
+            if rec.status is StepStatus.FAILED:
                 writes.append(tx.redrive_step(rec, now))
+            elif rec.held_at is not None:
+                writes.append(tx.release(rec))
         if scheduler.executor.together(writes):
             break
     else:
@@ -129,7 +133,10 @@ def _replacement(
     text = scheduler.validated_input(definition, step_input, what="step input")
     write = tx.replace_input(rec, now, text, owner or "operator")
     if rec.status is not StepStatus.FAILED:
-        return write
+        if rec.held_at is None:
+            return write
+        lifted = Update(set=write.update.set, remove=(*write.update.remove, "held_at"))
+        return tx.Write(write.pk, write.sk, lifted, write.condition)
     requeue = tx.redrive_step(rec, now)
     merged = Update(
         set={**requeue.update.set, **write.update.set},

@@ -27,7 +27,7 @@ from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
 from shepherd.errors import StoreUnavailable
 from shepherd.keys import WF_SK, shard_key, wf_pk, workflow_id_of
-from shepherd.model import DomainEvent, PoolState, WorkflowStatus, dumps, loads
+from shepherd.model import DomainEvent, PoolState, StepStatus, WorkflowStatus, dumps, loads
 
 logger = logging.getLogger("shepherd.supervisor")
 
@@ -171,7 +171,16 @@ class Supervisor:
         due = next_due(state, definition, now, self._pools)
         if due == wf.due_at and not wf.look_failures:
             return
-        if not self.scheduler.executor.workflow(state, tx.move_due(wf, due)):
+        if due is None:
+            unclaimed = [
+                rec
+                for rec in state.steps.values()
+                if rec.status in (StepStatus.PENDING, StepStatus.QUEUED) and rec.held_at is None
+            ]
+            moved = self.scheduler.executor.together(tx.unwatch_paused(wf, unclaimed, now))
+        else:
+            moved = self.scheduler.executor.workflow(state, tx.move_due(wf, due))
+        if not moved:
             # Someone else changed the workflow since: its own write left a valid deadline.
             report.actions["MoveDueLost"] += 1
 
