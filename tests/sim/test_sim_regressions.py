@@ -340,8 +340,9 @@ REGRESSIONS = [
         "attempt out (FAILED, unwinding), and the late Pending was reported as SUCCEEDED",
     ),
     Regression(
-        # Found as seed 51637; re-seeded as the engine grew (isolated looks, ATTEMPTED).
-        669,
+        # Found as seed 51637; re-seeded as the engine grew (isolated looks, ATTEMPTED) and
+        # when provision_environment's configure got OnFailure: PAUSE.
+        666,
         MIX_2,
         "status",
         _workflow_writes_guarded_by_status_only,

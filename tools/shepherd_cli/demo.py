@@ -34,6 +34,8 @@ class Tracked:
     view: dict[str, Any] = field(default_factory=dict)
     finished: float | None = None
     cancelled: bool = False
+    operated: bool = False
+    note: str = ""  # what an operator did to it
 
 
 def _start(api: Api, stack: LocalStack, s: Scenario) -> str:
@@ -83,7 +85,7 @@ def _row(t: Tracked, now: float) -> str:
         "↺" if c["status"] == "SUCCEEDED" else "…" for c in view.get("compensations", [])
     )
     seconds = (t.finished or now) - t.started
-    return f"  {t.scenario.label:<22} {render.paint(status)}{' ' * (12 - len(status))} [{steps}] {undo:<10} {seconds:5.1f}s"
+    return f"  {t.scenario.label:<22} {render.paint(status)}{' ' * (12 - len(status))} [{steps}] {undo:<10} {seconds:5.1f}s {render.DIM}{t.note}{render.RESET}"
 
 
 def _counts(view: dict[str, Any]) -> dict[str, int]:
@@ -111,6 +113,20 @@ def _maybe_cancel(api: Api, t: Tracked) -> None:
             print(f"  cancel of {t.scenario.label} refused: {exc}", flush=True)
 
 
+def _maybe_operate(api: Api, t: Tracked) -> None:
+    """The operator of a pausing scenario resumes it or gives up, once it is PAUSED."""
+    action = t.scenario.on_pause
+    if action is None or t.operated or t.view["status"] != "PAUSED":
+        return
+    t.operated = True
+    step = (t.view.get("pause") or {}).get("step", "?")
+    try:
+        api.call("POST", f"/workflows/{t.workflow_id}/{action}")
+        t.note = f"paused at {step}, operator: {action}"
+    except ApiError as exc:
+        t.note = f"{action} refused: {exc}"
+
+
 def _seconds(view: dict[str, Any]) -> float:
     """How long the workflow ran, from its own timestamps."""
     from datetime import datetime
@@ -133,6 +149,7 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
                 continue
             t.view = api.call("GET", f"/workflows/{t.workflow_id}")
             _maybe_cancel(api, t)
+            _maybe_operate(api, t)
             if t.view["status"] in TERMINAL:
                 t.finished = now
         if tty:
@@ -146,7 +163,8 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
                 status = t.view.get("status", "")
                 if last_status.get(t.workflow_id) != status:
                     last_status[t.workflow_id] = status
-                    print(f"  [{now - t0:5.1f}s] {t.scenario.label:<22} {status}", flush=True)
+                    note = f"  ({t.note})" if t.note else ""
+                    print(f"  [{now - t0:5.1f}s] {t.scenario.label:<22} {status}{note}", flush=True)
         if all(t.finished for t in tracked):
             return
         time.sleep(0.4)

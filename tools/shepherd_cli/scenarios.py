@@ -25,6 +25,7 @@ class Scenario:
         None  # an operator cancels once this step reaches this attempt
     )
     via_event: bool = False  # started by an EventBridge StartWorkflow event, not HTTP
+    on_pause: str | None = None  # what the operator does once it is PAUSED: resume, compensate
 
 
 def _faults(base: dict[str, Any], **faults: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +80,29 @@ SCENARIOS = [
         _faults(ENV, verify={"mode": "permanent"}),
         "COMPENSATED",
         "verification fails; tear down in reverse",
+    ),
+    Scenario(
+        "order-charge-crashes",
+        "order_fulfilment",
+        _faults(ORDER, charge_payment={"mode": "crash_after_effect", "times": 99}),
+        "COMPENSATED",
+        "card charged, then the worker dies, every attempt; refunded anyway",
+    ),
+    Scenario(
+        "env-config-fixed",
+        "provision_environment",
+        _faults(ENV, configure={"mode": "permanent", "times": 1}),
+        "SUCCEEDED",
+        "configure fails for good: PAUSED; fixed, resumed",
+        on_pause="resume",
+    ),
+    Scenario(
+        "env-config-given-up",
+        "provision_environment",
+        _faults(ENV, configure={"mode": "permanent"}),
+        "COMPENSATED",
+        "configure fails for good: PAUSED; operator gives up",
+        on_pause="compensate",
     ),
     Scenario(
         "order-cancelled",
