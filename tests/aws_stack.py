@@ -15,6 +15,7 @@ from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDO
 from shepherd.settings import Settings
 from shepherd_cli import apigw
 from shepherd_cli.resources import create_all
+from shepherd_cli.streams import StreamMapping, StreamReader, stream_arn
 from support import DEFINITIONS, ROOT
 
 ALICE = "arn:aws:iam::123456789012:user/alice"
@@ -123,6 +124,24 @@ class Stack:
 
         runtime.engine.cache_clear()
         self.events_seen: list[dict[str, Any]] = []
+        # The table's stream -> the stream consumer, as the deployed event source mapping.
+        self.stream = StreamMapping(
+            StreamReader(
+                boto3.client("dynamodbstreams", region_name="us-east-1"),
+                stream_arn(self.clients["dynamodb"], "shepherd"),
+            ),
+            self._consume,
+        )
+
+    @staticmethod
+    def _consume(event: dict[str, Any]) -> Any:
+        from shepherd_handlers import stream
+
+        return stream.handler(event, LambdaContext())
+
+    def relay(self) -> int:
+        """Run the stream consumer over the table's changes so far; records delivered."""
+        return self.stream.poll()
 
     # ------------------------------------------------------------------------------- API
 
@@ -207,15 +226,18 @@ class Stack:
         }
         return supervisor.handler(event, LambdaContext())
 
-    def published(self) -> list[dict[str, Any]]:
-        """Every event that reached the bus so far (through a rule -> SQS tap)."""
+    def published(self, *, relay: bool = True) -> list[dict[str, Any]]:
+        """Every event that reached the bus so far (through a rule -> SQS tap), after the
+        stream consumer has caught up (unless `relay` is False)."""
+        if relay:
+            self.relay()
         sqs = self.clients["sqs"]
         while True:
             got = sqs.receive_message(
                 QueueUrl=self.tap, MaxNumberOfMessages=10, WaitTimeSeconds=0
             ).get("Messages", [])
             if not got:
-                return self.events_seen
+                return list(self.events_seen)
             for m in got:
                 self.events_seen.append(json.loads(m["Body"]))
                 sqs.delete_message(QueueUrl=self.tap, ReceiptHandle=m["ReceiptHandle"])

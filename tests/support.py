@@ -15,7 +15,7 @@ from typing import Any
 
 import boto3
 from moto import mock_aws
-from shepherd.adapters.dynamodb import DynamoStore
+from shepherd.adapters.dynamodb import DynamoStore, change_of_record
 from shepherd.clock import ManualClock
 from shepherd.definitions import Definition, load_directory
 from shepherd.engine.agent import AgentRegistry, HandleResult
@@ -24,8 +24,9 @@ from shepherd.engine.scheduler import EngineConfig, Ports
 from shepherd.engine.supervisor import SweepReport
 from shepherd.model import StepRecord, TaskMessage, WorkflowState, WorkflowStatus
 from shepherd.ports import Store
-from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, SequentialIds
+from shepherd.testing import MemoryQueue, MemoryStore, SequentialIds, StreamedEvents
 from shepherd_cli.resources import create_table
+from shepherd_cli.streams import StreamReader, stream_arn
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFINITIONS = load_directory(ROOT / "statemachines")
@@ -43,13 +44,15 @@ class Harness:
     agents: AgentRegistry | None = None
     shards: int = 4
     log: list[tuple[TaskMessage, HandleResult]] = field(default_factory=list)
+    # What subscribers are told: the store's change stream through shepherd.changes.
+    events: StreamedEvents | None = None
 
     def __post_init__(self) -> None:
         self.queue = MemoryQueue(self.clock, visibility_ms=300_000)
-        self.events = MemoryEvents()
-        self.ports = Ports(
-            self.store, self.queue, self.events, self.clock, SequentialIds(), random.Random(7)
-        )
+        if self.events is None:
+            assert isinstance(self.store, MemoryStore), "pass the events of a DynamoDB stream"
+            self.events = StreamedEvents.of(self.store)
+        self.ports = Ports(self.store, self.queue, self.clock, SequentialIds(), random.Random(7))
         if self.agents is None:
             from shepherd_agents import registry
 
@@ -184,11 +187,19 @@ def make_dynamo_store() -> tuple[DynamoStore, Any]:
     return DynamoStore(client, TABLE_NAME), client
 
 
+def stream_events(client: Any, table: str = TABLE_NAME) -> StreamedEvents:
+    """Events from the table's DynamoDB stream on moto, read as the event source mapping does."""
+    reader = StreamReader(
+        boto3.client("dynamodbstreams", region_name="us-east-1"), stream_arn(client, table)
+    )
+    return StreamedEvents(lambda: [change_of_record(r) for r in reader.read()])
+
+
 @contextlib.contextmanager
 def moto_harness(**kwargs: Any) -> Iterator[Harness]:
     with mock_aws():
         store, client = make_dynamo_store()
-        h = Harness(store, **kwargs)
+        h = Harness(store, events=stream_events(client), **kwargs)
         h.dynamodb = client  # type: ignore[attr-defined]
         yield h
 

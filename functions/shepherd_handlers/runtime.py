@@ -14,7 +14,6 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from shepherd.model import DomainEvent
 from shepherd.observability import NAMESPACE, SERVICE, Metric
-from shepherd.ports import EventPublisher
 from shepherd.settings import ENV_DEFINITIONS_DIR, Settings
 from shepherd.wiring import Shepherd
 
@@ -60,17 +59,6 @@ def count_events(events: Sequence[DomainEvent]) -> None:
             metrics.add_metric(name=extra, unit=MetricUnit.Count, value=1)
 
 
-class MeteredEvents:
-    """Publishes events and counts them as metrics (one EMF blob per invocation)."""
-
-    def __init__(self, inner: EventPublisher) -> None:
-        self._inner = inner
-
-    def publish(self, events: Sequence[DomainEvent]) -> None:
-        count_events(events)
-        self._inner.publish(events)
-
-
 @cache
 def engine() -> Shepherd:
     """The engine for this sandbox: settings read once, clients built on first use."""
@@ -84,7 +72,6 @@ def engine() -> Shepherd:
     shepherd = Shepherd(
         settings, agents=registry, worker_id=os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "agent")
     )
-    shepherd.ports.events = MeteredEvents(shepherd.ports.events)
     return shepherd
 
 

@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from shepherd.adapters.dynamodb import from_attr
+from shepherd.adapters.dynamodb import change_of_record
 from shepherd.changes import Change, events_of
 
 from shepherd_handlers.runtime import count_events, engine, logger, metrics, tracer
@@ -29,23 +29,14 @@ processor = BatchProcessor(
 )
 
 
-def change_of_raw(record: dict[str, Any]) -> Change:
-    """The write a stream record reports, as items in the engine's own form."""
-    raw = record.get("dynamodb", {})
-    return Change(
-        old=from_attr(raw.get("OldImage")),
-        new=from_attr(raw.get("NewImage")),
-        sequence=str(raw.get("SequenceNumber", "")),
-    )
-
-
 def change_of(record: DynamoDBRecord) -> Change:
-    return change_of_raw(record.raw_event)
+    return change_of_record(record.raw_event)
 
 
-@tracer.capture_method
-def record_handler(record: DynamoDBRecord) -> int:
-    events = events_of(change_of(record))
+def publish_change(change: Change) -> int:
+    """Publish the events one change announces (raises DeliveryError if they cannot be):
+    the relay's per-record work, and what `shepherd events replay` does for a record."""
+    events = events_of(change)
     if events:
         engine().publisher.publish(events)  # DeliveryError: a batch item failure, retried
         count_events(events)
@@ -57,6 +48,11 @@ def record_handler(record: DynamoDBRecord) -> int:
             },
         )
     return len(events)
+
+
+@tracer.capture_method
+def record_handler(record: DynamoDBRecord) -> int:
+    return publish_change(change_of(record))
 
 
 @logger.inject_lambda_context

@@ -2,11 +2,14 @@
 
 | function   | table items            | index Query  | queues                         | bus       |
 |------------|------------------------|--------------|--------------------------------|-----------|
-| api        | read/write             | by_owner     | send to all pools              | PutEvents |
-| callbacks  | read/write             | —            | send to all pools              | PutEvents |
-| events     | read/write             | —            | send to all pools              | PutEvents |
-| agent (p)  | read/write             | —            | consume own; send to all pools | PutEvents |
-| supervisor | read/write             | watch        | send to all pools              | PutEvents |
+| api        | read/write             | by_owner     | send to all pools              | —         |
+| callbacks  | read/write             | —            | send to all pools              | —         |
+| events     | read/write             | —            | send to all pools              | —         |
+| agent (p)  | read/write             | —            | consume own; send to all pools | —         |
+| supervisor | read/write             | watch        | send to all pools              | —         |
+| relay      | its stream (mapping)   | —            | its on-failure queue           | PutEvents |
+
+Only the relay publishes: events come from the table's stream, never from a writer.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class Access:
             )
 
     def engine(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
-        """What any part of the engine needs: the table, dispatching, publishing events."""
+        """What any part of the engine needs: the table and dispatching (no bus: events come
+        from the table's stream, through the relay)."""
         self.table(fn, indexes=indexes)
         self.dispatch(fn)
-        self.publish(fn)

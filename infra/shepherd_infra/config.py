@@ -48,6 +48,9 @@ LOG_RETENTION = aws_logs.RetentionDays.ONE_MONTH
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's integration limit
 API_MEMORY_MB = 512  # latency-sensitive: more memory buys more CPU for cold starts
 EVENTS_TIMEOUT = Duration.seconds(30)
+RELAY_TIMEOUT = Duration.seconds(60)  # a batch of 100 records: about 10 PutEvents calls
+# The event relay is behind when its oldest unprocessed stream record is older than this.
+RELAY_ITERATOR_AGE_ALARM = Duration.minutes(2)
 WORKER_MEMORY_MB = 256
 SUPERVISOR_TIMEOUT = Duration.seconds(70)  # runs every minute, sweeps for SWEEP_WINDOW seconds
 SUPERVISOR_SCHEDULE = Duration.minutes(1)

@@ -23,6 +23,7 @@ from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.agent_pool import AgentPool
+from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.naming import stack_scoped_name
 
@@ -59,6 +60,7 @@ class Monitoring(Construct):
         table: aws_dynamodb.Table,
         pools: Sequence[AgentPool],
         rest_api: aws_apigateway.RestApi,
+        relay: EventRelay,
         alarm_email: str | None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -120,6 +122,27 @@ class Monitoring(Construct):
             threshold=0,
             description="A step with OnFailure PAUSE failed for good: its workflow is PAUSED "
             "until an operator fixes the cause and resumes, compensates or cancels it",
+        )
+        iterator_age = relay.function.metric("IteratorAge", statistic="Maximum", period=ONE_MINUTE)
+        self._alarm(
+            "EventRelayBehind",
+            iterator_age,
+            threshold=config.RELAY_ITERATOR_AGE_ALARM.to_milliseconds(),
+            evaluation_periods=3,
+            description="Lifecycle events are late: the event relay's oldest unread stream "
+            "record is older than "
+            f"{config.RELAY_ITERATOR_AGE_ALARM.to_minutes()} minutes (it is failing or "
+            "throttled); nothing is lost while records are younger than the stream's 24 hours",
+        )
+        relay_failures = relay.failures.metric_approximate_number_of_messages_visible(
+            statistic="Maximum", period=ONE_MINUTE
+        )
+        self._alarm(
+            "EventRelayFailures",
+            relay_failures,
+            threshold=0,
+            description="Stream records whose events could not be published after every "
+            "retry: replay them with `shepherd events replay` (docs/api.md) within 24 hours",
         )
         started = engine_metric(Metric.WORKFLOWS_STARTED, period=config.ALARM_PERIOD)
         failed = engine_metric(Metric.WORKFLOWS_FAILED, period=config.ALARM_PERIOD)
@@ -252,6 +275,21 @@ class Monitoring(Construct):
                     rest_api.metric_server_error(period=ONE_MINUTE),
                     rest_api.metric_latency(period=ONE_MINUTE, statistic="p99"),
                 ],
+            ),
+        )
+        self.dashboard.add_widgets(
+            graph("Event relay: iterator age (ms)", [iterator_age]),
+            graph(
+                "Event relay: invocations, errors, records sent to its failure queue",
+                [
+                    relay.function.metric_invocations(period=ONE_MINUTE),
+                    relay.function.metric_errors(period=ONE_MINUTE),
+                    relay_failures,
+                ],
+            ),
+            graph(
+                "Paused pools and workflows",
+                [engine_metric(Metric.WORKFLOWS_PAUSED), engine_metric(Metric.PAUSED_ON_FAILURE)],
             ),
         )
         self.dashboard.add_widgets(

@@ -15,6 +15,7 @@ from shepherd_infra import config
 from shepherd_infra.access import Access
 from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api import SchedulerApi
+from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
 from shepherd_infra.monitoring import Monitoring
 from shepherd_infra.runtime import LambdaRuntime
@@ -84,12 +85,16 @@ class ShepherdStack(Stack):
         )
         self.events.add_start_rule(self.runtime, access)
         self.supervisor = Supervisor(self, "Supervisor", runtime=self.runtime, access=access)
+        self.relay = EventRelay(
+            self, "EventRelay", store=self.store, runtime=self.runtime, access=access
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
             table=self.store.table,
             pools=list(self.pools.values()),
             rest_api=self.api.rest_api,
+            relay=self.relay,
             alarm_email=alarm_email,
         )
 

@@ -59,6 +59,8 @@ class StateStore(Construct):
             ),
             encryption=aws_dynamodb.TableEncryption.DEFAULT,
             time_to_live_attribute=TABLE.ttl_attribute,
+            # Lifecycle events are derived from the changes (shepherd.changes, EventRelay).
+            stream=aws_dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
             deletion_protection=deletion_protection,
             removal_policy=(
                 RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if retain else RemovalPolicy.DESTROY

@@ -22,7 +22,7 @@ def test_one_clean_order_is_counted_request_by_request() -> None:
     assert api.wru["step transact: create"] % 2 == 0
     assert api.gsi_wru == {"watch add": 1, "by_owner add": 1}
     assert api.sqs_messages == {"shepherd-inventory": 1}
-    assert api.events == {"WorkflowStarted": 1}
+    assert api.events == {}  # no writer publishes: the relay does, from the stream
     # Four steps: a claim and a result each, one message per successor, the finish; agents
     # never move a watch entry (only the finishing write removes it).
     claims = sum(v for k, v in agent.wru.items() if k.endswith("->RUNNING"))
@@ -31,5 +31,9 @@ def test_one_clean_order_is_counted_request_by_request() -> None:
     assert results >= 4
     assert agent.gsi_wru == {"watch remove": 1, "by_owner update": 1}
     assert sum(agent.sqs_messages.values()) == 3
-    assert agent.events == {"WorkflowSucceeded": 1}
+    assert agent.events == {}
     assert agent.failed_writes == 0
+    relay = meter.tallies["relay"]
+    assert relay.events == {"WorkflowStarted": 1, "WorkflowSucceeded": 1}
+    assert relay.wru == {} and relay.rru == {}  # reads the stream (free), writes nothing
+    assert relay.requests == {"events.PutEvents": 2}

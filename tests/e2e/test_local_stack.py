@@ -344,3 +344,31 @@ def test_pause_and_resume_a_workflow_and_a_pool_through_the_cli(
     assert wait(api, workflow_id)["status"] == "SUCCEEDED"
     refused = cli(stack, "resume", workflow_id)
     assert refused.returncode == 1 and "409 InvalidTransition" in refused.stderr
+
+
+def test_the_local_relay_publishes_a_workflow_s_events_from_the_table_s_stream(
+    api: Api, stack: LocalStack
+) -> None:
+    import boto3
+
+    workflow_id = start(api, "order_fulfilment", ORDER)
+    assert wait(api, workflow_id)["status"] == "SUCCEEDED"
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=stack.moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    seen: list[str] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "WorkflowSucceeded" not in seen:
+        got = sqs.receive_message(
+            QueueUrl=stack.events_tap_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        )
+        for message in got.get("Messages", []):
+            event = json.loads(message["Body"])
+            if event["detail"]["workflow_id"] == workflow_id:
+                seen.append(event["detail-type"])
+                assert len(event["detail"]["event_id"]) == 32
+    assert seen[0] == "WorkflowStarted" and seen[-1] == "WorkflowSucceeded", seen

@@ -259,6 +259,7 @@ def test_definitions_routes(stack: Stack) -> None:
 def test_metrics_are_emitted_as_emf(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
     start(stack)
     stack.run_agents()
+    stack.relay()  # workflow counts come from the events, which come from the stream
     emitted: dict[str, float] = {}
     for line in capsys.readouterr().out.splitlines():
         if '"_aws"' not in line:

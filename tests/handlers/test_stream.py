@@ -1,45 +1,37 @@
-"""The stream consumer: moto's DynamoDB stream of a real run, through the real handler, puts
-on the bus exactly the events the writers announce, each with its deterministic id."""
+"""The event relay: moto's DynamoDB stream of a real run, through the real handler (fed as the
+event source mapping feeds it), puts each lifecycle event on the bus, at least once, each with
+its deterministic id; a failure is contained to its record; a writer that dies right after
+its write still gets its event out."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from typing import Any
 
+import pytest
 from aws_stack import LambdaContext, Stack
 
 ORDER = {"order_id": "o-9", "customer": "ada", "amount": 10, "items": [{"sku": "A", "qty": 1}]}
 
 
 def stream_records(stack: Stack) -> list[dict[str, Any]]:
-    """Every record of the table's stream so far, as the event source mapping delivers them."""
-    ddb = stack.clients["dynamodb"]
-    arn = ddb.describe_table(TableName="shepherd")["Table"]["LatestStreamArn"]
+    """Every record of the table's stream so far, as the event source mapping delivers them
+    (before its filters)."""
     import boto3
+    from shepherd_cli.streams import StreamReader, stream_arn
 
-    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
-    records: list[dict[str, Any]] = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(
-            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        while iterator:
-            page = streams.get_records(ShardIterator=iterator)
-            records += page["Records"]
-            if not page["Records"]:
-                break
-            iterator = page.get("NextShardIterator")
-    for record in records:
-        record["eventSourceARN"] = arn
-    return records
+    reader = StreamReader(
+        boto3.client("dynamodbstreams", region_name="us-east-1"),
+        stream_arn(stack.clients["dynamodb"], "shepherd"),
+    )
+    return reader.read()
 
 
-def _identity(detail_type: str, detail: dict[str, Any]) -> tuple[Any, ...]:
-    return (detail_type, detail.get("workflow_id"), detail.get("step"), detail.get("attempt"))
+def _types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["detail-type"] for e in events]
 
 
-def test_the_stream_consumer_publishes_what_the_writers_announce(stack: Stack) -> None:
+def test_a_run_s_events_reach_the_bus_from_the_stream_alone(stack: Stack) -> None:
     from shepherd_handlers import stream
 
     stack.api(
@@ -51,22 +43,35 @@ def test_the_stream_consumer_publishes_what_the_writers_announce(stack: Stack) -
         },
     )
     stack.run_agents()
-    written = [(e["detail-type"], e["detail"]) for e in stack.published()]
-    assert written and all("event_id" not in d for _, d in written)
+    assert stack.published(relay=False) == []  # no writer publishes
     records = stream_records(stack)
     reply = stream.handler({"Records": records}, LambdaContext())
     assert reply == {"batchItemFailures": []}
-    derived = [(e["detail-type"], e["detail"]) for e in stack.published()[len(written) :]]
-    assert Counter(_identity(*e) for e in derived) == Counter(_identity(*e) for e in written)
-    assert all(d["event_id"] and d["sequence"] for _, d in derived)
+    events = stack.published(relay=False)
+    assert _types(events) == [
+        "WorkflowStarted",
+        "StepFailed",
+        "StepCompensated",
+        "StepCompensated",
+        "StepCompensated",
+        "WorkflowCompensated",
+    ]
+    details = [e["detail"] for e in events]
+    assert all(d["event_id"] and d["sequence"] for d in details)
+    sequences = [int(d["sequence"]) for d in details]
+    assert sequences == sorted(sequences)  # one workflow's events in the order of its writes
     # A redelivered batch (the mapping retries) publishes the same ids again: a subscriber
     # deduplicates on them.
     stream.handler({"Records": records}, LambdaContext())
-    again = [e["detail"]["event_id"] for e in stack.published()[len(written) + len(derived) :]]
-    assert again == [d["event_id"] for _, d in derived]
+    again = [e["detail"]["event_id"] for e in stack.published(relay=False)[len(events) :]]
+    assert again == [d["event_id"] for d in details]
 
 
-def test_a_record_that_cannot_be_published_fails_alone(stack: Stack, monkeypatch: Any) -> None:
+def test_a_record_that_cannot_be_published_fails_alone(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.adapters.dynamodb import change_of_record
+    from shepherd.changes import events_of
     from shepherd.errors import DeliveryError
     from shepherd_handlers import stream
     from shepherd_handlers.runtime import engine
@@ -84,7 +89,98 @@ def test_a_record_that_cannot_be_published_fails_alone(stack: Stack, monkeypatch
     monkeypatch.setattr(engine().publisher, "publish", flaky)
     reply = stream.handler({"Records": records}, LambdaContext())
     (failure,) = reply["batchItemFailures"]
-    first_announcing = next(r for r in records if stream.events_of(stream.change_of_raw(r)))
+    first_announcing = next(r for r in records if events_of(change_of_record(r)))
     assert failure["itemIdentifier"] == first_announcing["dynamodb"]["SequenceNumber"]
     assert len(calls) > 1  # its neighbours were still published
     assert json.dumps(reply)
+
+
+def test_the_mapping_retries_a_failed_record_until_its_event_is_out(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Lambda's mapping does: the failed record and the ones after it come again; nothing
+    announced is lost, and what was published before the failure is not published twice."""
+    from shepherd.errors import DeliveryError
+    from shepherd_handlers.runtime import engine
+
+    stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+    stack.run_agents()
+    real = engine().publisher.publish
+    failures = iter([True, True, False])
+
+    def flaky(events: Any) -> None:
+        if events[0].detail_type == "WorkflowSucceeded" and next(failures, False):
+            raise DeliveryError("throttled")
+        real(events)
+
+    monkeypatch.setattr(engine().publisher, "publish", flaky)
+    stack.relay()  # the finish fails
+    assert _types(stack.published(relay=False)) == ["WorkflowStarted"]
+    stack.relay()  # and fails again
+    stack.relay()  # then goes out
+    assert _types(stack.published(relay=False)) == ["WorkflowStarted", "WorkflowSucceeded"]
+    assert stack.stream.failed == []
+
+
+def test_a_writer_killed_right_after_its_write_still_gets_its_event_delivered(
+    stack: Stack,
+) -> None:
+    """The agent that finishes the workflow dies the instant its write lands (before it could
+    send or publish anything): the finish is announced all the same, from the table."""
+    from shepherd.engine.executor import Executor
+
+    class Killed(BaseException):
+        """The sandbox dies: nothing after the write runs."""
+
+    real = Executor.workflow
+
+    def write_then_die(self: Executor, state: Any, write: Any) -> bool:
+        won = real(self, state, write)
+        if won and state is not None and state.workflow.status.terminal:
+            raise Killed
+        return won
+
+    stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Executor, "workflow", write_then_die)
+        with pytest.raises(Killed):
+            stack.run_agents()
+    view = stack.api("GET", "/workflows")[2]["items"][0]
+    assert view["status"] == "SUCCEEDED"  # the write landed; its writer never got further
+    assert _types(stack.published()) == ["WorkflowStarted", "WorkflowSucceeded"]
+
+
+def test_what_the_relay_gave_up_on_is_replayed_from_its_failure_queue(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lambda's on-failure message for a stream names the batch (shard, first and last
+    sequence number), not its records: `shepherd events replay` reads them back."""
+    from shepherd_cli import main as cli
+
+    stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+    stack.run_agents()
+    records = stream_records(stack)
+    arn = records[0]["eventSourceARN"]
+    sqs = stack.clients["sqs"]
+    queue = sqs.create_queue(QueueName="relay-failures")["QueueUrl"]
+    import boto3
+
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    batch = {
+        "shardId": shard["ShardId"],
+        "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
+        "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
+        "streamArn": arn,
+        "batchSize": len(records),
+    }
+    sqs.send_message(
+        QueueUrl=queue,
+        MessageBody=json.dumps({"version": "1.0", "DDBStreamBatchInfo": batch}),
+    )
+    assert cli.main(["events", "replay", "--queue", queue, "--bus", "shepherd-bus"]) == 0
+    assert f"replayed {len(records)} stream records from 1 failure messages" in (
+        capsys.readouterr().out
+    )
+    assert _types(stack.published(relay=False)) == ["WorkflowStarted", "WorkflowSucceeded"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0)

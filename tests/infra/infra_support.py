@@ -15,6 +15,7 @@ from shepherd.observability import (
     HANDLER_API,
     HANDLER_CALLBACKS,
     HANDLER_EVENTS,
+    HANDLER_STREAM,
     HANDLER_SUPERVISOR,
 )
 from shepherd_infra.application import BUILD_SUBDIR, build_app
@@ -26,6 +27,7 @@ HANDLER_ROLES = {
     HANDLER_CALLBACKS: "callbacks",
     HANDLER_EVENTS: "events",
     HANDLER_SUPERVISOR: "supervisor",
+    HANDLER_STREAM: "relay",
 }
 # The `extended` fixture's optional context: a bus name of the user's choice, and API logging
 # (for an account whose API Gateway CloudWatch role is set), as the CLI passes them (strings).

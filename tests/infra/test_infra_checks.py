@@ -25,6 +25,7 @@ REVIEWED = {
     "Serverless-LambdaAsyncFailureDestination",
     "Serverless-LambdaEventSourceMappingDestination",
     "Serverless-SQSRedrivePolicy",
+    "AwsSolutions-SQS3",  # the event relay's on-failure queue is the end of the line
     "Serverless-EventBusDLQ",
     "Serverless-SNSRedrivePolicy",
     "AwsSolutions-IAM5[Resource::<SupervisorFunction3FB26FD8.Arn>:*]",

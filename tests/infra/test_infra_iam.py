@@ -50,9 +50,10 @@ def test_no_wildcards_except_xray(shepherd: Synth) -> None:
             )
 
 
-def test_every_engine_function_reads_writes_the_table_sends_and_publishes(shepherd: Synth) -> None:
+def test_every_engine_function_reads_writes_the_table_and_sends_and_none_publishes(
+    shepherd: Synth,
+) -> None:
     table = {"Fn::GetAtt": [_table_id(shepherd), "Arn"]}
-    bus = {"Fn::GetAtt": [shepherd.logical_id(shepherd.stack.events.bus), "Arn"]}
     queues = _queue_ids(shepherd)
     for name, fn_id in _engine_functions(shepherd).items():
         statements = shepherd.statements(fn_id)
@@ -67,7 +68,21 @@ def test_every_engine_function_reads_writes_the_table_sends_and_publishes(shephe
         sendable = list(granted(statements, "sqs:SendMessage"))
         for queue_id in queues.values():
             assert {"Fn::GetAtt": [queue_id, "Arn"]} in sendable, (name, queue_id)
-        assert list(granted(statements, "events:PutEvents")) == [bus], name
+        assert list(granted(statements, "events:PutEvents")) == [], name  # the relay does
+
+
+def test_only_the_relay_publishes_and_it_touches_nothing_but_its_stream(shepherd: Synth) -> None:
+    relay = shepherd.stack.relay
+    statements = shepherd.statements(shepherd.logical_id(relay.function))
+    bus = {"Fn::GetAtt": [shepherd.logical_id(shepherd.stack.events.bus), "Arn"]}
+    assert list(granted(statements, "events:PutEvents")) == [bus]
+    stream = {"Fn::GetAtt": [_table_id(shepherd), "StreamArn"]}
+    for action in ("dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:DescribeStream"):
+        assert list(granted(statements, action)) == [stream], action
+    for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", *RECEIVE):
+        assert not list(granted(statements, action)), action
+    failures = {"Fn::GetAtt": [shepherd.logical_id(relay.failures), "Arn"]}
+    assert list(granted(statements, "sqs:SendMessage")) == [failures]
 
 
 def test_api_cannot_receive_or_read_the_watch_index(shepherd: Synth) -> None:
@@ -122,9 +137,15 @@ def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
         shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
         for fn_id in _engine_functions(shepherd).values()
     }
+    relay_role = shepherd.props(shepherd.logical_id(shepherd.stack.relay.function))["Role"]
     for policy in shepherd.of_type("AWS::IAM::Policy").values():
         if not any(r["Ref"] in roles for r in policy["Properties"]["Roles"]):
-            assert "dynamodb:" not in flatten(policy), policy
+            text = flatten(policy)
+            if relay_role["Fn::GetAtt"][0] in text:
+                # The relay reads the stream only (ListStreams takes no resource).
+                assert "dynamodb:Query" not in text and "dynamodb:GetItem" not in text
+                continue
+            assert "dynamodb:" not in text, policy
 
 
 def test_scheduler_role_invokes_only_the_supervisor(shepherd: Synth) -> None:
@@ -148,7 +169,12 @@ def test_only_the_api_switches_pools_and_only_their_own_event_source_mappings(
 
     from shepherd.settings import ENV_POOL_MAPPINGS
 
-    mappings = shepherd.of_type("AWS::Lambda::EventSourceMapping")
+    pool_functions = {shepherd.logical_id(p.function) for p in shepherd.stack.pools.values()}
+    mappings = {
+        mapping_id: mapping
+        for mapping_id, mapping in shepherd.of_type("AWS::Lambda::EventSourceMapping").items()
+        if mapping["Properties"]["FunctionName"]["Ref"] in pool_functions
+    }  # not the event relay's stream mapping
     api_id = shepherd.logical_id(shepherd.stack.api.api_function)
     for name, fn_id in _engine_functions(shepherd).items():
         allowed = list(granted(shepherd.statements(fn_id), "lambda:UpdateEventSourceMapping"))

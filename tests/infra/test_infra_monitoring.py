@@ -142,7 +142,7 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
     )
     alarms = _alarms(shepherd)
-    assert len(alarms) == 6 + 2 * len(shepherd.stack.pools)
+    assert len(alarms) == 8 + 2 * len(shepherd.stack.pools)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 

@@ -23,6 +23,7 @@ from shepherd.observability import (
     HANDLER_API,
     HANDLER_CALLBACKS,
     HANDLER_EVENTS,
+    HANDLER_STREAM,
     HANDLER_SUPERVISOR,
     START_DETAIL_TYPE,
 )
@@ -36,9 +37,9 @@ from shepherd_infra.state_store import StateStore
 def test_resource_counts(shepherd: Synth) -> None:
     n = len(shepherd.stack.pool_specs)
     assert n >= 2, "the repository's definitions name several pools"
-    shepherd.template.resource_count_is("AWS::Lambda::Function", 4 + n)
-    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n)
-    shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n)
+    shepherd.template.resource_count_is("AWS::Lambda::Function", 5 + n)  # + the event relay
+    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 1)  # + its failure queue
+    shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n + 1)
     shepherd.template.resource_count_is("AWS::DynamoDB::Table", 1)
     shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1)
     shepherd.template.resource_count_is("AWS::Events::EventBus", 1)
@@ -54,7 +55,8 @@ def test_handlers(shepherd: Synth) -> None:
     )
     n = len(shepherd.stack.pool_specs)
     assert handlers == sorted(
-        [HANDLER_API, HANDLER_CALLBACKS, HANDLER_EVENTS, HANDLER_SUPERVISOR] + [HANDLER_AGENT] * n
+        [HANDLER_API, HANDLER_CALLBACKS, HANDLER_EVENTS, HANDLER_SUPERVISOR, HANDLER_STREAM]
+        + [HANDLER_AGENT] * n
     )
 
 

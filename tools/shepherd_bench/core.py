@@ -69,7 +69,7 @@ def build_core(
     clock = clock or ManualClock()
     queue = MemoryQueue(clock, visibility_ms=300_000)
     events = MemoryEvents()
-    ports = Ports(store, queue, events, clock, SequentialIds(), random.Random(seed))
+    ports = Ports(store, queue, clock, SequentialIds(), random.Random(seed))
     catalog = Catalog(definitions or load_directory(ROOT / "statemachines"), store)
     scheduler = Scheduler(ports, catalog, EngineConfig(watch_shards=shards))
     runtime = AgentRuntime(

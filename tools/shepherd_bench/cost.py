@@ -20,7 +20,7 @@ from shepherd.clock import ManualClock
 from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentContext
 from shepherd.model import StepStatus, WorkflowState
-from shepherd.topology import DEFAULT_BATCH_SIZE
+from shepherd.topology import DEFAULT_BATCH_SIZE, RELAY_BATCH_SIZE
 
 from shepherd_bench.meter import Meter, Tally
 from shepherd_bench.prices import usd
@@ -107,6 +107,7 @@ class ScenarioRun:
     sweeps: int = 0
     durations_ms: list[int] = field(default_factory=list)
     agent_calls: int = 0
+    relay_records: int = 0  # stream records that passed the relay's filters
     components: dict[str, Any] = field(default_factory=dict)
 
 
@@ -168,6 +169,7 @@ def run_workflow(
     while clock.now_ms() - started < SIM_LIMIT_MS:
         held += stack.receive()
         if not held and stack.status(workflow_id) in TERMINAL:
+            stack.relay()  # its events, from the table's stream
             return workflow_id, clock.now_ms() - started
         first = min(held, key=lambda h: h.visible_at) if held else None
         deliver_at = max(clock.now_ms(), first.visible_at) + HOP_MS if first else None
@@ -243,7 +245,12 @@ def _run_scenario(
     with meter.paused():  # the definition snapshot: once per sandbox, not per workflow
         stack.forget(run_workflow(stack, scenario, timelines)[0])
     meter.reset()
-    before = (stack.api_requests, sum(stack.agent_messages.values()), stack.sweeps)
+    before = (
+        stack.api_requests,
+        sum(stack.agent_messages.values()),
+        stack.sweeps,
+        stack.relay_records,
+    )
     run = ScenarioRun(scenario, workflows, len(definition.steps), Tally())
     for _ in range(workflows):
         stack.clock.advance(rng.uniform(0, 60))  # a random phase against the sweep schedule
@@ -260,6 +267,7 @@ def _run_scenario(
     run.api_requests = stack.api_requests - before[0]
     run.agent_messages = sum(stack.agent_messages.values()) - before[1]
     run.sweeps = stack.sweeps - before[2]
+    run.relay_records = stack.relay_records - before[3]
     run.agent_calls = sum(meter.tally("agent").requests.values())
     run.components = {k: v.as_dict() for k, v in sorted(meter.tallies.items())}
     return run
@@ -284,6 +292,9 @@ def per_workflow_units(run: ScenarioRun, *, full_batches: bool) -> dict[str, flo
         "sqs_event_source": 2 * invocations / n,
         "lambda_agent": invocations / n,
         "eventbridge_events_out": sum(t.events.values()) / n,
+        # The relay: one invocation per record that passes its filters (worst), or full
+        # batches of RELAY_BATCH_SIZE (best); its reads of the stream are free.
+        "lambda_relay": run.relay_records / (RELAY_BATCH_SIZE if full_batches else 1) / n,
         "apigw_requests": run.api_requests / n,
         "lambda_api": run.api_requests / n,
     }
@@ -303,6 +314,7 @@ PRICE_OF = {
     "sqs_event_source": "sqs_request",
     "lambda_agent": "lambda_request",
     "eventbridge_events_out": "eventbridge_event",
+    "lambda_relay": "lambda_request",
     "apigw_requests": "apigw_rest_request",
     "lambda_api": "lambda_request",
 }
@@ -314,7 +326,7 @@ CORE = (
     "sqs_event_source",
     "lambda_agent",
 )
-EVENTS = ("eventbridge_events_out",)
+EVENTS = ("eventbridge_events_out", "lambda_relay")
 INGRESS = ("apigw_requests", "lambda_api")
 
 

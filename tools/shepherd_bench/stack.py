@@ -196,6 +196,16 @@ class HandlerStack:
         self.agent_messages: defaultdict[str, int] = defaultdict(int)
         self.agent_invocations = 0
         self.sweeps = 0
+        # The table's stream -> the event relay, as its event source mapping (filters
+        # included) delivers it. Lambda's reads of the stream are free: unmetered.
+        from shepherd_cli.streams import StreamMapping, StreamReader, stream_arn
+
+        self.stream = StreamMapping(
+            StreamReader(raw.client("dynamodbstreams"), stream_arn(self.raw["dynamodb"], TABLE)),
+            self._relay_batch,
+        )
+        self.relay_records = 0
+        self.relay_invocations = 0
 
     def close(self) -> None:
         for module, original in self._patched:
@@ -273,6 +283,20 @@ class HandlerStack:
             reply = dict(supervisor.handler(dict(SCHEDULED_EVENT), LambdaContext()))
         _drop_metrics()
         return reply
+
+    def _relay_batch(self, event: dict[str, Any]) -> Any:
+        from shepherd_handlers import stream
+
+        self.relay_invocations += 1
+        self.relay_records += len(event["Records"])
+        with self.meter.component("relay"):
+            reply = stream.handler(event, LambdaContext())
+        _drop_metrics()
+        return reply
+
+    def relay(self) -> int:
+        """Run the event relay over the stream's new records; records delivered."""
+        return self.stream.poll()
 
     def status(self, workflow_id: str) -> str:
         got = self.raw["dynamodb"].get_item(

@@ -1,5 +1,6 @@
 """The local stack's control process: the HTTP API (turned into API Gateway events for the real
-API and callbacks handlers), the supervisor on a short interval, and StartWorkflow events.
+API and callbacks handlers), the supervisor on a short interval, StartWorkflow events, and the
+event relay fed from the table's stream (as its event source mapping would).
 
 Moto never runs Lambda code nor fires schedules; this process does what AWS would."""
 
@@ -143,6 +144,51 @@ def relay_start_events(queue_url: str, stop: threading.Event) -> None:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
+RELAY_POLL_SECONDS = 0.2
+
+
+def relay_changes(stop: threading.Event) -> None:
+    """The table's stream -> the event relay, with the deployed mapping's filters and retry
+    rules (`shepherd_cli.streams`). Reads from the stream's start, so a replaced control
+    process announces again what it may not have announced (at least once: subscribers
+    deduplicate on `event_id`)."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+    from shepherd.settings import Settings
+    from shepherd_handlers import stream
+
+    from shepherd_cli.streams import StreamMapping, StreamReader, stream_arn
+
+    def consume(event: dict[str, Any]) -> Any:
+        context = Context(
+            "shepherd-local-relay", 60, aws_request_id=str(uuid.uuid4()), started=time.monotonic()
+        )
+        try:
+            with ApiHandler.gateway.lock:
+                return stream.handler(event, context)
+        except Exception as exc:  # the whole batch failed: the mapping retries it
+            print(json.dumps({"relay_error": repr(exc)}), flush=True)
+            seqs = [r["dynamodb"]["SequenceNumber"] for r in event["Records"]]
+            return {"batchItemFailures": [{"itemIdentifier": s} for s in seqs]}
+
+    def on_failure(record: dict[str, Any]) -> None:
+        seq = record["dynamodb"]["SequenceNumber"]
+        print(json.dumps({"relay_gave_up": seq}), flush=True)
+
+    mapping: StreamMapping | None = None
+    while not stop.wait(RELAY_POLL_SECONDS):
+        try:
+            if mapping is None:
+                reader = StreamReader(
+                    boto3.client("dynamodbstreams"),
+                    stream_arn(boto3.client("dynamodb"), Settings.from_env().table),
+                )
+                mapping = StreamMapping(reader, consume, on_failure=on_failure)
+            mapping.poll()
+        except (BotoCoreError, ClientError):
+            continue  # moto restarting or stopping: try again unless we are stopping
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -167,6 +213,7 @@ def main() -> int:
         threading.Thread(
             target=relay_start_events, args=(args.start_events_queue, stop), daemon=True
         ),
+        threading.Thread(target=relay_changes, args=(stop,), daemon=True),
     ]
     for thread in threads:
         thread.start()

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 TABLE = "shepherd"
 BUS = "shepherd"
+EVENTS_TAP_QUEUE = "shepherd-local-events"  # every lifecycle event the local relay publishes
 STARTUP_SECONDS = 60
 
 
@@ -204,6 +205,18 @@ class LocalStack:
         )
         clients["events"].put_targets(
             Rule="start-workflow", EventBusName=BUS, Targets=[{"Id": "control", "Arn": start_arn}]
+        )
+        # Shepherd's own lifecycle events (from the relay) -> a queue anyone local can read,
+        # standing in for a subscriber (`events_tap_url`).
+        self.events_tap_url = sqs.create_queue(QueueName=EVENTS_TAP_QUEUE)["QueueUrl"]
+        tap_arn = sqs.get_queue_attributes(
+            QueueUrl=self.events_tap_url, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        clients["events"].put_rule(
+            Name="events-tap", EventBusName=BUS, EventPattern=json.dumps({"source": [EVENT_SOURCE]})
+        )
+        clients["events"].put_targets(
+            Rule="events-tap", EventBusName=BUS, Targets=[{"Id": "tap", "Arn": tap_arn}]
         )
         settings = Settings(
             table=TABLE,

@@ -172,6 +172,32 @@ def cmd_pools(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def cmd_events(args: argparse.Namespace) -> int:
+    """Replay what the event relay could not publish: each message of its on-failure queue
+    names a range of the table's stream; those records' events go on the bus again (at least
+    once: subscribers deduplicate on `event_id`). AWS credentials from the standard chain."""
+    import boto3
+    from shepherd.adapters.dynamodb import change_of_record
+    from shepherd.adapters.eventbridge import EventBridgePublisher
+    from shepherd.changes import events_of
+
+    from shepherd_cli.streams import replay_failures
+
+    publisher = EventBridgePublisher(boto3.client("events"), args.bus)
+
+    def publish(record: dict[str, Any]) -> int:
+        events = events_of(change_of_record(record))
+        if events:
+            publisher.publish(events)
+        return len(events)
+
+    messages, records = replay_failures(
+        boto3.client("sqs"), boto3.client("dynamodbstreams"), args.queue, publish
+    )
+    print(f"replayed {records} stream records from {messages} failure messages")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from shepherd.definitions import check_agents, definition_files, load_file
     from shepherd.errors import DefinitionError
@@ -266,6 +292,11 @@ def parser() -> argparse.ArgumentParser:
     pools.add_argument("action", nargs="?", choices=["list", "pause", "resume"], default="list")
     pools.add_argument("pool", nargs="?")
 
+    events = sub.add_parser("events", help="lifecycle events: replay what the relay gave up on")
+    events.add_argument("action", choices=["replay"])
+    events.add_argument("--queue", required=True, help="the relay's on-failure queue URL")
+    events.add_argument("--bus", required=True, help="the Shepherd event bus name")
+
     validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
     validate.add_argument("files", nargs="*")
 
@@ -284,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_validate(args)
         if args.command == "graph":
             return cmd_graph(args)
+        if args.command == "events":
+            return cmd_events(args)
         api = Api(args.api, caller=args.caller or os.environ.get("SHEPHERD_CALLER"))
         handler = {
             "start": cmd_start,

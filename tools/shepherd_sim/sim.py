@@ -631,7 +631,6 @@ class Simulation:
             ports = Ports(
                 FaultyStore(self.memory, self, role),
                 FaultyQueue(self.queue, self, role),
-                self.out_events,
                 self.clock,
                 ids,
                 engine_rng,

@@ -42,6 +42,51 @@ class Change:
     sequence: str
 
 
+# What the stream consumer is given (Lambda event filtering: records that match none of these
+# are dropped before an invocation, at no charge). A step write whose new status is RUNNING or
+# WAITING (a claim, a heartbeat, a callback armed) never ends an attempt, so it announces
+# nothing; every workflow item write and every other step write may. The CDK app and the local
+# stack's stream mapping read this one list; a test proves no announcing change is filtered out.
+STREAM_FILTERS: tuple[dict[str, Any], ...] = (
+    {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {"sk": {"S": [WF_SK]}}}},
+    {
+        "eventName": ["MODIFY"],
+        "dynamodb": {
+            "NewImage": {
+                "sk": {"S": [{"prefix": STEP_PREFIX}, {"prefix": COMP_PREFIX}]},
+                "status": {
+                    "S": [{"anything-but": [StepStatus.RUNNING.value, StepStatus.WAITING.value]}]
+                },
+            }
+        },
+    },
+)
+
+
+def passes_filters(record: Mapping[str, Any], filters: tuple[dict[str, Any], ...]) -> bool:
+    """Lambda's event filtering for the pattern forms STREAM_FILTERS uses (exact values,
+    `prefix`, `anything-but`), for the local stack and the tests."""
+    return any(_matches(record, pattern) for pattern in filters)
+
+
+def _matches(value: Any, pattern: Any) -> bool:
+    if isinstance(pattern, dict):
+        return isinstance(value, Mapping) and all(
+            _matches(value.get(key), sub) for key, sub in pattern.items()
+        )
+    return value is not None and any(_accepts(value, rule) for rule in pattern)
+
+
+def _accepts(value: Any, rule: Any) -> bool:
+    if isinstance(rule, dict):
+        if "prefix" in rule:
+            return isinstance(value, str) and value.startswith(rule["prefix"])
+        if "anything-but" in rule:
+            return value not in rule["anything-but"]
+        raise ValueError(f"unsupported filter rule {rule}")
+    return bool(value == rule)
+
+
 def event_id(workflow_id: str, detail_type: str, *unique: object) -> str:
     """The same transition always gets the same id; different transitions never share one."""
     text = "|".join((workflow_id, detail_type, *(str(u) for u in unique)))

@@ -38,6 +38,7 @@ HANDLER_EVENTS = "shepherd_handlers.events.handler"
 HANDLER_AGENT = "shepherd_handlers.agent.handler"
 HANDLER_SUPERVISOR = "shepherd_handlers.supervisor.handler"
 HANDLER_CALLBACKS = "shepherd_handlers.callbacks.handler"
+HANDLER_STREAM = "shepherd_handlers.stream.handler"
 
 # Environment of the handlers beyond shepherd.settings.
 ENV_POOL = "SHEPHERD_POOL"  # the pool an agent function serves

@@ -8,7 +8,7 @@ import heapq
 import itertools
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,6 +292,39 @@ class MemoryEvents:
         return [e.detail_type for e in self.published]
 
 
+class StreamedEvents:
+    """What subscribers are told: every change the table's stream reports, turned into events
+    by `shepherd.changes.events_of`, as the stream consumer does in AWS. `source` returns the
+    changes not read yet (the in-memory store's, or a DynamoDB stream's)."""
+
+    def __init__(self, source: Callable[[], Sequence[Change]]) -> None:
+        self._source = source
+        self._published: list[DomainEvent] = []
+
+    @classmethod
+    def of(cls, store: MemoryStore) -> StreamedEvents:
+        read = 0
+
+        def new_changes() -> Sequence[Change]:
+            nonlocal read
+            changes = store.changes[read:]
+            read += len(changes)
+            return changes
+
+        return cls(new_changes)
+
+    @property
+    def published(self) -> list[DomainEvent]:
+        from shepherd.changes import events_of  # noqa: PLC0415 - keeps `shepherd.testing` light
+
+        for change in self._source():
+            self._published.extend(events_of(change))
+        return self._published
+
+    def types(self) -> list[str]:
+        return [e.detail_type for e in self.published]
+
+
 class SequentialIds:
     """Deterministic ids for simulations and tests."""
 
@@ -353,9 +386,9 @@ class MemoryEngine:
         self.clock = ManualClock(start_ms)
         self.store = MemoryStore()
         self.queue = MemoryQueue(self.clock, visibility_ms=300_000)
-        self.events = MemoryEvents()
+        self.events = StreamedEvents.of(self.store)
         self.owner = owner
-        ports = Ports(self.store, self.queue, self.events, self.clock, SequentialIds())
+        ports = Ports(self.store, self.queue, self.clock, SequentialIds())
         self.definitions = dict(definitions)
         self.engine = build_engine(
             ports,

@@ -16,6 +16,8 @@ MIN_AGENT_TIMEOUT = 30
 VISIBILITY_FACTOR = 6  # AWS: queue visibility timeout >= 6 x function timeout
 MAX_RECEIVE_COUNT = 5  # AWS guidance for Lambda consumers: >= 5
 DEFAULT_BATCH_SIZE = 10
+# Stream records per event relay invocation (its event source mapping), at most.
+RELAY_BATCH_SIZE = 100
 DEFAULT_MAX_CONCURRENCY = 10
 
 

@@ -51,16 +51,11 @@ class Shepherd:
     @cached_property
     def ports(self) -> Ports:
         from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
-        from shepherd.adapters.eventbridge import EventBridgePublisher  # noqa: PLC0415
         from shepherd.adapters.sqs import SqsQueue  # noqa: PLC0415
 
-        events: EventPublisher = NullEvents()
-        if self.settings.event_bus:
-            events = EventBridgePublisher(_client("events"), self.settings.event_bus)
         return Ports(
             store=DynamoStore(_client("dynamodb"), self.settings.table),
             queue=SqsQueue(_client("sqs"), self.settings.queue_urls),
-            events=events,
             clock=self.clock or SystemClock(),
             ids=RandomIds(),
             rng=random.Random(),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from shepherd.changes import Change
 from shepherd.conditions import And, Cond, Eq, Exists, In, Item, Lt, Missing, Or, Update
 from shepherd.errors import ConditionFailed, ItemTooLarge, StoreUnavailable, TransactionConflict
 from shepherd.keys import workflow_id_of
@@ -38,6 +39,17 @@ def from_attr(attrs: dict[str, Any] | None) -> Item | None:
     if attrs is None:
         return None
     return {k: _plain(_de.deserialize(v)) for k, v in attrs.items()}
+
+
+def change_of_record(record: Mapping[str, Any]) -> Change:
+    """The write a DynamoDB Streams record reports (as Lambda or GetRecords delivers it), as
+    items in the engine's own form."""
+    raw = record.get("dynamodb", {})
+    return Change(
+        old=from_attr(raw.get("OldImage")),
+        new=from_attr(raw.get("NewImage")),
+        sequence=str(raw.get("SequenceNumber", "")),
+    )
 
 
 class _Expr:

@@ -67,7 +67,6 @@ def pause(scheduler: Scheduler, workflow_id: str, owner: str | None) -> Workflow
         if state.workflow.status is WorkflowStatus.PAUSED:
             return state.workflow
         raise InvalidTransition(_CHANGED)
-    scheduler.deliver([], [scheduler.workflow_event("WorkflowPaused", state.workflow)])
     return state.workflow
 
 
@@ -108,7 +107,6 @@ def resume(
     assert loaded is not None
     state, definition = loaded
     scheduler.run(state, definition, supervisor=False, redispatch=True)
-    scheduler.deliver([], [scheduler.workflow_event("WorkflowResumed", state.workflow)])
     return state.workflow
 
 
@@ -204,6 +202,6 @@ def redrive(scheduler: Scheduler, workflow_id: str, owner: str | None) -> Workfl
     if not scheduler.executor.together(writes):
         raise InvalidTransition(_CHANGED)
     tasks = [scheduler.task(workflow_id, definition, c.kind, c.name, c.attempt + 1) for c in failed]
-    scheduler.deliver(tasks, [])
+    scheduler.deliver(tasks)
     state, _ = scheduler.owned(workflow_id, owner)
     return state.workflow

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd import jsonsafe, limits
-from shepherd.clock import iso
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
@@ -45,7 +44,6 @@ from shepherd.errors import (
 )
 from shepherd.keys import Kind, watch_shard, wf_pk
 from shepherd.model import (
-    DomainEvent,
     OutgoingTask,
     PoolState,
     StepRecord,
@@ -56,7 +54,7 @@ from shepherd.model import (
     WorkflowStatus,
     loads,
 )
-from shepherd.ports import EventPublisher, IdSource, Store, TaskQueue
+from shepherd.ports import IdSource, Store, TaskQueue
 
 logger = logging.getLogger("shepherd.scheduler")
 
@@ -71,9 +69,11 @@ class EngineConfig:
 
 @dataclass
 class Ports:
+    """What the engine writes to and reads from. No event publisher: lifecycle events come
+    from the table's change stream (shepherd.changes), never from a writer."""
+
     store: Store
     queue: TaskQueue
-    events: EventPublisher
     clock: Any  # shepherd.clock.Clock
     ids: IdSource
     rng: random.Random = field(default_factory=random.Random)
@@ -204,7 +204,7 @@ class Scheduler:
             for s in steps
             if s.status is StepStatus.QUEUED
         ]
-        self.deliver(tasks, [self.workflow_event("WorkflowStarted", workflow)])
+        self.deliver(tasks)
         return StartResult(workflow, created=True)
 
     @staticmethod
@@ -300,7 +300,6 @@ class Scheduler:
         """Plan, apply, fold the results into `state`, and plan again until nothing is left."""
         applied: list[Applied] = []
         tasks: list[OutgoingTask] = []
-        events: list[DomainEvent] = []
         tried: set[tuple[Any, ...]] = set()
         for round_ in range(MAX_ROUNDS):
             at = now if now is not None else self.ports.clock.now_ms()
@@ -322,9 +321,9 @@ class Scheduler:
                 break
             for action in actions:
                 tried.add(_key(action))
-                won = self._apply(state, definition, action, at, tasks, events)
+                won = self._apply(state, definition, action, at, tasks)
                 applied.append(Applied(action, won))
-        self.deliver(tasks, events)
+        self.deliver(tasks)
         return applied
 
     def complete_attempt(
@@ -346,18 +345,14 @@ class Scheduler:
         )
         if updated is None:
             return None
-        if rec.kind == "compensation":
-            event = self.step_event("StepCompensated", state, rec, {"attempt": rec.attempt})
-            self.deliver([], [event])
         self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
         return updated
 
     def end_attempt(self, state: WorkflowState, definition: Definition, action: EndAttempt) -> bool:
         """Record a failed attempt (retry or fail) as one fenced write, then deliver."""
         tasks: list[OutgoingTask] = []
-        events: list[DomainEvent] = []
-        won = self._apply(state, definition, action, self.ports.clock.now_ms(), tasks, events)
-        self.deliver(tasks, events)
+        won = self._apply(state, definition, action, self.ports.clock.now_ms(), tasks)
+        self.deliver(tasks)
         return won
 
     # ------------------------------------------------------- operator actions, callbacks
@@ -419,7 +414,6 @@ class Scheduler:
         action: Action,
         now: int,
         tasks: list[OutgoingTask],
-        events: list[DomainEvent],
     ) -> bool:
         ex = self.executor
         wf = state.workflow
@@ -437,7 +431,7 @@ class Scheduler:
                 )
                 return True
             case EndAttempt():
-                return self._end_attempt(state, definition, action, now, tasks, events)
+                return self._end_attempt(state, definition, action, now, tasks)
             case Cancel(seen):
                 return ex.step(state, tx.cancel(seen, now, self.expires(now))) is not None
             case StartCompensation(name):
@@ -446,11 +440,9 @@ class Scheduler:
                     return False
                 tasks.append(self.task(wf.workflow_id, definition, "compensation", name, 1))
                 return True
-        return self._apply_to_workflow(state, action, now, events)
+        return self._apply_to_workflow(state, action, now)
 
-    def _apply_to_workflow(
-        self, state: WorkflowState, action: Action, now: int, events: list[DomainEvent]
-    ) -> bool:
+    def _apply_to_workflow(self, state: WorkflowState, action: Action, now: int) -> bool:
         """The actions that change the workflow item's status."""
         ex = self.executor
         wf = state.workflow
@@ -460,18 +452,12 @@ class Scheduler:
                 return ex.workflow(state, tx.unwind(wf, WorkflowStatus.COMPENSATING, now, error))
             case Pause(step, error):
                 reason = jsonsafe.dumps({"reason": "failure", "step": step, "error": loads(error)})
-                if not ex.workflow(state, tx.pause(wf, now, reason)):
-                    return False
-                events.append(self.workflow_event("WorkflowPaused", state.workflow))
-                return True
+                return ex.workflow(state, tx.pause(wf, now, reason))
             case GiveUp(error):
                 return ex.workflow(state, tx.give_up(wf, now, shard, error))
             case Finish(status, error):
                 write = tx.finish(wf, status, now, self.expires(now), error=error)
-                if not ex.workflow(state, write):
-                    return False
-                events.append(self.workflow_event(_FINISH_EVENTS[status], state.workflow))
-                return True
+                return ex.workflow(state, write)
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
 
     def _end_attempt(
@@ -481,7 +467,6 @@ class Scheduler:
         action: EndAttempt,
         now: int,
         tasks: list[OutgoingTask],
-        events: list[DomainEvent],
     ) -> bool:
         seen = action.seen
         guard: Cond | None = None
@@ -523,28 +508,10 @@ class Scheduler:
         rec = self.executor.step(state, write)
         if rec is None:
             return False
-        detail = {"attempt": seen.attempt, "error": loads(error)}
-        if action.outcome != "error":
-            events.append(self.step_event("StepTimedOut", state, seen, detail))
-        if isinstance(action.decision, RetryIn):
-            events.append(
-                self.step_event(
-                    "StepRetried",
-                    state,
-                    seen,
-                    {**detail, "next_attempt": rec.attempt, "delay_ms": action.decision.delay_ms},
-                )
-            )
-            if rec.dispatched_at is not None:
-                delay = min(MAX_SQS_DELAY, -(-action.decision.delay_ms // 1000))
-                tasks.append(
-                    self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
-                )
-        else:
-            events.append(
-                self.step_event(
-                    "StepFailed", state, seen, {**detail, "reason": action.decision.reason}
-                )
+        if isinstance(action.decision, RetryIn) and rec.dispatched_at is not None:
+            delay = min(MAX_SQS_DELAY, -(-action.decision.delay_ms // 1000))
+            tasks.append(
+                self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
             )
         return True
 
@@ -564,56 +531,16 @@ class Scheduler:
         message = TaskMessage(workflow_id, name, attempt, kind)
         return OutgoingTask(pool, message, min(delay, MAX_SQS_DELAY))
 
-    def deliver(self, tasks: Sequence[OutgoingTask], events: Sequence[DomainEvent]) -> None:
-        """Best effort: a lost dispatch is found by the supervisor, a lost event is only lost."""
-        if tasks:
-            try:
-                self.ports.queue.send(tasks)
-            except DeliveryError:
-                logger.warning(
-                    "task messages not sent; the supervisor will re-dispatch", exc_info=True
-                )
-        if events:
-            try:
-                self.ports.events.publish(events)
-            except DeliveryError:
-                logger.warning("events not published", exc_info=True)
-
-    def workflow_event(self, detail_type: str, wf: WorkflowRecord) -> DomainEvent:
-        detail: dict[str, Any] = {
-            "workflow_id": wf.workflow_id,
-            "workflow_type": wf.wf_type,
-            "status": wf.status.value,
-            "at": iso(wf.updated_at),
-        }
-        if wf.error:
-            detail["error"] = loads(wf.error)
-        if wf.pause and wf.status is WorkflowStatus.PAUSED:
-            detail["pause"] = loads(wf.pause)
-        return DomainEvent(detail_type, detail)
-
-    @staticmethod
-    def step_event(
-        detail_type: str, state: WorkflowState, rec: StepRecord, extra: dict[str, Any]
-    ) -> DomainEvent:
-        return DomainEvent(
-            detail_type,
-            {
-                "workflow_id": state.workflow.workflow_id,
-                "workflow_type": state.workflow.wf_type,
-                "step": rec.name,
-                "kind": rec.kind,
-                **extra,
-            },
-        )
-
-
-_FINISH_EVENTS = {
-    WorkflowStatus.SUCCEEDED: "WorkflowSucceeded",
-    WorkflowStatus.COMPENSATED: "WorkflowCompensated",
-    WorkflowStatus.CANCELLED: "WorkflowCancelled",
-    WorkflowStatus.FAILED: "WorkflowFailed",
-}
+    def deliver(self, tasks: Sequence[OutgoingTask]) -> None:
+        """Best effort: a lost dispatch is found by the supervisor. (Events are not sent
+        here: they come from the table's change stream, so a writer that dies after its
+        write cannot lose one; see shepherd.changes.)"""
+        if not tasks:
+            return
+        try:
+            self.ports.queue.send(tasks)
+        except DeliveryError:
+            logger.warning("task messages not sent; the supervisor will re-dispatch", exc_info=True)
 
 
 def _key(action: Action) -> tuple[Any, ...]:

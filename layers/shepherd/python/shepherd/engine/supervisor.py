@@ -19,7 +19,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from shepherd import limits
-from shepherd.clock import iso
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
@@ -27,7 +26,7 @@ from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
 from shepherd.errors import StoreUnavailable
 from shepherd.keys import WF_SK, shard_key, wf_pk, workflow_id_of
-from shepherd.model import DomainEvent, PoolState, StepStatus, WorkflowStatus, dumps, loads
+from shepherd.model import PoolState, StepStatus, dumps, loads
 
 logger = logging.getLogger("shepherd.supervisor")
 
@@ -255,17 +254,6 @@ class Supervisor:
             "workflow parked: its looks kept failing",
             extra={"workflow_id": workflow_id_of(str(item["pk"])), "looks": failures + 1},
         )
-        event = DomainEvent(
-            "WorkflowFailed",
-            {
-                "workflow_id": workflow_id_of(str(item["pk"])),
-                "workflow_type": str(item.get("wf_type", "")),
-                "status": WorkflowStatus.FAILED.value,
-                "at": iso(now),
-                "error": error,
-            },
-        )
-        self.scheduler.deliver([], [event])
 
 
 def _safe_loads(text: object) -> object:
