@@ -119,14 +119,20 @@ export function fields(pairs, props) {
   return dl;
 }
 
-/** A table that scrolls sideways in a narrow window instead of squeezing its columns. */
+/**
+ * A table whose rows become labelled blocks in a narrow window (each cell carries its column's
+ * name), and that scrolls sideways in between rather than squeezing its columns.
+ */
 export function table(caption, headers, rows, props) {
+  for (const row of rows) {
+    [...row.children].forEach((cell, i) => cell.setAttribute("data-label", headers[i] ?? ""));
+  }
   return h(
     "div",
     { class: "table-wrap", ...props },
     h(
       "table",
-      {},
+      { class: "stack" },
       caption ? h("caption", {}, caption) : null,
       h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows),
