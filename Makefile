@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export AWS_DEFAULT_REGION ?= us-east-1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: dev test lint format mypy unit demo clean openapi synth cdk-nag infra-tests
+.PHONY: dev test lint format mypy unit demo clean openapi synth cdk-nag infra-tests browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-dev: $(STAMP)
+dev: $(STAMP) browser
+
+# The OS's Chromium for the console's browser tests (apt-get when missing; quick when there).
+browser:
+	@tools/ensure-chromium.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -29,7 +33,7 @@ format: $(STAMP)
 mypy: $(STAMP)
 	$(BIN)/mypy layers/shepherd/python/shepherd functions tools infra
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest
 
 test: lint mypy unit

@@ -16,9 +16,13 @@ os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from shepherd_cli.local import LocalStack  # noqa: E402
 from support import Harness, memory_harness, moto_harness  # noqa: E402
+
+SHARED_STACK = "local_stack"
 
 
 @pytest.fixture(params=["memory", "moto"])
@@ -35,3 +39,32 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
 def moto_engine() -> Iterator[Harness]:
     with moto_harness() as h:
         yield h
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """One local stack (moto server, control process, agent workers) for every test that needs
+    one: the end-to-end tests and the console's browser tests. They run last, together
+    (`pytest_collection_modifyitems`), so the stack lives only while they run. Callers keep
+    apart by caller identity; a test that pauses a pool resumes it."""
+    state = tmp_path_factory.mktemp("shepherd-local")
+    with LocalStack(port=0, workers=2, sweep_interval=0.5, state_dir=state) as running:
+        yield running
+    for pid in running.pids():
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} survived"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the shared local stack go last, in their order, so it starts once and stops
+    when they are done instead of idling under the rest of the suite."""
+    shared = [i for i in items if SHARED_STACK in getattr(i, "fixturenames", ())]
+    if shared:
+        others = [i for i in items if SHARED_STACK not in getattr(i, "fixturenames", ())]
+        items[:] = others + shared

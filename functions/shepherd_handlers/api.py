@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.definitions import NAME, POOL
-from shepherd.engine.queries import list_workflows
+from shepherd.engine.queries import find_by_idempotency_key, list_workflows
 from shepherd.errors import UnknownWorkflowType
 from shepherd.model import WorkflowStatus
 
@@ -117,11 +117,17 @@ def list_all(
     type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    idempotency_key: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
 ) -> WorkflowListView:
     """The caller's workflows, newest first. `next_token` is opaque and bound to the caller
-    and the filters it was issued with."""
+    and the filters it was issued with. `idempotency_key` looks up the one workflow the caller
+    started with that key (an empty list if none; the other filters still apply)."""
     owner = caller()
     filters = (status.value if status else None, type)
+    if idempotency_key is not None:
+        if next_token is not None:
+            raise _BadQuery("a lookup by idempotency_key has one page: no next_token", "next_token")
+        return _lookup(owner, idempotency_key, filters)
     pages = pagination.paginator(engine().ports.store)
     start = None
     if next_token is not None:
@@ -137,6 +143,16 @@ def list_all(
     if page.next_token:
         token = pages.sign(owner, pagination.position_of(page.next_token), filters)
     return WorkflowListView(items=[summary_view(s) for s in page.items], next_token=token)
+
+
+def _lookup(owner: str, key: str, filters: tuple[str | None, str | None]) -> WorkflowListView:
+    """The caller's workflow with this idempotency key, as a list of at most one (its id
+    derives from the owner and the key, so this is one read)."""
+    found = find_by_idempotency_key(engine().ports.store, owner, key)
+    status, wf_type = filters
+    if found is None or status not in (None, found.status) or wf_type not in (None, found.wf_type):
+        return WorkflowListView(items=[])
+    return WorkflowListView(items=[summary_view(found)])
 
 
 @app.get(

@@ -9,7 +9,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +21,10 @@ pytestmark = pytest.mark.e2e
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    state = tmp_path_factory.mktemp("shepherd-local")
-    with LocalStack(port=0, workers=2, sweep_interval=0.5, state_dir=state) as running:
-        yield running
-    for pid in running.pids():
-        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} survived"
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except OSError:
-        return True
+@pytest.fixture
+def stack(local_stack: LocalStack) -> LocalStack:
+    """The session's local stack (tests/conftest.py), shared with the console's browser tests."""
+    return local_stack
 
 
 @pytest.fixture

@@ -185,6 +185,32 @@ def test_list_is_newest_first_paginated_and_filtered(stack: Stack) -> None:
     assert stack.api("GET", "/workflows", query={"status": "BOGUS"})[0] == 400
 
 
+def test_lookup_by_idempotency_key_finds_only_the_callers_own(stack: Stack) -> None:
+    keyed = {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "order-9"}
+    mine = start(stack, keyed)["workflow_id"]
+    theirs = start(stack, keyed, caller=BOB)["workflow_id"]
+    start(stack)  # another of ALICE's, without the key
+
+    def lookup(key: str, caller: str = ALICE, **query: str) -> list[str]:
+        status, _, reply = stack.api(
+            "GET", "/workflows", query={"idempotency_key": key, **query}, caller=caller
+        )
+        assert status == 200, reply
+        assert reply["next_token"] is None
+        return [w["workflow_id"] for w in reply["items"]]
+
+    assert lookup("order-9") == [mine]
+    assert lookup("order-9", caller=BOB) == [theirs]
+    assert lookup("order-10") == []
+    assert lookup("order-9", type="order_fulfilment", status="RUNNING") == [mine]
+    assert lookup("order-9", type="provision_environment") == []
+    assert lookup("order-9", status="SUCCEEDED") == []
+    status, _, reply = stack.api(
+        "GET", "/workflows", query={"idempotency_key": "order-9", "next_token": "x"}
+    )
+    assert status == 400 and reply["error"]["field"] == "next_token"
+
+
 def test_cancel_compensates_what_succeeded_and_ends_cancelled(stack: Stack) -> None:
     wf = start(stack)["workflow_id"]
     from aws_stack import LambdaContext, sqs_event

@@ -205,6 +205,8 @@ def test_unknown_methods_on_a_route_are_405_with_allow(stack: Stack) -> None:
         ({"type": ""}, "type"),
         ({"next_token": ""}, "next_token"),
         ({"next_token": "x" * 2049}, "next_token"),
+        ({"idempotency_key": ""}, "idempotency_key"),
+        ({"idempotency_key": "k" * 129}, "idempotency_key"),
     ],
 )
 def test_out_of_range_query_values_are_400(stack: Stack, query: dict[str, str], field: str) -> None:

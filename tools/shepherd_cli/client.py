@@ -30,7 +30,8 @@ class ApiError(CliError):
         return f"{self.status} {self.code}{where}: {self.message}"
 
 
-def _is_local(url: str) -> bool:
+def is_local(url: str) -> bool:
+    """The local stack's API: unsigned, the caller named by a header."""
     return (urlsplit(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
 
 
@@ -58,11 +59,11 @@ class Api:
             "Accept": "application/json",
             **(headers or {}),
         }
-        if _is_local(url):
+        if is_local(url):
             if self.caller:
                 all_headers["X-Shepherd-Caller"] = self.caller
         else:
-            all_headers = _signed(method, url, data, all_headers)
+            all_headers = signed(method, url, data, all_headers)
         request = urllib.request.Request(url, data=data, method=method, headers=all_headers)  # noqa: S310 - http(s) URL from the user
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
@@ -88,21 +89,36 @@ def _api_error(err: urllib.error.HTTPError) -> ApiError:
         return ApiError(err.code, "HttpError", err.reason or "request failed")
 
 
-def _signed(method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
-    """SigV4 with the standard AWS credential chain (env, profile, SSO, instance role...)."""
+def signed(
+    method: str,
+    url: str,
+    data: bytes | None,
+    headers: dict[str, str],
+    session: Any = None,
+) -> dict[str, str]:
+    """SigV4 with the standard AWS credential chain (env, profile, SSO, instance role...).
+
+    Pass a long-lived boto3 `session` to reuse its credential provider (refreshable
+    credentials are refreshed by it, not looked up again per request)."""
     import boto3
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
 
-    session = boto3.session.Session()
+    session = session or boto3.session.Session()
     credentials = session.get_credentials()
     if credentials is None:
         raise CliError(
             "no AWS credentials found to sign the request (set AWS_PROFILE or run `aws sso login`)"
         )
+    request = AWSRequest(method=method, url=url, data=data, headers=headers)
+    SigV4Auth(credentials, "execute-api", region_of(url, session)).add_auth(request)
+    return dict(request.headers.items())
+
+
+def region_of(url: str, session: Any = None) -> str:
+    """The region in an execute-api host name, else the standard chain's (else us-east-1)."""
     host = urlsplit(url).hostname or ""
     found = re.search(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com", host)
-    region = found.group(1) if found else (session.region_name or "us-east-1")
-    request = AWSRequest(method=method, url=url, data=data, headers=headers)
-    SigV4Auth(credentials, "execute-api", region).add_auth(request)
-    return dict(request.headers.items())
+    if found:
+        return found.group(1)
+    return str(getattr(session, "region_name", None) or "us-east-1")

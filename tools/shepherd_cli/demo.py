@@ -16,6 +16,7 @@ from typing import Any
 from shepherd_cli import render
 from shepherd_cli.apigw import caller_arn
 from shepherd_cli.client import Api, ApiError
+from shepherd_cli.console import Console
 from shepherd_cli.local import BUS, LocalStack
 from shepherd_cli.scenarios import SCENARIOS, Scenario
 
@@ -202,12 +203,16 @@ def main() -> int:
         flush=True,
     )
     t0 = time.monotonic()
-    with LocalStack(port=0, workers=2, sweep_interval=0.5, event_owners=EVENT_OWNERS) as stack:
+    with (
+        LocalStack(port=0, workers=2, sweep_interval=0.5, event_owners=EVENT_OWNERS) as stack,
+        Console(stack.api_url, caller=DEMO_CALLER) as console,
+    ):
         api = Api(stack.api_url, caller=DEMO_CALLER)
         print(
-            f"  up in {time.monotonic() - t0:.1f}s: API {stack.api_url}, {len(stack.pids())} processes, logs in .shepherd/logs\n",
+            f"  up in {time.monotonic() - t0:.1f}s: API {stack.api_url}, {len(stack.pids())} processes, logs in .shepherd/logs",
             flush=True,
         )
+        print(f"  watch it in the web console: {console.url}  (while the demo runs)\n", flush=True)
         tracked = []
         for s in SCENARIOS:
             workflow_id = _start(api, stack, s)

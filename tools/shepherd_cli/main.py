@@ -4,6 +4,7 @@ draw definitions. Talks to the local API by default, to AWS with --api/SHEPHERD_
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -13,11 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shepherd_cli.client import Api, CliError
+from shepherd_cli.client import DEFAULT_API, Api, CliError
+from shepherd_cli.console.server import is_loopback
 from shepherd_cli.render import graph, status_lines, watch_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
+CONSOLE_PORT = 8081
 
 
 def _input(value: str) -> Any:
@@ -61,11 +64,63 @@ def cmd_local(args: argparse.Namespace) -> int:
         event_owners=owners,
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
+        console = None
+        if args.console:
+            console = _serve_console(stack.api_url, args.caller, "127.0.0.1", args.console_port)
+            print(f"Shepherd console on {console.url}")
         print(f"logs in {stack.state_dir / 'logs'}; Ctrl-C to stop", flush=True)
-        while not stop.wait(1):
-            pass
+        try:
+            while not stop.wait(1):
+                pass
+        finally:
+            if console is not None:
+                console.stop()
         print("\nstopping...", flush=True)
     print("stopped")
+    return 0
+
+
+def _serve_console(api_url: str, caller: str | None, host: str, port: int) -> Any:
+    """Start the console; a busy default port falls back to a free one (its URL is printed)."""
+    from shepherd_cli.console import Console
+
+    if not is_loopback(host):
+        print(
+            f"warning: the console will be reachable on {host}: anyone who can reach it acts "
+            "with your AWS credentials (the default, 127.0.0.1, is reachable from this machine only)",
+            file=sys.stderr,
+        )
+    try:
+        return Console(api_url, host=host, port=port, caller=caller).start()
+    except OSError as exc:
+        if port == CONSOLE_PORT and exc.errno == errno.EADDRINUSE:
+            return Console(api_url, host=host, port=0, caller=caller).start()
+        raise CliError(f"cannot serve the console on {host}:{port}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    from shepherd_cli.console.proxy import Upstream
+
+    api_url = args.api or os.environ.get("SHEPHERD_API") or DEFAULT_API
+    Upstream(api_url).check_credentials()
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    console = _serve_console(api_url, args.caller, args.host, args.port)
+    signing = "signing with your AWS credentials" if console.upstream.signing else "local stack"
+    print(f"Shepherd console on {console.url}  (API {console.upstream.base_url}, {signing})")
+    print("Ctrl-C to stop", flush=True)
+    if args.open:
+        webbrowser.open(console.url)
+    try:
+        while not stop.wait(1):
+            pass
+    finally:
+        console.stop()
     return 0
 
 
@@ -253,6 +308,27 @@ def parser() -> argparse.ArgumentParser:
         metavar="SOURCE=CALLER",
         help="StartWorkflow events from SOURCE are owned by CALLER (repeatable)",
     )
+    local.add_argument(
+        "--console-port", type=int, default=CONSOLE_PORT, help="the web console's port (0: any)"
+    )
+    local.add_argument(
+        "--no-console", dest="console", action="store_false", help="do not serve the web console"
+    )
+
+    console = sub.add_parser(
+        "console",
+        help="web console for an API (local, or deployed: requests signed with your credentials)",
+    )
+    # Also accepted after the command (`shepherd console --api URL`); SUPPRESS keeps the
+    # global option's value when it is not given here.
+    console.add_argument("--api", default=argparse.SUPPRESS, help="API base URL")
+    console.add_argument("--port", type=int, default=CONSOLE_PORT, help="0: any free port")
+    console.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to serve on (default 127.0.0.1: this machine only)",
+    )
+    console.add_argument("--open", action="store_true", help="open it in the default browser")
 
     start = sub.add_parser("start", help="start a workflow")
     start.add_argument("type")
@@ -311,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "local":
             return cmd_local(args)
+        if args.command == "console":
+            return cmd_console(args)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "graph":

@@ -11,7 +11,8 @@ from typing import Any
 from shepherd import keys
 from shepherd.conditions import Item
 from shepherd.definitions import Definition
-from shepherd.keys import workflow_id_of
+from shepherd.engine.scheduler import derived_id
+from shepherd.keys import WF_SK, wf_pk, workflow_id_of
 from shepherd.model import WorkflowState, WorkflowStatus, loads
 from shepherd.ports import Store
 from shepherd.topology import TABLE
@@ -105,6 +106,15 @@ def list_workflows(
         if cursor is None or len(found) >= limit:
             break
     return WorkflowList(found, encode_token(cursor) if cursor else None)
+
+
+def find_by_idempotency_key(store: Store, owner: str, key: str) -> WorkflowSummary | None:
+    """The owner's workflow started with this idempotency key, or None: one strongly consistent
+    read of the item whose id the key derives (no index), so another owner's key finds nothing."""
+    item = store.get(wf_pk(derived_id(owner, key)), WF_SK)
+    if item is None or item.get("owner") != owner or item.get("idempotency_key") != key:
+        return None
+    return _summary(item)
 
 
 def _has_partition(cursor: dict[str, Any], list_pk: str) -> bool:

@@ -1,0 +1,342 @@
+"""The console in a real browser (the OS's Chromium through Playwright), against the session's
+local stack: find a workflow, open it, watch it run to its end without reloading; cancel one
+from the page; pause and resume a pool with the keyboard; hostile payloads stay text; every
+page readable at 1280x800 and 400px wide. Every wait is Playwright's bounded `expect`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser_support import NARROW, shot
+from playwright.sync_api import expect
+from shepherd_cli.client import Api
+from support import ENV, ORDER
+
+pytestmark = pytest.mark.e2e
+RUN_SECONDS = 30_000  # ms: a workflow's whole run on a busy machine
+
+
+def start(api: Api, wf_type: str, payload: Any, **extra: Any) -> str:
+    body = {"type": wf_type, "input": payload, **extra}
+    return str(api.call("POST", "/workflows", body)["workflow_id"])
+
+
+def node(page: Any, name: str, kind: str = "step") -> Any:
+    return page.locator(f'#graph g.node[data-kind="{kind}"][data-name="{name}"]')
+
+
+def attempt_row(page: Any, name: str, attempt: int, kind: str = "step") -> Any:
+    return page.locator(f'#timeline tr[data-row="{kind}:{name}:{attempt}"]')
+
+
+@pytest.fixture
+def paused_pool(api: Api) -> Iterator[Any]:
+    """Pause a pool for the test; it is running again afterwards whatever happened."""
+    paused: list[str] = []
+
+    def pause(pool: str) -> None:
+        api.call("POST", f"/pools/{pool}/pause")
+        paused.append(pool)
+
+    yield pause
+    for pool in paused:
+        api.call("POST", f"/pools/{pool}/resume")
+
+
+def test_a_workflow_is_found_opened_and_watched_to_its_end(
+    page: Any, api: Api, paused_pool: Any
+) -> None:
+    # Given a workflow that fails one attempt of create_compute, then waits for the config pool
+    paused_pool("config")
+    payload = {**ENV, "faults": {"create_compute": {"mode": "error", "times": 1}}}
+    workflow_id = start(api, "provision_environment", payload)
+
+    # When the operator finds it in the list and opens it
+    page.goto("/#/workflows")
+    row = page.locator(f'tr[data-workflow-id="{workflow_id}"]')
+    expect(row).to_contain_text("provision_environment")
+    shot(page, "workflows")
+    row.get_by_role("link", name=workflow_id).click()
+    expect(page.locator("h1")).to_contain_text(workflow_id)
+    page.evaluate("window.__notReloaded = true")
+
+    # Then the page shows it waiting: the failed attempt and its retry, configure not yet run
+    expect(node(page, "create_compute")).to_have_attribute("data-status", "SUCCEEDED")
+    expect(node(page, "configure")).to_have_attribute("data-status", re.compile("PENDING|QUEUED"))
+    expect(page.locator("#wf-status")).to_have_text("RUNNING")
+    expect(attempt_row(page, "create_compute", 1)).to_have_attribute("data-outcome", "error")
+    expect(attempt_row(page, "create_compute", 1)).to_contain_text("TransientServiceError")
+    expect(attempt_row(page, "create_compute", 2)).to_have_attribute("data-outcome", "ok")
+    expect(node(page, "configure")).to_contain_text(re.compile("PENDING|QUEUED"))  # in words too
+    shot(page, "workflow-running")
+
+    # When the pool runs again, the same page follows the workflow to its end
+    api.call("POST", "/pools/config/resume")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=RUN_SECONDS)
+    for step in ("create_network", "create_storage", "create_compute", "configure", "verify"):
+        expect(node(page, step)).to_have_attribute("data-status", "SUCCEEDED")
+        expect(node(page, step)).to_contain_text("SUCCEEDED")
+    expect(attempt_row(page, "configure", 1)).to_have_attribute("data-outcome", "ok")
+    expect(attempt_row(page, "verify", 1)).to_have_attribute("data-outcome", "ok")
+    expect(page.locator('#events tr[data-event="WorkflowSucceeded"]')).to_have_count(1)
+    expect(page.locator('#events tr[data-event="StepRetried"]')).to_contain_text("create_compute")
+    expect(page.locator("#data")).to_contain_text('"healthy": true')
+    assert page.evaluate("window.__notReloaded") is True
+    expect(page.locator("#live-state")).to_have_text("Finished: not refreshing.")
+    shot(page, "workflow")
+    page.set_viewport_size(NARROW)
+    shot(page, "workflow-narrow")
+
+
+def test_cancel_from_the_page_through_the_confirmation_ends_cancelled(page: Any, api: Api) -> None:
+    # Given an order whose first step hangs (its worker stops heartbeating)
+    payload = {**ORDER, "faults": {"reserve_inventory": {"mode": "hang", "times": 5}}}
+    workflow_id = start(api, "order_fulfilment", payload)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(node(page, "reserve_inventory")).to_have_attribute("data-status", "RUNNING")
+    expect(page.locator('#actions button[data-action="retry"]')).to_be_disabled()
+
+    # When the operator cancels it and confirms
+    page.locator('#actions button[data-action="cancel"]').click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text(f"Cancel workflow {workflow_id}?")
+    shot(page, "workflow-cancel-confirmation", full_page=False)
+    dialog.get_by_role("button", name="Cancel workflow").click()
+
+    # Then the page says what happened, and follows it to CANCELLED
+    expect(dialog).to_have_count(0)
+    expect(page.locator("#action-outcome")).to_contain_text("status now CANCELLING")
+    expect(page.locator("#wf-status")).to_have_text("CANCELLED", timeout=RUN_SECONDS)
+    expect(node(page, "reserve_inventory", "compensation")).to_have_attribute(
+        "data-status", "SUCCEEDED"
+    )
+    expect(node(page, "charge_payment")).to_have_attribute("data-status", "CANCELLED")
+    expect(attempt_row(page, "reserve_inventory", 1)).to_contain_text("supervisor")
+    expect(page.locator('#events tr[data-event="WorkflowCancelled"]')).to_have_count(1)
+    expect(page.locator('#actions button[data-action="cancel"]')).to_be_disabled()
+    assert api.call("GET", f"/workflows/{workflow_id}")["status"] == "CANCELLED"
+
+
+def test_an_action_the_api_refuses_shows_its_error(page: Any, api: Api) -> None:
+    workflow_id = start(api, "order_fulfilment", ORDER)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=RUN_SECONDS)
+    # Every action is disabled once it ended; the API still has the last word if asked.
+    for action in ("cancel", "pause", "resume", "compensate", "retry"):
+        expect(page.locator(f'#actions button[data-action="{action}"]')).to_be_disabled()
+    page.evaluate(
+        "document.querySelector('#actions button[data-action=\"pause\"]').disabled = false"
+    )
+    page.locator('#actions button[data-action="pause"]').click()
+    page.locator("dialog.confirm").get_by_role("button", name="Pause workflow").click()
+    expect(page.locator("#action-outcome")).to_contain_text("409 InvalidTransition")
+
+
+def test_pause_then_resume_with_a_replacement_input_validated_before_sending(
+    page: Any, api: Api, paused_pool: Any
+) -> None:
+    # Given an order waiting for the payments pool, paused from the page
+    paused_pool("payments")
+    workflow_id = start(api, "order_fulfilment", ORDER)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(node(page, "reserve_inventory")).to_have_attribute("data-status", "SUCCEEDED")
+    page.locator('#actions button[data-action="pause"]').click()
+    page.locator("dialog.confirm").get_by_role("button", name="Pause workflow").click()
+    expect(page.locator("#wf-status")).to_have_text("PAUSED")
+    expect(page.locator("#action-outcome")).to_contain_text("status now PAUSED")
+
+    # When the operator resumes with a replacement input that is not JSON, nothing is sent
+    page.locator('#actions button[data-action="resume"]').click()
+    dialog = page.locator("dialog.confirm")
+    dialog.get_by_label("Replacement input for step").select_option("charge_payment")
+    dialog.get_by_label("Replacement input (JSON)").fill('{"amount": 41, oops}')
+    dialog.get_by_role("button", name="Resume workflow").click()
+    expect(dialog.locator(".problem")).to_contain_text("not valid JSON")
+    expect(dialog.get_by_label("Replacement input (JSON)")).to_be_focused()
+    shot(page, "workflow-resume-dialog", full_page=False)
+    assert api.call("GET", f"/workflows/{workflow_id}")["status"] == "PAUSED"
+
+    # Then, with valid JSON, it resumes and the step runs on the replacement
+    dialog.get_by_label("Replacement input (JSON)").fill('{"amount": 41}')
+    dialog.get_by_role("button", name="Resume workflow").click()
+    expect(page.locator("#action-outcome")).to_contain_text("status now RUNNING")
+    api.call("POST", "/pools/payments/resume")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=RUN_SECONDS)
+    view = api.call("GET", f"/workflows/{workflow_id}")
+    charge = next(s for s in view["steps"] if s["name"] == "charge_payment")
+    assert charge["input"] == {"amount": 41} and charge["output"]["amount"] == 41
+    expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_contain_text(
+        "charge_payment"
+    )
+
+
+HOSTILE = '<img src=x onerror="window.__pwned = 1">'
+SCRIPT = "<script>window.__pwned = 2</script>"
+
+
+def test_no_payload_is_ever_rendered_as_html(page: Any, api: Api) -> None:
+    payload = {
+        **ORDER,
+        "customer": HOSTILE,  # the demo agent copies it into its output
+        "note": SCRIPT,
+        SCRIPT: "a hostile key",
+        "big": {
+            "$payload": {
+                "url": "https://payloads.example/o?X-Sig=1",
+                "size": 1536,
+                "sha256": "ab" * 32,
+            }
+        },
+        "fake": {"$payload": {"url": "javascript:window.__pwned = 3", "size": 1}},
+    }
+    workflow_id = start(api, "order_fulfilment", payload)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=RUN_SECONDS)
+    main = page.locator("main")
+    expect(main.locator("img")).to_have_count(0)
+    expect(main.locator("script")).to_have_count(0)
+    assert page.evaluate("window.__pwned") is None
+    # The text is there, literally, in the input and in the output that copied it.
+    expect(page.locator("#data .j-str", has_text="<img src=x onerror=")).to_have_count(2)
+    expect(page.locator("#data .j-key", has_text="<script>")).to_have_count(1)
+    expect(
+        page.locator("#data .j-str", has_text="<script>window.__pwned = 2</script>")
+    ).to_have_count(1)
+    # A large-payload reference is a download link with its size; a javascript: one is data.
+    link = page.get_by_role("link", name="Download large payload (1.5 KiB)")
+    expect(link).to_have_attribute("href", "https://payloads.example/o?X-Sig=1")
+    expect(page.locator('a[href^="javascript"]')).to_have_count(0)
+    expect(page.locator("#data")).to_contain_text("javascript:window.__pwned = 3")
+    # Opening a dialog titled with the id stays inert too.
+    expect(page.locator("#data")).to_contain_text("a hostile key")
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_pause_and_resume_a_pool_from_the_page_with_the_keyboard(
+    page: Any, api: Api, paused_pool: Any
+) -> None:
+    page.goto("/#/pools")
+    row = page.locator('tr[data-pool="notifications"]')
+    expect(row).to_contain_text("RUNNING")
+    shot(page, "pools")
+
+    # Escape leaves the confirmation without doing anything.
+    row.get_by_role("button", name="Pause notifications").focus()
+    page.keyboard.press("Enter")
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
+    expect(row).to_contain_text("RUNNING")
+
+    # Enter, Tab to the confirm button, Enter: paused.
+    paused_pool("notifications")  # resumed after the test, whatever happens
+    api.call("POST", "/pools/notifications/resume")
+    row.get_by_role("button", name="Pause notifications").focus()
+    page.keyboard.press("Enter")
+    expect(dialog).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(dialog.get_by_role("button", name="Pause pool")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("#action-outcome")).to_contain_text("Pause notifications: done")
+    expect(row).to_contain_text("PAUSED")
+    pools = {p["name"]: p for p in api.call("GET", "/pools")["items"]}
+    assert pools["notifications"]["paused"] is True and pools["notifications"]["by"]
+
+    row.get_by_role("button", name="Resume notifications").click()
+    dialog.get_by_role("button", name="Resume pool").click()
+    expect(row).to_contain_text("RUNNING")
+    pools = {p["name"]: p for p in api.call("GET", "/pools")["items"]}
+    assert pools["notifications"]["paused"] is False
+
+
+def test_the_list_filters_pages_and_finds_by_id_or_idempotency_key(page: Any, api: Api) -> None:
+    keyed = start(api, "order_fulfilment", ORDER, idempotency_key="console-order-7")
+    env = start(api, "provision_environment", ENV)
+    page.goto("/#/workflows?limit=1")
+    first = page.locator("#workflow-table tbody tr")
+    expect(first).to_have_count(1)
+    expect(first).to_have_attribute("data-workflow-id", env)  # newest first
+    page.get_by_role("button", name="Next page").click()
+    expect(first).to_have_attribute("data-workflow-id", keyed)
+    page.get_by_role("button", name="Previous page").click()
+    expect(first).to_have_attribute("data-workflow-id", env)
+
+    page.get_by_label("Type").select_option("order_fulfilment")
+    page.get_by_role("button", name="Apply filters").click()
+    expect(page).to_have_url(re.compile(r"type=order_fulfilment"))
+    expect(first).to_have_attribute("data-workflow-id", keyed)
+
+    # Live: a workflow started now shows up without a reload.
+    later = start(api, "order_fulfilment", ORDER)
+    expect(first).to_have_attribute("data-workflow-id", later)
+
+    finder = page.get_by_role("searchbox", name="Find")
+    finder.fill("console-order-7")
+    finder.press("Enter")
+    expect(page.locator("h1")).to_contain_text(keyed)
+    page.go_back()
+    page.get_by_role("searchbox", name="Find").fill(env)
+    page.get_by_role("searchbox", name="Find").press("Enter")
+    expect(page.locator("h1")).to_contain_text(env)
+    page.go_back()
+    page.get_by_role("searchbox", name="Find").fill("no-such-key")
+    page.get_by_role("searchbox", name="Find").press("Enter")
+    expect(page.locator(".lookup-result")).to_contain_text("None of your workflows")
+
+    toggle = page.get_by_role("button", name=re.compile("Live refresh"))
+    expect(toggle).to_have_attribute("aria-pressed", "true")
+    toggle.click()
+    expect(toggle).to_have_text("Live refresh: off")
+    expect(toggle).to_have_attribute("aria-pressed", "false")
+
+
+def field(scope: Any, term: str) -> Any:
+    """The value of a term in a definition list (dt/dd) inside `scope`."""
+    return scope.locator(f'dt:text-is("{term}") + dd')
+
+
+def test_definitions_show_each_graph_and_every_field(page: Any) -> None:
+    page.goto("/#/definitions/provision_environment")
+    expect(page.locator("h2#def-title")).to_have_text("provision_environment")
+    graph = page.locator(".definition svg.dag")
+    expect(graph.locator('g.node[data-kind="step"]')).to_have_count(5)
+    expect(graph.locator('g.node[data-kind="compensation"]')).to_have_count(4)
+    expect(graph.locator("path.edge")).to_have_count(4)  # the join has two of them
+    compute = page.locator('section[data-step="create_compute"]')
+    expect(field(compute, "DependsOn")).to_have_text("create_network, create_storage")
+    expect(field(compute, "Pool")).to_have_text("cloud")
+    expect(field(compute, "TimeoutSeconds")).to_have_text("10 s")
+    expect(field(compute, "HeartbeatSeconds")).to_have_text("3 s")
+    expect(field(compute, "Retry")).to_have_text(
+        "3 retries, 0.5 s × 2 (≤ 4 s), FULL jitter; not retried: QuotaExceeded"  # noqa: RUF001
+    )
+    expect(field(compute, "OnFailure")).to_have_text("COMPENSATE (the definition's)")
+    expect(field(compute, "Compensation")).to_contain_text("delete_compute on cloud")
+    shot(page, "definitions")
+    page.get_by_role("link", name="order_fulfilment").click()
+    expect(page.locator("h2#def-title")).to_have_text("order_fulfilment")
+    notify = page.locator('section[data-step="notify_customer"]')
+    expect(field(notify, "Compensation")).to_have_text("none")
+
+
+@pytest.mark.parametrize("width", [1280, 400])
+def test_every_page_reflows_without_sideways_scrolling(page: Any, api: Api, width: int) -> None:
+    workflow_id = start(api, "provision_environment", ENV)
+    page.set_viewport_size({"width": width, "height": 800})
+    for name, route, heading in (
+        ("workflows", "/#/workflows", "Workflows"),
+        ("workflow", f"/#/workflows/{workflow_id}", f"Workflow {workflow_id}"),
+        ("definitions", "/#/definitions/order_fulfilment", "Definitions"),
+        ("pools", "/#/pools", "Pools"),
+    ):
+        page.goto(route)
+        expect(page.locator("h1")).to_have_text(heading)
+        expect(page.locator("main[data-ready]")).to_have_count(1)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{name} at {width}px scrolls sideways by {overflow}px"
+        shot(page, f"page-{name}-{width}")

@@ -1,0 +1,175 @@
+// DOM building without HTML parsing: every value lands through textContent or setAttribute,
+// so nothing a workflow carries (input, output, errors, names) is ever run or rendered as markup.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** Attributes that would take code or a URL: set only through `safeHref`, never from data. */
+const FORBIDDEN = /^(on|srcdoc$|formaction$|xlink:href$)/i;
+
+function apply(el, props) {
+  for (const [key, value] of Object.entries(props || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "text") {
+      el.textContent = String(value);
+    } else if (key === "on") {
+      for (const [event, handler] of Object.entries(value)) el.addEventListener(event, handler);
+    } else if (key === "dataset") {
+      Object.assign(el.dataset, value);
+    } else if (key === "href") {
+      el.setAttribute("href", safeHref(value));
+    } else if (FORBIDDEN.test(key)) {
+      throw new Error(`refusing to set ${key} from a value`);
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+}
+
+function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** An HTML element: h("a", {href: "#/pools", class: "x"}, "text", otherNode). */
+export function h(tag, props, ...children) {
+  const el = document.createElement(tag);
+  apply(el, props);
+  append(el, children);
+  return el;
+}
+
+/** An SVG element, built the same way. */
+export function s(tag, props, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  apply(el, props);
+  append(el, children);
+  return el;
+}
+
+/** Only in-page routes and http(s) URLs become links; anything else (javascript:, data:) is inert. */
+export function safeHref(value) {
+  const text = String(value);
+  if (text.startsWith("#")) return text;
+  try {
+    const url = new URL(text, window.location.href);
+    if (url.protocol === "http:" || url.protocol === "https:") return url.href;
+  } catch {
+    // not a URL at all
+  }
+  return "#";
+}
+
+export function clear(el) {
+  while (el.firstChild) el.firstChild.remove();
+  return el;
+}
+
+export function replace(el, ...children) {
+  clear(el);
+  append(el, children);
+  return el;
+}
+
+const pad = (n, width = 2) => String(n).padStart(width, "0");
+
+/** A time as a <time> element: local clock time, the full ISO instant on hover. */
+export function time(iso, { date = false } = {}) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return h("span", {}, String(iso));
+  const clock = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  return h("time", { datetime: iso, title: iso }, date ? `${day} ${clock.slice(0, 8)}` : clock);
+}
+
+/** Milliseconds between two ISO instants (or until now), as "1.24 s", "3 min 5 s". */
+export function duration(fromIso, toIso) {
+  if (!fromIso) return "—";
+  const ms = (toIso ? Date.parse(toIso) : Date.now()) - Date.parse(fromIso);
+  if (!Number.isFinite(ms) || ms < 0) return "—";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(2)} s`;
+  const minutes = Math.floor(ms / 60_000);
+  if (minutes < 60) return `${minutes} min ${Math.round((ms % 60_000) / 1000)} s`;
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
+export function bytes(n) {
+  if (!Number.isFinite(n)) return "? bytes";
+  if (n < 1024) return `${n} bytes`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/** A status as a coloured badge that also says it in words (never colour alone). */
+export function badge(status, extra) {
+  const name = String(status || "UNKNOWN");
+  return h("span", { class: `badge st-${name.replace(/[^A-Z_]/g, "")}` }, name, extra ? ` ${extra}` : "");
+}
+
+/** A definition list from [term, value] pairs (value: a node or text); empty values skipped. */
+export function fields(pairs, props) {
+  const dl = h("dl", { class: "fields", ...props });
+  for (const [term, value] of pairs) {
+    if (value === undefined || value === null || value === "" || value === false) continue;
+    dl.append(h("dt", {}, term), h("dd", {}, value));
+  }
+  return dl;
+}
+
+/**
+ * A table whose rows become labelled blocks in a narrow window (each cell carries its column's
+ * name), and that scrolls sideways in between rather than squeezing its columns.
+ */
+export function table(caption, headers, rows, props) {
+  for (const row of rows) {
+    [...row.children].forEach((cell, i) => cell.setAttribute("data-label", headers[i] ?? ""));
+  }
+  return h(
+    "div",
+    { class: "table-wrap", ...props },
+    h(
+      "table",
+      { class: "stack" },
+      caption ? h("caption", {}, caption) : null,
+      h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, rows),
+    ),
+  );
+}
+
+/**
+ * Replace `host`'s children, keeping what the operator did there: the <details data-key> they
+ * opened or closed (others take their new default) and the [data-key] element that had the
+ * focus. A live page redraws often.
+ */
+export function redraw(host, ...children) {
+  const touched = [...host.querySelectorAll("details[data-key][data-touched]")];
+  const open = new Map(touched.map((d) => [d.dataset.key, d.open]));
+  const active = document.activeElement;
+  const focusKey = active && host.contains(active) ? active.dataset?.key : undefined;
+  replace(host, ...children);
+  for (const d of host.querySelectorAll("details[data-key]")) {
+    if (open.has(d.dataset.key)) {
+      d.open = open.get(d.dataset.key);
+      d.dataset.touched = "";
+    }
+  }
+  if (focusKey) {
+    const again = [...host.querySelectorAll("[data-key]")].find((el) => el.dataset.key === focusKey);
+    again?.focus({ preventScroll: true });
+  }
+  return host;
+}
+
+// A <details> the operator opened or closed keeps that state across redraws (see redraw).
+document.addEventListener(
+  "click",
+  (event) => {
+    const summary = event.target instanceof Element ? event.target.closest("summary") : null;
+    if (summary?.parentElement?.dataset.key !== undefined) summary.parentElement.dataset.touched = "";
+  },
+  true,
+);

@@ -1,0 +1,172 @@
+// A definition's DAG as SVG: steps in columns by depth (a step sits one column right of its
+// deepest dependency), each step's compensation in a dashed box under it. With a workflow's
+// view, every box carries its status as a colour and as words (never colour alone).
+
+import { h, s } from "./dom.js";
+
+const NODE_W = 184;
+const NODE_H = 48;
+const UNDO_H = 38;
+const UNDO_GAP = 12;
+const COL_GAP = 56;
+const ROW_GAP = 22;
+const PAD = 12;
+const MAX_LABEL = 22;
+
+let instances = 0;
+
+export const STEP_STATUSES = ["PENDING", "QUEUED", "RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED"];
+
+const clip = (text) => (text.length > MAX_LABEL ? `${text.slice(0, MAX_LABEL - 1)}…` : text);
+
+/** Column of every step: 0 for roots, else one more than its deepest dependency. */
+export function depths(steps) {
+  const byName = new Map(steps.map((st) => [st.Name, st]));
+  const memo = new Map();
+  const depth = (name, seen = new Set()) => {
+    if (memo.has(name)) return memo.get(name);
+    if (seen.has(name)) return 0; // a cycle cannot pass validation; never loop on one anyway
+    seen.add(name);
+    const deps = byName.get(name)?.DependsOn || [];
+    const d = deps.length ? 1 + Math.max(...deps.map((dep) => depth(dep, seen))) : 0;
+    memo.set(name, d);
+    return d;
+  };
+  for (const st of steps) depth(st.Name);
+  return memo;
+}
+
+function statusText(item, fallback) {
+  if (!item) return fallback;
+  const attempt = item.attempt ? ` · attempt ${item.attempt}` : "";
+  return `${item.status}${attempt}`;
+}
+
+/**
+ * The graph of `definition` (the API's `definition` object, ASL field names).
+ * `view` (optional): a workflow view; `onSelect(kind, name)`: a box was chosen (click, Enter).
+ */
+export function drawGraph(definition, { view, onSelect } = {}) {
+  instances += 1;
+  const id = `g${instances}`;
+  const steps = definition.Steps || [];
+  const col = depths(steps);
+  const columns = [];
+  for (const st of steps) (columns[col.get(st.Name)] ||= []).push(st);
+  const hasUndo = steps.some((st) => st.Compensation);
+  const blockH = NODE_H + (hasUndo ? UNDO_GAP + UNDO_H : 0);
+  const rows = Math.max(1, ...columns.map((c) => (c ? c.length : 0)));
+  const width = PAD * 2 + columns.length * NODE_W + Math.max(0, columns.length - 1) * COL_GAP;
+  const height = PAD * 2 + rows * blockH + (rows - 1) * ROW_GAP;
+  const stepsByName = new Map((view?.steps || []).map((x) => [x.name, x]));
+  const compsByName = new Map((view?.compensations || []).map((x) => [x.name, x]));
+
+  const pos = new Map();
+  columns.forEach((column, c) => {
+    (column || []).forEach((st, r) => {
+      // Centre short columns vertically so joins read naturally.
+      const offset = ((rows - column.length) * (blockH + ROW_GAP)) / 2;
+      pos.set(st.Name, { x: PAD + c * (NODE_W + COL_GAP), y: PAD + offset + r * (blockH + ROW_GAP) });
+    });
+  });
+
+  const svg = s("svg", {
+    class: "dag",
+    viewBox: `0 0 ${width} ${height}`,
+    width,
+    height,
+    role: "group",
+    "aria-label": `Graph of ${definition.Name}: ${steps.length} steps`,
+  });
+  svg.append(
+    s(
+      "defs",
+      {},
+      s(
+        "marker",
+        { id: `${id}-arrow`, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" }),
+      ),
+    ),
+  );
+
+  for (const st of steps) {
+    const to = pos.get(st.Name);
+    for (const dep of st.DependsOn || []) {
+      const from = pos.get(dep);
+      if (!from) continue;
+      const x1 = from.x + NODE_W;
+      const y1 = from.y + NODE_H / 2;
+      const x2 = to.x - 2;
+      const y2 = to.y + NODE_H / 2;
+      const mid = (x1 + x2) / 2;
+      svg.append(
+        s("path", {
+          class: "edge",
+          d: `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`,
+          "marker-end": `url(#${id}-arrow)`,
+        }),
+      );
+    }
+  }
+
+  for (const st of steps) {
+    const { x, y } = pos.get(st.Name);
+    const item = stepsByName.get(st.Name);
+    const status = view ? item?.status || "PENDING" : "NONE";
+    const second = view ? statusText(item, "PENDING") : `${st.Pool} · ${st.Agent}`;
+    svg.append(box("step", st.Name, st.Name, second, status, x, y, NODE_W, NODE_H, onSelect));
+    if (st.Compensation) {
+      const comp = compsByName.get(st.Name);
+      const compStatus = view ? comp?.status || "NOT_STARTED" : "NONE";
+      const compSecond = view ? statusText(comp, "not started") : `${st.Compensation.Pool} · ${st.Compensation.Agent}`;
+      const uy = y + NODE_H + UNDO_GAP;
+      svg.append(
+        s("line", { class: "undo-link", x1: x + NODE_W / 2, y1: y + NODE_H, x2: x + NODE_W / 2, y2: uy }),
+        box("compensation", st.Name, `undo: ${st.Compensation.Agent}`, compSecond, compStatus, x + 10, uy, NODE_W - 20, UNDO_H, onSelect),
+      );
+    }
+  }
+  return h("div", { class: "dag-wrap" }, svg);
+}
+
+function box(kind, name, title, second, status, x, y, w, hgt, onSelect) {
+  const label = kind === "step" ? `Step ${name}: ${second}` : `Compensation of ${name}: ${second}`;
+  const g = s("g", {
+    class: `node ${kind} st-${status}`,
+    transform: `translate(${x} ${y})`,
+    "data-kind": kind,
+    "data-name": name,
+    "data-status": status,
+    "aria-label": label,
+  });
+  if (onSelect) {
+    g.setAttribute("tabindex", "0");
+    g.setAttribute("role", "button");
+    g.addEventListener("click", () => onSelect(kind, name));
+    g.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" || event.key === " ") {
+        event.preventDefault();
+        onSelect(kind, name);
+      }
+    });
+  } else {
+    g.setAttribute("role", "img");
+  }
+  g.append(
+    s("title", {}, label),
+    s("rect", { width: w, height: hgt, rx: 7, ry: 7 }),
+    s("text", { x: 10, y: kind === "step" ? 20 : 16, class: "node-name" }, clip(title)),
+    s("text", { x: 10, y: kind === "step" ? 38 : 31, class: "node-status" }, clip(second)),
+  );
+  return g;
+}
+
+/** The colours' meaning, each with its word. */
+export function legend(statuses) {
+  return h(
+    "ul",
+    { class: "legend", "aria-label": "Status colours" },
+    statuses.map((st) => h("li", {}, h("span", { class: `swatch st-${st}`, "aria-hidden": "true" }), st === "NOT_STARTED" ? "not started (compensation)" : st)),
+  );
+}

@@ -1,0 +1,389 @@
+// One workflow: its DAG with every step's and compensation's status, a timeline of every
+// attempt, its data as collapsible JSON, the events it announced (derived here from the view),
+// and the operator's actions. Refreshes itself while the workflow is not finished.
+
+import { ApiError, get, post, seg } from "../api.js";
+import { confirmAction, showOutcome } from "../confirm.js";
+import { badge, duration, fields, h, redraw, replace, table, time } from "../dom.js";
+import { STEP_STATUSES, drawGraph, legend } from "../graph.js";
+import { jsonView } from "../json.js";
+import { liveToggle } from "./workflows.js";
+
+export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"]);
+const REFRESH_MS = 1000;
+const IN_FLIGHT = new Set(["QUEUED", "RUNNING", "WAITING"]);
+
+const ACTIONS = [
+  {
+    name: "cancel",
+    label: "Cancel…",
+    when: ["RUNNING", "PAUSED"],
+    danger: true,
+    explain: "Stop dispatching; let running attempts end; compensate every step that may have acted, in reverse; end CANCELLED.",
+  },
+  {
+    name: "retry",
+    label: "Retry…",
+    when: ["FAILED"],
+    explain: "Redrive this FAILED workflow: its failed compensations (or the work the supervisor gave up on) are queued again with a fresh retry budget.",
+  },
+  {
+    name: "pause",
+    label: "Pause…",
+    when: ["RUNNING"],
+    explain: "Dispatch nothing new. Attempts already running finish and are recorded; the workflow waits in PAUSED for resume, compensate or cancel.",
+  },
+  {
+    name: "resume",
+    label: "Resume…",
+    when: ["PAUSED"],
+    explain: "Queue every FAILED step again with a fresh retry budget and dispatch what is ready. Optionally give one step a replacement input.",
+  },
+  {
+    name: "compensate",
+    label: "Compensate…",
+    when: ["RUNNING", "PAUSED"],
+    danger: true,
+    explain: "Give up: unwind as a failure would, ending COMPENSATED (or FAILED if a compensation fails for good).",
+  },
+];
+
+const OUTCOMES = {
+  ok: ["succeeded", "SUCCEEDED"],
+  error: ["failed", "FAILED"],
+  timeout: ["timed out", "FAILED"],
+  heartbeat_timeout: ["no heartbeat", "FAILED"],
+  input_replaced: ["input replaced", "PAUSED"],
+  queued: ["queued", "QUEUED"],
+  running: ["running", "RUNNING"],
+  waiting: ["waiting for callback", "WAITING"],
+};
+
+const kindLabel = (kind, name) => (kind === "step" ? name : `undo ${name}`);
+
+/** Every attempt of every step and compensation, in the order they started. */
+export function attemptRows(view) {
+  const rows = [];
+  for (const [kind, items] of [["step", view.steps], ["compensation", view.compensations]]) {
+    for (const item of items) {
+      for (const a of item.attempts) {
+        const current = a.attempt === item.attempt && a.outcome !== "input_replaced";
+        rows.push({
+          kind,
+          name: item.name,
+          attempt: a.attempt,
+          outcome: a.outcome,
+          dispatched: current ? item.dispatched_at : null,
+          claimed: a.started_at,
+          heartbeat: current ? item.heartbeat_at : null,
+          ended: a.at,
+          error: a.error,
+          by: a.outcome.endsWith("timeout") ? "supervisor" : a.outcome === "input_replaced" ? `operator ${a.by || ""}`.trim() : "agent",
+        });
+      }
+      if (IN_FLIGHT.has(item.status) && item.attempt > 0) {
+        rows.push({
+          kind,
+          name: item.name,
+          attempt: item.attempt,
+          outcome: item.status.toLowerCase(),
+          dispatched: item.dispatched_at,
+          claimed: item.status === "QUEUED" ? null : item.started_at,
+          heartbeat: item.heartbeat_at,
+          ended: null,
+          due: item.status === "QUEUED" ? item.available_at : null,
+          error: null,
+          by: null,
+          live: true,
+        });
+      }
+    }
+  }
+  const at = (r) => Date.parse(r.claimed || r.dispatched || r.ended || r.due || "") || Number.MAX_SAFE_INTEGER;
+  return rows.sort((x, y) => at(x) - at(y) || (x.kind === y.kind ? 0 : x.kind === "step" ? -1 : 1));
+}
+
+/** The lifecycle events this workflow announced, as far as its current view shows them. */
+export function derivedEvents(view) {
+  const events = [{ at: view.created_at, type: "WorkflowStarted", detail: view.type }];
+  for (const [kind, items] of [["step", view.steps], ["compensation", view.compensations]]) {
+    for (const item of items) {
+      const last = item.attempts[item.attempts.length - 1];
+      for (const a of item.attempts) {
+        const who = `${kindLabel(kind, item.name)}, attempt ${a.attempt}`;
+        if (a.outcome === "input_replaced") {
+          events.push({ at: a.at, type: "WorkflowResumed", detail: `with a replacement input for ${item.name}${a.by ? ` by ${a.by}` : ""}` });
+        } else if (a.outcome === "ok") {
+          events.push({ at: a.at, type: kind === "step" ? "StepSucceeded" : "StepCompensated", detail: who });
+        } else {
+          if (a.outcome.endsWith("timeout")) events.push({ at: a.at, type: "StepTimedOut", detail: `${who}: ${OUTCOMES[a.outcome][0]}` });
+          const final = a === last && item.status === "FAILED";
+          if (final || !a.outcome.endsWith("timeout")) {
+            events.push({ at: a.at, type: final ? "StepFailed" : "StepRetried", detail: `${who}${a.error ? `: ${a.error}` : ""}` });
+          }
+        }
+      }
+    }
+  }
+  if (view.paused_at) {
+    const reason = view.pause?.reason ? `${view.pause.reason}${view.pause.step ? ` of ${view.pause.step}` : ""}` : "";
+    events.push({ at: view.paused_at, type: "WorkflowPaused", detail: reason });
+  }
+  if (TERMINAL.has(view.status) && view.finished_at) {
+    const name = view.status.charAt(0) + view.status.slice(1).toLowerCase();
+    events.push({ at: view.finished_at, type: `Workflow${name}`, detail: view.error?.message || "" });
+  }
+  return events.sort((x, y) => Date.parse(x.at) - Date.parse(y.at));
+}
+
+function fallbackDefinition(view) {
+  // The definition is gone from this deployment: draw the steps the view has, without edges.
+  const comps = new Set(view.compensations.map((c) => c.name));
+  return {
+    Name: view.type,
+    Steps: view.steps.map((st) => ({ Name: st.name, DependsOn: [], Agent: "?", Pool: "?", Compensation: comps.has(st.name) ? { Agent: "?", Pool: "?" } : undefined })),
+  };
+}
+
+function timeline(view) {
+  const rows = attemptRows(view).map((r) => {
+    const [word, tone] = OUTCOMES[r.outcome] || [r.outcome, "NONE"];
+    return h(
+      "tr",
+      { "data-row": `${r.kind}:${r.name}:${r.attempt}`, "data-outcome": r.outcome },
+      h("th", { scope: "row" }, kindLabel(r.kind, r.name)),
+      h("td", { class: "num" }, String(r.attempt)),
+      h("td", {}, h("span", { class: `badge st-${tone}` }, word), r.due && Date.parse(r.due) > Date.now() ? h("span", { class: "muted" }, " retry at ", time(r.due)) : null),
+      h("td", {}, time(r.dispatched)),
+      h("td", {}, time(r.claimed)),
+      h("td", {}, time(r.heartbeat)),
+      h("td", {}, time(r.ended)),
+      h("td", { class: "num" }, r.claimed ? duration(r.claimed, r.ended) : "—"),
+      h("td", { class: "error-text" }, r.error || ""),
+      h("td", {}, r.by || ""),
+    );
+  });
+  if (!rows.length) return h("p", { class: "empty" }, "No attempt has started yet.");
+  return table(
+    "Every attempt (the last 20 per step are kept), in the order they started. Dispatch and heartbeat times are known for each step's latest attempt.",
+    ["Step", "Attempt", "Outcome", "Dispatched", "Claimed", "Last heartbeat", "Ended", "Duration", "Error", "Ended by"],
+    rows,
+  );
+}
+
+function itemDetails(kind, item) {
+  const key = `${kind}:${item.name}`;
+  const retryWait = item.available_at && item.available_at !== item.dispatched_at;
+  return h(
+    "section",
+    { class: "item", id: `item-${kind}-${item.name}`, "aria-label": `${kind === "step" ? "Step" : "Compensation of"} ${item.name}` },
+    h(
+      "details",
+      { dataset: { key }, open: IN_FLIGHT.has(item.status) || item.status === "FAILED" },
+      h("summary", {}, h("span", { class: "item-name" }, kindLabel(kind, item.name)), " ", badge(item.status), h("span", { class: "muted" }, ` attempt ${item.attempt}`)),
+      fields([
+        ["Attempts ended", String(item.attempts_total)],
+        ["Dispatches", item.dispatches ? `${item.dispatches} (every task message sent for it, the supervisor's re-sends of lost ones included)` : ""],
+        ["Dispatched", item.dispatched_at && time(item.dispatched_at)],
+        ["Retry not before", retryWait && time(item.available_at)],
+        ["First claimed", item.first_claimed_at && time(item.first_claimed_at)],
+        ["Claimed", item.started_at && time(item.started_at)],
+        ["Last heartbeat", item.heartbeat_at && time(item.heartbeat_at)],
+        ["Finished", item.finished_at && time(item.finished_at)],
+      ]),
+      item.error ? jsonView("Error", item.error, { key: `${key}:error` }) : null,
+      item.output !== null && item.output !== undefined ? jsonView("Output", item.output, { key: `${key}:output` }) : null,
+      item.details !== null && item.details !== undefined ? jsonView("Progress details", item.details, { key: `${key}:details` }) : null,
+      item.input !== null && item.input !== undefined ? jsonView("Replacement input", item.input, { key: `${key}:input` }) : null,
+    ),
+  );
+}
+
+function resumeForm(view) {
+  const select = h(
+    "select",
+    { id: "resume-step", name: "step" },
+    h("option", { value: "" }, "no replacement input"),
+    view.steps.map((st) => h("option", { value: st.name }, st.name)),
+  );
+  const area = h("textarea", { id: "resume-input", name: "input", rows: 6, cols: 40, spellcheck: "false", disabled: true, placeholder: '{"order_id": "o-1"}' });
+  select.addEventListener("change", () => {
+    area.disabled = !select.value;
+  });
+  const node = h(
+    "div",
+    { class: "resume-form" },
+    h("label", { for: "resume-step" }, "Replacement input for step"),
+    select,
+    h("label", { for: "resume-input" }, "Replacement input (JSON)"),
+    area,
+  );
+  const prepare = () => {
+    if (!select.value) return undefined;
+    let input;
+    try {
+      input = JSON.parse(area.value);
+    } catch (exc) {
+      area.focus();
+      throw new Error(`The replacement input is not valid JSON: ${exc.message}`);
+    }
+    return { step: select.value, input };
+  };
+  return { node, prepare };
+}
+
+export async function workflowPage(ctx, { id }) {
+  let view = (await get(`/workflows/${seg(id)}`)).data;
+  let definition = null;
+  let definitionNote = "";
+  try {
+    definition = (await get(`/definitions/${seg(view.type)}`)).data;
+    if (definition.hash !== view.definition_hash) {
+      definitionNote = "The definition has changed since this workflow started: the graph shows the current one.";
+    }
+  } catch (exc) {
+    if (!(exc instanceof ApiError)) throw exc;
+    definitionNote = `The definition ${view.type} is not served any more (${exc.code}): its steps are drawn without their edges.`;
+  }
+  if (!ctx.alive) return;
+
+  const live = liveToggle((on) => {
+    paintLive();
+    if (on) refresh();
+  });
+  const liveState = h("span", { class: "muted", id: "live-state" });
+  const paintLive = () =>
+    replace(liveState, TERMINAL.has(view.status) ? "Finished: not refreshing." : live.isOn() ? "Live: refreshing every second." : "Live refresh is off.");
+  const summary = h("div", { id: "summary" });
+  const actions = h("div", { class: "actions", id: "actions" });
+  const outcome = h("p", { class: "outcome", id: "action-outcome", role: "status" });
+  const graphHost = h("div", { id: "graph" });
+  const timelineHost = h("div", { id: "timeline" });
+  const dataHost = h("div", { id: "data" });
+  const itemsHost = h("div", { id: "items" });
+  const eventsHost = h("div", { id: "events" });
+  const problem = h("p", { class: "problem", role: "alert" });
+  let lastText = "";
+
+  function select(kind, name) {
+    // A box in the graph was chosen: unfold that step's details and move the keyboard there.
+    const target = document.getElementById(`item-${kind}-${name}`);
+    const details = target?.querySelector("details");
+    if (details) {
+      details.open = true;
+      details.dataset.touched = "";
+      target.scrollIntoView({ block: "start" });
+      details.querySelector("summary").focus({ preventScroll: true });
+    }
+  }
+
+  async function act(action) {
+    const resume = action.name === "resume" ? resumeForm(view) : null;
+    const result = await confirmAction({
+      title: `${action.label.replace("…", "")} workflow ${view.workflow_id}?`,
+      body: [h("p", {}, action.explain), h("p", {}, "Status now: ", badge(view.status)), resume?.node],
+      confirmLabel: `${action.label.replace("…", "")} workflow`,
+      danger: action.danger,
+      prepare: resume?.prepare,
+      act: (body) => post(`/workflows/${seg(view.workflow_id)}/${action.name}`, body),
+    });
+    if (!result) return;
+    showOutcome(outcome, action.label.replace("…", ""), result);
+    await refresh();
+  }
+
+  function draw() {
+    paintLive();
+    redraw(
+      summary,
+      fields([
+        ["Status", Object.assign(badge(view.status), { id: "wf-status" })],
+        ["Type", h("a", { href: `#/definitions/${seg(view.type)}` }, view.type)],
+        ["Created", time(view.created_at, { date: true })],
+        ["Updated", time(view.updated_at, { date: true })],
+        ["Finished", view.finished_at && time(view.finished_at, { date: true })],
+        ["Paused", view.pause ? `${view.pause.reason || ""}${view.pause.step ? ` (step ${view.pause.step})` : ""}${view.pause.by ? ` by ${view.pause.by}` : ""}` : ""],
+        ["Paused at", view.paused_at && time(view.paused_at, { date: true })],
+        ["Redrives", view.redrives ? String(view.redrives) : ""],
+        ["Definition", h("code", { title: view.definition_hash }, view.definition_hash.slice(0, 12))],
+      ]),
+    );
+    redraw(
+      actions,
+      ACTIONS.map((a) =>
+        h(
+          "button",
+          {
+            type: "button",
+            class: a.danger ? "danger" : "",
+            disabled: !a.when.includes(view.status),
+            title: a.when.includes(view.status) ? a.explain : `Only when ${a.when.join(" or ")}`,
+            dataset: { key: `action:${a.name}`, action: a.name },
+            on: { click: () => act(a) },
+          },
+          a.label,
+        ),
+      ),
+    );
+    const shown = definition?.definition || fallbackDefinition(view);
+    redraw(
+      graphHost,
+      definitionNote ? h("p", { class: "note" }, definitionNote) : null,
+      drawGraph(shown, { view, onSelect: select }),
+      legend([...STEP_STATUSES, "NOT_STARTED"]),
+    );
+    redraw(timelineHost, timeline(view));
+    redraw(
+      dataHost,
+      jsonView("Input", view.input, { key: "wf:input" }),
+      jsonView("Output", view.output, { key: "wf:output", empty: view.status === "SUCCEEDED" ? "null" : "none yet (a workflow has an output once it SUCCEEDED)" }),
+      view.error ? jsonView("Error", view.error, { key: "wf:error" }) : null,
+    );
+    redraw(
+      itemsHost,
+      view.steps.map((st) => itemDetails("step", st)),
+      view.compensations.length ? h("h3", { class: "sub" }, "Compensations") : null,
+      view.compensations.map((c) => itemDetails("compensation", c)),
+    );
+    const events = derivedEvents(view).map((e) =>
+      h("tr", { "data-event": e.type }, h("td", {}, time(e.at)), h("th", { scope: "row" }, e.type), h("td", {}, e.detail || "")),
+    );
+    redraw(eventsHost, table("Derived in the console from the workflow's view (not read from the event bus).", ["Time", "Event", "Detail"], events));
+  }
+
+  async function refresh() {
+    try {
+      view = (await get(`/workflows/${seg(id)}`)).data;
+      replace(problem);
+    } catch (exc) {
+      replace(problem, exc.describe ? exc.describe() : String(exc));
+      return;
+    }
+    if (!ctx.alive) return;
+    const text = JSON.stringify(view);
+    if (text !== lastText) {
+      lastText = text;
+      draw();
+    }
+  }
+
+  replace(
+    ctx.main,
+    h("p", { class: "crumbs" }, h("a", { href: "#/workflows" }, "← Workflows")),
+    h("h1", { tabindex: "-1" }, "Workflow ", h("code", { class: "wf-id" }, view.workflow_id)),
+    h("div", { class: "toolbar" }, live.button, liveState),
+    problem,
+    summary,
+    h("section", { "aria-labelledby": "h-actions" }, h("h2", { id: "h-actions" }, "Actions"), actions, outcome),
+    h("section", { "aria-labelledby": "h-graph" }, h("h2", { id: "h-graph" }, "Steps"), graphHost),
+    h("section", { "aria-labelledby": "h-timeline" }, h("h2", { id: "h-timeline" }, "Attempts"), timelineHost),
+    h("section", { "aria-labelledby": "h-data" }, h("h2", { id: "h-data" }, "Input and output"), dataHost),
+    h("section", { "aria-labelledby": "h-items" }, h("h2", { id: "h-items" }, "Step details"), itemsHost),
+    h("section", { "aria-labelledby": "h-events" }, h("h2", { id: "h-events" }, "Events"), eventsHost),
+  );
+  lastText = JSON.stringify(view);
+  draw();
+  ctx.every(REFRESH_MS, async () => {
+    if (live.isOn() && !TERMINAL.has(view.status)) await refresh();
+  });
+}
