@@ -55,7 +55,12 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Decode, accepting only the canonical text: base64's last character carries unused
+    bits, so two texts can decode to the same bytes; a token has exactly one spelling."""
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical encoding")
+    return data
 
 
 class Paginator:

@@ -256,6 +256,53 @@ def test_pagination_tokens_are_opaque_signed_and_bound_to_caller_and_filters(
         assert status == 400
 
 
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _same_bytes_spellings(text: str) -> list[str]:
+    """Other texts whose base64url decoding equals `text`'s (the last character's spare bits)."""
+    decode = _unb64
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    return [
+        text[:-1] + c for c in alphabet if c != text[-1] and decode(text[:-1] + c) == decode(text)
+    ]
+
+
+def test_a_token_has_one_spelling(stack: Stack) -> None:
+    """A 32-byte MAC is 43 base64 characters whose last carries two spare bits: three other
+    spellings decode to the same MAC, and each of them is refused like any forgery."""
+    for _ in range(2):
+        assert call(stack, "POST", "/workflows", raw=json.dumps(START))[0] == 202
+    _, _, page = call(stack, "GET", "/workflows", query={"limit": "1"})
+    token = page["next_token"]
+    payload, mac = token.split(".")
+    variants = [f"{payload}.{other}" for other in _same_bytes_spellings(mac)]
+    assert len(variants) == 3
+    for variant in variants:
+        status, _, reply = call(
+            stack, "GET", "/workflows", query={"limit": "1", "next_token": variant}
+        )
+        assert status == 400 and reply["error"]["field"] == "next_token", (variant, reply)
+    assert call(stack, "GET", "/workflows", query={"limit": "1", "next_token": token})[0] == 200
+
+
+def test_a_task_token_has_one_spelling() -> None:
+    from shepherd.engine.tokens import TaskToken
+
+    token = TaskToken.new("wf1", "step", "charge", 1)
+    text = token.encode()
+    assert TaskToken.decode(text) == token
+    body = text[len("st1.") :]
+    spare = ["st1." + other for other in _same_bytes_spellings(body)]
+    respaced = "st1." + base64.urlsafe_b64encode(
+        json.dumps(json.loads(_unb64(body)), indent=1).encode()
+    ).decode().rstrip("=")
+    for variant in [*spare, respaced]:
+        with pytest.raises(ValueError, match="not a task token"):
+            TaskToken.decode(variant)
+
+
 def test_the_signing_secret_is_created_once_and_shared(stack: Stack) -> None:
     from shepherd_handlers import pagination, runtime
 

@@ -58,7 +58,9 @@ class TaskToken:
             decoded = cls(str(body["w"]), kind, str(body["s"]), int(body["a"]), str(body["n"]))
         except (binascii.Error, ValueError, KeyError, TypeError) as exc:
             raise ValueError("not a task token") from exc
-        if decoded.attempt < 1 or len(decoded.nonce) < 16:
+        if decoded.attempt < 1 or len(decoded.nonce) < 16 or decoded.encode() != token:
+            # One spelling per token: base64's spare bits and JSON's spacing would otherwise
+            # let many texts name the same attempt (and slip past anything keyed on the text).
             raise ValueError("not a task token")
         return decoded
 
