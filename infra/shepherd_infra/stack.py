@@ -108,6 +108,12 @@ class ShepherdStack(Stack):
         CfnOutput(self, "TableName", value=self.store.table.table_name)
         CfnOutput(
             self,
+            "EventRelayFailuresQueueUrl",
+            value=self.relay.failures.queue_url,
+            description="Stream records the event relay gave up on: shepherd events replay",
+        )
+        CfnOutput(
+            self,
             "DashboardUrl",
             value=(
                 f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
