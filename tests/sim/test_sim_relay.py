@@ -134,3 +134,36 @@ def test_a_relay_that_publishes_out_of_order_is_caught(monkeypatch: pytest.Monke
     monkeypatch.setattr(Relay, "poll", newest_first)
     found = kinds(run_all(Faults.none(), range(10)))
     assert found["events_ordered"] > 0, found
+
+
+def _pause_resume_pause() -> SimResult:
+    """An operator pauses, resumes and pauses a workflow again within one millisecond."""
+    from shepherd_sim.sim import Simulation
+
+    sim = Simulation(7, Faults.none(), auto=False)
+    wf = sim.start_workflow("order_fulfilment")
+    assert wf is not None
+    assert [sim.operator_call(a, wf) for a in ("pause", "resume", "pause")] == ["ok"] * 3
+    sim.drain()
+    return sim.result()
+
+
+def test_pauses_in_one_millisecond_keep_their_own_event_ids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the state machine: the moment of a pause alone made two pauses one event_id.
+    With that id put back, the same run shows the violation."""
+    from shepherd import changes
+
+    result = _pause_resume_pause()
+    assert not result.violations, result.violations
+    real = changes._workflow_event
+
+    def moment_only(detail_type: str, new: Any, sequence: str, *unique: object) -> Any:
+        if detail_type in ("WorkflowPaused", "WorkflowResumed"):
+            unique = unique[:1]
+        return real(detail_type, new, sequence, *unique)
+
+    monkeypatch.setattr(changes, "_workflow_event", moment_only)
+    broken = _pause_resume_pause()
+    assert {v.invariant for v in broken.violations} == {"events_real"}, broken.violations
