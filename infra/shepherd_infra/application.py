@@ -12,6 +12,7 @@ from aws_cdk import App
 from shepherd_infra import config
 from shepherd_infra.nag import add_checks
 from shepherd_infra.stack import ShepherdStack
+from shepherd_infra.webhooks import parse_webhooks
 
 STACK_NAME = "Shepherd"
 BUILD_SUBDIR = "shepherd-build"
@@ -69,6 +70,7 @@ def build_app(
         powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),
         powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
         event_owners=_json_map(ctx(config.CTX_EVENT_OWNERS)),
+        webhooks=parse_webhooks(ctx(config.CTX_WEBHOOKS)),
     )
     add_checks(app)
     return app, stack

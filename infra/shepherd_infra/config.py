@@ -89,3 +89,4 @@ REMOVED_CONTEXT = {
 }
 # {event source: owner principal ARN} for StartWorkflow events (JSON; see docs/api.md, Events)
 CTX_EVENT_OWNERS = "event_owners"
+CTX_WEBHOOKS = "webhooks"  # selected events to HTTPS endpoints (shepherd_infra.webhooks)

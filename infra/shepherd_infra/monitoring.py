@@ -26,6 +26,7 @@ from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.naming import stack_scoped_name
+from shepherd_infra.webhooks import Webhook
 
 ONE_MINUTE = Duration.minutes(1)
 DASHBOARD_NAME_MAX = 255
@@ -62,6 +63,7 @@ class Monitoring(Construct):
         rest_api: aws_apigateway.RestApi,
         relay: EventRelay,
         alarm_email: str | None,
+        webhooks: Sequence[Webhook] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[aws_cloudwatch.Alarm] = []
@@ -144,6 +146,17 @@ class Monitoring(Construct):
             description="Stream records whose events could not be published after every "
             "retry: replay them with `shepherd events replay` (docs/api.md) within 24 hours",
         )
+        for hook in webhooks:
+            self._alarm(
+                f"Webhook{hook.hook.name}Undelivered",
+                hook.dlq.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=ONE_MINUTE
+                ),
+                threshold=0,
+                description=f"Events the webhook {hook.hook.name} ({hook.hook.url}) did not "
+                "accept within a day of retries are in its DLQ: fix the endpoint, then send "
+                "them again (docs/architecture.md, Deployment)",
+            )
         started = engine_metric(Metric.WORKFLOWS_STARTED, period=config.ALARM_PERIOD)
         failed = engine_metric(Metric.WORKFLOWS_FAILED, period=config.ALARM_PERIOD)
         self._alarm(

@@ -3,6 +3,7 @@ timeouts and handler names all come from the `shepherd` core and the definitions
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import Aws, CfnOutput, Stack
@@ -21,6 +22,7 @@ from shepherd_infra.monitoring import Monitoring
 from shepherd_infra.runtime import LambdaRuntime
 from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
+from shepherd_infra.webhooks import WebhookConfig, Webhooks
 
 
 class ShepherdStack(Stack):
@@ -39,6 +41,7 @@ class ShepherdStack(Stack):
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
         event_owners: dict[str, str] | None = None,
+        webhooks: Sequence[WebhookConfig] = (),
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -88,6 +91,7 @@ class ShepherdStack(Stack):
         self.relay = EventRelay(
             self, "EventRelay", store=self.store, runtime=self.runtime, access=access
         )
+        self.webhooks = Webhooks(self, "Webhooks", hooks=webhooks, bus=self.events.bus)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -95,12 +99,19 @@ class ShepherdStack(Stack):
             pools=list(self.pools.values()),
             rest_api=self.api.rest_api,
             relay=self.relay,
+            webhooks=self.webhooks.hooks,
             alarm_email=alarm_email,
         )
 
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url, description="Scheduler API")
         CfnOutput(self, "EventBusName", value=self.events.bus.event_bus_name)
         CfnOutput(self, "TableName", value=self.store.table.table_name)
+        CfnOutput(
+            self,
+            "EventRelayFailuresQueueUrl",
+            value=self.relay.failures.queue_url,
+            description="Stream records the event relay gave up on: shepherd events replay",
+        )
         CfnOutput(
             self,
             "DashboardUrl",

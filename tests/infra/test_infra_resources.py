@@ -487,6 +487,9 @@ def test_the_account_api_gateway_role_is_left_alone(shepherd: Synth, extended: S
 def test_outputs(shepherd: Synth) -> None:
     outputs = shepherd.tpl["Outputs"]
     assert {"ApiUrl", "EventBusName", "TableName", "DashboardUrl"} <= set(outputs)
+    # What `shepherd events replay --queue` needs: the relay's on-failure queue.
+    failures = shepherd.logical_id(shepherd.stack.relay.failures)
+    assert outputs["EventRelayFailuresQueueUrl"]["Value"] == {"Ref": failures}
     dashboard = str(outputs["DashboardUrl"]["Value"])
     assert "AWS::Region" in dashboard
     dashboard_id = shepherd.logical_id(shepherd.stack.monitoring.dashboard)

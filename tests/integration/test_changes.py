@@ -168,6 +168,21 @@ def test_every_event_has_a_deterministic_id_and_a_growing_sequence() -> None:
     assert sequences == sorted(sequences)
 
 
+def test_pauses_and_resumes_in_one_millisecond_get_their_own_ids() -> None:
+    """Pause, resume, pause again in one millisecond (found by the simulator: the moment of
+    the pause alone made the two pauses one id, and a deduplicating subscriber lost one)."""
+    running = {"pk": "WF#w", "sk": "#WF", "status": "RUNNING", "updated_at": 5}
+    paused = {**running, "status": "PAUSED", "paused_at": 5}
+    writes = [(running, paused, "1"), (paused, running, "2"), (running, paused, "3")]
+    writes.append((paused, running, "4"))
+    events = [e for old, new, seq in writes for e in events_of(Change(old, new, seq))]
+    assert [e.detail_type for e in events] == ["WorkflowPaused", "WorkflowResumed"] * 2
+    ids = [e.detail["event_id"] for e in events]
+    assert len(set(ids)) == 4
+    # ... and each stays the same when its record is delivered again.
+    assert events_of(Change(running, paused, "3"))[0].detail["event_id"] == ids[2]
+
+
 def test_a_write_that_announces_nothing_derives_nothing() -> None:
     heartbeat = Change(
         {"pk": "WF#w", "sk": "S#a", "status": "RUNNING", "attempt": 1, "heartbeat_at": 1},
@@ -202,17 +217,13 @@ def test_a_callback_arriving_before_its_agent_returned_announces_nothing_twice()
 
 def _record(change: Change) -> dict[str, Any]:
     """A change as DynamoDB Streams reports it to the event source mapping."""
-    from shepherd.adapters.dynamodb import to_attr
+    from shepherd.adapters.dynamodb import record_of_change
 
-    name = "INSERT" if change.old is None else "REMOVE" if change.new is None else "MODIFY"
-    images = {"OldImage": change.old, "NewImage": change.new}
-    return {
-        "eventName": name,
-        "dynamodb": {k: to_attr(dict(v)) for k, v in images.items() if v is not None},
-    }
+    return record_of_change(change)
 
 
 def test_the_stream_filters_drop_claims_and_heartbeats_and_never_an_announcing_change() -> None:
+    from shepherd.adapters.dynamodb import change_of_record
     from shepherd.changes import STREAM_FILTERS, passes_filters
 
     changes: list[Change] = []
@@ -223,7 +234,10 @@ def test_the_stream_filters_drop_claims_and_heartbeats_and_never_an_announcing_c
         changes += h.store.changes
     kept = dropped = 0
     for change in changes:
-        passes = passes_filters(_record(change), STREAM_FILTERS)
+        record = _record(change)
+        passes = passes_filters(record, STREAM_FILTERS)
+        # The relay's path (serialized and read back) derives exactly the same events.
+        assert events_of(change_of_record(record)) == events_of(change), change
         if events_of(change):
             assert passes, change  # an announcing change always reaches the consumer
         kept += passes

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from shepherd.changes import Change, events_of
 from shepherd.model import StepRecord, StepStatus, WorkflowRecord, WorkflowState, WorkflowStatus
 from shepherd_sim.bounds import Timing, pause_timeout_budget_ms, paused_wait_ms
 from shepherd_sim.invariants import (
@@ -35,6 +36,7 @@ from shepherd_sim.invariants import (
     decided_before_pause,
     orphaned_effects,
 )
+from shepherd_sim.relay import Delivery
 from shepherd_sim.service import Call, Effect, FakeService
 from shepherd_sim.sim import definitions
 
@@ -105,11 +107,27 @@ def claims_of(items: list[dict[str, Any]]) -> list[Claim]:
     return sorted(out, key=lambda c: c.at)
 
 
+def stream_of(items: list[dict[str, Any]]) -> list[Change]:
+    """The table's stream a consistent record implies for its workflow item: created RUNNING,
+    then one write to the status it is in."""
+    wf = next((i for i in items if i["sk"] == "#WF"), None)
+    if wf is None:
+        return []
+    running = {**wf, "status": "RUNNING"}
+    changes = [Change(None, running, f"{1:021d}")]
+    if wf["status"] != "RUNNING":
+        changes.append(Change(running, wf, f"{2:021d}"))
+    return changes
+
+
 def record(items: list[dict[str, Any]], service: FakeService | None = None, **kw: Any) -> RunRecord:
     """A RunRecord of hand-made items; unless told otherwise, the claims that landed are the
-    ones the items' `first_claimed_at` imply, and the service's undo memory is its own."""
+    ones the items' `first_claimed_at` imply, the stream is `stream_of` (each event it
+    announces delivered once), and the service's undo memory is its own."""
     service = service or FakeService()
     kw.setdefault("claims", claims_of(items))
+    kw.setdefault("changes", stream_of(items))
+    kw.setdefault("deliveries", _delivered(kw["changes"]))
     kw.setdefault("undone", dict(service.undone))
     return RunRecord(
         items=items,
@@ -474,28 +492,119 @@ def test_calls_record_what_each_attempt_was_given() -> None:
     ]
 
 
-def test_finishing_twice_or_as_the_wrong_status_is_caught() -> None:
-    from shepherd_sim.invariants import check_finish_events, missing_events
+def _wf_change(before: str | None, after: str, seq: int, redrives: int = 0) -> Change:
+    """A write of the workflow item moving it from `before` (None: created) to `after`."""
+    new = {**workflow(WorkflowStatus(after), [], redrives=redrives)[0], "updated_at": T0 + seq}
+    old = None if before is None else {**new, "status": before}
+    return Change(old, new, f"{seq:021d}")
 
-    done = ("WorkflowSucceeded", {"workflow_id": WF})
-    assert check_finish_events(record(succeeded_order(), events=[done])) == []
-    twice = check_finish_events(record(succeeded_order(), events=[done, done]))
+
+def _started_and(*ends: tuple[str, str, int]) -> list[Change]:
+    """Start, then each (from, to, redrives) status write, in order."""
+    changes = [_wf_change(None, "RUNNING", 1)]
+    changes += [_wf_change(a, b, i + 2, r) for i, (a, b, r) in enumerate(ends)]
+    return changes
+
+
+def test_finishing_twice_or_as_the_wrong_status_is_caught() -> None:
+    from shepherd_sim.invariants import check_finish_events
+
+    done = ("RUNNING", "SUCCEEDED", 0)
+    assert check_finish_events(record(succeeded_order(), changes=_started_and(done))) == []
+    twice = check_finish_events(
+        record(succeeded_order(), changes=_started_and(done, ("SUCCEEDED", "RUNNING", 0), done))
+    )
     assert any("finished 2 times" in v.message for v in twice)
-    failed = ("WorkflowFailed", {"workflow_id": WF})
     redriven = workflow(
         WorkflowStatus.SUCCEEDED,
         [step(n, S, at=i + 1) for i, n in enumerate(ORDER_STEPS)],
         redrives=1,
     )
-    assert check_finish_events(record(redriven, events=[failed, done])) == []
-    assert check_finish_events(record(redriven, events=[done, done])) != []
-    assert check_finish_events(record(redriven, events=[failed])) == []  # end not announced
-    assert check_finish_events(record(redriven, events=[failed, failed])) != []
-    wrong = ("WorkflowFailed", {"workflow_id": WF})
-    (v,) = check_finish_events(record(succeeded_order(), events=[wrong]))
+    failed = ("COMPENSATING", "FAILED", 0)
+    redrive = ("FAILED", "COMPENSATING", 1)
+    fine = _started_and(failed, redrive, ("COMPENSATING", "SUCCEEDED", 1))
+    assert check_finish_events(record(redriven, changes=fine)) == []
+    wrong_first = _started_and(("RUNNING", "CANCELLED", 0), redrive, ("RUNNING", "SUCCEEDED", 1))
+    assert check_finish_events(record(redriven, changes=wrong_first)) != []
+    # A terminal workflow whose end no write announced (its last end was a FAILED since
+    # redriven) is caught: the events would say it is still failed.
+    (v,) = check_finish_events(record(redriven, changes=_started_and(failed, redrive)))
     assert "announced ['WorkflowFailed'] but it is SUCCEEDED" in v.message
-    assert missing_events(record(succeeded_order())) == [WF]
-    assert missing_events(record(succeeded_order(), events=[done])) == []
+    (v,) = check_finish_events(
+        record(succeeded_order(), changes=_started_and(("RUNNING", "FAILED", 0)))
+    )
+    assert "announced ['WorkflowFailed'] but it is SUCCEEDED" in v.message
+    (v,) = check_finish_events(record(succeeded_order(), changes=_started_and()))
+    assert "announced [] but it is SUCCEEDED" in v.message
+
+
+def _delivered(changes: list[Change], *, via: str = "relay") -> list[Delivery]:
+    """Every event the changes announce, delivered once, in order."""
+    return [
+        Delivery(T0, e.detail_type, dict(e.detail), via)
+        for change in changes
+        for e in events_of(change)
+    ]
+
+
+def test_an_announced_event_never_delivered_is_caught() -> None:
+    from shepherd_sim.invariants import check_events_delivered, missing_events
+
+    changes = _started_and(("RUNNING", "SUCCEEDED", 0))
+    delivered = _delivered(changes)
+    assert [d.detail_type for d in delivered] == ["WorkflowStarted", "WorkflowSucceeded"]
+    ok_record = record(succeeded_order(), changes=changes, deliveries=delivered)
+    assert check_events_delivered(ok_record) == [] and missing_events(ok_record) == []
+    # Delivered twice is fine (at least once); never delivered is not.
+    twice = record(succeeded_order(), changes=changes, deliveries=[*delivered, *delivered])
+    assert check_events_delivered(twice) == []
+    lost = record(succeeded_order(), changes=changes, deliveries=delivered[:1])
+    (v,) = check_events_delivered(lost)
+    assert v.invariant == "events_delivered" and "terminal event WorkflowSucceeded" in v.message
+    assert [e.detail_type for e in missing_events(lost)] == ["WorkflowSucceeded"]
+
+
+def test_an_invented_or_altered_event_or_a_reused_id_is_caught() -> None:
+    from shepherd_sim.invariants import check_events_real
+
+    changes = _started_and(("RUNNING", "SUCCEEDED", 0))
+    delivered = _delivered(changes)
+    assert check_events_real(record(succeeded_order(), changes=changes, deliveries=delivered)) == []
+    # A duplicate with its own id is an invented event (a subscriber could not drop it).
+    fresh_id = replace(delivered[1], detail={**delivered[1].detail, "event_id": "f" * 32})
+    (v,) = check_events_real(
+        record(succeeded_order(), changes=changes, deliveries=[*delivered, fresh_id])
+    )
+    assert v.invariant == "events_real" and "matches no change" in v.message
+    # The right id on a different event (another status) is an altered one.
+    altered = replace(delivered[1], detail={**delivered[1].detail, "status": "FAILED"})
+    (v,) = check_events_real(record(succeeded_order(), changes=changes, deliveries=[altered]))
+    assert "differs from what its change announced" in v.message
+    # No change at all behind an event: invented.
+    (v,) = check_events_real(record(succeeded_order(), changes=[], deliveries=delivered[:1]))
+    assert "matches no change" in v.message
+    # Two different transitions with one id: a deduplicating subscriber would lose one.
+    again = _started_and(
+        ("RUNNING", "SUCCEEDED", 0), ("SUCCEEDED", "RUNNING", 0), ("RUNNING", "SUCCEEDED", 0)
+    )
+    (v,) = check_events_real(record(succeeded_order(), changes=again, deliveries=[]))
+    assert "reuses the event_id" in v.message
+
+
+def test_a_workflow_s_events_out_of_order_are_caught() -> None:
+    from shepherd_sim.invariants import check_events_ordered
+
+    changes = _started_and(("RUNNING", "PAUSED", 0), ("PAUSED", "RUNNING", 0))
+    started, paused, resumed = _delivered(changes)
+    fine = [started, paused, started, paused, resumed]  # a redelivery repeats older ones
+    assert check_events_ordered(record(succeeded_order(), deliveries=fine)) == []
+    (v,) = check_events_ordered(record(succeeded_order(), deliveries=[started, resumed, paused]))
+    assert v.invariant == "events_ordered" and "WorkflowPaused" in v.message
+    # A record replayed from the on-failure queue comes late by design.
+    late = replace(paused, via="replay")
+    assert (
+        check_events_ordered(record(succeeded_order(), deliveries=[started, resumed, late])) == []
+    )
 
 
 def test_findable_tolerates_only_the_lateness_of_that_records_writes() -> None:

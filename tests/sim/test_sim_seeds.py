@@ -75,6 +75,10 @@ def test_every_fault_kind_is_exercised_and_every_outcome_reached() -> None:
     )
     assert not [name for name in exercised if stats[name] == 0], stats
     assert stats["orphaned_effects_attempted"] == 0
+    # The stream: every announced event delivered, some of them twice (a relay crash before
+    # its checkpoint), none missing.
+    assert stats["events_announced"] > 0 and stats["events_delivered_again"] > 0, stats
+    assert stats["events_missing"] == 0
 
 
 def test_a_seed_is_one_exact_run() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd import limits
+from shepherd.changes import Change, events_of
 from shepherd.conditions import Item
 from shepherd.decisions.planner import (
     PAUSE_TIMEOUT,
@@ -27,6 +28,7 @@ from shepherd.decisions.planner import (
 from shepherd.definitions import Definition
 from shepherd.keys import POOLS_PK
 from shepherd.model import (
+    DomainEvent,
     PoolState,
     StepRecord,
     StepStatus,
@@ -35,6 +37,7 @@ from shepherd.model import (
     loads,
 )
 
+from shepherd_sim.relay import Delivery
 from shepherd_sim.service import Call, Effect
 
 
@@ -165,8 +168,10 @@ class RunRecord:
     end_ms: int = 0
     online: list[Violation] = field(default_factory=list)
     """Violations found while running (the watch-index check needs the moment)."""
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    """Domain events published (detail-type, detail), in order."""
+    changes: list[Change] = field(default_factory=list)
+    """The table's stream: every write that took effect, in order."""
+    deliveries: list[Delivery] = field(default_factory=list)
+    """Every event the relay (or a replay) put on the bus, in order, duplicates included."""
     undone: Mapping[str, int] = field(default_factory=dict)
     """Forward idempotency key -> the service call that undid it (the service's memory)."""
     claims: list[Claim] = field(default_factory=list)
@@ -758,45 +763,130 @@ FINISH_EVENTS = {
 }
 
 
-def check_finish_events(record: RunRecord) -> list[Violation]:
-    """A workflow announces its end once (once more per redrive: FAILED before each), and as
-    the status it ended in. (An event may be missing: the engine publishes after its write,
-    best effort; see `missing_events`.)"""
-    out = []
-    states = record.states()
-    seen: dict[str, list[str]] = defaultdict(list)
-    for detail_type, detail in record.events:
-        if detail_type in FINISH_EVENTS:
-            seen[str(detail.get("workflow_id"))].append(detail_type)
-    for wf_id, types in sorted(seen.items()):
-        state = states.get(wf_id)
-        allowed = 1 + (state.workflow.redrives if state else 0)
-        if len(types) > allowed:
-            out.append(Violation("events", wf_id, f"finished {len(types)} times: {types}"))
-        # The last end announced is the final status, or an earlier FAILED whose later end
-        # (after a redrive) was not announced; every end before it was a FAILED.
-        last_ok = state is not None and (
-            FINISH_EVENTS[types[-1]] is state.workflow.status
-            or (types[-1] == "WorkflowFailed" and len(types) <= state.workflow.redrives)
+# Events that announce a terminal transition: a workflow's end, a step failed for good, an
+# undo done. (Every announced event must be delivered; these are the ones counted apart.)
+TERMINAL_EVENTS = (*FINISH_EVENTS, "StepFailed", "StepCompensated")
+
+
+def announced(record: RunRecord) -> list[DomainEvent]:
+    """Every event the table's changes announce, in stream order: what subscribers must be
+    told (`shepherd.changes.events_of` on every change, with no filter and no relay)."""
+    return [event for change in record.changes for event in events_of(change)]
+
+
+def _id(detail: Mapping[str, Any]) -> str:
+    return str(detail.get("event_id"))
+
+
+def _what(detail_type: str, detail: Mapping[str, Any]) -> str:
+    where = f" {detail['kind']} {detail['step']}#{detail['attempt']}" if "step" in detail else ""
+    return f"{detail_type}{where} (sequence {detail.get('sequence')})"
+
+
+def missing_events(record: RunRecord) -> list[DomainEvent]:
+    """Announced events never delivered (by `event_id`), in stream order."""
+    delivered = {_id(d.detail) for d in record.deliveries}
+    return [e for e in announced(record) if _id(e.detail) not in delivered]
+
+
+def check_events_delivered(record: RunRecord) -> list[Violation]:
+    """Every event a change announces is delivered at least once by the end of the run: every
+    workflow's end, every step failed for good, every undo done (and every other event)."""
+    return [
+        Violation(
+            "events_delivered",
+            str(e.detail.get("workflow_id")),
+            f"{'terminal event' if e.detail_type in TERMINAL_EVENTS else 'event'} "
+            f"{_what(e.detail_type, e.detail)} was announced by a write and never delivered",
         )
-        earlier_failed = all(t == "WorkflowFailed" for t in types[:-1])
-        if not (last_ok and earlier_failed):
-            now = state.workflow.status.value if state else "missing"
-            out.append(Violation("events", wf_id, f"announced {types} but it is {now}"))
+        for e in missing_events(record)
+    ]
+
+
+def check_events_real(record: RunRecord) -> list[Violation]:
+    """Every delivered event is one a real change announced, exactly as it announced it (no
+    invented event, no altered one), so a duplicate carries the same `event_id` as the
+    original; and two different transitions never share an `event_id` (a subscriber that
+    deduplicates on it would drop a real event)."""
+    out = []
+    by_id: dict[str, DomainEvent] = {}
+    for event in announced(record):
+        seen = by_id.setdefault(_id(event.detail), event)
+        if seen is not event:
+            out.append(
+                Violation(
+                    "events_real",
+                    str(event.detail.get("workflow_id")),
+                    f"{_what(event.detail_type, event.detail)} reuses the event_id of "
+                    f"{_what(seen.detail_type, seen.detail)}",
+                )
+            )
+    for d in record.deliveries:
+        real = by_id.get(_id(d.detail))
+        if real is None or (real.detail_type, real.detail) != (d.detail_type, d.detail):
+            out.append(
+                Violation(
+                    "events_real",
+                    str(d.detail.get("workflow_id")),
+                    f"delivered {_what(d.detail_type, d.detail)} ({d.via}) "
+                    + (
+                        "matches no change"
+                        if real is None
+                        else f"differs from what its change announced: {real.detail}"
+                    ),
+                )
+            )
     return out
 
 
-def missing_events(record: RunRecord) -> list[str]:
-    """Terminal workflows whose end was never announced (the write won, the publish did not
-    happen: a store timeout after the write, or a crash between the two)."""
-    announced = {
-        str(detail.get("workflow_id")) for t, detail in record.events if t in FINISH_EVENTS
-    }
-    return [
-        wf_id
-        for wf_id, state in record.states().items()
-        if state.workflow.status.terminal and wf_id not in announced
-    ]
+def check_events_ordered(record: RunRecord) -> list[Violation]:
+    """The relay delivers one workflow's events in the order of its writes: each event's
+    first delivery by the relay comes after every earlier write's (a redelivery may repeat
+    older ones; a record replayed from the on-failure queue comes late, by design)."""
+    out = []
+    last: dict[str, tuple[int, str]] = {}
+    first: set[str] = set()
+    for d in record.deliveries:
+        if d.via != "relay" or _id(d.detail) in first:
+            continue
+        first.add(_id(d.detail))
+        wf = str(d.detail.get("workflow_id"))
+        seq = int(str(d.detail.get("sequence")))
+        before = last.get(wf)
+        if before is not None and seq < before[0]:
+            out.append(
+                Violation(
+                    "events_ordered",
+                    wf,
+                    f"{_what(d.detail_type, d.detail)} delivered after {before[1]}",
+                )
+            )
+        last[wf] = max(before or (seq, ""), (seq, _what(d.detail_type, d.detail)))
+    return out
+
+
+def check_finish_events(record: RunRecord) -> list[Violation]:
+    """A terminal workflow announced its end, once (once more per redrive: FAILED before
+    each), and as the status it ended in; a live workflow's last end announced was a FAILED
+    since redriven."""
+    out = []
+    states = record.states()
+    ends: dict[str, list[str]] = defaultdict(list)
+    for event in announced(record):
+        if event.detail_type in FINISH_EVENTS:
+            ends[str(event.detail.get("workflow_id"))].append(event.detail_type)
+    for wf_id, state in sorted(states.items()):
+        types = ends.get(wf_id, [])
+        status = state.workflow.status
+        if len(types) > 1 + state.workflow.redrives:
+            out.append(Violation("events", wf_id, f"finished {len(types)} times: {types}"))
+        if any(t != "WorkflowFailed" for t in types[:-1]):
+            out.append(Violation("events", wf_id, f"ended before a redrive as {types[:-1]}"))
+        if status.terminal and (not types or FINISH_EVENTS[types[-1]] is not status):
+            out.append(Violation("events", wf_id, f"announced {types} but it is {status.value}"))
+        if not status.terminal and types and types[-1] != "WorkflowFailed":
+            out.append(Violation("events", wf_id, f"announced {types} but it is {status.value}"))
+    return out
 
 
 def check_online(record: RunRecord) -> list[Violation]:
@@ -1066,6 +1156,9 @@ CHECKERS: Sequence[Checker] = (
     check_attempts_within_policy,
     check_status_consistent,
     check_finish_events,
+    check_events_delivered,
+    check_events_real,
+    check_events_ordered,
     check_no_orphaned_effects,
     check_claims,
     check_inputs_given,

@@ -114,7 +114,15 @@ def report(totals: Totals, faults: Faults, *, max_failures: int = 20) -> str:
         "",
         "faults injected:",
     ]
-    width = max(len(k) for k in [*FAULT_KINDS, *totals.stats, "COMPENSATED (not terminal!)"])
+    width = max(
+        len(k)
+        for k in [
+            *FAULT_KINDS,
+            *totals.stats,
+            "COMPENSATED (not terminal!)",
+            "of them terminal (a workflow, step or undo ended)",
+        ]
+    )
     for kind in FAULT_KINDS:
         lines.append(f"  {kind:<{width}} {totals.faults[kind]:>8}")
     lines += ["", "outcomes (terminal statuses):"]
@@ -132,7 +140,24 @@ def report(totals: Totals, faults: Faults, *, max_failures: int = 20) -> str:
         f"  {'When: SUCCEEDED (by design)':<{width}} "
         f"{totals.stats['orphaned_effects_succeeded']:>8}",
     ]
-    observed = {k: n for k, n in totals.stats.items() if not k.startswith("orphaned_effects")}
+    st = totals.stats
+    lines += [
+        "",
+        "events (announced by the table's writes, delivered through the stream by the "
+        "simulated relay):",
+        f"  {'announced':<{width}} {st['events_announced']:>8}",
+        f"  {'of them terminal (a workflow, step or undo ended)':<{width}} "
+        f"{st['events_announced_terminal']:>8}",
+        f"  {'delivered again (duplicates)':<{width}} {st['events_delivered_again']:>8}",
+        f"  {'replayed from the on-failure queue':<{width}} "
+        f"{st['events_replayed_from_the_on_failure_queue']:>8}",
+        f"  {'published more than 5 s after the write':<{width}} "
+        f"{st['relay_published_after_5s']:>8}",
+        f"missing events (announced, never delivered; a violation): {st['events_missing']} "
+        f"(terminal: {st['events_missing_terminal']})",
+    ]
+    shown = ("orphaned_effects", "events_", "relay_published_after")
+    observed = {k: n for k, n in totals.stats.items() if not k.startswith(shown)}
     if observed:
         lines += ["", "observed (not violations):"]
         for name, count in sorted(observed.items()):

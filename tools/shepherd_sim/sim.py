@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from shepherd import limits
+from shepherd.changes import Change
 from shepherd.clock import ManualClock
 from shepherd.conditions import Cond, Item, Update
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
@@ -49,12 +50,13 @@ from shepherd.model import (
     loads,
 )
 from shepherd.ports import DueEntry, DuePage
-from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore, Received, SequentialIds
+from shepherd.testing import MemoryQueue, MemoryStore, Received, SequentialIds
 
 from shepherd_sim import bounds
 from shepherd_sim.faults import Faults, empty_counts
 from shepherd_sim.fibers import Fiber, FiberKilled, current
 from shepherd_sim.invariants import (
+    TERMINAL_EVENTS,
     Claim,
     Handled,
     Redispatch,
@@ -62,12 +64,14 @@ from shepherd_sim.invariants import (
     Sent,
     StatusWrite,
     Violation,
+    announced,
     check_all,
     check_findable,
     missing_events,
     orphaned_effects,
 )
 from shepherd_sim.ports import FaultyQueue, FaultyStore, SupervisorCrash, SweepPlan
+from shepherd_sim.relay import RELAY_FAULTS, Delivery, Relay
 from shepherd_sim.service import Effect, FakeService
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -359,6 +363,12 @@ class ObservedStore(MemoryStore):
         self.paused_by: dict[str, int] = {}  # workflow pk -> the version whose write paused it
         self.pool_version = 0  # writes to the pools' items so far
         self.pool_paused_by: dict[str, int] = {}  # pool -> the version whose write paused it
+        self.on_change: Callable[[Change], None] | None = None  # the table's stream
+
+    def _changed(self, old: Item | None, new: Item) -> None:
+        super()._changed(old, new)
+        if self.on_change is not None:
+            self.on_change(self.changes[-1])
 
     def _log(self, pk: str, sk: str) -> None:
         if pk == POOLS_PK:
@@ -489,6 +499,7 @@ AGENT_FAULTS = (
 )
 OVERSIZE = limits.MAX_OUTPUT_BYTES + 1  # bytes of filler that put a payload over its cap
 MANUAL_MODES = ("handle", "duplicate", "lose", *AGENT_FAULTS)
+RELAY_EVENTS = ("relay", "relay_replay")  # the relay's own events (not the engine's)
 
 
 @dataclass
@@ -569,7 +580,12 @@ class Simulation:
         self.queue = MemoryQueue(
             self.clock, visibility_ms=cfg.visibility_s * 1000, max_receives=self.max_receives
         )
-        self.out_events = MemoryEvents()
+        # The table's stream and the event relay that consumes it (its own random stream:
+        # the engine's run is the same with or without it).
+        self.relay = Relay(self, random.Random(f"relay:{seed}"))
+        self.relay.observe = self._delivered
+        self.memory.on_change = self.relay.append
+        self._ended_at: int | None = None  # when the engine's run ended (the relay may go on)
         self.service = FakeService()
         self.counts = empty_counts()
         self.stats: Counter[str] = Counter()
@@ -1606,6 +1622,8 @@ class Simulation:
             "operator": self._on_operator,
             "respond": self._on_respond,
             "pool_resume": self._on_pool_resume,
+            "relay": self.relay.poll,
+            "relay_replay": self._on_relay_replay,
         }
         handler = handlers.get(kind)
         if handler is None:
@@ -1628,7 +1646,8 @@ class Simulation:
         self._current_at = at
         if at > self.now():
             self.clock.set(at)
-        self._events += 1
+        if kind not in RELAY_EVENTS:
+            self._events += 1
         self._dispatch(kind, data)
         return True
 
@@ -1648,6 +1667,7 @@ class Simulation:
                 self._loop()
             finally:
                 self.kill_fibers()
+            self.finish_relay()
         return self.result()
 
     def _loop(self) -> None:
@@ -1676,6 +1696,35 @@ class Simulation:
                 self._loop()
             finally:
                 self.kill_fibers()
+            self.finish_relay()
+
+    def finish_relay(self) -> None:
+        """The engine's run is over: the relay carries on (faults and all) until everything
+        the stream holds is published, as the deployed one would."""
+        self._ended_at = self.now()
+        rest = [e for e in self._heap if e[2] not in RELAY_EVENTS]
+        self._heap = [e for e in self._heap if e[2] in RELAY_EVENTS]
+        heapq.heapify(self._heap)
+        while self.step_event():
+            pass
+        self._heap = rest
+        heapq.heapify(self._heap)
+
+    def _on_relay_replay(self, _: Any) -> None:
+        self.relay.replay()
+
+    def _delivered(self, delivery: Delivery) -> None:
+        detail = delivery.detail
+        what = f" {detail['kind']} {detail['step']}#{detail['attempt']}" if "step" in detail else ""
+        self.trace(
+            str(detail.get("workflow_id")),
+            f"relay   {delivery.detail_type}{what} (sequence {int(str(detail.get('sequence')))})"
+            + (" replayed from the on-failure queue" if delivery.via == "replay" else ""),
+        )
+
+    def end_ms(self) -> int:
+        """When the engine's run ended (the relay may publish after it)."""
+        return self._ended_at if self._ended_at is not None else self.now()
 
     def kill_fibers(self) -> None:
         for name in sorted(self._fibers, key=lambda n: int(n[1:])):
@@ -1725,14 +1774,21 @@ class Simulation:
         for wf_id, state in states.items():
             wf = state.workflow
             definition = self.defs[wf.wf_type]
-            end = wf.finished_at or self.now()
+            end = wf.finished_at or self.end_ms()
             faults = 0
             extra = 0.0
             for at, kind, target, size in self.fault_log:
                 if target == wf_id or (target is None and wf.created_at <= at <= end):
                     if kind in ("clock_jump", "delay", "redrive", "slow", "index_lag"):
                         extra += size
-                    elif kind not in (*AGENT_FAULTS, "cancel", "redrive", "operator", "pool_pause"):
+                    elif kind not in (
+                        *AGENT_FAULTS,
+                        *RELAY_FAULTS,
+                        "cancel",
+                        "redrive",
+                        "operator",
+                        "pool_pause",
+                    ):
                         faults += 1
             origin = max(wf.created_at, self.bound_origin or wf.created_at)
             writes = [w for w in self.status_writes if w.workflow_id == wf_id]
@@ -1760,9 +1816,10 @@ class Simulation:
             effects=self.service.effect_list(),
             handled=list(self.handled),
             accepted=dict(self.accepted),
-            end_ms=self.now(),
+            end_ms=self.end_ms(),
             online=list(self.online),
-            events=[(e.detail_type, e.detail) for e in self.out_events.published],
+            changes=list(self.relay.changes),
+            deliveries=list(self.relay.deliveries),
             undone=dict(self.service.undone),
             claims=list(self.claims),
             sent=list(self.sent),
@@ -1780,9 +1837,7 @@ class Simulation:
         outcomes = Counter(s.workflow.status.value for s in states.values())
         self._effects_left(record, states)
         self._operations(record, states)
-        for wf_id in missing_events(record):
-            self.stats["finish_event_missing"] += 1
-            self.trace(wf_id, "note    terminal, but its finish event was never published")
+        self._events_stats(record)
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -1797,12 +1852,42 @@ class Simulation:
             outcomes=outcomes,
             violations=violations,
             digest=digest.hexdigest(),
-            sim_seconds=(self.now() - self.t0) / 1000,
+            sim_seconds=(self.end_ms() - self.t0) / 1000,
             events=self._events,
             workflows=sorted(states),
             trace=list(self.trace_lines),
             stats=Counter(self.stats),
         )
+
+    def _events_stats(self, record: RunRecord) -> None:
+        """Count what the relay did: events announced, delivered (first time, again, from a
+        replay), missing (announced, never delivered: a violation), and how late."""
+        events = announced(record)
+        self.stats["events_announced"] += len(events)
+        self.stats["events_announced_terminal"] += sum(
+            e.detail_type in TERMINAL_EVENTS for e in events
+        )
+        firsts: set[str] = set()
+        for d in record.deliveries:
+            key = str(d.detail.get("event_id"))
+            if key in firsts:
+                self.stats["events_delivered_again"] += 1
+            else:
+                firsts.add(key)
+            if d.via == "replay":
+                self.stats["events_replayed_from_the_on_failure_queue"] += 1
+        missing = missing_events(record)
+        self.stats["events_missing"] += len(missing)
+        self.stats["events_missing_terminal"] += sum(
+            e.detail_type in TERMINAL_EVENTS for e in missing
+        )
+        for e in missing:
+            self.trace(str(e.detail.get("workflow_id")), f"note    {e.detail_type} never delivered")
+        relay = self.relay
+        self.stats["relay_invocations"] += relay.invocations
+        self.stats["relay_records_filtered_out"] += relay.filtered
+        self.stats["relay_records_written"] += len(relay.changes)
+        self.stats["relay_published_after_5s"] += sum(lag > 5000 for lag in relay.lag_ms)
 
     def _effects_left(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
         """Count what a COMPENSATED or CANCELLED workflow left in the world: orphaned effects

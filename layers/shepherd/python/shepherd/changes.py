@@ -6,10 +6,10 @@ after each write means a process that dies between its write and its publish los
 the stream holds the write, and its consumer retries until the events are out (at least once).
 
 Every event carries `event_id`, deterministic from the workflow, the transition and what
-makes that transition unique (an attempt number, a redrive count, the moment of a pause), so a
-subscriber deduplicates on it; and `sequence`, the stream record's sequence number, which
-grows with every write to one workflow (its items share a partition), so a subscriber can
-order one workflow's events.
+makes that transition unique (an attempt number, a redrive count; for a pause or a resume,
+which may repeat, the write's stream position), so a subscriber deduplicates on it; and
+`sequence`, the stream record's sequence number, which grows with every write to one workflow
+(its items share a partition), so a subscriber can order one workflow's events.
 """
 
 from __future__ import annotations
@@ -139,10 +139,13 @@ def _workflow_events(
         return []
     if after in WORKFLOW_ENDS:
         return [_workflow_event(WORKFLOW_ENDS[str(after)], new, sequence, redrives)]
+    # A workflow may be paused and resumed any number of times, several in one millisecond
+    # (nothing counts them): the write's own stream position makes each one unique, and a
+    # redelivered or replayed record keeps it.
     if after == WorkflowStatus.PAUSED.value:
-        return [_workflow_event("WorkflowPaused", new, sequence, new.get("paused_at"))]
+        return [_workflow_event("WorkflowPaused", new, sequence, new.get("paused_at"), sequence)]
     if before == WorkflowStatus.PAUSED.value and after == WorkflowStatus.RUNNING.value:
-        return [_workflow_event("WorkflowResumed", new, sequence, new.get("updated_at"))]
+        return [_workflow_event("WorkflowResumed", new, sequence, new.get("updated_at"), sequence)]
     return []
 
 

@@ -52,6 +52,31 @@ def change_of_record(record: Mapping[str, Any]) -> Change:
     )
 
 
+def record_of_change(change: Change) -> dict[str, Any]:
+    """A change as DynamoDB Streams reports it (NEW_AND_OLD_IMAGES), the inverse of
+    `change_of_record`: what the relay's filters and handler are given, for the simulator and
+    the tests."""
+    item = change.new if change.new is not None else change.old
+    if item is None:
+        raise ValueError("a change needs an old or a new image")
+    raw: dict[str, Any] = {
+        "Keys": to_attr({"pk": item["pk"], "sk": item["sk"]}),
+        "SequenceNumber": change.sequence,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if change.new is not None:
+        raw["NewImage"] = to_attr(dict(change.new))
+    if change.old is not None:
+        raw["OldImage"] = to_attr(dict(change.old))
+    if change.old is None:
+        name = "INSERT"
+    elif change.new is None:
+        name = "REMOVE"
+    else:
+        name = "MODIFY"
+    return {"eventID": change.sequence, "eventName": name, "dynamodb": raw}
+
+
 class _Expr:
     """Collects placeholders while compiling conditions and updates."""
 
