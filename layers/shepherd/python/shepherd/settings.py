@@ -1,4 +1,7 @@
-"""Runtime settings: one pydantic model, read from the environment once."""
+"""Runtime settings: one pydantic model, read from the environment once.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 
