@@ -31,7 +31,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 mypy: $(STAMP)
-	$(BIN)/mypy layers/shepherd/python/shepherd functions tools infra
+	$(BIN)/mypy layers/shepherd/python/shepherd functions tools infra examples
 
 unit: $(STAMP) browser
 	$(BIN)/pytest

@@ -76,7 +76,7 @@ def _deliver(stack: Stack, recorder: Recorder) -> set[str]:
 def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Start, run, call back, list, read, cancel, sweep: each through its real handler."""
     from shepherd.clock import SystemClock
-    from shepherd_agents import registry
+    from shepherd_examples.agents import registry
     from shepherd_handlers import events, supervisor
 
     tokens: list[str] = []

@@ -16,9 +16,9 @@ from typing import Any
 
 from shepherd_cli.client import DEFAULT_API, Api, CliError
 from shepherd_cli.console.server import is_loopback
+from shepherd_cli.project import Project
 from shepherd_cli.render import graph, status_lines, watch_frame
 
-ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 CONSOLE_PORT = 8081
 
@@ -35,6 +35,15 @@ def _input(value: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise CliError(f"--input is not valid JSON: {exc}") from None
+
+
+def _project(args: argparse.Namespace) -> Project:
+    """The project's `[tool.shepherd]`, with --definitions and --agents applied."""
+    agents = getattr(args, "agents", None)
+    return Project.find().overridden(
+        definitions=getattr(args, "definitions", None),
+        agent_modules=[m.strip() for m in agents.split(",") if m.strip()] if agents else None,
+    )
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -57,7 +66,15 @@ def cmd_local(args: argparse.Namespace) -> int:
         if not sep or not source or not caller:
             raise CliError(f"--event-owner takes SOURCE=CALLER, not '{pair}'")
         owners[source] = caller_arn(caller)
+    project = _project(args)
+    if not project.agent_modules:
+        print(
+            "no agent modules: [tool.shepherd] agent-modules in pyproject.toml or --agents; "
+            "steps will wait for agents that never come",
+            file=sys.stderr,
+        )
     with LocalStack(
+        project=project,
         port=args.port,
         workers=args.workers,
         sweep_interval=args.sweep_interval,
@@ -256,9 +273,11 @@ def cmd_events(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from shepherd.definitions import check_agents, definition_files, load_file
     from shepherd.errors import DefinitionError
-    from shepherd_agents import registry
+    from shepherd.user_code import load_agents
 
-    files = [Path(f) for f in args.files] or definition_files(ROOT / "statemachines")
+    project = _project(args)
+    registry = load_agents(project.agent_modules)
+    files = [Path(f) for f in args.files] or definition_files(project.definitions_dir)
     failed = False
     for path in files:
         try:
@@ -279,7 +298,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from shepherd.errors import DefinitionError
 
     try:
-        definitions = load_directory(Path(args.definitions))
+        definitions = load_directory(_project(args).definitions_dir)
     except DefinitionError as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     if args.type not in definitions:
@@ -298,6 +317,14 @@ def parser() -> argparse.ArgumentParser:
 
     local = sub.add_parser("local", help="run all of Shepherd locally on moto")
     local.add_argument("--port", type=int, default=8080)
+    local.add_argument(
+        "--definitions", help="definitions folder (default: [tool.shepherd] in pyproject.toml)"
+    )
+    local.add_argument(
+        "--agents",
+        metavar="MODULES",
+        help="agent modules, comma-separated (default: [tool.shepherd] agent-modules)",
+    )
     local.add_argument("--workers", type=int, default=1, help="worker processes per agent pool")
     local.add_argument(
         "--sweep-interval", type=float, default=1.0, help="seconds between supervisor sweeps"
@@ -375,10 +402,13 @@ def parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
     validate.add_argument("files", nargs="*")
+    validate.add_argument(
+        "--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules"
+    )
 
     gr = sub.add_parser("graph", help="Mermaid flowchart of a definition, with compensations")
     gr.add_argument("type")
-    gr.add_argument("--definitions", default=str(ROOT / "statemachines"))
+    gr.add_argument("--definitions", help="default: [tool.shepherd] definitions")
     return p
 
 
