@@ -170,8 +170,8 @@ def flows(shepherd: Synth) -> Iterator[Flows]:
         roles = function_roles(shepherd.tpl)
         queue_ids = queue_ids_by_pool(shepherd.function_env(roles["api"]))
         names = {
-            shepherd.logical_id(shepherd.stack.store.table): TABLE,
-            shepherd.logical_id(shepherd.stack.events.bus): BUS,
+            shepherd.logical_id(shepherd.construct.store.table): TABLE,
+            shepherd.logical_id(shepherd.construct.events.bus): BUS,
             **{queue_ids[pool]: q.url.rsplit("/", 1)[-1] for pool, q in stack.queues.items()},
         }
         yield Flows(recorder.calls, names)
