@@ -117,6 +117,34 @@ def _serve_console(api_url: str, caller: str | None, host: str, port: int) -> An
         raise CliError(str(exc)) from None
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """Start the local stack, run one workflow to its end, stop: exit 0 iff it SUCCEEDED."""
+    from shepherd_cli.local import LocalStack
+
+    project = _project(args)
+    body = {"type": args.type, "input": _input(args.input) if args.input else {}}
+    print(f"starting the local stack for {project.definitions_dir}...", flush=True)
+    with LocalStack(project=project, port=0, workers=1, sweep_interval=0.5) as stack:
+        api = Api(stack.api_url, caller=args.caller)
+        accepted = api.call("POST", "/workflows", body)
+        print(f"started {accepted['workflow_id']}", flush=True)
+        return _watch(api, accepted["workflow_id"], args.timeout)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from shepherd_cli.scaffold import ScaffoldError, Source, scaffold
+
+    folder = Path(args.directory)
+    try:
+        written = scaffold(folder, Source(args.shepherd, index_url=args.index_url))
+    except ScaffoldError as exc:
+        raise CliError(str(exc)) from None
+    for path in written:
+        print(f"  {path}")
+    print(f"\nnext: cd {folder} && make test && make demo")
+    return 0
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     import webbrowser
 
@@ -309,6 +337,16 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_source() -> str:
+    """This checkout (its pyproject.toml beside tools/), or else the installed version."""
+    import shepherd
+
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "layers" / "shepherd").is_dir():
+        return str(checkout)
+    return shepherd.__version__
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shepherd", description=__doc__)
     p.add_argument("--api", help="API base URL (default: $SHEPHERD_API or http://127.0.0.1:8080)")
@@ -400,6 +438,26 @@ def parser() -> argparse.ArgumentParser:
     events.add_argument("--queue", required=True, help="the relay's on-failure queue URL")
     events.add_argument("--bus", required=True, help="the Shepherd event bus name")
 
+    run = sub.add_parser(
+        "run",
+        help="run one workflow on a local stack started for it, then stop (exit 0: SUCCEEDED)",
+    )
+    run.add_argument("type")
+    run.add_argument("--input", help="JSON, or @file")
+    run.add_argument("--timeout", type=float, default=120)
+    run.add_argument("--definitions", help="default: [tool.shepherd] definitions")
+    run.add_argument("--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules")
+
+    init = sub.add_parser("init", help="scaffold a new project that uses Shepherd as a library")
+    init.add_argument("directory")
+    init.add_argument(
+        "--shepherd",
+        default=_default_source(),
+        help="where the project installs Shepherd from: a folder, or a version on an index "
+        "(default: this checkout when run from one, else this version)",
+    )
+    init.add_argument("--index-url", help="the package index to install from (pip --index-url)")
+
     validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
     validate.add_argument("files", nargs="*")
     validate.add_argument(
@@ -421,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_console(args)
         if args.command == "validate":
             return cmd_validate(args)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "init":
+            return cmd_init(args)
         if args.command == "graph":
             return cmd_graph(args)
         if args.command == "events":
