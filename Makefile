@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The simulator, the benchmarks and the example agents are not in the distribution: this
+	@# checkout's tools/ and examples/ go on the venv's path instead.
+	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "shepherd-checkout.pth").write_text("$(CURDIR)/tools\n$(CURDIR)/examples\n")'
 	touch $(STAMP)
 
 dev: $(STAMP) browser
@@ -31,7 +34,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 mypy: $(STAMP)
-	$(BIN)/mypy layers/shepherd/python/shepherd functions tools infra
+	$(BIN)/mypy layers/shepherd/python/shepherd functions tools infra examples
 
 unit: $(STAMP) browser
 	$(BIN)/pytest

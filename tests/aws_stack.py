@@ -16,6 +16,7 @@ from shepherd.settings import Settings
 from shepherd_cli import apigw
 from shepherd_cli.resources import create_all
 from shepherd_cli.streams import StreamMapping, StreamReader, stream_arn
+from shepherd_examples import AGENT_MODULES
 from support import DEFINITIONS, ROOT
 
 ALICE = "arn:aws:iam::123456789012:user/alice"
@@ -114,6 +115,7 @@ class Stack:
             event_bus="shepherd-bus",
             definitions_dir=ROOT / "statemachines",
             watch_shards=2,
+            agent_modules=AGENT_MODULES,
         )
         for key, value in settings.to_env().items():
             monkeypatch.setenv(key, value)

@@ -20,7 +20,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 from shepherd_cli.local import LocalStack  # noqa: E402
-from support import Harness, memory_harness, moto_harness  # noqa: E402
+from shepherd_cli.project import Project  # noqa: E402
+from support import ROOT, Harness, memory_harness, moto_harness  # noqa: E402
 
 SHARED_STACK = "local_stack"
 
@@ -48,7 +49,9 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
     (`pytest_collection_modifyitems`), so the stack lives only while they run. Callers keep
     apart by caller identity; a test that pauses a pool resumes it."""
     state = tmp_path_factory.mktemp("shepherd-local")
-    with LocalStack(port=0, workers=2, sweep_interval=0.5, state_dir=state) as running:
+    with LocalStack(
+        project=Project.find(ROOT), port=0, workers=2, sweep_interval=0.5, state_dir=state
+    ) as running:
         yield running
     for pid in running.pids():
         assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} survived"

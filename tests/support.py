@@ -54,7 +54,7 @@ class Harness:
             self.events = StreamedEvents.of(self.store)
         self.ports = Ports(self.store, self.queue, self.clock, SequentialIds(), random.Random(7))
         if self.agents is None:
-            from shepherd_agents import registry
+            from shepherd_examples.agents import registry
 
             self.agents = registry
         # The one factory every host uses; the in-memory queue doubles as the pool control.
@@ -207,7 +207,7 @@ def moto_harness(**kwargs: Any) -> Iterator[Harness]:
 @contextlib.contextmanager
 def registry_with(**functions: Callable[..., Any]) -> Iterator[AgentRegistry]:
     """The demo registry with some agents swapped for test doubles."""
-    from shepherd_agents import registry
+    from shepherd_examples.agents import registry
 
     swapped = AgentRegistry()
     for name in registry.names():

@@ -8,13 +8,13 @@ import re
 import warnings
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from shepherd.model import DomainEvent
 from shepherd.observability import NAMESPACE, SERVICE, Metric
-from shepherd.settings import ENV_DEFINITIONS_DIR, Settings
+from shepherd.settings import Settings
+from shepherd.user_code import load_agents
 from shepherd.wiring import Shepherd
 
 # Reads (GET routes, duplicate deliveries) legitimately publish no metric.
@@ -61,18 +61,13 @@ def count_events(events: Sequence[DomainEvent]) -> None:
 
 @cache
 def engine() -> Shepherd:
-    """The engine for this sandbox: settings read once, clients built on first use."""
-    from shepherd_agents import registry  # noqa: PLC0415 - agent code only where it is needed
-
+    """The engine for this sandbox: settings read once, clients built on first use, the agents
+    of the modules the settings name (`SHEPHERD_AGENT_MODULES`) imported here, and only here."""
     settings = Settings.from_env()
-    if ENV_DEFINITIONS_DIR not in os.environ:  # running from a checkout: the repo's files
-        settings = settings.model_copy(
-            update={"definitions_dir": Path(__file__).resolve().parents[2] / "statemachines"}
-        )
-    shepherd = Shepherd(
-        settings, agents=registry, worker_id=os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "agent")
+    agents = load_agents(settings.agent_modules)
+    return Shepherd(
+        settings, agents=agents, worker_id=os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "agent")
     )
-    return shepherd
 
 
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")

@@ -1,1 +1,22 @@
-"""Shepherd."""
+"""Shepherd's CDK construct library: put `Shepherd` in your own CDK app.
+
+    from shepherd_infra import AgentCode, Shepherd
+
+    shepherd = Shepherd(
+        stack,
+        "Shepherd",
+        definitions_dir=Path("statemachines"),
+        agents=AgentCode(path=Path("src"), modules=["my_app.agents"]),
+    )
+    shepherd.table.grant_read_data(reporting_role)
+
+Public: `Shepherd`, `AgentCode` and `add_checks` (cdk-nag on an app, with the construct's
+acknowledgements). The sub-constructs (`shepherd_infra.state_store`, ...) are
+internal. `shepherd_infra.application` is this repository's example app.
+"""
+
+from shepherd_infra.code import AgentCode
+from shepherd_infra.nag import add_checks
+from shepherd_infra.stack import Shepherd
+
+__all__ = ["AgentCode", "Shepherd", "add_checks"]

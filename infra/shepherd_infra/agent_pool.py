@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration, aws_lambda, aws_lambda_event_sources, aws_sqs
 from constructs import Construct
 from shepherd.observability import ENV_POOL, HANDLER_AGENT
+from shepherd.settings import ENV_AGENT_MODULES
 from shepherd.topology import PoolSpec
 
 from shepherd_infra import config
@@ -53,8 +56,20 @@ class AgentPool(Construct):
         self.function: aws_lambda.Function | None = None
         self.event_source: aws_lambda_event_sources.SqsEventSource | None = None
 
-    def add_function(self, runtime: LambdaRuntime, access: Access) -> aws_lambda.Function:
+    def add_function(
+        self,
+        runtime: LambdaRuntime,
+        access: Access,
+        *,
+        code: aws_lambda.Code | None = None,
+        agent_modules: Sequence[str] = (),
+    ) -> aws_lambda.Function:
+        """The pool's consumer: `code` holds the handlers and the pool's agents, which
+        `agent_modules` name (SHEPHERD_AGENT_MODULES)."""
         pool = self.pool
+        env = {ENV_POOL: pool.name}
+        if agent_modules:
+            env[ENV_AGENT_MODULES] = ",".join(agent_modules)
         fn = runtime.function(
             self,
             "Agent",
@@ -63,7 +78,8 @@ class AgentPool(Construct):
                 timeout=Duration.seconds(pool.function_timeout_seconds),
                 memory_mb=config.WORKER_MEMORY_MB,
                 description=f"agent pool {pool.name}",
-                extra_env={ENV_POOL: pool.name},
+                extra_env=env,
+                code=code,
             ),
         )
         # The event source mapping grants receive/delete/change-visibility on this queue only:

@@ -1,4 +1,6 @@
-"""Builds the CDK app: one ShepherdStack, checked by cdk-nag on every synth."""
+"""The repository's example app (cdk.json): one stack holding the `Shepherd` construct with the
+two example definitions and their agents, checked by cdk-nag on every synth. A user's app does
+the same with its own definitions and `AgentCode`."""
 
 from __future__ import annotations
 
@@ -7,15 +9,70 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import App
+from aws_cdk import App, Aws, CfnOutput, Environment, Stack
+from constructs import Construct
 
 from shepherd_infra import config
+from shepherd_infra.code import AgentCode
 from shepherd_infra.nag import add_checks
-from shepherd_infra.stack import ShepherdStack
+from shepherd_infra.stack import BUILD_SUBDIR, Shepherd
 from shepherd_infra.webhooks import parse_webhooks
 
 STACK_NAME = "Shepherd"
-BUILD_SUBDIR = "shepherd-build"
+EXAMPLE_AGENT_MODULES = ("shepherd_examples.agents",)
+
+__all__ = ["BUILD_SUBDIR", "STACK_NAME", "ShepherdStack", "build_app"]
+
+
+def example_agents() -> AgentCode:
+    """The examples' agents (examples/shepherd_examples): only they go into the functions."""
+    return AgentCode(path=config.EXAMPLES_DIR, modules=EXAMPLE_AGENT_MODULES)
+
+
+class ShepherdStack(Stack):
+    """A stack with one `Shepherd` construct and its outputs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        description: str | None = None,
+        stack_name: str | None = None,
+        env: Environment | None = None,
+        definitions_dir: Path = config.DEFINITIONS_DIR,
+        agents: AgentCode | None = None,
+        **shepherd_props: Any,
+    ) -> None:
+        super().__init__(
+            scope, construct_id, description=description, stack_name=stack_name, env=env
+        )
+        self.shepherd = Shepherd(
+            self,
+            "Shepherd",
+            definitions_dir=definitions_dir,
+            agents=agents or example_agents(),
+            **shepherd_props,
+        )
+        shepherd = self.shepherd
+        CfnOutput(self, "ApiUrl", value=shepherd.api_url, description="Scheduler API")
+        CfnOutput(self, "EventBusName", value=shepherd.bus.event_bus_name)
+        CfnOutput(self, "TableName", value=shepherd.table.table_name)
+        CfnOutput(
+            self,
+            "EventRelayFailuresQueueUrl",
+            value=shepherd.relay_failures.queue_url,
+            description="Stream records the event relay gave up on: shepherd events replay",
+        )
+        CfnOutput(
+            self,
+            "DashboardUrl",
+            value=(
+                f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
+                f"?region={Aws.REGION}#dashboards:name="
+                f"{shepherd.monitoring.dashboard.dashboard_name}"
+            ),
+        )
 
 
 def cdk_json_context() -> dict[str, Any]:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from aws_cdk import Duration, aws_lambda, aws_logs
 
+# The repository's example app (infra/app.py): its definitions and its agents' code.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS_DIR = REPO_ROOT / "statemachines"
-FUNCTIONS_DIR = REPO_ROOT / "functions"
-CORE_LAYER_DIR = REPO_ROOT / "layers" / "shepherd"
+EXAMPLES_DIR = REPO_ROOT / "examples"
 ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache"]
 
 # Where the definitions layer puts the canonical JSON files inside the function sandbox.

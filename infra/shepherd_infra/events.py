@@ -21,8 +21,8 @@ class EventBus(Construct):
     """Created before the functions: every function's environment names the bus.
 
     A bus needs a name, unique in the account and region: by default the stack's name and this
-    construct's path (`Shepherd-Events`), so a second stack gets its own bus; `bus_name` (the
-    `event_bus_name` context) overrides it.
+    construct's path (`Shepherd-Shepherd-Events`), so a second stack gets its own bus;
+    `bus_name` (the `event_bus_name` context) overrides it.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, bus_name: str | None = None) -> None:

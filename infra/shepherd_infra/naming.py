@@ -22,9 +22,9 @@ _HASH_LENGTH = 8
 
 
 def stack_scoped_name(scope: Construct, *, max_length: int = 256) -> str:
-    """`<stack name>-<construct path below the stack>`, e.g. `Shepherd-Events` for the construct
-    `Events` of the stack `Shepherd`; only letters, digits, `-` and `_`. Too long a name keeps
-    its start and ends with a hash of the whole, so it stays unique."""
+    """`<stack name>-<construct path below the stack>`, e.g. `Shepherd-Shepherd-Events` for the
+    construct `Shepherd/Events` of the stack `Shepherd`; only letters, digits, `-` and `_`. Too
+    long a name keeps its start and ends with a hash of the whole, so it stays unique."""
     stack = Stack.of(scope)
     below = scope.node.scopes[scope.node.scopes.index(stack) + 1 :]
     path = "-".join(_UNSAFE.sub("-", part.node.id).strip("-") for part in below)

@@ -14,6 +14,7 @@ from shepherd.definitions import Definition
 from shepherd.observability import NAMESPACE, SERVICE
 
 from shepherd_infra import config
+from shepherd_infra.code import stage_core_layer, stage_handlers
 from shepherd_infra.nag import acknowledge
 
 POWERTOOLS_ENV = {
@@ -65,10 +66,16 @@ class FunctionSpec:
     memory_mb: int
     description: str
     extra_env: Mapping[str, str]
+    # The function's own code (an agent pool's: the handlers and its agents); default: the
+    # handlers alone.
+    code: aws_lambda.Code | None = None
 
 
 class LambdaRuntime(Construct):
-    """Code asset, layers and environment shared by all functions; builds the functions."""
+    """Code asset, layers and environment shared by all functions; builds the functions.
+
+    The code and the core layer are staged under `build_dir` from the installed `shepherd`
+    and `shepherd_handlers` packages (`shepherd_infra.code`)."""
 
     def __init__(
         self,
@@ -83,15 +90,11 @@ class LambdaRuntime(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.environment = {**environment, **POWERTOOLS_ENV}
-        self.code = aws_lambda.Code.from_asset(
-            str(config.FUNCTIONS_DIR), exclude=config.ASSET_EXCLUDES
-        )
+        self.code = aws_lambda.Code.from_asset(str(stage_handlers(build_dir)))
         core = aws_lambda.LayerVersion(
             self,
             "CoreLayer",
-            code=aws_lambda.Code.from_asset(
-                str(config.CORE_LAYER_DIR), exclude=config.ASSET_EXCLUDES
-            ),
+            code=aws_lambda.Code.from_asset(str(stage_core_layer(build_dir))),
             compatible_runtimes=[config.RUNTIME],
             compatible_architectures=[config.ARCHITECTURE],
             description="Shepherd core package (shepherd.*)",
@@ -135,7 +138,7 @@ class LambdaRuntime(Construct):
         fn = aws_lambda.Function(
             holder,
             "Function",
-            code=self.code,
+            code=spec.code or self.code,
             handler=spec.handler,
             runtime=config.RUNTIME,
             architecture=config.ARCHITECTURE,

@@ -1,12 +1,25 @@
-"""ShepherdStack: composes one construct per concern. Pools, table keys, env var names,
-timeouts and handler names all come from the `shepherd` core and the definitions."""
+"""The `Shepherd` construct: all of Shepherd in a user's own CDK app, one construct per concern.
+
+Pools, table keys, env var names, timeouts and handler names all come from the `shepherd` core
+and the definitions; the agents come from the user's code (`AgentCode`). It exposes what a
+user composes with: `api_url`, `bus`, `table`, `pools` (grants, subscriptions, alarms).
+
+    from shepherd_infra import AgentCode, Shepherd
+
+    Shepherd(
+        stack,
+        "Shepherd",
+        definitions_dir=Path("statemachines"),
+        agents=AgentCode(path=Path("src"), modules=["my_app.agents"]),
+    )
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from aws_cdk import Aws, CfnOutput, Stack
+from aws_cdk import Stage, aws_dynamodb, aws_events, aws_lambda, aws_sqs
 from constructs import Construct
 from shepherd.definitions import load_directory
 from shepherd.settings import Settings
@@ -16,6 +29,7 @@ from shepherd_infra import config
 from shepherd_infra.access import Access
 from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api import SchedulerApi
+from shepherd_infra.code import AgentCode, stage_agent_code
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
 from shepherd_infra.monitoring import Monitoring
@@ -24,15 +38,27 @@ from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
 from shepherd_infra.webhooks import WebhookConfig, Webhooks
 
+BUILD_SUBDIR = "shepherd-build"
 
-class ShepherdStack(Stack):
+
+class Shepherd(Construct):
+    """Scheduler, agent pools, supervisor, state store, event bus, event relay, API and
+    monitoring for the definitions in `definitions_dir`.
+
+    `agents` is the code of every pool's agents; `pool_agents` gives a pool its own code asset
+    instead (a pool with heavy dependencies). A pool with neither is refused. `build_dir`
+    (default: a folder in the cloud assembly) receives the staged code and definitions.
+    """
+
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        definitions_dir: Path = config.DEFINITIONS_DIR,
-        build_dir: Path,
+        definitions_dir: Path,
+        agents: AgentCode | None = None,
+        pool_agents: Mapping[str, AgentCode] | None = None,
+        build_dir: Path | None = None,
         event_bus_name: str | None = None,
         retain_data: bool = True,
         table_deletion_protection: bool = False,
@@ -42,11 +68,22 @@ class ShepherdStack(Stack):
         powertools_layer_arn: str | None = None,
         event_owners: dict[str, str] | None = None,
         webhooks: Sequence[WebhookConfig] = (),
-        **kwargs: object,
     ) -> None:
-        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        super().__init__(scope, construct_id)
         self.definitions = load_directory(definitions_dir)
         self.pool_specs = pools(self.definitions)
+        if build_dir is None:
+            stage = Stage.of(self)
+            if stage is None:
+                raise ValueError("a Shepherd construct belongs in a CDK App (no Stage above it)")
+            build_dir = Path(stage.outdir) / BUILD_SUBDIR / self.node.addr
+        pool_agents = dict(pool_agents or {})
+        unknown = sorted(set(pool_agents) - set(self.pool_specs))
+        if unknown:
+            raise ValueError(f"pool_agents names pools no definition uses: {unknown}")
+        missing = sorted(p for p in self.pool_specs if p not in pool_agents and agents is None)
+        if missing:
+            raise ValueError(f"no agent code for pools {missing}: pass agents= or pool_agents=")
 
         self.store = StateStore(
             self,
@@ -76,8 +113,21 @@ class ShepherdStack(Stack):
             powertools_layer_arn=powertools_layer_arn,
         )
         access = Access(self.store, [pool.queue for pool in self.pools.values()], self.events.bus)
-        for pool in self.pools.values():
-            pool.add_function(self.runtime, access)
+        shared: aws_lambda.Code | None = None
+        for name, pool in self.pools.items():
+            asset: aws_lambda.Code
+            code = pool_agents.get(name)
+            if code is not None:
+                asset = aws_lambda.Code.from_asset(str(stage_agent_code(build_dir, name, code)))
+            else:
+                assert agents is not None
+                code = agents
+                if shared is None:
+                    shared = aws_lambda.Code.from_asset(
+                        str(stage_agent_code(build_dir, "shared", agents))
+                    )
+                asset = shared
+            pool.add_function(self.runtime, access, code=asset, agent_modules=code.modules)
         self.api = SchedulerApi(
             self,
             "Api",
@@ -103,21 +153,22 @@ class ShepherdStack(Stack):
             alarm_email=alarm_email,
         )
 
-        CfnOutput(self, "ApiUrl", value=self.api.rest_api.url, description="Scheduler API")
-        CfnOutput(self, "EventBusName", value=self.events.bus.event_bus_name)
-        CfnOutput(self, "TableName", value=self.store.table.table_name)
-        CfnOutput(
-            self,
-            "EventRelayFailuresQueueUrl",
-            value=self.relay.failures.queue_url,
-            description="Stream records the event relay gave up on: shepherd events replay",
-        )
-        CfnOutput(
-            self,
-            "DashboardUrl",
-            value=(
-                f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
-                f"?region={Aws.REGION}#dashboards:name="
-                f"{self.monitoring.dashboard.dashboard_name}"
-            ),
-        )
+    @property
+    def api_url(self) -> str:
+        """The scheduler REST API's URL (stage included); every route needs SigV4."""
+        return str(self.api.rest_api.url)
+
+    @property
+    def bus(self) -> aws_events.IEventBus:
+        """Where lifecycle events go and StartWorkflow events come from."""
+        return self.events.bus
+
+    @property
+    def table(self) -> aws_dynamodb.ITable:
+        """The state store: the truth of every workflow and step."""
+        return self.store.table
+
+    @property
+    def relay_failures(self) -> aws_sqs.IQueue:
+        """Stream records the event relay gave up on (`shepherd events replay` reads it)."""
+        return self.relay.failures

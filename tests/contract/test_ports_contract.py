@@ -283,7 +283,7 @@ boto3.client = boto3.resource = boom
 botocore.session.Session.create_client = boom
 import shepherd, shepherd.wiring, shepherd.adapters.dynamodb, shepherd.adapters.sqs
 import shepherd.adapters.eventbridge, shepherd.engine.supervisor, shepherd.engine.agent
-import shepherd_agents
+import shepherd_examples.agents
 for name in ("moto", "pytest", "yaml", "hypothesis", "shepherd_cli"):
     assert name not in sys.modules, name + " imported by the runtime"
 print("ok")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aws_stack import ALICE, BOB, Stack
 from shepherd.errors import PermanentError
-from shepherd_agents import registry
+from shepherd_examples.agents import registry
 from support import ENV, ORDER
 
 

@@ -18,7 +18,7 @@ from shepherd.limits import (
     MAX_JSON_DEPTH,
     MAX_OUTPUT_BYTES,
 )
-from shepherd_agents import registry
+from shepherd_examples.agents import registry
 from support import ORDER
 
 KB = 1024

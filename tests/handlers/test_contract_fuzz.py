@@ -29,9 +29,9 @@ from aws_stack import ALICE, Stack
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 from shepherd.engine.agent import AgentContext, Pending
-from shepherd_agents import registry
 from shepherd_cli import apigw
 from shepherd_cli.openapi import TARGET
+from shepherd_examples.agents import registry
 from support import ORDER
 
 # The local stand-in for a SigV4 signature (see apigw.Gateway): this value signs as ALICE.

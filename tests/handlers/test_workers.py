@@ -10,7 +10,7 @@ import fastjsonschema
 import pytest
 from aws_stack import LambdaContext, Stack, sqs_event
 from shepherd.engine.agent import AgentContext, Pending
-from shepherd_agents import registry
+from shepherd_examples.agents import registry
 from support import ORDER, ROOT
 
 

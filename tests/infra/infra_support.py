@@ -18,8 +18,8 @@ from shepherd.observability import (
     HANDLER_STREAM,
     HANDLER_SUPERVISOR,
 )
-from shepherd_infra.application import BUILD_SUBDIR, build_app
-from shepherd_infra.stack import ShepherdStack
+from shepherd_infra import Shepherd
+from shepherd_infra.application import BUILD_SUBDIR, ShepherdStack, build_app
 
 ALARM_EMAIL = "ops@example.com"
 HANDLER_ROLES = {
@@ -58,6 +58,11 @@ class Synth:
     @property
     def resources(self) -> dict[str, Any]:
         return dict(self.tpl["Resources"])
+
+    @property
+    def construct(self) -> Shepherd:
+        """The `Shepherd` construct the stack holds."""
+        return self.stack.shepherd
 
     @property
     def build_dir(self) -> Path:

@@ -28,7 +28,7 @@ REVIEWED = {
     "AwsSolutions-SQS3",  # the event relay's on-failure queue is the end of the line
     "Serverless-EventBusDLQ",
     "Serverless-SNSRedrivePolicy",
-    "AwsSolutions-IAM5[Resource::<SupervisorFunction3FB26FD8.Arn>:*]",
+    "AwsSolutions-IAM5[Resource::<ShepherdSupervisorFunctionD43BAEA4.Arn>:*]",
 }
 
 

@@ -31,19 +31,19 @@ SETTINGS_ENV = {
 
 def test_pools_are_exactly_those_the_definitions_name(shepherd: Synth) -> None:
     expected = pools(load_directory(config.DEFINITIONS_DIR))
-    assert set(shepherd.stack.pools) == set(expected)
+    assert set(shepherd.construct.pools) == set(expected)
     queues = set(shepherd.of_type("AWS::SQS::Queue"))
     assert queues == {
-        shepherd.logical_id(q) for p in shepherd.stack.pools.values() for q in (p.queue, p.dlq)
-    } | {shepherd.logical_id(shepherd.stack.relay.failures)}
+        shepherd.logical_id(q) for p in shepherd.construct.pools.values() for q in (p.queue, p.dlq)
+    } | {shepherd.logical_id(shepherd.construct.relay.failures)}
 
 
 def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
     shepherd: Synth, extended: Synth
 ) -> None:
-    assert EXTRA_POOL not in shepherd.stack.pools
-    spec = extended.stack.pool_specs[EXTRA_POOL]
-    pool = extended.stack.pools[EXTRA_POOL]
+    assert EXTRA_POOL not in shepherd.construct.pools
+    spec = extended.construct.pool_specs[EXTRA_POOL]
+    pool = extended.construct.pools[EXTRA_POOL]
     queues = extended.of_type("AWS::SQS::Queue")
     queue = queues[extended.logical_id(pool.queue)]["Properties"]
     assert queue["VisibilityTimeout"] == spec.visibility_timeout_seconds
@@ -54,11 +54,15 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
         for f in extended.of_type("AWS::Lambda::Function").values()
         if f["Properties"]["Handler"] == HANDLER_AGENT
     }
-    assert set(agents) == set(shepherd.stack.pools) | {EXTRA_POOL}
+    assert set(agents) == set(shepherd.construct.pools) | {EXTRA_POOL}
     # 200 s task + the agent's overhead: the timeout comes from the definition, not from infra.
     assert agents[EXTRA_POOL]["Timeout"] == spec.function_timeout_seconds == 230
-    extended.template.resource_count_is("AWS::Lambda::Function", 5 + len(shepherd.stack.pools) + 1)
-    extended.template.resource_count_is("AWS::SQS::Queue", 2 * (len(shepherd.stack.pools) + 1) + 1)
+    extended.template.resource_count_is(
+        "AWS::Lambda::Function", 5 + len(shepherd.construct.pools) + 1
+    )
+    extended.template.resource_count_is(
+        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 1
+    )
 
 
 def test_every_function_gets_the_settings_environment(extended: Synth) -> None:
@@ -71,11 +75,11 @@ def test_every_function_gets_the_settings_environment(extended: Synth) -> None:
         assert set(env) >= SETTINGS_ENV, logical_id
         assert env[ENV_DEFINITIONS_DIR] == config.RUNTIME_DEFINITIONS_DIR
         assert config.RUNTIME_DEFINITIONS_DIR == "/opt/statemachines"
-        assert env[ENV_TABLE] == {"Ref": extended.logical_id(extended.stack.store.table)}
-        assert env[ENV_EVENT_BUS] == {"Ref": extended.logical_id(extended.stack.events.bus)}
+        assert env[ENV_TABLE] == {"Ref": extended.logical_id(extended.construct.store.table)}
+        assert env[ENV_EVENT_BUS] == {"Ref": extended.logical_id(extended.construct.events.bus)}
         # The queue map lists every pool (a JSON object joined around the queue URL tokens).
         urls = json.dumps(env[ENV_QUEUE_URLS])
-        for name, pool in extended.stack.pools.items():
+        for name, pool in extended.construct.pools.items():
             assert f'\\"{name}\\":\\"' in urls, (logical_id, name)
             assert extended.logical_id(pool.queue) in urls
 
@@ -97,7 +101,7 @@ def test_table_keys_come_from_topology(shepherd: Synth) -> None:
 def test_definitions_layer_holds_the_canonical_json_the_runtime_loads(extended: Synth) -> None:
     directory = extended.build_dir / "statemachines"
     shipped = load_directory(directory)
-    assert set(shipped) == set(extended.stack.definitions)
-    for name, definition in extended.stack.definitions.items():
+    assert set(shipped) == set(extended.construct.definitions)
+    for name, definition in extended.construct.definitions.items():
         assert (directory / f"{name}.json").read_text(encoding="utf-8") == definition.canonical_json
         assert shipped[name].content_hash == definition.content_hash

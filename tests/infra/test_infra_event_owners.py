@@ -19,7 +19,7 @@ ORDERS_ROLE = "arn:aws:iam::123456789012:role/Orders"
 def test_context_event_owners_reach_the_events_function(tmp_path: Path) -> None:
     owners = {"acme.orders": ORDERS_ROLE}
     synth = synthesize(tmp_path, context={config.CTX_EVENT_OWNERS: json.dumps(owners)})
-    env = synth.function_env(synth.logical_id(synth.stack.events.function))
+    env = synth.function_env(synth.logical_id(synth.construct.events.function))
     assert json.loads(env[ENV_EVENT_OWNERS]) == owners
     runtime = Settings.from_env(
         {"SHEPHERD_TABLE": "shepherd", ENV_EVENT_OWNERS: env[ENV_EVENT_OWNERS]}
@@ -34,4 +34,6 @@ def test_an_owner_that_is_not_a_principal_arn_fails_the_synth(tmp_path: Path) ->
 
 def test_without_context_no_source_is_mapped(tmp_path: Path) -> None:
     synth = synthesize(tmp_path)
-    assert ENV_EVENT_OWNERS not in synth.function_env(synth.logical_id(synth.stack.events.function))
+    assert ENV_EVENT_OWNERS not in synth.function_env(
+        synth.logical_id(synth.construct.events.function)
+    )

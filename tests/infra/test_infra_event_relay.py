@@ -12,7 +12,7 @@ from shepherd_infra import config
 
 
 def _stream_mapping(shepherd: Synth) -> dict[str, object]:
-    relay_id = shepherd.logical_id(shepherd.stack.relay.function)
+    relay_id = shepherd.logical_id(shepherd.construct.relay.function)
     (mapping,) = [
         m["Properties"]
         for m in shepherd.of_type("AWS::Lambda::EventSourceMapping").values()
@@ -22,7 +22,7 @@ def _stream_mapping(shepherd: Synth) -> dict[str, object]:
 
 
 def test_the_table_streams_new_and_old_images_to_the_relay(shepherd: Synth) -> None:
-    table_id = shepherd.logical_id(shepherd.stack.store.table)
+    table_id = shepherd.logical_id(shepherd.construct.store.table)
     table = shepherd.props(table_id)
     assert table["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
     mapping = _stream_mapping(shepherd)
@@ -39,7 +39,7 @@ def test_a_failing_record_is_contained(shepherd: Synth) -> None:
     # so a replay still finds them in the stream.
     assert int(mapping["MaximumRecordAgeInSeconds"]) <= 12 * 3600
     destination = mapping["DestinationConfig"]["OnFailure"]["Destination"]
-    assert refers_to(destination, shepherd.logical_id(shepherd.stack.relay.failures))
+    assert refers_to(destination, shepherd.logical_id(shepherd.construct.relay.failures))
 
 
 def test_the_filters_are_the_cores(shepherd: Synth) -> None:
@@ -50,14 +50,14 @@ def test_the_filters_are_the_cores(shepherd: Synth) -> None:
 
 def test_a_late_or_failing_relay_raises_alarms(shepherd: Synth) -> None:
     alarms = shepherd.of_type("AWS::CloudWatch::Alarm").values()
-    relay_id = shepherd.logical_id(shepherd.stack.relay.function)
+    relay_id = shepherd.logical_id(shepherd.construct.relay.function)
     (behind,) = [
         a["Properties"] for a in alarms if a["Properties"].get("MetricName") == "IteratorAge"
     ]
     assert refers_to(behind["Dimensions"], relay_id)
     assert behind["Statistic"] == "Maximum"
     assert behind["Threshold"] == config.RELAY_ITERATOR_AGE_ALARM.to_milliseconds()
-    failures_id = shepherd.logical_id(shepherd.stack.relay.failures)
+    failures_id = shepherd.logical_id(shepherd.construct.relay.failures)
     (failed,) = [
         a["Properties"]
         for a in alarms

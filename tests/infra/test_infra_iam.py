@@ -12,15 +12,15 @@ RECEIVE = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibili
 
 
 def _table_id(synth: Synth) -> str:
-    return synth.logical_id(synth.stack.store.table)
+    return synth.logical_id(synth.construct.store.table)
 
 
 def _queue_ids(synth: Synth) -> dict[str, str]:
-    return {name: synth.logical_id(pool.queue) for name, pool in synth.stack.pools.items()}
+    return {name: synth.logical_id(pool.queue) for name, pool in synth.construct.pools.items()}
 
 
 def _engine_functions(synth: Synth) -> dict[str, str]:
-    stack = synth.stack
+    stack = synth.construct
     named = {
         "api": stack.api.api_function,
         "callbacks": stack.api.callbacks_function,
@@ -72,9 +72,9 @@ def test_every_engine_function_reads_writes_the_table_and_sends_and_none_publish
 
 
 def test_only_the_relay_publishes_and_it_touches_nothing_but_its_stream(shepherd: Synth) -> None:
-    relay = shepherd.stack.relay
+    relay = shepherd.construct.relay
     statements = shepherd.statements(shepherd.logical_id(relay.function))
-    bus = {"Fn::GetAtt": [shepherd.logical_id(shepherd.stack.events.bus), "Arn"]}
+    bus = {"Fn::GetAtt": [shepherd.logical_id(shepherd.construct.events.bus), "Arn"]}
     assert list(granted(statements, "events:PutEvents")) == [bus]
     stream = {"Fn::GetAtt": [_table_id(shepherd), "StreamArn"]}
     for action in ("dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:DescribeStream"):
@@ -87,7 +87,7 @@ def test_only_the_relay_publishes_and_it_touches_nothing_but_its_stream(shepherd
 
 def test_api_cannot_receive_or_read_the_watch_index(shepherd: Synth) -> None:
     table_id = _table_id(shepherd)
-    statements = shepherd.statements(shepherd.logical_id(shepherd.stack.api.api_function))
+    statements = shepherd.statements(shepherd.logical_id(shepherd.construct.api.api_function))
     for action in RECEIVE:
         assert not list(granted(statements, action)), action
     assert _index_queries(statements) == [flatten(index_resource(table_id, TABLE.list_index.name))]
@@ -108,8 +108,8 @@ def test_callbacks_and_events_functions_query_no_index_and_receive_nothing(
 
 def test_agents_consume_only_their_own_queue_and_query_no_index(shepherd: Synth) -> None:
     queues = _queue_ids(shepherd)
-    dlqs = {shepherd.logical_id(pool.dlq) for pool in shepherd.stack.pools.values()}
-    for name, pool in shepherd.stack.pools.items():
+    dlqs = {shepherd.logical_id(pool.dlq) for pool in shepherd.construct.pools.values()}
+    for name, pool in shepherd.construct.pools.items():
         statements = shepherd.statements(shepherd.logical_id(pool.function))
         for action in RECEIVE:
             assert list(granted(statements, action)) == [{"Fn::GetAtt": [queues[name], "Arn"]}], (
@@ -137,7 +137,7 @@ def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
         shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
         for fn_id in _engine_functions(shepherd).values()
     }
-    relay_role = shepherd.props(shepherd.logical_id(shepherd.stack.relay.function))["Role"]
+    relay_role = shepherd.props(shepherd.logical_id(shepherd.construct.relay.function))["Role"]
     for policy in shepherd.of_type("AWS::IAM::Policy").values():
         if not any(r["Ref"] in roles for r in policy["Properties"]["Roles"]):
             text = flatten(policy)
@@ -149,7 +149,7 @@ def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
 
 
 def test_scheduler_role_invokes_only_the_supervisor(shepherd: Synth) -> None:
-    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
     ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
     role_id = schedule["Properties"]["Target"]["RoleArn"]["Fn::GetAtt"][0]
     statements = [
@@ -169,23 +169,23 @@ def test_only_the_api_switches_pools_and_only_their_own_event_source_mappings(
 
     from shepherd.settings import ENV_POOL_MAPPINGS
 
-    pool_functions = {shepherd.logical_id(p.function) for p in shepherd.stack.pools.values()}
+    pool_functions = {shepherd.logical_id(p.function) for p in shepherd.construct.pools.values()}
     mappings = {
         mapping_id: mapping
         for mapping_id, mapping in shepherd.of_type("AWS::Lambda::EventSourceMapping").items()
         if mapping["Properties"]["FunctionName"]["Ref"] in pool_functions
     }  # not the event relay's stream mapping
-    api_id = shepherd.logical_id(shepherd.stack.api.api_function)
+    api_id = shepherd.logical_id(shepherd.construct.api.api_function)
     for name, fn_id in _engine_functions(shepherd).items():
         allowed = list(granted(shepherd.statements(fn_id), "lambda:UpdateEventSourceMapping"))
         if fn_id != api_id:
             assert allowed == [], name
             continue
-        assert len(allowed) == len(mappings) == len(shepherd.stack.pools)
+        assert len(allowed) == len(mappings) == len(shepherd.construct.pools)
         for mapping_id in mappings:
             assert any(refers_to(resource, mapping_id) for resource in allowed), mapping_id
     env = shepherd.function_env(api_id)[ENV_POOL_MAPPINGS]
     text = _json.dumps(env)
-    for name in shepherd.stack.pools:
+    for name in shepherd.construct.pools:
         assert f'\\"{name}\\":' in text, name  # every pool, mapped to ...
     assert all(mapping_id in text for mapping_id in mappings)  # ... its own mapping

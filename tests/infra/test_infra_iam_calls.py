@@ -76,7 +76,7 @@ def _deliver(stack: Stack, recorder: Recorder) -> set[str]:
 def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Start, run, call back, list, read, cancel, sweep: each through its real handler."""
     from shepherd.clock import SystemClock
-    from shepherd_agents import registry
+    from shepherd_examples.agents import registry
     from shepherd_handlers import events, supervisor
 
     tokens: list[str] = []
@@ -170,8 +170,8 @@ def flows(shepherd: Synth) -> Iterator[Flows]:
         roles = function_roles(shepherd.tpl)
         queue_ids = queue_ids_by_pool(shepherd.function_env(roles["api"]))
         names = {
-            shepherd.logical_id(shepherd.stack.store.table): TABLE,
-            shepherd.logical_id(shepherd.stack.events.bus): BUS,
+            shepherd.logical_id(shepherd.construct.store.table): TABLE,
+            shepherd.logical_id(shepherd.construct.events.bus): BUS,
             **{queue_ids[pool]: q.url.rsplit("/", 1)[-1] for pool, q in stack.queues.items()},
         }
         yield Flows(recorder.calls, names)

@@ -40,7 +40,7 @@ def _math_alarm(synth: Synth, metric_name: str) -> dict[str, Any]:
 
 
 def test_dlq_alarm_per_pool(shepherd: Synth) -> None:
-    for pool in shepherd.stack.pools.values():
+    for pool in shepherd.construct.pools.values():
         dlq_id = shepherd.logical_id(pool.dlq)
         (alarm,) = [
             a
@@ -102,7 +102,7 @@ def test_workflow_failure_rate_alarm(shepherd: Synth) -> None:
 
 
 def test_oldest_message_alarm_per_pool(shepherd: Synth) -> None:
-    for pool in shepherd.stack.pools.values():
+    for pool in shepherd.construct.pools.values():
         queue_id = shepherd.logical_id(pool.queue)
         (alarm,) = [
             a
@@ -124,7 +124,7 @@ def test_dynamodb_throttling_alarm(shepherd: Synth) -> None:
     names = {m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
     assert names == {"ReadThrottleEvents", "WriteThrottleEvents"}
     assert alarm["Threshold"] == 0
-    table_id = shepherd.logical_id(shepherd.stack.store.table)
+    table_id = shepherd.logical_id(shepherd.construct.store.table)
     assert all(
         refers_to(m["MetricStat"]["Metric"]["Dimensions"], table_id)
         for m in alarm["Metrics"]
@@ -142,7 +142,7 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
     )
     alarms = _alarms(shepherd)
-    assert len(alarms) == 8 + 2 * len(shepherd.stack.pools)
+    assert len(alarms) == 8 + 2 * len(shepherd.construct.pools)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 
@@ -173,6 +173,6 @@ def test_dashboard_graphs_the_engine_and_the_services(shepherd: Synth) -> None:
         "Latency",
     ):
         assert name in body, name
-    for pool in shepherd.stack.pools.values():
+    for pool in shepherd.construct.pools.values():
         assert shepherd.logical_id(pool.queue) in body
         assert shepherd.logical_id(pool.dlq) in body

@@ -15,10 +15,9 @@ from aws_cdk.aws_events import CfnEventBus
 from constructs import Construct
 from infra_support import Synth
 from shepherd_infra import config
-from shepherd_infra.application import build_app, cdk_json_context
+from shepherd_infra.application import ShepherdStack, build_app, cdk_json_context
 from shepherd_infra.nag import add_checks
 from shepherd_infra.naming import stack_scoped_name
-from shepherd_infra.stack import ShepherdStack
 
 # Where each resource type keeps the name its account (or account and region) must not repeat.
 NAME_PROPERTIES: dict[str, tuple[str, ...]] = {
@@ -158,9 +157,9 @@ def test_names_are_derived_from_the_stack_or_left_to_cloudformation(
 ) -> None:
     for where in deployments:
         names = {key[0]: key[2] for key, _ in physical_names(where)}
-        assert names["AWS::Events::EventBus"] == f"{where.stack_name}-Events"
+        assert names["AWS::Events::EventBus"] == f"{where.stack_name}-Shepherd-Events"
         assert names["AWS::CloudWatch::Dashboard"] == (
-            f"{where.stack_name}-Monitoring-{where.region}"
+            f"{where.stack_name}-Shepherd-Monitoring-{where.region}"
         )
         # A queue name is refused for 60 s after its queue is deleted: a destroy followed at
         # once by a deploy must not reuse one, so CloudFormation names every queue.
@@ -172,7 +171,7 @@ def test_names_are_derived_from_the_stack_or_left_to_cloudformation(
 def test_the_bus_name_context_still_wins(shepherd: Synth, extended: Synth) -> None:
     assert config.CTX_EVENT_BUS_NAME == "event_bus_name"
     ((_, bus),) = shepherd.of_type("AWS::Events::EventBus").items()
-    assert bus["Properties"]["Name"] == "Shepherd-Events"
+    assert bus["Properties"]["Name"] == "Shepherd-Shepherd-Events"
     ((_, bus),) = extended.of_type("AWS::Events::EventBus").items()
     assert bus["Properties"]["Name"] == "orders-bus"
 
@@ -200,6 +199,6 @@ def test_the_stack_name_context_names_the_stack_and_what_it_names() -> None:
     """`-c stack_name=...` is how a second Shepherd is deployed beside the first."""
     _, stack = build_app(context={config.CTX_STACK_NAME: "ShepherdStaging"})
     assert stack.stack_name == "ShepherdStaging"
-    bus = stack.events.bus.node.default_child
+    bus = stack.shepherd.events.bus.node.default_child
     assert isinstance(bus, CfnEventBus)
-    assert bus.name == "ShepherdStaging-Events"
+    assert bus.name == "ShepherdStaging-Shepherd-Events"

@@ -35,7 +35,7 @@ from shepherd_infra.state_store import StateStore
 
 
 def test_resource_counts(shepherd: Synth) -> None:
-    n = len(shepherd.stack.pool_specs)
+    n = len(shepherd.construct.pool_specs)
     assert n >= 2, "the repository's definitions name several pools"
     shepherd.template.resource_count_is("AWS::Lambda::Function", 5 + n)  # + the event relay
     shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 1)  # + its failure queue
@@ -53,7 +53,7 @@ def test_handlers(shepherd: Synth) -> None:
     handlers = sorted(
         f["Properties"]["Handler"] for f in shepherd.of_type("AWS::Lambda::Function").values()
     )
-    n = len(shepherd.stack.pool_specs)
+    n = len(shepherd.construct.pool_specs)
     assert handlers == sorted(
         [HANDLER_API, HANDLER_CALLBACKS, HANDLER_EVENTS, HANDLER_SUPERVISOR, HANDLER_STREAM]
         + [HANDLER_AGENT] * n
@@ -165,8 +165,8 @@ def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None
 
 def test_queues_follow_the_pools(shepherd: Synth) -> None:
     policies = shepherd.of_type("AWS::SQS::QueuePolicy")
-    for name, spec in shepherd.stack.pool_specs.items():
-        pool = shepherd.stack.pools[name]
+    for name, spec in shepherd.construct.pool_specs.items():
+        pool = shepherd.construct.pools[name]
         fn = shepherd.props(shepherd.logical_id(pool.function))
         assert fn["Timeout"] == spec.function_timeout_seconds
         queue_id, dlq_id = shepherd.logical_id(pool.queue), shepherd.logical_id(pool.dlq)
@@ -193,8 +193,8 @@ def test_queues_follow_the_pools(shepherd: Synth) -> None:
 
 def test_event_source_mappings(shepherd: Synth) -> None:
     mappings = shepherd.of_type("AWS::Lambda::EventSourceMapping")
-    for name, spec in shepherd.stack.pool_specs.items():
-        pool = shepherd.stack.pools[name]
+    for name, spec in shepherd.construct.pool_specs.items():
+        pool = shepherd.construct.pools[name]
         queue_id = shepherd.logical_id(pool.queue)
         fn_id = shepherd.logical_id(pool.function)
         (mapping,) = [
@@ -265,7 +265,7 @@ def test_deletion_protection_is_opt_in_for_an_existing_table(tmp_path: Any) -> N
 
 
 def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
-    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
     props = shepherd.props(fn_id)
     # No reserved concurrency anywhere: reserving any fails the deploy on new or low-quota
     # accounts, and overlapping sweeps are safe (conditional writes).
@@ -287,7 +287,7 @@ def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
 def test_supervisor_runs_never_pile_up(shepherd: Synth) -> None:
     """A run that cannot start within about a minute is dropped, not queued or retried: the next
     scheduled run replaces it. Both the schedule's target and Lambda's asynchronous queue say so."""
-    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
     ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
     assert schedule["Properties"]["Target"]["RetryPolicy"] == {
         "MaximumRetryAttempts": 0,
@@ -307,7 +307,7 @@ def test_first_scheduled_runs_wait_for_every_supervisor_policy(shepherd: Synth) 
     """CloudFormation may create the schedule as soon as the function exists; a run fired
     before the role's policies are attached fails on AccessDenied. The schedule depends on every
     policy of the supervisor's role (and of the role the schedule invokes it with)."""
-    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
     function_role = shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
     ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
     scheduler_role = schedule["Properties"]["Target"]["RoleArn"]["Fn::GetAtt"][0]
@@ -327,8 +327,8 @@ def test_first_scheduled_runs_wait_for_every_supervisor_policy(shepherd: Synth) 
 
 
 def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
-    bus_id = shepherd.logical_id(shepherd.stack.events.bus)
-    fn_id = shepherd.logical_id(shepherd.stack.events.function)
+    bus_id = shepherd.logical_id(shepherd.construct.events.bus)
+    fn_id = shepherd.logical_id(shepherd.construct.events.function)
     shepherd.template.has_resource_properties(
         "AWS::Events::Rule",
         {
@@ -340,7 +340,9 @@ def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
             "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})],
         },
     )
-    shepherd.template.has_resource_properties("AWS::Events::EventBus", {"Name": "Shepherd-Events"})
+    shepherd.template.has_resource_properties(
+        "AWS::Events::EventBus", {"Name": "Shepherd-Shepherd-Events"}
+    )
 
 
 API_ROUTES = {(r.method, r.resource): r.target for r in routes.ROUTES}
@@ -367,8 +369,8 @@ def _paths(synth: Synth) -> dict[str, str]:
 def test_api_routes_are_iam_authorized_and_validated(shepherd: Synth) -> None:
     paths = _paths(shepherd)
     functions = {
-        "api": shepherd.logical_id(shepherd.stack.api.api_function),
-        "callbacks": shepherd.logical_id(shepherd.stack.api.callbacks_function),
+        "api": shepherd.logical_id(shepherd.construct.api.api_function),
+        "callbacks": shepherd.logical_id(shepherd.construct.api.callbacks_function),
     }
     ((validator_id, validator),) = shepherd.of_type("AWS::ApiGateway::RequestValidator").items()
     # Changed on purpose: bodies are validated by the handlers alone (the gateway's model had
@@ -488,16 +490,16 @@ def test_outputs(shepherd: Synth) -> None:
     outputs = shepherd.tpl["Outputs"]
     assert {"ApiUrl", "EventBusName", "TableName", "DashboardUrl"} <= set(outputs)
     # What `shepherd events replay --queue` needs: the relay's on-failure queue.
-    failures = shepherd.logical_id(shepherd.stack.relay.failures)
+    failures = shepherd.logical_id(shepherd.construct.relay_failures)
     assert outputs["EventRelayFailuresQueueUrl"]["Value"] == {"Ref": failures}
     dashboard = str(outputs["DashboardUrl"]["Value"])
     assert "AWS::Region" in dashboard
-    dashboard_id = shepherd.logical_id(shepherd.stack.monitoring.dashboard)
+    dashboard_id = shepherd.logical_id(shepherd.construct.monitoring.dashboard)
     assert "#dashboards:name=" in dashboard
     assert f"'Ref': '{dashboard_id}'" in dashboard
     # Dashboards are account-wide: the region keeps one stack name in two regions apart.
     assert shepherd.props(dashboard_id)["DashboardName"] == {
-        "Fn::Join": ["", ["Shepherd-Monitoring-", {"Ref": "AWS::Region"}]]
+        "Fn::Join": ["", ["Shepherd-Shepherd-Monitoring-", {"Ref": "AWS::Region"}]]
     }
 
 

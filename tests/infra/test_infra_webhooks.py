@@ -56,11 +56,11 @@ def test_each_webhook_gets_a_connection_a_destination_and_a_rule_for_its_types(
 ) -> None:
     assert len(hooked.of_type("AWS::Events::Connection")) == 2
     assert len(hooked.of_type("AWS::Events::ApiDestination")) == 2
-    bus = hooked.logical_id(hooked.stack.events.bus)
+    bus = hooked.logical_id(hooked.construct.bus)
     for hook in HOOKS:
         name = str(hook["name"])
-        connection, conn = _one(hooked, "AWS::Events::Connection", f"Webhooks{name}")
-        destination, dest = _one(hooked, "AWS::Events::ApiDestination", f"Webhooks{name}")
+        connection, conn = _one(hooked, "AWS::Events::Connection", f"ShepherdWebhooks{name}")
+        destination, dest = _one(hooked, "AWS::Events::ApiDestination", f"ShepherdWebhooks{name}")
         assert dest["InvocationEndpoint"] == hook["url"]
         assert dest["HttpMethod"] == "POST"
         assert dest["InvocationRateLimitPerSecond"] == hook.get("rate_per_second", 10)
@@ -75,7 +75,7 @@ def test_each_webhook_gets_a_connection_a_destination_and_a_rule_for_its_types(
             )
         else:
             assert key == {"ApiKeyName": NAME_HEADER, "ApiKeyValue": name}
-        rule_id, rule = _one(hooked, "AWS::Events::Rule", f"Webhooks{name}")
+        rule_id, rule = _one(hooked, "AWS::Events::Rule", f"ShepherdWebhooks{name}")
         assert bus in flatten(rule["EventBusName"])
         assert rule["EventPattern"] == {
             "source": [EVENT_SOURCE],
@@ -94,7 +94,9 @@ def test_each_webhook_gets_a_connection_a_destination_and_a_rule_for_its_types(
 
 
 def _dlq_of(synth: Synth, name: str) -> str:
-    found = [k for k in synth.of_type("AWS::SQS::Queue") if k.startswith(f"Webhooks{name}Dlq")]
+    found = [
+        k for k in synth.of_type("AWS::SQS::Queue") if k.startswith(f"ShepherdWebhooks{name}Dlq")
+    ]
     assert len(found) == 1, found
     return found[0]
 
@@ -201,7 +203,7 @@ def test_webhooks_pass_both_nag_packs_and_cfn_lint(hooked: Synth, tmp_path: Path
     acknowledged = {
         rule["id"]
         for logical_id, resource in hooked.resources.items()
-        if logical_id.startswith("Webhooks")
+        if logical_id.startswith("ShepherdWebhooks")
         for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
     }
     assert acknowledged == {"AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"}

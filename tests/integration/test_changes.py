@@ -137,7 +137,7 @@ def test_each_scenario_announces_exactly_its_transitions(scenario: str) -> None:
 
 
 def test_timeouts_cancel_pause_and_resume_are_derived_too() -> None:
-    from shepherd_agents.faults import SimulatedHang
+    from shepherd_examples.agents.faults import SimulatedHang
 
     h = memory_harness()
     hung = h.start("order_fulfilment", {**ORDER, "faults": {"reserve_inventory": {"mode": "hang"}}})

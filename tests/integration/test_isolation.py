@@ -219,7 +219,7 @@ def test_one_failing_index_query_costs_one_shard_one_sweep(harness: Harness) -> 
 def test_detection_lag_is_recorded_for_every_timed_out_attempt(harness: Harness) -> None:
     """The supervisor used to read the last action after its loop: a look that timed out
     several attempts (or timed one out, then finished) recorded one lag, or none."""
-    from shepherd_agents.faults import SimulatedHang
+    from shepherd_examples.agents.faults import SimulatedHang
 
     ids = [
         harness.start(

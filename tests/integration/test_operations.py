@@ -8,8 +8,8 @@ import pytest
 from shepherd.engine.agent import AgentContext, Outcome, Pending
 from shepherd.errors import InvalidTransition, TaskTokenInvalid, TaskTokenStale, WorkflowNotFound
 from shepherd.model import StepStatus, WorkflowStatus, loads
-from shepherd_agents import ledger
-from shepherd_agents.faults import SimulatedHang
+from shepherd_examples.agents import ledger
+from shepherd_examples.agents.faults import SimulatedHang
 from support import ENV, ORDER, Harness, registry_with
 
 

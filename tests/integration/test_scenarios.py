@@ -14,8 +14,8 @@ from shepherd.decisions import transitions as tx
 from shepherd.engine.agent import AgentContext, Outcome
 from shepherd.errors import IdempotencyConflict, InputInvalid, UnknownWorkflowType
 from shepherd.model import StepStatus, WorkflowStatus, loads
-from shepherd_agents import ledger
-from shepherd_agents.faults import SimulatedCrash, SimulatedHang
+from shepherd_examples.agents import ledger
+from shepherd_examples.agents.faults import SimulatedCrash, SimulatedHang
 from support import ENV, ORDER, Harness, registry_with
 
 
@@ -84,7 +84,7 @@ def test_parallel_join_finishing_at_the_same_moment_is_dispatched_once(harness: 
 def test_retryable_error_is_retried_after_the_backoff(harness: Harness) -> None:
     # charge_payment: IntervalSeconds 0.5, BackoffRate 2, FULL jitter, MaxDelay 4.
     claims: list[tuple[int, int]] = []
-    from shepherd_agents.order import charge_payment
+    from shepherd_examples.agents.order import charge_payment
 
     def flaky(ctx: AgentContext) -> Any:
         claims.append((ctx.attempt, harness.clock.now_ms()))
@@ -210,7 +210,7 @@ def test_lost_dispatch_message_is_recovered(harness: Harness, lost: str) -> None
 
 def test_duplicate_message_is_ignored(harness: Harness) -> None:
     calls: list[int] = []
-    from shepherd_agents.order import charge_payment
+    from shepherd_examples.agents.order import charge_payment
 
     def counting(ctx: AgentContext) -> Any:
         calls.append(ctx.attempt)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from shepherd.model import StepStatus, WorkflowStatus
-from shepherd_agents import ledger
-from shepherd_agents.faults import SimulatedHang
+from shepherd_examples.agents import ledger
+from shepherd_examples.agents.faults import SimulatedHang
 from support import ENV, ORDER, Harness, HookStore
 
 

@@ -33,7 +33,7 @@ def variant(**changes: Any) -> dict[str, Any]:
 
 
 def test_the_examples_load_and_name_only_registered_agents() -> None:
-    from shepherd_agents import registry
+    from shepherd_examples.agents import registry
 
     assert set(DEFINITIONS) == {"order_fulfilment", "provision_environment"}
     for name, definition in DEFINITIONS.items():

@@ -64,7 +64,7 @@ def build_core(
     definitions: Mapping[str, Definition] | None = None,
     agents: AgentRegistry | None = None,
 ) -> Core:
-    from shepherd_agents import registry
+    from shepherd_examples.agents import registry
 
     clock = clock or ManualClock()
     queue = MemoryQueue(clock, visibility_ms=300_000)
@@ -81,7 +81,7 @@ def build_core(
 @contextlib.contextmanager
 def simulated_agent_time(clock: ManualClock) -> Iterator[None]:
     """The demo agents' simulated work passes on `clock` instead of sleeping."""
-    from shepherd_agents import order, provision
+    from shepherd_examples.agents import order, provision
 
     from shepherd_bench.stack import SimSleep
 

@@ -193,7 +193,7 @@ def slow_agent(
     if scenario.slow_step is None:
         yield
         return
-    from shepherd_agents import registry
+    from shepherd_examples.agents import registry
 
     name = stack.definitions[scenario.wf_type].by_name[scenario.slow_step].agent
     original = registry.get(name)

@@ -36,7 +36,7 @@ class StallingAgent:
         self.advance, self.beats, self.interval_ms = advance, beats, interval_ms
 
     def __call__(self, ctx: AgentContext) -> Any:
-        from shepherd_agents.faults import SimulatedHang
+        from shepherd_examples.agents.faults import SimulatedHang
 
         for n in range(self.beats):
             self.advance(self.interval_ms)
@@ -104,7 +104,7 @@ def one_stall(
         core.queue.delete(m.receipt)  # other roots' messages are never delivered
     (message,) = [m for m in received if m.task.step == root]
     if kind == "heartbeat":
-        from shepherd_agents.faults import SimulatedHang
+        from shepherd_examples.agents.faults import SimulatedHang
 
         advance(rng.randrange(10, 200))  # delivery: SQS -> Lambda
         with contextlib.suppress(SimulatedHang):

@@ -98,8 +98,8 @@ def run_scaling(
     finished: tuple[int, ...] = (10, 1_000, 10_000), running: int = 1_000, due: int = DUE
 ) -> list[dict[str, Any]]:
     from moto import mock_aws
-    from shepherd_agents.faults import SimulatedHang
     from shepherd_cli.resources import create_table
+    from shepherd_examples.agents.faults import SimulatedHang
 
     rows: list[dict[str, Any]] = []
     with mock_aws():

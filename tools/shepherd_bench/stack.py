@@ -25,6 +25,7 @@ from shepherd.clock import ManualClock
 from shepherd.definitions import Definition, load_directory
 from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
 from shepherd.settings import Settings
+from shepherd_examples import AGENT_MODULES
 
 from shepherd_bench.meter import Meter
 
@@ -161,6 +162,7 @@ class HandlerStack:
             event_bus=BUS,
             definitions_dir=ROOT / "statemachines",
             watch_shards=watch_shards,
+            agent_modules=AGENT_MODULES,
         )
         env = {
             **settings.to_env(),
@@ -186,7 +188,7 @@ class HandlerStack:
         # The demo agents' work takes simulated time only, so no heartbeat would ever be due.
         self.engine.agent_runtime.background_heartbeats = False
         self._patched: list[tuple[ModuleType, Any]] = []
-        from shepherd_agents import order, provision
+        from shepherd_examples.agents import order, provision
 
         for module in (order, provision):
             self._patched.append((module, module.time))

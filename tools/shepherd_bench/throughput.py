@@ -109,12 +109,19 @@ def _http(method: str, url: str, body: Any = None) -> Any:
 
 def _local(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
     from shepherd_cli.local import LocalStack
+    from shepherd_cli.project import Project
 
     workers = 2
     rows = []
     with (
         tempfile.TemporaryDirectory() as state,
-        LocalStack(port=0, workers=workers, sweep_interval=1.0, state_dir=Path(state)) as stack,
+        LocalStack(
+            project=Project.find(Path(__file__).resolve().parents[2]),
+            port=0,
+            workers=workers,
+            sweep_interval=1.0,
+            state_dir=Path(state),
+        ) as stack,
     ):
         base = stack.api_url
 
@@ -200,8 +207,8 @@ def _inprocess(levels: tuple[int, ...], seconds: float) -> dict[str, Any]:
     from shepherd.model import TaskMessage
     from shepherd.settings import Settings
     from shepherd.wiring import Shepherd
-    from shepherd_agents import registry
     from shepherd_cli.resources import create_all
+    from shepherd_examples.agents import registry
 
     root = Path(__file__).resolve().parents[2]
     stop = threading.Event()

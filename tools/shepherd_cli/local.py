@@ -22,7 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-ROOT = Path(__file__).resolve().parents[2]
+from shepherd_cli.project import Project
+
 REGION = "us-east-1"
 TABLE = "shepherd"
 BUS = "shepherd"
@@ -64,13 +65,16 @@ class LocalStack:
     port: int = 8080
     workers: int = 1
     sweep_interval: float = 1.0
-    state_dir: Path = field(default_factory=lambda: ROOT / ".shepherd")
+    # The definitions and agent modules to run: the project's `[tool.shepherd]` by default
+    # (in this repository, the examples).
+    project: Project = field(default_factory=Project.find)
+    state_dir: Path = field(default_factory=lambda: Project.find().root / ".shepherd")
     real_faults: bool = True
-    definitions_dir: Path = field(default_factory=lambda: ROOT / "statemachines")
     # StartWorkflow events from these sources are owned by these principals (Settings).
     event_owners: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.definitions_dir = self.project.definitions_dir
         self._procs: list[subprocess.Popen[bytes]] = []
         self._workers: list[Worker] = []
         self._stopping = threading.Event()
@@ -224,6 +228,7 @@ class LocalStack:
             event_bus=BUS,
             definitions_dir=self.definitions_dir,
             event_owners=self.event_owners,
+            agent_modules=self.project.agent_modules,
         )
         self.env.update(settings.to_env())
         specs = pools(definitions)
@@ -235,7 +240,9 @@ class LocalStack:
         self, args: list[str], log_path: Path, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         log = log_path.open("ab")  # kept across restarts
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.project.root
+        )
         log.close()
         self._procs.append(proc)
         return proc
@@ -257,7 +264,7 @@ class LocalStack:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**self.env, "SHEPHERD_POOL": spec.name},
-            cwd=ROOT,
+            cwd=self.project.root,
         )
         self._workers.append(Worker(pool_and_queues, index, proc, log))
 

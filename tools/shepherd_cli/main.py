@@ -16,9 +16,9 @@ from typing import Any
 
 from shepherd_cli.client import DEFAULT_API, Api, CliError
 from shepherd_cli.console.server import is_loopback
+from shepherd_cli.project import Project
 from shepherd_cli.render import graph, status_lines, watch_frame
 
-ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 CONSOLE_PORT = 8081
 
@@ -35,6 +35,15 @@ def _input(value: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise CliError(f"--input is not valid JSON: {exc}") from None
+
+
+def _project(args: argparse.Namespace) -> Project:
+    """The project's `[tool.shepherd]`, with --definitions and --agents applied."""
+    agents = getattr(args, "agents", None)
+    return Project.find().overridden(
+        definitions=getattr(args, "definitions", None),
+        agent_modules=[m.strip() for m in agents.split(",") if m.strip()] if agents else None,
+    )
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -57,7 +66,15 @@ def cmd_local(args: argparse.Namespace) -> int:
         if not sep or not source or not caller:
             raise CliError(f"--event-owner takes SOURCE=CALLER, not '{pair}'")
         owners[source] = caller_arn(caller)
+    project = _project(args)
+    if not project.agent_modules:
+        print(
+            "no agent modules: [tool.shepherd] agent-modules in pyproject.toml or --agents; "
+            "steps will wait for agents that never come",
+            file=sys.stderr,
+        )
     with LocalStack(
+        project=project,
         port=args.port,
         workers=args.workers,
         sweep_interval=args.sweep_interval,
@@ -98,6 +115,34 @@ def _serve_console(api_url: str, caller: str | None, host: str, port: int) -> An
         raise CliError(f"cannot serve the console on {host}:{port}: {exc.strerror}") from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Start the local stack, run one workflow to its end, stop: exit 0 iff it SUCCEEDED."""
+    from shepherd_cli.local import LocalStack
+
+    project = _project(args)
+    body = {"type": args.type, "input": _input(args.input) if args.input else {}}
+    print(f"starting the local stack for {project.definitions_dir}...", flush=True)
+    with LocalStack(project=project, port=0, workers=1, sweep_interval=0.5) as stack:
+        api = Api(stack.api_url, caller=args.caller)
+        accepted = api.call("POST", "/workflows", body)
+        print(f"started {accepted['workflow_id']}", flush=True)
+        return _watch(api, accepted["workflow_id"], args.timeout)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from shepherd_cli.scaffold import ScaffoldError, Source, scaffold
+
+    folder = Path(args.directory)
+    try:
+        written = scaffold(folder, Source(args.shepherd, index_url=args.index_url))
+    except ScaffoldError as exc:
+        raise CliError(str(exc)) from None
+    for path in written:
+        print(f"  {path}")
+    print(f"\nnext: cd {folder} && make test && make demo")
+    return 0
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -256,9 +301,11 @@ def cmd_events(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from shepherd.definitions import check_agents, definition_files, load_file
     from shepherd.errors import DefinitionError
-    from shepherd_agents import registry
+    from shepherd.user_code import load_agents
 
-    files = [Path(f) for f in args.files] or definition_files(ROOT / "statemachines")
+    project = _project(args)
+    registry = load_agents(project.agent_modules)
+    files = [Path(f) for f in args.files] or definition_files(project.definitions_dir)
     failed = False
     for path in files:
         try:
@@ -279,7 +326,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from shepherd.errors import DefinitionError
 
     try:
-        definitions = load_directory(Path(args.definitions))
+        definitions = load_directory(_project(args).definitions_dir)
     except DefinitionError as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     if args.type not in definitions:
@@ -290,6 +337,16 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_source() -> str:
+    """This checkout (its pyproject.toml beside tools/), or else the installed version."""
+    import shepherd
+
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "layers" / "shepherd").is_dir():
+        return str(checkout)
+    return shepherd.__version__
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shepherd", description=__doc__)
     p.add_argument("--api", help="API base URL (default: $SHEPHERD_API or http://127.0.0.1:8080)")
@@ -298,6 +355,14 @@ def parser() -> argparse.ArgumentParser:
 
     local = sub.add_parser("local", help="run all of Shepherd locally on moto")
     local.add_argument("--port", type=int, default=8080)
+    local.add_argument(
+        "--definitions", help="definitions folder (default: [tool.shepherd] in pyproject.toml)"
+    )
+    local.add_argument(
+        "--agents",
+        metavar="MODULES",
+        help="agent modules, comma-separated (default: [tool.shepherd] agent-modules)",
+    )
     local.add_argument("--workers", type=int, default=1, help="worker processes per agent pool")
     local.add_argument(
         "--sweep-interval", type=float, default=1.0, help="seconds between supervisor sweeps"
@@ -373,12 +438,35 @@ def parser() -> argparse.ArgumentParser:
     events.add_argument("--queue", required=True, help="the relay's on-failure queue URL")
     events.add_argument("--bus", required=True, help="the Shepherd event bus name")
 
+    run = sub.add_parser(
+        "run",
+        help="run one workflow on a local stack started for it, then stop (exit 0: SUCCEEDED)",
+    )
+    run.add_argument("type")
+    run.add_argument("--input", help="JSON, or @file")
+    run.add_argument("--timeout", type=float, default=120)
+    run.add_argument("--definitions", help="default: [tool.shepherd] definitions")
+    run.add_argument("--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules")
+
+    init = sub.add_parser("init", help="scaffold a new project that uses Shepherd as a library")
+    init.add_argument("directory")
+    init.add_argument(
+        "--shepherd",
+        default=_default_source(),
+        help="where the project installs Shepherd from: a folder, or a version on an index "
+        "(default: this checkout when run from one, else this version)",
+    )
+    init.add_argument("--index-url", help="the package index to install from (pip --index-url)")
+
     validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
     validate.add_argument("files", nargs="*")
+    validate.add_argument(
+        "--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules"
+    )
 
     gr = sub.add_parser("graph", help="Mermaid flowchart of a definition, with compensations")
     gr.add_argument("type")
-    gr.add_argument("--definitions", default=str(ROOT / "statemachines"))
+    gr.add_argument("--definitions", help="default: [tool.shepherd] definitions")
     return p
 
 
@@ -391,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_console(args)
         if args.command == "validate":
             return cmd_validate(args)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "init":
+            return cmd_init(args)
         if args.command == "graph":
             return cmd_graph(args)
         if args.command == "events":

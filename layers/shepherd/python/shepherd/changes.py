@@ -10,6 +10,8 @@ makes that transition unique (an attempt number, a redrive count; for a pause or
 which may repeat, the write's stream position), so a subscriber deduplicates on it; and
 `sequence`, the stream record's sequence number, which grows with every write to one workflow
 (its items share a partition), so a subscriber can order one workflow's events.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Time comes from an injected clock so the engine can run under simulated time."""
+"""Time comes from an injected clock so the engine can run under simulated time.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ named parts, so the DynamoDB adapter can compile them to expressions and the in-
 can evaluate them; the contract tests prove both agree.
 
 Comparison semantics follow DynamoDB: a comparison with a missing attribute is false.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

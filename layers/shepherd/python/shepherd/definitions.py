@@ -88,6 +88,9 @@ class CompensationSpec(TaskSpec):
 
 
 class StepSpec(TaskSpec):
+    """One step of a definition: a task that runs after the steps it `DependsOn`, with an
+    optional `Compensation` that undoes it when the workflow unwinds."""
+
     name: Annotated[str, Field(alias="Name", pattern=NAME)]
     depends_on: Annotated[tuple[str, ...], Field(alias="DependsOn", max_length=100)] = ()
     compensation: Annotated[CompensationSpec | None, Field(alias="Compensation")] = None

@@ -25,6 +25,8 @@ class DefinitionError(ShepherdError):
 
 
 class UnknownWorkflowType(ShepherdError):
+    """A start names a workflow type no definition has."""
+
     def __init__(self, name: str) -> None:
         super().__init__(f"unknown workflow type '{name}'")
         self.name = name
@@ -49,6 +51,8 @@ class IdempotencyConflict(ShepherdError):
 
 
 class WorkflowNotFound(ShepherdError):
+    """No workflow has this id (or the caller may not see it)."""
+
     def __init__(self, workflow_id: str) -> None:
         super().__init__(f"workflow '{workflow_id}' not found")
         self.workflow_id = workflow_id

@@ -6,6 +6,8 @@ deep nesting and `ValueError` on integers over 4,300 digits. Each of those once 
 handler as a 500 or broke a later read. Everything that enters the engine from outside (API
 bodies, callback payloads, agent outputs, progress details) goes through `parse`, `check` or
 `dumps` here, which raise `JsonRejected` (a `ValueError`) with a message naming the limit.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

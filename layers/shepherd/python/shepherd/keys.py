@@ -2,6 +2,8 @@
 
 The one place these strings live (docs/architecture.md, Table layout). A workflow and its
 steps share a partition, so one consistent query reads a whole workflow.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 One place, so a change to one cap is checked against the whole item it lands in
 (`tests/unit/test_limits.py` proves each budget stays under DynamoDB's 400 KB item limit).
 Caps are enforced before the write that would store the value, never discovered by DynamoDB.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

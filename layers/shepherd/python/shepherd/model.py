@@ -2,6 +2,8 @@
 
 Table items, API bodies and queue messages are different models: this module holds the
 first and the last; the API has its own pydantic models in the handlers.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

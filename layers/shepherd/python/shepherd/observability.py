@@ -1,4 +1,7 @@
-"""Names shared by the handlers that emit metrics and the CDK app that graphs and alarms on them."""
+"""Names shared by the handlers that emit metrics and the CDK app that graphs and alarms on them.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ content's sha256 (write-once: nothing can overwrite what a reference names). The
 the text `@ref {"k":..., "n":..., "h":...}`; JSON text never starts with `@`. Every read
 verifies size and hash: a missing or altered object is `PayloadMissing`, never a silent null.
 See docs/architecture.md (Large payloads).
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The ports the core talks through. Adapters implement them for AWS; `shepherd.testing`
-implements them in memory, and both pass the same contract tests."""
+implements them in memory, and both pass the same contract tests.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ The CDK app builds its resources and methods from `ROUTES`, the local gateway em
 (`shepherd_cli.apigw`) routes with it, the handlers refuse bodies over a route's cap with it,
 and tests check that the Powertools resolvers and the OpenAPI document declare exactly these.
 No Powertools (nor CDK) import here: every one of those reads this module.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

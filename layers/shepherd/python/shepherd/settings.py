@@ -1,4 +1,7 @@
-"""Runtime settings: one pydantic model, read from the environment once."""
+"""Runtime settings: one pydantic model, read from the environment once.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +25,12 @@ ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
 ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
 ENV_POOL_MAPPINGS = "SHEPHERD_POOL_MAPPINGS"  # JSON: pool -> its SQS event source mapping id
 ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
+# The user's agent modules, comma-separated (`my_app.agents,my_app.billing:agents`): each is
+# imported and its AgentRegistry (`registry`, or the attribute after a colon) taken.
+ENV_AGENT_MODULES = "SHEPHERD_AGENT_MODULES"
+
+# A module path, optionally with the attribute holding its registry (`pkg.mod:attr`).
+_AGENT_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
 
 # An owner is an IAM principal ARN (what API callers are identified by).
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[\w-]*:(iam|sts)::\d{12}:[\w+=,.@/-]+$")
@@ -41,6 +50,26 @@ class Settings(BaseModel):
     # principal ARN, which may then read it through the API. A source not listed owns its
     # workflows itself, as `events:<account>:<source>` (docs/api.md, Events).
     event_owners: dict[str, str] = {}
+    # The modules whose agent registries the agent runtime uses (none: a deployment that only
+    # schedules and supervises, or whose pools run elsewhere).
+    agent_modules: tuple[str, ...] = ()
+
+    @field_validator("agent_modules", mode="before")
+    @classmethod
+    def _module_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("agent_modules")
+    @classmethod
+    def _module_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for module in value:
+            if not _AGENT_MODULE.match(module):
+                raise ValueError(
+                    f"{ENV_AGENT_MODULES}: '{module}' is not a module path (pkg.module[:attr])"
+                )
+        return value
 
     @field_validator("queue_urls", "pool_mappings", "event_owners", mode="before")
     @classmethod
@@ -83,6 +112,8 @@ class Settings(BaseModel):
             values["retention_days"] = env[ENV_RETENTION_DAYS]
         if env.get(ENV_EVENT_OWNERS):
             values["event_owners"] = env[ENV_EVENT_OWNERS]
+        if env.get(ENV_AGENT_MODULES):
+            values["agent_modules"] = env[ENV_AGENT_MODULES]
         return cls.model_validate(values)
 
     def to_env(self) -> dict[str, str]:
@@ -100,6 +131,8 @@ class Settings(BaseModel):
             env[ENV_POOL_MAPPINGS] = json.dumps(
                 self.pool_mappings, separators=(",", ":"), sort_keys=True
             )
+        if self.agent_modules:
+            env[ENV_AGENT_MODULES] = ",".join(self.agent_modules)
         if self.event_owners:
             env[ENV_EVENT_OWNERS] = json.dumps(
                 self.event_owners, separators=(",", ":"), sort_keys=True

@@ -1,5 +1,10 @@
-"""In-memory implementations of the ports. They ship with the core and pass the same contract
-tests as the AWS adapters, so tests and simulations built on them cannot drift from AWS."""
+"""Test your workflows in memory: `MemoryEngine` runs your definitions and agents under a
+manual clock, in milliseconds, with the real engine.
+
+Public: `MemoryEngine`, `Outcome` and `ManualClock` (`__all__`). The in-memory ports below
+(`MemoryStore`, `MemoryQueue`, ...) are internal: they ship with the core and pass the same
+contract tests as the AWS adapters, so tests and simulations built on them cannot drift from AWS.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,11 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from shepherd.changes import Change
+from shepherd.clock import ManualClock
 from shepherd.conditions import Cond, Item, Update, evaluate
 from shepherd.errors import ConditionFailed, ItemTooLarge, TransactionConflict
 from shepherd.keys import workflow_id_of
@@ -20,6 +27,14 @@ from shepherd.limits import DYNAMODB_ITEM_LIMIT, item_size
 from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
 from shepherd.ports import Backlog, DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from shepherd.definitions import Definition
+    from shepherd.engine.agent import AgentRegistry
+
+__all__ = ["ManualClock", "MemoryEngine", "Outcome"]
 
 
 def _fits(item: Item) -> None:
@@ -373,13 +388,12 @@ class MemoryEngine:
 
     def __init__(
         self,
-        definitions: Any,
+        definitions: Mapping[str, Definition],
         *,
-        agents: Any = None,
+        agents: AgentRegistry | None = None,
         start_ms: int = 1_767_225_600_000,
         owner: str = "test",
     ) -> None:
-        from shepherd.clock import ManualClock  # noqa: PLC0415 - keeps `shepherd.testing` light
         from shepherd.engine.build import build_engine  # noqa: PLC0415
         from shepherd.engine.scheduler import Ports  # noqa: PLC0415
 
@@ -400,9 +414,10 @@ class MemoryEngine:
         )
 
     @classmethod
-    def from_directory(cls, directory: Any, *, agents: Any = None) -> MemoryEngine:
-        from pathlib import Path  # noqa: PLC0415
-
+    def from_directory(
+        cls, directory: str | Path, *, agents: AgentRegistry | None = None
+    ) -> MemoryEngine:
+        """Every definition in `directory` (YAML or JSON), run with `agents`."""
         from shepherd.definitions import load_directory  # noqa: PLC0415
 
         return cls(load_directory(Path(directory)), agents=agents)
@@ -410,6 +425,7 @@ class MemoryEngine:
     # ------------------------------------------------------------------------- driving
 
     def start(self, wf_type: str, payload: Any, *, idempotency_key: str | None = None) -> str:
+        """Start a workflow as the API would; its id. Nothing runs until `deliver`/`run`."""
         result = self.engine.scheduler.start(
             wf_type, payload, idempotency_key=idempotency_key, owner=self.owner
         )
@@ -430,9 +446,11 @@ class MemoryEngine:
         return handled
 
     def advance(self, seconds: float) -> None:
+        """Move the manual clock forward (nothing else happens until `deliver` or `sweep`)."""
         self.clock.advance(seconds)
 
     def sweep(self) -> Any:
+        """One supervisor sweep: retries, timeouts and compensations that are due now."""
         return self.engine.supervisor.sweep()
 
     def run(
@@ -471,6 +489,7 @@ class MemoryEngine:
     # ---------------------------------------------------------------------------- reads
 
     def outcome(self, workflow_id: str) -> Outcome:
+        """The workflow as it is now (`KeyError` for an unknown id)."""
         from shepherd.engine.queries import workflow_output  # noqa: PLC0415
         from shepherd.model import loads  # noqa: PLC0415
 

@@ -1,5 +1,7 @@
 """Resource wiring derived from the definitions: one source for the CDK app, the local stack
-and the runtime settings. Pure data, no I/O."""
+and the runtime settings. Pure data, no I/O.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Builds the engine from settings. The only place boto3 clients are made, lazily."""
+"""Builds the engine from settings. The only place boto3 clients are made, lazily.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

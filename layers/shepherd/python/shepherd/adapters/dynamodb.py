@@ -1,4 +1,7 @@
-"""The Store port on DynamoDB. `ClientError` becomes a domain error here and nowhere else."""
+"""The Store port on DynamoDB. `ClientError` becomes a domain error here and nowhere else.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The EventPublisher port on an EventBridge custom bus."""
+"""The EventPublisher port on an EventBridge custom bus.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """The PoolControl port on AWS: a pool's Lambda SQS event source mapping, enabled or not.
 
 Disabling a mapping stops its pollers (no invocations, no charge); the messages stay in the
-queue until it is enabled again. The mapping ids come from the deployment (settings)."""
+queue until it is enabled again. The mapping ids come from the deployment (settings).
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The PayloadStore port on S3: one bucket, write-once keys, checksums verified on read."""
+"""The PayloadStore port on S3: one bucket, write-once keys, checksums verified on read.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

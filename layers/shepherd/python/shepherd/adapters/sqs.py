@@ -1,4 +1,7 @@
-"""The TaskQueue port on SQS: one queue per agent pool, batched sends."""
+"""The TaskQueue port on SQS: one queue per agent pool, batched sends.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

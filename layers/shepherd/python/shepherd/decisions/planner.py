@@ -4,6 +4,8 @@ Pure. Both the scheduler (after a step outcome, in the agent's process, or after
 action) and the supervisor (when a workflow is due) call it; only the supervisor acts on time
 (timeouts, lost messages, the pause timeout). The executor applies the actions as conditional
 writes, folds the results back into the state and plans again until nothing is left.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Pure retry decisions: what happens to a step whose attempt failed."""
+"""Pure retry decisions: what happens to a step whose attempt failed.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Pure functions: they build writes and never perform them. The condition of each names the
 status and the attempt it expects; `attempt` is the fencing token.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

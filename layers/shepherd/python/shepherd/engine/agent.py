@@ -2,6 +2,8 @@
 
 Agents decide nothing about what comes next: after recording, they hand over to the
 scheduler's `advance`, which runs in the same process.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations
@@ -52,12 +54,24 @@ class Pending:
 
 
 class AgentRegistry:
-    """Agent functions by name. A test swaps a step by registering a fake under its name."""
+    """Agent functions by name. A test swaps a step by registering a fake under its name.
+
+        registry = AgentRegistry()
+
+        @registry.agent("charge_payment")
+        def charge_payment(ctx: AgentContext) -> dict[str, Any]:
+            return {"charge_id": payments.charge(ctx.input, key=ctx.idempotency_key)}
+
+    A definition's `Agent` field names the function; the runtime imports the modules named in
+    `SHEPHERD_AGENT_MODULES` and takes their `registry`.
+    """
 
     def __init__(self) -> None:
         self._functions: dict[str, AgentFunction] = {}
 
     def agent(self, name: str) -> Callable[[AgentFunction], AgentFunction]:
+        """Decorator: register the function under `name` (a definition's `Agent`)."""
+
         def register(fn: AgentFunction) -> AgentFunction:
             self._functions[name] = fn
             return fn
@@ -65,12 +79,15 @@ class AgentRegistry:
         return register
 
     def register(self, name: str, fn: AgentFunction) -> None:
+        """Register (or replace) the function under `name`."""
         self._functions[name] = fn
 
     def get(self, name: str) -> AgentFunction | None:
+        """The function registered under `name`, if any."""
         return self._functions.get(name)
 
     def names(self) -> set[str]:
+        """Every registered name."""
         return set(self._functions)
 
 
@@ -110,6 +127,7 @@ class AgentContext:
 
     @property
     def deadline(self) -> datetime:
+        """When this attempt times out (its lease); finish, or report progress, before then."""
         return to_datetime(self.deadline_ms)
 
     def report_progress(self, details: Any) -> None:

@@ -3,6 +3,8 @@
 Lambda (`shepherd.wiring`), the tests and users' unit tests (`shepherd.testing.MemoryEngine`),
 the simulator and the benchmarks all build the engine here, so they cannot be wired
 differently from one another.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

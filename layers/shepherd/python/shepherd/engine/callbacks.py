@@ -3,6 +3,8 @@
 The token is the capability: it names one attempt, and every write it leads to is fenced like
 an agent's (status, attempt and the token's hash). Only a genuine token learns anything: a
 forged one is unknown (404) whatever the state of the attempt it names.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

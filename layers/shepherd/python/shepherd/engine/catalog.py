@@ -1,4 +1,7 @@
-"""Definitions by name (the current file) and by content hash (what a workflow started with)."""
+"""Definitions by name (the current file) and by content hash (what a workflow started with).
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ Every transition is one named conditional write (or one transaction) built by
 operator actions) and the supervisor (timeouts, the watch entry, parking). The winner's item,
 or on a lost condition the item as it now is (from ReturnValuesOnConditionCheckFailure), is
 folded back into the caller's `WorkflowState`, so no caller ever plans on a write it lost.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

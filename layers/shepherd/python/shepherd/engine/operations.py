@@ -6,6 +6,8 @@ calls are safe: one wins, the others find the new status and answer `InvalidTran
 pause while paused). After the write the workflow is advanced at once, so the caller does not
 wait for a sweep. The table of which action is allowed from which status is in
 docs/architecture.md (state machine of a workflow).
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ reads once per sweep, so a task waiting for a paused pool is neither a lost mess
 timeout. The `PoolControl` port is what stops the pool's agents from claiming: on AWS the
 pool's SQS event source mapping is disabled (it costs nothing while paused and the messages
 stay queued); the local stack's workers and the in-memory queue poll only enabled pools.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Read models for the API: one workflow with its steps, and an owner's workflows, newest first."""
+"""Read models for the API: one workflow with its steps, and an owner's workflows, newest first.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@ executor's conditional writes, then sends the task messages and events they anno
 
 Operator actions (`shepherd.engine.operations`) and callbacks (`shepherd.engine.callbacks`)
 are separate modules on the same scheduler; its methods for them only delegate.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ at again by the next sweep (its entry stays due). Any other error is unexpected:
 with the workflow id and counted, and later looks back off; after `MAX_FAILED_LOOKS` failed
 looks in a row the workflow is parked (FAILED with a reason, out of the watch index,
 announced) for a person to see. Either way the sweep goes on with the next workflow.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

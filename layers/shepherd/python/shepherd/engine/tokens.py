@@ -2,6 +2,8 @@
 
 A token names its attempt and carries a random nonce; the step item stores only the nonce's
 hash, so reading the table never yields a usable token.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,6 @@ from shepherd.engine.agent import AgentRegistry
 registry = AgentRegistry()
 
 # Importing the modules registers their agents.
-from shepherd_agents import order, provision  # noqa: E402
+from shepherd_examples.agents import order, provision  # noqa: E402
 
 __all__ = ["order", "provision", "registry"]

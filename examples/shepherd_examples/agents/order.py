@@ -14,8 +14,8 @@ from typing import Any
 from shepherd.engine.agent import AgentContext
 from shepherd.errors import PermanentError
 
-from shepherd_agents import ledger, registry
-from shepherd_agents.faults import after_effect, inject
+from shepherd_examples.agents import ledger, registry
+from shepherd_examples.agents.faults import after_effect, inject
 
 
 def _latency() -> None:

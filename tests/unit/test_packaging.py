@@ -1,0 +1,41 @@
+"""One distribution: the runtime with only its own dependencies; the construct and the CLI
+behind extras; the simulator, the benchmarks and the examples never in it."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {r.split("[")[0].split("=")[0].split(" ")[0].strip() for r in requirements}
+
+
+def test_the_runtime_depends_on_what_lambda_imports_only() -> None:
+    runtime = _names(PYPROJECT["project"]["dependencies"])
+    assert runtime == {"boto3", "aws-lambda-powertools", "pydantic", "fastjsonschema", "pyyaml"}
+
+
+def test_the_construct_and_the_cli_are_extras() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert _names(extras["cdk"]) == {"aws-cdk-lib", "constructs", "cdk-nag"}
+    assert _names(extras["cli"]) == {"moto"}
+    assert "shepherd[cdk,cli]" in extras["dev"]
+
+
+def test_the_distribution_holds_no_tool_and_no_example() -> None:
+    setuptools = PYPROJECT["tool"]["setuptools"]
+    tops = {p.split(".")[0] for p in setuptools["packages"]}
+    assert tops == {"shepherd", "shepherd_handlers", "shepherd_cli", "shepherd_infra"}
+    assert set(setuptools["package-dir"]) == tops
+    # Every subpackage of the core is listed (a missing one would be left out of the wheel).
+    core = ROOT / "layers" / "shepherd" / "python" / "shepherd"
+    subpackages = {
+        "shepherd." + p.parent.relative_to(core).as_posix().replace("/", ".")
+        for p in core.rglob("__init__.py")
+        if p.parent != core
+    }
+    assert subpackages <= set(setuptools["packages"])

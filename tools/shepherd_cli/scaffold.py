@@ -1,0 +1,351 @@
+"""`shepherd init DIR`: a new project that uses Shepherd as a library.
+
+It holds one definition (`statemachines/welcome.yaml`), its agents (`src/<package>/agents.py`),
+unit tests on `shepherd.testing`, a CDK app using the `Shepherd` construct, a Makefile
+(`make test`, `make demo`, `make synth`) and a README. Shepherd comes from the source the user
+names: a folder (a checkout, installed from its path) or a version from a package index.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# The CDK feature flags of the scaffold's cdk.json: the ones Shepherd's own app is built and
+# tested with (tests/unit/test_scaffold.py keeps them equal to the repository's cdk.json).
+CDK_CONTEXT: dict[str, object] = {
+    "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
+    "@aws-cdk/core:checkSecretUsage": True,
+    "@aws-cdk/core:target-partitions": ["aws"],
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
+    "@aws-cdk/core:enablePartitionLiterals": True,
+    "@aws-cdk/aws-apigateway:disableCloudWatchRole": True,
+    "@aws-cdk/aws-apigateway:requestValidatorUniqueId": True,
+    "@aws-cdk/aws-apigateway:usagePlanKeyOrderInsensitiveId": True,
+    "@aws-cdk/aws-apigateway:authorizerChangeDeploymentLogicalId": True,
+    "@aws-cdk/aws-events:eventsTargetQueueSameAccount": True,
+    "@aws-cdk/aws-iam:standardizedServicePrincipals": True,
+    "@aws-cdk/aws-lambda:useCdkManagedLogGroup": True,
+    "@aws-cdk/aws-sqs:enforceSsl": True,
+    "@aws-cdk/aws-kms:aliasNameRef": True,
+    "@aws-cdk/aws-kms:applyImportedAliasPermissionsToPrincipal": True,
+    "@aws-cdk/aws-lambda:createNewPoliciesWithAddToRolePolicy": True,
+    "@aws-cdk/aws-dynamodb:resourcePolicyPerReplica": True,
+    "@aws-cdk/aws-dynamodb:retainTableReplica": True,
+    "@aws-cdk/core:explicitStackTags": True,
+    "@aws-cdk/aws-lambda:useDefaultLogRetention": False,
+}
+
+
+class ScaffoldError(ValueError):
+    """The target folder or the names are unusable."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the scaffold's environment installs Shepherd from."""
+
+    spec: str  # a folder, or a version (`0.1.0`) on a package index
+    index_url: str | None = None
+
+    def requirement(self, extras: str = "") -> str:
+        name = f"shepherd[{extras}]" if extras else "shepherd"
+        folder = Path(self.spec).expanduser()
+        if folder.is_dir():
+            return f"{name} @ {folder.resolve().as_uri()}"
+        if re.fullmatch(r"\d+(\.\d+)*([a-z]+\d*)?", self.spec):
+            return f"{name}=={self.spec}"
+        raise ScaffoldError(f"--shepherd: '{self.spec}' is neither a folder nor a version")
+
+
+def package_name(folder: Path) -> str:
+    name = re.sub(r"\W+", "_", folder.name.lower()).strip("_")
+    if not name or name[0].isdigit():
+        name = f"app_{name}"
+    if keyword.iskeyword(name) or name.startswith("shepherd"):
+        name = f"{name}_app"
+    return name
+
+
+def _stack_name(package: str) -> str:
+    return "".join(part.capitalize() for part in package.split("_")) or "App"
+
+
+def files(package: str, source: Source) -> dict[str, str]:
+    """Every file of the scaffold, by path relative to its folder."""
+    runtime = source.requirement()
+    tools = source.requirement("cdk,cli")
+    pip_args = f"--index-url {source.index_url}" if source.index_url else ""
+    return {
+        "pyproject.toml": PYPROJECT.format(package=package, runtime=runtime, tools=tools),
+        "Makefile": MAKEFILE.format(pip_args=pip_args),
+        "README.md": README.format(package=package, source=source.spec),
+        ".gitignore": ".venv/\ncdk.out/\n.shepherd/\n__pycache__/\n*.egg-info/\n",
+        "cdk.json": json.dumps(
+            {"app": ".venv/bin/python infra/app.py", "context": CDK_CONTEXT}, indent=2
+        )
+        + "\n",
+        "statemachines/welcome.yaml": DEFINITION,
+        f"src/{package}/__init__.py": f'"""{package}: workflows on Shepherd."""\n',
+        f"src/{package}/agents.py": AGENTS,
+        "tests/test_welcome.py": TESTS.format(package=package),
+        "infra/app.py": CDK_APP.format(package=package, stack=_stack_name(package)),
+    }
+
+
+def scaffold(folder: Path, source: Source) -> list[Path]:
+    """Write the project into `folder` (new, or empty); the files written."""
+    if folder.exists() and any(folder.iterdir()):
+        raise ScaffoldError(f"{folder} exists and is not empty")
+    package = package_name(folder.resolve())
+    written = []
+    for relative, text in files(package, source).items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{package}"
+version = "0.1.0"
+requires-python = ">=3.11"
+# What the agents need at run time: Shepherd's runtime (its Lambda layer is built from it).
+dependencies = ["{runtime}"]
+
+[project.optional-dependencies]
+# The CDK construct, the local stack and the tests.
+dev = ["{tools}", "pytest==9.2.0"]
+
+[tool.setuptools.packages.find]
+where = ["src"]
+
+# What `shepherd local` and `shepherd validate` run, and what the Lambda functions import.
+[tool.shepherd]
+definitions = "statemachines"
+agent-modules = ["{package}.agents"]
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+"""
+
+MAKEFILE = """\
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP_ARGS ?= {pip_args}
+PORT ?= 8080
+
+.PHONY: dev test demo local synth
+
+$(STAMP): pyproject.toml
+\ttest -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+\t$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
+\ttouch $(STAMP)
+
+dev: $(STAMP)
+
+# Unit tests: the definition and the agents on Shepherd's in-memory engine (milliseconds).
+test: $(STAMP)
+\t$(BIN)/pytest -q
+
+# Shepherd locally (moto, no AWS account); Ctrl-C stops it.
+local: $(STAMP)
+\t$(BIN)/shepherd local --port $(PORT)
+
+# One workflow on the local stack: start Shepherd locally, run it to its end, stop everything.
+demo: $(STAMP)
+\t$(BIN)/shepherd run welcome --input '{{"email": "ada@example.com"}}'
+
+# The CloudFormation template (no Docker, no AWS credentials): needs Node for the CDK CLI.
+synth: $(STAMP)
+\tnpx --yes aws-cdk@2 synth --quiet
+"""
+
+README = """\
+# {package}
+
+Workflows on [Shepherd](https://github.com/) (Scheduler-Agent-Supervisor on AWS serverless),
+installed from `{source}`.
+
+| path | what |
+|---|---|
+| `statemachines/welcome.yaml` | the workflow definition: create an account, then send a welcome mail; the account is deleted if the mail fails for good |
+| `src/{package}/agents.py` | the agent functions the definition names |
+| `tests/test_welcome.py` | unit tests: the workflow on Shepherd's in-memory engine |
+| `infra/app.py` | the CDK app: the `Shepherd` construct with this definition and these agents |
+
+```bash
+make test    # the unit tests, in milliseconds
+make demo    # start Shepherd locally (no AWS account), run one workflow, stop
+make local   # Shepherd locally until Ctrl-C; then: .venv/bin/shepherd start welcome --input '{{"email": "a@b.c"}}' --wait
+make synth   # the CloudFormation template (Node for the CDK CLI; no Docker, no credentials)
+```
+
+Deploy with `npx aws-cdk@2 deploy` (credentials for the account; `npx aws-cdk@2 bootstrap` once
+per account and region). Add a step: name its `Agent` and `Pool` in the definition and register
+the agent with `@registry.agent("...")`; a new pool gets its own queue and Lambda function.
+"""
+
+DEFINITION = """\
+Name: welcome
+Comment: Create an account and send a welcome mail; delete the account if the mail cannot go.
+InputSchema:
+  type: object
+  required: [email]
+  properties:
+    email: {type: string, minLength: 3}
+Steps:
+  - Name: create_account
+    Agent: create_account
+    Pool: accounts
+    TimeoutSeconds: 30
+    Retry: {MaxAttempts: 3, IntervalSeconds: 1, BackoffRate: 2}
+    Compensation:
+      Agent: delete_account
+      Pool: accounts
+      TimeoutSeconds: 30
+  - Name: send_welcome
+    DependsOn: [create_account]
+    Agent: send_welcome
+    Pool: mail
+    TimeoutSeconds: 30
+    Retry: {MaxAttempts: 2, IntervalSeconds: 1, NonRetryableErrors: [Undeliverable]}
+"""
+
+AGENTS = '''\
+"""The agents of `welcome`. Each gets an AgentContext; what it returns is the step's output.
+
+Pass `ctx.idempotency_key` to the services you call: it is the same for every attempt of a
+step, so a retried attempt cannot act twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shepherd import AgentContext, AgentRegistry, PermanentError
+
+registry = AgentRegistry()
+
+
+@registry.agent("create_account")
+def create_account(ctx: AgentContext) -> dict[str, Any]:
+    return {"account_id": f"acct-{ctx.idempotency_key[:12]}", "email": ctx.input["email"]}
+
+
+@registry.agent("delete_account")
+def delete_account(ctx: AgentContext) -> dict[str, Any]:
+    # A compensation: undo what the step may have done (nothing to undo is fine).
+    return {"deleted": ctx.step_output["account_id"] if ctx.step_output else None}
+
+
+@registry.agent("send_welcome")
+def send_welcome(ctx: AgentContext) -> dict[str, Any]:
+    email = ctx.input["email"]
+    if email.endswith("@invalid"):
+        raise PermanentError(f"{email} cannot receive mail", name="Undeliverable")
+    account = ctx.dependencies["create_account"]["account_id"]
+    return {"sent_to": email, "account_id": account}
+'''
+
+TESTS = '''\
+"""The workflow on Shepherd's in-memory engine: real engine, manual clock, milliseconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from shepherd.testing import MemoryEngine
+
+from {package}.agents import registry
+
+DEFINITIONS = Path(__file__).resolve().parents[1] / "statemachines"
+
+
+@pytest.fixture
+def engine() -> MemoryEngine:
+    return MemoryEngine.from_directory(DEFINITIONS, agents=registry)
+
+
+def test_a_welcome_creates_the_account_and_sends_the_mail(engine: MemoryEngine) -> None:
+    outcome = engine.run(engine.start("welcome", {{"email": "ada@example.com"}}))
+    assert outcome.status == "SUCCEEDED"
+    assert outcome.output["send_welcome"]["sent_to"] == "ada@example.com"
+
+
+def test_an_undeliverable_mail_deletes_the_account(engine: MemoryEngine) -> None:
+    outcome = engine.run(engine.start("welcome", {{"email": "nobody@invalid"}}))
+    assert outcome.status == "COMPENSATED"
+    assert outcome.compensations["create_account"].status.value == "SUCCEEDED"
+
+
+def test_a_flaky_step_is_retried(engine: MemoryEngine) -> None:
+    calls = []
+    real = registry.get("create_account")
+    assert real is not None
+
+    def flaky(ctx):  # type: ignore[no-untyped-def]
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise ConnectionError("the account service blinked")
+        return real(ctx)
+
+    registry.register("create_account", flaky)
+    try:
+        outcome = engine.run(engine.start("welcome", {{"email": "ada@example.com"}}))
+    finally:
+        registry.register("create_account", real)
+    assert outcome.status == "SUCCEEDED"
+    assert calls == [1, 2]
+'''
+
+CDK_APP = '''\
+#!/usr/bin/env python3
+"""The CDK app (cdk.json): one stack with the Shepherd construct, this project's definitions
+and agents. `make synth`, or `npx aws-cdk@2 deploy`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aws_cdk import App, CfnOutput, Stack
+from shepherd_infra import AgentCode, Shepherd, add_checks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build(app: App) -> Stack:
+    stack = Stack(app, "{stack}")
+    shepherd = Shepherd(
+        stack,
+        "Shepherd",
+        definitions_dir=ROOT / "statemachines",
+        agents=AgentCode(path=ROOT / "src", modules=["{package}.agents"], exclude=["*.egg-info"]),
+    )
+    CfnOutput(stack, "ApiUrl", value=shepherd.api_url)
+    CfnOutput(stack, "EventBusName", value=shepherd.bus.event_bus_name)
+    return stack
+
+
+if __name__ == "__main__":
+    # cdk.json's feature flags also when run as `python infra/app.py` (the CDK CLI passes them).
+    app = App(context=json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"])
+    build(app)
+    add_checks(app)  # cdk-nag: the construct's findings are acknowledged with their reasons
+    app.synth()
+'''
