@@ -98,9 +98,16 @@ def main(argv: list[str] | None = None) -> int:
 
     _log("cold start")
     results["coldstart"] = {
-        "handlers": coldstart.run_coldstart(args.coldstart_runs),
+        **coldstart.run_coldstart(args.coldstart_runs),
         "heaviest": coldstart.heaviest_packages(),
     }
+    _log(f"  bare import boto3: {results['coldstart']['boto3_import_ms_median']:.0f} ms")
+    for row in results["coldstart"]["handlers"]:
+        _log(
+            f"  {row['handler']}: import {row['import_ms_median']:.0f} ms "
+            f"({row['import_vs_boto3']:.2f}x boto3), first engine build "
+            f"{row['engine_ms_median']:.0f} ms"
+        )
 
     results["meta"] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
