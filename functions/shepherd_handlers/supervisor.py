@@ -54,8 +54,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Sweeps start at 0, interval, 2 x interval, ... up to `window` seconds in (inclusive).
     planned = 1 + int(window / interval + 1e-9)
     sweeps, acted, due = 0, 0, 0
+    supervisor = engine().supervisor
+    supervisor.sweep_interval_ms = round(interval * 1000)  # the next sweep comes this soon
     while True:
-        report = engine().supervisor.sweep()
+        report = supervisor.sweep()
         record(report)
         sweeps += 1
         due += report.due

@@ -111,12 +111,15 @@ def floor(summary: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def running_cost(slow: dict[str, Any], clean: dict[str, Any], seconds: int) -> dict[str, Any]:
+def running_cost(
+    slow: dict[str, Any], clean: dict[str, Any], seconds: int, heartbeat_seconds: int
+) -> dict[str, Any]:
     """What a step costs per second it runs: `slow` is `clean` with one step running longer.
 
-    Heartbeats (one fenced write per HeartbeatSeconds/3) and supervisor looks (while a step
-    runs, its workflow is due every G seconds, so every sweep reads it and moves its watch
-    entry: 1 WRU + 2 index WRU + a consistent read).
+    Heartbeats (one fenced write per HeartbeatSeconds/2) and supervisor looks (while a step
+    runs its workflow is due again within G seconds; a look whose next deadline is near
+    leaves the entry due and re-reads it at the next sweeps, a consistent read each, instead of
+    moving it: 1 WRU + 2 index WRU).
     """
 
     def per_wf(summary: dict[str, Any], section: str, match: str) -> float:
@@ -131,8 +134,11 @@ def running_cost(slow: dict[str, Any], clean: dict[str, Any], seconds: int) -> d
         slow["worst"]["usd_per_million_workflows"]["core_and_events"]
         - clean["worst"]["usd_per_million_workflows"]["core_and_events"]
     )
+    per_heartbeat = seconds / heartbeat_seconds
     return {
         "seconds": seconds,
+        "heartbeat_seconds": heartbeat_seconds,
+        "wru_per_heartbeat_seconds": (heartbeats + look_writes + look_index) / per_heartbeat,
         "heartbeat_wru_per_workflow": heartbeats,
         "look_wru_per_workflow": look_writes + look_index,
         "extra_usd_per_million_workflows": extra,

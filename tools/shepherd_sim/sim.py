@@ -643,9 +643,12 @@ class Simulation:
             AgentRuntime(agents, registry, worker_id=f"w{i}", background_heartbeats=False)
             for i in range(1, cfg.workers + 1)
         ]
+        # Both promise the sweep interval: a look due again before the next sweep leaves its
+        # watch entry where it is (the production rule, exercised under every fault).
+        every_ms = round(cfg.sweep_interval_s * 1000)
         self.supervisors = {
-            "supA": Supervisor(scheduler("supA")),
-            "supB": Supervisor(scheduler("supB")),
+            "supA": Supervisor(scheduler("supA"), sweep_interval_ms=every_ms),
+            "supB": Supervisor(scheduler("supB"), sweep_interval_ms=every_ms),
         }
         # The pools' API, for an operator: the in-memory queue is its control (a paused
         # pool's consumers receive nothing, as with a disabled event source mapping).
