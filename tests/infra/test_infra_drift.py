@@ -35,7 +35,10 @@ def test_pools_are_exactly_those_the_definitions_name(shepherd: Synth) -> None:
     queues = set(shepherd.of_type("AWS::SQS::Queue"))
     assert queues == {
         shepherd.logical_id(q) for p in shepherd.stack.pools.values() for q in (p.queue, p.dlq)
-    } | {shepherd.logical_id(shepherd.stack.relay.failures)}
+    } | {
+        shepherd.logical_id(shepherd.stack.relay.failures),
+        shepherd.logical_id(shepherd.stack.supervisor.ticks),
+    }
 
 
 def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
@@ -58,7 +61,7 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
     # 200 s task + the agent's overhead: the timeout comes from the definition, not from infra.
     assert agents[EXTRA_POOL]["Timeout"] == spec.function_timeout_seconds == 230
     extended.template.resource_count_is("AWS::Lambda::Function", 5 + len(shepherd.stack.pools) + 1)
-    extended.template.resource_count_is("AWS::SQS::Queue", 2 * (len(shepherd.stack.pools) + 1) + 1)
+    extended.template.resource_count_is("AWS::SQS::Queue", 2 * (len(shepherd.stack.pools) + 1) + 2)
 
 
 def test_every_function_gets_the_settings_environment(extended: Synth) -> None:

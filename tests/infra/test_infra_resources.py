@@ -17,6 +17,7 @@ from shepherd.definitions import load_directory
 from shepherd.observability import (
     ENV_POOL,
     ENV_SWEEP_INTERVAL,
+    ENV_SWEEP_TICKS,
     ENV_SWEEP_WINDOW,
     EVENT_SOURCE,
     HANDLER_AGENT,
@@ -38,8 +39,9 @@ def test_resource_counts(shepherd: Synth) -> None:
     n = len(shepherd.stack.pool_specs)
     assert n >= 2, "the repository's definitions name several pools"
     shepherd.template.resource_count_is("AWS::Lambda::Function", 5 + n)  # + the event relay
-    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 1)  # + its failure queue
-    shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n + 1)
+    # + the relay's failure queue and the supervisor's tick queue
+    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 2)
+    shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n + 2)
     shepherd.template.resource_count_is("AWS::DynamoDB::Table", 1)
     shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1)
     shepherd.template.resource_count_is("AWS::Events::EventBus", 1)
@@ -207,6 +209,25 @@ def test_event_source_mappings(shepherd: Synth) -> None:
         assert mapping["BatchSize"] == spec.batch_size
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": spec.max_concurrency}
         assert shepherd.function_env(fn_id)[ENV_POOL] == name
+
+
+def test_supervisor_ticks(shepherd: Synth) -> None:
+    """The scheduled run's delayed ticks: each invokes the supervisor through a mapping."""
+    fn_id = shepherd.logical_id(shepherd.stack.supervisor.function)
+    ticks_id = shepherd.logical_id(shepherd.stack.supervisor.ticks)
+    queue = shepherd.props(ticks_id)
+    assert queue["MessageRetentionPeriod"] == 300  # a late tick is worth nothing
+    assert queue["VisibilityTimeout"] >= shepherd.props(fn_id)["Timeout"]
+    assert "RedrivePolicy" not in queue
+    assert shepherd.function_env(fn_id)[ENV_SWEEP_TICKS] == {"Ref": ticks_id}
+    (mapping,) = [
+        m["Properties"]
+        for m in shepherd.of_type("AWS::Lambda::EventSourceMapping").values()
+        if refers_to(m["Properties"]["EventSourceArn"], ticks_id)
+    ]
+    assert mapping["FunctionName"] == {"Ref": fn_id}
+    assert mapping["BatchSize"] == 10  # a backlog collapses into one sweep
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
 
 
 def _attribute_types(props: dict[str, Any]) -> dict[str, str]:

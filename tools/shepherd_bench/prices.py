@@ -71,6 +71,13 @@ PRICES: dict[str, Price] = {
             "AWS whitepaper cost table",
         ),
         Price(
+            "scheduler_invocation",
+            1.00 / 1e6,
+            "invocation",
+            "EventBridge Scheduler: $1.00 per million invocations (after 14 M free a month)",
+            "3P",
+        ),
+        Price(
             "temporal_cloud_action",
             50.0 / 1e6,
             "action",

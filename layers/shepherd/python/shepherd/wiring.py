@@ -53,6 +53,11 @@ def _client(service: str) -> Any:
     return _default_session().client(service, config=config)
 
 
+def client(service: str) -> Any:
+    """A boto3 client of one of the engine's services, configured as the engine's own."""
+    return _client(service)
+
+
 @dataclass
 class Shepherd:
     """The engine wired to AWS from settings; everything is built on first use."""
