@@ -19,6 +19,7 @@ from shepherd.observability import (
     ENV_SWEEP_INTERVAL,
     ENV_SWEEP_TICKS,
     ENV_SWEEP_WINDOW,
+    ENV_TRACING,
     EVENT_SOURCE,
     HANDLER_AGENT,
     HANDLER_API,
@@ -100,9 +101,11 @@ def test_powertools_version_is_the_one_pyproject_pins() -> None:
     assert metadata.version("aws-lambda-powertools") == config.POWERTOOLS_VERSION
 
 
-def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
-    """One function of a bare LambdaRuntime: its Layers and the template's parameters."""
-    app = App()
+def _probe_function(
+    context: dict[str, Any] | None = None, **runtime_options: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One function of a bare LambdaRuntime: its properties and the template's parameters."""
+    app = App(context=context)
     stack = Stack(app, "Probe")
     runtime = LambdaRuntime(
         stack,
@@ -125,7 +128,20 @@ def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
     )
     tpl = Template.from_stack(stack).to_json()
     (fn,) = [r for r in tpl["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
-    return fn["Properties"]["Layers"], tpl.get("Parameters", {})
+    return fn["Properties"], tpl.get("Parameters", {})
+
+
+def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
+    props, params = _probe_function(**runtime_options)
+    return props["Layers"], params
+
+
+def test_the_xray_sdk_tracer_is_switched_on_by_context() -> None:
+    off, _ = _probe_function()
+    assert ENV_TRACING not in off["Environment"]["Variables"]
+    assert off["TracingConfig"] == {"Mode": "Active"}  # Lambda's own segments, no SDK
+    on, _ = _probe_function(context={config.CTX_TRACING: "true"})
+    assert on["Environment"]["Variables"][ENV_TRACING] == "true"
 
 
 def test_powertools_layer_overrides() -> None:
