@@ -39,6 +39,7 @@ from shepherd.model import (
 logger = logging.getLogger("shepherd.agent")
 
 MIN_HEARTBEAT_INTERVAL_MS = 1000
+HEARTBEATS_PER_TIMEOUT = 2  # a heartbeat every HeartbeatSeconds / 2: a whole interval of slack
 
 AgentFunction = Callable[["AgentContext"], Any]
 
@@ -162,7 +163,7 @@ class Heartbeat:
         self._rec = rec
         self._deadline_ms = deadline_ms
         hb = spec.heartbeat_seconds or spec.timeout_seconds
-        self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // 2)
+        self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // HEARTBEATS_PER_TIMEOUT)
         self._last_ms = rec.claimed_at or 0
         self._details: str | None = None
         self._lock = threading.Lock()
