@@ -111,7 +111,11 @@ def _headline(results: dict[str, Any]) -> list[str]:
             f"**{held}**: with one message per invocation a step's claim, result, message, "
             "event-source requests and invocation alone cost "
             f"{_usd(results['cost']['floor']['per_step_floor_worst_usd_per_million_steps'])} "
-            "(see *Why the floor is where it is*)",
+            "(see *Why the floor is where it is*); unchanged by issue 16 (the happy path's "
+            "requests are pinned by `tests/bench/test_handler_accounting.py`): the issue's "
+            "$5.74 / $5.47 predate the stream relay's Lambda invocations "
+            f"({_usd(order['worst']['usd_per_million_steps_by_kind'].get('lambda_relay', 0))} / "
+            f"{_usd(prov['worst']['usd_per_million_steps_by_kind'].get('lambda_relay', 0))})",
         ],
         [
             "items read per sweep independent of finished workflows",
