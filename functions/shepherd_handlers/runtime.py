@@ -1,18 +1,24 @@
 """What every handler shares: the engine (built lazily, once per sandbox), Powertools
-Logger/Tracer/Metrics, metrics derived from domain events, and the caller's identity."""
+Logger/Tracer/Metrics, metrics derived from domain events, and the caller's identity.
+
+Tracing is switched on by configuration (`SHEPHERD_TRACING=true`): the X-Ray SDK alone takes
+about as long to import as boto3, so a handler that does not trace never imports it. Lambda's
+active tracing (the invocation's own segment) needs no SDK and stays on in the stack.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
+from typing import Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from shepherd.model import DomainEvent
-from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd.observability import ENV_TRACING, NAMESPACE, SERVICE, Metric
 from shepherd.settings import Settings
 from shepherd.user_code import load_agents
 from shepherd.wiring import Shepherd
@@ -20,8 +26,44 @@ from shepherd.wiring import Shepherd
 # Reads (GET routes, duplicate deliveries) legitimately publish no metric.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def tracing_enabled() -> bool:
+    """`SHEPHERD_TRACING=true` turns on the Powertools Tracer (X-Ray SDK subsegments)."""
+    return os.environ.get(ENV_TRACING, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+class Tracing:
+    """The Powertools Tracer's two decorators, or pass-throughs when tracing is off.
+
+    Off (the default), decorating returns the function itself: no X-Ray SDK import, no wrapper
+    on the hot path. On, the Powertools Tracer is built at import, as before.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._tracer: Any = None
+        if enabled:
+            from aws_lambda_powertools import Tracer  # noqa: PLC0415 - imports the X-Ray SDK
+
+            self._tracer = Tracer(service=SERVICE)
+
+    def capture_lambda_handler(self, fn: F) -> F:
+        if self._tracer is None:
+            return fn
+        wrapped: F = self._tracer.capture_lambda_handler(fn)
+        return wrapped
+
+    def capture_method(self, fn: F) -> F:
+        if self._tracer is None:
+            return fn
+        wrapped: F = self._tracer.capture_method(fn)
+        return wrapped
+
+
 logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
+tracer = Tracing(tracing_enabled())
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 # Domain events double as the source of the workflow and step metrics.

@@ -79,6 +79,7 @@ CTX_API_LOGGING = "api_logging"
 CTX_DEFINITIONS_DIR = "definitions_dir"
 CTX_POWERTOOLS_VERSION = "powertools_version"
 CTX_POWERTOOLS_LAYER_ARN = "powertools_layer_arn"
+CTX_TRACING = "tracing"  # "true": the Powertools Tracer (X-Ray SDK) in every handler
 # Keys that used to exist: refused with a pointer rather than silently ignored.
 REMOVED_CONTEXT = {
     "powertools_layer_version": (

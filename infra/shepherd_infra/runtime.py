@@ -11,7 +11,7 @@ from pathlib import Path
 from aws_cdk import Duration, RemovalPolicy, Token, aws_iam, aws_lambda, aws_logs, aws_ssm
 from constructs import Construct
 from shepherd.definitions import Definition
-from shepherd.observability import NAMESPACE, SERVICE
+from shepherd.observability import ENV_TRACING, NAMESPACE, SERVICE
 
 from shepherd_infra import config
 from shepherd_infra.code import stage_core_layer, stage_handlers
@@ -90,6 +90,11 @@ class LambdaRuntime(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.environment = {**environment, **POWERTOOLS_ENV}
+        # `-c tracing=true`: the Powertools Tracer (X-Ray SDK subsegments) in every handler.
+        # Off by default: the SDK costs a cold start about as much as boto3's own import;
+        # Lambda's active tracing (each invocation's segment) needs no SDK and stays on.
+        if str(self.node.try_get_context(config.CTX_TRACING) or "").lower() in {"1", "true"}:
+            self.environment[ENV_TRACING] = "true"
         self.code = aws_lambda.Code.from_asset(str(stage_handlers(build_dir)))
         core = aws_lambda.LayerVersion(
             self,

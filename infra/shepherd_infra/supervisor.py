@@ -1,4 +1,9 @@
-"""The supervisor: invoked every minute by EventBridge Scheduler.
+"""The supervisor: invoked every minute by EventBridge Scheduler, and by its own ticks.
+
+The scheduled run sends the minute's later sweeps as delayed messages to the supervisor's tick
+queue (SQS delays of 5, 10, ..., 55 s) and sweeps once; each tick invokes the function through
+an event source mapping and sweeps once. Nothing sleeps between sweeps, so an idle stack pays
+for twelve short invocations a minute instead of one that lasts the minute.
 
 No reserved concurrency: reserving even 1 fails the deploy on new or low-quota accounts ("you
 can reserve up to the unreserved account concurrency minus 100"), and two overlapping sweeps are
@@ -23,11 +28,18 @@ from aws_cdk import (
     Stack,
     aws_iam,
     aws_lambda,
+    aws_lambda_event_sources,
     aws_scheduler,
     aws_scheduler_targets,
+    aws_sqs,
 )
 from constructs import Construct, IConstruct
-from shepherd.observability import ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW, HANDLER_SUPERVISOR
+from shepherd.observability import (
+    ENV_SWEEP_INTERVAL,
+    ENV_SWEEP_TICKS,
+    ENV_SWEEP_WINDOW,
+    HANDLER_SUPERVISOR,
+)
 from shepherd.topology import TABLE
 
 from shepherd_infra import config
@@ -41,6 +53,15 @@ DROPPED_RUN = (
     "A scheduled run that fails or cannot start within a minute is dropped on purpose (no "
     "retries, maximum event age 60 s): the next run a minute later replaces it, and the "
     "SupervisorNotRunning alarm fires if runs stop"
+)
+# A tick is worth nothing late: the next one comes one sweep interval later, and the next
+# scheduled run sends a fresh minute of them.
+TICK_RETENTION = Duration.minutes(5)
+TICK_BATCH = 10  # a backlog of ticks (a throttled function) collapses into one sweep
+TICK_CONCURRENCY = 2  # the event source's minimum; two overlapping sweeps are safe
+STALE_TICK = (
+    "A supervisor tick is only a prompt to sweep now; one that fails is replaced by the next "
+    "tick a sweep interval later, so it expires (5 minutes) instead of waiting in a DLQ"
 )
 
 
@@ -72,6 +93,16 @@ class Supervisor(Construct):
         self, scope: Construct, construct_id: str, *, runtime: LambdaRuntime, access: Access
     ) -> None:
         super().__init__(scope, construct_id)
+        self.ticks = aws_sqs.Queue(
+            self,
+            "Ticks",
+            encryption=aws_sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=TICK_RETENTION,
+            visibility_timeout=Duration.seconds(6 * config.SUPERVISOR_TIMEOUT.to_seconds()),
+        )
+        for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+            acknowledge(self.ticks, rule, STALE_TICK)
         self.function: aws_lambda.Function = runtime.function(
             self,
             "Supervisor",
@@ -83,9 +114,19 @@ class Supervisor(Construct):
                 extra_env={
                     ENV_SWEEP_INTERVAL: str(config.SWEEP_INTERVAL_SECONDS),
                     ENV_SWEEP_WINDOW: str(config.SWEEP_WINDOW_SECONDS),
+                    ENV_SWEEP_TICKS: self.ticks.queue_url,
                 },
             ),
         )
+        # The scheduled run sends the minute's ticks; the mapping delivers them (and grants
+        # receive/delete on this queue only).
+        self.ticks.grant_send_messages(self.function)
+        self.function.add_event_source(
+            aws_lambda_event_sources.SqsEventSource(
+                self.ticks, batch_size=TICK_BATCH, max_concurrency=TICK_CONCURRENCY
+            )
+        )
+        acknowledge(self.function, "Serverless-LambdaEventSourceMappingDestination", STALE_TICK)
         # Lambda's queue for asynchronous invocations: no retry of a failed run, and a run still
         # waiting (throttled) after a minute is discarded instead of piling up.
         self.function.configure_async_invoke(max_event_age=MAX_RUN_AGE, retry_attempts=0)

@@ -1,39 +1,144 @@
-"""The meter on the real handlers: one workflow's requests land where the architecture says."""
+"""The meter on the real handlers: one clean workflow per example, counted request by request.
+
+This is the guard of the happy path's cost (counted requests and units, never time): a change
+that adds a write, a read, a message or an event to a clean workflow fails here, and whoever
+makes it on purpose updates the pinned counts below and `docs/benchmarks.md` with them.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
 from shepherd.clock import ManualClock
-from shepherd_bench.cost import SCENARIOS, run_workflow
+from shepherd.definitions import load_directory
+from shepherd_bench.cost import SCENARIOS, Scenario, run_workflow
 from shepherd_bench.meter import Meter
 from shepherd_bench.stack import handler_stack
 
+CLEAN = {s.name: s for s in SCENARIOS if "clean" in s.name}
 
-def test_one_clean_order_is_counted_request_by_request() -> None:
+# Per component: every request by service.operation, table write units by item transition,
+# index write units, read units, messages by queue, events out by detail-type.
+EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
+    "order clean": {  # 4 steps in a chain
+        "api": {
+            # The definition snapshot (once per sandbox), then one transaction: the workflow
+            # and its 4 steps, 2 WRU per item; the first task message.
+            "requests": {
+                "dynamodb.PutItem": 1,
+                "dynamodb.TransactWriteItems": 1,
+                "sqs.SendMessageBatch": 1,
+            },
+            "wru": {
+                "definition put: create": 3,
+                "step transact: create": 8,
+                "workflow transact: create": 2,
+            },
+            "gsi_wru": {"by_owner add": 1, "watch add": 1},
+            "rru": {},
+            "sqs_messages": {"shepherd-inventory": 1},
+            "events": {},  # no writer publishes: the relay does, from the stream
+        },
+        "agent": {
+            # Per step: a consistent read and a claim, a result; one message per successor;
+            # the last result also finishes the workflow (one more write).
+            "requests": {
+                "dynamodb.Query": 8,
+                "dynamodb.UpdateItem": 9,
+                "sqs.SendMessageBatch": 3,
+            },
+            "wru": {
+                "step update: PENDING->RUNNING": 3,  # implicit dispatch: claimed from PENDING
+                "step update: QUEUED->RUNNING": 1,
+                "step update: RUNNING->SUCCEEDED": 4,
+                "workflow update: RUNNING->SUCCEEDED": 1,
+            },
+            "gsi_wru": {"by_owner update": 1, "watch remove": 1},
+            "rru": {"query table": 8.0},
+            "sqs_messages": {
+                "shepherd-notifications": 1,
+                "shepherd-payments": 1,
+                "shepherd-shipping": 1,
+            },
+            "events": {},
+        },
+        "relay": {
+            "requests": {"events.PutEvents": 2},
+            "wru": {},
+            "gsi_wru": {},
+            "rru": {},  # reads the stream (free), writes nothing
+            "sqs_messages": {},
+            "events": {"WorkflowStarted": 1, "WorkflowSucceeded": 1},
+        },
+    },
+    "provision clean": {  # 5 steps: a fork and a join
+        "api": {
+            "requests": {
+                "dynamodb.PutItem": 1,
+                "dynamodb.TransactWriteItems": 1,
+                "sqs.SendMessageBatch": 1,
+            },
+            "wru": {
+                "definition put: create": 4,
+                "step transact: create": 10,
+                "workflow transact: create": 2,
+            },
+            "gsi_wru": {"by_owner add": 1, "watch add": 1},
+            "rru": {},
+            "sqs_messages": {"shepherd-cloud": 2},
+            "events": {},
+        },
+        "agent": {
+            "requests": {
+                "dynamodb.Query": 10,
+                "dynamodb.UpdateItem": 12,
+                "sqs.SendMessageBatch": 3,
+            },
+            "wru": {
+                "step update: PENDING->QUEUED": 1,  # the join, dispatched exactly once
+                "step update: PENDING->RUNNING": 2,
+                "step update: QUEUED->RUNNING": 3,
+                "step update: RUNNING->SUCCEEDED": 5,
+                "workflow update: RUNNING->SUCCEEDED": 1,
+            },
+            "gsi_wru": {"by_owner update": 1, "watch remove": 1},
+            "rru": {"query table": 10.0},
+            "sqs_messages": {"shepherd-cloud": 1, "shepherd-config": 2},
+            "events": {},
+        },
+        "relay": {
+            "requests": {"events.PutEvents": 2},
+            "wru": {},
+            "gsi_wru": {},
+            "rru": {},
+            "sqs_messages": {},
+            "events": {"WorkflowStarted": 1, "WorkflowSucceeded": 1},
+        },
+    },
+}
+
+
+def _counted(scenario: Scenario) -> dict[str, dict[str, Any]]:
     meter, clock = Meter(), ManualClock()
     with handler_stack(meter, clock) as stack:
-        workflow_id, _took = run_workflow(stack, SCENARIOS[0])
+        workflow_id, _took = run_workflow(stack, scenario)
         assert stack.status(workflow_id) == "SUCCEEDED"
-    api, agent = meter.tallies["api"], meter.tallies["agent"]
-    # The start: one transaction (workflow + 4 steps, each at least 2 WRU), the definition
-    # snapshot once, the first task message, the WorkflowStarted event.
-    assert api.requests["dynamodb.TransactWriteItems"] == 1
-    assert api.wru["workflow transact: create"] >= 2
-    assert api.wru["step transact: create"] >= 4 * 2
-    assert api.wru["step transact: create"] % 2 == 0
-    assert api.gsi_wru == {"watch add": 1, "by_owner add": 1}
-    assert api.sqs_messages == {"shepherd-inventory": 1}
-    assert api.events == {}  # no writer publishes: the relay does, from the stream
-    # Four steps: a claim and a result each, one message per successor, the finish; agents
-    # never move a watch entry (only the finishing write removes it).
-    claims = sum(v for k, v in agent.wru.items() if k.endswith("->RUNNING"))
-    results = sum(v for k, v in agent.wru.items() if k.endswith("RUNNING->SUCCEEDED"))
-    assert claims >= 4
-    assert results >= 4
-    assert agent.gsi_wru == {"watch remove": 1, "by_owner update": 1}
-    assert sum(agent.sqs_messages.values()) == 3
-    assert agent.events == {}
-    assert agent.failed_writes == 0
-    relay = meter.tallies["relay"]
-    assert relay.events == {"WorkflowStarted": 1, "WorkflowSucceeded": 1}
-    assert relay.wru == {} and relay.rru == {}  # reads the stream (free), writes nothing
-    assert relay.requests == {"events.PutEvents": 2}
+    counted: dict[str, dict[str, Any]] = {}
+    for component, tally in meter.tallies.items():
+        t = tally.as_dict()
+        assert t["failed_writes"] == 0, component
+        counted[component] = {key: t[key] for key in EXPECTED[scenario.name]["api"]}
+    return counted
+
+
+def test_every_example_has_a_pinned_clean_workflow() -> None:
+    examples = load_directory(Path(__file__).resolve().parents[2] / "statemachines")
+    assert {s.wf_type for s in CLEAN.values()} == set(examples)
+    assert set(CLEAN) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(CLEAN))
+def test_one_clean_workflow_is_counted_request_by_request(name: str) -> None:
+    assert _counted(CLEAN[name]) == EXPECTED[name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -229,6 +230,35 @@ def test_supervisor_sweeps_several_times_within_one_invocation(
     monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "0.05")
     monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "0.2")
     assert stack.sweep()["sweeps"] == 5  # at 0, 0.05, 0.1, 0.15 and 0.2 s
+
+
+def test_supervisor_ticks_replace_sleeping_between_sweeps(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.observability import ENV_SWEEP_TICKS
+    from shepherd_handlers.supervisor import tick_delays
+
+    assert tick_delays(5, 55) == [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55]
+    assert tick_delays(2.5, 5) == [3, 5]  # whole seconds, never early
+    sqs = stack.clients["sqs"]
+    url = sqs.create_queue(QueueName="supervisor-ticks")["QueueUrl"]
+    monkeypatch.setenv(ENV_SWEEP_TICKS, url)
+    monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "5")
+    monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "55")
+    started = time.monotonic()
+    # The scheduled run sends the minute's 11 later sweeps as delayed ticks and sweeps once.
+    assert stack.sweep() == {"sweeps": 1, "due": 0, "actions": 0, "ticks_sent": 11}
+    assert time.monotonic() - started < 5  # it did not sleep
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesDelayed"] == "11"
+    # A tick (as the queue's event source mapping delivers it) sweeps once; so do several.
+    from shepherd_handlers import supervisor
+
+    tick = {"eventSource": "aws:sqs", "body": '{"tick":5}'}
+    reply = supervisor.handler({"Records": [tick, tick]}, LambdaContext())
+    assert reply == {"sweeps": 1, "due": 0, "actions": 0, "ticks": 2}
 
 
 def test_callback_step_success_heartbeat_and_stale_tokens(

@@ -42,6 +42,7 @@ from typing import IO, Any
 import boto3
 from moto.server import ThreadedMotoServer
 from shepherd.definitions import load_directory
+from shepherd.observability import ENV_SWEEP_TICKS
 from shepherd.settings import ENV_QUEUE_URLS
 from shepherd.topology import pools
 from shepherd_cli.resources import PoolQueues, create_all
@@ -260,6 +261,7 @@ class MotoWorld:
     endpoint: str = ""
     queues: dict[str, PoolQueues] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
+    ticks_url: str = ""
 
     def __post_init__(self) -> None:
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -290,6 +292,13 @@ class MotoWorld:
         }
         for pool, queue_id in queue_ids_by_pool(any_function.environment).items():
             self.refs[queue_id] = self.queues[pool].url
+        # The supervisor's tick queue (moto runs no mapping: a test delivers the ticks).
+        for image in self.assembly.functions().values():
+            ticks = image.environment.get(ENV_SWEEP_TICKS)
+            if ticks is not None:
+                queue_id = resolve(ticks, _Marker()).strip("@")
+                url = self.client("sqs").create_queue(QueueName="rehearsal-ticks")["QueueUrl"]
+                self.refs[queue_id] = self.ticks_url = url
         # The API knows each pool's event source mapping by id (pausing a pool disables it);
         # moto runs no mappings, so the rehearsal gives them ids that name their resource.
         for logical_id, resource in self.assembly.resources.items():

@@ -35,7 +35,10 @@ def test_pools_are_exactly_those_the_definitions_name(shepherd: Synth) -> None:
     queues = set(shepherd.of_type("AWS::SQS::Queue"))
     assert queues == {
         shepherd.logical_id(q) for p in shepherd.construct.pools.values() for q in (p.queue, p.dlq)
-    } | {shepherd.logical_id(shepherd.construct.relay.failures)}
+    } | {
+        shepherd.logical_id(shepherd.construct.relay.failures),
+        shepherd.logical_id(shepherd.construct.supervisor.ticks),
+    }
 
 
 def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
@@ -61,7 +64,7 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
         "AWS::Lambda::Function", 5 + len(shepherd.construct.pools) + 1
     )
     extended.template.resource_count_is(
-        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 1
+        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 2
     )
 
 

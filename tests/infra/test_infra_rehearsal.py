@@ -147,9 +147,17 @@ def test_every_function_starts_from_its_deployed_filesystem_and_does_its_job(
             )
             assert (status, view["status"]) == (200, "SUCCEEDED"), view
 
-        # Near its deadline the supervisor sweeps once and stops (the template's 55 s window).
+        # The scheduled run sends the minute's later sweeps as delayed ticks and sweeps once;
+        # a tick (delivered here by hand: moto runs no mapping) sweeps once more.
         report = boxes["supervisor"].invoke(_scheduled_event(), remaining_ms=12_000)
-        assert report["sweeps"] == 1, report
+        assert (report["sweeps"], report["ticks_sent"]) == (1, 11), report
+        sqs = world.client("sqs")
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=world.ticks_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+        )["Attributes"]
+        assert attributes["ApproximateNumberOfMessagesDelayed"] == "11", attributes
+        tick = {"Records": [{"eventSource": "aws:sqs", "body": '{"tick":5}'}]}
+        assert boxes["supervisor"].invoke(tick, remaining_ms=60_000)["sweeps"] == 1
         token = "st1.bm90LWEtdG9rZW4"
         reply = boxes["callbacks"].invoke(
             rest_event(

@@ -17,7 +17,9 @@ from shepherd.definitions import load_directory
 from shepherd.observability import (
     ENV_POOL,
     ENV_SWEEP_INTERVAL,
+    ENV_SWEEP_TICKS,
     ENV_SWEEP_WINDOW,
+    ENV_TRACING,
     EVENT_SOURCE,
     HANDLER_AGENT,
     HANDLER_API,
@@ -38,8 +40,9 @@ def test_resource_counts(shepherd: Synth) -> None:
     n = len(shepherd.construct.pool_specs)
     assert n >= 2, "the repository's definitions name several pools"
     shepherd.template.resource_count_is("AWS::Lambda::Function", 5 + n)  # + the event relay
-    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 1)  # + its failure queue
-    shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n + 1)
+    # + the relay's failure queue and the supervisor's tick queue
+    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 2)
+    shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n + 2)
     shepherd.template.resource_count_is("AWS::DynamoDB::Table", 1)
     shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1)
     shepherd.template.resource_count_is("AWS::Events::EventBus", 1)
@@ -98,9 +101,11 @@ def test_powertools_version_is_the_one_pyproject_pins() -> None:
     assert metadata.version("aws-lambda-powertools") == config.POWERTOOLS_VERSION
 
 
-def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
-    """One function of a bare LambdaRuntime: its Layers and the template's parameters."""
-    app = App()
+def _probe_function(
+    context: dict[str, Any] | None = None, **runtime_options: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One function of a bare LambdaRuntime: its properties and the template's parameters."""
+    app = App(context=context)
     stack = Stack(app, "Probe")
     runtime = LambdaRuntime(
         stack,
@@ -123,7 +128,20 @@ def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
     )
     tpl = Template.from_stack(stack).to_json()
     (fn,) = [r for r in tpl["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
-    return fn["Properties"]["Layers"], tpl.get("Parameters", {})
+    return fn["Properties"], tpl.get("Parameters", {})
+
+
+def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
+    props, params = _probe_function(**runtime_options)
+    return props["Layers"], params
+
+
+def test_the_xray_sdk_tracer_is_switched_on_by_context() -> None:
+    off, _ = _probe_function()
+    assert ENV_TRACING not in off["Environment"]["Variables"]
+    assert off["TracingConfig"] == {"Mode": "Active"}  # Lambda's own segments, no SDK
+    on, _ = _probe_function(context={config.CTX_TRACING: "true"})
+    assert on["Environment"]["Variables"][ENV_TRACING] == "true"
 
 
 def test_powertools_layer_overrides() -> None:
@@ -207,6 +225,25 @@ def test_event_source_mappings(shepherd: Synth) -> None:
         assert mapping["BatchSize"] == spec.batch_size
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": spec.max_concurrency}
         assert shepherd.function_env(fn_id)[ENV_POOL] == name
+
+
+def test_supervisor_ticks(shepherd: Synth) -> None:
+    """The scheduled run's delayed ticks: each invokes the supervisor through a mapping."""
+    fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
+    ticks_id = shepherd.logical_id(shepherd.construct.supervisor.ticks)
+    queue = shepherd.props(ticks_id)
+    assert queue["MessageRetentionPeriod"] == 300  # a late tick is worth nothing
+    assert queue["VisibilityTimeout"] >= shepherd.props(fn_id)["Timeout"]
+    assert "RedrivePolicy" not in queue
+    assert shepherd.function_env(fn_id)[ENV_SWEEP_TICKS] == {"Ref": ticks_id}
+    (mapping,) = [
+        m["Properties"]
+        for m in shepherd.of_type("AWS::Lambda::EventSourceMapping").values()
+        if refers_to(m["Properties"]["EventSourceArn"], ticks_id)
+    ]
+    assert mapping["FunctionName"] == {"Ref": fn_id}
+    assert mapping["BatchSize"] == 10  # a backlog collapses into one sweep
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
 
 
 def _attribute_types(props: dict[str, Any]) -> dict[str, str]:

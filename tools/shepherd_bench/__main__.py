@@ -44,7 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     from shepherd.definitions import load_directory
     from shepherd.topology import pools
 
-    from shepherd_bench import analysis, coldstart, cost, detection, scaling, throughput
+    from shepherd_bench import (
+        analysis,
+        coldstart,
+        cost,
+        detection,
+        running,
+        scaling,
+        throughput,
+    )
     from shepherd_bench.report import render
     from shepherd_bench.schedule import deployed
 
@@ -58,13 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     summaries = [cost.summary(r) for r in runs]
     clean = {s["scenario"]: s for s in summaries if s["scenario"].endswith("clean")}
     slow = next(s for s in summaries if s["scenario"].startswith("order, a "))
-    slow_seconds = next(x.slow_seconds for x in cost.SCENARIOS if x.name == slow["scenario"])
+    slow_case = next(x for x in cost.SCENARIOS if x.name == slow["scenario"])
+    slow_seconds = slow_case.slow_seconds
+    assert slow_case.slow_step is not None
+    slow_heartbeat = definitions[slow_case.wf_type].by_name[slow_case.slow_step].heartbeat_seconds
     results["cost"] = {
         "scenarios": summaries,
         "pools": len(pools(definitions)),
         "fixed_monthly": cost.fixed_monthly(len(pools(definitions))),
         "floor": analysis.floor(summaries[0]),
-        "running": analysis.running_cost(slow, clean["order clean"], slow_seconds),
+        "running": analysis.running_cost(
+            slow, clean["order clean"], slow_seconds, slow_heartbeat or 0
+        ),
+        "running_hours": running.run_running(),
         "what_if": {
             name: analysis.what_if(s, definitions[s["workflow_type"]]) for name, s in clean.items()
         },
@@ -74,6 +88,17 @@ def main(argv: list[str] | None = None) -> int:
             f"  {s['scenario']}: ${s['worst']['usd_per_million_steps']['core_and_events']:.2f}"
             f"/M steps (core+events), Step Functions Standard "
             f"${s['step_functions']['standard_usd_per_million_steps']:.2f}"
+        )
+
+    r = results["cost"]["running"]
+    _log(
+        f"  a running step ({r['seconds']} s, HeartbeatSeconds {r['heartbeat_seconds']}): "
+        f"{r['wru_per_heartbeat_seconds']:.2f} WRU per HeartbeatSeconds"
+    )
+    for row in results["cost"]["running_hours"]:
+        _log(
+            f"  HeartbeatSeconds {row['heartbeat_seconds']}: {row['wru_per_heartbeat_seconds']:.2f}"
+            f" WRU per HeartbeatSeconds, ${row['usd_per_million_step_hours']:.0f}/M step-hours"
         )
 
     finished = tuple(int(x) for x in args.finished.split(","))
@@ -98,9 +123,16 @@ def main(argv: list[str] | None = None) -> int:
 
     _log("cold start")
     results["coldstart"] = {
-        "handlers": coldstart.run_coldstart(args.coldstart_runs),
+        **coldstart.run_coldstart(args.coldstart_runs),
         "heaviest": coldstart.heaviest_packages(),
     }
+    _log(f"  bare import boto3: {results['coldstart']['boto3_import_ms_median']:.0f} ms")
+    for row in results["coldstart"]["handlers"]:
+        _log(
+            f"  {row['handler']}: import {row['import_ms_median']:.0f} ms "
+            f"({row['import_vs_boto3']:.2f}x boto3), first engine build "
+            f"{row['engine_ms_median']:.0f} ms"
+        )
 
     results["meta"] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),

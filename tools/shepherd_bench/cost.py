@@ -410,20 +410,48 @@ def _round_up(ms: int, to: int) -> int:
     return -(-ms // to) * to
 
 
+INVOCATION_OVERHEAD_MS = 20  # assumed: a warm invocation's own time besides its AWS calls
+
+
 def fixed_monthly(pools: int, watch_shards: int = 8) -> dict[str, dict[str, float]]:
-    """What Shepherd costs per month with no workflow at all (730 hours)."""
+    """What Shepherd costs per month with no workflow at all (730 hours).
+
+    The supervisor as deployed: EventBridge Scheduler invokes it every minute; that run sends
+    the minute's later sweeps as delayed ticks (`SCHEDULE.sweeps - 1` messages, 10 per
+    request) and sweeps; each tick is delivered by the tick queue's event source mapping
+    (a receive and a delete) and sweeps once. An idle sweep reads the pool states and queries
+    every watch shard (0.5 RRU each, the minimum of an index query; the pool states are one
+    consistent query, 1 RRU); its duration is those calls at
+    CALL_LATENCY_MS each plus INVOCATION_OVERHEAD_MS, at 256 MB arm64.
+    """
     minutes = 730 * 60
-    queries = minutes * SCHEDULE.sweeps * watch_shards
-    # One invocation lasts until its last sweep has run (about a second, allowed for here).
-    gb_s = minutes * (SCHEDULE.invocation_seconds + 1) * SUPERVISOR_MEMORY_GB
-    # SQS event source: 5 long pollers (20 s) per queue while idle, per the Lambda docs (3P)
-    polls = pools * 5 * 3 * minutes
+    sweeps = minutes * SCHEDULE.sweeps
+    ticks = minutes * (SCHEDULE.sweeps - 1)
+    tick_sends = minutes * -(-(SCHEDULE.sweeps - 1) // 10)
+    sweep_calls = watch_shards + 1  # the watch shards, and the pool states
+    call_ms = sweeps * (sweep_calls * CALL_LATENCY_MS + INVOCATION_OVERHEAD_MS)
+    call_ms += tick_sends * CALL_LATENCY_MS
+    gb_s = call_ms / 1000 * SUPERVISOR_MEMORY_GB
+    queries = sweeps * watch_shards
+    # SQS event source: 5 long pollers (20 s) per queue while idle, per the Lambda docs (3P):
+    # every pool's queue and the supervisor's tick queue.
+    polls = (pools + 1) * 5 * 3 * minutes
     return {
-        "supervisor_invocations": {"units": minutes, "usd": usd("lambda_request", minutes)},
+        "scheduler_invocations": {"units": minutes, "usd": usd("scheduler_invocation", minutes)},
+        "supervisor_invocations": {"units": sweeps, "usd": usd("lambda_request", sweeps)},
         "supervisor_duration_gb_s": {"units": gb_s, "usd": usd("lambda_gb_s_arm", gb_s)},
+        "supervisor_tick_sends": {"units": tick_sends, "usd": usd("sqs_request", tick_sends)},
+        "supervisor_tick_receive_and_delete": {
+            "units": 2 * ticks,
+            "usd": usd("sqs_request", 2 * ticks),
+        },
         "idle_sweep_index_queries_rru": {
             "units": queries * 0.5,
             "usd": usd("dynamodb_rru", queries * 0.5),
+        },
+        "idle_sweep_pool_state_reads_rru": {  # one consistent query: 1 RRU
+            "units": sweeps * 1.0,
+            "usd": usd("dynamodb_rru", sweeps * 1.0),
         },
         "idle_event_source_polls": {"units": polls, "usd": usd("sqs_request", polls)},
     }

@@ -95,8 +95,9 @@ def one_stall(
 
     agents = AgentRegistry()
     beats = rng.randrange(0, 4) if kind == "heartbeat" else 0
-    agents.register(spec.agent, StallingAgent(advance, beats, max(1000, hb_ms // 3)))
+    agents.register(spec.agent, StallingAgent(advance, beats, max(1000, hb_ms // 2)))
     core = build_core(MemoryStore(), clock, definitions=definitions, agents=agents)
+    core.supervisor.sweep_interval_ms = schedule.interval_ms
     holder.append(core)
     workflow_id = core.scheduler.start(wf_type, payload).workflow_id
     received = [m for pool in core.pools() for m in core.queue.receive(pool, 10)]

@@ -71,6 +71,23 @@ PRICES: dict[str, Price] = {
             "AWS whitepaper cost table",
         ),
         Price(
+            "scheduler_invocation",
+            1.00 / 1e6,
+            "invocation",
+            "EventBridge Scheduler: $1.00 per million invocations (after 14 M free a month)",
+            "3P",
+        ),
+        Price(
+            "temporal_cloud_action",
+            50.0 / 1e6,
+            "action",
+            "Temporal Cloud: $50 per million Actions (Developer plan; volume tiers fall to $25); "
+            "a heartbeat that reaches the server is an Action, SDKs send one per 80 % of the "
+            "heartbeat timeout",
+            "Temporal Cloud pricing docs (temporalio/documentation docs/evaluate/cloud/"
+            "pricing.mdx), via shared/reference/anchors-2026.md [T1][T2]",
+        ),
+        Price(
             "sfn_standard_transition",
             0.025 / 1000,
             "state transition",

@@ -28,6 +28,7 @@ from shepherd.settings import Settings
 from shepherd_examples import AGENT_MODULES
 
 from shepherd_bench.meter import Meter
+from shepherd_bench.schedule import deployed
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -166,8 +167,10 @@ class HandlerStack:
         )
         env = {
             **settings.to_env(),
-            ENV_SWEEP_INTERVAL: "1",
-            ENV_SWEEP_WINDOW: "0",  # one sweep per supervisor call; the bench keeps the schedule
+            # One sweep per supervisor call (the bench keeps the deployed schedule); the interval
+            # tells the supervisor how soon the next sweep comes, as deployed.
+            ENV_SWEEP_INTERVAL: str(deployed().interval_ms / 1000),
+            ENV_SWEEP_WINDOW: "0",
             ENV_POOL: "all",
         }
         self._saved_env.update({k: os.environ.get(k) for k in env})

@@ -484,6 +484,10 @@ class SimConfig:
     workflow_types: tuple[str, ...] = ()
     callback_share: float = 0.2
     """Share of attempts that hand their work to an external system (callback steps)."""
+    leave_due: bool = True
+    """The supervisors know the sweep interval, so a look may leave a near watch entry due
+    (the deployed rule). Off: every look moves its entry, as before that rule (the recorded
+    regression seeds replay the trajectories they were found on)."""
 
 
 # Rolled in this order, at most one per attempt: a kind added later goes last, so it never
@@ -659,9 +663,12 @@ class Simulation:
             AgentRuntime(agents, registry, worker_id=f"w{i}", background_heartbeats=False)
             for i in range(1, cfg.workers + 1)
         ]
+        # Both promise the sweep interval: a look due again before the next sweep leaves its
+        # watch entry where it is (the production rule, exercised under every fault).
+        every_ms = round(cfg.sweep_interval_s * 1000) if cfg.leave_due else 0
         self.supervisors = {
-            "supA": Supervisor(scheduler("supA")),
-            "supB": Supervisor(scheduler("supB")),
+            "supA": Supervisor(scheduler("supA"), sweep_interval_ms=every_ms),
+            "supB": Supervisor(scheduler("supB"), sweep_interval_ms=every_ms),
         }
         # The pools' API, for an operator: the in-memory queue is its control (a paused
         # pool's consumers receive nothing, as with a disabled event source mapping).

@@ -47,5 +47,8 @@ HANDLER_STREAM = "shepherd_handlers.stream.handler"
 ENV_POOL = "SHEPHERD_POOL"  # the pool an agent function serves
 ENV_SWEEP_INTERVAL = "SHEPHERD_SWEEP_INTERVAL_SECONDS"  # supervisor: seconds between sweeps
 ENV_SWEEP_WINDOW = "SHEPHERD_SWEEP_WINDOW_SECONDS"  # supervisor: keep sweeping for this long
+# supervisor: the queue of its delayed ticks (one sweep each); unset: it sleeps between sweeps
+ENV_SWEEP_TICKS = "SHEPHERD_SWEEP_TICKS_URL"
+ENV_TRACING = "SHEPHERD_TRACING"  # "true": Powertools Tracer (X-Ray SDK) in every handler
 EVENT_SOURCE = "shepherd"
 START_DETAIL_TYPE = "StartWorkflow"

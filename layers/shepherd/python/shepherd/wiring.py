@@ -20,17 +20,45 @@ from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
 from shepherd.ports import EventPublisher, NullEvents
 from shepherd.settings import Settings
-from shepherd.testing import RandomIds
+
+# The services the engine talks to. botocore lists every service directory it ships (about
+# 400, some 80 ms of a cold start) to check that a name exists; the engine's session checks
+# only these.
+ENGINE_SERVICES = frozenset({"dynamodb", "sqs", "events", "lambda", "s3"})
+
+
+def _default_session() -> Any:
+    """boto3's default session, created (when nothing created it yet) with a data loader that
+    knows the engine's services without listing every directory botocore ships."""
+    import boto3  # noqa: PLC0415 - imported when first needed, after moto may have started
+
+    if boto3.DEFAULT_SESSION is None:
+        import botocore.session  # noqa: PLC0415
+        from botocore.loaders import Loader  # noqa: PLC0415
+
+        class EngineServices(Loader):  # type: ignore[misc]
+            def list_available_services(self, type_name: str) -> list[str]:
+                return sorted(ENGINE_SERVICES)
+
+        core = botocore.session.get_session()
+        core.register_component("data_loader", EngineServices())
+        boto3.DEFAULT_SESSION = boto3.session.Session(botocore_session=core)
+    return boto3.DEFAULT_SESSION
 
 
 def _client(service: str) -> Any:
-    import boto3  # noqa: PLC0415 - imported when first needed, after moto may have started
     from botocore.config import Config  # noqa: PLC0415
 
     config = Config(
         retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10
     )
-    return boto3.client(service, config=config)
+    assert service in ENGINE_SERVICES, f"add {service!r} to ENGINE_SERVICES"
+    return _default_session().client(service, config=config)
+
+
+def client(service: str) -> Any:
+    """A boto3 client of one of the engine's services, configured as the engine's own."""
+    return _client(service)
 
 
 @dataclass
@@ -55,6 +83,7 @@ class Shepherd:
     def ports(self) -> Ports:
         from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
         from shepherd.adapters.sqs import SqsQueue  # noqa: PLC0415
+        from shepherd.testing import RandomIds  # noqa: PLC0415 - the production id source
 
         return Ports(
             store=DynamoStore(_client("dynamodb"), self.settings.table),

@@ -41,6 +41,7 @@ from shepherd.model import (
 logger = logging.getLogger("shepherd.agent")
 
 MIN_HEARTBEAT_INTERVAL_MS = 1000
+HEARTBEATS_PER_TIMEOUT = 2  # a heartbeat every HeartbeatSeconds / 2: a whole interval of slack
 
 AgentFunction = Callable[["AgentContext"], Any]
 
@@ -167,7 +168,11 @@ class AgentContext:
 
 
 class Heartbeat:
-    """Heartbeats of one attempt: at most one write per `HeartbeatSeconds / 3`, fenced."""
+    """Heartbeats of one attempt: at most one write per `HeartbeatSeconds / 2`, fenced.
+
+    Half the heartbeat timeout leaves a whole interval of slack for a late write, and costs 2
+    write units per HeartbeatSeconds (the supervisor adds none while the step runs well).
+    """
 
     def __init__(
         self, scheduler: Scheduler, rec: StepRecord, spec: TaskSpec, deadline_ms: int
@@ -176,7 +181,7 @@ class Heartbeat:
         self._rec = rec
         self._deadline_ms = deadline_ms
         hb = spec.heartbeat_seconds or spec.timeout_seconds
-        self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // 3)
+        self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // HEARTBEATS_PER_TIMEOUT)
         self._last_ms = rec.claimed_at or 0
         self._details: str | None = None
         self._lock = threading.Lock()

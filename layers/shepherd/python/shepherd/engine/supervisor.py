@@ -24,11 +24,12 @@ from shepherd import limits
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
+from shepherd.definitions import Definition
 from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
 from shepherd.errors import StoreUnavailable
 from shepherd.keys import WF_SK, shard_key, wf_pk, workflow_id_of
-from shepherd.model import PoolState, StepStatus, dumps, loads
+from shepherd.model import PoolState, StepStatus, WorkflowState, dumps, loads
 
 logger = logging.getLogger("shepherd.supervisor")
 
@@ -37,6 +38,11 @@ MAX_FAILED_LOOKS = 8  # consecutive failed looks before a workflow is parked
 LOOK_BACKOFF_MS = 5_000  # the first retry of a failed look; doubles each time
 MAX_LOOK_BACKOFF_MS = 300_000
 PARKED = "SupervisorGaveUp"
+# Moving a watch entry writes the workflow item (1 WRU) and its index entry (delete + put: 2
+# WRU): at on-demand prices (WRU $0.625, RRU $0.125 per million) the price of 15 consistent
+# reads of a small workflow. A look whose next deadline is at most this many sweeps away
+# leaves the entry due and lets each sweep re-read the workflow instead.
+READS_PER_MOVE = 15
 
 
 def look_backoff_ms(failures: int) -> int:
@@ -65,6 +71,8 @@ class SweepReport:
     backing_off: int = 0
     failed_queries: int = 0
     parked: int = 0
+    left_due: int = 0  # looked at, entry left due for the next sweep (no write)
+    moved: int = 0  # watch entries moved (a write on the workflow item and its index entry)
     actions: Counter[str] = field(default_factory=Counter)
     lags_ms: list[int] = field(default_factory=list)
     truncated: bool = False
@@ -75,9 +83,20 @@ class SweepReport:
 
 
 class Supervisor:
-    def __init__(self, scheduler: Scheduler, *, max_workflows: int = 1000) -> None:
+    def __init__(
+        self, scheduler: Scheduler, *, max_workflows: int = 1000, sweep_interval_ms: int = 0
+    ) -> None:
         self.scheduler = scheduler
         self.max_workflows = max_workflows
+        # How often sweeps run (0: unknown). A look whose next deadline is near leaves the
+        # entry where it is, still due, so the next sweeps re-read the workflow (1 RRU each)
+        # instead of one move (1 WRU + 2 index WRU): always when the deadline falls before
+        # the next sweep (the move would buy nothing), and when it is at most READS_PER_MOVE
+        # sweeps away while this sweep has budget (a quarter of `max_workflows` such looks:
+        # the rest move, so a sweep's work stays bounded however many steps run). An entry
+        # earlier than needed is always safe (invariant 3 bounds `due_at` from above only), so
+        # a sweep that comes later than promised costs a read, never a missed deadline.
+        self.sweep_interval_ms = sweep_interval_ms
         self._pools: dict[str, PoolState] = {}
 
     def sweep(self, now: int | None = None) -> SweepReport:
@@ -166,11 +185,20 @@ class Supervisor:
                     "status": state.workflow.status.value,
                 },
             )
+        self._move_due(state, definition, now, report)
+
+    def _move_due(
+        self, state: WorkflowState, definition: Definition, now: int, report: SweepReport
+    ) -> None:
+        """Move the watch entry to the next moment the supervisor must look (or leave it)."""
         wf = state.workflow
         if wf.status.terminal:
             return
         due = next_due(state, definition, now, self._pools)
         if due == wf.due_at and not wf.look_failures:
+            return
+        if due is not None and not wf.look_failures and self._leave_due(due, now, report):
+            report.left_due += 1  # the next sweep looks again: no write
             return
         if due is None:
             unclaimed = [
@@ -181,9 +209,20 @@ class Supervisor:
             moved = self.scheduler.executor.together(tx.unwatch_paused(wf, unclaimed, now))
         else:
             moved = self.scheduler.executor.workflow(state, tx.move_due(wf, due))
-        if not moved:
+        if moved:
+            report.moved += 1
+        else:
             # Someone else changed the workflow since: its own write left a valid deadline.
             report.actions["MoveDueLost"] += 1
+
+    def _leave_due(self, due: int, now: int, report: SweepReport) -> bool:
+        """Whether re-reading at every sweep until `due` is cheaper than moving the entry."""
+        every = self.sweep_interval_ms
+        if every <= 0:
+            return False
+        if due <= now + every:
+            return True
+        return due <= now + READS_PER_MOVE * every and report.left_due < self.max_workflows // 4
 
     @staticmethod
     def _record(applied: Applied, report: SweepReport) -> str | None:
