@@ -73,10 +73,27 @@ def test_the_engine_session_knows_its_services_without_listing_botocore(
     from shepherd import wiring
 
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    wiring._own_session.cache_clear()
     session = wiring._default_session()
     loader = session._session.get_component("data_loader")
     assert loader.list_available_services("service-2") == sorted(wiring.ENGINE_SERVICES)
     for service in sorted(wiring.ENGINE_SERVICES):
         client = wiring._client(service)
         assert client.meta.service_model.service_name == service
-    assert boto3.DEFAULT_SESSION is session  # hooks on the default session still see every call
+    # The engine's short list stays the engine's: agent code in the same sandbox still gets a
+    # client of any service from boto3's default session.
+    assert boto3.DEFAULT_SESSION is None
+    assert boto3.client("stepfunctions", region_name="us-east-1").meta.service_model
+    assert "dynamodbstreams" in boto3.DEFAULT_SESSION.get_available_services()
+
+
+def test_hooks_on_boto3_s_default_session_see_the_engine_s_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import boto3
+    from shepherd import wiring
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    boto3.setup_default_session(region_name="us-east-1")
+    assert wiring._client("sqs").meta.events is not None
+    assert wiring._default_session() is boto3.DEFAULT_SESSION

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from shepherd.clock import Clock, SystemClock
@@ -28,22 +28,32 @@ ENGINE_SERVICES = frozenset({"dynamodb", "sqs", "events", "lambda", "s3"})
 
 
 def _default_session() -> Any:
-    """boto3's default session, created (when nothing created it yet) with a data loader that
-    knows the engine's services without listing every directory botocore ships."""
+    """The session the engine's clients come from: boto3's default session when something
+    made one (a test's or a benchmark's hooks on it then see every call), else the engine's
+    own. The engine's own session is never installed as boto3's default: agent code in the
+    same process calls `boto3.client(...)` for any service it likes."""
     import boto3  # noqa: PLC0415 - imported when first needed, after moto may have started
 
-    if boto3.DEFAULT_SESSION is None:
-        import botocore.session  # noqa: PLC0415
-        from botocore.loaders import Loader  # noqa: PLC0415
+    if boto3.DEFAULT_SESSION is not None:
+        return boto3.DEFAULT_SESSION
+    return _own_session()
 
-        class EngineServices(Loader):  # type: ignore[misc]
-            def list_available_services(self, type_name: str) -> list[str]:
-                return sorted(ENGINE_SERVICES)
 
-        core = botocore.session.get_session()
-        core.register_component("data_loader", EngineServices())
-        boto3.DEFAULT_SESSION = boto3.session.Session(botocore_session=core)
-    return boto3.DEFAULT_SESSION
+@cache
+def _own_session() -> Any:
+    """A session whose data loader knows the engine's services without listing every
+    directory botocore ships."""
+    import boto3  # noqa: PLC0415
+    import botocore.session  # noqa: PLC0415
+    from botocore.loaders import Loader  # noqa: PLC0415
+
+    class EngineServices(Loader):  # type: ignore[misc]
+        def list_available_services(self, type_name: str) -> list[str]:
+            return sorted(ENGINE_SERVICES)
+
+    core = botocore.session.get_session()
+    core.register_component("data_loader", EngineServices())
+    return boto3.session.Session(botocore_session=core)
 
 
 def _client(service: str) -> Any:
