@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 TABLE = "shepherd"
 BUS = "shepherd"
+PAYLOAD_BUCKET = "shepherd-payloads"  # moto's S3: the payload bucket (large payloads)
 EVENTS_TAP_QUEUE = "shepherd-local-events"  # every lifecycle event the local relay publishes
 STARTUP_SECONDS = 60
 
@@ -186,10 +187,11 @@ class LocalStack:
             aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
         )
         clients = {
-            s: session.client(s, endpoint_url=self.moto_url) for s in ("dynamodb", "sqs", "events")
+            s: session.client(s, endpoint_url=self.moto_url)
+            for s in ("dynamodb", "sqs", "events", "s3")
         }
         definitions = load_directory(self.definitions_dir)
-        queues = create_all(clients, definitions, table=TABLE, bus=BUS)
+        queues = create_all(clients, definitions, table=TABLE, bus=BUS, bucket=PAYLOAD_BUCKET)
         # StartWorkflow events: the CDK app's rule (any source but Shepherd's own) -> the
         # control process, through a queue because moto cannot invoke Lambda targets.
         sqs = clients["sqs"]
@@ -224,6 +226,7 @@ class LocalStack:
             event_bus=BUS,
             definitions_dir=self.definitions_dir,
             event_owners=self.event_owners,
+            payload_bucket=PAYLOAD_BUCKET,
         )
         self.env.update(settings.to_env())
         specs = pools(definitions)

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shepherd import limits
+
 PREFIX = "SHEPHERD_"
 
 # Environment variable names: the CDK app and the local stack set exactly these.
@@ -22,6 +24,8 @@ ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
 ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
 ENV_POOL_MAPPINGS = "SHEPHERD_POOL_MAPPINGS"  # JSON: pool -> its SQS event source mapping id
 ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
+ENV_PAYLOAD_BUCKET = "SHEPHERD_PAYLOAD_BUCKET"
+ENV_PAYLOAD_INLINE_BYTES = "SHEPHERD_PAYLOAD_INLINE_BYTES"
 
 # An owner is an IAM principal ARN (what API callers are identified by).
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[\w-]*:(iam|sts)::\d{12}:[\w+=,.@/-]+$")
@@ -41,6 +45,12 @@ class Settings(BaseModel):
     # principal ARN, which may then read it through the API. A source not listed owns its
     # workflows itself, as `events:<account>:<source>` (docs/api.md, Events).
     event_owners: dict[str, str] = {}
+    # The payload bucket (large payloads: docs/architecture.md, Large payloads), and the size
+    # over which a payload goes there instead of into its item.
+    payload_bucket: str | None = None
+    payload_inline_bytes: Annotated[int, Field(ge=0, le=limits.MAX_PAYLOAD_INLINE_BYTES)] = (
+        limits.PAYLOAD_INLINE_BYTES
+    )
 
     @field_validator("queue_urls", "pool_mappings", "event_owners", mode="before")
     @classmethod
@@ -83,6 +93,10 @@ class Settings(BaseModel):
             values["retention_days"] = env[ENV_RETENTION_DAYS]
         if env.get(ENV_EVENT_OWNERS):
             values["event_owners"] = env[ENV_EVENT_OWNERS]
+        if env.get(ENV_PAYLOAD_BUCKET):
+            values["payload_bucket"] = env[ENV_PAYLOAD_BUCKET]
+        if env.get(ENV_PAYLOAD_INLINE_BYTES):
+            values["payload_inline_bytes"] = env[ENV_PAYLOAD_INLINE_BYTES]
         return cls.model_validate(values)
 
     def to_env(self) -> dict[str, str]:
@@ -96,6 +110,10 @@ class Settings(BaseModel):
         }
         if self.event_bus:
             env[ENV_EVENT_BUS] = self.event_bus
+        if self.payload_bucket:
+            env[ENV_PAYLOAD_BUCKET] = self.payload_bucket
+        if self.payload_inline_bytes != limits.PAYLOAD_INLINE_BYTES:
+            env[ENV_PAYLOAD_INLINE_BYTES] = str(self.payload_inline_bytes)
         if self.pool_mappings:
             env[ENV_POOL_MAPPINGS] = json.dumps(
                 self.pool_mappings, separators=(",", ":"), sort_keys=True
