@@ -18,6 +18,7 @@ from shepherd_infra.api import SchedulerApi
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
 from shepherd_infra.monitoring import Monitoring
+from shepherd_infra.payload_store import PayloadStore
 from shepherd_infra.runtime import LambdaRuntime
 from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
@@ -39,6 +40,7 @@ class ShepherdStack(Stack):
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
         event_owners: dict[str, str] | None = None,
+        payload_live_days: int = config.PAYLOAD_LIVE_DAYS,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -52,6 +54,14 @@ class ShepherdStack(Stack):
             deletion_protection=table_deletion_protection,
         )
         self.events = EventBus(self, "Events", bus_name=event_bus_name)
+        retention_days = Settings.model_fields["retention_days"].default
+        self.payloads = PayloadStore(
+            self,
+            "Payloads",
+            retention_days=retention_days,
+            live_days=payload_live_days,
+            retain=retain_data,
+        )
         self.pools = {
             name: AgentPool(self, f"Pool-{name}", pool=spec)
             for name, spec in self.pool_specs.items()
@@ -62,6 +72,8 @@ class ShepherdStack(Stack):
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
             event_owners=event_owners or {},
+            retention_days=retention_days,
+            payload_bucket=self.payloads.bucket.bucket_name,
         )
         self.runtime = LambdaRuntime(
             self,
@@ -72,7 +84,12 @@ class ShepherdStack(Stack):
             powertools_version=powertools_version,
             powertools_layer_arn=powertools_layer_arn,
         )
-        access = Access(self.store, [pool.queue for pool in self.pools.values()], self.events.bus)
+        access = Access(
+            self.store,
+            [pool.queue for pool in self.pools.values()],
+            self.events.bus,
+            self.payloads,
+        )
         for pool in self.pools.values():
             pool.add_function(self.runtime, access)
         self.api = SchedulerApi(
@@ -101,6 +118,7 @@ class ShepherdStack(Stack):
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url, description="Scheduler API")
         CfnOutput(self, "EventBusName", value=self.events.bus.event_bus_name)
         CfnOutput(self, "TableName", value=self.store.table.table_name)
+        CfnOutput(self, "PayloadBucketName", value=self.payloads.bucket.bucket_name)
         CfnOutput(
             self,
             "DashboardUrl",

@@ -293,3 +293,18 @@ def test_a_reference_names_its_object_exactly(harness: Harness) -> None:
     assert ref_of(ref.text()) == ref
     digest = hashlib.sha256(b"{}").hexdigest()
     assert ref_of(PayloadRef("k", 2, digest).text()) == PayloadRef("k", 2, digest)
+
+
+def test_demo_agents_return_at_least_output_bytes_with_no_change_to_them(
+    harness: Harness,
+) -> None:
+    from shepherd_agents import registry
+
+    harness.runtime.agents = registry
+    payload = {**ORDER, "output_bytes": {"charge_payment": 3 * MIB, "nope": "x"}}
+    wf = harness.start("order_fulfilment", payload)
+    assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+    output = harness.output(wf)
+    assert jsonsafe.size(jsonsafe.dumps(output["charge_payment"])) >= 3 * MIB
+    assert output["charge_payment"]["amount"] == ORDER["amount"]  # its own result is kept
+    assert "padding" not in output["ship_order"]
