@@ -29,6 +29,9 @@ REVIEWED = {
     "Serverless-EventBusDLQ",
     "Serverless-SNSRedrivePolicy",
     "AwsSolutions-IAM5[Resource::<SupervisorFunction3FB26FD8.Arn>:*]",
+    # The payload bucket: object-level grants on its `wf/*` prefix; no server access logs.
+    "AwsSolutions-IAM5[Resource::<PayloadsBucket1715615A.Arn>/wf/*]",
+    "AwsSolutions-S1",
 }
 
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from functools import cached_property
 from typing import Any
 
 from shepherd import jsonsafe, limits
@@ -75,6 +74,15 @@ class AgentRegistry:
         return set(self._functions)
 
 
+def _once(cache: dict[str, Any], name: str, fetch: Callable[[], Any]) -> Any:
+    """`fetch()` the first time, the same value after. No lock (functools.cached_property
+    takes one shared by every instance on Python 3.11, so a slow fetch would stall every
+    other attempt's context in the process): two threads may both fetch, harmlessly."""
+    if name not in cache:
+        cache[name] = fetch()
+    return cache[name]
+
+
 class LazyValues(Mapping[str, Any]):
     """Stored payloads by name, each fetched (and verified) from the payload bucket on first
     use only: an agent that never reads a large dependency never pays for it."""
@@ -115,10 +123,11 @@ class Forward:
     stored_output: str | None = field(repr=False)
     idempotency_key: str
     resolve: Callable[[str | None], Any] = field(repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    @cached_property
+    @property
     def output(self) -> Any:
-        return self.resolve(self.stored_output)
+        return _once(self._cache, "output", lambda: self.resolve(self.stored_output))
 
 
 @dataclass
@@ -143,14 +152,15 @@ class AgentContext:
     forward: Forward | None = None  # for a compensation: what the step it undoes did
     resolve: Callable[[str | None], Any] = field(default=loads, repr=False)
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @cached_property
+    @property
     def input(self) -> Any:
-        return self.resolve(self.stored_input)
+        return _once(self._cache, "input", lambda: self.resolve(self.stored_input))
 
-    @cached_property
+    @property
     def previous_details(self) -> Any:
-        return self.resolve(self.stored_details)
+        return _once(self._cache, "details", lambda: self.resolve(self.stored_details))
 
     @property
     def step_output(self) -> Any:
