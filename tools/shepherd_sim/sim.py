@@ -1004,6 +1004,9 @@ class Simulation:
         The external system works (heartbeating through the callback API), applies the effect
         and calls back; it may also fail, and its callbacks may be lost, doubled or late."""
         who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        # What the external system is handed is read now, in the attempt (a large value from
+        # the payload bucket, whose read may fail): it works from that copy later.
+        dict(ctx.dependencies) if ctx.kind == "step" else ctx.step_output
         token = ctx.task_token()
         done_at = self.now() + round(self.rng.uniform(0.1, 1.2 * spec.timeout_seconds) * 1000)
         outcome = "failure" if self.rng.random() < 0.15 else "success"
