@@ -88,14 +88,19 @@ def sqs_event(bodies: list[tuple[str, str]], queue_arn: str) -> dict[str, Any]:
     }
 
 
+PAYLOAD_BUCKET = "shepherd-payloads"
+
+
 class Stack:
     """Moto resources from the same topology the CDK app uses, plus handler drivers."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.clients = {
-            s: boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "sqs", "events")
+            s: boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "sqs", "events", "s3")
         }
-        self.queues = create_all(self.clients, DEFINITIONS, table="shepherd", bus="shepherd-bus")
+        self.queues = create_all(
+            self.clients, DEFINITIONS, table="shepherd", bus="shepherd-bus", bucket=PAYLOAD_BUCKET
+        )
         sqs = self.clients["sqs"]
         self.tap = sqs.create_queue(QueueName="event-tap")["QueueUrl"]
         tap_arn = sqs.get_queue_attributes(QueueUrl=self.tap, AttributeNames=["QueueArn"])[
@@ -116,6 +121,7 @@ class Stack:
             definitions_dir=ROOT / "statemachines",
             watch_shards=2,
             agent_modules=AGENT_MODULES,
+            payload_bucket=PAYLOAD_BUCKET,
         )
         for key, value in settings.to_env().items():
             monkeypatch.setenv(key, value)

@@ -23,6 +23,7 @@ from shepherd.engine.build import build_engine
 from shepherd.engine.scheduler import EngineConfig, Ports
 from shepherd.engine.supervisor import SweepReport
 from shepherd.model import StepRecord, TaskMessage, WorkflowState, WorkflowStatus
+from shepherd.payloads import MemoryPayloadStore, Payloads
 from shepherd.ports import Store
 from shepherd.testing import MemoryQueue, MemoryStore, SequentialIds, StreamedEvents
 from shepherd_cli.resources import create_table
@@ -52,7 +53,15 @@ class Harness:
         if self.events is None:
             assert isinstance(self.store, MemoryStore), "pass the events of a DynamoDB stream"
             self.events = StreamedEvents.of(self.store)
-        self.ports = Ports(self.store, self.queue, self.clock, SequentialIds(), random.Random(7))
+        self.payload_store = MemoryPayloadStore()
+        self.ports = Ports(
+            self.store,
+            self.queue,
+            self.clock,
+            SequentialIds(),
+            random.Random(7),
+            Payloads(self.payload_store),
+        )
         if self.agents is None:
             from shepherd_examples.agents import registry
 
@@ -151,7 +160,7 @@ class Harness:
 
         loaded = self.scheduler.load(workflow_id)
         assert loaded is not None
-        return workflow_output(*loaded)
+        return workflow_output(*loaded, self.ports.payloads)
 
     def status(self, workflow_id: str) -> WorkflowStatus:
         return self.state(workflow_id).workflow.status

@@ -163,7 +163,7 @@ def _lookup(owner: str, key: str, filters: tuple[str | None, str | None]) -> Wor
 def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
     """A workflow with its steps and compensations."""
     state, definition = engine().scheduler.owned(workflow_id, caller())
-    return workflow_view(state, definition)
+    return workflow_view(state, definition, engine().ports.payloads)
 
 
 @app.post(

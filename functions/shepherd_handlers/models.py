@@ -68,6 +68,17 @@ class AttemptView(BaseModel):
     by: Annotated[str | None, Field(description="Who replaced the input")] = None
 
 
+class PayloadLink(BaseModel):
+    """A large payload: a presigned download valid for a few minutes, its size and sha256."""
+
+    url: Annotated[str, Field(description="A presigned GET, valid for 5 minutes")]
+    size: Annotated[int, Field(description="Bytes of its canonical JSON")]
+    sha256: Annotated[str, Field(description="Hex sha256 of those bytes")]
+
+
+_LARGE = "Set instead of `{}` when the payload is large (over the inline threshold)"
+
+
 class StepView(BaseModel):
     name: str
     status: str
@@ -85,6 +96,9 @@ class StepView(BaseModel):
     output: Any = None
     details: Annotated[Any, Field(description="Progress details its attempts reported")] = None
     input: Annotated[Any, Field(description="An operator's replacement input, if any")] = None
+    output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None
+    details_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("details"))] = None
+    input_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("input"))] = None
     attempts: list[AttemptView] = []
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")
@@ -100,7 +114,14 @@ class WorkflowView(BaseModel):
     updated_at: str
     finished_at: str | None = None
     input: Any = None
-    output: Any = None
+    input_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("input"))] = None
+    output: Annotated[
+        Any, Field(description="Once SUCCEEDED: each step's output by name (small ones)")
+    ] = None
+    output_ref: Annotated[
+        dict[str, PayloadLink] | None,
+        Field(description="Once SUCCEEDED: the large step outputs by name (absent from output)"),
+    ] = None
     error: dict[str, Any] | None = None
     pause: Annotated[
         dict[str, Any] | None,

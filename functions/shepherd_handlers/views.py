@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from shepherd.clock import iso
 from shepherd.definitions import Definition
 from shepherd.engine.pools import PoolView
-from shepherd.engine.queries import WorkflowSummary, workflow_output
+from shepherd.engine.queries import WorkflowSummary, stored_output
 from shepherd.model import StepRecord, WorkflowState, loads
+from shepherd.payloads import Payloads, ref_of
 
 from shepherd_handlers.models import (
     AttemptView,
     BacklogView,
     DefinitionSummaryView,
     DefinitionView,
+    PayloadLink,
     StepView,
     WorkflowSummaryView,
     WorkflowView,
@@ -20,7 +24,19 @@ from shepherd_handlers.models import (
 from shepherd_handlers.models import PoolView as PoolBody
 
 
-def step_view(rec: StepRecord) -> StepView:
+def payload(payloads: Payloads, stored: str | None) -> tuple[Any, PayloadLink | None]:
+    """A stored payload as the API shows it: small ones inline, a large one as a presigned
+    download in the field's `_ref` twin (so no response carries a large payload)."""
+    link = payloads.link(stored)
+    if link is None:
+        return loads(stored), None
+    return None, PayloadLink(url=link.url, size=link.size, sha256=link.sha256)
+
+
+def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
+    output, output_ref = payload(payloads, rec.output)
+    details, details_ref = payload(payloads, rec.details)
+    step_input, input_ref = payload(payloads, rec.input)
     return StepView(
         name=rec.name,
         status=rec.status.value,
@@ -33,9 +49,12 @@ def step_view(rec: StepRecord) -> StepView:
         finished_at=iso(rec.finished_at),
         dispatches=rec.dispatches,
         error=loads(rec.error),
-        output=loads(rec.output),
-        details=loads(rec.details),
-        input=loads(rec.input),
+        output=output,
+        details=details,
+        input=step_input,
+        output_ref=output_ref,
+        details_ref=details_ref,
+        input_ref=input_ref,
         attempts=[
             AttemptView(
                 attempt=h["a"],
@@ -51,11 +70,20 @@ def step_view(rec: StepRecord) -> StepView:
     )
 
 
-def workflow_view(state: WorkflowState, definition: Definition) -> WorkflowView:
+def workflow_view(state: WorkflowState, definition: Definition, payloads: Payloads) -> WorkflowView:
     wf = state.workflow
     steps = [
-        step_view(state.steps[name]) for name in definition.topological_order if name in state.steps
+        step_view(state.steps[name], payloads)
+        for name in definition.topological_order
+        if name in state.steps
     ]
+    wf_input, input_ref = payload(payloads, wf.input)
+    output: dict[str, Any] | None = None
+    output_ref: dict[str, PayloadLink] | None = None
+    stored = stored_output(state, definition)
+    if stored is not None:
+        output = {n: loads(t) for n, t in stored.items() if ref_of(t) is None}
+        output_ref = {n: link for n, t in stored.items() if (link := payload(payloads, t)[1])}
     comps = sorted(state.compensations.values(), key=lambda c: (c.dispatched_at or 0, c.name))
     return WorkflowView(
         workflow_id=wf.workflow_id,
@@ -65,14 +93,16 @@ def workflow_view(state: WorkflowState, definition: Definition) -> WorkflowView:
         created_at=iso(wf.created_at) or "",
         updated_at=iso(wf.updated_at) or "",
         finished_at=iso(wf.finished_at),
-        input=loads(wf.input),
-        output=workflow_output(state, definition),
+        input=wf_input,
+        input_ref=input_ref,
+        output=output,
+        output_ref=output_ref or None,
         error=loads(wf.error),
         pause=loads(wf.pause),
         paused_at=iso(wf.paused_at),
         redrives=wf.redrives,
         steps=steps,
-        compensations=[step_view(c) for c in comps],
+        compensations=[step_view(c, payloads) for c in comps],
     )
 
 

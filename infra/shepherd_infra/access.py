@@ -1,13 +1,17 @@
 """Least-privilege grants, scoped to exact ARNs. The matrix (see docs/architecture.md):
 
-| function   | table items            | index Query  | queues                         | bus       |
-|------------|------------------------|--------------|--------------------------------|-----------|
-| api        | read/write             | by_owner     | send to all pools              | —         |
-| callbacks  | read/write             | —            | send to all pools              | —         |
-| events     | read/write             | —            | send to all pools              | —         |
-| agent (p)  | read/write             | —            | consume own; send to all pools | —         |
-| supervisor | read/write             | watch        | send to all pools              | —         |
-| relay      | its stream (mapping)   | —            | its on-failure queue           | PutEvents |
+| function   | table items   | index Query | queues                      | bus       | S3 wf/* |
+|------------|---------------|-------------|-----------------------------|-----------|---------|
+| api        | read/write    | by_owner    | send to all pools           | —         | get/put |
+| callbacks  | read/write    | —           | send to all pools           | —         | put     |
+| events     | read/write    | —           | send to all pools           | —         | put     |
+| agent (p)  | read/write    | —           | consume own; send to all    | —         | get/put |
+| supervisor | read/write    | watch       | send to all pools           | —         | —       |
+| relay      | its stream    | —           | its on-failure queue        | PutEvents | —       |
+
+Payload grants (the payload bucket, large payloads) are object-level on `wf/*` only: no
+delete, no list, no other prefix. The API reads to sign its presigned links; the supervisor
+and the relay never touch a payload (the planner sees sizes, events carry errors).
 
 Only the relay publishes: events come from the table's stream, never from a writer.
 """
@@ -20,6 +24,7 @@ from typing import Any
 from aws_cdk import aws_events, aws_iam, aws_lambda, aws_sqs
 from shepherd.topology import IndexSpec
 
+from shepherd_infra.payload_store import PayloadStore
 from shepherd_infra.state_store import StateStore
 
 # What the DynamoDB adapter calls. TransactWriteItems has no IAM action of its own: each item in
@@ -32,11 +37,22 @@ class Access:
     """Grants against the shared resources; every function starts with no permissions."""
 
     def __init__(
-        self, store: StateStore, queues: Sequence[aws_sqs.IQueue], bus: aws_events.IEventBus
+        self,
+        store: StateStore,
+        queues: Sequence[aws_sqs.IQueue],
+        bus: aws_events.IEventBus,
+        payloads: PayloadStore,
     ) -> None:
         self._store = store
         self._queues = list(queues)
         self._bus = bus
+        self._payloads = payloads
+
+    def payloads(self, fn: aws_lambda.Function, *, read: bool) -> None:
+        """Write workflow payloads; read them too if `read` (agents, the API's links)."""
+        self._payloads.grant_write(fn)
+        if read:
+            self._payloads.grant_read(fn)
 
     def table(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
         """Item read/write on the base table; Query on the named indexes only."""

@@ -94,6 +94,7 @@ class AgentPool(Construct):
         )
         fn.add_event_source(self.event_source)
         access.engine(fn)
+        access.payloads(fn, read=True)
         acknowledge(
             fn,
             "Serverless-LambdaDLQ",

@@ -57,6 +57,7 @@ class SchedulerApi(Construct):
         # Lists workflows through the owner index; never the watch index.
         access.engine(self.api_function, indexes=[TABLE.list_index])
         access.pool_control(self.api_function, pools)
+        access.payloads(self.api_function, read=True)
         self.callbacks_function = runtime.function(
             self,
             "CallbacksHandler",
@@ -69,6 +70,7 @@ class SchedulerApi(Construct):
             ),
         )
         access.engine(self.callbacks_function)
+        access.payloads(self.callbacks_function, read=False)
 
         # Logging is opt-in: it needs the account's API Gateway CloudWatch role, which this
         # stack must neither create nor take over (see api_logging).

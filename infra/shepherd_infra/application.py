@@ -58,6 +58,7 @@ class ShepherdStack(Stack):
         CfnOutput(self, "ApiUrl", value=shepherd.api_url, description="Scheduler API")
         CfnOutput(self, "EventBusName", value=shepherd.bus.event_bus_name)
         CfnOutput(self, "TableName", value=shepherd.table.table_name)
+        CfnOutput(self, "PayloadBucketName", value=shepherd.payload_bucket.bucket_name)
         CfnOutput(
             self,
             "EventRelayFailuresQueueUrl",

@@ -43,6 +43,9 @@ def powertools_parameter_name(
 
 
 LOG_RETENTION = aws_logs.RetentionDays.ONE_MONTH
+# How long a workflow may run and still read its payloads: they expire retention + this many
+# days after they were written (infra/shepherd_infra/payload_store.py).
+PAYLOAD_LIVE_DAYS = 90
 
 # Function sizing. Agent timeouts come from the pools (shepherd.topology).
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's integration limit

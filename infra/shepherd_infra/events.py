@@ -58,6 +58,7 @@ class EventBus(Construct):
         )
         # Starts workflows like the API, but never lists them: no index access.
         access.engine(self.function)
+        access.payloads(self.function, read=False)
         self.rule = aws_events.Rule(
             self,
             "StartWorkflowRule",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from aws_cdk import Stage, aws_dynamodb, aws_events, aws_lambda, aws_sqs
+from aws_cdk import Stage, aws_dynamodb, aws_events, aws_lambda, aws_s3, aws_sqs
 from constructs import Construct
 from shepherd.definitions import load_directory
 from shepherd.settings import Settings
@@ -33,6 +33,7 @@ from shepherd_infra.code import AgentCode, stage_agent_code
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
 from shepherd_infra.monitoring import Monitoring
+from shepherd_infra.payload_store import PayloadStore
 from shepherd_infra.runtime import LambdaRuntime
 from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
@@ -68,6 +69,7 @@ class Shepherd(Construct):
         powertools_layer_arn: str | None = None,
         event_owners: dict[str, str] | None = None,
         webhooks: Sequence[WebhookConfig] = (),
+        payload_live_days: int = config.PAYLOAD_LIVE_DAYS,
     ) -> None:
         super().__init__(scope, construct_id)
         self.definitions = load_directory(definitions_dir)
@@ -92,6 +94,14 @@ class Shepherd(Construct):
             deletion_protection=table_deletion_protection,
         )
         self.events = EventBus(self, "Events", bus_name=event_bus_name)
+        retention_days = Settings.model_fields["retention_days"].default
+        self.payloads = PayloadStore(
+            self,
+            "Payloads",
+            retention_days=retention_days,
+            live_days=payload_live_days,
+            retain=retain_data,
+        )
         self.pools = {
             name: AgentPool(self, f"Pool-{name}", pool=spec)
             for name, spec in self.pool_specs.items()
@@ -102,6 +112,8 @@ class Shepherd(Construct):
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
             event_owners=event_owners or {},
+            retention_days=retention_days,
+            payload_bucket=self.payloads.bucket.bucket_name,
         )
         self.runtime = LambdaRuntime(
             self,
@@ -112,7 +124,12 @@ class Shepherd(Construct):
             powertools_version=powertools_version,
             powertools_layer_arn=powertools_layer_arn,
         )
-        access = Access(self.store, [pool.queue for pool in self.pools.values()], self.events.bus)
+        access = Access(
+            self.store,
+            [pool.queue for pool in self.pools.values()],
+            self.events.bus,
+            self.payloads,
+        )
         shared: aws_lambda.Code | None = None
         for name, pool in self.pools.items():
             asset: aws_lambda.Code
@@ -172,3 +189,8 @@ class Shepherd(Construct):
     def relay_failures(self) -> aws_sqs.IQueue:
         """Stream records the event relay gave up on (`shepherd events replay` reads it)."""
         return self.relay.failures
+
+    @property
+    def payload_bucket(self) -> aws_s3.IBucket:
+        """Where large payloads live (the claim check)."""
+        return self.payloads.bucket

@@ -174,6 +174,31 @@ def test_pause_then_resume_with_a_replacement_input_validated_before_sending(
     )
 
 
+def _same_object(url: str) -> re.Pattern[str]:
+    return re.compile("^" + re.escape(url.split("?", maxsplit=1)[0]) + r"\?")
+
+
+def test_large_payloads_are_download_links_to_the_payload_bucket(page: Any, api: Api) -> None:
+    # A 20 KiB input and a step returning 40 KiB: over the 8 KiB inline threshold, both are
+    # kept in the payload bucket and the API gives presigned downloads in `_ref` twins.
+    payload = {**ORDER, "note": "n" * 20_000, "output_bytes": {"ship_order": 40_000}}
+    workflow_id = start(api, "order_fulfilment", payload)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=RUN_SECONDS)
+    view = api.call("GET", f"/workflows/{workflow_id}")
+    data = page.locator("#data")
+    input_link = data.locator(".json", has_text="Input").get_by_role(
+        "link", name=re.compile(r"Download large payload \(19\.\d KiB\)")
+    )
+    # Each read presigns anew (a fresh signature and expiry): the same object, not the same URL.
+    expect(input_link).to_have_attribute("href", _same_object(view["input_ref"]["url"]))
+    output = data.locator(".json", has_text="Output")
+    ship = output.get_by_role("link", name=re.compile(r"Download large payload \(39\.\d KiB\)"))
+    expect(ship).to_have_attribute("href", _same_object(view["output_ref"]["ship_order"]["url"]))
+    expect(output).to_contain_text('"notify_customer"')  # small outputs stay inline beside it
+    expect(output).to_contain_text(view["output_ref"]["ship_order"]["sha256"])
+
+
 HOSTILE = '<img src=x onerror="window.__pwned = 1">'
 SCRIPT = "<script>window.__pwned = 2</script>"
 
@@ -184,14 +209,9 @@ def test_no_payload_is_ever_rendered_as_html(page: Any, api: Api) -> None:
         "customer": HOSTILE,  # the demo agent copies it into its output
         "note": SCRIPT,
         SCRIPT: "a hostile key",
-        "big": {
-            "$payload": {
-                "url": "https://payloads.example/o?X-Sig=1",
-                "size": 1536,
-                "sha256": "ab" * 32,
-            }
-        },
-        "fake": {"$payload": {"url": "javascript:window.__pwned = 3", "size": 1}},
+        # User data shaped like a link is data: only a `_ref` twin from the API is a link.
+        "big": {"url": "https://payloads.example/o?X-Sig=1", "size": 1536, "sha256": "ab" * 32},
+        "fake": {"url": "javascript:window.__pwned = 3", "size": 1},
     }
     workflow_id = start(api, "order_fulfilment", payload)
     page.goto(f"/#/workflows/{workflow_id}")
@@ -206,11 +226,11 @@ def test_no_payload_is_ever_rendered_as_html(page: Any, api: Api) -> None:
     expect(
         page.locator("#data .j-str", has_text="<script>window.__pwned = 2</script>")
     ).to_have_count(1)
-    # A large-payload reference is a download link with its size; a javascript: one is data.
-    link = page.get_by_role("link", name="Download large payload (1.5 KiB)")
-    expect(link).to_have_attribute("href", "https://payloads.example/o?X-Sig=1")
+    # Link-shaped user data is never a link, https or javascript:.
+    expect(page.get_by_role("link", name=re.compile("Download large payload"))).to_have_count(0)
     expect(page.locator('a[href^="javascript"]')).to_have_count(0)
     expect(page.locator("#data")).to_contain_text("javascript:window.__pwned = 3")
+    expect(page.locator("#data")).to_contain_text("https://payloads.example/o?X-Sig=1")
     # Opening a dialog titled with the id stays inert too.
     expect(page.locator("#data")).to_contain_text("a hostile key")
     assert page.evaluate("window.__pwned") is None

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aws_stack import ALICE, BOB, Stack
 from shepherd.errors import PermanentError
+from shepherd.limits import MAX_INPUT_BYTES, MAX_START_BODY_BYTES
 from shepherd_examples.agents import registry
 from support import ENV, ORDER
 
@@ -122,12 +123,12 @@ def test_bad_bodies_get_400_naming_the_field(
 
 
 def test_too_large_input_and_body_get_413(stack: Stack) -> None:
-    big = {**ORDER, "note": "x" * (260 * 1024)}
+    big = {**ORDER, "note": "x" * MAX_INPUT_BYTES}
     status, _, reply = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": big}
     )
     assert status == 413 and reply["error"]["code"] == "InputTooLarge"
-    huge = {**ORDER, "note": "x" * (400 * 1024)}
+    huge = {**ORDER, "note": "x" * MAX_START_BODY_BYTES}
     status, _, reply = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": huge}
     )

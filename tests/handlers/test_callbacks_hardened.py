@@ -3,12 +3,14 @@ genuine), the agents' caps on outputs, details and errors, strict JSON."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aws_stack import Stack
+from aws_stack import PAYLOAD_BUCKET, Stack
+from shepherd import limits
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd.limits import (
     MAX_CALLBACK_BODY_BYTES,
@@ -16,7 +18,6 @@ from shepherd.limits import (
     MAX_ERROR_CAUSE,
     MAX_ERROR_NAME,
     MAX_JSON_DEPTH,
-    MAX_OUTPUT_BYTES,
 )
 from shepherd_examples.agents import registry
 from support import ORDER
@@ -73,12 +74,41 @@ def raw_callback(token: str, action: str, raw: str) -> tuple[int, dict[str, Any]
     return int(reply["statusCode"]), json.loads(reply["body"])
 
 
-def test_a_290_kb_heartbeat_then_a_290_kb_success_leave_the_workflow_intact(
+def test_a_290_kb_heartbeat_then_a_290_kb_success_are_kept_by_reference(
     stack: Stack, carrier: list[str]
 ) -> None:
     wf = waiting(stack)
     (token,) = carrier
     big = "x" * (290 * KB)
+    code, _ = stack.callback(token, "heartbeat", {"details": {"log": big}})
+    assert code == 200
+    step = ship(stack, wf)
+    # Large details are in the payload bucket; the view links them instead of carrying them.
+    assert step["details"] is None and step["details_ref"]["size"] > 290 * KB
+    details = json.dumps({"log": big}, separators=(",", ":")).encode()
+    assert step["details_ref"]["sha256"] == hashlib.sha256(details).hexdigest()
+    code, reply = stack.callback(token, "success", {"output": {"label": big, "tracking": "T"}})
+    assert code == 200 and reply["status"] == "SUCCEEDED"
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    assert view["status"] == "SUCCEEDED"
+    link = view["output_ref"]["ship_order"]
+    output = json.dumps({"label": big, "tracking": "T"}, separators=(",", ":")).encode()
+    assert link["size"] == len(output) and link["sha256"] == hashlib.sha256(output).hexdigest()
+    assert "ship_order" not in view["output"]  # small outputs inline, large ones linked
+    assert view["output"]["reserve_inventory"] is not None
+    s3 = stack.clients["s3"]
+    listed = s3.list_objects_v2(Bucket=PAYLOAD_BUCKET, Prefix=f"wf/{wf}/step/ship_order/1/")
+    keys = sorted(o["Key"].split("/")[5] for o in listed["Contents"])
+    assert keys == ["details", "output"]
+
+
+def test_a_callback_body_over_its_cap_is_413_and_the_attempt_still_completes(
+    stack: Stack, carrier: list[str]
+) -> None:
+    wf = waiting(stack)
+    (token,) = carrier
+    big = "x" * MAX_CALLBACK_BODY_BYTES
     code, reply = stack.callback(token, "heartbeat", {"details": {"log": big}})
     assert code == 413 and reply["error"]["code"] == "BodyTooLarge", reply
     code, reply = stack.callback(token, "success", {"output": {"label": big}})
@@ -107,11 +137,13 @@ def test_details_over_their_cap_are_413_and_write_nothing(stack: Stack, carrier:
 
 
 def test_an_output_over_its_cap_is_413_and_fails_the_attempt_for_good(
-    stack: Stack, carrier: list[str]
+    stack: Stack, carrier: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The real cap (100 MiB) is beyond any request body; an uploaded output meets it.
+    monkeypatch.setattr(limits, "MAX_OUTPUT_BYTES", 100 * KB)
     wf = waiting(stack)
     (token,) = carrier
-    output = {"label": "x" * (MAX_OUTPUT_BYTES + 1)}
+    output = {"label": "x" * (limits.MAX_OUTPUT_BYTES + 1)}
     assert len(json.dumps({"output": output})) < MAX_CALLBACK_BODY_BYTES
     code, reply = stack.callback(token, "success", {"output": output})
     assert code == 413 and reply["error"]["code"] == "OutputTooLarge", reply

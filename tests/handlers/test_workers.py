@@ -175,7 +175,7 @@ def test_the_deployment_maps_event_sources_to_owners(
         ({"detail": {"type": "order_fulfilment", "input": 10**400}}, "NumberOutOfRange"),
         ({"detail": {"type": "order_fulfilment", "input": _deep(200)}}, "JsonTooDeep"),
         (
-            {"detail": {"type": "order_fulfilment", "input": {**ORDER, "note": "x" * 300_000}}},
+            {"detail": {"type": "order_fulfilment", "input": {**ORDER, "note": "x" * 5_300_000}}},
             "InputTooLarge",
         ),
         ({"detail": {"type": "order_fulfilment", "input": ORDER, "extra": 1}}, "InvalidEvent"),

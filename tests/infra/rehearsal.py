@@ -52,6 +52,7 @@ CACHE_DIR = config.REPO_ROOT / ".shepherd" / "cache" / "lambda-rehearsal"
 SANDBOX = Path(__file__).with_name("lambda_sandbox.py")
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+PAYLOAD_BUCKET = "rehearsal-payloads"
 PIP_TIMEOUT_SECONDS = 600
 REPLY_TIMEOUT_SECONDS = 180  # a hang guard only: a loaded machine can take a while
 # What the Powertools layer build deletes from its `pip install --target` (layer_v3 Dockerfile):
@@ -275,10 +276,11 @@ class MotoWorld:
         self.endpoint = f"http://{host}:{port}"
         definitions = load_directory(self.definitions_dir())
         self.queues = create_all(
-            {s: self.client(s) for s in ("dynamodb", "sqs", "events")},
+            {s: self.client(s) for s in ("dynamodb", "sqs", "events", "s3")},
             definitions,
             table=self.table,
             bus=self.bus,
+            bucket=PAYLOAD_BUCKET,
         )
         assert set(self.queues) == set(pools(definitions))
         any_function = next(iter(self.assembly.functions().values()))
@@ -289,6 +291,7 @@ class MotoWorld:
             "AWS::URLSuffix": "amazonaws.com",
             self.assembly.only("AWS::DynamoDB::Table"): self.table,
             self.assembly.only("AWS::Events::EventBus"): self.bus,
+            self.assembly.only("AWS::S3::Bucket"): PAYLOAD_BUCKET,
         }
         for pool, queue_id in queue_ids_by_pool(any_function.environment).items():
             self.refs[queue_id] = self.queues[pool].url

@@ -29,6 +29,9 @@ REVIEWED = {
     "Serverless-EventBusDLQ",
     "Serverless-SNSRedrivePolicy",
     "AwsSolutions-IAM5[Resource::<ShepherdSupervisorFunctionD43BAEA4.Arn>:*]",
+    # The payload bucket: object-level grants on its `wf/*` prefix; no server access logs.
+    "AwsSolutions-IAM5[Resource::<ShepherdPayloadsBucketCFC9AA81.Arn>/wf/*]",
+    "AwsSolutions-S1",
 }
 
 

@@ -32,6 +32,7 @@ NAME_PROPERTIES: dict[str, tuple[str, ...]] = {
     "AWS::IAM::Role": ("RoleName",),
     "AWS::IAM::ManagedPolicy": ("ManagedPolicyName",),
     "AWS::DynamoDB::Table": ("TableName",),
+    "AWS::S3::Bucket": ("BucketName",),
     "AWS::Lambda::Function": ("FunctionName",),
     "AWS::Lambda::LayerVersion": ("LayerName",),
     "AWS::SNS::Topic": ("TopicName",),
@@ -41,6 +42,7 @@ NAME_PROPERTIES: dict[str, tuple[str, ...]] = {
 # Types whose names, if any, are scoped to a parent (a role, an API, a function), not the account.
 NO_ACCOUNT_NAME = {
     "AWS::IAM::Policy",
+    "AWS::S3::BucketPolicy",
     "AWS::SQS::QueuePolicy",
     "AWS::SNS::TopicPolicy",
     "AWS::SNS::Subscription",

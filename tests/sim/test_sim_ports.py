@@ -61,3 +61,31 @@ def test_fibers_run_one_at_a_time_and_can_be_killed() -> None:
     fiber.kill()
     assert fiber.finished and isinstance(fiber.error, FiberKilled)
     assert log == ["start", "resumed"]
+
+
+def test_the_payload_bucket_is_simulated_with_its_faults_and_every_reference_checked() -> None:
+    from shepherd.payloads import ref_of
+    from shepherd_sim import Simulation
+    from shepherd_sim.invariants import check_payloads_resolve
+
+    faults = Faults.parse("payload_put=0.2,payload_get=0.2,payload_slow=0.2")
+    sim = Simulation(7, faults)
+    result = sim.run()
+    assert result.violations == []
+    counts = result.faults
+    assert counts["payload_put"] > 0 and counts["payload_get"] > 0
+    record = sim.record()
+    referenced = [
+        ref_of(item.get(name))
+        for item in record.items
+        for name in ("input", "output", "details")
+        if isinstance(item.get(name), str) and ref_of(item.get(name)) is not None
+    ]
+    assert referenced, "the simulator keeps payloads in its bucket"
+    assert check_payloads_resolve(record) == []
+    # A reference whose object is gone is a violation, never a silent null.
+    gone = referenced[0]
+    assert gone is not None
+    del record.payloads[gone.key]
+    (violation,) = check_payloads_resolve(record)
+    assert violation.invariant == "payload" and gone.key in violation.message

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from shepherd_sim import Faults, SimConfig, Simulation
-from shepherd_sim.sim import MANUAL_MODES
+from shepherd_sim.sim import MANUAL_MODES, sim_caps
 
 TYPES = ("order_fulfilment", "provision_environment", "sim_fan", "sim_flash", "sim_hold")
 MAX_WORKFLOWS = 3
@@ -22,6 +22,8 @@ class EngineUnderFaults(RuleBasedStateMachine):
         super().__init__()
         self.sim = Simulation(0, Faults.none(), config=SimConfig(), auto=False)
         self.started: list[str] = []
+        self._caps = sim_caps()  # the simulator's caps, as in `Simulation.run`
+        self._caps.__enter__()
 
     @initialize(wf_type=st.sampled_from(TYPES))
     def first_start(self, wf_type: str) -> None:
@@ -121,6 +123,7 @@ class EngineUnderFaults(RuleBasedStateMachine):
             result = self.sim.result()
         finally:
             self.sim.kill_fibers()
+            self._caps.__exit__(None, None, None)
         assert not result.violations, "\n".join(
             [str(v) for v in result.violations]
             + result.trace_for(result.violations[0].workflow_id, 200)

@@ -16,9 +16,24 @@ def test_every_item_the_caps_allow_fits_the_budget_and_the_budget_fits_dynamodb(
 
 def test_request_caps_leave_room_for_what_they_carry() -> None:
     assert limits.MAX_START_BODY_BYTES > limits.MAX_INPUT_BYTES
-    assert limits.MAX_CALLBACK_BODY_BYTES > limits.MAX_OUTPUT_BYTES
+    assert limits.MAX_CALLBACK_BODY_BYTES > limits.MAX_CALLBACK_INLINE_BYTES
     assert limits.MAX_WORKFLOW_OUTPUT_BYTES >= limits.MAX_OUTPUT_BYTES
     assert limits.MAX_REQUEST_BYTES == 10 * 1024 * 1024
+    # API Gateway -> Lambda caps a request near 6 MB: what the API takes inline stays under it
+    assert limits.MAX_START_BODY_BYTES < 6_000_000
+    assert limits.MAX_CALLBACK_BODY_BYTES < 6_000_000
+
+
+def test_the_caps_the_issue_promises() -> None:
+    assert limits.MAX_INPUT_BYTES == 5 * 1024 * 1024  # straight through the API
+    assert limits.MAX_OUTPUT_BYTES >= 100 * 1024 * 1024  # step and callback outputs
+    assert limits.MAX_UPLOAD_BYTES >= limits.MAX_OUTPUT_BYTES  # larger ones are uploaded
+
+
+def test_a_stored_payload_never_takes_more_of_an_item_than_the_inline_cap() -> None:
+    # Payloads are capped in MiB, but an item holds at most the inline threshold or a ref.
+    assert limits.stored_payload_budget() < limits.MAX_INPUT_BYTES // 64
+    assert limits.PAYLOAD_INLINE_BYTES <= limits.MAX_PAYLOAD_INLINE_BYTES
 
 
 @pytest.mark.parametrize(

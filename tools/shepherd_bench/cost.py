@@ -92,6 +92,30 @@ SCENARIOS = (
 )
 
 
+KIB = 1024
+# Large payloads (docs/architecture.md, Large payloads): one step returns a large value with no
+# change to its agent (the demo agents' `output_bytes`); its object is written once and read by
+# the next step and by the workflow's readers. Not in SCENARIOS: `python -m
+# shepherd_bench.payloads` prices them (docs/benchmarks.md, Large payloads).
+PAYLOAD_SCENARIOS = (
+    Scenario(
+        "order, a 100 KiB output",
+        "order_fulfilment",
+        {**ORDER, "output_bytes": {"charge_payment": 100 * KIB}},
+        "SUCCEEDED",
+    ),
+    Scenario(
+        "order, a 1 MiB output",
+        "order_fulfilment",
+        {**ORDER, "output_bytes": {"charge_payment": 1024 * KIB}},
+        "SUCCEEDED",
+    ),
+)
+# How long a payload object is stored (and billed): the default retention after a workflow
+# finishes (the lifecycle rule keeps it up to `PAYLOAD_LIVE_DAYS` more if it ran that long).
+PAYLOAD_STORED_MONTHS = 1.0
+
+
 @dataclass
 class ScenarioRun:
     scenario: Scenario
@@ -109,6 +133,7 @@ class ScenarioRun:
     agent_calls: int = 0
     relay_records: int = 0  # stream records that passed the relay's filters
     components: dict[str, Any] = field(default_factory=dict)
+    payload_bytes_stored: int = 0  # bytes put in the payload bucket
 
 
 def next_sweep(now: int) -> int:
@@ -217,13 +242,15 @@ def slow_agent(
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "FAILED", "CANCELLED"}
 
 
-def run_scenarios(workflows: int, seed: int = 7) -> list[ScenarioRun]:
+def run_scenarios(
+    workflows: int, seed: int = 7, scenarios: tuple[Scenario, ...] | None = None
+) -> list[ScenarioRun]:
     rng = random.Random(seed)
     meter = Meter()
     clock = ManualClock()
     runs: list[ScenarioRun] = []
     with handler_stack(meter, clock) as stack:
-        for scenario in SCENARIOS:
+        for scenario in SCENARIOS if scenarios is None else scenarios:
             timelines: list[Timeline] = []
             with slow_agent(stack, scenario, timelines):
                 run = _run_scenario(stack, meter, scenario, workflows, rng, timelines)
@@ -245,6 +272,7 @@ def _run_scenario(
     with meter.paused():  # the definition snapshot: once per sandbox, not per workflow
         stack.forget(run_workflow(stack, scenario, timelines)[0])
     meter.reset()
+    before_bytes = stack.payload_bytes()
     before = (
         stack.api_requests,
         sum(stack.agent_messages.values()),
@@ -269,6 +297,7 @@ def _run_scenario(
     run.sweeps = stack.sweeps - before[2]
     run.relay_records = stack.relay_records - before[3]
     run.agent_calls = sum(meter.tally("agent").requests.values())
+    run.payload_bytes_stored = stack.payload_bytes() - before_bytes
     run.components = {k: v.as_dict() for k, v in sorted(meter.tallies.items())}
     return run
 
@@ -297,6 +326,10 @@ def per_workflow_units(run: ScenarioRun, *, full_batches: bool) -> dict[str, flo
         "lambda_relay": run.relay_records / (RELAY_BATCH_SIZE if full_batches else 1) / n,
         "apigw_requests": run.api_requests / n,
         "lambda_api": run.api_requests / n,
+        # The payload bucket: a put per large payload, a get per read of one.
+        "s3_put": t.requests["s3.PutObject"] / n,
+        "s3_get": t.requests["s3.GetObject"] / n,
+        "s3_gb_month": run.payload_bytes_stored / 2**30 * PAYLOAD_STORED_MONTHS / n,
     }
 
 
@@ -317,6 +350,9 @@ PRICE_OF = {
     "lambda_relay": "lambda_request",
     "apigw_requests": "apigw_rest_request",
     "lambda_api": "lambda_request",
+    "s3_put": "s3_put",
+    "s3_get": "s3_get",
+    "s3_gb_month": "s3_gb_month",
 }
 CORE = (
     "dynamodb_wru_table",
@@ -325,6 +361,9 @@ CORE = (
     "sqs_send",
     "sqs_event_source",
     "lambda_agent",
+    "s3_put",
+    "s3_get",
+    "s3_gb_month",
 )
 EVENTS = ("eventbridge_events_out", "lambda_relay")
 INGRESS = ("apigw_requests", "lambda_api")

@@ -88,6 +88,27 @@ PRICES: dict[str, Price] = {
             "pricing.mdx), via shared/reference/anchors-2026.md [T1][T2]",
         ),
         Price(
+            "s3_put",
+            0.005 / 1000,
+            "request",
+            "S3 Standard: $0.005 per 1,000 PUT, COPY, POST, LIST requests",
+            "Amazon S3 pricing page",
+        ),
+        Price(
+            "s3_get",
+            0.0004 / 1000,
+            "request",
+            "S3 Standard: $0.0004 per 1,000 GET, SELECT and other requests",
+            "Amazon S3 pricing page",
+        ),
+        Price(
+            "s3_gb_month",
+            0.023,
+            "GB-month",
+            "S3 Standard storage: $0.023 per GB-month (first 50 TB)",
+            "Amazon S3 pricing page",
+        ),
+        Price(
             "sfn_standard_transition",
             0.025 / 1000,
             "state transition",

@@ -35,6 +35,7 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 TABLE = "shepherd"
 BUS = "shepherd"
+PAYLOAD_BUCKET = "shepherd-payloads"
 CALLER = f"arn:aws:iam::{ACCOUNT}:user/bench"
 FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "bench",
@@ -152,10 +153,10 @@ class HandlerStack:
         self._saved_env = {k: os.environ.get(k) for k in FAKE_ENV}
         os.environ.update(FAKE_ENV)
         raw = boto3.session.Session(region_name=REGION)
-        self.raw = {s: raw.client(s) for s in ("dynamodb", "sqs", "events")}
+        self.raw = {s: raw.client(s) for s in ("dynamodb", "sqs", "events", "s3")}
         from shepherd_cli.resources import create_all
 
-        queues = create_all(self.raw, self.definitions, table=TABLE, bus=BUS)
+        queues = create_all(self.raw, self.definitions, table=TABLE, bus=BUS, bucket=PAYLOAD_BUCKET)
         self.queue_urls = {pool: q.url for pool, q in queues.items()}
         settings = Settings(
             table=TABLE,
@@ -164,6 +165,7 @@ class HandlerStack:
             definitions_dir=ROOT / "statemachines",
             watch_shards=watch_shards,
             agent_modules=AGENT_MODULES,
+            payload_bucket=PAYLOAD_BUCKET,
         )
         env = {
             **settings.to_env(),
@@ -323,6 +325,13 @@ class HandlerStack:
         )
         for key in got["Items"]:
             self.raw["dynamodb"].delete_item(TableName=TABLE, Key=key)
+
+    def payload_bytes(self) -> int:
+        """Bytes in the payload bucket so far (unmetered)."""
+        total = 0
+        for page in self.raw["s3"].get_paginator("list_objects_v2").paginate(Bucket=PAYLOAD_BUCKET):
+            total += sum(int(o["Size"]) for o in page.get("Contents", []))
+        return total
 
     def items(self, workflow_id: str) -> list[dict[str, Any]]:
         from shepherd.adapters.dynamodb import from_attr

@@ -72,7 +72,7 @@ def _start(api: Api, stack: LocalStack, s: Scenario) -> str:
         for item in page["items"]:
             if item["workflow_id"] not in _seen:
                 view = api.call("GET", f"/workflows/{item['workflow_id']}")
-                if view["input"].get("order_id") == s.payload.get("order_id"):
+                if (view["input"] or {}).get("order_id") == s.payload.get("order_id"):
                     return str(item["workflow_id"])
         time.sleep(0.1)
     raise RuntimeError("the StartWorkflow event did not start a workflow")

@@ -27,6 +27,7 @@ from shepherd_cli.project import Project
 REGION = "us-east-1"
 TABLE = "shepherd"
 BUS = "shepherd"
+PAYLOAD_BUCKET = "shepherd-payloads"  # moto's S3: the payload bucket (large payloads)
 EVENTS_TAP_QUEUE = "shepherd-local-events"  # every lifecycle event the local relay publishes
 STARTUP_SECONDS = 60
 
@@ -190,10 +191,11 @@ class LocalStack:
             aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
         )
         clients = {
-            s: session.client(s, endpoint_url=self.moto_url) for s in ("dynamodb", "sqs", "events")
+            s: session.client(s, endpoint_url=self.moto_url)
+            for s in ("dynamodb", "sqs", "events", "s3")
         }
         definitions = load_directory(self.definitions_dir)
-        queues = create_all(clients, definitions, table=TABLE, bus=BUS)
+        queues = create_all(clients, definitions, table=TABLE, bus=BUS, bucket=PAYLOAD_BUCKET)
         # StartWorkflow events: the CDK app's rule (any source but Shepherd's own) -> the
         # control process, through a queue because moto cannot invoke Lambda targets.
         sqs = clients["sqs"]
@@ -229,6 +231,7 @@ class LocalStack:
             definitions_dir=self.definitions_dir,
             event_owners=self.event_owners,
             agent_modules=self.project.agent_modules,
+            payload_bucket=PAYLOAD_BUCKET,
         )
         self.env.update(settings.to_env())
         specs = pools(definitions)

@@ -49,6 +49,20 @@ def create_table(dynamodb: Any, name: str) -> None:
     )
 
 
+def create_bucket(s3: Any, name: str) -> None:
+    """The payload bucket (large payloads), as the CDK app declares it: private, no versions."""
+    s3.create_bucket(Bucket=name)
+    s3.put_public_access_block(
+        Bucket=name,
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": True,
+        },
+    )
+
+
 @dataclass(frozen=True)
 class PoolQueues:
     url: str
@@ -85,9 +99,12 @@ def create_all(
     *,
     table: str,
     bus: str | None,
+    bucket: str | None = None,
     visibility_override: int | None = None,
 ) -> dict[str, PoolQueues]:
     create_table(clients["dynamodb"], table)
+    if bucket:
+        create_bucket(clients["s3"], bucket)
     if bus:
         clients["events"].create_event_bus(Name=bus)
     return create_queues(

@@ -32,8 +32,20 @@ def _faults(base: dict[str, Any], **faults: dict[str, Any]) -> dict[str, Any]:
     return {**base, "faults": {k.replace("__", ":"): v for k, v in faults.items()}}
 
 
+MIB = 1024 * 1024
+# A 2 MiB input and a step returning 20 MiB: both live in the payload bucket (moto's S3).
+LARGE = {**ORDER, "order_id": "ord-large-1", "attachment": "a" * (2 * MIB)}
+LARGE["output_bytes"] = {"ship_order": 20 * MIB}
+
 SCENARIOS = [
     Scenario("order-clean", "order_fulfilment", ORDER, "SUCCEEDED", "no faults"),
+    Scenario(
+        "order-large-payloads",
+        "order_fulfilment",
+        LARGE,
+        "SUCCEEDED",
+        "a 2 MiB input; shipping returns 20 MiB (kept in S3)",
+    ),
     Scenario(
         "order-flaky-payment",
         "order_fulfilment",

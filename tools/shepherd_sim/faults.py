@@ -22,6 +22,9 @@ FAULT_KINDS: dict[str, str] = {
     "store_before": "a store call fails (throttled) before taking effect",
     "store_after": "a store write takes effect, then the call fails (timeout)",
     "slow": "a store call takes 5 ms-1.5 s, so anything else can happen in the middle",
+    "payload_slow": "a payload-bucket call (S3) takes 5 ms-1.5 s",
+    "payload_put": "a payload-bucket put fails (S3 5xx) before storing anything",
+    "payload_get": "a payload-bucket get fails (S3 5xx)",
     "index_lag": "a sweep's query reads the watch index as it was 0.05-2 s ago (the GSI lags)",
     "double_sweep": "a second supervisor sweeps in the middle of another's sweep",
     "sweep_crash": "a supervisor dies mid-sweep (at a random store call, before or after it)",
@@ -62,6 +65,9 @@ class Faults:
     store_before: float = 0.004
     store_after: float = 0.004
     slow: float = 0.03
+    payload_slow: float = 0.02
+    payload_put: float = 0.01
+    payload_get: float = 0.01
     index_lag: float = 0.2
     double_sweep: float = 0.03
     sweep_crash: float = 0.02

@@ -36,6 +36,7 @@ from shepherd.model import (
     WorkflowStatus,
     loads,
 )
+from shepherd.payloads import MemoryPayloadStore, PayloadMissing, Payloads, ref_of
 
 from shepherd_sim.relay import Delivery
 from shepherd_sim.service import Call, Effect
@@ -184,6 +185,14 @@ class RunRecord:
     """(workflow, kind, step, attempt) -> the replacement-input tag its agent was given."""
     redispatches: list[Redispatch] = field(default_factory=list)
     """Every queued task sent again, in the order the writes landed."""
+    payloads: dict[str, bytes] = field(default_factory=dict)
+    """The payload bucket's objects at the end (key -> bytes)."""
+
+    def value(self, stored: str | None) -> Any:
+        """A stored payload as a value, read from the bucket if it is a reference."""
+        store = MemoryPayloadStore()
+        store.objects = self.payloads
+        return Payloads(store).value(stored)
 
     def states(self) -> dict[str, WorkflowState]:
         by_pk: dict[str, list[Item]] = defaultdict(list)
@@ -434,8 +443,8 @@ def _compensations_started_in_order(
 # ---------------------------------------------------------- 4. nothing from a superseded one
 
 
-def _output_attempt(text: str | None) -> int | None:
-    value = loads(text)
+def _output_attempt(text: str | None, record: RunRecord) -> int | None:
+    value = record.value(text)
     if isinstance(value, dict) and isinstance(value.get("attempt"), int):
         return int(value["attempt"])
     return None
@@ -446,7 +455,7 @@ def _output_attempt(text: str | None) -> int | None:
 NOT_AN_END = ("input_replaced",)
 
 
-def _history_problems(rec: StepRecord) -> list[str]:
+def _history_problems(rec: StepRecord, record: RunRecord) -> list[str]:
     what = f"{rec.kind} '{rec.name}'"
     out = []
     ended: dict[int, int] = defaultdict(int)
@@ -464,7 +473,7 @@ def _history_problems(rec: StepRecord) -> list[str]:
             f"{what} is SUCCEEDED at attempt {rec.attempt} but its history accepted results "
             f"of attempts {oks}"
         )
-    produced = _output_attempt(rec.output)
+    produced = _output_attempt(rec.output, record)
     if produced is not None and produced != rec.attempt:
         out.append(
             f"{what} recorded the output of attempt {produced}, but it ended at attempt "
@@ -551,7 +560,7 @@ def check_no_superseded_result(record: RunRecord) -> list[Violation]:
         Violation("superseded", wf_id, problem)
         for wf_id, state in states.items()
         for rec in _records(state)
-        for problem in _history_problems(rec)
+        for problem in _history_problems(rec, record)
     ]
     return (
         out
@@ -1147,6 +1156,29 @@ def check_paused_pools_wait(record: RunRecord) -> list[Violation]:
     ]
 
 
+# ----------------------------------------------------------------- the payload claim check
+
+
+def check_payloads_resolve(record: RunRecord) -> list[Violation]:
+    """Every reference an item holds names an object in the bucket with its size and sha256
+    (an object a lost write left behind is allowed: nothing references it). A reference to a
+    missing object would be a silent loss of a payload."""
+    out: list[Violation] = []
+    for wf_id, state in record.states().items():
+        stored = [("input", state.workflow.input)]
+        for rec in _records(state):
+            for name in ("output", "details", "input"):
+                stored.append((f"{rec.kind} '{rec.name}' {name}", getattr(rec, name)))
+        for what, text in stored:
+            if ref_of(text) is None:
+                continue
+            try:
+                record.value(text)
+            except PayloadMissing as exc:
+                out.append(Violation("payload", wf_id, f"{what}: {exc}"))
+    return out
+
+
 CHECKERS: Sequence[Checker] = (
     check_terminal_within_bound,
     check_effects_once,
@@ -1166,6 +1198,7 @@ CHECKERS: Sequence[Checker] = (
     check_paused_starts_nothing,
     check_paused_pools_wait,
     check_online,
+    check_payloads_resolve,
 )
 
 

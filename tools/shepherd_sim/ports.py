@@ -16,6 +16,7 @@ from shepherd.conditions import Cond, Item, Update
 from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.keys import WF_SK
 from shepherd.model import OutgoingTask
+from shepherd.payloads import MemoryPayloadStore
 from shepherd.ports import Backlog, DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
 
@@ -236,6 +237,53 @@ class FaultyStore:
     ) -> ListPage:
         self._before("query_list", None)
         return self.inner.query_list(list_pk, limit, cursor, newest_first)
+
+
+class PayloadUnavailable(StoreUnavailable):
+    """The payload bucket refused a call (S3 5xx after the SDK's retries)."""
+
+
+class FaultyPayloadStore:
+    """The payload bucket (one shared `MemoryPayloadStore`) with its own faults: slow calls
+    (anything else may happen in the middle), failed puts (nothing stored) and failed gets."""
+
+    def __init__(self, inner: MemoryPayloadStore, sim: Simulation, role: str) -> None:
+        self.inner = inner
+        self.sim = sim
+        self.role = role
+
+    def _slow(self, op: str, key: str) -> None:
+        sim = self.sim
+        if current() is not None and sim.roll("payload_slow"):
+            wait = sim.rng.choice((0.005, 0.05, 0.3, 1.5))
+            sim.fault("payload_slow", _workflow_of_key(key), f"{self.role} {op} {key} {wait}s")
+            sim.sleep(wait)
+
+    def put(self, key: str, data: bytes, sha256: str) -> None:
+        self._slow("put", key)
+        if self.sim.roll("payload_put"):
+            self.sim.fault("payload_put", _workflow_of_key(key), f"{self.role} put {key} failed")
+            raise PayloadUnavailable(f"payload {key} not written")
+        self.inner.put(key, data, sha256)
+        self.sim.trace(_workflow_of_key(key), f"{self.role:7} payload put {key.split('/', 2)[2]}")
+
+    def get(self, key: str) -> bytes | None:
+        self._slow("get", key)
+        if self.sim.roll("payload_get"):
+            self.sim.fault("payload_get", _workflow_of_key(key), f"{self.role} get {key} failed")
+            raise PayloadUnavailable(f"payload {key} not read")
+        return self.inner.get(key)
+
+    def url(self, key: str, expires_seconds: int) -> str:
+        return self.inner.url(key, expires_seconds)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+
+def _workflow_of_key(key: str) -> str | None:
+    parts = key.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "wf" else None
 
 
 class FaultyQueue:

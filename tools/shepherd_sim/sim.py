@@ -49,6 +49,7 @@ from shepherd.model import (
     WorkflowStatus,
     loads,
 )
+from shepherd.payloads import MemoryPayloadStore, Payloads
 from shepherd.ports import DueEntry, DuePage
 from shepherd.testing import MemoryQueue, MemoryStore, Received, SequentialIds
 
@@ -70,7 +71,13 @@ from shepherd_sim.invariants import (
     missing_events,
     orphaned_effects,
 )
-from shepherd_sim.ports import FaultyQueue, FaultyStore, SupervisorCrash, SweepPlan
+from shepherd_sim.ports import (
+    FaultyPayloadStore,
+    FaultyQueue,
+    FaultyStore,
+    SupervisorCrash,
+    SweepPlan,
+)
 from shepherd_sim.relay import RELAY_FAULTS, Delivery, Relay
 from shepherd_sim.service import Effect, FakeService
 
@@ -501,7 +508,36 @@ AGENT_FAULTS = (
     "permanent",
     "oversize",
 )
-OVERSIZE = limits.MAX_OUTPUT_BYTES + 1  # bytes of filler that put a payload over its cap
+# The simulator keeps most payloads in its payload bucket (a tiny inline threshold), so every
+# read and write of one goes through the claim check and its faults.
+SIM_INLINE_BYTES = 24
+# Its caps are the pre-S3 ones: an oversize fault then costs milliseconds, not the seconds a
+# 100 MiB canonical JSON takes; the engine's checks are the same code (see `sim_caps`).
+SIM_CAPS = {
+    "MAX_OUTPUT_BYTES": 64 * 1024,
+    "MAX_DETAILS_BYTES": 16 * 1024,
+    "MAX_WORKFLOW_OUTPUT_BYTES": 1024 * 1024,
+}
+
+
+@contextmanager
+def sim_caps() -> Iterator[None]:
+    """The simulator's caps (SIM_CAPS) while it runs; the real ones again after."""
+    saved = {name: getattr(limits, name) for name in SIM_CAPS}
+    for name, value in SIM_CAPS.items():
+        setattr(limits, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(limits, name, value)
+
+
+def oversize() -> int:
+    """Bytes of filler that put a payload over its cap."""
+    return limits.MAX_OUTPUT_BYTES + 1
+
+
 MANUAL_MODES = ("handle", "duplicate", "lose", *AGENT_FAULTS)
 RELAY_EVENTS = ("relay", "relay_replay")  # the relay's own events (not the engine's)
 
@@ -638,6 +674,8 @@ class Simulation:
         # In manual mode nothing polls or sweeps until `drain`: bounds count from there.
         self.bound_origin: int | None = None
 
+        self.bucket = MemoryPayloadStore()  # the payload bucket, shared by every role
+        self.payloads = Payloads(self.bucket, SIM_INLINE_BYTES)  # the checker's view: no faults
         registry = AgentRegistry()
         for definition in self.defs.values():
             for agent in sorted(definition.agents()):
@@ -654,6 +692,7 @@ class Simulation:
                 self.clock,
                 ids,
                 engine_rng,
+                Payloads(FaultyPayloadStore(self.bucket, self, role), SIM_INLINE_BYTES),
             )
             return Scheduler(ports, Catalog(self.defs, ports.store), engine_config)
 
@@ -953,7 +992,7 @@ class Simulation:
             self._freeze(ctx, spec)
         seq = None if effect is None else effect.seq
         if fault == "oversize":
-            return {"attempt": ctx.attempt, "effect": seq, "blob": "x" * OVERSIZE}
+            return {"attempt": ctx.attempt, "effect": seq, "blob": "x" * oversize()}
         return {"attempt": ctx.attempt, "effect": seq}
 
     def _before_effect(
@@ -988,6 +1027,9 @@ class Simulation:
         The external system works (heartbeating through the callback API), applies the effect
         and calls back; it may also fail, and its callbacks may be lost, doubled or late."""
         who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        # What the external system is handed is read now, in the attempt (a large value from
+        # the payload bucket, whose read may fail): it works from that copy later.
+        dict(ctx.dependencies) if ctx.kind == "step" else ctx.step_output
         token = ctx.task_token()
         done_at = self.now() + round(self.rng.uniform(0.1, 1.2 * spec.timeout_seconds) * 1000)
         outcome = "failure" if self.rng.random() < 0.15 else "success"
@@ -1021,7 +1063,7 @@ class Simulation:
             effect = self._call_service(ext.ctx)
             payload = {"attempt": ext.ctx.attempt, "effect": None if effect is None else effect.seq}
             if ext.oversize:
-                payload["blob"] = "x" * OVERSIZE
+                payload["blob"] = "x" * oversize()
         else:
             payload = {"error": "ExternalFailure"}
         self._send_callback(ext, ext.outcome, payload, 0)
@@ -1386,7 +1428,7 @@ class Simulation:
         """The workflow's input with a new replacement tag (the agents report which they got)."""
         item = self.memory.peek(wf_pk(wf_id), WF_SK) or {}
         self._replacements += 1
-        return {**(loads(item.get("input")) or {}), "replaced": self._replacements}
+        return {**(self.payloads.value(item.get("input")) or {}), "replaced": self._replacements}
 
     def operator_call(
         self, action: str, wf_id: str, step: str | None = None, step_input: Any = None
@@ -1553,7 +1595,7 @@ class Simulation:
                 role=role,
                 paused_by=self.memory.paused_by.get(pk),
                 read=None if read is None else read[0],
-                input_tag=input_tag(loads(rec.input)) if rec.kind == "step" else None,
+                input_tag=input_tag(self.payloads.value(rec.input)) if rec.kind == "step" else None,
             )
         )
 
@@ -1667,7 +1709,7 @@ class Simulation:
             self.clock.set(until)
 
     def run(self) -> SimResult:
-        with quiet_engine_logs():
+        with quiet_engine_logs(), sim_caps():
             try:
                 self.plan_workload()
                 self.schedule(self.t0 + 1, "tick")
@@ -1833,6 +1875,7 @@ class Simulation:
             status_writes=list(self.status_writes),
             given_inputs=dict(self.given_inputs),
             redispatches=list(self.redispatches),
+            payloads=dict(self.bucket.objects),
         )
         record.bounds = self.bounds(record.states())
         return record

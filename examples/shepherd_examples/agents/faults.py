@@ -6,12 +6,18 @@ its compensation); without `times` it applies to the first attempt, or, for `per
 every attempt (set `times` to see a resume after a "fix" succeed). `crash_after_effect`: the
 effect lands, then the worker dies before it can record anything (the outcome the engine
 cannot know). Only demo agents read `faults`.
+
+`"output_bytes": {"<step>": N}` makes that step return a value of at least N bytes (its
+result plus a `padding` string): a large output, kept in the payload bucket by the engine
+with no change to the agent (docs/architecture.md, Large payloads).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from shepherd.engine.agent import AgentContext
@@ -83,3 +89,26 @@ def inject(ctx: AgentContext, *, permanent_name: str = "PermanentFailure") -> No
         raise SimulatedHang(ctx.step)
     if mode == "crash":
         _crash(ctx)
+
+
+def output_bytes(ctx: AgentContext) -> int:
+    """The size the workflow input asks this step's output to reach (0: as it is)."""
+    sizes = ctx.input.get("output_bytes") if isinstance(ctx.input, dict) else None
+    if not isinstance(sizes, dict) or ctx.kind != "step":
+        return 0
+    size = sizes.get(ctx.step)
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0
+
+
+def with_output_bytes(fn: Callable[[AgentContext], Any]) -> Callable[[AgentContext], Any]:
+    """`fn`, returning at least `output_bytes` bytes when the input asks for it."""
+
+    @functools.wraps(fn)
+    def agent(ctx: AgentContext) -> Any:
+        result = fn(ctx)
+        size = output_bytes(ctx)
+        if size and isinstance(result, dict):
+            return {**result, "padding": "x" * size}
+        return result
+
+    return agent

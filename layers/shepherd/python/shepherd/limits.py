@@ -22,15 +22,23 @@ DYNAMODB_ITEM_LIMIT = 400 * KIB
 ITEM_BUDGET = 380 * KIB
 
 # ------------------------------------------------------------------------- user payloads
-# Sizes are of the canonical JSON (UTF-8 bytes) the engine stores.
-MAX_INPUT_BYTES = 256 * KIB  # a workflow's input (and an operator's replacement input)
-MAX_OUTPUT_BYTES = 64 * KIB  # one step, compensation or callback output
-MAX_WORKFLOW_OUTPUT_BYTES = 1 * MIB  # every step and compensation output of one workflow
-MAX_DETAILS_BYTES = 16 * KIB  # progress details (heartbeats, callback heartbeats)
+# Sizes are of the canonical JSON (UTF-8 bytes) the engine stores. A payload over the inline
+# threshold is stored in the payload bucket and the item keeps a reference of at most
+# MAX_REF_BYTES (docs/architecture.md, Large payloads: why 8 KiB), so these caps bound S3
+# objects and memory, and only PAYLOAD_INLINE_BYTES counts against an item.
+PAYLOAD_INLINE_BYTES = 8 * KIB  # default of the SHEPHERD_PAYLOAD_INLINE_BYTES setting
+MAX_PAYLOAD_INLINE_BYTES = 64 * KIB  # the most the setting may say (the item budget uses it)
+MAX_REF_BYTES = 512  # `@ref {"h":..., "k":..., "n":...}`: keys are server-made and bounded
+# A workflow's input (and an operator's replacement input) through the API: API Gateway ->
+# Lambda caps a request near 6 MB; a larger one is uploaded first (POST /payloads).
+MAX_INPUT_BYTES = 5 * MIB
+MAX_UPLOAD_BYTES = 100 * MIB  # one presigned upload (a start's input, a callback's output)
+MAX_OUTPUT_BYTES = 100 * MIB  # one step, compensation or callback output
+MAX_WORKFLOW_OUTPUT_BYTES = 1024 * MIB  # every step and compensation output of one workflow
+MAX_DETAILS_BYTES = 1 * MIB  # progress details (heartbeats, callback heartbeats)
 MAX_JSON_DEPTH = 64  # nesting levels of any payload ([] and {} each add one)
-# Larger payloads are stored in the payload bucket, the item keeping a reference
-# (docs/architecture.md, Large payloads: why 8 KiB).
-PAYLOAD_INLINE_BYTES = 8 * KIB
+PAYLOAD_LINK_SECONDS = 300  # a presigned download in GET /workflows/{id}
+UPLOAD_SECONDS = 900  # a presigned upload (POST /payloads)
 
 # -------------------------------------------------------------------------------- errors
 MAX_ERROR_NAME = 128  # an error's name (type), as matched by NonRetryableErrors
@@ -46,8 +54,10 @@ MAX_HISTORY_ENTRY_BYTES = 512  # one entry: attempt, outcome, time, error name, 
 MAX_REQUEST_BYTES = 10 * MIB
 # The body of a start: the input cap plus room for the envelope (type, idempotency key).
 MAX_START_BODY_BYTES = MAX_INPUT_BYTES + 8 * KIB
-# The body of a callback: an output (or details) plus room for the envelope.
-MAX_CALLBACK_BODY_BYTES = MAX_OUTPUT_BYTES + 8 * KIB
+# The body of a callback: an output (or details) as large as a start's input, plus the
+# envelope; a larger output is uploaded first and named (POST /payloads).
+MAX_CALLBACK_INLINE_BYTES = MAX_INPUT_BYTES
+MAX_CALLBACK_BODY_BYTES = MAX_CALLBACK_INLINE_BYTES + 8 * KIB
 MAX_DEFINITION_BYTES = 256 * KIB  # a definition's canonical JSON (snapshotted in one item)
 
 # Fixed parts of an item (keys, statuses, times, counters, hashes, owner ARN, ...),
@@ -95,15 +105,21 @@ def item_size(item: Mapping[str, Any]) -> int:
 # ------------------------------------------------------------------------------ budgets
 
 
+def stored_payload_budget() -> int:
+    """The most one stored payload takes in an item: inline up to the threshold, else a ref."""
+    return max(MAX_PAYLOAD_INLINE_BYTES, MAX_REF_BYTES)
+
+
 def workflow_item_budget() -> int:
     """The largest workflow item the caps allow."""
     error = MAX_ERROR_NAME + MAX_ERROR_MESSAGE * 4 + MAX_ERROR_CAUSE * 4 + 1 * KIB
-    return FIXED_OVERHEAD + MAX_INPUT_BYTES + 2 * error  # the error and the cause it keeps
+    # the input, and the error with the cause it keeps (errors are cut, never offloaded)
+    return FIXED_OVERHEAD + stored_payload_budget() + 2 * error
 
 
 def step_item_budget() -> int:
     """The largest step or compensation item the caps allow."""
     error = MAX_ERROR_NAME + MAX_ERROR_MESSAGE * 4 + MAX_ERROR_CAUSE * 4 + 1 * KIB
     history = MAX_HISTORY * MAX_HISTORY_ENTRY_BYTES
-    replacement = MAX_INPUT_BYTES  # an operator's replacement input for this step
-    return FIXED_OVERHEAD + MAX_OUTPUT_BYTES + MAX_DETAILS_BYTES + error + history + replacement
+    # output, progress details and an operator's replacement input: each inline or a ref
+    return FIXED_OVERHEAD + 3 * stored_payload_budget() + error + history

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shepherd import jsonsafe, limits
-from shepherd.errors import ShepherdError
+from shepherd.errors import PermanentError
 
 REF_PREFIX = "@ref "
 
 
-class PayloadMissing(ShepherdError):
-    """A referenced payload is gone or does not match its checksum."""
+class PayloadMissing(PermanentError):
+    """A referenced payload is gone or does not match its checksum: no retry brings it back,
+    so an agent reading it fails its step at once with this error (never a silent null)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,29 @@ class Payloads:
         if ref is None:
             return None
         return Link(self.store.url(ref.key, expires_seconds), ref.size, ref.sha256)
+
+
+class NoPayloadStore:
+    """No payload bucket configured: small payloads work, a large one is a clear error."""
+
+    def put(self, key: str, data: bytes, sha256: str) -> None:
+        raise PayloadStoreMissing(
+            f"payload {key} is {len(data)} bytes, over the inline threshold, and no payload "
+            "bucket is configured (SHEPHERD_PAYLOAD_BUCKET)"
+        )
+
+    def get(self, key: str) -> bytes | None:
+        return None
+
+    def url(self, key: str, expires_seconds: int) -> str:
+        raise PayloadStoreMissing("no payload bucket is configured (SHEPHERD_PAYLOAD_BUCKET)")
+
+    def delete(self, key: str) -> None:
+        return None
+
+
+class PayloadStoreMissing(PermanentError):
+    """A large payload with no payload bucket to put it in (a deployment error)."""
 
 
 class MemoryPayloadStore:

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shepherd import limits
+
 PREFIX = "SHEPHERD_"
 
 # Environment variable names: the CDK app and the local stack set exactly these.
@@ -31,6 +33,8 @@ ENV_AGENT_MODULES = "SHEPHERD_AGENT_MODULES"
 
 # A module path, optionally with the attribute holding its registry (`pkg.mod:attr`).
 _AGENT_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+ENV_PAYLOAD_BUCKET = "SHEPHERD_PAYLOAD_BUCKET"
+ENV_PAYLOAD_INLINE_BYTES = "SHEPHERD_PAYLOAD_INLINE_BYTES"
 
 # An owner is an IAM principal ARN (what API callers are identified by).
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[\w-]*:(iam|sts)::\d{12}:[\w+=,.@/-]+$")
@@ -70,6 +74,13 @@ class Settings(BaseModel):
                     f"{ENV_AGENT_MODULES}: '{module}' is not a module path (pkg.module[:attr])"
                 )
         return value
+
+    # The payload bucket (large payloads: docs/architecture.md, Large payloads), and the size
+    # over which a payload goes there instead of into its item.
+    payload_bucket: str | None = None
+    payload_inline_bytes: Annotated[int, Field(ge=0, le=limits.MAX_PAYLOAD_INLINE_BYTES)] = (
+        limits.PAYLOAD_INLINE_BYTES
+    )
 
     @field_validator("queue_urls", "pool_mappings", "event_owners", mode="before")
     @classmethod
@@ -114,6 +125,10 @@ class Settings(BaseModel):
             values["event_owners"] = env[ENV_EVENT_OWNERS]
         if env.get(ENV_AGENT_MODULES):
             values["agent_modules"] = env[ENV_AGENT_MODULES]
+        if env.get(ENV_PAYLOAD_BUCKET):
+            values["payload_bucket"] = env[ENV_PAYLOAD_BUCKET]
+        if env.get(ENV_PAYLOAD_INLINE_BYTES):
+            values["payload_inline_bytes"] = env[ENV_PAYLOAD_INLINE_BYTES]
         return cls.model_validate(values)
 
     def to_env(self) -> dict[str, str]:
@@ -127,6 +142,10 @@ class Settings(BaseModel):
         }
         if self.event_bus:
             env[ENV_EVENT_BUS] = self.event_bus
+        if self.payload_bucket:
+            env[ENV_PAYLOAD_BUCKET] = self.payload_bucket
+        if self.payload_inline_bytes != limits.PAYLOAD_INLINE_BYTES:
+            env[ENV_PAYLOAD_INLINE_BYTES] = str(self.payload_inline_bytes)
         if self.pool_mappings:
             env[ENV_POOL_MAPPINGS] = json.dumps(
                 self.pool_mappings, separators=(",", ":"), sort_keys=True

@@ -396,13 +396,21 @@ class MemoryEngine:
     ) -> None:
         from shepherd.engine.build import build_engine  # noqa: PLC0415
         from shepherd.engine.scheduler import Ports  # noqa: PLC0415
+        from shepherd.payloads import MemoryPayloadStore, Payloads  # noqa: PLC0415
 
         self.clock = ManualClock(start_ms)
         self.store = MemoryStore()
+        self.payload_store = MemoryPayloadStore()  # the payload bucket (large payloads)
         self.queue = MemoryQueue(self.clock, visibility_ms=300_000)
         self.events = StreamedEvents.of(self.store)
         self.owner = owner
-        ports = Ports(self.store, self.queue, self.clock, SequentialIds())
+        ports = Ports(
+            self.store,
+            self.queue,
+            self.clock,
+            SequentialIds(),
+            payloads=Payloads(self.payload_store),
+        )
         self.definitions = dict(definitions)
         self.engine = build_engine(
             ports,
@@ -500,7 +508,7 @@ class MemoryEngine:
         return Outcome(
             workflow_id=workflow_id,
             status=state.workflow.status.value,
-            output=workflow_output(state, definition),
+            output=workflow_output(state, definition, self.engine.ports.payloads),
             error=loads(state.workflow.error),
             steps=dict(state.steps),
             compensations=dict(state.compensations),

@@ -18,6 +18,7 @@ from shepherd.engine.catalog import Catalog
 from shepherd.engine.pools import PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
+from shepherd.payloads import NoPayloadStore, Payloads, PayloadStore
 from shepherd.ports import EventPublisher, NullEvents
 from shepherd.settings import Settings
 
@@ -90,6 +91,16 @@ class Shepherd:
         return EventBridgePublisher(_client("events"), self.settings.event_bus)
 
     @cached_property
+    def payloads(self) -> Payloads:
+        """The claim check over the payload bucket (S3), if one is configured."""
+        store: PayloadStore = NoPayloadStore()
+        if self.settings.payload_bucket:
+            from shepherd.adapters.s3 import S3PayloadStore  # noqa: PLC0415
+
+            store = S3PayloadStore(_client("s3"), self.settings.payload_bucket)
+        return Payloads(store, self.settings.payload_inline_bytes)
+
+    @cached_property
     def ports(self) -> Ports:
         from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
         from shepherd.adapters.sqs import SqsQueue  # noqa: PLC0415
@@ -101,6 +112,7 @@ class Shepherd:
             clock=self.clock or SystemClock(),
             ids=RandomIds(),
             rng=random.Random(),
+            payloads=self.payloads,
         )
 
     @cached_property

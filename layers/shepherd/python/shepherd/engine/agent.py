@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -92,6 +92,39 @@ class AgentRegistry:
         return set(self._functions)
 
 
+def _once(cache: dict[str, Any], name: str, fetch: Callable[[], Any]) -> Any:
+    """`fetch()` the first time, the same value after. No lock (functools.cached_property
+    takes one shared by every instance on Python 3.11, so a slow fetch would stall every
+    other attempt's context in the process): two threads may both fetch, harmlessly."""
+    if name not in cache:
+        cache[name] = fetch()
+    return cache[name]
+
+
+class LazyValues(Mapping[str, Any]):
+    """Stored payloads by name, each fetched (and verified) from the payload bucket on first
+    use only: an agent that never reads a large dependency never pays for it."""
+
+    def __init__(self, stored: Mapping[str, str | None], resolve: Callable[[str | None], Any]):
+        self._stored = dict(stored)
+        self._resolve = resolve
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._values:
+            self._values[name] = self._resolve(self._stored[name])
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def __repr__(self) -> str:
+        return f"LazyValues({sorted(self._stored)})"
+
+
 @dataclass(frozen=True)
 class Forward:
     """What a compensation undoes: the forward step as it ended.
@@ -100,31 +133,57 @@ class Forward:
     attempt crashed, timed out, was fenced out or failed: it may or may not have acted).
     `idempotency_key` is the key every attempt of the forward step passed to the outside
     service: ask it whether that key did anything, and do nothing if it did not.
+    `output` is fetched from the payload bucket on first use if it is large.
     """
 
     status: str
     outcome: str
-    output: Any
+    stored_output: str | None = field(repr=False)
     idempotency_key: str
+    resolve: Callable[[str | None], Any] = field(repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def output(self) -> Any:
+        return _once(self._cache, "output", lambda: self.resolve(self.stored_output))
 
 
 @dataclass
 class AgentContext:
-    """What an agent function gets. Everything in it can be re-read from the table."""
+    """What an agent function gets. Everything in it can be re-read from the table.
+
+    `input`, `dependencies`, `previous_details` and a compensation's `step_output` (and
+    `forward.output`) are plain values; a large one is fetched from the payload bucket and
+    verified the first time it is read (`PayloadMissing` if it is gone or altered).
+    """
 
     workflow_id: str
     workflow_type: str
     step: str
     kind: str
     attempt: int
-    input: Any
-    dependencies: dict[str, Any]
     idempotency_key: str
-    previous_details: Any
     deadline_ms: int
-    step_output: Any = None  # for a compensation: what the step it undoes returned, if known
+    stored_input: str | None = field(default=None, repr=False)
+    stored_details: str | None = field(default=None, repr=False)
+    dependencies: Mapping[str, Any] = field(default_factory=dict)
     forward: Forward | None = None  # for a compensation: what the step it undoes did
+    resolve: Callable[[str | None], Any] = field(default=loads, repr=False)
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def input(self) -> Any:
+        return _once(self._cache, "input", lambda: self.resolve(self.stored_input))
+
+    @property
+    def previous_details(self) -> Any:
+        return _once(self._cache, "details", lambda: self.resolve(self.stored_details))
+
+    @property
+    def step_output(self) -> Any:
+        """For a compensation: what the step it undoes returned, if known."""
+        return None if self.forward is None else self.forward.output
 
     @property
     def deadline(self) -> datetime:
@@ -144,7 +203,7 @@ class AgentContext:
                 f"the limit is {limits.MAX_DETAILS_BYTES}"
             )
         if self._heartbeat is not None:
-            self._heartbeat.report(text)
+            self._heartbeat.report(self._heartbeat.keep_details(text))
 
     @property
     def cancelled(self) -> bool:
@@ -190,6 +249,10 @@ class Heartbeat:
         self.fenced = False
         self.writes = 0
         self.token: TaskToken | None = None
+
+    def keep_details(self, text: str) -> str:
+        """Progress details as the step item stores them (large ones in the payload bucket)."""
+        return self._scheduler.keep_for(self._rec, "details", text)
 
     def take_details(self) -> str | None:
         """Details reported since the last heartbeat write; the attempt's final write keeps them."""
@@ -357,7 +420,12 @@ class AgentRuntime:
             if isinstance(result, Pending):
                 heartbeat.stop()
                 return self._waiting(rec, heartbeat)
-            output = self._checked_output(state, rec, result)
+            # A large output goes to the payload bucket now: a failed put fails the attempt
+            # like any error (retried by its policy), and nothing references the object
+            # unless the fenced write below wins.
+            output = self.scheduler.keep_for(
+                rec, "output", self._checked_output(state, rec, result)
+            )
         except Exception as exc:
             heartbeat.stop()
             # A token handed out before the function raised stays genuine: the write that
@@ -463,15 +531,17 @@ class AgentRuntime:
         heartbeat: Heartbeat,
     ) -> AgentContext:
         step = definition.by_name[rec.name]
-        deps = {d: loads(state.steps[d].output) for d in step.depends_on}
+        resolve = self.scheduler.value
+        deps = LazyValues({d: state.steps[d].output for d in step.depends_on}, resolve)
         forward = None
         forward_rec = state.steps[rec.name]
         if rec.kind == "compensation":
             forward = Forward(
                 status=forward_rec.status.value,
                 outcome=forward_outcome(forward_rec),
-                output=loads(forward_rec.output),
+                stored_output=forward_rec.output,
                 idempotency_key=idempotency_key(rec.workflow_id, "step", rec.name),
+                resolve=resolve,
             )
         # An operator's replacement input for this step (at a resume) replaces the workflow's.
         own_input = forward_rec.input if rec.kind == "step" else None
@@ -481,13 +551,13 @@ class AgentRuntime:
             step=rec.name,
             kind=rec.kind,
             attempt=rec.attempt,
-            input=loads(own_input if own_input is not None else state.workflow.input),
-            dependencies=deps,
             idempotency_key=idempotency_key(rec.workflow_id, rec.kind, rec.name),
-            previous_details=loads(rec.details),
             deadline_ms=deadline,
-            step_output=None if forward is None else forward.output,
+            stored_input=own_input if own_input is not None else state.workflow.input,
+            stored_details=rec.details,
+            dependencies=deps,
             forward=forward,
+            resolve=resolve,
             _heartbeat=heartbeat,
         )
 

@@ -41,6 +41,8 @@ def callback(
         text = None if details is None else dumps(details)
         if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
             raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
+        if text is not None:
+            text = scheduler.keep_for(rec, "details", text)
         updated = scheduler.executor.step(
             state, tx.heartbeat(rec, parsed.attempt, now, text, parsed.hash)
         )
@@ -51,7 +53,8 @@ def callback(
         text = dumps(output)
         problem = output_problem(state, rec, text)
         if problem is None:
-            updated = scheduler.complete_attempt(state, rec, text, token_hash=parsed.hash)
+            stored = scheduler.keep_for(rec, "output", text)
+            updated = scheduler.complete_attempt(state, rec, stored, token_hash=parsed.hash)
             if updated is None:
                 raise TaskTokenStale(_OVER)
             return updated

@@ -131,7 +131,9 @@ def _replacement(
             "not running can get a replacement input"
         )
     text = scheduler.validated_input(definition, step_input, what="step input")
-    write = tx.replace_input(rec, now, text, owner or "operator")
+    # Keyed by the attempt it replaces: a large replacement goes to the payload bucket.
+    stored = scheduler.keep_for(rec, "input", text)
+    write = tx.replace_input(rec, now, stored, owner or "operator")
     if rec.status is not StepStatus.FAILED:
         if rec.held_at is None:
             return write

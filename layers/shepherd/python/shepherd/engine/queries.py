@@ -17,6 +17,7 @@ from shepherd.definitions import Definition
 from shepherd.engine.scheduler import derived_id
 from shepherd.keys import WF_SK, wf_pk, workflow_id_of
 from shepherd.model import WorkflowState, WorkflowStatus, loads
+from shepherd.payloads import Payloads
 from shepherd.ports import Store
 from shepherd.topology import TABLE
 
@@ -38,8 +39,9 @@ class WorkflowList:
     next_token: str | None
 
 
-def workflow_output(state: WorkflowState, definition: Definition) -> Any:
-    """A succeeded workflow's output: each step's output by step name (None before that).
+def stored_output(state: WorkflowState, definition: Definition) -> dict[str, str | None] | None:
+    """A succeeded workflow's output as stored: each step's stored output (inline or a payload
+    reference) by step name; None before it succeeded.
 
     Assembled from the step items on every read, never stored on the workflow item, so the
     workflow item does not grow with its steps' outputs (shepherd.limits).
@@ -47,10 +49,22 @@ def workflow_output(state: WorkflowState, definition: Definition) -> Any:
     if state.workflow.status is not WorkflowStatus.SUCCEEDED:
         return None
     return {
-        name: loads(state.steps[name].output)
+        name: state.steps[name].output
         for name in definition.topological_order
         if name in state.steps
     }
+
+
+def workflow_output(
+    state: WorkflowState, definition: Definition, payloads: Payloads | None = None
+) -> Any:
+    """A succeeded workflow's output as a plain value (large step outputs fetched and verified
+    through `payloads`), None before that."""
+    stored = stored_output(state, definition)
+    if stored is None:
+        return None
+    resolve = payloads.value if payloads is not None else loads
+    return {name: resolve(text) for name, text in stored.items()}
 
 
 def encode_token(cursor: dict[str, object]) -> str:

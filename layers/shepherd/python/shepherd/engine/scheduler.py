@@ -56,6 +56,7 @@ from shepherd.model import (
     WorkflowStatus,
     loads,
 )
+from shepherd.payloads import MemoryPayloadStore, Payloads, payload_key, stored_size
 from shepherd.ports import IdSource, Store, TaskQueue
 
 logger = logging.getLogger("shepherd.scheduler")
@@ -79,6 +80,8 @@ class Ports:
     clock: Any  # shepherd.clock.Clock
     ids: IdSource
     rng: random.Random = field(default_factory=random.Random)
+    # The payload bucket behind the claim check (S3 on AWS, moto locally, memory in tests).
+    payloads: Payloads = field(default_factory=lambda: Payloads(MemoryPayloadStore()))
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def output_problem(state: WorkflowState, rec: StepRecord, output: str) -> str | 
         for r in (*state.steps.values(), *state.compensations.values())
         if r.output is not None and (r.kind, r.name) != (rec.kind, rec.name)
     ]
-    total = size + sum(jsonsafe.size(r.output) for r in others if r.output is not None)
+    total = size + sum(stored_size(r.output) for r in others)
     if total > limits.MAX_WORKFLOW_OUTPUT_BYTES:
         return (
             f"the workflow's outputs would total {total} bytes; "
@@ -174,12 +177,15 @@ class Scheduler:
         )
         now = self.ports.clock.now_ms()
         self.catalog.ensure_snapshot(definition)
+        # A large input goes to the payload bucket first; if the transaction below loses
+        # (an idempotent replay), the object is never referenced: harmless.
+        stored_input = self.keep(input_json, workflow_id, "input")
         workflow = WorkflowRecord(
             workflow_id=workflow_id,
             wf_type=wf_type,
             def_hash=definition.content_hash,
             status=WorkflowStatus.RUNNING,
-            input=input_json,
+            input=stored_input,
             owner=owner,
             request_hash=rhash,
             created_at=now,
@@ -250,6 +256,21 @@ class Scheduler:
             dispatches=1,
             wf_type=definition.name,
         )
+
+    # -------------------------------------------------------------------------- payloads
+
+    def keep(self, text: str, workflow_id: str, *parts: object) -> str:
+        """What an item stores for a payload: the text itself when small, else a reference
+        to an object written now under a key made from the server's own names."""
+        return self.ports.payloads.keep(text, payload_key(workflow_id, *parts))
+
+    def keep_for(self, rec: StepRecord, field_name: str, text: str) -> str:
+        """A step's (or compensation's) payload of one attempt: output, details, input."""
+        return self.keep(text, rec.workflow_id, rec.kind, rec.name, rec.attempt, field_name)
+
+    def value(self, stored: str | None) -> Any:
+        """A stored payload as a plain value, fetched and verified if it is a reference."""
+        return self.ports.payloads.value(stored)
 
     # ----------------------------------------------------------------------------- reads
 
@@ -339,6 +360,9 @@ class Scheduler:
         """Record an attempt's result (fenced), announce a compensation, advance the workflow.
 
         The one path for a result, whether the agent returned it or a callback brought it.
+        `output` is as stored (`keep_for(rec, "output", text)`): a large output was written to
+        the payload bucket first, and if this fenced write loses, that object is never
+        referenced (the bucket's lifecycle rule removes it).
         None: the attempt was superseded and nothing was recorded.
         """
         now = self.ports.clock.now_ms()

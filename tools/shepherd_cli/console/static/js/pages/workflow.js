@@ -171,6 +171,11 @@ function timeline(view) {
   );
 }
 
+/** A payload field with something to show: its value, or its large twin's link. */
+function present(value, ref) {
+  return (value !== null && value !== undefined) || Boolean(ref);
+}
+
 function itemDetails(kind, item) {
   const key = `${kind}:${item.name}`;
   const retryWait = item.available_at && item.available_at !== item.dispatched_at;
@@ -192,9 +197,9 @@ function itemDetails(kind, item) {
         ["Finished", item.finished_at && time(item.finished_at)],
       ]),
       item.error ? jsonView("Error", item.error, { key: `${key}:error` }) : null,
-      item.output !== null && item.output !== undefined ? jsonView("Output", item.output, { key: `${key}:output` }) : null,
-      item.details !== null && item.details !== undefined ? jsonView("Progress details", item.details, { key: `${key}:details` }) : null,
-      item.input !== null && item.input !== undefined ? jsonView("Replacement input", item.input, { key: `${key}:input` }) : null,
+      present(item.output, item.output_ref) ? jsonView("Output", item.output, { key: `${key}:output`, ref: item.output_ref }) : null,
+      present(item.details, item.details_ref) ? jsonView("Progress details", item.details, { key: `${key}:details`, ref: item.details_ref }) : null,
+      present(item.input, item.input_ref) ? jsonView("Replacement input", item.input, { key: `${key}:input`, ref: item.input_ref }) : null,
     ),
   );
 }
@@ -335,8 +340,8 @@ export async function workflowPage(ctx, { id }) {
     redraw(timelineHost, timeline(view));
     redraw(
       dataHost,
-      jsonView("Input", view.input, { key: "wf:input" }),
-      jsonView("Output", view.output, { key: "wf:output", empty: view.status === "SUCCEEDED" ? "null" : "none yet (a workflow has an output once it SUCCEEDED)" }),
+      jsonView("Input", view.input, { key: "wf:input", ref: view.input_ref }),
+      jsonView("Output", view.output, { key: "wf:output", links: view.output_ref, empty: view.status === "SUCCEEDED" ? "null" : "none yet (a workflow has an output once it SUCCEEDED)" }),
       view.error ? jsonView("Error", view.error, { key: "wf:error" }) : null,
     );
     redraw(

@@ -1,0 +1,106 @@
+"""The payload bucket: large payloads (the S3 claim check, docs/architecture.md).
+
+Private (every public access blocked, ACLs off, bucket owner enforced), TLS only, encrypted
+at rest with S3-managed keys (the same reasoning as the table's AWS-owned key: IAM decides
+who reads, a customer key would add a KMS request per object and `kms:*` on every role), no
+versions (objects are write-once by their content hash; nothing is ever overwritten).
+
+Lifecycle: objects under `wf/` expire `retention_days + live_days` after they were written.
+A workflow's items expire `retention_days` after it finishes; its payloads were written while
+it ran, so they outlive its items as long as it finished within `live_days` of writing them
+(a workflow that runs longer reads `PayloadMissing`: docs/architecture.md, Known limits).
+Objects no reference names (an attempt whose write lost) go with them. Unfinished multipart
+uploads are aborted after a day, and `uploads/` (presigned uploads a start never used) after a
+day too.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack, aws_iam, aws_lambda, aws_s3
+from constructs import Construct
+
+from shepherd_infra.nag import acknowledge
+
+PAYLOAD_PREFIX = "wf/"
+UPLOAD_PREFIX = "uploads/"
+UPLOAD_DAYS = 1
+
+
+class PayloadStore(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        retention_days: int,
+        live_days: int,
+        retain: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.expiration_days = retention_days + live_days
+        self.bucket = aws_s3.Bucket(
+            self,
+            "Bucket",
+            encryption=aws_s3.BucketEncryption.S3_MANAGED,
+            block_public_access=aws_s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=aws_s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            versioned=False,
+            lifecycle_rules=[
+                aws_s3.LifecycleRule(
+                    id="workflow-payloads",
+                    prefix=PAYLOAD_PREFIX,
+                    expiration=Duration.days(self.expiration_days),
+                ),
+                aws_s3.LifecycleRule(
+                    id="abandoned-uploads",
+                    prefix=UPLOAD_PREFIX,
+                    expiration=Duration.days(UPLOAD_DAYS),
+                ),
+                aws_s3.LifecycleRule(
+                    id="unfinished-multipart",
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                ),
+            ],
+            removal_policy=(
+                RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if retain else RemovalPolicy.DESTROY
+            ),
+            auto_delete_objects=False,
+        )
+        acknowledge(
+            self.bucket,
+            "AwsSolutions-S1",
+            "Server access logs would log every payload GET and PUT of every step into a second "
+            "bucket; CloudTrail data events can be enabled per deployment when an audit needs "
+            "object-level records",
+        )
+
+    @property
+    def payload_objects(self) -> str:
+        """The ARN pattern of every workflow payload (and nothing else in the bucket)."""
+        return self.bucket.arn_for_objects(f"{PAYLOAD_PREFIX}*")
+
+    def _acknowledge_prefix(self, fn: aws_lambda.Function) -> None:
+        stack = Stack.of(self)
+        bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
+        acknowledge(
+            fn,
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{PAYLOAD_PREFIX}*]",
+            "Object-level GetObject/PutObject on the payload prefix only: keys are made by the "
+            "engine per workflow, step and attempt at run time, so no fixed ARN can name them",
+        )
+
+    def grant_read(self, fn: aws_lambda.Function) -> None:
+        """GetObject on workflow payloads only (also what a presigned download is signed with).
+        Exact actions: the CDK's grant_read would add `s3:GetObject*`, `s3:List*`."""
+        fn.add_to_role_policy(
+            aws_iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.payload_objects])
+        )
+        self._acknowledge_prefix(fn)
+
+    def grant_write(self, fn: aws_lambda.Function) -> None:
+        """PutObject on workflow payloads only: never a delete, never another prefix."""
+        fn.add_to_role_policy(
+            aws_iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.payload_objects])
+        )
+        self._acknowledge_prefix(fn)

@@ -1,0 +1,95 @@
+"""The payload bucket (issue 12): private, encrypted, TLS only, lifecycle from the retention,
+and each function's role reads or writes workflow payloads only as it needs to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra_support import Synth, actions, flatten, granted, refers_to
+from shepherd.settings import ENV_PAYLOAD_BUCKET
+from shepherd_infra import config
+
+S3_ACTIONS = ("s3:GetObject", "s3:PutObject")
+
+
+def _bucket(synth: Synth) -> tuple[str, dict[str, Any]]:
+    logical_id = synth.logical_id(synth.construct.payloads.bucket)
+    return logical_id, synth.props(logical_id)
+
+
+def _functions(synth: Synth) -> dict[str, str]:
+    stack = synth.construct
+    named = {
+        "api": stack.api.api_function,
+        "callbacks": stack.api.callbacks_function,
+        "events": stack.events.function,
+        "supervisor": stack.supervisor.function,
+        "relay": stack.relay.function,
+    }
+    named.update({f"agent:{name}": pool.function for name, pool in stack.pools.items()})
+    return {name: synth.logical_id(fn) for name, fn in named.items()}
+
+
+def test_the_bucket_is_private_encrypted_and_tls_only(shepherd: Synth) -> None:
+    bucket_id, props = _bucket(shepherd)
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    (rule,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert props["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    assert "VersioningConfiguration" not in props  # write-once keys: nothing to keep versions of
+    policies = shepherd.of_type("AWS::S3::BucketPolicy")
+    (policy,) = [p for p in policies.values() if refers_to(p["Properties"]["Bucket"], bucket_id)]
+    denies = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
+    ]
+    assert any(
+        s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} and s["Action"] == "s3:*"
+        for s in denies
+    )
+    assert shepherd.resources[bucket_id]["DeletionPolicy"] == "RetainExceptOnCreate"
+
+
+def test_lifecycle_removes_a_workflows_payloads_after_its_retention(shepherd: Synth) -> None:
+    _, props = _bucket(shepherd)
+    rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
+    retention = shepherd.construct.payloads.expiration_days - config.PAYLOAD_LIVE_DAYS
+    assert retention == 30  # the settings' retention, which the items' TTL uses too
+    assert rules["workflow-payloads"]["Prefix"] == "wf/"
+    assert rules["workflow-payloads"]["ExpirationInDays"] == 30 + config.PAYLOAD_LIVE_DAYS
+    assert rules["abandoned-uploads"]["Prefix"] == "uploads/"
+    assert rules["abandoned-uploads"]["ExpirationInDays"] == 1
+    assert rules["unfinished-multipart"]["AbortIncompleteMultipartUpload"] == {
+        "DaysAfterInitiation": 1
+    }
+    assert all(r["Status"] == "Enabled" for r in rules.values())
+
+
+def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> None:
+    bucket_id, _ = _bucket(shepherd)
+    expected = {
+        "api": {"s3:GetObject", "s3:PutObject"},  # links are presigned with its role
+        "callbacks": {"s3:PutObject"},
+        "events": {"s3:PutObject"},
+        "supervisor": set(),
+        "relay": set(),
+    }
+    expected.update({f"agent:{n}": {"s3:GetObject", "s3:PutObject"} for n in shepherd.construct.pools})
+    for name, fn_id in _functions(shepherd).items():
+        statements = shepherd.statements(fn_id)
+        s3 = {a for s in statements for a in actions(s) if a.startswith("s3:")}
+        assert s3 == expected[name], name
+        for action in S3_ACTIONS:
+            for resource in granted(statements, action):
+                # object-level on wf/* only: never the bucket, uploads/ or another prefix
+                assert refers_to(resource, bucket_id) and flatten(resource).endswith('/wf/*"]]}')
+
+
+def test_every_function_is_told_the_bucket(shepherd: Synth) -> None:
+    bucket_id, _ = _bucket(shepherd)
+    for fn_id in _functions(shepherd).values():
+        assert shepherd.function_env(fn_id)[ENV_PAYLOAD_BUCKET] == {"Ref": bucket_id}
