@@ -1,5 +1,5 @@
 """`shepherd init`: what it writes, checked without installing anything (the slow test in
-tests/e2e/test_scaffold.py installs and runs it)."""
+tests/e2e/test_init_project.py installs and runs it)."""
 
 from __future__ import annotations
 
