@@ -78,7 +78,9 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
         "supervisor": set(),
         "relay": set(),
     }
-    expected.update({f"agent:{n}": {"s3:GetObject", "s3:PutObject"} for n in shepherd.construct.pools})
+    expected.update(
+        {f"agent:{n}": {"s3:GetObject", "s3:PutObject"} for n in shepherd.construct.pools}
+    )
     for name, fn_id in _functions(shepherd).items():
         statements = shepherd.statements(fn_id)
         s3 = {a for s in statements for a in actions(s) if a.startswith("s3:")}
