@@ -13,8 +13,9 @@
 reads the upload and deletes it once used); no other function touches `uploads/*`.
 
 Payload grants (the payload bucket, large payloads) are object-level on `wf/*` only: no
-delete, no list, no other prefix (but the API's on `uploads/*`). The API reads to sign its presigned links; the supervisor
-and the relay never touch a payload (the planner sees sizes, events carry errors).
+delete, no list, no other prefix (but the API's on `uploads/*`). The API reads to sign its
+presigned links; the supervisor and the relay never touch a payload (the planner sees
+sizes, events carry errors).
 
 Only the relay publishes: events come from the table's stream, never from a writer.
 """

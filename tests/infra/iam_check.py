@@ -129,6 +129,12 @@ def required(call: Call) -> list[tuple[str, str]]:
             return [(f"sqs:{op}", queue_arn(p["QueueUrl"]))]
         if op == "GetQueueUrl":
             return [("sqs:GetQueueUrl", queue_arn(p["QueueName"]))]
+    return _other(call)
+
+
+def _other(call: Call) -> list[tuple[str, str]]:
+    """S3 object calls and EventBridge's PutEvents."""
+    p, op = call.params, call.operation
     if call.service == "s3" and op in _S3_OBJECT:
         return [(f"s3:{op}", f"arn:aws:s3:::{p['Bucket']}/{p['Key']}")]
     if call.service == "events" and op == "PutEvents":
