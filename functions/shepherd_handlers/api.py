@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -10,6 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.definitions import NAME, POOL
+from shepherd.engine import uploads
 from shepherd.engine.queries import find_by_idempotency_key, list_workflows
 from shepherd.errors import UnknownWorkflowType
 from shepherd.model import WorkflowStatus
@@ -22,6 +24,8 @@ from shepherd_handlers.models import (
     PoolView,
     ResumeRequest,
     StartWorkflowRequest,
+    UploadRequest,
+    UploadView,
     WorkflowAccepted,
     WorkflowListView,
     WorkflowStatusView,
@@ -74,7 +78,7 @@ def base_path() -> str:
 @app.post(
     "/workflows",
     responses=errors.documented(
-        202, "Accepted (or replayed)", WorkflowAccepted, 400, 409, 415, headers=LOCATION
+        202, "Accepted (or replayed)", WorkflowAccepted, 400, 404, 409, 410, 415, headers=LOCATION
     ),
     tags=["workflows"],
 )
@@ -84,9 +88,19 @@ def start_workflow(
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128)
     ] = None,
 ) -> Response[WorkflowAccepted]:
-    """Start a workflow. Replays with the same idempotency key return the same workflow."""
+    """Start a workflow. Replays with the same idempotency key return the same workflow.
+
+    `input_upload` instead of `input` names a POST /payloads upload as the input: 404 if it
+    is not the caller's, 409 once used, 410 once expired, 400 if nothing (or something other
+    than declared) was uploaded."""
     key = body.idempotency_key or idempotency_key
-    result = engine().scheduler.start(body.type, body.input, idempotency_key=key, owner=caller())
+    scheduler = engine().scheduler
+    if body.input_upload is not None:
+        result = scheduler.start_upload(
+            body.type, body.input_upload, idempotency_key=key, owner=caller()
+        )
+    else:
+        result = scheduler.start(body.type, body.input, idempotency_key=key, owner=caller())
     wf = result.workflow
     location = f"{base_path()}/workflows/{wf.workflow_id}"
     logger.info(
@@ -104,6 +118,30 @@ def start_workflow(
         content_type=content_types.APPLICATION_JSON,
         body=accepted,
         headers={"Location": location},
+    )
+
+
+@app.post(
+    "/payloads",
+    responses=errors.documented(201, "A presigned upload", UploadView, 400, 415),
+    tags=["payloads"],
+)
+def create_upload(body: UploadRequest) -> Response[UploadView]:
+    """A presigned POST for a workflow input too large for a request (over 5 MiB, up to
+    100 MiB): exactly `size` bytes, to a key the server made for the caller, valid 15
+    minutes. Start the workflow with `input_upload` set to the `upload_id`; single-use."""
+    upload = uploads.create(engine().scheduler, caller(), body.size, body.sha256)
+    view = UploadView(
+        upload_id=upload.upload_id,
+        url=upload.post.url,
+        fields=upload.post.fields,
+        key=upload.key,
+        size=upload.size,
+        sha256=upload.sha256,
+        expires_at=datetime.fromtimestamp(upload.expires_at / 1000, UTC).isoformat(),
+    )
+    return Response(
+        status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON, body=view
     )
 
 

@@ -31,6 +31,10 @@ from shepherd.errors import (
     TaskTokenInvalid,
     TaskTokenStale,
     UnknownWorkflowType,
+    UploadExpired,
+    UploadNotFound,
+    UploadRejected,
+    UploadUsed,
     WorkflowNotFound,
 )
 from shepherd.jsonsafe import JsonRejected
@@ -110,6 +114,9 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity
     PoolNotFound: (HTTPStatus.NOT_FOUND, "PoolNotFound", "pool"),
     PayloadMissing: (HTTPStatus.INTERNAL_SERVER_ERROR, "PayloadMissing", None),
+    UploadNotFound: (HTTPStatus.NOT_FOUND, "UploadNotFound", "input_upload"),
+    UploadUsed: (HTTPStatus.CONFLICT, "UploadUsed", "input_upload"),
+    UploadExpired: (HTTPStatus.GONE, "UploadExpired", "input_upload"),
 }
 
 
@@ -119,6 +126,8 @@ def translate(exc: Exception) -> Response[Any]:
         return error_response(HTTPStatus.BAD_REQUEST, exc.code, exc.message, "body")
     if isinstance(exc, InputInvalid):
         return error_response(HTTPStatus.BAD_REQUEST, "InvalidInput", str(exc), exc.field)
+    if isinstance(exc, UploadRejected):  # UploadMissing, UploadMismatch
+        return error_response(HTTPStatus.BAD_REQUEST, exc.code, str(exc), "input_upload")
     if isinstance(exc, PayloadTooLarge):
         # InputTooLarge, OutputTooLarge (also OutputRejected: the engine failed the attempt),
         # DetailsTooLarge: the code names what was over its cap.
@@ -138,7 +147,7 @@ def register(app: APIGatewayRestResolver) -> None:
         message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg')}" for e in errors)
         return error_response(HTTPStatus.BAD_REQUEST, "ValidationError", message, field)
 
-    for exc_type in (JsonRejected, InputInvalid, PayloadTooLarge, *_BY_TYPE):
+    for exc_type in (JsonRejected, InputInvalid, UploadRejected, PayloadTooLarge, *_BY_TYPE):
         app.exception_handler(exc_type)(translate)
 
     @app.not_found
@@ -311,6 +320,7 @@ _ERROR_DESCRIPTIONS = {
     404: "Not found, or not the caller's",
     409: "Conflict with the current state",
     413: "Too large: the body over its route's cap, or a payload over its documented cap",
+    410: "Gone: the upload named by `input_upload` has expired",
     415: "The body is not application/json",
     429: "Throttled by API Gateway: retry with backoff",
     500: "Internal error: quote the request id",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME, MAX_UPLOAD_BYTES, UPLOAD_SECONDS
+
+UPLOAD_ID = r"^[0-9a-f]{32}$"
 
 
 class StartWorkflowRequest(BaseModel):
@@ -33,6 +35,14 @@ class StartWorkflowRequest(BaseModel):
     input: Annotated[
         Any, Field(description="Workflow input; must satisfy the definition's InputSchema")
     ] = None
+    input_upload: Annotated[
+        str | None,
+        Field(
+            pattern=UPLOAD_ID,
+            description="Instead of `input`: the `upload_id` of a POST /payloads upload whose "
+            "object is the input (up to 100 MiB). Single-use; the caller's own; unexpired",
+        ),
+    ] = None
     idempotency_key: Annotated[
         str | None,
         Field(
@@ -41,6 +51,49 @@ class StartWorkflowRequest(BaseModel):
             description="Same key + same body returns the same workflow",
         ),
     ] = None
+
+    @model_validator(mode="after")
+    def _one_input(self) -> StartWorkflowRequest:
+        if self.input_upload is not None and "input" in self.model_fields_set:
+            raise ValueError("give either input or input_upload, not both")
+        return self
+
+
+class UploadRequest(BaseModel):
+    """A presigned upload of a workflow input larger than a request may carry (5 MiB)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"size": 20971520, "sha256": "ab" * 32}]},
+    )
+
+    size: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_UPLOAD_BYTES,
+            description=f"Exact bytes of the JSON to upload (at most {MAX_UPLOAD_BYTES})",
+        ),
+    ]
+    sha256: Annotated[
+        str | None,
+        Field(
+            pattern=r"^[0-9a-fA-F]{64}$",
+            description="Hex sha256 of those bytes; verified when a start uses the upload",
+        ),
+    ] = None
+
+
+class UploadView(BaseModel):
+    upload_id: Annotated[str, Field(description="Name it as `input_upload` in a start")]
+    url: Annotated[str, Field(description="POST a multipart form here: `fields`, then `file`")]
+    fields: Annotated[dict[str, str], Field(description="Form fields, in this order")]
+    key: Annotated[str, Field(description="The object key the upload writes")]
+    size: int
+    sha256: str | None = None
+    expires_at: Annotated[
+        str, Field(description=f"When the upload and its POST expire ({UPLOAD_SECONDS} s)")
+    ]
 
 
 class WorkflowAccepted(BaseModel):

@@ -58,6 +58,7 @@ class SchedulerApi(Construct):
         access.engine(self.api_function, indexes=[TABLE.list_index])
         access.pool_control(self.api_function, pools)
         access.payloads(self.api_function, read=True)
+        access.uploads(self.api_function)
         self.callbacks_function = runtime.function(
             self,
             "CallbacksHandler",

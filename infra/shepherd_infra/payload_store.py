@@ -80,6 +80,30 @@ class PayloadStore(Construct):
         """The ARN pattern of every workflow payload (and nothing else in the bucket)."""
         return self.bucket.arn_for_objects(f"{PAYLOAD_PREFIX}*")
 
+    @property
+    def upload_objects(self) -> str:
+        """The ARN pattern of presigned uploads (POST /payloads) and nothing else."""
+        return self.bucket.arn_for_objects(f"{UPLOAD_PREFIX}*")
+
+    def grant_uploads(self, fn: aws_lambda.Function) -> None:
+        """What POST /payloads and a start from an upload need, on `uploads/*` only:
+        PutObject (what the presigned POST is signed with: the caller writes as this role),
+        GetObject (the start reads it), DeleteObject (the start removes it once used)."""
+        fn.add_to_role_policy(
+            aws_iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:GetObject", "s3:DeleteObject"],
+                resources=[self.upload_objects],
+            )
+        )
+        stack = Stack.of(self)
+        bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
+        acknowledge(
+            fn,
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{UPLOAD_PREFIX}*]",
+            "Object-level Put/Get/DeleteObject on the upload prefix only: each upload's key "
+            "is made at run time from the caller and a random id, so no fixed ARN can name it",
+        )
+
     def _acknowledge_prefix(self, fn: aws_lambda.Function) -> None:
         stack = Stack.of(self)
         bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]

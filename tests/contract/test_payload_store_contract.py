@@ -50,6 +50,18 @@ def test_put_get_and_delete(store: PayloadStore) -> None:
     assert store.get("wf/1/output/abc") is None
 
 
+def test_a_presigned_upload_names_exactly_its_key(store: PayloadStore) -> None:
+    post = store.presign_upload("uploads/owner/id1", 1234, 900)
+    assert post.url and post.fields["key"] == "uploads/owner/id1"
+    if isinstance(store, S3PayloadStore):  # the policy: this key, exactly 1234 bytes
+        import base64
+        import json
+
+        policy = json.loads(base64.b64decode(post.fields["policy"]))
+        assert ["content-length-range", 1234, 1234] in policy["conditions"]
+        assert {"key": "uploads/owner/id1"} in policy["conditions"]
+
+
 def test_small_payloads_stay_inline_and_large_ones_become_verified_references(
     store: PayloadStore,
 ) -> None:

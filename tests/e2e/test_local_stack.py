@@ -361,3 +361,37 @@ def test_the_local_relay_publishes_a_workflow_s_events_from_the_table_s_stream(
                 seen.append(event["detail-type"])
                 assert len(event["detail"]["event_id"]) == 32
     assert seen[0] == "WorkflowStarted" and seen[-1] == "WorkflowSucceeded", seen
+
+
+def test_an_input_over_5_mib_is_uploaded_by_the_cli_and_started_once(
+    api: Api, stack: LocalStack, tmp_path: Path
+) -> None:
+    """`shepherd start --input @big.json` over 5 MiB: POST /payloads, the presigned POST to
+    moto's S3 endpoint, then a start naming the upload; the upload is single-use."""
+    big = {**ORDER, "pad": "p" * (6 * 1024 * 1024)}
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(big))
+    result = cli(stack, "start", "order_fulfilment", "--input", f"@{path}", "--wait")
+    assert result.returncode == 0, result.stderr
+    workflow_id = result.stdout.split()[1]
+    view = wait(api, workflow_id)
+    assert view["status"] == "SUCCEEDED"
+    assert view["input"] is None and view["input_ref"]["size"] > 6 * 1024 * 1024
+    # The same through the API by hand: the presigned URL points at the local S3 endpoint.
+    data = json.dumps(ORDER).encode()
+    upload_id = api.upload(data)
+    first = api.call("POST", "/workflows", {"type": "order_fulfilment", "input_upload": upload_id})
+    assert first["created"] is True
+    with pytest.raises(ApiError) as used:
+        api.call(
+            "POST",
+            "/workflows",
+            {"type": "order_fulfilment", "input_upload": upload_id, "idempotency_key": "u2"},
+        )
+    assert (used.value.status, used.value.code) == (409, "UploadUsed")
+    with pytest.raises(ApiError) as other:
+        Api(stack.api_url, caller="someone-else").call(
+            "POST", "/workflows", {"type": "order_fulfilment", "input_upload": upload_id}
+        )
+    assert (other.value.status, other.value.code) == (404, "UploadNotFound")
+    assert wait(api, first["workflow_id"])["status"] == "SUCCEEDED"

@@ -4,14 +4,20 @@ field's `_ref` twin; the objects live in the payload bucket (moto's S3)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+from datetime import UTC, datetime
 from typing import Any
 
-from aws_stack import PAYLOAD_BUCKET, Stack
+import requests
+from aws_stack import ALICE, BOB, PAYLOAD_BUCKET, Stack
 from shepherd import jsonsafe
 from shepherd.engine.agent import AgentContext
-from shepherd.limits import MAX_INPUT_BYTES, PAYLOAD_INLINE_BYTES
+from shepherd.keys import UPLOAD_SK, upload_pk
+from shepherd.limits import MAX_INPUT_BYTES, MAX_UPLOAD_BYTES, MIB, PAYLOAD_INLINE_BYTES
 from shepherd_examples.agents import registry
+from shepherd_handlers.runtime import owner_from_arn
 from support import ORDER
 
 
@@ -77,3 +83,147 @@ def test_small_payloads_are_inline_and_large_step_outputs_are_linked(stack: Stac
     notify = next(s for s in view["steps"] if s["name"] == "notify_customer")
     assert notify["output"]["tracking"] == "T-9"  # the next step read it from the bucket
     assert notify["output_ref"] is None
+
+
+# ------------------------------------------------------------------- POST /payloads uploads
+
+
+def _upload(stack: Stack, data: bytes, *, sha256: bool = True, caller: str = ALICE) -> Any:
+    """POST /payloads, then the presigned POST itself (the form, then the file) to moto's S3."""
+    body: dict[str, Any] = {"size": len(data)}
+    if sha256:
+        body["sha256"] = hashlib.sha256(data).hexdigest()
+    status, _, upload = stack.api("POST", "/payloads", body=body, caller=caller)
+    assert status == 201, upload
+    reply = requests.post(
+        upload["url"], data=upload["fields"], files={"file": ("input.json", data)}, timeout=10
+    )
+    assert reply.status_code in (200, 201, 204), reply.text
+    return upload
+
+
+def _start_upload(
+    stack: Stack, upload_id: str, *, caller: str = ALICE, key: str | None = None
+) -> tuple[int, Any]:
+    body: dict[str, Any] = {"type": "order_fulfilment", "input_upload": upload_id}
+    if key is not None:
+        body["idempotency_key"] = key
+    status, _, reply = stack.api("POST", "/workflows", body=body, caller=caller)
+    return status, reply
+
+
+def test_a_20_mib_input_is_uploaded_presigned_then_started_once(stack: Stack) -> None:
+    payload = _sized(ORDER, 20 * MIB)
+    data = jsonsafe.dumps(payload).encode()
+    upload = _upload(stack, data)
+    owner_hash = hashlib.sha256(owner_from_arn(ALICE).encode()).hexdigest()[:32]
+    assert upload["key"] == f"uploads/{owner_hash}/{upload['upload_id']}"
+    assert upload["fields"]["key"] == upload["key"]
+    s3 = stack.clients["s3"]
+    assert s3.get_object(Bucket=PAYLOAD_BUCKET, Key=upload["key"])["Body"].read() == data
+    status, accepted = _start_upload(stack, upload["upload_id"])
+    assert status == 202, accepted
+    wf = accepted["workflow_id"]
+    # The input now lives under the workflow's own key; the upload object is gone.
+    digest = hashlib.sha256(data).hexdigest()
+    assert (
+        s3.get_object(Bucket=PAYLOAD_BUCKET, Key=f"wf/{wf}/input/{digest}")["Body"].read() == data
+    )
+    assert s3.list_objects_v2(Bucket=PAYLOAD_BUCKET, Prefix="uploads/")["KeyCount"] == 0
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    assert view["status"] == "SUCCEEDED"
+    assert view["input_ref"]["size"] == len(data) and view["input_ref"]["sha256"] == digest
+    # Single use: a second start naming it is a 409 in the error shape.
+    status, reply = _start_upload(stack, upload["upload_id"], key="another")
+    assert status == 409 and reply["error"]["code"] == "UploadUsed"
+    assert reply["error"]["field"] == "input_upload"
+
+
+def test_an_idempotent_replay_of_an_upload_start_returns_the_same_workflow(stack: Stack) -> None:
+    upload = _upload(stack, jsonsafe.dumps(ORDER).encode())
+    status, first = _start_upload(stack, upload["upload_id"], key="big-1")
+    assert status == 202 and first["created"] is True
+    status, again = _start_upload(stack, upload["upload_id"], key="big-1")
+    assert status == 202 and again["created"] is False
+    assert again["workflow_id"] == first["workflow_id"]
+    # Without a key, a repeat of the same start is a replay too (the id derives from the upload).
+    other = _upload(stack, jsonsafe.dumps(ORDER).encode())
+    _, one = _start_upload(stack, other["upload_id"])
+    status, two = _start_upload(stack, other["upload_id"])
+    assert status == 202 and two["workflow_id"] == one["workflow_id"] and two["created"] is False
+    # The same key with an inline input is a different request.
+    status, _, reply = stack.api(
+        "POST",
+        "/workflows",
+        body={"type": "order_fulfilment", "input": ORDER, "idempotency_key": "big-1"},
+    )
+    assert status == 409 and reply["error"]["code"] == "IdempotencyConflict"
+
+
+def test_another_callers_upload_is_not_found_and_stays_usable(stack: Stack) -> None:
+    upload = _upload(stack, jsonsafe.dumps(ORDER).encode())
+    status, reply = _start_upload(stack, upload["upload_id"], caller=BOB)
+    assert status == 404 and reply["error"]["code"] == "UploadNotFound"
+    status, reply = _start_upload(stack, "0" * 32)
+    assert status == 404 and reply["error"]["code"] == "UploadNotFound"
+    assert _start_upload(stack, upload["upload_id"])[0] == 202
+
+
+def test_an_expired_upload_is_gone(stack: Stack) -> None:
+    upload = _upload(stack, jsonsafe.dumps(ORDER).encode())
+    stack.clients["dynamodb"].update_item(
+        TableName="shepherd",
+        Key={"pk": {"S": upload_pk(upload["upload_id"])}, "sk": {"S": UPLOAD_SK}},
+        UpdateExpression="SET upload_expires_at = :past",
+        ExpressionAttributeValues={":past": {"N": "1"}},
+    )
+    status, reply = _start_upload(stack, upload["upload_id"])
+    assert status == 410 and reply["error"]["code"] == "UploadExpired"
+
+
+def test_nothing_uploaded_a_size_or_hash_mismatch_and_bad_json_are_400(stack: Stack) -> None:
+    data = jsonsafe.dumps(ORDER).encode()
+    status, _, upload = stack.api("POST", "/payloads", body={"size": len(data)})
+    assert status == 201 and upload["sha256"] is None
+    status, reply = _start_upload(stack, upload["upload_id"])
+    assert status == 400 and reply["error"]["code"] == "UploadMissing"
+    # The presigned POST's policy allows exactly the declared length, this one key, 15 minutes
+    # (S3 enforces it; moto does not, so a wrong length that gets through is caught below).
+    policy = json.loads(base64.b64decode(upload["fields"]["policy"]))
+    assert ["content-length-range", len(data), len(data)] in policy["conditions"]
+    assert {"key": upload["key"]} in policy["conditions"]
+    expires = datetime.fromisoformat(policy["expiration"].replace("Z", "+00:00"))
+    assert 890 <= (expires - datetime.now(UTC)).total_seconds() <= 900
+    s3 = stack.clients["s3"]
+    # A hash mismatch (the object written around the POST, as a hostile writer could).
+    status, _, hashed = stack.api("POST", "/payloads", body={"size": len(data), "sha256": "0" * 64})
+    s3.put_object(Bucket=PAYLOAD_BUCKET, Key=hashed["key"], Body=data)
+    status, reply = _start_upload(stack, hashed["upload_id"])
+    assert status == 400 and reply["error"]["code"] == "UploadMismatch"
+    # A size mismatch.
+    s3.put_object(Bucket=PAYLOAD_BUCKET, Key=upload["key"], Body=data + b"  ")
+    status, reply = _start_upload(stack, upload["upload_id"])
+    assert status == 400 and reply["error"]["code"] == "UploadMismatch"
+    # Not strict JSON (NaN), and JSON that fails the InputSchema: 400 InvalidInput.
+    for bad in (b'{"order_id": NaN}', b'{"order_id": 1}'):
+        bad_upload = _upload(stack, bad)
+        status, reply = _start_upload(stack, bad_upload["upload_id"])
+        assert status == 400 and reply["error"]["code"] == "InvalidInput", reply
+    # A failed start leaves the upload unused: fixed, it starts.
+    s3.put_object(Bucket=PAYLOAD_BUCKET, Key=upload["key"], Body=data)
+    assert _start_upload(stack, upload["upload_id"])[0] == 202
+
+
+def test_the_upload_size_cap_and_the_request_shape(stack: Stack) -> None:
+    status, _, upload = stack.api("POST", "/payloads", body={"size": MAX_UPLOAD_BYTES})
+    assert status == 201 and upload["size"] == MAX_UPLOAD_BYTES
+    for body in ({"size": MAX_UPLOAD_BYTES + 1}, {"size": 0}, {"size": 1, "sha256": "xyz"}, {}):
+        status, _, reply = stack.api("POST", "/payloads", body=body)
+        assert status == 400 and reply["error"]["code"] == "ValidationError", body
+    status, _, reply = stack.api(
+        "POST",
+        "/workflows",
+        body={"type": "order_fulfilment", "input": ORDER, "input_upload": upload["upload_id"]},
+    )
+    assert status == 400 and reply["error"]["code"] == "ValidationError"

@@ -98,6 +98,7 @@ _SQS_SINGLE = {
     "ChangeMessageVisibility",
     "GetQueueAttributes",
 }
+_S3_OBJECT = {"GetObject", "PutObject", "DeleteObject"}
 
 
 def required(call: Call) -> list[tuple[str, str]]:
@@ -128,6 +129,14 @@ def required(call: Call) -> list[tuple[str, str]]:
             return [(f"sqs:{op}", queue_arn(p["QueueUrl"]))]
         if op == "GetQueueUrl":
             return [("sqs:GetQueueUrl", queue_arn(p["QueueName"]))]
+    return _other(call)
+
+
+def _other(call: Call) -> list[tuple[str, str]]:
+    """S3 object calls and EventBridge's PutEvents."""
+    p, op = call.params, call.operation
+    if call.service == "s3" and op in _S3_OBJECT:
+        return [(f"s3:{op}", f"arn:aws:s3:::{p['Bucket']}/{p['Key']}")]
     if call.service == "events" and op == "PutEvents":
         return [("events:PutEvents", bus_arn(e.get("EventBusName"))) for e in p["Entries"]]
     raise AssertionError(f"{call.service}:{op}: teach iam_check which IAM action it needs")
@@ -156,6 +165,7 @@ class TemplateIam:
             "AWS::Events::EventBus": bus_arn(name),
             "AWS::Logs::LogGroup": f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}:*",
             "AWS::Lambda::Function": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}",
+            "AWS::S3::Bucket": f"arn:aws:s3:::{name}",
         }.get(cfn_type, f"arn:aws:cloudformation-resource:{REGION}:{ACCOUNT}:{logical_id}")
 
     def _ref(self, logical_id: str) -> str:

@@ -31,6 +31,8 @@ REVIEWED = {
     "AwsSolutions-IAM5[Resource::<ShepherdSupervisorFunctionD43BAEA4.Arn>:*]",
     # The payload bucket: object-level grants on its `wf/*` prefix; no server access logs.
     "AwsSolutions-IAM5[Resource::<ShepherdPayloadsBucketCFC9AA81.Arn>/wf/*]",
+    # ... and the API's on `uploads/*` (POST /payloads: keys made per caller at run time).
+    "AwsSolutions-IAM5[Resource::<ShepherdPayloadsBucketCFC9AA81.Arn>/uploads/*]",
     "AwsSolutions-S1",
 }
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aws_stack import LambdaContext, Stack, sqs_event
+import requests
+from aws_stack import PAYLOAD_BUCKET, LambdaContext, Stack, sqs_event
 from iam_check import Call, Recorder, TemplateIam, required, violations
 from infra_support import Synth, function_roles
 from moto import mock_aws
@@ -116,6 +117,36 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert stack.api("GET", "/pools")[0] == 200  # every queue's backlog
         assert stack.api("POST", "/pools/inventory/pause")[0] == 202
         assert stack.api("POST", "/pools/inventory/resume")[0] == 202
+        # A presigned upload and a start from it: the start reads and deletes uploads/<...>.
+        data = json.dumps(ORDER).encode()
+        signing = len(recorder.calls)
+        status, _, upload = stack.api("POST", "/payloads", body={"size": len(data)})
+        assert status == 201
+        # botocore's generate_presigned_post builds its form through the CreateBucket model
+        # and so fires the hook, but sends nothing: no request, no permission.
+        recorder.calls[signing:] = [
+            c
+            for c in recorder.calls[signing:]
+            if (c.service, c.operation) != ("s3", "CreateBucket")
+        ]
+        before = len(recorder.calls)
+        posted = requests.post(
+            upload["url"], data=upload["fields"], files={"file": ("in.json", data)}, timeout=10
+        )
+        assert posted.status_code in (200, 201, 204)
+        # The caller's POST is authorised as the role that signed it: PutObject on its key
+        # (what moto's in-process handling of the form records instead is not the role's).
+        del recorder.calls[before:]
+        recorder.calls.append(
+            Call("api", "s3", "PutObject", {"Bucket": PAYLOAD_BUCKET, "Key": upload["key"]})
+        )
+        status, _, _ = stack.api(
+            "POST",
+            "/workflows",
+            body={"type": "order_fulfilment", "input_upload": upload["upload_id"]},
+        )
+        assert status == 202
+        _deliver(stack, recorder)  # its tasks, before the lost-task flow below
         status, _, lost_one = stack.api(
             "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
         )
@@ -172,6 +203,7 @@ def flows(shepherd: Synth) -> Iterator[Flows]:
         names = {
             shepherd.logical_id(shepherd.construct.store.table): TABLE,
             shepherd.logical_id(shepherd.construct.events.bus): BUS,
+            shepherd.logical_id(shepherd.construct.payloads.bucket): PAYLOAD_BUCKET,
             **{queue_ids[pool]: q.url.rsplit("/", 1)[-1] for pool, q in stack.queues.items()},
         }
         yield Flows(recorder.calls, names)
@@ -190,6 +222,7 @@ def test_every_call_each_function_makes_is_allowed_by_its_own_role(
     assert any(op == "TransactWriteItems" for _, _, op, _ in made)
     assert any(op == "SendMessageBatch" for _, _, op, _ in made)
     assert any(op == "PutEvents" for _, _, op, _ in made)
+    assert {("api", "s3", op, None) for op in ("PutObject", "GetObject", "DeleteObject")} <= made
     iam = TemplateIam(shepherd.tpl, flows.names)
     assert violations(flows.calls, iam, roles) == []
 

@@ -9,7 +9,7 @@ from infra_support import Synth, actions, flatten, granted, refers_to
 from shepherd.settings import ENV_PAYLOAD_BUCKET
 from shepherd_infra import config
 
-S3_ACTIONS = ("s3:GetObject", "s3:PutObject")
+S3_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 
 
 def _bucket(synth: Synth) -> tuple[str, dict[str, Any]]:
@@ -72,7 +72,8 @@ def test_lifecycle_removes_a_workflows_payloads_after_its_retention(shepherd: Sy
 def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> None:
     bucket_id, _ = _bucket(shepherd)
     expected = {
-        "api": {"s3:GetObject", "s3:PutObject"},  # links are presigned with its role
+        # links are presigned with its role; uploads: presigned POSTs, read, deleted once used
+        "api": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
         "callbacks": {"s3:PutObject"},
         "events": {"s3:PutObject"},
         "supervisor": set(),
@@ -86,9 +87,19 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
         s3 = {a for s in statements for a in actions(s) if a.startswith("s3:")}
         assert s3 == expected[name], name
         for action in S3_ACTIONS:
+            prefixes = set()
             for resource in granted(statements, action):
-                # object-level on wf/* only: never the bucket, uploads/ or another prefix
-                assert refers_to(resource, bucket_id) and flatten(resource).endswith('/wf/*"]]}')
+                # object-level on wf/* (and the API's uploads/*): never the bucket or another
+                assert refers_to(resource, bucket_id)
+                text = flatten(resource)
+                prefixes.add(
+                    next((p for p in ("wf/*", "uploads/*") if text.endswith(f'/{p}"]]}}')), text)
+                )
+            if action in s3:
+                allowed = {"wf/*", "uploads/*"} if name == "api" else {"wf/*"}
+                if action == "s3:DeleteObject":
+                    allowed = {"uploads/*"}  # only a used upload is ever deleted
+                assert prefixes and prefixes <= allowed, (name, action, prefixes)
 
 
 def test_every_function_is_told_the_bucket(shepherd: Synth) -> None:

@@ -308,3 +308,96 @@ def test_demo_agents_return_at_least_output_bytes_with_no_change_to_them(
     assert jsonsafe.size(jsonsafe.dumps(output["charge_payment"])) >= 3 * MIB
     assert output["charge_payment"]["amount"] == ORDER["amount"]  # its own result is kept
     assert "padding" not in output["ship_order"]
+
+
+# --------------------------------------------------------- uploads (POST /payloads), engine
+
+
+def _uploaded(h: Harness, payload: Any, owner: str = "alice") -> str:
+    """An upload (as POST /payloads records it) whose object holds `payload`; its id."""
+    from shepherd.engine import uploads
+
+    data = jsonsafe.dumps(payload).encode()
+    upload = uploads.create(h.scheduler, owner, len(data), hashlib.sha256(data).hexdigest())
+    h.payload_store.put(upload.key, data, hashlib.sha256(data).hexdigest())
+    return upload.upload_id
+
+
+def test_an_upload_of_100_mib_starts_a_workflow_whose_agents_read_it(harness: Harness) -> None:
+    payload = _sized(ORDER, limits.MAX_UPLOAD_BYTES)
+    upload_id = _uploaded(harness, payload)
+    started = harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+    assert started.created
+    ref = ref_of(started.workflow.input)
+    assert ref is not None and ref.size == limits.MAX_UPLOAD_BYTES
+    assert ref.key.startswith(f"wf/{started.workflow_id}/input/")
+    assert not [k for k in harness.payload_store.objects if k.startswith("uploads/")]
+    assert harness.run(started.workflow_id).workflow.status is WorkflowStatus.SUCCEEDED
+
+
+def test_two_starts_racing_for_one_upload_one_wins(harness: Harness) -> None:
+    from shepherd.engine import uploads
+    from shepherd.errors import UploadUsed
+
+    upload_id = _uploaded(harness, ORDER)
+    # Both read the upload unused; the second's claim then loses its conditional write.
+    real_claim = uploads._claim
+    results: list[Any] = []
+    raced: list[bool] = []
+
+    def racing_claim(scheduler: Any, *args: Any) -> None:
+        if not raced:  # the other start runs to its end between our read and our claim
+            raced.append(True)
+            results.append(
+                harness.scheduler.start_upload(
+                    "order_fulfilment", upload_id, owner="alice", idempotency_key="b"
+                )
+            )
+        real_claim(scheduler, *args)
+
+    uploads._claim = racing_claim  # type: ignore[assignment]
+    try:
+        with pytest.raises(UploadUsed):
+            harness.scheduler.start_upload(
+                "order_fulfilment", upload_id, owner="alice", idempotency_key="a"
+            )
+    finally:
+        uploads._claim = real_claim  # type: ignore[assignment]
+    assert results[0].created
+
+
+def test_a_start_that_dies_after_its_claim_is_finished_by_repeating_it(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.errors import StoreUnavailable, UploadUsed
+
+    upload_id = _uploaded(harness, ORDER)
+    real_create = harness.scheduler.create
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailable("the transaction never ran")
+
+    monkeypatch.setattr(harness.scheduler, "create", dies)
+    with pytest.raises(StoreUnavailable):
+        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+    monkeypatch.setattr(harness.scheduler, "create", real_create)
+    # Another request naming it (another key) is refused: the claim names the first's id.
+    with pytest.raises(UploadUsed):
+        harness.scheduler.start_upload(
+            "order_fulfilment", upload_id, owner="alice", idempotency_key="x"
+        )
+    again = harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+    assert again.created
+    assert harness.run(again.workflow_id).workflow.status is WorkflowStatus.SUCCEEDED
+
+
+def test_an_upload_expires_after_15_minutes(harness: Harness) -> None:
+    from shepherd.errors import UploadExpired
+
+    upload_id = _uploaded(harness, ORDER)
+    harness.clock.advance(limits.UPLOAD_SECONDS - 0.001)
+    fresh = _uploaded(harness, ORDER)
+    assert harness.scheduler.start_upload("order_fulfilment", fresh, owner="alice").created
+    harness.clock.advance(0.001)
+    with pytest.raises(UploadExpired):
+        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")

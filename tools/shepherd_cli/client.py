@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import secrets
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -77,6 +79,42 @@ class Api:
         except TimeoutError:
             raise CliError(f"{self.base_url} did not answer within {self.timeout:.0f}s") from None
         return json.loads(text) if text else None
+
+    def upload(self, data: bytes) -> str:
+        """A large input through POST /payloads and its presigned POST; the upload id to
+        start with (`input_upload`)."""
+        upload = self.call(
+            "POST", "/payloads", {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        )
+        post_form(str(upload["url"]), dict(upload["fields"]), data, timeout=max(self.timeout, 300))
+        return str(upload["upload_id"])
+
+
+def post_form(url: str, fields: dict[str, str], data: bytes, *, timeout: float) -> None:
+    """A presigned POST: a multipart form of `fields`, then the file (S3 wants it last)."""
+    boundary = secrets.token_hex(16)
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="input.json"'
+        "\r\nContent-Type: application/json\r\n\r\n"
+    ).encode()
+    body = b"".join([*parts, head, data, f"\r\n--{boundary}--\r\n".encode()])
+    request = urllib.request.Request(  # noqa: S310 - the presigned URL the API returned
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            response.read()
+    except urllib.error.HTTPError as err:
+        raise CliError(f"the upload was refused: {err.code} {err.read()[:300]!r}") from None
+    except urllib.error.URLError as err:
+        raise CliError(f"cannot reach the upload URL: {err.reason}") from None
 
 
 def _api_error(err: urllib.error.HTTPError) -> ApiError:

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shepherd.limits import MAX_INPUT_BYTES
+
 from shepherd_cli.client import DEFAULT_API, Api, CliError
 from shepherd_cli.console.server import is_loopback
 from shepherd_cli.project import Project
@@ -171,6 +173,11 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 def cmd_start(args: argparse.Namespace, api: Api) -> int:
     body: dict[str, Any] = {"type": args.type, "input": _input(args.input) if args.input else {}}
+    canonical = json.dumps(
+        body["input"], separators=(",", ":"), sort_keys=True, ensure_ascii=False
+    ).encode()
+    if len(canonical) > MAX_INPUT_BYTES:  # over a request's cap: upload it first
+        body = {"type": args.type, "input_upload": api.upload(canonical)}
     if args.idempotency_key:
         body["idempotency_key"] = args.idempotency_key
     accepted = api.call("POST", "/workflows", body)
@@ -397,7 +404,9 @@ def parser() -> argparse.ArgumentParser:
 
     start = sub.add_parser("start", help="start a workflow")
     start.add_argument("type")
-    start.add_argument("--input", help="JSON, or @file")
+    start.add_argument(
+        "--input", help="JSON, or @file (over 5 MiB: uploaded first through POST /payloads)"
+    )
     start.add_argument("--idempotency-key")
     start.add_argument("--wait", action="store_true", help="watch it until it ends")
     start.add_argument("--timeout", type=float, default=600)

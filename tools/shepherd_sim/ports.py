@@ -16,7 +16,7 @@ from shepherd.conditions import Cond, Item, Update
 from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.keys import WF_SK
 from shepherd.model import OutgoingTask
-from shepherd.payloads import MemoryPayloadStore
+from shepherd.payloads import MemoryPayloadStore, PresignedUpload
 from shepherd.ports import Backlog, DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
 
@@ -276,6 +276,9 @@ class FaultyPayloadStore:
 
     def url(self, key: str, expires_seconds: int) -> str:
         return self.inner.url(key, expires_seconds)
+
+    def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
+        return self.inner.presign_upload(key, size, expires_seconds)
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)

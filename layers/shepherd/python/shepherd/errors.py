@@ -50,6 +50,39 @@ class IdempotencyConflict(ShepherdError):
         self.workflow_id = workflow_id
 
 
+class UploadNotFound(ShepherdError):
+    """No upload has this id, or it belongs to another caller (POST /payloads)."""
+
+    def __init__(self, upload_id: str) -> None:
+        super().__init__(f"upload '{upload_id}' not found")
+        self.upload_id = upload_id
+
+
+class UploadUsed(ShepherdError):
+    """The upload already started a workflow: each upload is single-use."""
+
+    def __init__(self, upload_id: str, workflow_id: str) -> None:
+        super().__init__(f"upload '{upload_id}' was already used (workflow {workflow_id})")
+        self.upload_id = upload_id
+        self.workflow_id = workflow_id
+
+
+class UploadExpired(ShepherdError):
+    """The upload's 15 minutes have passed before a start used it."""
+
+    def __init__(self, upload_id: str) -> None:
+        super().__init__(f"upload '{upload_id}' has expired: request a new one")
+        self.upload_id = upload_id
+
+
+class UploadRejected(ShepherdError):
+    """The uploaded object is missing, or not what the upload declared (size, sha256)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class WorkflowNotFound(ShepherdError):
     """No workflow has this id (or the caller may not see it)."""
 

@@ -22,6 +22,9 @@ WATCH_PREFIX = "W#"  # watch index shard: W#<n>
 DEF_PREFIX = "DEF#"  # a definition snapshot: pk DEF#<name>, sk <content hash>
 POOLS_PK = "POOLS"  # pool states: pk POOLS, sk <pool name>
 CONFIG_PREFIX = "CONFIG#"  # deployment-wide settings the engine creates on first use
+UPLOAD_PREFIX = "UP#"  # a presigned upload (POST /payloads): pk UP#<upload id>
+UPLOAD_SK = "#UP"  # sk of the upload item
+UPLOAD_KEY_PREFIX = "uploads/"  # its object: uploads/<hash of the owner>/<upload id>
 
 
 def wf_pk(workflow_id: str) -> str:
@@ -56,3 +59,13 @@ def shard_key(n: int) -> str:
 
 def definition_pk(name: str) -> str:
     return DEF_PREFIX + name
+
+
+def upload_pk(upload_id: str) -> str:
+    return UPLOAD_PREFIX + upload_id
+
+
+def upload_object_key(owner: str, upload_id: str) -> str:
+    """`uploads/<sha256 of the owner, 32 hex>/<upload id>`: server-made, owner-scoped."""
+    owner_hash = hashlib.sha256(owner.encode()).hexdigest()[:32]
+    return f"{UPLOAD_KEY_PREFIX}{owner_hash}/{upload_id}"

@@ -49,6 +49,14 @@ class Link:
     sha256: str
 
 
+@dataclass(frozen=True)
+class PresignedUpload:
+    """A presigned POST: the form `fields` (and the file, last) posted to `url`."""
+
+    url: str
+    fields: dict[str, str]
+
+
 class PayloadStore(Protocol):
     """The payload bucket (S3 on AWS, moto locally, a dict in memory)."""
 
@@ -60,6 +68,10 @@ class PayloadStore(Protocol):
 
     def url(self, key: str, expires_seconds: int) -> str:
         """A presigned GET of the object."""
+        ...
+
+    def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
+        """A presigned POST of exactly `size` bytes to `key` (content-length-range)."""
         ...
 
     def delete(self, key: str) -> None: ...
@@ -145,6 +157,9 @@ class NoPayloadStore:
     def url(self, key: str, expires_seconds: int) -> str:
         raise PayloadStoreMissing("no payload bucket is configured (SHEPHERD_PAYLOAD_BUCKET)")
 
+    def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
+        raise PayloadStoreMissing("no payload bucket is configured (SHEPHERD_PAYLOAD_BUCKET)")
+
     def delete(self, key: str) -> None:
         return None
 
@@ -174,6 +189,9 @@ class MemoryPayloadStore:
 
     def url(self, key: str, expires_seconds: int) -> str:
         return f"memory://payloads/{key}?expires={expires_seconds}"
+
+    def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
+        return PresignedUpload("memory://payloads/", {"key": key, "size": str(size)})
 
     def delete(self, key: str) -> None:
         with self._lock:

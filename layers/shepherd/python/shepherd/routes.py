@@ -47,6 +47,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/workflows/{workflow_id}/pause", "api"),
     Route("POST", "/workflows/{workflow_id}/resume", "api", True, MAX_START_BODY_BYTES),
     Route("POST", "/workflows/{workflow_id}/compensate", "api"),
+    Route("POST", "/payloads", "api", json_body=True, body_cap=4 * 1024),
     Route("GET", "/pools", "api"),
     Route("POST", "/pools/{pool}/pause", "api"),
     Route("POST", "/pools/{pool}/resume", "api"),

@@ -11,6 +11,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from shepherd.errors import StoreUnavailable
+from shepherd.payloads import PresignedUpload
 
 
 class S3PayloadStore:
@@ -51,6 +52,21 @@ class S3PayloadStore:
             ExpiresIn=expires_seconds,
         )
         return url
+
+    def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
+        """A presigned POST of this one key, of exactly `size` bytes (S3 refuses any other
+        length), signed locally (no request): the caller posts the form, then the file."""
+        post: dict[str, Any] = self._client.generate_presigned_post(
+            Bucket=self._bucket,
+            Key=key,
+            Fields={"Content-Type": "application/json"},
+            Conditions=[
+                {"Content-Type": "application/json"},
+                ["content-length-range", size, size],
+            ],
+            ExpiresIn=expires_seconds,
+        )
+        return PresignedUpload(str(post["url"]), {k: str(v) for k, v in post["fields"].items()})
 
     def delete(self, key: str) -> None:
         try:

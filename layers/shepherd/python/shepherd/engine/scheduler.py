@@ -171,10 +171,45 @@ class Scheduler:
         """
         definition = self.catalog.current(wf_type)
         input_json = self.validated_input(definition, payload)
-        rhash = request_hash(wf_type, payload)
         workflow_id = (
             derived_id(owner, idempotency_key) if idempotency_key else self.ports.ids.new_id()
         )
+        return self.create(
+            definition,
+            workflow_id,
+            input_json,
+            rhash=request_hash(wf_type, payload),
+            owner=owner,
+            idempotency_key=idempotency_key,
+        )
+
+    def start_upload(
+        self,
+        wf_type: str,
+        upload_id: str,
+        *,
+        idempotency_key: str | None = None,
+        owner: str = "local",
+    ) -> StartResult:
+        """Start a workflow whose input is a presigned upload (POST /payloads): see
+        `shepherd.engine.uploads.start`."""
+        from shepherd.engine import uploads  # noqa: PLC0415 - uploads imports this module
+
+        return uploads.start(self, wf_type, upload_id, idempotency_key=idempotency_key, owner=owner)
+
+    def create(
+        self,
+        definition: Definition,
+        workflow_id: str,
+        input_json: str,
+        *,
+        rhash: str,
+        owner: str,
+        idempotency_key: str | None,
+    ) -> StartResult:
+        """Write a validated start in one transaction and dispatch its roots; a workflow that
+        exists already is an idempotent replay (same request hash) or IdempotencyConflict."""
+        wf_type = definition.name
         now = self.ports.clock.now_ms()
         self.catalog.ensure_snapshot(definition)
         # A large input goes to the payload bucket first; if the transaction below loses
@@ -216,16 +251,21 @@ class Scheduler:
         return StartResult(workflow, created=True)
 
     @staticmethod
-    def validated_input(definition: Definition, payload: Any, what: str = "input") -> str:
+    def validated_input(
+        definition: Definition,
+        payload: Any,
+        what: str = "input",
+        max_bytes: int = limits.MAX_INPUT_BYTES,
+    ) -> str:
         """A workflow's (or a step's replacement) input as stored, checked against the caps
-        and the definition's InputSchema."""
+        and the definition's InputSchema (an uploaded input: `max_bytes` MAX_UPLOAD_BYTES)."""
         try:
             input_json = jsonsafe.dumps(payload, what=what)
         except jsonsafe.JsonRejected as exc:
             raise InputInvalid(exc.message, what) from None
         size = jsonsafe.size(input_json)
-        if size > limits.MAX_INPUT_BYTES:
-            raise InputTooLarge(size, limits.MAX_INPUT_BYTES)
+        if size > max_bytes:
+            raise InputTooLarge(size, max_bytes)
         validator = definition.input_validator
         if validator is not None and what == "input":
             import fastjsonschema  # noqa: PLC0415 - already imported by definitions

@@ -1,0 +1,194 @@
+"""Presigned uploads (POST /payloads): an input larger than a request may carry.
+
+`create` records an upload item (owner, object key, declared size and sha256, expiry; the
+table's TTL removes it) and returns a presigned POST of exactly that many bytes to a key the
+server made: `uploads/<hash of the owner>/<upload id>`, valid `limits.UPLOAD_SECONDS`.
+
+`start` turns an upload into a workflow's input. The upload must belong to the caller
+(else UploadNotFound, as for a workflow), be unused (UploadUsed) and unexpired (UploadExpired);
+its object must exist and match the declared size and sha256 (UploadRejected) and be strict
+JSON within the caps and the definition's InputSchema. Then, in order:
+
+1. the upload item is claimed for the workflow id by one conditional write
+   (`used_by` missing): two starts naming one upload cannot both win;
+2. the input is stored under the workflow's own keys (the claim check) and the workflow is
+   created in its one transaction;
+3. the upload object is deleted (the lifecycle rule on `uploads/` removes it otherwise).
+
+The workflow id is fixed before step 1 (from the idempotency key, else from the upload id),
+so a start that fails between 1 and 2 is finished by repeating it: the claim names that id.
+A replay with the same idempotency key after success returns the same workflow.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shepherd import jsonsafe, limits
+from shepherd.conditions import Eq, Missing, Update, all_of
+from shepherd.errors import (
+    ConditionFailed,
+    IdempotencyConflict,
+    InputInvalid,
+    StoreUnavailable,
+    UploadExpired,
+    UploadNotFound,
+    UploadRejected,
+    UploadUsed,
+)
+from shepherd.keys import UPLOAD_SK, WF_SK, upload_object_key, upload_pk, wf_pk
+from shepherd.model import WorkflowRecord
+from shepherd.payloads import PresignedUpload
+
+if TYPE_CHECKING:
+    from shepherd.engine.scheduler import Scheduler, StartResult
+
+logger = logging.getLogger("shepherd.uploads")
+
+
+@dataclass(frozen=True)
+class Upload:
+    upload_id: str
+    key: str
+    size: int
+    sha256: str | None
+    expires_at: int  # epoch ms
+    post: PresignedUpload
+
+
+def upload_request_hash(wf_type: str, upload_id: str) -> str:
+    """The request hash of a start from an upload: its type and the upload it names."""
+    text = jsonsafe.dumps({"input_upload": upload_id, "type": wf_type})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def upload_workflow_id(owner: str, upload_id: str) -> str:
+    """The workflow id of a start from an upload with no idempotency key."""
+    return hashlib.sha256(f"upload\0{owner}\0{upload_id}".encode()).hexdigest()[:32]
+
+
+def create(scheduler: Scheduler, owner: str, size: int, sha256: str | None) -> Upload:
+    """Record an upload item and presign its POST (the size is checked by the caller's model
+    too; here as the engine's own guard)."""
+    if not 1 <= size <= limits.MAX_UPLOAD_BYTES:
+        raise InputInvalid(f"size must be 1..{limits.MAX_UPLOAD_BYTES} bytes", "size")
+    upload_id = secrets.token_hex(16)
+    key = upload_object_key(owner, upload_id)
+    now = scheduler.ports.clock.now_ms()
+    expires_at = now + limits.UPLOAD_SECONDS * 1000
+    post = scheduler.ports.payloads.store.presign_upload(key, size, limits.UPLOAD_SECONDS)
+    item = {
+        "pk": upload_pk(upload_id),
+        "sk": UPLOAD_SK,
+        "owner": owner,
+        "key": key,
+        "size": size,
+        "upload_expires_at": expires_at,
+        "created_at": now,
+        # the table's TTL (epoch seconds): gone a day after it expired, used or not
+        "expires_at": expires_at // 1000 + 24 * 3600,
+    }
+    if sha256 is not None:
+        item["sha256"] = sha256.lower()
+    scheduler.ports.store.put_new(item)
+    return Upload(upload_id, key, size, item.get("sha256"), expires_at, post)
+
+
+def start(
+    scheduler: Scheduler,
+    wf_type: str,
+    upload_id: str,
+    *,
+    idempotency_key: str | None,
+    owner: str,
+) -> StartResult:
+    """A workflow whose input is the upload's object (see the module docstring)."""
+    from shepherd.engine.scheduler import StartResult, derived_id  # noqa: PLC0415
+
+    store = scheduler.ports.store
+    definition = scheduler.catalog.current(wf_type)
+    workflow_id = (
+        derived_id(owner, idempotency_key)
+        if idempotency_key
+        else upload_workflow_id(owner, upload_id)
+    )
+    rhash = upload_request_hash(wf_type, upload_id)
+    upload = store.get(upload_pk(upload_id), UPLOAD_SK)
+    if upload is None or upload.get("owner") != owner:
+        raise UploadNotFound(upload_id)
+    existing_item = store.get(wf_pk(workflow_id), WF_SK)
+    if existing_item is not None:
+        existing = WorkflowRecord.from_item(existing_item)
+        if existing.request_hash != rhash:
+            if idempotency_key:
+                raise IdempotencyConflict(existing.workflow_id)
+            raise UploadUsed(upload_id, str(upload.get("used_by", existing.workflow_id)))
+        return StartResult(existing, created=False)  # an idempotent replay
+    used_by = upload.get("used_by")
+    if used_by is not None and used_by != workflow_id:
+        raise UploadUsed(upload_id, str(used_by))
+    now = scheduler.ports.clock.now_ms()
+    if used_by is None and now >= int(upload["upload_expires_at"]):
+        raise UploadExpired(upload_id)
+    input_json = _read(scheduler, upload, definition)
+    if used_by is None:
+        _claim(scheduler, upload_id, owner, workflow_id, now)
+    result = scheduler.create(
+        definition,
+        workflow_id,
+        input_json,
+        rhash=rhash,
+        owner=owner,
+        idempotency_key=idempotency_key,
+    )
+    try:
+        scheduler.ports.payloads.store.delete(str(upload["key"]))
+    except StoreUnavailable:
+        logger.warning("upload object not deleted; the lifecycle rule will", exc_info=True)
+    return result
+
+
+def _read(scheduler: Scheduler, upload: dict[str, object], definition: object) -> str:
+    """The upload's object as the workflow's canonical input JSON, checked."""
+    key = str(upload["key"])
+    data = scheduler.ports.payloads.store.get(key)
+    if data is None:
+        raise UploadRejected("UploadMissing", "nothing was uploaded for this upload_id")
+    declared = int(str(upload["size"]))
+    if len(data) != declared:
+        raise UploadRejected(
+            "UploadMismatch", f"the object is {len(data)} bytes; the upload declared {declared}"
+        )
+    digest = upload.get("sha256")
+    if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+        raise UploadRejected("UploadMismatch", "the object does not match the declared sha256")
+    try:
+        payload = jsonsafe.parse(data, what="the uploaded input")
+    except jsonsafe.JsonRejected as exc:
+        raise InputInvalid(exc.message, "input_upload") from None
+    return scheduler.validated_input(
+        definition,  # type: ignore[arg-type]
+        payload,
+        max_bytes=limits.MAX_UPLOAD_BYTES,
+    )
+
+
+def _claim(scheduler: Scheduler, upload_id: str, owner: str, workflow_id: str, now: int) -> None:
+    """Mark the upload used by this workflow: one conditional write, so it is single-use."""
+    try:
+        scheduler.ports.store.update(
+            upload_pk(upload_id),
+            UPLOAD_SK,
+            Update(set={"used_by": workflow_id, "used_at": now}),
+            all_of(Eq("owner", owner), Missing("used_by")),
+        )
+    except ConditionFailed as lost:
+        current = lost.current or {}
+        if current.get("used_by") != workflow_id:
+            raise UploadUsed(upload_id, str(current.get("used_by"))) from None
