@@ -229,6 +229,9 @@ def test_supervisor_sweeps_several_times_within_one_invocation(
 ) -> None:
     monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "0.05")
     monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "0.2")
+    from shepherd_handlers import runtime
+
+    runtime.engine.cache_clear()  # settings are read once per sandbox
     assert stack.sweep()["sweeps"] == 5  # at 0, 0.05, 0.1, 0.15 and 0.2 s
 
 
@@ -245,6 +248,9 @@ def test_supervisor_ticks_replace_sleeping_between_sweeps(
     monkeypatch.setenv(ENV_SWEEP_TICKS, url)
     monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "5")
     monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "55")
+    from shepherd_handlers import runtime
+
+    runtime.engine.cache_clear()  # settings are read once per sandbox
     started = time.monotonic()
     # The scheduled run sends the minute's 11 later sweeps as delayed ticks and sweeps once.
     assert stack.sweep() == {"sweeps": 1, "due": 0, "actions": 0, "ticks_sent": 11}
