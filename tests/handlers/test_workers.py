@@ -11,6 +11,7 @@ import fastjsonschema
 import pytest
 from aws_stack import LambdaContext, Stack, sqs_event
 from shepherd.engine.agent import AgentContext, Pending
+from shepherd_cli import lambda_kit
 from shepherd_examples.agents import registry
 from support import ORDER, ROOT
 
@@ -84,17 +85,16 @@ def _event(
     source: str = "acme.orders",
     account: str = "123456789012",
 ) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-        "detail-type": detail_type,
-        "source": source,
-        "account": account,
-        "time": "2026-11-21T17:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": detail,
-    }
+    return lambda_kit.eventbridge_event(
+        detail_type,
+        detail,
+        source=source,
+        account=account,
+        region="us-east-1",
+        at="2026-11-21T17:00:00Z",
+        resources=[],
+        event_id="6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+    )
 
 
 def test_start_workflow_events(stack: Stack) -> None:
