@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -13,7 +12,7 @@ import pytest
 from shepherd import routes
 from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
 from shepherd.settings import Settings
-from shepherd_cli import apigw
+from shepherd_cli import apigw, lambda_kit
 from shepherd_cli.resources import create_all
 from shepherd_cli.streams import StreamMapping, StreamReader, stream_arn
 from shepherd_examples import AGENT_MODULES
@@ -24,15 +23,12 @@ BOB = "arn:aws:sts::123456789012:assumed-role/Operators/bob-session"
 
 
 @dataclass
-class LambdaContext:
-    function_name: str = "shepherd-test"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:shepherd-test"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    remaining_ms: int = 60_000
+class LambdaContext(lambda_kit.LambdaContext):
+    """A test's context (the kit's): a fixed minute left, in the test account."""
 
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
+    function_name: str = "shepherd-test"
+    remaining_ms: int | None = 60_000
+    account: str = "123456789012"
 
 
 def rest_event(
@@ -65,27 +61,10 @@ def rest_event(
 
 
 def sqs_event(bodies: list[tuple[str, str]], queue_arn: str) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": message_id,
-                "receiptHandle": f"rh-{message_id}",
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1767225600000",
-                    "SenderId": "AIDAEXAMPLE",
-                    "ApproximateFirstReceiveTimestamp": "1767225600001",
-                },
-                "messageAttributes": {},
-                "md5OfBody": "0" * 32,
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": "us-east-1",
-            }
-            for message_id, body in bodies
-        ]
-    }
+    return lambda_kit.sqs_event(
+        ({"MessageId": mid, "ReceiptHandle": f"rh-{mid}", "Body": body} for mid, body in bodies),
+        queue_arn,
+    )
 
 
 PAYLOAD_BUCKET = "shepherd-payloads"
@@ -221,17 +200,15 @@ class Stack:
     def sweep(self) -> dict[str, Any]:
         from shepherd_handlers import supervisor
 
-        event = {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": "Scheduled Event",
-            "source": "aws.events",
-            "account": "123456789012",
-            "time": "2026-11-21T17:00:00Z",
-            "region": "us-east-1",
-            "resources": ["arn:aws:events:us-east-1:123456789012:rule/shepherd-supervisor"],
-            "detail": {},
-        }
+        event = lambda_kit.eventbridge_event(
+            "Scheduled Event",
+            {},
+            source="aws.events",
+            account="123456789012",
+            region="us-east-1",
+            at="2026-11-21T17:00:00Z",
+            resources=["arn:aws:events:us-east-1:123456789012:rule/shepherd-supervisor"],
+        )
         return supervisor.handler(event, LambdaContext())
 
     def published(self, *, relay: bool = True) -> list[dict[str, Any]]:

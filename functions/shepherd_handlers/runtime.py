@@ -8,7 +8,6 @@ active tracing (the invocation's own segment) needs no SDK and stays on in the s
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from shepherd.model import DomainEvent
-from shepherd.observability import ENV_TRACING, NAMESPACE, SERVICE, Metric
+from shepherd.observability import NAMESPACE, SERVICE, Metric
 from shepherd.settings import Settings
 from shepherd.user_code import load_agents
 from shepherd.wiring import Shepherd
@@ -30,8 +29,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def tracing_enabled() -> bool:
-    """`SHEPHERD_TRACING=true` turns on the Powertools Tracer (X-Ray SDK subsegments)."""
-    return os.environ.get(ENV_TRACING, "").strip().lower() in {"1", "true", "yes", "on"}
+    """`SHEPHERD_TRACING=true` turns on the Powertools Tracer (X-Ray SDK subsegments): read
+    through the settings model, alone, at import (the rest of the settings comes later)."""
+    return Settings.tracing_from_env()
 
 
 class Tracing:
@@ -107,9 +107,7 @@ def engine() -> Shepherd:
     of the modules the settings name (`SHEPHERD_AGENT_MODULES`) imported here, and only here."""
     settings = Settings.from_env()
     agents = load_agents(settings.agent_modules)
-    return Shepherd(
-        settings, agents=agents, worker_id=os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "agent")
-    )
+    return Shepherd(settings, agents=agents, worker_id=settings.worker_id)
 
 
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")

@@ -21,7 +21,6 @@ so overlaps never pile up.
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any
 
@@ -29,7 +28,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd import wiring
 from shepherd.engine.supervisor import SweepReport
-from shepherd.observability import ENV_SWEEP_INTERVAL, ENV_SWEEP_TICKS, ENV_SWEEP_WINDOW, Metric
+from shepherd.observability import Metric
 
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
 
@@ -93,9 +92,10 @@ def record(report: SweepReport) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    interval = float(os.environ.get(ENV_SWEEP_INTERVAL, "5"))
-    window = float(os.environ.get(ENV_SWEEP_WINDOW, "0"))
-    ticks_url = os.environ.get(ENV_SWEEP_TICKS)
+    settings = engine().settings
+    interval = settings.sweep_interval_seconds
+    window = settings.sweep_window_seconds
+    ticks_url = settings.sweep_ticks_url
     records = event.get("Records")
     if isinstance(records, list):  # ticks from the queue: one sweep, however many arrived
         return _sweep_once(interval, {"ticks": len(records)})

@@ -11,6 +11,7 @@ import fastjsonschema
 import pytest
 from aws_stack import LambdaContext, Stack, sqs_event
 from shepherd.engine.agent import AgentContext, Pending
+from shepherd_cli import lambda_kit
 from shepherd_examples.agents import registry
 from support import ORDER, ROOT
 
@@ -84,17 +85,16 @@ def _event(
     source: str = "acme.orders",
     account: str = "123456789012",
 ) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-        "detail-type": detail_type,
-        "source": source,
-        "account": account,
-        "time": "2026-11-21T17:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": detail,
-    }
+    return lambda_kit.eventbridge_event(
+        detail_type,
+        detail,
+        source=source,
+        account=account,
+        region="us-east-1",
+        at="2026-11-21T17:00:00Z",
+        resources=[],
+        event_id="6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+    )
 
 
 def test_start_workflow_events(stack: Stack) -> None:
@@ -229,6 +229,9 @@ def test_supervisor_sweeps_several_times_within_one_invocation(
 ) -> None:
     monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "0.05")
     monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "0.2")
+    from shepherd_handlers import runtime
+
+    runtime.engine.cache_clear()  # settings are read once per sandbox
     assert stack.sweep()["sweeps"] == 5  # at 0, 0.05, 0.1, 0.15 and 0.2 s
 
 
@@ -245,6 +248,9 @@ def test_supervisor_ticks_replace_sleeping_between_sweeps(
     monkeypatch.setenv(ENV_SWEEP_TICKS, url)
     monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "5")
     monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "55")
+    from shepherd_handlers import runtime
+
+    runtime.engine.cache_clear()  # settings are read once per sandbox
     started = time.monotonic()
     # The scheduled run sends the minute's 11 later sweeps as delayed ticks and sweeps once.
     assert stack.sweep() == {"sweeps": 1, "due": 0, "actions": 0, "ticks_sent": 11}

@@ -11,7 +11,7 @@ from pathlib import Path
 from shepherd.clock import ManualClock
 from shepherd.definitions import Definition, load_directory
 from shepherd.engine.agent import AgentRegistry, AgentRuntime, HandleResult
-from shepherd.engine.catalog import Catalog
+from shepherd.engine.build import build_engine
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
 from shepherd.ports import Store
@@ -70,12 +70,17 @@ def build_core(
     queue = MemoryQueue(clock, visibility_ms=300_000)
     events = MemoryEvents()
     ports = Ports(store, queue, clock, SequentialIds(), random.Random(seed))
-    catalog = Catalog(definitions or load_directory(ROOT / "statemachines"), store)
-    scheduler = Scheduler(ports, catalog, EngineConfig(watch_shards=shards))
-    runtime = AgentRuntime(
-        scheduler, agents or registry, worker_id="bench", background_heartbeats=False
+    engine = build_engine(
+        ports,
+        definitions or load_directory(ROOT / "statemachines"),
+        agents=agents or registry,
+        config=EngineConfig(watch_shards=shards),
+        worker_id="bench",
+        background_heartbeats=False,
     )
-    return Core(clock, store, queue, events, scheduler, runtime, Supervisor(scheduler))
+    return Core(
+        clock, store, queue, events, engine.scheduler, engine.agent_runtime, engine.supervisor
+    )
 
 
 @contextlib.contextmanager

@@ -12,10 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,6 +24,7 @@ from shepherd.clock import ManualClock
 from shepherd.definitions import Definition, load_directory
 from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
 from shepherd.settings import Settings
+from shepherd_cli import lambda_kit
 from shepherd_examples import AGENT_MODULES
 
 from shepherd_bench.meter import Meter
@@ -50,67 +50,36 @@ FAKE_ENV = {
 
 
 @dataclass
-class LambdaContext:
-    function_name: str = "shepherd-bench"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:shepherd-bench"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+class LambdaContext(lambda_kit.LambdaContext):
+    """The bench's context (the kit's): a fixed minute left, in the bench's account."""
 
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+    function_name: str = "shepherd-bench"
+    remaining_ms: int | None = 60_000
+    region: str = REGION
+    account: str = ACCOUNT
 
 
 def rest_event(method: str, path: str, resource: str, body: Any = None) -> dict[str, Any]:
     """An API Gateway REST proxy event as an IAM-authorized request produces it."""
-    headers = {"Content-Type": "application/json"}
     params = {"workflow_id": path.rsplit("/", 1)[-1]} if "{workflow_id}" in resource else None
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {k: [v] for k, v in headers.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": params,
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": resource,
-            "httpMethod": method,
-            "path": f"/v1{path}",
-            "stage": "v1",
-            "requestId": str(uuid.uuid4()),
-            "accountId": ACCOUNT,
-            "identity": {"userArn": CALLER, "caller": "bench", "sourceIp": "127.0.0.1"},
-        },
-        "body": None if body is None else json.dumps(body),
-        "isBase64Encoded": False,
-    }
+    return lambda_kit.rest_event(
+        method,
+        path,
+        resource=resource,
+        path_parameters=params,
+        query=None,
+        headers={"Content-Type": "application/json"},
+        body=None if body is None else json.dumps(body),
+        caller_arn=CALLER,
+        base_path="/v1",
+        stage="v1",
+        account=ACCOUNT,
+    )
 
 
 def sqs_event(pool: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The event the SQS event source mapping hands the pool's function."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1767225600000",
-                    "SenderId": "AIDAEXAMPLE",
-                    "ApproximateFirstReceiveTimestamp": "1767225600001",
-                },
-                "messageAttributes": {},
-                "md5OfBody": m.get("MD5OfBody", "0" * 32),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:shepherd-{pool}",
-                "awsRegion": REGION,
-            }
-            for m in messages
-        ]
-    }
+    return lambda_kit.sqs_event(messages, f"arn:aws:sqs:{REGION}:{ACCOUNT}:shepherd-{pool}")
 
 
 SCHEDULED_EVENT = {

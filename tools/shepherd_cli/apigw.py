@@ -15,7 +15,6 @@ import base64
 import json
 import sys
 import threading
-import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -26,63 +25,16 @@ from urllib.parse import parse_qsl, quote, unquote
 from shepherd import routes
 from shepherd.limits import MAX_REQUEST_BYTES
 
-LOCAL_ACCOUNT = "000000000000"
+# The events and contexts come from the one kit (shepherd_cli.lambda_kit); these two names stay
+# importable from here.
+from shepherd_cli.lambda_kit import LOCAL_ACCOUNT as LOCAL_ACCOUNT  # noqa: PLC0414
+from shepherd_cli.lambda_kit import local_context
+from shepherd_cli.lambda_kit import rest_event as rest_event  # noqa: PLC0414
+
 DEFAULT_CALLER = f"arn:aws:iam::{LOCAL_ACCOUNT}:user/local"
 CALLER_HEADER = "X-Shepherd-Caller"
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
-
-
-def rest_event(
-    method: str,
-    path: str,
-    *,
-    resource: str,
-    path_parameters: dict[str, str] | None,
-    query: dict[str, str] | None,
-    headers: dict[str, str],
-    body: str | None,
-    caller_arn: str,
-    base_path: str = "",
-    multi_query: dict[str, list[str]] | None = None,
-    multi_headers: dict[str, list[str]] | None = None,
-    is_base64: bool = False,
-    request_id: str | None = None,
-) -> dict[str, Any]:
-    """An API Gateway REST proxy event of an IAM-authorized request by `caller_arn`.
-
-    `base_path` is what sits in front of the resources in the caller's URL (`/v1` for the
-    stage of an execute-api URL); the local stack serves its routes at the root.
-    """
-    multi_q = multi_query if multi_query is not None else {k: [v] for k, v in (query or {}).items()}
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": multi_headers or {k: [v] for k, v in headers.items()},
-        "queryStringParameters": query or None,
-        "multiValueQueryStringParameters": multi_q or None,
-        "pathParameters": path_parameters or None,
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": resource,
-            "httpMethod": method,
-            "path": f"{base_path}{path}",
-            "stage": "local",
-            "requestId": request_id or str(uuid.uuid4()),
-            "accountId": LOCAL_ACCOUNT,
-            "identity": {
-                "userArn": caller_arn,
-                "caller": caller_arn.rsplit("/", 1)[-1],
-                "accountId": LOCAL_ACCOUNT,
-                "sourceIp": "127.0.0.1",
-                "userAgent": headers.get("User-Agent", "shepherd-local"),
-            },
-        },
-        "body": body,
-        "isBase64Encoded": is_base64,
-    }
 
 
 def caller_arn(header: str | None) -> str:
@@ -207,9 +159,7 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 
 
 def lambda_context(name: str, timeout_s: int = 29) -> Any:
-    from shepherd_cli.worker import Context
-
-    return Context(name, timeout_s, aws_request_id=str(uuid.uuid4()), started=time.monotonic())
+    return local_context(name, timeout_s)
 
 
 def handlers() -> dict[str, Handler]:

@@ -11,7 +11,6 @@ import json
 import signal
 import sys
 import threading
-import time
 import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 from shepherd.limits import MAX_REQUEST_BYTES
 
 from shepherd_cli import apigw
-from shepherd_cli.worker import Context
+from shepherd_cli.lambda_kit import local_context, scheduled_event
 
 START_EVENTS_QUEUE = "shepherd-local-start-events"
 # Accept bursts: the kernel queues this many connections the accept loop has not taken yet
@@ -97,12 +96,7 @@ class ApiHandler(BaseHTTPRequestHandler):
 
 def invoke(handler: Any, event: dict[str, Any], name: str, timeout_s: int) -> None:
     """Call a handler the way Lambda would; a failure is logged and the next run goes on."""
-    context = Context(
-        f"shepherd-local-{name}",
-        timeout_s,
-        aws_request_id=str(uuid.uuid4()),
-        started=time.monotonic(),
-    )
+    context = local_context(f"shepherd-local-{name}", timeout_s)
     try:
         with ApiHandler.gateway.lock:
             handler(event, context)
@@ -114,14 +108,7 @@ def supervise(interval: float, stop: threading.Event) -> None:
     from shepherd_handlers import supervisor
 
     while not stop.wait(interval):
-        event = {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": "Scheduled Event",
-            "source": "aws.events",
-            "detail": {},
-        }
-        invoke(supervisor.handler, event, "supervisor", 70)
+        invoke(supervisor.handler, scheduled_event(), "supervisor", 70)
 
 
 def relay_start_events(queue_url: str, stop: threading.Event) -> None:
@@ -160,9 +147,7 @@ def relay_changes(stop: threading.Event) -> None:
     from shepherd_cli.streams import StreamMapping, StreamReader, stream_arn
 
     def consume(event: dict[str, Any]) -> Any:
-        context = Context(
-            "shepherd-local-relay", 60, aws_request_id=str(uuid.uuid4()), started=time.monotonic()
-        )
+        context = local_context("shepherd-local-relay", 60)
         try:
             with ApiHandler.gateway.lock:
                 return stream.handler(event, context)

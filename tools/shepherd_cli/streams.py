@@ -20,6 +20,8 @@ from typing import Any
 from shepherd.changes import STREAM_FILTERS, passes_filters
 from shepherd.topology import RELAY_BATCH_SIZE
 
+from shepherd_cli.lambda_kit import stream_event
+
 logger = logging.getLogger("shepherd.streams")
 
 Record = dict[str, Any]
@@ -88,7 +90,7 @@ class StreamMapping:
         done = 0
         while self.pending:
             batch = self.pending[: self.batch_size]
-            reply = self.handler({"Records": batch}) or {}
+            reply = self.handler(stream_event(batch)) or {}
             failures = [f["itemIdentifier"] for f in reply.get("batchItemFailures", [])]
             if not failures:
                 self.pending = self.pending[len(batch) :]

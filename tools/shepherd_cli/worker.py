@@ -9,24 +9,9 @@ import json
 import signal
 import sys
 import time
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass
-class Context:
-    """The bits of a Lambda context the handlers read."""
-
-    function_name: str
-    timeout_s: int
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:shepherd-local"
-    aws_request_id: str = ""
-    started: float = 0.0
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self.started + self.timeout_s - time.monotonic()) * 1000))
+from shepherd_cli.lambda_kit import local_context, sqs_event
 
 
 def main() -> int:
@@ -85,28 +70,8 @@ def main() -> int:
                 ],
             )
             continue
-        event = {
-            "Records": [
-                {
-                    "messageId": m["MessageId"],
-                    "receiptHandle": m["ReceiptHandle"],
-                    "body": m["Body"],
-                    "attributes": m.get("Attributes", {}),
-                    "messageAttributes": {},
-                    "md5OfBody": m.get("MD5OfBody", ""),
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": arn,
-                    "awsRegion": "us-east-1",
-                }
-                for m in messages
-            ]
-        }
-        context = Context(
-            f"shepherd-{args.pool}",
-            args.function_timeout,
-            aws_request_id=str(uuid.uuid4()),
-            started=time.monotonic(),
-        )
+        event = sqs_event(messages, arn, received=True)
+        context = local_context(f"shepherd-{args.pool}", args.function_timeout)
         try:
             reply = agent.handler(event, context)
             failed = {f["itemIdentifier"] for f in reply.get("batchItemFailures", [])}

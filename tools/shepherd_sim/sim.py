@@ -29,10 +29,9 @@ from shepherd.clock import ManualClock
 from shepherd.conditions import Cond, Item, Update
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pending
-from shepherd.engine.catalog import Catalog
-from shepherd.engine.pools import Pools, pool_states
-from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler, derived_id
-from shepherd.engine.supervisor import Supervisor
+from shepherd.engine.build import Engine, build_engine
+from shepherd.engine.pools import pool_states
+from shepherd.engine.scheduler import EngineConfig, Ports, derived_id
 from shepherd.errors import (
     InvalidTransition,
     PermanentError,
@@ -685,7 +684,11 @@ class Simulation:
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
 
-        def scheduler(role: str) -> Scheduler:
+        # Every role is an engine of its own over its own faulty ports (one shared memory,
+        # queue, clock, ids and random stream), all from the one factory.
+        every_ms = round(cfg.sweep_interval_s * 1000) if cfg.leave_due else 0
+
+        def engine(role: str, **extra: Any) -> Engine:
             ports = Ports(
                 FaultyStore(self.memory, self, role),
                 FaultyQueue(self.queue, self, role),
@@ -694,26 +697,28 @@ class Simulation:
                 engine_rng,
                 Payloads(FaultyPayloadStore(self.bucket, self, role), SIM_INLINE_BYTES),
             )
-            return Scheduler(ports, Catalog(self.defs, ports.store), engine_config)
+            return build_engine(
+                ports,
+                self.defs,
+                agents=registry,
+                config=engine_config,
+                background_heartbeats=False,
+                sweep_interval_ms=every_ms,
+                **extra,
+            )
 
-        self.client = scheduler("client")
-        agents = scheduler("agent")
-        self.runtimes = [
-            AgentRuntime(agents, registry, worker_id=f"w{i}", background_heartbeats=False)
-            for i in range(1, cfg.workers + 1)
+        # The pools' API, for an operator: the in-memory queue is its control (a paused
+        # pool's consumers receive nothing, as with a disabled event source mapping).
+        client = engine("client", pool_control=self.queue)
+        self.client = client.scheduler
+        self.pools_api = client.pools
+        agents = engine("agent", worker_id="w1")
+        self.runtimes = [agents.agent_runtime] + [
+            agents.worker(f"w{i}") for i in range(2, cfg.workers + 1)
         ]
         # Both promise the sweep interval: a look due again before the next sweep leaves its
         # watch entry where it is (the production rule, exercised under every fault).
-        every_ms = round(cfg.sweep_interval_s * 1000) if cfg.leave_due else 0
-        self.supervisors = {
-            "supA": Supervisor(scheduler("supA"), sweep_interval_ms=every_ms),
-            "supB": Supervisor(scheduler("supB"), sweep_interval_ms=every_ms),
-        }
-        # The pools' API, for an operator: the in-memory queue is its control (a paused
-        # pool's consumers receive nothing, as with a disabled event source mapping).
-        self.pools_api = Pools(
-            self.client.executor, self.client.ports.queue, self.queue, self.clock, self.pools
-        )
+        self.supervisors = {role: engine(role).supervisor for role in ("supA", "supB")}
         timing = bounds.Timing(
             sweep_interval_s=cfg.sweep_interval_s,
             visibility_s=cfg.visibility_s,

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from shepherd.settings import ENV_SWEEP_INTERVAL as ENV_SWEEP_INTERVAL  # noqa: PLC0414
+from shepherd.settings import ENV_SWEEP_TICKS as ENV_SWEEP_TICKS  # noqa: PLC0414
+from shepherd.settings import ENV_SWEEP_WINDOW as ENV_SWEEP_WINDOW  # noqa: PLC0414
+from shepherd.settings import ENV_TRACING as ENV_TRACING  # noqa: PLC0414
+
 NAMESPACE = "Shepherd"
 SERVICE = "shepherd"
 
@@ -45,10 +50,7 @@ HANDLER_STREAM = "shepherd_handlers.stream.handler"
 
 # Environment of the handlers beyond shepherd.settings.
 ENV_POOL = "SHEPHERD_POOL"  # the pool an agent function serves
-ENV_SWEEP_INTERVAL = "SHEPHERD_SWEEP_INTERVAL_SECONDS"  # supervisor: seconds between sweeps
-ENV_SWEEP_WINDOW = "SHEPHERD_SWEEP_WINDOW_SECONDS"  # supervisor: keep sweeping for this long
-# supervisor: the queue of its delayed ticks (one sweep each); unset: it sleeps between sweeps
-ENV_SWEEP_TICKS = "SHEPHERD_SWEEP_TICKS_URL"
-ENV_TRACING = "SHEPHERD_TRACING"  # "true": Powertools Tracer (X-Ray SDK) in every handler
+# The supervisor's timing and tracing are settings (read and validated by shepherd.settings);
+# their names stay importable from here for the CDK app and the tests.
 EVENT_SOURCE = "shepherd"
 START_DETAIL_TYPE = "StartWorkflow"

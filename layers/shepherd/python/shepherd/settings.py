@@ -35,6 +35,30 @@ ENV_AGENT_MODULES = "SHEPHERD_AGENT_MODULES"
 _AGENT_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
 ENV_PAYLOAD_BUCKET = "SHEPHERD_PAYLOAD_BUCKET"
 ENV_PAYLOAD_INLINE_BYTES = "SHEPHERD_PAYLOAD_INLINE_BYTES"
+# The supervisor's timing (docs/architecture.md, Supervisor): seconds between sweeps, how long
+# one scheduled invocation keeps sweeping, and the queue of its delayed ticks.
+ENV_SWEEP_INTERVAL = "SHEPHERD_SWEEP_INTERVAL_SECONDS"
+ENV_SWEEP_WINDOW = "SHEPHERD_SWEEP_WINDOW_SECONDS"
+ENV_SWEEP_TICKS = "SHEPHERD_SWEEP_TICKS_URL"
+ENV_TRACING = "SHEPHERD_TRACING"  # "true": Powertools Tracer (X-Ray SDK) in every handler
+# Set by Lambda, not by Shepherd: the sandbox's log stream names the agent worker.
+ENV_LOG_STREAM = "AWS_LAMBDA_LOG_STREAM_NAME"
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def parse_flag(name: str, value: str | bool) -> bool:
+    """An on/off environment variable: 1/true/yes/on or 0/false/no/off (or empty)."""
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{name}: '{value}' is not a flag (true/false, 1/0, yes/no, on/off)")
+
 
 # An owner is an IAM principal ARN (what API callers are identified by).
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[\w-]*:(iam|sts)::\d{12}:[\w+=,.@/-]+$")
@@ -81,6 +105,25 @@ class Settings(BaseModel):
     payload_inline_bytes: Annotated[int, Field(ge=0, le=limits.MAX_PAYLOAD_INLINE_BYTES)] = (
         limits.PAYLOAD_INLINE_BYTES
     )
+
+    # The supervisor: it sweeps every `sweep_interval_seconds` (SHEPHERD_SWEEP_INTERVAL_SECONDS,
+    # 5 by default) for `sweep_window_seconds` (SHEPHERD_SWEEP_WINDOW_SECONDS, 0: one sweep) of
+    # each scheduled invocation; with `sweep_ticks_url` (SHEPHERD_SWEEP_TICKS_URL, deployed) it
+    # sends delayed ticks to that queue instead of sleeping between sweeps.
+    sweep_interval_seconds: Annotated[float, Field(gt=0, le=900)] = 5.0
+    sweep_window_seconds: Annotated[float, Field(ge=0, le=900)] = 0.0
+    sweep_ticks_url: str | None = None
+    # SHEPHERD_TRACING: the Powertools Tracer (X-Ray SDK) in every handler. The handlers decide
+    # it at import, before the rest of the settings: `Settings.tracing_from_env`.
+    tracing: bool = False
+    # The agent runtime's worker id (a step's owner): the Lambda sandbox's log stream
+    # (AWS_LAMBDA_LOG_STREAM_NAME, set by Lambda), "agent" outside Lambda.
+    worker_id: str = "agent"
+
+    @field_validator("tracing", mode="before")
+    @classmethod
+    def _tracing_flag(cls, value: Any) -> Any:
+        return parse_flag(ENV_TRACING, value) if isinstance(value, str) else value
 
     @field_validator("queue_urls", "pool_mappings", "event_owners", mode="before")
     @classmethod
@@ -129,7 +172,24 @@ class Settings(BaseModel):
             values["payload_bucket"] = env[ENV_PAYLOAD_BUCKET]
         if env.get(ENV_PAYLOAD_INLINE_BYTES):
             values["payload_inline_bytes"] = env[ENV_PAYLOAD_INLINE_BYTES]
+        if ENV_SWEEP_INTERVAL in env:
+            values["sweep_interval_seconds"] = env[ENV_SWEEP_INTERVAL]
+        if ENV_SWEEP_WINDOW in env:
+            values["sweep_window_seconds"] = env[ENV_SWEEP_WINDOW]
+        if env.get(ENV_SWEEP_TICKS):
+            values["sweep_ticks_url"] = env[ENV_SWEEP_TICKS]
+        if ENV_TRACING in env:
+            values["tracing"] = env[ENV_TRACING]
+        if ENV_LOG_STREAM in env:
+            values["worker_id"] = env[ENV_LOG_STREAM]
         return cls.model_validate(values)
+
+    @staticmethod
+    def tracing_from_env(environ: Mapping[str, str] | None = None) -> bool:
+        """SHEPHERD_TRACING alone, as `from_env` reads it: the handlers decide at import whether
+        to load the X-Ray SDK, before the rest of the settings is read (and may be missing)."""
+        env = os.environ if environ is None else environ
+        return parse_flag(ENV_TRACING, env.get(ENV_TRACING, ""))
 
     def to_env(self) -> dict[str, str]:
         """The environment that reproduces these settings (used by the CDK app and local stack)."""
@@ -156,4 +216,12 @@ class Settings(BaseModel):
             env[ENV_EVENT_OWNERS] = json.dumps(
                 self.event_owners, separators=(",", ":"), sort_keys=True
             )
+        if self.sweep_interval_seconds != 5.0:
+            env[ENV_SWEEP_INTERVAL] = str(self.sweep_interval_seconds)
+        if self.sweep_window_seconds:
+            env[ENV_SWEEP_WINDOW] = str(self.sweep_window_seconds)
+        if self.sweep_ticks_url:
+            env[ENV_SWEEP_TICKS] = self.sweep_ticks_url
+        if self.tracing:
+            env[ENV_TRACING] = "true"
         return env

@@ -10,7 +10,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
@@ -32,6 +32,18 @@ class Engine:
     agent_runtime: AgentRuntime
     supervisor: Supervisor
     pools: Pools
+    agents: AgentRegistry = field(default_factory=AgentRegistry)
+    background_heartbeats: bool = True
+
+    def worker(self, worker_id: str) -> AgentRuntime:
+        """Another agent runtime over this engine's scheduler and agents, as `worker_id`: a
+        host that runs several workers in one process (the simulator)."""
+        return AgentRuntime(
+            self.scheduler,
+            self.agents,
+            worker_id=worker_id,
+            background_heartbeats=self.background_heartbeats,
+        )
 
 
 def build_engine(
@@ -43,12 +55,17 @@ def build_engine(
     pool_control: PoolControl | None = None,
     worker_id: str = "agent",
     background_heartbeats: bool = True,
+    sweep_interval_ms: int = 0,
 ) -> Engine:
+    """The engine over `ports`. `worker_id` names the agent runtime (a step's owner);
+    `background_heartbeats` off, a host heartbeats by hand (the simulator, the benchmarks);
+    `sweep_interval_ms` is how soon the supervisor's next sweep comes (0: unknown)."""
     catalog = Catalog(definitions, ports.store)
     scheduler = Scheduler(ports, catalog, config or EngineConfig())
+    registry = agents or AgentRegistry()
     runtime = AgentRuntime(
         scheduler,
-        agents or AgentRegistry(),
+        registry,
         worker_id=worker_id,
         background_heartbeats=background_heartbeats,
     )
@@ -56,4 +73,14 @@ def build_engine(
     engine_pools = Pools(
         scheduler.executor, ports.queue, pool_control or NoPoolControl(), ports.clock, pool_names
     )
-    return Engine(ports, catalog, scheduler, runtime, Supervisor(scheduler), engine_pools)
+    supervisor = Supervisor(scheduler, sweep_interval_ms=sweep_interval_ms)
+    return Engine(
+        ports,
+        catalog,
+        scheduler,
+        runtime,
+        supervisor,
+        engine_pools,
+        agents=registry,
+        background_heartbeats=background_heartbeats,
+    )
