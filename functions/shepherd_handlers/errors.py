@@ -228,6 +228,16 @@ def admit(event: Mapping[str, Any]) -> tuple[Mapping[str, Any], Response[Any] | 
         cap = MAX_REQUEST_BYTES  # the resolver answers 404 for an unknown resource
     else:
         cap = route.body_cap
+        unknown = _unknown_query(event, route.query)
+        if unknown is not None:
+            shown = f"'{unknown}'" if unknown else "with no name"
+            return event, error_response(
+                HTTPStatus.BAD_REQUEST,
+                "ValidationError",
+                f"unknown query parameter {shown}"
+                + (f"; this route reads {', '.join(route.query)}" if route.query else ""),
+                unknown or "query",
+            )
     raw = _raw_body(event, cap)
     if isinstance(raw, Response):
         return event, raw
@@ -328,7 +338,16 @@ _ERROR_DESCRIPTIONS = {
     504: "The handler did not answer in time",
 }
 # Every operation can get these: API Gateway's own replies and the last-resort boundary.
-COMMON_ERRORS = (401, 403, 413, 429, 500, 502, 504)
+COMMON_ERRORS = (400, 401, 403, 413, 429, 500, 502, 504)
+
+
+def _unknown_query(event: Mapping[str, Any], known: tuple[str, ...]) -> str | None:
+    """The first query parameter name the route does not read, or None."""
+    names = [
+        *(event.get("queryStringParameters") or {}),
+        *(event.get("multiValueQueryStringParameters") or {}),
+    ]
+    return next((str(n) for n in names if n not in known), None)
 
 
 def documented(

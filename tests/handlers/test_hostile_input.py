@@ -214,6 +214,37 @@ def test_out_of_range_query_values_are_400(stack: Stack, query: dict[str, str], 
     assert status == 400 and reply["error"]["field"] == field, reply
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "resource", "query", "field"),
+    [
+        ("GET", "/workflows", None, {"": ""}, "query"),  # `?=`: a parameter with no name
+        ("GET", "/workflows", None, {"stauts": "RUNNING"}, "stauts"),
+        ("GET", "/workflows/wf1", "/workflows/{workflow_id}", {"limit": "1"}, "limit"),
+        ("GET", "/definitions", None, {"x": "1"}, "x"),
+        (
+            "POST",
+            "/workflows/wf1/cancel",
+            "/workflows/{workflow_id}/cancel",
+            {"force": ""},
+            "force",
+        ),
+    ],
+)
+def test_a_query_parameter_the_route_does_not_read_is_400(
+    stack: Stack,
+    method: str,
+    path: str,
+    resource: str | None,
+    query: dict[str, str],
+    field: str,
+) -> None:
+    """Refused like a body's unknown field."""
+    status, _, reply = call(stack, method, path, resource=resource, query=query)
+    assert status == 400, reply
+    assert reply["error"]["code"] == "ValidationError" and reply["error"]["field"] == field
+    assert "unknown query parameter" in reply["error"]["message"]
+
+
 def test_pagination_tokens_are_opaque_signed_and_bound_to_caller_and_filters(
     stack: Stack,
 ) -> None:

@@ -72,6 +72,12 @@ def test_the_resolvers_the_document_and_the_route_list_agree() -> None:
     assert documented == set(ROUTES)
 
 
+def test_each_operation_documents_exactly_the_query_parameters_its_route_reads() -> None:
+    for method, path, operation in _operations(_doc()):
+        names = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+        assert names == set(ROUTES[(method, path)].query), (method, path, names)
+
+
 @pytest.mark.parametrize(("method", "resource"), sorted(ROUTES))
 def test_every_operation_documents_its_success_and_every_error(method: str, resource: str) -> None:
     doc = _doc()
@@ -81,7 +87,8 @@ def test_every_operation_documents_its_success_and_every_error(method: str, reso
     assert len(success) == 1, responses
     assert "$ref" in responses[success[0]]["content"]["application/json"]["schema"]
     # API Gateway's own replies and the last-resort boundary can answer any operation.
-    expected = {"401", "403", "413", "429", "500", "502", "504"}
+    # 400 too: any request may carry a query parameter its route does not read.
+    expected = {"400", "401", "403", "413", "429", "500", "502", "504"}
     if ROUTES[(method, resource)].json_body:
         expected |= {"400", "415"}
     if "{" in resource:

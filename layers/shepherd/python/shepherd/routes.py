@@ -31,6 +31,9 @@ class Route:
     # The largest body accepted, checked before parsing: a route without a body ignores one,
     # but still refuses anything over API Gateway's own payload limit.
     body_cap: int = MAX_REQUEST_BYTES
+    # The query parameters it reads; the handlers refuse any other (400), as they refuse a
+    # body's unknown fields.
+    query: tuple[str, ...] = ()
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -40,7 +43,12 @@ class Route:
 
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/workflows", "api", json_body=True, body_cap=MAX_START_BODY_BYTES),
-    Route("GET", "/workflows", "api"),
+    Route(
+        "GET",
+        "/workflows",
+        "api",
+        query=("status", "type", "limit", "next_token", "idempotency_key"),
+    ),
     Route("GET", "/workflows/{workflow_id}", "api"),
     Route("POST", "/workflows/{workflow_id}/cancel", "api"),
     Route("POST", "/workflows/{workflow_id}/retry", "api"),
