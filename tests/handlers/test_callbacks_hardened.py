@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from aws_stack import PAYLOAD_BUCKET, Stack
 from shepherd import limits
-from shepherd.engine.agent import AgentContext, Pending
 from shepherd.limits import (
     MAX_CALLBACK_BODY_BYTES,
     MAX_DETAILS_BYTES,
@@ -19,26 +17,9 @@ from shepherd.limits import (
     MAX_ERROR_NAME,
     MAX_JSON_DEPTH,
 )
-from shepherd_examples.agents import registry
 from support import ORDER
 
 KB = 1024
-
-
-@pytest.fixture
-def carrier() -> Iterator[list[str]]:
-    """ship_order as a callback step: its tokens, in order."""
-    tokens: list[str] = []
-    original = registry.get("ship_order")
-
-    def ship(ctx: AgentContext) -> Any:
-        tokens.append(ctx.task_token())
-        return Pending("waiting for the carrier")
-
-    registry.register("ship_order", ship)
-    yield tokens
-    assert original is not None
-    registry.register("ship_order", original)
 
 
 def waiting(stack: Stack) -> str:
@@ -75,10 +56,10 @@ def raw_callback(token: str, action: str, raw: str) -> tuple[int, dict[str, Any]
 
 
 def test_a_290_kb_heartbeat_then_a_290_kb_success_are_kept_by_reference(
-    stack: Stack, carrier: list[str]
+    stack: Stack, callback_ship: list[str]
 ) -> None:
     wf = waiting(stack)
-    (token,) = carrier
+    (token,) = callback_ship
     big = "x" * (290 * KB)
     code, _ = stack.callback(token, "heartbeat", {"details": {"log": big}})
     assert code == 200
@@ -104,10 +85,10 @@ def test_a_290_kb_heartbeat_then_a_290_kb_success_are_kept_by_reference(
 
 
 def test_a_callback_body_over_its_cap_is_413_and_the_attempt_still_completes(
-    stack: Stack, carrier: list[str]
+    stack: Stack, callback_ship: list[str]
 ) -> None:
     wf = waiting(stack)
-    (token,) = carrier
+    (token,) = callback_ship
     big = "x" * MAX_CALLBACK_BODY_BYTES
     code, reply = stack.callback(token, "heartbeat", {"details": {"log": big}})
     assert code == 413 and reply["error"]["code"] == "BodyTooLarge", reply
@@ -122,9 +103,11 @@ def test_a_callback_body_over_its_cap_is_413_and_the_attempt_still_completes(
     assert view[0] == 200 and view[2]["status"] == "SUCCEEDED"
 
 
-def test_details_over_their_cap_are_413_and_write_nothing(stack: Stack, carrier: list[str]) -> None:
+def test_details_over_their_cap_are_413_and_write_nothing(
+    stack: Stack, callback_ship: list[str]
+) -> None:
     wf = waiting(stack)
-    (token,) = carrier
+    (token,) = callback_ship
     details = {"log": "x" * (MAX_DETAILS_BYTES + 1)}
     assert len(json.dumps({"details": details})) < MAX_CALLBACK_BODY_BYTES  # passes the body cap
     code, reply = stack.callback(token, "heartbeat", {"details": details})
@@ -137,19 +120,19 @@ def test_details_over_their_cap_are_413_and_write_nothing(stack: Stack, carrier:
 
 
 def test_an_output_over_its_cap_is_413_and_fails_the_attempt_for_good(
-    stack: Stack, carrier: list[str], monkeypatch: pytest.MonkeyPatch
+    stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The real cap (100 MiB) is beyond any request body; an uploaded output meets it.
     monkeypatch.setattr(limits, "MAX_OUTPUT_BYTES", 100 * KB)
     wf = waiting(stack)
-    (token,) = carrier
+    (token,) = callback_ship
     output = {"label": "x" * (limits.MAX_OUTPUT_BYTES + 1)}
     assert len(json.dumps({"output": output})) < MAX_CALLBACK_BODY_BYTES
     code, reply = stack.callback(token, "success", {"output": output})
     assert code == 413 and reply["error"]["code"] == "OutputTooLarge", reply
     step = ship(stack, wf)
     assert step["status"] == "FAILED" and step["error"]["type"] == "OutputTooLarge"
-    assert step["output"] is None and len(carrier) == 1  # not retried
+    assert step["output"] is None and len(callback_ship) == 1  # not retried
     stack.run_agents()
     assert stack.api("GET", f"/workflows/{wf}")[2]["status"] == "COMPENSATED"
     code, reply = stack.callback(token, "success", {"output": {"tracking": "late"}})
@@ -167,18 +150,18 @@ def test_an_output_over_its_cap_is_413_and_fails_the_attempt_for_good(
     ],
 )
 def test_callback_payloads_are_strict_json(
-    stack: Stack, carrier: list[str], raw: str, code: str
+    stack: Stack, callback_ship: list[str], raw: str, code: str
 ) -> None:
     wf = waiting(stack)
-    (token,) = carrier
+    (token,) = callback_ship
     status, reply = raw_callback(token, "success", raw)
     assert status == 400 and reply["error"]["code"] == code, reply
     assert ship(stack, wf)["status"] == "WAITING"
 
 
-def test_failure_fields_obey_the_error_caps(stack: Stack, carrier: list[str]) -> None:
+def test_failure_fields_obey_the_error_caps(stack: Stack, callback_ship: list[str]) -> None:
     wf = waiting(stack)
-    (token,) = carrier
+    (token,) = callback_ship
     for body, field in (
         ({"error": "E" * (MAX_ERROR_NAME + 1)}, "error"),
         ({"error": "Carrier", "cause": "c" * (MAX_ERROR_CAUSE + 1)}, "cause"),
@@ -194,10 +177,10 @@ def test_failure_fields_obey_the_error_caps(stack: Stack, carrier: list[str]) ->
 
 
 def test_a_forged_token_is_404_in_every_state_of_its_attempt(
-    stack: Stack, carrier: list[str]
+    stack: Stack, callback_ship: list[str]
 ) -> None:
     wf = waiting(stack)
-    (first,) = carrier
+    (first,) = callback_ship
     for action in ("heartbeat", "success", "failure"):  # attempt 1 waiting
         code, reply = stack.callback(forge(first), action, {})
         assert code == 404 and reply["error"]["code"] == "TaskTokenInvalid"
@@ -212,10 +195,10 @@ def test_a_forged_token_is_404_in_every_state_of_its_attempt(
 
 
 def test_a_callback_output_may_nest_as_deep_as_an_agent_output(
-    stack: Stack, carrier: list[str]
+    stack: Stack, callback_ship: list[str]
 ) -> None:
     wf = waiting(stack)
-    (token,) = carrier
+    (token,) = callback_ship
     too_deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
     status, reply = raw_callback(token, "success", '{"output": ' + too_deep + "}")
     assert status == 400 and reply["error"]["code"] == "JsonTooDeep"

@@ -28,10 +28,8 @@ import schemathesis
 from aws_stack import ALICE, Stack
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
-from shepherd.engine.agent import AgentContext, Pending
 from shepherd_cli import apigw
 from shepherd_cli.openapi import TARGET
-from shepherd_examples.agents import registry
 from support import ORDER
 
 # The local stand-in for a SigV4 signature (see apigw.Gateway): this value signs as ALICE.
@@ -60,32 +58,20 @@ schema.app = apigw.wsgi(gateway)
 
 
 @pytest.fixture
-def seeded(stack: Stack) -> Iterator[dict[str, str]]:
+def seeded(stack: Stack, callback_ship: list[str]) -> dict[str, str]:
     """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
     definition that exists."""
-    tokens: list[str] = []
-    original = registry.get("ship_order")
-
-    def ship(ctx: AgentContext) -> Any:
-        tokens.append(ctx.task_token())
-        return Pending("waiting for the carrier")
-
-    registry.register("ship_order", ship)
-    try:
-        _, _, accepted = stack.api(
-            "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
-        )
-        stack.run_agents()
-        assert tokens, "the callback step did not start"
-        yield {
-            "workflow_id": accepted["workflow_id"],
-            "token": tokens[0],
-            "name": "order_fulfilment",
-            "pool": "inventory",
-        }
-    finally:
-        assert original is not None
-        registry.register("ship_order", original)
+    _, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
+    )
+    stack.run_agents()
+    assert callback_ship, "the callback step did not start"
+    return {
+        "workflow_id": accepted["workflow_id"],
+        "token": callback_ship[0],
+        "name": "order_fulfilment",
+        "pool": "inventory",
+    }
 
 
 @pytest.fixture(scope="module")

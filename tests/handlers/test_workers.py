@@ -4,32 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import fastjsonschema
 import pytest
 from aws_stack import LambdaContext, Stack, sqs_event
-from shepherd.engine.agent import AgentContext, Pending
 from shepherd_cli import lambda_kit
-from shepherd_examples.agents import registry
 from support import ORDER, ROOT
-
-
-@pytest.fixture
-def callback_ship() -> Iterator[list[str]]:
-    """ship_order as a callback step: it hands its task token to 'the carrier' and waits."""
-    tokens: list[str] = []
-    original = registry.get("ship_order")
-
-    def ship(ctx: AgentContext) -> Any:
-        tokens.append(ctx.task_token())
-        return Pending("waiting for the carrier")
-
-    registry.register("ship_order", ship)
-    yield tokens
-    assert original is not None
-    registry.register("ship_order", original)
 
 
 def test_agent_batch_with_good_poison_and_duplicate_messages(stack: Stack) -> None:
