@@ -74,6 +74,21 @@ class Synth:
     def logical_id(self, construct: Any) -> str:
         return str(self.stack.get_logical_id(construct.node.default_child))
 
+    def function_ids(self, *, relay: bool = False) -> dict[str, str]:
+        """Each of Shepherd's functions by part (`api`, ..., `agent:<pool>`, and the event
+        relay's when asked), as its logical id."""
+        shepherd = self.construct
+        named = {
+            "api": shepherd.api.api_function,
+            "callbacks": shepherd.api.callbacks_function,
+            "events": shepherd.events.function,
+            "supervisor": shepherd.supervisor.function,
+        }
+        if relay:
+            named["relay"] = shepherd.relay.function
+        named.update({f"agent:{name}": pool.function for name, pool in shepherd.pools.items()})
+        return {name: self.logical_id(fn) for name, fn in named.items()}
+
     def props(self, logical_id: str) -> dict[str, Any]:
         return dict(self.resources[logical_id]["Properties"])
 

@@ -19,24 +19,12 @@ def _queue_ids(synth: Synth) -> dict[str, str]:
     return {name: synth.logical_id(pool.queue) for name, pool in synth.construct.pools.items()}
 
 
-def _engine_functions(synth: Synth) -> dict[str, str]:
-    stack = synth.construct
-    named = {
-        "api": stack.api.api_function,
-        "callbacks": stack.api.callbacks_function,
-        "events": stack.events.function,
-        "supervisor": stack.supervisor.function,
-    }
-    named.update({f"agent:{name}": pool.function for name, pool in stack.pools.items()})
-    return {name: synth.logical_id(fn) for name, fn in named.items()}
-
-
 def _index_queries(statements: list[dict[str, Any]]) -> list[str]:
     return [flatten(r) for r in granted(statements, "dynamodb:Query") if "/index/" in flatten(r)]
 
 
 def test_no_wildcards_except_xray(shepherd: Synth) -> None:
-    for name, fn_id in _engine_functions(shepherd).items():
+    for name, fn_id in shepherd.function_ids().items():
         for statement in shepherd.statements(fn_id):
             assert not any(a.endswith("*") for a in actions(statement)), (name, statement)
             if "*" in resources(statement):
@@ -55,7 +43,7 @@ def test_every_engine_function_reads_writes_the_table_and_sends_and_none_publish
 ) -> None:
     table = {"Fn::GetAtt": [_table_id(shepherd), "Arn"]}
     queues = _queue_ids(shepherd)
-    for name, fn_id in _engine_functions(shepherd).items():
+    for name, fn_id in shepherd.function_ids().items():
         statements = shepherd.statements(fn_id)
         for action in (
             "dynamodb:GetItem",
@@ -100,7 +88,7 @@ def test_api_cannot_receive_or_read_the_watch_index(shepherd: Synth) -> None:
 def test_callbacks_and_events_functions_query_no_index_and_receive_nothing(
     shepherd: Synth, part: str
 ) -> None:
-    statements = shepherd.statements(_engine_functions(shepherd)[part])
+    statements = shepherd.statements(shepherd.function_ids()[part])
     assert _index_queries(statements) == []
     for action in RECEIVE:
         assert not list(granted(statements, action)), action
@@ -124,11 +112,11 @@ def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
     watch = flatten(index_resource(_table_id(shepherd), TABLE.watch_index.name))
     readers = [
         name
-        for name, fn_id in _engine_functions(shepherd).items()
+        for name, fn_id in shepherd.function_ids().items()
         if watch in _index_queries(shepherd.statements(fn_id))
     ]
     assert readers == ["supervisor"]
-    statements = shepherd.statements(_engine_functions(shepherd)["supervisor"])
+    statements = shepherd.statements(shepherd.function_ids()["supervisor"])
     assert _index_queries(statements) == [watch]
     # It consumes nothing but its own ticks.
     ticks = shepherd.logical_id(shepherd.construct.supervisor.ticks)
@@ -136,8 +124,7 @@ def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
         assert all(refers_to(r, ticks) for r in granted(statements, action)), action
     # Nothing outside the function roles can query the table or its indexes either.
     roles = {
-        shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
-        for fn_id in _engine_functions(shepherd).values()
+        shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0] for fn_id in shepherd.function_ids().values()
     }
     relay_role = shepherd.props(shepherd.logical_id(shepherd.construct.relay.function))["Role"]
     for policy in shepherd.of_type("AWS::IAM::Policy").values():
@@ -178,7 +165,7 @@ def test_only_the_api_switches_pools_and_only_their_own_event_source_mappings(
         if mapping["Properties"]["FunctionName"]["Ref"] in pool_functions
     }  # not the event relay's stream mapping
     api_id = shepherd.logical_id(shepherd.construct.api.api_function)
-    for name, fn_id in _engine_functions(shepherd).items():
+    for name, fn_id in shepherd.function_ids().items():
         allowed = list(granted(shepherd.statements(fn_id), "lambda:UpdateEventSourceMapping"))
         if fn_id != api_id:
             assert allowed == [], name

@@ -19,6 +19,7 @@ from moto import mock_aws
 from rehearsal import queue_ids_by_pool
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd.observability import START_DETAIL_TYPE
+from shepherd_cli.lambda_kit import eventbridge_event
 from support import ENV, ORDER
 
 TABLE = "shepherd"  # the names aws_stack.Stack gives its moto resources
@@ -32,17 +33,16 @@ class Flows:
 
 
 def _start_event(detail: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-        "detail-type": START_DETAIL_TYPE,
-        "source": "acme.platform",
-        "account": "123456789012",
-        "time": "2026-11-21T17:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": detail,
-    }
+    return eventbridge_event(
+        START_DETAIL_TYPE,
+        detail,
+        source="acme.platform",
+        account="123456789012",
+        region="us-east-1",
+        at="2026-11-21T17:00:00Z",
+        resources=[],
+        event_id="6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+    )
 
 
 def _deliver(stack: Stack, recorder: Recorder) -> set[str]:

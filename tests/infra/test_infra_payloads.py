@@ -17,19 +17,6 @@ def _bucket(synth: Synth) -> tuple[str, dict[str, Any]]:
     return logical_id, synth.props(logical_id)
 
 
-def _functions(synth: Synth) -> dict[str, str]:
-    stack = synth.construct
-    named = {
-        "api": stack.api.api_function,
-        "callbacks": stack.api.callbacks_function,
-        "events": stack.events.function,
-        "supervisor": stack.supervisor.function,
-        "relay": stack.relay.function,
-    }
-    named.update({f"agent:{name}": pool.function for name, pool in stack.pools.items()})
-    return {name: synth.logical_id(fn) for name, fn in named.items()}
-
-
 def test_the_bucket_is_private_encrypted_and_tls_only(shepherd: Synth) -> None:
     bucket_id, props = _bucket(shepherd)
     assert props["PublicAccessBlockConfiguration"] == {
@@ -82,7 +69,7 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
     expected.update(
         {f"agent:{n}": {"s3:GetObject", "s3:PutObject"} for n in shepherd.construct.pools}
     )
-    for name, fn_id in _functions(shepherd).items():
+    for name, fn_id in shepherd.function_ids(relay=True).items():
         statements = shepherd.statements(fn_id)
         s3 = {a for s in statements for a in actions(s) if a.startswith("s3:")}
         assert s3 == expected[name], name
@@ -104,5 +91,5 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
 
 def test_every_function_is_told_the_bucket(shepherd: Synth) -> None:
     bucket_id, _ = _bucket(shepherd)
-    for fn_id in _functions(shepherd).values():
+    for fn_id in shepherd.function_ids(relay=True).values():
         assert shepherd.function_env(fn_id)[ENV_PAYLOAD_BUCKET] == {"Ref": bucket_id}

@@ -28,6 +28,7 @@ from shepherd.observability import (
     HANDLER_API,
     START_DETAIL_TYPE,
 )
+from shepherd_cli.lambda_kit import eventbridge_event
 from support import ENV, ORDER
 
 AGENT_ROUNDS = 40
@@ -48,17 +49,16 @@ def world(assembly: CloudAssembly) -> Iterator[MotoWorld]:
 
 
 def _start_event(detail: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-        "detail-type": START_DETAIL_TYPE,
-        "source": "acme.platform",
-        "account": "123456789012",
-        "time": "2026-11-21T17:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": detail,
-    }
+    return eventbridge_event(
+        START_DETAIL_TYPE,
+        detail,
+        source="acme.platform",
+        account="123456789012",
+        region=REGION,
+        at="2026-11-21T17:00:00Z",
+        resources=[],
+        event_id="6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+    )
 
 
 def _scheduled_event() -> dict[str, Any]:
