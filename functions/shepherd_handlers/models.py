@@ -70,6 +70,7 @@ class UploadRequest(BaseModel):
     size: Annotated[
         int,
         Field(
+            strict=True,  # a number, as the schema says: "10" is not a size
             ge=1,
             le=MAX_UPLOAD_BYTES,
             description=f"Exact bytes of the JSON to upload (at most {MAX_UPLOAD_BYTES})",

@@ -218,7 +218,14 @@ def test_nothing_uploaded_a_size_or_hash_mismatch_and_bad_json_are_400(stack: St
 def test_the_upload_size_cap_and_the_request_shape(stack: Stack) -> None:
     status, _, upload = stack.api("POST", "/payloads", body={"size": MAX_UPLOAD_BYTES})
     assert status == 201 and upload["size"] == MAX_UPLOAD_BYTES
-    for body in ({"size": MAX_UPLOAD_BYTES + 1}, {"size": 0}, {"size": 1, "sha256": "xyz"}, {}):
+    for body in (
+        {"size": MAX_UPLOAD_BYTES + 1},
+        {"size": 0},
+        {"size": 1, "sha256": "xyz"},
+        {"size": "10"},
+        {"size": 1.5},
+        {},
+    ):
         status, _, reply = stack.api("POST", "/payloads", body=body)
         assert status == 400 and reply["error"]["code"] == "ValidationError", body
     status, _, reply = stack.api(
