@@ -160,28 +160,24 @@ class Settings(BaseModel):
             "event_bus": env.get(ENV_EVENT_BUS) or None,
             "definitions_dir": env.get(ENV_DEFINITIONS_DIR, "statemachines"),
         }
-        if ENV_WATCH_SHARDS in env:
-            values["watch_shards"] = env[ENV_WATCH_SHARDS]
-        if ENV_RETENTION_DAYS in env:
-            values["retention_days"] = env[ENV_RETENTION_DAYS]
-        if env.get(ENV_EVENT_OWNERS):
-            values["event_owners"] = env[ENV_EVENT_OWNERS]
-        if env.get(ENV_AGENT_MODULES):
-            values["agent_modules"] = env[ENV_AGENT_MODULES]
-        if env.get(ENV_PAYLOAD_BUCKET):
-            values["payload_bucket"] = env[ENV_PAYLOAD_BUCKET]
-        if env.get(ENV_PAYLOAD_INLINE_BYTES):
-            values["payload_inline_bytes"] = env[ENV_PAYLOAD_INLINE_BYTES]
-        if ENV_SWEEP_INTERVAL in env:
-            values["sweep_interval_seconds"] = env[ENV_SWEEP_INTERVAL]
-        if ENV_SWEEP_WINDOW in env:
-            values["sweep_window_seconds"] = env[ENV_SWEEP_WINDOW]
-        if env.get(ENV_SWEEP_TICKS):
-            values["sweep_ticks_url"] = env[ENV_SWEEP_TICKS]
-        if ENV_TRACING in env:
-            values["tracing"] = env[ENV_TRACING]
-        if ENV_LOG_STREAM in env:
-            values["worker_id"] = env[ENV_LOG_STREAM]
+        # Optional variables: field <- variable, read when set (or when set and not empty).
+        when_set = {
+            "watch_shards": ENV_WATCH_SHARDS,
+            "retention_days": ENV_RETENTION_DAYS,
+            "sweep_interval_seconds": ENV_SWEEP_INTERVAL,
+            "sweep_window_seconds": ENV_SWEEP_WINDOW,
+            "tracing": ENV_TRACING,
+            "worker_id": ENV_LOG_STREAM,
+        }
+        when_not_empty = {
+            "event_owners": ENV_EVENT_OWNERS,
+            "agent_modules": ENV_AGENT_MODULES,
+            "payload_bucket": ENV_PAYLOAD_BUCKET,
+            "payload_inline_bytes": ENV_PAYLOAD_INLINE_BYTES,
+            "sweep_ticks_url": ENV_SWEEP_TICKS,
+        }
+        values.update({f: env[name] for f, name in when_set.items() if name in env})
+        values.update({f: env[name] for f, name in when_not_empty.items() if env.get(name)})
         return cls.model_validate(values)
 
     @staticmethod
