@@ -14,7 +14,7 @@ from shepherd.definitions import NAME, POOL
 from shepherd.engine import uploads
 from shepherd.engine.queries import find_by_idempotency_key, list_workflows
 from shepherd.errors import UnknownWorkflowType
-from shepherd.model import WorkflowStatus
+from shepherd.model import WorkflowRecord, WorkflowStatus
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
@@ -212,7 +212,7 @@ def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
 def cancel_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     """Stop dispatching, compensate the succeeded steps, end CANCELLED."""
     wf = engine().scheduler.cancel(workflow_id, owner=caller())
-    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+    return _accepted(wf)
 
 
 @app.post(
@@ -223,7 +223,7 @@ def cancel_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
 def retry_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     """Redrive a FAILED workflow from its failed compensations."""
     wf = engine().scheduler.redrive(workflow_id, owner=caller())
-    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+    return _accepted(wf)
 
 
 @app.post(
@@ -234,7 +234,7 @@ def retry_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
 def pause_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     """RUNNING -> PAUSED: nothing new is dispatched; running attempts finish and are recorded."""
     wf = engine().scheduler.pause(workflow_id, owner=caller())
-    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+    return _accepted(wf)
 
 
 @app.post(
@@ -251,7 +251,7 @@ def resume_workflow(
     wf = engine().scheduler.resume(
         workflow_id, owner=caller(), step=request.step, step_input=request.input
     )
-    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+    return _accepted(wf)
 
 
 @app.post(
@@ -263,7 +263,7 @@ def compensate_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView
     """Give up on a RUNNING or PAUSED workflow: unwind as a failure would, ending COMPENSATED
     (or FAILED if a compensation fails for good)."""
     wf = engine().scheduler.compensate(workflow_id, owner=caller())
-    return _accepted(WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value))
+    return _accepted(wf)
 
 
 @app.get(
@@ -346,7 +346,9 @@ def _no_definition(exc: _NoDefinition) -> Response[Any]:
     )
 
 
-def _accepted(body: WorkflowStatusView) -> Response[WorkflowStatusView]:
+def _accepted(wf: WorkflowRecord) -> Response[WorkflowStatusView]:
+    """202 with the workflow's status after an operator's action."""
+    body = WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value)
     return Response(
         status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=body
     )
