@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME, MAX_UPLOAD_BYTES, UPLOAD_SECONDS
 
 UPLOAD_ID = r"^[0-9a-f]{32}$"
@@ -59,6 +59,14 @@ class StartWorkflowRequest(BaseModel):
         return self
 
 
+def _json_integer(value: Any) -> Any:
+    """An integer as JSON Schema means it (`10` or `10.0`), not text or a boolean, which
+    pydantic's lax mode would turn into one."""
+    if isinstance(value, str | bool):
+        raise ValueError("must be a JSON number")
+    return value
+
+
 class UploadRequest(BaseModel):
     """A presigned upload of a workflow input larger than a request may carry (5 MiB)."""
 
@@ -70,11 +78,11 @@ class UploadRequest(BaseModel):
     size: Annotated[
         int,
         Field(
-            strict=True,  # a number, as the schema says: "10" is not a size
             ge=1,
             le=MAX_UPLOAD_BYTES,
             description=f"Exact bytes of the JSON to upload (at most {MAX_UPLOAD_BYTES})",
         ),
+        BeforeValidator(_json_integer),
     ]
     sha256: Annotated[
         str | None,

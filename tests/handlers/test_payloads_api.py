@@ -218,11 +218,15 @@ def test_nothing_uploaded_a_size_or_hash_mismatch_and_bad_json_are_400(stack: St
 def test_the_upload_size_cap_and_the_request_shape(stack: Stack) -> None:
     status, _, upload = stack.api("POST", "/payloads", body={"size": MAX_UPLOAD_BYTES})
     assert status == 201 and upload["size"] == MAX_UPLOAD_BYTES
+    # An integer as JSON Schema means it: 10.0 is one, "10" and true are not.
+    status, _, integral = stack.api("POST", "/payloads", body={"size": 10.0})
+    assert status == 201 and integral["size"] == 10
     for body in (
         {"size": MAX_UPLOAD_BYTES + 1},
         {"size": 0},
         {"size": 1, "sha256": "xyz"},
         {"size": "10"},
+        {"size": True},
         {"size": 1.5},
         {},
     ):
