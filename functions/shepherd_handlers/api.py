@@ -31,7 +31,7 @@ from shepherd_handlers.models import (
     WorkflowStatusView,
     WorkflowView,
 )
-from shepherd_handlers.runtime import engine, logger, metrics, owner_from_arn, tracer
+from shepherd_handlers.runtime import engine, logger, metrics, tracer
 from shepherd_handlers.views import (
     definition_summary,
     definition_view,
@@ -51,11 +51,7 @@ app = errors.resolver()
 
 def caller() -> str:
     """The IAM identity API Gateway authenticated (see docs/api.md, Authorization)."""
-    identity = app.current_event.request_context.identity
-    arn = identity.user_arn or identity.caller
-    if not arn:
-        raise PermissionError("no caller identity")
-    return owner_from_arn(arn)
+    return errors.caller(app)
 
 
 LOCATION = {

@@ -35,8 +35,8 @@ def _view(rec: StepRecord) -> TaskView:
     )
 
 
-def _responses(description: str) -> dict[int, Any]:
-    return errors.documented(200, description, TaskView, 400, 404, 409, 415)
+def _responses(description: str, *extra: int) -> dict[int, Any]:
+    return errors.documented(200, description, TaskView, 400, 404, 409, 415, *extra)
 
 
 @app.post("/tasks/<token>/heartbeat", responses=_responses("Still waiting"), tags=["tasks"])
@@ -45,10 +45,20 @@ def heartbeat(token: TOKEN, body: HeartbeatRequest) -> TaskView:
     return _view(engine().scheduler.callback(token, "heartbeat", details=body.details))
 
 
-@app.post("/tasks/<token>/success", responses=_responses("Recorded"), tags=["tasks"])
+@app.post("/tasks/<token>/success", responses=_responses("Recorded", 410), tags=["tasks"])
 def success(token: TOKEN, body: SuccessRequest) -> TaskView:
-    """Record the attempt's result and move the workflow on."""
-    rec = engine().scheduler.callback(token, "success", output=body.output)
+    """Record the attempt's result and move the workflow on.
+
+    `output_upload` instead of `output` names the caller's POST /payloads upload as the result
+    (up to 100 MiB): 404 if it is not the caller's, 409 if another success or a start used
+    it, 410 if it expired, 400 if its object is missing, not as declared or not strict JSON.
+    The attempt stays waiting after any of these."""
+    if body.output_upload is not None:
+        rec = engine().scheduler.callback(
+            token, "success", output_upload=body.output_upload, owner=errors.caller(app)
+        )
+    else:
+        rec = engine().scheduler.callback(token, "success", output=body.output)
     logger.info(
         "callback success",
         extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},

@@ -31,6 +31,7 @@ from shepherd.errors import (
     TaskTokenInvalid,
     TaskTokenStale,
     UnknownWorkflowType,
+    UploadError,
     UploadExpired,
     UploadNotFound,
     UploadRejected,
@@ -42,7 +43,7 @@ from shepherd.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES
 from shepherd.payloads import PayloadMissing
 
 from shepherd_handlers.models import ErrorBody, ErrorDetail
-from shepherd_handlers.runtime import logger
+from shepherd_handlers.runtime import logger, owner_from_arn
 
 # A body is one object around its payload (input, output, details): one level more than the
 # payload's own limit, so a callback output may nest exactly as deep as an agent's output.
@@ -114,9 +115,12 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity
     PoolNotFound: (HTTPStatus.NOT_FOUND, "PoolNotFound", "pool"),
     PayloadMissing: (HTTPStatus.INTERNAL_SERVER_ERROR, "PayloadMissing", None),
-    UploadNotFound: (HTTPStatus.NOT_FOUND, "UploadNotFound", "input_upload"),
-    UploadUsed: (HTTPStatus.CONFLICT, "UploadUsed", "input_upload"),
-    UploadExpired: (HTTPStatus.GONE, "UploadExpired", "input_upload"),
+}
+# Upload errors name the request's field that named the upload (input_upload, output_upload).
+_UPLOADS: dict[type[UploadError], tuple[HTTPStatus, str]] = {
+    UploadNotFound: (HTTPStatus.NOT_FOUND, "UploadNotFound"),
+    UploadUsed: (HTTPStatus.CONFLICT, "UploadUsed"),
+    UploadExpired: (HTTPStatus.GONE, "UploadExpired"),
 }
 
 
@@ -127,7 +131,10 @@ def translate(exc: Exception) -> Response[Any]:
     if isinstance(exc, InputInvalid):
         return error_response(HTTPStatus.BAD_REQUEST, "InvalidInput", str(exc), exc.field)
     if isinstance(exc, UploadRejected):  # UploadMissing, UploadMismatch
-        return error_response(HTTPStatus.BAD_REQUEST, exc.code, str(exc), "input_upload")
+        return error_response(HTTPStatus.BAD_REQUEST, exc.code, str(exc), exc.field)
+    if isinstance(exc, UploadError):
+        status, code = _UPLOADS[type(exc)]
+        return error_response(status, code, str(exc), exc.field)
     if isinstance(exc, PayloadTooLarge):
         # InputTooLarge, OutputTooLarge (also OutputRejected: the engine failed the attempt),
         # DetailsTooLarge: the code names what was over its cap.
@@ -147,7 +154,7 @@ def register(app: APIGatewayRestResolver) -> None:
         message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg')}" for e in errors)
         return error_response(HTTPStatus.BAD_REQUEST, "ValidationError", message, field)
 
-    for exc_type in (JsonRejected, InputInvalid, UploadRejected, PayloadTooLarge, *_BY_TYPE):
+    for exc_type in (JsonRejected, InputInvalid, UploadError, PayloadTooLarge, *_BY_TYPE):
         app.exception_handler(exc_type)(translate)
 
     @app.not_found
@@ -156,6 +163,16 @@ def register(app: APIGatewayRestResolver) -> None:
 
 
 # -------------------------------------------------------------------------- the boundary
+
+
+def caller(app: APIGatewayRestResolver) -> str:
+    """The IAM identity API Gateway authenticated (see docs/api.md, Authorization): the owner
+    of what the request creates or reads."""
+    identity = app.current_event.request_context.identity
+    arn = identity.user_arn or identity.caller
+    if not arn:
+        raise PermissionError("no caller identity")
+    return owner_from_arn(arn)
 
 
 def request_id(event: Mapping[str, Any], context: Any) -> str:
@@ -330,7 +347,7 @@ _ERROR_DESCRIPTIONS = {
     404: "Not found, or not the caller's",
     409: "Conflict with the current state",
     413: "Too large: the body over its route's cap, or a payload over its documented cap",
-    410: "Gone: the upload named by `input_upload` has expired",
+    410: "Gone: the upload named by `input_upload` (or `output_upload`) has expired",
     415: "The body is not application/json",
     429: "Throttled by API Gateway: retry with backoff",
     500: "Internal error: quote the request id",

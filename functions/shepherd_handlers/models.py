@@ -14,6 +14,7 @@ class StartWorkflowRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
+            "not": {"required": ["input", "input_upload"]},
             "examples": [
                 {
                     "type": "order_fulfilment",
@@ -54,7 +55,7 @@ class StartWorkflowRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_input(self) -> StartWorkflowRequest:
-        if self.input_upload is not None and "input" in self.model_fields_set:
+        if {"input", "input_upload"} <= self.model_fields_set:
             raise ValueError("give either input or input_upload, not both")
         return self
 
@@ -235,8 +236,26 @@ class HeartbeatRequest(BaseModel):
 
 
 class SuccessRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    output: Any = None
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"not": {"required": ["output", "output_upload"]}}
+    )
+    output: Annotated[Any, Field(description="The attempt's result (up to the body's 5 MiB)")] = (
+        None
+    )
+    output_upload: Annotated[
+        str | None,
+        Field(
+            pattern=UPLOAD_ID,
+            description="Instead of `output`: the `upload_id` of the caller's POST /payloads "
+            "upload whose object is the result (up to 100 MiB). Single-use; unexpired",
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_output(self) -> SuccessRequest:
+        if {"output", "output_upload"} <= self.model_fields_set:
+            raise ValueError("give either output or output_upload, not both")
+        return self
 
 
 class FailureRequest(BaseModel):

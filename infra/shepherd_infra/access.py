@@ -3,19 +3,21 @@
 | function   | table items   | index Query | queues                      | bus       | S3 wf/* |
 |------------|---------------|-------------|-----------------------------|-----------|---------|
 | api        | read/write    | by_owner    | send to all pools           | —         | get/put¹|
-| callbacks  | read/write    | —           | send to all pools           | —         | put     |
+| callbacks  | read/write    | —           | send to all pools           | —         | put²    |
 | events     | read/write    | —           | send to all pools           | —         | put     |
 | agent (p)  | read/write    | —           | consume own; send to all    | —         | get/put |
 | supervisor | read/write    | watch       | send to all pools           | —         | —       |
 | relay      | its stream    | —           | its on-failure queue        | PutEvents | —       |
 
 ¹ and get/put/delete on `uploads/*` (POST /payloads: it signs the presigned POST, a start
-reads the upload and deletes it once used); no other function touches `uploads/*`.
+reads the upload and deletes it once used).
+² and get/delete on `uploads/*` (a success naming an `output_upload` reads it and deletes it
+once used). No other function touches `uploads/*`.
 
 Payload grants (the payload bucket, large payloads) are object-level on `wf/*` only: no
-delete, no list, no other prefix (but the API's on `uploads/*`). The API reads to sign its
-presigned links; the supervisor and the relay never touch a payload (the planner sees
-sizes, events carry errors).
+delete, no list, no other prefix (but the API's and the callbacks' on `uploads/*`). The API
+reads to sign its presigned links; the supervisor and the relay never touch a payload (the
+planner sees sizes, events carry errors).
 
 Only the relay publishes: events come from the table's stream, never from a writer.
 """
@@ -58,9 +60,10 @@ class Access:
         if read:
             self._payloads.grant_read(fn)
 
-    def uploads(self, fn: aws_lambda.Function) -> None:
-        """Presigned uploads (POST /payloads) and starts from them: `uploads/*` only."""
-        self._payloads.grant_uploads(fn)
+    def uploads(self, fn: aws_lambda.Function, *, sign: bool) -> None:
+        """Use uploads (a start's input, a callback's output): `uploads/*` only; `sign` also
+        presigns them (POST /payloads)."""
+        self._payloads.grant_uploads(fn, sign=sign)
 
     def table(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
         """Item read/write on the base table; Query on the named indexes only."""

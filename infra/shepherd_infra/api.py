@@ -58,7 +58,7 @@ class SchedulerApi(Construct):
         access.engine(self.api_function, indexes=[TABLE.list_index])
         access.pool_control(self.api_function, pools)
         access.payloads(self.api_function, read=True)
-        access.uploads(self.api_function)
+        access.uploads(self.api_function, sign=True)
         self.callbacks_function = runtime.function(
             self,
             "CallbacksHandler",
@@ -72,6 +72,7 @@ class SchedulerApi(Construct):
         )
         access.engine(self.callbacks_function)
         access.payloads(self.callbacks_function, read=False)
+        access.uploads(self.callbacks_function, sign=False)
 
         # Logging is opt-in: it needs the account's API Gateway CloudWatch role, which this
         # stack must neither create nor take over (see api_logging).

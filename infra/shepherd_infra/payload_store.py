@@ -85,13 +85,14 @@ class PayloadStore(Construct):
         """The ARN pattern of presigned uploads (POST /payloads) and nothing else."""
         return self.bucket.arn_for_objects(f"{UPLOAD_PREFIX}*")
 
-    def grant_uploads(self, fn: aws_lambda.Function) -> None:
-        """What POST /payloads and a start from an upload need, on `uploads/*` only:
-        PutObject (what the presigned POST is signed with: the caller writes as this role),
-        GetObject (the start reads it), DeleteObject (the start removes it once used)."""
+    def grant_uploads(self, fn: aws_lambda.Function, *, sign: bool) -> None:
+        """What using an upload needs, on `uploads/*` only: GetObject (a start or a callback's
+        success reads it), DeleteObject (removes it once used), and if `sign` PutObject (what
+        POST /payloads signs the presigned POST with: the caller writes as this role)."""
+        actions = ["s3:GetObject", "s3:DeleteObject"]
         fn.add_to_role_policy(
             aws_iam.PolicyStatement(
-                actions=["s3:PutObject", "s3:GetObject", "s3:DeleteObject"],
+                actions=["s3:PutObject", *actions] if sign else actions,
                 resources=[self.upload_objects],
             )
         )
@@ -100,7 +101,8 @@ class PayloadStore(Construct):
         acknowledge(
             fn,
             f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{UPLOAD_PREFIX}*]",
-            "Object-level Put/Get/DeleteObject on the upload prefix only: each upload's key "
+            "Object-level Get/DeleteObject (and Put to sign) on the upload prefix only: each "
+            "upload's key "
             "is made at run time from the caller and a random id, so no fixed ARN can name it",
         )
 

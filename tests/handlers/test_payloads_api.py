@@ -238,3 +238,67 @@ def test_the_upload_size_cap_and_the_request_shape(stack: Stack) -> None:
         body={"type": "order_fulfilment", "input": ORDER, "input_upload": upload["upload_id"]},
     )
     assert status == 400 and reply["error"]["code"] == "ValidationError"
+
+
+# -------------------------------------------------- a callback's output through an upload
+
+
+def test_a_callback_succeeds_with_a_20_mib_uploaded_output(
+    stack: Stack, callback_ship: list[str]
+) -> None:
+    _, accepted = _start(stack, ORDER)
+    stack.run_agents()
+    (token,) = callback_ship
+    result = _sized({"tracking": "T-20"}, 20 * MIB)
+    data = jsonsafe.dumps(result).encode()
+    upload = _upload(stack, data)
+    # Another caller's upload is not found, and both output fields at once are refused.
+    code, reply = stack.callback(
+        token, "success", {"output_upload": upload["upload_id"]}, caller=BOB
+    )
+    assert code == 404 and reply["error"]["code"] == "UploadNotFound"
+    assert reply["error"]["field"] == "output_upload"
+    code, reply = stack.callback(
+        token, "success", {"output": {}, "output_upload": upload["upload_id"]}
+    )
+    assert code == 400 and reply["error"]["code"] == "ValidationError"
+    code, reply = stack.callback(token, "success", {"output_upload": upload["upload_id"]})
+    assert code == 200 and reply["status"] == "SUCCEEDED", reply
+    s3 = stack.clients["s3"]
+    assert s3.list_objects_v2(Bucket=PAYLOAD_BUCKET, Prefix="uploads/")["KeyCount"] == 0
+    stack.run_agents()
+    wf = accepted["workflow_id"]
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    assert view["status"] == "SUCCEEDED"
+    link = view["output_ref"]["ship_order"]
+    digest = hashlib.sha256(data).hexdigest()
+    assert link["size"] == len(data) and link["sha256"] == digest
+    key = f"wf/{wf}/step/ship_order/1/output/{digest}"
+    assert s3.get_object(Bucket=PAYLOAD_BUCKET, Key=key)["Body"].read() == data
+    # Single use: the same upload cannot start a workflow now.
+    status, reply = _start_upload(stack, upload["upload_id"])
+    assert status == 409 and reply["error"]["code"] == "UploadUsed"
+
+
+def test_a_callback_upload_error_is_in_the_error_shape_and_leaves_the_step_waiting(
+    stack: Stack, callback_ship: list[str]
+) -> None:
+    _, accepted = _start(stack, ORDER)
+    stack.run_agents()
+    (token,) = callback_ship
+    status, _, upload = stack.api("POST", "/payloads", body={"size": 2})
+    assert status == 201
+    code, reply = stack.callback(token, "success", {"output_upload": upload["upload_id"]})
+    assert code == 400 and reply["error"]["code"] == "UploadMissing"
+    assert reply["error"]["field"] == "output_upload"
+    stack.clients["dynamodb"].update_item(
+        TableName="shepherd",
+        Key={"pk": {"S": upload_pk(upload["upload_id"])}, "sk": {"S": UPLOAD_SK}},
+        UpdateExpression="SET upload_expires_at = :past",
+        ExpressionAttributeValues={":past": {"N": "1"}},
+    )
+    code, reply = stack.callback(token, "success", {"output_upload": upload["upload_id"]})
+    assert code == 410 and reply["error"]["code"] == "UploadExpired"
+    view = stack.api("GET", f"/workflows/{accepted['workflow_id']}")[2]
+    ship = next(s for s in view["steps"] if s["name"] == "ship_order")
+    assert ship["status"] == "WAITING" and ship["output"] is None

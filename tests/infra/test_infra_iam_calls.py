@@ -74,6 +74,30 @@ def _deliver(stack: Stack, recorder: Recorder) -> set[str]:
     raise AssertionError("tasks kept coming")
 
 
+def _upload(stack: Stack, recorder: Recorder, data: bytes) -> Any:
+    """POST /payloads (as the API), then the caller's presigned POST of `data`."""
+    signing = len(recorder.calls)
+    status, _, upload = stack.api("POST", "/payloads", body={"size": len(data)})
+    assert status == 201
+    # botocore's generate_presigned_post builds its form through the CreateBucket model
+    # and so fires the hook, but sends nothing: no request, no permission.
+    recorder.calls[signing:] = [
+        c for c in recorder.calls[signing:] if (c.service, c.operation) != ("s3", "CreateBucket")
+    ]
+    before = len(recorder.calls)
+    posted = requests.post(
+        upload["url"], data=upload["fields"], files={"file": ("in.json", data)}, timeout=10
+    )
+    assert posted.status_code in (200, 201, 204)
+    # The caller's POST is authorised as the role that signed it: PutObject on its key
+    # (what moto's in-process handling of the form records instead is not the role's).
+    del recorder.calls[before:]
+    recorder.calls.append(
+        Call("api", "s3", "PutObject", {"Bucket": PAYLOAD_BUCKET, "Key": upload["key"]})
+    )
+    return upload
+
+
 def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Start, run, call back, list, read, cancel, sweep: each through its real handler."""
     from shepherd.clock import SystemClock
@@ -103,9 +127,13 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert started["status"] == "accepted"
         _deliver(stack, recorder)
         (token,) = tokens
+        # The carrier's result through an upload: the success reads and deletes uploads/<...>.
+        with recorder.acting_as("api"):
+            result = _upload(stack, recorder, json.dumps({"tracking": "T-1"}).encode())
         with recorder.acting_as("callbacks"):
             assert stack.callback(token, "heartbeat", {"details": {"at": "depot"}})[0] == 200
-            assert stack.callback(token, "success", {"output": {"tracking": "T-1"}})[0] == 200
+            success = {"output_upload": result["upload_id"]}
+            assert stack.callback(token, "success", success)[0] == 200
         _deliver(stack, recorder)
     finally:
         registry.register("ship_order", original)
@@ -118,28 +146,7 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert stack.api("POST", "/pools/inventory/pause")[0] == 202
         assert stack.api("POST", "/pools/inventory/resume")[0] == 202
         # A presigned upload and a start from it: the start reads and deletes uploads/<...>.
-        data = json.dumps(ORDER).encode()
-        signing = len(recorder.calls)
-        status, _, upload = stack.api("POST", "/payloads", body={"size": len(data)})
-        assert status == 201
-        # botocore's generate_presigned_post builds its form through the CreateBucket model
-        # and so fires the hook, but sends nothing: no request, no permission.
-        recorder.calls[signing:] = [
-            c
-            for c in recorder.calls[signing:]
-            if (c.service, c.operation) != ("s3", "CreateBucket")
-        ]
-        before = len(recorder.calls)
-        posted = requests.post(
-            upload["url"], data=upload["fields"], files={"file": ("in.json", data)}, timeout=10
-        )
-        assert posted.status_code in (200, 201, 204)
-        # The caller's POST is authorised as the role that signed it: PutObject on its key
-        # (what moto's in-process handling of the form records instead is not the role's).
-        del recorder.calls[before:]
-        recorder.calls.append(
-            Call("api", "s3", "PutObject", {"Bucket": PAYLOAD_BUCKET, "Key": upload["key"]})
-        )
+        upload = _upload(stack, recorder, json.dumps(ORDER).encode())
         status, _, _ = stack.api(
             "POST",
             "/workflows",

@@ -61,7 +61,8 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
     expected = {
         # links are presigned with its role; uploads: presigned POSTs, read, deleted once used
         "api": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-        "callbacks": {"s3:PutObject"},
+        # a success naming an output_upload reads it and deletes it once used
+        "callbacks": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
         "events": {"s3:PutObject"},
         "supervisor": set(),
         "relay": set(),
@@ -76,7 +77,7 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
         for action in S3_ACTIONS:
             prefixes = set()
             for resource in granted(statements, action):
-                # object-level on wf/* (and the API's uploads/*): never the bucket or another
+                # object-level on wf/* (and uploads/*): never the bucket or another
                 assert refers_to(resource, bucket_id)
                 text = flatten(resource)
                 prefixes.add(
@@ -84,6 +85,8 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
                 )
             if action in s3:
                 allowed = {"wf/*", "uploads/*"} if name == "api" else {"wf/*"}
+                if name == "callbacks":  # writes outputs under wf/*, reads uploads only
+                    allowed = {"wf/*"} if action == "s3:PutObject" else {"uploads/*"}
                 if action == "s3:DeleteObject":
                     allowed = {"uploads/*"}  # only a used upload is ever deleted
                 assert prefixes and prefixes <= allowed, (name, action, prefixes)

@@ -341,7 +341,7 @@ def test_two_starts_racing_for_one_upload_one_wins(harness: Harness) -> None:
 
     upload_id = _uploaded(harness, ORDER)
     # Both read the upload unused; the second's claim then loses its conditional write.
-    real_claim = uploads._claim
+    real_claim = uploads.claim
     results: list[Any] = []
     raced: list[bool] = []
 
@@ -355,14 +355,14 @@ def test_two_starts_racing_for_one_upload_one_wins(harness: Harness) -> None:
             )
         real_claim(scheduler, *args)
 
-    uploads._claim = racing_claim  # type: ignore[assignment]
+    uploads.claim = racing_claim  # type: ignore[assignment]
     try:
         with pytest.raises(UploadUsed):
             harness.scheduler.start_upload(
                 "order_fulfilment", upload_id, owner="alice", idempotency_key="a"
             )
     finally:
-        uploads._claim = real_claim  # type: ignore[assignment]
+        uploads.claim = real_claim  # type: ignore[assignment]
     assert results[0].created
 
 
@@ -401,3 +401,140 @@ def test_an_upload_expires_after_15_minutes(harness: Harness) -> None:
     harness.clock.advance(0.001)
     with pytest.raises(UploadExpired):
         harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+
+
+# ------------------------------------------- a callback's output from an upload, engine
+
+
+def _waiting_for_carrier(h: Harness) -> tuple[str, str]:
+    """A workflow whose ship_order waits for a callback; its id and the task token."""
+    from shepherd.engine.agent import Pending
+
+    tokens: list[str] = []
+
+    def ship(ctx: AgentContext) -> Any:
+        tokens.append(ctx.task_token())
+        return Pending()
+
+    with registry_with(ship_order=ship) as agents:
+        h.runtime.agents = agents
+        wf = h.start("order_fulfilment", ORDER)
+        h.pump()
+    assert h.step(wf, "ship_order").status is StepStatus.WAITING
+    return wf, tokens[0]
+
+
+def test_a_callback_succeeds_with_a_100_mib_upload_as_its_output(harness: Harness) -> None:
+    from shepherd.errors import TaskTokenStale, UploadUsed
+
+    wf, token = _waiting_for_carrier(harness)
+    result = _sized({"tracking": "BIG"}, limits.MAX_OUTPUT_BYTES)
+    upload_id = _uploaded(harness, result)
+    harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+    rec = harness.step(wf, "ship_order")
+    ref = ref_of(rec.output)
+    assert rec.status is StepStatus.SUCCEEDED and ref is not None
+    assert ref.size == limits.MAX_OUTPUT_BYTES
+    assert ref.key.startswith(f"wf/{wf}/step/ship_order/1/output/")
+    assert not [k for k in harness.payload_store.objects if k.startswith("uploads/")]
+    assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+    # The attempt is over: its token is stale; the upload is used (by that attempt).
+    with pytest.raises(TaskTokenStale):
+        harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+    with pytest.raises(UploadUsed) as used:
+        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+    assert used.value.used_by == f"task:{wf}:step:ship_order:1"
+
+
+def test_a_callback_upload_that_cannot_be_used_leaves_the_attempt_waiting(
+    harness: Harness,
+) -> None:
+    from shepherd.errors import InputInvalid, UploadExpired, UploadNotFound, UploadRejected
+
+    wf, token = _waiting_for_carrier(harness)
+    mine = _uploaded(harness, {"tracking": "T"})
+    with pytest.raises(UploadNotFound) as foreign:  # another caller's upload
+        harness.scheduler.callback(token, "success", output_upload=mine, owner="bob")
+    assert foreign.value.field == "output_upload"
+    data = b'{"tracking": NaN}'
+    bad = uploads_create(harness, data)
+    with pytest.raises(InputInvalid) as invalid:
+        harness.scheduler.callback(token, "success", output_upload=bad, owner="alice")
+    assert invalid.value.field == "output_upload"
+    with pytest.raises(UploadRejected) as missing:
+        harness.scheduler.callback(
+            token, "success", output_upload=uploads_create(harness, b"{}", put=False), owner="alice"
+        )
+    assert missing.value.code == "UploadMissing"
+    harness.clock.advance(limits.UPLOAD_SECONDS)
+    with pytest.raises(UploadExpired):
+        harness.scheduler.callback(token, "success", output_upload=mine, owner="alice")
+    rec = harness.step(wf, "ship_order")
+    assert rec.status is StepStatus.WAITING and rec.output is None
+    # A fresh upload completes it.
+    fresh = _uploaded(harness, {"tracking": "T"})
+    harness.scheduler.callback(token, "success", output_upload=fresh, owner="alice")
+    assert harness.step(wf, "ship_order").status is StepStatus.SUCCEEDED
+
+
+def uploads_create(h: Harness, data: bytes, *, put: bool = True) -> str:
+    """An upload of `data` (declared without a sha256); its object written unless not `put`."""
+    from shepherd.engine import uploads
+
+    upload = uploads.create(h.scheduler, "alice", len(data), None)
+    if put:
+        h.payload_store.put(upload.key, data, hashlib.sha256(data).hexdigest())
+    return upload.upload_id
+
+
+def test_a_callback_that_dies_after_its_claim_is_finished_by_repeating_it(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.errors import StoreUnavailable, UploadUsed
+
+    wf, token = _waiting_for_carrier(harness)
+    upload_id = _uploaded(harness, {"tracking": "AGAIN"})
+    real = harness.scheduler.complete_attempt
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailable("the write never ran")
+
+    monkeypatch.setattr(harness.scheduler, "complete_attempt", dies)
+    with pytest.raises(StoreUnavailable):
+        harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+    monkeypatch.setattr(harness.scheduler, "complete_attempt", real)
+    # The claim names this attempt: a start naming the upload is refused ...
+    with pytest.raises(UploadUsed):
+        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+    # ... and the same success, repeated (after the upload's expiry even), completes it.
+    harness.clock.advance(limits.UPLOAD_SECONDS)
+    harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+    assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+    assert harness.output(wf)["ship_order"] == {"tracking": "AGAIN"}
+
+
+def test_two_successes_racing_for_one_upload_one_wins(harness: Harness) -> None:
+    """Two attempts' callbacks name one upload: the conditional claim lets one use it."""
+    from shepherd.engine import uploads
+    from shepherd.errors import UploadUsed
+
+    wf, token = _waiting_for_carrier(harness)
+    other_wf, other_token = _waiting_for_carrier(harness)
+    upload_id = _uploaded(harness, {"tracking": "ONE"})
+    real_claim = uploads.claim
+
+    def racing_claim(scheduler: Any, *args: Any) -> None:
+        uploads.claim = real_claim  # type: ignore[assignment]
+        # the other success runs to its end between our checks and our claim
+        harness.scheduler.callback(other_token, "success", output_upload=upload_id, owner="alice")
+        real_claim(scheduler, *args)
+
+    uploads.claim = racing_claim  # type: ignore[assignment]
+    try:
+        with pytest.raises(UploadUsed):
+            harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+    finally:
+        uploads.claim = real_claim  # type: ignore[assignment]
+    assert harness.step(other_wf, "ship_order").status is StepStatus.SUCCEEDED
+    rec = harness.step(wf, "ship_order")
+    assert rec.status is StepStatus.WAITING and rec.output is None

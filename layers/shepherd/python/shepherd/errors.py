@@ -50,36 +50,46 @@ class IdempotencyConflict(ShepherdError):
         self.workflow_id = workflow_id
 
 
-class UploadNotFound(ShepherdError):
+class UploadError(ShepherdError):
+    """An upload named by a request cannot be used; `field` is the request's field that named
+    it (`input_upload` of a start, `output_upload` of a callback's success)."""
+
+    def __init__(self, message: str, upload_id: str, field: str) -> None:
+        super().__init__(message)
+        self.upload_id = upload_id
+        self.field = field
+
+
+class UploadNotFound(UploadError):
     """No upload has this id, or it belongs to another caller (POST /payloads)."""
 
-    def __init__(self, upload_id: str) -> None:
-        super().__init__(f"upload '{upload_id}' not found")
-        self.upload_id = upload_id
+    def __init__(self, upload_id: str, field: str = "input_upload") -> None:
+        super().__init__(f"upload '{upload_id}' not found", upload_id, field)
 
 
-class UploadUsed(ShepherdError):
-    """The upload already started a workflow: each upload is single-use."""
+class UploadUsed(UploadError):
+    """The upload was already used (by a workflow's start or an attempt's success): each
+    upload is single-use."""
 
-    def __init__(self, upload_id: str, workflow_id: str) -> None:
-        super().__init__(f"upload '{upload_id}' was already used (workflow {workflow_id})")
-        self.upload_id = upload_id
-        self.workflow_id = workflow_id
-
-
-class UploadExpired(ShepherdError):
-    """The upload's 15 minutes have passed before a start used it."""
-
-    def __init__(self, upload_id: str) -> None:
-        super().__init__(f"upload '{upload_id}' has expired: request a new one")
-        self.upload_id = upload_id
+    def __init__(self, upload_id: str, used_by: str, field: str = "input_upload") -> None:
+        super().__init__(f"upload '{upload_id}' was already used (by {used_by})", upload_id, field)
+        self.used_by = used_by
 
 
-class UploadRejected(ShepherdError):
+class UploadExpired(UploadError):
+    """The upload's 15 minutes have passed before a request used it."""
+
+    def __init__(self, upload_id: str, field: str = "input_upload") -> None:
+        super().__init__(f"upload '{upload_id}' has expired: request a new one", upload_id, field)
+
+
+class UploadRejected(UploadError):
     """The uploaded object is missing, or not what the upload declared (size, sha256)."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(
+        self, code: str, message: str, upload_id: str = "", field: str = "input_upload"
+    ) -> None:
+        super().__init__(message, upload_id, field)
         self.code = code
 
 

@@ -16,6 +16,7 @@ from shepherd import jsonsafe, limits
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision
 from shepherd.definitions import Definition
+from shepherd.engine import uploads
 from shepherd.engine.scheduler import Scheduler, output_problem
 from shepherd.engine.tokens import TaskToken, matches
 from shepherd.errors import OutputRejected, PayloadTooLarge, TaskTokenInvalid, TaskTokenStale
@@ -33,8 +34,11 @@ def callback(
     output: Any = None,
     error: str | None = None,
     cause: str | None = None,
+    output_upload: str | None = None,
+    owner: str | None = None,
 ) -> StepRecord:
-    """Heartbeat, succeed or fail the attempt a task token belongs to."""
+    """Heartbeat, succeed or fail the attempt a task token belongs to. A success's output is
+    `output`, or the object of `owner`'s upload `output_upload` (see engine.uploads)."""
     parsed, state, definition, rec = _target(scheduler, token)
     now = scheduler.ports.clock.now_ms()
     if action == "heartbeat":
@@ -50,13 +54,22 @@ def callback(
             raise TaskTokenStale(_OVER)
         return updated
     if action == "success":
-        text = dumps(output)
+        upload: dict[str, Any] | None = None
+        claimant = f"task:{rec.workflow_id}:{rec.kind}:{rec.name}:{parsed.attempt}"
+        if output_upload is not None:
+            text, upload = uploads.take_output(scheduler, output_upload, owner or "", claimant)
+        else:
+            text = dumps(output)
         problem = output_problem(state, rec, text)
         if problem is None:
+            if output_upload is not None:
+                uploads.claim(scheduler, output_upload, owner or "", claimant, "output_upload")
             stored = scheduler.keep_for(rec, "output", text)
             updated = scheduler.complete_attempt(state, rec, stored, token_hash=parsed.hash)
             if updated is None:
                 raise TaskTokenStale(_OVER)
+            if upload is not None:
+                uploads.discard(scheduler, upload)
             return updated
         # Over a cap: the attempt fails for good (OutputTooLarge), and the caller is told.
         _fail(scheduler, state, definition, rec, parsed, "OutputTooLarge", problem, True)

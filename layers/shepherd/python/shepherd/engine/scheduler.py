@@ -464,11 +464,21 @@ class Scheduler:
         output: Any = None,
         error: str | None = None,
         cause: str | None = None,
+        output_upload: str | None = None,
+        owner: str | None = None,
     ) -> StepRecord:
         from shepherd.engine import callbacks  # noqa: PLC0415
 
         return callbacks.callback(
-            self, token, action, details=details, output=output, error=error, cause=cause
+            self,
+            token,
+            action,
+            details=details,
+            output=output,
+            error=error,
+            cause=cause,
+            output_upload=output_upload,
+            owner=owner,
         )
 
     # ---------------------------------------------------------------------- the executor

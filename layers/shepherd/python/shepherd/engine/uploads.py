@@ -1,4 +1,4 @@
-"""Presigned uploads (POST /payloads): an input larger than a request may carry.
+"""Presigned uploads (POST /payloads): a payload larger than a request may carry.
 
 `create` records an upload item (owner, object key, declared size and sha256, expiry; the
 table's TTL removes it) and returns a presigned POST of exactly that many bytes to a key the
@@ -19,6 +19,11 @@ The workflow id is fixed before step 1 (from the idempotency key, else from the 
 so a start that fails between 1 and 2 is finished by repeating it: the claim names that id.
 A replay with the same idempotency key after success returns the same workflow.
 
+`take_output` turns an upload into a callback's output (`POST /tasks/{token}/success` with
+`output_upload`) under the same checks: the callback's caller must own it, and it is claimed
+for the attempt the token names (`task:<workflow>:<kind>:<step>:<attempt>`), so a callback
+that dies after the claim is finished by repeating it, and no other success can use it.
+
 Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
@@ -28,7 +33,7 @@ import hashlib
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shepherd import jsonsafe, limits
 from shepherd.conditions import Eq, Missing, Update, all_of
@@ -119,9 +124,7 @@ def start(
         else upload_workflow_id(owner, upload_id)
     )
     rhash = upload_request_hash(wf_type, upload_id)
-    upload = store.get(upload_pk(upload_id), UPLOAD_SK)
-    if upload is None or upload.get("owner") != owner:
-        raise UploadNotFound(upload_id)
+    upload = load(scheduler, upload_id, owner, "input_upload")
     existing_item = store.get(wf_pk(workflow_id), WF_SK)
     if existing_item is not None:
         existing = WorkflowRecord.from_item(existing_item)
@@ -130,15 +133,11 @@ def start(
                 raise IdempotencyConflict(existing.workflow_id)
             raise UploadUsed(upload_id, str(upload.get("used_by", existing.workflow_id)))
         return StartResult(existing, created=False)  # an idempotent replay
-    used_by = upload.get("used_by")
-    if used_by is not None and used_by != workflow_id:
-        raise UploadUsed(upload_id, str(used_by))
-    now = scheduler.ports.clock.now_ms()
-    if used_by is None and now >= int(upload["upload_expires_at"]):
-        raise UploadExpired(upload_id)
-    input_json = _read(scheduler, upload, definition)
-    if used_by is None:
-        _claim(scheduler, upload_id, owner, workflow_id, now)
+    usable(scheduler, upload, upload_id, workflow_id, "input_upload")
+    payload = value(scheduler, upload, upload_id, "input_upload")
+    input_json = scheduler.validated_input(definition, payload, max_bytes=limits.MAX_UPLOAD_BYTES)
+    if upload.get("used_by") is None:
+        claim(scheduler, upload_id, owner, workflow_id, "input_upload")
     result = scheduler.create(
         definition,
         workflow_id,
@@ -147,48 +146,86 @@ def start(
         owner=owner,
         idempotency_key=idempotency_key,
     )
+    discard(scheduler, upload)
+    return result
+
+
+def load(scheduler: Scheduler, upload_id: str, owner: str, field: str) -> dict[str, Any]:
+    """The upload item, if it is the caller's (else UploadNotFound, as for a workflow)."""
+    upload = scheduler.ports.store.get(upload_pk(upload_id), UPLOAD_SK)
+    if upload is None or upload.get("owner") != owner:
+        raise UploadNotFound(upload_id, field)
+    return upload
+
+
+def usable(
+    scheduler: Scheduler, upload: dict[str, Any], upload_id: str, claimant: str, field: str
+) -> None:
+    """Unused and unexpired, or already claimed by this very claimant (a repeat, which may
+    finish after the expiry: the claim was in time)."""
+    used_by = upload.get("used_by")
+    if used_by is not None and used_by != claimant:
+        raise UploadUsed(upload_id, str(used_by), field)
+    if used_by is None and scheduler.ports.clock.now_ms() >= int(upload["upload_expires_at"]):
+        raise UploadExpired(upload_id, field)
+
+
+def value(scheduler: Scheduler, upload: dict[str, Any], upload_id: str, field: str) -> Any:
+    """The upload's object as a JSON value: present, of the declared size and sha256, strict
+    JSON within the depth limit."""
+    data = scheduler.ports.payloads.store.get(str(upload["key"]))
+    if data is None:
+        raise UploadRejected(
+            "UploadMissing", "nothing was uploaded for this upload_id", upload_id, field
+        )
+    declared = int(str(upload["size"]))
+    if len(data) != declared:
+        raise UploadRejected(
+            "UploadMismatch",
+            f"the object is {len(data)} bytes; the upload declared {declared}",
+            upload_id,
+            field,
+        )
+    digest = upload.get("sha256")
+    if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+        raise UploadRejected(
+            "UploadMismatch", "the object does not match the declared sha256", upload_id, field
+        )
+    try:
+        return jsonsafe.parse(data, what=f"the upload ({field})")
+    except jsonsafe.JsonRejected as exc:
+        raise InputInvalid(exc.message, field) from None
+
+
+def take_output(
+    scheduler: Scheduler, upload_id: str, owner: str, claimant: str
+) -> tuple[str, dict[str, Any]]:
+    """A callback's output from an upload: its canonical JSON and the upload item, checked but
+    not yet claimed (the caller checks the output's caps first, then claims)."""
+    upload = load(scheduler, upload_id, owner, "output_upload")
+    usable(scheduler, upload, upload_id, claimant, "output_upload")
+    return jsonsafe.dumps(value(scheduler, upload, upload_id, "output_upload")), upload
+
+
+def discard(scheduler: Scheduler, upload: dict[str, Any]) -> None:
+    """Delete a used upload's object (its copy lives under the owner's keys now)."""
     try:
         scheduler.ports.payloads.store.delete(str(upload["key"]))
     except StoreUnavailable:
         logger.warning("upload object not deleted; the lifecycle rule will", exc_info=True)
-    return result
 
 
-def _read(scheduler: Scheduler, upload: dict[str, object], definition: object) -> str:
-    """The upload's object as the workflow's canonical input JSON, checked."""
-    key = str(upload["key"])
-    data = scheduler.ports.payloads.store.get(key)
-    if data is None:
-        raise UploadRejected("UploadMissing", "nothing was uploaded for this upload_id")
-    declared = int(str(upload["size"]))
-    if len(data) != declared:
-        raise UploadRejected(
-            "UploadMismatch", f"the object is {len(data)} bytes; the upload declared {declared}"
-        )
-    digest = upload.get("sha256")
-    if digest is not None and hashlib.sha256(data).hexdigest() != digest:
-        raise UploadRejected("UploadMismatch", "the object does not match the declared sha256")
-    try:
-        payload = jsonsafe.parse(data, what="the uploaded input")
-    except jsonsafe.JsonRejected as exc:
-        raise InputInvalid(exc.message, "input_upload") from None
-    return scheduler.validated_input(
-        definition,  # type: ignore[arg-type]
-        payload,
-        max_bytes=limits.MAX_UPLOAD_BYTES,
-    )
-
-
-def _claim(scheduler: Scheduler, upload_id: str, owner: str, workflow_id: str, now: int) -> None:
-    """Mark the upload used by this workflow: one conditional write, so it is single-use."""
+def claim(scheduler: Scheduler, upload_id: str, owner: str, claimant: str, field: str) -> None:
+    """Mark the upload used by `claimant` (a workflow id, or an attempt): one conditional
+    write, so it is single-use."""
     try:
         scheduler.ports.store.update(
             upload_pk(upload_id),
             UPLOAD_SK,
-            Update(set={"used_by": workflow_id, "used_at": now}),
+            Update(set={"used_by": claimant, "used_at": scheduler.ports.clock.now_ms()}),
             all_of(Eq("owner", owner), Missing("used_by")),
         )
     except ConditionFailed as lost:
         current = lost.current or {}
-        if current.get("used_by") != workflow_id:
-            raise UploadUsed(upload_id, str(current.get("used_by"))) from None
+        if current.get("used_by") != claimant:
+            raise UploadUsed(upload_id, str(current.get("used_by")), field) from None
