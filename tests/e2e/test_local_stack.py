@@ -395,3 +395,36 @@ def test_an_input_over_5_mib_is_uploaded_by_the_cli_and_started_once(
         )
     assert (other.value.status, other.value.code) == (404, "UploadNotFound")
     assert wait(api, first["workflow_id"])["status"] == "SUCCEEDED"
+
+
+def test_a_callback_step_is_answered_from_the_cli_with_an_uploaded_output(
+    api: Api, stack: LocalStack, tmp_path: Path
+) -> None:
+    """`shepherd task heartbeat|success TOKEN`: a demo step waits for a callback (input option
+    `callback`, its token left in its details); a 6 MiB result goes through an upload."""
+    workflow_id = start(api, "order_fulfilment", {**ORDER, "callback": ["ship_order"]})
+    deadline = time.monotonic() + 30
+    token = None
+    while token is None and time.monotonic() < deadline:
+        view = api.call("GET", f"/workflows/{workflow_id}")
+        ship = next(s for s in view["steps"] if s["name"] == "ship_order")
+        token = (
+            (ship.get("details") or {}).get("task_token") if ship["status"] == "WAITING" else None
+        )
+        time.sleep(0.2)
+    assert token is not None, view
+    wrong = cli(stack, "task", "heartbeat", token, "--output", "{}")
+    assert wrong.returncode == 1 and "--output does not go with `task heartbeat`" in wrong.stderr
+    beat = cli(stack, "task", "heartbeat", token, "--details", '{"at": "depot"}')
+    assert beat.returncode == 0 and beat.stdout.strip().endswith("WAITING"), beat.stderr
+    big = {"tracking": "CLI-1", "manifest": "m" * (6 * 1024 * 1024)}
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(big))
+    done = cli(stack, "task", "success", token, "--output", f"@{path}")
+    assert done.returncode == 0 and done.stdout.strip().endswith("SUCCEEDED"), done.stderr
+    view = wait(api, workflow_id)
+    assert view["status"] == "SUCCEEDED"
+    assert view["output_ref"]["ship_order"]["size"] > 6 * 1024 * 1024
+    # The token's attempt is over: a second answer is refused, in the CLI's words.
+    again = cli(stack, "task", "success", token, "--output", "{}")
+    assert again.returncode == 1 and "TaskTokenStale" in again.stderr

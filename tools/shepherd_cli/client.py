@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from shepherd.limits import MAX_INPUT_BYTES
+
 DEFAULT_API = "http://127.0.0.1:8080"
 
 
@@ -80,14 +82,42 @@ class Api:
             raise CliError(f"{self.base_url} did not answer within {self.timeout:.0f}s") from None
         return json.loads(text) if text else None
 
+    def start(self, wf_type: str, payload: Any, idempotency_key: str | None = None) -> Any:
+        """POST /workflows; an input over a request's cap (5 MiB) is uploaded first."""
+        data = canonical(payload)
+        body: dict[str, Any] = (
+            {"type": wf_type, "input_upload": self.upload(data)}
+            if len(data) > MAX_INPUT_BYTES
+            else {"type": wf_type, "input": payload}
+        )
+        if idempotency_key:
+            body["idempotency_key"] = idempotency_key
+        return self.call("POST", "/workflows", body)
+
+    def succeed(self, token: str, output: Any) -> Any:
+        """POST /tasks/{token}/success; an output over a request's cap (5 MiB) is uploaded
+        first (up to 100 MiB)."""
+        data = canonical(output)
+        body = (
+            {"output_upload": self.upload(data)}
+            if len(data) > MAX_INPUT_BYTES
+            else {"output": output}
+        )
+        return self.call("POST", f"/tasks/{token}/success", body)
+
     def upload(self, data: bytes) -> str:
-        """A large input through POST /payloads and its presigned POST; the upload id to
-        start with (`input_upload`)."""
+        """A large payload through POST /payloads and its presigned POST; the upload id to
+        name (`input_upload`, `output_upload`)."""
         upload = self.call(
             "POST", "/payloads", {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         )
         post_form(str(upload["url"]), dict(upload["fields"]), data, timeout=max(self.timeout, 300))
         return str(upload["upload_id"])
+
+
+def canonical(value: Any) -> bytes:
+    """The bytes the API measures a payload by (compact, sorted, UTF-8)."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
 def post_form(url: str, fields: dict[str, str], data: bytes, *, timeout: float) -> None:

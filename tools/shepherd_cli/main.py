@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shepherd.limits import MAX_INPUT_BYTES
-
 from shepherd_cli.client import DEFAULT_API, Api, CliError
 from shepherd_cli.console.server import is_loopback
 from shepherd_cli.project import Project
@@ -25,7 +23,7 @@ TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 CONSOLE_PORT = 8081
 
 
-def _input(value: str) -> Any:
+def _input(value: str, option: str = "--input") -> Any:
     text = value
     if value.startswith("@"):
         path = Path(value[1:])
@@ -36,7 +34,7 @@ def _input(value: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise CliError(f"--input is not valid JSON: {exc}") from None
+        raise CliError(f"{option} is not valid JSON: {exc}") from None
 
 
 def _project(args: argparse.Namespace) -> Project:
@@ -124,11 +122,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from shepherd_cli.local import LocalStack
 
     project = _project(args)
-    body = {"type": args.type, "input": _input(args.input) if args.input else {}}
+    payload = _input(args.input) if args.input else {}
     print(f"starting the local stack for {project.definitions_dir}...", flush=True)
     with LocalStack(project=project, port=0, workers=1, sweep_interval=0.5) as stack:
         api = Api(stack.api_url, caller=args.caller)
-        accepted = api.call("POST", "/workflows", body)
+        accepted = api.start(args.type, payload)
         print(f"started {accepted['workflow_id']}", flush=True)
         return _watch(api, accepted["workflow_id"], args.timeout)
 
@@ -172,15 +170,8 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace, api: Api) -> int:
-    body: dict[str, Any] = {"type": args.type, "input": _input(args.input) if args.input else {}}
-    canonical = json.dumps(
-        body["input"], separators=(",", ":"), sort_keys=True, ensure_ascii=False
-    ).encode()
-    if len(canonical) > MAX_INPUT_BYTES:  # over a request's cap: upload it first
-        body = {"type": args.type, "input_upload": api.upload(canonical)}
-    if args.idempotency_key:
-        body["idempotency_key"] = args.idempotency_key
-    accepted = api.call("POST", "/workflows", body)
+    payload = _input(args.input) if args.input else {}
+    accepted = api.start(args.type, payload, args.idempotency_key)
     print(accepted["workflow_id"] if not args.wait else f"started {accepted['workflow_id']}")
     if args.wait:
         return _watch(api, accepted["workflow_id"], args.timeout)
@@ -259,6 +250,38 @@ def cmd_resume(args: argparse.Namespace, api: Api) -> int:
 
 def cmd_compensate(args: argparse.Namespace, api: Api) -> int:
     print(api.call("POST", f"/workflows/{args.workflow_id}/compensate")["status"])
+    return 0
+
+
+def cmd_task(args: argparse.Namespace, api: Api) -> int:
+    """What an outside system does with a callback step's task token, from a shell."""
+    wrong = [
+        option
+        for option, given, allowed in (
+            ("--output", args.output, "success"),
+            ("--details", args.details, "heartbeat"),
+            ("--error", args.error, "failure"),
+            ("--cause", args.cause, "failure"),
+        )
+        if given is not None and args.action != allowed
+    ]
+    if wrong:
+        raise CliError(f"{wrong[0]} does not go with `task {args.action}`")
+    if args.action == "success":
+        task = api.succeed(args.token, _input(args.output, "--output") if args.output else None)
+    else:
+        body: dict[str, Any] = {}
+        if args.details is not None:
+            body["details"] = _input(args.details, "--details")
+        if args.action == "failure":
+            body = {"error": args.error or "TaskFailed"}
+            if args.cause is not None:
+                body["cause"] = args.cause
+        task = api.call("POST", f"/tasks/{args.token}/{args.action}", body)
+    print(
+        f"{task['workflow_id']} {task['kind']} {task['step']} attempt {task['attempt']}: "
+        f"{task['status']}"
+    )
     return 0
 
 
@@ -438,6 +461,18 @@ def parser() -> argparse.ArgumentParser:
     resume.add_argument("--step", help="give this step a replacement input")
     resume.add_argument("--input", help="the replacement input: JSON, or @file")
 
+    task = sub.add_parser(
+        "task", help="answer a callback step with its task token: heartbeat, success, failure"
+    )
+    task.add_argument("action", choices=["heartbeat", "success", "failure"])
+    task.add_argument("token")
+    task.add_argument(
+        "--output", help="success: JSON, or @file (over 5 MiB: uploaded first, up to 100 MiB)"
+    )
+    task.add_argument("--details", help="heartbeat: progress details, JSON or @file")
+    task.add_argument("--error", help="failure: the error name (default TaskFailed)")
+    task.add_argument("--cause", help="failure: what happened")
+
     pools = sub.add_parser("pools", help="agent pools and their backlogs; pause or resume one")
     pools.add_argument("action", nargs="?", choices=["list", "pause", "resume"], default="list")
     pools.add_argument("pool", nargs="?")
@@ -508,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             "resume": cmd_resume,
             "compensate": cmd_compensate,
             "pools": cmd_pools,
+            "task": cmd_task,
         }[args.command]
         return handler(args, api)
     except CliError as exc:

@@ -26,6 +26,8 @@ class Scenario:
     )
     via_event: bool = False  # started by an EventBridge StartWorkflow event, not HTTP
     on_pause: str | None = None  # what the operator does once it is PAUSED: resume, compensate
+    # A carrier answers the waiting callback step with a result of at least this many bytes.
+    carrier_bytes: int | None = None
 
 
 def _faults(base: dict[str, Any], **faults: dict[str, Any]) -> dict[str, Any]:
@@ -45,6 +47,14 @@ SCENARIOS = [
         LARGE,
         "SUCCEEDED",
         "a 2 MiB input; shipping returns 20 MiB (kept in S3)",
+    ),
+    Scenario(
+        "order-carrier-callback",
+        "order_fulfilment",
+        {**ORDER, "order_id": "ord-cb-1", "callback": ["ship_order"]},
+        "SUCCEEDED",
+        "shipping waits for the carrier's callback: an 8 MiB result, uploaded",
+        carrier_bytes=8 * MIB,
     ),
     Scenario(
         "order-flaky-payment",

@@ -7,12 +7,13 @@ registry = AgentRegistry()
 
 # Importing the modules registers their agents.
 from shepherd_examples.agents import order, provision  # noqa: E402
-from shepherd_examples.agents.faults import with_output_bytes  # noqa: E402
+from shepherd_examples.agents.faults import with_callback, with_output_bytes  # noqa: E402
 
-# Any demo step can be asked to return a large value (input option `output_bytes`).
+# Any demo step can be asked to return a large value (input option `output_bytes`) or to wait
+# for a callback (input option `callback`).
 for _name in sorted(registry.names()):
     _fn = registry.get(_name)
     assert _fn is not None
-    registry.register(_name, with_output_bytes(_fn))
+    registry.register(_name, with_callback(with_output_bytes(_fn)))
 
 __all__ = ["order", "provision", "registry"]

@@ -10,6 +10,13 @@ cannot know). Only demo agents read `faults`.
 `"output_bytes": {"<step>": N}` makes that step return a value of at least N bytes (its
 result plus a `padding` string): a large output, kept in the payload bucket by the engine
 with no change to the agent (docs/architecture.md, Large payloads).
+
+`"callback": ["<step>", ...]` makes those steps callback steps: instead of doing the work, the
+agent hands it to "an outside system" and waits (`Pending`). The demo has no outside system,
+so the step leaves its task token in its progress details (`details.task_token`) for whoever
+plays that part (`make demo`'s carrier, or you: `shepherd task success <token> --output ...`).
+A real agent sends the token to the system doing the work, never into the workflow's details:
+anyone who can read the workflow could then answer for it.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shepherd.engine.agent import AgentContext
+from shepherd.engine.agent import AgentContext, Pending
 from shepherd.errors import PermanentError
 
 
@@ -110,5 +117,19 @@ def with_output_bytes(fn: Callable[[AgentContext], Any]) -> Callable[[AgentConte
         if size and isinstance(result, dict):
             return {**result, "padding": "x" * size}
         return result
+
+    return agent
+
+
+def with_callback(fn: Callable[[AgentContext], Any]) -> Callable[[AgentContext], Any]:
+    """`fn`, or, for a step the input names in `callback`, a hand-off that waits for one."""
+
+    @functools.wraps(fn)
+    def agent(ctx: AgentContext) -> Any:
+        steps = ctx.input.get("callback") if isinstance(ctx.input, dict) else None
+        if ctx.kind == "step" and isinstance(steps, list) and ctx.step in steps:
+            ctx.report_progress({"waiting_for": "callback", "task_token": ctx.task_token()})
+            return Pending("handed to an outside system")
+        return fn(ctx)
 
     return agent
