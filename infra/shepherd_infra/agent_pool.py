@@ -63,6 +63,7 @@ class AgentPool(Construct):
         *,
         code: aws_lambda.Code | None = None,
         agent_modules: Sequence[str] = (),
+        memory_mb: int = config.WORKER_MEMORY_MB,
     ) -> aws_lambda.Function:
         """The pool's consumer: `code` holds the handlers and the pool's agents, which
         `agent_modules` name (SHEPHERD_AGENT_MODULES)."""
@@ -76,7 +77,7 @@ class AgentPool(Construct):
             FunctionSpec(
                 handler=HANDLER_AGENT,
                 timeout=Duration.seconds(pool.function_timeout_seconds),
-                memory_mb=config.WORKER_MEMORY_MB,
+                memory_mb=memory_mb,
                 description=f"agent pool {pool.name}",
                 extra_env=env,
                 code=code,

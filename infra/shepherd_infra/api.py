@@ -35,6 +35,7 @@ class SchedulerApi(Construct):
         access: Access,
         pools: Sequence[AgentPool] = (),
         logging: bool = False,
+        memory_mb: int = config.API_MEMORY_MB,
     ) -> None:
         super().__init__(scope, construct_id)
         # Pausing a pool disables its SQS event source mapping: the API knows them by id.
@@ -47,7 +48,7 @@ class SchedulerApi(Construct):
             FunctionSpec(
                 handler=HANDLER_API,
                 timeout=config.API_TIMEOUT,
-                memory_mb=config.API_MEMORY_MB,
+                memory_mb=memory_mb,
                 description="scheduler API",
                 extra_env={ENV_POOL_MAPPINGS: json.dumps(mappings, sort_keys=True)}
                 if mappings
@@ -65,7 +66,7 @@ class SchedulerApi(Construct):
             FunctionSpec(
                 handler=HANDLER_CALLBACKS,
                 timeout=config.API_TIMEOUT,
-                memory_mb=config.API_MEMORY_MB,
+                memory_mb=memory_mb,
                 description="task callbacks (heartbeat, success, failure)",
                 extra_env={},
             ),

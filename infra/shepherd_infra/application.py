@@ -98,6 +98,26 @@ def _json_map(value: Any) -> dict[str, str]:
     return dict(json.loads(value) if isinstance(value, str) else value)
 
 
+def _int(value: Any, default: int) -> int:
+    """A whole number from context (`-c key=1024` gives text); the construct checks its range."""
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"expected a whole number, got {value!r}")
+
+
+def _json_ints(value: Any, key: str) -> dict[str, int]:
+    """A context map of whole numbers, as JSON text or an object."""
+    mapping = _json_map(value)
+    try:
+        return {k: _int(v, 0) for k, v in mapping.items()}
+    except ValueError as exc:
+        raise ValueError(f"context {key!r}: {exc}") from None
+
+
 def build_app(
     *,
     definitions_dir: Path | None = None,
@@ -129,6 +149,8 @@ def build_app(
         powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
         event_owners=_json_map(ctx(config.CTX_EVENT_OWNERS)),
         webhooks=parse_webhooks(ctx(config.CTX_WEBHOOKS)),
+        pool_memory_mb=_json_ints(ctx(config.CTX_POOL_MEMORY_MB), config.CTX_POOL_MEMORY_MB),
+        api_memory_mb=_int(ctx(config.CTX_API_MEMORY_MB), config.API_MEMORY_MB),
     )
     add_checks(app)
     return app, stack

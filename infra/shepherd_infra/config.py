@@ -49,7 +49,13 @@ PAYLOAD_LIVE_DAYS = 90
 
 # Function sizing. Agent timeouts come from the pools (shepherd.topology).
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's integration limit
-API_MEMORY_MB = 512  # latency-sensitive: more memory buys more CPU for cold starts
+# The API and callbacks functions: a start or a callback success from a 100 MiB upload holds
+# the parsed value, its canonical JSON and bytes at once: ~200 MiB for one large string, ~1 GiB
+# for 100 MiB of small records (3 million objects; measured in process, docs/architecture.md).
+# 2048 MB holds that with room, and buys a full vCPU (such a start parses in ~7 s, under API
+# Gateway's 29 s). A deployment that never takes large uploads may lower it (`api_memory_mb`).
+API_MEMORY_MB = 2048
+LAMBDA_MEMORY_RANGE = (128, 10240)  # what Lambda accepts, in MB
 EVENTS_TIMEOUT = Duration.seconds(30)
 RELAY_TIMEOUT = Duration.seconds(60)  # a batch of 100 records: about 10 PutEvents calls
 # The event relay is behind when its oldest unprocessed stream record is older than this.
@@ -94,3 +100,5 @@ REMOVED_CONTEXT = {
 # {event source: owner principal ARN} for StartWorkflow events (JSON; see docs/api.md, Events)
 CTX_EVENT_OWNERS = "event_owners"
 CTX_WEBHOOKS = "webhooks"  # selected events to HTTPS endpoints (shepherd_infra.webhooks)
+CTX_API_MEMORY_MB = "api_memory_mb"  # the API and callbacks functions' memory
+CTX_POOL_MEMORY_MB = "pool_memory_mb"  # {"<pool>": MB}: an agent pool's function memory

@@ -49,6 +49,9 @@ class Shepherd(Construct):
     `agents` is the code of every pool's agents; `pool_agents` gives a pool its own code asset
     instead (a pool with heavy dependencies). A pool with neither is refused. `build_dir`
     (default: a folder in the cloud assembly) receives the staged code and definitions.
+    `pool_memory_mb` sizes a pool's function (default 256 MB: raise it for agents that read
+    or return large payloads); `api_memory_mb` the API and callbacks functions (see
+    `config.API_MEMORY_MB`).
     """
 
     def __init__(
@@ -70,10 +73,13 @@ class Shepherd(Construct):
         event_owners: dict[str, str] | None = None,
         webhooks: Sequence[WebhookConfig] = (),
         payload_live_days: int = config.PAYLOAD_LIVE_DAYS,
+        pool_memory_mb: Mapping[str, int] | None = None,
+        api_memory_mb: int = config.API_MEMORY_MB,
     ) -> None:
         super().__init__(scope, construct_id)
         self.definitions = load_directory(definitions_dir)
         self.pool_specs = pools(self.definitions)
+        pool_memory = _memory_sizes(dict(pool_memory_mb or {}), self.pool_specs, api_memory_mb)
         if build_dir is None:
             stage = Stage.of(self)
             if stage is None:
@@ -144,7 +150,13 @@ class Shepherd(Construct):
                         str(stage_agent_code(build_dir, "shared", agents))
                     )
                 asset = shared
-            pool.add_function(self.runtime, access, code=asset, agent_modules=code.modules)
+            pool.add_function(
+                self.runtime,
+                access,
+                code=asset,
+                agent_modules=code.modules,
+                memory_mb=pool_memory.get(name, config.WORKER_MEMORY_MB),
+            )
         self.api = SchedulerApi(
             self,
             "Api",
@@ -152,6 +164,7 @@ class Shepherd(Construct):
             access=access,
             pools=list(self.pools.values()),
             logging=api_logging,
+            memory_mb=api_memory_mb,
         )
         self.events.add_start_rule(self.runtime, access)
         self.supervisor = Supervisor(self, "Supervisor", runtime=self.runtime, access=access)
@@ -194,3 +207,18 @@ class Shepherd(Construct):
     def payload_bucket(self) -> aws_s3.IBucket:
         """Where large payloads live (the claim check)."""
         return self.payloads.bucket
+
+
+def _memory_sizes(
+    pool_memory_mb: dict[str, int], specs: Mapping[str, object], api_memory_mb: int
+) -> dict[str, int]:
+    """The pools' memory sizes, checked at synth: known pools, sizes Lambda accepts."""
+    unknown = sorted(set(pool_memory_mb) - set(specs))
+    if unknown:
+        raise ValueError(f"pool_memory_mb names pools no definition uses: {unknown}")
+    low, high = config.LAMBDA_MEMORY_RANGE
+    sizes = {**{f"pool {k}": v for k, v in pool_memory_mb.items()}, "api": api_memory_mb}
+    for what, mb in sizes.items():
+        if isinstance(mb, bool) or not isinstance(mb, int) or not low <= mb <= high:
+            raise ValueError(f"memory of {what} must be a whole number of MB, {low}..{high}")
+    return pool_memory_mb

@@ -29,10 +29,16 @@ HANDLER_ROLES = {
     HANDLER_SUPERVISOR: "supervisor",
     HANDLER_STREAM: "relay",
 }
-# The `extended` fixture's optional context: a bus name of the user's choice, and API logging
-# (for an account whose API Gateway CloudWatch role is set), as the CLI passes them (strings).
-EXTENDED_CONTEXT = {"event_bus_name": "orders-bus", "api_logging": "true"}
 EXTRA_POOL = "reporting"
+# The `extended` fixture's optional context: a bus name of the user's choice, API logging (for
+# an account whose API Gateway CloudWatch role is set), memory sizes, as the CLI passes them
+# (strings).
+EXTENDED_CONTEXT = {
+    "event_bus_name": "orders-bus",
+    "api_logging": "true",
+    "pool_memory_mb": json.dumps({EXTRA_POOL: 3008}),
+    "api_memory_mb": "1024",
+}
 EXTRA_DEFINITION = f"""\
 Name: quarterly_report
 Steps:

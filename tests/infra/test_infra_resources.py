@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk.assertions import Match, Template
-from infra_support import Synth, refers_to
+from infra_support import EXTRA_POOL, Synth, refers_to
 from shepherd import routes
 from shepherd.definitions import load_directory
 from shepherd.observability import (
@@ -547,3 +547,39 @@ def test_retain_data_false_lets_the_table_go_with_the_stack() -> None:
     ((_, table),) = Template.from_stack(stack).find_resources("AWS::DynamoDB::Table").items()
     assert table["DeletionPolicy"] == "Delete"
     assert table["Properties"]["DeletionProtectionEnabled"] is False
+
+
+def test_memory_sizes_default_and_follow_the_context(shepherd: Synth, extended: Synth) -> None:
+    """The API and callbacks functions hold a 100 MiB upload's parsed value (2048 MB); the
+    other functions 256 MB; a pool (and the API) can be sized without forking the construct."""
+
+    def memory(synth: Synth) -> dict[str, int]:
+        return {
+            name: synth.props(fn)["MemorySize"]
+            for name, fn in synth.function_ids(relay=True).items()
+        }
+
+    defaults = memory(shepherd)
+    assert defaults.pop("api") == defaults.pop("callbacks") == config.API_MEMORY_MB == 2048
+    assert set(defaults.values()) == {config.WORKER_MEMORY_MB}
+    sized = memory(extended)
+    assert sized.pop("api") == sized.pop("callbacks") == 1024
+    assert sized.pop(f"agent:{EXTRA_POOL}") == 3008
+    assert set(sized.values()) == {config.WORKER_MEMORY_MB}
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"pool_memory_mb": '{"nope": 512}'}, "no definition uses"),
+        ({"pool_memory_mb": '{"payments": 64}'}, "128..10240"),
+        ({"pool_memory_mb": '{"payments": "lots"}'}, "whole number"),
+        ({"api_memory_mb": "20000"}, "128..10240"),
+        ({"api_memory_mb": "1.5"}, "whole number"),
+    ],
+)
+def test_memory_sizes_lambda_refuses_are_refused_at_synth(
+    context: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        build_app(context=context)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from shepherd.limits import MAX_JSON_DEPTH
@@ -21,6 +22,11 @@ from shepherd.limits import MAX_JSON_DEPTH
 # The largest finite IEEE 754 double: RFC 8259 section 6 advises numbers within its range.
 MAX_NUMBER = 1.7976931348623157e308
 _MAX_INT_DIGITS = 310  # no integer of more digits is within MAX_NUMBER
+_MAX_INT = int(MAX_NUMBER)  # an int beyond it is out of range
+# A lone surrogate can only come from an escape in the text (UTF-8 cannot encode one); a text
+# without any surrogate escape parses into valid Unicode only.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_CONTAINERS = (dict, list, tuple)
 
 
 class JsonRejected(ValueError):
@@ -74,8 +80,28 @@ def parse(text: str | bytes, *, what: str = "body", max_depth: int = MAX_JSON_DE
         raise _too_deep(what, max_depth) from None
     except ValueError as exc:
         raise JsonRejected("InvalidJson", f"{what} is not valid JSON: {exc}") from None
-    check(value, what=what, max_depth=max_depth)
+    # The hooks refused bad numbers and keys are strings: what is left is the depth, and the
+    # strings only if the text has surrogate escapes (a 100 MiB upload is checked in ~1 s).
+    if _SURROGATE_ESCAPE.search(text):
+        check(value, what=what, max_depth=max_depth)
+    else:
+        _check_depth(value, what, max_depth)
     return value
+
+
+def _check_depth(value: Any, what: str, max_depth: int) -> None:
+    """Level by level, containers only."""
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            raise _too_deep(what, max_depth)
+        below: list[Any] = []
+        for node in level:
+            children = node.values() if isinstance(node, dict) else node
+            below += [c for c in children if isinstance(c, _CONTAINERS)]
+        level = below
 
 
 def _too_deep(what: str, max_depth: int) -> JsonRejected:
@@ -84,30 +110,53 @@ def _too_deep(what: str, max_depth: int) -> JsonRejected:
     )
 
 
-def check(value: Any, *, what: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check(value: Any, *, what: str, max_depth: int = MAX_JSON_DEPTH) -> None:  # noqa: C901, PLR0912 - one loop, inlined for speed
     """Raise JsonRejected unless `value` is a JSON value within the limits.
 
-    Iterative, so a value nested far too deep is rejected without recursing.
+    Iterative, so a value nested far too deep is rejected without recursing. Only containers
+    go on the stack and the common scalars are checked inline by exact type (an ASCII string
+    needs no surrogate check: `str.isascii` reads a flag): a 100 MiB output of small records
+    is millions of values, and this walk runs on every payload an agent returns (a helper
+    call per container made it 40% slower).
     """
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    if not isinstance(value, _CONTAINERS):
+        _check_scalar(value, what)
+        return
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        if isinstance(node, dict | list | tuple):
-            if depth + 1 > max_depth:
-                raise _too_deep(what, max_depth)
-            stack.extend((child, depth + 1) for child in _children(node, what))
-        else:
-            _check_scalar(node, what)
+        if depth > max_depth:
+            raise _too_deep(what, max_depth)
+        if isinstance(node, dict):
+            for key in node:
+                if type(key) is not str or not key.isascii():
+                    _check_key(key, what)
+            node = node.values()
+        for child in node:
+            kind = type(child)
+            if kind is str:
+                if not child.isascii():
+                    _check_string(child, what)
+            elif kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind is int:
+                if child > _MAX_INT or child < -_MAX_INT:
+                    _check_scalar(child, what)
+            elif kind is float:
+                if not math.isfinite(child):
+                    _check_scalar(child, what)
+            elif child is None or kind is bool:
+                continue
+            elif isinstance(child, _CONTAINERS):
+                stack.append((child, depth + 1))
+            else:
+                _check_scalar(child, what)
 
 
-def _children(node: dict[Any, Any] | list[Any] | tuple[Any, ...], what: str) -> list[Any]:
-    if not isinstance(node, dict):
-        return list(node)
-    for key in node:
-        if not isinstance(key, str):
-            raise JsonRejected("InvalidJson", f"{what}: object keys must be strings")
-        _check_string(key, what)
-    return list(node.values())
+def _check_key(key: Any, what: str) -> None:
+    if not isinstance(key, str):
+        raise JsonRejected("InvalidJson", f"{what}: object keys must be strings")
+    _check_string(key, what)
 
 
 def _check_scalar(node: Any, what: str) -> None:
@@ -140,6 +189,11 @@ def dumps(value: Any, *, what: str = "value", max_depth: int = MAX_JSON_DEPTH) -
     """Canonical JSON (sorted keys, no spaces, UTF-8 text) of a checked value."""
     check(value, what=what, max_depth=max_depth)
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def canonical(parsed: Any) -> str:
+    """`dumps` of a value `parse` returned (already checked: not walked again)."""
+    return json.dumps(parsed, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 def size(text: str) -> int:

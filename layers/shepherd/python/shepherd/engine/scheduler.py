@@ -256,11 +256,15 @@ class Scheduler:
         payload: Any,
         what: str = "input",
         max_bytes: int = limits.MAX_INPUT_BYTES,
+        parsed: bool = False,
     ) -> str:
         """A workflow's (or a step's replacement) input as stored, checked against the caps
-        and the definition's InputSchema (an uploaded input: `max_bytes` MAX_UPLOAD_BYTES)."""
+        and the definition's InputSchema (an uploaded input: `max_bytes` MAX_UPLOAD_BYTES;
+        `parsed`: `payload` came from `jsonsafe.parse`, so it is not walked again)."""
         try:
-            input_json = jsonsafe.dumps(payload, what=what)
+            input_json = (
+                jsonsafe.canonical(payload) if parsed else jsonsafe.dumps(payload, what=what)
+            )
         except jsonsafe.JsonRejected as exc:
             raise InputInvalid(exc.message, what) from None
         size = jsonsafe.size(input_json)

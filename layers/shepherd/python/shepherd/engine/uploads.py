@@ -135,7 +135,9 @@ def start(
         return StartResult(existing, created=False)  # an idempotent replay
     usable(scheduler, upload, upload_id, workflow_id, "input_upload")
     payload = value(scheduler, upload, upload_id, "input_upload")
-    input_json = scheduler.validated_input(definition, payload, max_bytes=limits.MAX_UPLOAD_BYTES)
+    input_json = scheduler.validated_input(
+        definition, payload, max_bytes=limits.MAX_UPLOAD_BYTES, parsed=True
+    )
     if upload.get("used_by") is None:
         claim(scheduler, upload_id, owner, workflow_id, "input_upload")
     result = scheduler.create(
@@ -204,7 +206,7 @@ def take_output(
     not yet claimed (the caller checks the output's caps first, then claims)."""
     upload = load(scheduler, upload_id, owner, "output_upload")
     usable(scheduler, upload, upload_id, claimant, "output_upload")
-    return jsonsafe.dumps(value(scheduler, upload, upload_id, "output_upload")), upload
+    return jsonsafe.canonical(value(scheduler, upload, upload_id, "output_upload")), upload
 
 
 def discard(scheduler: Scheduler, upload: dict[str, Any]) -> None:
