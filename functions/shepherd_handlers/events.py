@@ -8,8 +8,13 @@ deployment maps the event's `source` to (`Settings.event_owners`, env SHEPHERD_E
 else `events:<account>:<source>`, a namespace no IAM ARN can collide with. An event that
 still carries `detail.owner` is rejected.
 
+`input_upload` instead of `input` names a POST /payloads upload (an input over the event's
+256 KB, up to 100 MiB) that the owner made: the owner must be an IAM principal that
+`event_owners` maps the source to.
+
 A bad event (malformed envelope, a detail that is not strict JSON within the limits, an
-unknown type, an invalid or oversized input, a reused key) is logged and counted
+unknown type, an invalid or oversized input, a reused key, an upload that is not the
+owner's, used, expired or not as declared) is logged and counted
 (`StartEventsRejected`) and the invocation succeeds: a retry would fail the same way. Only
 an infrastructure error (DynamoDB, SQS) raises, for Lambda's bounded asynchronous retries.
 """
@@ -22,16 +27,18 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shepherd import jsonsafe
 from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
     PayloadTooLarge,
     UnknownWorkflowType,
+    UploadError,
 )
 from shepherd.jsonsafe import JsonRejected
 
+from shepherd_handlers.models import UPLOAD_ID
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
 
 REJECTED_METRIC = "StartEventsRejected"
@@ -42,7 +49,16 @@ class StartWorkflowDetail(BaseModel):
 
     type: Annotated[str, Field(min_length=1, max_length=64)]
     input: Any = None
+    # An input over the event's 256 KB: the upload_id of a POST /payloads upload made by the
+    # principal the event's source maps to (`event_owners`), as for an API start.
+    input_upload: Annotated[str | None, Field(pattern=UPLOAD_ID)] = None
     idempotency_key: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+
+    @model_validator(mode="after")
+    def _one_input(self) -> StartWorkflowDetail:
+        if {"input", "input_upload"} <= self.model_fields_set:
+            raise ValueError("give either input or input_upload, not both")
+        return self
 
 
 class StartWorkflowEvent(EventBridgeModel):
@@ -73,15 +89,25 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return _rejected(exc.code, exc.message)
     except ValidationError as exc:
         return _rejected("InvalidEvent", str(exc))
+    detail = parsed.detail
+    owner = owner_of(parsed.account, parsed.source)
+    scheduler = engine().scheduler
     try:
-        result = engine().scheduler.start(
-            parsed.detail.type,
-            parsed.detail.input,
-            idempotency_key=parsed.detail.idempotency_key,
-            owner=owner_of(parsed.account, parsed.source),
-        )
+        if detail.input_upload is not None:
+            result = scheduler.start_upload(
+                detail.type,
+                detail.input_upload,
+                idempotency_key=detail.idempotency_key,
+                owner=owner,
+            )
+        else:
+            result = scheduler.start(
+                detail.type, detail.input, idempotency_key=detail.idempotency_key, owner=owner
+            )
     except PayloadTooLarge as exc:
         return _rejected(exc.code, str(exc))
+    except UploadError as exc:  # UploadNotFound, UploadUsed, UploadExpired, UploadRejected
+        return _rejected(str(getattr(exc, "code", type(exc).__name__)), str(exc))
     except (UnknownWorkflowType, InputInvalid, IdempotencyConflict, JsonRejected) as exc:
         return _rejected(type(exc).__name__, str(exc))
     logger.info(

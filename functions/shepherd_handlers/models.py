@@ -26,7 +26,7 @@ class StartWorkflowRequest(BaseModel):
                     },
                     "idempotency_key": "order-1001",
                 }
-            ]
+            ],
         },
     )
 

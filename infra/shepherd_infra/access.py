@@ -4,7 +4,7 @@
 |------------|---------------|-------------|-----------------------------|-----------|---------|
 | api        | read/write    | by_owner    | send to all pools           | —         | get/put¹|
 | callbacks  | read/write    | —           | send to all pools           | —         | put²    |
-| events     | read/write    | —           | send to all pools           | —         | put     |
+| events     | read/write    | —           | send to all pools           | —         | put³    |
 | agent (p)  | read/write    | —           | consume own; send to all    | —         | get/put |
 | supervisor | read/write    | watch       | send to all pools           | —         | —       |
 | relay      | its stream    | —           | its on-failure queue        | PutEvents | —       |
@@ -12,11 +12,12 @@
 ¹ and get/put/delete on `uploads/*` (POST /payloads: it signs the presigned POST, a start
 reads the upload and deletes it once used).
 ² and get/delete on `uploads/*` (a success naming an `output_upload` reads it and deletes it
-once used). No other function touches `uploads/*`.
+once used). ³ and get/delete on `uploads/*` (a `StartWorkflow` event naming an
+`input_upload`). No other function touches `uploads/*`.
 
 Payload grants (the payload bucket, large payloads) are object-level on `wf/*` only: no
-delete, no list, no other prefix (but the API's and the callbacks' on `uploads/*`). The API
-reads to sign its presigned links; the supervisor and the relay never touch a payload (the
+delete, no list, no other prefix (but the API's, callbacks' and events' on `uploads/*`). The
+API reads to sign its presigned links; the supervisor and the relay never touch a payload (the
 planner sees sizes, events carry errors).
 
 Only the relay publishes: events come from the table's stream, never from a writer.

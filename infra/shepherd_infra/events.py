@@ -59,6 +59,7 @@ class EventBus(Construct):
         # Starts workflows like the API, but never lists them: no index access.
         access.engine(self.function)
         access.payloads(self.function, read=False)
+        access.uploads(self.function, sign=False)  # a start event naming an input_upload
         self.rule = aws_events.Rule(
             self,
             "StartWorkflowRule",

@@ -393,3 +393,46 @@ def test_the_supervisor_counts_failed_looks_and_parked_workflows(
     capsys.readouterr()
     assert stack.sweep()["due"] == 1
     assert '"LookFailures":[1.0]' in capsys.readouterr().out
+
+
+def test_a_start_event_may_name_an_upload_of_its_mapped_owner(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An input over an event's 256 KB: the principal the source maps to uploads it (POST
+    /payloads), the event names it; anyone else's upload is refused like a bad input."""
+    import hashlib
+
+    import requests
+    from aws_stack import ALICE, BOB
+    from shepherd import jsonsafe
+    from shepherd.settings import ENV_EVENT_OWNERS
+    from shepherd_handlers import events, runtime
+
+    monkeypatch.setenv(ENV_EVENT_OWNERS, json.dumps({"acme.orders": ALICE}))
+    runtime.engine.cache_clear()
+    big = {**ORDER, "note": "n" * (300 * 1024)}
+    data = jsonsafe.dumps(big).encode()
+
+    def upload(caller: str) -> str:
+        body = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        status, _, made = stack.api("POST", "/payloads", body=body, caller=caller)
+        assert status == 201
+        form = requests.post(made["url"], data=made["fields"], files={"file": data}, timeout=10)
+        assert form.status_code in (200, 201, 204)
+        return str(made["upload_id"])
+
+    foreign = upload(BOB)
+    detail = {"type": "order_fulfilment", "input_upload": foreign}
+    reply = events.handler(_event(detail), LambdaContext())
+    assert reply["status"] == "rejected" and reply["code"] == "UploadNotFound"
+    both = {**detail, "input": ORDER}
+    assert events.handler(_event(both), LambdaContext())["code"] == "InvalidEvent"
+    mine = upload(ALICE)
+    started = events.handler(_event({**detail, "input_upload": mine}), LambdaContext())
+    assert started["status"] == "accepted", started
+    _, _, view = stack.api("GET", f"/workflows/{started['workflow_id']}", caller=ALICE)
+    assert view["input_ref"]["size"] == len(data)
+    again = events.handler(
+        _event({**detail, "input_upload": mine, "idempotency_key": "k2"}), LambdaContext()
+    )
+    assert again["status"] == "rejected" and again["code"] == "UploadUsed"

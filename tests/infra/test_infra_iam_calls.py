@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 import requests
-from aws_stack import PAYLOAD_BUCKET, LambdaContext, Stack, sqs_event
+from aws_stack import ALICE, PAYLOAD_BUCKET, LambdaContext, Stack, sqs_event
 from iam_check import Call, Recorder, TemplateIam, required, violations
 from infra_support import Synth, function_roles
 from moto import mock_aws
 from rehearsal import queue_ids_by_pool
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd.observability import START_DETAIL_TYPE
+from shepherd.settings import ENV_EVENT_OWNERS
 from shepherd_cli.lambda_kit import eventbridge_event
 from support import ENV, ORDER
 
@@ -125,6 +126,17 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
                 LambdaContext(),
             )
         assert started["status"] == "accepted"
+        # A start event naming an upload: the events function reads and deletes uploads/<...>.
+        with recorder.acting_as("api"):
+            big_env = _upload(stack, recorder, json.dumps({**ENV, "env_name": "big-one"}).encode())
+        with recorder.acting_as("events"):
+            started = events.handler(
+                _start_event(
+                    {"type": "provision_environment", "input_upload": big_env["upload_id"]}
+                ),
+                LambdaContext(),
+            )
+        assert started["status"] == "accepted", started
         _deliver(stack, recorder)
         (token,) = tokens
         # The carrier's result through an upload: the success reads and deletes uploads/<...>.
@@ -193,6 +205,8 @@ def flows(shepherd: Synth) -> Iterator[Flows]:
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "shepherd")
+        # The events' source maps to ALICE (the API's default caller), so it may use her uploads.
+        monkeypatch.setenv(ENV_EVENT_OWNERS, json.dumps({"acme.platform": ALICE}))
         with mock_aws():
             stack = Stack(monkeypatch)
             recorder = Recorder()

@@ -63,7 +63,8 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
         "api": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
         # a success naming an output_upload reads it and deletes it once used
         "callbacks": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
-        "events": {"s3:PutObject"},
+        # a StartWorkflow event naming an input_upload reads and deletes it
+        "events": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
         "supervisor": set(),
         "relay": set(),
     }
@@ -85,7 +86,7 @@ def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> 
                 )
             if action in s3:
                 allowed = {"wf/*", "uploads/*"} if name == "api" else {"wf/*"}
-                if name == "callbacks":  # writes outputs under wf/*, reads uploads only
+                if name in ("callbacks", "events"):  # write under wf/*, read uploads only
                     allowed = {"wf/*"} if action == "s3:PutObject" else {"uploads/*"}
                 if action == "s3:DeleteObject":
                     allowed = {"uploads/*"}  # only a used upload is ever deleted
