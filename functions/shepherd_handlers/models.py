@@ -162,6 +162,13 @@ class StepView(BaseModel):
     output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None
     details_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("details"))] = None
     input_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("input"))] = None
+    error_ref: Annotated[
+        PayloadLink | None,
+        Field(
+            description="The last agent error's full text (`{type, message, traceback}`, the "
+            "message uncut) when `error` had to cut it or it had a traceback"
+        ),
+    ] = None
     attempts: list[AttemptView] = []
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.definitions import Definition
 from shepherd.engine.pools import PoolView
@@ -34,6 +35,8 @@ def payload(payloads: Payloads, stored: str | None) -> tuple[Any, PayloadLink | 
 
 
 def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
+    error = public_error(rec.error)
+    full = loads(rec.error).get("full") if error else None
     output, output_ref = payload(payloads, rec.output)
     details, details_ref = payload(payloads, rec.details)
     step_input, input_ref = payload(payloads, rec.input)
@@ -48,7 +51,8 @@ def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
         first_claimed_at=iso(rec.first_claimed_at),
         finished_at=iso(rec.finished_at),
         dispatches=rec.dispatches,
-        error=loads(rec.error),
+        error=error,
+        error_ref=payload(payloads, full)[1] if full else None,
         output=output,
         details=details,
         input=step_input,

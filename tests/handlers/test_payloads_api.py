@@ -302,3 +302,39 @@ def test_a_callback_upload_error_is_in_the_error_shape_and_leaves_the_step_waiti
     view = stack.api("GET", f"/workflows/{accepted['workflow_id']}")[2]
     ship = next(s for s in view["steps"] if s["name"] == "ship_order")
     assert ship["status"] == "WAITING" and ship["output"] is None
+
+
+# ---------------------------------------------------------- an agent error's full text
+
+
+def test_an_agent_errors_full_text_is_linked_and_never_leaves_as_a_key(stack: Stack) -> None:
+    """`error` keeps the name and the cut message; `error_ref` links the whole message and
+    the traceback; neither the view nor an event carries the internal reference."""
+    original = registry.get("charge_payment")
+    assert original is not None
+    long_message = "declined: " + "x" * 5000
+
+    def charge(ctx: AgentContext) -> Any:
+        raise LookupError(long_message)
+
+    registry.register("charge_payment", charge)
+    try:
+        _, accepted = _start(stack, {**ORDER, "order_id": "o-err"})
+        stack.run_agents()
+    finally:
+        registry.register("charge_payment", original)
+    view = stack.api("GET", f"/workflows/{accepted['workflow_id']}")[2]
+    step = next(s for s in view["steps"] if s["name"] == "charge_payment")
+    assert set(step["error"]) == {"type", "message"} and step["error"]["type"] == "LookupError"
+    link = step["error_ref"]
+    full = requests.get(link["url"], timeout=10).content
+    assert len(full) == link["size"] and hashlib.sha256(full).hexdigest() == link["sha256"]
+    text = json.loads(full)
+    assert text["message"] == long_message and "raise LookupError" in text["traceback"]
+    failures = [
+        e["detail"]["error"]
+        for e in stack.published()
+        if e["detail-type"] in ("StepRetried", "StepFailed")
+        and e["detail"].get("step") == "charge_payment"
+    ]
+    assert failures and all(set(error) == {"type", "message"} for error in failures)

@@ -105,7 +105,7 @@ def test_a_step_returns_a_value_at_the_output_cap_with_no_code_change(harness: H
     assert jsonsafe.size(jsonsafe.dumps(harness.output(wf)["reserve_inventory"])) == ref.size
 
 
-def test_an_output_one_byte_over_the_cap_fails_the_attempt_and_stores_nothing(
+def test_an_output_one_byte_over_the_cap_fails_the_attempt_and_stores_no_output(
     harness: Harness,
 ) -> None:
     with registry_with(charge_payment=_returns_bytes(limits.MAX_OUTPUT_BYTES + 1)) as agents:
@@ -114,7 +114,9 @@ def test_an_output_one_byte_over_the_cap_fails_the_attempt_and_stores_nothing(
         state = harness.run(wf)
     charge = state.steps["charge_payment"]
     assert charge.status is StepStatus.FAILED and "OutputTooLarge" in (charge.error or "")
-    assert not [k for k in harness.payload_store.objects if "/charge_payment/" in k]
+    # No output object (only the error's full text: its message and traceback).
+    kept = [k.split("/")[5] for k in harness.payload_store.objects if "/charge_payment/" in k]
+    assert kept == ["error"]
 
 
 def test_dependencies_resolve_lazily_only_what_an_agent_reads(harness: Harness) -> None:
@@ -538,3 +540,52 @@ def test_two_successes_racing_for_one_upload_one_wins(harness: Harness) -> None:
     assert harness.step(other_wf, "ship_order").status is StepStatus.SUCCEEDED
     rec = harness.step(wf, "ship_order")
     assert rec.status is StepStatus.WAITING and rec.output is None
+
+
+# ------------------------------------------------------------- an error's full text, engine
+
+
+def test_an_agent_errors_full_text_is_kept_beside_its_cut_message(harness: Harness) -> None:
+    """The item keeps the error's name and a message cut at MAX_ERROR_MESSAGE; the whole
+    message and the traceback go to the bucket, referenced from the error (`full`)."""
+    long_message = "card declined: " + "d" * (3 * limits.MAX_ERROR_MESSAGE)
+
+    def charge(ctx: AgentContext) -> Any:
+        raise PermissionError(long_message)
+
+    with registry_with(charge_payment=charge) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        harness.pump()
+    rec = harness.step(wf, "charge_payment")
+    error = json.loads(rec.error or "{}")
+    assert error["type"] == "PermissionError"
+    assert len(error["message"]) <= limits.MAX_ERROR_MESSAGE < len(long_message)
+    ref = ref_of(error["full"])
+    assert ref is not None and ref.key.startswith(f"wf/{wf}/step/charge_payment/1/error/")
+    full = harness.scheduler.value(error["full"])
+    assert full["type"] == "PermissionError" and full["message"] == long_message
+    assert "Traceback (most recent call last)" in full["traceback"]
+    assert (
+        "in charge" in full["traceback"] and "PermissionError: card declined" in full["traceback"]
+    )
+
+
+def test_an_error_is_recorded_even_when_its_full_text_cannot_be_kept(harness: Harness) -> None:
+    from shepherd.errors import StoreUnavailable
+
+    def no_puts(key: str, data: bytes, sha256: str) -> None:
+        raise StoreUnavailable("S3 is down")
+
+    harness.payload_store.put = no_puts  # type: ignore[method-assign]
+
+    def charge(ctx: AgentContext) -> Any:
+        raise ValueError("declined")
+
+    with registry_with(charge_payment=charge) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        harness.pump()
+    rec = harness.step(wf, "charge_payment")
+    assert rec.history and {h["e"] for h in rec.history} == {"ValueError"}  # each recorded
+    assert json.loads(rec.error or "{}") == {"type": "ValueError", "message": "declined"}

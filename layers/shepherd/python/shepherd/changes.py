@@ -124,10 +124,19 @@ def _workflow_event(
         "sequence": sequence,
     }
     if new.get("error"):
-        detail["error"] = loads(new["error"])
+        detail["error"] = public_error(new["error"])
     if new.get("pause") and new["status"] == WorkflowStatus.PAUSED.value:
         detail["pause"] = loads(new["pause"])
     return DomainEvent(detail_type, detail)
+
+
+def public_error(stored: Any) -> dict[str, Any] | None:
+    """An error as events and the API show it: without the internal reference to its full
+    text (`full`, an object key; the API links it as `error_ref`)."""
+    error = loads(stored)
+    if not isinstance(error, dict):
+        return None
+    return {k: v for k, v in error.items() if k != "full"}
 
 
 def _workflow_events(
@@ -182,7 +191,7 @@ def _step_events(
         return DomainEvent(detail_type, detail)
 
     out: list[DomainEvent] = []
-    error = loads(new.get("error")) or {"type": "Unknown", "message": "no details"}
+    error = public_error(new.get("error")) or {"type": "Unknown", "message": "no details"}
     for entry in _ended(old, new):
         attempt = int(entry["a"])
         if entry.get("o") == "ok":

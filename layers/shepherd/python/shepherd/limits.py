@@ -44,6 +44,9 @@ UPLOAD_SECONDS = 900  # a presigned upload (POST /payloads)
 MAX_ERROR_NAME = 128  # an error's name (type), as matched by NonRetryableErrors
 MAX_ERROR_MESSAGE = 2000  # characters; longer messages are cut, marked with an ellipsis
 MAX_ERROR_CAUSE = 4096  # characters of a callback failure's cause
+# An agent error's full text (its whole message and traceback), kept in the payload bucket
+# beside the item's cut message (`error_ref` in the API); longer texts keep their end.
+MAX_ERROR_FULL_CHARS = 256 * KIB
 
 # ------------------------------------------------------------------------------ history
 MAX_HISTORY = 20  # ended attempts kept per step; `attempts_total` counts them all

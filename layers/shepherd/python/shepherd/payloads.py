@@ -107,11 +107,12 @@ class Payloads:
         self.store = store
         self.inline_bytes = inline_bytes
 
-    def keep(self, text: str, key_prefix: str) -> str:
+    def keep(self, text: str, key_prefix: str, *, inline_bytes: int | None = None) -> str:
         """What to store in the item for a payload's canonical JSON `text`: itself, or a
-        reference to an object written now under `key_prefix/<sha256>`."""
+        reference to an object written now under `key_prefix/<sha256>` (over `inline_bytes`,
+        by default the setting)."""
         data = text.encode("utf-8")
-        if len(data) <= self.inline_bytes:
+        if len(data) <= (self.inline_bytes if inline_bytes is None else inline_bytes):
             return text
         digest = hashlib.sha256(data).hexdigest()
         ref = PayloadRef(f"{key_prefix}/{digest}", len(data), digest)

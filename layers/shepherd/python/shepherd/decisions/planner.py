@@ -75,6 +75,7 @@ class EndAttempt:
     token_hash: str | None = None  # set when a callback reports the failure
     details: str | None = None  # progress the attempt reported but did not heartbeat yet
     dispatch: bool = True
+    full_error: str | None = None  # a reference to the error's full text (agent errors)
 
 
 @dataclass(frozen=True)

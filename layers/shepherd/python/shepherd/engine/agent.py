@@ -513,7 +513,8 @@ class AgentRuntime:
             unwinding=state.workflow.status.unwinding and rec.kind == "step",
             rng=self.scheduler.ports.rng,
         )
-        action = replace(action, details=details)
+        full_error = self.scheduler.keep_error(rec, error_type, exc)
+        action = replace(action, details=details, full_error=full_error)
         if not self.scheduler.end_attempt(state, definition, action):
             return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
         current = state.record(rec.kind, rec.name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -312,6 +313,27 @@ class Scheduler:
         """A step's (or compensation's) payload of one attempt: output, details, input."""
         return self.keep(text, rec.workflow_id, rec.kind, rec.name, rec.attempt, field_name)
 
+    def keep_error(self, rec: StepRecord, error_type: str, exc: BaseException) -> str | None:
+        """An agent error's full text as an object (the reference), beside the cut message the
+        item keeps: the whole message and the traceback, which the item has no room for.
+
+        None when there is nothing more to say (no traceback, a message within its cap), or
+        when the put fails: the failure is recorded without it, never held up by it.
+        """
+        message = str(exc) or error_type
+        trace = "".join(traceback.format_exception(exc)) if exc.__traceback__ else ""
+        if not trace and len(message) <= limits.MAX_ERROR_MESSAGE:
+            return None
+        cap = limits.MAX_ERROR_FULL_CHARS
+        full = {"type": error_type, "message": message[:cap], "traceback": trace[-cap:]}
+        try:
+            text = jsonsafe.dumps(full, what="error")
+            key = payload_key(rec.workflow_id, rec.kind, rec.name, rec.attempt, "error")
+            return self.ports.payloads.keep(text, key, inline_bytes=0)
+        except Exception:  # a failed put, a message with a lone surrogate: no full text
+            logger.warning("an error's full text was not kept", exc_info=True)
+            return None
+
     def value(self, stored: str | None) -> Any:
         """A stored payload as a plain value, fetched and verified if it is a reference."""
         return self.ports.payloads.value(stored)
@@ -569,7 +591,8 @@ class Scheduler:
             guard = armed if guard is None else all_of(guard, armed)
         # Nothing is dispatched while the workflow is paused: the resume sends the retry.
         dispatch = action.dispatch and state.workflow.status is not WorkflowStatus.PAUSED
-        error = tx.error_json(action.error_type, action.message)
+        full = {"full": action.full_error} if action.full_error else {}
+        error = tx.error_json(action.error_type, action.message, **full)
         write = tx.end_attempt(
             seen,
             attempt=seen.attempt,

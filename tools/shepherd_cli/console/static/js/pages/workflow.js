@@ -196,7 +196,8 @@ function itemDetails(kind, item) {
         ["Last heartbeat", item.heartbeat_at && time(item.heartbeat_at)],
         ["Finished", item.finished_at && time(item.finished_at)],
       ]),
-      item.error ? jsonView("Error", item.error, { key: `${key}:error` }) : null,
+      // The full text (message uncut, traceback) is a link among the error's members.
+      item.error ? jsonView("Error", item.error, { key: `${key}:error`, links: item.error_ref ? { full: item.error_ref } : null }) : null,
       present(item.output, item.output_ref) ? jsonView("Output", item.output, { key: `${key}:output`, ref: item.output_ref }) : null,
       present(item.details, item.details_ref) ? jsonView("Progress details", item.details, { key: `${key}:details`, ref: item.details_ref }) : null,
       present(item.input, item.input_ref) ? jsonView("Replacement input", item.input, { key: `${key}:input`, ref: item.input_ref }) : null,
