@@ -37,8 +37,8 @@ from shepherd.errors import (
     UploadError,
 )
 from shepherd.jsonsafe import JsonRejected
+from shepherd.keys import UPLOAD_ID_PATTERN
 
-from shepherd_handlers.models import UPLOAD_ID
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
 
 REJECTED_METRIC = "StartEventsRejected"
@@ -51,7 +51,7 @@ class StartWorkflowDetail(BaseModel):
     input: Any = None
     # An input over the event's 256 KB: the upload_id of a POST /payloads upload made by the
     # principal the event's source maps to (`event_owners`), as for an API start.
-    input_upload: Annotated[str | None, Field(pattern=UPLOAD_ID)] = None
+    input_upload: Annotated[str | None, Field(pattern=UPLOAD_ID_PATTERN)] = None
     idempotency_key: Annotated[str | None, Field(min_length=1, max_length=128)] = None
 
     @model_validator(mode="after")

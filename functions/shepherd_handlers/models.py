@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from shepherd.keys import UPLOAD_ID_PATTERN
 from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME, MAX_UPLOAD_BYTES, UPLOAD_SECONDS
 
-UPLOAD_ID = r"^[0-9a-f]{32}$"
+UPLOAD_ID = UPLOAD_ID_PATTERN
 
 
 class StartWorkflowRequest(BaseModel):

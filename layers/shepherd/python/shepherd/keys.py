@@ -61,6 +61,10 @@ def definition_pk(name: str) -> str:
     return DEF_PREFIX + name
 
 
+# An upload id: 32 hex digits (16 random bytes), as POST /payloads makes them.
+UPLOAD_ID_PATTERN = r"^[0-9a-f]{32}$"
+
+
 def upload_pk(upload_id: str) -> str:
     return UPLOAD_PREFIX + upload_id
 

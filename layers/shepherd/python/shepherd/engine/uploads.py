@@ -83,7 +83,7 @@ def create(scheduler: Scheduler, owner: str, size: int, sha256: str | None) -> U
     too; here as the engine's own guard)."""
     if not 1 <= size <= limits.MAX_UPLOAD_BYTES:
         raise InputInvalid(f"size must be 1..{limits.MAX_UPLOAD_BYTES} bytes", "size")
-    upload_id = secrets.token_hex(16)
+    upload_id = secrets.token_hex(16)  # keys.UPLOAD_ID_PATTERN
     key = upload_object_key(owner, upload_id)
     now = scheduler.ports.clock.now_ms()
     expires_at = now + limits.UPLOAD_SECONDS * 1000
