@@ -34,7 +34,6 @@ from shepherd.errors import (
     UploadError,
     UploadExpired,
     UploadNotFound,
-    UploadRejected,
     UploadUsed,
     WorkflowNotFound,
 )
@@ -116,11 +115,12 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     PoolNotFound: (HTTPStatus.NOT_FOUND, "PoolNotFound", "pool"),
     PayloadMissing: (HTTPStatus.INTERNAL_SERVER_ERROR, "PayloadMissing", None),
 }
-# Upload errors name the request's field that named the upload (input_upload, output_upload).
-_UPLOADS: dict[type[UploadError], tuple[HTTPStatus, str]] = {
-    UploadNotFound: (HTTPStatus.NOT_FOUND, "UploadNotFound"),
-    UploadUsed: (HTTPStatus.CONFLICT, "UploadUsed"),
-    UploadExpired: (HTTPStatus.GONE, "UploadExpired"),
+# Upload errors carry their code and name the request's field that named the upload
+# (input_upload, output_upload); the rest (UploadRejected: missing, mismatch) are 400.
+_UPLOADS: dict[type[UploadError], HTTPStatus] = {
+    UploadNotFound: HTTPStatus.NOT_FOUND,
+    UploadUsed: HTTPStatus.CONFLICT,
+    UploadExpired: HTTPStatus.GONE,
 }
 
 
@@ -130,11 +130,9 @@ def translate(exc: Exception) -> Response[Any]:
         return error_response(HTTPStatus.BAD_REQUEST, exc.code, exc.message, "body")
     if isinstance(exc, InputInvalid):
         return error_response(HTTPStatus.BAD_REQUEST, "InvalidInput", str(exc), exc.field)
-    if isinstance(exc, UploadRejected):  # UploadMissing, UploadMismatch
-        return error_response(HTTPStatus.BAD_REQUEST, exc.code, str(exc), exc.field)
     if isinstance(exc, UploadError):
-        status, code = _UPLOADS[type(exc)]
-        return error_response(status, code, str(exc), exc.field)
+        status = _UPLOADS.get(type(exc), HTTPStatus.BAD_REQUEST)
+        return error_response(status, exc.code, str(exc), exc.field)
     if isinstance(exc, PayloadTooLarge):
         # InputTooLarge, OutputTooLarge (also OutputRejected: the engine failed the attempt),
         # DetailsTooLarge: the code names what was over its cap.

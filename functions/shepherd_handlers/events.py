@@ -39,6 +39,7 @@ from shepherd.errors import (
 from shepherd.jsonsafe import JsonRejected
 from shepherd.keys import UPLOAD_ID_PATTERN
 
+from shepherd_handlers import either
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
 
 REJECTED_METRIC = "StartEventsRejected"
@@ -56,8 +57,7 @@ class StartWorkflowDetail(BaseModel):
 
     @model_validator(mode="after")
     def _one_input(self) -> StartWorkflowDetail:
-        if {"input", "input_upload"} <= self.model_fields_set:
-            raise ValueError("give either input or input_upload, not both")
+        either.inline_or_upload(self, "input", "input_upload")
         return self
 
 
@@ -106,8 +106,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             )
     except PayloadTooLarge as exc:
         return _rejected(exc.code, str(exc))
-    except UploadError as exc:  # UploadNotFound, UploadUsed, UploadExpired, UploadRejected
-        return _rejected(str(getattr(exc, "code", type(exc).__name__)), str(exc))
+    except UploadError as exc:  # not the owner's, used, expired, missing, mismatched
+        return _rejected(exc.code, str(exc))
     except (UnknownWorkflowType, InputInvalid, IdempotencyConflict, JsonRejected) as exc:
         return _rejected(type(exc).__name__, str(exc))
     logger.info(

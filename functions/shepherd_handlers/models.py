@@ -8,6 +8,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from shepherd.keys import UPLOAD_ID_PATTERN
 from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME, MAX_UPLOAD_BYTES, UPLOAD_SECONDS
 
+from shepherd_handlers import either
+
 UPLOAD_ID = UPLOAD_ID_PATTERN
 
 
@@ -15,7 +17,7 @@ class StartWorkflowRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "not": {"required": ["input", "input_upload"]},
+            **either.schema("input", "input_upload"),
             "examples": [
                 {
                     "type": "order_fulfilment",
@@ -56,8 +58,7 @@ class StartWorkflowRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_input(self) -> StartWorkflowRequest:
-        if {"input", "input_upload"} <= self.model_fields_set:
-            raise ValueError("give either input or input_upload, not both")
+        either.inline_or_upload(self, "input", "input_upload")
         return self
 
 
@@ -245,7 +246,7 @@ class HeartbeatRequest(BaseModel):
 
 class SuccessRequest(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"not": {"required": ["output", "output_upload"]}}
+        extra="forbid", json_schema_extra=either.schema("output", "output_upload")
     )
     output: Annotated[Any, Field(description="The attempt's result (up to the body's 5 MiB)")] = (
         None
@@ -261,8 +262,7 @@ class SuccessRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_output(self) -> SuccessRequest:
-        if {"output", "output_upload"} <= self.model_fields_set:
-            raise ValueError("give either output or output_upload, not both")
+        either.inline_or_upload(self, "output", "output_upload")
         return self
 
 

@@ -96,25 +96,26 @@ class PayloadStore(Construct):
                 resources=[self.upload_objects],
             )
         )
-        stack = Stack.of(self)
-        bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
-        acknowledge(
+        self._acknowledge_prefix(
             fn,
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{UPLOAD_PREFIX}*]",
+            UPLOAD_PREFIX,
             "Object-level Get/DeleteObject (and Put to sign) on the upload prefix only: each "
-            "upload's key "
-            "is made at run time from the caller and a random id, so no fixed ARN can name it",
+            "upload's key is made at run time from the caller and a random id, so no fixed ARN "
+            "can name it",
         )
 
-    def _acknowledge_prefix(self, fn: aws_lambda.Function) -> None:
+    def _acknowledge_prefix(
+        self,
+        fn: aws_lambda.Function,
+        prefix: str = PAYLOAD_PREFIX,
+        reason: str = "Object-level GetObject/PutObject on the payload prefix only: keys are "
+        "made by the engine per workflow, step and attempt at run time, so no fixed ARN can "
+        "name them",
+    ) -> None:
+        """cdk-nag's IAM5 (a wildcard resource) acknowledged for one prefix of the bucket."""
         stack = Stack.of(self)
         bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
-        acknowledge(
-            fn,
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{PAYLOAD_PREFIX}*]",
-            "Object-level GetObject/PutObject on the payload prefix only: keys are made by the "
-            "engine per workflow, step and attempt at run time, so no fixed ARN can name them",
-        )
+        acknowledge(fn, f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{prefix}*]", reason)
 
     def grant_read(self, fn: aws_lambda.Function) -> None:
         """GetObject on workflow payloads only (also what a presigned download is signed with).

@@ -102,6 +102,16 @@ def _upload(stack: Stack, data: bytes, *, sha256: bool = True, caller: str = ALI
     return upload
 
 
+def _expire(stack: Stack, upload_id: str) -> None:
+    """Its 15 minutes have passed (the item's expiry moved into the past)."""
+    stack.clients["dynamodb"].update_item(
+        TableName="shepherd",
+        Key={"pk": {"S": upload_pk(upload_id)}, "sk": {"S": UPLOAD_SK}},
+        UpdateExpression="SET upload_expires_at = :past",
+        ExpressionAttributeValues={":past": {"N": "1"}},
+    )
+
+
 def _start_upload(
     stack: Stack, upload_id: str, *, caller: str = ALICE, key: str | None = None
 ) -> tuple[int, Any]:
@@ -172,12 +182,7 @@ def test_another_callers_upload_is_not_found_and_stays_usable(stack: Stack) -> N
 
 def test_an_expired_upload_is_gone(stack: Stack) -> None:
     upload = _upload(stack, jsonsafe.dumps(ORDER).encode())
-    stack.clients["dynamodb"].update_item(
-        TableName="shepherd",
-        Key={"pk": {"S": upload_pk(upload["upload_id"])}, "sk": {"S": UPLOAD_SK}},
-        UpdateExpression="SET upload_expires_at = :past",
-        ExpressionAttributeValues={":past": {"N": "1"}},
-    )
+    _expire(stack, upload["upload_id"])
     status, reply = _start_upload(stack, upload["upload_id"])
     assert status == 410 and reply["error"]["code"] == "UploadExpired"
 
@@ -291,12 +296,7 @@ def test_a_callback_upload_error_is_in_the_error_shape_and_leaves_the_step_waiti
     code, reply = stack.callback(token, "success", {"output_upload": upload["upload_id"]})
     assert code == 400 and reply["error"]["code"] == "UploadMissing"
     assert reply["error"]["field"] == "output_upload"
-    stack.clients["dynamodb"].update_item(
-        TableName="shepherd",
-        Key={"pk": {"S": upload_pk(upload["upload_id"])}, "sk": {"S": UPLOAD_SK}},
-        UpdateExpression="SET upload_expires_at = :past",
-        ExpressionAttributeValues={":past": {"N": "1"}},
-    )
+    _expire(stack, upload["upload_id"])
     code, reply = stack.callback(token, "success", {"output_upload": upload["upload_id"]})
     assert code == 410 and reply["error"]["code"] == "UploadExpired"
     view = stack.api("GET", f"/workflows/{accepted['workflow_id']}")[2]

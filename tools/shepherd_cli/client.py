@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from shepherd.jsonsafe import canonical
 from shepherd.limits import MAX_INPUT_BYTES
 
 DEFAULT_API = "http://127.0.0.1:8080"
@@ -84,7 +85,7 @@ class Api:
 
     def start(self, wf_type: str, payload: Any, idempotency_key: str | None = None) -> Any:
         """POST /workflows; an input over a request's cap (5 MiB) is uploaded first."""
-        data = canonical(payload)
+        data = canonical(payload).encode()
         body: dict[str, Any] = (
             {"type": wf_type, "input_upload": self.upload(data)}
             if len(data) > MAX_INPUT_BYTES
@@ -97,7 +98,7 @@ class Api:
     def succeed(self, token: str, output: Any) -> Any:
         """POST /tasks/{token}/success; an output over a request's cap (5 MiB) is uploaded
         first (up to 100 MiB)."""
-        data = canonical(output)
+        data = canonical(output).encode()
         body = (
             {"output_upload": self.upload(data)}
             if len(data) > MAX_INPUT_BYTES
@@ -113,11 +114,6 @@ class Api:
         )
         post_form(str(upload["url"]), dict(upload["fields"]), data, timeout=max(self.timeout, 300))
         return str(upload["upload_id"])
-
-
-def canonical(value: Any) -> bytes:
-    """The bytes the API measures a payload by (compact, sorted, UTF-8)."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
 def post_form(url: str, fields: dict[str, str], data: bytes, *, timeout: float) -> None:

@@ -52,7 +52,10 @@ class IdempotencyConflict(ShepherdError):
 
 class UploadError(ShepherdError):
     """An upload named by a request cannot be used; `field` is the request's field that named
-    it (`input_upload` of a start, `output_upload` of a callback's success)."""
+    it (`input_upload` of a start, `output_upload` of a callback's success), `code` the
+    stable error code the API and the events handler report."""
+
+    code = "UploadError"
 
     def __init__(self, message: str, upload_id: str, field: str) -> None:
         super().__init__(message)
@@ -63,6 +66,8 @@ class UploadError(ShepherdError):
 class UploadNotFound(UploadError):
     """No upload has this id, or it belongs to another caller (POST /payloads)."""
 
+    code = "UploadNotFound"
+
     def __init__(self, upload_id: str, field: str = "input_upload") -> None:
         super().__init__(f"upload '{upload_id}' not found", upload_id, field)
 
@@ -71,6 +76,8 @@ class UploadUsed(UploadError):
     """The upload was already used (by a workflow's start or an attempt's success): each
     upload is single-use."""
 
+    code = "UploadUsed"
+
     def __init__(self, upload_id: str, used_by: str, field: str = "input_upload") -> None:
         super().__init__(f"upload '{upload_id}' was already used (by {used_by})", upload_id, field)
         self.used_by = used_by
@@ -78,6 +85,8 @@ class UploadUsed(UploadError):
 
 class UploadExpired(UploadError):
     """The upload's 15 minutes have passed before a request used it."""
+
+    code = "UploadExpired"
 
     def __init__(self, upload_id: str, field: str = "input_upload") -> None:
         super().__init__(f"upload '{upload_id}' has expired: request a new one", upload_id, field)
@@ -90,7 +99,7 @@ class UploadRejected(UploadError):
         self, code: str, message: str, upload_id: str = "", field: str = "input_upload"
     ) -> None:
         super().__init__(message, upload_id, field)
-        self.code = code
+        self.code = code  # UploadMissing, UploadMismatch
 
 
 class WorkflowNotFound(ShepherdError):

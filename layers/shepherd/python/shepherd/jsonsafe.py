@@ -188,12 +188,13 @@ def _check_string(text: str, what: str) -> None:
 def dumps(value: Any, *, what: str = "value", max_depth: int = MAX_JSON_DEPTH) -> str:
     """Canonical JSON (sorted keys, no spaces, UTF-8 text) of a checked value."""
     check(value, what=what, max_depth=max_depth)
+    return canonical(value)
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON of `dumps` without its walk: for a value already checked (`parse`
+    returned it), or one whose receiver checks it (a client measuring what it sends)."""
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-def canonical(parsed: Any) -> str:
-    """`dumps` of a value `parse` returned (already checked: not walked again)."""
-    return json.dumps(parsed, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 def size(text: str) -> int:

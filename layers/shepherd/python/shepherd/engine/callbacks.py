@@ -35,10 +35,11 @@ def callback(
     error: str | None = None,
     cause: str | None = None,
     output_upload: str | None = None,
-    owner: str | None = None,
+    owner: str = "local",
 ) -> StepRecord:
     """Heartbeat, succeed or fail the attempt a task token belongs to. A success's output is
-    `output`, or the object of `owner`'s upload `output_upload` (see engine.uploads)."""
+    `output`, or the object of `owner`'s upload `output_upload` (see engine.uploads; the
+    owner defaults as for `Scheduler.start_upload`)."""
     parsed, state, definition, rec = _target(scheduler, token)
     now = scheduler.ports.clock.now_ms()
     if action == "heartbeat":
@@ -57,13 +58,13 @@ def callback(
         upload: dict[str, Any] | None = None
         claimant = f"task:{rec.workflow_id}:{rec.kind}:{rec.name}:{parsed.attempt}"
         if output_upload is not None:
-            text, upload = uploads.take_output(scheduler, output_upload, owner or "", claimant)
+            text, upload = uploads.take_output(scheduler, output_upload, owner, claimant)
         else:
             text = dumps(output)
         problem = output_problem(state, rec, text)
         if problem is None:
             if output_upload is not None:
-                uploads.claim(scheduler, output_upload, owner or "", claimant, "output_upload")
+                uploads.claim(scheduler, output_upload, owner, claimant, "output_upload")
             stored = scheduler.keep_for(rec, "output", text)
             updated = scheduler.complete_attempt(state, rec, stored, token_hash=parsed.hash)
             if updated is None:

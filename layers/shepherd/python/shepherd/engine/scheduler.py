@@ -491,7 +491,7 @@ class Scheduler:
         error: str | None = None,
         cause: str | None = None,
         output_upload: str | None = None,
-        owner: str | None = None,
+        owner: str = "local",
     ) -> StepRecord:
         from shepherd.engine import callbacks  # noqa: PLC0415
 
