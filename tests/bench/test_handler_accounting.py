@@ -24,18 +24,10 @@ CLEAN = {s.name: s for s in SCENARIOS if "clean" in s.name}
 EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
     "order clean": {  # 4 steps in a chain
         "api": {
-            # The definition snapshot (once per sandbox), then one transaction: the workflow
-            # and its 4 steps, 2 WRU per item; the first task message.
-            "requests": {
-                "dynamodb.PutItem": 1,
-                "dynamodb.TransactWriteItems": 1,
-                "sqs.SendMessageBatch": 1,
-            },
-            "wru": {
-                "definition put: create": 3,
-                "step transact: create": 8,
-                "workflow transact: create": 2,
-            },
+            # The definition snapshot (once per sandbox), then the workflow item alone (one
+            # conditional put, 1 WRU: step items come with their first write); the root's task.
+            "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
+            "wru": {"definition put: create": 3, "workflow put: create": 1},
             "gsi_wru": {"by_owner add": 1, "watch add": 1},
             "rru": {},
             "sqs_messages": {"shepherd-inventory": 1},
@@ -50,8 +42,7 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
                 "sqs.SendMessageBatch": 3,
             },
             "wru": {
-                "step update: PENDING->RUNNING": 3,  # implicit dispatch: claimed from PENDING
-                "step update: QUEUED->RUNNING": 1,
+                "step update: create": 4,  # each claim creates its step's item (1 WRU)
                 "step update: RUNNING->SUCCEEDED": 4,
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
@@ -75,16 +66,8 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
     },
     "provision clean": {  # 5 steps: a fork and a join
         "api": {
-            "requests": {
-                "dynamodb.PutItem": 1,
-                "dynamodb.TransactWriteItems": 1,
-                "sqs.SendMessageBatch": 1,
-            },
-            "wru": {
-                "definition put: create": 4,
-                "step transact: create": 10,
-                "workflow transact: create": 2,
-            },
+            "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
+            "wru": {"definition put: create": 4, "workflow put: create": 1},
             "gsi_wru": {"by_owner add": 1, "watch add": 1},
             "rru": {},
             "sqs_messages": {"shepherd-cloud": 2},
@@ -97,9 +80,10 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
                 "sqs.SendMessageBatch": 3,
             },
             "wru": {
-                "step update: PENDING->QUEUED": 1,  # the join, dispatched exactly once
-                "step update: PENDING->RUNNING": 2,
-                "step update: QUEUED->RUNNING": 3,
+                # 4 claims create their items; the join's dispatch (exactly once) creates its
+                # item QUEUED, which its claim then updates.
+                "step update: create": 5,
+                "step update: QUEUED->RUNNING": 1,
                 "step update: RUNNING->SUCCEEDED": 5,
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },

@@ -343,7 +343,8 @@ def test_pause_resume_with_a_replacement_input_and_compensate(
     view = stack.api("GET", f"/workflows/{wf}")[2]
     assert view["status"] == "PAUSED" and view["pause"]["reason"] == "operator"
     assert view["pause"]["by"] == ALICE and view["paused_at"].endswith("Z")
-    assert view["steps"][0]["status"] == "QUEUED"
+    # Never claimed: it has no item yet, and the view shows it PENDING from the definition.
+    assert view["steps"][0]["status"] == "PENDING" and view["steps"][0]["attempt"] == 0
     status, _, reply = stack.api("POST", f"/workflows/{wf}/resume", body={"step": "nope"})
     assert status == 409 and "no step 'nope'" in reply["error"]["message"]
     status, _, reply = stack.api(

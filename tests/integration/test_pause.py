@@ -265,7 +265,8 @@ def test_a_paused_pool_claims_nothing_and_its_wait_is_neither_lost_nor_timed_out
         report = harness.sweep()
         assert report.actions.get("Redispatch", 0) == 0 and report.actions.get("TimedOut", 0) == 0
     reserve = harness.step(wf, "reserve_inventory")
-    assert reserve.status is StepStatus.QUEUED and reserve.attempt == 1  # no retry burned
+    assert reserve.status is StepStatus.PENDING and not reserve.stored  # nothing written
+    assert reserve.attempt == 0  # no retry burned
     assert harness.sent(wf, "reserve_inventory") == [1]  # not re-sent either
     harness.pools.resume("inventory", by="ops")
     # The backlog drains; the wait just ended is not a lost message.

@@ -112,7 +112,7 @@ def test_sweep_reads_due_work_only(moto_engine: Harness) -> None:
     # Clone finished workflows (their real items, new ids) until there are 2,000.
     _clone_finished(h, client, 1990)
 
-    _restore_stalls(h)
+    _restore_stalls(h, client)
     many = sweep_reads()
     assert few == many
     assert few[1] == h.scheduler.config.watch_shards  # one query per shard, no pagination
@@ -130,12 +130,16 @@ def _stall_twice(h: Harness) -> None:
         h.queue.delete(m.receipt)  # both root messages lost
 
 
-def _restore_stalls(h: Harness) -> None:
+def _restore_stalls(h: Harness, client: Any) -> None:
     """Put the two stalled workflows back exactly as they were before the first sweep."""
     for wf in _stalled:
-        state = h.state(wf)
-        step = state.steps["reserve_inventory"]
-        assert step.status is StepStatus.QUEUED and step.dispatches == 2
+        step = h.state(wf).steps["reserve_inventory"]
+        # The first sweep dispatched the never-claimed root again, which created its item;
+        # before, the root had none (never claimed: shown PENDING from the definition).
+        assert step.status is StepStatus.QUEUED and step.dispatches == 1
+        pk, sk = step.key
+        client.delete_item(TableName="shepherd-test", Key={"pk": {"S": pk}, "sk": {"S": sk}})
+        assert not h.state(wf).steps["reserve_inventory"].stored
     h.clock.advance(60)  # overdue again: same due items, same reads
 
 

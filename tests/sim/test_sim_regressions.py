@@ -245,14 +245,15 @@ def _watch_gap_without_the_pause_timeout() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _unwatch_without_holds() -> Iterator[None]:
-    """A paused workflow left the watch index with a plain write: a claim read before the
-    pause could land after it and run an attempt nobody watched."""
+    """A paused workflow left the watch index (or moved its entry to its pause timeout) with
+    a plain write: a claim read before the pause could land after it and run an attempt
+    nobody watched."""
     from shepherd.decisions import transitions as tx
 
     real = tx.unwatch_paused
 
-    def old(wf: WorkflowRecord, unclaimed: Any, now: int) -> list[Any]:
-        return [tx.move_due(wf, None)]
+    def old(wf: WorkflowRecord, unclaimed: Any, now: int, due_at: int | None = None) -> list[Any]:
+        return [tx.move_due(wf, due_at)]
 
     tx.unwatch_paused = old  # type: ignore[assignment]
     try:
@@ -340,9 +341,10 @@ REGRESSIONS = [
         "attempt out (FAILED, unwinding), and the late Pending was reported as SUCCEEDED",
     ),
     Regression(
-        # Found as seed 51637; re-seeded as the engine grew (isolated looks, ATTEMPTED) and
-        # when provision_environment's configure got OnFailure: PAUSE.
-        666,
+        # Found as seed 51637; re-seeded as the engine grew (isolated looks, ATTEMPTED), when
+        # provision_environment's configure got OnFailure: PAUSE, and when step items became
+        # lazy (issue 16: a start writes one item, which moves every later fault draw).
+        517,
         MIX_2,
         "status",
         _workflow_writes_guarded_by_status_only,
@@ -360,8 +362,9 @@ REGRESSIONS = [
         OPERATOR_TYPES,
     ),
     Regression(
-        # Found as seed 18; re-seeded when sim_fan's east got its seconds-long backoff.
-        23,
+        # Found as seed 18; re-seeded when sim_fan's east got its seconds-long backoff and
+        # when step items became lazy (issue 16).
+        24,
         MIX_3,
         "superseded",
         _failed_attempt_forgets_its_token,
@@ -369,16 +372,9 @@ REGRESSIONS = [
         "that genuine token was told 'unknown token' (404) instead of 'stale' (409)",
         OPERATOR_TYPES,
     ),
-    Regression(
-        20427,
-        MIX_4,
-        "superseded",
-        _timeout_ignores_an_armed_token,
-        "a frozen agent woke and armed its task token while the supervisor's timeout of that "
-        "attempt (planned from an earlier read) was in flight; the timeout landed without the "
-        "token's hash, and the external system's late success was told 'unknown token'",
-        OPERATOR_TYPES,
-    ),
+    # Seed 20427 at x4 (_timeout_ignores_an_armed_token alone) stopped reaching its bug when
+    # step items became lazy (issue 16); no new seed found yet (seeds 3,000-~9,000 at x4
+    # searched). That fix is still put back, with the agent's half, by seed 24 above.
     Regression(
         36,
         MIX_3,
@@ -389,13 +385,17 @@ REGRESSIONS = [
         OPERATOR_TYPES,
     ),
     Regression(
-        6520,
-        MIX_3,
+        # Found as seed 6520 (MIX_3: the workflow left the index); when step items became lazy
+        # (issue 16) seed 1380 at x4 found the same race with a pause timeout (the entry moved
+        # to it, an hour away), which holds now close too.
+        1380,
+        MIX_4,
         "findable",
         _unwatch_without_holds,
         "an agent's claim read the workflow RUNNING just before an operator paused it and "
-        "landed late; meanwhile the supervisor took the paused workflow (nothing in flight) out "
-        "of the watch index: the attempt ran, then froze, unsupervised until an operator acted",
+        "landed late; meanwhile the supervisor moved the paused workflow's entry (nothing in "
+        "flight) to its pause timeout an hour away: the attempt ran, then crashed, unsupervised "
+        "until the pause timeout",
         OPERATOR_TYPES,
     ),
 ]
@@ -452,15 +452,6 @@ def test_next_due_counts_now_plus_gap_while_everything_waits_for_a_backoff() -> 
 
 # ------------------------------------------------------------------ known engine gaps
 
-# MIX_3 with every probability x3 and every FAILED workflow redriven (`--scale 3 --faults
-# redrive=1` when the gaps below were found).
-MIX_5 = Faults.parse(
-    "none,delay=0.15,dup=0.15,reorder=0.24,lose=0.12,crash_before=0.09,crash_after=0.09,"
-    "pause=0.09,hang=0.06,retryable=0.24,permanent=0.09,oversize=0.06,store_before=0.012,"
-    "store_after=0.012,slow=0.09,index_lag=0.6,double_sweep=0.09,sweep_crash=0.06,"
-    "clock_jump=0.015,cancel=0.15,redrive=1,operator=0.3,pool_pause=0.03"
-)
-
 
 @dataclass(frozen=True)
 class Gap:
@@ -475,19 +466,14 @@ class Gap:
 
 
 KNOWN_GAPS = [
+    # Seed 20819 at x4 (a never-sent step due at once when its pool resumes) stopped reaching
+    # its gap when step items became lazy (issue 16) and no new seed was found yet (seeds
+    # 1-~5,000 at x4 searched): the gap stands (docs/simulation.md), its guard is lost here.
     Gap(
-        20819,
+        # Found as 4257 at x3; re-seeded when step items became lazy (issue 16).
+        26,
         MIX_4,
-        "Dispatch of 'load' was due at",
-        "an operator's resume failed after its transaction, before sending: a step queued "
-        "while paused was never sent, and its pool was paused; when the pool resumed the step "
-        "was due at once, but nothing pulled the workflow's due_at in (an event that creates "
-        "a deadline sooner than G after it)",
-    ),
-    Gap(
-        4257,
-        MIX_5,
-        "Dispatch of 'alpha' was due at",
+        "Dispatch of 'configure' was due at",
         "a supervisor's read of the pools failed and it kept the last states it had (the pool "
         "still paused); its look left out the dispatch grace the pool's resume had restarted, "
         "and found the lost message late",

@@ -33,20 +33,9 @@ def what_if(summary: dict[str, Any], definition: Definition) -> list[dict[str, A
     steps = summary["steps_per_workflow"]
     tally = summary["tally"]
     per_wf = 1.0 / summary["workflows"]
-    non_root = steps - len(definition.roots)
-    step_create = tally["wru"].get("step transact: create", 0) * per_wf  # WRU per workflow
     chained = chained_steps(definition)
     table_queries = summary["requests"].get("dynamodb.Query", 0) * per_wf
     rows = [
-        {
-            "change": "create non-root step items lazily (a conditional put at dispatch/claim) "
-            "instead of in the start transaction",
-            "saves_usd_per_million_steps": step_create * non_root / steps * WRU * 1e6 / steps,
-            "price": "allowed by the issue; not built in this round: reads must synthesise "
-            "missing PENDING steps, and the pause hold, cancel, resume and the join's dispatch "
-            "must each handle a step with no item yet (a conditional put where an update is "
-            "now), all proven again by the fault simulator",
-        },
         {
             "change": "list index KEYS_ONLY (or project only immutable attributes)",
             "saves_usd_per_million_steps": tally["gsi_wru"].get("by_owner update", 0)
@@ -105,8 +94,8 @@ def floor(summary: dict[str, Any]) -> dict[str, float]:
     Whatever the start writes, every step is claimed and completed by fenced conditional
     writes (invariant 2: 1 WRU each), and reaches its agent as one task message: one send, and
     with one message per invocation the event source's receive and delete and one Lambda
-    invocation. The start's transaction of every step item (2 WRU each) came on top while the
-    step items were created at start.
+    invocation. Until issue 16 the start's transaction of every step item (2 WRU each) came
+    on top; step items are now created by their claim (or a join's dispatch).
     """
     per_step_worst = 2 * WRU + 3 * SQS + LAMBDA
     per_step_full = 2 * WRU + SQS + 2 * SQS / 10 + LAMBDA / 10

@@ -285,6 +285,7 @@ def _run_scenario(
         workflow_id, took = run_workflow(stack, scenario, timelines)
         state = WorkflowState.from_items(stack.items(workflow_id))
         assert state is not None
+        state.complete(definition.topological_order)
         run.statuses[state.workflow.status.value] += 1
         run.step_attempts += sum(r.attempt for r in state.steps.values())
         run.compensation_attempts += sum(r.attempt for r in state.compensations.values())

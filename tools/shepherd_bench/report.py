@@ -111,9 +111,10 @@ def _headline(results: dict[str, Any]) -> list[str]:
             f"**{held}**: with one message per invocation a step's claim, result, message, "
             "event-source requests and invocation alone cost "
             f"{_usd(results['cost']['floor']['per_step_floor_worst_usd_per_million_steps'])} "
-            "(see *Why the floor is where it is*); unchanged by issue 16 (the happy path's "
-            "requests are pinned by `tests/bench/test_handler_accounting.py`): the issue's "
-            "$5.74 / $5.47 predate the stream relay's Lambda invocations "
+            "(see *Why the floor is where it is*). Issue 16's lazy step items took the "
+            "start's transaction of every step item away (9 WRU per order, 11 per provision; "
+            "the happy path's requests are pinned by `tests/bench/test_handler_accounting.py`); "
+            "the issue's $5.74 / $5.47 predate the stream relay's Lambda invocations "
             f"({_usd(order['worst']['usd_per_million_steps_by_kind'].get('lambda_relay', 0))} / "
             f"{_usd(prov['worst']['usd_per_million_steps_by_kind'].get('lambda_relay', 0))})",
         ],
@@ -506,12 +507,13 @@ def _floor(results: dict[str, Any]) -> list[str]:
         "before the workflow item, its index entries, the reads and the events out, so the "
         "$2.50 target cannot hold with one message per invocation whatever the start writes "
         "(with full batches of 10 the floor is "
-        f"{_usd(floor['per_step_floor_full_batches_usd_per_million_steps'])}). With the step "
-        "items written by the start's transaction (2 WRU each, as built) the floor is "
+        f"{_usd(floor['per_step_floor_full_batches_usd_per_million_steps'])}). Step items "
+        "are created by their claim (issue 16); with the step items written by the start's "
+        "transaction (2 WRU each, as before) the floor was "
         f"{_usd(floor['eager_step_items_usd_per_million_steps'])}. The measured cost is that "
-        "floor plus the per-workflow overhead (the workflow item, 2 WRU in the transaction, "
-        "and its finish, 1 WRU; 4 index writes; two events out) and two consistent partition "
-        "reads per step.",
+        "floor plus the per-workflow overhead (the workflow item's conditional put, 1 WRU, "
+        "and its finish, 1 WRU; 4 index writes; two events out; a join's dispatch, 1 WRU) "
+        "and two consistent partition reads per step.",
         "",
         "What the design changes below would save (computed from the measured units of the "
         "clean runs, worst-case batching, core + events; the savings overlap slightly, so "
@@ -526,12 +528,10 @@ def _floor(results: dict[str, Any]) -> list[str]:
         )
         lines.append("")
     lines += [
-        "None of these is implemented. Lazy step items (the first) are allowed by the issue "
-        "and are the largest saving, but they touch every place that writes a step (start, "
-        "claim, join dispatch, cancel, the pause hold, resume) and were left for a round that "
-        "can prove them with the fault simulator; even with all of the changes the worst-case "
-        "figure stays above the per-step floor above, itself above $2.50. The others trade "
-        "features or latency for cents.",
+        "None of these is implemented: even with all of them the worst-case figure stays "
+        "above the per-step floor above, itself above $2.50, and each trades a feature or "
+        "latency for cents. (Lazy step items, the largest saving listed here before issue 16, "
+        "are built: see *Where the cost goes*.)",
         "",
     ]
     return lines

@@ -203,7 +203,8 @@ class RunRecord:
         for pk in sorted(by_pk):
             state = WorkflowState.from_items(by_pk[pk])
             if state is not None:
-                out[state.workflow.workflow_id] = state
+                definition = self.definitions[state.workflow.wf_type]
+                out[state.workflow.workflow_id] = state.complete(definition.topological_order)
         return out
 
 

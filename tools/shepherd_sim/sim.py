@@ -1631,6 +1631,7 @@ class Simulation:
             if state is None or state.workflow.status.terminal:
                 continue
             definition = self.defs[state.workflow.wf_type]
+            state.complete(definition.topological_order)
             resumed = self._resumed_at.get(wf_id)
             strict = check_findable(
                 state, definition, now, self._check_rng, pools=pools, resumed_at=resumed

@@ -9,6 +9,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NewType
@@ -71,7 +72,9 @@ TERMINAL = frozenset(
 
 class StepStatus(StrEnum):
     PENDING = "PENDING"
-    """Created; waits for its dependencies (attempt 0)."""
+    """Waits for its dependencies, or for its first dispatch or claim (attempt 0). Usually
+    no item exists yet: a step's item is created by the first write it needs, and reads show
+    a missing step as PENDING from the definition (`WorkflowState.complete`)."""
     QUEUED = "QUEUED"
     """Dispatched for `attempt`, or waiting for its retry backoff; not claimed yet."""
     RUNNING = "RUNNING"
@@ -135,10 +138,18 @@ class StepRecord:
     wf_type: str | None = None  # its workflow's type: events derived from the item name it
     fail_reason: str | None = None  # FAILED: permanent, exhausted or unwinding
     held_at: int | None = None  # no claim may land: its paused workflow left the watch index
+    # False: no item exists (a step shown PENDING from the definition). A write planned on it
+    # is guarded by exactly that (the item is still missing) and creates the item.
+    stored: bool = field(default=True, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
         return (wf_pk(self.workflow_id), item_sk(self.kind, self.name))
+
+    @classmethod
+    def unstored(cls, workflow_id: str, name: str, wf_type: str) -> StepRecord:
+        """A step whose item does not exist yet, as reads show it: PENDING, attempt 0."""
+        return cls(workflow_id, "step", name, StepStatus.PENDING, wf_type=wf_type, stored=False)
 
     def to_item(self) -> Item:
         pk, sk = self.key
@@ -171,8 +182,12 @@ class StepRecord:
             dispatches=int(item.get("dispatches", 0)),
             budget_from=int(item.get("budget_from", 0)),
             attempts_total=int(item.get("attempts_total", len(item.get("history", ())))),
-            **{name: item.get(name) for name in _STEP_OPTIONAL},
+            **_optional(item, _STEP_OPTIONAL),
         )
+
+
+def _optional(item: Item, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: item.get(name) for name in names}
 
 
 _STEP_OPTIONAL = (
@@ -310,6 +325,19 @@ class WorkflowState:
         if workflow is None:
             return None
         return cls(workflow, steps, comps)
+
+    def complete(self, step_names: Iterable[str]) -> WorkflowState:
+        """Show each of the definition's steps that has no item yet as PENDING (unstored).
+
+        Step items are created by the first write a step needs (its claim, a join's dispatch,
+        a cancel, a pause's hold), so a partition holds only the steps that got that far; every
+        reader that plans or reports on a workflow completes it first.
+        """
+        wf = self.workflow
+        for name in step_names:
+            if name not in self.steps:
+                self.steps[name] = StepRecord.unstored(wf.workflow_id, name, wf.wf_type)
+        return self
 
     def record(self, kind: Kind, name: str) -> StepRecord | None:
         return (self.steps if kind == "step" else self.compensations).get(name)

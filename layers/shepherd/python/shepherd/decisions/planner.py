@@ -225,9 +225,16 @@ class _Planner:
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
         if options.redispatch:
             return [Dispatch(rec, lost=False)]
-        grace = self.definition.dispatch_timeout_seconds * 1000
-        if options.supervisor and self.now >= ready_at + grace:
-            return [Dispatch(rec, lost=True, overdue_ms=self.now - ready_at - grace)]
+        if not options.supervisor:
+            return []
+        # Sent when it became ready (or with the start, for a root), as a QUEUED step is sent:
+        # its message is lost only after the dispatch grace, never while its pool is paused.
+        pool = options.pools.get(spec.pool)
+        if pool is not None and pool.paused:
+            return []
+        deadline = max(ready_at, _resumed(pool)) + self.definition.dispatch_timeout_seconds * 1000
+        if self.now >= deadline:
+            return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline)]
         return []
 
     # -------------------------------------------------------------------------- PAUSED
@@ -518,9 +525,11 @@ def next_due(
             candidates.extend(_attempt_deadlines(definition, kind, rec, now))
             candidates.append(now + gap)
         elif rec.status is StepStatus.PENDING and running and kind == "step":
-            ready_at = _ready_at(state, definition.by_name[rec.name])
-            if ready_at is not None:
-                candidates.append(min(ready_at + grace, now + gap))
+            spec = definition.by_name[rec.name]
+            ready_at = _ready_at(state, spec)
+            pool = pools.get(spec.pool)
+            if ready_at is not None and not (pool is not None and pool.paused):
+                candidates.append(min(max(ready_at, _resumed(pool)) + grace, now + gap))
     return min(candidates)
 
 

@@ -9,7 +9,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shepherd import limits
@@ -40,6 +40,27 @@ def _is(status: StepStatus | WorkflowStatus) -> Cond:
 
 def _attempt(attempt: int) -> Cond:
     return Eq("attempt", attempt)
+
+
+def _seen(rec: StepRecord) -> Cond:
+    """Exactly the step as it was read: its status and attempt, or, for a step with no item
+    yet, that it still has none (whoever created it since planned on something newer)."""
+    if not rec.stored:
+        return Missing("pk")
+    return all_of(_is(rec.status), _attempt(rec.attempt))
+
+
+def _creating(rec: StepRecord, update: Update) -> Update:
+    """`update` as it may create the step's item: what a PENDING step's item would hold
+    (status, attempt 0, its workflow's type), kept where the item already holds it."""
+    base = {"status": StepStatus.PENDING.value, "attempt": 0, "wf_type": rec.wf_type}
+    missing = {k: v for k, v in base.items() if v is not None and k not in update.names()}
+    return replace(update, set_if_missing={**update.set_if_missing, **missing})
+
+
+def _step_write(rec: StepRecord, update: Update, condition: Cond) -> Write:
+    """A write planned on the step as read: on a step with no item yet, it creates it."""
+    return Write(*rec.key, update if rec.stored else _creating(rec, update), condition)
 
 
 def _history(
@@ -87,10 +108,12 @@ def _ended(rec: StepRecord, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
-    """QUEUED(a) -> RUNNING(a); for attempt 1 also PENDING(0) -> RUNNING(1) (implicit dispatch)."""
+    """QUEUED(a) -> RUNNING(a); for a step's attempt 1 also PENDING(0) -> RUNNING(1) (implicit
+    dispatch), which creates the item when the step has none yet."""
     expected = all_of(_is(StepStatus.QUEUED), _attempt(attempt))
-    if attempt == 1:
-        expected = any_of(expected, all_of(_is(StepStatus.PENDING), _attempt(0)))
+    if attempt == 1 and rec.kind == "step":
+        pending = all_of(_is(StepStatus.PENDING), _attempt(0))
+        expected = any_of(expected, pending, Missing("pk"))
     # A held step's workflow is paused and unwatched: a claim read before the pause loses.
     expected = all_of(expected, Missing("held_at"))
     update = Update(
@@ -104,6 +127,8 @@ def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
         # The evidence that this step may have acted, whatever its attempts end in.
         set_if_missing={"first_claimed_at": now},
     )
+    if attempt == 1 and rec.kind == "step":
+        update = _creating(rec, update)
     return Write(*rec.key, update, expected)
 
 
@@ -270,7 +295,7 @@ def dispatch(rec: StepRecord, now: int) -> Write:
             },
             add={"dispatches": 1},
         )
-        return Write(*rec.key, update, all_of(_is(StepStatus.PENDING), _attempt(0)))
+        return _step_write(rec, update, _seen(rec))
     seen = (
         Missing("dispatched_at")
         if rec.dispatched_at is None
@@ -285,7 +310,7 @@ def cancel(rec: StepRecord, now: int, expires_at: int) -> Write:
     update = Update(
         set={"status": StepStatus.CANCELLED.value, "finished_at": now, "expires_at": expires_at}
     )
-    return Write(*rec.key, update, all_of(_is(rec.status), _attempt(rec.attempt)))
+    return _step_write(rec, update, _seen(rec))
 
 
 def new_compensation(workflow_id: str, wf_type: str, name: str, now: int) -> Item:
@@ -400,11 +425,7 @@ def replace_input(rec: StepRecord, now: int, text: str, by: str) -> Write:
     """An operator's replacement input for a step not in flight and not succeeded, recorded
     in its history with who changed it (in the resume's transaction)."""
     entry = {"a": rec.attempt, "o": "input_replaced", "t": now, "by": by}
-    return Write(
-        *rec.key,
-        Update(set={"input": text, **_ended(rec, entry)}),
-        all_of(_is(rec.status), _attempt(rec.attempt)),
-    )
+    return _step_write(rec, Update(set={"input": text, **_ended(rec, entry)}), _seen(rec))
 
 
 def redrive_workflow(
@@ -502,19 +523,23 @@ def move_due(wf: WorkflowRecord, due_at: int | None) -> Write:
     return Write(wf_pk(wf.workflow_id), WF_SK, update, all_of(_is(wf.status), seen, _redrives(wf)))
 
 
-def unwatch_paused(wf: WorkflowRecord, unclaimed: Sequence[StepRecord], now: int) -> list[Write]:
-    """A paused workflow with nothing in flight leaves the watch index, and each step that
-    could still be claimed (PENDING or QUEUED) is held, in one transaction.
+def unwatch_paused(
+    wf: WorkflowRecord, unclaimed: Sequence[StepRecord], now: int, due_at: int | None = None
+) -> list[Write]:
+    """A paused workflow with nothing in flight leaves the watch index (or, with a pause
+    timeout, moves its entry to it), and each step that could still be claimed (PENDING or
+    QUEUED) is held, in one transaction.
 
     Without the hold, an agent that read the workflow before the pause could land its claim
-    after this write and run an attempt nobody watches. With it, such a claim fails (the claim
-    requires no hold), or it landed first and this transaction fails, so the workflow stays
-    due and the next look watches the attempt. A resume releases the holds.
+    after this write and run an attempt nobody watches (until the pause timeout, if any: found
+    by the fault simulator, seed 1380 at x4). With it, such a claim fails (the claim requires
+    no hold), or it landed first and this transaction fails, so the workflow stays due and the
+    next look watches the attempt. A resume releases the holds.
     """
-    writes = [move_due(wf, None)]
+    writes = [move_due(wf, due_at)]
     for rec in unclaimed:
-        condition = all_of(_is(rec.status), _attempt(rec.attempt), Missing("held_at"))
-        writes.append(Write(*rec.key, Update(set={"held_at": now}), condition))
+        condition = all_of(_seen(rec), Missing("held_at"))
+        writes.append(_step_write(rec, Update(set={"held_at": now}), condition))
     return writes
 
 

@@ -109,9 +109,14 @@ class Executor:
             return False
         return True
 
-    def create(self, items: Sequence[Item]) -> None:
-        """Create items that must not exist yet, in one transaction (a workflow's start).
-
-        Raises TransactionConflict: the caller decides (an idempotent replay, or a conflict).
-        """
-        self.store.create(items)
+    def start(self, item: Item) -> Item | None:
+        """Create a workflow's item (one conditional put: its steps come later): None if it
+        was created, else the item that exists (an idempotent replay, or a conflict)."""
+        try:
+            self.store.put_new(item)
+        except ConditionFailed as lost:
+            current = lost.current or self.store.get(item["pk"], item["sk"])
+            if current is None:  # pragma: no cover - created and gone between two calls
+                raise
+            return current
+        return None

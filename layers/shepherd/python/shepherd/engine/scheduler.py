@@ -42,7 +42,6 @@ from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
     InputTooLarge,
-    TransactionConflict,
     WorkflowNotFound,
 )
 from shepherd.keys import Kind, watch_shard, wf_pk
@@ -208,7 +207,7 @@ class Scheduler:
         owner: str,
         idempotency_key: str | None,
     ) -> StartResult:
-        """Write a validated start in one transaction and dispatch its roots; a workflow that
+        """Write a validated start (the workflow item) and dispatch its roots; a workflow that
         exists already is an idempotent replay (same request hash) or IdempotencyConflict."""
         wf_type = definition.name
         now = self.ports.clock.now_ms()
@@ -230,23 +229,18 @@ class Scheduler:
             watch_shard=self.shard(workflow_id),
             due_at=now + definition.watch_gap_ms,
         )
-        steps = [
-            self._initial_step(workflow_id, name, definition, now)
-            for name in definition.topological_order
-        ]
-        try:
-            self.executor.create([workflow.to_item(), *(s.to_item() for s in steps)])
-        except TransactionConflict as conflict:
-            if conflict.index != 0 or conflict.current is None:
-                raise
-            existing = WorkflowRecord.from_item(conflict.current)
+        # The workflow item alone: each step's item is created by the first write the step
+        # needs (a root's by its claim, which accepts a missing item for attempt 1).
+        existing_item = self.executor.start(workflow.to_item())
+        if existing_item is not None:
+            existing = WorkflowRecord.from_item(existing_item)
             if existing.request_hash != rhash:
                 raise IdempotencyConflict(existing.workflow_id) from None
             return StartResult(existing, created=False)
         tasks = [
-            self.task(workflow_id, definition, "step", s.name, 1)
-            for s in steps
-            if s.status is StepStatus.QUEUED
+            self.task(workflow_id, definition, "step", spec.name, 1)
+            for spec in definition.steps
+            if not spec.depends_on
         ]
         self.deliver(tasks)
         return StartResult(workflow, created=True)
@@ -283,24 +277,6 @@ class Scheduler:
                     f"{where}: {exc.message.replace('data', 'input', 1)}", where
                 ) from None
         return input_json
-
-    @staticmethod
-    def _initial_step(workflow_id: str, name: str, definition: Definition, now: int) -> StepRecord:
-        if definition.by_name[name].depends_on:
-            return StepRecord(
-                workflow_id, "step", name, StepStatus.PENDING, wf_type=definition.name
-            )
-        return StepRecord(
-            workflow_id,
-            "step",
-            name,
-            StepStatus.QUEUED,
-            attempt=1,
-            dispatched_at=now,
-            available_at=now,
-            dispatches=1,
-            wf_type=definition.name,
-        )
 
     # -------------------------------------------------------------------------- payloads
 
@@ -349,7 +325,8 @@ class Scheduler:
         state = WorkflowState.from_items(items)
         if state is None:
             return None
-        return state, self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
+        definition = self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
+        return state.complete(definition.topological_order), definition
 
     def owned(self, workflow_id: str, owner: str | None) -> tuple[WorkflowState, Definition]:
         """The workflow if it exists and `owner` (when given) owns it; else WorkflowNotFound."""

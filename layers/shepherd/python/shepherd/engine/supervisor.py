@@ -29,7 +29,7 @@ from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
 from shepherd.errors import StoreUnavailable
 from shepherd.keys import WF_SK, shard_key, wf_pk, workflow_id_of
-from shepherd.model import PoolState, StepStatus, WorkflowState, dumps, loads
+from shepherd.model import PoolState, StepStatus, WorkflowState, WorkflowStatus, dumps, loads
 
 logger = logging.getLogger("shepherd.supervisor")
 
@@ -175,7 +175,12 @@ class Supervisor:
             name = self._record(applied, report)
             if name is not None:
                 seen = getattr(applied.action, "seen", None)
-                acted.append(f"{name}({seen.name}#{seen.attempt})" if seen is not None else name)
+                if seen is None:
+                    acted.append(name)
+                    continue
+                # The attempt acted on: a PENDING step's dispatch sends its first.
+                first = isinstance(applied.action, Dispatch) and seen.status is StepStatus.PENDING
+                acted.append(f"{name}({seen.name}#{1 if first else seen.attempt})")
         if acted:
             logger.info(
                 "supervisor acted",
@@ -200,13 +205,16 @@ class Supervisor:
         if due is not None and not wf.look_failures and self._leave_due(due, now, report):
             report.left_due += 1  # the next sweep looks again: no write
             return
-        if due is None:
+        records = [*state.steps.values(), *state.compensations.values()]
+        if wf.status is WorkflowStatus.PAUSED and not any(r.status.in_flight for r in records):
+            # Watched for nothing but its pause timeout (or not at all): hold what a claim
+            # read before the pause could still start.
             unclaimed = [
                 rec
                 for rec in state.steps.values()
                 if rec.status in (StepStatus.PENDING, StepStatus.QUEUED) and rec.held_at is None
             ]
-            moved = self.scheduler.executor.together(tx.unwatch_paused(wf, unclaimed, now))
+            moved = self.scheduler.executor.together(tx.unwatch_paused(wf, unclaimed, now, due))
         else:
             moved = self.scheduler.executor.workflow(state, tx.move_due(wf, due))
         if moved:
