@@ -116,9 +116,11 @@ def one_stall(
         last = rec.heartbeat_at
         due = min(last + hb_ms, rec.claimed_at + spec.timeout_seconds * 1000)
     else:
-        rec = core.scheduler.load(workflow_id)[0].steps[root]  # type: ignore[index]
-        assert rec.dispatched_at is not None
-        last = rec.dispatched_at
+        state = core.scheduler.load(workflow_id)[0]  # type: ignore[index]
+        rec = state.steps[root]
+        # A root is sent with the start and has no item until claimed (or sent again).
+        last = rec.dispatched_at if rec.stored else state.workflow.created_at
+        assert last is not None
         due = last + definition.dispatch_timeout_seconds * 1000
     for _ in range(1000):
         if progress.acted is not None:

@@ -134,6 +134,9 @@ def run_scaling(
             UpdateExpression="SET due_at = :d",
             ExpressionAttributeValues={":d": {"N": str(far)}},
         )
+        # A first sweep (not counted) re-dispatches the due roots, which creates their items
+        # (a never-claimed step has none): every counted sweep then reads the same partitions.
+        _sweep(core, meter, "warm-up", 1, 1)
         made = 1
         for total in finished:
             _clone(raw, done_items, "done", made, total - made)
