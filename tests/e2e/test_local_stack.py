@@ -316,19 +316,20 @@ def test_pause_and_resume_a_workflow_and_a_pool_through_the_cli(
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         view = api.call("GET", f"/workflows/{workflow_id}")
-        if view["steps"][0]["status"] == "SUCCEEDED" and view["steps"][1]["status"] == "QUEUED":
+        # charge_payment is sent, never claimed: no item yet, shown PENDING at attempt 0.
+        if view["steps"][0]["status"] == "SUCCEEDED" and view["steps"][1]["status"] == "PENDING":
             break
         time.sleep(0.2)
     time.sleep(2)  # the payments workers poll, and must not take it
     view = api.call("GET", f"/workflows/{workflow_id}")
-    assert view["steps"][1]["status"] == "QUEUED" and view["steps"][1]["attempt"] == 1
+    assert view["steps"][1]["status"] == "PENDING" and view["steps"][1]["attempt"] == 0
     listing = cli(stack, "pools")
     assert "payments" in listing.stdout and "PAUSED" in listing.stdout
     assert cli(stack, "pause", workflow_id).stdout.strip() == "PAUSED"
     assert cli(stack, "pools", "resume", "payments").returncode == 0
     time.sleep(2)  # the payments task is dropped: its workflow is paused
     view = api.call("GET", f"/workflows/{workflow_id}")
-    assert view["status"] == "PAUSED" and view["steps"][1]["status"] == "QUEUED"
+    assert view["status"] == "PAUSED" and view["steps"][1]["status"] == "PENDING"
     assert cli(stack, "resume", workflow_id).stdout.strip() == "RUNNING"
     assert wait(api, workflow_id)["status"] == "SUCCEEDED"
     refused = cli(stack, "resume", workflow_id)
