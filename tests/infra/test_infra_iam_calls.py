@@ -191,7 +191,18 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         )
         assert status == 202
         assert stack.api("POST", f"{doomed['location']}/cancel")[0] in (200, 202)
+        # Paused before any claim, resumed with a replacement input for a step with no item
+        # yet: one transaction that creates that step's item.
+        status, _, held = stack.api(
+            "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+        )
+        assert status == 202
+        assert stack.api("POST", f"{held['location']}/pause")[0] == 202
+        replacement = {"step": "charge_payment", "input": {**ORDER, "amount": 1}}
+        assert stack.api("POST", f"{held['location']}/resume", body=replacement)[0] == 202
     _deliver(stack, recorder)
+    with recorder.acting_as("api"):
+        assert stack.api("GET", held["location"])[2]["status"] == "SUCCEEDED"
     # The table's changes through the relay, as its stream mapping delivers them.
     with recorder.acting_as("relay"):
         assert stack.relay() > 0
@@ -237,10 +248,10 @@ def test_every_call_each_function_makes_is_allowed_by_its_own_role(
     assert {c.function for c in flows.calls} == set(roles), "every function took part"
     made = {(c.function, c.service, c.operation, c.params.get("IndexName")) for c in flows.calls}
     # The flows reach what matters for least privilege: both indexes, each by its one reader,
-    # the start's conditional put, batches to queues, events to the bus. (Since issue 16 a
-    # start is one PutItem, not a transaction; these flows make no TransactWriteItems.)
+    # transactions, the start's conditional put, batches to queues, events to the bus.
     assert ("api", "dynamodb", "Query", "by_owner") in made
     assert ("supervisor", "dynamodb", "Query", "watch") in made
+    assert any(op == "TransactWriteItems" for _, _, op, _ in made)
     assert ("api", "dynamodb", "PutItem", None) in made
     assert any(op == "SendMessageBatch" for _, _, op, _ in made)
     assert any(op == "PutEvents" for _, _, op, _ in made)
