@@ -143,8 +143,9 @@ def output_problem(state: WorkflowState, rec: StepRecord, output: str) -> str | 
 class Scheduler:
     """Starts workflows and advances them; shared by the API, agents and the supervisor.
 
-    Guarantees: a start is one transaction; every later change is one conditional write (or
-    one transaction) applied by the executor, whose loss is learned from the returned current
+    Guarantees: a start is one conditional put (the workflow item; step items come with their
+    first write); every later change is one conditional write (or one transaction) applied by
+    the executor, whose loss is learned from the returned current
     item; messages and events are sent only after the write they announce has won.
     """
 
@@ -164,7 +165,7 @@ class Scheduler:
         idempotency_key: str | None = None,
         owner: str = "local",
     ) -> StartResult:
-        """Validate, write the workflow and all its steps in one transaction, dispatch roots.
+        """Validate, write the workflow item (one conditional put), dispatch the roots.
 
         The same owner and idempotency key with the same request returns the same workflow;
         with a different request it raises IdempotencyConflict.
@@ -212,7 +213,7 @@ class Scheduler:
         wf_type = definition.name
         now = self.ports.clock.now_ms()
         self.catalog.ensure_snapshot(definition)
-        # A large input goes to the payload bucket first; if the transaction below loses
+        # A large input goes to the payload bucket first; if the put below loses
         # (an idempotent replay), the object is never referenced: harmless.
         stored_input = self.keep(input_json, workflow_id, "input")
         workflow = WorkflowRecord(

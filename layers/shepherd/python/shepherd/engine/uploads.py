@@ -12,7 +12,7 @@ JSON within the caps and the definition's InputSchema. Then, in order:
 1. the upload item is claimed for the workflow id by one conditional write
    (`used_by` missing): two starts naming one upload cannot both win;
 2. the input is stored under the workflow's own keys (the claim check) and the workflow is
-   created in its one transaction;
+   created by its one conditional put;
 3. the upload object is deleted (the lifecycle rule on `uploads/` removes it otherwise).
 
 The workflow id is fixed before step 1 (from the idempotency key, else from the upload id),
