@@ -227,12 +227,11 @@ class _Planner:
             return [Dispatch(rec, lost=False)]
         if not options.supervisor:
             return []
-        # Sent when it became ready (or with the start, for a root), as a QUEUED step is sent:
-        # its message is lost only after the dispatch grace, never while its pool is paused.
+        # Sent when it became ready (or with the start, for a root), as a QUEUED step is sent.
         pool = options.pools.get(spec.pool)
-        if pool is not None and pool.paused:
+        if _paused(pool):
             return []
-        deadline = max(ready_at, _resumed(pool)) + self.definition.dispatch_timeout_seconds * 1000
+        deadline = _lost_at(ready_at, pool, self.definition)
         if self.now >= deadline:
             return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline)]
         return []
@@ -333,13 +332,12 @@ class _Planner:
         now, definition = self.now, self.definition
         if rec.status is StepStatus.QUEUED:
             pool = self.options.pools.get(spec.pool)
-            if pool is not None and pool.paused:
+            if _paused(pool):
                 return []  # waiting for a paused pool is neither a lost message nor a timeout
             if rec.dispatched_at is None:  # a long backoff that was never sent
                 available = rec.available_at or 0
                 return [Dispatch(rec, lost=False)] if now >= available else []
-            start = max(rec.dispatched_at, rec.available_at or 0, _resumed(pool))
-            deadline = start + definition.dispatch_timeout_seconds * 1000
+            deadline = _lost_at(max(rec.dispatched_at, rec.available_at or 0), pool, definition)
             return [Dispatch(rec, lost=True, overdue_ms=now - deadline)] if now >= deadline else []
         if not rec.status.in_flight:
             return []
@@ -378,6 +376,16 @@ def _succeeded(rec: StepRecord | None) -> bool:
 
 def _resumed(pool: PoolState | None) -> int:
     return 0 if pool is None or pool.resumed_at is None else pool.resumed_at
+
+
+def _paused(pool: PoolState | None) -> bool:
+    return pool is not None and pool.paused
+
+
+def _lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> int:
+    """When a task sent at `sent_at` counts as lost: after the dispatch grace, which a pool's
+    resume restarts (and never while its pool is paused: the callers check `_paused`)."""
+    return max(sent_at, _resumed(pool)) + definition.dispatch_timeout_seconds * 1000
 
 
 def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
@@ -500,7 +508,6 @@ def next_due(
         return None
     pools = pools or {}
     gap = definition.watch_gap_ms
-    grace = definition.dispatch_timeout_seconds * 1000
     records: list[tuple[Kind, StepRecord]] = [("step", r) for r in state.steps.values()]
     records += [("compensation", r) for r in state.compensations.values()]
     if wf.status is WorkflowStatus.PAUSED:
@@ -512,14 +519,13 @@ def next_due(
     for kind, rec in records:
         if rec.status is StepStatus.QUEUED:
             pool = pools.get(definition.spec(kind, rec.name).pool)
-            if pool is not None and pool.paused:
+            if _paused(pool):
                 continue  # nothing is due while its pool is paused; its resume is an event
             available = rec.available_at or now
             if rec.dispatched_at is None:
                 candidates.append(available)
             else:
-                start = max(rec.dispatched_at, available, _resumed(pool))
-                candidates.append(start + grace)
+                candidates.append(_lost_at(max(rec.dispatched_at, available), pool, definition))
             candidates.append(max(available, now) + gap)
         elif rec.status.in_flight:
             candidates.extend(_attempt_deadlines(definition, kind, rec, now))
@@ -528,8 +534,8 @@ def next_due(
             spec = definition.by_name[rec.name]
             ready_at = _ready_at(state, spec)
             pool = pools.get(spec.pool)
-            if ready_at is not None and not (pool is not None and pool.paused):
-                candidates.append(min(max(ready_at, _resumed(pool)) + grace, now + gap))
+            if ready_at is not None and not _paused(pool):
+                candidates.append(min(_lost_at(ready_at, pool, definition), now + gap))
     return min(candidates)
 
 
