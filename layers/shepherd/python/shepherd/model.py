@@ -282,7 +282,7 @@ class WorkflowRecord:
             updated_at=int(item["updated_at"]),
             redrives=int(item.get("redrives", 0)),
             look_failures=int(item.get("look_failures", 0)),
-            **{name: item.get(name) for name in _WF_OPTIONAL},
+            **_optional(item, _WF_OPTIONAL),
         )
 
 

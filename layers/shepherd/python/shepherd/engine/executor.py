@@ -115,8 +115,7 @@ class Executor:
         try:
             self.store.put_new(item)
         except ConditionFailed as lost:
-            current = lost.current or self.store.get(item["pk"], item["sk"])
-            if current is None:  # pragma: no cover - created and gone between two calls
+            if lost.current is None:  # pragma: no cover - the port returns the item that won
                 raise
-            return current
+            return lost.current
         return None
