@@ -126,3 +126,40 @@ def test_cancelling_before_any_claim_leaves_nothing_to_compensate(harness: Harne
     assert state.compensations == {}
     assert {r.status for r in state.steps.values()} == {StepStatus.CANCELLED}
     assert all(r.first_claimed_at is None for r in state.steps.values())
+
+
+def test_a_paused_look_that_moves_the_entry_to_the_pause_timeout_holds_claimable_steps(
+    harness: Harness,
+) -> None:
+    """Nothing in flight, a pause timeout an hour away: the look moves the entry there and,
+    in the same transaction, holds the roots (creating their items), so a claim read before the
+    pause cannot start an attempt nobody would watch for an hour (simulator seed 1380)."""
+    wf = harness.start("provision_environment", ENV)
+    # The roots' tasks; an agent reads the workflow for one of them before the pause.
+    (message,) = [m for m in harness.receive() if m.task.step == "create_network"]
+    harness.scheduler.pause(wf)
+    harness.clock.advance(60)
+    report = harness.sweep()
+    assert report.moved == 1
+    state = harness.state(wf)
+    timeout = harness.definitions["provision_environment"].pause_timeout_seconds
+    assert timeout is not None
+    assert state.workflow.due_at == state.workflow.paused_at + timeout * 1000
+    roots = [
+        r
+        for n, r in state.steps.items()
+        if not harness.definitions["provision_environment"].by_name[n].depends_on
+    ]
+    assert roots and all(r.stored and r.status is StepStatus.PENDING for r in roots)
+    assert all(r.held_at is not None for r in roots)
+    root = state.steps["create_network"]
+    with pytest.raises(ConditionFailed):  # the late claim loses
+        _apply(harness, tx.claim(_unstored_view(root), 1, harness.clock.now_ms(), "late"))
+    assert harness.runtime.handle(message.task).outcome is not Outcome.SUCCEEDED
+    harness.scheduler.resume(wf)  # lifts the holds and sends the roots again
+    assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+
+
+def _unstored_view(rec: StepRecord) -> StepRecord:
+    """The step as an agent read it before the hold created its item."""
+    return StepRecord.unstored(rec.workflow_id, rec.name, rec.wf_type or "")
