@@ -47,7 +47,9 @@ class Change:
 # What the stream consumer is given (Lambda event filtering: records that match none of these
 # are dropped before an invocation, at no charge). A step write whose new status is RUNNING or
 # WAITING (a claim, a heartbeat, a callback armed) never ends an attempt, so it announces
-# nothing; every workflow item write and every other step write may. The CDK app and the local
+# nothing, and neither does a write that creates a step's item (its claim, a join's dispatch,
+# a cancel, a hold: no attempt had ended yet); every workflow item write and every other step
+# write may. The CDK app and the local
 # stack's stream mapping read this one list; a test proves no announcing change is filtered out.
 STREAM_FILTERS: tuple[dict[str, Any], ...] = (
     {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {"sk": {"S": [WF_SK]}}}},
