@@ -372,9 +372,17 @@ REGRESSIONS = [
         "that genuine token was told 'unknown token' (404) instead of 'stale' (409)",
         OPERATOR_TYPES,
     ),
-    # Seed 20427 at x4 (_timeout_ignores_an_armed_token alone) stopped reaching its bug when
-    # step items became lazy (issue 16); no new seed found yet (seeds 3,000-~9,000 at x4
-    # searched). That fix is still put back, with the agent's half, by seed 24 above.
+    Regression(
+        # Found as seed 20427; re-seeded when step items became lazy (issue 16).
+        10041,
+        MIX_4,
+        "superseded",
+        _timeout_ignores_an_armed_token,
+        "a frozen agent woke and armed its task token while the supervisor's timeout of that "
+        "attempt (planned from an earlier read) was in flight; the timeout landed without the "
+        "token's hash, and the external system's late success was told 'unknown token'",
+        OPERATOR_TYPES,
+    ),
     Regression(
         36,
         MIX_3,
