@@ -276,6 +276,44 @@ def test_a_paused_pool_claims_nothing_and_its_wait_is_neither_lost_nor_timed_out
     assert listed["inventory"] is False and set(listed) >= {"inventory", "payments", "cloud"}
 
 
+def test_a_sweep_that_cannot_read_the_pools_takes_every_pool_as_running(
+    harness: Harness,
+) -> None:
+    """Simulator seeds 26 and 5157 in miniature: the supervisor last read `inventory` paused;
+    the pool resumed and a task's message was lost; the next sweep's read of the pools failed.
+    Planning with the stale "paused" would leave the lost message unfound until a read works;
+    taken as running, the task is sent again at once (the sweep cannot know when the pool
+    resumed, so it takes the earliest deadline: a message still on its way is sent twice, a
+    duplicate the claim drops)."""
+    from shepherd.errors import StoreUnavailable
+    from shepherd.keys import POOLS_PK
+    from support import HookStore
+
+    wf = harness.start("order_fulfilment", ORDER)
+    harness.pools.pause("inventory", by="ops")
+    harness.clock.advance(30)  # past DispatchTimeoutSeconds (10 s): waiting, not lost
+    assert harness.sweep().actions.get("Redispatch", 0) == 0
+    harness.pools.resume("inventory", by="ops")
+    assert harness.pump(on_message=lambda task: "drop") == []  # the message is lost
+    hook = HookStore(harness.store)
+
+    def unreadable(pk: str) -> None:
+        if pk == POOLS_PK:
+            raise StoreUnavailable("throttled")
+
+    hook.after_load = unreadable
+    harness.ports.store = hook
+    try:
+        harness.clock.advance(5)
+        assert harness.sweep().actions.get("Redispatch", 0) == 1
+        harness.clock.advance(5)  # the next failed read: its grace from that send runs
+        assert harness.sweep().actions.get("Redispatch", 0) == 0
+    finally:
+        harness.ports.store = harness.store
+    assert harness.sent(wf, "reserve_inventory") == [1, 1]
+    assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+
+
 def test_an_unknown_pool_is_refused(harness: Harness) -> None:
     from shepherd.engine.pools import PoolNotFound
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd.conditions import Cond, Item, Update
 from shepherd.errors import DeliveryError, StoreUnavailable
-from shepherd.keys import WF_SK
+from shepherd.keys import POOLS_PK, WF_SK
 from shepherd.model import OutgoingTask
 from shepherd.payloads import MemoryPayloadStore, PresignedUpload
 from shepherd.ports import Backlog, DuePage, ListPage, Store
@@ -204,7 +204,12 @@ class FaultyStore:
         return item
 
     def load(self, pk: str) -> list[Item]:
-        self._before("load", pk)
+        try:
+            self._before("load", pk)
+        except StoreThrottled:
+            if pk == POOLS_PK:
+                self.sim.observe_pools_unread(self.role)
+            raise
         items = self.inner.load(pk)
         self.sim.observe_read(self.role, pk)
         return items

@@ -1539,6 +1539,11 @@ class Simulation:
             # them when a read fails): what it knows belongs to the role, not to one fiber.
             self._reads[("any", role, pk)] = (self.memory.pool_version, self.now())
 
+    def observe_pools_unread(self, role: str) -> None:
+        """`role`'s read of the pools failed: a supervisor then takes every pool as running
+        until its next read, as if it had never seen a pause (version 0)."""
+        self._reads[("any", role, POOLS_PK)] = (0, self.now())
+
     def observe_redispatch(self, role: str, item: Item) -> None:
         """A write by `role` marked a queued task dispatched again (the item as it now is)."""
         rec = StepRecord.from_item(item)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shepherd import limits
 from shepherd.conditions import Item
@@ -52,6 +52,17 @@ def look_backoff_ms(failures: int) -> int:
     workflow is parked about 15 minutes after its looks started failing.
     """
     return int(min(LOOK_BACKOFF_MS * 2 ** (failures - 1), MAX_LOOK_BACKOFF_MS))
+
+
+def pools_unread(last: dict[str, PoolState]) -> dict[str, PoolState]:
+    """The pools as a sweep whose read of them failed plans with: every pool running.
+
+    Keeping a stale "paused" would hide a message lost since the pool's resume, found late by
+    the view's age (simulator seeds 26 and 5157 at x4). Taken as running, a task waiting in a
+    paused pool may be sent again, a duplicate its claim drops; the last known resumes are
+    kept (a resume only restarts a grace later), so no deadline comes later than the truth.
+    """
+    return {name: replace(pool, paused=False) for name, pool in last.items()}
 
 
 @dataclass
@@ -109,7 +120,8 @@ class Supervisor:
         try:  # paused pools: one consistent query per sweep
             self._pools = pool_states(self.scheduler.ports.store)
         except StoreUnavailable:
-            logger.warning("pool states not read; last sweep's kept", exc_info=True)
+            logger.warning("pool states not read; every pool taken as running", exc_info=True)
+            self._pools = pools_unread(self._pools)
         for shard in range(shards):
             self._sweep_shard(shard_key(shard), now, report)
             if report.truncated:
