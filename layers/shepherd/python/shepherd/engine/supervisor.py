@@ -87,6 +87,9 @@ class SweepReport:
     actions: Counter[str] = field(default_factory=Counter)
     lags_ms: list[int] = field(default_factory=list)
     truncated: bool = False
+    # The pools could not be read: every pool was taken as running, so a re-send's lag was
+    # measured from the earliest deadline it could have had, not its real one (not recorded).
+    pools_unread: bool = False
 
     @property
     def duration_ms(self) -> int:
@@ -122,6 +125,7 @@ class Supervisor:
         except StoreUnavailable:
             logger.warning("pool states not read; every pool taken as running", exc_info=True)
             self._pools = pools_unread(self._pools)
+            report.pools_unread = True
         for shard in range(shards):
             self._sweep_shard(shard_key(shard), now, report)
             if report.truncated:
@@ -257,7 +261,8 @@ class Supervisor:
         if isinstance(action, EndAttempt):
             name = "TimedOut"
         report.actions[name] += 1
-        timely = isinstance(action, EndAttempt) or (isinstance(action, Dispatch) and action.lost)
+        lost = isinstance(action, Dispatch) and action.lost and not report.pools_unread
+        timely = isinstance(action, EndAttempt) or lost
         if timely and action.overdue_ms >= 0:  # type: ignore[union-attr]
             report.lags_ms.append(action.overdue_ms)  # type: ignore[union-attr]
         return name
