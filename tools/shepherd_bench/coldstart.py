@@ -26,6 +26,8 @@ import json, os, time
 t0 = time.perf_counter()
 import shepherd_handlers.{name} as handler_module
 t1 = time.perf_counter()
+import boto3  # what a handler that defers it pays first (0 if its import already loaded it)
+tb = time.perf_counter()
 from shepherd_handlers import runtime
 built = runtime.engine()
 built.ports
@@ -36,6 +38,7 @@ print(json.dumps({{
     "import_ms": (t1 - t0) * 1000,
     "engine_ms": (t3 - t1) * 1000,
     "clients_ms": (t2 - t1) * 1000,
+    "boto3_ms": (tb - t1) * 1000,
     "modules": sorted(m.split(".")[0] for m in __import__("sys").modules),
 }}))
 """
@@ -112,6 +115,10 @@ def run_coldstart(runs: int = 5) -> dict[str, Any]:
                 "import_vs_boto3": import_ms / boto3_ms,
                 "engine_ms_median": statistics.median(s["engine_ms"] for s in runs_of),
                 "clients_ms_median": statistics.median(s["clients_ms"] for s in runs_of),
+                "boto3_in_build_ms_median": statistics.median(s["boto3_ms"] for s in runs_of),
+                "engine_after_boto3_ms_median": statistics.median(
+                    s["engine_ms"] - s["boto3_ms"] for s in runs_of
+                ),
                 "imports_xray": any("aws_xray_sdk" in s["modules"] for s in runs_of),
             }
         )
