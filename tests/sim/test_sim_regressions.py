@@ -469,30 +469,40 @@ def test_regression_seed_still_catches_its_bug(case: Regression) -> None:
     assert case.invariant in {v.invariant for v in result.violations}, case.note
 
 
-def test_next_due_counts_now_plus_gap_while_everything_waits_for_a_backoff() -> None:
-    """The 5facc48 bug without the simulator: one step in a 4 s backoff, nothing else live."""
+NOW = 1_767_225_600_000
+
+
+def _order_with(reserve: StepRecord) -> tuple[WorkflowState, planner.Definition]:
+    """order_fulfilment `wf1` RUNNING at NOW: its root `reserve` as given, the rest PENDING."""
     definition = definitions()["order_fulfilment"]
-    now = 1_767_225_600_000
     wf = WorkflowRecord(
-        "wf1", definition.name, "h", WorkflowStatus.RUNNING, "{}", "o", "r", now, now
+        "wf1", definition.name, "h", WorkflowStatus.RUNNING, "{}", "o", "r", NOW, NOW
     )
     steps = {
-        "reserve_inventory": StepRecord(
-            "wf1",
-            "step",
-            "reserve_inventory",
-            StepStatus.QUEUED,
-            attempt=2,
-            dispatched_at=now,
-            available_at=now + 4000,
-        ),
+        reserve.name: reserve,
         **{
             n: StepRecord("wf1", "step", n, StepStatus.PENDING)
             for n in ("charge_payment", "ship_order", "notify_customer")
         },
     }
-    due = planner.next_due(WorkflowState(wf, steps), definition, now)
-    assert due == now + definition.watch_gap_ms
+    return WorkflowState(wf, steps), definition
+
+
+def test_next_due_counts_now_plus_gap_while_everything_waits_for_a_backoff() -> None:
+    """The 5facc48 bug without the simulator: one step in a 4 s backoff, nothing else live."""
+    state, definition = _order_with(
+        StepRecord(
+            "wf1",
+            "step",
+            "reserve_inventory",
+            StepStatus.QUEUED,
+            attempt=2,
+            dispatched_at=NOW,
+            available_at=NOW + 4000,
+        )
+    )
+    due = planner.next_due(state, definition, NOW)
+    assert due == NOW + definition.watch_gap_ms
 
 
 # ------------------------------------------------------------------ known engine gaps
@@ -505,29 +515,19 @@ def test_known_gap_a_never_sent_step_is_due_at_its_pools_resume() -> None:
     sending); no seed shows it since step items became lazy, so it is shown on the planner: a
     queued step never sent waits for its paused pool, the look moves the entry to `now + G`,
     and the pool's resume makes the step due at once, sooner than that entry."""
-    definition = definitions()["order_fulfilment"]
-    now = 1_767_225_600_000
-    wf = WorkflowRecord(
-        "wf1", definition.name, "h", WorkflowStatus.RUNNING, "{}", "o", "r", now, now
+    state, definition = _order_with(
+        StepRecord(
+            "wf1", "step", "reserve_inventory", StepStatus.QUEUED, attempt=2, available_at=NOW
+        )
     )
-    steps = {
-        "reserve_inventory": StepRecord(
-            "wf1", "step", "reserve_inventory", StepStatus.QUEUED, attempt=2, available_at=now
-        ),
-        **{
-            n: StepRecord("wf1", "step", n, StepStatus.PENDING)
-            for n in ("charge_payment", "ship_order", "notify_customer")
-        },
-    }
-    state = WorkflowState(wf, steps)
     pool = definition.by_name["reserve_inventory"].pool
-    paused = {pool: PoolState(pool, paused=True, paused_at=now - 1000)}
-    due = planner.next_due(state, definition, now, paused)
-    assert due == now + definition.watch_gap_ms  # nothing is due while the pool is paused
-    resumed_at = now + 1000
-    resumed = {pool: PoolState(pool, paused=False, paused_at=now - 1000, resumed_at=resumed_at)}
+    paused = {pool: PoolState(pool, paused=True, paused_at=NOW - 1000)}
+    due = planner.next_due(state, definition, NOW, paused)
+    assert due == NOW + definition.watch_gap_ms  # nothing is due while the pool is paused
+    resumed_at = NOW + 1000
+    resumed = {pool: PoolState(pool, paused=False, paused_at=NOW - 1000, resumed_at=resumed_at)}
     actions = planner.plan(
         state, definition, resumed_at, supervisor=True, rng=random.Random(1), pools=resumed
     )
     assert [type(a).__name__ for a in actions] == ["Dispatch"]  # due at the resume ...
-    assert due > resumed_at  # ... which the watch entry does not know of: found up to G late
+    assert due > resumed_at  # ... which the watch entry does not kNOW of: found up to G late
