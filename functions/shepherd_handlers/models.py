@@ -10,8 +10,6 @@ from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME, MAX_UPLOAD_BYTES, U
 
 from shepherd_handlers import either
 
-UPLOAD_ID = UPLOAD_ID_PATTERN
-
 
 class StartWorkflowRequest(BaseModel):
     model_config = ConfigDict(
@@ -42,7 +40,7 @@ class StartWorkflowRequest(BaseModel):
     input_upload: Annotated[
         str | None,
         Field(
-            pattern=UPLOAD_ID,
+            pattern=UPLOAD_ID_PATTERN,
             description="Instead of `input`: the `upload_id` of a POST /payloads upload whose "
             "object is the input (up to 100 MiB). Single-use; the caller's own; unexpired",
         ),
@@ -254,7 +252,7 @@ class SuccessRequest(BaseModel):
     output_upload: Annotated[
         str | None,
         Field(
-            pattern=UPLOAD_ID,
+            pattern=UPLOAD_ID_PATTERN,
             description="Instead of `output`: the `upload_id` of the caller's POST /payloads "
             "upload whose object is the result (up to 100 MiB). Single-use; unexpired",
         ),

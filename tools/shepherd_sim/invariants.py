@@ -135,7 +135,8 @@ class Redispatch:
     its status unchanged), with the state of its pool: `pool_paused_by` is the version of the
     pools' items whose write paused its pool, if paused when it landed; `pool_read` the
     version of the pools' states the writer planned with (a supervisor reads them once per
-    sweep and keeps the last read; one that never read any knows version 0, nothing paused)."""
+    sweep and keeps the last read; one that never read any, or whose last read failed, knows
+    version 0, nothing paused)."""
 
     at: int
     workflow_id: str

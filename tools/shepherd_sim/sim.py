@@ -1535,8 +1535,8 @@ class Simulation:
             pools = self._reads.get(("any", role, POOLS_PK))
             self._pool_views[(self._who(), role, pk)] = 0 if pools is None else pools[0]
         elif pk == POOLS_PK:
-            # A supervisor keeps the pools' states it read last across its sweeps (and keeps
-            # them when a read fails): what it knows belongs to the role, not to one fiber.
+            # A supervisor keeps the pools' states it read last across its sweeps (a failed
+            # read: `observe_pools_unread`): what it knows belongs to the role, not a fiber.
             self._reads[("any", role, pk)] = (self.memory.pool_version, self.now())
 
     def observe_pools_unread(self, role: str) -> None:
