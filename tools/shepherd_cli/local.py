@@ -112,8 +112,9 @@ class LocalStack:
         self.port = self.port or free_port()
         self.moto_url = f"http://127.0.0.1:{moto_port}"
         self.api_url = f"http://127.0.0.1:{self.port}"
-        moto_bin = Path(sys.executable).with_name("moto_server")
-        self._spawn([str(moto_bin), "-H", "127.0.0.1", "-p", str(moto_port)], logs / "moto.log")
+        # moto's server with each DynamoDB request applied whole (see shepherd_cli.moto_local).
+        moto_cmd = [sys.executable, "-m", "shepherd_cli.moto_local"]
+        self._spawn([*moto_cmd, "-H", "127.0.0.1", "-p", str(moto_port)], logs / "moto.log")
         _wait_http(f"{self.moto_url}/moto-api/", 30)
 
         self.env = self._environment(ledger)
