@@ -78,6 +78,9 @@ class Harness:
         )
         self.catalog = self.engine.catalog
         self.scheduler = self.engine.scheduler
+        self.operations = self.engine.operations
+        self.callbacks = self.engine.callbacks
+        self.uploads = self.engine.uploads
         self.runtime = self.engine.agent_runtime
         self.supervisor = self.engine.supervisor
         self.pools = self.engine.pools

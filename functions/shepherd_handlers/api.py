@@ -11,7 +11,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.definitions import NAME, POOL
-from shepherd.engine import uploads
 from shepherd.engine.queries import find_by_idempotency_key, list_workflows
 from shepherd.errors import UnknownWorkflowType
 from shepherd.model import WorkflowRecord, WorkflowStatus
@@ -92,7 +91,7 @@ def start_workflow(
     key = body.idempotency_key or idempotency_key
     scheduler = engine().scheduler
     if body.input_upload is not None:
-        result = scheduler.start_upload(
+        result = engine().uploads.start(
             body.type, body.input_upload, idempotency_key=key, owner=caller()
         )
     else:
@@ -126,7 +125,7 @@ def create_upload(body: UploadRequest) -> Response[UploadView]:
     """A presigned POST for a workflow input too large for a request (over 5 MiB, up to
     100 MiB): exactly `size` bytes, to a key the server made for the caller, valid 15
     minutes. Start the workflow with `input_upload` set to the `upload_id`; single-use."""
-    upload = uploads.create(engine().scheduler, caller(), body.size, body.sha256)
+    upload = engine().uploads.create(caller(), body.size, body.sha256)
     view = UploadView(
         upload_id=upload.upload_id,
         url=upload.post.url,
@@ -207,7 +206,7 @@ def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
 )
 def cancel_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     """Stop dispatching, compensate the succeeded steps, end CANCELLED."""
-    wf = engine().scheduler.cancel(workflow_id, owner=caller())
+    wf = engine().operations.cancel(workflow_id, owner=caller())
     return _accepted(wf)
 
 
@@ -218,7 +217,7 @@ def cancel_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
 )
 def retry_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     """Redrive a FAILED workflow from its failed compensations."""
-    wf = engine().scheduler.redrive(workflow_id, owner=caller())
+    wf = engine().operations.redrive(workflow_id, owner=caller())
     return _accepted(wf)
 
 
@@ -229,7 +228,7 @@ def retry_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
 )
 def pause_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     """RUNNING -> PAUSED: nothing new is dispatched; running attempts finish and are recorded."""
-    wf = engine().scheduler.pause(workflow_id, owner=caller())
+    wf = engine().operations.pause(workflow_id, owner=caller())
     return _accepted(wf)
 
 
@@ -244,7 +243,7 @@ def resume_workflow(
     """PAUSED -> RUNNING: failed steps are queued again with a fresh retry budget, optionally
     with a replacement input for one step (recorded in its history with who changed it)."""
     request = body or ResumeRequest()
-    wf = engine().scheduler.resume(
+    wf = engine().operations.resume(
         workflow_id, owner=caller(), step=request.step, step_input=request.input
     )
     return _accepted(wf)
@@ -258,7 +257,7 @@ def resume_workflow(
 def compensate_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView]:
     """Give up on a RUNNING or PAUSED workflow: unwind as a failure would, ending COMPENSATED
     (or FAILED if a compensation fails for good)."""
-    wf = engine().scheduler.compensate(workflow_id, owner=caller())
+    wf = engine().operations.compensate(workflow_id, owner=caller())
     return _accepted(wf)
 
 

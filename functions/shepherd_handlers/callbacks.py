@@ -42,7 +42,7 @@ def _responses(description: str, *extra: int) -> dict[int, Any]:
 @app.post("/tasks/<token>/heartbeat", responses=_responses("Still waiting"), tags=["tasks"])
 def heartbeat(token: TOKEN, body: HeartbeatRequest) -> TaskView:
     """Keep a waiting attempt alive (and leave progress details for a later attempt)."""
-    return _view(engine().scheduler.callback(token, "heartbeat", details=body.details))
+    return _view(engine().callbacks.callback(token, "heartbeat", details=body.details))
 
 
 @app.post("/tasks/<token>/success", responses=_responses("Recorded", 410), tags=["tasks"])
@@ -54,11 +54,11 @@ def success(token: TOKEN, body: SuccessRequest) -> TaskView:
     it, 410 if it expired, 400 if its object is missing, not as declared or not strict JSON.
     The attempt stays waiting after any of these."""
     if body.output_upload is not None:
-        rec = engine().scheduler.callback(
+        rec = engine().callbacks.callback(
             token, "success", output_upload=body.output_upload, owner=errors.caller(app)
         )
     else:
-        rec = engine().scheduler.callback(token, "success", output=body.output)
+        rec = engine().callbacks.callback(token, "success", output=body.output)
     logger.info(
         "callback success",
         extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
@@ -69,7 +69,7 @@ def success(token: TOKEN, body: SuccessRequest) -> TaskView:
 @app.post("/tasks/<token>/failure", responses=_responses("Recorded"), tags=["tasks"])
 def failure(token: TOKEN, body: FailureRequest) -> TaskView:
     """Fail the attempt: retried under the step's policy unless `error` is non-retryable."""
-    return _view(engine().scheduler.callback(token, "failure", error=body.error, cause=body.cause))
+    return _view(engine().callbacks.callback(token, "failure", error=body.error, cause=body.cause))
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

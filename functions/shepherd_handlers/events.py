@@ -94,7 +94,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     scheduler = engine().scheduler
     try:
         if detail.input_upload is not None:
-            result = scheduler.start_upload(
+            result = engine().uploads.start(
                 detail.type,
                 detail.input_upload,
                 idempotency_key=detail.idempotency_key,

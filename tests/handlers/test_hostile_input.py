@@ -367,7 +367,7 @@ def test_an_unexpected_exception_is_a_500_with_the_request_id_it_is_logged_with(
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(runtime.engine().catalog, "names", boom)
-    monkeypatch.setattr(runtime.engine().scheduler, "callback", boom)
+    monkeypatch.setattr(runtime.engine().callbacks, "callback", boom)
     stream = io.StringIO()
     previous = logger.registered_handler.setStream(stream)  # type: ignore[attr-defined]
     try:

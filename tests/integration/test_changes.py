@@ -43,7 +43,7 @@ def _paused_and_resumed(h: Harness) -> None:
     wf = h.start("order_fulfilment", {**ORDER, "faults": faults})
     h.pump()
     assert h.status(wf).value == "PAUSED"
-    h.scheduler.resume(wf)
+    h.operations.resume(wf)
     h.run(wf)
 
 
@@ -145,9 +145,9 @@ def test_timeouts_cancel_pause_and_resume_are_derived_too() -> None:
         h.pump()
     h.clock.advance(4)
     h.sweep()  # times the hung attempt out
-    h.scheduler.pause(hung)
-    h.scheduler.resume(hung)
-    h.scheduler.cancel(hung)
+    h.operations.pause(hung)
+    h.operations.resume(hung)
+    h.operations.cancel(hung)
     h.run(hung)
     assert isinstance(h.store, MemoryStore)
     types = {e.detail_type for e in _derived(h.store)}
@@ -205,7 +205,7 @@ def test_a_callback_arriving_before_its_agent_returned_announces_nothing_twice()
     assert isinstance(harness.store, MemoryStore)
 
     def ship(ctx: AgentContext) -> Any:
-        harness.scheduler.callback(ctx.task_token(), "success", output={"tracking": "T"})
+        harness.callbacks.callback(ctx.task_token(), "success", output={"tracking": "T"})
         return Pending()
 
     with registry_with(ship_order=ship) as agents:

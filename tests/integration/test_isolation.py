@@ -173,7 +173,7 @@ def test_a_poisonous_workflow_never_stops_the_sweep_and_is_parked_after_bounded_
     assert state.workflow.due_at is None and state.workflow.watch_shard is None
     assert "WorkflowFailed" in harness.events.types()
     # An operator fixed the cause: retry puts it back where it was, and it finishes.
-    harness.scheduler.redrive(poison)
+    harness.operations.redrive(poison)
     assert harness.status(poison) is WorkflowStatus.RUNNING
     assert harness.run(poison).workflow.status is WorkflowStatus.SUCCEEDED
 

@@ -120,7 +120,7 @@ def test_cancelling_before_any_claim_leaves_nothing_to_compensate(harness: Harne
     wf = harness.start("order_fulfilment", ORDER)
     for m in harness.receive():
         harness.queue.delete(m.receipt)  # the root's message never arrives
-    harness.scheduler.cancel(wf)
+    harness.operations.cancel(wf)
     state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.CANCELLED
     assert state.compensations == {}
@@ -137,7 +137,7 @@ def test_a_paused_look_that_moves_the_entry_to_the_pause_timeout_holds_claimable
     wf = harness.start("provision_environment", ENV)
     # The roots' tasks; an agent reads the workflow for one of them before the pause.
     (message,) = [m for m in harness.receive() if m.task.step == "create_network"]
-    harness.scheduler.pause(wf)
+    harness.operations.pause(wf)
     harness.clock.advance(60)
     report = harness.sweep()
     assert report.moved == 1
@@ -156,7 +156,7 @@ def test_a_paused_look_that_moves_the_entry_to_the_pause_timeout_holds_claimable
     with pytest.raises(ConditionFailed):  # the late claim loses
         _apply(harness, tx.claim(_unstored_view(root), 1, harness.clock.now_ms(), "late"))
     assert harness.runtime.handle(message.task).outcome is not Outcome.SUCCEEDED
-    harness.scheduler.resume(wf)  # lifts the holds and sends the roots again
+    harness.operations.resume(wf)  # lifts the holds and sends the roots again
     assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
 
 

@@ -24,7 +24,7 @@ def test_cancel_waits_for_the_running_step_and_compensates_it_too(harness: Harne
     def cancel_midway(ctx: AgentContext) -> Any:
         # While this attempt runs, an operator cancels; the step still succeeds.
         if ctx.step == "create_network":
-            assert harness.scheduler.cancel(wf).status is WorkflowStatus.CANCELLING
+            assert harness.operations.cancel(wf).status is WorkflowStatus.CANCELLING
         return {"id": f"{ctx.step}-1"}
 
     with registry_with(create_network=cancel_midway, create_storage=cancel_midway) as agents:
@@ -42,21 +42,21 @@ def test_cancel_waits_for_the_running_step_and_compensates_it_too(harness: Harne
 
 def test_cancel_is_idempotent_while_cancelling_and_refused_when_finished(harness: Harness) -> None:
     idle = harness.start("order_fulfilment", {**ORDER, "order_id": "idle"})
-    assert harness.scheduler.cancel(idle).status is WorkflowStatus.CANCELLED  # nothing had run
+    assert harness.operations.cancel(idle).status is WorkflowStatus.CANCELLED  # nothing had run
     late = harness.pump()  # the root's message arrives after the cancel: dropped
     assert [r.outcome for _, r in late] == [Outcome.DROPPED]
     with pytest.raises(InvalidTransition, match="cancel needs RUNNING or PAUSED"):
-        harness.scheduler.cancel(idle)
+        harness.operations.cancel(idle)
 
     busy = harness.start(
         "order_fulfilment", {**ORDER, "faults": {"reserve_inventory": {"mode": "hang"}}}
     )
     with pytest.raises(SimulatedHang):
         harness.pump()
-    assert harness.scheduler.cancel(busy).status is WorkflowStatus.CANCELLING
-    assert harness.scheduler.cancel(busy).status is WorkflowStatus.CANCELLING  # idempotent
+    assert harness.operations.cancel(busy).status is WorkflowStatus.CANCELLING
+    assert harness.operations.cancel(busy).status is WorkflowStatus.CANCELLING  # idempotent
     with pytest.raises(WorkflowNotFound):
-        harness.scheduler.cancel(busy, owner="somebody-else")
+        harness.operations.cancel(busy, owner="somebody-else")
     state = harness.run(busy)  # the hung attempt times out; nothing is retried while unwinding
     assert state.workflow.status is WorkflowStatus.CANCELLED
     assert state.steps["reserve_inventory"].status is StepStatus.FAILED
@@ -80,7 +80,7 @@ def test_redrive_retries_the_failed_compensation_with_a_fresh_budget(harness: Ha
     assert "reserve_inventory" not in state.compensations
     assert state.workflow.watch_shard is None  # a FAILED workflow is not watched
 
-    redriven = harness.scheduler.redrive(wf)
+    redriven = harness.operations.redrive(wf)
     assert redriven.status is WorkflowStatus.COMPENSATING and redriven.redrives == 1
     assert redriven.watch_shard is not None and redriven.due_at is not None
     state = harness.run(wf)
@@ -90,7 +90,7 @@ def test_redrive_retries_the_failed_compensation_with_a_fresh_budget(harness: Ha
     assert [e[2] for e in ledger.effects(wf)] == ["reserve", "charge", "refund", "release"]
     assert loads(state.workflow.error)["step"] == "ship_order"  # the cause, not the operator note
     with pytest.raises(InvalidTransition):
-        harness.scheduler.redrive(wf)
+        harness.operations.redrive(wf)
 
 
 def test_a_redriven_step_fences_every_attempt_from_before(harness: Harness) -> None:
@@ -106,7 +106,7 @@ def test_a_redriven_step_fences_every_attempt_from_before(harness: Harness) -> N
     )
     harness.run(wf)
     stale = harness.state(wf).compensations["charge_payment"]
-    harness.scheduler.redrive(wf)
+    harness.operations.redrive(wf)
     from shepherd.decisions import transitions as tx
     from shepherd.errors import ConditionFailed
 
@@ -134,14 +134,14 @@ def test_callback_step_waits_then_a_callback_completes_it(harness: Harness) -> N
         harness.pump()
         assert harness.step(wf, "ship_order").status is StepStatus.WAITING
         assert [r.outcome for m, r in harness.log if m.step == "ship_order"] == [Outcome.WAITING]
-        harness.scheduler.callback(tokens[0], "success", output={"tracking": "CB-1"})
+        harness.callbacks.callback(tokens[0], "success", output={"tracking": "CB-1"})
         state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     assert loads(state.steps["ship_order"].output) == {"tracking": "CB-1"}
     with pytest.raises(TaskTokenStale):
-        harness.scheduler.callback(tokens[0], "success", output={})
+        harness.callbacks.callback(tokens[0], "success", output={})
     with pytest.raises(TaskTokenInvalid):
-        harness.scheduler.callback("st1.garbage", "success")
+        harness.callbacks.callback("st1.garbage", "success")
 
 
 def test_a_silent_callback_step_times_out_and_its_token_dies(harness: Harness) -> None:
@@ -152,13 +152,13 @@ def test_a_silent_callback_step_times_out_and_its_token_dies(harness: Harness) -
         wf = harness.start("order_fulfilment", ORDER)
         harness.pump()
         harness.clock.advance(2.5)
-        harness.scheduler.callback(tokens[0], "heartbeat", details={"at": "depot"})
+        harness.callbacks.callback(tokens[0], "heartbeat", details={"at": "depot"})
         harness.clock.advance(2.5)  # 5 s after claim, 2.5 s after the heartbeat: alive
         assert harness.sweep().actions.get("TimedOut", 0) == 0
         harness.clock.advance(1)  # HeartbeatSeconds 3 without a callback heartbeat
         assert harness.sweep().actions["TimedOut"] == 1
         with pytest.raises(TaskTokenStale):
-            harness.scheduler.callback(tokens[0], "success", output={})
+            harness.callbacks.callback(tokens[0], "success", output={})
         harness.clock.advance(1)  # the retry's backoff (whole-second SQS delay)
         harness.pump()
         assert len(tokens) == 2 and harness.step(wf, "ship_order").attempt == 2
@@ -166,13 +166,13 @@ def test_a_silent_callback_step_times_out_and_its_token_dies(harness: Harness) -
         # callback's heartbeat), and left its own.
         assert resumed == [None, {"at": "depot"}]
         assert loads(harness.step(wf, "ship_order").details) == {"handed_to": "carrier"}
-        harness.scheduler.callback(tokens[1], "success", output={"tracking": "CB-2"})
+        harness.callbacks.callback(tokens[1], "success", output={"tracking": "CB-2"})
         assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
 
 
 def test_a_callback_that_beats_the_agent_still_counts(harness: Harness) -> None:
     def instant(ctx: AgentContext) -> Any:
-        harness.scheduler.callback(ctx.task_token(), "success", output={"tracking": "FAST"})
+        harness.callbacks.callback(ctx.task_token(), "success", output={"tracking": "FAST"})
         return Pending()
 
     with registry_with(ship_order=instant) as agents:
@@ -210,14 +210,14 @@ def test_a_forged_token_is_unknown_whatever_state_its_attempt_is_in(harness: Har
         harness.pump()
         forged = _forged(tokens[0])
         with pytest.raises(TaskTokenInvalid):  # attempt waiting
-            harness.scheduler.callback(forged, "success", output={})
-        harness.scheduler.callback(tokens[0], "success", output={"tracking": "CB-1"})
+            harness.callbacks.callback(forged, "success", output={})
+        harness.callbacks.callback(tokens[0], "success", output={"tracking": "CB-1"})
         harness.run(wf)
         for action in ("success", "heartbeat", "failure"):
             with pytest.raises(TaskTokenInvalid):  # attempt over
-                harness.scheduler.callback(forged, action, output={})
+                harness.callbacks.callback(forged, action, output={})
             with pytest.raises(TaskTokenStale):
-                harness.scheduler.callback(tokens[0], action, output={})
+                harness.callbacks.callback(tokens[0], action, output={})
 
 
 def test_callback_payloads_obey_the_agents_caps(harness: Harness) -> None:
@@ -231,12 +231,12 @@ def test_callback_payloads_obey_the_agents_caps(harness: Harness) -> None:
         harness.pump()
         big = "x" * (limits.MAX_DETAILS_BYTES + 1)
         with pytest.raises(PayloadTooLarge) as too_large:
-            harness.scheduler.callback(tokens[0], "heartbeat", details={"d": big})
+            harness.callbacks.callback(tokens[0], "heartbeat", details={"d": big})
         assert too_large.value.code == "DetailsTooLarge"
         assert harness.step(wf, "ship_order").status is StepStatus.WAITING  # nothing written
         huge = "y" * (limits.MAX_OUTPUT_BYTES + 1)
         with pytest.raises(PayloadTooLarge) as rejected:
-            harness.scheduler.callback(tokens[0], "success", output={"o": huge})
+            harness.callbacks.callback(tokens[0], "success", output={"o": huge})
         assert rejected.value.code == "OutputTooLarge"
         state = harness.run(wf)
     # The over-cap output failed its attempt for good, and the workflow unwound.
@@ -244,3 +244,44 @@ def test_callback_payloads_obey_the_agents_caps(harness: Harness) -> None:
     assert ship.status is StepStatus.FAILED and ship.output is None
     assert loads(ship.error)["type"] == "OutputTooLarge"
     assert state.workflow.status is WorkflowStatus.COMPENSATED
+
+
+@pytest.mark.parametrize("action", ["cancel", "compensate"])
+def test_an_operator_write_that_loses_to_the_supervisor_reads_again_and_wins(
+    harness: Harness, action: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every action goes through one optimistic loop: a write that loses (here: cancel and
+    compensate pull the watch entry, which a sweep moves between the read and the write) is
+    planned again on a fresh read, up to TRIES times, then refused as changed meanwhile."""
+    from shepherd.conditions import Update
+    from shepherd.engine import operations
+    from shepherd.keys import WF_SK, wf_pk
+
+    wf = harness.start("order_fulfilment", ORDER)
+    real_owned = harness.scheduler.owned
+    interfere = {"left": 1}
+
+    def owned_then_moved(workflow_id: str, owner: str | None) -> Any:
+        loaded = real_owned(workflow_id, owner)
+        if interfere["left"]:
+            interfere["left"] -= 1
+            # What a sweep's look does between our read and our write: move the entry.
+            item = harness.store.get(wf_pk(workflow_id), WF_SK)
+            assert item is not None
+            harness.store.update(
+                wf_pk(workflow_id), WF_SK, Update(set={"due_at": int(item["due_at"]) + 1}), None
+            )
+        return loaded
+
+    monkeypatch.setattr(harness.scheduler, "owned", owned_then_moved)
+    getattr(harness.operations, action)(wf)
+    assert interfere["left"] == 0
+    expected = {"cancel": "CANCEL", "compensate": "COMPENSAT"}[action]
+    assert harness.store.get(wf_pk(wf), WF_SK)["status"].startswith(expected)  # type: ignore[index]
+
+    # A write that keeps losing is refused after TRIES reads, never applied half.
+    again = harness.start("order_fulfilment", {**ORDER, "order_id": "again"})
+    interfere["left"] = operations.TRIES
+    with pytest.raises(InvalidTransition, match="changed meanwhile"):
+        getattr(harness.operations, action)(again)
+    assert harness.store.get(wf_pk(again), WF_SK)["status"] == "RUNNING"  # type: ignore[index]

@@ -22,7 +22,7 @@ def test_a_result_arriving_while_paused_is_recorded_but_its_successors_wait(
 
     def charge_while_paused(ctx: AgentContext) -> Any:
         # The operator pauses while this attempt runs; then it completes.
-        harness.scheduler.pause(ctx.workflow_id)
+        harness.operations.pause(ctx.workflow_id)
         paused.append(harness.status(ctx.workflow_id).value)
         return {"charge_id": "ch-1", "amount": 1}
 
@@ -43,7 +43,7 @@ def test_a_result_arriving_while_paused_is_recorded_but_its_successors_wait(
         harness.pump()
         assert harness.sent(wf, "ship_order") == []
         assert harness.status(wf) is WorkflowStatus.PAUSED
-        harness.scheduler.resume(wf)
+        harness.operations.resume(wf)
         assert harness.sent(wf, "ship_order") == [1]
         assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
     assert harness.events.types().count("WorkflowPaused") == 1
@@ -77,7 +77,7 @@ def test_a_step_failing_for_good_pauses_the_workflow_and_resume_retries_it(
     assert event.detail["pause"]["step"] == "charge_payment"
     # The fault was for the first 4 attempts (1 + MaxAttempts 3): a resume with a fresh
     # budget runs attempt 5, which succeeds.
-    harness.scheduler.resume(wf)
+    harness.operations.resume(wf)
     charge = harness.step(wf, "charge_payment")
     assert charge.status is StepStatus.QUEUED and charge.attempt == 5 and charge.budget_from == 4
     assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
@@ -100,7 +100,7 @@ def test_resume_with_a_replacement_input_records_who_changed_it(harness: Harness
         wf = harness.start("order_fulfilment", {**ORDER, "amount": 500})
         harness.pump()
         assert harness.status(wf) is WorkflowStatus.PAUSED
-        harness.scheduler.resume(
+        harness.operations.resume(
             wf, owner=None, step="charge_payment", step_input={**ORDER, "amount": 90}
         )
         state = harness.run(wf)
@@ -116,7 +116,7 @@ def test_an_operator_gives_up_on_a_paused_workflow(harness: Harness) -> None:
     wf = harness.start("order_fulfilment", _declined(99))
     harness.pump()
     assert harness.status(wf) is WorkflowStatus.PAUSED
-    assert harness.scheduler.compensate(wf).status is WorkflowStatus.COMPENSATING
+    assert harness.operations.compensate(wf).status is WorkflowStatus.COMPENSATING
     state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.COMPENSATED
     error = loads(state.workflow.error)
@@ -127,8 +127,8 @@ def test_an_operator_gives_up_on_a_paused_workflow(harness: Harness) -> None:
 
 def test_a_paused_workflow_can_be_cancelled(harness: Harness) -> None:
     wf = harness.start("order_fulfilment", ORDER)
-    harness.scheduler.pause(wf)
-    assert harness.scheduler.cancel(wf).status in (
+    harness.operations.pause(wf)
+    assert harness.operations.cancel(wf).status in (
         WorkflowStatus.CANCELLING,
         WorkflowStatus.CANCELLED,
     )
@@ -140,12 +140,16 @@ def test_operator_actions_from_a_status_where_they_make_no_sense_are_refused(
 ) -> None:
     wf = harness.start("order_fulfilment", ORDER)
     with pytest.raises(InvalidTransition, match="resume needs PAUSED"):
-        harness.scheduler.resume(wf)
-    harness.scheduler.pause(wf)
-    assert harness.scheduler.pause(wf).status is WorkflowStatus.PAUSED  # idempotent
-    harness.scheduler.resume(wf)
+        harness.operations.resume(wf)
+    harness.operations.pause(wf)
+    assert harness.operations.pause(wf).status is WorkflowStatus.PAUSED  # idempotent
+    harness.operations.resume(wf)
     harness.run(wf)
-    for action in (harness.scheduler.pause, harness.scheduler.resume, harness.scheduler.compensate):
+    for action in (
+        harness.operations.pause,
+        harness.operations.resume,
+        harness.operations.compensate,
+    ):
         with pytest.raises(InvalidTransition):
             action(wf)
 
@@ -182,7 +186,7 @@ def test_a_paused_workflow_with_nothing_in_flight_leaves_the_watch_index(harness
     harness.sweep()
     wf_rec = harness.state(wf).workflow
     assert wf_rec.status is WorkflowStatus.PAUSED and wf_rec.due_at is None
-    harness.scheduler.resume(wf)  # back in the index, due at once
+    harness.operations.resume(wf)  # back in the index, due at once
     assert harness.state(wf).workflow.due_at is not None
 
 
@@ -200,11 +204,11 @@ def test_concurrent_operator_calls_are_safe(harness: Harness) -> None:
 
     def other_resume_first(pk: str) -> None:
         hook.after_load = None
-        results.append(harness.scheduler.resume(wf).status)
+        results.append(harness.operations.resume(wf).status)
 
     hook.after_load = other_resume_first
     with pytest.raises(InvalidTransition):
-        harness.scheduler.resume(wf)
+        harness.operations.resume(wf)
     harness.ports.store = harness.store
     assert results == [WorkflowStatus.RUNNING]
     assert harness.step(wf, "charge_payment").attempt == 2  # re-queued once, not twice
@@ -248,7 +252,7 @@ def test_in_flight_attempts_of_other_branches_finish_while_paused(harness: Harne
         assert state.steps["create_network"].status is StepStatus.SUCCEEDED  # recorded
         assert state.steps["create_compute"].status is StepStatus.PENDING  # waits
         assert harness.sent(wf, "create_compute") == []
-        harness.scheduler.resume(wf)  # storage again, with a fresh budget: it succeeds now
+        harness.operations.resume(wf)  # storage again, with a fresh budget: it succeeds now
         assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
 
 

@@ -282,7 +282,7 @@ def test_an_operators_large_replacement_input_reaches_the_step(harness: Harness)
         wf = harness.start("order_fulfilment", {**ORDER, "amount": 500})
         harness.pump()
         assert harness.status(wf) is WorkflowStatus.PAUSED
-        harness.scheduler.resume(wf, step="charge_payment", step_input=replacement)
+        harness.operations.resume(wf, step="charge_payment", step_input=replacement)
         state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     stored = state.steps["charge_payment"].input
@@ -317,10 +317,8 @@ def test_demo_agents_return_at_least_output_bytes_with_no_change_to_them(
 
 def _uploaded(h: Harness, payload: Any, owner: str = "alice") -> str:
     """An upload (as POST /payloads records it) whose object holds `payload`; its id."""
-    from shepherd.engine import uploads
-
     data = jsonsafe.dumps(payload).encode()
-    upload = uploads.create(h.scheduler, owner, len(data), hashlib.sha256(data).hexdigest())
+    upload = h.uploads.create(owner, len(data), hashlib.sha256(data).hexdigest())
     h.payload_store.put(upload.key, data, hashlib.sha256(data).hexdigest())
     return upload.upload_id
 
@@ -328,7 +326,7 @@ def _uploaded(h: Harness, payload: Any, owner: str = "alice") -> str:
 def test_an_upload_of_100_mib_starts_a_workflow_whose_agents_read_it(harness: Harness) -> None:
     payload = _sized(ORDER, limits.MAX_UPLOAD_BYTES)
     upload_id = _uploaded(harness, payload)
-    started = harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+    started = harness.uploads.start("order_fulfilment", upload_id, owner="alice")
     assert started.created
     ref = ref_of(started.workflow.input)
     assert ref is not None and ref.size == limits.MAX_UPLOAD_BYTES
@@ -337,34 +335,31 @@ def test_an_upload_of_100_mib_starts_a_workflow_whose_agents_read_it(harness: Ha
     assert harness.run(started.workflow_id).workflow.status is WorkflowStatus.SUCCEEDED
 
 
-def test_two_starts_racing_for_one_upload_one_wins(harness: Harness) -> None:
-    from shepherd.engine import uploads
+def test_two_starts_racing_for_one_upload_one_wins(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from shepherd.errors import UploadUsed
 
     upload_id = _uploaded(harness, ORDER)
+    uploads = harness.uploads
     # Both read the upload unused; the second's claim then loses its conditional write.
     real_claim = uploads.claim
     results: list[Any] = []
     raced: list[bool] = []
 
-    def racing_claim(scheduler: Any, *args: Any) -> None:
+    def racing_claim(*args: Any) -> None:
         if not raced:  # the other start runs to its end between our read and our claim
             raced.append(True)
             results.append(
-                harness.scheduler.start_upload(
+                harness.uploads.start(
                     "order_fulfilment", upload_id, owner="alice", idempotency_key="b"
                 )
             )
-        real_claim(scheduler, *args)
+        real_claim(*args)
 
-    uploads.claim = racing_claim  # type: ignore[assignment]
-    try:
-        with pytest.raises(UploadUsed):
-            harness.scheduler.start_upload(
-                "order_fulfilment", upload_id, owner="alice", idempotency_key="a"
-            )
-    finally:
-        uploads.claim = real_claim  # type: ignore[assignment]
+    monkeypatch.setattr(uploads, "claim", racing_claim)
+    with pytest.raises(UploadUsed):
+        harness.uploads.start("order_fulfilment", upload_id, owner="alice", idempotency_key="a")
     assert results[0].created
 
 
@@ -381,14 +376,12 @@ def test_a_start_that_dies_after_its_claim_is_finished_by_repeating_it(
 
     monkeypatch.setattr(harness.scheduler, "create", dies)
     with pytest.raises(StoreUnavailable):
-        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+        harness.uploads.start("order_fulfilment", upload_id, owner="alice")
     monkeypatch.setattr(harness.scheduler, "create", real_create)
     # Another request naming it (another key) is refused: the claim names the first's id.
     with pytest.raises(UploadUsed):
-        harness.scheduler.start_upload(
-            "order_fulfilment", upload_id, owner="alice", idempotency_key="x"
-        )
-    again = harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+        harness.uploads.start("order_fulfilment", upload_id, owner="alice", idempotency_key="x")
+    again = harness.uploads.start("order_fulfilment", upload_id, owner="alice")
     assert again.created
     assert harness.run(again.workflow_id).workflow.status is WorkflowStatus.SUCCEEDED
 
@@ -399,10 +392,10 @@ def test_an_upload_expires_after_15_minutes(harness: Harness) -> None:
     upload_id = _uploaded(harness, ORDER)
     harness.clock.advance(limits.UPLOAD_SECONDS - 0.001)
     fresh = _uploaded(harness, ORDER)
-    assert harness.scheduler.start_upload("order_fulfilment", fresh, owner="alice").created
+    assert harness.uploads.start("order_fulfilment", fresh, owner="alice").created
     harness.clock.advance(0.001)
     with pytest.raises(UploadExpired):
-        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+        harness.uploads.start("order_fulfilment", upload_id, owner="alice")
 
 
 # ------------------------------------------- a callback's output from an upload, engine
@@ -432,7 +425,7 @@ def test_a_callback_succeeds_with_a_100_mib_upload_as_its_output(harness: Harnes
     wf, token = _waiting_for_carrier(harness)
     result = _sized({"tracking": "BIG"}, limits.MAX_OUTPUT_BYTES)
     upload_id = _uploaded(harness, result)
-    harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+    harness.callbacks.callback(token, "success", output_upload=upload_id, owner="alice")
     rec = harness.step(wf, "ship_order")
     ref = ref_of(rec.output)
     assert rec.status is StepStatus.SUCCEEDED and ref is not None
@@ -442,9 +435,9 @@ def test_a_callback_succeeds_with_a_100_mib_upload_as_its_output(harness: Harnes
     assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
     # The attempt is over: its token is stale; the upload is used (by that attempt).
     with pytest.raises(TaskTokenStale):
-        harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+        harness.callbacks.callback(token, "success", output_upload=upload_id, owner="alice")
     with pytest.raises(UploadUsed) as used:
-        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+        harness.uploads.start("order_fulfilment", upload_id, owner="alice")
     assert used.value.used_by == f"task:{wf}:step:ship_order:1"
 
 
@@ -456,34 +449,32 @@ def test_a_callback_upload_that_cannot_be_used_leaves_the_attempt_waiting(
     wf, token = _waiting_for_carrier(harness)
     mine = _uploaded(harness, {"tracking": "T"})
     with pytest.raises(UploadNotFound) as foreign:  # another caller's upload
-        harness.scheduler.callback(token, "success", output_upload=mine, owner="bob")
+        harness.callbacks.callback(token, "success", output_upload=mine, owner="bob")
     assert foreign.value.field == "output_upload"
     data = b'{"tracking": NaN}'
     bad = uploads_create(harness, data)
     with pytest.raises(InputInvalid) as invalid:
-        harness.scheduler.callback(token, "success", output_upload=bad, owner="alice")
+        harness.callbacks.callback(token, "success", output_upload=bad, owner="alice")
     assert invalid.value.field == "output_upload"
     with pytest.raises(UploadRejected) as missing:
-        harness.scheduler.callback(
+        harness.callbacks.callback(
             token, "success", output_upload=uploads_create(harness, b"{}", put=False), owner="alice"
         )
     assert missing.value.code == "UploadMissing"
     harness.clock.advance(limits.UPLOAD_SECONDS)
     with pytest.raises(UploadExpired):
-        harness.scheduler.callback(token, "success", output_upload=mine, owner="alice")
+        harness.callbacks.callback(token, "success", output_upload=mine, owner="alice")
     rec = harness.step(wf, "ship_order")
     assert rec.status is StepStatus.WAITING and rec.output is None
     # A fresh upload completes it.
     fresh = _uploaded(harness, {"tracking": "T"})
-    harness.scheduler.callback(token, "success", output_upload=fresh, owner="alice")
+    harness.callbacks.callback(token, "success", output_upload=fresh, owner="alice")
     assert harness.step(wf, "ship_order").status is StepStatus.SUCCEEDED
 
 
 def uploads_create(h: Harness, data: bytes, *, put: bool = True) -> str:
     """An upload of `data` (declared without a sha256); its object written unless not `put`."""
-    from shepherd.engine import uploads
-
-    upload = uploads.create(h.scheduler, "alice", len(data), None)
+    upload = h.uploads.create("alice", len(data), None)
     if put:
         h.payload_store.put(upload.key, data, hashlib.sha256(data).hexdigest())
     return upload.upload_id
@@ -503,40 +494,39 @@ def test_a_callback_that_dies_after_its_claim_is_finished_by_repeating_it(
 
     monkeypatch.setattr(harness.scheduler, "complete_attempt", dies)
     with pytest.raises(StoreUnavailable):
-        harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+        harness.callbacks.callback(token, "success", output_upload=upload_id, owner="alice")
     monkeypatch.setattr(harness.scheduler, "complete_attempt", real)
     # The claim names this attempt: a start naming the upload is refused ...
     with pytest.raises(UploadUsed):
-        harness.scheduler.start_upload("order_fulfilment", upload_id, owner="alice")
+        harness.uploads.start("order_fulfilment", upload_id, owner="alice")
     # ... and the same success, repeated (after the upload's expiry even), completes it.
     harness.clock.advance(limits.UPLOAD_SECONDS)
-    harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
+    harness.callbacks.callback(token, "success", output_upload=upload_id, owner="alice")
     assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
     assert harness.output(wf)["ship_order"] == {"tracking": "AGAIN"}
 
 
-def test_two_successes_racing_for_one_upload_one_wins(harness: Harness) -> None:
+def test_two_successes_racing_for_one_upload_one_wins(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two attempts' callbacks name one upload: the conditional claim lets one use it."""
-    from shepherd.engine import uploads
     from shepherd.errors import UploadUsed
 
     wf, token = _waiting_for_carrier(harness)
     other_wf, other_token = _waiting_for_carrier(harness)
     upload_id = _uploaded(harness, {"tracking": "ONE"})
+    uploads = harness.uploads
     real_claim = uploads.claim
 
-    def racing_claim(scheduler: Any, *args: Any) -> None:
-        uploads.claim = real_claim  # type: ignore[assignment]
+    def racing_claim(*args: Any) -> None:
+        monkeypatch.setattr(uploads, "claim", real_claim)
         # the other success runs to its end between our checks and our claim
-        harness.scheduler.callback(other_token, "success", output_upload=upload_id, owner="alice")
-        real_claim(scheduler, *args)
+        harness.callbacks.callback(other_token, "success", output_upload=upload_id, owner="alice")
+        real_claim(*args)
 
-    uploads.claim = racing_claim  # type: ignore[assignment]
-    try:
-        with pytest.raises(UploadUsed):
-            harness.scheduler.callback(token, "success", output_upload=upload_id, owner="alice")
-    finally:
-        uploads.claim = real_claim  # type: ignore[assignment]
+    monkeypatch.setattr(uploads, "claim", racing_claim)
+    with pytest.raises(UploadUsed):
+        harness.callbacks.callback(token, "success", output_upload=upload_id, owner="alice")
     assert harness.step(other_wf, "ship_order").status is StepStatus.SUCCEEDED
     rec = harness.step(wf, "ship_order")
     assert rec.status is StepStatus.WAITING and rec.output is None

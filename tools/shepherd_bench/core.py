@@ -14,6 +14,7 @@ from shepherd.engine.agent import AgentRegistry, AgentRuntime, HandleResult
 from shepherd.engine.build import build_engine
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
+from shepherd.payloads import MemoryPayloadStore, Payloads
 from shepherd.ports import Store
 from shepherd.testing import MemoryEvents, MemoryQueue, SequentialIds
 
@@ -69,7 +70,9 @@ def build_core(
     clock = clock or ManualClock()
     queue = MemoryQueue(clock, visibility_ms=300_000)
     events = MemoryEvents()
-    ports = Ports(store, queue, clock, SequentialIds(), random.Random(seed))
+    ports = Ports(
+        store, queue, clock, SequentialIds(), random.Random(seed), Payloads(MemoryPayloadStore())
+    )
     engine = build_engine(
         ports,
         definitions or load_directory(ROOT / "statemachines"),

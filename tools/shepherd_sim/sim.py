@@ -711,6 +711,8 @@ class Simulation:
         # pool's consumers receive nothing, as with a disabled event source mapping).
         client = engine("client", pool_control=self.queue)
         self.client = client.scheduler
+        self.operations = client.operations
+        self.callbacks = client.callbacks
         self.pools_api = client.pools
         agents = engine("agent", worker_id="w1")
         self.runtimes = [agents.agent_runtime] + [
@@ -841,7 +843,7 @@ class Simulation:
         self.fault("cancel", wf_id, "client cancels")
         try:
             with self.acting("cancel"):
-                wf = self.client.cancel(wf_id, owner=OWNER)
+                wf = self.operations.cancel(wf_id, owner=OWNER)
             self.trace(wf_id, f"client  cancel -> {wf.status.value}")
         except (InvalidTransition, WorkflowNotFound) as exc:
             self.trace(wf_id, f"client  cancel refused: {exc}")
@@ -1116,11 +1118,11 @@ class Simulation:
         who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
         try:
             if action == "success":
-                rec = self.client.callback(ext.token, "success", output=payload)
+                rec = self.callbacks.callback(ext.token, "success", output=payload)
             elif action == "failure":
-                rec = self.client.callback(ext.token, "failure", error=payload["error"])
+                rec = self.callbacks.callback(ext.token, "failure", error=payload["error"])
             else:
-                rec = self.client.callback(ext.token, "heartbeat", details={"at": self.now()})
+                rec = self.callbacks.callback(ext.token, "heartbeat", details={"at": self.now()})
         except (TaskTokenStale, TaskTokenInvalid) as exc:
             outcome = f"stale:{type(exc).__name__}"
             alive = False
@@ -1294,7 +1296,7 @@ class Simulation:
         self.fault("redrive", wf_id, f"operator redrives after {waited:.1f}s", delay_s=waited)
         try:
             with self.acting("redrive"):
-                wf = self.client.redrive(wf_id, owner=OWNER)
+                wf = self.operations.redrive(wf_id, owner=OWNER)
             self.trace(wf_id, f"client  redrive -> {wf.status.value}")
         except (InvalidTransition, WorkflowNotFound) as exc:
             self.trace(wf_id, f"client  redrive refused: {exc}")
@@ -1321,7 +1323,7 @@ class Simulation:
         self.fault("operator", wf_id, "operator pauses")
         try:
             with self.acting("pause"):
-                wf = self.client.pause(wf_id, owner=OWNER)
+                wf = self.operations.pause(wf_id, owner=OWNER)
         except (InvalidTransition, WorkflowNotFound) as exc:
             self.trace(wf_id, f"client  pause refused: {exc}")
             return
@@ -1443,13 +1445,15 @@ class Simulation:
         try:
             with self.acting(action):
                 if action == "pause":
-                    wf = self.client.pause(wf_id, owner=OWNER)
+                    wf = self.operations.pause(wf_id, owner=OWNER)
                 elif action == "resume":
-                    wf = self.client.resume(wf_id, owner=OWNER, step=step, step_input=step_input)
+                    wf = self.operations.resume(
+                        wf_id, owner=OWNER, step=step, step_input=step_input
+                    )
                 elif action == "compensate":
-                    wf = self.client.compensate(wf_id, owner=OWNER)
+                    wf = self.operations.compensate(wf_id, owner=OWNER)
                 else:
-                    wf = self.client.cancel(wf_id, owner=OWNER)
+                    wf = self.operations.cancel(wf_id, owner=OWNER)
         except (InvalidTransition, WorkflowNotFound) as exc:
             self.trace(wf_id, f"client  {action} refused: {exc}")
             return "refused"

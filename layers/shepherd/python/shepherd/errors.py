@@ -133,7 +133,14 @@ class TransactionConflict(ShepherdError):
 
 class StoreUnavailable(ShepherdError):
     """A store call failed for a reason that passes (throttling, a timeout, a 5xx) after the
-    SDK's own retries. A write may or may not have landed; callers re-read before acting."""
+    SDK's own retries. A write may or may not have landed; callers re-read before acting.
+
+    `throttled`: the service said it was over capacity (counted by the `Throttles` metric)."""
+
+    def __init__(self, message: str, *, throttled: bool = False, service: str = "dynamodb"):
+        super().__init__(message)
+        self.throttled = throttled
+        self.service = service
 
 
 class DeliveryError(ShepherdError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import heapq
 import itertools
+import random
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -351,11 +352,6 @@ class SequentialIds:
         return f"{self._prefix}{next(self._counter):06d}"
 
 
-class RandomIds:
-    def new_id(self) -> str:
-        return uuid.uuid4().hex
-
-
 # ------------------------------------------------------------------ the in-memory engine
 
 
@@ -409,7 +405,8 @@ class MemoryEngine:
             self.queue,
             self.clock,
             SequentialIds(),
-            payloads=Payloads(self.payload_store),
+            random.Random(),
+            Payloads(self.payload_store),
         )
         self.definitions = dict(definitions)
         self.engine = build_engine(
@@ -480,19 +477,19 @@ class MemoryEngine:
     # ---------------------------------------------------------------- operator actions
 
     def pause(self, workflow_id: str) -> None:
-        self.engine.scheduler.pause(workflow_id)
+        self.engine.operations.pause(workflow_id)
 
     def resume(self, workflow_id: str, *, step: str | None = None, step_input: Any = None) -> None:
-        self.engine.scheduler.resume(workflow_id, step=step, step_input=step_input)
+        self.engine.operations.resume(workflow_id, step=step, step_input=step_input)
 
     def cancel(self, workflow_id: str) -> None:
-        self.engine.scheduler.cancel(workflow_id)
+        self.engine.operations.cancel(workflow_id)
 
     def compensate(self, workflow_id: str) -> None:
-        self.engine.scheduler.compensate(workflow_id)
+        self.engine.operations.compensate(workflow_id)
 
     def callback(self, token: str, action: str, **kwargs: Any) -> None:
-        self.engine.scheduler.callback(token, action, **kwargs)
+        self.engine.callbacks.callback(token, action, **kwargs)
 
     # ---------------------------------------------------------------------------- reads
 

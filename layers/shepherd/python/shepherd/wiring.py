@@ -14,10 +14,14 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.definitions import load_directory
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
 from shepherd.engine.build import Engine, build_engine
+from shepherd.engine.callbacks import Callbacks
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.operations import Operations
 from shepherd.engine.pools import PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
+from shepherd.engine.uploads import Uploads
+from shepherd.ids import RandomIds
 from shepherd.payloads import NoPayloadStore, Payloads, PayloadStore
 from shepherd.ports import EventPublisher, NullEvents
 from shepherd.settings import Settings
@@ -104,7 +108,6 @@ class Shepherd:
     def ports(self) -> Ports:
         from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
         from shepherd.adapters.sqs import SqsQueue  # noqa: PLC0415
-        from shepherd.testing import RandomIds  # noqa: PLC0415 - the production id source
 
         return Ports(
             store=DynamoStore(_client("dynamodb"), self.settings.table),
@@ -141,6 +144,18 @@ class Shepherd:
     @property
     def scheduler(self) -> Scheduler:
         return self.engine.scheduler
+
+    @property
+    def operations(self) -> Operations:
+        return self.engine.operations
+
+    @property
+    def callbacks(self) -> Callbacks:
+        return self.engine.callbacks
+
+    @property
+    def uploads(self) -> Uploads:
+        return self.engine.uploads
 
     @property
     def supervisor(self) -> Supervisor:

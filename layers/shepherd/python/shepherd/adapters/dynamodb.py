@@ -5,6 +5,8 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -155,22 +157,30 @@ def _code(err: ClientError) -> str:
 
 # Errors that pass: the SDK (standard retry mode) has already retried them; what is left is
 # reported as StoreUnavailable so callers can tell them from a bug.
-TRANSIENT = frozenset(
+THROTTLING = frozenset(
     {
         "ProvisionedThroughputExceededException",
         "ThrottlingException",
         "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "TransactionInProgressException",
     }
 )
-
-
-def _transient(err: Exception) -> bool:
-    if isinstance(err, BotoCoreError):
-        return True  # connection and read timeouts, endpoint errors
-    return isinstance(err, ClientError) and _code(err) in TRANSIENT
+TRANSIENT = THROTTLING | {
+    "InternalServerError",
+    "ServiceUnavailable",
+    "TransactionInProgressException",
+}
+# Why DynamoDB cancels a transaction for a reason that passes: capacity, or another
+# transaction on the same items (TransactWriteItems reports it per item; botocore does not
+# retry a cancelled transaction).
+TRANSIENT_REASONS = frozenset(
+    {
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "TransactionConflict",
+        "RequestLimitExceeded",
+    }
+)
+TRANSACTION_BACKOFF_MS = 25  # before the n-th retry: uniform in [0, 25 ms x 2^n], full jitter
 
 
 def _too_large(err: ClientError) -> bool:
@@ -179,21 +189,56 @@ def _too_large(err: ClientError) -> bool:
     return _code(err) == "ValidationException" and "maximum allowed size" in message
 
 
-class DynamoStore:
-    """The state store on one DynamoDB table (layout in docs/architecture.md)."""
+def translate(operation: str, err: ClientError | BotoCoreError) -> Exception:
+    """The one translation of a DynamoDB error into the store port's own: a lost condition
+    (with the item as it now is), a lost transaction (with the index and item of the failed
+    condition), an item over 400 KB, a reason that passes (throttling, a timeout, a 5xx, a
+    transaction cancelled for capacity or a conflict), or the error itself (a bug)."""
+    unchanged: Exception = err
+    if isinstance(err, BotoCoreError):  # connection and read timeouts, endpoint errors
+        return StoreUnavailable(f"{operation}: {err}")
+    code = _code(err)
+    if code == "ConditionalCheckFailedException":
+        return ConditionFailed(from_attr(err.response.get("Item")))
+    if _too_large(err):
+        return ItemTooLarge(str(err))
+    if code == "TransactionCanceledException":
+        reasons = err.response.get("CancellationReasons", [])
+        for i, reason in enumerate(reasons):
+            if reason.get("Code") == "ConditionalCheckFailed":
+                return TransactionConflict(i, from_attr(reason.get("Item")))
+        codes = {str(r.get("Code")) for r in reasons} - {"None"}
+        if codes and codes <= TRANSIENT_REASONS:
+            throttled = bool(codes & {"ThrottlingError", "ProvisionedThroughputExceeded"})
+            return StoreUnavailable(
+                f"{operation}: cancelled ({sorted(codes)})", throttled=throttled
+            )
+        return unchanged
+    if code in TRANSIENT:
+        return StoreUnavailable(f"{operation}: {err}", throttled=code in THROTTLING)
+    return unchanged
 
-    def __init__(self, client: Any, table_name: str) -> None:
+
+class DynamoStore:
+    """The state store on one DynamoDB table (layout in docs/architecture.md).
+
+    Every SDK call goes through `_call`, which translates its errors once (`translate`).
+    """
+
+    def __init__(self, client: Any, table_name: str, *, rng: random.Random | None = None) -> None:
         self._client = client
         self._table = table_name
+        self._rng = rng or random.Random()
 
     def _call(self, operation: str, **params: Any) -> Any:
-        """One SDK call; errors that pass become StoreUnavailable, the rest stay as they are."""
+        """One SDK call; its error translated into the port's own (see `translate`)."""
         try:
             return getattr(self._client, operation)(**params)
         except (ClientError, BotoCoreError) as err:
-            if _transient(err):
-                raise StoreUnavailable(f"{operation}: {err}") from err
-            raise
+            translated = translate(operation, err)
+            if translated is err:
+                raise
+            raise translated from err
 
     def create(self, items: Sequence[Item]) -> None:
         request = [
@@ -225,37 +270,27 @@ class DynamoStore:
         self._transact(actions)
 
     def _transact(self, actions: list[dict[str, Any]]) -> None:
+        """A transaction, retried with jittered backoff while it is cancelled for a reason
+        that passes (botocore retries none of them); then StoreUnavailable, which callers
+        treat like any throttled call: nothing was written, read again later."""
         for attempt in range(TRANSACTION_RETRIES):
             try:
                 self._call("transact_write_items", TransactItems=actions)
                 return
-            except ClientError as err:
-                if _too_large(err):
-                    raise ItemTooLarge(str(err)) from None
-                if _code(err) != "TransactionCanceledException":
-                    raise
-                reasons = err.response.get("CancellationReasons", [])
-                for i, reason in enumerate(reasons):
-                    if reason.get("Code") == "ConditionalCheckFailed":
-                        raise TransactionConflict(i, from_attr(reason.get("Item"))) from None
+            except StoreUnavailable:
                 if attempt == TRANSACTION_RETRIES - 1:
-                    raise  # conflicting transactions kept winning; let the caller retry
+                    raise
+                ceiling = TRANSACTION_BACKOFF_MS * 2**attempt
+                time.sleep(self._rng.uniform(0, ceiling) / 1000)
 
     def put_new(self, item: Item) -> None:
-        try:
-            self._call(
-                "put_item",
-                TableName=self._table,
-                Item=to_attr(item),
-                ConditionExpression="attribute_not_exists(pk)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as err:
-            if _code(err) == "ConditionalCheckFailedException":
-                raise ConditionFailed(from_attr(err.response.get("Item"))) from None
-            if _too_large(err):
-                raise ItemTooLarge(str(err)) from None
-            raise
+        self._call(
+            "put_item",
+            TableName=self._table,
+            Item=to_attr(item),
+            ConditionExpression="attribute_not_exists(pk)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
         expr = _Expr()
@@ -269,14 +304,7 @@ class DynamoStore:
             params["ConditionExpression"] = expr.condition(condition)
             params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         params.update(expr.params())
-        try:
-            response = self._call("update_item", **params)
-        except ClientError as err:
-            if _code(err) == "ConditionalCheckFailedException":
-                raise ConditionFailed(from_attr(err.response.get("Item"))) from None
-            if _too_large(err):
-                raise ItemTooLarge(str(err)) from None
-            raise
+        response = self._call("update_item", **params)
         item = from_attr(response["Attributes"])
         assert item is not None
         return item

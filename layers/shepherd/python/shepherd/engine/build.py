@@ -14,21 +14,28 @@ from dataclasses import dataclass, field
 
 from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
+from shepherd.engine.callbacks import Callbacks
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.operations import Operations
 from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import Supervisor
+from shepherd.engine.uploads import Uploads
 from shepherd.topology import pools
 
 
 @dataclass
 class Engine:
-    """Everything one host runs: the scheduler (starts, advances, operator actions,
-    callbacks), the agent runtime, the supervisor and the pools, over one set of ports."""
+    """Everything one host runs, over one set of ports: the scheduler (starts and advances),
+    the operator's actions, callbacks, uploads, the agent runtime, the supervisor and the
+    pools. Each part reaches the scheduler below it; none calls back up."""
 
     ports: Ports
     catalog: Catalog
     scheduler: Scheduler
+    operations: Operations
+    callbacks: Callbacks
+    uploads: Uploads
     agent_runtime: AgentRuntime
     supervisor: Supervisor
     pools: Pools
@@ -74,10 +81,14 @@ def build_engine(
         scheduler.executor, ports.queue, pool_control or NoPoolControl(), ports.clock, pool_names
     )
     supervisor = Supervisor(scheduler, sweep_interval_ms=sweep_interval_ms)
+    uploads = Uploads(scheduler)
     return Engine(
         ports,
         catalog,
         scheduler,
+        Operations(scheduler),
+        Callbacks(scheduler, uploads),
+        uploads,
         runtime,
         supervisor,
         engine_pools,

@@ -16,120 +16,125 @@ from shepherd import jsonsafe, limits
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision
 from shepherd.definitions import Definition
-from shepherd.engine import uploads
 from shepherd.engine.scheduler import Scheduler, output_problem
 from shepherd.engine.tokens import TaskToken, matches
+from shepherd.engine.uploads import Uploads
 from shepherd.errors import OutputRejected, PayloadTooLarge, TaskTokenInvalid, TaskTokenStale
 from shepherd.model import StepRecord, StepStatus, WorkflowState, dumps
 
 _OVER = "the attempt of this token is over"
 
 
-def callback(
-    scheduler: Scheduler,
-    token: str,
-    action: str,
-    *,
-    details: Any = None,
-    output: Any = None,
-    error: str | None = None,
-    cause: str | None = None,
-    output_upload: str | None = None,
-    owner: str = "local",
-) -> StepRecord:
-    """Heartbeat, succeed or fail the attempt a task token belongs to. A success's output is
-    `output`, or the object of `owner`'s upload `output_upload` (see engine.uploads; the
-    owner defaults as for `Scheduler.start_upload`)."""
-    parsed, state, definition, rec = _target(scheduler, token)
-    now = scheduler.ports.clock.now_ms()
-    if action == "heartbeat":
-        text = None if details is None else dumps(details)
-        if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
-            raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
-        if text is not None:
-            text = scheduler.keep_for(rec, "details", text)
-        updated = scheduler.executor.step(
-            state, tx.heartbeat(rec, parsed.attempt, now, text, parsed.hash)
-        )
-        if updated is None:
-            raise TaskTokenStale(_OVER)
-        return updated
-    if action == "success":
-        upload: dict[str, Any] | None = None
-        claimant = f"task:{rec.workflow_id}:{rec.kind}:{rec.name}:{parsed.attempt}"
-        if output_upload is not None:
-            text, upload = uploads.take_output(scheduler, output_upload, owner, claimant)
-        else:
-            text = dumps(output)
-        problem = output_problem(state, rec, text)
-        if problem is None:
-            if output_upload is not None:
-                uploads.claim(scheduler, output_upload, owner, claimant, "output_upload")
-            stored = scheduler.keep_for(rec, "output", text)
-            updated = scheduler.complete_attempt(state, rec, stored, token_hash=parsed.hash)
+class Callbacks:
+    """Callbacks with task tokens: the outside system's side of a callback step."""
+
+    def __init__(self, scheduler: Scheduler, uploads: Uploads) -> None:
+        self.scheduler = scheduler
+        self.uploads = uploads
+
+    def callback(
+        self,
+        token: str,
+        action: str,
+        *,
+        details: Any = None,
+        output: Any = None,
+        error: str | None = None,
+        cause: str | None = None,
+        output_upload: str | None = None,
+        owner: str = "local",
+    ) -> StepRecord:
+        """Heartbeat, succeed or fail the attempt a task token belongs to. A success's output is
+        `output`, or the object of `owner`'s upload `output_upload` (see engine.uploads; the
+        owner defaults as for `Scheduler.start_upload`)."""
+        parsed, state, definition, rec = self._target(token)
+        now = self.scheduler.ports.clock.now_ms()
+        if action == "heartbeat":
+            text = None if details is None else dumps(details)
+            if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
+                raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
+            if text is not None:
+                text = self.scheduler.keep_for(rec, "details", text)
+            updated = self.scheduler.executor.step(
+                state, tx.heartbeat(rec, parsed.attempt, now, text, parsed.hash)
+            )
             if updated is None:
                 raise TaskTokenStale(_OVER)
-            if upload is not None:
-                uploads.discard(scheduler, upload)
             return updated
-        # Over a cap: the attempt fails for good (OutputTooLarge), and the caller is told.
-        _fail(scheduler, state, definition, rec, parsed, "OutputTooLarge", problem, True)
-        raise OutputRejected(
-            jsonsafe.size(text), limits.MAX_OUTPUT_BYTES, f"{problem}; the attempt failed"
+        if action == "success":
+            upload: dict[str, Any] | None = None
+            claimant = f"task:{rec.workflow_id}:{rec.kind}:{rec.name}:{parsed.attempt}"
+            if output_upload is not None:
+                text, upload = self.uploads.take_output(output_upload, owner, claimant)
+            else:
+                text = dumps(output)
+            problem = output_problem(state, rec, text)
+            if problem is None:
+                if output_upload is not None:
+                    self.uploads.claim(output_upload, owner, claimant, "output_upload")
+                stored = self.scheduler.keep_for(rec, "output", text)
+                updated = self.scheduler.complete_attempt(
+                    state, rec, stored, token_hash=parsed.hash
+                )
+                if updated is None:
+                    raise TaskTokenStale(_OVER)
+                if upload is not None:
+                    self.uploads.discard(upload)
+                return updated
+            # Over a cap: the attempt fails for good (OutputTooLarge), and the caller is told.
+            self._fail(state, definition, rec, parsed, "OutputTooLarge", problem, True)
+            raise OutputRejected(
+                jsonsafe.size(text), limits.MAX_OUTPUT_BYTES, f"{problem}; the attempt failed"
+            )
+        name = limits.truncate(error or "TaskFailed", limits.MAX_ERROR_NAME)
+        message = limits.truncate(cause or name, limits.MAX_ERROR_CAUSE)
+        return self._fail(state, definition, rec, parsed, name, message, False)
+
+    def _fail(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        rec: StepRecord,
+        token: TaskToken,
+        error: str,
+        message: str,
+        permanent: bool,
+    ) -> StepRecord:
+        ended = failure_decision(
+            rec,
+            definition.spec(rec.kind, rec.name),
+            error_type=error,
+            message=message,
+            permanent=permanent,
+            unwinding=state.workflow.status.unwinding and rec.kind == "step",
+            rng=self.scheduler.ports.rng,
         )
-    name = limits.truncate(error or "TaskFailed", limits.MAX_ERROR_NAME)
-    message = limits.truncate(cause or name, limits.MAX_ERROR_CAUSE)
-    return _fail(scheduler, state, definition, rec, parsed, name, message, False)
+        if not self.scheduler.end_attempt(state, definition, replace(ended, token_hash=token.hash)):
+            raise TaskTokenStale(_OVER)
+        updated = state.record(rec.kind, rec.name)
+        assert updated is not None
+        if updated.status is StepStatus.FAILED:
+            self.scheduler.advance(rec.workflow_id)
+        return updated
 
+    def _target(self, token: str) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
+        """The attempt a genuine token names, if it still waits; else why not.
 
-def _fail(
-    scheduler: Scheduler,
-    state: WorkflowState,
-    definition: Definition,
-    rec: StepRecord,
-    token: TaskToken,
-    error: str,
-    message: str,
-    permanent: bool,
-) -> StepRecord:
-    ended = failure_decision(
-        rec,
-        definition.spec(rec.kind, rec.name),
-        error_type=error,
-        message=message,
-        permanent=permanent,
-        unwinding=state.workflow.status.unwinding and rec.kind == "step",
-        rng=scheduler.ports.rng,
-    )
-    if not scheduler.end_attempt(state, definition, replace(ended, token_hash=token.hash)):
-        raise TaskTokenStale(_OVER)
-    updated = state.record(rec.kind, rec.name)
-    assert updated is not None
-    if updated.status is StepStatus.FAILED:
-        scheduler.advance(rec.workflow_id)
-    return updated
-
-
-def _target(
-    scheduler: Scheduler, token: str
-) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
-    """The attempt a genuine token names, if it still waits; else why not.
-
-    Only a token whose hash the step holds (for its current attempt) or held (in the history
-    of an ended attempt) is genuine. Anything else, including a real attempt's coordinates
-    with a wrong secret, is `TaskTokenInvalid` whatever state that attempt is in: a 409
-    would tell a forger that the workflow, the step and the attempt exist.
-    """
-    try:
-        parsed = TaskToken.decode(token)
-    except ValueError:
-        raise TaskTokenInvalid("unknown task token") from None
-    loaded = scheduler.load(parsed.workflow_id)
-    rec = loaded[0].record(parsed.kind, parsed.step) if loaded else None
-    if loaded is None or rec is None:
+        Only a token whose hash the step holds (for its current attempt) or held (in the history
+        of an ended attempt) is genuine. Anything else, including a real attempt's coordinates
+        with a wrong secret, is `TaskTokenInvalid` whatever state that attempt is in: a 409
+        would tell a forger that the workflow, the step and the attempt exist.
+        """
+        try:
+            parsed = TaskToken.decode(token)
+        except ValueError:
+            raise TaskTokenInvalid("unknown task token") from None
+        loaded = self.scheduler.load(parsed.workflow_id)
+        rec = loaded[0].record(parsed.kind, parsed.step) if loaded else None
+        if loaded is None or rec is None:
+            raise TaskTokenInvalid("unknown task token")
+        if matches(rec.callback_token, parsed) and rec.attempt == parsed.attempt:
+            return parsed, loaded[0], loaded[1], rec
+        if any(h.get("a") == parsed.attempt and matches(h.get("th"), parsed) for h in rec.history):
+            raise TaskTokenStale(_OVER)
         raise TaskTokenInvalid("unknown task token")
-    if matches(rec.callback_token, parsed) and rec.attempt == parsed.attempt:
-        return parsed, loaded[0], loaded[1], rec
-    if any(h.get("a") == parsed.attempt and matches(h.get("th"), parsed) for h in rec.history):
-        raise TaskTokenStale(_OVER)
-    raise TaskTokenInvalid("unknown task token")

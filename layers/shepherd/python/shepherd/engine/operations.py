@@ -7,11 +7,18 @@ pause while paused). After the write the workflow is advanced at once, so the ca
 wait for a sweep. The table of which action is allowed from which status is in
 docs/architecture.md (state machine of a workflow).
 
+Every action goes through one optimistic loop (`Operations._act`): read the workflow, decide
+(the writes, or "already done", or a refusal), apply, and on a lost condition read again: a
+write can lose to the supervisor moving the watch entry, which changes nothing an operator
+cares about.
+
 Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from shepherd import jsonsafe
@@ -20,7 +27,15 @@ from shepherd.decisions import transitions as tx
 from shepherd.definitions import Definition
 from shepherd.engine.scheduler import Scheduler
 from shepherd.errors import InvalidTransition
-from shepherd.model import StepStatus, WorkflowRecord, WorkflowState, WorkflowStatus, dumps, loads
+from shepherd.model import (
+    OutgoingTask,
+    StepStatus,
+    WorkflowRecord,
+    WorkflowState,
+    WorkflowStatus,
+    dumps,
+    loads,
+)
 
 _CHANGED = "workflow changed meanwhile; read it and try again"
 TRIES = 3  # a write can lose to the supervisor moving the watch entry: read again, retry
@@ -30,182 +45,214 @@ def _refuse(wf: WorkflowRecord, action: str, allowed: str) -> InvalidTransition:
     return InvalidTransition(f"workflow is {wf.status.value}: {action} needs {allowed}")
 
 
-def cancel(scheduler: Scheduler, workflow_id: str, owner: str | None) -> WorkflowRecord:
-    """RUNNING or PAUSED -> CANCELLING: stop, undo what may have acted, end CANCELLED.
+@dataclass(frozen=True)
+class Change:
+    """What an action decided on the workflow as read: the writes (one write, or a
+    transaction of several), or none when the action is already what happened."""
 
-    Idempotent while cancelling.
-    """
-    for _ in range(TRIES):
-        state, definition = scheduler.owned(workflow_id, owner)
-        wf = state.workflow
-        if wf.status is WorkflowStatus.CANCELLING:
-            break
-        if wf.status not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED):
-            raise _refuse(wf, "cancel", "RUNNING or PAUSED")
-        now = scheduler.ports.clock.now_ms()
-        write = tx.request_cancel(wf, now, scheduler.shard(workflow_id))
-        if scheduler.executor.workflow(state, write):
-            break
-    else:
+    writes: list[tx.Write] = field(default_factory=list)
+    tasks: list[OutgoingTask] = field(default_factory=list)  # sent once the writes won
+
+
+Decide = Callable[[WorkflowState, Definition, int], Change]
+
+
+class Operations:
+    """The operator's actions on the workflows an owner may see (None: any workflow)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    def _act(
+        self, workflow_id: str, owner: str | None, decide: Decide
+    ) -> tuple[WorkflowState, Definition]:
+        """Read, decide, apply; on a lost write read again (TRIES times). Returns the state
+        the winning write (or the no-op) left, with the definition it runs on."""
+        scheduler = self.scheduler
+        for _ in range(TRIES):
+            state, definition = scheduler.owned(workflow_id, owner)
+            change = decide(state, definition, scheduler.ports.clock.now_ms())
+            if not change.writes:
+                return state, definition
+            if len(change.writes) == 1:
+                won = scheduler.executor.workflow(state, change.writes[0])
+            else:
+                won = scheduler.executor.together(change.writes)
+            if won:
+                scheduler.deliver(change.tasks)
+                return state, definition
         raise InvalidTransition(_CHANGED)
-    scheduler.run(state, definition, supervisor=False)
-    return state.workflow
 
+    # ------------------------------------------------------------------------ actions
 
-def pause(scheduler: Scheduler, workflow_id: str, owner: str | None) -> WorkflowRecord:
-    """RUNNING -> PAUSED: nothing new is dispatched; running attempts finish and are recorded.
+    def cancel(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        """RUNNING or PAUSED -> CANCELLING: stop, undo what may have acted, end CANCELLED.
 
-    Idempotent while paused.
-    """
-    state, _ = scheduler.owned(workflow_id, owner)
-    wf = state.workflow
-    if wf.status is WorkflowStatus.PAUSED:
-        return wf
-    if wf.status is not WorkflowStatus.RUNNING:
-        raise _refuse(wf, "pause", "RUNNING")
-    now = scheduler.ports.clock.now_ms()
-    reason = dumps({"reason": "operator", "by": owner or "operator"})
-    if not scheduler.executor.workflow(state, tx.pause(wf, now, reason)):
-        if state.workflow.status is WorkflowStatus.PAUSED:
-            return state.workflow
-        raise InvalidTransition(_CHANGED)
-    return state.workflow
+        Idempotent while cancelling.
+        """
 
+        def decide(state: WorkflowState, _: Definition, now: int) -> Change:
+            wf = state.workflow
+            if wf.status is WorkflowStatus.CANCELLING:
+                return Change()
+            if wf.status not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED):
+                raise _refuse(wf, "cancel", "RUNNING or PAUSED")
+            return Change([tx.request_cancel(wf, now, self.scheduler.shard(wf.workflow_id))])
 
-def resume(
-    scheduler: Scheduler,
-    workflow_id: str,
-    owner: str | None,
-    *,
-    step: str | None = None,
-    step_input: Any = None,
-) -> WorkflowRecord:
-    """PAUSED -> RUNNING: re-queue the failed steps with fresh retry budgets, optionally with a
-    replacement input for one named step, and dispatch every queued and every ready step.
-
-    One transaction (the workflow and every step it changes), so it is all or nothing.
-    """
-    for _ in range(TRIES):
-        state, definition = scheduler.owned(workflow_id, owner)
-        wf = state.workflow
-        if wf.status is not WorkflowStatus.PAUSED:
-            raise _refuse(wf, "resume", "PAUSED")
-        now = scheduler.ports.clock.now_ms()
-        writes = [tx.resume(wf, now, scheduler.shard(workflow_id))]
-        if step is not None:
-            writes.append(_replacement(scheduler, state, definition, step, step_input, owner, now))
-        for name, rec in state.steps.items():
-            if name == step:
-                continue  # its replacement write also requeues it or lifts its hold
-            if rec.status is StepStatus.FAILED:
-                writes.append(tx.redrive_step(rec, now))
-            elif rec.held_at is not None:
-                writes.append(tx.release(rec))
-        if scheduler.executor.together(writes):
-            break
-    else:
-        raise InvalidTransition(_CHANGED)
-    loaded = scheduler.load(workflow_id)
-    assert loaded is not None
-    state, definition = loaded
-    scheduler.run(state, definition, supervisor=False, redispatch=True)
-    return state.workflow
-
-
-def _replacement(
-    scheduler: Scheduler,
-    state: WorkflowState,
-    definition: Definition,
-    step: str,
-    step_input: Any,
-    owner: str | None,
-    now: int,
-) -> tx.Write:
-    """The write that gives `step` a replacement input (and, if it failed, a fresh budget)."""
-    rec = state.steps.get(step)
-    if rec is None or step not in definition.by_name:
-        raise InvalidTransition(f"no step '{step}' in this workflow")
-    if rec.status in (StepStatus.SUCCEEDED, StepStatus.RUNNING, StepStatus.WAITING):
-        raise InvalidTransition(
-            f"step '{step}' is {rec.status.value}: only a step that has not succeeded and is "
-            "not running can get a replacement input"
-        )
-    text = scheduler.validated_input(definition, step_input, what="step input")
-    # Keyed by the attempt it replaces: a large replacement goes to the payload bucket.
-    stored = scheduler.keep_for(rec, "input", text)
-    write = tx.replace_input(rec, now, stored, owner or "operator")
-    if rec.status is not StepStatus.FAILED:
-        if rec.held_at is None:
-            return write
-        lifted = Update(set=write.update.set, remove=(*write.update.remove, "held_at"))
-        return tx.Write(write.pk, write.sk, lifted, write.condition)
-    requeue = tx.redrive_step(rec, now)
-    merged = Update(
-        set={**requeue.update.set, **write.update.set},
-        remove=requeue.update.remove,
-        add=requeue.update.add,
-    )
-    return tx.Write(requeue.pk, requeue.sk, merged, requeue.condition)
-
-
-def compensate(scheduler: Scheduler, workflow_id: str, owner: str | None) -> WorkflowRecord:
-    """RUNNING or PAUSED -> COMPENSATING: give up and unwind as a failure would, ending
-    COMPENSATED (or FAILED if a compensation fails for good)."""
-    for _ in range(TRIES):
-        state, definition = scheduler.owned(workflow_id, owner)
-        wf = state.workflow
-        if wf.status not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED):
-            raise _refuse(wf, "compensate", "RUNNING or PAUSED")
-        pause_info = loads(wf.pause) or {}
-        error: dict[str, Any] = {
-            "type": "OperatorGaveUp",
-            "message": "an operator gave up on this workflow and asked to compensate it",
-            "by": owner or "operator",
-        }
-        if pause_info.get("reason") == "failure":
-            error["cause"] = pause_info.get("error")
-        now = scheduler.ports.clock.now_ms()
-        write = tx.give_up(wf, now, scheduler.shard(workflow_id), jsonsafe.dumps(error))
-        if scheduler.executor.workflow(state, write):
-            break
-    else:
-        raise InvalidTransition(_CHANGED)
-    scheduler.run(state, definition, supervisor=False)
-    return state.workflow
-
-
-def redrive(scheduler: Scheduler, workflow_id: str, owner: str | None) -> WorkflowRecord:
-    """Retry a FAILED workflow from its failed compensations, with fresh retry budgets (or,
-    if the supervisor parked it, put it back in the status it had).
-
-    Succeeded steps and compensations are kept; the attempt numbers keep growing, so every
-    attempt from before the retry stays fenced out.
-    """
-    state, definition = scheduler.owned(workflow_id, owner)
-    wf = state.workflow
-    if wf.status is not WorkflowStatus.FAILED:
-        raise _refuse(wf, "retry", "FAILED")
-    now = scheduler.ports.clock.now_ms()
-    cause = (loads(wf.error) or {}).get("cause")
-    cause_json = None if cause is None else dumps(cause)
-    if wf.parked_from is not None:
-        write = tx.unpark(wf, now, scheduler.shard(workflow_id), cause_json)
-        if not scheduler.executor.workflow(state, write):
-            raise InvalidTransition(_CHANGED)
+        state, definition = self._act(workflow_id, owner, decide)
+        self.scheduler.run(state, definition, supervisor=False)
         return state.workflow
-    failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
-    if not failed:
-        raise InvalidTransition("workflow has no failed compensation to retry")
-    to = WorkflowStatus.CANCELLING if wf.cancel_requested_at else WorkflowStatus.COMPENSATING
-    writes = [
-        tx.redrive_workflow(
-            wf, to, now, scheduler.shard(workflow_id), now + definition.watch_gap_ms, cause_json
-        ),
-        *(tx.redrive_step(c, now) for c in failed),
-    ]
-    if not scheduler.executor.together(writes):
-        raise InvalidTransition(_CHANGED)
-    tasks = [scheduler.task(workflow_id, definition, c.kind, c.name, c.attempt + 1) for c in failed]
-    scheduler.deliver(tasks)
-    state, _ = scheduler.owned(workflow_id, owner)
-    return state.workflow
+
+    def pause(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        """RUNNING -> PAUSED: nothing new is dispatched; running attempts finish and are
+        recorded. Idempotent while paused."""
+
+        def decide(state: WorkflowState, _: Definition, now: int) -> Change:
+            wf = state.workflow
+            if wf.status is WorkflowStatus.PAUSED:
+                return Change()
+            if wf.status is not WorkflowStatus.RUNNING:
+                raise _refuse(wf, "pause", "RUNNING")
+            reason = dumps({"reason": "operator", "by": owner or "operator"})
+            return Change([tx.pause(wf, now, reason)])
+
+        state, _ = self._act(workflow_id, owner, decide)
+        return state.workflow
+
+    def resume(
+        self,
+        workflow_id: str,
+        *,
+        owner: str | None = None,
+        step: str | None = None,
+        step_input: Any = None,
+    ) -> WorkflowRecord:
+        """PAUSED -> RUNNING: re-queue the failed steps with fresh retry budgets, optionally
+        with a replacement input for one named step, and dispatch every queued and every
+        ready step.
+
+        One transaction (the workflow and every step it changes), so it is all or nothing.
+        """
+
+        def decide(state: WorkflowState, definition: Definition, now: int) -> Change:
+            wf = state.workflow
+            if wf.status is not WorkflowStatus.PAUSED:
+                raise _refuse(wf, "resume", "PAUSED")
+            writes = [tx.resume(wf, now, self.scheduler.shard(workflow_id))]
+            if step is not None:
+                writes.append(self._replacement(state, definition, step, step_input, owner, now))
+            for name, rec in state.steps.items():
+                if name == step:
+                    continue  # its replacement write also requeues it or lifts its hold
+                if rec.status is StepStatus.FAILED:
+                    writes.append(tx.redrive_step(rec, now))
+                elif rec.held_at is not None:
+                    writes.append(tx.release(rec))
+            return Change(writes)
+
+        self._act(workflow_id, owner, decide)
+        loaded = self.scheduler.load(workflow_id)
+        assert loaded is not None
+        state, definition = loaded
+        self.scheduler.run(state, definition, supervisor=False, redispatch=True)
+        return state.workflow
+
+    def compensate(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        """RUNNING or PAUSED -> COMPENSATING: give up and unwind as a failure would, ending
+        COMPENSATED (or FAILED if a compensation fails for good)."""
+
+        def decide(state: WorkflowState, _: Definition, now: int) -> Change:
+            wf = state.workflow
+            if wf.status not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED):
+                raise _refuse(wf, "compensate", "RUNNING or PAUSED")
+            pause_info = loads(wf.pause) or {}
+            error: dict[str, Any] = {
+                "type": "OperatorGaveUp",
+                "message": "an operator gave up on this workflow and asked to compensate it",
+                "by": owner or "operator",
+            }
+            if pause_info.get("reason") == "failure":
+                error["cause"] = pause_info.get("error")
+            shard = self.scheduler.shard(workflow_id)
+            return Change([tx.give_up(wf, now, shard, jsonsafe.dumps(error))])
+
+        state, definition = self._act(workflow_id, owner, decide)
+        self.scheduler.run(state, definition, supervisor=False)
+        return state.workflow
+
+    def redrive(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
+        """Retry a FAILED workflow from its failed compensations, with fresh retry budgets
+        (or, if the supervisor parked it, put it back in the status it had).
+
+        Succeeded steps and compensations are kept; the attempt numbers keep growing, so
+        every attempt from before the retry stays fenced out.
+        """
+        shard = self.scheduler.shard(workflow_id)
+
+        def decide(state: WorkflowState, definition: Definition, now: int) -> Change:
+            wf = state.workflow
+            if wf.status is not WorkflowStatus.FAILED:
+                raise _refuse(wf, "retry", "FAILED")
+            cause = (loads(wf.error) or {}).get("cause")
+            cause_json = None if cause is None else dumps(cause)
+            if wf.parked_from is not None:
+                return Change([tx.unpark(wf, now, shard, cause_json)])
+            failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
+            if not failed:
+                raise InvalidTransition("workflow has no failed compensation to retry")
+            to = (
+                WorkflowStatus.CANCELLING if wf.cancel_requested_at else WorkflowStatus.COMPENSATING
+            )
+            due = now + definition.watch_gap_ms
+            writes = [
+                tx.redrive_workflow(wf, to, now, shard, due, cause_json),
+                *(tx.redrive_step(c, now) for c in failed),
+            ]
+            tasks = [
+                self.scheduler.task(workflow_id, definition, c.kind, c.name, c.attempt + 1)
+                for c in failed
+            ]
+            return Change(writes, tasks)
+
+        self._act(workflow_id, owner, decide)
+        state, _ = self.scheduler.owned(workflow_id, owner)
+        return state.workflow
+
+    # ------------------------------------------------------------------------ helpers
+
+    def _replacement(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        step: str,
+        step_input: Any,
+        owner: str | None,
+        now: int,
+    ) -> tx.Write:
+        """The write that gives `step` a replacement input (and, if it failed, a fresh
+        budget)."""
+        rec = state.steps.get(step)
+        if rec is None or step not in definition.by_name:
+            raise InvalidTransition(f"no step '{step}' in this workflow")
+        if rec.status in (StepStatus.SUCCEEDED, StepStatus.RUNNING, StepStatus.WAITING):
+            raise InvalidTransition(
+                f"step '{step}' is {rec.status.value}: only a step that has not succeeded and "
+                "is not running can get a replacement input"
+            )
+        scheduler = self.scheduler
+        text = scheduler.validated_input(definition, step_input, what="step input")
+        # Keyed by the attempt it replaces: a large replacement goes to the payload bucket.
+        stored = scheduler.keep_for(rec, "input", text)
+        write = tx.replace_input(rec, now, stored, owner or "operator")
+        if rec.status is not StepStatus.FAILED:
+            if rec.held_at is None:
+                return write
+            lifted = Update(set=write.update.set, remove=(*write.update.remove, "held_at"))
+            return tx.Write(write.pk, write.sk, lifted, write.condition)
+        requeue = tx.redrive_step(rec, now)
+        merged = Update(
+            set={**requeue.update.set, **write.update.set},
+            remove=requeue.update.remove,
+            add=requeue.update.add,
+        )
+        return tx.Write(requeue.pk, requeue.sk, merged, requeue.condition)

@@ -1,8 +1,9 @@
 """The scheduler: starts workflows and advances them. It turns planned actions into the
 executor's conditional writes, then sends the task messages and events they announce.
 
-Operator actions (`shepherd.engine.operations`) and callbacks (`shepherd.engine.callbacks`)
-are separate modules on the same scheduler; its methods for them only delegate.
+Operator actions (`shepherd.engine.operations`), callbacks (`shepherd.engine.callbacks`) and
+uploads (`shepherd.engine.uploads`) are built on top of it and reach it downward only; the
+engine (`shepherd.engine.build.Engine`) exposes each of them.
 
 Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
@@ -14,7 +15,7 @@ import logging
 import random
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from shepherd import jsonsafe, limits
@@ -56,7 +57,7 @@ from shepherd.model import (
     WorkflowStatus,
     loads,
 )
-from shepherd.payloads import MemoryPayloadStore, Payloads, payload_key, stored_size
+from shepherd.payloads import Payloads, payload_key, stored_size
 from shepherd.ports import IdSource, Store, TaskQueue
 
 logger = logging.getLogger("shepherd.scheduler")
@@ -79,9 +80,11 @@ class Ports:
     queue: TaskQueue
     clock: Any  # shepherd.clock.Clock
     ids: IdSource
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random
     # The payload bucket behind the claim check (S3 on AWS, moto locally, memory in tests).
-    payloads: Payloads = field(default_factory=lambda: Payloads(MemoryPayloadStore()))
+    # No default: a host that forgot it must fail when it builds the engine, not keep large
+    # payloads in memory.
+    payloads: Payloads
 
 
 @dataclass(frozen=True)
@@ -183,20 +186,6 @@ class Scheduler:
             owner=owner,
             idempotency_key=idempotency_key,
         )
-
-    def start_upload(
-        self,
-        wf_type: str,
-        upload_id: str,
-        *,
-        idempotency_key: str | None = None,
-        owner: str = "local",
-    ) -> StartResult:
-        """Start a workflow whose input is a presigned upload (POST /payloads): see
-        `shepherd.engine.uploads.start`."""
-        from shepherd.engine import uploads  # noqa: PLC0415 - uploads imports this module
-
-        return uploads.start(self, wf_type, upload_id, idempotency_key=idempotency_key, owner=owner)
 
     def create(
         self,
@@ -424,66 +413,6 @@ class Scheduler:
         won = self._apply(state, definition, action, self.ports.clock.now_ms(), tasks)
         self.deliver(tasks)
         return won
-
-    # ------------------------------------------------------- operator actions, callbacks
-
-    def cancel(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
-        from shepherd.engine import operations  # noqa: PLC0415 - it imports this module
-
-        return operations.cancel(self, workflow_id, owner)
-
-    def redrive(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
-        from shepherd.engine import operations  # noqa: PLC0415
-
-        return operations.redrive(self, workflow_id, owner)
-
-    def pause(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
-        from shepherd.engine import operations  # noqa: PLC0415
-
-        return operations.pause(self, workflow_id, owner)
-
-    def resume(
-        self,
-        workflow_id: str,
-        *,
-        owner: str | None = None,
-        step: str | None = None,
-        step_input: Any = None,
-    ) -> WorkflowRecord:
-        from shepherd.engine import operations  # noqa: PLC0415
-
-        return operations.resume(self, workflow_id, owner, step=step, step_input=step_input)
-
-    def compensate(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
-        from shepherd.engine import operations  # noqa: PLC0415
-
-        return operations.compensate(self, workflow_id, owner)
-
-    def callback(
-        self,
-        token: str,
-        action: str,
-        *,
-        details: Any = None,
-        output: Any = None,
-        error: str | None = None,
-        cause: str | None = None,
-        output_upload: str | None = None,
-        owner: str = "local",
-    ) -> StepRecord:
-        from shepherd.engine import callbacks  # noqa: PLC0415
-
-        return callbacks.callback(
-            self,
-            token,
-            action,
-            details=details,
-            output=output,
-            error=error,
-            cause=cause,
-            output_upload=output_upload,
-            owner=owner,
-        )
 
     # ---------------------------------------------------------------------- the executor
 
