@@ -47,10 +47,18 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
     """One local stack (moto server, control process, agent workers) for every test that needs
     one: the end-to-end tests and the console's browser tests. They run last, together
     (`pytest_collection_modifyitems`), so the stack lives only while they run. Callers keep
-    apart by caller identity; a test that pauses a pool resumes it."""
+    apart by caller identity; a test that pauses a pool resumes it (as an operator: the e2e
+    and console callers are the stack's operators)."""
+    from shepherd_cli.apigw import caller_arn
+
     state = tmp_path_factory.mktemp("shepherd-local")
     with LocalStack(
-        project=Project.find(ROOT), port=0, workers=2, sweep_interval=0.5, state_dir=state
+        project=Project.find(ROOT),
+        port=0,
+        workers=2,
+        sweep_interval=0.5,
+        state_dir=state,
+        operators=[caller_arn(name) for name in ("e2e", "console")],
     ) as running:
         yield running
     for pid in running.pids():

@@ -12,7 +12,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.definitions import NAME, POOL
 from shepherd.engine.queries import find_by_idempotency_key, list_workflows
-from shepherd.errors import UnknownWorkflowType
+from shepherd.errors import OperatorOnly, UnknownWorkflowType
 from shepherd.model import WorkflowRecord, WorkflowStatus
 
 from shepherd_handlers import errors, pagination
@@ -88,6 +88,16 @@ def start_workflow(
     `input_upload` instead of `input` names a POST /payloads upload as the input: 404 if it
     is not the caller's, 409 once used, 410 once expired, 400 if nothing (or something other
     than declared) was uploaded."""
+    if (
+        body.idempotency_key is not None
+        and idempotency_key is not None
+        and body.idempotency_key != idempotency_key
+    ):
+        raise _BadQuery(
+            "the Idempotency-Key header and the body's idempotency_key differ: send one, or "
+            "the same in both",
+            "idempotency_key",
+        )
     key = body.idempotency_key or idempotency_key
     scheduler = engine().scheduler
     if body.input_upload is not None:
@@ -261,35 +271,51 @@ def compensate_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView
     return _accepted(wf)
 
 
+def operator() -> str:
+    """The caller, if the deployment names it an operator (`SHEPHERD_OPERATORS`); else 403:
+    a pool is shared by every caller's workflows, so pausing one is nobody's own business."""
+    who = caller()
+    if who not in engine().settings.operators:
+        raise OperatorOnly(
+            "only an operator named in the deployment's configuration may do this "
+            "(the construct's `operators`; locally `shepherd local --operator NAME`)"
+        )
+    return who
+
+
 @app.get(
     "/pools",
     responses=errors.documented(200, "Every agent pool, its state and backlog", PoolListView),
     tags=["pools"],
 )
 def list_pools() -> PoolListView:
-    """Every agent pool of this deployment: paused or not, and its queue's backlog."""
-    caller()
-    return PoolListView(items=[pool_view(p) for p in engine().pools.list()])
+    """Every agent pool of this deployment: paused or not, and its queue's backlog. Who
+    paused or resumed a pool (an IAM ARN) is shown to operators only."""
+    shown_to_operator = caller() in engine().settings.operators
+    return PoolListView(
+        items=[pool_view(p, show_by=shown_to_operator) for p in engine().pools.list()]
+    )
 
 
 @app.post(
     "/pools/<pool>/pause",
-    responses=errors.documented(202, "Paused", PoolView, 400, 404),
+    responses=errors.documented(200, "Paused", PoolView, 400, 403, 404),
     tags=["pools"],
 )
-def pause_pool(pool: POOL_NAME) -> Response[PoolView]:
-    """Stop the pool's agents from claiming anything; nothing fails or burns retries meanwhile."""
-    return _accepted_pool(pool_view(engine().pools.pause(pool, by=caller())))
+def pause_pool(pool: POOL_NAME) -> PoolView:
+    """Stop the pool's agents from claiming anything; nothing fails or burns retries meanwhile.
+    Operators only (403 otherwise). Done when it answers: the pool is paused."""
+    return pool_view(engine().pools.pause(pool, by=operator()), show_by=True)
 
 
 @app.post(
     "/pools/<pool>/resume",
-    responses=errors.documented(202, "Resumed", PoolView, 400, 404),
+    responses=errors.documented(200, "Resumed", PoolView, 400, 403, 404),
     tags=["pools"],
 )
-def resume_pool(pool: POOL_NAME) -> Response[PoolView]:
-    """Let the pool's agents claim again: its backlog drains."""
-    return _accepted_pool(pool_view(engine().pools.resume(pool, by=caller())))
+def resume_pool(pool: POOL_NAME) -> PoolView:
+    """Let the pool's agents claim again: its backlog drains. Operators only (403 otherwise)."""
+    return pool_view(engine().pools.resume(pool, by=operator()), show_by=True)
 
 
 @app.get(
@@ -344,12 +370,6 @@ def _no_definition(exc: _NoDefinition) -> Response[Any]:
 def _accepted(wf: WorkflowRecord) -> Response[WorkflowStatusView]:
     """202 with the workflow's status after an operator's action."""
     body = WorkflowStatusView(workflow_id=wf.workflow_id, status=wf.status.value)
-    return Response(
-        status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=body
-    )
-
-
-def _accepted_pool(body: PoolView) -> Response[PoolView]:
     return Response(
         status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=body
     )

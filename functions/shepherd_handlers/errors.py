@@ -24,10 +24,13 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from shepherd import jsonsafe, routes
 from shepherd.engine.pools import PoolNotFound
 from shepherd.errors import (
+    HeartbeatTooSoon,
     IdempotencyConflict,
     InputInvalid,
     InvalidTransition,
+    OperatorOnly,
     PayloadTooLarge,
+    StoreUnavailable,
     TaskTokenInvalid,
     TaskTokenStale,
     UnknownWorkflowType,
@@ -112,6 +115,7 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     TaskTokenInvalid: (HTTPStatus.NOT_FOUND, "TaskTokenInvalid", "token"),
     TaskTokenStale: (HTTPStatus.CONFLICT, "TaskTokenStale", "token"),
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity
+    OperatorOnly: (HTTPStatus.FORBIDDEN, "OperatorOnly", None),
     PoolNotFound: (HTTPStatus.NOT_FOUND, "PoolNotFound", "pool"),
     PayloadMissing: (HTTPStatus.INTERNAL_SERVER_ERROR, "PayloadMissing", None),
 }
@@ -124,8 +128,30 @@ _UPLOADS: dict[type[UploadError], HTTPStatus] = {
 }
 
 
+# A store that is throttled or unavailable (after the SDK's own retries): nothing the caller
+# did is wrong and nothing was lost; the same request later succeeds (an idempotent start with
+# its key returns the same workflow).
+STORE_RETRY_AFTER_SECONDS = 1
+
+
 def translate(exc: Exception) -> Response[Any]:
     """The reply to a domain error, by its type (the first of its classes we know)."""
+    if isinstance(exc, StoreUnavailable):
+        logger.warning("store unavailable", extra={"error": str(exc), "throttled": exc.throttled})
+        return error_response(
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            "StoreUnavailable",
+            "the state store is busy or unavailable (throttled); nothing was lost: retry after "
+            "Retry-After seconds, with backoff",
+            headers={"Retry-After": str(STORE_RETRY_AFTER_SECONDS)},
+        )
+    if isinstance(exc, HeartbeatTooSoon):
+        return error_response(
+            HTTPStatus.TOO_MANY_REQUESTS,
+            "HeartbeatTooSoon",
+            str(exc),
+            headers={"Retry-After": str(exc.retry_after)},
+        )
     if isinstance(exc, JsonRejected):
         return error_response(HTTPStatus.BAD_REQUEST, exc.code, exc.message, "body")
     if isinstance(exc, InputInvalid):
@@ -152,7 +178,8 @@ def register(app: APIGatewayRestResolver) -> None:
         message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg')}" for e in errors)
         return error_response(HTTPStatus.BAD_REQUEST, "ValidationError", message, field)
 
-    for exc_type in (JsonRejected, InputInvalid, UploadError, PayloadTooLarge, *_BY_TYPE):
+    handled = (StoreUnavailable, HeartbeatTooSoon, JsonRejected, InputInvalid, UploadError)
+    for exc_type in (*handled, PayloadTooLarge, *_BY_TYPE):
         app.exception_handler(exc_type)(translate)
 
     @app.not_found
@@ -341,19 +368,23 @@ _ERROR_DESCRIPTIONS = {
     401: "Not signed: the request carries no SigV4 signature (API Gateway answers a request "
     "for an unknown route or method alike)",
     403: "Forbidden: the signature or the signing credentials are bad or expired, the caller "
-    "may not invoke this route, or the request has no caller identity",
+    "may not invoke this route, the request has no caller identity, or an action on a shared "
+    "pool by a caller who is not an operator",
     404: "Not found, or not the caller's",
     409: "Conflict with the current state",
     413: "Too large: the body over its route's cap, or a payload over its documented cap",
     410: "Gone: the upload named by `input_upload` (or `output_upload`) has expired",
     415: "The body is not application/json",
-    429: "Throttled by API Gateway: retry with backoff",
+    429: "Throttled by API Gateway, or a callback heartbeat sooner than a second after the "
+    "last one for its token: retry after `Retry-After` seconds, with backoff",
     500: "Internal error: quote the request id",
     502: "API Gateway could not get a reply from the handler",
+    503: "The state store is throttled or unavailable: nothing was lost; retry after "
+    "`Retry-After` seconds, with backoff",
     504: "The handler did not answer in time",
 }
 # Every operation can get these: API Gateway's own replies and the last-resort boundary.
-COMMON_ERRORS = (400, 401, 403, 413, 429, 500, 502, 504)
+COMMON_ERRORS = (400, 401, 403, 413, 429, 500, 502, 503, 504)
 
 
 def _unknown_query(event: Mapping[str, Any], known: tuple[str, ...]) -> str | None:

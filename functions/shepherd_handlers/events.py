@@ -1,12 +1,15 @@
 """`StartWorkflow` events on the Shepherd bus start workflows, with the API's validation and
 idempotency.
 
-Who owns the workflow is decided from what EventBridge vouches for, never from the event's
-content: anyone allowed to put events on the bus could otherwise start workflows as any
-principal and take over that principal's idempotency keys. The owner is the principal the
-deployment maps the event's `source` to (`Settings.event_owners`, env SHEPHERD_EVENT_OWNERS),
-else `events:<account>:<source>`, a namespace no IAM ARN can collide with. An event that
-still carries `detail.owner` is rejected.
+Who owns the workflow is never taken from the event's content: anyone allowed to put events on
+the bus could otherwise start workflows as any principal and take over that principal's
+idempotency keys. Nor from its `source` alone, which whoever puts the event chooses. The owner
+is the principal the deployment maps the event's `source` to (`Settings.event_owners`, env
+SHEPHERD_EVENT_OWNERS), and the bus enforces the mapping: its resource policy denies
+`PutEvents` of a mapped source to every principal but the one it maps to, and `StartWorkflow`
+from any source not mapped (docs/api.md, Events). An event from a source the deployment does
+not map is rejected here too (`SourceNotMapped`: the local stack has no bus policy), and so is
+an event that carries `detail.owner`.
 
 `input_upload` instead of `input` names a POST /payloads upload (an input over the event's
 256 KB, up to 100 MiB) that the owner made: the owner must be an IAM principal that
@@ -65,10 +68,10 @@ class StartWorkflowEvent(EventBridgeModel):
     detail: StartWorkflowDetail
 
 
-def owner_of(account: str, source: str) -> str:
-    """The owner of a workflow an event from `source` in `account` starts."""
-    mapped = engine().settings.event_owners.get(source)
-    return mapped or f"events:{account}:{source}"
+def owner_of(source: str) -> str | None:
+    """The owner of a workflow an event from `source` starts (None: the source is not mapped,
+    and the event starts nothing)."""
+    return engine().settings.event_owners.get(source)
 
 
 @logger.inject_lambda_context
@@ -90,7 +93,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except ValidationError as exc:
         return _rejected("InvalidEvent", str(exc))
     detail = parsed.detail
-    owner = owner_of(parsed.account, parsed.source)
+    owner = owner_of(parsed.source)
+    if owner is None:
+        return _rejected(
+            "SourceNotMapped",
+            f"StartWorkflow events from source '{parsed.source}' start nothing: the deployment "
+            "maps no owner to it (event_owners; see docs/api.md, Events)",
+        )
     scheduler = engine().scheduler
     try:
         if detail.input_upload is not None:

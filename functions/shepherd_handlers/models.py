@@ -304,10 +304,24 @@ class ErrorBody(BaseModel):
 class ResumeRequest(BaseModel):
     """Optionally, a replacement input for one step (recorded in its history)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # An input names its step: the same rule in JSON Schema, for the OpenAPI document.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "if": {"required": ["input"]},
+            "then": {"required": ["step"], "properties": {"step": {"type": "string"}}},
+        },
+    )
 
     step: Annotated[str | None, Field(min_length=1, max_length=64)] = None
     input: Annotated[Any, Field(description="The step's replacement input (JSON)")] = None
+
+    @model_validator(mode="after")
+    def _input_names_its_step(self) -> ResumeRequest:
+        # A replacement input belongs to one step: without `step` it would be dropped silently.
+        if "input" in self.model_fields_set and self.step is None:
+            raise ValueError("input needs step: name the step whose input it replaces")
+        return self
 
 
 class BacklogView(BaseModel):

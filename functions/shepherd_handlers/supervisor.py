@@ -1,15 +1,18 @@
-"""Supervisor: invoked every minute, it sweeps every few seconds for the whole minute.
+"""Supervisor: invoked every minute, it sweeps every few seconds for the whole minute, one
+invocation per group of watch shards (docs/architecture.md, the supervisor at load).
 
 EventBridge schedules fire at most once a minute; sweeping every `interval` seconds for the
 whole of that minute (0, 5, ..., 55 s, then the next invocation at 60 s) bounds detection lag
 by the sweep interval instead of the schedule. How the sweeps after the first are timed:
 
 * **Ticks** (deployed, `SHEPHERD_SWEEP_TICKS_URL` set): the scheduled invocation sends one
-  delayed message per later sweep of its minute to the supervisor's tick queue (SQS delays of
-  5, 10, ..., 55 s, two batch requests), sweeps once and returns; each tick invokes the
-  function through its event source mapping and sweeps once. Nothing sleeps: an idle minute
-  costs 12 short invocations instead of one that lasts the minute (docs/benchmarks.md, fixed
-  monthly cost). A lost or failed tick costs one sweep; the next one is 5 s later.
+  message per group and per sweep of its minute to the supervisor's tick queue (SQS delays of
+  0 — the groups after the first —, 5, 10, ..., 55 s, in batches of ten), sweeps group 0 once
+  and returns; the ticks invoke the function through its event source mapping (at most
+  `groups` at a time), and each sweeps the groups its ticks name, once each, under each
+  group's lease. Nothing sleeps: an idle minute costs 12 short invocations per group instead
+  of one that lasts the minute (docs/benchmarks.md, fixed monthly cost). A lost or failed
+  tick costs one sweep of its group; the next one is 5 s later.
 * **Sleeping** (unset: the local stack, tests): the invocation sweeps, sleeps until the next
   sweep, and so on up to the window.
 
@@ -20,6 +23,7 @@ so overlaps never pile up.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any
@@ -44,7 +48,13 @@ def tick_delays(interval: float, window: float) -> list[int]:
     return [min(SQS_MAX_DELAY_S, math.ceil(k * interval - 1e-9)) for k in range(1, planned)]
 
 
-def send_ticks(queue_url: str, delays: list[int]) -> int:
+def ticks(groups: int, delays: list[int]) -> list[tuple[int, int]]:
+    """(group, delay) of every tick a scheduled invocation sends: the groups after the first
+    at once (it sweeps the first itself), then every group at each later delay."""
+    return [(g, 0) for g in range(1, groups)] + [(g, d) for d in delays for g in range(groups)]
+
+
+def send_ticks(queue_url: str, planned: list[tuple[int, int]]) -> int:
     """Send the minute's ticks (at most 10 per request); returns how many were accepted.
 
     A tick that could not be sent costs its sweep only: logged, never raised, so the
@@ -52,10 +62,14 @@ def send_ticks(queue_url: str, delays: list[int]) -> int:
     """
     sqs = wiring.client("sqs")
     sent = 0
-    for first in range(0, len(delays), SQS_BATCH):
+    for first in range(0, len(planned), SQS_BATCH):
         entries = [
-            {"Id": str(i), "MessageBody": f'{{"tick":{d}}}', "DelaySeconds": d}
-            for i, d in enumerate(delays[first : first + SQS_BATCH], start=first)
+            {
+                "Id": str(i),
+                "MessageBody": json.dumps({"tick": d, "group": g}, separators=(",", ":")),
+                "DelaySeconds": d,
+            }
+            for i, (g, d) in enumerate(planned[first : first + SQS_BATCH], start=first)
         ]
         try:
             reply = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
@@ -69,10 +83,38 @@ def send_ticks(queue_url: str, delays: list[int]) -> int:
     return sent
 
 
+def groups_of(records: list[Any], groups: int) -> list[int]:
+    """The groups a batch of ticks names, each once (a tick from before groups existed, or
+    one naming a group this deployment no longer has, sweeps group 0)."""
+    out: list[int] = []
+    for record in records:
+        try:
+            group = int(json.loads(record.get("body", "{}")).get("group", 0))
+        except (ValueError, TypeError, AttributeError):
+            group = 0
+        group = group if 0 <= group < groups else 0
+        if group not in out:
+            out.append(group)
+    return out
+
+
 def record(report: SweepReport) -> None:
     metrics.add_metric(
         name=Metric.SWEEP_DURATION, unit=MetricUnit.Milliseconds, value=report.duration_ms
     )
+    if report.lease != "busy":  # a duplicate tick that did nothing says nothing either
+        metrics.add_metric(name=Metric.SWEEP_DUE, unit=MetricUnit.Count, value=report.due)
+        metrics.add_metric(
+            name=Metric.SWEEP_TRUNCATED, unit=MetricUnit.Count, value=int(report.truncated)
+        )
+        metrics.add_metric(
+            name=Metric.OLDEST_DUE_AGE,
+            unit=MetricUnit.Milliseconds,
+            value=report.oldest_due_age_ms,
+        )
+        metrics.add_metric(
+            name=Metric.SWEEP_UNAVAILABLE, unit=MetricUnit.Count, value=report.unavailable
+        )
     recovered = report.actions.get("Redispatch", 0)
     if recovered:
         metrics.add_metric(
@@ -97,24 +139,50 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     window = settings.sweep_window_seconds
     ticks_url = settings.sweep_ticks_url
     records = event.get("Records")
-    if isinstance(records, list):  # ticks from the queue: one sweep, however many arrived
-        return _sweep_once(interval, {"ticks": len(records)})
+    if isinstance(records, list):  # ticks from the queue: one sweep per group they name
+        groups = groups_of(records, settings.sweep_groups)
+        return _sweep_groups(interval, groups, context, {"ticks": len(records)})
     metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
     if ticks_url:
-        sent = send_ticks(ticks_url, tick_delays(interval, window))
-        return _sweep_once(interval, {"ticks_sent": sent})
+        planned = ticks(settings.sweep_groups, tick_delays(interval, window))
+        sent = send_ticks(ticks_url, planned)
+        return _sweep_groups(interval, [0], context, {"ticks_sent": sent})
     return _sweep_window(interval, window, context)
 
 
-def _sweep_once(interval: float, extra: dict[str, Any]) -> dict[str, Any]:
+def _budget(context: LambdaContext) -> int:
+    """The clock reading after which a sweep takes up no more looks: the invocation's end,
+    less a margin for the looks in flight and the metrics."""
+    now: int = engine().supervisor.scheduler.ports.clock.now_ms()
+    return now + int(context.get_remaining_time_in_millis()) - SAFETY_MARGIN_MS
+
+
+def _sweep_groups(
+    interval: float, groups: list[int], context: LambdaContext, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """Sweep each group once under its lease (this invocation's request id holds it)."""
     supervisor = engine().supervisor
     supervisor.sweep_interval_ms = round(interval * 1000)  # the next sweep comes this soon
-    report = supervisor.sweep()
-    record(report)
-    acted = sum(report.actions.values())
-    if report.actions:
-        logger.info("sweep acted", extra={"actions": dict(report.actions), "due": report.due})
-    return {"sweeps": 1, "due": report.due, "actions": acted, **extra}
+    owner = str(getattr(context, "aws_request_id", "") or "supervisor")
+    due, acted, busy = 0, 0, 0
+    for group in groups:
+        report = supervisor.sweep_group(group, owner=owner, deadline_ms=_budget(context))
+        record(report)
+        due += report.due
+        acted += sum(report.actions.values())
+        busy += report.lease == "busy"
+        if report.actions or report.truncated:
+            logger.info(
+                "sweep acted",
+                extra={
+                    "group": group,
+                    "actions": dict(report.actions),
+                    "due": report.due,
+                    "truncated": report.truncated,
+                    "oldest_due_age_ms": report.oldest_due_age_ms,
+                },
+            )
+    return {"sweeps": len(groups), "due": due, "actions": acted, "busy": busy, **extra}
 
 
 def _sweep_window(interval: float, window: float, context: LambdaContext) -> dict[str, Any]:
@@ -125,7 +193,7 @@ def _sweep_window(interval: float, window: float, context: LambdaContext) -> dic
     supervisor = engine().supervisor
     supervisor.sweep_interval_ms = round(interval * 1000)  # the next sweep comes this soon
     while True:
-        report = supervisor.sweep()
+        report = supervisor.sweep(deadline_ms=_budget(context))
         record(report)
         sweeps += 1
         due += report.due

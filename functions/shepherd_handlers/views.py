@@ -137,14 +137,16 @@ def definition_view(d: Definition) -> DefinitionView:
     )
 
 
-def pool_view(pool: PoolView) -> PoolBody:
+def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
+    """A pool as a caller sees it; `by` (who paused or resumed it, an IAM ARN) only when the
+    caller is an operator."""
     state, backlog = pool.state, pool.backlog
     return PoolBody(
         name=state.name,
         paused=state.paused,
         paused_at=iso(state.paused_at),
         resumed_at=iso(state.resumed_at),
-        by=state.by,
+        by=state.by if show_by else None,
         backlog=None
         if backlog is None
         else BacklogView(

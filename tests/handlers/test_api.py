@@ -14,6 +14,8 @@ from shepherd.limits import MAX_INPUT_BYTES, MAX_START_BODY_BYTES
 from shepherd_examples.agents import registry
 from support import ENV, ORDER
 
+BOB_ROLE = "arn:aws:iam::123456789012:role/Operators"  # what BOB's session maps to
+
 
 @pytest.fixture
 def swap_agent() -> Iterator[Any]:
@@ -374,7 +376,12 @@ def test_pause_resume_with_a_replacement_input_and_compensate(
     assert stack.api("POST", f"/workflows/{wf}/pause", caller=BOB)[0] == 404  # not BOB's
 
 
-def test_pools_list_pause_and_resume(stack: Stack) -> None:
+def test_pools_list_pause_and_resume(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shepherd.settings import ENV_OPERATORS
+    from shepherd_handlers import runtime
+
+    monkeypatch.setenv(ENV_OPERATORS, ALICE)
+    runtime.engine.cache_clear()
     start(stack)
     status, _, pools = stack.api("GET", "/pools")
     assert status == 200
@@ -383,11 +390,38 @@ def test_pools_list_pause_and_resume(stack: Stack) -> None:
     assert by_name["inventory"]["paused"] is False
     assert by_name["inventory"]["backlog"]["visible"] == 1
     status, _, pool = stack.api("POST", "/pools/inventory/pause")
-    assert status == 202 and pool["paused"] is True and pool["by"] == ALICE
+    assert status == 200 and pool["paused"] is True and pool["by"] == ALICE
     assert stack.api("GET", "/pools")[2]["items"][
         [p["name"] for p in pools["items"]].index("inventory")
     ]["paused"]
     status, _, pool = stack.api("POST", "/pools/inventory/resume")
-    assert status == 202 and pool["paused"] is False and pool["resumed_at"].endswith("Z")
+    assert status == 200 and pool["paused"] is False and pool["resumed_at"].endswith("Z")
     status, _, reply = stack.api("POST", "/pools/no-such-pool/pause")
     assert status == 404 and reply["error"]["code"] == "PoolNotFound"
+
+
+def test_only_an_operator_may_pause_a_pool_or_see_who_did(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile caller: a pool is shared by every caller's workflows. Any caller could pause
+    any pool (stalling everyone's workflows) and read the ARN of whoever paused it; now only
+    the operators the deployment names may, and only they see `by`."""
+    from shepherd.settings import ENV_OPERATORS
+    from shepherd_handlers import runtime
+
+    monkeypatch.setenv(ENV_OPERATORS, BOB_ROLE)
+    runtime.engine.cache_clear()
+    for action in ("pause", "resume"):
+        status, _, reply = stack.api("POST", f"/pools/inventory/{action}")  # as alice
+        assert status == 403 and reply["error"]["code"] == "OperatorOnly", reply
+    assert not stack.api("GET", "/pools")[2]["items"][0]["paused"]  # nothing changed
+    status, _, pool = stack.api("POST", "/pools/inventory/pause", caller=BOB)  # a role session
+    assert status == 200 and pool["by"] == BOB_ROLE
+    seen_by_alice = {p["name"]: p for p in stack.api("GET", "/pools")[2]["items"]}
+    assert seen_by_alice["inventory"]["paused"] is True and seen_by_alice["inventory"]["by"] is None
+    seen_by_bob = {p["name"]: p for p in stack.api("GET", "/pools", caller=BOB)[2]["items"]}
+    assert seen_by_bob["inventory"]["by"] == BOB_ROLE
+    # No operator configured: nobody may (the default).
+    monkeypatch.delenv(ENV_OPERATORS)
+    runtime.engine.cache_clear()
+    assert stack.api("POST", "/pools/inventory/resume", caller=BOB)[0] == 403

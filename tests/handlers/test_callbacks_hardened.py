@@ -207,3 +207,57 @@ def test_a_callback_output_may_nest_as_deep_as_an_agent_output(
     status, reply = raw_callback(token, "success", '{"output": ' + at_limit + "}")
     assert status == 200 and reply["status"] == "SUCCEEDED", reply
     assert ship(stack, wf)["output"] == json.loads(at_limit)
+
+
+def test_a_flood_of_heartbeats_is_throttled_per_token_and_leaves_no_orphans(
+    stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile caller: 30 heartbeats with 300 KB details in a few seconds used to write 30
+    details objects, 29 of them referenced by nothing. Now a token gets one heartbeat a
+    second (429 with Retry-After, nothing stored), and the details a heartbeat replaces are
+    deleted once it has won: the bucket holds one details object, the one the step names."""
+    from shepherd.clock import SystemClock
+
+    wf = waiting(stack)
+    (token,) = callback_ship
+    now = [SystemClock().now_ms()]
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: now[0])
+    accepted, refused = 0, []
+    for i in range(30):
+        now[0] += 170  # 30 heartbeats in about 5 s
+        code, reply = stack.callback(
+            token, "heartbeat", {"details": {"n": i, "log": "x" * 300 * KB}}
+        )
+        if code == 200:
+            accepted += 1
+        else:
+            refused.append((code, reply["error"]["code"]))
+    assert 5 <= accepted <= 6  # one a second
+    assert set(refused) == {(429, "HeartbeatTooSoon")}
+    keys = [
+        o["Key"]
+        for o in stack.clients["s3"].list_objects_v2(Bucket=PAYLOAD_BUCKET).get("Contents", [])
+        if "/details/" in o["Key"]
+    ]
+    step = ship(stack, wf)
+    assert len(keys) == 1 and step["details_ref"]["sha256"] in keys[0]
+    # The refusal says when to come back, in the error shape.
+    from aws_stack import LambdaContext, rest_event
+    from shepherd_handlers import callbacks
+
+    body = json.dumps({"details": {"n": "again"}})
+    event = rest_event(
+        "POST",
+        f"/tasks/{token}/heartbeat",
+        resource="/tasks/{token}/heartbeat",
+        path_parameters={"token": token},
+        raw_body=body,
+    )
+    reply = callbacks.handler(event, LambdaContext())
+    headers = {
+        **reply.get("headers", {}),
+        **{k: v[-1] for k, v in reply.get("multiValueHeaders", {}).items()},
+    }
+    assert reply["statusCode"] == 429 and headers["Retry-After"] == "1", reply
+    now[0] += 1000
+    assert stack.callback(token, "heartbeat", {"details": {"n": "later"}})[0] == 200

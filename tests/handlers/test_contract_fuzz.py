@@ -58,9 +58,16 @@ schema.app = apigw.wsgi(gateway)
 
 
 @pytest.fixture
-def seeded(stack: Stack, callback_ship: list[str]) -> dict[str, str]:
+def seeded(
+    stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
-    definition that exists."""
+    definition that exists. ALICE is an operator (pool routes reach their success path)."""
+    from shepherd.settings import ENV_OPERATORS
+    from shepherd_handlers import runtime
+
+    monkeypatch.setenv(ENV_OPERATORS, ALICE)
+    runtime.engine.cache_clear()
     _, _, accepted = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
     )

@@ -397,3 +397,88 @@ def test_an_unexpected_exception_is_a_500_with_the_request_id_it_is_logged_with(
         assert "disk on fire" not in reply["body"]  # internals stay in the log
         (line,) = [x for x in logged if x.get("request_id") == request_id]
         assert line["level"] == "ERROR" and "disk on fire" in line["exception"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"type": "order_fulfilment", "input": {}, "type": "provision_environment"}',
+        '{"type": "order_fulfilment", "input": {"order_id": "a", "order_id": "b"}}',
+    ],
+)
+def test_a_key_twice_in_one_object_is_400_not_the_last_one_winning(stack: Stack, raw: str) -> None:
+    """Hostile caller: a second `type` used to win silently over the one a reviewer of the
+    request read (RFC 8259 leaves duplicates to the parser; Python keeps the last)."""
+    status, _, reply = call(stack, "POST", "/workflows", raw=raw)
+    assert status == 400 and reply["error"]["code"] == "DuplicateKey", reply
+    assert_nothing_written(stack)
+
+
+def test_an_idempotency_key_header_differing_from_the_body_is_400(stack: Stack) -> None:
+    """Hostile caller: the header was ignored when the body had a key, so a proxy or a
+    reviewer reading the header saw another request than the one that ran."""
+    from shepherd_handlers import api
+
+    body = json.dumps({"type": "order_fulfilment", "input": ORDER, "idempotency_key": "body-key"})
+    event = rest_event("POST", "/workflows", resource="/workflows", raw_body=body, caller=ALICE)
+    for spelling in ("Idempotency-Key", "idempotency-key"):
+        event["headers"][spelling] = "header-key"
+        event["multiValueHeaders"][spelling] = ["header-key"]
+        reply = api.handler(event, LambdaContext())
+        error = json.loads(reply["body"])["error"]
+        assert reply["statusCode"] == 400 and error["field"] == "idempotency_key", error
+        del event["headers"][spelling], event["multiValueHeaders"][spelling]
+    assert_nothing_written(stack)
+    # The same key in both, or either alone, starts the workflow.
+    event["headers"]["Idempotency-Key"] = "body-key"
+    event["multiValueHeaders"]["Idempotency-Key"] = ["body-key"]
+    assert api.handler(event, LambdaContext())["statusCode"] == 202
+
+
+def test_resume_with_an_input_and_no_step_is_400_and_changes_nothing(stack: Stack) -> None:
+    """Hostile (or careless) caller: the input was dropped silently and the resume answered
+    202, so the operator believed the workflow ran with the fixed input."""
+    _, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    wf = accepted["workflow_id"]
+    assert stack.api("POST", f"/workflows/{wf}/pause")[0] == 202
+    for body in ({"input": {"fixed": True}}, {"input": None}):
+        status, _, reply = call(
+            stack,
+            "POST",
+            f"/workflows/{wf}/resume",
+            raw=json.dumps(body),
+            resource="/workflows/{workflow_id}/resume",
+        )
+        assert status == 400 and reply["error"]["code"] == "ValidationError", reply
+        assert "step" in reply["error"]["message"]
+    assert stack.api("GET", f"/workflows/{wf}")[2]["status"] == "PAUSED"
+
+
+def test_a_throttled_store_is_503_with_retry_after_in_the_error_shape(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A throttled start used to be a 500 (the caller could not tell it from a bug); it is a
+    503 telling when to retry, and the retry with the same key starts one workflow."""
+    from shepherd.errors import StoreUnavailable
+    from shepherd_handlers import runtime
+
+    store = runtime.engine().ports.store
+    real = store.put_new
+    throttled = {"left": 1}
+
+    def put_new(item: dict[str, Any]) -> None:
+        if item["sk"] == "#WF" and throttled["left"]:
+            throttled["left"] -= 1
+            raise StoreUnavailable("PutItem: ThrottlingException", throttled=True)
+        real(item)
+
+    monkeypatch.setattr(store, "put_new", put_new)
+    raw = json.dumps({"type": "order_fulfilment", "input": ORDER, "idempotency_key": "k-503"})
+    status, headers, reply = call(stack, "POST", "/workflows", raw=raw)
+    assert status == 503 and reply["error"]["code"] == "StoreUnavailable"
+    assert headers["Retry-After"] == "1"
+    assert_nothing_written(stack)
+    status, _, accepted = call(stack, "POST", "/workflows", raw=raw)
+    assert status == 202 and accepted["created"] is True

@@ -78,16 +78,29 @@ def _event(
     )
 
 
-def test_start_workflow_events(stack: Stack) -> None:
+ACME = "arn:aws:iam::123456789012:role/acme-orders"
+
+
+def _map_sources(monkeypatch: pytest.MonkeyPatch, owners: dict[str, str]) -> None:
+    from shepherd.settings import ENV_EVENT_OWNERS
+    from shepherd_handlers import runtime
+
+    monkeypatch.setenv(ENV_EVENT_OWNERS, json.dumps(owners))
+    runtime.engine.cache_clear()
+
+
+def test_start_workflow_events(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     from shepherd_handlers import events
 
+    _map_sources(monkeypatch, {"acme.orders": ACME})
     detail = {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "evt-1"}
     first = events.handler(_event(detail), LambdaContext())
     again = events.handler(_event(detail), LambdaContext())
     assert first["status"] == "accepted" and first["created"] is True
     assert again["workflow_id"] == first["workflow_id"] and again["created"] is False
     stack.run_agents()
-    # Owned by the source (in its account): no API caller sees it.
+    # Owned by the principal the source maps to: it sees it, nobody else does.
+    assert stack.api("GET", f"/workflows/{first['workflow_id']}", caller=ACME)[0] == 200
     assert stack.api("GET", f"/workflows/{first['workflow_id']}")[0] == 404
     for bad, code in [
         ({"type": "nope", "input": {}}, "UnknownWorkflowType"),
@@ -99,45 +112,53 @@ def test_start_workflow_events(stack: Stack) -> None:
         assert reply["status"] == "rejected" and reply["code"] == code
 
 
-def test_an_event_cannot_claim_an_owner(stack: Stack) -> None:
+def test_an_event_cannot_claim_an_owner(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """Changed on purpose: `detail.owner` was trusted as sent, so anyone allowed to put
     events could start workflows as any principal and take its idempotency keys."""
     from shepherd_handlers import events
 
+    _map_sources(monkeypatch, {"acme.orders": ACME})
     alice = "arn:aws:iam::123456789012:user/alice"
     claimed = {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "k", "owner": alice}
     reply = events.handler(_event(claimed), LambdaContext())
     assert reply["status"] == "rejected" and reply["code"] == "OwnerNotAccepted"
-    assert stack.api("GET", "/workflows")[2]["items"] == []
-    # The same key from an event and from alice are two workflows: the namespaces differ.
+    assert stack.api("GET", "/workflows", caller=alice)[2]["items"] == []
+    # The same key from an event and from alice are two workflows: the owners differ.
     del claimed["owner"]
     by_event = events.handler(_event(claimed), LambdaContext())["workflow_id"]
     _, _, by_alice = stack.api(
         "POST",
         "/workflows",
         body={"type": "order_fulfilment", "input": ORDER, "idempotency_key": "k"},
+        caller=alice,
     )
     assert by_alice["created"] is True and by_alice["workflow_id"] != by_event
-    # Another account's event with the same source is another owner too.
-    other = events.handler(_event(claimed, account="210987654321"), LambdaContext())
-    assert other["created"] is True and other["workflow_id"] != by_event
 
 
-def test_the_deployment_maps_event_sources_to_owners(
+def test_only_a_mapped_source_starts_workflows(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shepherd.settings import ENV_EVENT_OWNERS
-    from shepherd_handlers import events, runtime
+    """Changed on purpose (a hostile caller): an unmapped source used to own its workflows as
+    `events:<account>:<source>`, a namespace whoever puts the event chooses, so any bus writer
+    could start workflows as another team's source and squat its idempotency keys. Now only a
+    source the deployment maps starts anything (and the bus policy lets only the principal it
+    maps to put events with it: tests/infra/test_infra_bus_policy.py)."""
+    from shepherd_handlers import events
 
-    alice = "arn:aws:iam::123456789012:user/alice"
-    monkeypatch.setenv(ENV_EVENT_OWNERS, json.dumps({"acme.orders": alice}))
-    runtime.engine.cache_clear()
-    mapped = events.handler(_event({"type": "order_fulfilment", "input": ORDER}), LambdaContext())
-    unmapped = events.handler(
-        _event({"type": "order_fulfilment", "input": ORDER}, source="acme.other"), LambdaContext()
-    )
-    assert stack.api("GET", f"/workflows/{mapped['workflow_id']}")[0] == 200
-    assert stack.api("GET", f"/workflows/{unmapped['workflow_id']}")[0] == 404
+    _map_sources(monkeypatch, {"acme.orders": ACME})
+    detail = {"type": "order_fulfilment", "input": ORDER, "idempotency_key": "team-key"}
+    mapped = events.handler(_event(detail), LambdaContext())
+    assert stack.api("GET", f"/workflows/{mapped['workflow_id']}", caller=ACME)[0] == 200
+    for forged in (
+        _event(detail, source="acme.other"),
+        _event(detail, source="acme.other", account="210987654321"),
+    ):
+        reply = events.handler(forged, LambdaContext())
+        assert reply["status"] == "rejected" and reply["code"] == "SourceNotMapped", reply
+    # Nothing was started by the forged events: the team's list holds its one workflow.
+    assert [w["workflow_id"] for w in stack.api("GET", "/workflows", caller=ACME)[2]["items"]] == [
+        mapped["workflow_id"]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -168,9 +189,11 @@ def test_invalid_events_are_logged_and_counted_never_raised(
     code: str,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from shepherd_handlers import events
 
+    _map_sources(monkeypatch, {"acme.orders": ACME})
     with caplog.at_level("WARNING", logger="shepherd"):
         reply = events.handler({**_event({}), **event}, LambdaContext())
     assert reply["status"] == "rejected" and reply["code"] == code, reply
@@ -234,7 +257,7 @@ def test_supervisor_ticks_replace_sleeping_between_sweeps(
     runtime.engine.cache_clear()  # settings are read once per sandbox
     started = time.monotonic()
     # The scheduled run sends the minute's 11 later sweeps as delayed ticks and sweeps once.
-    assert stack.sweep() == {"sweeps": 1, "due": 0, "actions": 0, "ticks_sent": 11}
+    assert stack.sweep() == {"sweeps": 1, "due": 0, "actions": 0, "busy": 0, "ticks_sent": 11}
     assert time.monotonic() - started < 5  # it did not sleep
     attributes = sqs.get_queue_attributes(
         QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
@@ -243,9 +266,61 @@ def test_supervisor_ticks_replace_sleeping_between_sweeps(
     # A tick (as the queue's event source mapping delivers it) sweeps once; so do several.
     from shepherd_handlers import supervisor
 
-    tick = {"eventSource": "aws:sqs", "body": '{"tick":5}'}
+    tick = {"eventSource": "aws:sqs", "body": '{"tick":5,"group":0}'}
     reply = supervisor.handler({"Records": [tick, tick]}, LambdaContext())
-    assert reply == {"sweeps": 1, "due": 0, "actions": 0, "ticks": 2}
+    assert reply == {"sweeps": 1, "due": 0, "actions": 0, "busy": 0, "ticks": 2}
+
+
+def test_each_group_of_shards_gets_its_own_ticks_and_sweeps_under_a_lease(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23: one tick per group and per sweep of the minute; a tick sweeps the groups it
+    names; a group whose lease another sweeper holds is left to it (a duplicate or late
+    tick does nothing); the sweep's metrics say how far behind it is."""
+    from shepherd.clock import SystemClock
+    from shepherd.conditions import Update
+    from shepherd.keys import lease_pk
+    from shepherd.observability import ENV_SWEEP_TICKS
+    from shepherd.settings import ENV_SWEEP_GROUPS, ENV_WATCH_SHARDS
+    from shepherd_handlers import runtime, supervisor
+
+    sqs = stack.clients["sqs"]
+    url = sqs.create_queue(QueueName="supervisor-ticks")["QueueUrl"]
+    monkeypatch.setenv(ENV_SWEEP_TICKS, url)
+    monkeypatch.setenv(ENV_WATCH_SHARDS, "8")
+    monkeypatch.setenv(ENV_SWEEP_GROUPS, "4")
+    monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "5")
+    monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "55")
+    runtime.engine.cache_clear()
+    assert supervisor.ticks(4, [5, 10]) == [
+        (1, 0), (2, 0), (3, 0), (0, 5), (1, 5), (2, 5), (3, 5), (0, 10), (1, 10), (2, 10), (3, 10),
+    ]  # fmt: skip
+    reply = stack.sweep()
+    assert reply["ticks_sent"] == 3 + 4 * 11 and reply["sweeps"] == 1
+    # Workflows whose roots' messages were lost: due in every shard after a while.
+    for _ in range(12):
+        stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+    for message in stack.receive("inventory") + stack.receive("inventory"):
+        sqs.delete_message(
+            QueueUrl=stack.queues["inventory"].url, ReceiptHandle=message["ReceiptHandle"]
+        )
+    later = SystemClock().now_ms() + 11_000  # past DispatchTimeoutSeconds (10 s)
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: later)
+    # Another sweeper holds group 2's lease: that group is left to it.
+    store = runtime.engine().ports.store
+    pk, sk = lease_pk(2)
+    store.update(pk, sk, Update(set={"owner": "other", "expires_at": later + 5_000}), None)
+    ticks = [{"eventSource": "aws:sqs", "body": f'{{"tick":5,"group":{g}}}'} for g in range(4)]
+    capsys.readouterr()
+    reply = supervisor.handler({"Records": ticks}, LambdaContext())
+    assert reply["sweeps"] == 4 and reply["busy"] == 1
+    assert 0 < reply["due"] < 12 and reply["actions"] == reply["due"]  # re-sent, group 2 left
+    out = capsys.readouterr().out
+    assert '"OldestDueAgeMs":[' in out and '"Truncated":[0.0' in out and '"Due":[' in out
+    # Its lease expired (a dead sweeper): the next tick sweeps group 2 too.
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: later + 6_000)
+    reply = supervisor.handler({"Records": [ticks[2]]}, LambdaContext())
+    assert reply["busy"] == 0 and reply["due"] >= 1
 
 
 def test_callback_step_success_heartbeat_and_stale_tokens(
@@ -405,11 +480,9 @@ def test_a_start_event_may_name_an_upload_of_its_mapped_owner(
     import requests
     from aws_stack import ALICE, BOB
     from shepherd import jsonsafe
-    from shepherd.settings import ENV_EVENT_OWNERS
-    from shepherd_handlers import events, runtime
+    from shepherd_handlers import events
 
-    monkeypatch.setenv(ENV_EVENT_OWNERS, json.dumps({"acme.orders": ALICE}))
-    runtime.engine.cache_clear()
+    _map_sources(monkeypatch, {"acme.orders": ALICE})
     big = {**ORDER, "note": "n" * (300 * 1024)}
     data = jsonsafe.dumps(big).encode()
 

@@ -19,7 +19,7 @@ from moto import mock_aws
 from rehearsal import queue_ids_by_pool
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd.observability import START_DETAIL_TYPE
-from shepherd.settings import ENV_EVENT_OWNERS
+from shepherd.settings import ENV_EVENT_OWNERS, ENV_OPERATORS
 from shepherd_cli.lambda_kit import eventbridge_event
 from support import ENV, ORDER
 
@@ -155,8 +155,8 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert stack.api("GET", "/workflows")[0] == 200  # the owner index
         assert stack.api("GET", "/definitions")[0] == 200
         assert stack.api("GET", "/pools")[0] == 200  # every queue's backlog
-        assert stack.api("POST", "/pools/inventory/pause")[0] == 202
-        assert stack.api("POST", "/pools/inventory/resume")[0] == 202
+        assert stack.api("POST", "/pools/inventory/pause")[0] == 200
+        assert stack.api("POST", "/pools/inventory/resume")[0] == 200
         # A presigned upload and a start from it: the start reads and deletes uploads/<...>.
         upload = _upload(stack, recorder, json.dumps(ORDER).encode())
         status, _, _ = stack.api(
@@ -218,6 +218,7 @@ def flows(shepherd: Synth) -> Iterator[Flows]:
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "shepherd")
         # The events' source maps to ALICE (the API's default caller), so it may use her uploads.
         monkeypatch.setenv(ENV_EVENT_OWNERS, json.dumps({"acme.platform": ALICE}))
+        monkeypatch.setenv(ENV_OPERATORS, ALICE)  # she may pause and resume a pool
         with mock_aws():
             stack = Stack(monkeypatch)
             recorder = Recorder()

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 from shepherd.decisions import planner
 from shepherd.model import (
-    Kind,
     PoolState,
     StepRecord,
     StepStatus,
@@ -28,61 +27,6 @@ from shepherd.model import (
 )
 from shepherd_sim import Faults, SimConfig, run_seed
 from shepherd_sim.sim import CLASSIC_TYPES, definitions
-
-
-@contextlib.contextmanager
-def _next_due_without_now_plus_gap() -> Iterator[None]:
-    """5facc48: next_due left out now + G when every live step waited out a backoff."""
-    real = planner.next_due
-
-    def old(
-        state: WorkflowState,
-        definition: planner.Definition,
-        now: int,
-        pools: Mapping[str, PoolState] | None = None,
-    ) -> int | None:
-        """planner.next_due as it is (PAUSED workflows, paused pools), verbatim but for the
-        marked line."""
-        wf = state.workflow
-        if wf.status.terminal:
-            return None
-        pools = pools or {}
-        gap = definition.watch_gap_ms
-        grace = definition.dispatch_timeout_seconds * 1000
-        records: list[tuple[Kind, StepRecord]] = [("step", r) for r in state.steps.values()]
-        records += [("compensation", r) for r in state.compensations.values()]
-        if wf.status is WorkflowStatus.PAUSED:
-            return planner._paused_due(state, definition, now, records)
-        candidates: list[int] = []  # the bug: now + gap is not a candidate
-        running = wf.status is WorkflowStatus.RUNNING
-        for kind, rec in records:
-            if rec.status is StepStatus.QUEUED:
-                pool = pools.get(definition.spec(kind, rec.name).pool)
-                if pool is not None and pool.paused:
-                    continue
-                available = rec.available_at or now
-                if rec.dispatched_at is None:
-                    candidates.append(available)
-                else:
-                    start = max(rec.dispatched_at, available, planner._resumed(pool))
-                    candidates.append(start + grace)
-                candidates.append(max(available, now) + gap)
-            elif rec.status.in_flight:
-                candidates.extend(planner._attempt_deadlines(definition, kind, rec, now))
-                candidates.append(now + gap)
-            elif rec.status is StepStatus.PENDING and running and kind == "step":
-                ready_at = planner._ready_at(state, definition.by_name[rec.name])
-                if ready_at is not None:
-                    candidates.append(min(ready_at + grace, now + gap))
-        return min(candidates, default=now + gap)
-
-    from shepherd.engine import supervisor
-
-    supervisor.next_due = old  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        supervisor.next_due = real  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -213,35 +157,24 @@ def _failed_attempt_forgets_its_token() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _watch_gap_without_the_pause_timeout() -> Iterator[None]:
-    """G left out PauseTimeoutSeconds: a pause (which leaves the watch entry as it was)
-    creates a deadline P after it, so with P < G the pause timeout was found up to G - P late."""
-    from functools import cached_property
+def _pause_leaves_the_entry_past_its_timeout() -> Iterator[None]:
+    """A pause (which leaves the watch entry as it was, valid for a running workflow) did not
+    pull the entry to its pause timeout: with PauseTimeoutSeconds shorter than the entry's
+    distance, the pause timeout was found late. Before the deadline rule of issue 23 the same
+    gap was `G` leaving out the pause timeout (seed 36), or `L + G` left out when every step
+    waited out a backoff (seed 653, re-seeded as 2558)."""
+    from shepherd.decisions import transitions as tx
 
-    from shepherd.definitions import Definition
+    real = tx.pause
 
-    real = Definition.__dict__["watch_gap_ms"]
+    def old(wf: WorkflowRecord, now: int, reason: str, **kwargs: Any) -> tx.Write:
+        return real(wf, now, reason, **{**kwargs, "timeout_ms": None})
 
-    def old(self: Definition) -> int:
-        seconds = min(
-            self.dispatch_timeout_seconds,
-            *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
-        )
-        return seconds * 1000
-
-    def forget() -> None:  # cached values of either version
-        for definition in definitions().values():
-            definition.__dict__.pop("watch_gap_ms", None)
-
-    patched = cached_property(old)
-    patched.__set_name__(Definition, "watch_gap_ms")
-    Definition.watch_gap_ms = patched  # type: ignore[method-assign,assignment]
-    forget()
+    tx.pause = old  # type: ignore[assignment]
     try:
         yield
     finally:
-        Definition.watch_gap_ms = real  # type: ignore[method-assign]
-        forget()
+        tx.pause = real  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -340,7 +273,7 @@ REGRESSIONS = [
         2558,
         MIX_3,
         "findable",
-        _next_due_without_now_plus_gap,
+        _pause_leaves_the_entry_past_its_timeout,
         "while sim_fan's east waited out a 6 s backoff (nothing else live) the supervisor set "
         "due_at to the backoff's end; an operator paused the workflow meanwhile, and its "
         "pause timeout fell before due_at",
@@ -402,7 +335,7 @@ REGRESSIONS = [
         36,
         MIX_3,
         "findable",
-        _watch_gap_without_the_pause_timeout,
+        _pause_leaves_the_entry_past_its_timeout,
         "sim_fan's PauseTimeoutSeconds (1) is shorter than its other timeouts; a pause left "
         "the watch entry up to G later than the pause timeout, which was then found late",
         OPERATOR_TYPES,
@@ -488,8 +421,10 @@ def _order_with(reserve: StepRecord) -> tuple[WorkflowState, planner.Definition]
     return WorkflowState(wf, steps), definition
 
 
-def test_next_due_counts_now_plus_gap_while_everything_waits_for_a_backoff() -> None:
-    """The 5facc48 bug without the simulator: one step in a 4 s backoff, nothing else live."""
+def test_a_step_waiting_out_a_backoff_is_due_when_its_claim_could_act() -> None:
+    """The 5facc48 bug's situation under the deadline rule: one step in a 4 s backoff, sent
+    with an SQS delay, nothing else live. Its claim can come at the backoff's end and create
+    deadlines `g` after it, so the entry is due then, not at `now + G` every time."""
     state, definition = _order_with(
         StepRecord(
             "wf1",
@@ -502,7 +437,7 @@ def test_next_due_counts_now_plus_gap_while_everything_waits_for_a_backoff() -> 
         )
     )
     due = planner.next_due(state, definition, NOW)
-    assert due == NOW + definition.watch_gap_ms
+    assert due == NOW + 4000 + definition.reach_gap_ms["reserve_inventory"]
 
 
 # ------------------------------------------------------------------ known engine gaps
@@ -513,7 +448,7 @@ def test_next_due_counts_now_plus_gap_while_everything_waits_for_a_backoff() -> 
 def test_known_gap_a_never_sent_step_is_due_at_its_pools_resume() -> None:
     """Found as seed 20819 at x4 (an operator's resume failed after its transaction, before
     sending); no seed shows it since step items became lazy, so it is shown on the planner: a
-    queued step never sent waits for its paused pool, the look moves the entry to `now + G`,
+    queued step never sent waits for its paused pool, the look moves the entry to `now + g`,
     and the pool's resume makes the step due at once, sooner than that entry."""
     state, definition = _order_with(
         StepRecord(
@@ -523,11 +458,12 @@ def test_known_gap_a_never_sent_step_is_due_at_its_pools_resume() -> None:
     pool = definition.by_name["reserve_inventory"].pool
     paused = {pool: PoolState(pool, paused=True, paused_at=NOW - 1000)}
     due = planner.next_due(state, definition, NOW, paused)
-    assert due == NOW + definition.watch_gap_ms  # nothing is due while the pool is paused
+    gap = definition.reach_gap_ms["reserve_inventory"]
+    assert due == NOW + gap  # nothing is due while the pool is paused: looked at every g
     resumed_at = NOW + 1000
     resumed = {pool: PoolState(pool, paused=False, paused_at=NOW - 1000, resumed_at=resumed_at)}
     actions = planner.plan(
         state, definition, resumed_at, supervisor=True, rng=random.Random(1), pools=resumed
     )
     assert [type(a).__name__ for a in actions] == ["Dispatch"]  # due at the resume ...
-    assert due > resumed_at  # ... which the watch entry does not kNOW of: found up to G late
+    assert due > resumed_at  # ... which the watch entry does not know of: found up to g late

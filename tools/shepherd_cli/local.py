@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from shepherd_cli.apigw import DEFAULT_CALLER
 from shepherd_cli.project import Project
 
 REGION = "us-east-1"
@@ -73,6 +74,8 @@ class LocalStack:
     real_faults: bool = True
     # StartWorkflow events from these sources are owned by these principals (Settings).
     event_owners: dict[str, str] = field(default_factory=dict)
+    # Who may pause and resume pools (Settings.operators): the default caller unless named.
+    operators: list[str] = field(default_factory=lambda: [DEFAULT_CALLER])
 
     def __post_init__(self) -> None:
         self.definitions_dir = self.project.definitions_dir
@@ -231,6 +234,7 @@ class LocalStack:
             event_bus=BUS,
             definitions_dir=self.definitions_dir,
             event_owners=self.event_owners,
+            operators=tuple(self.operators),
             agent_modules=self.project.agent_modules,
             payload_bucket=PAYLOAD_BUCKET,
         )

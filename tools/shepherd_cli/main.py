@@ -79,6 +79,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         workers=args.workers,
         sweep_interval=args.sweep_interval,
         event_owners=owners,
+        operators=[caller_arn(name) for name in args.operator or [""]],
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
         console = None
@@ -402,6 +403,12 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SOURCE=CALLER",
         help="StartWorkflow events from SOURCE are owned by CALLER (repeatable)",
+    )
+    local.add_argument(
+        "--operator",
+        action="append",
+        metavar="CALLER",
+        help="a caller who may pause and resume pools (repeatable; default: the default caller)",
     )
     local.add_argument(
         "--console-port", type=int, default=CONSOLE_PORT, help="the web console's port (0: any)"

@@ -71,7 +71,7 @@ class TaskSpec(_Model):
     @property
     def liveness_seconds(self) -> int:
         """The soonest a claimed attempt can become overdue."""
-        return self.heartbeat_seconds or self.timeout_seconds
+        return min(self.heartbeat_seconds or self.timeout_seconds, self.timeout_seconds)
 
 
 OnFailure = Literal["COMPENSATE", "PAUSE"]
@@ -199,11 +199,40 @@ class Definition(_Model):
         return tuple(out)
 
     @cached_property
-    def watch_gap_ms(self) -> int:
-        """`G` of docs/architecture.md: the soonest any new deadline can fall after an event.
+    def reach_gap_ms(self) -> dict[str, int]:
+        """`g(s)` of docs/architecture.md (the deadline rule), per step: the soonest an agent's
+        write on step `s`, or on anything agents make ready from it without the supervisor,
+        can create a deadline after it. The dispatch grace, and the liveness of `s`'s task and
+        of every task downstream of it (agents chain through successors on their own)."""
+        dispatch = self.dispatch_timeout_seconds
+        return {
+            s.name: 1000
+            * min(
+                dispatch,
+                s.liveness_seconds,
+                *(self.by_name[d].liveness_seconds for d in self.dependents_closure[s.name]),
+            )
+            for s in self.steps
+        }
 
-        A pause is such an event: its pause timeout falls PauseTimeoutSeconds after it, and
-        the pause leaves the watch entry where it was (found by the fault simulator)."""
+    @cached_property
+    def compensation_gap_ms(self) -> int:
+        """`g` of a compensation and of anything in flight while the workflow unwinds: the
+        next compensation (any of them) is started by an agent's write on the one before."""
+        comps = [s.compensation.liveness_seconds for s in self.steps if s.compensation]
+        return 1000 * min(self.dispatch_timeout_seconds, *comps)
+
+    @cached_property
+    def start_gap_ms(self) -> int:
+        """When a new workflow's watch entry is due: its roots are sent with the start."""
+        return min(self.reach_gap_ms[name] for name in self.roots)
+
+    @cached_property
+    def watch_gap_ms(self) -> int:
+        """`G`: the soonest any new deadline can fall after any event, over the whole
+        definition (the smallest timeout of any task, the dispatch grace, the pause timeout).
+        No longer the watch rule (see `reach_gap_ms`); the fault simulator's time bounds use
+        it as the longest a deadline can wait for a look."""
         pause = () if self.pause_timeout_seconds is None else (self.pause_timeout_seconds,)
         seconds = min(
             self.dispatch_timeout_seconds,

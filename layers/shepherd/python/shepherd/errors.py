@@ -143,6 +143,22 @@ class StoreUnavailable(ShepherdError):
         self.service = service
 
 
+class HeartbeatTooSoon(ShepherdError):
+    """A callback heartbeat came sooner than `limits.MIN_CALLBACK_HEARTBEAT_MS` after the last
+    one for its token: nothing was written (429, retry after `retry_after` seconds)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(
+            f"one heartbeat per task token per second at most; retry in {retry_after}s"
+        )
+        self.retry_after = retry_after
+
+
+class OperatorOnly(ShepherdError):
+    """An action on something every caller shares (an agent pool) by a caller the deployment
+    does not name as an operator (403)."""
+
+
 class DeliveryError(ShepherdError):
     """Sending task messages or events failed; the supervisor recovers lost dispatches."""
 

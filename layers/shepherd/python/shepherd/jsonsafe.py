@@ -60,6 +60,19 @@ def _parse_float(text: str) -> float:
     return value
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all distinct: RFC 8259 leaves duplicates to the parser, which
+    keeps the last (a second `"type"` would silently win over the one a reviewer read)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise JsonRejected("DuplicateKey", f"an object has the key {key[:64]!r} twice")
+            seen.add(key)
+    return obj
+
+
 def parse(text: str | bytes, *, what: str = "body", max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse one JSON text strictly; raise JsonRejected naming `what`."""
     if isinstance(text, bytes):
@@ -73,6 +86,7 @@ def parse(text: str | bytes, *, what: str = "body", max_depth: int = MAX_JSON_DE
             parse_constant=_reject_constant,
             parse_int=_parse_int,
             parse_float=_parse_float,
+            object_pairs_hook=_unique_keys,
         )
     except JsonRejected as exc:
         raise JsonRejected(exc.code, f"{what}: {exc.message}") from None

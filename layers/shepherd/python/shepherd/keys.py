@@ -57,6 +57,18 @@ def shard_key(n: int) -> str:
     return f"{WATCH_PREFIX}{n}"
 
 
+LEASE_PK = "LEASE#sweep"  # a sweep group's lease: pk LEASE#sweep, sk <group>
+WATCH_CONFIG = ("CONFIG#watch", "CONFIG#watch")  # the most watch shards any deployment used
+
+
+def lease_pk(group: int) -> tuple[str, str]:
+    return LEASE_PK, str(group)
+
+
+def watch_config_key() -> tuple[str, str]:
+    return WATCH_CONFIG
+
+
 def definition_pk(name: str) -> str:
     return DEF_PREFIX + name
 

@@ -36,6 +36,10 @@ MAX_UPLOAD_BYTES = 100 * MIB  # one presigned upload (a start's input, a callbac
 MAX_OUTPUT_BYTES = 100 * MIB  # one step, compensation or callback output
 MAX_WORKFLOW_OUTPUT_BYTES = 1024 * MIB  # every step and compensation output of one workflow
 MAX_DETAILS_BYTES = 1 * MIB  # progress details (heartbeats, callback heartbeats)
+# One callback heartbeat per token per second at most (429 HeartbeatTooSoon with Retry-After):
+# a heartbeat keeps an attempt alive within HeartbeatSeconds (at least 2 s), so a faster one
+# buys nothing, and each may put a details object.
+MIN_CALLBACK_HEARTBEAT_MS = 1000
 MAX_JSON_DEPTH = 64  # nesting levels of any payload ([] and {} each add one)
 PAYLOAD_LINK_SECONDS = 300  # a presigned download in GET /workflows/{id}
 UPLOAD_SECONDS = 900  # a presigned upload (POST /payloads)

@@ -138,6 +138,7 @@ class StepRecord:
     wf_type: str | None = None  # its workflow's type: events derived from the item name it
     fail_reason: str | None = None  # FAILED: permanent, exhausted or unwinding
     held_at: int | None = None  # no claim may land: its paused workflow left the watch index
+    callback_heartbeat_at: int | None = None  # the attempt's last heartbeat by its task token
     # False: no item exists (a step shown PENDING from the definition). A write planned on it
     # is guarded by exactly that (the item is still missing) and creates the item.
     stored: bool = field(default=True, compare=False)
@@ -207,6 +208,7 @@ _STEP_OPTIONAL = (
     "wf_type",
     "fail_reason",
     "held_at",
+    "callback_heartbeat_at",
 )
 
 

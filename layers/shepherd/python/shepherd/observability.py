@@ -38,6 +38,13 @@ class Metric(StrEnum):
     SUPERVISOR_RAN = "SupervisorRan"  # 1 on every run: its absence raises an alarm
     LOOK_FAILURES = "LookFailures"  # supervisor looks that raised unexpectedly (alarmed)
     WORKFLOWS_PARKED = "WorkflowsParked"  # workflows parked after their looks kept failing
+    # Emitted by every group's sweep (no group dimension: a fixed number of custom metrics;
+    # the group is in the sweep's log line).
+    SWEEP_DUE = "Due"  # due entries a sweep took up
+    SWEEP_TRUNCATED = "Truncated"  # 1 when a sweep's budget ran out before its due entries
+    OLDEST_DUE_AGE = "OldestDueAgeMs"  # how long the oldest due entry had waited (alarmed)
+    SWEEP_UNAVAILABLE = "Unavailable"  # looks that met a throttled or unavailable store
+    THROTTLES = "Throttles"  # AWS calls answered "slow down", dimension Service
 
 
 # Lambda handler entry points (module.function), as the CDK app and the local stack wire them.

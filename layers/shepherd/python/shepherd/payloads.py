@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from shepherd import jsonsafe, limits
 from shepherd.errors import PermanentError
 
 REF_PREFIX = "@ref "
+logger = logging.getLogger("shepherd.payloads")
 
 
 class PayloadMissing(PermanentError):
@@ -134,6 +136,19 @@ class Payloads:
     def value(self, stored: str | None) -> Any:
         """The payload as a plain value (None if absent)."""
         return None if stored is None else json.loads(self.text(stored))
+
+    def discard(self, stored: str | None) -> None:
+        """Delete the object a superseded reference names (nothing for an inline value).
+
+        Best effort: a failed delete leaves an object nothing references, which the bucket's
+        lifecycle rule removes with the workflow's others."""
+        ref = ref_of(stored)
+        if ref is None:
+            return
+        try:
+            self.store.delete(ref.key)
+        except Exception:  # never fail the write that superseded it
+            logger.warning("superseded payload not deleted", exc_info=True, extra={"key": ref.key})
 
     def link(self, stored: str | None, expires_seconds: int = 300) -> Link | None:
         """A presigned download of a referenced payload (None for inline or absent)."""

@@ -27,6 +27,9 @@ ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
 ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
 ENV_POOL_MAPPINGS = "SHEPHERD_POOL_MAPPINGS"  # JSON: pool -> its SQS event source mapping id
 ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
+# The principals (IAM ARNs, comma-separated) who may act on what every caller shares: pause and
+# resume an agent pool, see who paused one. None by default: nobody may, through the API.
+ENV_OPERATORS = "SHEPHERD_OPERATORS"
 # The user's agent modules, comma-separated (`my_app.agents,my_app.billing:agents`): each is
 # imported and its AgentRegistry (`registry`, or the attribute after a colon) taken.
 ENV_AGENT_MODULES = "SHEPHERD_AGENT_MODULES"
@@ -40,6 +43,11 @@ ENV_PAYLOAD_INLINE_BYTES = "SHEPHERD_PAYLOAD_INLINE_BYTES"
 ENV_SWEEP_INTERVAL = "SHEPHERD_SWEEP_INTERVAL_SECONDS"
 ENV_SWEEP_WINDOW = "SHEPHERD_SWEEP_WINDOW_SECONDS"
 ENV_SWEEP_TICKS = "SHEPHERD_SWEEP_TICKS_URL"
+# The partitioned supervisor (docs/architecture.md, the supervisor at load): how many groups
+# the watch shards are dealt into (one sweep invocation each per tick), and how many looks one
+# invocation overlaps.
+ENV_SWEEP_GROUPS = "SHEPHERD_SWEEP_GROUPS"
+ENV_SWEEP_LOOKS = "SHEPHERD_SWEEP_LOOKS"
 ENV_TRACING = "SHEPHERD_TRACING"  # "true": Powertools Tracer (X-Ray SDK) in every handler
 # Set by Lambda, not by Shepherd: the sandbox's log stream names the agent worker.
 ENV_LOG_STREAM = "AWS_LAMBDA_LOG_STREAM_NAME"
@@ -72,15 +80,34 @@ class Settings(BaseModel):
     pool_mappings: dict[str, str] = {}
     event_bus: str | None = None
     definitions_dir: Path
-    watch_shards: Annotated[int, Field(ge=1, le=64)] = 8
+    # Virtual shards of the watch index (1,000 write units a second each); 16 hold about
+    # 5,000 starts a second, 256 the design load (docs/benchmarks.md, the scale model).
+    watch_shards: Annotated[int, Field(ge=1, le=1024)] = 16
     retention_days: Annotated[int, Field(ge=1, le=3650)] = 30
     # Who owns a workflow a StartWorkflow event starts, by the event's source: an IAM
     # principal ARN, which may then read it through the API. A source not listed owns its
     # workflows itself, as `events:<account>:<source>` (docs/api.md, Events).
     event_owners: dict[str, str] = {}
+    # Who may pause and resume pools (docs/api.md, Authorization): IAM principal ARNs.
+    operators: tuple[str, ...] = ()
     # The modules whose agent registries the agent runtime uses (none: a deployment that only
     # schedules and supervises, or whose pools run elsewhere).
     agent_modules: tuple[str, ...] = ()
+
+    @field_validator("operators", mode="before")
+    @classmethod
+    def _operator_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("operators")
+    @classmethod
+    def _operator_arns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arn in value:
+            if not _PRINCIPAL_ARN.match(arn):
+                raise ValueError(f"{ENV_OPERATORS}: '{arn}' is not an IAM principal ARN")
+        return value
 
     @field_validator("agent_modules", mode="before")
     @classmethod
@@ -113,6 +140,8 @@ class Settings(BaseModel):
     sweep_interval_seconds: Annotated[float, Field(gt=0, le=900)] = 5.0
     sweep_window_seconds: Annotated[float, Field(ge=0, le=900)] = 0.0
     sweep_ticks_url: str | None = None
+    sweep_groups: Annotated[int, Field(ge=1, le=1024)] = 1
+    sweep_looks: Annotated[int, Field(ge=1, le=64)] = 8
     # SHEPHERD_TRACING: the Powertools Tracer (X-Ray SDK) in every handler. The handlers decide
     # it at import, before the rest of the settings: `Settings.tracing_from_env`.
     tracing: bool = False
@@ -166,11 +195,14 @@ class Settings(BaseModel):
             "retention_days": ENV_RETENTION_DAYS,
             "sweep_interval_seconds": ENV_SWEEP_INTERVAL,
             "sweep_window_seconds": ENV_SWEEP_WINDOW,
+            "sweep_groups": ENV_SWEEP_GROUPS,
+            "sweep_looks": ENV_SWEEP_LOOKS,
             "tracing": ENV_TRACING,
             "worker_id": ENV_LOG_STREAM,
         }
         when_not_empty = {
             "event_owners": ENV_EVENT_OWNERS,
+            "operators": ENV_OPERATORS,
             "agent_modules": ENV_AGENT_MODULES,
             "payload_bucket": ENV_PAYLOAD_BUCKET,
             "payload_inline_bytes": ENV_PAYLOAD_INLINE_BYTES,
@@ -188,36 +220,39 @@ class Settings(BaseModel):
         return parse_flag(ENV_TRACING, env.get(ENV_TRACING, ""))
 
     def to_env(self) -> dict[str, str]:
-        """The environment that reproduces these settings (used by the CDK app and local stack)."""
+        """The environment that reproduces these settings (used by the CDK app and local stack):
+        the required variables, then each optional one that differs from its default."""
         env = {
             ENV_TABLE: self.table,
-            ENV_QUEUE_URLS: json.dumps(self.queue_urls, separators=(",", ":"), sort_keys=True),
+            ENV_QUEUE_URLS: _json(self.queue_urls),
             ENV_DEFINITIONS_DIR: str(self.definitions_dir),
             ENV_WATCH_SHARDS: str(self.watch_shards),
             ENV_RETENTION_DAYS: str(self.retention_days),
         }
-        if self.event_bus:
-            env[ENV_EVENT_BUS] = self.event_bus
-        if self.payload_bucket:
-            env[ENV_PAYLOAD_BUCKET] = self.payload_bucket
-        if self.payload_inline_bytes != limits.PAYLOAD_INLINE_BYTES:
-            env[ENV_PAYLOAD_INLINE_BYTES] = str(self.payload_inline_bytes)
-        if self.pool_mappings:
-            env[ENV_POOL_MAPPINGS] = json.dumps(
-                self.pool_mappings, separators=(",", ":"), sort_keys=True
-            )
-        if self.agent_modules:
-            env[ENV_AGENT_MODULES] = ",".join(self.agent_modules)
-        if self.event_owners:
-            env[ENV_EVENT_OWNERS] = json.dumps(
-                self.event_owners, separators=(",", ":"), sort_keys=True
-            )
-        if self.sweep_interval_seconds != 5.0:
-            env[ENV_SWEEP_INTERVAL] = str(self.sweep_interval_seconds)
-        if self.sweep_window_seconds:
-            env[ENV_SWEEP_WINDOW] = str(self.sweep_window_seconds)
-        if self.sweep_ticks_url:
-            env[ENV_SWEEP_TICKS] = self.sweep_ticks_url
-        if self.tracing:
-            env[ENV_TRACING] = "true"
+        optional: dict[str, tuple[Any, str | None]] = {
+            ENV_EVENT_BUS: (self.event_bus, self.event_bus),
+            ENV_PAYLOAD_BUCKET: (self.payload_bucket, self.payload_bucket),
+            ENV_PAYLOAD_INLINE_BYTES: (
+                self.payload_inline_bytes != limits.PAYLOAD_INLINE_BYTES,
+                str(self.payload_inline_bytes),
+            ),
+            ENV_POOL_MAPPINGS: (self.pool_mappings, _json(self.pool_mappings)),
+            ENV_AGENT_MODULES: (self.agent_modules, ",".join(self.agent_modules)),
+            ENV_EVENT_OWNERS: (self.event_owners, _json(self.event_owners)),
+            ENV_OPERATORS: (self.operators, ",".join(self.operators)),
+            ENV_SWEEP_INTERVAL: (
+                self.sweep_interval_seconds != 5.0,
+                str(self.sweep_interval_seconds),
+            ),
+            ENV_SWEEP_WINDOW: (self.sweep_window_seconds, str(self.sweep_window_seconds)),
+            ENV_SWEEP_TICKS: (self.sweep_ticks_url, self.sweep_ticks_url),
+            ENV_SWEEP_GROUPS: (self.sweep_groups != 1, str(self.sweep_groups)),
+            ENV_SWEEP_LOOKS: (self.sweep_looks != 8, str(self.sweep_looks)),
+            ENV_TRACING: (self.tracing, "true"),
+        }
+        env.update({name: str(value) for name, (when, value) in optional.items() if when})
         return env
+
+
+def _json(value: Mapping[str, str]) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)

@@ -19,7 +19,7 @@ from shepherd.engine.catalog import Catalog
 from shepherd.engine.operations import Operations
 from shepherd.engine.pools import PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
-from shepherd.engine.supervisor import Supervisor
+from shepherd.engine.supervisor import Supervisor, ThreadedLooks
 from shepherd.engine.uploads import Uploads
 from shepherd.ids import RandomIds
 from shepherd.payloads import NoPayloadStore, Payloads, PayloadStore
@@ -135,6 +135,8 @@ class Shepherd:
             ),
             pool_control=control,
             worker_id=self.worker_id,
+            sweep_groups=self.settings.sweep_groups,
+            looks=ThreadedLooks(self.settings.sweep_looks),
         )
 
     @property

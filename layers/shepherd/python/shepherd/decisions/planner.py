@@ -496,47 +496,69 @@ def next_due(
     now: int,
     pools: Mapping[str, PoolState] | None = None,
 ) -> int | None:
-    """The latest valid `due_at` for a live workflow (docs/architecture.md, the watch index),
-    or None when nothing needs watching (terminal, or PAUSED with nothing in flight and no
-    pause timeout: an operator action puts it back).
+    """The latest valid `due_at` for a live workflow (docs/architecture.md, the deadline
+    rule), or None when nothing needs watching (terminal, or PAUSED with nothing in flight and
+    no pause timeout: an operator action puts it back).
 
-    Every deadline known now counts, and so does `now + G`: any event from here on (a claim,
-    a result, a retry) creates deadlines at least `G` after it.
+    Every exact deadline of every live unit counts; so does `max(now, available) + g(u)` for
+    every unit an agent may write without the supervisor (a sent task message, a ready step
+    dispatched implicitly, a running attempt): whatever agents do from there creates
+    deadlines at least `g(u)` after they act. Units nobody but a callback, a timer, a person
+    or an operator can move (a callback WAITING, a long backoff not sent) count with their
+    exact deadlines only: those writers pull `due_at` forward themselves.
     """
     wf = state.workflow
     if wf.status.terminal:
         return None
     pools = pools or {}
-    gap = definition.watch_gap_ms
     records: list[tuple[Kind, StepRecord]] = [("step", r) for r in state.steps.values()]
     records += [("compensation", r) for r in state.compensations.values()]
     if wf.status is WorkflowStatus.PAUSED:
         return _paused_due(state, definition, now, records)
-    # `now + G` always counts, even while every step waits out a backoff: an outside event
-    # (a cancel) may create a deadline `G` after it at any moment.
-    candidates: list[int] = [now + gap]
     running = wf.status is WorkflowStatus.RUNNING
+    candidates: list[int] = []
     for kind, rec in records:
+        gap = _reach_gap(definition, kind, rec.name, running)
         if rec.status is StepStatus.QUEUED:
             pool = pools.get(definition.spec(kind, rec.name).pool)
-            if _paused(pool):
-                continue  # nothing is due while its pool is paused; its resume is an event
             available = rec.available_at or now
             if rec.dispatched_at is None:
-                candidates.append(available)
-            else:
+                # A long backoff's end, when the supervisor sends it; while its pool is paused
+                # the pool's resume (no write on this workflow) makes it due: looked at every g.
+                paused = _paused(pool)
+                candidates.append(max(available, now) + gap if paused else available)
+                continue
+            if not _paused(pool):
                 candidates.append(_lost_at(max(rec.dispatched_at, available), pool, definition))
+            # Its message may be claimed any time from `available` (after its pool's resume).
             candidates.append(max(available, now) + gap)
-        elif rec.status.in_flight:
+        elif rec.status is StepStatus.RUNNING:
             candidates.extend(_attempt_deadlines(definition, kind, rec, now))
             candidates.append(now + gap)
+        elif rec.status is StepStatus.WAITING:
+            # A callback: only its own deadlines; the callback pulls due_at when it answers.
+            candidates.extend(_attempt_deadlines(definition, kind, rec, now))
         elif rec.status is StepStatus.PENDING and running and kind == "step":
             spec = definition.by_name[rec.name]
             ready_at = _ready_at(state, spec)
+            if ready_at is None:
+                continue
             pool = pools.get(spec.pool)
-            if ready_at is not None and not _paused(pool):
-                candidates.append(min(_lost_at(ready_at, pool, definition), now + gap))
-    return min(candidates)
+            if not _paused(pool):
+                candidates.append(_lost_at(ready_at, pool, definition))
+            candidates.append(now + gap)  # sent when it became ready: claimable any time
+    # Live but nothing to wait for: the planner's own next write (finish, unwind, the next
+    # compensation) is due now; it was planned and lost, or its writer died before it.
+    return min(candidates, default=now)
+
+
+def _reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> int:
+    """`g(u)`: a step's reach while the workflow runs; while it unwinds, what an agent's
+    write can start is a compensation (or the step's own attempt, already claimed)."""
+    if kind == "step" and running:
+        return definition.reach_gap_ms[name]
+    own = 1000 * definition.spec(kind, name).liveness_seconds
+    return min(own, definition.compensation_gap_ms)
 
 
 def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now: int) -> list[int]:
@@ -556,8 +578,9 @@ def _paused_due(
 ) -> int | None:
     """A paused workflow is watched only for its attempts in flight and its pause timeout.
 
-    No agent event creates a deadline while it is paused (nothing is dispatched), and every
-    operator action that ends the pause writes the workflow due at once.
+    No agent event creates a deadline while it is paused (nothing is dispatched; a retry is
+    queued, not sent), and every operator action that ends the pause writes the workflow due
+    at once.
     """
     candidates: list[int] = []
     wf = state.workflow
@@ -566,5 +589,4 @@ def _paused_due(
     for kind, rec in records:
         if rec.status.in_flight:
             candidates.extend(_attempt_deadlines(definition, kind, rec, now))
-            candidates.append(now + definition.watch_gap_ms)
     return min(candidates, default=None)

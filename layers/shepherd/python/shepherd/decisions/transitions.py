@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shepherd import limits
-from shepherd.conditions import Cond, Eq, Exists, In, Item, Missing, Update, all_of, any_of
+from shepherd.conditions import Cond, Eq, Exists, In, Item, Lt, Missing, Update, all_of, any_of
 from shepherd.decisions.retry import GiveUp, RetryDecision, RetryIn
 from shepherd.definitions import MAX_SQS_DELAY
 from shepherd.keys import POOLS_PK, WF_SK, wf_pk
@@ -133,13 +133,30 @@ def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
 
 
 def heartbeat(
-    rec: StepRecord, attempt: int, now: int, details: str | None, token_hash: str | None = None
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    details: str | None,
+    token_hash: str | None = None,
+    *,
+    quiet_ms: int = 0,
 ) -> Write:
-    """Agent heartbeat (RUNNING), or a callback heartbeat (RUNNING/WAITING, token-checked)."""
+    """Agent heartbeat (RUNNING), or a callback heartbeat (RUNNING/WAITING, token-checked).
+
+    `quiet_ms` (a callback heartbeat): only if the token's last heartbeat is at least that
+    old: its rate limit, exact under concurrent callers (the condition decides, not a read).
+    The agent's own writes do not count: a carrier may heartbeat as soon as it has the token.
+    """
     values: dict[str, Any] = {"heartbeat_at": now}
     if details is not None:
         values["details"] = details
-    return Write(*rec.key, Update(set=values), _fenced(attempt, token_hash))
+    condition = _fenced(attempt, token_hash)
+    if quiet_ms:
+        values["callback_heartbeat_at"] = now
+        last = "callback_heartbeat_at"
+        quiet = any_of(Missing(last), Lt(last, now - quiet_ms + 1))
+        condition = all_of(condition, quiet)
+    return Write(*rec.key, Update(set=values), condition)
 
 
 def _fenced(attempt: int, token_hash: str | None) -> Cond:
@@ -203,7 +220,7 @@ def complete(
             "expires_at": expires_at,
             **_ended(rec, entry),
         },
-        remove=("lease_owner", "callback_token"),
+        remove=("lease_owner", "callback_token", "callback_heartbeat_at"),
         add={"attempts_total": 1},
     )
     return Write(*rec.key, update, _fenced(attempt, token_hash))
@@ -259,7 +276,13 @@ def end_attempt(
         }
         if details is not None:
             values["details"] = details
-        remove = ["claimed_at", "heartbeat_at", "lease_owner", "callback_token"]
+        remove = [
+            "claimed_at",
+            "heartbeat_at",
+            "lease_owner",
+            "callback_token",
+            "callback_heartbeat_at",
+        ]
         add = {"attempts_total": 1}
         if dispatch and decision.delay_ms <= MAX_SQS_DELAY * 1000:
             values["dispatched_at"] = now
@@ -278,7 +301,11 @@ def end_attempt(
     }
     return Write(
         *rec.key,
-        Update(values, ("lease_owner", "callback_token"), add={"attempts_total": 1}),
+        Update(
+            values,
+            ("lease_owner", "callback_token", "callback_heartbeat_at"),
+            add={"attempts_total": 1},
+        ),
         condition,
     )
 
@@ -331,24 +358,56 @@ def new_compensation(workflow_id: str, wf_type: str, name: str, now: int) -> Ite
 # ------------------------------------------------------------------------ workflow writes
 
 
-def unwind(wf: WorkflowRecord, to: WorkflowStatus, now: int, error: str | None) -> Write:
+def unwind(
+    wf: WorkflowRecord,
+    to: WorkflowStatus,
+    now: int,
+    error: str | None,
+    *,
+    shard: str,
+    due_by: int,
+) -> Write:
+    """RUNNING -> an unwinding status, due no later than `due_by` (the compensations it will
+    start are deadlines no step's reach counted)."""
     values: dict[str, Any] = {"status": to.value, "updated_at": now}
     if error is not None:
         values["error"] = error
-    return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), _is(wf.status))
+    guards = [_is(wf.status)]
+    pulled, seen_due = _pull_due(wf, shard, due_by)
+    if pulled and seen_due is not None:
+        values.update(pulled)
+        guards.append(seen_due)
+    return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), all_of(*guards))
 
 
-def _pull_due(wf: WorkflowRecord, shard: str, now: int) -> tuple[dict[str, Any], Cond | None]:
-    """The watch entry due no later than `now`, exactly: an operator action creates
-    deadlines, and a PAUSED workflow's entry may be far off or gone (it is watched only for
-    its attempts in flight). Never moves an entry later; guarded by the entry it saw, even
-    one already due: meanwhile a supervisor may have taken a paused workflow out of the index
-    (found by the fault simulator, seed 1589)."""
+def _pull_due(wf: WorkflowRecord, shard: str, at: int) -> tuple[dict[str, Any], Cond | None]:
+    """The watch entry due no later than `at`, exactly (docs/architecture.md, the deadline
+    rule: a writer that creates a deadline nobody counted pulls the entry to it): an operator
+    action (to now), an unwinding or a pause (to the deadlines they create). A PAUSED
+    workflow's entry may be far off or gone (it is watched only for its attempts in flight).
+    Never moves an entry later; guarded by the entry it saw, even one already due: meanwhile
+    a supervisor may have taken a paused workflow out of the index (found by the fault
+    simulator, seed 1589)."""
     if wf.due_at is None:
-        return {"watch_shard": shard, "due_at": now}, Missing("due_at")
-    if wf.due_at > now:
-        return {"due_at": now}, Eq("due_at", wf.due_at)
+        return {"watch_shard": shard, "due_at": at}, Missing("due_at")
+    if wf.due_at > at:
+        return {"due_at": at}, Eq("due_at", wf.due_at)
     return {}, Eq("due_at", wf.due_at)
+
+
+_LIVE = tuple(s.value for s in WorkflowStatus if not s.terminal)
+
+
+def pull_due(wf: WorkflowRecord, shard: str, at: int) -> Write | None:
+    """The watch entry due no later than `at`, alone (None: it already is). For a writer
+    that creates a deadline no look counted (a callback's answer, a child's end), before
+    its state write; only on a live workflow, so a pull that comes after the finish never
+    puts a terminal workflow back in the index."""
+    pulled, seen_due = _pull_due(wf, shard, at)
+    if not pulled or seen_due is None:
+        return None
+    condition = all_of(In("status", _LIVE), seen_due)
+    return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=pulled), condition)
 
 
 def _same_pause(wf: WorkflowRecord) -> Cond | None:
@@ -386,26 +445,29 @@ def request_cancel(wf: WorkflowRecord, now: int, shard: str) -> Write:
     )
 
 
-def pause(wf: WorkflowRecord, now: int, reason: str) -> Write:
+def pause(
+    wf: WorkflowRecord, now: int, reason: str, *, shard: str, timeout_ms: int | None
+) -> Write:
     """RUNNING -> PAUSED (an operator, or a step that failed for good under OnFailure PAUSE).
 
-    Its watch entry stays as it is (valid for a running workflow, so for a paused one too):
-    the supervisor's next look computes what to watch while it is paused (its attempts in
-    flight, its pause timeout) or takes it out of the index.
+    Its watch entry stays as it is (valid for a running workflow, so for a paused one too),
+    pulled to the pause timeout if that comes sooner: the supervisor's next look computes
+    what to watch while it is paused (its attempts in flight, its pause timeout) or takes it
+    out of the index.
     """
-    return Write(
-        wf_pk(wf.workflow_id),
-        WF_SK,
-        Update(
-            set={
-                "status": WorkflowStatus.PAUSED.value,
-                "updated_at": now,
-                "paused_at": now,
-                "pause": reason,
-            }
-        ),
-        all_of(_is(WorkflowStatus.RUNNING), _redrives(wf)),
-    )
+    values: dict[str, Any] = {
+        "status": WorkflowStatus.PAUSED.value,
+        "updated_at": now,
+        "paused_at": now,
+        "pause": reason,
+    }
+    guards = [_is(WorkflowStatus.RUNNING), _redrives(wf)]
+    if timeout_ms is not None:
+        pulled, seen_due = _pull_due(wf, shard, now + timeout_ms)
+        if pulled and seen_due is not None:
+            values.update(pulled)
+            guards.append(seen_due)
+    return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), all_of(*guards))
 
 
 def resume(wf: WorkflowRecord, now: int, shard: str) -> Write:
@@ -467,7 +529,14 @@ def redrive_step(rec: StepRecord, now: int) -> Write:
             "dispatched_at": now,
             "available_at": now,
         },
-        remove=("finished_at", "expires_at", "claimed_at", "heartbeat_at", "callback_token"),
+        remove=(
+            "finished_at",
+            "expires_at",
+            "claimed_at",
+            "heartbeat_at",
+            "callback_token",
+            "callback_heartbeat_at",
+        ),
         add={"dispatches": 1},
     )
     return Write(*rec.key, update, all_of(_is(StepStatus.FAILED), _attempt(rec.attempt)))
@@ -508,9 +577,11 @@ def _redrives(wf: WorkflowRecord) -> Cond:
     return Missing("redrives") if not wf.redrives else Eq("redrives", wf.redrives)
 
 
-def move_due(wf: WorkflowRecord, due_at: int | None) -> Write:
+def move_due(wf: WorkflowRecord, due_at: int | None, *, shard: str | None = None) -> Write:
     """Move the watch deadline (None: leave the index, for a paused workflow with nothing to
-    watch), only if nobody moved it or changed the status meanwhile.
+    watch), only if nobody moved it or changed the status meanwhile. `shard`: the workflow's
+    shard under the current shard count; an entry in another (a count changed since) moves
+    there.
 
     A look that got this far succeeded, so it also clears a count of failed looks.
     """
@@ -519,12 +590,20 @@ def move_due(wf: WorkflowRecord, due_at: int | None) -> Write:
     if due_at is None:
         update = Update(remove=("watch_shard", "due_at", *remove))
     else:
-        update = Update(set={"due_at": due_at}, remove=remove)
+        values: dict[str, Any] = {"due_at": due_at}
+        if shard is not None and shard != wf.watch_shard:
+            values["watch_shard"] = shard
+        update = Update(set=values, remove=remove)
     return Write(wf_pk(wf.workflow_id), WF_SK, update, all_of(_is(wf.status), seen, _redrives(wf)))
 
 
 def unwatch_paused(
-    wf: WorkflowRecord, unclaimed: Sequence[StepRecord], now: int, due_at: int | None = None
+    wf: WorkflowRecord,
+    unclaimed: Sequence[StepRecord],
+    now: int,
+    due_at: int | None = None,
+    *,
+    shard: str | None = None,
 ) -> list[Write]:
     """A paused workflow with nothing in flight leaves the watch index (or, with a pause
     timeout, moves its entry to it), and each step that could still be claimed (PENDING or
@@ -536,7 +615,7 @@ def unwatch_paused(
     no hold), or it landed first and this transaction fails, so the workflow stays due and the
     next look watches the attempt. A resume releases the holds.
     """
-    writes = [move_due(wf, due_at)]
+    writes = [move_due(wf, due_at, shard=shard)]
     for rec in unclaimed:
         condition = all_of(_seen(rec), Missing("held_at"))
         writes.append(_step_write(rec, Update(set={"held_at": now}), condition))

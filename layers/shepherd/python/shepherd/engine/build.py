@@ -19,7 +19,7 @@ from shepherd.engine.catalog import Catalog
 from shepherd.engine.operations import Operations
 from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
-from shepherd.engine.supervisor import Supervisor
+from shepherd.engine.supervisor import LookRunner, Supervisor
 from shepherd.engine.uploads import Uploads
 from shepherd.topology import pools
 
@@ -63,10 +63,14 @@ def build_engine(
     worker_id: str = "agent",
     background_heartbeats: bool = True,
     sweep_interval_ms: int = 0,
+    sweep_groups: int = 1,
+    looks: LookRunner | None = None,
 ) -> Engine:
     """The engine over `ports`. `worker_id` names the agent runtime (a step's owner);
     `background_heartbeats` off, a host heartbeats by hand (the simulator, the benchmarks);
-    `sweep_interval_ms` is how soon the supervisor's next sweep comes (0: unknown)."""
+    `sweep_interval_ms` is how soon the supervisor's next sweep comes (0: unknown);
+    `sweep_groups` how many groups its shards are dealt into; `looks` how a sweep runs its
+    looks (one after another by default)."""
     catalog = Catalog(definitions, ports.store)
     scheduler = Scheduler(ports, catalog, config or EngineConfig())
     registry = agents or AgentRegistry()
@@ -80,7 +84,9 @@ def build_engine(
     engine_pools = Pools(
         scheduler.executor, ports.queue, pool_control or NoPoolControl(), ports.clock, pool_names
     )
-    supervisor = Supervisor(scheduler, sweep_interval_ms=sweep_interval_ms)
+    supervisor = Supervisor(
+        scheduler, sweep_interval_ms=sweep_interval_ms, groups=sweep_groups, looks=looks
+    )
     uploads = Uploads(scheduler)
     return Engine(
         ports,

@@ -19,7 +19,13 @@ from shepherd.definitions import Definition
 from shepherd.engine.scheduler import Scheduler, output_problem
 from shepherd.engine.tokens import TaskToken, matches
 from shepherd.engine.uploads import Uploads
-from shepherd.errors import OutputRejected, PayloadTooLarge, TaskTokenInvalid, TaskTokenStale
+from shepherd.errors import (
+    HeartbeatTooSoon,
+    OutputRejected,
+    PayloadTooLarge,
+    TaskTokenInvalid,
+    TaskTokenStale,
+)
 from shepherd.model import StepRecord, StepStatus, WorkflowState, dumps
 
 _OVER = "the attempt of this token is over"
@@ -50,17 +56,7 @@ class Callbacks:
         parsed, state, definition, rec = self._target(token)
         now = self.scheduler.ports.clock.now_ms()
         if action == "heartbeat":
-            text = None if details is None else dumps(details)
-            if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
-                raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
-            if text is not None:
-                text = self.scheduler.keep_for(rec, "details", text)
-            updated = self.scheduler.executor.step(
-                state, tx.heartbeat(rec, parsed.attempt, now, text, parsed.hash)
-            )
-            if updated is None:
-                raise TaskTokenStale(_OVER)
-            return updated
+            return self._heartbeat(state, rec, parsed, details, now)
         if action == "success":
             upload: dict[str, Any] | None = None
             claimant = f"task:{rec.workflow_id}:{rec.kind}:{rec.name}:{parsed.attempt}"
@@ -73,6 +69,7 @@ class Callbacks:
                 if output_upload is not None:
                     self.uploads.claim(output_upload, owner, claimant, "output_upload")
                 stored = self.scheduler.keep_for(rec, "output", text)
+                self.scheduler.pull_due(state, rec.kind, rec.name)
                 updated = self.scheduler.complete_attempt(
                     state, rec, stored, token_hash=parsed.hash
                 )
@@ -90,6 +87,33 @@ class Callbacks:
         message = limits.truncate(cause or name, limits.MAX_ERROR_CAUSE)
         return self._fail(state, definition, rec, parsed, name, message, False)
 
+    def _heartbeat(
+        self, state: WorkflowState, rec: StepRecord, token: TaskToken, details: Any, now: int
+    ) -> StepRecord:
+        """Keep the attempt alive, at most once a second per token (checked before anything
+        is stored, and again by the write's condition, so racing callers cannot pass it).
+        Details a heartbeat replaces are deleted from the payload bucket once it has won."""
+        quiet = limits.MIN_CALLBACK_HEARTBEAT_MS
+        _too_soon(rec.callback_heartbeat_at, now, quiet)
+        text = None if details is None else dumps(details)
+        if text is not None and jsonsafe.size(text) > limits.MAX_DETAILS_BYTES:
+            raise PayloadTooLarge("details", jsonsafe.size(text), limits.MAX_DETAILS_BYTES)
+        if text is not None:
+            text = self.scheduler.keep_for(rec, "details", text)
+        write = tx.heartbeat(rec, token.attempt, now, text, token.hash, quiet_ms=quiet)
+        updated = self.scheduler.executor.step(state, write)
+        payloads = self.scheduler.ports.payloads
+        if updated is None:
+            if text != rec.details:
+                payloads.discard(text)  # this heartbeat's own object: nothing references it
+            current = state.record(rec.kind, rec.name)
+            if current is not None and matches(current.callback_token, token):
+                _too_soon(current.callback_heartbeat_at, now, quiet)  # a racing one won
+            raise TaskTokenStale(_OVER)
+        if text is not None and rec.details != text:
+            payloads.discard(rec.details)  # superseded: no reader can reach it any more
+        return updated
+
     def _fail(
         self,
         state: WorkflowState,
@@ -100,6 +124,7 @@ class Callbacks:
         message: str,
         permanent: bool,
     ) -> StepRecord:
+        self.scheduler.pull_due(state, rec.kind, rec.name)  # a retry, or the unwinding
         ended = failure_decision(
             rec,
             definition.spec(rec.kind, rec.name),
@@ -138,3 +163,9 @@ class Callbacks:
         if any(h.get("a") == parsed.attempt and matches(h.get("th"), parsed) for h in rec.history):
             raise TaskTokenStale(_OVER)
         raise TaskTokenInvalid("unknown task token")
+
+
+def _too_soon(last_ms: int | None, now: int, quiet_ms: int) -> None:
+    """HeartbeatTooSoon unless the last heartbeat is at least `quiet_ms` old."""
+    if last_ms is not None and now - last_ms < quiet_ms:
+        raise HeartbeatTooSoon(max(1, -(-(last_ms + quiet_ms - now) // 1000)))

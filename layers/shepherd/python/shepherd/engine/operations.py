@@ -41,6 +41,11 @@ _CHANGED = "workflow changed meanwhile; read it and try again"
 TRIES = 3  # a write can lose to the supervisor moving the watch entry: read again, retry
 
 
+def _pause_ms(definition: Definition) -> int | None:
+    timeout = definition.pause_timeout_seconds
+    return None if timeout is None else timeout * 1000
+
+
 def _refuse(wf: WorkflowRecord, action: str, allowed: str) -> InvalidTransition:
     return InvalidTransition(f"workflow is {wf.status.value}: {action} needs {allowed}")
 
@@ -107,14 +112,17 @@ class Operations:
         """RUNNING -> PAUSED: nothing new is dispatched; running attempts finish and are
         recorded. Idempotent while paused."""
 
-        def decide(state: WorkflowState, _: Definition, now: int) -> Change:
+        def decide(state: WorkflowState, definition: Definition, now: int) -> Change:
             wf = state.workflow
             if wf.status is WorkflowStatus.PAUSED:
                 return Change()
             if wf.status is not WorkflowStatus.RUNNING:
                 raise _refuse(wf, "pause", "RUNNING")
             reason = dumps({"reason": "operator", "by": owner or "operator"})
-            return Change([tx.pause(wf, now, reason)])
+            shard = self.scheduler.shard(wf.workflow_id)
+            return Change(
+                [tx.pause(wf, now, reason, shard=shard, timeout_ms=_pause_ms(definition))]
+            )
 
         state, _ = self._act(workflow_id, owner, decide)
         return state.workflow
@@ -203,7 +211,7 @@ class Operations:
             to = (
                 WorkflowStatus.CANCELLING if wf.cancel_requested_at else WorkflowStatus.COMPENSATING
             )
-            due = now + definition.watch_gap_ms
+            due = now + definition.compensation_gap_ms  # the compensations it sends now
             writes = [
                 tx.redrive_workflow(wf, to, now, shard, due, cause_json),
                 *(tx.redrive_step(c, now) for c in failed),

@@ -43,6 +43,7 @@ from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
     InputTooLarge,
+    StoreUnavailable,
     WorkflowNotFound,
 )
 from shepherd.keys import Kind, watch_shard, wf_pk
@@ -217,7 +218,7 @@ class Scheduler:
             updated_at=now,
             idempotency_key=idempotency_key,
             watch_shard=self.shard(workflow_id),
-            due_at=now + definition.watch_gap_ms,
+            due_at=now + definition.start_gap_ms,
         )
         # The workflow item alone: each step's item is created by the first write the step
         # needs (a root's by its claim, which accepts a missing item for attempt 1).
@@ -324,6 +325,31 @@ class Scheduler:
         if loaded is None or (owner is not None and loaded[0].workflow.owner != owner):
             raise WorkflowNotFound(workflow_id)
         return loaded
+
+    def pull_due(self, state: WorkflowState, kind: Kind, name: str) -> None:
+        """Before a write no agent's reach covered (a callback's answer, a child's end):
+        pull the watch entry to `now + g` of the unit it ends (docs/architecture.md, the
+        deadline rule). A lost pull reads the workflow item again: whoever moved the entry
+        meanwhile may have moved it later."""
+        definition = self.definition_of(state)
+        running = state.workflow.status is WorkflowStatus.RUNNING
+        gap = (
+            definition.reach_gap_ms[name]
+            if kind == "step" and running
+            else definition.compensation_gap_ms
+        )
+        for _ in range(MAX_ROUNDS):
+            wf = state.workflow
+            at = self.ports.clock.now_ms() + gap
+            write = None if wf.status.terminal else tx.pull_due(wf, self.shard(wf.workflow_id), at)
+            if write is None or self.executor.workflow(state, write):
+                return
+        raise StoreUnavailable("the watch entry kept moving; try again")
+
+    def definition_of(self, state: WorkflowState) -> Definition:
+        """The definition version a workflow runs on (cached by the catalog)."""
+        wf = state.workflow
+        return self.catalog.version(wf.wf_type, wf.def_hash)
 
     def shard(self, workflow_id: str) -> str:
         return watch_shard(workflow_id, self.config.watch_shards)
@@ -458,10 +484,18 @@ class Scheduler:
         shard = self.shard(wf.workflow_id)
         match action:
             case Unwind(_, error):
-                return ex.workflow(state, tx.unwind(wf, WorkflowStatus.COMPENSATING, now, error))
+                # The compensations it starts are deadlines no step's reach counted.
+                due_by = now + self.definition_of(state).compensation_gap_ms
+                write = tx.unwind(
+                    wf, WorkflowStatus.COMPENSATING, now, error, shard=shard, due_by=due_by
+                )
+                return ex.workflow(state, write)
             case Pause(step, error):
                 reason = jsonsafe.dumps({"reason": "failure", "step": step, "error": loads(error)})
-                return ex.workflow(state, tx.pause(wf, now, reason))
+                timeout = self.definition_of(state).pause_timeout_seconds
+                timeout_ms = None if timeout is None else timeout * 1000
+                write = tx.pause(wf, now, reason, shard=shard, timeout_ms=timeout_ms)
+                return ex.workflow(state, write)
             case GiveUp(error):
                 return ex.workflow(state, tx.give_up(wf, now, shard, error))
             case Finish(status, error):

@@ -4,6 +4,16 @@ It never runs business logic and never trusts the index: each candidate is re-re
 consistent query, planned, and acted on only through conditional writes, so two sweeps
 running at once cannot double-dispatch or double-compensate.
 
+**Partitioned** (docs/architecture.md, the supervisor at load): the watch index's shards are
+dealt into `groups` (shard `s` belongs to group `s % groups`); each tick sweeps every group
+once, each in its own invocation, under a lease per group (an item `LEASE#sweep / <group>`)
+so a duplicate or late tick exits and a dead sweeper is replaced when its lease runs out.
+The lease is for efficiency only: safety stays with the conditional writes. A sweep reads
+each of its shards' due entries, oldest first across the shards (its shards in a rotating
+order), and looks at them on a bounded pool (`LookRunner`) until its budget (`max_workflows`
+looks, or its deadline) runs out: past its capacity every shard falls behind evenly, and
+`SweepReport.oldest_due_age_ms` says by how much.
+
 One workflow can never stall the others: each look runs on its own. A store error that
 passes (throttling, a timeout: `StoreUnavailable`) is logged and the workflow is simply looked
 at again by the next sweep (its entry stays due). Any other error is unexpected: it is logged
@@ -16,20 +26,27 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import logging
+import threading
 from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from shepherd import limits
-from shepherd.conditions import Item
+from shepherd.conditions import Eq, Item, Lt, Missing, Update, any_of
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
 from shepherd.definitions import Definition
 from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
-from shepherd.errors import StoreUnavailable
-from shepherd.keys import WF_SK, shard_key, wf_pk, workflow_id_of
+from shepherd.errors import ConditionFailed, StoreUnavailable
+from shepherd.keys import WF_SK, lease_pk, shard_key, watch_config_key, wf_pk, workflow_id_of
 from shepherd.model import PoolState, StepStatus, WorkflowState, WorkflowStatus, dumps, loads
+from shepherd.ports import DueEntry
 
 logger = logging.getLogger("shepherd.supervisor")
 
@@ -38,11 +55,9 @@ MAX_FAILED_LOOKS = 8  # consecutive failed looks before a workflow is parked
 LOOK_BACKOFF_MS = 5_000  # the first retry of a failed look; doubles each time
 MAX_LOOK_BACKOFF_MS = 300_000
 PARKED = "SupervisorGaveUp"
-# Moving a watch entry writes the workflow item (1 WRU) and its index entry (delete + put: 2
-# WRU): at on-demand prices (WRU $0.625, RRU $0.125 per million) the price of 15 consistent
-# reads of a small workflow. A look whose next deadline is at most this many sweeps away
-# leaves the entry due and lets each sweep re-read the workflow instead.
-READS_PER_MOVE = 15
+# A sweep under pressure (this many due entries in its shards' first pages, or more) moves
+# every entry it looks at: an entry left due keeps its old due_at and sorts first.
+PRESSURE_SHARE = 2  # max_workflows // PRESSURE_SHARE
 
 
 def look_backoff_ms(failures: int) -> int:
@@ -65,11 +80,45 @@ def pools_unread(last: dict[str, PoolState]) -> dict[str, PoolState]:
     return {name: replace(pool, paused=False) for name, pool in last.items()}
 
 
+def group_shards(shards: int, groups: int, group: int) -> list[int]:
+    """The watch shards group `group` sweeps: every shard `s` with `s % groups == group`."""
+    return [s for s in range(shards) if s % groups == group]
+
+
+class LookRunner(Protocol):
+    """Runs a sweep's looks: one after another (the simulator, tests) or overlapped on a
+    bounded pool of threads (Lambda: a look is mostly waiting for DynamoDB)."""
+
+    def run(self, looks: Sequence[Callable[[], None]]) -> None: ...
+
+
+class SequentialLooks:
+    def run(self, looks: Sequence[Callable[[], None]]) -> None:
+        for look in looks:
+            look()
+
+
+class ThreadedLooks:
+    """At most `workers` looks at a time (the boto3 clients are thread-safe)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def run(self, looks: Sequence[Callable[[], None]]) -> None:
+        if len(looks) <= 1 or self.workers <= 1:
+            SequentialLooks().run(looks)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(looks))) as pool:
+            for future in [pool.submit(look) for look in looks]:
+                future.result()
+
+
 @dataclass
 class SweepReport:
     """What one sweep saw and did: the numbers behind the supervisor's metrics."""
 
     started_at: int
+    group: int = 0
     finished_at: int = 0
     shards: int = 0
     index_queries: int = 0
@@ -87,102 +136,327 @@ class SweepReport:
     actions: Counter[str] = field(default_factory=Counter)
     lags_ms: list[int] = field(default_factory=list)
     truncated: bool = False
+    # How long the oldest entry this sweep found due had been due (0: nothing was due): how
+    # far behind the supervisor is, shard by shard evenly once it is past its capacity.
+    oldest_due_age_ms: int = 0
+    # The lease of the group: "held" (this sweep held it), "busy" (another sweeper held it:
+    # this sweep did nothing), "none" (no lease asked for, or nothing was due).
+    lease: str = "none"
     # The pools could not be read: every pool was taken as running, so a re-send's lag was
     # measured from the earliest deadline it could have had, not its real one (not recorded).
     pools_unread: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def duration_ms(self) -> int:
         return self.finished_at - self.started_at
 
+    def add(self, name: str, value: int = 1) -> None:
+        """Count something a look did (looks may run on several threads)."""
+        with self._lock:
+            setattr(self, name, getattr(self, name) + value)
+
+    def act(self, name: str, lag_ms: int | None = None) -> None:
+        with self._lock:
+            self.actions[name] += 1
+            if lag_ms is not None:
+                self.lags_ms.append(lag_ms)
+
+
+@dataclass
+class _Shard:
+    """One shard's due entries as the sweep reads them, page by page."""
+
+    key: str
+    cursor: dict[str, object] | None = None
+    done: bool = False
+
+
+class _DueQueue:
+    """The due entries of a group's shards, earliest first across them; a shard's next page
+    is read when its last entry read so far is taken (one page per shard at a time)."""
+
+    def __init__(self, first: list[tuple[DueEntry, int]]) -> None:
+        self._heap = [(e.due_at, i, n, e.workflow_id) for n, (e, i) in enumerate(first)]
+        heapq.heapify(self._heap)
+        self._left = Counter(i for _, i in first)
+        self._count = len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def pop(self, n: int, next_page: Callable[[int], list[DueEntry]]) -> list[str]:
+        out: list[str] = []
+        while self._heap and len(out) < n:
+            _, shard, _, workflow_id = heapq.heappop(self._heap)
+            out.append(workflow_id)
+            self._left[shard] -= 1
+            if self._left[shard] == 0:
+                for entry in next_page(shard):
+                    self._count += 1
+                    heapq.heappush(
+                        self._heap, (entry.due_at, shard, self._count, entry.workflow_id)
+                    )
+                    self._left[shard] += 1
+        return out
+
 
 class Supervisor:
     def __init__(
-        self, scheduler: Scheduler, *, max_workflows: int = 1000, sweep_interval_ms: int = 0
+        self,
+        scheduler: Scheduler,
+        *,
+        max_workflows: int = 1000,
+        sweep_interval_ms: int = 0,
+        groups: int = 1,
+        looks: LookRunner | None = None,
+        lease_ms: int = 10_000,
     ) -> None:
         self.scheduler = scheduler
         self.max_workflows = max_workflows
-        # How often sweeps run (0: unknown). A look whose next deadline is near leaves the
-        # entry where it is, still due, so the next sweeps re-read the workflow (1 RRU each)
-        # instead of one move (1 WRU + 2 index WRU): always when the deadline falls before
-        # the next sweep (the move would buy nothing), and when it is at most READS_PER_MOVE
-        # sweeps away while this sweep has budget (a quarter of `max_workflows` such looks:
-        # the rest move, so a sweep's work stays bounded however many steps run). An entry
-        # earlier than needed is always safe (invariant 3 bounds `due_at` from above only), so
-        # a sweep that comes later than promised costs a read, never a missed deadline.
+        # How often sweeps run (0: unknown). A look whose next deadline falls before the next
+        # sweep leaves the entry where it is, still due (the move would buy nothing), unless
+        # the sweep is under pressure: an entry earlier than needed is always safe
+        # (invariant 3 bounds `due_at` from above only).
         self.sweep_interval_ms = sweep_interval_ms
+        self.groups = groups
+        self.looks: LookRunner = looks or SequentialLooks()
+        # How long a group's lease lasts unless renewed: a dead sweeper's group is swept
+        # again within this. A sweep renews it at half of it while it works.
+        self.lease_ms = lease_ms
         self._pools: dict[str, PoolState] = {}
+        self._turn = 0
+        self._shard_span: int | None = None
 
-    def sweep(self, now: int | None = None) -> SweepReport:
-        """Look at every workflow whose `due_at <= now`, in every watch shard."""
+    # ---------------------------------------------------------------------------- sweeps
+
+    def sweep(self, now: int | None = None, *, deadline_ms: int | None = None) -> SweepReport:
+        """Every group in turn, with no lease: one sweeper for the whole index (the local
+        stack, tests). The report adds the groups' numbers up."""
+        total: SweepReport | None = None
+        for group in range(self.groups):
+            report = self.sweep_group(group, now=now, deadline_ms=deadline_ms)
+            if total is None:
+                total = report
+                continue
+            for name in (
+                "shards", "index_queries", "index_items_read", "due", "looked_at",
+                "stale_entries", "failed_looks", "unavailable", "backing_off",
+                "failed_queries", "parked", "left_due", "moved",
+            ):  # fmt: skip
+                setattr(total, name, getattr(total, name) + getattr(report, name))
+            total.actions.update(report.actions)
+            total.lags_ms += report.lags_ms
+            total.truncated = total.truncated or report.truncated
+            total.pools_unread = total.pools_unread or report.pools_unread
+            total.oldest_due_age_ms = max(total.oldest_due_age_ms, report.oldest_due_age_ms)
+            total.finished_at = report.finished_at
+        assert total is not None
+        return total
+
+    def sweep_group(
+        self,
+        group: int,
+        *,
+        owner: str | None = None,
+        now: int | None = None,
+        deadline_ms: int | None = None,
+    ) -> SweepReport:
+        """Look at the due workflows of one group's shards, oldest first, until the budget
+        runs out. With `owner`, only under the group's lease (another holder: nothing)."""
         clock = self.scheduler.ports.clock
         now = clock.now_ms() if now is None else now
-        report = SweepReport(started_at=clock.now_ms())
+        report = SweepReport(started_at=clock.now_ms(), group=group)
+        shards = self._shards(group)
+        report.shards = len(shards)
+        first = self._first_pages(shards, now, report)
+        if first:
+            report.oldest_due_age_ms = max(0, now - min(e.due_at for e, _ in first))
+            if owner is None or self._lease(group, owner, now, report):
+                self._read_pools(report)
+                renew = None if owner is None else (lambda: self.renew(group, owner))
+                try:
+                    self._work(first, shards, now, deadline_ms, report, renew)
+                finally:
+                    if owner is not None:
+                        self._release(group, owner)
+        report.finished_at = clock.now_ms()
+        return report
+
+    def _shards(self, group: int) -> list[_Shard]:
+        """The group's shards, starting at a shard that turns with every sweep (fair among
+        entries due at the same moment)."""
+        numbers = group_shards(self.shard_span(), self.groups, group)
+        self._turn += 1
+        turn = self._turn % max(1, len(numbers))
+        return [_Shard(shard_key(n)) for n in numbers[turn:] + numbers[:turn]]
+
+    def shard_span(self) -> int:
+        """How many shards to sweep: the configured count, or more if a deployment before
+        used more (docs/architecture.md: changing the shard count loses no entry). Recorded
+        once per process in `CONFIG#watch` (the largest count any deployment used)."""
+        if self._shard_span is not None:
+            return self._shard_span
         shards = self.scheduler.config.watch_shards
-        report.shards = shards
+        store = self.scheduler.ports.store
+        pk, sk = watch_config_key()
+        try:
+            item = store.update(
+                pk,
+                sk,
+                Update(set={"max_shards": shards}),
+                any_of(Missing("max_shards"), Lt("max_shards", shards)),
+            )
+            recorded = int(item["max_shards"])
+        except ConditionFailed as lost:
+            recorded = int((lost.current or {}).get("max_shards", shards))
+        self._shard_span = max(shards, recorded)
+        return self._shard_span
+
+    def _first_pages(
+        self, shards: list[_Shard], now: int, report: SweepReport
+    ) -> list[tuple[DueEntry, int]]:
+        out: list[tuple[DueEntry, int]] = []
+        for i, shard in enumerate(shards):
+            out += [(e, i) for e in self._page(shard, now, report)]
+        return out
+
+    def _page(self, shard: _Shard, now: int, report: SweepReport) -> list[DueEntry]:
+        """The shard's next page of due entries (none once it is read to its end)."""
+        if shard.done:
+            return []
+        try:
+            page = self.scheduler.ports.store.query_due(shard.key, now, PAGE_SIZE, shard.cursor)
+        except Exception:  # a failed index query costs this shard one sweep, no more
+            report.failed_queries += 1
+            logger.warning("watch index query failed", exc_info=True, extra={"shard": shard.key})
+            shard.done = True
+            return []
+        report.index_queries += 1
+        report.index_items_read += page.items_read
+        shard.cursor = page.cursor
+        shard.done = page.cursor is None
+        return page.entries
+
+    def _read_pools(self, report: SweepReport) -> None:
         try:  # paused pools: one consistent query per sweep
             self._pools = pool_states(self.scheduler.ports.store)
         except StoreUnavailable:
             logger.warning("pool states not read; every pool taken as running", exc_info=True)
             self._pools = pools_unread(self._pools)
             report.pools_unread = True
-        for shard in range(shards):
-            self._sweep_shard(shard_key(shard), now, report)
-            if report.truncated:
-                break
-        report.finished_at = clock.now_ms()
-        return report
 
-    def _sweep_shard(self, shard: str, now: int, report: SweepReport) -> None:
-        cursor: dict[str, object] | None = None
-        while True:
-            try:
-                page = self.scheduler.ports.store.query_due(shard, now, PAGE_SIZE, cursor)
-            except Exception:  # a failed index query costs this shard one sweep, no more
-                report.failed_queries += 1
-                logger.warning("watch index query failed", exc_info=True, extra={"shard": shard})
+    def _work(
+        self,
+        first: list[tuple[DueEntry, int]],
+        shards: list[_Shard],
+        now: int,
+        deadline_ms: int | None,
+        report: SweepReport,
+        renew: Callable[[], bool] | None = None,
+    ) -> None:
+        """Oldest due first across the shards, in batches the look runner overlaps, until
+        the budget: `max_workflows` looks, or the deadline (a Lambda's remaining time). The
+        lease (`renew`) is renewed at half its length; a sweep that lost it stops."""
+        clock = self.scheduler.ports.clock
+        renewed_at = clock.now_ms()
+        due = _DueQueue(first)
+        pressed = len(first) >= self.max_workflows // PRESSURE_SHARE
+        batch_size = max(1, getattr(self.looks, "workers", 1))
+        while due:
+            if report.due >= self.max_workflows or (
+                deadline_ms is not None and clock.now_ms() >= deadline_ms
+            ):
+                report.truncated = True
                 return
-            report.index_queries += 1
-            report.index_items_read += page.items_read
-            for entry in page.entries:
-                if report.looked_at >= self.max_workflows:
-                    report.truncated = True
+            room = min(batch_size, self.max_workflows - report.due)
+            batch = due.pop(room, lambda i: self._page(shards[i], now, report))
+            report.due += len(batch)
+            self.looks.run([self._guarded(wf, now, report, pressed) for wf in batch])
+            if renew is not None and clock.now_ms() - renewed_at >= self.lease_ms // 2:
+                renewed_at = clock.now_ms()
+                if not renew():
+                    report.truncated = bool(due)  # another sweeper has the group now
                     return
-                report.due += 1
-                try:
-                    self.look(entry.workflow_id, now, report)
-                except StoreUnavailable:
-                    report.unavailable += 1  # passes: the entry stays due for the next sweep
-                    logger.warning(
-                        "store unavailable during a look",
-                        exc_info=True,
-                        extra={"workflow_id": entry.workflow_id},
-                    )
-                except Exception as exc:  # the isolation boundary: see the module docstring
-                    self._look_failed(entry.workflow_id, now, exc, report)
-            cursor = page.cursor
-            if cursor is None:
-                return
 
-    def look(self, workflow_id: str, now: int, report: SweepReport) -> None:
+    def _guarded(
+        self, workflow_id: str, now: int, report: SweepReport, pressed: bool
+    ) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                self.look(workflow_id, now, report, pressed=pressed)
+            except StoreUnavailable:
+                report.add("unavailable")  # passes: the entry stays due for the next sweep
+                logger.warning(
+                    "store unavailable during a look",
+                    exc_info=True,
+                    extra={"workflow_id": workflow_id},
+                )
+            except Exception as exc:  # the isolation boundary: see the module docstring
+                self._look_failed(workflow_id, now, exc, report)
+
+        return run
+
+    # ---------------------------------------------------------------------------- leases
+
+    def _lease(self, group: int, owner: str, now: int, report: SweepReport) -> bool:
+        """Take the group's lease (free, expired, or already ours); False if another sweeper
+        holds it. A duplicate or late tick then does nothing."""
+        pk, sk = lease_pk(group)
+        write = Update(set={"owner": owner, "expires_at": now + self.lease_ms})
+        free = any_of(Missing("owner"), Lt("expires_at", now + 1), Eq("owner", owner))
+        try:
+            self.scheduler.ports.store.update(pk, sk, write, free)
+        except ConditionFailed:
+            report.lease = "busy"
+            return False
+        report.lease = "held"
+        return True
+
+    def renew(self, group: int, owner: str) -> bool:
+        """Extend the lease while sweeping (False: it was lost to another sweeper)."""
+        now = self.scheduler.ports.clock.now_ms()
+        pk, sk = lease_pk(group)
+        try:
+            self.scheduler.ports.store.update(
+                pk, sk, Update(set={"expires_at": now + self.lease_ms}), Eq("owner", owner)
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def _release(self, group: int, owner: str) -> None:
+        """Done: the next tick's sweeper may take the group at once."""
+        pk, sk = lease_pk(group)
+        # Lost to another sweeper, or the write failed: it lapses on its own.
+        with contextlib.suppress(ConditionFailed, StoreUnavailable):
+            self.scheduler.ports.store.update(
+                pk, sk, Update(remove=("owner", "expires_at")), Eq("owner", owner)
+            )
+
+    # ----------------------------------------------------------------------------- looks
+
+    def look(
+        self, workflow_id: str, now: int, report: SweepReport, *, pressed: bool = False
+    ) -> None:
         """Re-read one due workflow, act on it, and move its watch deadline."""
         items = self.scheduler.ports.store.load(wf_pk(workflow_id))
         head = next((i for i in items if i.get("sk") == WF_SK), None)
         if head is None:
-            report.stale_entries += 1
+            report.add("stale_entries")
             return
         failures = int(head.get("look_failures", 0))
         if failures and now < int(head.get("look_failed_at", 0)) + look_backoff_ms(failures):
-            report.backing_off += 1  # its last look failed: wait out the backoff
+            report.add("backing_off")  # its last look failed: wait out the backoff
             return
         loaded = self.scheduler.parse(items)
         assert loaded is not None
         state, definition = loaded
         wf = state.workflow
         if wf.status.terminal or wf.due_at is None or wf.due_at > now:
-            report.stale_entries += 1  # the index lagged behind the table
+            report.add("stale_entries")  # the index lagged behind the table
             return
-        report.looked_at += 1
+        report.add("looked_at")
         acted: list[str] = []
         applied_actions = self.scheduler.run(
             state, definition, supervisor=True, now=now, pools=self._pools
@@ -206,21 +480,30 @@ class Supervisor:
                     "status": state.workflow.status.value,
                 },
             )
-        self._move_due(state, definition, now, report)
+        self._move_due(state, definition, now, report, pressed)
 
     def _move_due(
-        self, state: WorkflowState, definition: Definition, now: int, report: SweepReport
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        now: int,
+        report: SweepReport,
+        pressed: bool = False,
     ) -> None:
         """Move the watch entry to the next moment the supervisor must look (or leave it)."""
         wf = state.workflow
         if wf.status.terminal:
             return
         due = next_due(state, definition, now, self._pools)
-        if due == wf.due_at and not wf.look_failures:
+        shard = self.scheduler.shard(wf.workflow_id)
+        rehome = wf.watch_shard is not None and wf.watch_shard != shard
+        if due == wf.due_at and not wf.look_failures and not rehome:
             return
-        if due is not None and not wf.look_failures and self._leave_due(due, now, report):
-            report.left_due += 1  # the next sweep looks again: no write
-            return
+        if due is not None and not wf.look_failures and not rehome and not pressed:
+            every = self.sweep_interval_ms
+            if every > 0 and due <= now + every:
+                report.add("left_due")  # the next sweep looks again: no write
+                return
         records = [*state.steps.values(), *state.compensations.values()]
         if wf.status is WorkflowStatus.PAUSED and not any(r.status.in_flight for r in records):
             # Watched for nothing but its pause timeout (or not at all): hold what a claim
@@ -230,23 +513,15 @@ class Supervisor:
                 for rec in state.steps.values()
                 if rec.status in (StepStatus.PENDING, StepStatus.QUEUED) and rec.held_at is None
             ]
-            moved = self.scheduler.executor.together(tx.unwatch_paused(wf, unclaimed, now, due))
+            writes = tx.unwatch_paused(wf, unclaimed, now, due, shard=shard)
+            moved = self.scheduler.executor.together(writes)
         else:
-            moved = self.scheduler.executor.workflow(state, tx.move_due(wf, due))
+            moved = self.scheduler.executor.workflow(state, tx.move_due(wf, due, shard=shard))
         if moved:
-            report.moved += 1
+            report.add("moved")
         else:
             # Someone else changed the workflow since: its own write left a valid deadline.
-            report.actions["MoveDueLost"] += 1
-
-    def _leave_due(self, due: int, now: int, report: SweepReport) -> bool:
-        """Whether re-reading at every sweep until `due` is cheaper than moving the entry."""
-        every = self.sweep_interval_ms
-        if every <= 0:
-            return False
-        if due <= now + every:
-            return True
-        return due <= now + READS_PER_MOVE * every and report.left_due < self.max_workflows // 4
+            report.act("MoveDueLost")
 
     @staticmethod
     def _record(applied: Applied, report: SweepReport) -> str | None:
@@ -254,24 +529,23 @@ class Supervisor:
         action = applied.action
         name = type(action).__name__
         if not applied.won:
-            report.actions[f"{name}Lost"] += 1
+            report.act(f"{name}Lost")
             return None
         if isinstance(action, Dispatch) and action.lost:
             name = "Redispatch"
         if isinstance(action, EndAttempt):
             name = "TimedOut"
-        report.actions[name] += 1
         lost = isinstance(action, Dispatch) and action.lost and not report.pools_unread
         timely = isinstance(action, EndAttempt) or lost
-        if timely and action.overdue_ms >= 0:  # type: ignore[union-attr]
-            report.lags_ms.append(action.overdue_ms)  # type: ignore[union-attr]
+        overdue = getattr(action, "overdue_ms", -1)
+        report.act(name, overdue if timely and overdue >= 0 else None)
         return name
 
     # ------------------------------------------------------------------- failed looks
 
     def _look_failed(self, workflow_id: str, now: int, exc: Exception, report: SweepReport) -> None:
         """Count a failed look; retry it with backoff, or park the workflow. Never raises."""
-        report.failed_looks += 1
+        report.add("failed_looks")
         logger.error(
             "supervisor look failed",
             exc_info=exc,
@@ -315,7 +589,7 @@ class Supervisor:
             tx.park(item["pk"], status, failures, now, expires, dumps(error))
         ):
             return
-        report.parked += 1
+        report.add("parked")
         logger.error(
             "workflow parked: its looks kept failing",
             extra={"workflow_id": workflow_id_of(str(item["pk"])), "looks": failures + 1},
