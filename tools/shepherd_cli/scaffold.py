@@ -14,6 +14,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+# Shepherd's distribution on a package index (`shepherd` there is an unrelated project); the
+# import package is `shepherd`.
+DISTRIBUTION = "shepherd-workflows"
+
 # The CDK feature flags of the scaffold's cdk.json: the ones Shepherd's own app is built and
 # tested with (tests/unit/test_scaffold.py keeps them equal to the repository's cdk.json).
 CDK_CONTEXT: dict[str, object] = {
