@@ -16,7 +16,7 @@ from typing import Any
 
 from shepherd_cli.client import DEFAULT_API, Api, CliError
 from shepherd_cli.console.server import is_loopback
-from shepherd_cli.project import Project
+from shepherd_cli.project import Project, ProjectError
 from shepherd_cli.render import graph, status_lines, watch_frame
 
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
@@ -329,26 +329,63 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from shepherd.definitions import check_agents, definition_files, load_file
+    """Every mistake a person can make in a definition or in `[tool.shepherd]` is one line
+    naming the file, the step and the field (exit 1), never a traceback."""
+    from shepherd.definitions import check_agents, load_file
     from shepherd.errors import DefinitionError
-    from shepherd.user_code import load_agents
+    from shepherd.user_code import AgentModuleError, load_agents
 
     project = _project(args)
-    registry = load_agents(project.agent_modules)
-    files = [Path(f) for f in args.files] or definition_files(project.definitions_dir)
     failed = False
-    for path in files:
+    known: set[str] | None = None
+    try:
+        known = load_agents(project.agent_modules).names()
+    except AgentModuleError as exc:
+        failed = True
+        print(f"{exc} (named in {project.where})", file=sys.stderr)
+    if known is not None and not project.agent_modules:
+        print(
+            f"no agent modules ({project.where}): name them in [tool.shepherd] agent-modules "
+            "or with --agents",
+            file=sys.stderr,
+        )
+    names: dict[str, Path] = {}
+    for path in [Path(f) for f in args.files] or _definition_files(project.definitions_dir):
         try:
             definition = load_file(path)
-            check_agents(definition, registry.names(), str(path))
+            if known is not None:
+                check_agents(definition, known, str(path))
         except DefinitionError as exc:
             failed = True
             print(str(exc), file=sys.stderr)
             continue
+        if definition.name in names:
+            failed = True
+            print(
+                f"{path}: Name: '{definition.name}' is defined twice (also {names[definition.name]})",
+                file=sys.stderr,
+            )
+            continue
+        names[definition.name] = path
         print(
             f"{path}: ok ({definition.name}, {len(definition.steps)} steps, hash {definition.content_hash})"
         )
     return 1 if failed else 0
+
+
+def _definition_files(folder: Path) -> list[Path]:
+    from shepherd.definitions import DEFINITION_SUFFIXES, definition_files
+
+    if not folder.is_dir():
+        raise CliError(
+            f"no definitions folder {folder} ([tool.shepherd] definitions, or --definitions)"
+        )
+    files = definition_files(folder)
+    if not files:
+        raise CliError(
+            f"no definitions in {folder} (files ending {', '.join(DEFINITION_SUFFIXES)})"
+        )
+    return files
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -503,7 +540,8 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--index-url", help="the package index to install from (pip --index-url)")
 
     validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
-    validate.add_argument("files", nargs="*")
+    validate.add_argument("files", nargs="*", help="default: every file of the definitions folder")
+    validate.add_argument("--definitions", help="default: [tool.shepherd] definitions")
     validate.add_argument(
         "--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules"
     )
@@ -546,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
             "task": cmd_task,
         }[args.command]
         return handler(args, api)
-    except CliError as exc:
+    except (CliError, ProjectError) as exc:
         print(f"shepherd: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
