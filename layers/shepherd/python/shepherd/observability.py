@@ -38,6 +38,8 @@ class Metric(StrEnum):
     SUPERVISOR_RAN = "SupervisorRan"  # 1 on every run: its absence raises an alarm
     LOOK_FAILURES = "LookFailures"  # supervisor looks that raised unexpectedly (alarmed)
     WORKFLOWS_PARKED = "WorkflowsParked"  # workflows parked after their looks kept failing
+    # a step whose pool's code registers no such agent (failed at once, never redelivered)
+    AGENTS_NOT_FOUND = "AgentNotFound"
 
 
 # Lambda handler entry points (module.function), as the CDK app and the local stack wire them.
