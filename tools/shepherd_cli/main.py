@@ -132,16 +132,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from shepherd_cli.scaffold import ScaffoldError, Source, scaffold
+    from shepherd_cli.scaffold import ScaffoldError, scaffold
+    from shepherd_cli.sources import Source, SourceError
 
     folder = Path(args.directory)
     try:
-        written = scaffold(folder, Source(args.shepherd, index_url=args.index_url))
-    except ScaffoldError as exc:
+        if args.shepherd:
+            source = Source.parse(args.shepherd, index_url=args.index_url)
+        else:
+            source = Source.installed(index_url=args.index_url)
+        written = scaffold(folder, source)
+    except (ScaffoldError, SourceError) as exc:
         raise CliError(str(exc)) from None
     for path in written:
         print(f"  {path}")
-    print(f"\nnext: cd {folder} && make test && make demo")
+    print(f"\nShepherd: {source.requirement()} ({source.describe()})")
+    if source.note:
+        print(f"note: {source.note}", file=sys.stderr)
+    print(f"next: cd {folder} && make test && make demo")
     return 0
 
 
@@ -404,16 +412,6 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_source() -> str:
-    """This checkout (its pyproject.toml beside tools/), or else the installed version."""
-    import shepherd
-
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file() and (checkout / "layers" / "shepherd").is_dir():
-        return str(checkout)
-    return shepherd.__version__
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shepherd", description=__doc__)
     p.add_argument("--api", help="API base URL (default: $SHEPHERD_API or http://127.0.0.1:8080)")
@@ -533,9 +531,10 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("directory")
     init.add_argument(
         "--shepherd",
-        default=_default_source(),
-        help="where the project installs Shepherd from: a folder, or a version on an index "
-        "(default: this checkout when run from one, else this version)",
+        metavar="VERSION|WHEEL|GIT_URL",
+        help="where the project installs Shepherd from: a version on a package index, a wheel "
+        "file (copied into the project), or a git URL pinned to a commit or tag (default: the "
+        "way this Shepherd was installed)",
     )
     init.add_argument("--index-url", help="the package index to install from (pip --index-url)")
 
