@@ -200,9 +200,11 @@ pool's code does not register an agent its steps name.
 
 ## Installing Shepherd
 
-Shepherd is the distribution `{dist}` (the import package is `shepherd`). This project gets
-it as {source}. `make dev` installs it, with the extras `cdk` (the construct) and `cli` (the
-local stack), into `.venv`. Every way below works the same on a teammate's laptop and in CI:
+Shepherd is the distribution `{dist}` (the import package is `shepherd`).
+This project gets it as {source}.
+
+`make dev` installs it into `.venv`, with its extras `cdk` (the CDK construct) and `cli` (the
+local stack). Every way below works the same on a teammate's laptop and in CI:
 
 - **From a package index**, once Shepherd is published there (or on your private index):
   `"{dist}=={version}"` in `pyproject.toml` (and `"{dist}[cdk,cli]=={version}"` in `dev`);
