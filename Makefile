@@ -13,6 +13,9 @@ export PYTHONDONTWRITEBYTECODE := 1
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# The distribution was called `shepherd` before it became `shepherd-workflows`: an old
+	@# editable install would map the `shepherd` package a second time.
+	$(BIN)/python -m pip uninstall --quiet --yes shepherd 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@# The simulator, the benchmarks and the example agents are not in the distribution: this
 	@# checkout's tools/ and examples/ go on the venv's path instead.

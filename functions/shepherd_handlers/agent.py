@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.engine.agent import Outcome
+from shepherd.errors import AgentNotFound
 from shepherd.model import TaskMessage
 from shepherd.observability import Metric
 
@@ -44,6 +45,8 @@ def record_handler(record: SQSRecord) -> str:
     extra = _OUTCOME_METRICS.get(result.outcome)
     if extra is not None:
         metrics.add_metric(name=extra, unit=MetricUnit.Count, value=1)
+    if result.error_type == AgentNotFound.__name__:  # a deploy that dropped an agent
+        metrics.add_metric(name=Metric.AGENTS_NOT_FOUND, unit=MetricUnit.Count, value=1)
     logger.info("task handled", extra={"outcome": result.outcome.value, "reason": result.reason})
     logger.remove_keys(["workflow_id", "step", "attempt", "kind"])
     return result.outcome.value

@@ -19,14 +19,14 @@ from shepherd_infra.stack import BUILD_SUBDIR, Shepherd
 from shepherd_infra.webhooks import parse_webhooks
 
 STACK_NAME = "Shepherd"
-EXAMPLE_AGENT_MODULES = ("shepherd_examples.agents",)
 
 __all__ = ["BUILD_SUBDIR", "STACK_NAME", "ShepherdStack", "build_app"]
 
 
 def example_agents() -> AgentCode:
-    """The examples' agents (examples/shepherd_examples): only they go into the functions."""
-    return AgentCode(path=config.EXAMPLES_DIR, modules=EXAMPLE_AGENT_MODULES)
+    """The examples' agents (examples/shepherd_examples): only they go into the functions; the
+    modules are the ones this repository's `[tool.shepherd]` names for every other tool."""
+    return AgentCode.from_project(config.REPO_ROOT, path=config.EXAMPLES_DIR)
 
 
 class ShepherdStack(Stack):

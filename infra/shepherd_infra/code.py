@@ -17,6 +17,7 @@ from types import ModuleType
 
 import shepherd
 import shepherd_handlers
+from shepherd.project import Project
 
 from shepherd_infra import config
 
@@ -39,6 +40,20 @@ class AgentCode:
             raise ValueError("AgentCode needs at least one agent module")
         if not Path(self.path).is_dir():
             raise ValueError(f"AgentCode path is not a folder: {self.path}")
+
+    @classmethod
+    def from_project(
+        cls, project_dir: Path, *, path: Path | None = None, exclude: Sequence[str] = ()
+    ) -> AgentCode:
+        """The agent code of the project at `project_dir`: the modules its `pyproject.toml`'s
+        `[tool.shepherd] agent-modules` names (the ones `shepherd validate`, `shepherd local`
+        and `MemoryEngine.from_project` use), from `path` (default `<project_dir>/src`)."""
+        project = Project.find(Path(project_dir))
+        if not project.agent_modules:
+            raise ValueError(f"no agent modules: {project.where} names none")
+        return cls(
+            path=path or project.root / "src", modules=project.agent_modules, exclude=exclude
+        )
 
 
 def _package_dir(module: ModuleType) -> Path:

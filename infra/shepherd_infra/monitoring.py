@@ -119,6 +119,13 @@ class Monitoring(Construct):
             description="A compensation failed for good: a workflow is FAILED, needs an operator",
         )
         self._alarm(
+            "AgentNotFound",
+            engine_metric(Metric.AGENTS_NOT_FOUND),
+            threshold=0,
+            description="A pool's code registers no agent under a step's Agent (the deploy "
+            "dropped an agent module): the step failed for good; the worker's log names it",
+        )
+        self._alarm(
             "PausedOnFailure",
             engine_metric(Metric.PAUSED_ON_FAILURE),
             threshold=0,
@@ -228,6 +235,7 @@ class Monitoring(Construct):
             Metric.COMPENSATIONS_FAILED,
             Metric.FENCED_WRITES,
             Metric.DUPLICATES_DROPPED,
+            Metric.AGENTS_NOT_FOUND,
         ]
         self.dashboard.add_widgets(
             graph("Workflows", [engine_metric(m) for m in lifecycle]),

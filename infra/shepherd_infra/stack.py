@@ -27,6 +27,7 @@ from shepherd.topology import pools
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
+from shepherd_infra.agent_check import check_pool, needed_agents
 from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api import SchedulerApi
 from shepherd_infra.code import AgentCode, stage_agent_code
@@ -136,20 +137,27 @@ class Shepherd(Construct):
             self.events.bus,
             self.payloads,
         )
-        shared: aws_lambda.Code | None = None
+        needed = needed_agents(self.definitions)
+        registered: dict[Path, set[str]] = {}  # a staged folder: the agents its modules register
+        shared: tuple[aws_lambda.Code, Path] | None = None
         for name, pool in self.pools.items():
             asset: aws_lambda.Code
             code = pool_agents.get(name)
             if code is not None:
-                asset = aws_lambda.Code.from_asset(str(stage_agent_code(build_dir, name, code)))
+                staged = stage_agent_code(build_dir, name, code)
+                asset = aws_lambda.Code.from_asset(str(staged))
             else:
                 assert agents is not None
                 code = agents
                 if shared is None:
-                    shared = aws_lambda.Code.from_asset(
-                        str(stage_agent_code(build_dir, "shared", agents))
-                    )
-                asset = shared
+                    staged = stage_agent_code(build_dir, "shared", agents)
+                    shared = (aws_lambda.Code.from_asset(str(staged)), staged)
+                asset, staged = shared
+            # The code a pool ships registers every agent its steps name: the synth fails
+            # naming the agent, the pool and the modules, not the step at run time.
+            registered[staged] = check_pool(
+                name, needed.get(name, {}), staged, code, registered.get(staged)
+            )
             pool.add_function(
                 self.runtime,
                 access,

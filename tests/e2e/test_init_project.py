@@ -1,31 +1,46 @@
-"""`shepherd init` end to end: the scaffold in a temporary folder, Shepherd installed into its
-own environment from this working tree, then the scaffold's definitions validated, its unit
-tests, its CDK app's synth and one of its workflows on a local stack started for it
-(`shepherd run`: what its `make demo` runs).
+"""The tutorial (docs/tutorial.md) from a clean machine, without this repository on any path.
 
-Installing Shepherd's dependencies from scratch (aws-cdk-lib, moto, boto3...) takes minutes on
-a shared machine, so the scaffold's environment borrows them, as already installed at the
-same pins, from this checkout's venv (a path entry, whose .pth files, this checkout's editable
-install among them, are not processed); Shepherd itself and the scaffold are installed with
-pip from their folders (a built wheel, not editable), and `pip check` proves every requirement
-of both is met."""
+Shepherd is built as a team would get it before it is published: `python -m build` makes the
+sdist, then the wheel from the sdist (so the sdist is complete). The CLI is installed from that
+wheel into a fresh environment with the tutorial's one command (what `pipx install` does: the
+runtime's dependencies only, no Chromium; the local stack runs from the project's environment);
+`shepherd init` makes the project and, since this Shepherd came from a wheel, copies the wheel
+into its `wheels/`; the project's `make dev` makes its own environment and installs Shepherd
+from there by version, every dependency from the package index. Then, as the tutorial does:
+`shepherd validate`, `make test`, the synth and one workflow on the local stack.
+
+Two environments are installed from scratch (pip's cache makes a second run faster): a few
+minutes on a shared machine.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PIP_CACHE = ROOT / ".shepherd" / "cache" / "pip"
-
-SITE = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+DISTRIBUTION = "shepherd_workflows"
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+# Nothing of this checkout or its environment may leak into the new ones.
+CLEAN_ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+}
+PROBE = (
+    "import importlib.util as u, json, sys, shepherd, shepherd_cli;"
+    "print(json.dumps({'shepherd': shepherd.__file__, 'path': sys.path, 'tools': [n for n in "
+    "('shepherd_sim', 'shepherd_bench', 'shepherd_examples') if u.find_spec(n)]}))"
+)
 
 
 def _run(args: list[str], cwd: Path, timeout: float, **env: str) -> str:
@@ -36,43 +51,58 @@ def _run(args: list[str], cwd: Path, timeout: float, **env: str) -> str:
         text=True,
         timeout=timeout,
         check=False,
-        env={**os.environ, **env},
+        env={**CLEAN_ENV, **env},
     )
     assert result.returncode == 0, f"{args}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    return result.stdout
+    return result.stdout + result.stderr
 
 
-def test_init_install_test_synth_and_run(tmp_path: Path) -> None:
+def _isolated(python: Path, cwd: Path, venv: Path) -> None:
+    """Shepherd imports from `venv`, and nothing on the path is from this repository."""
+    found = json.loads(_run([str(python), "-c", PROBE], cwd, 60).splitlines()[-1])
+    assert found["shepherd"].startswith(str(venv)), found
+    assert found["tools"] == []
+    assert not [p for p in found["path"] if p.startswith(str(ROOT))], found["path"]
+
+
+def test_the_tutorial_from_a_clean_machine(tmp_path: Path) -> None:
+    # Given Shepherd built into a wheel and an sdist
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], tmp_path, 600)
+    (sdist,) = dist.glob(f"{DISTRIBUTION}-*.tar.gz")
+    (wheel,) = dist.glob(f"{DISTRIBUTION}-*-py3-none-any.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names if not n.startswith(DISTRIBUTION)} == {
+        "shepherd",
+        "shepherd_handlers",
+        "shepherd_cli",
+        "shepherd_infra",
+    }
+    assert "shepherd_cli/console/static/index.html" in names and "shepherd/py.typed" in names
+    assert sdist.stat().st_size > 0
+
+    # When the CLI is installed from the wheel with one command, into a fresh environment
+    # (`pipx install <wheel>`: a virtualenv of its own; the local stack runs from the project's)
+    cli = tmp_path / "cli"
+    _run([sys.executable, "-m", "venv", str(cli)], tmp_path, 120)
+    _run([str(cli / "bin" / "pip"), "install", "--quiet", str(wheel)], tmp_path, 900)
+    _isolated(cli / "bin" / "python", tmp_path, cli)
+
+    # And `shepherd init` makes the project, which installs that same wheel by version
+    out = _run([str(cli / "bin" / "shepherd"), "init", "travel-desk"], tmp_path, 60)
     project = tmp_path / "travel-desk"
-    shepherd = Path(sys.executable).with_name("shepherd")
-    # Given a new project that installs Shepherd from this working tree
-    _run([str(shepherd), "init", str(project), "--shepherd", str(ROOT)], tmp_path, 60)
-    _run([sys.executable, "-m", "venv", ".venv"], project, 120)
-    venv = project / ".venv" / "bin"
-    env = {"PIP_CACHE_DIR": str(PIP_CACHE), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    for key in ("VIRTUAL_ENV", "PYTHONPATH"):
-        os.environ.pop(key, None)
-    _run(
-        [str(venv / "python"), "-m", "pip", "install", "--quiet", "-e", ".[dev]"],
-        project,
-        600,
-        **env,
-    )
+    assert f"shepherd-workflows==0.1.0 (`wheels/{wheel.name}`" in out
+    assert (project / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+    shutil.rmtree(dist)  # the project needs nothing but its own folder
+    _run(["make", "dev"], project, 900)
+    venv = project / ".venv"
+    _isolated(venv / "bin" / "python", project, venv)
 
-    # Its environment has Shepherd from a built distribution: none of the repository's tools
-    probe = (
-        "import importlib.util as u, json, shepherd;"
-        "print(json.dumps([shepherd.__file__] + [n for n in "
-        "('shepherd_sim', 'shepherd_bench', 'shepherd_examples') if u.find_spec(n)]))"
-    )
-    found = json.loads(_run([str(venv / "python"), "-c", probe], project, 60))
-    assert str(project / ".venv") in found[0] and found[1:] == []
-
-    # When its definitions are validated against its agents, its unit tests run, its CDK app synthesizes, and its workflow runs locally
-    assert "welcome, 2 steps" in _run([str(venv / "shepherd"), "validate"], project, 60)
-    assert "3 passed" in _run([str(venv / "pytest"), "-q"], project, 120)
+    # Then its definitions validate, its tests pass, its CDK app synthesizes, its workflow runs
+    assert "welcome, 2 steps" in _run([str(venv / "bin" / "shepherd"), "validate"], project, 60)
+    assert "3 passed" in _run(["make", "test"], project, 120)
     outdir = tmp_path / "cdk.out"
-    _run([str(venv / "python"), "infra/app.py"], project, 300, CDK_OUTDIR=str(outdir))
+    _run([str(venv / "bin" / "python"), "infra/app.py"], project, 300, CDK_OUTDIR=str(outdir))
     template = json.loads((outdir / "TravelDesk.template.json").read_text())
     pools = {
         r["Properties"]["Environment"]["Variables"].get("SHEPHERD_POOL")
@@ -81,9 +111,14 @@ def test_init_install_test_synth_and_run(tmp_path: Path) -> None:
     }
     assert {"accounts", "mail"} <= pools
     out = _run(
-        [str(venv / "shepherd"), "run", "welcome", "--input", '{"email": "ada@example.com"}'],
+        [
+            str(venv / "bin" / "shepherd"),
+            "run",
+            "welcome",
+            "--input",
+            '{"email": "ada@example.com"}',
+        ],
         project,
         180,
     )
-    # Then the workflow succeeded
     assert "SUCCEEDED" in out

@@ -43,6 +43,40 @@ def test_agent_batch_with_good_poison_and_duplicate_messages(stack: Stack) -> No
     assert only["started_at"] <= only["at"]
 
 
+def test_a_task_whose_agent_the_pool_lacks_fails_logged_and_counted(
+    stack: Stack,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from shepherd import AgentRegistry
+    from shepherd_handlers import agent
+    from shepherd_handlers.runtime import engine
+
+    # Given a pool whose deployed code registers no agent at all
+    monkeypatch.setattr(engine().agent_runtime, "agents", AgentRegistry())
+    _status, _, accepted = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
+    )
+    (task,) = stack.receive("inventory")
+    capsys.readouterr()
+
+    # When its task arrives
+    with caplog.at_level("ERROR", logger="shepherd"):
+        reply = agent.handler(
+            sqs_event([(task["MessageId"], task["Body"])], "arn:q"), LambdaContext()
+        )
+
+    # Then the message is done with (no redelivery), the step failed for good, counted and logged
+    assert reply == {"batchItemFailures": []}
+    reserve = stack.api("GET", accepted["location"])[2]["steps"][0]
+    assert reserve["status"] == "FAILED" and reserve["error"]["type"] == "AgentNotFound"
+    assert [a["outcome"] for a in reserve["attempts"]] == ["error"]
+    assert '"AgentNotFound":[1.0]' in capsys.readouterr().out
+    (logged,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "agent 'reserve_inventory' is not registered in this worker" in logged.getMessage()
+
+
 def test_an_all_poison_batch_is_item_failures_not_a_failed_batch(stack: Stack) -> None:
     from shepherd_handlers import agent
 

@@ -39,16 +39,18 @@ EXTENDED_CONTEXT = {
     "pool_memory_mb": json.dumps({EXTRA_POOL: 3008}),
     "api_memory_mb": "1024",
 }
+# Its agents are ones the examples register: the synth checks that every pool's code
+# registers the agents its steps name (shepherd_infra.agent_check).
 EXTRA_DEFINITION = f"""\
 Name: quarterly_report
 Steps:
   - Name: gather
-    Agent: gather_figures
+    Agent: verify_environment
     Pool: {EXTRA_POOL}
     TimeoutSeconds: 200
   - Name: publish
     DependsOn: [gather]
-    Agent: publish_report
+    Agent: notify_customer
     Pool: notifications
     TimeoutSeconds: 5
 """

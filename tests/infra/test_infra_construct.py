@@ -44,8 +44,10 @@ def user_app(tmp_path_factory: pytest.TempPathFactory) -> tuple[Shepherd, dict, 
     definitions = base / "flows"
     definitions.mkdir()
     (definitions / "trip.yaml").write_text(DEFINITION)
-    src = _package(base / "src", "trip_agents", "# book\n")
-    heavy = _package(base / "heavy", "ticket_agents", "# render_ticket\n")
+    src = _package(base / "src", "trip_agents", "registry.register('book', lambda ctx: {})\n")
+    heavy = _package(
+        base / "heavy", "ticket_agents", "registry.register('render_ticket', lambda ctx: {})\n"
+    )
     (heavy / "bigdep").mkdir()  # a vendored dependency
     (heavy / "bigdep" / "__init__.py").write_text("")
     outdir = base / "cdk.out"

@@ -78,6 +78,14 @@ def test_compensation_failed_alarm(shepherd: Synth) -> None:
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
+def test_a_step_whose_pool_lacks_its_agent_raises_an_alarm(shepherd: Synth) -> None:
+    alarm = _engine_alarm(shepherd, Metric.AGENTS_NOT_FOUND)
+    assert alarm["Statistic"] == "Sum"
+    assert alarm["Threshold"] == 0
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert "dropped an agent module" in alarm["AlarmDescription"]
+
+
 def test_a_workflow_paused_on_a_failure_raises_an_alarm(shepherd: Synth) -> None:
     alarm = _engine_alarm(shepherd, Metric.PAUSED_ON_FAILURE)
     assert alarm["Statistic"] == "Sum"
@@ -142,7 +150,7 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
     )
     alarms = _alarms(shepherd)
-    assert len(alarms) == 8 + 2 * len(shepherd.construct.pools)
+    assert len(alarms) == 9 + 2 * len(shepherd.construct.pools)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 

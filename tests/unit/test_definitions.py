@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,31 +64,31 @@ def test_the_examples_load_and_name_only_registered_agents() -> None:
         ),
         (
             variant(Steps__0__TimeoutSeconds=-5),
-            "Steps[0] (a).TimeoutSeconds: Input should be greater than or equal to 1",
+            "Steps[0] (a).TimeoutSeconds: must be at least 1 (got -5)",
         ),
         (
             variant(Steps__0__TimeoutSeconds=10**12),
-            "Steps[0] (a).TimeoutSeconds: Input should be less than or equal to",
+            "Steps[0] (a).TimeoutSeconds: must be at most 31622400",
         ),
         (
             variant(Steps__0__Retry={"MaxAttempts": 1000}),
-            "Steps[0] (a).Retry.MaxAttempts: Input should be less than or equal to 100",
+            "Steps[0] (a).Retry.MaxAttempts: must be at most 100 (got 1000)",
         ),
         (
             variant(Steps__0__Retry={"BackoffRate": 0.5}),
-            "Steps[0] (a).Retry.BackoffRate: Input should be greater than or equal to 1",
+            "Steps[0] (a).Retry.BackoffRate: must be at least 1.0 (got 0.5)",
         ),
         (
             variant(Steps__0__Retry={"JitterStrategy": "SOME"}),
-            "Steps[0] (a).Retry.JitterStrategy: Input should be 'FULL' or 'NONE'",
+            "Steps[0] (a).Retry.JitterStrategy: must be one of FULL, NONE (got 'SOME')",
         ),
         (
             variant(Steps__0__Pool="Bad Pool"),
-            "Steps[0] (a).Pool: String should match pattern",
+            "Steps[0] (a).Pool: 'Bad Pool' is not a valid name: lowercase letters, digits and -",
         ),
         (
             variant(Steps__0__Timeout=3),
-            "Steps[0] (a).Timeout: Extra inputs are not permitted",
+            "Steps[0] (a).Timeout: unknown field; did you mean 'TimeoutSeconds'?",
         ),
         (
             variant(InputSchema={"type": "no-such-type"}),
@@ -95,7 +96,7 @@ def test_the_examples_load_and_name_only_registered_agents() -> None:
         ),
         (
             variant(Steps__0__Compensation={"Agent": "undo", "Pool": "p", "TimeoutSeconds": 0}),
-            "Steps[0] (a).Compensation.TimeoutSeconds: Input should be greater than or equal to 1",
+            "Steps[0] (a).Compensation.TimeoutSeconds: must be at least 1 (got 0)",
         ),
     ],
 )
@@ -103,6 +104,75 @@ def test_invalid_definitions_name_the_source_and_field(data: Any, expected: str)
     with pytest.raises(DefinitionError) as err:
         parse_definition(data, "statemachines/wf.yaml")
     assert f"statemachines/wf.yaml: {expected}" in str(err.value)
+    assert not PYDANTIC_WORDS.search(str(err.value)), str(err.value)
+
+
+# What pydantic says, and Shepherd's errors never do.
+PYDANTIC_WORDS = re.compile(
+    r"Input should|Field required|Extra inputs|String should|validation error|pydantic|type="
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            variant(Steps__0__TimeoutSecond=3),
+            "Steps[0] (a).TimeoutSecond: unknown field; did you mean 'TimeoutSeconds'?",
+        ),
+        (
+            variant(Steps__0__Retry={"maxattempts": 2}),
+            "Steps[0] (a).Retry.maxattempts: unknown field; did you mean 'MaxAttempts'?",
+        ),
+        (
+            variant(Step=[]),
+            "wf.yaml: Step: unknown field; did you mean 'Steps'?",
+        ),
+        (
+            variant(Steps__0__Retry={"JitterStrategy": "FUL"}),
+            "Steps[0] (a).Retry.JitterStrategy: must be one of FULL, NONE (got 'FUL'); "
+            "did you mean 'FULL'?",
+        ),
+        (
+            variant(Steps__1__DependsOn=["aa"]),
+            "Steps[1] (b).DependsOn: unknown step 'aa'; did you mean 'a'?",
+        ),
+        (
+            variant(Steps__0__TimeoutSeconds="ten"),
+            "Steps[0] (a).TimeoutSeconds: must be a whole number (got 'ten')",
+        ),
+        (
+            variant(Steps__0__Retry="three"),
+            "Steps[0] (a).Retry: must be a mapping (Key: value) (got 'three')",
+        ),
+        (
+            variant(Steps__1__DependsOn="a"),
+            "Steps[1] (b).DependsOn: must be a list (got 'a')",
+        ),
+        (
+            variant(Steps__0__Name="Reserve"),
+            "Steps[0] (Reserve).Name: 'Reserve' is not a valid name: lowercase letters, digits "
+            "and _, starting with a letter",
+        ),
+        (["not", "a", "mapping"], "wf.yaml: a definition must be a mapping"),
+    ],
+)
+def test_a_mistake_gets_shepherds_words_and_the_nearest_name(data: Any, expected: str) -> None:
+    with pytest.raises(DefinitionError) as err:
+        parse_definition(data, "statemachines/wf.yaml")
+    assert expected in str(err.value)
+    assert not PYDANTIC_WORDS.search(str(err.value)), str(err.value)
+
+
+def test_an_invalid_step_is_not_also_reported_as_a_missing_step() -> None:
+    # pydantic adds "Steps: too short after validation" when the only step is invalid.
+    one = copy.deepcopy(BASE)
+    one["Steps"] = [{**one["Steps"][0], "TimeoutSeconds": "x"}]
+    with pytest.raises(DefinitionError) as err:
+        parse_definition(one, "wf.yaml")
+    assert (
+        str(err.value) == "wf.yaml: Steps[0] (a).TimeoutSeconds: must be a whole number (got 'x')"
+    )
 
 
 def test_unknown_agent_names_are_reported_with_the_field() -> None:
@@ -112,7 +182,9 @@ def test_unknown_agent_names_are_reported_with_the_field() -> None:
     )
     with pytest.raises(DefinitionError) as err:
         check_agents(definition, {"do_a"}, "wf.yaml")
-    assert "wf.yaml: Steps[1] (b).Agent: unknown agent 'do_b'" in str(err.value)
+    assert "wf.yaml: Steps[1] (b).Agent: unknown agent 'do_b'; did you mean 'do_a'?" in str(
+        err.value
+    )
     assert "wf.yaml: Steps[0] (a).Compensation.Agent: unknown agent 'undo_a'" in str(err.value)
 
 
@@ -133,9 +205,9 @@ def test_a_directory_reports_every_bad_file_at_once(tmp_path: Path) -> None:
     with pytest.raises(DefinitionError) as err:
         load_directory(tmp_path)
     text = str(err.value)
-    assert "one.yaml: not valid YAML" in text
-    assert "two.json: Name: Field required" in text
-    assert "two.json: Steps: Field required" in text
+    assert re.search(r"one.yaml: line 3, column 1: not valid YAML: [^\n]+\n", text), text
+    assert "two.json: Name: is required" in text
+    assert "two.json: Steps: is required" in text
 
 
 def test_content_hash_survives_a_json_round_trip_and_changes_with_content() -> None:
@@ -162,7 +234,7 @@ def test_examples_are_the_files_on_disk() -> None:
 def test_a_one_second_heartbeat_lease_is_refused() -> None:
     with pytest.raises(
         DefinitionError,
-        match=r"Steps\[0\] \(a\)\.HeartbeatSeconds: Input should be greater than or equal to 2",
+        match=r"Steps\[0\] \(a\)\.HeartbeatSeconds: must be at least 2 \(got 1\)",
     ):
         parse_definition(variant(Steps__0__HeartbeatSeconds=1), "wf.yaml")
 

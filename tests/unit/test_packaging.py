@@ -3,8 +3,12 @@ behind extras; the simulator, the benchmarks and the examples never in it."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import tomllib
 from pathlib import Path
+
+import shepherd
+from shepherd_cli.scaffold import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -23,7 +27,17 @@ def test_the_construct_and_the_cli_are_extras() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert _names(extras["cdk"]) == {"aws-cdk-lib", "constructs", "cdk-nag"}
     assert _names(extras["cli"]) == {"moto"}
-    assert "shepherd[cdk,cli]" in extras["dev"]
+    assert f"{DISTRIBUTION}[cdk,cli]" in extras["dev"]
+
+
+def test_the_distribution_has_a_name_of_its_own_and_the_packages_version() -> None:
+    # `shepherd` on the public index is an unrelated project: a dependency on it would resolve
+    # to the wrong package. `shepherd init` pins this name at this version.
+    project = PYPROJECT["project"]
+    assert project["name"] == DISTRIBUTION != "shepherd"
+    assert "version" in project["dynamic"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "shepherd.__version__"}
+    assert importlib.metadata.version(DISTRIBUTION) == shepherd.__version__
 
 
 def test_the_distribution_holds_no_tool_and_no_example() -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import enum
+import inspect
 import json
+import re
 import subprocess
 import sys
 from typing import Any
 
 import shepherd
 from shepherd import AgentContext, AgentRegistry, Pending, PermanentError, parse_definition
-from shepherd.testing import MemoryEngine
+from shepherd.testing import MemoryEngine, StepStatus, WorkflowStatus
 
 PUBLIC = [
     "AgentContext",
@@ -46,9 +49,15 @@ def test_the_public_names_are_pinned() -> None:
     assert shepherd.__all__ == PUBLIC
     assert all(hasattr(shepherd, name) for name in PUBLIC)
     assert sorted(__import__("shepherd.testing").testing.__all__) == [
+        "Attempt",
+        "AttemptOutcome",
         "ManualClock",
         "MemoryEngine",
         "Outcome",
+        "StepError",
+        "StepResult",
+        "StepStatus",
+        "WorkflowStatus",
     ]
 
 
@@ -57,6 +66,15 @@ def test_every_public_name_has_a_docstring() -> None:
         value = getattr(shepherd, name)
         if callable(value) and name != "AgentFunction":
             assert (value.__doc__ or "").strip(), f"{name} has no docstring"
+    testing = __import__("shepherd.testing").testing
+    for name in testing.__all__:
+        value = getattr(testing, name)
+        assert (value.__doc__ or "").strip(), f"shepherd.testing.{name} has no docstring"
+        if isinstance(value, type) and issubclass(value, enum.Enum):
+            # every member says what it means (the docstring under it, as the enums write it)
+            source = inspect.getsource(value)
+            for member in value:
+                assert re.search(rf"{member.name} = .*\n\s+\"\"\"\S", source), member
 
 
 def test_importing_shepherd_and_its_testing_kit_loads_no_sdk() -> None:
@@ -126,8 +144,10 @@ def test_a_users_own_definition_and_agents_run_in_memory() -> None:
     bad = engine.run(engine.start("trip", {"trip": "broke"}))
 
     # Then the first has its output, the second was compensated, on a clock that never slept
-    assert ok.status == "SUCCEEDED"
-    assert ok.steps["pay"].status.value == "SUCCEEDED"
-    assert bad.status == "COMPENSATED"
+    assert ok.status is WorkflowStatus.SUCCEEDED
+    assert ok.steps["pay"].status is StepStatus.SUCCEEDED
+    assert ok.output == {"book": {"booking": "b-rome"}, "pay": {"paid": "b-rome"}}
+    assert bad.status is WorkflowStatus.COMPENSATED
+    assert bad.steps["pay"].error is not None and bad.steps["pay"].error.name == "Declined"
     assert calls == ["book", "book", "cancel"]
     assert isinstance(Pending(), Pending)

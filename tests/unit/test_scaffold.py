@@ -1,18 +1,32 @@
-"""`shepherd init`: what it writes, checked without installing anything (the slow test in
-tests/e2e/test_init_project.py installs and runs it)."""
+"""`shepherd init`: what it writes, and that a team can install what it names, checked without
+installing anything (the slow test in tests/e2e/test_init_project.py builds Shepherd's wheel,
+installs it into a fresh environment and runs the scaffold from there)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
-from shepherd_cli.scaffold import CDK_CONTEXT, ScaffoldError, Source, package_name, scaffold
+from shepherd_cli import sources
+from shepherd_cli.main import main
+from shepherd_cli.scaffold import (
+    CDK_CONTEXT,
+    DISTRIBUTION,
+    ScaffoldError,
+    Source,
+    SourceError,
+    package_name,
+    scaffold,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def test_the_scaffold_builds_with_the_feature_flags_shepherd_is_tested_with() -> None:
@@ -20,9 +34,17 @@ def test_the_scaffold_builds_with_the_feature_flags_shepherd_is_tested_with() ->
     assert repo == CDK_CONTEXT
 
 
-def test_init_writes_a_project_that_depends_on_the_named_shepherd(tmp_path: Path) -> None:
+def _texts(target: Path) -> dict[str, str]:
+    return {
+        p.relative_to(target).as_posix(): p.read_text()
+        for p in target.rglob("*")
+        if p.is_file() and p.suffix != ".whl"
+    }
+
+
+def test_init_writes_a_project_that_depends_on_shepherd_by_version(tmp_path: Path) -> None:
     target = tmp_path / "Travel-Desk"
-    written = scaffold(target, Source(str(ROOT)))
+    written = scaffold(target, Source.parse("0.1.0"))
     names = {p.relative_to(target).as_posix() for p in written}
     assert {
         "pyproject.toml",
@@ -35,37 +57,160 @@ def test_init_writes_a_project_that_depends_on_the_named_shepherd(tmp_path: Path
         "infra/app.py",
     } <= names
     pyproject = tomllib.loads((target / "pyproject.toml").read_text())
-    assert pyproject["project"]["dependencies"] == [f"shepherd @ {ROOT.as_uri()}"]
+    assert pyproject["project"]["dependencies"] == [f"{DISTRIBUTION}==0.1.0"]
+    assert pyproject["project"]["optional-dependencies"]["dev"][0] == (
+        f"{DISTRIBUTION}[cdk,cli]==0.1.0"
+    )
     assert pyproject["tool"]["shepherd"]["agent-modules"] == ["travel_desk.agents"]
+    # The CDK app takes its agent modules from [tool.shepherd], as the tests and the CLI do.
+    assert "AgentCode.from_project(ROOT" in (target / "infra" / "app.py").read_text()
+    # Nothing of this machine: no path and no file URL a teammate could not follow.
+    for name, text in _texts(target).items():
+        assert "file:" not in text and str(ROOT) not in text, name
     for path in written:
         if path.suffix == ".py":
             compile(path.read_text(), str(path), "exec")
-    # The definition names exactly the agents the scaffold registers.
-    probe = (
-        "import sys; sys.path.insert(0, 'src');"
-        "from shepherd import load_definitions; from shepherd.definitions import check_agents;"
-        "from travel_desk.agents import registry;"
-        "[check_agents(d, registry.names(), n) for n, d in load_definitions("
-        "__import__('pathlib').Path('statemachines')).items()]"
+
+
+def test_the_scaffolds_own_tests_pass_on_this_shepherd(tmp_path: Path) -> None:
+    # Its tests read [tool.shepherd] (MemoryEngine.from_project) and override an agent per
+    # engine; run them as the project does, with its package on the path.
+    target = tmp_path / "travel-desk"
+    scaffold(target, Source.parse("0.1.0"))
+    tests = (target / "tests" / "test_welcome.py").read_text()
+    assert "MemoryEngine.from_project(" in tests and "overrides=" in tests
+    assert "registry.register" not in tests  # no global registry patched
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=target,
+        env={**os.environ, "PYTHONPATH": str(target / "src")},
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    subprocess.run([sys.executable, "-c", probe], cwd=target, check=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "3 passed" in run.stdout
 
 
-def test_a_version_or_an_index_can_be_named(tmp_path: Path) -> None:
-    source = Source("0.1.0", index_url="https://pypi.example.com/simple")
-    assert source.requirement("cdk,cli") == "shepherd[cdk,cli]==0.1.0"
+def _wheel(folder: Path, version: str = "0.1.0") -> Path:
+    wheel = folder / f"shepherd_workflows-{version}-py3-none-any.whl"
+    wheel.write_bytes(b"PK, a stand-in for the wheel's bytes")
+    return wheel
+
+
+def test_a_wheel_goes_into_the_project_and_is_installed_by_version(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path, "0.2.0rc1")
+    target = tmp_path / "app"
+    scaffold(target, Source.parse(str(wheel)))
+    assert (target / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+    pyproject = tomllib.loads((target / "pyproject.toml").read_text())
+    assert pyproject["project"]["dependencies"] == [f"{DISTRIBUTION}==0.2.0rc1"]
+    assert "PIP_ARGS ?= --find-links wheels\n" in (target / "Makefile").read_text()
+    assert f"`wheels/{wheel.name}`, installed by version" in (target / "README.md").read_text()
+    other = tmp_path / "other-0.1.0-py3-none-any.whl"
+    other.write_bytes(b"PK")
+    with pytest.raises(SourceError, match="not a wheel of shepherd-workflows"):
+        Source.parse(str(other))
+    with pytest.raises(SourceError, match="no such wheel file"):
+        Source.parse(str(tmp_path / "shepherd_workflows-9.9.9-py3-none-any.whl"))
+
+
+@pytest.mark.parametrize("ref", [COMMIT, "v0.1.0", "0.1.0"])
+def test_a_git_url_pinned_to_a_commit_or_a_tag_is_the_requirement(ref: str) -> None:
+    url = f"git+https://git.example.com/acme/shepherd.git@{ref}"
+    source = Source.parse(url)
+    assert source.requirement() == f"{DISTRIBUTION} @ {url}"
+    assert source.requirement("cdk,cli") == f"{DISTRIBUTION}[cdk,cli] @ {url}"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "git+https://git.example.com/acme/shepherd.git",
+        "git+https://git.example.com/acme/shepherd.git@main",
+        "git+ssh://git@git.example.com/acme/shepherd.git",
+    ],
+)
+def test_an_unpinned_git_url_is_refused(spec: str) -> None:
+    with pytest.raises(SourceError, match="pin the git URL to a commit or a release tag"):
+        Source.parse(spec)
+
+
+def test_a_folder_is_refused_with_how_to_make_a_wheel() -> None:
+    with pytest.raises(SourceError, match=r"build a wheel from it \(python -m build"):
+        Source.parse(str(ROOT))
+    with pytest.raises(SourceError, match="not a version, a wheel file or a git URL"):
+        Source.parse("not a thing")
+
+
+def test_a_version_and_an_index_can_be_named(tmp_path: Path) -> None:
+    source = Source.parse("0.1.0", index_url="https://pypi.example.com/simple")
+    assert source.requirement("cdk,cli") == f"{DISTRIBUTION}[cdk,cli]==0.1.0"
     scaffold(tmp_path / "app", source)
-    assert (
-        "--index-url https://pypi.example.com/simple" in (tmp_path / "app" / "Makefile").read_text()
+    makefile = (tmp_path / "app" / "Makefile").read_text()
+    assert "PIP_ARGS ?= --index-url https://pypi.example.com/simple\n" in makefile
+
+
+class _Dist:
+    """An installed distribution as importlib.metadata shows it, with its direct_url.json."""
+
+    version = "0.1.0"
+
+    def __init__(self, direct_url: dict[str, Any] | None) -> None:
+        self._direct = direct_url
+
+    def read_text(self, name: str) -> str | None:
+        assert name == "direct_url.json"
+        return None if self._direct is None else json.dumps(self._direct)
+
+
+def test_by_default_the_project_installs_shepherd_as_it_was_installed_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def installed_from(direct_url: dict[str, Any] | None) -> Source:
+        monkeypatch.setattr(
+            sources.importlib.metadata, "distribution", lambda name: _Dist(direct_url)
+        )
+        return Source.installed()
+
+    wheel = _wheel(tmp_path)
+    from_wheel = installed_from({"url": wheel.as_uri(), "archive_info": {}})
+    assert (from_wheel.kind, from_wheel.wheel) == ("wheel", wheel)
+    from_git = installed_from(
+        {
+            "url": "https://git.example.com/acme/shepherd.git",
+            "vcs_info": {"vcs": "git", "commit_id": COMMIT},
+        }
     )
-    with pytest.raises(ScaffoldError, match="neither a folder nor a version"):
-        Source("not a thing").requirement()
+    assert from_git.requirement() == (
+        f"{DISTRIBUTION} @ git+https://git.example.com/acme/shepherd.git@{COMMIT}"
+    )
+    from_index = installed_from(None)
+    assert (from_index.requirement(), from_index.note) == (f"{DISTRIBUTION}==0.1.0", "")
+    # A checkout (make dev) cannot be shared: pinned by version, and the user told how to share.
+    from_folder = installed_from({"url": ROOT.as_uri(), "dir_info": {"editable": True}})
+    assert from_folder.requirement() == f"{DISTRIBUTION}==0.1.0"
+    assert "a wheel of it (python -m build)" in from_folder.note
+    # A wheel gone from disk since: its version.
+    wheel.unlink()
+    assert installed_from({"url": wheel.as_uri(), "archive_info": {}}).kind == "index"
+
+
+def test_shepherd_init_says_what_the_project_installs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = _wheel(tmp_path)
+    assert main(["init", str(tmp_path / "app"), "--shepherd", str(wheel)]) == 0
+    assert f"Shepherd: {DISTRIBUTION}==0.1.0 (`wheels/{wheel.name}`" in capsys.readouterr().out
+    assert main(["init", str(tmp_path / "app2"), "--shepherd", str(ROOT)]) == 1
+    assert "build a wheel from it" in capsys.readouterr().err
+    assert not (tmp_path / "app2").exists()
 
 
 def test_init_refuses_a_folder_with_files(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(ScaffoldError, match="not empty"):
-        scaffold(tmp_path, Source(str(ROOT)))
+        scaffold(tmp_path, Source.parse("0.1.0"))
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,44 @@ def test_a_name_registered_by_two_modules_is_refused(
         load_agents(["user_agents_x", "user_agents_y"])
 
 
+def test_modules_sharing_one_registry_give_that_registry(
+    modules: Callable[..., types.ModuleType],
+) -> None:
+    # Given a package whose agents live in two modules that both register on one registry
+    shared = _registry("book", "pay")
+    modules("user_agents_booking", registry=shared)
+    modules("user_agents_billing", registry=shared)
+    # When both modules are named, Then that registry is used, once, with no conflict
+    assert load_agents(["user_agents_booking", "user_agents_billing"]) is shared
+
+
+def test_a_module_that_raises_on_import_is_named_with_the_line(tmp_path: Path) -> None:
+    (tmp_path / "user_agents_broken.py").write_text("x = 1\nundefined_name()\n")
+    (tmp_path / "user_agents_needs.py").write_text("import no_such_dependency_here\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(AgentModuleError) as err:
+            load_agents(["user_agents_broken"])
+        assert str(err.value) == (
+            "agent module 'user_agents_broken' failed while it was imported: NameError: "
+            f"name 'undefined_name' is not defined ({tmp_path / 'user_agents_broken.py'}:2)"
+        )
+        with pytest.raises(AgentModuleError, match="No module named 'no_such_dependency_here'"):
+            load_agents(["user_agents_needs"])
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("user_agents_broken", "user_agents_needs"):
+            sys.modules.pop(name, None)
+
+
+def test_a_registry_under_another_name_is_pointed_at(
+    modules: Callable[..., types.ModuleType],
+) -> None:
+    modules("user_agents_named", agents=_registry("a"))
+    with pytest.raises(AgentModuleError, match="name it as 'user_agents_named:agents'"):
+        load_agents(["user_agents_named"])
+
+
 def test_a_missing_module_or_registry_says_which(modules: Callable[..., types.ModuleType]) -> None:
     modules("user_agents_empty")
     with pytest.raises(AgentModuleError, match="cannot be imported"):
@@ -97,6 +135,31 @@ def test_the_project_table_names_definitions_and_agents(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.shepherd]\nagent-modules = "my_app"\n')
     with pytest.raises(ProjectError, match="agent-modules"):
         Project.find(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[tool.shepherd\n", "not valid TOML"),
+        (
+            '[tool.shepherd]\nagent_modules = ["a"]\n',
+            "no key 'agent_modules'; did you mean 'agent-modules'?",
+        ),
+        (
+            '[tool.shepherd]\nagent-modules = ["my-app/agents"]\n',
+            "'my-app/agents' is not a module path",
+        ),
+        ("[tool.shepherd]\ndefinitions = 3\n", "definitions must be a folder"),
+    ],
+)
+def test_a_bad_project_table_names_the_file_and_the_key(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(ProjectError) as err:
+        Project.find(tmp_path)
+    assert str(err.value).startswith(f"{tmp_path / 'pyproject.toml'}: ")
+    assert expected in str(err.value)
 
 
 def test_this_repository_runs_the_examples() -> None:

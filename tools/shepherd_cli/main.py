@@ -16,7 +16,7 @@ from typing import Any
 
 from shepherd_cli.client import DEFAULT_API, Api, CliError
 from shepherd_cli.console.server import is_loopback
-from shepherd_cli.project import Project
+from shepherd_cli.project import Project, ProjectError
 from shepherd_cli.render import graph, status_lines, watch_frame
 
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
@@ -133,16 +133,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from shepherd_cli.scaffold import ScaffoldError, Source, scaffold
+    from shepherd_cli.scaffold import ScaffoldError, scaffold
+    from shepherd_cli.sources import Source, SourceError
 
     folder = Path(args.directory)
     try:
-        written = scaffold(folder, Source(args.shepherd, index_url=args.index_url))
-    except ScaffoldError as exc:
+        if args.shepherd:
+            source = Source.parse(args.shepherd, index_url=args.index_url)
+        else:
+            source = Source.installed(index_url=args.index_url)
+        written = scaffold(folder, source)
+    except (ScaffoldError, SourceError) as exc:
         raise CliError(str(exc)) from None
     for path in written:
         print(f"  {path}")
-    print(f"\nnext: cd {folder} && make test && make demo")
+    print(f"\nShepherd: {source.requirement()} ({source.describe()})")
+    if source.note:
+        print(f"note: {source.note}", file=sys.stderr)
+    print(f"next: cd {folder} && make test && make demo")
     return 0
 
 
@@ -330,26 +338,63 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from shepherd.definitions import check_agents, definition_files, load_file
+    """Every mistake a person can make in a definition or in `[tool.shepherd]` is one line
+    naming the file, the step and the field (exit 1), never a traceback."""
+    from shepherd.definitions import check_agents, load_file
     from shepherd.errors import DefinitionError
-    from shepherd.user_code import load_agents
+    from shepherd.user_code import AgentModuleError, load_agents
 
     project = _project(args)
-    registry = load_agents(project.agent_modules)
-    files = [Path(f) for f in args.files] or definition_files(project.definitions_dir)
     failed = False
-    for path in files:
+    known: set[str] | None = None
+    try:
+        known = load_agents(project.agent_modules).names()
+    except AgentModuleError as exc:
+        failed = True
+        print(f"{exc} (named in {project.where})", file=sys.stderr)
+    if known is not None and not project.agent_modules:
+        print(
+            f"no agent modules ({project.where}): name them in [tool.shepherd] agent-modules "
+            "or with --agents",
+            file=sys.stderr,
+        )
+    names: dict[str, Path] = {}
+    for path in [Path(f) for f in args.files] or _definition_files(project.definitions_dir):
         try:
             definition = load_file(path)
-            check_agents(definition, registry.names(), str(path))
+            if known is not None:
+                check_agents(definition, known, str(path))
         except DefinitionError as exc:
             failed = True
             print(str(exc), file=sys.stderr)
             continue
+        if definition.name in names:
+            failed = True
+            print(
+                f"{path}: Name: '{definition.name}' is defined twice (also {names[definition.name]})",
+                file=sys.stderr,
+            )
+            continue
+        names[definition.name] = path
         print(
             f"{path}: ok ({definition.name}, {len(definition.steps)} steps, hash {definition.content_hash})"
         )
     return 1 if failed else 0
+
+
+def _definition_files(folder: Path) -> list[Path]:
+    from shepherd.definitions import DEFINITION_SUFFIXES, definition_files
+
+    if not folder.is_dir():
+        raise CliError(
+            f"no definitions folder {folder} ([tool.shepherd] definitions, or --definitions)"
+        )
+    files = definition_files(folder)
+    if not files:
+        raise CliError(
+            f"no definitions in {folder} (files ending {', '.join(DEFINITION_SUFFIXES)})"
+        )
+    return files
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -366,16 +411,6 @@ def cmd_graph(args: argparse.Namespace) -> int:
         )
     print(graph(definitions[args.type]))
     return 0
-
-
-def _default_source() -> str:
-    """This checkout (its pyproject.toml beside tools/), or else the installed version."""
-    import shepherd
-
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file() and (checkout / "layers" / "shepherd").is_dir():
-        return str(checkout)
-    return shepherd.__version__
 
 
 def parser() -> argparse.ArgumentParser:
@@ -503,14 +538,16 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("directory")
     init.add_argument(
         "--shepherd",
-        default=_default_source(),
-        help="where the project installs Shepherd from: a folder, or a version on an index "
-        "(default: this checkout when run from one, else this version)",
+        metavar="VERSION|WHEEL|GIT_URL",
+        help="where the project installs Shepherd from: a version on a package index, a wheel "
+        "file (copied into the project), or a git URL pinned to a commit or tag (default: the "
+        "way this Shepherd was installed)",
     )
     init.add_argument("--index-url", help="the package index to install from (pip --index-url)")
 
     validate = sub.add_parser("validate", help="check definition files (exit 1 on errors)")
-    validate.add_argument("files", nargs="*")
+    validate.add_argument("files", nargs="*", help="default: every file of the definitions folder")
+    validate.add_argument("--definitions", help="default: [tool.shepherd] definitions")
     validate.add_argument(
         "--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules"
     )
@@ -553,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             "task": cmd_task,
         }[args.command]
         return handler(args, api)
-    except CliError as exc:
+    except (CliError, ProjectError) as exc:
         print(f"shepherd: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -2,8 +2,10 @@
 
 It holds one definition (`statemachines/welcome.yaml`), its agents (`src/<package>/agents.py`),
 unit tests on `shepherd.testing`, a CDK app using the `Shepherd` construct, a Makefile
-(`make test`, `make demo`, `make synth`) and a README. Shepherd comes from the source the user
-names: a folder (a checkout, installed from its path) or a version from a package index.
+(`make test`, `make demo`, `make synth`) and a README. Its `pyproject.toml` names the agent
+modules once (`[tool.shepherd]`), for `shepherd validate`, `shepherd local`, the tests and the
+CDK app alike, and depends on Shepherd in a form a whole team can install
+(`shepherd_cli.sources`: a version, a wheel copied into the project, or a pinned git URL).
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ from __future__ import annotations
 import json
 import keyword
 import re
-from dataclasses import dataclass
+import shutil
 from pathlib import Path
+
+from shepherd_cli.sources import DISTRIBUTION, WHEELS_DIR, Source, SourceError
+
+__all__ = ["DISTRIBUTION", "ScaffoldError", "Source", "SourceError", "files", "scaffold"]
 
 # The CDK feature flags of the scaffold's cdk.json: the ones Shepherd's own app is built and
 # tested with (tests/unit/test_scaffold.py keeps them equal to the repository's cdk.json).
@@ -45,23 +51,6 @@ class ScaffoldError(ValueError):
     """The target folder or the names are unusable."""
 
 
-@dataclass(frozen=True)
-class Source:
-    """Where the scaffold's environment installs Shepherd from."""
-
-    spec: str  # a folder, or a version (`0.1.0`) on a package index
-    index_url: str | None = None
-
-    def requirement(self, extras: str = "") -> str:
-        name = f"shepherd[{extras}]" if extras else "shepherd"
-        folder = Path(self.spec).expanduser()
-        if folder.is_dir():
-            return f"{name} @ {folder.resolve().as_uri()}"
-        if re.fullmatch(r"\d+(\.\d+)*([a-z]+\d*)?", self.spec):
-            return f"{name}=={self.spec}"
-        raise ScaffoldError(f"--shepherd: '{self.spec}' is neither a folder nor a version")
-
-
 def package_name(folder: Path) -> str:
     name = re.sub(r"\W+", "_", folder.name.lower()).strip("_")
     if not name or name[0].isdigit():
@@ -76,14 +65,19 @@ def _stack_name(package: str) -> str:
 
 
 def files(package: str, source: Source) -> dict[str, str]:
-    """Every file of the scaffold, by path relative to its folder."""
+    """Every text file of the scaffold, by path relative to its folder."""
     runtime = source.requirement()
     tools = source.requirement("cdk,cli")
-    pip_args = f"--index-url {source.index_url}" if source.index_url else ""
     return {
         "pyproject.toml": PYPROJECT.format(package=package, runtime=runtime, tools=tools),
-        "Makefile": MAKEFILE.format(pip_args=pip_args),
-        "README.md": README.format(package=package, source=source.spec),
+        "Makefile": MAKEFILE.format(pip_args=source.pip_args()),
+        "README.md": README.format(
+            package=package,
+            source=source.describe(),
+            dist=DISTRIBUTION,
+            version=source.version,
+            wheels=WHEELS_DIR,
+        ),
         ".gitignore": ".venv/\ncdk.out/\n.shepherd/\n__pycache__/\n*.egg-info/\n",
         "cdk.json": json.dumps(
             {"app": ".venv/bin/python infra/app.py", "context": CDK_CONTEXT}, indent=2
@@ -108,6 +102,9 @@ def scaffold(folder: Path, source: Source) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
+    if source.wheel is not None:  # Shepherd itself, committed with the project
+        (folder / WHEELS_DIR).mkdir()
+        written.append(Path(shutil.copy2(source.wheel, folder / WHEELS_DIR / source.wheel.name)))
     return written
 
 
@@ -124,13 +121,14 @@ requires-python = ">=3.11"
 dependencies = ["{runtime}"]
 
 [project.optional-dependencies]
-# The CDK construct, the local stack and the tests.
+# The CDK construct (extra `cdk`), the local stack (extra `cli`) and the tests.
 dev = ["{tools}", "pytest==9.2.0"]
 
 [tool.setuptools.packages.find]
 where = ["src"]
 
-# What `shepherd local` and `shepherd validate` run, and what the Lambda functions import.
+# The one list of agent modules: `shepherd validate` and `shepherd local` run them, the tests
+# (MemoryEngine.from_project) and the CDK app (AgentCode.from_project) take them from here.
 [tool.shepherd]
 definitions = "statemachines"
 agent-modules = ["{package}.agents"]
@@ -177,8 +175,7 @@ synth: $(STAMP)
 README = """\
 # {package}
 
-Workflows on [Shepherd](https://github.com/) (Scheduler-Agent-Supervisor on AWS serverless),
-installed from `{source}`.
+Workflows on Shepherd (Scheduler-Agent-Supervisor on AWS serverless).
 
 | path | what |
 |---|---|
@@ -196,7 +193,29 @@ make synth   # the CloudFormation template (Node for the CDK CLI; no Docker, no 
 
 Deploy with `npx aws-cdk@2 deploy` (credentials for the account; `npx aws-cdk@2 bootstrap` once
 per account and region). Add a step: name its `Agent` and `Pool` in the definition and register
-the agent with `@registry.agent("...")`; a new pool gets its own queue and Lambda function.
+the agent with `@registry.agent("...")`; a new pool gets its own queue and Lambda function. A
+new agent module goes in `[tool.shepherd] agent-modules` (`pyproject.toml`), the one list
+`shepherd validate`, `shepherd local`, the tests and the CDK app read; the synth fails if a
+pool's code does not register an agent its steps name.
+
+## Installing Shepherd
+
+Shepherd is the distribution `{dist}` (the import package is `shepherd`).
+This project gets it as {source}.
+
+`make dev` installs it into `.venv`, with its extras `cdk` (the CDK construct) and `cli` (the
+local stack). Every way below works the same on a teammate's laptop and in CI:
+
+- **From a package index**, once Shepherd is published there (or on your private index):
+  `"{dist}=={version}"` in `pyproject.toml` (and `"{dist}[cdk,cli]=={version}"` in `dev`);
+  `make dev PIP_ARGS='--index-url https://...'` for a private index.
+- **From a wheel file**, before it is published: put the wheel in `{wheels}/` and commit it,
+  keep the version requirement above, and `make dev` installs it from there (`PIP_ARGS =
+  --find-links {wheels}` in the `Makefile`). Build one from Shepherd's repository with
+  `python -m build` (it writes `dist/*.whl`).
+- **From git**, pinned to a commit or a release tag, never a branch:
+  `"{dist} @ git+https://github.com/<org>/shepherd.git@<commit>"` (and
+  `"{dist}[cdk,cli] @ git+...@<commit>"` in `dev`).
 """
 
 DEFINITION = """\
@@ -262,55 +281,53 @@ def send_welcome(ctx: AgentContext) -> dict[str, Any]:
 '''
 
 TESTS = '''\
-"""The workflow on Shepherd's in-memory engine: real engine, manual clock, milliseconds."""
+"""The workflow on Shepherd's in-memory engine: real engine, manual clock, milliseconds.
+
+`MemoryEngine.from_project` runs the definitions and agent modules `[tool.shepherd]` names;
+`overrides` swap an agent for one engine (one test) only.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import pytest
-from shepherd.testing import MemoryEngine
+from shepherd import AgentContext
+from shepherd.testing import AttemptOutcome, MemoryEngine, StepStatus, WorkflowStatus
 
-from {package}.agents import registry
+from {package}.agents import create_account
 
-DEFINITIONS = Path(__file__).resolve().parents[1] / "statemachines"
-
-
-@pytest.fixture
-def engine() -> MemoryEngine:
-    return MemoryEngine.from_directory(DEFINITIONS, agents=registry)
+PROJECT = Path(__file__).resolve().parents[1]
 
 
-def test_a_welcome_creates_the_account_and_sends_the_mail(engine: MemoryEngine) -> None:
+def test_a_welcome_creates_the_account_and_sends_the_mail() -> None:
+    engine = MemoryEngine.from_project(PROJECT)
     outcome = engine.run(engine.start("welcome", {{"email": "ada@example.com"}}))
-    assert outcome.status == "SUCCEEDED"
+    assert outcome.status is WorkflowStatus.SUCCEEDED
     assert outcome.output["send_welcome"]["sent_to"] == "ada@example.com"
 
 
-def test_an_undeliverable_mail_deletes_the_account(engine: MemoryEngine) -> None:
+def test_an_undeliverable_mail_deletes_the_account() -> None:
+    engine = MemoryEngine.from_project(PROJECT)
     outcome = engine.run(engine.start("welcome", {{"email": "nobody@invalid"}}))
-    assert outcome.status == "COMPENSATED"
-    assert outcome.compensations["create_account"].status.value == "SUCCEEDED"
+    assert outcome.status is WorkflowStatus.COMPENSATED
+    mail = outcome.steps["send_welcome"]
+    assert mail.error is not None and mail.error.name == "Undeliverable"
+    assert outcome.compensations["create_account"].status is StepStatus.SUCCEEDED
 
 
-def test_a_flaky_step_is_retried(engine: MemoryEngine) -> None:
-    calls = []
-    real = registry.get("create_account")
-    assert real is not None
-
-    def flaky(ctx):  # type: ignore[no-untyped-def]
-        calls.append(ctx.attempt)
+def test_a_flaky_step_is_retried() -> None:
+    def flaky(ctx: AgentContext) -> dict[str, Any]:
         if ctx.attempt == 1:
             raise ConnectionError("the account service blinked")
-        return real(ctx)
+        return create_account(ctx)
 
-    registry.register("create_account", flaky)
-    try:
-        outcome = engine.run(engine.start("welcome", {{"email": "ada@example.com"}}))
-    finally:
-        registry.register("create_account", real)
-    assert outcome.status == "SUCCEEDED"
-    assert calls == [1, 2]
+    engine = MemoryEngine.from_project(PROJECT, overrides={{"create_account": flaky}})
+    outcome = engine.run(engine.start("welcome", {{"email": "ada@example.com"}}))
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    first, second = outcome.steps["create_account"].attempts
+    assert first.outcome is AttemptOutcome.FAILED and second.outcome is AttemptOutcome.SUCCEEDED
+    assert first.error is not None and first.error.message == "the account service blinked"
 '''
 
 CDK_APP = '''\
@@ -335,7 +352,8 @@ def build(app: App) -> Stack:
         stack,
         "Shepherd",
         definitions_dir=ROOT / "statemachines",
-        agents=AgentCode(path=ROOT / "src", modules=["{package}.agents"], exclude=["*.egg-info"]),
+        # src/ with the modules [tool.shepherd] agent-modules names (pyproject.toml)
+        agents=AgentCode.from_project(ROOT, exclude=["*.egg-info"]),
     )
     CfnOutput(stack, "ApiUrl", value=shepherd.api_url)
     CfnOutput(stack, "EventBusName", value=shepherd.bus.event_bus_name)

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import fastjsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shepherd import limits
 from shepherd.errors import DefinitionError
+from shepherd.suggest import did_you_mean
 
 NAME = r"^[a-z][a-z0-9_]{0,63}$"
 POOL = r"^[a-z][a-z0-9-]{0,31}$"
@@ -133,7 +135,10 @@ class Definition(_Model):
         for i, step in enumerate(self.steps):
             for dep in step.depends_on:
                 if dep not in seen:
-                    raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: unknown step '{dep}'")
+                    raise ValueError(
+                        f"Steps[{i}] ({step.name}).DependsOn: unknown step '{dep}'"
+                        + did_you_mean(dep, seen)
+                    )
                 if dep == step.name:
                     raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: depends on itself")
             if len(set(step.depends_on)) != len(step.depends_on):
@@ -326,16 +331,118 @@ def _format_loc(data: Any, loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds (itself, or inside a tuple, an optional or a union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names (aliases) of the object at `loc`, for suggesting the nearest one."""
+    model: type[BaseModel] = Definition
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = next((f for f in model.model_fields.values() if f.alias == part), None)
+        inner = _model_in(field.annotation) if field is not None else None
+        if inner is None:
+            return []
+        model = inner
+    return [f.alias for f in model.model_fields.values() if f.alias]
+
+
+_PATTERNS = {
+    NAME: "lowercase letters, digits and _, starting with a letter, at most 64",
+    POOL: "lowercase letters, digits and -, starting with a letter, at most 32",
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _describe(err: Any) -> str:
+    """A pydantic error in Shepherd's words: what the field must be, and what it was."""
+    kind, ctx, loc = err["type"], err.get("ctx") or {}, tuple(err["loc"])
+    got = f" (got {_shown(err['input'])})"
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        fields = _fields_at(loc[:-1])
+        hint = did_you_mean(str(loc[-1]), fields) or f" (fields here: {', '.join(fields)})"
+        return f"unknown field{hint}"
+    if kind == "string_pattern_mismatch":
+        rule = _PATTERNS.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
+        return f"{_shown(err['input'])} is not a valid name: {rule}"
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        hint = did_you_mean(str(err["input"]), allowed)
+        return f"must be one of {', '.join(allowed)}{got}{hint}"
+    bounds = {
+        "greater_than_equal": ("at least", "ge"),
+        "less_than_equal": ("at most", "le"),
+        "greater_than": ("more than", "gt"),
+        "less_than": ("less than", "lt"),
+    }
+    if kind in bounds:
+        words, key = bounds[kind]
+        return f"must be {words} {ctx.get(key)}{got}"
+    if kind in ("too_short", "too_long"):
+        words = "at least" if kind == "too_short" else "at most"
+        count = ctx.get("min_length" if kind == "too_short" else "max_length")
+        return f"must have {words} {count} item{'s' if count != 1 else ''}"
+    if kind in ("string_too_short", "string_too_long"):
+        words = "at least" if kind == "string_too_short" else "at most"
+        count = ctx.get("min_length" if kind == "string_too_short" else "max_length")
+        return f"must be {words} {count} character{'s' if count != 1 else ''} long"
+    kinds = {
+        ("int_parsing", "int_type", "int_from_float"): "must be a whole number",
+        ("float_parsing", "float_type", "finite_number"): "must be a number",
+        ("string_type", "string_unicode"): "must be a string",
+        ("bool_parsing", "bool_type"): "must be true or false",
+        ("dict_type", "model_type", "model_attributes_type"): "must be a mapping (Key: value)",
+        ("tuple_type", "list_type"): "must be a list",
+    }
+    for names, words in kinds.items():
+        if kind in names:
+            return f"{words}{got}"
+    # Our own validators (value_error) already speak Shepherd's words.
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _errors(exc: ValidationError) -> list[Any]:
+    """The errors worth reading: a list that is "too short after validation" only because
+    its items were invalid says nothing the items' own errors do not."""
+    errors = exc.errors()
+    inner = [tuple(e["loc"]) for e in errors]
+    return [
+        e
+        for e in errors
+        if not (
+            e["type"] == "too_short"
+            and any(len(o) > len(e["loc"]) and o[: len(e["loc"])] == tuple(e["loc"]) for o in inner)
+        )
+    ]
+
+
 def parse_definition(data: Any, source: str) -> Definition:
-    """Validate raw data; errors name the source and every offending field."""
+    """Validate raw data; errors name the source, the step and every offending field, in
+    Shepherd's words (never pydantic's), with the nearest field name for an unknown one."""
+    if not isinstance(data, dict):
+        raise DefinitionError(f"{source}: a definition must be a mapping (Name, Steps, ...)")
     try:
         definition = Definition.model_validate(data)
     except ValidationError as exc:
         lines = []
-        for err in exc.errors():
+        for err in _errors(exc):
             where = _format_loc(data, tuple(err["loc"]))
-            msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"{source}: {where + ': ' if where else ''}{msg}")
+            lines.append(f"{source}: {where + ': ' if where else ''}{_describe(err)}")
         raise DefinitionError("\n".join(lines)) from None
     size = len(definition.canonical_json.encode())
     if size > limits.MAX_DEFINITION_BYTES:  # its snapshot is one table item
@@ -365,6 +472,16 @@ def _no_duplicate_keys_loader() -> type:
     return Loader
 
 
+def _yaml_problem(exc: Exception) -> str:
+    """A YAML error on one line: where it is and what is wrong (PyYAML's own text spans
+    several lines and quotes the document back)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}not valid YAML: {problem}{f' ({context})' if context else ''}"
+
+
 def load_file(path: Path) -> Definition:
     """Load one YAML or JSON definition file."""
     try:
@@ -384,10 +501,8 @@ def load_file(path: Path) -> Definition:
         raise DefinitionError(f"{path}: not valid JSON: {exc}") from None
     except Exception as exc:
         if type(exc).__module__.startswith("yaml"):
-            raise DefinitionError(f"{path}: not valid YAML: {exc}") from None
+            raise DefinitionError(f"{path}: {_yaml_problem(exc)}") from None
         raise
-    if not isinstance(data, dict):
-        raise DefinitionError(f"{path}: a definition must be a mapping")
     definition = parse_definition(data, str(path))
     if path.stem != definition.name:
         raise DefinitionError(
@@ -422,17 +537,21 @@ def load_directory(directory: Path) -> dict[str, Definition]:
 
 
 def check_agents(definition: Definition, known: Iterable[str], source: str) -> None:
-    """Every Agent a definition names must be registered."""
+    """Every Agent a definition names must be registered (a misspelt one gets the nearest
+    registered name)."""
     known = set(known)
     errors = []
     for i, step in enumerate(definition.steps):
         if step.agent not in known:
-            errors.append(f"{source}: Steps[{i}] ({step.name}).Agent: unknown agent '{step.agent}'")
+            errors.append(
+                f"{source}: Steps[{i}] ({step.name}).Agent: unknown agent '{step.agent}'"
+                + did_you_mean(step.agent, known)
+            )
         comp = step.compensation
         if comp is not None and comp.agent not in known:
             errors.append(
                 f"{source}: Steps[{i}] ({step.name}).Compensation.Agent: "
-                f"unknown agent '{comp.agent}'"
+                f"unknown agent '{comp.agent}'" + did_you_mean(comp.agent, known)
             )
     if errors:
         raise DefinitionError("\n".join(errors))

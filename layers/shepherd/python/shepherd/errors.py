@@ -5,6 +5,7 @@ Adapters translate SDK errors into these once; handlers translate these into rep
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -18,6 +19,17 @@ class PermanentError(ShepherdError):
     def __init__(self, message: str, *, name: str | None = None) -> None:
         super().__init__(message)
         self.name = name or type(self).__name__
+
+
+class AgentNotFound(PermanentError):
+    """The worker running a step has no agent registered under the step's `Agent` (its pool
+    ships other agent modules). No redelivery can find it there, so the step fails at once,
+    never retried."""
+
+    def __init__(self, agent: str, registered: Iterable[str]) -> None:
+        known = ", ".join(sorted(registered)) or "none"
+        super().__init__(f"agent '{agent}' is not registered in this worker (registered: {known})")
+        self.agent = agent
 
 
 class DefinitionError(ShepherdError):

@@ -32,6 +32,8 @@ WorkflowId = NewType("WorkflowId", str)
 
 
 class WorkflowStatus(StrEnum):
+    """Where a workflow is: running, paused, unwinding, or at one of its four ends."""
+
     RUNNING = "RUNNING"
     """Steps are being dispatched and run."""
     PAUSED = "PAUSED"
@@ -71,6 +73,8 @@ TERMINAL = frozenset(
 
 
 class StepStatus(StrEnum):
+    """Where a step (or a compensation) is: waiting, queued, in flight, or ended."""
+
     PENDING = "PENDING"
     """Waits for its dependencies, or for its first dispatch or claim (attempt 0). Usually
     no item exists yet: a step's item is created by the first write it needs, and reads show

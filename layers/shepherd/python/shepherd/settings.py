@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shepherd import limits
+from shepherd.project import AGENT_MODULE
 
 PREFIX = "SHEPHERD_"
 
@@ -34,8 +35,6 @@ ENV_OPERATORS = "SHEPHERD_OPERATORS"
 # imported and its AgentRegistry (`registry`, or the attribute after a colon) taken.
 ENV_AGENT_MODULES = "SHEPHERD_AGENT_MODULES"
 
-# A module path, optionally with the attribute holding its registry (`pkg.mod:attr`).
-_AGENT_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
 ENV_PAYLOAD_BUCKET = "SHEPHERD_PAYLOAD_BUCKET"
 ENV_PAYLOAD_INLINE_BYTES = "SHEPHERD_PAYLOAD_INLINE_BYTES"
 # The supervisor's timing (docs/architecture.md, Supervisor): seconds between sweeps, how long
@@ -120,7 +119,7 @@ class Settings(BaseModel):
     @classmethod
     def _module_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for module in value:
-            if not _AGENT_MODULE.match(module):
+            if not AGENT_MODULE.match(module):
                 raise ValueError(
                     f"{ENV_AGENT_MODULES}: '{module}' is not a module path (pkg.module[:attr])"
                 )

@@ -1,7 +1,10 @@
 """Test your workflows in memory: `MemoryEngine` runs your definitions and agents under a
 manual clock, in milliseconds, with the real engine.
 
-Public: `MemoryEngine`, `Outcome` and `ManualClock` (`__all__`). The in-memory ports below
+Public (`__all__`): `MemoryEngine`, `ManualClock`, and what a run gives back, a typed view of
+the workflow: `Outcome` (its `WorkflowStatus`, output, steps), `StepResult` (a step's or a
+compensation's `StepStatus`, decoded output, error and `Attempt`s), `Attempt` (its
+`AttemptOutcome` and `StepError`: name, message and traceback). The in-memory ports below
 (`MemoryStore`, `MemoryQueue`, ...) are internal: they ship with the core and pass the same
 contract tests as the AWS adapters, so tests and simulations built on them cannot drift from AWS.
 """
@@ -11,31 +14,52 @@ from __future__ import annotations
 import copy
 import heapq
 import itertools
+import json
 import random
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from shepherd.changes import Change
-from shepherd.clock import ManualClock
+from shepherd.clock import ManualClock, to_datetime
 from shepherd.conditions import Cond, Item, Update, evaluate
+from shepherd.engine.agent import AgentRegistry
 from shepherd.errors import ConditionFailed, ItemTooLarge, TransactionConflict
 from shepherd.keys import workflow_id_of
 from shepherd.limits import DYNAMODB_ITEM_LIMIT, item_size
-from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
+from shepherd.model import (
+    DomainEvent,
+    OutgoingTask,
+    StepRecord,
+    StepStatus,
+    TaskMessage,
+    WorkflowStatus,
+)
 from shepherd.ports import Backlog, DueEntry, DuePage, ListPage
+from shepherd.suggest import did_you_mean
 from shepherd.topology import TABLE
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from shepherd.definitions import Definition
-    from shepherd.engine.agent import AgentRegistry
+    from shepherd.engine.agent import AgentFunction
+    from shepherd.payloads import MemoryPayloadStore
 
-__all__ = ["ManualClock", "MemoryEngine", "Outcome"]
+__all__ = [
+    "Attempt",
+    "AttemptOutcome",
+    "ManualClock",
+    "MemoryEngine",
+    "Outcome",
+    "StepError",
+    "StepResult",
+    "StepStatus",
+    "WorkflowStatus",
+]
 
 
 def _fits(item: Item) -> None:
@@ -355,17 +379,166 @@ class SequentialIds:
 # ------------------------------------------------------------------ the in-memory engine
 
 
+class AttemptOutcome(StrEnum):
+    """How one attempt of a step ended."""
+
+    SUCCEEDED = "SUCCEEDED"
+    """The agent returned (or a callback answered success): the step's result is recorded."""
+    FAILED = "FAILED"
+    """The agent raised (or a callback answered failure): retried by the step's `Retry`, unless
+    the error is permanent or the retries are spent."""
+    TIMED_OUT = "TIMED_OUT"
+    """The supervisor ended it after `TimeoutSeconds` (`States.Timeout`)."""
+    HEARTBEAT_TIMED_OUT = "HEARTBEAT_TIMED_OUT"
+    """The supervisor ended it when no heartbeat came for `HeartbeatSeconds`
+    (`States.HeartbeatTimeout`)."""
+
+
+# What the step's history records for an attempt's end, and what a test reads.
+_OUTCOMES = {
+    "ok": AttemptOutcome.SUCCEEDED,
+    "error": AttemptOutcome.FAILED,
+    "timeout": AttemptOutcome.TIMED_OUT,
+    "heartbeat_timeout": AttemptOutcome.HEARTBEAT_TIMED_OUT,
+}
+
+
+@dataclass(frozen=True)
+class StepError:
+    """Why an attempt failed: the error's name (the exception's class, a `PermanentError`'s
+    `name`, or `States.Timeout`), its whole message and, for an agent's exception, its
+    traceback."""
+
+    name: str
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One ended attempt of a step (or a compensation), oldest first."""
+
+    number: int
+    outcome: AttemptOutcome
+    ended_at: datetime
+    started_at: datetime | None = None  # when its agent claimed it
+    error: StepError | None = None  # None when it succeeded
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A step or a compensation as it is now.
+
+    `output` and `details` are plain values (large ones fetched from the payload store);
+    `error` says why the step FAILED (None otherwise: a retried error is in its attempt);
+    `attempts` are the ended attempts, oldest first (the last 20 of them)."""
+
+    name: str
+    kind: Literal["step", "compensation"]
+    status: StepStatus
+    output: Any
+    error: StepError | None
+    attempts: tuple[Attempt, ...]
+    details: Any = None
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """A workflow as a test sees it: its status, output, error and each step's record."""
+    """A workflow as a test sees it.
+
+    `output` is the succeeded workflow's output (each step's output by step name; None until
+    then); `error` says why it unwound or failed (`type`, `message`, `step`); `steps` and
+    `compensations` are keyed by step name; `events` are the lifecycle events it announced, by
+    detail-type, in order."""
 
     workflow_id: str
-    status: str
+    workflow_type: str
+    status: WorkflowStatus
     output: Any
-    error: Any
-    steps: dict[str, Any]
-    compensations: dict[str, Any]
-    events: list[str]
+    error: dict[str, Any] | None
+    steps: Mapping[str, StepResult]
+    compensations: Mapping[str, StepResult]
+    events: tuple[str, ...]
+
+
+def _error_texts(store: MemoryPayloadStore, rec: StepRecord) -> dict[int, dict[str, Any]]:
+    """Each attempt's whole error (message and traceback) as the engine kept it: an object
+    under `wf/<id>/<kind>/<step>/<attempt>/error/` in the payload store."""
+    prefix = f"wf/{rec.workflow_id}/{rec.kind}/{rec.name}/"
+    found: dict[int, dict[str, Any]] = {}
+    for key, data in list(store.objects.items()):
+        attempt, _, rest = key.removeprefix(prefix).partition("/")
+        if key.startswith(prefix) and rest.startswith("error/") and attempt.isdigit():
+            found[int(attempt)] = json.loads(data)
+    return found
+
+
+def _step_error(name: str, full: dict[str, Any] | None, cut: dict[str, Any] | None) -> StepError:
+    """The whole text when it was kept, else the item's (cut) message, else only the name."""
+    if full is not None:
+        return StepError(name, str(full.get("message", name)), full.get("traceback") or None)
+    if cut is not None and cut.get("type") == name:
+        return StepError(name, str(cut.get("message", name)))
+    return StepError(name, name)
+
+
+def _step_result(rec: StepRecord, value: Callable[[str | None], Any], texts: Any) -> StepResult:
+    cut = json.loads(rec.error) if rec.error else None
+    attempts = []
+    for entry in rec.history:
+        outcome = _OUTCOMES.get(entry.get("o", ""))
+        if outcome is None:  # not an attempt (an operator replaced the step's input)
+            continue
+        number = int(entry["a"])
+        latest = number == max(int(h["a"]) for h in rec.history)
+        error = None
+        if outcome is not AttemptOutcome.SUCCEEDED:
+            name = str(entry.get("e") or outcome.value)
+            error = _step_error(name, texts.get(number), cut if latest else None)
+        started = entry.get("c")
+        attempts.append(
+            Attempt(
+                number=number,
+                outcome=outcome,
+                ended_at=to_datetime(int(entry["t"])),
+                started_at=to_datetime(int(started)) if started is not None else None,
+                error=error,
+            )
+        )
+    failed = None
+    if rec.status is StepStatus.FAILED and cut is not None:
+        name = str(cut.get("type", "Error"))
+        failed = _step_error(name, texts.get(rec.attempt), cut)
+    return StepResult(
+        name=rec.name,
+        kind=rec.kind,
+        status=rec.status,
+        output=value(rec.output),
+        error=failed,
+        attempts=tuple(attempts),
+        details=value(rec.details),
+    )
+
+
+class _WithOverrides(AgentRegistry):
+    """The user's registry, read live, with one test's agents in front of it: the user's
+    registry itself is never changed, so no other test sees the fakes."""
+
+    def __init__(
+        self, registry: AgentRegistry | None, overrides: Mapping[str, AgentFunction]
+    ) -> None:
+        super().__init__()
+        self._registry = registry
+        self._overrides = dict(overrides)
+
+    def get(self, name: str) -> AgentFunction | None:
+        if name in self._overrides:
+            return self._overrides[name]
+        return self._registry.get(name) if self._registry is not None else None
+
+    def names(self) -> set[str]:
+        mine = self._registry.names() if self._registry is not None else set()
+        return mine | set(self._overrides)
 
 
 class MemoryEngine:
@@ -376,10 +549,12 @@ class MemoryEngine:
     moves only with `advance()`, the supervisor runs on `sweep()`; `run()` does all three until
     the workflow ends (or pauses). Agents run in the calling thread, heartbeating inline.
 
-        engine = MemoryEngine.from_directory("statemachines", agents=registry)
-        workflow_id = engine.start("order_fulfilment", {"order_id": "o-1"})
-        outcome = engine.run(workflow_id)
-        assert outcome.status == "SUCCEEDED"
+        engine = MemoryEngine.from_project()      # [tool.shepherd] of your pyproject.toml
+        outcome = engine.run(engine.start("order_fulfilment", {"order_id": "o-1"}))
+        assert outcome.status is WorkflowStatus.SUCCEEDED
+
+    `overrides` replace agents by name for this engine only (a fake payment service in one
+    test), without touching your registry.
     """
 
     def __init__(
@@ -387,6 +562,7 @@ class MemoryEngine:
         definitions: Mapping[str, Definition],
         *,
         agents: AgentRegistry | None = None,
+        overrides: Mapping[str, AgentFunction] | None = None,
         start_ms: int = 1_767_225_600_000,
         owner: str = "test",
     ) -> None:
@@ -394,6 +570,13 @@ class MemoryEngine:
         from shepherd.engine.scheduler import Ports  # noqa: PLC0415
         from shepherd.payloads import MemoryPayloadStore, Payloads  # noqa: PLC0415
 
+        self.definitions = dict(definitions)
+        named = {t.agent for d in self.definitions.values() for t in d.tasks}
+        for name in overrides or {}:
+            if name not in named:
+                raise ValueError(
+                    f"override '{name}': no definition names that agent{did_you_mean(name, named)}"
+                )
         self.clock = ManualClock(start_ms)
         self.store = MemoryStore()
         self.payload_store = MemoryPayloadStore()  # the payload bucket (large payloads)
@@ -408,11 +591,10 @@ class MemoryEngine:
             random.Random(),
             Payloads(self.payload_store),
         )
-        self.definitions = dict(definitions)
         self.engine = build_engine(
             ports,
             self.definitions,
-            agents=agents,
+            agents=_WithOverrides(agents, overrides) if overrides else agents,
             pool_control=self.queue,
             worker_id="memory",
             background_heartbeats=False,
@@ -420,12 +602,34 @@ class MemoryEngine:
 
     @classmethod
     def from_directory(
-        cls, directory: str | Path, *, agents: AgentRegistry | None = None
+        cls,
+        directory: str | Path,
+        *,
+        agents: AgentRegistry | None = None,
+        overrides: Mapping[str, AgentFunction] | None = None,
     ) -> MemoryEngine:
         """Every definition in `directory` (YAML or JSON), run with `agents`."""
         from shepherd.definitions import load_directory  # noqa: PLC0415
 
-        return cls(load_directory(Path(directory)), agents=agents)
+        return cls(load_directory(Path(directory)), agents=agents, overrides=overrides)
+
+    @classmethod
+    def from_project(
+        cls,
+        start: str | Path | None = None,
+        *,
+        overrides: Mapping[str, AgentFunction] | None = None,
+    ) -> MemoryEngine:
+        """The definitions and agent modules your `pyproject.toml`'s `[tool.shepherd]` names
+        (the nearest one from `start`, default the working directory): the same ones
+        `shepherd validate`, `shepherd local` and the CDK app's `AgentCode.from_project` use."""
+        from shepherd.definitions import load_directory  # noqa: PLC0415
+        from shepherd.project import Project  # noqa: PLC0415
+        from shepherd.user_code import load_agents  # noqa: PLC0415
+
+        project = Project.find(Path(start) if start is not None else None)
+        agents = load_agents(project.agent_modules)
+        return cls(load_directory(project.definitions_dir), agents=agents, overrides=overrides)
 
     # ------------------------------------------------------------------------- driving
 
@@ -466,7 +670,7 @@ class MemoryEngine:
         while True:
             self.deliver()
             outcome = self.outcome(workflow_id)
-            if outcome.status in ("SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED", "PAUSED"):
+            if outcome.status.terminal or outcome.status is WorkflowStatus.PAUSED:
                 return outcome
             if elapsed >= max_seconds:
                 raise TimeoutError(f"{workflow_id} still {outcome.status} after {max_seconds}s")
@@ -495,23 +699,29 @@ class MemoryEngine:
 
     def outcome(self, workflow_id: str) -> Outcome:
         """The workflow as it is now (`KeyError` for an unknown id)."""
+        from shepherd.changes import public_error  # noqa: PLC0415
         from shepherd.engine.queries import workflow_output  # noqa: PLC0415
-        from shepherd.model import loads  # noqa: PLC0415
 
         loaded = self.engine.scheduler.load(workflow_id)
         if loaded is None:
             raise KeyError(workflow_id)
         state, definition = loaded
+        payloads = self.engine.ports.payloads
+
+        def result(rec: StepRecord) -> StepResult:
+            return _step_result(rec, payloads.value, _error_texts(self.payload_store, rec))
+
         return Outcome(
             workflow_id=workflow_id,
-            status=state.workflow.status.value,
-            output=workflow_output(state, definition, self.engine.ports.payloads),
-            error=loads(state.workflow.error),
-            steps=dict(state.steps),
-            compensations=dict(state.compensations),
-            events=[
+            workflow_type=state.workflow.wf_type,
+            status=state.workflow.status,
+            output=workflow_output(state, definition, payloads),
+            error=public_error(state.workflow.error),
+            steps={n: result(state.steps[n]) for n in definition.topological_order},
+            compensations={n: result(r) for n, r in state.compensations.items()},
+            events=tuple(
                 e.detail_type
                 for e in self.events.published
                 if e.detail.get("workflow_id") == workflow_id
-            ],
+            ),
         )

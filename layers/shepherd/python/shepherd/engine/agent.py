@@ -24,6 +24,7 @@ from shepherd.definitions import Definition, TaskSpec
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
 from shepherd.engine.tokens import TaskToken
 from shepherd.errors import (
+    AgentNotFound,
     AttemptSuperseded,
     DetailsTooLarge,
     OutputInvalid,
@@ -383,10 +384,9 @@ class AgentRuntime:
         rec = state.record(message.kind, message.step)
         assert rec is not None  # checked by why_not_claimable
         spec = definition.spec(message.kind, message.step)
-        fn = self.agents.get(spec.agent)
-        if fn is None:
-            # A deploy without this agent: leave the message for a worker that has it.
-            raise LookupError(f"agent '{spec.agent}' is not registered in this worker")
+        # A pool whose code does not register this agent: no redelivery can find it, so the
+        # claimed attempt fails for good (AgentNotFound), logged, never left on the queue.
+        fn = self.agents.get(spec.agent) or _not_found(spec.agent, self.agents.names())
         clock = self.scheduler.ports.clock
         now = clock.now_ms()
         claimed, current = self.scheduler.executor.step_or_current(
@@ -594,3 +594,15 @@ def why_not_claimable(
         f"step is {rec.status.value} at attempt {rec.attempt}, "
         f"message is for attempt {message.attempt}"
     )
+
+
+def _not_found(agent: str, registered: set[str]) -> AgentFunction:
+    """What runs in place of an agent this worker does not have: it raises AgentNotFound (a
+    PermanentError, so the step fails without retries) and logs it with the step."""
+
+    def missing(ctx: AgentContext) -> Any:
+        error = AgentNotFound(agent, registered)
+        logger.error(str(error), extra={"agent": agent, "step": ctx.step, "kind": ctx.kind})
+        raise error
+
+    return missing

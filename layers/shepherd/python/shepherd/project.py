@@ -1,0 +1,116 @@
+"""A project's `[tool.shepherd]` table: the one place that names its definitions and agents.
+
+    [tool.shepherd]
+    definitions = "statemachines"          # relative to the pyproject.toml
+    agent-modules = ["my_app.agents"]      # modules holding an AgentRegistry named `registry`
+
+`shepherd validate` and `shepherd local` read it, unit tests through
+`MemoryEngine.from_project`, the CDK app through `AgentCode.from_project`: a module added here
+reaches every one of them, so a deploy cannot ship fewer agents than the tests ran. The
+nearest `pyproject.toml` with the table wins (from the given folder up); without one, the
+definitions are `./statemachines` and there are no agents.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`); standard library
+only, so the CDK app and the developer tools read it without the runtime's dependencies.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from shepherd.suggest import did_you_mean
+
+DEFAULT_DEFINITIONS = "statemachines"
+TABLE = "[tool.shepherd]"
+# A module path, optionally with the attribute holding its registry (`pkg.mod:attr`).
+AGENT_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+KEYS = ("definitions", "agent-modules")
+
+
+class ProjectError(ValueError):
+    """`pyproject.toml` cannot be read, or its `[tool.shepherd]` table is malformed."""
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where a project keeps its definitions and which modules register its agents."""
+
+    root: Path
+    definitions_dir: Path
+    agent_modules: tuple[str, ...] = ()
+    # The pyproject.toml the table came from; None when no file has one.
+    pyproject: Path | None = None
+
+    @classmethod
+    def find(cls, start: Path | None = None) -> Project:
+        """The project of the nearest `pyproject.toml` with a `[tool.shepherd]` table."""
+        here = (start or Path.cwd()).resolve()
+        if here.is_file():
+            here = here.parent
+        for folder in (here, *here.parents):
+            pyproject = folder / "pyproject.toml"
+            if not pyproject.is_file():
+                continue
+            table = _read(pyproject).get("tool", {}).get("shepherd")
+            if table is not None:
+                return cls.from_table(folder, table, pyproject)
+        return cls(here, here / DEFAULT_DEFINITIONS)
+
+    @classmethod
+    def from_table(cls, root: Path, table: Any, pyproject: Path) -> Project:
+        if not isinstance(table, dict):
+            raise ProjectError(f"{pyproject}: {TABLE} must be a table")
+        unknown = sorted(set(table) - set(KEYS))
+        if unknown:
+            raise ProjectError(
+                f"{pyproject}: {TABLE} has no key '{unknown[0]}'{did_you_mean(unknown[0], KEYS)} "
+                f"(its keys: {', '.join(KEYS)})"
+            )
+        definitions = table.get("definitions", DEFAULT_DEFINITIONS)
+        modules = table.get("agent-modules", [])
+        if not isinstance(definitions, str) or not definitions:
+            raise ProjectError(f"{pyproject}: {TABLE} definitions must be a folder (a string)")
+        if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+            raise ProjectError(
+                f"{pyproject}: {TABLE} agent-modules must be a list of module names, "
+                'e.g. ["my_app.agents"]'
+            )
+        for module in modules:
+            if not AGENT_MODULE.match(module):
+                raise ProjectError(
+                    f"{pyproject}: {TABLE} agent-modules: '{module}' is not a module path "
+                    "(pkg.module, or pkg.module:attribute)"
+                )
+        return cls(root, (root / definitions).resolve(), tuple(modules), pyproject)
+
+    def overridden(
+        self, *, definitions: str | None = None, agent_modules: Sequence[str] | None = None
+    ) -> Project:
+        """This project with the command line's choices applied."""
+        project = self
+        if definitions:
+            project = replace(project, definitions_dir=Path(definitions).resolve())
+        if agent_modules:
+            project = replace(project, agent_modules=tuple(agent_modules))
+        return project
+
+    @property
+    def where(self) -> str:
+        """Where the agent modules were named, for error messages."""
+        if self.pyproject is None:
+            return f"no pyproject.toml with {TABLE} from {self.root}"
+        return f"{self.pyproject} {TABLE} agent-modules"
+
+
+def _read(pyproject: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProjectError(f"{pyproject}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ProjectError(f"{pyproject}: cannot read: {exc.strerror}") from None
