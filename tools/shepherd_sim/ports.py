@@ -304,7 +304,10 @@ class FaultyQueue:
         self.role = role
 
     def backlog(self, pool: str) -> Backlog:
-        return self.inner.backlog(pool)
+        backlog = self.inner.backlog(pool)
+        if backlog.visible + backlog.in_flight + backlog.delayed:
+            self.sim.queue_seen_busy(pool)  # what the supervisor decided on
+        return backlog
 
     def send(self, tasks: Sequence[OutgoingTask]) -> None:
         sim = self.sim

@@ -139,7 +139,7 @@ class Callbacks:
         updated = state.record(rec.kind, rec.name)
         assert updated is not None
         if updated.status is StepStatus.FAILED:
-            self.scheduler.advance(rec.workflow_id)
+            self.scheduler.advance_after(rec, failed=True)
         return updated
 
     def _target(self, token: str) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:

@@ -329,8 +329,9 @@ class Scheduler:
     def pull_due(self, state: WorkflowState, kind: Kind, name: str) -> None:
         """Before a write no agent's reach covered (a callback's answer, a child's end):
         pull the watch entry to `now + g` of the unit it ends (docs/architecture.md, the
-        deadline rule). A lost pull reads the workflow item again: whoever moved the entry
-        meanwhile may have moved it later."""
+        deadline rule), always changing it so a look planned before this write loses its
+        move. A lost pull reads the workflow item again: whoever moved the entry meanwhile
+        may have moved it later."""
         definition = self.definition_of(state)
         running = state.workflow.status is WorkflowStatus.RUNNING
         gap = (
@@ -341,8 +342,9 @@ class Scheduler:
         for _ in range(MAX_ROUNDS):
             wf = state.workflow
             at = self.ports.clock.now_ms() + gap
-            write = None if wf.status.terminal else tx.pull_due(wf, self.shard(wf.workflow_id), at)
-            if write is None or self.executor.workflow(state, write):
+            if wf.status.terminal:
+                return
+            if self.executor.workflow(state, tx.pull_due(wf, self.shard(wf.workflow_id), at)):
                 return
         raise StoreUnavailable("the watch entry kept moving; try again")
 
@@ -416,7 +418,7 @@ class Scheduler:
         *,
         token_hash: str | None = None,
     ) -> StepRecord | None:
-        """Record an attempt's result (fenced), announce a compensation, advance the workflow.
+        """Record an attempt's result (fenced), then advance the workflow.
 
         The one path for a result, whether the agent returned it or a callback brought it.
         `output` is as stored (`keep_for(rec, "output", text)`): a large output was written to
@@ -424,14 +426,38 @@ class Scheduler:
         referenced (the bucket's lifecycle rule removes it).
         None: the attempt was superseded and nothing was recorded.
         """
+        updated = self.record_result(state, rec, output, token_hash=token_hash)
+        if updated is not None:
+            self.advance_after(rec)
+        return updated
+
+    def record_result(
+        self,
+        state: WorkflowState,
+        rec: StepRecord,
+        output: str,
+        *,
+        token_hash: str | None = None,
+    ) -> StepRecord | None:
+        """The result's fenced write alone (None: superseded, nothing recorded)."""
         now = self.ports.clock.now_ms()
-        updated = self.executor.step(
+        return self.executor.step(
             state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
         )
-        if updated is None:
-            return None
-        self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
-        return updated
+
+    def advance_after(self, rec: StepRecord, *, failed: bool = False) -> None:
+        """Advance a workflow after one of its attempts ended, best effort: the outcome is
+        recorded, so a throttled advance loses nothing (its successors are sent by the
+        supervisor when their dispatch grace ends, its finish when its entry is due)."""
+        completed = rec.name if rec.kind == "step" and not failed else None
+        try:
+            self.advance(rec.workflow_id, completed=completed)
+        except StoreUnavailable:
+            logger.warning(
+                "advance deferred to the supervisor: the store is unavailable",
+                exc_info=True,
+                extra={"workflow_id": rec.workflow_id, "step": rec.name},
+            )
 
     def end_attempt(self, state: WorkflowState, definition: Definition, action: EndAttempt) -> bool:
         """Record a failed attempt (retry or fail) as one fenced write, then deliver."""
@@ -456,8 +482,8 @@ class Scheduler:
             case SendImplicit(name):
                 tasks.append(self.task(wf.workflow_id, definition, "step", name, 1))
                 return True
-            case Dispatch(seen):
-                rec = ex.step(state, tx.dispatch(seen, now))
+            case Dispatch(seen, lost):
+                rec = ex.step(state, tx.dispatch(seen, now, lost=lost))
                 if rec is None:
                     return False
                 delay = max(0, (rec.available_at or now) - now) // 1000
