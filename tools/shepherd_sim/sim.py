@@ -93,6 +93,8 @@ class SimClock(ManualClock):
 
     def sleep(self, seconds: float) -> None:
         self._sim.sleep(seconds)
+
+
 OWNER = "sim"
 
 # A synthetic workflow with very short timeouts, small retry budgets, a step without a
