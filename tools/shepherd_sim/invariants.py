@@ -997,6 +997,32 @@ def check_claims(record: RunRecord) -> list[Violation]:
     return out + _first_claims_recorded(states, claimed) + _ended_attempts_claimed(states, claimed)
 
 
+def check_dependencies_first(record: RunRecord) -> list[Violation]:
+    """No step is claimed before every step it depends on succeeded: the claim of a step is
+    accepted on its own item (its first is implicit, with no item yet), so this rests on
+    no message for it existing earlier, which the agents' bounded reads no longer check."""
+    out: list[Violation] = []
+    states = record.states()
+    for claim in record.claims:
+        if claim.kind != "step" or claim.workflow_id not in states:
+            continue
+        state = states[claim.workflow_id]
+        spec = record.definitions[state.workflow.wf_type].by_name[claim.step]
+        for dep in spec.depends_on:
+            rec = state.steps[dep]
+            done = rec.status is StepStatus.SUCCEEDED and (rec.finished_at or 0) <= claim.at
+            if not done:
+                out.append(
+                    Violation(
+                        "claims",
+                        claim.workflow_id,
+                        f"step '{claim.step}' attempt {claim.attempt} was claimed before "
+                        f"'{dep}' succeeded ({rec.status.value}, finished {rec.finished_at})",
+                    )
+                )
+    return out
+
+
 def _ended_attempts_claimed(
     states: Mapping[str, WorkflowState], claimed: Mapping[tuple[str, str, str], list[Claim]]
 ) -> list[Violation]:
@@ -1205,6 +1231,7 @@ CHECKERS: Sequence[Checker] = (
     check_events_ordered,
     check_no_orphaned_effects,
     check_claims,
+    check_dependencies_first,
     check_inputs_given,
     check_pause_respected,
     check_paused_starts_nothing,

@@ -316,6 +316,9 @@ class WorkflowState:
     workflow: WorkflowRecord
     steps: dict[str, StepRecord] = field(default_factory=dict)
     compensations: dict[str, StepRecord] = field(default_factory=dict)
+    # Only some units were read (a claim's, an advance's: `Scheduler.load_units`): what is
+    # missing is unknown, not PENDING, and only the planner's bounded mode may plan on it.
+    partial: bool = False
 
     @classmethod
     def from_items(cls, items: list[Item]) -> WorkflowState | None:

@@ -166,6 +166,11 @@ def plan(
     if status.terminal:
         return []
     planner = _Planner(state, definition, now, options, rng)
+    if state.partial:
+        # Bounded reads (`Scheduler.load_units`): only what one step's success can change.
+        if status is not WorkflowStatus.RUNNING or completed is None or supervisor:
+            raise ValueError("a partial state is planned only after a success, while running")
+        return planner.after_completion(completed)
     if status is WorkflowStatus.RUNNING:
         return planner.running()
     if status is WorkflowStatus.PAUSED:
@@ -212,6 +217,22 @@ class _Planner:
                 actions.append(Dispatch(rec, lost=False))
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
+        return actions
+
+    def after_completion(self, completed: str) -> list[Action]:
+        """What one step's success can change, planned on its successors, their dependencies
+        and (if it is a sink) the sinks alone: the successors it made ready, and the finish
+        when every sink succeeded (every step then did: each is a sink or an ancestor of one,
+        and a step runs only after its dependencies succeeded)."""
+        definition, steps = self.definition, self.state.steps
+        actions: list[Action] = []
+        for name in definition.dependents[completed]:
+            rec = steps[name]
+            if rec.status is StepStatus.PENDING:
+                actions.extend(self._ready(rec, definition.by_name[name]))
+        sinks = definition.sinks
+        if completed in sinks and all(steps[n].status is StepStatus.SUCCEEDED for n in sinks):
+            actions.append(Finish(WorkflowStatus.SUCCEEDED))
         return actions
 
     def _ready(self, rec: StepRecord, spec: StepSpec) -> list[Action]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -35,6 +35,7 @@ from shepherd.errors import (
     PermanentError,
     StoreUnavailable,
 )
+from shepherd.keys import Kind
 from shepherd.model import (
     StepRecord,
     StepStatus,
@@ -114,27 +115,30 @@ def _once(cache: dict[str, Any], name: str, fetch: Callable[[], Any]) -> Any:
 
 
 class LazyValues(Mapping[str, Any]):
-    """Stored payloads by name, each fetched (and verified) from the payload bucket on first
-    use only: an agent that never reads a large dependency never pays for it."""
+    """Values by name, each fetched on first use only (a dependency's output: its item read,
+    a large one from the payload bucket, verified): an agent that never reads a dependency
+    never pays for it."""
 
-    def __init__(self, stored: Mapping[str, str | None], resolve: Callable[[str | None], Any]):
-        self._stored = dict(stored)
-        self._resolve = resolve
+    def __init__(self, names: Iterable[str], fetch: Callable[[str], Any]):
+        self._names = tuple(names)
+        self._fetch = fetch
         self._values: dict[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
         if name not in self._values:
-            self._values[name] = self._resolve(self._stored[name])
+            self._values[name] = self._fetch(name)
         return self._values[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._stored)
+        return iter(self._names)
 
     def __len__(self) -> int:
-        return len(self._stored)
+        return len(self._names)
 
     def __repr__(self) -> str:
-        return f"LazyValues({sorted(self._stored)})"
+        return f"LazyValues({sorted(self._names)})"
 
 
 @dataclass(frozen=True)
@@ -396,8 +400,14 @@ class AgentRuntime:
     ) -> HandleResult:
         """Claim the message's attempt and run it. `time_left_ms` (a Lambda's remaining
         time): a task is claimed only if its longest attempt fits in it, else NotEnoughTime
-        and nothing is claimed (a long step is never killed between records of a batch)."""
-        loaded = self.scheduler.load(message.workflow_id)
+        and nothing is claimed (a long step is never killed between records of a batch).
+
+        Reads the workflow item and the unit alone (and, for a compensation, the step it
+        undoes): never the whole workflow (docs/architecture.md, bounded reads)."""
+        units: list[tuple[Kind, str]] = [(message.kind, message.step)]
+        if message.kind == "compensation":
+            units.append(("step", message.step))
+        loaded = self.scheduler.load_units(message.workflow_id, units)
         if loaded is None:
             return HandleResult(Outcome.DROPPED, "unknown workflow")
         state, definition = loaded
@@ -497,14 +507,13 @@ class AgentRuntime:
                     with contextlib.suppress(StoreUnavailable):
                         heartbeat.beat(force=False)
 
-    @staticmethod
-    def _checked_output(state: WorkflowState, rec: StepRecord, result: Any) -> str:
+    def _checked_output(self, state: WorkflowState, rec: StepRecord, result: Any) -> str:
         """The output as stored, or the permanent error that fails the attempt instead."""
         try:
             output = jsonsafe.dumps(result, what="output")
         except jsonsafe.JsonRejected as exc:
             raise OutputInvalid(exc.message) from None
-        problem = output_problem(state, rec, output)
+        problem = output_problem(self.scheduler.whole_if_large(state, output), rec, output)
         if problem is not None:
             raise OutputTooLarge(problem)
         return output
@@ -566,7 +575,7 @@ class AgentRuntime:
                 },
             )
             return HandleResult(Outcome.FENCED, "attempt was superseded")
-        self.scheduler.advance_after(rec)
+        self.scheduler.advance_after(rec, self.scheduler.definition_of(state))
         return HandleResult(Outcome.SUCCEEDED)
 
     def _failed(
@@ -618,7 +627,19 @@ class AgentRuntime:
     ) -> AgentContext:
         step = definition.by_name[rec.name]
         resolve = self.scheduler.value
-        deps = LazyValues({d: state.steps[d].output for d in step.depends_on}, resolve)
+
+        def dependency(name: str) -> Any:
+            # Claims read the workflow item and this unit alone: a dependency's item is read
+            # when the agent first asks for its output.
+            known = state.steps.get(name)
+            stored = (
+                known.output
+                if known is not None and known.stored
+                else self.scheduler.step_output(rec.workflow_id, name)
+            )
+            return resolve(stored)
+
+        deps = LazyValues(step.depends_on, dependency)
         forward = None
         forward_rec = state.steps[rec.name]
         if rec.kind == "compensation":
@@ -657,7 +678,7 @@ def why_not_claimable(
     """
     wf = state.workflow
     rec = state.record(message.kind, message.step)
-    if rec is None:
+    if rec is None or message.step not in definition.by_name:
         return f"no {message.kind} '{message.step}'"
     if message.kind == "step" and wf.status.value != "RUNNING":
         return f"workflow is {wf.status.value}"
@@ -665,15 +686,10 @@ def why_not_claimable(
         return f"workflow is {wf.status.value}"
     if rec.status is StepStatus.QUEUED and rec.attempt == message.attempt:
         return None
-    if (
-        rec.status is StepStatus.PENDING
-        and message.attempt == 1
-        and message.kind == "step"
-        and all(
-            state.steps[d].status is StepStatus.SUCCEEDED
-            for d in definition.by_name[message.step].depends_on
-        )
-    ):
+    if rec.status is StepStatus.PENDING and message.attempt == 1 and message.kind == "step":
+        # Sent when its dependencies succeeded (with the start, for a root): an attempt-1
+        # message exists for no other PENDING step (the fault simulator checks that no step
+        # is ever claimed before every dependency succeeded).
         return None
     return (
         f"step is {rec.status.value} at attempt {rec.attempt}, "
