@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from aws_cdk import (
     Duration,
+    RemovalPolicy,
     Stack,
     aws_apigateway,
     aws_cloudwatch,
@@ -32,6 +34,7 @@ ONE_MINUTE = Duration.minutes(1)
 DASHBOARD_NAME_MAX = 255
 REGION_MAX = 25  # "-" and the longest region name, with room to spare
 SUPERVISOR_MISSED_PERIODS = 3
+ALARM_KEY_PENDING_WINDOW = Duration.days(7)  # the shortest KMS allows
 
 
 def engine_metric(
@@ -311,17 +314,38 @@ class Monitoring(Construct):
 
     def _topic(self, email: str) -> aws_sns.Topic:
         # CloudWatch can publish to an encrypted topic only with a customer key whose policy
-        # lets cloudwatch.amazonaws.com use it (the AWS managed aws/sns key cannot).
+        # lets cloudwatch.amazonaws.com use it (the AWS managed aws/sns key cannot). The key is
+        # the topic's alone: it goes with the stack (KMS deletes it after its 7-day waiting
+        # period) instead of outliving a destroy at $1 a month.
         key = aws_kms.Key(
-            self, "AlarmTopicKey", enable_key_rotation=True, description="Shepherd alarm topic"
+            self,
+            "AlarmTopicKey",
+            enable_key_rotation=True,
+            description="Shepherd alarm topic",
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=ALARM_KEY_PENDING_WINDOW,
         )
-        key.grant(
-            aws_iam.ServicePrincipal("cloudwatch.amazonaws.com"),
-            "kms:Decrypt",
-            "kms:GenerateDataKey*",
+        cloudwatch = aws_iam.ServicePrincipal("cloudwatch.amazonaws.com")
+        key.add_to_resource_policy(
+            aws_iam.PolicyStatement(
+                principals=[cloudwatch],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions=_alarms_of_this_account(self),
+            )
         )
         topic = aws_sns.Topic(
             self, "AlarmTopic", display_name="Shepherd alarms", master_key=key, enforce_ssl=True
+        )
+        # enforce_ssl makes the topic's policy the TLS Deny alone, which replaces SNS's
+        # default policy: without this Allow no alarm could ever publish.
+        topic.add_to_resource_policy(
+            aws_iam.PolicyStatement(
+                principals=[cloudwatch],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions=_alarms_of_this_account(self),
+            )
         )
         topic.add_subscription(aws_sns_subscriptions.EmailSubscription(email))
         acknowledge(
@@ -359,6 +383,16 @@ class Monitoring(Construct):
             alarm.add_alarm_action(aws_cloudwatch_actions.SnsAction(self.topic))
         self.alarms.append(alarm)
         return alarm
+
+
+def _alarms_of_this_account(scope: Construct) -> dict[str, Any]:
+    """CloudWatch acts only for alarms of this account and region (confused deputy)."""
+    stack = Stack.of(scope)
+    alarms = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+    return {
+        "StringEquals": {"aws:SourceAccount": stack.account},
+        "ArnLike": {"aws:SourceArn": alarms},
+    }
 
 
 def _table_metric(

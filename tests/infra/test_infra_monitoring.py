@@ -176,3 +176,57 @@ def test_dashboard_graphs_the_engine_and_the_services(shepherd: Synth) -> None:
     for pool in shepherd.construct.pools.values():
         assert shepherd.logical_id(pool.queue) in body
         assert shepherd.logical_id(pool.dlq) in body
+
+
+def _alarm_source_conditions(statement: dict[str, Any]) -> None:
+    """CloudWatch acts for alarms of this account and region only (confused deputy)."""
+    condition = statement["Condition"]
+    assert condition["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    arn = json.dumps(condition["ArnLike"]["aws:SourceArn"])
+    for part in ("AWS::Partition", ":cloudwatch:", "AWS::Region", "AWS::AccountId", ":alarm:*"):
+        assert part in arn, (part, arn)
+
+
+def test_every_alarm_can_publish_to_its_topic(shepherd: Synth) -> None:
+    """alarm -> topic -> topic policy and key policy: CloudWatch may publish, and only for this
+    account's alarms. (With enforce_ssl alone the topic policy held a single Deny.)"""
+    policies = shepherd.of_type("AWS::SNS::TopicPolicy").values()
+    keys = shepherd.of_type("AWS::KMS::Key")
+    alarms = _alarms(shepherd)
+    assert alarms
+    for alarm in alarms:
+        (action,) = alarm["AlarmActions"]
+        topic_id = action["Ref"]
+        topic = shepherd.resources[topic_id]["Properties"]
+        (policy,) = [p for p in policies if {"Ref": topic_id} in p["Properties"]["Topics"]]
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        (publish,) = [
+            s
+            for s in statements
+            if s["Effect"] == "Allow"
+            and s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+        ]
+        assert publish["Action"] == "sns:Publish"
+        assert publish["Resource"] == {"Ref": topic_id}
+        _alarm_source_conditions(publish)
+        # The only Deny is the one for requests without TLS, which CloudWatch never sends.
+        for deny in [s for s in statements if s["Effect"] == "Deny"]:
+            assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        key_id = topic["KmsMasterKeyId"]["Fn::GetAtt"][0]
+        key_statements = keys[key_id]["Properties"]["KeyPolicy"]["Statement"]
+        (use,) = [
+            s
+            for s in key_statements
+            if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+        ]
+        assert set(use["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+        _alarm_source_conditions(use)
+
+
+def test_the_alarm_key_goes_with_the_stack(shepherd: Synth) -> None:
+    """Destroying the stack schedules the key's deletion (KMS waits 7 days at least) rather
+    than leaving a key that is paid for every month and protects nothing."""
+    ((_, key),) = shepherd.of_type("AWS::KMS::Key").items()
+    assert key["DeletionPolicy"] == "Delete"
+    assert key["UpdateReplacePolicy"] == "Delete"
+    assert key["Properties"]["PendingWindowInDays"] == 7
