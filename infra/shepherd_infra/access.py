@@ -32,6 +32,7 @@ from aws_cdk import aws_events, aws_iam, aws_lambda, aws_sqs
 from shepherd.topology import IndexSpec
 
 from shepherd_infra.payload_store import PayloadStore
+from shepherd_infra.runtime import allow
 from shepherd_infra.state_store import StateStore
 
 # What the DynamoDB adapter calls. TransactWriteItems has no IAM action of its own: each item in
@@ -68,18 +69,20 @@ class Access:
 
     def table(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
         """Item read/write on the base table; Query on the named indexes only."""
-        fn.add_to_role_policy(
+        allow(
+            fn,
             aws_iam.PolicyStatement(
                 actions=[*TABLE_READ_ACTIONS, *TABLE_WRITE_ACTIONS],
                 resources=[self._store.table.table_arn],
-            )
+            ),
         )
         if indexes:
-            fn.add_to_role_policy(
+            allow(
+                fn,
                 aws_iam.PolicyStatement(
                     actions=["dynamodb:Query"],
                     resources=[self._store.index_arn(index) for index in indexes],
-                )
+                ),
             )
 
     def dispatch(self, fn: aws_lambda.Function) -> None:
@@ -94,16 +97,15 @@ class Access:
         """Pause and resume pools (their event source mappings) and read their backlogs."""
         mappings = [p.event_source.event_source_mapping_arn for p in pools if p.event_source]
         if mappings:
-            fn.add_to_role_policy(
+            allow(
+                fn,
                 aws_iam.PolicyStatement(
                     actions=["lambda:UpdateEventSourceMapping"], resources=mappings
-                )
+                ),
             )
         queues = [p.queue.queue_arn for p in pools]
         if queues:
-            fn.add_to_role_policy(
-                aws_iam.PolicyStatement(actions=["sqs:GetQueueAttributes"], resources=queues)
-            )
+            allow(fn, aws_iam.PolicyStatement(actions=["sqs:GetQueueAttributes"], resources=queues))
 
     def engine(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
         """What any part of the engine needs: the table and dispatching (no bus: events come

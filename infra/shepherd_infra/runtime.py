@@ -59,6 +59,26 @@ def resolve_powertools_layer_arn(
     return aws_ssm.StringParameter.value_for_string_parameter(scope, name)
 
 
+def allow(fn: aws_lambda.IFunction, statement: aws_iam.PolicyStatement) -> None:
+    """Add a statement to the function's role, in the role's one policy.
+
+    Never `Function.add_to_role_policy`: under the `createNewPoliciesWithAddToRolePolicy`
+    feature flag it makes a policy resource per call (44 of them at 6 pools), and without
+    it the statements land where cdk-nag acknowledgments on the function do not reach. Every
+    grant, CDK's own included, goes through the role's default policy instead."""
+    role = fn.role
+    assert role is not None, f"{fn.node.path} has no role"
+    role.add_to_principal_policy(statement)
+
+
+def holder_of(fn: aws_lambda.IFunction) -> Construct:
+    """The construct holding a function, its role and its log group: acknowledgments about
+    the role's statements go here, so they cover its policy whatever the app's flags."""
+    scope = fn.node.scope
+    assert isinstance(scope, Construct)
+    return scope
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     handler: str
@@ -69,6 +89,8 @@ class FunctionSpec:
     # The function's own code (an agent pool's: the handlers and its agents); default: the
     # handlers alone.
     code: aws_lambda.Code | None = None
+    # Lambda's active tracing (X-Ray segments of each invocation).
+    tracing: bool = True
 
 
 class LambdaRuntime(Construct):
@@ -151,18 +173,37 @@ class LambdaRuntime(Construct):
             role=role,
             log_group=log_group,
             logging_format=aws_lambda.LoggingFormat.JSON,
-            tracing=aws_lambda.Tracing.ACTIVE,
             timeout=spec.timeout,
             memory_size=spec.memory_mb,
             description=spec.description,
             environment={**self.environment, **spec.extra_env},
         )
-        # On the holder: covers the role's default policy and the function's inline policies.
-        acknowledge(
-            holder,
-            "AwsSolutions-IAM5[Resource::*]",
-            "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level permissions, "
-            "so active tracing needs Resource '*'",
-        )
+        cfn = fn.node.default_child
+        assert isinstance(cfn, aws_lambda.CfnFunction)
+        if spec.tracing:
+            # Set on the resource, not with `tracing=`: the CDK would put X-Ray's statement
+            # in a policy of its own under the createNewPoliciesWithAddToRolePolicy flag.
+            cfn.tracing_config = aws_lambda.CfnFunction.TracingConfigProperty(mode="Active")
+            allow(
+                fn,
+                aws_iam.PolicyStatement(
+                    actions=["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+                    resources=["*"],
+                ),
+            )
+            acknowledge(
+                holder,
+                "AwsSolutions-IAM5[Resource::*]",
+                "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level "
+                "permissions, so active tracing needs Resource '*'",
+            )
+        else:
+            acknowledge(
+                holder,
+                "Serverless-LambdaTracing",
+                f"Active tracing is off for the {spec.description}: it runs about 525,000 "
+                "times a month on an idle stack, and X-Ray would bill each trace "
+                "(docs/benchmarks.md, Fixed monthly cost); `-c tracing=true` turns it on",
+            )
         self.functions.append(fn)
         return fn

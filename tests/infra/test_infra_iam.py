@@ -178,3 +178,17 @@ def test_only_the_api_switches_pools_and_only_their_own_event_source_mappings(
     for name in shepherd.construct.pools:
         assert f'\\"{name}\\":' in text, name  # every pool, mapped to ...
     assert all(mapping_id in text for mapping_id in mappings)  # ... its own mapping
+
+
+def test_one_policy_per_role(shepherd: Synth, extended: Synth) -> None:
+    """Every statement of a role sits in one policy resource: a stack holds 500 resources,
+    and a policy per grant (the CDK's way under createNewPoliciesWithAddToRolePolicy) used
+    44 of them at 6 pools."""
+    for synth in (shepherd, extended):
+        roles = synth.of_type("AWS::IAM::Role")
+        attached: dict[str, int] = dict.fromkeys(roles, 0)
+        for policy in synth.of_type("AWS::IAM::Policy").values():
+            for role in policy["Properties"]["Roles"]:
+                attached[role["Ref"]] += 1
+        assert set(attached.values()) <= {0, 1}, {r: n for r, n in attached.items() if n > 1}
+        assert sum(attached.values()) == len(synth.of_type("AWS::IAM::Policy"))
