@@ -33,6 +33,7 @@ class SchedulerApi(Construct):
         *,
         runtime: LambdaRuntime,
         access: Access,
+        name: str,
         pools: Sequence[AgentPool] = (),
         logging: bool = False,
         memory_mb: int = config.API_MEMORY_MB,
@@ -80,6 +81,7 @@ class SchedulerApi(Construct):
         self.rest_api = aws_apigateway.RestApi(
             self,
             "RestApi",
+            rest_api_name=name,
             description="Shepherd scheduler API (IAM authorization)",
             endpoint_types=[aws_apigateway.EndpointType.REGIONAL],
             cloud_watch_role=False,

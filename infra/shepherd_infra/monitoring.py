@@ -1,5 +1,6 @@
 """Dashboard and alarms. Engine metrics come from Powertools (EMF) in NAMESPACE with the
-`service` dimension; names from `shepherd.observability.Metric`."""
+`service` dimension, which is the deployment's own name (a second stack's metrics are other
+series); names from `shepherd.observability.Metric`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from aws_cdk import (
     aws_sns_subscriptions,
 )
 from constructs import Construct
-from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd.observability import NAMESPACE, Metric
 from shepherd.topology import TABLE
 
 from shepherd_infra import config
@@ -38,12 +39,13 @@ ALARM_KEY_PENDING_WINDOW = Duration.days(7)  # the shortest KMS allows
 
 
 def engine_metric(
-    metric: Metric, *, statistic: str = "Sum", period: Duration = ONE_MINUTE
+    metric: Metric, service: str, *, statistic: str = "Sum", period: Duration = ONE_MINUTE
 ) -> aws_cloudwatch.Metric:
+    """One of the engine's series, as the functions of the deployment `service` publish it."""
     return aws_cloudwatch.Metric(
         namespace=NAMESPACE,
         metric_name=metric.value,
-        dimensions_map={"service": SERVICE},
+        dimensions_map={"service": service},
         statistic=statistic,
         period=period,
     )
@@ -61,6 +63,7 @@ class Monitoring(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        service: str,
         table: aws_dynamodb.Table,
         pools: Sequence[AgentPool],
         rest_api: aws_apigateway.RestApi,
@@ -100,7 +103,7 @@ class Monitoring(Construct):
             )
         self._alarm(
             "SupervisorNotRunning",
-            engine_metric(Metric.SUPERVISOR_RAN),
+            engine_metric(Metric.SUPERVISOR_RAN, service),
             threshold=1,
             comparison=aws_cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             evaluation_periods=SUPERVISOR_MISSED_PERIODS,
@@ -110,20 +113,20 @@ class Monitoring(Construct):
         )
         self._alarm(
             "LookFailures",
-            engine_metric(Metric.LOOK_FAILURES),
+            engine_metric(Metric.LOOK_FAILURES, service),
             threshold=0,
             description="The supervisor could not look at a workflow (an unexpected error, "
             "logged with its workflow id); after 8 failed looks in a row it is parked FAILED",
         )
         self._alarm(
             "CompensationFailed",
-            engine_metric(Metric.COMPENSATIONS_FAILED),
+            engine_metric(Metric.COMPENSATIONS_FAILED, service),
             threshold=0,
             description="A compensation failed for good: a workflow is FAILED, needs an operator",
         )
         self._alarm(
             "PausedOnFailure",
-            engine_metric(Metric.PAUSED_ON_FAILURE),
+            engine_metric(Metric.PAUSED_ON_FAILURE, service),
             threshold=0,
             description="A step with OnFailure PAUSE failed for good: its workflow is PAUSED "
             "until an operator fixes the cause and resumes, compensates or cancels it",
@@ -160,8 +163,8 @@ class Monitoring(Construct):
                 "accept within a day of retries are in its DLQ: fix the endpoint, then send "
                 "them again (docs/architecture.md, Deployment)",
             )
-        started = engine_metric(Metric.WORKFLOWS_STARTED, period=config.ALARM_PERIOD)
-        failed = engine_metric(Metric.WORKFLOWS_FAILED, period=config.ALARM_PERIOD)
+        started = engine_metric(Metric.WORKFLOWS_STARTED, service, period=config.ALARM_PERIOD)
+        failed = engine_metric(Metric.WORKFLOWS_FAILED, service, period=config.ALARM_PERIOD)
         self._alarm(
             "WorkflowFailureRate",
             aws_cloudwatch.MathExpression(
@@ -233,13 +236,16 @@ class Monitoring(Construct):
             Metric.DUPLICATES_DROPPED,
         ]
         self.dashboard.add_widgets(
-            graph("Workflows", [engine_metric(m) for m in lifecycle]),
-            graph("Steps: retries, timeouts, compensations", [engine_metric(m) for m in steps]),
+            graph("Workflows", [engine_metric(m, service) for m in lifecycle]),
+            graph(
+                "Steps: retries, timeouts, compensations",
+                [engine_metric(m, service) for m in steps],
+            ),
             graph(
                 "Detection lag (ms)",
                 [
-                    engine_metric(Metric.DETECTION_LAG, statistic="p50"),
-                    engine_metric(Metric.DETECTION_LAG, statistic="p99"),
+                    engine_metric(Metric.DETECTION_LAG, service, statistic="p50"),
+                    engine_metric(Metric.DETECTION_LAG, service, statistic="p99"),
                 ],
             ),
         )
@@ -267,14 +273,17 @@ class Monitoring(Construct):
             graph(
                 "Supervisor runs and sweep duration (ms)",
                 [
-                    engine_metric(Metric.SUPERVISOR_RAN),
-                    engine_metric(Metric.SWEEP_DURATION, statistic="p50"),
-                    engine_metric(Metric.SWEEP_DURATION, statistic="p99"),
+                    engine_metric(Metric.SUPERVISOR_RAN, service),
+                    engine_metric(Metric.SWEEP_DURATION, service, statistic="p50"),
+                    engine_metric(Metric.SWEEP_DURATION, service, statistic="p99"),
                 ],
             ),
             graph(
                 "Failed looks and parked workflows",
-                [engine_metric(Metric.LOOK_FAILURES), engine_metric(Metric.WORKFLOWS_PARKED)],
+                [
+                    engine_metric(Metric.LOOK_FAILURES, service),
+                    engine_metric(Metric.WORKFLOWS_PARKED, service),
+                ],
             ),
             graph(
                 "DynamoDB throttles and conditional-check failures",
@@ -305,7 +314,10 @@ class Monitoring(Construct):
             ),
             graph(
                 "Paused pools and workflows",
-                [engine_metric(Metric.WORKFLOWS_PAUSED), engine_metric(Metric.PAUSED_ON_FAILURE)],
+                [
+                    engine_metric(Metric.WORKFLOWS_PAUSED, service),
+                    engine_metric(Metric.PAUSED_ON_FAILURE, service),
+                ],
             ),
         )
         self.dashboard.add_widgets(

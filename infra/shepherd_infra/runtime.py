@@ -11,16 +11,14 @@ from pathlib import Path
 from aws_cdk import Duration, RemovalPolicy, Token, aws_iam, aws_lambda, aws_logs, aws_ssm
 from constructs import Construct
 from shepherd.definitions import Definition
-from shepherd.observability import ENV_TRACING, NAMESPACE, SERVICE
+from shepherd.observability import ENV_TRACING, NAMESPACE
+from shepherd.settings import ENV_SERVICE
 
 from shepherd_infra import config
 from shepherd_infra.code import stage_core_layer, stage_handlers
 from shepherd_infra.nag import acknowledge
 
-POWERTOOLS_ENV = {
-    "POWERTOOLS_SERVICE_NAME": SERVICE,
-    "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
-}
+ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 
 
 def write_definitions(definitions: Mapping[str, Definition], build_dir: Path) -> Path:
@@ -107,11 +105,13 @@ class LambdaRuntime(Construct):
         definitions: Mapping[str, Definition],
         build_dir: Path,
         environment: Mapping[str, str],
+        service: str,
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.environment = {**environment, **POWERTOOLS_ENV}
+        # `service`: the deployment's own name, the dimension of every engine metric.
+        self.environment = {**environment, ENV_SERVICE: service, ENV_METRICS_NAMESPACE: NAMESPACE}
         # `-c tracing=true`: the Powertools Tracer (X-Ray SDK subsegments) in every handler.
         # Off by default: the SDK costs a cold start about as much as boto3's own import;
         # Lambda's active tracing (each invocation's segment) needs no SDK and stays on.

@@ -33,6 +33,7 @@ from shepherd_infra.code import AgentCode, stage_agent_code
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
 from shepherd_infra.monitoring import Monitoring
+from shepherd_infra.naming import stack_scoped_name
 from shepherd_infra.payload_store import PayloadStore
 from shepherd_infra.runtime import LambdaRuntime
 from shepherd_infra.state_store import StateStore
@@ -77,6 +78,11 @@ class Shepherd(Construct):
         api_memory_mb: int = config.API_MEMORY_MB,
     ) -> None:
         super().__init__(scope, construct_id)
+        # This deployment's name in what people and alarms see: the `service` dimension of
+        # every engine metric (the functions' POWERTOOLS_SERVICE_NAME) and the REST API's
+        # name. The stack's name and the construct's path make it unique in an account and
+        # region: two Shepherds never read each other's series.
+        self.service = stack_scoped_name(self)
         self.definitions = load_directory(definitions_dir)
         self.pool_specs = pools(self.definitions)
         pool_memory = _memory_sizes(dict(pool_memory_mb or {}), self.pool_specs, api_memory_mb)
@@ -127,6 +133,7 @@ class Shepherd(Construct):
             definitions=self.definitions,
             build_dir=build_dir,
             environment=settings.to_env(),
+            service=self.service,
             powertools_version=powertools_version,
             powertools_layer_arn=powertools_layer_arn,
         )
@@ -163,6 +170,7 @@ class Shepherd(Construct):
             runtime=self.runtime,
             access=access,
             pools=list(self.pools.values()),
+            name=f"{self.service}-Api",
             logging=api_logging,
             memory_mb=api_memory_mb,
         )
@@ -175,6 +183,7 @@ class Shepherd(Construct):
         self.monitoring = Monitoring(
             self,
             "Monitoring",
+            service=self.service,
             table=self.store.table,
             pools=list(self.pools.values()),
             rest_api=self.api.rest_api,

@@ -6,11 +6,14 @@ import json
 from typing import Any
 
 from infra_support import ALARM_EMAIL, Synth, refers_to
-from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd.observability import NAMESPACE, Metric
 from shepherd_infra import config
 from shepherd_infra.monitoring import oldest_message_threshold_seconds
 
-ENGINE_DIMENSIONS = [{"Name": "service", "Value": SERVICE}]
+
+def _engine_dimensions(synth: Synth) -> list[dict[str, str]]:
+    """The deployment's own `service`: what its functions publish under."""
+    return [{"Name": "service", "Value": synth.construct.service}]
 
 
 def _alarms(synth: Synth) -> list[dict[str, Any]]:
@@ -23,7 +26,7 @@ def _engine_alarm(synth: Synth, metric: Metric) -> dict[str, Any]:
         for a in _alarms(synth)
         if a.get("MetricName") == metric.value and a.get("Namespace") == NAMESPACE
     ]
-    assert alarm["Dimensions"] == ENGINE_DIMENSIONS
+    assert alarm["Dimensions"] == _engine_dimensions(synth)
     return alarm
 
 
@@ -96,7 +99,7 @@ def test_workflow_failure_rate_alarm(shepherd: Synth) -> None:
     assert by_id["started"]["MetricStat"]["Metric"]["MetricName"] == Metric.WORKFLOWS_STARTED.value
     for key in ("failed", "started"):
         assert by_id[key]["MetricStat"]["Metric"]["Namespace"] == NAMESPACE
-        assert by_id[key]["MetricStat"]["Metric"]["Dimensions"] == ENGINE_DIMENSIONS
+        assert by_id[key]["MetricStat"]["Metric"]["Dimensions"] == _engine_dimensions(shepherd)
     assert alarm["Threshold"] == config.WORKFLOW_FAILURE_RATE
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
 
@@ -159,7 +162,7 @@ def test_dashboard_graphs_the_engine_and_the_services(shepherd: Synth) -> None:
     for metric in Metric:
         assert f'\\"{metric.value}\\"' in body, metric
     assert f'\\"{NAMESPACE}\\"' in body
-    assert '\\"service\\",\\"shepherd\\"' in body
+    assert f'\\"service\\",\\"{shepherd.construct.service}\\"' in body
     for stat in ("p50", "p99"):
         assert f'\\"stat\\":\\"{stat}\\"' in body
     for name in (

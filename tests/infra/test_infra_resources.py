@@ -113,6 +113,7 @@ def _probe_function(
         definitions=load_directory(config.DEFINITIONS_DIR),
         build_dir=Path(app.outdir) / "build",
         environment={},
+        service="Probe-Runtime",
         **runtime_options,
     )
     runtime.function(
@@ -177,7 +178,8 @@ def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None
         layers = props["Layers"]
         assert len(layers) == 3, logical_id
         assert layers.count(powertools) == 1, logical_id
-        assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "shepherd"
+        # The deployment's own name: its metrics are series of their own.
+        assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "Shepherd-Shepherd"
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Shepherd"
 
 

@@ -43,6 +43,9 @@ ENV_SWEEP_TICKS = "SHEPHERD_SWEEP_TICKS_URL"
 ENV_TRACING = "SHEPHERD_TRACING"  # "true": Powertools Tracer (X-Ray SDK) in every handler
 # Set by Lambda, not by Shepherd: the sandbox's log stream names the agent worker.
 ENV_LOG_STREAM = "AWS_LAMBDA_LOG_STREAM_NAME"
+# Powertools' own variable: the `service` of logs and the dimension of every engine metric. A
+# deployment sets it to a name of its own, so two stacks in one account never share a series.
+ENV_SERVICE = "POWERTOOLS_SERVICE_NAME"
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
@@ -186,6 +189,13 @@ class Settings(BaseModel):
         to load the X-Ray SDK, before the rest of the settings is read (and may be missing)."""
         env = os.environ if environ is None else environ
         return parse_flag(ENV_TRACING, env.get(ENV_TRACING, ""))
+
+    @staticmethod
+    def service_from_env(default: str, environ: Mapping[str, str] | None = None) -> str:
+        """POWERTOOLS_SERVICE_NAME, read at import by the handlers (their logger and metrics
+        exist before the settings): the deployment's own name, `default` where none is set."""
+        env = os.environ if environ is None else environ
+        return env.get(ENV_SERVICE, "").strip() or default
 
     def to_env(self) -> dict[str, str]:
         """The environment that reproduces these settings (used by the CDK app and local stack)."""
