@@ -36,6 +36,9 @@ DASHBOARD_NAME_MAX = 255
 REGION_MAX = 25  # "-" and the longest region name, with room to spare
 SUPERVISOR_MISSED_PERIODS = 3
 ALARM_KEY_PENDING_WINDOW = Duration.days(7)  # the shortest KMS allows
+# Queues one alarm watches (metric math over one metric per queue): CloudWatch takes up to 10
+# metrics in an alarm's expression.
+POOLS_PER_ALARM = 9
 
 
 def engine_metric(
@@ -78,29 +81,7 @@ class Monitoring(Construct):
             self.topic = self._topic(alarm_email)
 
         # ------------------------------------------------------------------------------ alarms
-        for pool in pools:
-            self._alarm(
-                f"{pool.pool.name}DlqNotEmpty",
-                pool.dlq.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=ONE_MINUTE
-                ),
-                threshold=0,
-                description=f"Messages in the {pool.pool.name} DLQ: tasks failed "
-                f"{pool.pool.max_receive_count} deliveries",
-            )
-            age = oldest_message_threshold_seconds(
-                pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
-            )
-            self._alarm(
-                f"{pool.pool.name}OldestMessage",
-                pool.queue.metric_approximate_age_of_oldest_message(
-                    statistic="Maximum", period=ONE_MINUTE
-                ),
-                threshold=age,
-                evaluation_periods=3,
-                description=f"The oldest {pool.pool.name} task is older than {age} s: "
-                "the pool is stuck or cannot keep up",
-            )
+        self._pool_alarms(pools)
         self._alarm(
             "SupervisorNotRunning",
             engine_metric(Metric.SUPERVISOR_RAN, service),
@@ -324,6 +305,59 @@ class Monitoring(Construct):
             aws_cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
         )
 
+    def _pool_alarms(self, pools: Sequence[AgentPool]) -> None:
+        """Dead letters and backlog of every pool, a few pools to an alarm (metric math over
+        at most POOLS_PER_ALARM queues): two alarms per pool would be 100 resources at 50
+        pools. The description names the pools; the alarm's metrics show which one it was."""
+        for n, group in enumerate(_chunks(pools, POOLS_PER_ALARM), start=1):
+            dlqs = {
+                f"d{i}": p.dlq.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=ONE_MINUTE
+                )
+                for i, p in enumerate(group)
+            }
+            names = ", ".join(p.pool.name for p in group)
+            self._alarm(
+                f"PoolDeadLetters{n}",
+                aws_cloudwatch.MathExpression(
+                    expression=f"MAX(FILL([{', '.join(dlqs)}], 0))",
+                    using_metrics=dlqs,
+                    label="messages in the DLQ (the most of these pools)",
+                    period=ONE_MINUTE,
+                ),
+                threshold=0,
+                description=f"Messages in the DLQ of a pool ({names}): tasks failed "
+                f"{group[0].pool.max_receive_count} deliveries; the alarm's metrics show which",
+            )
+        by_threshold: dict[int, list[AgentPool]] = {}
+        for pool in pools:
+            age = oldest_message_threshold_seconds(
+                pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
+            )
+            by_threshold.setdefault(age, []).append(pool)
+        for age, same in sorted(by_threshold.items()):
+            for n, group in enumerate(_chunks(same, POOLS_PER_ALARM), start=1):
+                ages = {
+                    f"a{i}": p.queue.metric_approximate_age_of_oldest_message(
+                        statistic="Maximum", period=ONE_MINUTE
+                    )
+                    for i, p in enumerate(group)
+                }
+                names = ", ".join(p.pool.name for p in group)
+                self._alarm(
+                    f"PoolBacklog{age}s{n}",
+                    aws_cloudwatch.MathExpression(
+                        expression=f"MAX(FILL([{', '.join(ages)}], 0))",
+                        using_metrics=ages,
+                        label="age of the oldest task (s, the oldest of these pools)",
+                        period=ONE_MINUTE,
+                    ),
+                    threshold=age,
+                    evaluation_periods=3,
+                    description=f"The oldest task of a pool ({names}) is older than {age} s: "
+                    "the pool is stuck or cannot keep up; the alarm's metrics show which",
+                )
+
     def _topic(self, email: str) -> aws_sns.Topic:
         # CloudWatch can publish to an encrypted topic only with a customer key whose policy
         # lets cloudwatch.amazonaws.com use it (the AWS managed aws/sns key cannot). The key is
@@ -395,6 +429,10 @@ class Monitoring(Construct):
             alarm.add_alarm_action(aws_cloudwatch_actions.SnsAction(self.topic))
         self.alarms.append(alarm)
         return alarm
+
+
+def _chunks(items: Sequence[AgentPool], size: int) -> list[Sequence[AgentPool]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _alarms_of_this_account(scope: Construct) -> dict[str, Any]:

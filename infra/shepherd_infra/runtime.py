@@ -57,13 +57,36 @@ def resolve_powertools_layer_arn(
     return aws_ssm.StringParameter.value_for_string_parameter(scope, name)
 
 
+class InlineRole(aws_iam.Role):
+    """A role whose statements, CDK's own grants included, all live in one inline policy of the
+    role itself: no policy resource per grant, nor a default policy beside the role (a stack
+    holds 500 resources), and nothing a function could run without (CloudFormation creates
+    the role, policy included, before the function that names it)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, description: str) -> None:
+        self._document = aws_iam.PolicyDocument()
+        super().__init__(
+            scope,
+            construct_id,
+            assumed_by=aws_iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=description,
+            inline_policies={"Shepherd": self._document},
+        )
+
+    def add_to_principal_policy(
+        self, statement: aws_iam.PolicyStatement
+    ) -> aws_iam.AddToPrincipalPolicyResult:
+        self._document.add_statements(statement)
+        return aws_iam.AddToPrincipalPolicyResult(statement_added=True, policy_dependable=self)
+
+
 def allow(fn: aws_lambda.IFunction, statement: aws_iam.PolicyStatement) -> None:
     """Add a statement to the function's role, in the role's one policy.
 
     Never `Function.add_to_role_policy`: under the `createNewPoliciesWithAddToRolePolicy`
     feature flag it makes a policy resource per call (44 of them at 6 pools), and without
     it the statements land where cdk-nag acknowledgments on the function do not reach. Every
-    grant, CDK's own included, goes through the role's default policy instead."""
+    grant, CDK's own included, goes to the role (an `InlineRole`) instead."""
     role = fn.role
     assert role is not None, f"{fn.node.path} has no role"
     role.add_to_principal_policy(statement)
@@ -75,6 +98,14 @@ def holder_of(fn: aws_lambda.IFunction) -> Construct:
     scope = fn.node.scope
     assert isinstance(scope, Construct)
     return scope
+
+
+# The only statements on Resource '*': actions that take no resource (the IAM service
+# authorization reference lists none for them).
+STAR_REASON = (
+    "X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) and, for the API, Lambda "
+    "ListEventSourceMappings support no resource-level permissions, so they need Resource '*'"
+)
 
 
 @dataclass(frozen=True)
@@ -89,6 +120,12 @@ class FunctionSpec:
     code: aws_lambda.Code | None = None
     # Lambda's active tracing (X-Ray segments of each invocation).
     tracing: bool = True
+    # A name of its own (an agent pool's function, found by name at run time); default: one
+    # CloudFormation makes.
+    function_name: str | None = None
+    # Lambda's own START/END/REPORT lines: INFO, or WARN to drop them (a function that runs
+    # every few seconds on an idle stack).
+    system_log_level: aws_lambda.SystemLogLevel = aws_lambda.SystemLogLevel.INFO
 
 
 class LambdaRuntime(Construct):
@@ -143,18 +180,16 @@ class LambdaRuntime(Construct):
         self.powertools_layer_arn = powertools_arn
         self.layers: list[aws_lambda.ILayerVersion] = [powertools, core, definitions_layer]
         self.functions: list[aws_lambda.Function] = []
+        # Each function's environment as given (the checks at synth read it: a function keeps
+        # its own behind a lazy value).
+        self.environments: dict[str, Mapping[str, str]] = {}
 
     def function(
         self, scope: Construct, construct_id: str, spec: FunctionSpec
     ) -> aws_lambda.Function:
         """A function with its own role (no managed policies) and its own log group."""
         holder = Construct(scope, construct_id)
-        role = aws_iam.Role(
-            holder,
-            "Role",
-            assumed_by=aws_iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Shepherd {spec.description}",
-        )
+        role = InlineRole(holder, "Role", description=f"Shepherd {spec.description}")
         log_group = aws_logs.LogGroup(
             holder,
             "Logs",
@@ -173,11 +208,14 @@ class LambdaRuntime(Construct):
             role=role,
             log_group=log_group,
             logging_format=aws_lambda.LoggingFormat.JSON,
+            system_log_level_v2=spec.system_log_level,
+            function_name=spec.function_name,
             timeout=spec.timeout,
             memory_size=spec.memory_mb,
             description=spec.description,
-            environment={**self.environment, **spec.extra_env},
+            environment=(environment := {**self.environment, **spec.extra_env}),
         )
+        self.environments[fn.node.path] = environment
         cfn = fn.node.default_child
         assert isinstance(cfn, aws_lambda.CfnFunction)
         if spec.tracing:
@@ -191,12 +229,8 @@ class LambdaRuntime(Construct):
                     resources=["*"],
                 ),
             )
-            acknowledge(
-                holder,
-                "AwsSolutions-IAM5[Resource::*]",
-                "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level "
-                "permissions, so active tracing needs Resource '*'",
-            )
+            for rule in ("AwsSolutions-IAM5[Resource::*]", "Serverless-LambdaStarPermissions"):
+                acknowledge(holder, rule, STAR_REASON)
         else:
             acknowledge(
                 holder,

@@ -32,8 +32,9 @@ from shepherd_infra.api import SchedulerApi
 from shepherd_infra.code import AgentCode, stage_agent_code
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
+from shepherd_infra.limits import DeployLimits
 from shepherd_infra.monitoring import Monitoring
-from shepherd_infra.naming import stack_scoped_name
+from shepherd_infra.naming import pool_names, stack_scoped_name
 from shepherd_infra.payload_store import PayloadStore
 from shepherd_infra.runtime import LambdaRuntime
 from shepherd_infra.state_store import StateStore
@@ -114,13 +115,15 @@ class Shepherd(Construct):
             live_days=payload_live_days,
             retain=retain_data,
         )
+        self.names = pool_names(self)
         self.pools = {
-            name: AgentPool(self, f"Pool-{name}", pool=spec)
+            name: AgentPool(self, f"Pool-{name}", pool=spec, names=self.names, retain=retain_data)
             for name, spec in self.pool_specs.items()
         }
         settings = Settings(
             table=self.store.table.table_name,
-            queue_urls={name: pool.queue.queue_url for name, pool in self.pools.items()},
+            queue_url_prefix=self.names.queue_url_prefix,
+            pool_function_prefix=self.names.function_prefix,
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
             event_owners=event_owners or {},
@@ -137,12 +140,7 @@ class Shepherd(Construct):
             powertools_version=powertools_version,
             powertools_layer_arn=powertools_layer_arn,
         )
-        access = Access(
-            self.store,
-            [pool.queue for pool in self.pools.values()],
-            self.events.bus,
-            self.payloads,
-        )
+        access = Access(self.store, self.names, self.events.bus, self.payloads)
         shared: aws_lambda.Code | None = None
         for name, pool in self.pools.items():
             asset: aws_lambda.Code
@@ -169,7 +167,6 @@ class Shepherd(Construct):
             "Api",
             runtime=self.runtime,
             access=access,
-            pools=list(self.pools.values()),
             name=f"{self.service}-Api",
             logging=api_logging,
             memory_mb=api_memory_mb,
@@ -180,6 +177,9 @@ class Shepherd(Construct):
             self, "EventRelay", store=self.store, runtime=self.runtime, access=access
         )
         self.webhooks = Webhooks(self, "Webhooks", hooks=webhooks, bus=self.events.bus)
+        self.limits = DeployLimits(
+            self, "DeployLimits", environments=self.runtime.environments, pools=len(self.pools)
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -16,7 +16,7 @@ from aws_stack import ALICE, PAYLOAD_BUCKET, LambdaContext, Stack, sqs_event
 from iam_check import Call, Recorder, TemplateIam, required, violations
 from infra_support import Synth, function_roles
 from moto import mock_aws
-from rehearsal import queue_ids_by_pool
+from rehearsal import PSEUDO, pool_queues
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd.observability import START_DETAIL_TYPE
 from shepherd.settings import ENV_EVENT_OWNERS
@@ -30,7 +30,11 @@ BUS = "shepherd-bus"
 @dataclass
 class Flows:
     calls: list[Call]
-    names: dict[str, str]  # template logical ID -> the moto resource's name
+    names: dict[str, str]  # template logical ID -> the resource's name
+    aliases: dict[str, str]  # a moto resource's name -> the template's name for it
+
+    def iam(self, template: dict[str, Any]) -> TemplateIam:
+        return TemplateIam(template, self.names, pseudo=PSEUDO, aliases=self.aliases)
 
 
 def _start_event(detail: dict[str, Any]) -> dict[str, Any]:
@@ -230,15 +234,19 @@ def flows(shepherd: Synth) -> Iterator[Flows]:
             runtime.engine.cache_clear()
             _drive(stack, recorder, monkeypatch)
             runtime.engine.cache_clear()
-        roles = function_roles(shepherd.tpl)
-        queue_ids = queue_ids_by_pool(shepherd.function_env(roles["api"]))
+        named = pool_queues(shepherd.tpl)
         names = {
             shepherd.logical_id(shepherd.construct.store.table): TABLE,
             shepherd.logical_id(shepherd.construct.events.bus): BUS,
             shepherd.logical_id(shepherd.construct.payloads.bucket): PAYLOAD_BUCKET,
-            **{queue_ids[pool]: q.url.rsplit("/", 1)[-1] for pool, q in stack.queues.items()},
+            **{ids.queue: ids.queue_name for ids in named.values()},
+            **{ids.dlq: ids.dlq_name for ids in named.values()},
         }
-        yield Flows(recorder.calls, names)
+        # The moto queues have the local stack's names; the template's are `<base>-Q-<pool>`.
+        aliases = {
+            q.url.rsplit("/", 1)[-1]: named[pool].queue_name for pool, q in stack.queues.items()
+        }
+        yield Flows(recorder.calls, names, aliases)
 
 
 def test_every_call_each_function_makes_is_allowed_by_its_own_role(
@@ -256,7 +264,7 @@ def test_every_call_each_function_makes_is_allowed_by_its_own_role(
     assert any(op == "SendMessageBatch" for _, _, op, _ in made)
     assert any(op == "PutEvents" for _, _, op, _ in made)
     assert {("api", "s3", op, None) for op in ("PutObject", "GetObject", "DeleteObject")} <= made
-    iam = TemplateIam(shepherd.tpl, flows.names)
+    iam = flows.iam(shepherd.tpl)
     assert violations(flows.calls, iam, roles) == []
 
 
@@ -268,7 +276,7 @@ def test_each_recorded_permission_is_load_bearing(shepherd: Synth, flows: Flows)
     assert len(needed) > 10
     for function, action in needed:
         tpl = copy.deepcopy(shepherd.tpl)
-        iam = TemplateIam(tpl, flows.names)
+        iam = flows.iam(tpl)
         for statement in iam.statements(roles[function]):
             actions = (
                 statement["Action"]

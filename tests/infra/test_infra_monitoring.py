@@ -8,7 +8,7 @@ from typing import Any
 from infra_support import ALARM_EMAIL, Synth, refers_to
 from shepherd.observability import NAMESPACE, Metric
 from shepherd_infra import config
-from shepherd_infra.monitoring import oldest_message_threshold_seconds
+from shepherd_infra.monitoring import POOLS_PER_ALARM, oldest_message_threshold_seconds
 
 
 def _engine_dimensions(synth: Synth) -> list[dict[str, str]]:
@@ -42,18 +42,53 @@ def _math_alarm(synth: Synth, metric_name: str) -> dict[str, Any]:
     return alarm
 
 
+def _pool_alarms(synth: Synth, metric_name: str) -> dict[str, dict[str, Any]]:
+    """Queue logical ID -> the alarm whose expression reads `metric_name` of that queue."""
+    found: dict[str, dict[str, Any]] = {}
+    for alarm in _alarms(synth):
+        for query in alarm.get("Metrics", []):
+            metric = query.get("MetricStat", {}).get("Metric", {})
+            if metric.get("MetricName") == metric_name:
+                ((dimension,),) = [metric["Dimensions"]]
+                queue_id = dimension["Value"]["Fn::GetAtt"][0]
+                assert queue_id not in found, f"{queue_id} is watched twice"
+                found[queue_id] = alarm
+    return found
+
+
+def _breaches_on_any_one(alarm: dict[str, Any]) -> None:
+    """The expression is the largest of its queues' values (missing data as 0): one queue
+    over the threshold is enough."""
+    (expression,) = [m for m in alarm["Metrics"] if "Expression" in m]
+    ids = sorted(m["Id"] for m in alarm["Metrics"] if "MetricStat" in m)
+    assert expression["Expression"] == f"MAX(FILL([{', '.join(ids)}], 0))", expression
+    assert len(ids) <= POOLS_PER_ALARM
+    for query in alarm["Metrics"]:
+        if "MetricStat" in query:
+            assert query["MetricStat"]["Stat"] == "Maximum"
+            assert query["ReturnData"] is False
+
+
 def test_dlq_alarm_per_pool(shepherd: Synth) -> None:
+    watched = _pool_alarms(shepherd, "ApproximateNumberOfMessagesVisible")
     for pool in shepherd.construct.pools.values():
-        dlq_id = shepherd.logical_id(pool.dlq)
-        (alarm,) = [
-            a
-            for a in _alarms(shepherd)
-            if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
-            and refers_to(a["Dimensions"], dlq_id)
-        ]
+        alarm = watched[shepherd.logical_id(pool.dlq)]
+        _breaches_on_any_one(alarm)
         assert alarm["Threshold"] == 0
         assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
-        assert alarm["Statistic"] == "Maximum"
+        assert pool.pool.name in alarm["AlarmDescription"]
+    assert not {shepherd.logical_id(p.queue) for p in shepherd.construct.pools.values()} & set(
+        watched
+    )
+
+
+def test_pool_alarms_do_not_grow_one_by_one_with_the_pools(shepherd: Synth) -> None:
+    """Two alarm resources per pool would be 100 at 50 pools: a few pools share one."""
+    pools = len(shepherd.construct.pools)
+    dead = {id(a) for a in _pool_alarms(shepherd, "ApproximateNumberOfMessagesVisible").values()}
+    backlog = {id(a) for a in _pool_alarms(shepherd, "ApproximateAgeOfOldestMessage").values()}
+    assert len(dead) == -(-pools // POOLS_PER_ALARM)
+    assert len(backlog) < pools
 
 
 def test_a_failed_supervisor_look_raises_an_alarm(shepherd: Synth) -> None:
@@ -105,18 +140,15 @@ def test_workflow_failure_rate_alarm(shepherd: Synth) -> None:
 
 
 def test_oldest_message_alarm_per_pool(shepherd: Synth) -> None:
+    watched = _pool_alarms(shepherd, "ApproximateAgeOfOldestMessage")
     for pool in shepherd.construct.pools.values():
-        queue_id = shepherd.logical_id(pool.queue)
-        (alarm,) = [
-            a
-            for a in _alarms(shepherd)
-            if a.get("MetricName") == "ApproximateAgeOfOldestMessage"
-            and refers_to(a["Dimensions"], queue_id)
-        ]
+        alarm = watched[shepherd.logical_id(pool.queue)]
+        _breaches_on_any_one(alarm)
         expected = oldest_message_threshold_seconds(
             pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
         )
-        assert alarm["Threshold"] == expected
+        assert alarm["Threshold"] == expected  # pools share an alarm only with the same limit
+        assert pool.pool.name in alarm["AlarmDescription"]
         # Longer than one redelivery after a crash, never shorter than the floor.
         assert expected > pool.pool.visibility_timeout_seconds
         assert expected >= config.OLDEST_MESSAGE_FLOOR_SECONDS
@@ -145,7 +177,12 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
     )
     alarms = _alarms(shepherd)
-    assert len(alarms) == 8 + 2 * len(shepherd.construct.pools)
+    pool_alarms = {
+        id(a)
+        for name in ("ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage")
+        for a in _pool_alarms(shepherd, name).values()
+    }
+    assert len(alarms) == 8 + len(pool_alarms)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 

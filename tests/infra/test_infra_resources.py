@@ -191,7 +191,10 @@ def test_queues_follow_the_pools(shepherd: Synth) -> None:
         assert fn["Timeout"] == spec.function_timeout_seconds
         queue_id, dlq_id = shepherd.logical_id(pool.queue), shepherd.logical_id(pool.dlq)
         queue, dlq = shepherd.props(queue_id), shepherd.props(dlq_id)
-        assert "QueueName" not in queue and "QueueName" not in dlq  # CloudFormation's names
+        # Derived names the runtime finds from a prefix, ending in the stack's creation id.
+        names = shepherd.construct.names
+        assert shepherd.stack.resolve(names.queue(name)) == queue["QueueName"]
+        assert shepherd.stack.resolve(names.dlq(name)) == dlq["QueueName"]
         assert queue["VisibilityTimeout"] == VISIBILITY_FACTOR * fn["Timeout"]
         assert queue["VisibilityTimeout"] == spec.visibility_timeout_seconds
         assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
@@ -358,8 +361,12 @@ def test_first_scheduled_runs_wait_for_every_supervisor_policy(shepherd: Synth) 
             for logical_id, policy in shepherd.of_type("AWS::IAM::Policy").items()
             if {"Ref": role} in policy["Properties"]["Roles"]
         }
-        assert len(policies) >= 1, role
+        # A policy of its own must come first; an inline policy is part of the role, which
+        # the function (and so the schedule) refers to.
+        inline = shepherd.props(role).get("Policies", [])
+        assert policies or inline, role
         assert policies <= depends_on, (role, policies - depends_on)
+    assert shepherd.props(function_role)["Policies"], "the supervisor's grants are inline"
     # Nothing else invokes the supervisor: no permission for any other service or principal.
     for permission in shepherd.of_type("AWS::Lambda::Permission").values():
         assert not refers_to(permission["Properties"]["FunctionName"], fn_id), permission

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,6 +26,14 @@ ENV_DEFINITIONS_DIR = "SHEPHERD_DEFINITIONS_DIR"
 ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
 ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
 ENV_POOL_MAPPINGS = "SHEPHERD_POOL_MAPPINGS"  # JSON: pool -> its SQS event source mapping id
+# A deployment derives what grows with its pools instead of listing it (Lambda allows 4 KB of
+# environment): a pool's queue URL is this prefix + the pool's name, its agent function's name
+# this prefix + the pool's name (its event source mapping is looked up by that name).
+ENV_QUEUE_URL_PREFIX = "SHEPHERD_QUEUE_URL_PREFIX"
+ENV_POOL_FUNCTION_PREFIX = "SHEPHERD_POOL_FUNCTION_PREFIX"
+# Pools no definition names any more but still deployed (retired, docs/architecture.md): their
+# queues take tasks of workflows that started on an earlier definition version. Comma-separated.
+ENV_RETIRED_POOLS = "SHEPHERD_RETIRED_POOLS"
 ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
 # The user's agent modules, comma-separated (`my_app.agents,my_app.billing:agents`): each is
 # imported and its AgentRegistry (`registry`, or the attribute after a colon) taken.
@@ -73,6 +81,9 @@ class Settings(BaseModel):
     table: Annotated[str, Field(min_length=3, max_length=255)]
     queue_urls: dict[str, str] = {}
     pool_mappings: dict[str, str] = {}
+    queue_url_prefix: str | None = None
+    pool_function_prefix: str | None = None
+    retired_pools: tuple[str, ...] = ()
     event_bus: str | None = None
     definitions_dir: Path
     watch_shards: Annotated[int, Field(ge=1, le=64)] = 8
@@ -85,7 +96,7 @@ class Settings(BaseModel):
     # schedules and supervises, or whose pools run elsewhere).
     agent_modules: tuple[str, ...] = ()
 
-    @field_validator("agent_modules", mode="before")
+    @field_validator("agent_modules", "retired_pools", mode="before")
     @classmethod
     def _module_list(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -149,6 +160,15 @@ class Settings(BaseModel):
                 )
         return value
 
+    def queue_urls_for(self, pools: Iterable[str]) -> dict[str, str]:
+        """Every queue URL the engine may send to: those listed, and for a deployment's pools
+        (`pools`, the retired ones too) the queue URL prefix + the pool's name."""
+        urls = dict(self.queue_urls)
+        if self.queue_url_prefix:
+            for pool in (*pools, *self.retired_pools):
+                urls.setdefault(pool, self.queue_url_prefix + pool)
+        return urls
+
     @property
     def retention_seconds(self) -> int:
         return self.retention_days * 24 * 3600
@@ -173,6 +193,9 @@ class Settings(BaseModel):
             "worker_id": ENV_LOG_STREAM,
         }
         when_not_empty = {
+            "queue_url_prefix": ENV_QUEUE_URL_PREFIX,
+            "pool_function_prefix": ENV_POOL_FUNCTION_PREFIX,
+            "retired_pools": ENV_RETIRED_POOLS,
             "event_owners": ENV_EVENT_OWNERS,
             "agent_modules": ENV_AGENT_MODULES,
             "payload_bucket": ENV_PAYLOAD_BUCKET,
@@ -201,33 +224,33 @@ class Settings(BaseModel):
         """The environment that reproduces these settings (used by the CDK app and local stack)."""
         env = {
             ENV_TABLE: self.table,
-            ENV_QUEUE_URLS: json.dumps(self.queue_urls, separators=(",", ":"), sort_keys=True),
             ENV_DEFINITIONS_DIR: str(self.definitions_dir),
             ENV_WATCH_SHARDS: str(self.watch_shards),
             ENV_RETENTION_DAYS: str(self.retention_days),
         }
-        if self.event_bus:
-            env[ENV_EVENT_BUS] = self.event_bus
-        if self.payload_bucket:
-            env[ENV_PAYLOAD_BUCKET] = self.payload_bucket
-        if self.payload_inline_bytes != limits.PAYLOAD_INLINE_BYTES:
-            env[ENV_PAYLOAD_INLINE_BYTES] = str(self.payload_inline_bytes)
-        if self.pool_mappings:
-            env[ENV_POOL_MAPPINGS] = json.dumps(
-                self.pool_mappings, separators=(",", ":"), sort_keys=True
-            )
-        if self.agent_modules:
-            env[ENV_AGENT_MODULES] = ",".join(self.agent_modules)
-        if self.event_owners:
-            env[ENV_EVENT_OWNERS] = json.dumps(
-                self.event_owners, separators=(",", ":"), sort_keys=True
-            )
-        if self.sweep_interval_seconds != 5.0:
-            env[ENV_SWEEP_INTERVAL] = str(self.sweep_interval_seconds)
-        if self.sweep_window_seconds:
-            env[ENV_SWEEP_WINDOW] = str(self.sweep_window_seconds)
-        if self.sweep_ticks_url:
-            env[ENV_SWEEP_TICKS] = self.sweep_ticks_url
-        if self.tracing:
-            env[ENV_TRACING] = "true"
+        if self.queue_urls or not self.queue_url_prefix:
+            env[ENV_QUEUE_URLS] = _json(self.queue_urls)
+        inline = self.payload_inline_bytes
+        optional = {
+            ENV_EVENT_BUS: self.event_bus,
+            ENV_PAYLOAD_BUCKET: self.payload_bucket,
+            ENV_PAYLOAD_INLINE_BYTES: str(inline) if inline != limits.PAYLOAD_INLINE_BYTES else "",
+            ENV_QUEUE_URL_PREFIX: self.queue_url_prefix,
+            ENV_POOL_FUNCTION_PREFIX: self.pool_function_prefix,
+            ENV_RETIRED_POOLS: ",".join(self.retired_pools),
+            ENV_POOL_MAPPINGS: _json(self.pool_mappings) if self.pool_mappings else "",
+            ENV_AGENT_MODULES: ",".join(self.agent_modules),
+            ENV_EVENT_OWNERS: _json(self.event_owners) if self.event_owners else "",
+            ENV_SWEEP_INTERVAL: (
+                str(self.sweep_interval_seconds) if self.sweep_interval_seconds != 5.0 else ""
+            ),
+            ENV_SWEEP_WINDOW: str(self.sweep_window_seconds) if self.sweep_window_seconds else "",
+            ENV_SWEEP_TICKS: self.sweep_ticks_url,
+            ENV_TRACING: "true" if self.tracing else "",
+        }
+        env.update({name: value for name, value in optional.items() if value})
         return env
+
+
+def _json(value: Mapping[str, str]) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)

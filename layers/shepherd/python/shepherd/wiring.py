@@ -11,7 +11,7 @@ from functools import cache, cached_property
 from typing import Any
 
 from shepherd.clock import Clock, SystemClock
-from shepherd.definitions import load_directory
+from shepherd.definitions import Definition, load_directory
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
 from shepherd.engine.build import Engine, build_engine
 from shepherd.engine.catalog import Catalog
@@ -21,6 +21,7 @@ from shepherd.engine.supervisor import Supervisor
 from shepherd.payloads import NoPayloadStore, Payloads, PayloadStore
 from shepherd.ports import EventPublisher, NullEvents
 from shepherd.settings import Settings
+from shepherd.topology import pools
 
 # The services the engine talks to. botocore lists every service directory it ships (about
 # 400, some 80 ms of a cold start) to check that a name exists; the engine's session checks
@@ -101,6 +102,10 @@ class Shepherd:
         return Payloads(store, self.settings.payload_inline_bytes)
 
     @cached_property
+    def definitions(self) -> dict[str, Definition]:
+        return load_directory(self.settings.definitions_dir)
+
+    @cached_property
     def ports(self) -> Ports:
         from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
         from shepherd.adapters.sqs import SqsQueue  # noqa: PLC0415
@@ -108,7 +113,7 @@ class Shepherd:
 
         return Ports(
             store=DynamoStore(_client("dynamodb"), self.settings.table),
-            queue=SqsQueue(_client("sqs"), self.settings.queue_urls),
+            queue=SqsQueue(_client("sqs"), self.settings.queue_urls_for(pools(self.definitions))),
             clock=self.clock or SystemClock(),
             ids=RandomIds(),
             rng=random.Random(),
@@ -118,13 +123,15 @@ class Shepherd:
     @cached_property
     def engine(self) -> Engine:
         control: PoolControl | None = None
-        if self.settings.pool_mappings:
+        if self.settings.pool_mappings or self.settings.pool_function_prefix:
             from shepherd.adapters.lambda_esm import EventSourceMappingControl  # noqa: PLC0415
 
-            control = EventSourceMappingControl(_client("lambda"), self.settings.pool_mappings)
+            control = EventSourceMappingControl(
+                _client("lambda"), self.settings.pool_mappings, self.settings.pool_function_prefix
+            )
         return build_engine(
             self.ports,
-            load_directory(self.settings.definitions_dir),
+            self.definitions,
             agents=self.agents,
             config=EngineConfig(
                 watch_shards=self.settings.watch_shards,
