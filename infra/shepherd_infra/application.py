@@ -14,6 +14,7 @@ from constructs import Construct
 
 from shepherd_infra import config
 from shepherd_infra.code import AgentCode
+from shepherd_infra.ledger import LEDGER_FILE
 from shepherd_infra.nag import add_checks
 from shepherd_infra.stack import BUILD_SUBDIR, Shepherd
 from shepherd_infra.webhooks import parse_webhooks
@@ -109,6 +110,15 @@ def _int(value: Any, default: int) -> int:
     raise ValueError(f"expected a whole number, got {value!r}")
 
 
+def _names(value: Any) -> list[str]:
+    """A list of names from context: `a,b` (the CLI's `-c key=a,b`) or a JSON list."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return [str(v) for v in value]
+
+
 def _json_ints(value: Any, key: str) -> dict[str, int]:
     """A context map of whole numbers, as JSON text or an object."""
     mapping = _json_map(value)
@@ -151,6 +161,9 @@ def build_app(
         webhooks=parse_webhooks(ctx(config.CTX_WEBHOOKS)),
         pool_memory_mb=_json_ints(ctx(config.CTX_POOL_MEMORY_MB), config.CTX_POOL_MEMORY_MB),
         api_memory_mb=_int(ctx(config.CTX_API_MEMORY_MB), config.API_MEMORY_MB),
+        # The pools deployed, beside the definitions: a removed pool is retired, not deleted.
+        pool_ledger=Path(directory).resolve() / LEDGER_FILE,
+        release_pools=_names(ctx(config.CTX_RELEASE_POOLS)),
     )
     add_checks(app)
     return app, stack

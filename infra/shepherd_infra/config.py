@@ -102,3 +102,4 @@ CTX_EVENT_OWNERS = "event_owners"
 CTX_WEBHOOKS = "webhooks"  # selected events to HTTPS endpoints (shepherd_infra.webhooks)
 CTX_API_MEMORY_MB = "api_memory_mb"  # the API and callbacks functions' memory
 CTX_POOL_MEMORY_MB = "pool_memory_mb"  # {"<pool>": MB}: an agent pool's function memory
+CTX_RELEASE_POOLS = "release_pools"  # retired pools to take out of the stack (a,b)

@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from aws_cdk import Stage, aws_dynamodb, aws_events, aws_lambda, aws_s3, aws_sqs
+from aws_cdk import Annotations, Stage, aws_dynamodb, aws_events, aws_lambda, aws_s3, aws_sqs
 from constructs import Construct
 from shepherd.definitions import load_directory
 from shepherd.settings import Settings
 from shepherd.topology import pools
 
-from shepherd_infra import config
+from shepherd_infra import config, ledger
 from shepherd_infra.access import Access
 from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api import SchedulerApi
@@ -54,6 +54,11 @@ class Shepherd(Construct):
     `pool_memory_mb` sizes a pool's function (default 256 MB: raise it for agents that read
     or return large payloads); `api_memory_mb` the API and callbacks functions (see
     `config.API_MEMORY_MB`).
+
+    `pool_ledger` (a JSON file beside the definitions, committed) remembers the pools deployed:
+    a pool no definition names any more is retired, not deleted, until `release_pools` names
+    it (`shepherd_infra.ledger`). Without a ledger a removed pool leaves the stack at once
+    (its queues are retained, with their tasks, while `retain_data`).
     """
 
     def __init__(
@@ -77,6 +82,8 @@ class Shepherd(Construct):
         payload_live_days: int = config.PAYLOAD_LIVE_DAYS,
         pool_memory_mb: Mapping[str, int] | None = None,
         api_memory_mb: int = config.API_MEMORY_MB,
+        pool_ledger: Path | None = None,
+        release_pools: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         # This deployment's name in what people and alarms see: the `service` dimension of
@@ -85,7 +92,10 @@ class Shepherd(Construct):
         # region: two Shepherds never read each other's series.
         self.service = stack_scoped_name(self)
         self.definitions = load_directory(definitions_dir)
-        self.pool_specs = pools(self.definitions)
+        # The pools the definitions name, and the retired ones the ledger still holds.
+        self.pool_plan = ledger.plan(pool_ledger, pools(self.definitions), release_pools)
+        self.pool_specs = self.pool_plan.all
+        self._warn_about_retired_pools()
         pool_memory = _memory_sizes(dict(pool_memory_mb or {}), self.pool_specs, api_memory_mb)
         if build_dir is None:
             stage = Stage.of(self)
@@ -96,6 +106,7 @@ class Shepherd(Construct):
         unknown = sorted(set(pool_agents) - set(self.pool_specs))
         if unknown:
             raise ValueError(f"pool_agents names pools no definition uses: {unknown}")
+        retired = self.pool_plan.retired
         missing = sorted(p for p in self.pool_specs if p not in pool_agents and agents is None)
         if missing:
             raise ValueError(f"no agent code for pools {missing}: pass agents= or pool_agents=")
@@ -117,13 +128,21 @@ class Shepherd(Construct):
         )
         self.names = pool_names(self)
         self.pools = {
-            name: AgentPool(self, f"Pool-{name}", pool=spec, names=self.names, retain=retain_data)
+            name: AgentPool(
+                self,
+                f"Pool-{name}",
+                pool=spec,
+                names=self.names,
+                retain=retain_data,
+                retired=name in retired,
+            )
             for name, spec in self.pool_specs.items()
         }
         settings = Settings(
             table=self.store.table.table_name,
             queue_url_prefix=self.names.queue_url_prefix,
             pool_function_prefix=self.names.function_prefix,
+            retired_pools=tuple(retired),
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
             event_owners=event_owners or {},
@@ -191,6 +210,26 @@ class Shepherd(Construct):
             webhooks=self.webhooks.hooks,
             alarm_email=alarm_email,
         )
+        if pool_ledger is not None:
+            ledger.write(pool_ledger, self.pool_plan)
+
+    def _warn_about_retired_pools(self) -> None:
+        """Every synth says which pools are retired (and which were just released)."""
+        for name in self.pool_plan.retired:
+            Annotations.of(self).add_warning_v2(
+                "shepherd:pool-retired",
+                f"Pool '{name}' is retired: no definition names it, but workflows that started "
+                "on an earlier definition version may still send it tasks, so its queue, DLQ "
+                "and function stay deployed. Once no running workflow uses it, release it: "
+                f"release_pools=['{name}'] (-c release_pools={name}).",
+            )
+        for name in self.pool_plan.released:
+            Annotations.of(self).add_warning_v2(
+                "shepherd:pool-released",
+                f"Pool '{name}' is released: its function and mapping leave the stack; its "
+                "queue and DLQ stay in the account with what they hold (retained) unless "
+                "retain_data is false. Delete them by hand once empty.",
+            )
 
     @property
     def api_url(self) -> str:
