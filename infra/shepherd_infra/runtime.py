@@ -21,16 +21,22 @@ from shepherd_infra.nag import acknowledge
 ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 
 
+DEFINITIONS_LAYER_DIR = "definitions-layer"
+
+
 def write_definitions(definitions: Mapping[str, Definition], build_dir: Path) -> Path:
-    """Write each definition's canonical JSON to `<build_dir>/statemachines/<name>.json` and
-    return `build_dir`: a layer made from it mounts the files at /opt/statemachines/."""
-    target = build_dir / config.DEFINITIONS_LAYER_SUBDIR
+    """Write each definition's canonical JSON to
+    `<build_dir>/definitions-layer/statemachines/<name>.json` and return the layer's folder: a
+    layer made from it mounts the files at /opt/statemachines/, and holds nothing else (made
+    from `build_dir` itself, it also shipped the staged handlers and core layer)."""
+    root = build_dir / DEFINITIONS_LAYER_DIR
+    target = root / config.DEFINITIONS_LAYER_SUBDIR
     target.mkdir(parents=True, exist_ok=True)
     for stale in target.glob("*.json"):
         stale.unlink()
     for name, definition in sorted(definitions.items()):
         (target / f"{name}.json").write_text(definition.canonical_json, encoding="utf-8")
-    return build_dir
+    return root
 
 
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")

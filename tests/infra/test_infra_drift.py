@@ -18,6 +18,7 @@ from shepherd.settings import (
 )
 from shepherd.topology import TABLE, pools
 from shepherd_infra import config
+from shepherd_infra.runtime import DEFINITIONS_LAYER_DIR
 
 SETTINGS_ENV = {
     ENV_TABLE,
@@ -113,7 +114,18 @@ def test_table_keys_come_from_topology(shepherd: Synth) -> None:
 
 
 def test_definitions_layer_holds_the_canonical_json_the_runtime_loads(extended: Synth) -> None:
-    directory = extended.build_dir / "statemachines"
+    from rehearsal import CloudAssembly
+
+    assembly = CloudAssembly(extended.outdir, extended.stack.artifact_id)
+    (content,) = [
+        r["Properties"]["Content"]
+        for r in extended.resources.values()
+        if r["Type"] == "AWS::Lambda::LayerVersion"
+        and r["Properties"]["Description"].startswith("Workflow definitions")
+    ]
+    shipped_layer = assembly.objects[content["S3Key"]]
+    assert [p.name for p in shipped_layer.iterdir()] == ["statemachines"]  # and nothing else
+    directory = extended.build_dir / DEFINITIONS_LAYER_DIR / "statemachines"
     shipped = load_directory(directory)
     assert set(shipped) == set(extended.construct.definitions)
     for name, definition in extended.construct.definitions.items():
