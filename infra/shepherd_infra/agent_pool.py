@@ -14,12 +14,12 @@ from aws_cdk import Duration, RemovalPolicy, aws_iam, aws_lambda, aws_sqs
 from constructs import Construct
 from shepherd.observability import ENV_POOL, HANDLER_AGENT
 from shepherd.settings import ENV_AGENT_MODULES
-from shepherd.topology import PoolSpec
+from shepherd.topology import VISIBILITY_FACTOR, PoolSpec
 
-from shepherd_infra import config
 from shepherd_infra.access import Access
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.naming import PoolNames
+from shepherd_infra.pool_settings import ResolvedPool
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime, allow
 
 DLQ_RETENTION = Duration.days(14)  # the SQS maximum: time for an operator to look
@@ -47,13 +47,19 @@ class AgentPool(Construct):
         *,
         pool: PoolSpec,
         names: PoolNames,
+        function: ResolvedPool,
         retain: bool = True,
         retired: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.pool = pool
         self.names = names
+        self.settings = function
         self.retired = retired
+        # The function's timeout (the pool's longest step, or longer by its settings); the
+        # queue's visibility follows it (AWS: at least 6 x the function's timeout).
+        self.function_timeout_seconds = function.timeout_seconds
+        self.visibility_timeout_seconds = VISIBILITY_FACTOR * function.timeout_seconds
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
         self.dlq = aws_sqs.Queue(
             self,
@@ -68,7 +74,7 @@ class AgentPool(Construct):
             "Queue",
             queue_name=names.queue(pool.name),
             encryption=aws_sqs.QueueEncryption.SQS_MANAGED,
-            visibility_timeout=Duration.seconds(pool.visibility_timeout_seconds),
+            visibility_timeout=Duration.seconds(self.visibility_timeout_seconds),
             dead_letter_queue=aws_sqs.DeadLetterQueue(
                 queue=self.dlq, max_receive_count=pool.max_receive_count
             ),
@@ -101,12 +107,11 @@ class AgentPool(Construct):
         *,
         code: aws_lambda.Code | None = None,
         agent_modules: Sequence[str] = (),
-        memory_mb: int = config.WORKER_MEMORY_MB,
     ) -> aws_lambda.Function:
         """The pool's consumer: `code` holds the handlers and the pool's agents, which
         `agent_modules` name (SHEPHERD_AGENT_MODULES)."""
-        pool = self.pool
-        env = {ENV_POOL: pool.name}
+        pool, settings = self.pool, self.settings
+        env = {**settings.environment, ENV_POOL: pool.name}
         if agent_modules:
             env[ENV_AGENT_MODULES] = ",".join(agent_modules)
         fn = runtime.function(
@@ -114,12 +119,18 @@ class AgentPool(Construct):
             "Agent",
             FunctionSpec(
                 handler=HANDLER_AGENT,
-                timeout=Duration.seconds(pool.function_timeout_seconds),
-                memory_mb=memory_mb,
+                timeout=Duration.seconds(self.function_timeout_seconds),
+                memory_mb=settings.memory_mb,
                 description=f"agent pool {pool.name}",
                 extra_env=env,
                 code=code,
                 function_name=self.names.function(pool.name),
+                architecture=settings.architecture,
+                extra_layers=tuple(settings.layers),
+                vpc=settings.vpc,
+                vpc_subnets=settings.vpc_subnets,
+                security_groups=tuple(settings.security_groups),
+                reserved_concurrency=settings.reserved_concurrency,
             ),
         )
         # The event source mapping consumes this queue only: an agent receives nothing else.
@@ -133,7 +144,9 @@ class AgentPool(Construct):
             event_source_arn=self.queue.queue_arn,
             batch_size=pool.batch_size,
             report_batch_item_failures=True,
-            max_concurrency=pool.max_concurrency,
+            # Never more concurrent batches than the function may run: the rest would be
+            # throttled, and a throttled message comes back until it reaches the DLQ.
+            max_concurrency=min(pool.max_concurrency, settings.reserved_concurrency or 1000),
         )
         access.engine(fn)
         access.payloads(fn, read=True)

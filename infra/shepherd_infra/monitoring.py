@@ -332,7 +332,7 @@ class Monitoring(Construct):
         by_threshold: dict[int, list[AgentPool]] = {}
         for pool in pools:
             age = oldest_message_threshold_seconds(
-                pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
+                pool.visibility_timeout_seconds, pool.function_timeout_seconds
             )
             by_threshold.setdefault(age, []).append(pool)
         for age, same in sorted(by_threshold.items()):

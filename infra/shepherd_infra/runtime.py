@@ -8,7 +8,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Token, aws_iam, aws_lambda, aws_logs, aws_ssm
+from aws_cdk import (
+    Duration,
+    RemovalPolicy,
+    Token,
+    aws_ec2,
+    aws_iam,
+    aws_lambda,
+    aws_logs,
+    aws_ssm,
+)
 from constructs import Construct
 from shepherd.definitions import Definition
 from shepherd.observability import ENV_TRACING, NAMESPACE
@@ -44,7 +53,11 @@ _LAYER_ARN = re.compile(r"^arn:aws[\w-]*:lambda:[\w-]+:\d{12}:layer:[\w-]+:\d+$"
 
 
 def resolve_powertools_layer_arn(
-    scope: Construct, *, version: str, override: str | None = None
+    scope: Construct,
+    *,
+    version: str,
+    override: str | None = None,
+    architecture: aws_lambda.Architecture = config.ARCHITECTURE,
 ) -> str:
     """The Powertools layer ARN: `override` as given, or else a deploy-time reference to the
     public SSM parameter of `version` for this runtime and architecture.
@@ -59,7 +72,7 @@ def resolve_powertools_layer_arn(
         return override
     if not _SEMVER.match(version):
         raise ValueError(f"pin a Powertools release as x.y.z, got version {version!r}")
-    name = config.powertools_parameter_name(config.RUNTIME, config.ARCHITECTURE, version)
+    name = config.powertools_parameter_name(config.RUNTIME, architecture, version)
     return aws_ssm.StringParameter.value_for_string_parameter(scope, name)
 
 
@@ -109,9 +122,19 @@ def holder_of(fn: aws_lambda.IFunction) -> Construct:
 # The only statements on Resource '*': actions that take no resource (the IAM service
 # authorization reference lists none for them).
 STAR_REASON = (
-    "X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) and, for the API, Lambda "
-    "ListEventSourceMappings support no resource-level permissions, so they need Resource '*'"
+    "X-Ray PutTraceSegments/PutTelemetryRecords (active tracing), for the API Lambda "
+    "ListEventSourceMappings, and for a pool in a VPC the network interface actions Lambda "
+    "needs support no resource-level permissions, so they need Resource '*'"
 )
+VPC_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
+ARCHITECTURES = (aws_lambda.Architecture.ARM_64, aws_lambda.Architecture.X86_64)
 
 
 @dataclass(frozen=True)
@@ -132,6 +155,13 @@ class FunctionSpec:
     # Lambda's own START/END/REPORT lines: INFO, or WARN to drop them (a function that runs
     # every few seconds on an idle stack).
     system_log_level: aws_lambda.SystemLogLevel = aws_lambda.SystemLogLevel.INFO
+    # An agent pool's own settings (shepherd_infra.pool_settings).
+    architecture: aws_lambda.Architecture = config.ARCHITECTURE
+    extra_layers: tuple[aws_lambda.ILayerVersion, ...] = ()
+    vpc: aws_ec2.IVpc | None = None
+    vpc_subnets: aws_ec2.SubnetSelection | None = None
+    security_groups: tuple[aws_ec2.ISecurityGroup, ...] = ()
+    reserved_concurrency: int | None = None
 
 
 class LambdaRuntime(Construct):
@@ -166,7 +196,7 @@ class LambdaRuntime(Construct):
             "CoreLayer",
             code=aws_lambda.Code.from_asset(str(stage_core_layer(build_dir))),
             compatible_runtimes=[config.RUNTIME],
-            compatible_architectures=[config.ARCHITECTURE],
+            compatible_architectures=list(ARCHITECTURES),  # pure Python
             description="Shepherd core package (shepherd.*)",
         )
         definitions_layer = aws_lambda.LayerVersion(
@@ -174,7 +204,7 @@ class LambdaRuntime(Construct):
             "DefinitionsLayer",
             code=aws_lambda.Code.from_asset(str(write_definitions(definitions, build_dir))),
             compatible_runtimes=[config.RUNTIME],
-            compatible_architectures=[config.ARCHITECTURE],
+            compatible_architectures=list(ARCHITECTURES),
             description=f"Workflow definitions (JSON) in {config.RUNTIME_DEFINITIONS_DIR}",
         )
         powertools_arn = resolve_powertools_layer_arn(
@@ -184,11 +214,32 @@ class LambdaRuntime(Construct):
             self, "PowertoolsLayer", powertools_arn
         )
         self.powertools_layer_arn = powertools_arn
+        self._powertools_version = powertools_version
+        self._powertools_override = powertools_layer_arn
+        self._shepherd_layers = [core, definitions_layer]
+        self._powertools = {config.ARCHITECTURE.name: powertools}
         self.layers: list[aws_lambda.ILayerVersion] = [powertools, core, definitions_layer]
         self.functions: list[aws_lambda.Function] = []
         # Each function's environment as given (the checks at synth read it: a function keeps
         # its own behind a lazy value).
         self.environments: dict[str, Mapping[str, str]] = {}
+
+    def layers_for(self, architecture: aws_lambda.Architecture) -> list[aws_lambda.ILayerVersion]:
+        """Powertools (its layer is built per architecture), the core and the definitions."""
+        if architecture.name not in self._powertools:
+            if self._powertools_override:
+                raise ValueError(
+                    f"powertools_layer_arn is an {config.ARCHITECTURE.name} layer: a pool on "
+                    f"{architecture.name} needs the Powertools parameter (drop the override) "
+                    "or the same architecture"
+                )
+            arn = resolve_powertools_layer_arn(
+                self, version=self._powertools_version, architecture=architecture
+            )
+            self._powertools[architecture.name] = aws_lambda.LayerVersion.from_layer_version_arn(
+                self, f"PowertoolsLayer-{architecture.name}", arn
+            )
+        return [self._powertools[architecture.name], *self._shepherd_layers]
 
     def function(
         self, scope: Construct, construct_id: str, spec: FunctionSpec
@@ -209,9 +260,13 @@ class LambdaRuntime(Construct):
             code=spec.code or self.code,
             handler=spec.handler,
             runtime=config.RUNTIME,
-            architecture=config.ARCHITECTURE,
-            layers=self.layers,
+            architecture=spec.architecture,
+            layers=[*self.layers_for(spec.architecture), *spec.extra_layers],
             role=role,
+            vpc=spec.vpc,
+            vpc_subnets=spec.vpc_subnets,
+            security_groups=list(spec.security_groups) or None,
+            reserved_concurrent_executions=spec.reserved_concurrency,
             log_group=log_group,
             logging_format=aws_lambda.LoggingFormat.JSON,
             system_log_level_v2=spec.system_log_level,
@@ -224,6 +279,11 @@ class LambdaRuntime(Construct):
         self.environments[fn.node.path] = environment
         cfn = fn.node.default_child
         assert isinstance(cfn, aws_lambda.CfnFunction)
+        if spec.vpc is not None:
+            # What Lambda needs to put the function in the VPC (AWSLambdaVPCAccessExecutionRole,
+            # as a statement of the role's own: no managed policies). The CDK adds nothing
+            # to a role it is given.
+            allow(fn, aws_iam.PolicyStatement(actions=list(VPC_ACTIONS), resources=["*"]))
         if spec.tracing:
             # Set on the resource, not with `tracing=`: the CDK would put X-Ray's statement
             # in a policy of its own under the createNewPoliciesWithAddToRolePolicy flag.

@@ -23,9 +23,9 @@ from aws_cdk import Annotations, Stage, aws_dynamodb, aws_events, aws_lambda, aw
 from constructs import Construct
 from shepherd.definitions import load_directory
 from shepherd.settings import Settings
-from shepherd.topology import pools
+from shepherd.topology import PoolSpec, pools
 
-from shepherd_infra import config, ledger
+from shepherd_infra import config, ledger, pool_settings
 from shepherd_infra.access import Access
 from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api import SchedulerApi
@@ -36,6 +36,7 @@ from shepherd_infra.limits import DeployLimits
 from shepherd_infra.monitoring import Monitoring
 from shepherd_infra.naming import pool_names, stack_scoped_name
 from shepherd_infra.payload_store import PayloadStore
+from shepherd_infra.pool_settings import PoolSettings, ResolvedPool
 from shepherd_infra.runtime import LambdaRuntime
 from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
@@ -51,9 +52,10 @@ class Shepherd(Construct):
     `agents` is the code of every pool's agents; `pool_agents` gives a pool its own code asset
     instead (a pool with heavy dependencies). A pool with neither is refused. `build_dir`
     (default: a folder in the cloud assembly) receives the staged code and definitions.
-    `pool_memory_mb` sizes a pool's function (default 256 MB: raise it for agents that read
-    or return large payloads); `api_memory_mb` the API and callbacks functions (see
-    `config.API_MEMORY_MB`).
+    `pool_settings` sets a pool's function: timeout, memory, environment, layers, VPC, reserved
+    concurrency, architecture (`PoolSettings`, defaults in `shepherd_infra.pool_settings`);
+    `pool_memory_mb` its memory alone (default 256 MB: raise it for agents that read or return
+    large payloads); `api_memory_mb` the API and callbacks functions (`config.API_MEMORY_MB`).
 
     `pool_ledger` (a JSON file beside the definitions, committed) remembers the pools deployed:
     a pool no definition names any more is retired, not deleted, until `release_pools` names
@@ -84,6 +86,7 @@ class Shepherd(Construct):
         api_memory_mb: int = config.API_MEMORY_MB,
         pool_ledger: Path | None = None,
         release_pools: Sequence[str] = (),
+        pool_settings: Mapping[str, PoolSettings] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # This deployment's name in what people and alarms see: the `service` dimension of
@@ -96,7 +99,9 @@ class Shepherd(Construct):
         self.pool_plan = ledger.plan(pool_ledger, pools(self.definitions), release_pools)
         self.pool_specs = self.pool_plan.all
         self._warn_about_retired_pools()
-        pool_memory = _memory_sizes(dict(pool_memory_mb or {}), self.pool_specs, api_memory_mb)
+        self.pool_functions = _pool_functions(
+            self.pool_specs, dict(pool_settings or {}), dict(pool_memory_mb or {}), api_memory_mb
+        )
         if build_dir is None:
             stage = Stage.of(self)
             if stage is None:
@@ -133,6 +138,7 @@ class Shepherd(Construct):
                 f"Pool-{name}",
                 pool=spec,
                 names=self.names,
+                function=self.pool_functions[name],
                 retain=retain_data,
                 retired=name in retired,
             )
@@ -179,7 +185,6 @@ class Shepherd(Construct):
                 access,
                 code=asset,
                 agent_modules=code.modules,
-                memory_mb=pool_memory.get(name, config.WORKER_MEMORY_MB),
             )
         self.api = SchedulerApi(
             self,
@@ -257,16 +262,27 @@ class Shepherd(Construct):
         return self.payloads.bucket
 
 
-def _memory_sizes(
-    pool_memory_mb: dict[str, int], specs: Mapping[str, object], api_memory_mb: int
-) -> dict[str, int]:
-    """The pools' memory sizes, checked at synth: known pools, sizes Lambda accepts."""
-    unknown = sorted(set(pool_memory_mb) - set(specs))
-    if unknown:
-        raise ValueError(f"pool_memory_mb names pools no definition uses: {unknown}")
+def _pool_functions(
+    specs: Mapping[str, PoolSpec],
+    settings: Mapping[str, PoolSettings],
+    pool_memory_mb: Mapping[str, int],
+    api_memory_mb: int,
+) -> dict[str, ResolvedPool]:
+    """Each pool's function settings, checked at synth: known pools, values Lambda accepts."""
+    for what, given in (("pool_settings", settings), ("pool_memory_mb", pool_memory_mb)):
+        unknown = sorted(set(given) - set(specs))
+        if unknown:
+            raise ValueError(f"{what} names pools no definition uses: {unknown}")
     low, high = config.LAMBDA_MEMORY_RANGE
-    sizes = {**{f"pool {k}": v for k, v in pool_memory_mb.items()}, "api": api_memory_mb}
-    for what, mb in sizes.items():
-        if isinstance(mb, bool) or not isinstance(mb, int) or not low <= mb <= high:
-            raise ValueError(f"memory of {what} must be a whole number of MB, {low}..{high}")
-    return pool_memory_mb
+    mb = api_memory_mb
+    if isinstance(mb, bool) or not isinstance(mb, int) or not low <= mb <= high:
+        raise ValueError(f"memory of api must be a whole number of MB, {low}..{high}")
+    return {
+        name: pool_settings.resolve(
+            name,
+            settings.get(name),
+            needed_timeout=spec.function_timeout_seconds,
+            memory_mb=pool_memory_mb.get(name),
+        )
+        for name, spec in specs.items()
+    }
