@@ -1,4 +1,4 @@
-# Every target sets itself up: a fresh clone needs only Python 3.11+ (and Node 20 for the CDK CLI).
+# Every target sets itself up: a fresh clone needs only Python 3.11+ (and Node 22+ for the CDK CLI).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -63,7 +63,13 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-synth: $(STAMP) $(NODE_STAMP)
+# The pinned CDK CLI supports Node 22 and later (Node 20 is end-of-life): say so before npm does.
+NODE_MAJOR := 22
+.PHONY: node-check
+node-check:
+	@node -e 'const v = process.versions.node; if (Number(v.split(".")[0]) < $(NODE_MAJOR)) { console.error(`Node $${v} is too old for the CDK CLI (Node 20 is end-of-life): install Node $(NODE_MAJOR) or later`); process.exit(1) }'
+
+synth: $(STAMP) node-check $(NODE_STAMP)
 	npx cdk synth --quiet
 
 # cdk-nag (AwsSolutions + Serverless), CDK assertions, drift and cfn-lint checks on the app, the

@@ -79,3 +79,46 @@ def test_init_refuses_a_folder_with_files(tmp_path: Path) -> None:
 )
 def test_package_names(folder: str, package: str) -> None:
     assert package_name(Path(folder)) == package
+
+
+def test_the_scaffold_pins_the_cdk_cli_this_repository_pins(tmp_path: Path) -> None:
+    """`make synth` in a new project runs the CDK CLI of its package-lock.json (npm ci), the
+    same release as this repository's, never whatever `npx aws-cdk@2` resolves that day."""
+    repo_package = json.loads((ROOT / "package.json").read_text())
+    repo_lock = json.loads((ROOT / "package-lock.json").read_text())
+    target = tmp_path / "travel-desk"
+    scaffold(target, Source(str(ROOT)))
+    package = json.loads((target / "package.json").read_text())
+    lock = json.loads((target / "package-lock.json").read_text())
+    assert package["devDependencies"] == repo_package["devDependencies"]
+    assert lock["packages"]["node_modules/aws-cdk"] == repo_lock["packages"]["node_modules/aws-cdk"]
+    assert lock["packages"][""]["devDependencies"] == package["devDependencies"]
+    assert package["engines"]["node"] == ">=22"
+    makefile = (target / "Makefile").read_text()
+    assert "npm ci" in makefile and "npx cdk synth" in makefile
+    assert "aws-cdk@" not in makefile  # nothing floats
+    assert "node_modules/" in (target / ".gitignore").read_text()
+
+
+def test_the_scaffold_refuses_a_node_older_than_22(tmp_path: Path) -> None:
+    """`make synth` checks Node first, with the fix (the CDK CLI no longer supports Node 20)."""
+    import shutil
+
+    node, make = shutil.which("node"), shutil.which("make")
+    if node is None or make is None:
+        pytest.skip("no node or make on this machine")
+    target = tmp_path / "travel-desk"
+    scaffold(target, Source(str(ROOT)))
+    done = subprocess.run(
+        [make, "-s", "node-check"], cwd=target, capture_output=True, text=True, check=False
+    )
+    major = int(
+        subprocess.run(
+            [node, "-p", "process.versions.node"], capture_output=True, text=True, check=True
+        ).stdout.split(".")[0]
+    )
+    if major < 22:
+        assert done.returncode != 0
+        assert "install Node 22 or later" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr

@@ -62,6 +62,13 @@ class Source:
         raise ScaffoldError(f"--shepherd: '{self.spec}' is neither a folder nor a version")
 
 
+# The CDK CLI the scaffold pins: the one this repository pins (package.json, package-lock.json;
+# tests/unit/test_scaffold.py keeps them equal), and the oldest Node it is supported on.
+CDK_CLI_VERSION = "2.1148.1"
+CDK_CLI_INTEGRITY = "sha512-K3d02L17IwmAuiBWNuX1DzYhKUs9GrKYI7bZnGJfJ1bKz9ymXFxfudBOL3rUb8JAusDNSULiQU2fsJH7kyY2XA=="
+NODE_MAJOR = 22
+
+
 def package_name(folder: Path) -> str:
     name = re.sub(r"\W+", "_", folder.name.lower()).strip("_")
     if not name or name[0].isdigit():
@@ -69,6 +76,40 @@ def package_name(folder: Path) -> str:
     if keyword.iskeyword(name) or name.startswith("shepherd"):
         name = f"{name}_app"
     return name
+
+
+def _package_json(package: str) -> dict[str, object]:
+    return {
+        "name": package.replace("_", "-"),
+        "private": True,
+        "description": "Pins the AWS CDK CLI that synthesizes and deploys infra/ (cdk.json)",
+        "engines": {"node": f">={NODE_MAJOR}"},
+        "devDependencies": {"aws-cdk": CDK_CLI_VERSION},
+    }
+
+
+def _package_lock(package: str) -> dict[str, object]:
+    name = package.replace("_", "-")
+    return {
+        "name": name,
+        "lockfileVersion": 3,
+        "requires": True,
+        "packages": {
+            "": {
+                "name": name,
+                "engines": {"node": f">={NODE_MAJOR}"},
+                "devDependencies": {"aws-cdk": CDK_CLI_VERSION},
+            },
+            "node_modules/aws-cdk": {
+                "version": CDK_CLI_VERSION,
+                "integrity": CDK_CLI_INTEGRITY,
+                "dev": True,
+                "license": "Apache-2.0",
+                "bin": {"cdk": "bin/cdk"},
+                "engines": {"node": ">= 18.0.0"},
+            },
+        },
+    }
 
 
 def _stack_name(package: str) -> str:
@@ -82,9 +123,11 @@ def files(package: str, source: Source) -> dict[str, str]:
     pip_args = f"--index-url {source.index_url}" if source.index_url else ""
     return {
         "pyproject.toml": PYPROJECT.format(package=package, runtime=runtime, tools=tools),
-        "Makefile": MAKEFILE.format(pip_args=pip_args),
+        "Makefile": MAKEFILE.format(pip_args=pip_args, node_major=NODE_MAJOR),
         "README.md": README.format(package=package, source=source.spec),
-        ".gitignore": ".venv/\ncdk.out/\n.shepherd/\n__pycache__/\n*.egg-info/\n",
+        ".gitignore": ".venv/\ncdk.out/\n.shepherd/\n__pycache__/\n*.egg-info/\nnode_modules/\n",
+        "package.json": json.dumps(_package_json(package), indent=2) + "\n",
+        "package-lock.json": json.dumps(_package_lock(package), indent=2) + "\n",
         "cdk.json": json.dumps(
             {"app": ".venv/bin/python infra/app.py", "context": CDK_CONTEXT}, indent=2
         )
@@ -148,7 +191,7 @@ STAMP := $(VENV)/.installed
 PIP_ARGS ?= {pip_args}
 PORT ?= 8080
 
-.PHONY: dev test demo local synth
+.PHONY: dev test demo local synth node-check
 
 $(STAMP): pyproject.toml
 \ttest -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -169,9 +212,20 @@ local: $(STAMP)
 demo: $(STAMP)
 \t$(BIN)/shepherd run welcome --input '{{"email": "ada@example.com"}}'
 
+# The CDK CLI pinned in package.json (and package-lock.json), as Shepherd's own repository
+# pins it: every machine synthesizes and deploys with the same CLI.
+NODE_STAMP := node_modules/.installed
+
+node-check:
+\t@node -e 'const v = process.versions.node; if (Number(v.split(".")[0]) < {node_major}) {{ console.error(`Node $${{v}} is too old for the CDK CLI (Node 20 is end-of-life): install Node {node_major} or later`); process.exit(1) }}'
+
+$(NODE_STAMP): package.json package-lock.json
+\tnpm ci --no-audit --no-fund
+\ttouch $(NODE_STAMP)
+
 # The CloudFormation template (no Docker, no AWS credentials): needs Node for the CDK CLI.
-synth: $(STAMP)
-\tnpx --yes aws-cdk@2 synth --quiet
+synth: $(STAMP) node-check $(NODE_STAMP)
+\tnpx cdk synth --quiet
 """
 
 README = """\
@@ -191,11 +245,12 @@ installed from `{source}`.
 make test    # the unit tests, in milliseconds
 make demo    # start Shepherd locally (no AWS account), run one workflow, stop
 make local   # Shepherd locally until Ctrl-C; then: .venv/bin/shepherd start welcome --input '{{"email": "a@b.c"}}' --wait
-make synth   # the CloudFormation template (Node for the CDK CLI; no Docker, no credentials)
+make synth   # the CloudFormation template (Node 22+ for the pinned CDK CLI; no Docker, no credentials)
 ```
 
-Deploy with `npx aws-cdk@2 deploy` (credentials for the account; `npx aws-cdk@2 bootstrap` once
-per account and region). Add a step: name its `Agent` and `Pool` in the definition and register
+Deploy with `npx cdk deploy` after `make synth` (the CDK CLI `package.json` pins; credentials for
+the account; `npx cdk bootstrap` once per account and region). Add a step: name its `Agent` and
+`Pool` in the definition and register
 the agent with `@registry.agent("...")`; a new pool gets its own queue and Lambda function.
 """
 
@@ -316,7 +371,7 @@ def test_a_flaky_step_is_retried(engine: MemoryEngine) -> None:
 CDK_APP = '''\
 #!/usr/bin/env python3
 """The CDK app (cdk.json): one stack with the Shepherd construct, this project's definitions
-and agents. `make synth`, or `npx aws-cdk@2 deploy`."""
+and agents. `make synth`, or `npx cdk deploy` (the CLI package.json pins)."""
 
 from __future__ import annotations
 
@@ -336,6 +391,9 @@ def build(app: App) -> Stack:
         "Shepherd",
         definitions_dir=ROOT / "statemachines",
         agents=AgentCode(path=ROOT / "src", modules=["{package}.agents"], exclude=["*.egg-info"]),
+        # The pools deployed (commit it): a pool no definition names any more is retired,
+        # not deleted, until released (release_pools=[...]).
+        pool_ledger=ROOT / "statemachines" / "shepherd-pools.lock",
     )
     CfnOutput(stack, "ApiUrl", value=shepherd.api_url)
     CfnOutput(stack, "EventBusName", value=shepherd.bus.event_bus_name)
