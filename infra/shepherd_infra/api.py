@@ -32,6 +32,7 @@ class SchedulerApi(Construct):
         access: Access,
         name: str,
         logging: bool = False,
+        detailed_metrics: bool = False,
         memory_mb: int = config.API_MEMORY_MB,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -76,7 +77,7 @@ class SchedulerApi(Construct):
             description="Shepherd scheduler API (IAM authorization)",
             endpoint_types=[aws_apigateway.EndpointType.REGIONAL],
             cloud_watch_role=False,
-            deploy_options=stage_options(self, logging=logging),
+            deploy_options=stage_options(self, logging=logging, detailed_metrics=detailed_metrics),
             default_method_options=aws_apigateway.MethodOptions(
                 authorization_type=aws_apigateway.AuthorizationType.IAM
             ),

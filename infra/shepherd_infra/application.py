@@ -66,15 +66,16 @@ class ShepherdStack(Stack):
             value=shepherd.relay_failures.queue_url,
             description="Stream records the event relay gave up on: shepherd events replay",
         )
-        CfnOutput(
-            self,
-            "DashboardUrl",
-            value=(
-                f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
-                f"?region={Aws.REGION}#dashboards:name="
-                f"{shepherd.monitoring.dashboard.dashboard_name}"
-            ),
-        )
+        board = shepherd.monitoring.dashboard
+        if board is not None:
+            CfnOutput(
+                self,
+                "DashboardUrl",
+                value=(
+                    f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
+                    f"?region={Aws.REGION}#dashboards:name={board.dashboard_name}"
+                ),
+            )
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -163,6 +164,8 @@ def build_app(
         api_memory_mb=_int(ctx(config.CTX_API_MEMORY_MB), config.API_MEMORY_MB),
         # The pools deployed, beside the definitions: a removed pool is retired, not deleted.
         pool_ledger=Path(directory).resolve() / LEDGER_FILE,
+        dashboard=_flag(ctx(config.CTX_DASHBOARD), default=False),
+        api_detailed_metrics=_flag(ctx(config.CTX_API_DETAILED_METRICS), default=False),
         release_pools=_names(ctx(config.CTX_RELEASE_POOLS)),
     )
     add_checks(app)

@@ -103,3 +103,6 @@ CTX_WEBHOOKS = "webhooks"  # selected events to HTTPS endpoints (shepherd_infra.
 CTX_API_MEMORY_MB = "api_memory_mb"  # the API and callbacks functions' memory
 CTX_POOL_MEMORY_MB = "pool_memory_mb"  # {"<pool>": MB}: an agent pool's function memory
 CTX_RELEASE_POOLS = "release_pools"  # retired pools to take out of the stack (a,b)
+CTX_DASHBOARD = "dashboard"  # "true": the CloudWatch dashboard ($3 a month past the free three)
+# "true": API Gateway's per-method metrics (billed as custom metrics, 7 per method and stage)
+CTX_API_DETAILED_METRICS = "api_detailed_metrics"

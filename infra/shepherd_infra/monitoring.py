@@ -34,6 +34,7 @@ from shepherd_infra.webhooks import Webhook
 ONE_MINUTE = Duration.minutes(1)
 DASHBOARD_NAME_MAX = 255
 REGION_MAX = 25  # "-" and the longest region name, with room to spare
+NAME_MAX = DASHBOARD_NAME_MAX - REGION_MAX
 SUPERVISOR_MISSED_PERIODS = 3
 ALARM_KEY_PENDING_WINDOW = Duration.days(7)  # the shortest KMS allows
 # Queues one alarm watches (metric math over one metric per queue): CloudWatch takes up to 10
@@ -73,6 +74,7 @@ class Monitoring(Construct):
         relay: EventRelay,
         alarm_email: str | None,
         webhooks: Sequence[Webhook] = (),
+        dashboard: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[aws_cloudwatch.Alarm] = []
@@ -179,131 +181,134 @@ class Monitoring(Construct):
         )
 
         # ---------------------------------------------------------------------------- dashboard
-        # Dashboard names are unique per account across all regions: the stack's name (unique
-        # per region) and the region make this one unique.
-        region = Stack.of(self).region
-        self.dashboard = aws_cloudwatch.Dashboard(
-            self,
-            "Dashboard",
-            dashboard_name=(
-                f"{stack_scoped_name(self, max_length=DASHBOARD_NAME_MAX - REGION_MAX)}-{region}"
-            ),
-            default_interval=Duration.hours(3),
-        )
+        # Optional (`dashboard=True`, `-c dashboard=true`): $3 a month at list price, more than
+        # the rest of an idle stack; the first three dashboards of an account are free.
+        self.dashboard: aws_cloudwatch.Dashboard | None = None
+        if dashboard:
+            # Dashboard names are unique per account across all regions: the stack's name (unique
+            # per region) and the region make this one unique.
+            region = Stack.of(self).region
+            board = aws_cloudwatch.Dashboard(
+                self,
+                "Dashboard",
+                dashboard_name=f"{stack_scoped_name(self, max_length=NAME_MAX)}-{region}",
+                default_interval=Duration.hours(3),
+            )
 
-        def graph(
-            title: str, metrics: Sequence[aws_cloudwatch.IMetric], width: int = 8
-        ) -> aws_cloudwatch.GraphWidget:
-            return aws_cloudwatch.GraphWidget(title=title, left=list(metrics), width=width)
+            def graph(
+                title: str, metrics: Sequence[aws_cloudwatch.IMetric], width: int = 8
+            ) -> aws_cloudwatch.GraphWidget:
+                return aws_cloudwatch.GraphWidget(title=title, left=list(metrics), width=width)
 
-        lifecycle = [
-            Metric.WORKFLOWS_STARTED,
-            Metric.WORKFLOWS_SUCCEEDED,
-            Metric.WORKFLOWS_FAILED,
-            Metric.WORKFLOWS_COMPENSATED,
-            Metric.WORKFLOWS_CANCELLED,
-            Metric.WORKFLOWS_PAUSED,
-            Metric.WORKFLOWS_RESUMED,
-            Metric.PAUSED_ON_FAILURE,
-        ]
-        steps = [
-            Metric.STEP_ATTEMPTS,
-            Metric.STEP_RETRIES,
-            Metric.TIMEOUTS_DETECTED,
-            Metric.LOST_MESSAGES_RECOVERED,
-            Metric.COMPENSATIONS,
-            Metric.COMPENSATIONS_FAILED,
-            Metric.FENCED_WRITES,
-            Metric.DUPLICATES_DROPPED,
-        ]
-        self.dashboard.add_widgets(
-            graph("Workflows", [engine_metric(m, service) for m in lifecycle]),
-            graph(
-                "Steps: retries, timeouts, compensations",
-                [engine_metric(m, service) for m in steps],
-            ),
-            graph(
-                "Detection lag (ms)",
-                [
-                    engine_metric(Metric.DETECTION_LAG, service, statistic="p50"),
-                    engine_metric(Metric.DETECTION_LAG, service, statistic="p99"),
-                ],
-            ),
-        )
-        self.dashboard.add_widgets(
-            graph(
-                "Queue depth",
-                [p.queue.metric_approximate_number_of_messages_visible() for p in pools],
-            ),
-            graph(
-                "Oldest message age (s)",
-                [
-                    p.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")
-                    for p in pools
-                ],
-            ),
-            graph(
-                "DLQ depth",
-                [
-                    p.dlq.metric_approximate_number_of_messages_visible(statistic="Maximum")
-                    for p in pools
-                ],
-            ),
-        )
-        self.dashboard.add_widgets(
-            graph(
-                "Supervisor runs and sweep duration (ms)",
-                [
-                    engine_metric(Metric.SUPERVISOR_RAN, service),
-                    engine_metric(Metric.SWEEP_DURATION, service, statistic="p50"),
-                    engine_metric(Metric.SWEEP_DURATION, service, statistic="p99"),
-                ],
-            ),
-            graph(
-                "Failed looks and parked workflows",
-                [
-                    engine_metric(Metric.LOOK_FAILURES, service),
-                    engine_metric(Metric.WORKFLOWS_PARKED, service),
-                ],
-            ),
-            graph(
-                "DynamoDB throttles and conditional-check failures",
-                [
-                    read_throttles,
-                    write_throttles,
-                    _table_metric(table, "ConditionalCheckFailedRequests"),
-                ],
-            ),
-            graph(
-                "API errors and latency",
-                [
-                    rest_api.metric_client_error(period=ONE_MINUTE),
-                    rest_api.metric_server_error(period=ONE_MINUTE),
-                    rest_api.metric_latency(period=ONE_MINUTE, statistic="p99"),
-                ],
-            ),
-        )
-        self.dashboard.add_widgets(
-            graph("Event relay: iterator age (ms)", [iterator_age]),
-            graph(
-                "Event relay: invocations, errors, records sent to its failure queue",
-                [
-                    relay.function.metric_invocations(period=ONE_MINUTE),
-                    relay.function.metric_errors(period=ONE_MINUTE),
-                    relay_failures,
-                ],
-            ),
-            graph(
-                "Paused pools and workflows",
-                [
-                    engine_metric(Metric.WORKFLOWS_PAUSED, service),
-                    engine_metric(Metric.PAUSED_ON_FAILURE, service),
-                ],
-            ),
-        )
-        self.dashboard.add_widgets(
-            aws_cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
-        )
+            lifecycle = [
+                Metric.WORKFLOWS_STARTED,
+                Metric.WORKFLOWS_SUCCEEDED,
+                Metric.WORKFLOWS_FAILED,
+                Metric.WORKFLOWS_COMPENSATED,
+                Metric.WORKFLOWS_CANCELLED,
+                Metric.WORKFLOWS_PAUSED,
+                Metric.WORKFLOWS_RESUMED,
+                Metric.PAUSED_ON_FAILURE,
+            ]
+            steps = [
+                Metric.STEP_ATTEMPTS,
+                Metric.STEP_RETRIES,
+                Metric.TIMEOUTS_DETECTED,
+                Metric.LOST_MESSAGES_RECOVERED,
+                Metric.COMPENSATIONS,
+                Metric.COMPENSATIONS_FAILED,
+                Metric.FENCED_WRITES,
+                Metric.DUPLICATES_DROPPED,
+            ]
+            board.add_widgets(
+                graph("Workflows", [engine_metric(m, service) for m in lifecycle]),
+                graph(
+                    "Steps: retries, timeouts, compensations",
+                    [engine_metric(m, service) for m in steps],
+                ),
+                graph(
+                    "Detection lag (ms)",
+                    [
+                        engine_metric(Metric.DETECTION_LAG, service, statistic="p50"),
+                        engine_metric(Metric.DETECTION_LAG, service, statistic="p99"),
+                    ],
+                ),
+            )
+            board.add_widgets(
+                graph(
+                    "Queue depth",
+                    [p.queue.metric_approximate_number_of_messages_visible() for p in pools],
+                ),
+                graph(
+                    "Oldest message age (s)",
+                    [
+                        p.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")
+                        for p in pools
+                    ],
+                ),
+                graph(
+                    "DLQ depth",
+                    [
+                        p.dlq.metric_approximate_number_of_messages_visible(statistic="Maximum")
+                        for p in pools
+                    ],
+                ),
+            )
+            board.add_widgets(
+                graph(
+                    "Supervisor runs and sweep duration (ms)",
+                    [
+                        engine_metric(Metric.SUPERVISOR_RAN, service),
+                        engine_metric(Metric.SWEEP_DURATION, service, statistic="p50"),
+                        engine_metric(Metric.SWEEP_DURATION, service, statistic="p99"),
+                    ],
+                ),
+                graph(
+                    "Failed looks and parked workflows",
+                    [
+                        engine_metric(Metric.LOOK_FAILURES, service),
+                        engine_metric(Metric.WORKFLOWS_PARKED, service),
+                    ],
+                ),
+                graph(
+                    "DynamoDB throttles and conditional-check failures",
+                    [
+                        read_throttles,
+                        write_throttles,
+                        _table_metric(table, "ConditionalCheckFailedRequests"),
+                    ],
+                ),
+                graph(
+                    "API errors and latency",
+                    [
+                        rest_api.metric_client_error(period=ONE_MINUTE),
+                        rest_api.metric_server_error(period=ONE_MINUTE),
+                        rest_api.metric_latency(period=ONE_MINUTE, statistic="p99"),
+                    ],
+                ),
+            )
+            board.add_widgets(
+                graph("Event relay: iterator age (ms)", [iterator_age]),
+                graph(
+                    "Event relay: invocations, errors, records sent to its failure queue",
+                    [
+                        relay.function.metric_invocations(period=ONE_MINUTE),
+                        relay.function.metric_errors(period=ONE_MINUTE),
+                        relay_failures,
+                    ],
+                ),
+                graph(
+                    "Paused pools and workflows",
+                    [
+                        engine_metric(Metric.WORKFLOWS_PAUSED, service),
+                        engine_metric(Metric.PAUSED_ON_FAILURE, service),
+                    ],
+                ),
+            )
+            board.add_widgets(
+                aws_cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
+            )
+            self.dashboard = board
 
     def _pool_alarms(self, pools: Sequence[AgentPool]) -> None:
         """Dead letters and backlog of every pool, a few pools to an alarm (metric math over

@@ -185,10 +185,15 @@ class LambdaRuntime(Construct):
         super().__init__(scope, construct_id)
         # `service`: the deployment's own name, the dimension of every engine metric.
         self.environment = {**environment, ENV_SERVICE: service, ENV_METRICS_NAMESPACE: NAMESPACE}
-        # `-c tracing=true`: the Powertools Tracer (X-Ray SDK subsegments) in every handler.
-        # Off by default: the SDK costs a cold start about as much as boto3's own import;
-        # Lambda's active tracing (each invocation's segment) needs no SDK and stays on.
-        if str(self.node.try_get_context(config.CTX_TRACING) or "").lower() in {"1", "true"}:
+        # `-c tracing=true`: the Powertools Tracer (X-Ray SDK subsegments) in every handler,
+        # and the supervisor's active tracing. Off by default: the SDK costs a cold start
+        # about as much as boto3's own import; Lambda's active tracing (each invocation's
+        # segment) needs no SDK and stays on for every function but the supervisor.
+        self.tracing = str(self.node.try_get_context(config.CTX_TRACING) or "").lower() in {
+            "1",
+            "true",
+        }
+        if self.tracing:
             self.environment[ENV_TRACING] = "true"
         self.code = aws_lambda.Code.from_asset(str(stage_handlers(build_dir)))
         core = aws_lambda.LayerVersion(

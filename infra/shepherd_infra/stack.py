@@ -57,6 +57,9 @@ class Shepherd(Construct):
     `pool_memory_mb` its memory alone (default 256 MB: raise it for agents that read or return
     large payloads); `api_memory_mb` the API and callbacks functions (`config.API_MEMORY_MB`).
 
+    `dashboard` adds the CloudWatch dashboard ($3 a month past an account's three free ones);
+    `api_detailed_metrics` API Gateway's per-method metrics (custom metrics under traffic).
+
     `pool_ledger` (a JSON file beside the definitions, committed) remembers the pools deployed:
     a pool no definition names any more is retired, not deleted, until `release_pools` names
     it (`shepherd_infra.ledger`). Without a ledger a removed pool leaves the stack at once
@@ -87,6 +90,8 @@ class Shepherd(Construct):
         pool_ledger: Path | None = None,
         release_pools: Sequence[str] = (),
         pool_settings: Mapping[str, PoolSettings] | None = None,
+        dashboard: bool = False,
+        api_detailed_metrics: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         # This deployment's name in what people and alarms see: the `service` dimension of
@@ -193,6 +198,7 @@ class Shepherd(Construct):
             access=access,
             name=f"{self.service}-Api",
             logging=api_logging,
+            detailed_metrics=api_detailed_metrics,
             memory_mb=api_memory_mb,
         )
         self.events.add_start_rule(self.runtime, access)
@@ -214,6 +220,7 @@ class Shepherd(Construct):
             relay=self.relay,
             webhooks=self.webhooks.hooks,
             alarm_email=alarm_email,
+            dashboard=dashboard,
         )
         if pool_ledger is not None:
             ledger.write(pool_ledger, self.pool_plan)

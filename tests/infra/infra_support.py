@@ -32,11 +32,13 @@ HANDLER_ROLES = {
 }
 EXTRA_POOL = "reporting"
 # The `extended` fixture's optional context: a bus name of the user's choice, API logging (for
-# an account whose API Gateway CloudWatch role is set), memory sizes, as the CLI passes them
-# (strings).
+# an account whose API Gateway CloudWatch role is set), the dashboard, per-method API metrics,
+# memory sizes, as the CLI passes them (strings).
 EXTENDED_CONTEXT = {
     "event_bus_name": "orders-bus",
     "api_logging": "true",
+    "dashboard": "true",
+    "api_detailed_metrics": "true",
     "pool_memory_mb": json.dumps({EXTRA_POOL: 3008}),
     "api_memory_mb": "1024",
 }

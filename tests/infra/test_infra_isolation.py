@@ -113,7 +113,7 @@ def _deployments(tmp: Path) -> Iterator[Deployment]:
     app = App(context=cdk_json_context(), outdir=str(tmp / "cdk.out"))
     stacks: list[tuple[Stack, list[Shepherd]]] = []
     for name in ("Production", "Staging"):
-        stack = ShepherdStack(app, name, build_dir=tmp / name)
+        stack = ShepherdStack(app, name, build_dir=tmp / name, dashboard=True)
         stacks.append((stack, [stack.shepherd]))
     pair = Stack(app, "Pair")
     both = [
@@ -123,6 +123,7 @@ def _deployments(tmp: Path) -> Iterator[Deployment]:
             definitions_dir=config.DEFINITIONS_DIR,
             agents=example_agents(),
             build_dir=tmp / cid,
+            dashboard=True,
         )
         for cid in ("Orders", "Returns")
     ]

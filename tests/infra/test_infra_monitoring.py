@@ -193,7 +193,14 @@ def test_no_topic_without_an_email(extended: Synth) -> None:
         assert "AlarmActions" not in alarm
 
 
-def test_dashboard_graphs_the_engine_and_the_services(shepherd: Synth) -> None:
+def test_the_dashboard_is_opt_in(shepherd: Synth) -> None:
+    """$3 a month at list price, more than the rest of an idle stack (docs/benchmarks.md)."""
+    shepherd.template.resource_count_is("AWS::CloudWatch::Dashboard", 0)
+    assert shepherd.construct.monitoring.dashboard is None
+
+
+def test_dashboard_graphs_the_engine_and_the_services(extended: Synth) -> None:
+    shepherd = extended  # -c dashboard=true
     ((_, dashboard),) = shepherd.of_type("AWS::CloudWatch::Dashboard").items()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for metric in Metric:

@@ -136,6 +136,7 @@ def deployments(tmp_path_factory: pytest.TempPathFactory) -> list[Deployed]:
             stack_name=stack_name,
             env=Environment(region=region),
             build_dir=Path(app.outdir) / f"build-{construct_id}",
+            dashboard=True,  # opt-in: its name is account-wide
         )
         for construct_id, stack_name, region in STACKS
     ]
