@@ -80,6 +80,12 @@ infra-tests: $(STAMP)
 
 cdk-nag: infra-tests
 
+# Before pinning a new Powertools release: its public SSM parameter exists in every region the
+# README promises (needs credentials for any account; read-only).
+.PHONY: release-check
+release-check: $(STAMP)
+	$(BIN)/python tools/release_check.py
+
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
 

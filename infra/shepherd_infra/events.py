@@ -37,12 +37,18 @@ class EventBus(Construct):
         )
         # Failed starts can be replayed from here (starts with an idempotency key are safe to
         # replay); this is the recovery path instead of a target DLQ.
-        self.bus.archive(
+        self.archive = self.bus.archive(
             "StartArchive",
             description="StartWorkflow events, for replay",
             event_pattern=self.start_pattern,
             retention=ARCHIVE_RETENTION,
         )
+        # The CDK writes `KmsKeyIdentifier: ""` for an archive without a key of its own (an
+        # open CDK bug reported to fail deploys in some regions): leave the property out, as
+        # CloudFormation's default (an AWS owned key) means.
+        archive = self.archive.node.default_child
+        assert isinstance(archive, aws_events.CfnArchive)
+        archive.add_property_deletion_override("KmsKeyIdentifier")
 
     def add_start_rule(self, runtime: LambdaRuntime, access: Access) -> None:
         self.function = runtime.function(

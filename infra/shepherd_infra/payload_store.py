@@ -66,7 +66,10 @@ class PayloadStore(Construct):
             removal_policy=(
                 RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if retain else RemovalPolicy.DESTROY
             ),
-            auto_delete_objects=False,
+            # `retain_data=false`: the bucket goes with the stack, and CloudFormation cannot
+            # delete a bucket that holds an object, so the CDK's custom resource empties it
+            # first (a function that runs on delete only).
+            auto_delete_objects=not retain,
         )
         acknowledge(
             self.bucket,
