@@ -113,7 +113,10 @@ class SchedulerApi(Construct):
                 integrations[route.target],
                 authorization_type=aws_apigateway.AuthorizationType.IAM,
                 request_validator=validator,
-                request_parameters={f"method.request.path.{p}": True for p in route.params},
+                request_parameters={
+                    **{f"method.request.path.{p}": True for p in route.params},
+                    **{f"method.request.header.{h}": True for h in route.headers},
+                },
             )
         for error in routes.GATEWAY_ERRORS:
             self.rest_api.add_gateway_response(

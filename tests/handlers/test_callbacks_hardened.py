@@ -42,13 +42,14 @@ def forge(token: str) -> str:
 
 def raw_callback(token: str, action: str, raw: str) -> tuple[int, dict[str, Any]]:
     from aws_stack import LambdaContext, rest_event
+    from shepherd.routes import TASK_TOKEN_HEADER
     from shepherd_handlers import callbacks
 
     event = rest_event(
         "POST",
-        f"/tasks/{token}/{action}",
-        resource=f"/tasks/{{token}}/{action}",
-        path_parameters={"token": token},
+        f"/tasks/{action}",
+        resource=f"/tasks/{action}",
+        headers={TASK_TOKEN_HEADER: token},
         raw_body=raw,
     )
     reply = callbacks.handler(event, LambdaContext())

@@ -18,6 +18,9 @@ from shepherd.limits import MAX_CALLBACK_BODY_BYTES, MAX_REQUEST_BYTES, MAX_STAR
 
 Target = Literal["api", "callbacks"]
 JSON = "application/json"
+# Where a callback's task token travels (docs/api.md, Callback steps).
+TASK_TOKEN_HEADER = "X-Shepherd-Task-Token"  # noqa: S105 - a header name, not a secret
+TASK_ACTIONS = ("heartbeat", "success", "failure")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,10 @@ class Route:
     # The query parameters it reads; the handlers refuse any other (400), as they refuse a
     # body's unknown fields.
     query: tuple[str, ...] = ()
+    # Headers it requires (API Gateway refuses a request without them, 400).
+    headers: tuple[str, ...] = ()
+    # Still answered, with an error saying what replaced it (docs/api.md, Deprecated routes).
+    deprecated: bool = False
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -61,9 +68,31 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/pools/{pool}/resume", "api"),
     Route("GET", "/definitions", "api"),
     Route("GET", "/definitions/{name}", "api"),
-    Route("POST", "/tasks/{token}/heartbeat", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
-    Route("POST", "/tasks/{token}/success", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
-    Route("POST", "/tasks/{token}/failure", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
+    # A task token is a capability: it travels in a header, never in the URL (API Gateway's
+    # traces and access logs keep the path).
+    *(
+        Route(
+            "POST",
+            f"/tasks/{action}",
+            "callbacks",
+            True,
+            MAX_CALLBACK_BODY_BYTES,
+            headers=(TASK_TOKEN_HEADER,),
+        )
+        for action in TASK_ACTIONS
+    ),
+    # The former routes, token in the path: 410 TaskTokenInPath, naming the new ones.
+    *(
+        Route(
+            "POST",
+            f"/tasks/{{token}}/{action}",
+            "callbacks",
+            True,
+            MAX_CALLBACK_BODY_BYTES,
+            deprecated=True,
+        )
+        for action in TASK_ACTIONS
+    ),
 )
 
 
