@@ -27,7 +27,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd import wiring
+from shepherd.engine.pools import pool_states
 from shepherd.engine.supervisor import SweepReport
+from shepherd.errors import DeliveryError
 from shepherd.observability import Metric
 
 from shepherd_handlers.runtime import engine, logger, metrics, tracer
@@ -91,6 +93,24 @@ def record(report: SweepReport) -> None:
         metrics.add_metric(name=Metric.WORKFLOWS_PARKED, unit=MetricUnit.Count, value=report.parked)
 
 
+def hold_paused_pools() -> None:
+    """Once a minute (the scheduled run): a pool the table records as paused has its event
+    source mapping disabled again. A deploy that updates or replaces a mapping enables it
+    (CloudFormation knows nothing of a pause), which would resume the pool silently; this
+    re-applies the pause within a minute. Idempotent; the paused pools only."""
+    shepherd = engine()
+    control = shepherd.pool_control
+    if control is None:  # the local stack: its workers read the pool state themselves
+        return
+    for name, state in pool_states(shepherd.ports.store).items():
+        if not state.paused:
+            continue
+        try:
+            control.set_enabled(name, False)
+        except DeliveryError:
+            logger.exception("paused pool not held", extra={"pool": name})
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
@@ -103,6 +123,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if isinstance(records, list):  # ticks from the queue: one sweep, however many arrived
         return _sweep_once(interval, {"ticks": len(records)})
     metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
+    hold_paused_pools()
     if ticks_url:
         sent = send_ticks(ticks_url, tick_delays(interval, window))
         return _sweep_once(interval, {"ticks_sent": sent})

@@ -33,7 +33,7 @@ from shepherd.topology import IndexSpec
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.naming import PoolNames, nag_text
 from shepherd_infra.payload_store import PayloadStore
-from shepherd_infra.runtime import allow, holder_of
+from shepherd_infra.runtime import STAR_REASON, allow, holder_of
 from shepherd_infra.state_store import StateStore
 
 # What the DynamoDB adapter calls. TransactWriteItems has no IAM action of its own: each item in
@@ -106,13 +106,15 @@ class Access:
     def publish(self, fn: aws_lambda.Function) -> None:
         self._bus.grant_put_events_to(fn)
 
-    def pool_control(self, fn: aws_lambda.Function) -> None:
+    def pool_control(self, fn: aws_lambda.Function, *, backlogs: bool = True) -> None:
         """Pause and resume pools (their event source mappings, found by their function's name)
-        and read their backlogs."""
+        and, if `backlogs`, read their queues' backlogs (GET /pools)."""
         allow(
             fn,
             aws_iam.PolicyStatement(actions=["lambda:ListEventSourceMappings"], resources=["*"]),
         )
+        for rule in ("AwsSolutions-IAM5[Resource::*]", "Serverless-LambdaStarPermissions"):
+            acknowledge(holder_of(fn), rule, STAR_REASON)
         stack = Stack.of(fn)
         mappings = (
             f"arn:{stack.partition}:lambda:{stack.region}:{stack.account}:event-source-mapping:*"
@@ -131,12 +133,13 @@ class Access:
             "Event source mappings have random ids; the condition on lambda:FunctionArn limits "
             "UpdateEventSourceMapping to the mappings of this deployment's pool functions",
         )
-        allow(
-            fn,
-            aws_iam.PolicyStatement(
-                actions=["sqs:GetQueueAttributes"], resources=[self._names.queue_pattern]
-            ),
-        )
+        if backlogs:
+            allow(
+                fn,
+                aws_iam.PolicyStatement(
+                    actions=["sqs:GetQueueAttributes"], resources=[self._names.queue_pattern]
+                ),
+            )
 
     def engine(self, fn: aws_lambda.Function, *, indexes: Sequence[IndexSpec] = ()) -> None:
         """What any part of the engine needs: the table and dispatching (no bus: events come

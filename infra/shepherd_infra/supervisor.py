@@ -138,6 +138,9 @@ class Supervisor(Construct):
         self.function.configure_async_invoke(max_event_age=MAX_RUN_AGE, retry_attempts=0)
         # The only function that may query the watch index.
         access.engine(self.function, indexes=[TABLE.watch_index])
+        # Its scheduled run holds paused pools paused: a deploy that updates or replaces a
+        # pool's event source mapping enables it (shepherd_handlers.supervisor).
+        access.pool_control(self.function, backlogs=False)
         scheduler_role = aws_iam.Role(
             self,
             "SchedulerRole",

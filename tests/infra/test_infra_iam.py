@@ -45,7 +45,7 @@ def test_no_wildcards_except_xray(shepherd: Synth) -> None:
         for statement in shepherd.statements(fn_id):
             assert not any(a.endswith("*") for a in actions(statement)), (name, statement)
             if "*" in resources(statement):
-                star = STAR_ACTIONS | (STAR_API_ACTIONS if name == "api" else set())
+                star = STAR_ACTIONS | (STAR_API_ACTIONS if name in ("api", "supervisor") else set())
                 assert set(actions(statement)) <= star, (name, statement)
             assert "index/*" not in flatten(statement), (name, statement)
             assert not {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(
@@ -176,18 +176,20 @@ def test_scheduler_role_invokes_only_the_supervisor(shepherd: Synth) -> None:
     assert all(refers_to(r, fn_id) for s in statements for r in resources(s))
 
 
-def test_only_the_api_switches_pools_and_only_their_own_event_source_mappings(
+def test_only_the_api_and_the_supervisor_switch_pools_and_only_their_own_mappings(
     shepherd: Synth,
 ) -> None:
-    """The API finds a pool's mapping by its function's name (no list of ids in any
-    environment) and may update only mappings of this deployment's pool functions."""
+    """The API (pause, resume) and the supervisor (holding paused pools paused after a deploy)
+    find a pool's mapping by its function's name (no list of ids in any environment) and may
+    update only mappings of this deployment's pool functions."""
     from shepherd.settings import ENV_POOL_FUNCTION_PREFIX, ENV_POOL_MAPPINGS
 
     api_id = shepherd.logical_id(shepherd.construct.api.api_function)
+    switchers = {api_id, shepherd.logical_id(shepherd.construct.supervisor.function)}
     for name, fn_id in shepherd.function_ids().items():
         statements = shepherd.statements(fn_id)
         updates = [s for s in statements if "lambda:UpdateEventSourceMapping" in actions(s)]
-        if fn_id != api_id:
+        if fn_id not in switchers:
             assert updates == [], name
             assert not list(granted(statements, "lambda:ListEventSourceMappings")), name
             continue

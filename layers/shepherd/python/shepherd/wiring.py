@@ -121,14 +121,20 @@ class Shepherd:
         )
 
     @cached_property
-    def engine(self) -> Engine:
-        control: PoolControl | None = None
-        if self.settings.pool_mappings or self.settings.pool_function_prefix:
-            from shepherd.adapters.lambda_esm import EventSourceMappingControl  # noqa: PLC0415
+    def pool_control(self) -> PoolControl | None:
+        """What switches a pool's consumers on AWS (its event source mapping), if the
+        deployment says how to find them."""
+        if not (self.settings.pool_mappings or self.settings.pool_function_prefix):
+            return None
+        from shepherd.adapters.lambda_esm import EventSourceMappingControl  # noqa: PLC0415
 
-            control = EventSourceMappingControl(
-                _client("lambda"), self.settings.pool_mappings, self.settings.pool_function_prefix
-            )
+        return EventSourceMappingControl(
+            _client("lambda"), self.settings.pool_mappings, self.settings.pool_function_prefix
+        )
+
+    @cached_property
+    def engine(self) -> Engine:
+        control = self.pool_control
         return build_engine(
             self.ports,
             self.definitions,
