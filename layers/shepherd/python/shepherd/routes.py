@@ -21,6 +21,8 @@ JSON = "application/json"
 # Where a callback's task token travels (docs/api.md, Callback steps).
 TASK_TOKEN_HEADER = "X-Shepherd-Task-Token"  # noqa: S105 - a header name, not a secret
 TASK_ACTIONS = ("heartbeat", "success", "failure")
+# A synchronous Lambda invocation's request, API Gateway's event around the body included.
+LAMBDA_REQUEST_MB = 6
 
 
 @dataclass(frozen=True)
@@ -169,10 +171,20 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         "REQUEST_TOO_LARGE",
         413,
         "BodyTooLarge",
-        f"the request is larger than {MAX_REQUEST_BYTES} bytes (API Gateway's limit)",
+        f"the request is larger than {MAX_REQUEST_BYTES} bytes (API Gateway's limit); "
+        f"Lambda takes {LAMBDA_REQUEST_MB} MB at most, so send a payload over 5 MiB through "
+        "POST /payloads",
     ),
     GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "UnsupportedMediaType", f"the body must be {JSON}"),
-    GatewayError("INTEGRATION_FAILURE", 502, "IntegrationFailure", "the handler failed"),
+    # API Gateway takes 10 MB, Lambda 6 MB: a request between the two never reaches the
+    # handler and comes back as this, not as a 413, so the message says so.
+    GatewayError(
+        "INTEGRATION_FAILURE",
+        502,
+        "IntegrationFailure",
+        "the handler failed, or the request was over the "
+        f"{LAMBDA_REQUEST_MB} MB Lambda takes (a body over 5 MiB goes through POST /payloads)",
+    ),
     GatewayError("INTEGRATION_TIMEOUT", 504, "IntegrationTimeout", "the handler timed out"),
     GatewayError("DEFAULT_4XX", None, "RequestRejected", None),
     GatewayError("DEFAULT_5XX", None, "GatewayError", None),
