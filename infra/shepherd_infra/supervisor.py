@@ -28,7 +28,6 @@ from aws_cdk import (
     Stack,
     aws_iam,
     aws_lambda,
-    aws_lambda_event_sources,
     aws_scheduler,
     aws_scheduler_targets,
     aws_sqs,
@@ -44,8 +43,9 @@ from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
+from shepherd_infra.agent_pool import CONSUME
 from shepherd_infra.nag import acknowledge
-from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
+from shepherd_infra.runtime import FunctionSpec, LambdaRuntime, allow
 
 # Scheduler's and Lambda's minimum maximum event age; one schedule period.
 MAX_RUN_AGE = Duration.minutes(1)
@@ -126,13 +126,25 @@ class Supervisor(Construct):
         )
         # The scheduled run sends the minute's ticks; the mapping delivers them (and grants
         # receive/delete on this queue only).
-        self.ticks.grant_send_messages(self.function)
-        self.function.add_event_source(
-            aws_lambda_event_sources.SqsEventSource(
-                self.ticks, batch_size=TICK_BATCH, max_concurrency=TICK_CONCURRENCY
-            )
+        allow(
+            self.function,
+            aws_iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.ticks.queue_arn]),
         )
-        acknowledge(self.function, "Serverless-LambdaEventSourceMappingDestination", STALE_TICK)
+        # Receive and delete only (what Lambda's pollers need): no GetQueueUrl, no
+        # ChangeMessageVisibility, which the CDK's SqsEventSource grant adds.
+        allow(
+            self.function,
+            aws_iam.PolicyStatement(actions=list(CONSUME), resources=[self.ticks.queue_arn]),
+        )
+        tick_mapping = aws_lambda.EventSourceMapping(
+            self,
+            "TickMapping",
+            target=self.function,
+            event_source_arn=self.ticks.queue_arn,
+            batch_size=TICK_BATCH,
+            max_concurrency=TICK_CONCURRENCY,
+        )
+        acknowledge(tick_mapping, "Serverless-LambdaEventSourceMappingDestination", STALE_TICK)
         # Lambda's queue for asynchronous invocations: no retry of a failed run, and a run still
         # waiting (throttled) after a minute is discarded instead of piling up.
         self.function.configure_async_invoke(max_event_age=MAX_RUN_AGE, retry_attempts=0)

@@ -208,6 +208,8 @@ class TemplateIam:
                 return self._ref(arg)
             if fn == "Fn::GetAtt" and arg[1] == "Arn":
                 return self._arn(arg[0])
+            if fn == "Fn::GetAtt" and arg[1] == "StreamArn":  # a table's stream
+                return f"{self._arn(arg[0])}/stream/*"
             if fn == "Fn::Join":
                 return str(arg[0]).join(self.resolve(part) for part in arg[1])
             if fn == "Fn::Select":  # of an Fn::Split

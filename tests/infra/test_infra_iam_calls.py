@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -169,6 +170,13 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
             body={"type": "order_fulfilment", "input_upload": upload["upload_id"]},
         )
         assert status == 202
+        # An input over 8 KiB: the API writes it under wf/, the agents read it back.
+        status, _, _ = stack.api(
+            "POST",
+            "/workflows",
+            body={"type": "order_fulfilment", "input": {**ORDER, "pad": "p" * 20_000}},
+        )
+        assert status == 202
         _deliver(stack, recorder)  # its tasks, before the lost-task flow below
         status, _, lost_one = stack.api(
             "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
@@ -286,6 +294,100 @@ def test_each_recorded_permission_is_load_bearing(shepherd: Synth, flows: Flows)
             statement["Action"] = [a for a in actions if a != action] or ["none:Nothing"]
         broken = violations([c for c in flows.calls if c.function == function], iam, roles)
         assert any(f"needs {action} " in v for v in broken), (function, action)
+
+
+def _grants(iam: TemplateIam, role_of: str) -> list[tuple[str, str]]:
+    """(action, resource pattern) of every Allow of a function's role, resolved."""
+    out = []
+    for statement in iam.statements(role_of):
+        if statement["Effect"] != "Allow":
+            continue
+        acts = (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+        res = (
+            statement["Resource"]
+            if isinstance(statement["Resource"], list)
+            else [statement["Resource"]]
+        )
+        out += [(a, iam.resolve(r)) for a in acts for r in res]
+    return out
+
+
+def _documented(function: str, action: str, resource: str) -> str | None:
+    """Why a grant no recorded call uses is there all the same, or None (then it goes)."""
+    if action in ("xray:PutTraceSegments", "xray:PutTelemetryRecords"):
+        return "Lambda's active tracing sends the segments, not the handler"
+    if action in ("logs:CreateLogStream", "logs:PutLogEvents"):
+        return "Lambda writes the function's logs with its role"
+    if function.startswith("agent:") and action in AGENT_MAPPING:
+        return "the pool's event source mapping polls its queue with the function's role"
+    if function == "supervisor" and action in AGENT_MAPPING and "Ticks" in resource:
+        return "the tick queue's event source mapping polls it with the function's role"
+    if function == "relay" and (action in RELAY_MAPPING or action == "sqs:SendMessage"):
+        return "the stream's event source mapping reads it, and sends what fails to the queue"
+    if function in ("api", "supervisor") and action in POOL_CONTROL:
+        return (
+            "pausing a pool (API) and holding it paused (supervisor) switch its event source "
+            "mapping, which moto does not run: tests/unit/test_pool_control.py, "
+            "tests/handlers/test_paused_pools_held.py"
+        )
+    if function == "supervisor" and action == "sqs:SendMessage" and "Ticks" in resource:
+        return (
+            "the scheduled run sends the minute's ticks; the flows run it without a tick queue "
+            "(tests/infra/test_infra_rehearsal.py sends them)"
+        )
+    return None
+
+
+AGENT_MAPPING = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+RELAY_MAPPING = (
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+)
+POOL_CONTROL = ("lambda:ListEventSourceMappings", "lambda:UpdateEventSourceMapping")
+
+
+def test_every_grant_is_used_by_a_recorded_call_or_documented(
+    shepherd: Synth, flows: Flows
+) -> None:
+    """The converse of the test above: a grant no call needs is taken away, unless the service
+    itself uses it with the function's role (documented above). The engine's shared grants
+    (table items, the pool queues, `wf/` payloads: one set every engine function gets, as any
+    of them may take any path through the engine) count as used when any function's call uses
+    them; every other grant, when a call of its own function does."""
+    roles = function_roles(shepherd.tpl)
+    iam = flows.iam(shepherd.tpl)
+    needed = {
+        function: [(a, iam.alias(arn)) for c in flows.calls if c.function == function
+                   for a, arn in required(c)]
+        for function in roles
+    }  # fmt: skip
+    everyone = [pair for pairs in needed.values() for pair in pairs]
+    unused = []
+    for function, logical_id in roles.items():
+        for action, pattern in _grants(iam, logical_id):
+            calls = everyone if _shared(action, pattern) else needed[function]
+            used = any(a.lower() == action.lower() and _glob(pattern, arn) for a, arn in calls)
+            if not used and _documented(function, action, pattern) is None:
+                unused.append(f"{function}: {action} on {pattern}")
+    assert unused == [], "\n".join(sorted(set(unused)))
+
+
+def _shared(action: str, pattern: str) -> bool:
+    """One of the engine's grants every engine function gets (access.Access.engine/payloads)."""
+    return (
+        (action.startswith("dynamodb:") and pattern.endswith(f":table/{TABLE}"))
+        or (action == "sqs:SendMessage" and "-Q-" in pattern)
+        or (action in ("s3:GetObject", "s3:PutObject") and pattern.endswith("/wf/*"))
+    )
+
+
+def _glob(pattern: str, arn: str) -> bool:
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(body, arn) is not None
 
 
 # --------------------------------------------------------------------- the checker itself
