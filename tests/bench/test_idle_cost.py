@@ -85,3 +85,28 @@ def test_the_fixed_cost_counts_monitoring_when_given() -> None:
 def test_the_supervisors_idle_record_is_measured() -> None:
     size = idle.emf_record_bytes("Shepherd-Shepherd")
     assert 100 < size < 1000  # one EMF JSON record with one metric
+
+
+def test_a_refresh_replaces_only_its_own_parts_of_the_page() -> None:
+    """`--refresh-fixed-cost` and `--refresh-capacity` keep every other part of
+    benchmarks.md, hand-merged sections included, and insert a section it lacks."""
+    from shepherd_bench.__main__ import splice
+
+    old = (
+        "# B\n\n| target | m | v |\n|---|---|---|\n| idle stack <= $3 a month | $9 | no |\n\n"
+        "### Prices\n\nold prices\n\n### Results\n\nkept results\n\n"
+        "### Fixed monthly cost\n\nold fixed\n\n### Large payloads\n\nhand-merged\n\n"
+        "## Supervisor scaling\n\nkept scaling\n"
+    )
+    new = (
+        "# B\n\n| target | m | v |\n|---|---|---|\n| idle stack <= $3 a month | $5 | no |\n"
+        "| one stack holds at least 50 agent pools | 52 | yes |\n\n"
+        "### Prices\n\nnew prices\n\n### Results\n\nregenerated results\n\n"
+        "### Fixed monthly cost\n\nnew fixed\n\n## What one stack holds\n\n52 pools\n\n"
+        "## Supervisor scaling\n\nregenerated scaling\n"
+    )
+    out = splice(old, new)
+    assert "| idle stack <= $3 a month | $5 | no |\n| one stack holds" in out
+    assert "new prices" in out and "new fixed" in out and "52 pools" in out
+    assert "kept results" in out and "kept scaling" in out and "hand-merged" in out
+    assert out.index("52 pools") < out.index("## Supervisor scaling")

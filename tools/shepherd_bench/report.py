@@ -60,6 +60,7 @@ def render(results: dict[str, Any]) -> str:
     ]
     lines += _headline(results)
     lines += _cost(results)
+    lines += _capacity(results)
     lines += _scaling(results)
     lines += _detection(results)
     lines += _throughput(results)
@@ -236,6 +237,7 @@ def _issue16_rows(results: dict[str, Any]) -> list[list[str]]:
             "$11.30 once monitoring was counted; see *Fixed monthly cost*)",
             _verdict(fixed <= 3.0),
         ],
+        *_capacity_row(results),
     ]
     return rows
 
@@ -444,6 +446,62 @@ def _cost(results: dict[str, Any]) -> list[str]:
     ]
     lines += _monitoring(results)
     return lines
+
+
+def _capacity_row(results: dict[str, Any]) -> list[list[str]]:
+    cap = results.get("capacity")
+    if not cap:
+        return []
+    most = cap["most_pools"] or 0
+    return [
+        [
+            "one stack holds at least 50 agent pools",
+            f"{most} pools (see *What one stack holds*; 25 before issue 28)",
+            _verdict(most >= 50),
+        ]
+    ]
+
+
+def _capacity(results: dict[str, Any]) -> list[str]:
+    """How many pools one stack holds (shepherd_bench.capacity)."""
+    cap = results.get("capacity")
+    if not cap:
+        return []
+    rows = [
+        [
+            str(r["pools"]),
+            f"{r['resources']}",
+            f"{r['template_bytes']:,}",
+            f"{r['largest_environment_bytes']:,}",
+        ]
+        for r in cap["rows"]
+    ]
+    return [
+        "## What one stack holds",
+        "",
+        "`shepherd_bench.capacity`: a Shepherd construct with more and more agent pools (pool "
+        "names of 32 characters, the longest allowed) synthesized with cdk-nag on, until the "
+        "synth refuses. CloudFormation's limits: 500 resources, a 1 MB template; Lambda's: 4 KB "
+        "of environment.",
+        "",
+        *_table(
+            ["pools", "resources", "template bytes", "largest environment (bytes, as written)"],
+            rows,
+        ),
+        "",
+        f"**One stack holds {cap['most_pools']} pools**; at {cap['refused_at']} the synth "
+        "refuses with the cause and the fix (a second Shepherd in another stack). A pool takes "
+        "7 resources (queue, DLQ, one queue policy for both, function, role with its policy "
+        "inline, log group, event source mapping) and shares its alarms with up to eight other "
+        "pools; no environment grows with the pools (each function's is the same size with 1 "
+        f"pool or {cap['most_pools']}: the runtime derives a pool's queue URL and function "
+        "name from two prefixes). Before issue 28: the API's environment passed 4 KB at about 20 pools "
+        "(every function listed every queue URL, the API every mapping id), the stack passed "
+        "500 resources at 25 pools (a policy resource per grant, two queue policies and two "
+        "alarms per pool), and cdk-nag's acknowledgments, written into every resource, took a "
+        "50-pool template to 1.13 MB (they are in the cloud assembly's tree now).",
+        "",
+    ]
 
 
 def _monitoring(results: dict[str, Any]) -> list[str]:
