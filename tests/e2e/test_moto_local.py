@@ -1,10 +1,13 @@
-"""The local stack's moto server applies each DynamoDB request whole, as DynamoDB does.
+"""The local stack's moto server (`shepherd_cli.moto_local`) behaves as DynamoDB does where
+plain moto does not; each gap is shown on plain moto first (if moto closes it, that test
+fails and its patch can go), then its absence with the patch.
 
-moto creates an item an UpdateItem names before applying the update to it, and answers in
-threads: a Query in between read a step item with keys only (a 500 from GET /workflows/{id}
-in `make demo` once step items came with their first write). Both tests widen that window
-(moto's update executor sleeps) and read the partition while items are being created: plain
-moto shows the half-made items, `shepherd_cli.moto_local`'s serialized requests never do.
+Atomic requests: moto creates an item an UpdateItem names before applying the update to it,
+and answers in threads: a Query in between read a step item with keys only (a 500 from GET
+/workflows/{id} in `make demo`). Those tests widen that window (moto's update executor sleeps)
+and read the partition while items are being created.
+
+Memory, transactions, the stream and its iterators: see the module's docstring.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import pytest
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.responses import DynamoHandler
 from moto.server import ThreadedMotoServer
+from shepherd_cli import moto_local
 from shepherd_cli.local import free_port
-from shepherd_cli.moto_local import serialized
+from shepherd_cli.moto_local import DYNAMODB_LOCK, serialized
 
 TABLE = "moto-local-atomicity"
 CREATED = 6
@@ -114,5 +118,228 @@ def test_plain_moto_lets_a_read_see_an_item_an_update_is_still_making(dynamodb: 
 def test_the_local_stacks_moto_never_shows_a_half_made_item(
     monkeypatch: pytest.MonkeyPatch, dynamodb: Any
 ) -> None:
-    monkeypatch.setattr(DynamoHandler, "call_action", serialized(DynamoHandler.call_action))
+    monkeypatch.setattr(
+        DynamoHandler, "call_action", serialized(DynamoHandler.call_action, DYNAMODB_LOCK)
+    )
     assert _half_made_items_read(dynamodb) == 0
+
+
+# ------------------------------------------------------------- memory, transactions, streams
+
+
+@pytest.fixture
+def patched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every moto_local patch, undone after the test."""
+    moto_local.track_weakly(monkeypatch.setattr)
+    moto_local.keep_tables_in_transactions(monkeypatch.setattr)
+    moto_local.expire_shard_iterators(patch=monkeypatch.setattr)
+
+
+@pytest.fixture
+def aws() -> Iterator[dict[str, Any]]:
+    """In-process moto (its backends are the ones the patches change) with one streamed table."""
+    from moto import mock_aws
+
+    with mock_aws():
+        session = boto3.session.Session(region_name="us-east-1")
+        clients = {name: session.client(name) for name in ("dynamodb", "dynamodbstreams")}
+        clients["dynamodb"].create_table(
+            TableName=TABLE,
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        yield clients
+
+
+def _put(client: Any, sk: str, **attrs: str) -> None:
+    item = {"pk": {"S": "WF#1"}, "sk": {"S": sk}, **{k: {"S": v} for k, v in attrs.items()}}
+    client.put_item(TableName=TABLE, Item=item)
+
+
+def _key(sk: str) -> dict[str, Any]:
+    return {"pk": {"S": "WF#1"}, "sk": {"S": sk}}
+
+
+def _cancelled_transaction(client: Any) -> None:
+    """A claim that loses to another writer: an update, a new item, then a failed check."""
+    with pytest.raises(client.exceptions.TransactionCanceledException):
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": _key("S#0"),
+                        "UpdateExpression": "SET #s = :s",
+                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeValues": {":s": {"S": "RUNNING"}},
+                    }
+                },
+                {"Put": {"TableName": TABLE, "Item": {**_key("S#new"), "status": {"S": "x"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": _key("S#missing"),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+
+
+def _live(kind: type) -> int:
+    import gc
+
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is kind)
+
+
+def _reads_and_transactions(client: Any) -> None:
+    for i in range(10):
+        _put(client, f"S#{i}", status="PENDING", pad="p" * 100)
+    for _ in range(30):
+        client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "WF#1"}},
+        )
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": _key("S#0"),
+                        "UpdateExpression": "SET attempt = :a",
+                        "ExpressionAttributeValues": {":a": {"S": "1"}},
+                    }
+                }
+            ]
+        )
+
+
+def test_plain_moto_keeps_every_item_copy_and_table_copy_it_ever_made(
+    aws: dict[str, Any],
+) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.dynamodb.models.table import Table
+
+    _reads_and_transactions(aws["dynamodb"])
+    assert _live(Table) > 1  # a copy per transaction
+    assert _live(Item) > 300  # 10 items, a copy of each per query, a table copy's items
+
+
+@pytest.mark.usefixtures("patched")
+def test_the_local_stacks_moto_frees_what_it_no_longer_uses(aws: dict[str, Any]) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.dynamodb.models.table import Table
+
+    _reads_and_transactions(aws["dynamodb"])
+    assert _live(Table) == 1
+    assert _live(Item) <= 12  # the 10 items (and what a request still holds)
+    listed = Item.instances_tracked  # type: ignore[attr-defined]
+    assert len(list(listed)) == _live(Item)  # moto's list still names the ones in use
+
+
+def test_plain_moto_swaps_the_table_for_a_copy_on_a_cancelled_transaction(
+    aws: dict[str, Any],
+) -> None:
+    from moto.dynamodb.models import dynamodb_backends
+
+    _put(aws["dynamodb"], "S#0", status="PENDING")
+    tables = dynamodb_backends["123456789012"]["us-east-1"].tables
+    before: Any = tables[TABLE]
+    _cancelled_transaction(aws["dynamodb"])
+    assert tables[TABLE] is not before
+
+
+@pytest.mark.usefixtures("patched")
+def test_a_cancelled_transaction_keeps_the_table_and_takes_back_all_it_wrote(
+    aws: dict[str, Any],
+) -> None:
+    from moto.dynamodb.models import dynamodb_backends
+
+    client = aws["dynamodb"]
+    _put(client, "S#0", status="PENDING")
+    tables = dynamodb_backends["123456789012"]["us-east-1"].tables
+    before: Any = tables[TABLE]
+    shard: Any = before.stream_shard
+    stream_length = len(shard.items)
+    _cancelled_transaction(client)
+    assert tables[TABLE] is before
+    assert client.get_item(TableName=TABLE, Key=_key("S#0"))["Item"]["status"] == {"S": "PENDING"}
+    assert "Item" not in client.get_item(TableName=TABLE, Key=_key("S#new"))
+    assert len(shard.items) == stream_length  # no record of what was undone
+    # A transaction that passes still writes, and its records follow on.
+    client.transact_write_items(
+        TransactItems=[{"Put": {"TableName": TABLE, "Item": {**_key("S#new"), "v": {"S": "1"}}}}]
+    )
+    assert client.get_item(TableName=TABLE, Key=_key("S#new"))["Item"]["v"] == {"S": "1"}
+    assert len(shard.items) == stream_length + 1
+
+
+def _stream_keys_after_a_cancelled_transaction(aws: dict[str, Any]) -> list[str]:
+    """A stream reader (the relay's) reads, a transaction is cancelled, an item is written:
+    what does the reader read next?"""
+    from shepherd_cli.streams import StreamReader, stream_arn
+
+    client = aws["dynamodb"]
+    reader = StreamReader(aws["dynamodbstreams"], stream_arn(client, TABLE))
+    _put(client, "S#0", status="PENDING")
+    assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in reader.read()] == ["S#0"]
+    _cancelled_transaction(client)
+    _put(client, "S#after", status="PENDING")
+    return [r["dynamodb"]["Keys"]["sk"]["S"] for r in reader.read()]
+
+
+def test_plain_moto_shows_a_reader_the_undone_writes_and_nothing_after(
+    aws: dict[str, Any],
+) -> None:
+    # The reader's iterator is on the shard of the table moto swapped out: it reads the writes
+    # the cancelled transaction made there, and never the table's later records.
+    assert _stream_keys_after_a_cancelled_transaction(aws) == ["S#0", "S#new"]
+
+
+@pytest.mark.usefixtures("patched")
+def test_a_stream_reader_reads_on_after_a_cancelled_transaction(aws: dict[str, Any]) -> None:
+    assert _stream_keys_after_a_cancelled_transaction(aws) == ["S#after"]
+
+
+def _iterators_kept(aws: dict[str, Any], polls: int) -> int:
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+    from shepherd_cli.streams import StreamReader, stream_arn
+
+    reader = StreamReader(aws["dynamodbstreams"], stream_arn(aws["dynamodb"], TABLE))
+    for _ in range(polls):
+        reader.read()
+    return len(dynamodbstreams_backends["123456789012"]["us-east-1"].shard_iterators)
+
+
+def test_plain_moto_keeps_every_shard_iterator(aws: dict[str, Any]) -> None:
+    assert _iterators_kept(aws, 50) > 50
+
+
+def test_shard_iterators_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+
+    moto_local.expire_shard_iterators(0.2, monkeypatch.setattr)
+    with mock_aws():  # the backends made now drop iterators 0.2 s after making them
+        session = boto3.session.Session(region_name="us-east-1")
+        dynamodb = session.client("dynamodb")
+        dynamodb.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        clients = {"dynamodb": dynamodb, "dynamodbstreams": session.client("dynamodbstreams")}
+        assert _iterators_kept(clients, 10) > 10
+        time.sleep(0.3)
+        assert _iterators_kept(clients, 3) <= 5  # the earlier ones expired

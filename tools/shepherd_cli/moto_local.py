@@ -1,46 +1,258 @@
-"""moto's server for the local stack, with every DynamoDB request applied whole.
+"""moto's server for the local stack, with the four differences from DynamoDB that a stack
+running for a day meets taken out. Each patch is applied by `patch_moto()` before the server
+starts; `tests/e2e/test_moto_local.py` shows each gap on plain moto and its absence here.
 
-moto's UpdateItem on an item that does not exist yet first puts an item holding only its
-keys, then applies the update expression to it in place; its server answers requests in
-threads, so a read landing in between sees the keys and nothing else. DynamoDB applies a
-write to an item atomically: no reader ever sees part of one. Since a step's item is created
-by its first write (an UpdateItem: issue 16), the local stack met the difference: a
-`GET /workflows/{id}` read a step item with no `status` and answered 500 in `make demo`.
-Serializing moto's DynamoDB requests gives back the atomicity the engine relies on (an
-emulator's throughput is all it costs); docs/architecture.md lists the gap with moto's others.
+1. **Atomic requests.** moto's UpdateItem on an item that does not exist yet first puts an
+   item holding only its keys, then applies the update to it in place, and its server answers
+   in threads: a read in between saw a step item with keys only (a 500 from
+   `GET /workflows/{id}` in `make demo` once step items came with their first write). One lock
+   over moto's DynamoDB and DynamoDB Streams requests gives back DynamoDB's atomicity (the
+   stream is under it too, so no reader sees a record a cancelled transaction takes back).
+2. **Memory that stays.** moto appends every model object it ever makes (every item, every
+   copy of an item a Query returns, every stream record, every SQS message) to a class-level
+   list that is only cleared by a reset: the objects are never freed. The local stack grew to
+   9 GB in 50 minutes. Here the lists hold weak references: what moto still uses stays listed.
+3. **Transactions without a table copy.** `TransactWriteItems` deep-copies every table it
+   names before writing and puts the copy in the table's place when the transaction is
+   cancelled (a normal outcome: a condition that fails). The copy cost a second per resume at
+   a few hundred workflows and, with (2), was never freed; and the swapped-in table has a new
+   stream shard, so a stream reader still holding an iterator on the old one never read another
+   record (the relay went silent). Here the transaction keeps the table: it records the items it
+   may write and the stream's length, and a cancelled one puts those back in place.
+4. **Shard iterators expire**, 15 minutes after they are handed out, as DynamoDB Streams'
+   do. moto keeps each one forever, and a relay polling five times a second makes 432,000 a
+   day.
 
 Run as `python -m shepherd_cli.moto_local -H 127.0.0.1 -p PORT` (moto_server's arguments).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
 import sys
 import threading
-from collections.abc import Callable
+import time
+import types
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from moto.dynamodb.responses import DynamoHandler
-from moto.server import main
+# How a patch is applied: `setattr` in the server; a test passes `monkeypatch.setattr`, so its
+# patches are undone after it.
+Setter = Callable[[Any, str, Any], None]
+
+# One lock for DynamoDB and its stream: a transaction and the stream reads see each other whole.
+DYNAMODB_LOCK = threading.RLock()
+SHARD_ITERATOR_SECONDS = 15 * 60  # DynamoDB Streams: an iterator expires 15 minutes after
 
 
-def serialized(call_action: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def serialized(
+    call_action: Callable[[Any], Any], lock: threading.RLock | None = None
+) -> Callable[[Any], Any]:
     """`call_action` (one request's work in a moto response handler) one request at a time."""
-    lock = threading.Lock()
+    guard = lock if lock is not None else threading.RLock()
 
     @functools.wraps(call_action)
     def one_at_a_time(handler: Any) -> Any:
-        with lock:
+        with guard:
             return call_action(handler)
 
     return one_at_a_time
 
 
-def serialize_dynamodb() -> None:
-    """Make moto's DynamoDB requests atomic in this process (before its server starts)."""
-    DynamoHandler.call_action = serialized(DynamoHandler.call_action)  # type: ignore[method-assign]
+def serialize_dynamodb(patch: Setter = setattr) -> None:
+    """Make moto's DynamoDB and DynamoDB Streams requests atomic in this process."""
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+
+    for handler in (DynamoHandler, DynamoDBStreamsHandler):
+        patch(handler, "call_action", serialized(handler.call_action, DYNAMODB_LOCK))
+
+
+# ------------------------------------------------------------------------- (2) weak tracking
+
+
+class WeakInstances:
+    """A model class's `instances_tracked` that does not keep its instances alive.
+
+    moto only appends to the list and iterates it (its data endpoint, S3's reset closing key
+    buffers), so a weak registry keeps both working for the objects still in use."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref[Any]] = {}
+
+    def append(self, instance: Any) -> None:
+        key = id(instance)
+        refs = self._refs
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            if refs.get(key) is ref:
+                del refs[key]
+
+        # A class with __slots__ and no weak references is not listed.
+        with contextlib.suppress(TypeError):
+            refs[key] = weakref.ref(instance, forget)
+
+    def __iter__(self) -> Iterator[Any]:
+        for ref in list(self._refs.values()):
+            instance = ref()
+            if instance is not None:
+                yield instance
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+def _tracked_weakly(cls: type, *args: Any, **kwargs: Any) -> Any:
+    instance: Any = object.__new__(cls)
+    tracked = cls.__dict__.get("instances_tracked")
+    if not isinstance(tracked, WeakInstances):  # a new class, or one moto's reset emptied
+        tracked = WeakInstances()
+        cls.instances_tracked = tracked  # type: ignore[attr-defined]
+    tracked.append(instance)
+    return instance
+
+
+def track_weakly(patch: Setter = setattr) -> None:
+    """Every moto model made from now on is listed weakly (see WeakInstances)."""
+    from moto.core.common_models import BaseModel
+
+    patch(BaseModel, "__new__", staticmethod(_tracked_weakly))
+
+
+# ---------------------------------------------------------- (3) transactions keep the table
+
+
+class _Undo:
+    """What a transaction may change, to put back if it is cancelled: a copy of each item
+    it names (None: absent) and the length of each table's stream."""
+
+    def __init__(self, backend: Any, transact_items: list[dict[str, Any]]) -> None:
+        from moto.dynamodb.exceptions import MockValidationException
+
+        self.items: list[tuple[Any, Any, Any, Any]] = []
+        self.streams: dict[int, tuple[Any, int]] = {}
+        for entry in transact_items:
+            if len(entry) != 1:
+                continue  # moto refuses it before writing anything
+            op_type, op = next(iter(entry.items()))
+            table = backend.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            try:
+                key = op["Item"] if op_type == "Put" else op["Key"]
+                hash_key, range_key = backend.get_keys_value(table, key)
+            except (KeyError, MockValidationException):
+                continue  # no key: moto refuses the transaction before it writes anything
+            current = table.get_item(hash_key, range_key)
+            self.items.append((table, hash_key, range_key, copy.deepcopy(current)))
+            if table.stream_shard is not None:
+                self.streams[id(table)] = (table.stream_shard, len(table.stream_shard.items))
+
+    def apply(self) -> None:
+        for table, hash_key, range_key, before in reversed(self.items):
+            if range_key is not None:
+                if before is None:
+                    table.items[hash_key].pop(range_key, None)
+                else:
+                    table.items[hash_key][range_key] = before
+            elif before is None:
+                table.items.pop(hash_key, None)
+            else:
+                table.items[hash_key] = before
+        for shard, length in self.streams.values():
+            del shard.items[length:]
+
+
+class _SameTable(types.ModuleType):
+    """`copy` for moto's DynamoDB backend module: a table's "copy" is the table itself, so
+    moto's rollback (putting the copy back in the table's place) leaves the table as it is and
+    `_Undo` does the rollback instead. Items are still deep-copied (UpdateItem needs it)."""
+
+    def __init__(self) -> None:
+        super().__init__("copy")
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        from moto.dynamodb.models.table import Table
+
+        if isinstance(value, Table):
+            return value
+        return copy.deepcopy(value, memo)
+
+    copy = staticmethod(copy.copy)
+
+
+def keep_tables_in_transactions(patch: Setter = setattr) -> None:
+    """Transactions roll back item by item, never by swapping in a copy of the table."""
+    from moto.dynamodb import models
+
+    transact = models.DynamoDBBackend.transact_write_items
+
+    @functools.wraps(transact)
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        undo = _Undo(self, transact_items)
+        try:
+            transact(self, transact_items)
+        except BaseException:  # cancelled or refused: DynamoDB applies none of it
+            undo.apply()
+            raise
+
+    patch(models, "copy", _SameTable())
+    patch(models.DynamoDBBackend, "transact_write_items", transact_write_items)
+
+
+# ----------------------------------------------------------- (4) shard iterators expire
+
+
+class ExpiringIterators(dict[str, Any]):
+    """DynamoDB Streams' shard iterators by ARN, each dropped 15 minutes after it was made."""
+
+    def __init__(self, seconds: float = SHARD_ITERATOR_SECONDS) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self._made: dict[str, float] = {}  # in the order they were made
+
+    def __setitem__(self, arn: str, iterator: Any) -> None:
+        now = time.monotonic()
+        while self._made:
+            oldest, made = next(iter(self._made.items()))
+            if now - made < self.seconds:
+                break
+            del self._made[oldest]
+            self.pop(oldest, None)
+        self._made[arn] = now
+        super().__setitem__(arn, iterator)
+
+
+def expire_shard_iterators(
+    seconds: float = SHARD_ITERATOR_SECONDS, patch: Setter = setattr
+) -> None:
+    """Backends made from now on drop their shard iterators after `seconds`."""
+    from moto.dynamodbstreams.models import DynamoDBStreamsBackend
+
+    init = DynamoDBStreamsBackend.__init__
+
+    @functools.wraps(init)
+    def with_expiry(self: Any, region_name: str, account_id: str) -> None:
+        init(self, region_name, account_id)
+        self.shard_iterators = ExpiringIterators(seconds)
+
+    patch(DynamoDBStreamsBackend, "__init__", with_expiry)
+
+
+def patch_moto() -> None:
+    """All four, in this process (before moto's server makes any backend)."""
+    track_weakly()
+    serialize_dynamodb()
+    keep_tables_in_transactions()
+    expire_shard_iterators()
 
 
 if __name__ == "__main__":
-    serialize_dynamodb()
+    from moto.server import main
+
+    patch_moto()
     main(sys.argv[1:])
