@@ -429,3 +429,43 @@ def test_a_callback_step_is_answered_from_the_cli_with_an_uploaded_output(
     # The token's attempt is over: a second answer is refused, in the CLI's words.
     again = cli(stack, "task", "success", token, "--output", "{}")
     assert again.returncode == 1 and "TaskTokenStale" in again.stderr
+
+
+def test_the_relay_publishes_on_after_a_cancelled_transaction(api: Api, stack: LocalStack) -> None:
+    """A cancelled transaction (a pause hold losing to a claim, say) is normal; on plain moto
+    it swapped the table's stream shard and the relay never published another event."""
+    import boto3
+    from shepherd_cli.local import TABLE
+
+    session = boto3.session.Session(
+        aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
+    )
+    dynamodb = session.client("dynamodb", endpoint_url=stack.moto_url)
+    sqs = session.client("sqs", endpoint_url=stack.moto_url)
+    scratch = {"pk": {"S": "E2E#cancelled"}, "sk": {"S": "x"}}
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": scratch}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "E2E#missing"}, "sk": {"S": "x"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+    workflow_id = start(api, "order_fulfilment", {**ORDER, "order_id": "after-cancelled-tx"})
+    seen: list[str] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "WorkflowStarted" not in seen:
+        got = sqs.receive_message(
+            QueueUrl=stack.events_tap_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        )
+        for message in got.get("Messages", []):
+            event = json.loads(message["Body"])
+            if event["detail"]["workflow_id"] == workflow_id:
+                seen.append(event["detail-type"])
+    assert "WorkflowStarted" in seen
+    assert wait(api, workflow_id)["status"] == "SUCCEEDED"

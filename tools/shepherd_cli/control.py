@@ -13,6 +13,7 @@ import sys
 import threading
 import traceback
 import uuid
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,12 +22,18 @@ from shepherd.limits import MAX_REQUEST_BYTES
 
 from shepherd_cli import apigw
 from shepherd_cli.lambda_kit import local_context, scheduled_event
+from shepherd_cli.sandboxes import DEFAULT_CONCURRENCY, Sandboxes
 
 START_EVENTS_QUEUE = "shepherd-local-start-events"
 # Accept bursts: the kernel queues this many connections the accept loop has not taken yet
 # (socketserver's default of 5 reset most of a 50-connection burst).
 LISTEN_BACKLOG = 128
+# A connection that sends nothing for this long is closed: a half-open or idle client must
+# not hold a thread for ever (1,000 of them held 1,000 threads).
+READ_TIMEOUT_SECONDS = 10.0
 _DRAIN_CHUNK = 64 * 1024
+# The supervisor, the relay and the events handler run in this process, one at a time.
+BACKGROUND_LOCK = threading.Lock()
 
 
 class ApiServer(ThreadingHTTPServer):
@@ -35,10 +42,30 @@ class ApiServer(ThreadingHTTPServer):
 
 
 class ApiHandler(BaseHTTPRequestHandler):
-    """HTTP -> the local API Gateway (`apigw.Gateway`) -> the real handlers."""
+    """HTTP -> the local API Gateway (`apigw.Gateway`) -> the real handlers.
+
+    What http.server refuses before a request reaches the gateway (an unknown method, a
+    request line or header over its limits, a malformed request line) is answered in the
+    API's error shape too (`send_error`), never as an HTML page."""
 
     server_version = "shepherd-local"
+    timeout = READ_TIMEOUT_SECONDS  # socketserver sets it on the connection: every read waits at most this
     gateway: apigw.Gateway
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals, as API Gateway's gateway responses in the error shape:
+        an unknown method as an unknown route (401), the others keeping their status."""
+        if self.request_version == "HTTP/0.9":  # the request line was not understood
+            self.request_version = self.protocol_version  # still answer with a status line
+        self.close_connection = True
+        request_id = str(uuid.uuid4())
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            reply = apigw.gateway_reply("MISSING_AUTHENTICATION_TOKEN", request_id)
+        else:
+            fallback = "DEFAULT_5XX" if code >= 500 else "DEFAULT_4XX"
+            text = message or HTTPStatus(code).phrase
+            reply = apigw.gateway_reply(fallback, request_id, text, status=code)
+        self._send(reply)
 
     def _serve(self) -> None:
         try:
@@ -61,7 +88,13 @@ class ApiHandler(BaseHTTPRequestHandler):
         if length > MAX_REQUEST_BYTES:
             self._drain(length)
             return apigw.gateway_reply("REQUEST_TOO_LARGE", str(uuid.uuid4()))
-        body = self.rfile.read(length) if length else b""
+        try:
+            body = self.rfile.read(length) if length else b""
+        except TimeoutError:  # the body stalled: answer (and hang up) instead of waiting on
+            self.close_connection = True
+            return apigw.gateway_reply(
+                "DEFAULT_4XX", str(uuid.uuid4()), "the request body did not arrive", status=408
+            )
         parts = urlsplit(self.path)
         return self.gateway.handle(
             self.command, parts.path, parts.query, list(self.headers.items()), body
@@ -88,6 +121,12 @@ class ApiHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(reply.body)
 
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except (TimeoutError, ConnectionError):  # a client that stalled mid-body, or left
+            self.close_connection = True
+
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve  # noqa: N815
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -98,7 +137,7 @@ def invoke(handler: Any, event: dict[str, Any], name: str, timeout_s: int) -> No
     """Call a handler the way Lambda would; a failure is logged and the next run goes on."""
     context = local_context(f"shepherd-local-{name}", timeout_s)
     try:
-        with ApiHandler.gateway.lock:
+        with BACKGROUND_LOCK:
             handler(event, context)
     except Exception as exc:  # a failed invocation, as on AWS: logged, retried by the next run
         print(json.dumps({f"{name}_error": repr(exc)}), flush=True)
@@ -149,7 +188,7 @@ def relay_changes(stop: threading.Event) -> None:
     def consume(event: dict[str, Any]) -> Any:
         context = local_context("shepherd-local-relay", 60)
         try:
-            with ApiHandler.gateway.lock:
+            with BACKGROUND_LOCK:
                 return stream.handler(event, context)
         except Exception as exc:  # the whole batch failed: the mapping retries it
             print(json.dumps({"relay_error": repr(exc)}), flush=True)
@@ -179,10 +218,22 @@ def main() -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--sweep-interval", type=float, default=1.0)
     parser.add_argument("--start-events-queue", required=True)
+    parser.add_argument(
+        "--api-concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help="sandboxes per API function (Lambda's concurrency)",
+    )
     args = parser.parse_args()
 
+    functions = {
+        target: Sandboxes(target, apigw.load_handler, concurrency=args.api_concurrency)
+        for target in ("api", "callbacks")
+    }
     ApiHandler.gateway = apigw.Gateway(
-        apigw.handlers(), lambda target: apigw.lambda_context(f"shepherd-local-{target}")
+        {},
+        lambda target: apigw.lambda_context(f"shepherd-local-{target}"),
+        invoke=lambda target, event, timeout: functions[target].invoke(event, timeout),
     )
     server = ApiServer(("127.0.0.1", args.port), ApiHandler)
     stop = threading.Event()
@@ -207,6 +258,8 @@ def main() -> int:
     stop.set()
     for thread in threads:
         thread.join(timeout=3)
+    for sandboxes in functions.values():
+        sandboxes.close()
     return 0
 
 
