@@ -343,3 +343,136 @@ def test_shard_iterators_expire(monkeypatch: pytest.MonkeyPatch) -> None:
         assert _iterators_kept(clients, 10) > 10
         time.sleep(0.3)
         assert _iterators_kept(clients, 3) <= 5  # the earlier ones expired
+
+
+# ------------------------------------------------------------------ queries by partition
+
+
+@pytest.fixture
+def indexed_table(aws: dict[str, Any]) -> Any:
+    """The local stack's own table (both indexes) in in-process moto."""
+    from shepherd_cli.resources import create_table
+
+    create_table(aws["dynamodb"], "shepherd-table")
+    return aws["dynamodb"]
+
+
+def _writes(client: Any) -> None:
+    """Puts, updates that move items between index partitions, deletes, transactions."""
+    for i in range(40):
+        client.put_item(
+            TableName="shepherd-table",
+            Item={
+                "pk": {"S": f"WF#{i % 8}"},
+                "sk": {"S": f"S#{i:02d}"},
+                "watch_shard": {"S": f"W#{i % 3}"},
+                "due_at": {"N": str(1000 - i)},
+            },
+        )
+    for i in range(0, 40, 4):  # leave the watch index, or move to another shard
+        key = {"pk": {"S": f"WF#{i % 8}"}, "sk": {"S": f"S#{i:02d}"}}
+        expression = "REMOVE watch_shard" if i % 8 else "SET watch_shard = :w"
+        values = {} if i % 8 else {"ExpressionAttributeValues": {":w": {"S": "W#9"}}}
+        client.update_item(
+            TableName="shepherd-table", Key=key, UpdateExpression=expression, **values
+        )
+    client.delete_item(TableName="shepherd-table", Key={"pk": {"S": "WF#1"}, "sk": {"S": "S#01"}})
+    client.transact_write_items(  # a transaction that lands
+        TransactItems=[
+            {
+                "Put": {
+                    "TableName": "shepherd-table",
+                    "Item": {
+                        "pk": {"S": "WF#1"},
+                        "sk": {"S": "S#99"},
+                        "watch_shard": {"S": "W#0"},
+                        "due_at": {"N": "1"},
+                    },
+                }
+            }
+        ]
+    )
+    with pytest.raises(client.exceptions.TransactionCanceledException):
+        client.transact_write_items(  # and one undone: its put must not stay in the index
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": "shepherd-table",
+                        "Item": {
+                            "pk": {"S": "WF#2"},
+                            "sk": {"S": "S#98"},
+                            "watch_shard": {"S": "W#0"},
+                            "due_at": {"N": "2"},
+                        },
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": "shepherd-table",
+                        "Key": {"pk": {"S": "none"}, "sk": {"S": "none"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+
+
+def _queries(client: Any) -> dict[str, list[str]]:
+    """Every partition of the table and of the watch index, one page of 5 and all of it."""
+    out: dict[str, list[str]] = {}
+    for w in ("W#0", "W#1", "W#2", "W#9", "W#none"):
+        for limit in (5, 100):
+            items = client.query(
+                TableName="shepherd-table",
+                IndexName="watch",
+                KeyConditionExpression="watch_shard = :w AND due_at < :d",
+                ExpressionAttributeValues={":w": {"S": w}, ":d": {"N": "999"}},
+                Limit=limit,
+            )["Items"]
+            out[f"{w}/{limit}"] = [i["sk"]["S"] for i in items]
+    for p in range(9):
+        items = client.query(
+            TableName="shepherd-table",
+            KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
+            ExpressionAttributeValues={":p": {"S": f"WF#{p}"}, ":s": {"S": "S#"}},
+            ScanIndexForward=False,
+        )["Items"]
+        out[f"WF#{p}"] = [i["sk"]["S"] for i in items]
+    return out
+
+
+def test_queries_by_partition_answer_as_moto_does_and_never_walk_the_table(
+    indexed_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.models.table import Table
+
+    _writes(indexed_table)
+    expected = _queries(indexed_table)  # plain moto's answers, walking the table
+    assert expected["W#0/5"] and expected["WF#1"] and expected["W#9/100"]
+    moto_local.keep_tables_in_transactions(monkeypatch.setattr)
+    moto_local.query_partitions(monkeypatch.setattr)
+    assert _queries(indexed_table) == expected  # partitions made from the table as it is
+    _writes(indexed_table)  # the same writes again, now followed by the partitions
+
+    def walk(self: Any) -> Any:
+        raise AssertionError("a Query walked the whole table")
+
+    monkeypatch.setattr(Table, "all_items", walk)
+    assert _queries(indexed_table) == expected
+
+
+def test_plain_moto_walks_the_whole_table_for_a_query(
+    indexed_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.models.table import Table
+
+    walks: list[int] = []
+    real = Table.all_items
+
+    def counted(self: Any) -> Any:
+        walks.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Table, "all_items", counted)
+    _queries(indexed_table)
+    assert len(walks) == 19

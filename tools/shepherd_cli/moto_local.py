@@ -22,6 +22,11 @@ starts; `tests/e2e/test_moto_local.py` shows each gap on plain moto and its abse
 4. **Shard iterators expire**, 15 minutes after they are handed out, as DynamoDB Streams'
    do. moto keeps each one forever, and a relay polling five times a second makes 432,000 a
    day.
+5. **A Query reads its partition only.** moto's Query walks every item of the table, for the
+   table's partitions and the indexes' alike: 330 ms a query at 50,000 items (10,000
+   workflows), under the lock of (1), so every request waited behind every sweep. Here each
+   table keeps its indexes' partitions (updated by every write), and a Query walks only the
+   items of the partition it names.
 
 Run as `python -m shepherd_cli.moto_local -H 127.0.0.1 -p PORT` (moto_server's arguments).
 """
@@ -243,12 +248,134 @@ def expire_shard_iterators(
     patch(DynamoDBStreamsBackend, "__init__", with_expiry)
 
 
+# ------------------------------------------------------ (5) a Query reads its partition only
+
+
+class Partitions:
+    """A table's global indexes by partition: index name -> hash key value -> the items there
+    (by their table key). moto keeps no index; this one follows every write (`refresh`)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.hash_attrs = {
+            index.name: next(k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH")
+            for index in table.global_indexes
+        }
+        self.items: dict[str, dict[Any, dict[tuple[Any, Any], Any]]] = {
+            name: {} for name in self.hash_attrs
+        }
+        self._placed: dict[tuple[Any, Any], dict[str, Any]] = {}  # key -> index -> hash value
+        for item in table.all_items():
+            self.refresh(item.hash_key, item.range_key)
+
+    def refresh(self, hash_key: Any, range_key: Any) -> None:
+        """Place the item at this key (or its absence) in every index."""
+        key = (hash_key, range_key)
+        for name, value in self._placed.pop(key, {}).items():
+            partition = self.items[name].get(value)
+            if partition is not None:
+                partition.pop(key, None)
+                if not partition:
+                    del self.items[name][value]
+        item = self.table.get_item(hash_key, range_key) if hash_key is not None else None
+        if item is None:
+            return
+        placed = {}
+        for name, attr in self.hash_attrs.items():
+            value = item.attrs.get(attr)
+            if value is not None:
+                self.items[name].setdefault(value, {})[key] = item
+                placed[name] = value
+        if placed:
+            self._placed[key] = placed
+
+    def candidates(self, index_name: str | None, hash_key: Any, conditions: Any) -> Any:
+        """The items a Query of this partition may return, or None: walk the whole table."""
+        table = self.table
+        if index_name is None:
+            if hash_key is None or not table.range_key_attr:
+                return None
+            return list(table.items.get(hash_key, {}).values())
+        if index_name not in self.items or not conditions or len(conditions) != 1:
+            return None
+        attr, value = conditions[0]
+        if attr != self.hash_attrs[index_name]:
+            return None
+        return list(self.items[index_name].get(value, {}).values())
+
+
+def partitions_of(table: Any) -> Partitions:
+    found: Partitions | None = table.__dict__.get("_shepherd_partitions")
+    if found is None:
+        found = table.__dict__["_shepherd_partitions"] = Partitions(table)
+    return found
+
+
+def _refresh(table: Any, hash_key: Any, range_key: Any) -> None:
+    found = table.__dict__.get("_shepherd_partitions")
+    if found is not None:  # none yet: built from the items at the first Query
+        found.refresh(hash_key, range_key)
+
+
+def query_partitions(patch: Setter = setattr) -> None:
+    """Queries walk their partition; puts, updates, deletes and undone transactions keep the
+    partitions current."""
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    put, delete, update = Table.put_item, Table.delete_item, DynamoDBBackend.update_item
+    query, undo = Table.query, _Undo.apply
+
+    @functools.wraps(put)
+    def put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        item = put(self, *args, **kwargs)
+        _refresh(self, item.hash_key, item.range_key)
+        return item
+
+    @functools.wraps(delete)
+    def delete_item(self: Any, hash_key: Any, range_key: Any) -> Any:
+        item = delete(self, hash_key, range_key)
+        _refresh(self, hash_key, range_key)
+        return item
+
+    @functools.wraps(update)
+    def update_item(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
+        item = update(self, table_name, *args, **kwargs)  # changes the item in place
+        _refresh(self.get_table(table_name), item.hash_key, item.range_key)
+        return item
+
+    def undo_apply(self: _Undo) -> None:
+        undo(self)
+        for table, hash_key, range_key, _ in self.items:
+            _refresh(table, hash_key, range_key)
+
+    @functools.wraps(query)
+    def partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        conditions = kwargs.get("hash_key_conditions")
+        found = partitions_of(self).candidates(index_name, hash_key, conditions)
+        if found is None:
+            return query(self, hash_key, *args, **kwargs)
+        self.all_items = lambda: found  # moto's query walks all_items(): this partition only
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            del self.all_items
+
+    patch(Table, "put_item", put_item)
+    patch(Table, "delete_item", delete_item)
+    patch(DynamoDBBackend, "update_item", update_item)
+    patch(_Undo, "apply", undo_apply)
+    patch(Table, "query", partition_query)
+
+
 def patch_moto() -> None:
-    """All four, in this process (before moto's server makes any backend)."""
+    """All five, in this process (before moto's server makes any backend)."""
     track_weakly()
     serialize_dynamodb()
     keep_tables_in_transactions()
     expire_shard_iterators()
+    query_partitions()
 
 
 if __name__ == "__main__":
