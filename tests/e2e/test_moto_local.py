@@ -476,3 +476,93 @@ def test_plain_moto_walks_the_whole_table_for_a_query(
     monkeypatch.setattr(Table, "all_items", counted)
     _queries(indexed_table)
     assert len(walks) == 19
+
+
+# ----------------------------------------------------------------- stream records packed
+
+
+def _deep_size(value: Any, seen: set[int] | None = None) -> int:
+    """Bytes held by a value and everything it holds (dicts, lists, objects' attributes)."""
+    import sys
+
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        size += sum(_deep_size(k, seen) + _deep_size(v, seen) for k, v in value.items())
+    elif isinstance(value, list | tuple | set):
+        size += sum(_deep_size(v, seen) for v in value)
+    elif hasattr(value, "__dict__"):
+        size += _deep_size(vars(value), seen)
+    return size
+
+
+def _stream_after_writes(aws: dict[str, Any]) -> tuple[list[Any], int]:
+    """A step's life in the stream (creation, updates with large attributes, a delete):
+    what a reader reads, and the bytes moto holds for the stream's records."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    client = aws["dynamodb"]
+    for i in range(60):
+        client.put_item(
+            TableName=TABLE,
+            Item={
+                **_key(f"S#{i % 6}"),
+                "status": {"S": "RUNNING"},
+                "attempt": {"N": str(i)},
+                "history": {
+                    "L": [{"M": {"a": {"N": str(n)}, "o": {"S": "ok" * 40}}} for n in range(12)]
+                },
+                "blob": {"B": b"\x00\xff" * 64},
+                "tags": {"SS": ["a", "b"]},
+            },
+        )
+    client.delete_item(TableName=TABLE, Key=_key("S#0"))
+    shard: Any = dynamodb_backends["123456789012"]["us-east-1"].tables[TABLE].stream_shard
+    held = sum(_deep_size(vars(record)) for record in shard.items)
+    from shepherd_cli.streams import StreamReader, stream_arn
+
+    records = StreamReader(aws["dynamodbstreams"], stream_arn(client, TABLE)).read()
+    for record in records:
+        record.pop("eventID")
+        record.pop("eventSourceARN")
+    return records, held
+
+
+def test_packed_stream_records_read_as_moto_gives_them_and_take_a_fraction_of_the_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from moto import mock_aws
+
+    results = []
+    for packed in (False, True):
+        if packed:
+            moto_local.pack_stream_records(monkeypatch.setattr)
+        with mock_aws():
+            session = boto3.session.Session(region_name="us-east-1")
+            clients = {name: session.client(name) for name in ("dynamodb", "dynamodbstreams")}
+            clients["dynamodb"].create_table(
+                TableName=TABLE,
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+            )
+            results.append(_stream_after_writes(clients))
+    (plain, plain_bytes), (packed, packed_bytes) = results
+    assert len(plain) == 61
+    for a, b in zip(plain, packed, strict=True):
+        # The same records, their times aside (moto's SizeBytes counts the time's digits too).
+        for record in (a, b):
+            record["dynamodb"].pop("ApproximateCreationDateTime")
+            record["dynamodb"].pop("SizeBytes")
+        assert a == b
+    assert packed_bytes < plain_bytes / 3, (packed_bytes, plain_bytes)

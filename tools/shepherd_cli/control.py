@@ -15,6 +15,7 @@ import traceback
 import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +40,8 @@ BACKGROUND_LOCK = threading.Lock()
 class ApiServer(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
     daemon_threads = True
+    # A reload starts the new control process while the old one still listens on the port.
+    allow_reuse_port = True
 
 
 class ApiHandler(BaseHTTPRequestHandler):
@@ -173,10 +176,11 @@ def relay_start_events(queue_url: str, stop: threading.Event) -> None:
 RELAY_POLL_SECONDS = 0.2
 
 
-def relay_changes(stop: threading.Event) -> None:
+def relay_changes(stop: threading.Event, checkpoint: Path | None = None) -> None:
     """The table's stream -> the event relay, with the deployed mapping's filters and retry
-    rules (`shepherd_cli.streams`). Reads from the stream's start, so a replaced control
-    process announces again what it may not have announced (at least once: subscribers
+    rules (`shepherd_cli.streams`). Goes on from `checkpoint` (the last record delivered, as
+    the mapping keeps it), else from the stream's start, so a replaced control process
+    announces again what it may not have announced, and no more (at least once: subscribers
     deduplicate on `event_id`)."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
@@ -206,11 +210,20 @@ def relay_changes(stop: threading.Event) -> None:
                 reader = StreamReader(
                     boto3.client("dynamodbstreams"),
                     stream_arn(boto3.client("dynamodb"), Settings.from_env().table),
+                    after=_read_checkpoint(checkpoint),
                 )
                 mapping = StreamMapping(reader, consume, on_failure=on_failure)
-            mapping.poll()
+            if mapping.poll() and checkpoint is not None and not mapping.pending:
+                checkpoint.write_text(json.dumps(mapping.reader.positions))
         except (BotoCoreError, ClientError):
             continue  # moto restarting or stopping: try again unless we are stopping
+
+
+def _read_checkpoint(path: Path | None) -> dict[str, str]:
+    try:
+        return dict(json.loads(path.read_text())) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def main() -> int:
@@ -218,6 +231,7 @@ def main() -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--sweep-interval", type=float, default=1.0)
     parser.add_argument("--start-events-queue", required=True)
+    parser.add_argument("--relay-checkpoint", type=Path, help="where the relay keeps its place")
     parser.add_argument(
         "--api-concurrency",
         type=int,
@@ -249,7 +263,7 @@ def main() -> int:
         threading.Thread(
             target=relay_start_events, args=(args.start_events_queue, stop), daemon=True
         ),
-        threading.Thread(target=relay_changes, args=(stop,), daemon=True),
+        threading.Thread(target=relay_changes, args=(stop, args.relay_checkpoint), daemon=True),
     ]
     for thread in threads:
         thread.start()

@@ -3,6 +3,12 @@
 moto's server on 127.0.0.1 holds exactly the resources the CDK app declares (from
 `shepherd.topology` and the definitions); a control process serves the HTTP API and runs the
 supervisor and StartWorkflow events; one process per agent worker polls its pool's queue.
+
+A running stack follows its project (`reload`): changed agent code replaces the workers
+(the old ones finish the batch in hand and take no more), changed definitions replace the
+control process and the workers too, with queues for any new pool, as a deploy would; the
+state in moto stays. `shepherd local` writes where it listens to `.shepherd/local.json`, so
+that `shepherd run` can use it instead of starting a stack of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ BUS = "shepherd"
 PAYLOAD_BUCKET = "shepherd-payloads"  # moto's S3: the payload bucket (large payloads)
 EVENTS_TAP_QUEUE = "shepherd-local-events"  # every lifecycle event the local relay publishes
 STARTUP_SECONDS = 60
+RELOAD_POLL_SECONDS = 0.2
+STATE_FILE = "local.json"  # in the state directory: a running `shepherd local`, for `shepherd run`
 
 
 def free_port() -> int:
@@ -64,6 +72,7 @@ class LocalStack:
     """Start with `with LocalStack(...) as stack:`; everything stops on exit, no stray processes."""
 
     port: int = 8080
+    moto_port: int = 0  # 0: any free port
     workers: int = 1
     sweep_interval: float = 1.0
     # The definitions and agent modules to run: the project's `[tool.shepherd]` by default
@@ -73,6 +82,8 @@ class LocalStack:
     real_faults: bool = True
     # StartWorkflow events from these sources are owned by these principals (Settings).
     event_owners: dict[str, str] = field(default_factory=dict)
+    reload: bool = False  # follow changes to the definitions and agent code (`shepherd local`)
+    advertise: bool = False  # write STATE_FILE, for `shepherd run` to find this stack
 
     def __post_init__(self) -> None:
         self.definitions_dir = self.project.definitions_dir
@@ -87,6 +98,10 @@ class LocalStack:
         self.api_url = ""
         self.moto_url = ""
         self.env: dict[str, str] = {}
+        self.reloads = 0  # times the stack took up changed definitions or agent code
+        self._moto: subprocess.Popen[bytes] | None = None
+        self._replacing = threading.Lock()  # a reload and the crash monitor, one at a time
+        self._retiring: list[subprocess.Popen[bytes]] = []  # replaced by a reload, finishing
 
     # ---------------------------------------------------------------------------- running
 
@@ -108,13 +123,16 @@ class LocalStack:
             old.unlink()
         ledger = self.state_dir / "ledger.sqlite"
         ledger.unlink(missing_ok=True)
-        moto_port = free_port()
+        (self.state_dir / "relay.json").unlink(missing_ok=True)
+        self.moto_port = self.moto_port or free_port()
         self.port = self.port or free_port()
-        self.moto_url = f"http://127.0.0.1:{moto_port}"
+        self.moto_url = f"http://127.0.0.1:{self.moto_port}"
         self.api_url = f"http://127.0.0.1:{self.port}"
-        # moto's server with each DynamoDB request applied whole (see shepherd_cli.moto_local).
+        # moto's server as DynamoDB behaves (see shepherd_cli.moto_local).
         moto_cmd = [sys.executable, "-m", "shepherd_cli.moto_local"]
-        self._spawn([*moto_cmd, "-H", "127.0.0.1", "-p", str(moto_port)], logs / "moto.log")
+        self._moto = self._spawn(
+            [*moto_cmd, "-H", "127.0.0.1", "-p", str(self.moto_port)], logs / "moto.log"
+        )
         _wait_http(f"{self.moto_url}/moto-api/", 30)
 
         self.env = self._environment(ledger)
@@ -124,9 +142,11 @@ class LocalStack:
             "--port", str(self.port),
             "--sweep-interval", str(self.sweep_interval),
             "--start-events-queue", start_events,
+            "--relay-checkpoint", str(self.state_dir / "relay.json"),
         ]  # fmt: skip
         self._control_args = control
         self._control = self._spawn(control, logs / "control.log", env=self.env)
+        self._pools = pools
         for pool in pools.values():
             for index in range(self.workers):
                 self._start_worker(pool, index)
@@ -135,13 +155,20 @@ class LocalStack:
             target=self._watch_processes, name="process-monitor", daemon=True
         )
         self._monitor.start()
+        if self.reload:
+            self._code = self._code_stamps()
+            threading.Thread(target=self._watch_code, name="reload", daemon=True).start()
+        if self.advertise:
+            self._state_file().write_text(json.dumps(self.advertised()))
 
     def stop(self) -> None:
         self._stopping.set()
+        if self.advertise:
+            self._state_file().unlink(missing_ok=True)
         if self._monitor is not None:
             self._monitor.join(timeout=3)
         # Workers and the control process first, moto (the "AWS" they talk to) last.
-        first = [w.process for w in self._workers] + self._procs[1:]
+        first = [w.process for w in self._workers] + self._retiring + self._procs[1:]
         for group in (first, self._procs[:1]):
             for proc in group:
                 if proc.poll() is None:
@@ -158,6 +185,126 @@ class LocalStack:
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers] + [p.pid for p in self._procs]
+
+    @property
+    def moto_pid(self) -> int:
+        assert self._moto is not None, "not started"
+        return self._moto.pid
+
+    @property
+    def control_pid(self) -> int:
+        assert self._control is not None, "not started"
+        return self._control.pid
+
+    def advertised(self) -> dict[str, Any]:
+        """What `shepherd run` needs to use this stack, and to know it runs its project."""
+        return {
+            "pid": os.getpid(),
+            "api_url": self.api_url,
+            "moto_url": self.moto_url,
+            "definitions_dir": str(self.definitions_dir.resolve()),
+            "agent_modules": list(self.project.agent_modules),
+        }
+
+    def _state_file(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    # ---------------------------------------------------------------------------- reloading
+
+    def _code_files(self) -> list[Path]:
+        """The definition files and the agent modules' source files (a package: all of it)."""
+        import importlib.util
+
+        files = [
+            p for p in self.definitions_dir.glob("*") if p.suffix in (".yaml", ".yml", ".json")
+        ]
+        sys_path = [str(self.project.root), *sys.path]
+        for module in self.project.agent_modules:
+            try:
+                spec = importlib.util.find_spec(module.split(".")[0])
+            except (ImportError, ValueError):
+                spec = None
+            if spec is None and str(self.project.root) not in sys.path:
+                sys.path[:0] = sys_path[:1]  # the project's own modules, as the workers see them
+                spec = importlib.util.find_spec(module.split(".")[0])
+            if spec is None or spec.origin is None:
+                continue
+            origin = Path(spec.origin)
+            files += list(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        return files
+
+    def _code_stamps(self) -> dict[Path, tuple[float, int]]:
+        stamps = {}
+        for path in self._code_files():
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            stamps[path] = (stat.st_mtime, stat.st_size)
+        return stamps
+
+    def _watch_code(self) -> None:
+        while not self._stopping.wait(RELOAD_POLL_SECONDS):
+            stamps = self._code_stamps()
+            if stamps == self._code:
+                continue
+            definitions = {
+                p for p in set(stamps) ^ set(self._code) if p.parent == self.definitions_dir
+            }
+            definitions |= {
+                p for p in stamps if p in self._code and stamps[p] != self._code[p]
+                and p.parent == self.definitions_dir
+            }  # fmt: skip
+            self._code = stamps
+            try:
+                self._take_up(definitions_changed=bool(definitions))
+            except Exception as exc:  # a broken definition: say so, keep the stack as it was
+                print(f"reload refused: {exc}", file=sys.stderr, flush=True)
+
+    def _take_up(self, *, definitions_changed: bool) -> None:
+        """A deploy of the changed project: new workers (and, for new definitions, a new
+        control process and any new pool's queues) before the old ones stop."""
+        with self._replacing:
+            old_workers = list(self._workers)
+            old_control = self._control
+            if definitions_changed:
+                from shepherd.definitions import load_directory
+
+                load_directory(self.definitions_dir)  # refuse a broken one before any change
+                self._pools, _ = self._create_resources()
+                self._control = self._spawn(self._control_args, self._log("control"), env=self.env)
+            self._workers = []
+            for pool in self._pools.values():
+                for index in range(self.workers):
+                    self._start_worker(pool, index)
+            for worker in old_workers:
+                if worker.process.poll() is None:
+                    worker.process.send_signal(signal.SIGTERM)  # it finishes its batch, then exits
+            if definitions_changed and old_control is not None:
+                old_control.send_signal(signal.SIGTERM)
+            self.reloads += 1
+            retired = [w.process for w in old_workers]
+            if definitions_changed and old_control is not None:
+                retired.append(old_control)
+            self._retiring += retired
+        self._wait_retired(retired, old_workers)
+
+    def _wait_retired(self, retired: list[subprocess.Popen[bytes]], workers: list[Worker]) -> None:
+        for proc in retired:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for worker in workers:
+            worker.log.close()
+        with self._replacing:
+            for proc in retired:
+                self._retiring.remove(proc)
+                if proc in self._procs:
+                    self._procs.remove(proc)
+
+    def _log(self, name: str) -> Path:
+        return self.state_dir / "logs" / f"{name}.log"
 
     # ---------------------------------------------------------------------------- helpers
 
@@ -276,20 +423,24 @@ class LocalStack:
         """A dead worker or control process (a crash) is replaced, as Lambda would start a new
         sandbox. The state lives in moto's process, so nothing is lost."""
         while not self._stopping.wait(0.2):
-            control = self._control
-            if control is not None and control.poll() is not None and not self._stopping.is_set():
-                log = self.state_dir / "logs" / "control.log"
-                with log.open("a") as out:
-                    out.write(f"\n--- control exited with {control.returncode}; replacing it ---\n")
-                self._procs.remove(control)
-                self.control_restarts += 1
-                self._control = self._spawn(self._control_args, log, env=self.env)
-            for worker in list(self._workers):
-                if worker.process.poll() is not None and not self._stopping.is_set():
-                    self._workers.remove(worker)
-                    worker.log.write(
-                        f"\n--- worker exited with {worker.process.returncode}; replacing it ---\n"
-                    )
-                    worker.log.close()
-                    self.restarts += 1
-                    self._start_worker(worker.pool, worker.index)
+            with self._replacing:
+                self._replace_dead()
+
+    def _replace_dead(self) -> None:
+        control = self._control
+        if control is not None and control.poll() is not None and not self._stopping.is_set():
+            log = self._log("control")
+            with log.open("a") as out:
+                out.write(f"\n--- control exited with {control.returncode}; replacing it ---\n")
+            self._procs.remove(control)
+            self.control_restarts += 1
+            self._control = self._spawn(self._control_args, log, env=self.env)
+        for worker in list(self._workers):
+            if worker.process.poll() is not None and not self._stopping.is_set():
+                self._workers.remove(worker)
+                worker.log.write(
+                    f"\n--- worker exited with {worker.process.returncode}; replacing it ---\n"
+                )
+                worker.log.close()
+                self.restarts += 1
+                self._start_worker(worker.pool, worker.index)

@@ -27,6 +27,10 @@ starts; `tests/e2e/test_moto_local.py` shows each gap on plain moto and its abse
    workflows), under the lock of (1), so every request waited behind every sweep. Here each
    table keeps its indexes' partitions (updated by every write), and a Query walks only the
    items of the partition it names.
+6. **Stream records kept packed.** A stream record holds the item's old and new images;
+   moto keeps each as nested dicts, about 15 KB for a step item, and a workflow writes dozens
+   (the stream keeps a day of them). Here each record is kept compressed and unpacked
+   when read (a reader gets what moto would give it).
 
 Run as `python -m shepherd_cli.moto_local -H 127.0.0.1 -p PORT` (moto_server's arguments).
 """
@@ -369,13 +373,40 @@ def query_partitions(patch: Setter = setattr) -> None:
     patch(Table, "query", partition_query)
 
 
+# -------------------------------------------------------------- (6) stream records packed
+
+
+def pack_stream_records(patch: Setter = setattr) -> None:
+    """Stream records made from now on keep their record compressed (pickled: exactly the
+    values moto made, bytes and times included)."""
+    import pickle
+    import zlib
+
+    from moto.dynamodb.models.table import StreamRecord
+
+    init = StreamRecord.__init__
+
+    @functools.wraps(init)
+    def packed_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.packed = zlib.compress(pickle.dumps(self.__dict__.pop("record")), 1)
+
+    def to_json(self: Any) -> dict[str, Any]:
+        record: dict[str, Any] = pickle.loads(zlib.decompress(self.packed))  # noqa: S301 - ours
+        return record
+
+    patch(StreamRecord, "__init__", packed_init)
+    patch(StreamRecord, "to_json", to_json)
+
+
 def patch_moto() -> None:
-    """All five, in this process (before moto's server makes any backend)."""
+    """All six, in this process (before moto's server makes any backend)."""
     track_weakly()
     serialize_dynamodb()
     keep_tables_in_transactions()
     expire_shard_iterators()
     query_partitions()
+    pack_stream_records()
 
 
 if __name__ == "__main__":

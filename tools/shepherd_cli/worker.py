@@ -61,7 +61,9 @@ def main() -> int:
         messages = got.get("Messages", [])
         if not messages:
             continue
-        if not enabled():  # paused while this poll waited: the messages go back, unprocessed
+        # Paused while this poll waited, or replaced by newer code (a reload): the messages go
+        # back unprocessed, for the pool's running code.
+        if stopping or not enabled():
             sqs.change_message_visibility_batch(
                 QueueUrl=args.queue_url,
                 Entries=[
