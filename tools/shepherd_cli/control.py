@@ -40,8 +40,6 @@ BACKGROUND_LOCK = threading.Lock()
 class ApiServer(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
     daemon_threads = True
-    # A reload starts the new control process while the old one still listens on the port.
-    allow_reuse_port = True
 
 
 class ApiHandler(BaseHTTPRequestHandler):
@@ -219,6 +217,23 @@ def relay_changes(stop: threading.Event, checkpoint: Path | None = None) -> None
             continue  # moto restarting or stopping: try again unless we are stopping
 
 
+def redeploy(functions: dict[str, Sandboxes], env_file: Path) -> None:
+    """Changed definitions (`shepherd local` sends SIGHUP): the settings `env_file` holds
+    (queues for new pools) from now on, a new engine for the supervisor, the relay and the
+    events handler, and new API sandboxes (the busy ones after their request), as a deploy
+    would start new Lambda sandboxes. The HTTP server never stops listening."""
+    import os
+
+    from shepherd_handlers import runtime
+
+    os.environ.update(json.loads(env_file.read_text()))
+    with BACKGROUND_LOCK:
+        runtime.engine.cache_clear()
+    for sandboxes in functions.values():
+        sandboxes.recycle()
+    print(json.dumps({"redeployed": sorted(functions)}), flush=True)
+
+
 def _read_checkpoint(path: Path | None) -> dict[str, str]:
     try:
         return dict(json.loads(path.read_text())) if path is not None else {}
@@ -232,6 +247,7 @@ def main() -> int:
     parser.add_argument("--sweep-interval", type=float, default=1.0)
     parser.add_argument("--start-events-queue", required=True)
     parser.add_argument("--relay-checkpoint", type=Path, help="where the relay keeps its place")
+    parser.add_argument("--env-file", type=Path, help="the settings to take up on SIGHUP")
     parser.add_argument(
         "--api-concurrency",
         type=int,
@@ -256,8 +272,13 @@ def main() -> int:
         stop.set()
         threading.Thread(target=server.shutdown, daemon=True).start()
 
+    def on_hangup(*_: Any) -> None:
+        if args.env_file is not None:
+            threading.Thread(target=redeploy, args=(functions, args.env_file)).start()
+
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
+    signal.signal(signal.SIGHUP, on_hangup)
     threads = [
         threading.Thread(target=supervise, args=(args.sweep_interval, stop), daemon=True),
         threading.Thread(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -102,6 +103,10 @@ class LocalStack:
         self._moto: subprocess.Popen[bytes] | None = None
         self._replacing = threading.Lock()  # a reload and the crash monitor, one at a time
         self._retiring: list[subprocess.Popen[bytes]] = []  # replaced by a reload, finishing
+        # The definitions the processes run: a copy made at start and at each reload, as a
+        # deploy packages them (a file saved half-written or broken never reaches them).
+        self.deployed_dir = self.definitions_dir
+        self._deploys = 0
 
     # ---------------------------------------------------------------------------- running
 
@@ -123,11 +128,14 @@ class LocalStack:
             old.unlink()
         ledger = self.state_dir / "ledger.sqlite"
         ledger.unlink(missing_ok=True)
-        (self.state_dir / "relay.json").unlink(missing_ok=True)
         self.moto_port = self.moto_port or free_port()
         self.port = self.port or free_port()
         self.moto_url = f"http://127.0.0.1:{self.moto_port}"
+        # Where the relay keeps its place in this moto's stream (a new moto: a new stream).
+        relay_checkpoint = self.state_dir / f"relay-{self.moto_port}.json"
+        relay_checkpoint.unlink(missing_ok=True)
         self.api_url = f"http://127.0.0.1:{self.port}"
+        shutil.rmtree(self._deploy_root(), ignore_errors=True)
         # moto's server as DynamoDB behaves (see shepherd_cli.moto_local).
         moto_cmd = [sys.executable, "-m", "shepherd_cli.moto_local"]
         self._moto = self._spawn(
@@ -142,7 +150,8 @@ class LocalStack:
             "--port", str(self.port),
             "--sweep-interval", str(self.sweep_interval),
             "--start-events-queue", start_events,
-            "--relay-checkpoint", str(self.state_dir / "relay.json"),
+            "--relay-checkpoint", str(relay_checkpoint),
+            "--env-file", str(self._env_file()),
         ]  # fmt: skip
         self._control_args = control
         self._control = self._spawn(control, logs / "control.log", env=self.env)
@@ -206,6 +215,23 @@ class LocalStack:
             "agent_modules": list(self.project.agent_modules),
         }
 
+    def _deploy_root(self) -> Path:
+        return self.state_dir / f"deployed-{self.moto_port}"
+
+    def _deploy_definitions(self) -> Path:
+        """Copy the definition files to a new folder of their own; its path."""
+        self._deploys += 1
+        target = self._deploy_root() / str(self._deploys)
+        target.mkdir(parents=True)
+        for path in self.definitions_dir.glob("*"):
+            if path.suffix in (".yaml", ".yml", ".json"):
+                shutil.copy2(path, target / path.name)
+        return target
+
+    def _env_file(self) -> Path:
+        """The settings a redeployed control process takes up (see `control.redeploy`)."""
+        return self.state_dir / f"control-env-{self.moto_port}.json"
+
     def _state_file(self) -> Path:
         return self.state_dir / STATE_FILE
 
@@ -262,17 +288,21 @@ class LocalStack:
                 print(f"reload refused: {exc}", file=sys.stderr, flush=True)
 
     def _take_up(self, *, definitions_changed: bool) -> None:
-        """A deploy of the changed project: new workers (and, for new definitions, a new
-        control process and any new pool's queues) before the old ones stop."""
+        """A deploy of the changed project: for new definitions, queues for any new pool and
+        the control process redeployed in place (SIGHUP: the API keeps listening); new
+        workers for the new code, then the old ones stop after the batch in hand."""
         with self._replacing:
             old_workers = list(self._workers)
-            old_control = self._control
             if definitions_changed:
                 from shepherd.definitions import load_directory
 
-                load_directory(self.definitions_dir)  # refuse a broken one before any change
-                self._pools, _ = self._create_resources()
-                self._control = self._spawn(self._control_args, self._log("control"), env=self.env)
+                # A broken definition is refused here, before anything changes.
+                definitions = load_directory(self.definitions_dir)
+                self.deployed_dir = self._deploy_definitions()
+                self._pools = self._create_queues(definitions)
+                self._env_file().write_text(json.dumps(self.settings_env))
+                if self._control is not None:
+                    self._control.send_signal(signal.SIGHUP)
             self._workers = []
             for pool in self._pools.values():
                 for index in range(self.workers):
@@ -280,12 +310,8 @@ class LocalStack:
             for worker in old_workers:
                 if worker.process.poll() is None:
                     worker.process.send_signal(signal.SIGTERM)  # it finishes its batch, then exits
-            if definitions_changed and old_control is not None:
-                old_control.send_signal(signal.SIGTERM)
             self.reloads += 1
             retired = [w.process for w in old_workers]
-            if definitions_changed and old_control is not None:
-                retired.append(old_control)
             self._retiring += retired
         self._wait_retired(retired, old_workers)
 
@@ -329,8 +355,6 @@ class LocalStack:
     def _create_resources(self) -> tuple[dict[str, Any], str]:
         import boto3
         from shepherd.definitions import load_directory
-        from shepherd.settings import Settings
-        from shepherd.topology import pools
 
         from shepherd_cli.control import START_EVENTS_QUEUE
         from shepherd_cli.resources import create_all
@@ -343,6 +367,7 @@ class LocalStack:
             for s in ("dynamodb", "sqs", "events", "s3")
         }
         definitions = load_directory(self.definitions_dir)
+        self.deployed_dir = self._deploy_definitions()
         queues = create_all(clients, definitions, table=TABLE, bus=BUS, bucket=PAYLOAD_BUCKET)
         # StartWorkflow events: the CDK app's rule (any source but Shepherd's own) -> the
         # control process, through a queue because moto cannot invoke Lambda targets.
@@ -372,20 +397,40 @@ class LocalStack:
         clients["events"].put_targets(
             Rule="events-tap", EventBusName=BUS, Targets=[{"Id": "tap", "Arn": tap_arn}]
         )
+        return self._use_pools(definitions, queues), start_url
+
+    def _use_pools(self, definitions: Any, queues: dict[str, Any]) -> dict[str, Any]:
+        """The settings every process gets, for these definitions' pools and queues."""
+        from shepherd.settings import Settings
+        from shepherd.topology import pools
+
         settings = Settings(
             table=TABLE,
             queue_urls={p: q.url for p, q in queues.items()},
             event_bus=BUS,
-            definitions_dir=self.definitions_dir,
+            definitions_dir=self.deployed_dir,
             event_owners=self.event_owners,
             agent_modules=self.project.agent_modules,
             payload_bucket=PAYLOAD_BUCKET,
         )
-        self.env.update(settings.to_env())
+        self.settings_env = settings.to_env()
+        self.env.update(self.settings_env)
         specs = pools(definitions)
         self.queue_urls = {p: q.url for p, q in queues.items()}
         self.dlq_urls = {p: q.dlq_url for p, q in queues.items()}
-        return {p: (specs[p], queues[p]) for p in specs}, start_url
+        return {p: (specs[p], queues[p]) for p in specs}
+
+    def _create_queues(self, definitions: Any) -> dict[str, Any]:
+        """A reload's deploy: queues for the pools the definitions name (existing ones stay)."""
+        import boto3
+        from shepherd.topology import pools
+
+        from shepherd_cli.resources import create_queues
+
+        sqs = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
+        ).client("sqs", endpoint_url=self.moto_url)
+        return self._use_pools(definitions, create_queues(sqs, pools(definitions)))
 
     def _spawn(
         self, args: list[str], log_path: Path, env: dict[str, str] | None = None

@@ -410,7 +410,12 @@ def patch_moto() -> None:
 
 
 if __name__ == "__main__":
+    import logging
+
     from moto.server import main
 
     patch_moto()
+    # Werkzeug logs every request: a day of the local stack wrote gigabytes of them.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    print(f"moto_local {' '.join(sys.argv[1:])}", flush=True)
     main(sys.argv[1:])
