@@ -566,3 +566,79 @@ def test_packed_stream_records_read_as_moto_gives_them_and_take_a_fraction_of_th
             record["dynamodb"].pop("SizeBytes")
         assert a == b
     assert packed_bytes < plain_bytes / 3, (packed_bytes, plain_bytes)
+
+
+# ------------------------------------------------------------- presigned POST policies
+
+
+@pytest.fixture
+def s3_server() -> Iterator[Any]:
+    port = free_port()
+    server = ThreadedMotoServer("127.0.0.1", port, verbose=False)
+    server.start()
+    client = boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    client.create_bucket(Bucket="payloads")
+    try:
+        yield client
+    finally:
+        server.stop()
+
+
+def _presign(s3: Any, size: int, expires: int = 300) -> dict[str, Any]:
+    """As the payload store presigns an upload (`shepherd.adapters.s3`)."""
+    post: dict[str, Any] = s3.generate_presigned_post(
+        Bucket="payloads",
+        Key="up/1",
+        Fields={"Content-Type": "application/json"},
+        Conditions=[{"Content-Type": "application/json"}, ["content-length-range", size, size]],
+        ExpiresIn=expires,
+    )
+    return post
+
+
+def _refusals(s3: Any) -> dict[str, str]:
+    """Each way an upload breaks its policy: what the POST answers ("ok" if stored)."""
+    from shepherd_cli.client import CliError, post_form
+
+    def attempt(post: dict[str, Any], data: bytes, **fields: str) -> str:
+        try:
+            post_form(post["url"], {**post["fields"], **fields}, data, timeout=30)
+            return "ok"
+        except CliError as exc:
+            return str(exc).split(" b'")[0]
+
+    good = _presign(s3, 4)
+    return {
+        "right": attempt(good, b"abcd"),
+        "too large": attempt(good, b"abcde"),
+        "too small": attempt(good, b"abc"),
+        "other type": attempt(good, b"abcd", **{"Content-Type": "text/html"}),
+        "other key": attempt(good, b"abcd", key="up/2"),
+        "extra field": attempt(good, b"abcd", acl="public-read"),
+        "expired": attempt(_presign(s3, 4, expires=-10), b"abcd"),
+    }
+
+
+def test_plain_motos_s3_stores_any_presigned_post(s3_server: Any) -> None:
+    assert set(_refusals(s3_server).values()) == {"ok"}
+
+
+def test_the_local_stacks_s3_enforces_presigned_post_policies(
+    s3_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moto_local.enforce_post_policies(monkeypatch.setattr)
+    assert _refusals(s3_server) == {
+        "right": "ok",
+        "too large": "the upload was refused: 400",
+        "too small": "the upload was refused: 400",
+        "other type": "the upload was refused: 403",
+        "other key": "the upload was refused: 403",
+        "extra field": "the upload was refused: 403",
+        "expired": "the upload was refused: 403",
+    }

@@ -107,6 +107,7 @@ class LocalStack:
         # deploy packages them (a file saved half-written or broken never reaches them).
         self.deployed_dir = self.definitions_dir
         self._deploys = 0
+        self._standbys: dict[tuple[str, int], Worker] = {}  # (pool, index) -> a waiting worker
 
     # ---------------------------------------------------------------------------- running
 
@@ -166,6 +167,8 @@ class LocalStack:
         self._monitor.start()
         if self.reload:
             self._code = self._code_stamps()
+            with self._replacing:
+                self._start_standbys()
             threading.Thread(target=self._watch_code, name="reload", daemon=True).start()
         if self.advertise:
             self._state_file().write_text(json.dumps(self.advertised()))
@@ -177,7 +180,11 @@ class LocalStack:
         if self._monitor is not None:
             self._monitor.join(timeout=3)
         # Workers and the control process first, moto (the "AWS" they talk to) last.
-        first = [w.process for w in self._workers] + self._retiring + self._procs[1:]
+        standbys = [w.process for w in self._standbys.values()]
+        for proc in standbys:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        first = [w.process for w in self._workers] + standbys + self._retiring + self._procs[1:]
         for group in (first, self._procs[:1]):
             for proc in group:
                 if proc.poll() is None:
@@ -189,11 +196,12 @@ class LocalStack:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(timeout=5)
-        for worker in self._workers:
+        for worker in [*self._workers, *self._standbys.values()]:
             worker.log.close()
 
     def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers] + [p.pid for p in self._procs]
+        workers = [*self._workers, *self._standbys.values()]
+        return [w.process.pid for w in workers] + [p.pid for p in self._procs]
 
     @property
     def moto_pid(self) -> int:
@@ -303,6 +311,7 @@ class LocalStack:
                 self._env_file().write_text(json.dumps(self.settings_env))
                 if self._control is not None:
                     self._control.send_signal(signal.SIGHUP)
+                self._discard_standbys()
             self._workers = []
             for pool in self._pools.values():
                 for index in range(self.workers):
@@ -314,6 +323,9 @@ class LocalStack:
             retired = [w.process for w in old_workers]
             self._retiring += retired
         self._wait_retired(retired, old_workers)
+        with self._replacing:
+            if not self._stopping.is_set():
+                self._start_standbys()
 
     def _wait_retired(self, retired: list[subprocess.Popen[bytes]], workers: list[Worker]) -> None:
         for proc in retired:
@@ -443,8 +455,21 @@ class LocalStack:
         self._procs.append(proc)
         return proc
 
-    def _start_worker(self, pool_and_queues: tuple[Any, Any], index: int) -> None:
+    def _start_worker(
+        self, pool_and_queues: tuple[Any, Any], index: int, *, standby: bool = False
+    ) -> None:
         spec, queues = pool_and_queues
+        key = (spec.name, index)
+        waiting = self._standbys.pop(key, None)
+        if not standby and waiting is not None and waiting.process.poll() is None:
+            assert waiting.process.stdin is not None
+            try:
+                waiting.process.stdin.write(b"go\n")  # imported already: it starts at once
+                waiting.process.stdin.close()
+                self._workers.append(waiting)
+                return
+            except OSError:
+                pass  # it died meanwhile: start one as usual
         log = (self.state_dir / "logs" / f"worker-{spec.name}-{index}.log").open(
             "a"
         )  # kept across restarts
@@ -454,15 +479,37 @@ class LocalStack:
             "--queue-url", queues.url,
             "--batch-size", str(spec.batch_size),
             "--function-timeout", str(spec.function_timeout_seconds),
+            *(["--standby"] if standby else []),
         ]  # fmt: skip
         proc = subprocess.Popen(
             args,
+            stdin=subprocess.PIPE if standby else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**self.env, "SHEPHERD_POOL": spec.name},
             cwd=self.project.root,
         )
-        self._workers.append(Worker(pool_and_queues, index, proc, log))
+        worker = Worker(pool_and_queues, index, proc, log)
+        if standby:
+            self._standbys[key] = worker
+        else:
+            self._workers.append(worker)
+
+    def _start_standbys(self) -> None:
+        """One waiting worker per worker, for the next change of agent code."""
+        for pool in self._pools.values():
+            for index in range(self.workers):
+                if (pool[0].name, index) not in self._standbys:
+                    self._start_worker(pool, index, standby=True)
+
+    def _discard_standbys(self) -> None:
+        """Standbys started with settings that changed (a new deploy) end unused."""
+        for worker in self._standbys.values():
+            if worker.process.stdin is not None:
+                worker.process.stdin.close()  # EOF: it exits
+            self._retiring.append(worker.process)
+            threading.Thread(target=self._wait_retired, args=([worker.process], [worker])).start()
+        self._standbys.clear()
 
     def _watch_processes(self) -> None:
         """A dead worker or control process (a crash) is replaced, as Lambda would start a new

@@ -1,5 +1,5 @@
-"""moto's server for the local stack, with the four differences from DynamoDB that a stack
-running for a day meets taken out. Each patch is applied by `patch_moto()` before the server
+"""moto's server for the local stack, with the differences from AWS that a stack running for
+a day meets taken out. Each patch is applied by `patch_moto()` before the server
 starts; `tests/e2e/test_moto_local.py` shows each gap on plain moto and its absence here.
 
 1. **Atomic requests.** moto's UpdateItem on an item that does not exist yet first puts an
@@ -31,6 +31,14 @@ starts; `tests/e2e/test_moto_local.py` shows each gap on plain moto and its abse
    moto keeps each as nested dicts, about 15 KB for a step item, and a workflow writes dozens
    (the stream keeps a day of them). Here each record is kept compressed and unpacked
    when read (a reader gets what moto would give it).
+7. **Presigned POST policies enforced.** moto's S3 stores whatever a browser-form POST
+   sends: it reads neither the policy's expiry nor its conditions (the key, the
+   `Content-Type`, `content-length-range`), so locally an upload of the wrong size or after
+   its expiry was accepted and only failed later, if at all. Here a POST with a policy is
+   checked as S3 checks it: expired is 403, a failed condition 403, a size outside the range
+   400 `EntityTooSmall`/`EntityTooLarge`, a form field no condition names 403. Not checked:
+   the signature. moto keeps no secret keys (it accepts any key pair, and the local stack
+   signs with a fixed one), so a signature check would prove nothing about who may upload.
 
 Run as `python -m shepherd_cli.moto_local -H 127.0.0.1 -p PORT` (moto_server's arguments).
 """
@@ -399,14 +407,101 @@ def pack_stream_records(patch: Setter = setattr) -> None:
     patch(StreamRecord, "to_json", to_json)
 
 
+# ---------------------------------------------------- (7) presigned POST policies enforced
+
+# Form fields a POST policy need not name (S3's rules for browser-based uploads).
+_UNCONDITIONED = {"policy", "file", "x-amz-signature", "signature", "awsaccesskeyid"}
+
+
+def policy_refusal(policy_b64: str, form: dict[str, str], bucket: str, size: int) -> Any:
+    """Why S3 would refuse this browser-form POST, as (status, code, message); None: it
+    accepts it. `form`: the form's fields (lower-case names), the file aside."""
+    import base64
+    import datetime
+    import json
+
+    try:
+        policy = json.loads(base64.b64decode(policy_b64))
+        expires = datetime.datetime.fromisoformat(policy["expiration"].replace("Z", "+00:00"))
+        conditions = policy["conditions"]
+    except (ValueError, KeyError, TypeError):
+        return 400, "InvalidPolicyDocument", "Invalid Policy: Invalid JSON."
+    if expires < datetime.datetime.now(datetime.UTC):
+        return 403, "AccessDenied", "Invalid according to Policy: Policy expired."
+    values = {**form, "bucket": bucket}
+    named = set()
+    for condition in conditions:
+        if isinstance(condition, dict):
+            ((field, expected),) = condition.items()
+            op, field = "eq", f"${field}"
+        elif condition[0] == "content-length-range":
+            low, high = int(condition[1]), int(condition[2])
+            if size < low:
+                return 400, "EntityTooSmall", "Your proposed upload is smaller than the minimum"
+            if size > high:
+                return (
+                    400,
+                    "EntityTooLarge",
+                    "Your proposed upload exceeds the maximum allowed size",
+                )
+            continue
+        else:
+            op, field, expected = condition
+        name = field.lstrip("$").lower()
+        named.add(name)
+        value = values.get(name, "")
+        if (op == "eq" and value != expected) or (
+            op == "starts-with" and not value.startswith(expected)
+        ):
+            return (
+                403,
+                "AccessDenied",
+                f"Invalid according to Policy: Policy Condition failed: {json.dumps(condition)}",
+            )
+    for name in form:
+        if name not in named and name not in _UNCONDITIONED and not name.startswith("x-ignore-"):
+            return (
+                403,
+                "AccessDenied",
+                f"Invalid according to Policy: Extra input fields: {name}",
+            )
+    return None
+
+
+def enforce_post_policies(patch: Setter = setattr) -> None:
+    """moto's S3 checks a browser-form POST's policy (see policy_refusal) before storing it."""
+    from moto.s3.responses import S3Response
+
+    post = S3Response._bucket_response_post
+
+    @functools.wraps(post)
+    def checked(self: Any, request: Any, bucket_name: str) -> Any:
+        form = {k.lower(): v[0] for k, v in (self.querystring or {}).items() if v}
+        form.pop("bucketname", None)  # moto's own: the bucket of a path-style URL
+        if "policy" in form:  # a browser-form POST (a multi-object delete has none)
+            body = self.body or b""
+            refusal = policy_refusal(form["policy"], form, bucket_name, len(body))
+            if refusal is not None:
+                status, code, message = refusal
+                xml = (
+                    '<?xml version="1.0" encoding="UTF-8"?>\n'
+                    f"<Error><Code>{code}</Code><Message>{message}</Message></Error>"
+                )
+                return status, {"Content-Type": "application/xml"}, xml
+        return post(self, request, bucket_name)
+
+    patch(S3Response, "_bucket_response_post", checked)
+
+
 def patch_moto() -> None:
-    """All six, in this process (before moto's server makes any backend)."""
+    """All seven, in this process (before moto's server makes any backend)."""
     track_weakly()
     serialize_dynamodb()
     keep_tables_in_transactions()
     expire_shard_iterators()
     query_partitions()
     pack_stream_records()
+    enforce_post_policies()
 
 
 if __name__ == "__main__":
