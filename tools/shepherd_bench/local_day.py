@@ -128,6 +128,31 @@ def one_workflow(api: Api, calls: Calls, i: int, big_every: int, drain: float) -
     return "still running"
 
 
+def burst(api_url: str, starts: int, connections: int) -> dict[str, Any]:
+    """`starts` workflow starts at once over `connections` connections (the audit's 500 over
+    50 waited 20 s at p50 behind the old gateway's one lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    calls = Calls()
+
+    def one(i: int) -> None:
+        api = Api(api_url, caller=f"burst-{i % connections}", timeout=120)
+        body = {"type": "order_fulfilment", "input": {**ORDER, "order_id": f"burst-{i}"}}
+        with contextlib.suppress(ApiError):
+            calls.timed("start", api.call, "POST", "/workflows", body)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(one, range(starts)))
+    return {
+        "starts": starts,
+        "connections": connections,
+        "seconds": round(time.monotonic() - t0, 1),
+        **calls.summary()["start"],
+        "errors": dict(calls.errors),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     calls = Calls()
     endings: Counter[str] = Counter()
@@ -149,6 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ) as stack:
         up = time.monotonic() - t0
         moto_pid, control_pid = stack.moto_pid, stack.control_pid
+        bursts = [burst(stack.api_url, *args.burst)] if args.burst else []
 
         def sample() -> None:
             while not stop.wait(2):
@@ -198,6 +224,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "payload_mb": args.payload_mb,
         "clients": args.clients,
         "startup_s": round(up, 1),
+        "burst": bursts,
         "seconds": round(time.monotonic() - t0),
         "endings": dict(endings),
         "moto_peak_mib": round(peak["moto"]),
@@ -219,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=float, default=300, help="longest wait for one workflow")
     parser.add_argument("--port", type=int, default=0, help="the API's port (0: any free one)")
     parser.add_argument("--moto-port", type=int, default=0, help="moto's port (0: any free one)")
+    parser.add_argument(
+        "--burst",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        metavar="STARTS,CONNECTIONS",
+        help="first, this many starts at once over this many connections (e.g. 500,50)",
+    )
     parser.add_argument("--out", type=Path, help="write the result as JSON here too")
     args = parser.parse_args(argv)
     result = run(args)

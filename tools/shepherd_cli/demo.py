@@ -254,7 +254,13 @@ def _report(tracked: list[Tracked]) -> bool:
     return ok
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m shepherd_cli.demo", description=__doc__)
+    for name, what in (("port", "API"), ("moto-port", "moto's"), ("console-port", "console's")):
+        parser.add_argument(f"--{name}", type=int, default=0, help=f"the {what} port (0: any)")
+    args = parser.parse_args(argv)
     print(
         f"{render.BOLD}Shepherd demo{render.RESET}: starting the local stack (moto, API + supervisor, agent workers)...",
         flush=True,
@@ -263,12 +269,13 @@ def main() -> int:
     with (
         LocalStack(
             project=Project.find(ROOT),
-            port=0,
+            port=args.port,
+            moto_port=args.moto_port,
             workers=2,
             sweep_interval=0.5,
             event_owners=EVENT_OWNERS,
         ) as stack,
-        Console(stack.api_url, caller=DEMO_CALLER) as console,
+        Console(stack.api_url, caller=DEMO_CALLER, port=args.console_port) as console,
     ):
         api = Api(stack.api_url, caller=DEMO_CALLER)
         print(
