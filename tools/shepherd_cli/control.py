@@ -202,6 +202,7 @@ def relay_changes(stop: threading.Event, checkpoint: Path | None = None) -> None
         print(json.dumps({"relay_gave_up": seq}), flush=True)
 
     mapping: StreamMapping | None = None
+    kept: dict[str, str] = {}
     while not stop.wait(RELAY_POLL_SECONDS):
         try:
             if mapping is None:
@@ -211,8 +212,11 @@ def relay_changes(stop: threading.Event, checkpoint: Path | None = None) -> None
                     after=_read_checkpoint(checkpoint),
                 )
                 mapping = StreamMapping(reader, consume, on_failure=on_failure)
-            if mapping.poll() and checkpoint is not None and not mapping.pending:
-                checkpoint.write_text(json.dumps(mapping.reader.positions))
+            mapping.poll()
+            # Everything read has been delivered (or given up on): the next process starts after.
+            if checkpoint is not None and not mapping.pending and mapping.reader.positions != kept:
+                kept = dict(mapping.reader.positions)
+                checkpoint.write_text(json.dumps(kept))
         except (BotoCoreError, ClientError):
             continue  # moto restarting or stopping: try again unless we are stopping
 
