@@ -252,15 +252,13 @@ class LocalStack:
         files = [
             p for p in self.definitions_dir.glob("*") if p.suffix in (".yaml", ".yml", ".json")
         ]
-        sys_path = [str(self.project.root), *sys.path]
+        if str(self.project.root) not in sys.path:  # its own modules, as its workers see them
+            sys.path.insert(0, str(self.project.root))
         for module in self.project.agent_modules:
-            try:
+            try:  # the top-level package: found, not imported
                 spec = importlib.util.find_spec(module.split(".")[0])
             except (ImportError, ValueError):
                 spec = None
-            if spec is None and str(self.project.root) not in sys.path:
-                sys.path[:0] = sys_path[:1]  # the project's own modules, as the workers see them
-                spec = importlib.util.find_spec(module.split(".")[0])
             if spec is None or spec.origin is None:
                 continue
             origin = Path(spec.origin)

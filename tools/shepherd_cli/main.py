@@ -179,6 +179,10 @@ def _running_stack(project: Project, wf_type: str) -> str | None:
     except KeyError:
         raise CliError(f"no definition of {wf_type} in {project.definitions_dir}") from None
     api = Api(str(state["api_url"]), timeout=5)
+    try:
+        api.call("GET", "/definitions")
+    except CliError:
+        return None  # a state file left by a stack that is gone
     deadline = time.monotonic() + RELOAD_WAIT_SECONDS
     while time.monotonic() < deadline:
         try:
