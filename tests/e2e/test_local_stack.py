@@ -429,3 +429,97 @@ def test_a_callback_step_is_answered_from_the_cli_with_an_uploaded_output(
     # The token's attempt is over: a second answer is refused, in the CLI's words.
     again = cli(stack, "task", "success", token, "--output", "{}")
     assert again.returncode == 1 and "TaskTokenStale" in again.stderr
+
+
+def test_the_relay_publishes_on_after_a_cancelled_transaction(api: Api, stack: LocalStack) -> None:
+    """A cancelled transaction (a pause hold losing to a claim, say) is normal; on plain moto
+    it swapped the table's stream shard and the relay never published another event."""
+    import boto3
+    from shepherd_cli.local import TABLE
+
+    session = boto3.session.Session(
+        aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
+    )
+    dynamodb = session.client("dynamodb", endpoint_url=stack.moto_url)
+    sqs = session.client("sqs", endpoint_url=stack.moto_url)
+    scratch = {"pk": {"S": "E2E#cancelled"}, "sk": {"S": "x"}}
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": scratch}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "E2E#missing"}, "sk": {"S": "x"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+    workflow_id = start(api, "order_fulfilment", {**ORDER, "order_id": "after-cancelled-tx"})
+    seen: list[str] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "WorkflowStarted" not in seen:
+        got = sqs.receive_message(
+            QueueUrl=stack.events_tap_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        )
+        for message in got.get("Messages", []):
+            event = json.loads(message["Body"])
+            if event["detail"]["workflow_id"] == workflow_id:
+                seen.append(event["detail-type"])
+    assert "WorkflowStarted" in seen
+    assert wait(api, workflow_id)["status"] == "SUCCEEDED"
+
+
+def _tap_events(stack: LocalStack, until: str, seconds: float = 60) -> list[tuple[str, str]]:
+    """(workflow id, detail type) of every event on the tap, read until the workflow `until`
+    has succeeded there (bounded)."""
+    import boto3
+
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=stack.moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    seen: list[tuple[str, str]] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and (until, "WorkflowSucceeded") not in seen:
+        got = sqs.receive_message(
+            QueueUrl=stack.events_tap_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        )
+        for message in got.get("Messages", []):
+            event = json.loads(message["Body"])
+            seen.append((event["detail"]["workflow_id"], event["detail-type"]))
+            sqs.delete_message(
+                QueueUrl=stack.events_tap_url, ReceiptHandle=message["ReceiptHandle"]
+            )
+    assert (until, "WorkflowSucceeded") in seen
+    return seen
+
+
+def test_a_replaced_control_process_does_not_announce_the_history_again(
+    api: Api, stack: LocalStack
+) -> None:
+    """The relay keeps its place (as the event source mapping keeps its checkpoint): a new
+    control process goes on after the last record delivered instead of the stream's start."""
+    import signal
+
+    earlier = start(api, "order_fulfilment", {**ORDER, "order_id": "before-the-kill"})
+    assert wait(api, earlier)["status"] == "SUCCEEDED"
+    _tap_events(stack, until=earlier)
+    control = stack._control
+    assert control is not None
+    os.kill(control.pid, signal.SIGKILL)
+    control.wait(timeout=10)
+    later = None
+    deadline = time.monotonic() + 60
+    while later is None and time.monotonic() < deadline:
+        try:
+            later = start(api, "order_fulfilment", {**ORDER, "order_id": "after-the-kill"})
+        except CliError:
+            time.sleep(0.2)  # the replacement is starting
+    assert later is not None and wait(api, later)["status"] == "SUCCEEDED"
+    seen = _tap_events(stack, until=later)
+    assert [kind for wf, kind in seen if wf == earlier] == []  # nothing of it again

@@ -20,6 +20,20 @@ def _log(message: str) -> None:
     print(f"[bench] {message}", flush=True)
 
 
+# Sections of benchmarks.md that other benchmarks write (the local stack's, run on their own
+# because they take an hour): kept from this marker on when `make bench` rewrites the file.
+KEPT_MARKER = "<!-- kept by make bench:"
+
+
+def _kept_sections(out: Path) -> str:
+    try:
+        text = (out / "benchmarks.md").read_text()
+    except OSError:
+        return ""
+    at = text.find(KEPT_MARKER)
+    return "\n" + text[at:] if at >= 0 else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shepherd_bench", description=__doc__)
     parser.add_argument("--workflows", type=int, default=40, help="per cost scenario")
@@ -169,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "benchmarks.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    (args.out / "benchmarks.md").write_text(render(results))
+    (args.out / "benchmarks.md").write_text(render(results) + _kept_sections(args.out))
     _log(
         f"wrote {args.out / 'benchmarks.md'} and benchmarks.json in {results['meta']['seconds']:.0f} s"
     )

@@ -3,10 +3,12 @@ Gateway's own replies (gateway responses) for what never reaches a handler.
 
 Routes come from `shepherd.routes` (the CDK app declares the same list). As API Gateway does,
 this answers an unknown route or method with the MISSING_AUTHENTICATION_TOKEN gateway response
-(403), a request over 10 MiB with REQUEST_TOO_LARGE (413), and a handler that raises with an
-integration failure (502), all in the error shape; path parameters reach the handler
-percent-decoded; a body that is not UTF-8 text reaches it base64-encoded. `Gateway` is used by
-the control process's HTTP server and, in-process, by the contract tests (`wsgi`).
+(401), a request over 10 MiB with REQUEST_TOO_LARGE (413), a handler that raises with an
+integration failure (502) and one that has not answered in 29 s with an integration timeout
+(504), all in the error shape; path parameters reach the handler percent-decoded; a body that
+is not UTF-8 text reaches it base64-encoded. `Gateway` is used by the control process's HTTP
+server (handlers in sandbox processes: `shepherd_cli.sandboxes`) and, in-process, by the
+contract tests (`wsgi`).
 """
 
 from __future__ import annotations
@@ -30,11 +32,16 @@ from shepherd.limits import MAX_REQUEST_BYTES
 from shepherd_cli.lambda_kit import LOCAL_ACCOUNT as LOCAL_ACCOUNT  # noqa: PLC0414
 from shepherd_cli.lambda_kit import local_context
 from shepherd_cli.lambda_kit import rest_event as rest_event  # noqa: PLC0414
+from shepherd_cli.sandboxes import InvocationTimeout
 
 DEFAULT_CALLER = f"arn:aws:iam::{LOCAL_ACCOUNT}:user/local"
 CALLER_HEADER = "X-Shepherd-Caller"
+INTEGRATION_TIMEOUT_SECONDS = 29.0  # API Gateway's: the caller gets 504 when it passes
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+# (target, event, timeout in seconds) -> the handler's reply; raises InvocationTimeout when
+# the timeout passes first, anything else for an invocation error.
+Invoke = Callable[[str, dict[str, Any], float], dict[str, Any]]
 
 
 def caller_arn(header: str | None) -> str:
@@ -79,13 +86,22 @@ class Gateway:
         targets: Mapping[str, Handler],
         context: Callable[[str], Any],
         credentials: Mapping[str, str] | None = None,
+        *,
+        invoke: Invoke | None = None,
+        timeout_s: float = INTEGRATION_TIMEOUT_SECONDS,
     ) -> None:
         self.targets = dict(targets)
         self._context = context
         self._credentials = dict(credentials) if credentials is not None else None
-        # The Powertools resolvers keep per-request state: one request at a time, as one
-        # Lambda sandbox serves one request at a time.
+        self.timeout_s = timeout_s
+        # In process, the Powertools resolvers' per-request state allows one request at a time
+        # (one Lambda sandbox); `invoke` (the local stack's sandboxes) serves them concurrently.
         self.lock = threading.Lock()
+        self._invoke = invoke or self._in_process
+
+    def _in_process(self, target: str, event: dict[str, Any], timeout: float) -> dict[str, Any]:
+        with self.lock:
+            return self.targets[target](event, self._context(target))
 
     def handle(
         self,
@@ -141,8 +157,9 @@ class Gateway:
             request_id=request_id,
         )
         try:
-            with self.lock:
-                reply = self.targets[route.target](event, self._context(route.target))
+            reply = self._invoke(route.target, event, self.timeout_s)
+        except InvocationTimeout:
+            return gateway_reply("INTEGRATION_TIMEOUT", request_id)
         except Exception:  # an invocation error: API Gateway answers for the handler
             traceback.print_exc(file=sys.stderr)
             return gateway_reply("INTEGRATION_FAILURE", request_id)
@@ -166,6 +183,14 @@ def handlers() -> dict[str, Handler]:
     from shepherd_handlers import api, callbacks
 
     return {"api": api.handler, "callbacks": callbacks.handler}
+
+
+def load_handler(target: str) -> Handler:
+    """A route target's handler (`api`, `callbacks`: its module), as a sandbox loads it."""
+    import importlib
+
+    handler: Handler = importlib.import_module(f"shepherd_handlers.{target}").handler
+    return handler
 
 
 def wsgi(gateway: Gateway) -> Callable[..., Iterable[bytes]]:

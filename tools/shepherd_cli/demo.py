@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from shepherd.jsonsafe import canonical
 
 from shepherd_cli import render
 from shepherd_cli.apigw import caller_arn
@@ -37,9 +40,10 @@ class Tracked:
     started: float
     view: dict[str, Any] = field(default_factory=dict)
     finished: float | None = None
-    cancelled: bool = False
     operated: bool = False
     answered: bool = False
+    answered_token: str | None = None
+    upload: str | None = None  # the carrier's result, uploaded ahead
     note: str = ""  # what an operator (or the carrier) did to it
 
 
@@ -103,27 +107,13 @@ def _counts(view: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def _maybe_cancel(api: Api, t: Tracked) -> None:
-    """The operator of a cancel scenario cancels once its step reached the given attempt."""
-    if t.scenario.cancel_at is None or t.cancelled:
-        return
-    step, attempt = t.scenario.cancel_at
-    current = next(s for s in t.view["steps"] if s["name"] == step)
-    if current["attempt"] >= attempt:
-        t.cancelled = True
-        try:
-            api.call("POST", f"/workflows/{t.workflow_id}/cancel")
-        except ApiError as exc:
-            print(f"  cancel of {t.scenario.label} refused: {exc}", flush=True)
-
-
 def _maybe_operate(api: Api, t: Tracked) -> None:
-    """The operator of a pausing scenario resumes it or gives up, once it is PAUSED."""
+    """The operator of a pausing scenario resumes it, gives up or cancels, once it is PAUSED."""
     action = t.scenario.on_pause
     if action is None or t.operated or t.view["status"] != "PAUSED":
         return
     t.operated = True
-    step = (t.view.get("pause") or {}).get("step", "?")
+    step = (t.view.get("pause") or {}).get("step") or "its start"
     try:
         api.call("POST", f"/workflows/{t.workflow_id}/{action}")
         t.note = f"paused at {step}, operator: {action}"
@@ -131,23 +121,62 @@ def _maybe_operate(api: Api, t: Tracked) -> None:
         t.note = f"{action} refused: {exc}"
 
 
+def _carrier_upload(api: Api, t: Tracked) -> str:
+    """The carrier's result, uploaded ahead (the upload names no token)."""
+    size = t.scenario.carrier_bytes or 0
+    result = {"tracking": f"CARRIER-{t.workflow_id[:6].upper()}", "manifest": "m" * size}
+    return api.upload(canonical(result).encode())
+
+
 def _maybe_answer(api: Api, t: Tracked) -> None:
-    """The carrier of a callback scenario answers its waiting step with a result of the
-    scenario's size (over 5 MiB it goes through an upload, as `shepherd task success` does)."""
-    size = t.scenario.carrier_bytes
-    if size is None or t.answered:
+    """The carrier of a callback scenario answers its waiting step: one call naming its
+    result, uploaded before (a new upload for a retried attempt's new token)."""
+    if t.scenario.carrier_bytes is None or t.answered:
         return
     waiting = next((s for s in t.view["steps"] if s["status"] == "WAITING"), None)
     token = ((waiting or {}).get("details") or {}).get("task_token")
-    if waiting is None or token is None:
+    if waiting is None or token is None or token == t.answered_token:
         return
-    t.answered = True
-    result = {"tracking": f"CARRIER-{t.workflow_id[:6].upper()}", "manifest": "m" * size}
+    t.answered_token = str(token)
+    upload = t.upload or _carrier_upload(api, t)
+    t.upload = None
     try:
-        api.succeed(str(token), result)
+        api.call("POST", f"/tasks/{token}/success", {"output_upload": upload})
+        t.answered = True
+        size = t.scenario.carrier_bytes or 0
         t.note = f"the carrier answered {waiting['name']} with {size // (1024 * 1024)} MiB"
-    except ApiError as exc:
+    except ApiError as exc:  # the attempt timed out first: answer the next one
         t.note = f"the carrier's answer was refused: {exc}"
+
+
+OPERATOR_POLL_SECONDS = 0.2
+
+
+def _operate(api: Api, t: Tracked, deadline: float) -> None:
+    """One operator (or carrier) per scenario that needs one, watching only its workflow, so
+    it acts within a fraction of a second however many workflows the demo follows."""
+    if t.scenario.pause_at_start:
+        try:
+            api.call("POST", f"/workflows/{t.workflow_id}/pause")
+        except ApiError as exc:
+            t.note = f"pause refused: {exc}"
+    if t.scenario.carrier_bytes is not None:
+        t.upload = _carrier_upload(api, t)
+    while time.monotonic() < deadline:
+        try:
+            t.view = api.call("GET", f"/workflows/{t.workflow_id}")
+        except ApiError:
+            time.sleep(OPERATOR_POLL_SECONDS)
+            continue
+        _maybe_operate(api, t)
+        _maybe_answer(api, t)
+        if t.view["status"] in TERMINAL:
+            return
+        time.sleep(OPERATOR_POLL_SECONDS)
+
+
+def _operated(s: Scenario) -> bool:
+    return s.on_pause is not None or s.pause_at_start or s.carrier_bytes is not None
 
 
 def _seconds(view: dict[str, Any]) -> float:
@@ -165,16 +194,21 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
     tty = sys.stdout.isatty()
     lines_drawn = 0
     last_status: dict[str, str] = {}
+    operators = [
+        threading.Thread(target=_operate, args=(api, t, t0 + TIME_LIMIT_SECONDS), daemon=True)
+        for t in tracked
+        if _operated(t.scenario)
+    ]
+    for operator in operators:
+        operator.start()
     while time.monotonic() - t0 < TIME_LIMIT_SECONDS:
         now = time.monotonic()
         for t in tracked:
             if t.finished:
                 continue
-            t.view = api.call("GET", f"/workflows/{t.workflow_id}")
-            _maybe_cancel(api, t)
-            _maybe_operate(api, t)
-            _maybe_answer(api, t)
-            if t.view["status"] in TERMINAL:
+            if not _operated(t.scenario):  # an operator's thread keeps its view
+                t.view = api.call("GET", f"/workflows/{t.workflow_id}")
+            if t.view.get("status") in TERMINAL:
                 t.finished = now
         if tty:
             if lines_drawn:
@@ -220,7 +254,13 @@ def _report(tracked: list[Tracked]) -> bool:
     return ok
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m shepherd_cli.demo", description=__doc__)
+    for name, what in (("port", "API"), ("moto-port", "moto's"), ("console-port", "console's")):
+        parser.add_argument(f"--{name}", type=int, default=0, help=f"the {what} port (0: any)")
+    args = parser.parse_args(argv)
     print(
         f"{render.BOLD}Shepherd demo{render.RESET}: starting the local stack (moto, API + supervisor, agent workers)...",
         flush=True,
@@ -229,12 +269,13 @@ def main() -> int:
     with (
         LocalStack(
             project=Project.find(ROOT),
-            port=0,
+            port=args.port,
+            moto_port=args.moto_port,
             workers=2,
             sweep_interval=0.5,
             event_owners=EVENT_OWNERS,
         ) as stack,
-        Console(stack.api_url, caller=DEMO_CALLER) as console,
+        Console(stack.api_url, caller=DEMO_CALLER, port=args.console_port) as console,
     ):
         api = Api(stack.api_url, caller=DEMO_CALLER)
         print(

@@ -3,12 +3,19 @@
 moto's server on 127.0.0.1 holds exactly the resources the CDK app declares (from
 `shepherd.topology` and the definitions); a control process serves the HTTP API and runs the
 supervisor and StartWorkflow events; one process per agent worker polls its pool's queue.
+
+A running stack follows its project (`reload`): changed agent code replaces the workers
+(the old ones finish the batch in hand and take no more), changed definitions replace the
+control process and the workers too, with queues for any new pool, as a deploy would; the
+state in moto stays. `shepherd local` writes where it listens to `.shepherd/local.json`, so
+that `shepherd run` can use it instead of starting a stack of its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +38,8 @@ BUS = "shepherd"
 PAYLOAD_BUCKET = "shepherd-payloads"  # moto's S3: the payload bucket (large payloads)
 EVENTS_TAP_QUEUE = "shepherd-local-events"  # every lifecycle event the local relay publishes
 STARTUP_SECONDS = 60
+RELOAD_POLL_SECONDS = 0.2
+STATE_FILE = "local.json"  # in the state directory: a running `shepherd local`, for `shepherd run`
 
 
 def free_port() -> int:
@@ -65,6 +74,7 @@ class LocalStack:
     """Start with `with LocalStack(...) as stack:`; everything stops on exit, no stray processes."""
 
     port: int = 8080
+    moto_port: int = 0  # 0: any free port
     workers: int = 1
     sweep_interval: float = 1.0
     # The definitions and agent modules to run: the project's `[tool.shepherd]` by default
@@ -76,6 +86,8 @@ class LocalStack:
     event_owners: dict[str, str] = field(default_factory=dict)
     # Who may pause and resume pools (Settings.operators): the default caller unless named.
     operators: list[str] = field(default_factory=lambda: [DEFAULT_CALLER])
+    reload: bool = False  # follow changes to the definitions and agent code (`shepherd local`)
+    advertise: bool = False  # write STATE_FILE, for `shepherd run` to find this stack
 
     def __post_init__(self) -> None:
         self.definitions_dir = self.project.definitions_dir
@@ -90,6 +102,15 @@ class LocalStack:
         self.api_url = ""
         self.moto_url = ""
         self.env: dict[str, str] = {}
+        self.reloads = 0  # times the stack took up changed definitions or agent code
+        self._moto: subprocess.Popen[bytes] | None = None
+        self._replacing = threading.Lock()  # a reload and the crash monitor, one at a time
+        self._retiring: list[subprocess.Popen[bytes]] = []  # replaced by a reload, finishing
+        # The definitions the processes run: a copy made at start and at each reload, as a
+        # deploy packages them (a file saved half-written or broken never reaches them).
+        self.deployed_dir = self.definitions_dir
+        self._deploys = 0
+        self._standbys: dict[tuple[str, int], Worker] = {}  # (pool, index) -> a waiting worker
 
     # ---------------------------------------------------------------------------- running
 
@@ -111,13 +132,19 @@ class LocalStack:
             old.unlink()
         ledger = self.state_dir / "ledger.sqlite"
         ledger.unlink(missing_ok=True)
-        moto_port = free_port()
+        self.moto_port = self.moto_port or free_port()
         self.port = self.port or free_port()
-        self.moto_url = f"http://127.0.0.1:{moto_port}"
+        self.moto_url = f"http://127.0.0.1:{self.moto_port}"
+        # Where the relay keeps its place in this moto's stream (a new moto: a new stream).
+        relay_checkpoint = self.state_dir / f"relay-{self.moto_port}.json"
+        relay_checkpoint.unlink(missing_ok=True)
         self.api_url = f"http://127.0.0.1:{self.port}"
-        # moto's server with each DynamoDB request applied whole (see shepherd_cli.moto_local).
+        shutil.rmtree(self._deploy_root(), ignore_errors=True)
+        # moto's server as DynamoDB behaves (see shepherd_cli.moto_local).
         moto_cmd = [sys.executable, "-m", "shepherd_cli.moto_local"]
-        self._spawn([*moto_cmd, "-H", "127.0.0.1", "-p", str(moto_port)], logs / "moto.log")
+        self._moto = self._spawn(
+            [*moto_cmd, "-H", "127.0.0.1", "-p", str(self.moto_port)], logs / "moto.log"
+        )
         _wait_http(f"{self.moto_url}/moto-api/", 30)
 
         self.env = self._environment(ledger)
@@ -127,9 +154,12 @@ class LocalStack:
             "--port", str(self.port),
             "--sweep-interval", str(self.sweep_interval),
             "--start-events-queue", start_events,
+            "--relay-checkpoint", str(relay_checkpoint),
+            "--env-file", str(self._env_file()),
         ]  # fmt: skip
         self._control_args = control
         self._control = self._spawn(control, logs / "control.log", env=self.env)
+        self._pools = pools
         for pool in pools.values():
             for index in range(self.workers):
                 self._start_worker(pool, index)
@@ -138,13 +168,26 @@ class LocalStack:
             target=self._watch_processes, name="process-monitor", daemon=True
         )
         self._monitor.start()
+        if self.reload:
+            self._code = self._code_stamps()
+            with self._replacing:
+                self._start_standbys()
+            threading.Thread(target=self._watch_code, name="reload", daemon=True).start()
+        if self.advertise:
+            self._state_file().write_text(json.dumps(self.advertised()))
 
     def stop(self) -> None:
         self._stopping.set()
+        if self.advertise:
+            self._state_file().unlink(missing_ok=True)
         if self._monitor is not None:
             self._monitor.join(timeout=3)
         # Workers and the control process first, moto (the "AWS" they talk to) last.
-        first = [w.process for w in self._workers] + self._procs[1:]
+        standbys = [w.process for w in self._standbys.values()]
+        for proc in standbys:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        first = [w.process for w in self._workers] + standbys + self._retiring + self._procs[1:]
         for group in (first, self._procs[:1]):
             for proc in group:
                 if proc.poll() is None:
@@ -156,11 +199,151 @@ class LocalStack:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(timeout=5)
-        for worker in self._workers:
+        for worker in [*self._workers, *self._standbys.values()]:
             worker.log.close()
 
     def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers] + [p.pid for p in self._procs]
+        workers = [*self._workers, *self._standbys.values()]
+        return [w.process.pid for w in workers] + [p.pid for p in self._procs]
+
+    @property
+    def moto_pid(self) -> int:
+        assert self._moto is not None, "not started"
+        return self._moto.pid
+
+    @property
+    def control_pid(self) -> int:
+        assert self._control is not None, "not started"
+        return self._control.pid
+
+    def advertised(self) -> dict[str, Any]:
+        """What `shepherd run` needs to use this stack, and to know it runs its project."""
+        return {
+            "pid": os.getpid(),
+            "api_url": self.api_url,
+            "moto_url": self.moto_url,
+            "definitions_dir": str(self.definitions_dir.resolve()),
+            "agent_modules": list(self.project.agent_modules),
+        }
+
+    def _deploy_root(self) -> Path:
+        return self.state_dir / f"deployed-{self.moto_port}"
+
+    def _deploy_definitions(self) -> Path:
+        """Copy the definition files to a new folder of their own; its path."""
+        self._deploys += 1
+        target = self._deploy_root() / str(self._deploys)
+        target.mkdir(parents=True)
+        for path in self.definitions_dir.glob("*"):
+            if path.suffix in (".yaml", ".yml", ".json"):
+                shutil.copy2(path, target / path.name)
+        return target
+
+    def _env_file(self) -> Path:
+        """The settings a redeployed control process takes up (see `control.redeploy`)."""
+        return self.state_dir / f"control-env-{self.moto_port}.json"
+
+    def _state_file(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    # ---------------------------------------------------------------------------- reloading
+
+    def _code_files(self) -> list[Path]:
+        """The definition files and the agent modules' source files (a package: all of it)."""
+        import importlib.util
+
+        files = [
+            p for p in self.definitions_dir.glob("*") if p.suffix in (".yaml", ".yml", ".json")
+        ]
+        if str(self.project.root) not in sys.path:  # its own modules, as its workers see them
+            sys.path.insert(0, str(self.project.root))
+        for module in self.project.agent_modules:
+            try:  # the top-level package: found, not imported
+                spec = importlib.util.find_spec(module.split(".")[0])
+            except (ImportError, ValueError):
+                spec = None
+            if spec is None or spec.origin is None:
+                continue
+            origin = Path(spec.origin)
+            files += list(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        return files
+
+    def _code_stamps(self) -> dict[Path, tuple[float, int]]:
+        stamps = {}
+        for path in self._code_files():
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            stamps[path] = (stat.st_mtime, stat.st_size)
+        return stamps
+
+    def _watch_code(self) -> None:
+        while not self._stopping.wait(RELOAD_POLL_SECONDS):
+            stamps = self._code_stamps()
+            if stamps == self._code:
+                continue
+            definitions = {
+                p for p in set(stamps) ^ set(self._code) if p.parent == self.definitions_dir
+            }
+            definitions |= {
+                p for p in stamps if p in self._code and stamps[p] != self._code[p]
+                and p.parent == self.definitions_dir
+            }  # fmt: skip
+            self._code = stamps
+            try:
+                self._take_up(definitions_changed=bool(definitions))
+            except Exception as exc:  # a broken definition: say so, keep the stack as it was
+                print(f"reload refused: {exc}", file=sys.stderr, flush=True)
+
+    def _take_up(self, *, definitions_changed: bool) -> None:
+        """A deploy of the changed project: for new definitions, queues for any new pool and
+        the control process redeployed in place (SIGHUP: the API keeps listening); new
+        workers for the new code, then the old ones stop after the batch in hand."""
+        with self._replacing:
+            old_workers = list(self._workers)
+            if definitions_changed:
+                from shepherd.definitions import load_directory
+
+                # A broken definition is refused here, before anything changes.
+                definitions = load_directory(self.definitions_dir)
+                self.deployed_dir = self._deploy_definitions()
+                self._pools = self._create_queues(definitions)
+                self._env_file().write_text(json.dumps(self.settings_env))
+                if self._control is not None:
+                    self._control.send_signal(signal.SIGHUP)
+                self._discard_standbys()
+            self._workers = []
+            for pool in self._pools.values():
+                for index in range(self.workers):
+                    self._start_worker(pool, index)
+            for worker in old_workers:
+                if worker.process.poll() is None:
+                    worker.process.send_signal(signal.SIGTERM)  # it finishes its batch, then exits
+            self.reloads += 1
+            retired = [w.process for w in old_workers]
+            self._retiring += retired
+        self._wait_retired(retired, old_workers)
+        with self._replacing:
+            if not self._stopping.is_set():
+                self._start_standbys()
+
+    def _wait_retired(self, retired: list[subprocess.Popen[bytes]], workers: list[Worker]) -> None:
+        for proc in retired:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for worker in workers:
+            worker.log.close()
+        with self._replacing:
+            for proc in retired:
+                self._retiring.remove(proc)
+                if proc in self._procs:
+                    self._procs.remove(proc)
+
+    def _log(self, name: str) -> Path:
+        return self.state_dir / "logs" / f"{name}.log"
 
     # ---------------------------------------------------------------------------- helpers
 
@@ -185,8 +368,6 @@ class LocalStack:
     def _create_resources(self) -> tuple[dict[str, Any], str]:
         import boto3
         from shepherd.definitions import load_directory
-        from shepherd.settings import Settings
-        from shepherd.topology import pools
 
         from shepherd_cli.control import START_EVENTS_QUEUE
         from shepherd_cli.resources import create_all
@@ -199,6 +380,7 @@ class LocalStack:
             for s in ("dynamodb", "sqs", "events", "s3")
         }
         definitions = load_directory(self.definitions_dir)
+        self.deployed_dir = self._deploy_definitions()
         queues = create_all(clients, definitions, table=TABLE, bus=BUS, bucket=PAYLOAD_BUCKET)
         # StartWorkflow events: the CDK app's rule (any source but Shepherd's own) -> the
         # control process, through a queue because moto cannot invoke Lambda targets.
@@ -228,21 +410,41 @@ class LocalStack:
         clients["events"].put_targets(
             Rule="events-tap", EventBusName=BUS, Targets=[{"Id": "tap", "Arn": tap_arn}]
         )
+        return self._use_pools(definitions, queues), start_url
+
+    def _use_pools(self, definitions: Any, queues: dict[str, Any]) -> dict[str, Any]:
+        """The settings every process gets, for these definitions' pools and queues."""
+        from shepherd.settings import Settings
+        from shepherd.topology import pools
+
         settings = Settings(
             table=TABLE,
             queue_urls={p: q.url for p, q in queues.items()},
             event_bus=BUS,
-            definitions_dir=self.definitions_dir,
+            definitions_dir=self.deployed_dir,
             event_owners=self.event_owners,
             operators=tuple(self.operators),
             agent_modules=self.project.agent_modules,
             payload_bucket=PAYLOAD_BUCKET,
         )
-        self.env.update(settings.to_env())
+        self.settings_env = settings.to_env()
+        self.env.update(self.settings_env)
         specs = pools(definitions)
         self.queue_urls = {p: q.url for p, q in queues.items()}
         self.dlq_urls = {p: q.dlq_url for p, q in queues.items()}
-        return {p: (specs[p], queues[p]) for p in specs}, start_url
+        return {p: (specs[p], queues[p]) for p in specs}
+
+    def _create_queues(self, definitions: Any) -> dict[str, Any]:
+        """A reload's deploy: queues for the pools the definitions name (existing ones stay)."""
+        import boto3
+        from shepherd.topology import pools
+
+        from shepherd_cli.resources import create_queues
+
+        sqs = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
+        ).client("sqs", endpoint_url=self.moto_url)
+        return self._use_pools(definitions, create_queues(sqs, pools(definitions)))
 
     def _spawn(
         self, args: list[str], log_path: Path, env: dict[str, str] | None = None
@@ -255,8 +457,21 @@ class LocalStack:
         self._procs.append(proc)
         return proc
 
-    def _start_worker(self, pool_and_queues: tuple[Any, Any], index: int) -> None:
+    def _start_worker(
+        self, pool_and_queues: tuple[Any, Any], index: int, *, standby: bool = False
+    ) -> None:
         spec, queues = pool_and_queues
+        key = (spec.name, index)
+        waiting = self._standbys.pop(key, None)
+        if not standby and waiting is not None and waiting.process.poll() is None:
+            assert waiting.process.stdin is not None
+            try:
+                waiting.process.stdin.write(b"go\n")  # imported already: it starts at once
+                waiting.process.stdin.close()
+                self._workers.append(waiting)
+                return
+            except OSError:
+                pass  # it died meanwhile: start one as usual
         log = (self.state_dir / "logs" / f"worker-{spec.name}-{index}.log").open(
             "a"
         )  # kept across restarts
@@ -266,34 +481,60 @@ class LocalStack:
             "--queue-url", queues.url,
             "--batch-size", str(spec.batch_size),
             "--function-timeout", str(spec.function_timeout_seconds),
+            *(["--standby"] if standby else []),
         ]  # fmt: skip
         proc = subprocess.Popen(
             args,
+            stdin=subprocess.PIPE if standby else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**self.env, "SHEPHERD_POOL": spec.name},
             cwd=self.project.root,
         )
-        self._workers.append(Worker(pool_and_queues, index, proc, log))
+        worker = Worker(pool_and_queues, index, proc, log)
+        if standby:
+            self._standbys[key] = worker
+        else:
+            self._workers.append(worker)
+
+    def _start_standbys(self) -> None:
+        """One waiting worker per worker, for the next change of agent code."""
+        for pool in self._pools.values():
+            for index in range(self.workers):
+                if (pool[0].name, index) not in self._standbys:
+                    self._start_worker(pool, index, standby=True)
+
+    def _discard_standbys(self) -> None:
+        """Standbys started with settings that changed (a new deploy) end unused."""
+        for worker in self._standbys.values():
+            if worker.process.stdin is not None:
+                worker.process.stdin.close()  # EOF: it exits
+            self._retiring.append(worker.process)
+            threading.Thread(target=self._wait_retired, args=([worker.process], [worker])).start()
+        self._standbys.clear()
 
     def _watch_processes(self) -> None:
         """A dead worker or control process (a crash) is replaced, as Lambda would start a new
         sandbox. The state lives in moto's process, so nothing is lost."""
         while not self._stopping.wait(0.2):
-            control = self._control
-            if control is not None and control.poll() is not None and not self._stopping.is_set():
-                log = self.state_dir / "logs" / "control.log"
-                with log.open("a") as out:
-                    out.write(f"\n--- control exited with {control.returncode}; replacing it ---\n")
-                self._procs.remove(control)
-                self.control_restarts += 1
-                self._control = self._spawn(self._control_args, log, env=self.env)
-            for worker in list(self._workers):
-                if worker.process.poll() is not None and not self._stopping.is_set():
-                    self._workers.remove(worker)
-                    worker.log.write(
-                        f"\n--- worker exited with {worker.process.returncode}; replacing it ---\n"
-                    )
-                    worker.log.close()
-                    self.restarts += 1
-                    self._start_worker(worker.pool, worker.index)
+            with self._replacing:
+                self._replace_dead()
+
+    def _replace_dead(self) -> None:
+        control = self._control
+        if control is not None and control.poll() is not None and not self._stopping.is_set():
+            log = self._log("control")
+            with log.open("a") as out:
+                out.write(f"\n--- control exited with {control.returncode}; replacing it ---\n")
+            self._procs.remove(control)
+            self.control_restarts += 1
+            self._control = self._spawn(self._control_args, log, env=self.env)
+        for worker in list(self._workers):
+            if worker.process.poll() is not None and not self._stopping.is_set():
+                self._workers.remove(worker)
+                worker.log.write(
+                    f"\n--- worker exited with {worker.process.returncode}; replacing it ---\n"
+                )
+                worker.log.close()
+                self.restarts += 1
+                self._start_worker(worker.pool, worker.index)

@@ -76,12 +76,17 @@ def cmd_local(args: argparse.Namespace) -> int:
     with LocalStack(
         project=project,
         port=args.port,
+        moto_port=args.moto_port,
         workers=args.workers,
         sweep_interval=args.sweep_interval,
         event_owners=owners,
         operators=[caller_arn(name) for name in args.operator or [""]],
+        reload=args.reload,
+        advertise=True,
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
+        if args.reload:
+            print("changed definitions and agent code are taken up as you save them")
         console = None
         if args.console:
             console = _serve_console(stack.api_url, args.caller, "127.0.0.1", args.console_port)
@@ -119,17 +124,82 @@ def _serve_console(api_url: str, caller: str | None, host: str, port: int) -> An
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Start the local stack, run one workflow to its end, stop: exit 0 iff it SUCCEEDED."""
+    """Run one workflow to its end on the project's running `shepherd local` (once it has
+    this definition as it is on disk), or else on a stack started for it and stopped after:
+    exit 0 iff it SUCCEEDED."""
     from shepherd_cli.local import LocalStack
 
     project = _project(args)
     payload = _input(args.input) if args.input else {}
+    running = None if args.fresh else _running_stack(project, args.type)
+    if running is not None:
+        print(f"on the running local stack at {running}", flush=True)
+        return _run_on(Api(running, caller=args.caller), args.type, payload, args.timeout)
     print(f"starting the local stack for {project.definitions_dir}...", flush=True)
-    with LocalStack(project=project, port=0, workers=1, sweep_interval=0.5) as stack:
-        api = Api(stack.api_url, caller=args.caller)
-        accepted = api.start(args.type, payload)
-        print(f"started {accepted['workflow_id']}", flush=True)
-        return _watch(api, accepted["workflow_id"], args.timeout)
+    with LocalStack(
+        project=project,
+        # Its own logs and ledger: a `shepherd local` of the project may be running.
+        state_dir=project.root / ".shepherd" / "run",
+        port=args.port,
+        moto_port=args.moto_port,
+        workers=1,
+        sweep_interval=0.5,
+    ) as stack:
+        return _run_on(Api(stack.api_url, caller=args.caller), args.type, payload, args.timeout)
+
+
+def _run_on(api: Api, wf_type: str, payload: Any, timeout: float) -> int:
+    accepted = api.start(wf_type, payload)
+    print(f"started {accepted['workflow_id']}", flush=True)
+    return _watch(api, accepted["workflow_id"], timeout, interval=0.1)
+
+
+RELOAD_WAIT_SECONDS = 15.0
+
+
+def _running_stack(project: Project, wf_type: str) -> str | None:
+    """The API of the project's running `shepherd local`, once it serves the definition of
+    `wf_type` as it is on disk (it reloads on its own: wait for it); None if there is none."""
+    from shepherd.definitions import load_directory
+    from shepherd.errors import DefinitionError
+
+    from shepherd_cli.local import STATE_FILE
+
+    try:
+        state = json.loads((project.root / ".shepherd" / STATE_FILE).read_text())
+        os.kill(int(state["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return None
+    same = Path(state.get("definitions_dir", "")) == project.definitions_dir.resolve()
+    if not same or state.get("agent_modules") != list(project.agent_modules):
+        return None  # a stack for other definitions or agents
+    try:
+        wanted = load_directory(project.definitions_dir)[wf_type].content_hash
+    except DefinitionError as exc:  # the stack refuses it too: say why, not what ran before
+        raise CliError(str(exc)) from None
+    except KeyError:
+        raise CliError(f"no definition of {wf_type} in {project.definitions_dir}") from None
+    api = Api(str(state["api_url"]), timeout=5)
+    deadline = time.monotonic() + RELOAD_WAIT_SECONDS
+    while True:  # its process lives: its API may be between two control processes (a reload)
+        try:
+            api.call("GET", "/definitions")
+            break
+        except CliError:
+            if time.monotonic() >= deadline:
+                return None  # a state file left by a stack that no longer serves
+            time.sleep(0.2)
+    while time.monotonic() < deadline:
+        try:
+            if api.call("GET", f"/definitions/{wf_type}").get("hash") == wanted:
+                return str(state["api_url"])
+        except CliError:
+            pass  # not known yet, or the control process is being replaced
+        time.sleep(0.1)
+    raise CliError(
+        f"the running `shepherd local` ({state['api_url']}) has not taken up {wf_type} as it "
+        f"is on disk after {RELOAD_WAIT_SECONDS:.0f}s: see its output, or use --fresh"
+    )
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -196,7 +266,7 @@ def cmd_status(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
-def _watch(api: Api, workflow_id: str, timeout: float) -> int:
+def _watch(api: Api, workflow_id: str, timeout: float, interval: float = 0.5) -> int:
     tty = sys.stdout.isatty()
     deadline = time.monotonic() + timeout
     last = ""
@@ -212,7 +282,7 @@ def _watch(api: Api, workflow_id: str, timeout: float) -> int:
             return 0 if view["status"] == "SUCCEEDED" else 2
         if time.monotonic() > deadline:
             raise CliError(f"still {view['status']} after {timeout:.0f}s")
-        time.sleep(0.5)
+        time.sleep(interval)
 
 
 def cmd_watch(args: argparse.Namespace, api: Api) -> int:
@@ -420,7 +490,14 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     local = sub.add_parser("local", help="run all of Shepherd locally on moto")
-    local.add_argument("--port", type=int, default=8080)
+    local.add_argument("--port", type=int, default=8080, help="the API's port (0: any)")
+    local.add_argument("--moto-port", type=int, default=0, help="moto's port (default: any)")
+    local.add_argument(
+        "--no-reload",
+        dest="reload",
+        action="store_false",
+        help="do not take up changed definitions and agent code while running",
+    )
     local.add_argument(
         "--definitions", help="definitions folder (default: [tool.shepherd] in pyproject.toml)"
     )
@@ -526,13 +603,21 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="run one workflow on a local stack started for it, then stop (exit 0: SUCCEEDED)",
+        help="run one workflow on the running `shepherd local`, or a stack started for it "
+        "(exit 0: SUCCEEDED)",
     )
     run.add_argument("type")
     run.add_argument("--input", help="JSON, or @file")
     run.add_argument("--timeout", type=float, default=120)
     run.add_argument("--definitions", help="default: [tool.shepherd] definitions")
     run.add_argument("--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules")
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a stack for this run even when `shepherd local` runs the project",
+    )
+    run.add_argument("--port", type=int, default=0, help="a started stack's API port (0: any)")
+    run.add_argument("--moto-port", type=int, default=0, help="a started stack's moto port")
 
     init = sub.add_parser("init", help="scaffold a new project that uses Shepherd as a library")
     init.add_argument("directory")

@@ -21,12 +21,13 @@ class Scenario:
     payload: dict[str, Any]
     expected: str
     story: str
-    cancel_at: tuple[str, int] | None = (
-        None  # an operator cancels once this step reaches this attempt
-    )
     via_event: bool = False  # started by an EventBridge StartWorkflow event, not HTTP
-    on_pause: str | None = None  # what the operator does once it is PAUSED: resume, compensate
-    # A carrier answers the waiting callback step with a result of at least this many bytes.
+    # What the operator does once it is PAUSED: resume, compensate, cancel. A workflow rests
+    # while PAUSED, so the operator's action can never come too late.
+    on_pause: str | None = None
+    pause_at_start: bool = False  # the operator pauses it as soon as it is started
+    # A carrier answers the waiting callback step with a result of at least this many bytes
+    # (uploaded before the step waits, so the answer is one quick call).
     carrier_bytes: int | None = None
 
 
@@ -131,8 +132,9 @@ SCENARIOS = [
         "order_fulfilment",
         _faults(ORDER, ship_order={"mode": "error", "times": 3}),
         "CANCELLED",
-        "cancelled by an operator while shipping retries",
-        cancel_at=("ship_order", 2),
+        "paused by an operator mid-run, then cancelled: what ran is undone",
+        pause_at_start=True,
+        on_pause="cancel",
     ),
     Scenario(
         "order-via-event",

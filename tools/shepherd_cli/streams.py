@@ -38,19 +38,35 @@ def stream_arn(dynamodb: Any, table: str) -> str:
 class StreamReader:
     """Every record of a stream, each once, in order per shard."""
 
-    def __init__(self, streams: Any, arn: str, *, start: str = "TRIM_HORIZON") -> None:
+    def __init__(
+        self,
+        streams: Any,
+        arn: str,
+        *,
+        start: str = "TRIM_HORIZON",
+        after: dict[str, str] | None = None,
+    ) -> None:
         self.streams = streams
         self.arn = arn
         self.start = start
         self._iterators: dict[str, str | None] = {}
+        # Per shard, the last sequence number read: a reader made with it (`after`) goes on
+        # from there, as an event source mapping goes on from its checkpoint.
+        self.positions: dict[str, str] = dict(after or {})
 
     def _discover(self) -> None:
         shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
         for shard in shards:
             shard_id = shard["ShardId"]
             if shard_id not in self._iterators:
+                where: dict[str, str] = {"ShardIteratorType": self.start}
+                if shard_id in self.positions:
+                    where = {
+                        "ShardIteratorType": "AFTER_SEQUENCE_NUMBER",
+                        "SequenceNumber": self.positions[shard_id],
+                    }
                 self._iterators[shard_id] = self.streams.get_shard_iterator(
-                    StreamArn=self.arn, ShardId=shard_id, ShardIteratorType=self.start
+                    StreamArn=self.arn, ShardId=shard_id, **where
                 )["ShardIterator"]
 
     def read(self, limit: int = 1000) -> list[Record]:
@@ -65,6 +81,7 @@ class StreamReader:
             for record in page["Records"]:
                 record["eventSourceARN"] = self.arn
                 out.append(record)
+                self.positions[shard_id] = record["dynamodb"]["SequenceNumber"]
         return out
 
 

@@ -1,6 +1,7 @@
 """One agent worker process: polls its pool's queue like the Lambda SQS event source mapping
 and calls the real agent handler. A crash is a real process death; the parent starts a new
-worker in its place."""
+worker in its place. A standby worker (`--standby`) is started ahead with everything but the
+agents imported, so that changed agent code runs within a second of being saved."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ def main() -> int:
     parser.add_argument("--queue-url", required=True)
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--function-timeout", type=int, default=60)
+    parser.add_argument(
+        "--standby",
+        action="store_true",
+        help="import everything but the agents, then wait for a line on stdin to start (EOF: exit)",
+    )
     args = parser.parse_args()
 
     stopping = False
@@ -40,6 +46,9 @@ def main() -> int:
     dynamodb = boto3.client("dynamodb")
     table = Settings.from_env().table
     arn = f"arn:aws:sqs:us-east-1:000000000000:shepherd-{args.pool}"
+    if args.standby and not sys.stdin.readline():
+        return 0  # discarded before it was needed
+    # The agent modules are imported by the engine at the first batch: the code as it is now.
 
     def enabled() -> bool:
         """A paused pool's event source mapping is disabled: it receives nothing."""
@@ -61,7 +70,9 @@ def main() -> int:
         messages = got.get("Messages", [])
         if not messages:
             continue
-        if not enabled():  # paused while this poll waited: the messages go back, unprocessed
+        # Paused while this poll waited, or replaced by newer code (a reload): the messages go
+        # back unprocessed, for the pool's running code.
+        if stopping or not enabled():
             sqs.change_message_visibility_batch(
                 QueueUrl=args.queue_url,
                 Entries=[

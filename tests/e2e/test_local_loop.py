@@ -1,0 +1,164 @@
+"""The local loop (issue 27): a running `shepherd local` takes up changed agent code and
+definitions without a restart (moto, and so every workflow, stays), and `shepherd run` runs on
+it instead of starting a stack of its own. A project of its own, in a temporary folder: a
+one-step definition and an agent module that says which version of it ran. Bounded waits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shepherd_cli.client import Api
+from shepherd_cli.local import LocalStack
+from shepherd_cli.project import Project
+
+pytestmark = pytest.mark.e2e
+
+DEFINITION = """\
+Name: hello
+Steps:
+  - Name: greet
+    Agent: greet
+    Pool: work
+    TimeoutSeconds: 10
+    HeartbeatSeconds: 5
+"""
+SECOND_STEP = """\
+  - Name: wave
+    DependsOn: [greet]
+    Agent: wave
+    Pool: waving
+    TimeoutSeconds: 10
+    HeartbeatSeconds: 5
+"""
+
+
+def agents(version: int) -> str:
+    return textwrap.dedent(
+        f"""\
+        from shepherd.engine.agent import AgentRegistry
+
+        registry = AgentRegistry()
+
+
+        @registry.agent("greet")
+        def greet(ctx):
+            return {{"version": {version}}}
+
+
+        @registry.agent("wave")
+        def wave(ctx):
+            return {{"waved": {version}}}
+        """
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shepherd]\ndefinitions = "flows"\nagent-modules = ["loop_agents"]\n'
+    )
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "hello.yaml").write_text(DEFINITION)
+    (tmp_path / "loop_agents.py").write_text(agents(1))
+    return tmp_path
+
+
+@pytest.fixture
+def stack(project: Path) -> Iterator[LocalStack]:
+    with LocalStack(
+        project=Project.find(project),
+        state_dir=project / ".shepherd",
+        port=0,
+        workers=1,
+        sweep_interval=0.5,
+        reload=True,
+        advertise=True,
+    ) as running:
+        yield running
+
+
+def finish(api: Api, wf_type: str = "hello", seconds: float = 60) -> dict[str, Any]:
+    workflow_id = api.start(wf_type, {})["workflow_id"]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        view = dict(api.call("GET", f"/workflows/{workflow_id}"))
+        if view["status"] in ("SUCCEEDED", "COMPENSATED", "FAILED", "CANCELLED"):
+            return view
+        time.sleep(0.2)
+    raise AssertionError(f"{workflow_id} did not finish: {view}")
+
+
+def shepherd_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = str(Path(sys.executable).with_name("shepherd"))
+    return subprocess.run(
+        [exe, "run", "hello", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_changed_agent_code_runs_on_the_running_stack(stack: LocalStack, project: Path) -> None:
+    api = Api(stack.api_url)
+    first = finish(api)
+    assert first["status"] == "SUCCEEDED" and first["output"]["greet"] == {"version": 1}
+    moto = stack.moto_pid
+    (project / "loop_agents.py").write_text(agents(2))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the new code runs once the new workers are up
+        view = finish(api)
+        if view["output"]["greet"] == {"version": 2}:
+            break
+    assert view["output"]["greet"] == {"version": 2}
+    assert stack.moto_pid == moto and stack.reloads >= 1  # no restart: the state stayed
+    assert api.call("GET", f"/workflows/{first['workflow_id']}")["status"] == "SUCCEEDED"
+
+
+def test_shepherd_run_uses_the_running_stack_and_waits_for_a_changed_definition(
+    stack: LocalStack, project: Path
+) -> None:
+    result = shepherd_run(project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"on the running local stack at {stack.api_url}" in result.stdout
+    # A new step on a new pool: the stack makes its queue and worker, `run` waits for it.
+    (project / "flows" / "hello.yaml").write_text(DEFINITION + SECOND_STEP)
+    result = shepherd_run(project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "on the running local stack" in result.stdout and "wave" in result.stdout
+    view = finish(Api(stack.api_url))
+    assert view["output"]["wave"] == {"waved": 1}
+
+
+def test_a_broken_definition_leaves_the_stack_as_it_was(stack: LocalStack, project: Path) -> None:
+    (project / "flows" / "hello.yaml").write_text("Name: hello\nSteps: nonsense\n")
+    time.sleep(1.5)  # a few reload polls
+    assert finish(Api(stack.api_url))["status"] == "SUCCEEDED"
+    assert stack.reloads == 0
+    result = shepherd_run(project)  # `run` says why instead of running the old definition
+    assert result.returncode == 1 and "hello.yaml: Steps" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_shepherd_run_without_a_running_stack_starts_one_on_the_ports_given(
+    project: Path,
+) -> None:
+    from shepherd_cli.local import free_port
+
+    port, moto_port = free_port(), free_port()
+    result = shepherd_run(project, "--port", str(port), "--moto-port", str(moto_port))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "starting the local stack" in result.stdout
+    logs = project / ".shepherd" / "run" / "logs"
+    assert f"127.0.0.1:{port}" in (logs / "control.log").read_text()
+    assert f"-p {moto_port}" in (logs / "moto.log").read_text()
