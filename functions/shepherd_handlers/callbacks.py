@@ -1,5 +1,5 @@
 """Callbacks of callback steps: POST /tasks/heartbeat|success|failure, the task token in the
-`X-Shepherd-Task-Token` header.
+`X-Shepherd-Task-Token` header; POST /tasks/heartbeats keeps many attempts alive at once.
 
 The token is the capability: it names one attempt and is fenced like an agent's write. It never
 travels in the URL: API Gateway's X-Ray traces and access logs keep the path. The former routes,
@@ -12,6 +12,7 @@ MAX_OUTPUT_BYTES is 413 OutputTooLarge, and the engine has then failed the attem
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -25,8 +26,12 @@ from shepherd.routes import TASK_TOKEN_HEADER
 from shepherd_handlers import errors
 from shepherd_handlers.models import (
     ErrorBody,
+    ErrorDetail,
     FailureRequest,
+    HeartbeatBatchReply,
+    HeartbeatBatchRequest,
     HeartbeatRequest,
+    HeartbeatResult,
     SuccessRequest,
     TaskView,
 )
@@ -56,6 +61,28 @@ def _responses(description: str, *extra: int) -> dict[int, Any]:
 def heartbeat(token: TOKEN, body: HeartbeatRequest) -> TaskView:
     """Keep a waiting attempt alive (and leave progress details for a later attempt)."""
     return _view(engine().callbacks.callback(token, "heartbeat", details=body.details))
+
+
+@app.post(
+    "/tasks/heartbeats",
+    responses=errors.documented(200, "Each heartbeat answered", HeartbeatBatchReply, 400, 415),
+    tags=["tasks"],
+)
+def heartbeats(body: HeartbeatBatchRequest) -> HeartbeatBatchReply:
+    """Heartbeats of many waiting attempts (an external worker's), each answered on its own
+    with what POST /tasks/heartbeat would have answered: one entry's 404, 409 or 429 changes
+    nothing for the others. The tokens travel in the body, never in the URL."""
+    results: list[HeartbeatResult] = []
+    for beat in body.heartbeats:
+        try:
+            rec = engine().callbacks.callback(beat.token, "heartbeat", details=beat.details)
+        except errors.TRANSLATED as exc:
+            reply = errors.translate(exc)
+            detail = ErrorDetail.model_validate(json.loads(str(reply.body))["error"])
+            results.append(HeartbeatResult(status=reply.status_code, error=detail))
+        else:
+            results.append(HeartbeatResult(status=HTTPStatus.OK, task=_view(rec)))
+    return HeartbeatBatchReply(results=results)
 
 
 @app.post("/tasks/success", responses=_responses("Recorded", 410), tags=["tasks"])

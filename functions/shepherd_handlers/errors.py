@@ -167,6 +167,19 @@ def translate(exc: Exception) -> Response[Any]:
     return error_response(status, code, str(exc), field)
 
 
+# Every domain error `translate` answers (a route answering many requests in one, as
+# POST /tasks/heartbeats, answers each of them with it).
+TRANSLATED: tuple[type[Exception], ...] = (
+    StoreUnavailable,
+    HeartbeatTooSoon,
+    JsonRejected,
+    InputInvalid,
+    UploadError,
+    PayloadTooLarge,
+    *_BY_TYPE,
+)
+
+
 def register(app: APIGatewayRestResolver) -> None:
     """Every error has the shape of ErrorBody; bad input is a 4xx, never a 500."""
 
@@ -178,8 +191,7 @@ def register(app: APIGatewayRestResolver) -> None:
         message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg')}" for e in errors)
         return error_response(HTTPStatus.BAD_REQUEST, "ValidationError", message, field)
 
-    handled = (StoreUnavailable, HeartbeatTooSoon, JsonRejected, InputInvalid, UploadError)
-    for exc_type in (*handled, PayloadTooLarge, *_BY_TYPE):
+    for exc_type in TRANSLATED:
         app.exception_handler(exc_type)(translate)
 
     @app.not_found

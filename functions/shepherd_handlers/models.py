@@ -6,7 +6,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from shepherd.keys import UPLOAD_ID_PATTERN
-from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME, MAX_UPLOAD_BYTES, UPLOAD_SECONDS
+from shepherd.limits import (
+    MAX_ERROR_CAUSE,
+    MAX_ERROR_NAME,
+    MAX_HEARTBEAT_BATCH,
+    MAX_UPLOAD_BYTES,
+    UPLOAD_SECONDS,
+)
 
 from shepherd_handlers import either
 
@@ -243,6 +249,24 @@ class HeartbeatRequest(BaseModel):
     details: Any = None
 
 
+class BatchedHeartbeat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: Annotated[str, Field(min_length=8, max_length=1024, description="A task token")]
+    details: Any = None
+
+
+class HeartbeatBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    heartbeats: Annotated[
+        list[BatchedHeartbeat],
+        Field(
+            min_length=1,
+            max_length=MAX_HEARTBEAT_BATCH,
+            description=f"Up to {MAX_HEARTBEAT_BATCH} heartbeats, each answered on its own",
+        ),
+    ]
+
+
 class SuccessRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid", json_schema_extra=either.schema("output", "output_upload")
@@ -294,6 +318,16 @@ class ErrorDetail(BaseModel):
         str | None,
         Field(description="The request's id (API Gateway's): quote it when reporting a problem"),
     ] = None
+
+
+class HeartbeatResult(BaseModel):
+    status: Annotated[int, Field(description="What POST /tasks/heartbeat would have answered")]
+    task: TaskView | None = None
+    error: ErrorDetail | None = None
+
+
+class HeartbeatBatchReply(BaseModel):
+    results: Annotated[list[HeartbeatResult], Field(description="One per heartbeat, in order")]
 
 
 class ErrorBody(BaseModel):

@@ -17,7 +17,7 @@ from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
-from shepherd_infra.api_logging import acknowledge_logging_off, stage_options
+from shepherd_infra.api_logging import ApiThrottling, acknowledge_logging_off, stage_options
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
 
@@ -34,6 +34,7 @@ class SchedulerApi(Construct):
         logging: bool = False,
         detailed_metrics: bool = False,
         memory_mb: int = config.API_MEMORY_MB,
+        throttling: ApiThrottling | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.api_function = runtime.function(
@@ -77,7 +78,9 @@ class SchedulerApi(Construct):
             description="Shepherd scheduler API (IAM authorization)",
             endpoint_types=[aws_apigateway.EndpointType.REGIONAL],
             cloud_watch_role=False,
-            deploy_options=stage_options(self, logging=logging, detailed_metrics=detailed_metrics),
+            deploy_options=stage_options(
+                self, logging=logging, detailed_metrics=detailed_metrics, throttling=throttling
+            ),
             default_method_options=aws_apigateway.MethodOptions(
                 authorization_type=aws_apigateway.AuthorizationType.IAM
             ),

@@ -12,6 +12,7 @@ role exists (README, Deploy). Metrics, throttling and X-Ray tracing need no role
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import RemovalPolicy, aws_apigateway, aws_logs
@@ -28,21 +29,69 @@ LOGGING_OFF = (
 )
 
 
+@dataclass(frozen=True)
+class ApiThrottling:
+    """The stage's throttling (`Shepherd(api_throttling=...)`): requests a second and burst
+    for the whole API, and optionally for starts (`POST /workflows`) alone. The defaults
+    (100/s, burst 200) protect a new account; the design load (5,000 starts a second) needs
+    `starts_rate_limit=5000` and an account quota that allows it (API Gateway's default is
+    10,000/s, burst 5,000, per account and Region). A throttled request is a `429` from API
+    Gateway, before any Lambda runs: it costs nothing."""
+
+    rate_limit: float = config.API_RATE_LIMIT
+    burst_limit: int = config.API_BURST_LIMIT
+    starts_rate_limit: float | None = None
+    starts_burst_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        rates = {"rate_limit": self.rate_limit, "starts_rate_limit": self.starts_rate_limit}
+        bursts = {"burst_limit": self.burst_limit, "starts_burst_limit": self.starts_burst_limit}
+        for name, rate in rates.items():
+            if rate is not None and not 0 < rate <= config.API_ACCOUNT_RATE_LIMIT:
+                raise ValueError(
+                    f"api_throttling.{name} is {rate}: it must be above 0 and at most "
+                    f"{config.API_ACCOUNT_RATE_LIMIT} (API Gateway's account throttle)"
+                )
+        for name, burst in bursts.items():
+            if burst is not None and not 0 < burst <= config.API_ACCOUNT_BURST_LIMIT:
+                raise ValueError(
+                    f"api_throttling.{name} is {burst}: it must be 1.."
+                    f"{config.API_ACCOUNT_BURST_LIMIT} (API Gateway's account burst)"
+                )
+        if (self.starts_rate_limit is None) != (self.starts_burst_limit is None):
+            raise ValueError(
+                "api_throttling: set starts_rate_limit and starts_burst_limit together"
+            )
+
+
 def stage_options(
-    scope: Construct, *, logging: bool, detailed_metrics: bool = False
+    scope: Construct,
+    *,
+    logging: bool,
+    detailed_metrics: bool = False,
+    throttling: ApiThrottling | None = None,
 ) -> aws_apigateway.StageOptions:
     """The `v1` stage: throttled, traced; access and execution logs if `logging`, per-method
     metrics if `detailed_metrics` (API Gateway bills them as custom metrics, 7 per method and
     stage: some $25-35 a month for this API's 17 methods under traffic; its API-wide metrics,
     which the dashboard and alarms read, are free and always there)."""
+    limits = throttling or ApiThrottling()
     common: dict[str, Any] = {
         "stage_name": config.API_STAGE_NAME,
         "data_trace_enabled": False,
         "metrics_enabled": detailed_metrics,
         "tracing_enabled": True,
-        "throttling_rate_limit": config.API_RATE_LIMIT,
-        "throttling_burst_limit": config.API_BURST_LIMIT,
+        "throttling_rate_limit": limits.rate_limit,
+        "throttling_burst_limit": limits.burst_limit,
     }
+    if limits.starts_rate_limit is not None:
+        common["method_options"] = {
+            "/workflows/POST": aws_apigateway.MethodDeploymentOptions(
+                throttling_rate_limit=limits.starts_rate_limit,
+                throttling_burst_limit=limits.starts_burst_limit,
+                metrics_enabled=detailed_metrics,
+            )
+        }
     if not logging:
         return aws_apigateway.StageOptions(**common)
     access_logs = aws_logs.LogGroup(

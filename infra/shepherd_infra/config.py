@@ -68,10 +68,14 @@ SWEEP_INTERVAL_SECONDS = 5
 # one sweep every 5 s around the clock, so detection lag stays within the sweep interval.
 SWEEP_WINDOW_SECONDS = 55
 
-# API stage throttling (requests per second / burst).
+# API stage throttling (requests per second / burst): the defaults of `ApiThrottling`.
 API_STAGE_NAME = "v1"
 API_RATE_LIMIT = 100
 API_BURST_LIMIT = 200
+# API Gateway's account-level throttle per Region (a soft quota, raised on request): a stage
+# cannot usefully be set above it.
+API_ACCOUNT_RATE_LIMIT = 10_000
+API_ACCOUNT_BURST_LIMIT = 5_000
 
 # Alarm thresholds.
 WORKFLOW_FAILURE_RATE = 0.10  # failed / started over ALARM_PERIOD

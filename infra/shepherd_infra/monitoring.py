@@ -126,7 +126,7 @@ class Monitoring(Construct):
             description="The supervisor is behind: a sweep found work that had been due for "
             f"more than {config.SUPERVISOR_BEHIND.to_seconds()} s, three minutes in a row "
             "(past its capacity every shard falls behind evenly): raise "
-            "SHEPHERD_SWEEP_GROUPS (sweep_groups), SHEPHERD_SWEEP_LOOKS, or the shard count; "
+            "sweep_groups, sweep_looks or watch_shards (the construct's); "
             "README, runbook",
         )
         self._alarm(

@@ -30,6 +30,7 @@ from shepherd_infra.access import Access
 from shepherd_infra.agent_check import check_pool, needed_agents
 from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api import SchedulerApi
+from shepherd_infra.api_logging import ApiThrottling
 from shepherd_infra.code import AgentCode, stage_agent_code
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
@@ -45,6 +46,7 @@ from shepherd_infra.webhooks import WebhookConfig, Webhooks
 
 BUILD_SUBDIR = "shepherd-build"
 WATCH_SHARDS = Settings.model_fields["watch_shards"].default
+SWEEP_LOOKS = Settings.model_fields["sweep_looks"].default
 
 
 class Shepherd(Construct):
@@ -60,7 +62,8 @@ class Shepherd(Construct):
     large payloads); `api_memory_mb` the API and callbacks functions (`config.API_MEMORY_MB`).
 
     `dashboard` adds the CloudWatch dashboard ($3 a month past an account's three free ones);
-    `api_detailed_metrics` API Gateway's per-method metrics (custom metrics under traffic).
+    `api_detailed_metrics` API Gateway's per-method metrics (custom metrics under traffic);
+    `api_throttling` the stage's throttling (`ApiThrottling`: 100/s, burst 200 by default).
 
     `pool_ledger` (a JSON file beside the definitions, committed) remembers the pools deployed:
     a pool no definition names any more is retired, not deleted, until `release_pools` names
@@ -88,6 +91,7 @@ class Shepherd(Construct):
         operators: Sequence[str] = (),
         watch_shards: int = WATCH_SHARDS,
         sweep_groups: int = 1,
+        sweep_looks: int = SWEEP_LOOKS,
         webhooks: Sequence[WebhookConfig] = (),
         payload_live_days: int = config.PAYLOAD_LIVE_DAYS,
         pool_memory_mb: Mapping[str, int] | None = None,
@@ -97,6 +101,7 @@ class Shepherd(Construct):
         pool_settings: Mapping[str, PoolSettings] | None = None,
         dashboard: bool = False,
         api_detailed_metrics: bool = False,
+        api_throttling: ApiThrottling | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # This deployment's name in what people and alarms see: the `service` dimension of
@@ -165,6 +170,7 @@ class Shepherd(Construct):
             operators=tuple(operators),
             watch_shards=watch_shards,
             sweep_groups=sweep_groups,
+            sweep_looks=sweep_looks,
             retention_days=retention_days,
             payload_bucket=self.payloads.bucket.bucket_name,
         )
@@ -189,6 +195,7 @@ class Shepherd(Construct):
             logging=api_logging,
             detailed_metrics=api_detailed_metrics,
             memory_mb=api_memory_mb,
+            throttling=api_throttling,
         )
         self.events.add_start_rule(self.runtime, access)
         self.supervisor = Supervisor(

@@ -40,6 +40,11 @@ MAX_DETAILS_BYTES = 1 * MIB  # progress details (heartbeats, callback heartbeats
 # a heartbeat keeps an attempt alive within HeartbeatSeconds (at least 2 s), so a faster one
 # buys nothing, and each may put a details object.
 MIN_CALLBACK_HEARTBEAT_MS = 1000
+# POST /tasks/heartbeats: an external worker holding many attempts keeps them alive in one
+# request (one API call and one invocation instead of one each); each entry is still one
+# conditional write, answered on its own. Larger details go to POST /tasks/heartbeat.
+MAX_HEARTBEAT_BATCH = 100
+MAX_HEARTBEAT_BATCH_BODY_BYTES = 256 * KIB
 MAX_JSON_DEPTH = 64  # nesting levels of any payload ([] and {} each add one)
 PAYLOAD_LINK_SECONDS = 300  # a presigned download in GET /workflows/{id}
 UPLOAD_SECONDS = 900  # a presigned upload (POST /payloads)

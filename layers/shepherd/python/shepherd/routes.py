@@ -14,7 +14,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from shepherd.limits import MAX_CALLBACK_BODY_BYTES, MAX_REQUEST_BYTES, MAX_START_BODY_BYTES
+from shepherd.limits import (
+    MAX_CALLBACK_BODY_BYTES,
+    MAX_HEARTBEAT_BATCH_BODY_BYTES,
+    MAX_REQUEST_BYTES,
+    MAX_START_BODY_BYTES,
+)
 
 Target = Literal["api", "callbacks"]
 JSON = "application/json"
@@ -83,6 +88,8 @@ ROUTES: tuple[Route, ...] = (
         )
         for action in TASK_ACTIONS
     ),
+    # Many attempts' heartbeats in one request (the tokens in the body: still never the URL).
+    Route("POST", "/tasks/heartbeats", "callbacks", True, MAX_HEARTBEAT_BATCH_BODY_BYTES),
     # The former routes, token in the path: 410 TaskTokenInPath, naming the new ones.
     *(
         Route(
