@@ -6,53 +6,83 @@ after its retries). Each change is turned into the events it announces by the pu
 `shepherd.changes.events_of`; a record whose events cannot be published is reported as a
 batch item failure, so Lambda retries from it: nothing announced is lost, and a subscriber
 drops the duplicates a retry may bring by `detail.event_id`.
+
+Events go out in `PutEvents` calls of up to 10 entries (EventBridge's most), packed across
+consecutive records: a batch of 100 records announcing one event each is 10 calls, not 100.
+A call that fails is tried again record by record, so only a record whose own events cannot be
+published is reported (and what its neighbours announced is not held back).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.adapters.dynamodb import change_of_record
-from shepherd.changes import Change, events_of
+from shepherd.adapters.eventbridge import PUT_EVENTS_BATCH
+from shepherd.changes import events_of
+from shepherd.errors import DeliveryError
+from shepherd.model import DomainEvent
 
 from shepherd_handlers.runtime import count_events, count_throttles, engine, logger, metrics, tracer
 
-processor = BatchProcessor(
-    event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
-)
+
+def _publish(events: Sequence[DomainEvent]) -> None:
+    engine().publisher.publish(events)  # DeliveryError: the caller decides what failed
+    count_events(events)
 
 
-def change_of(record: DynamoDBRecord) -> Change:
-    return change_of_record(record.raw_event)
+def _chunks(
+    announced: list[tuple[str, list[DomainEvent]]],
+) -> list[list[tuple[str, list[DomainEvent]]]]:
+    """Consecutive records whose events fit in one PutEvents call (a record announcing more
+    than 10 goes alone; the publisher splits it)."""
+    chunks: list[list[tuple[str, list[DomainEvent]]]] = []
+    size = PUT_EVENTS_BATCH
+    for record in announced:
+        if not chunks or size + len(record[1]) > PUT_EVENTS_BATCH:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(record)
+        size += len(record[1])
+    return chunks
 
 
-def publish_change(change: Change) -> int:
-    """Publish the events one change announces (raises DeliveryError if they cannot be):
-    the relay's per-record work, and what `shepherd events replay` does for a record."""
-    events = events_of(change)
-    if events:
-        engine().publisher.publish(events)  # DeliveryError: a batch item failure, retried
-        count_events(events)
-        logger.info(
-            "events published",
-            extra={
-                "workflow_id": events[0].detail.get("workflow_id"),
-                "events": [e.detail_type for e in events],
-            },
-        )
-    return len(events)
-
-
-@tracer.capture_method
-def record_handler(record: DynamoDBRecord) -> int:
-    return publish_change(change_of(record))
+def publish_records(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Publish what each stream record announces; the sequence numbers of the records that
+    could not be published (or read)."""
+    failed: list[str] = []
+    announced: list[tuple[str, list[DomainEvent]]] = []
+    for record in records:
+        sequence = str(record["dynamodb"]["SequenceNumber"])
+        try:
+            events = events_of(change_of_record(record))
+        except Exception:  # a record we cannot read: reported, retried, then its DLQ
+            logger.exception("stream record unreadable", extra={"sequence": sequence})
+            failed.append(sequence)
+            continue
+        if events:
+            announced.append((sequence, events))
+    for chunk in _chunks(announced):
+        try:
+            _publish([e for _, events in chunk for e in events])
+            continue
+        except DeliveryError as exc:
+            if len(chunk) == 1:
+                logger.warning("events not published", extra={"error": str(exc)})
+                failed.append(chunk[0][0])
+                continue
+        for sequence, events in chunk:  # find the records that cannot go out
+            try:
+                _publish(events)
+            except DeliveryError as exc:
+                logger.warning(
+                    "events not published", extra={"sequence": sequence, "error": str(exc)}
+                )
+                failed.append(sequence)
+    logger.info("stream batch relayed", extra={"records": len(records), "failed": len(failed)})
+    return failed
 
 
 @logger.inject_lambda_context
@@ -60,6 +90,5 @@ def record_handler(record: DynamoDBRecord) -> int:
 @metrics.log_metrics
 @count_throttles
 def handler(event: dict[str, Any], context: LambdaContext) -> Any:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    failed = publish_records(event.get("Records", []))
+    return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failed]}

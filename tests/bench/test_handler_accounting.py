@@ -61,7 +61,7 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             "events": {},
         },
         "relay": {
-            "requests": {"events.PutEvents": 2},
+            "requests": {"events.PutEvents": 1},  # both events in one call (issue 23.7)
             "wru": {},
             "gsi_wru": {},
             "rru": {},  # reads the stream (free), writes nothing
@@ -99,7 +99,7 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             "events": {},
         },
         "relay": {
-            "requests": {"events.PutEvents": 2},
+            "requests": {"events.PutEvents": 1},  # both events in one call (issue 23.7)
             "wru": {},
             "gsi_wru": {},
             "rru": {},

@@ -79,20 +79,60 @@ def test_a_record_that_cannot_be_published_fails_alone(
     stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
     stack.run_agents()
     records = stream_records(stack)
-    calls: list[int] = []
+    announcing = [r for r in records if events_of(change_of_record(r))]
+    assert len(announcing) >= 2
+    poisoned = {e.detail["event_id"] for e in events_of(change_of_record(announcing[0]))}
+    real = engine().publisher.publish
+    out: list[str] = []
 
-    def flaky(events: Any) -> None:
-        calls.append(len(events))
-        if len(calls) == 1:
+    def flaky(events: Any) -> None:  # any call carrying the first record's events fails
+        if poisoned & {e.detail["event_id"] for e in events}:
             raise DeliveryError("throttled")
+        real(events)
+        out.extend(e.detail["event_id"] for e in events)
 
     monkeypatch.setattr(engine().publisher, "publish", flaky)
     reply = stream.handler({"Records": records}, LambdaContext())
     (failure,) = reply["batchItemFailures"]
-    first_announcing = next(r for r in records if events_of(change_of_record(r)))
-    assert failure["itemIdentifier"] == first_announcing["dynamodb"]["SequenceNumber"]
-    assert len(calls) > 1  # its neighbours were still published
+    assert failure["itemIdentifier"] == announcing[0]["dynamodb"]["SequenceNumber"]
+    # Its neighbours were still published, each once.
+    others = [e.detail["event_id"] for r in announcing[1:] for e in events_of(change_of_record(r))]
+    assert out == others
     assert json.dumps(reply)
+
+
+def test_events_go_out_ten_to_a_call_across_records(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay packs consecutive records' events into PutEvents calls of up to 10 entries
+    (issue 23.7): one call per record before."""
+    from shepherd.adapters.dynamodb import change_of_record
+    from shepherd.changes import events_of
+    from shepherd_handlers import stream
+
+    for n in range(8):
+        order = {**ORDER, "order_id": f"o-{n}"}
+        stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": order})
+    stack.run_agents()
+    records = stream_records(stack)
+    announced = sum(len(events_of(change_of_record(r))) for r in records)
+    assert announced >= 16
+    calls: list[int] = []
+    real = stack.clients["events"].put_events
+
+    def counted(**kwargs: Any) -> Any:
+        calls.append(len(kwargs["Entries"]))
+        return real(**kwargs)
+
+    from shepherd_handlers.runtime import engine
+
+    monkeypatch.setattr(engine().publisher._client, "put_events", counted)
+    reply = stream.handler({"Records": records}, LambdaContext())
+    assert reply["batchItemFailures"] == []
+    assert sum(calls) == announced and max(calls) <= 10
+    # Packed: a record announces at most 2 here, so every call but the last carries 9 or 10.
+    assert len(calls) <= announced // 9 + 1, calls
+    assert len(calls) < len([r for r in records if events_of(change_of_record(r))])
 
 
 def test_the_mapping_retries_a_failed_record_until_its_event_is_out(
@@ -106,10 +146,10 @@ def test_the_mapping_retries_a_failed_record_until_its_event_is_out(
     stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
     stack.run_agents()
     real = engine().publisher.publish
-    failures = iter([True, True, False])
+    down = [True]
 
     def flaky(events: Any) -> None:
-        if events[0].detail_type == "WorkflowSucceeded" and next(failures, False):
+        if down[0] and any(e.detail_type == "WorkflowSucceeded" for e in events):
             raise DeliveryError("throttled")
         real(events)
 
@@ -117,6 +157,8 @@ def test_the_mapping_retries_a_failed_record_until_its_event_is_out(
     stack.relay()  # the finish fails
     assert _types(stack.published(relay=False)) == ["WorkflowStarted"]
     stack.relay()  # and fails again
+    assert _types(stack.published(relay=False)) == ["WorkflowStarted"]
+    down[0] = False
     stack.relay()  # then goes out
     assert _types(stack.published(relay=False)) == ["WorkflowStarted", "WorkflowSucceeded"]
     assert stack.stream.failed == []

@@ -5,6 +5,14 @@ back (the violation must appear), so the seed provably still reaches the situati
 exposed the bug. If a change to the simulator makes a seed stop reaching it, find a new one
 by running seeds with the bug put back (`with case.bug(): run_seed(seed, faults)`) until the
 invariant breaks, and check in the trace that it is the same situation.
+
+Two bugs no seed reached any more once the supervisor was partitioned (issue 23; 2,000 seeds
+each at x4 with the bug put back) are proven by hand-driven tests instead, each checked to fail
+with its bug put back: a timeout planned before a task token was armed
+(`tests/integration/test_armed_token_race.py`, seeds 20427 and 10041) and a paused
+workflow's look unwatching it without holding its claimable steps
+(`tests/integration/test_lazy_steps.py::test_a_hold_on_a_missing_item_stops_a_late_claim`,
+seeds 6520 and 1380).
 """
 
 from __future__ import annotations
@@ -178,29 +186,28 @@ def _pause_leaves_the_entry_past_its_timeout() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _unwatch_without_holds() -> Iterator[None]:
-    """A paused workflow left the watch index (or moved its entry to its pause timeout) with
-    a plain write: a claim read before the pause could land after it and run an attempt
-    nobody watched."""
+def _pause_unguarded_when_due() -> Iterator[None]:
+    """A pause whose watch entry was already sooner than its pause timeout put no condition on
+    it: a look planned on the RUNNING workflow could move the entry past the timeout meanwhile,
+    and the pause landed after it, its timeout found late."""
+    from shepherd.conditions import Eq, all_of
     from shepherd.decisions import transitions as tx
 
-    real = tx.unwatch_paused
+    real = tx.pause
 
-    def old(
-        wf: WorkflowRecord,
-        unclaimed: Any,
-        now: int,
-        due_at: int | None = None,
-        *,
-        shard: str | None = None,
-    ) -> list[Any]:
-        return [tx.move_due(wf, due_at, shard=shard)]
+    def old(wf: WorkflowRecord, now: int, reason: str, **kwargs: Any) -> tx.Write:
+        w = real(wf, now, reason, **kwargs)
+        if kwargs.get("timeout_ms") is None or wf.due_at is None:
+            return w
+        if wf.due_at > now + kwargs["timeout_ms"]:
+            return w
+        return tx.Write(w.pk, w.sk, w.update, all_of(Eq("status", "RUNNING"), tx._redrives(wf)))
 
-    tx.unwatch_paused = old  # type: ignore[assignment]
+    tx.pause = old  # type: ignore[assignment]
     try:
         yield
     finally:
-        tx.unwatch_paused = real  # type: ignore[assignment]
+        tx.pause = real  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -273,20 +280,6 @@ OPERATOR_TYPES = SimConfig(
 
 REGRESSIONS = [
     Regression(
-        # Found as seed 653 with faults x4 (a cancel). Every operator action now pulls due_at
-        # in itself, and write latency counts from the clock reading a write carries, so the
-        # old seeds only reached it within that tolerance; re-seeded on the operator's pause
-        # (an outside event that leaves due_at as it is) and sim_fan's seconds-long backoff.
-        2558,
-        MIX_3,
-        "findable",
-        _pause_leaves_the_entry_past_its_timeout,
-        "while sim_fan's east waited out a 6 s backoff (nothing else live) the supervisor set "
-        "due_at to the backoff's end; an operator paused the workflow meanwhile, and its "
-        "pause timeout fell before due_at",
-        OPERATOR_TYPES,
-    ),
-    Regression(
         # Found as seed 30; re-seeded as the simulator grew.
         973,
         MIX_1,
@@ -307,7 +300,9 @@ REGRESSIONS = [
         "it, with the redriven compensation still running",
     ),
     Regression(
-        1589,
+        # Found as seed 1589; re-seeded when the supervisor was partitioned and the deadline
+        # rule replaced `L + G` (issue 23), and pools could retire (issue 28).
+        1135,
         MIX_3,
         "findable",
         _operator_writes_unguarded_when_due,
@@ -317,9 +312,9 @@ REGRESSIONS = [
         OPERATOR_TYPES,
     ),
     Regression(
-        # Found as seed 18; re-seeded when sim_fan's east got its seconds-long backoff and
-        # when step items became lazy (issue 16).
-        24,
+        # Found as seed 18; re-seeded when sim_fan's east got its seconds-long backoff, when
+        # step items became lazy (issue 16, as 24) and with issues 23 and 28 (as 28).
+        28,
         MIX_3,
         "superseded",
         _failed_attempt_forgets_its_token,
@@ -328,14 +323,14 @@ REGRESSIONS = [
         OPERATOR_TYPES,
     ),
     Regression(
-        # Found as seed 20427; re-seeded when step items became lazy (issue 16).
-        10041,
+        # Found as seed 956 at x4 (issues 23 and 28, seeking new seeds for the others).
+        956,
         MIX_4,
-        "superseded",
-        _timeout_ignores_an_armed_token,
-        "a frozen agent woke and armed its task token while the supervisor's timeout of that "
-        "attempt (planned from an earlier read) was in flight; the timeout landed without the "
-        "token's hash, and the external system's late success was told 'unknown token'",
+        "findable",
+        _pause_unguarded_when_due,
+        "an operator's pause read the workflow with its entry due at once and was slow; a look "
+        "planned on the RUNNING workflow moved the entry 2 s on; the pause landed on the status "
+        "alone, and its 1 s pause timeout was found late",
         OPERATOR_TYPES,
     ),
     Regression(
@@ -348,39 +343,15 @@ REGRESSIONS = [
         OPERATOR_TYPES,
     ),
     Regression(
-        # Found as seed 6520 (MIX_3: the workflow left the index); when step items became lazy
-        # (issue 16) seed 1380 at x4 found the same race with a pause timeout (the entry moved
-        # to it, an hour away), which holds now close too.
-        1380,
-        MIX_4,
-        "findable",
-        _unwatch_without_holds,
-        "an agent's claim read the workflow RUNNING just before an operator paused it and "
-        "landed late; meanwhile the supervisor moved the paused workflow's entry (nothing in "
-        "flight) to its pause timeout an hour away: the attempt ran, then crashed, unsupervised "
-        "until the pause timeout",
-        OPERATOR_TYPES,
-    ),
-    Regression(
         # Found as 2345, 3694, 4257 at x3 and, when step items became lazy (issue 16), as 26
-        # at x4 (then a known gap); seed 5157 at x4 shows it too.
-        26,
+        # and 5157 at x4 (then a known gap); re-seeded as 220 with issues 23 and 28.
+        220,
         MIX_4,
         "findable",
         _stale_pools_kept,
         "a supervisor's read of the pools failed and it planned with the last states it had "
         "(the pool still paused); its look left out the dispatch grace the pool's resume had "
         "restarted, and found the lost message late",
-        OPERATOR_TYPES,
-    ),
-    Regression(
-        5157,
-        MIX_4,
-        "findable",
-        _stale_pools_kept,
-        "alpha's first task was lost and its pool paused; the pool resumed at the moment of a "
-        "look, and the next look's read of the pools failed: planning with the pool still "
-        "paused, it moved the entry past the grace the resume had restarted",
         OPERATOR_TYPES,
     ),
 ]

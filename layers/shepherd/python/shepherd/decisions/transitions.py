@@ -503,9 +503,13 @@ def pause(
     }
     guards = [_is(WorkflowStatus.RUNNING), _redrives(wf)]
     if timeout_ms is not None:
+        # Guarded by the entry it saw even when that is already sooner than the timeout: a
+        # look planned on the RUNNING workflow may move it past the timeout meanwhile, and
+        # this pause must then lose and be planned again (found by the fault simulator, seed
+        # 956 at x4).
         pulled, seen_due = _pull_due(wf, shard, now + timeout_ms)
-        if pulled and seen_due is not None:
-            values.update(pulled)
+        values.update(pulled)
+        if seen_due is not None:
             guards.append(seen_due)
     return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), all_of(*guards))
 
