@@ -28,6 +28,8 @@ FAULT_KINDS: dict[str, str] = {
     "index_lag": "a sweep's query reads the watch index as it was 0.05-2 s ago (the GSI lags)",
     "double_sweep": "a second supervisor sweeps in the middle of another's sweep",
     "sweep_crash": "a supervisor dies mid-sweep (at a random store call, before or after it)",
+    "lease_expiry": "a sweeper frozen in the middle of its sweep outlives its group's lease: "
+    "another takes the group over, then the first carries on (share of double sweeps)",
     "clock_jump": "the clock jumps forward 2-40 s (checked once per simulated second)",
     "cancel": "the client cancels a running workflow",
     "redrive": "an operator retries a FAILED workflow (fresh retry budgets)",
@@ -71,6 +73,7 @@ class Faults:
     index_lag: float = 0.2
     double_sweep: float = 0.03
     sweep_crash: float = 0.02
+    lease_expiry: float = 0.5
     clock_jump: float = 0.005
     cancel: float = 0.05
     redrive: float = 0.5

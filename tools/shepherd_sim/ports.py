@@ -48,6 +48,8 @@ class SweepPlan:
     crash_after: bool = False
     double_at: int | None = None
     calls: int = 0
+    group: int | None = None  # the shard group it sweeps under a lease (None: every group)
+    dead: bool = False  # crashed: a dead invocation makes no further call (nor releases)
 
 
 # Attributes a write sets to the writer's clock reading (`now`) when it builds the write.
@@ -99,6 +101,8 @@ class FaultyStore:
             for key in keys:  # the write lands late, with timestamps taken before it was sent
                 sim.write_latency[key] = max(sim.write_latency.get(key, 0), sim.now() - sent)
         plan = sim.current_plan()
+        if plan is not None and plan.role == self.role and plan.dead:
+            raise SupervisorCrash(f"{self.role} is dead")
         if plan is not None and plan.role == self.role:
             plan.calls += 1
             if plan.double_at == plan.calls:
@@ -106,6 +110,7 @@ class FaultyStore:
                 sim.nested_sweep(self.role, op, pk)
             if plan.crash_at == plan.calls and not plan.crash_after:
                 sim.fault("sweep_crash", workflow_of(pk), f"{self.role} dies before {op}")
+                plan.dead = True
                 raise SupervisorCrash(f"{self.role} before {op}")
         if sim.roll("store_before"):
             sim.fault("store_before", workflow_of(pk), f"{self.role} {op} throttled")
@@ -116,6 +121,7 @@ class FaultyStore:
         plan = sim.current_plan()
         if plan is not None and plan.role == self.role and plan.crash_at == plan.calls:
             sim.fault("sweep_crash", workflow_of(pk), f"{self.role} dies after {op}")
+            plan.dead = True
             raise SupervisorCrash(f"{self.role} after {op}")
         if sim.roll("store_after"):
             sim.fault("store_after", workflow_of(pk), f"{self.role} {op} applied, then timed out")

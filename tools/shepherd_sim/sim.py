@@ -504,6 +504,13 @@ class SimConfig:
     workflow_types: tuple[str, ...] = ()
     callback_share: float = 0.2
     """Share of attempts that hand their work to an external system (callback steps)."""
+    sweep_groups: int = 2
+    """Shard groups, each swept by an invocation of its own (the tick's fan-out), under its
+    lease when `leases` (1 and no leases: one sweeper for the whole index, as before)."""
+    leases: bool = True
+    lease_s: float = 2.0
+    """How long a group's lease lasts unless renewed (10 s deployed; shorter here, so a
+    frozen sweeper's group is taken over within the run's timing bounds)."""
     leave_due: bool = True
     """The supervisors know the sweep interval, so a look may leave a near watch entry due
     (the deployed rule). Off: every look moves its entry, as before that rule (the recorded
@@ -735,9 +742,20 @@ class Simulation:
         ]
         # Both promise the sweep interval: a look due again before the next sweep leaves its
         # watch entry where it is (the production rule, exercised under every fault).
-        self.supervisors = {role: engine(role).supervisor for role in ("supA", "supB")}
+        groups = cfg.sweep_groups
+
+        def supervisor(role: str) -> Any:
+            sup = engine(role, sweep_groups=groups).supervisor
+            sup.lease_ms = round(cfg.lease_s * 1000)
+            return sup
+
+        self.supervisors = {role: supervisor(role) for role in ("supA", "supB")}
+        # One supervisor per group for A's fan-out (an invocation per group per tick).
+        self.group_supervisors = [supervisor("supA") for _ in range(groups)]
+        self._sweeps = 0
         timing = bounds.Timing(
-            sweep_interval_s=cfg.sweep_interval_s,
+            # A frozen sweeper holds its group up to its lease before another takes over.
+            sweep_interval_s=cfg.sweep_interval_s + (cfg.lease_s if cfg.leases else 0.0),
             visibility_s=cfg.visibility_s,
             lambda_grace_s=cfg.lambda_grace_s,
             max_latency_s=cfg.max_latency_s,
@@ -1228,10 +1246,21 @@ class Simulation:
         fiber = current()
         return self._plans.get(fiber.name if fiber else None)
 
-    def _sweep(self, crash_at: int | None, crash_after: bool, double_at: int | None) -> None:
+    def _sweep(
+        self,
+        crash_at: int | None,
+        crash_after: bool,
+        double_at: int | None,
+        group: int | None = None,
+    ) -> None:
+        if group is None and self.config.leases:
+            # The tick's fan-out: one invocation per group, each under the group's lease.
+            for g in range(self.config.sweep_groups):
+                self.spawn(functools.partial(self._sweep, crash_at, crash_after, double_at, g))
+            return
         fiber = current()
         key = fiber.name if fiber else None
-        plan = SweepPlan("supA", crash_at, crash_after, double_at)
+        plan = SweepPlan("supA", crash_at, crash_after, double_at, group=group)
         if crash_at is None and self.roll("sweep_crash"):
             plan.crash_at = self.rng.randint(1, 12)
             plan.crash_after = self.rng.random() < 0.5
@@ -1239,7 +1268,14 @@ class Simulation:
             plan.double_at = self.rng.randint(1, 8)
         self._plans[key] = plan
         try:
-            report = self.supervisors["supA"].sweep()
+            if group is None:
+                report = self.supervisors["supA"].sweep()
+            else:
+                self._sweeps += 1
+                owner = f"supA-{self._sweeps}"
+                report = self.group_supervisors[group].sweep_group(group, owner=owner)
+                if report.lease == "busy":
+                    self.trace(None, f"supA    group {group} lease busy")
             if report.actions:
                 self.trace(None, f"supA    sweep {dict(sorted(report.actions.items()))}")
         except SupervisorCrash:
@@ -1250,14 +1286,24 @@ class Simulation:
             self._plans.pop(key, None)
 
     def nested_sweep(self, role: str, op: str, pk: str | None) -> None:
-        """Supervisor B runs a whole sweep while A is paused before one of its store calls."""
+        """Supervisor B runs a whole sweep while A is paused before one of its store calls;
+        under leases, of A's group, and (`lease_expiry`) only once A's lease ran out: A was
+        frozen past it, B took the group over, and A carries on after."""
         other = "supB" if role == "supA" else "supA"
-        self.fault("double_sweep", None, f"{other} sweeps while {role} waits before {op}")
         fiber = current()
         key = fiber.name if fiber else None
         saved = self._plans.pop(key)
+        group = saved.group
+        if group is not None and self.roll("lease_expiry"):
+            self.fault("lease_expiry", None, f"{role} frozen past its lease of group {group}")
+            self.sleep(self.config.lease_s + 0.01)
+        self.fault("double_sweep", None, f"{other} sweeps while {role} waits before {op}")
         try:
-            report = self.supervisors[other].sweep()
+            if group is None:
+                report = self.supervisors[other].sweep()
+            else:
+                self._sweeps += 1
+                report = self.supervisors[other].sweep_group(group, owner=f"{other}-{self._sweeps}")
             self.trace(None, f"{other}    sweep {dict(sorted(report.actions.items()))}")
         except Exception as exc:
             self.trace(None, f"{other}    sweep failed: {type(exc).__name__}")
