@@ -57,8 +57,8 @@ def test_a_map_step_parses_with_asl_defaults() -> None:
     )
     spec = parsed.by_name["encode"].map
     assert spec == MapSpec(ItemsPath="$.steps.split.output.chunks")
-    assert (spec.max_concurrency, spec.tolerated_failure_count) == (100, 0)
-    assert spec.tolerated_failure_percentage == 0
+    assert (spec.max_concurrency, spec.tolerated_failure_count) == (100, None)
+    assert spec.tolerated_failure_percentage is None
     assert parsed.by_name["split"].map is None
 
 

@@ -38,18 +38,19 @@ class _Model(BaseModel):
 
 class MapSpec(_Model):
     """`Map` on a step: run the step once per item of an array, at most `MaxConcurrency` at a
-    time, tolerating some failed items. Both tolerances default to 0 (any failure fails it)."""
+    time, tolerating some failed items. As in ASL, a tolerance left out does not apply, the
+    map fails when a given one is exceeded, and with neither any failure fails it."""
 
     items_path: Annotated[str, Field(alias="ItemsPath", min_length=1, max_length=MAX_PATH_CHARS)]
     max_concurrency: Annotated[
         int, Field(alias="MaxConcurrency", ge=1, le=limits.MAX_MAP_CONCURRENCY)
     ] = limits.DEFAULT_MAP_CONCURRENCY
     tolerated_failure_percentage: Annotated[
-        float, Field(alias="ToleratedFailurePercentage", ge=0, le=100)
-    ] = 0
+        float | None, Field(alias="ToleratedFailurePercentage", ge=0, le=100)
+    ] = None
     tolerated_failure_count: Annotated[
-        int, Field(alias="ToleratedFailureCount", ge=0, le=limits.MAX_MAP_ITEMS)
-    ] = 0
+        int | None, Field(alias="ToleratedFailureCount", ge=0, le=limits.MAX_MAP_ITEMS)
+    ] = None
 
 
 @dataclass(frozen=True)
