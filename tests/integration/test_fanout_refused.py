@@ -27,7 +27,15 @@ def engine_with(*steps: dict[str, Any]) -> MemoryEngine:
     [
         ({"Name": "m", "Map": {"ItemsPath": "$.input.xs"}, **TASK}, "Map"),
         ({"Name": "c", "Workflow": "child", "TimeoutSeconds": 60}, "Workflow"),
-        ({"Name": "i", "InputPath": "$.input.xs", **TASK}, "InputPath"),
+        (
+            {
+                "Name": "mc",
+                "Map": {"ItemsPath": "$.input.xs"},
+                "Workflow": "child",
+                "TimeoutSeconds": 60,
+            },
+            "Map",
+        ),
     ],
 )
 def test_a_start_is_refused_and_writes_nothing(step: dict[str, Any], field: str) -> None:

@@ -245,11 +245,7 @@ def check_steps(steps: Sequence[StepSpec]) -> None:
 def first_unsupported(definition: Definition) -> tuple[str, str] | None:
     """The first step (and field) using what the engine does not run yet, or None."""
     for step in definition.steps:
-        for field, value in (
-            ("Map", step.map),
-            ("Workflow", step.workflow),
-            ("InputPath", step.input_path),
-        ):
+        for field, value in (("Map", step.map), ("Workflow", step.workflow)):
             if value is not None:
                 return step.name, field
     return None
