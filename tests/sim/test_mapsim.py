@@ -33,7 +33,7 @@ def test_reads_are_bounded_by_the_window_not_by_the_items(concurrency: int) -> N
         assert run.map_state().status == "SUCCEEDED"
         assert run.map_state().accounted == run.items
     assert small.max_look_keys == large.max_look_keys == concurrency + 1
-    assert small.max_claim_keys == large.max_claim_keys == 1
+    assert small.max_claim_keys == large.max_claim_keys == 2
     assert large.max_account_keys <= 1
 
 

@@ -34,7 +34,7 @@ def apply(store: MemoryStore, write: Write) -> fo.MapState:
 def opened(store: MemoryStore, total: int, s: MapSpec) -> fo.MapState:
     result = fo.open_map(KEY, total, s, now=10)
     state = apply(store, result.write)
-    assert result.entered == tuple(range(min(total, s.max_concurrency)))
+    assert result.entered == tuple(range(min(total, s.max_concurrency, fo.OPEN_CHUNK)))
     return state
 
 
@@ -195,3 +195,23 @@ def test_items_live_in_pages_of_their_own_partitions() -> None:
     from shepherd import limits
 
     assert limits.MAP_ITEM_PAGE == MAP_ITEM_PAGE
+
+
+def test_a_wide_window_opens_in_chunks_each_entered_once() -> None:
+    store = MemoryStore()
+    s = spec(300)
+    state = opened(store, 1_000, s)
+    assert state.opened == fo.OPEN_CHUNK == len(state.window)
+    more = fo.open_more(KEY, state, now=20)
+    assert more is not None
+    assert more.entered == tuple(range(fo.OPEN_CHUNK, 2 * fo.OPEN_CHUNK))
+    after = apply(store, more.write)
+    with pytest.raises(ConditionFailed):  # a racing look entering the same chunk
+        apply(store, more.write)
+    last = fo.open_more(KEY, after, now=30)
+    assert last is not None and last.entered == tuple(range(2 * fo.OPEN_CHUNK, 300))
+    done = apply(store, last.write)
+    assert done.running == 300 and done.opened == 300
+    assert fo.open_more(KEY, done, now=40) is None
+    # A map that failed enters nothing more.
+    assert fo.open_more(KEY, fo.MapState(total=1_000, stride=300, status="FAILED"), 50) is None

@@ -44,6 +44,10 @@ FAILED = "m_failed"
 CANCELLED = "m_cancelled"  # in flight when the map failed: cancelled, or ended after it
 COMPENSATED = "m_compensated"
 STATUS = "m_status"  # RUNNING until the verdict write
+OPENED = "m_opened"  # stripes entered so far: the first window is written in chunks
+# Window entries one write may enter: DynamoDB caps an expression at 4 KB, and each entry is
+# about 15 characters of it ("#n12 = :v12, "); 128 leave room for the rest.
+OPEN_CHUNK = 128
 
 Outcome = Literal["succeeded", "failed", "cancelled"]
 Verdict = Literal["RUNNING", "SUCCEEDED", "FAILED"]
@@ -63,6 +67,7 @@ class MapState:
     compensated: int = 0
     status: Verdict = "RUNNING"
     window: Mapping[int, int] = field(default_factory=dict)
+    opened: int = 0
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> MapState | None:
@@ -79,6 +84,7 @@ class MapState:
             compensated=int(item.get(COMPENSATED, 0)),
             status=item.get(STATUS, "RUNNING"),
             window=window,
+            opened=int(item.get(OPENED, 0)),
         )
 
     @property
@@ -137,10 +143,12 @@ class Opened:
 
 def open_map(key: tuple[str, str], total: int, spec: MapSpec, now: int) -> Opened:
     """The write that opens a map over `total` items: counters, the stride, and the first
-    window (one item per stripe). Conditioned on the map not being open, so two openers (a
-    duplicate advance, a racing look) open it once. An empty map has succeeded."""
-    entered = tuple(range(min(total, spec.max_concurrency)))
+    window's first `OPEN_CHUNK` stripes (`open_more` enters the rest). Conditioned on the map
+    not being open, so two openers (a duplicate advance, a racing look) open it once. An
+    empty map has succeeded."""
+    entered = tuple(range(min(total, spec.max_concurrency, OPEN_CHUNK)))
     values: dict[str, Any] = {
+        OPENED: len(entered),
         TOTAL: total,
         STRIDE: spec.max_concurrency,
         SUCCEEDED: 0,
@@ -151,6 +159,19 @@ def open_map(key: tuple[str, str], total: int, spec: MapSpec, now: int) -> Opene
         **{WINDOW + str(i): now for i in entered},
     }
     return Opened(Write(*key, Update(set=values), Missing(TOTAL)), entered)
+
+
+def open_more(key: tuple[str, str], state: MapState, now: int) -> Opened | None:
+    """The next chunk of the first window, while stripes are left to enter and the map runs:
+    by the opener right after `open_map`, or by a look when the opener died between chunks.
+    Conditioned on `m_opened` as read, so a chunk is entered once."""
+    stripes = min(state.total, state.stride)
+    if state.status != "RUNNING" or state.opened >= stripes:
+        return None
+    entered = tuple(range(state.opened, min(stripes, state.opened + OPEN_CHUNK)))
+    values = {OPENED: state.opened + len(entered), **{WINDOW + str(i): now for i in entered}}
+    condition = all_of(Eq(OPENED, state.opened), Eq(STATUS, "RUNNING"))
+    return Opened(Write(*key, Update(set=values), condition), entered)
 
 
 @dataclass(frozen=True)
