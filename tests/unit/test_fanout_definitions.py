@@ -257,3 +257,33 @@ def test_items_must_be_an_array_of_at_most_the_cap() -> None:
     with pytest.raises(PathError, match="at most 100000"):
         select_items(path, {"items": [0] * (limits.MAX_MAP_ITEMS + 1)})
     assert len(select_items(path, {"items": [0] * limits.MAX_MAP_ITEMS})) == limits.MAX_MAP_ITEMS
+
+
+# ---------------------------------------------------------- tools that read every step
+
+
+def test_the_synth_check_and_the_graph_know_a_child_workflow_step() -> None:
+    from shepherd_cli.render import graph
+    from shepherd_infra.agent_check import needed_agents
+
+    parsed = parse_definition(
+        definition(
+            SPLIT,
+            {
+                "Name": "each",
+                "DependsOn": ["split"],
+                "Map": {"ItemsPath": "$.steps.split.output", "MaxConcurrency": 7},
+                "Workflow": "child",
+                "TimeoutSeconds": 60,
+                "Compensation": {"Agent": "undo", "Pool": "q", "TimeoutSeconds": 5},
+            },
+        ),
+        "wf.yaml",
+    )
+    assert needed_agents({"wf": parsed}) == {
+        "p": {"do": "wf: Steps[0] (split).Agent"},
+        "q": {"undo": "wf: Steps[1] (each).Compensation.Agent"},
+    }
+    text = graph(parsed)
+    assert 'each["each<br/><small>map ≤7 · workflow child</small>"]' in text
+    assert 'split["split<br/><small>p · do</small>"]' in text
