@@ -215,3 +215,23 @@ def test_a_wide_window_opens_in_chunks_each_entered_once() -> None:
     assert fo.open_more(KEY, done, now=40) is None
     # A map that failed enters nothing more.
     assert fo.open_more(KEY, fo.MapState(total=1_000, stride=300, status="FAILED"), 50) is None
+
+
+@pytest.mark.parametrize("running", ["RUNNING", "PAUSED", "COMPENSATING", "CANCELLING"])
+def test_a_child_that_has_not_ended_keeps_its_step_waiting(running: str) -> None:
+    assert fo.child_end("c1", running, None) is None
+
+
+def test_a_childs_end_maps_to_its_steps_attempt() -> None:
+    assert fo.child_end("c1", "SUCCEEDED", None) == fo.ChildEnd(True)
+    failed = fo.child_end("c1", "COMPENSATED", {"type": "CardDeclined", "message": "no funds"})
+    assert failed == fo.ChildEnd(
+        False, "CardDeclined", "child workflow c1 ended COMPENSATED: no funds"
+    )
+    cancelled = fo.child_end("c2", "CANCELLED", None)
+    assert cancelled == fo.ChildEnd(
+        False, "ChildWorkflowCancelled", "child workflow c2 ended CANCELLED"
+    )
+    long = fo.child_end("c3", "FAILED", {"type": "E" * 500, "message": "m" * 5000})
+    assert long is not None and long.error_type is not None and long.message is not None
+    assert len(long.error_type) <= 128 and len(long.message) <= 2000

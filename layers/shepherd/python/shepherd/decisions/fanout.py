@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from shepherd import limits
 from shepherd.conditions import Eq, Exists, Item, Missing, Update, all_of
 from shepherd.decisions.transitions import Write
 from shepherd.fanout import MapSpec
@@ -264,8 +265,10 @@ def window_keys(workflow_id: str, step: str, state: MapState) -> list[tuple[str,
 def look(state: MapState, items: Mapping[int, ItemView], now: int, grace_ms: int) -> WindowLook:
     """Items in the window that ended but were never accounted (their process died between
     the item's write and the map's), and items never claimed whose message's grace is over
-    (lost: send again). Attempt deadlines of running items are the step rules', applied by
-    the planner to each item unit as to a step."""
+    (lost: send again while the map runs; once it has failed, cancel them instead). Attempt
+    deadlines of running items are the step rules', applied by the planner to each item unit
+    as to a step; a verdict and a first window's chunks a dead process left are `decide` and
+    `open_more` on the same read."""
     ended: list[tuple[int, Outcome]] = []
     resend: list[int] = []
     due: list[int] = []
@@ -329,6 +332,40 @@ def child_id(parent_id: str, step: str, index: int | None, attempt: int) -> str:
     and one attempt never has two children. 32 hex digits, as random ids are."""
     text = "\0".join(("child", parent_id, step, "" if index is None else str(index), str(attempt)))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """What a child workflow's end does to the attempt of the step that started it."""
+
+    succeeded: bool  # the child's output becomes the step's output
+    error_type: str | None = None  # else the attempt fails with the child's error
+    message: str | None = None
+
+
+_CHILD_FAILED = ("COMPENSATED", "FAILED", "CANCELLED")
+
+
+def child_end(child_id: str, status: str, error: Mapping[str, Any] | None) -> ChildEnd | None:
+    """The step's outcome from its child's status; None while the child is not terminal (the
+    step keeps waiting, so its parent cannot be terminal before it). A child that ended
+    `COMPENSATED`, `FAILED` or `CANCELLED` fails the attempt with the child's own error name
+    (so `Retry.NonRetryableErrors` can name it), else `ChildWorkflow<Status>`; `Retry` may
+    then start a fresh child (a new attempt, a new id)."""
+    if status == "SUCCEEDED":
+        return ChildEnd(True)
+    if status not in _CHILD_FAILED:
+        return None
+    error = error or {}
+    name = str(error.get("type") or f"ChildWorkflow{status.title()}")
+    message = f"child workflow {child_id} ended {status}"
+    if error.get("message"):
+        message += f": {error['message']}"
+    return ChildEnd(
+        False,
+        limits.truncate(name, limits.MAX_ERROR_NAME),
+        limits.truncate(message, limits.MAX_ERROR_MESSAGE),
+    )
 
 
 # ----------------------------------------------------------------------------- internals
