@@ -80,6 +80,11 @@ ITEMS ?=
 mapsim: $(STAMP)
 	$(BIN)/python -m shepherd_sim.mapsim $(if $(ITEMS),--items $(ITEMS),--seeds $(SEEDS))
 
+# The child-workflow protocol's fault simulator (issue 24, docs/simulation.md "Child workflows").
+.PHONY: childsim
+childsim: $(STAMP)
+	$(BIN)/python -m shepherd_sim.childsim --seeds $(SEEDS)
+
 # The CDK CLI pinned in package.json; no Docker, no AWS credentials, no context lookups.
 NODE_STAMP := node_modules/.installed
 
