@@ -73,6 +73,18 @@ JOBS ?= 1
 sim: $(STAMP)
 	$(BIN)/python -m shepherd_sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
 
+# The map protocol's fault simulator (issue 24, docs/simulation.md "Maps"): `make mapsim
+# SEEDS=500`, one large map with its bounded-read figures: `make mapsim ITEMS=10000`.
+.PHONY: mapsim
+ITEMS ?=
+mapsim: $(STAMP)
+	$(BIN)/python -m shepherd_sim.mapsim $(if $(ITEMS),--items $(ITEMS),--seeds $(SEEDS))
+
+# The child-workflow protocol's fault simulator (issue 24, docs/simulation.md "Child workflows").
+.PHONY: childsim
+childsim: $(STAMP)
+	$(BIN)/python -m shepherd_sim.childsim --seeds $(SEEDS)
+
 # The CDK CLI pinned in package.json; no Docker, no AWS credentials, no context lookups.
 NODE_STAMP := node_modules/.installed
 

@@ -19,6 +19,7 @@ from shepherd.definitions import (
     StepSpec,
     parse_definition,
 )
+from shepherd.fanout import MapSpec, check_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "definitions.md"
@@ -30,6 +31,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Task step": StepSpec,
     "Retry": RetryPolicy,
     "Compensation": CompensationSpec,
+    "Map": MapSpec,
 }
 
 
@@ -49,7 +51,7 @@ def _table(section: str) -> dict[str, list[str]]:
 def _rendered(model: type[BaseModel], name: str) -> str:
     field = model.model_fields[name]
     default = field.default
-    if field.is_required():
+    if field.is_required() or default == "":  # Agent, Pool: required of a task step
         return "required"
     if default is None:
         return "none"
@@ -88,8 +90,8 @@ def _examples() -> list[tuple[str, str]]:
 def test_every_example_is_valid(heading: str, block: str) -> None:
     data: Any = yaml.safe_load(textwrap.dedent(block))
     if isinstance(data, list):  # steps of a Steps list
-        for step in data:
-            StepSpec.model_validate(step)
+        steps = [StepSpec.model_validate(step) for step in data]
+        check_steps(steps)  # the rules across a step's fields (kind, paths)
     elif "Steps" in data:
         parse_definition(data, f"docs/definitions.md ({heading})")
     else:

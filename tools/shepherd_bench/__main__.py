@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         "into the existing benchmarks.json and re-render its section of benchmarks.md",
     )
     parser.add_argument(
+        "--refresh-maps",
+        action="store_true",
+        help="measure only the map items (issue 24) into the existing benchmarks.json and "
+        "re-render their section of benchmarks.md",
+    )
+    parser.add_argument(
         "--refresh-fixed-cost",
         action="store_true",
         help="recompute only the fixed monthly cost (from the synthesized app) into the "
@@ -70,8 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     from shepherd.definitions import load_directory
     from shepherd.topology import pools
 
-    if args.refresh_fixed_cost or args.refresh_capacity:
-        return _refresh(args.out, fixed=args.refresh_fixed_cost, capacity=args.refresh_capacity)
+    if args.refresh_fixed_cost or args.refresh_capacity or args.refresh_maps:
+        return _refresh(
+            args.out,
+            fixed=args.refresh_fixed_cost,
+            capacity=args.refresh_capacity,
+            maps=args.refresh_maps,
+        )
 
     from shepherd_bench import (
         analysis,
@@ -117,6 +128,16 @@ def main(argv: list[str] | None = None) -> int:
             f"  {s['scenario']}: ${s['worst']['usd_per_million_steps']['core_and_events']:.2f}"
             f"/M steps (core+events), Step Functions Standard "
             f"${s['step_functions']['standard_usd_per_million_steps']:.2f}"
+        )
+
+    from shepherd_bench import maps
+
+    _log("map items")
+    results["maps"] = maps.run_maps(clean["order clean"]["worst"]["usd_per_million_steps"]["core"])
+    for row in results["maps"]["rows"]:
+        _log(
+            f"  {row['items']} items, MaxConcurrency {row['max_concurrency']}: "
+            f"${row['usd_per_million_items']:.2f}/M items ({row['ratio_to_plain_step']:.2f}x a step)"
         )
 
     r = results["cost"]["running"]
@@ -207,7 +228,7 @@ def fixed_cost(pools: int) -> dict[str, Any]:
     }
 
 
-def _refresh(out: Path, *, fixed: bool, capacity: bool) -> int:
+def _refresh(out: Path, *, fixed: bool, capacity: bool, maps: bool = False) -> int:
     """Re-measure the fixed monthly cost and/or what one stack holds into the existing
     benchmarks.json, and re-render only their parts of benchmarks.md."""
     from shepherd.definitions import load_directory
@@ -227,6 +248,12 @@ def _refresh(out: Path, *, fixed: bool, capacity: bool) -> int:
     if capacity:
         results["capacity"] = stack_capacity.measure()
         results["meta"]["capacity_refreshed"] = now
+    if maps:
+        from shepherd_bench import maps as map_items
+
+        clean = next(s for s in results["cost"]["scenarios"] if s["scenario"] == "order clean")
+        results["maps"] = map_items.run_maps(clean["worst"]["usd_per_million_steps"]["core"])
+        results["meta"]["maps_refreshed"] = now
     path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     page = out / "benchmarks.md"
     page.write_text(splice(page.read_text(), render(results)))
@@ -242,6 +269,7 @@ SPLICED = (
     ("### Prices", "### Results", None),
     ("### Fixed monthly cost", "\n#", None),
     ("## What one stack holds", "\n## ", "## Supervisor scaling"),
+    ("## Map items (issue 24)", "\n## ", "## What one stack holds"),
 )
 
 

@@ -60,6 +60,7 @@ def render(results: dict[str, Any]) -> str:
     ]
     lines += _headline(results)
     lines += _cost(results)
+    lines += _maps(results)
     lines += _capacity(results)
     lines += _scaling(results)
     lines += _detection(results)
@@ -876,3 +877,46 @@ def _coldstart(results: dict[str, Any]) -> list[str]:
         f"Heaviest packages imported by the API handler (self time, `-X importtime`): {heavy}.",
         "",
     ]
+
+
+def _maps(results: dict[str, Any]) -> list[str]:
+    """Map items (issue 24): the map protocol's requests per item, priced, beside a step."""
+    maps = results.get("maps")
+    if not maps:
+        return []
+    plain = maps.get("plain_step_core_usd_per_million_steps")
+    lines = [
+        "## Map items (issue 24)",
+        "",
+        "The map protocol (`shepherd_sim.mapsim`, fault-free: open, claim, result, accounting "
+        "with refill, verdict) on DynamoDB (moto) under the request meter, priced as a plain "
+        "step's core is (one agent invocation, a send and the event source's receive and delete "
+        "per item; items announce no events). The engine does not run maps on this branch: "
+        "these are the protocol's requests; the map's opening and output assembly (once per "
+        "map) are not in them. `tools/shepherd_bench/maps.py`.",
+        "",
+        "| items | MaxConcurrency | WRU / item | RRU / item | $ / M items (core) | vs a plain step"
+        f"{f' (${plain:.2f} / M)' if plain else ''} | most keys read: claim |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in maps["rows"]:
+        units = row["units_per_item"]
+        ratio = row.get("ratio_to_plain_step")
+        lines.append(
+            f"| {row['items']:,} | {row['max_concurrency']:,} | "
+            f"{units['dynamodb_wru_table']:.2f} | {units['dynamodb_rru']:.2f} | "
+            f"{row['usd_per_million_items']:.2f} | "
+            f"{'' if ratio is None else f'{ratio:.2f}x'} | {row['max_keys_read']['claim']} |"
+        )
+    sfn = maps["step_functions"]
+    lines += [
+        "",
+        f"Step Functions, per million items with a Lambda task each: inline `Map` (Standard) "
+        f"${sfn['inline_map_standard']:.2f}; Distributed Map with Standard children "
+        f"${sfn['distributed_map_standard_children']:.2f}, with Express children (100 ms, "
+        f"64 MB) ${sfn['distributed_map_express_children']:.2f}. The accounting write is "
+        "billed by the map unit's size, which holds the window: it grows with MaxConcurrency "
+        "(docs/architecture.md, Item layout and cost per item).",
+        "",
+    ]
+    return lines

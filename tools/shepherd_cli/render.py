@@ -66,7 +66,10 @@ def graph(definition: Definition) -> str:
     """Mermaid flowchart: steps and their dependencies; dashed edges to compensations."""
     lines = ["flowchart LR"]
     for step in definition.steps:
-        lines.append(f'  {step.name}["{step.name}<br/><small>{step.pool} · {step.agent}</small>"]')
+        runs = f"{step.pool} · {step.agent}" if step.runs_agent else f"workflow {step.workflow}"
+        if step.map is not None:
+            runs = f"map ≤{step.map.max_concurrency} · {runs}"
+        lines.append(f'  {step.name}["{step.name}<br/><small>{runs}</small>"]')
     for step in definition.steps:
         for dep in step.depends_on:
             lines.append(f"  {dep} --> {step.name}")

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, get_args
 import fastjsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from shepherd import limits
+from shepherd import fanout, limits
 from shepherd.errors import DefinitionError
 from shepherd.suggest import did_you_mean
 
@@ -99,6 +99,20 @@ class StepSpec(TaskSpec):
     comment: Annotated[str | None, Field(alias="Comment", max_length=1000)] = None
     # What this step failing for good does to the workflow (default: the definition's).
     on_failure: Annotated[OnFailure | None, Field(alias="OnFailure")] = None
+    # Issue 24 (shepherd.fanout): a child workflow instead of Agent/Pool (which then stay ""),
+    # a fan-out over items, and where the step's input comes from.
+    agent: Annotated[str, Field(alias="Agent", pattern=NAME)] = ""
+    pool: Annotated[str, Field(alias="Pool", pattern=POOL)] = ""
+    workflow: Annotated[str | None, Field(alias="Workflow", pattern=NAME)] = None
+    map: Annotated[fanout.MapSpec | None, Field(alias="Map")] = None
+    input_path: Annotated[
+        str | None, Field(alias="InputPath", min_length=1, max_length=fanout.MAX_PATH_CHARS)
+    ] = None
+
+    @property
+    def runs_agent(self) -> bool:
+        """A task step (Agent and Pool), not a child-workflow step."""
+        return self.workflow is None
 
 
 class Definition(_Model):
@@ -146,6 +160,7 @@ class Definition(_Model):
         cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
+        fanout.check_steps(self.steps)
         if self.input_schema is not None:
             try:
                 fastjsonschema.compile(self.input_schema)
@@ -254,7 +269,9 @@ class Definition(_Model):
 
     @cached_property
     def canonical_json(self) -> str:
-        body = self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+        body = fanout.unset_dropped(
+            self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+        )
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @cached_property
@@ -274,7 +291,7 @@ class Definition(_Model):
         return step.compensation
 
     def agents(self) -> set[str]:
-        return {t.agent for t in self.tasks}
+        return {t.agent for t in self.tasks if t.agent}
 
     def on_failure_of(self, step: str) -> OnFailure:
         """What a step failing for good does: its own `OnFailure`, else the definition's."""
@@ -537,9 +554,15 @@ def load_directory(directory: Path) -> dict[str, Definition]:
         if definition.name in found:
             errors.append(f"{path}: Name: '{definition.name}' is defined twice")
         found[definition.name] = definition
+    errors.extend(fanout.check_nesting(found, {n: str(p) for n, p in _sources(directory, found)}))
     if errors:
         raise DefinitionError("\n".join(errors))
     return found
+
+
+def _sources(directory: Path, found: Mapping[str, Definition]) -> list[tuple[str, Path]]:
+    """Each definition's file, for errors found across files."""
+    return [(p.stem, p) for p in definition_files(directory) if p.stem in found]
 
 
 def check_agents(definition: Definition, known: Iterable[str], source: str) -> None:
@@ -548,7 +571,7 @@ def check_agents(definition: Definition, known: Iterable[str], source: str) -> N
     known = set(known)
     errors = []
     for i, step in enumerate(definition.steps):
-        if step.agent not in known:
+        if step.runs_agent and step.agent not in known:
             errors.append(
                 f"{source}: Steps[{i}] ({step.name}).Agent: unknown agent '{step.agent}'"
                 + did_you_mean(step.agent, known)

@@ -32,6 +32,11 @@ class AgentNotFound(PermanentError):
         self.agent = agent
 
 
+class InputPathNotFound(PermanentError):
+    """A step's `InputPath` selects nothing in the value it names (a key or an index that is
+    not there): no retry can change a recorded input or output, so the step fails at once."""
+
+
 class DefinitionError(ShepherdError):
     """A workflow definition is invalid; the message names the file and the field."""
 
@@ -42,6 +47,20 @@ class UnknownWorkflowType(ShepherdError):
     def __init__(self, name: str) -> None:
         super().__init__(f"unknown workflow type '{name}'")
         self.name = name
+
+
+class StepKindNotSupported(ShepherdError):
+    """A definition uses a step field this engine validates but does not run yet (`Map`,
+    `Workflow`: issue 24). Refused before anything is written, so such a step is
+    never run as a plain task."""
+
+    def __init__(self, wf_type: str, step: str, field: str) -> None:
+        super().__init__(
+            f"workflow type '{wf_type}': step '{step}' uses {field}, which this version of "
+            "Shepherd validates but does not run yet"
+        )
+        self.step = step
+        self.field = field
 
 
 class InputInvalid(ShepherdError):

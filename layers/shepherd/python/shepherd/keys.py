@@ -85,3 +85,27 @@ def upload_object_key(owner: str, upload_id: str) -> str:
     """`uploads/<sha256 of the owner, 32 hex>/<upload id>`: server-made, owner-scoped."""
     owner_hash = hashlib.sha256(owner.encode()).hexdigest()[:32]
     return f"{UPLOAD_KEY_PREFIX}{owner_hash}/{upload_id}"
+
+
+# ------------------------------------------------------------------ map items (issue 24)
+# A map's items live in their own partitions, MAP_ITEM_PAGE items each, so the workflow's
+# partition (read whole by a look) never holds one and no partition takes more than a page's
+# writes (docs/architecture.md, "Item layout and cost per item").
+MAP_PREFIX = "MAP#"  # pk of an item partition: MAP#<workflow id>#<step>#<page>
+ITEM_PREFIX = "I#"  # sk of an item: I#<index, 6 digits>
+ITEM_COMP_PREFIX = "IC#"  # sk of an item's compensation: IC#<index, 6 digits>
+MAP_ITEM_PAGE = 1_000  # = limits.MAP_ITEM_PAGE (keys import nothing of the engine)
+
+
+def map_item_key(workflow_id: str, step: str, index: int, kind: Kind = "step") -> tuple[str, str]:
+    """The item `index` of map step `step` (or its compensation)."""
+    page = index // MAP_ITEM_PAGE
+    prefix = ITEM_PREFIX if kind == "step" else ITEM_COMP_PREFIX
+    return f"{MAP_PREFIX}{workflow_id}#{step}#{page}", f"{prefix}{index:06d}"
+
+
+def map_item_of(pk: str, sk: str) -> tuple[str, str, int, Kind]:
+    """Workflow id, step, index and kind from an item's key (the inverse of map_item_key)."""
+    workflow_id, step, _page = pk.removeprefix(MAP_PREFIX).rsplit("#", 2)
+    kind: Kind = "compensation" if sk.startswith(ITEM_COMP_PREFIX) else "step"
+    return workflow_id, step, int(sk.split("#", 1)[1]), kind

@@ -72,6 +72,15 @@ MAX_CALLBACK_INLINE_BYTES = MAX_INPUT_BYTES
 MAX_CALLBACK_BODY_BYTES = MAX_CALLBACK_INLINE_BYTES + 8 * KIB
 MAX_DEFINITION_BYTES = 256 * KIB  # a definition's canonical JSON (snapshotted in one item)
 
+# ------------------------------------------------------------------- maps and children
+# docs/architecture.md, "Map steps and child workflows": a map's window lives on its step's
+# item (one entry per item in flight), so MaxConcurrency bounds that item and every look.
+MAX_MAP_ITEMS = 100_000  # items of one map (ItemsPath); more fails the map at open
+DEFAULT_MAP_CONCURRENCY = 100  # MaxConcurrency when a Map omits it
+MAX_MAP_CONCURRENCY = 1_000  # the most MaxConcurrency may say
+MAP_ITEM_PAGE = 1_000  # items per item partition (keys.map_item_key) and per items page
+MAX_WORKFLOW_NESTING = 5  # levels of child workflows, the root counted
+
 # Fixed parts of an item (keys, statuses, times, counters, hashes, owner ARN, ...),
 # generously: the largest measured workflow item without payloads is about 1 KB.
 FIXED_OVERHEAD = 8 * KIB

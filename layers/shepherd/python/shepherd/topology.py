@@ -68,6 +68,8 @@ def pools(definitions: Mapping[str, Definition]) -> dict[str, PoolSpec]:
     longest: dict[str, int] = {}
     for definition in definitions.values():
         for task in definition.tasks:
+            if not task.pool:  # a child-workflow step runs no agent (shepherd.fanout)
+                continue
             agents.setdefault(task.pool, set()).add(task.agent)
             longest[task.pool] = max(longest.get(task.pool, 0), task.timeout_seconds)
     return {name: PoolSpec(name, frozenset(agents[name]), longest[name]) for name in sorted(agents)}

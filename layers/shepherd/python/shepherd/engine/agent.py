@@ -17,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from shepherd import jsonsafe, limits
+from shepherd import fanout, jsonsafe, limits
 from shepherd.clock import to_datetime
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
@@ -29,6 +29,7 @@ from shepherd.errors import (
     AgentNotFound,
     AttemptSuperseded,
     DetailsTooLarge,
+    InputPathNotFound,
     NotEnoughTime,
     OutputInvalid,
     OutputTooLarge,
@@ -187,10 +188,13 @@ class AgentContext:
     resolve: Callable[[str | None], Any] = field(default=loads, repr=False)
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The step's `InputPath` (shepherd.fanout): where `input` comes from instead.
+    _input_from: Callable[[], Any] | None = field(default=None, repr=False)
 
     @property
     def input(self) -> Any:
-        return _once(self._cache, "input", lambda: self.resolve(self.stored_input))
+        fetch = self._input_from or (lambda: self.resolve(self.stored_input))
+        return _once(self._cache, "input", fetch)
 
     @property
     def previous_details(self) -> Any:
@@ -652,6 +656,10 @@ class AgentRuntime:
             )
         # An operator's replacement input for this step (at a resume) replaces the workflow's.
         own_input = forward_rec.input if rec.kind == "step" else None
+        # Else its InputPath selects it (a compensation sees what its step saw), on first use.
+        input_from = None
+        if own_input is None and step.input_path is not None:
+            input_from = _input_path(step.input_path, state.workflow.input, deps, resolve)
         return AgentContext(
             workflow_id=rec.workflow_id,
             workflow_type=state.workflow.wf_type,
@@ -666,7 +674,28 @@ class AgentRuntime:
             forward=forward,
             resolve=resolve,
             _heartbeat=heartbeat,
+            _input_from=input_from,
         )
+
+
+def _input_path(
+    text: str,
+    workflow_input: str | None,
+    deps: Mapping[str, Any],
+    resolve: Callable[[str | None], Any],
+) -> Callable[[], Any]:
+    """What `ctx.input` is under an `InputPath`: the value it selects in the workflow input or
+    in a dependency's output (read when first asked for), or the permanent InputPathNotFound."""
+    path = fanout.parse_path(text)  # validated at load
+
+    def select() -> Any:
+        value = resolve(workflow_input) if path.step is None else deps[path.step]
+        try:
+            return fanout.select(path, value)
+        except fanout.PathError as exc:
+            raise InputPathNotFound(f"InputPath {text}: {exc}") from None
+
+    return select
 
 
 def why_not_claimable(

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shepherd import jsonsafe, limits
+from shepherd import fanout, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
@@ -43,6 +43,7 @@ from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
     InputTooLarge,
+    StepKindNotSupported,
     StoreUnavailable,
     WorkflowNotFound,
 )
@@ -201,6 +202,9 @@ class Scheduler:
         """Write a validated start (the workflow item) and dispatch its roots; a workflow that
         exists already is an idempotent replay (same request hash) or IdempotencyConflict."""
         wf_type = definition.name
+        unsupported = fanout.first_unsupported(definition)
+        if unsupported is not None:  # issue 24: validated, not run yet; nothing written
+            raise StepKindNotSupported(wf_type, *unsupported)
         now = self.ports.clock.now_ms()
         self.catalog.ensure_snapshot(definition)
         # A large input goes to the payload bucket first; if the put below loses

@@ -1,0 +1,376 @@
+"""Map steps and child workflows: the pure decisions (docs/architecture.md, "Map steps and
+child workflows").
+
+A map's counters and its window of in-flight items live on the map step's unit, flattened
+into top-level attributes (`m_*` counters, `w_<index> = entered_at` per item in flight), so
+each write here is one conditional `UpdateItem` of the condition algebra, with no nested path.
+
+**Stripes, not a cursor.** The window has `MaxConcurrency` (C) stripes; item `i` belongs to
+stripe `i mod C`, and the item that follows it is `i + C`. Opening the map puts items
+`0..C-1` in the window; the write that accounts item `i` removes `w_i` and, while the map
+runs, adds `w_{i+C}`. So no two accountings contend (each is conditioned on its own window
+entry, counters move by `ADD`), no accounting reads anything first (the write returns the new
+counters), and at most one item per stripe, C in all, is ever in flight. The price: a stripe
+whose item is slow holds back only its own successors, so the tail of a map can run with
+fewer than C items in flight.
+
+**Exactly once.** An item is counted only by the write that removes its window entry, and
+that entry is removed once. The map's verdict is a second conditional write (`m_status`
+RUNNING to SUCCEEDED or FAILED) by whoever sees the counters decide it; a process that dies
+before it leaves the decision to the next look, which sees the same counters.
+
+Pure: no I/O. Builds `transitions.Write`s; the executor applies them.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from shepherd import limits
+from shepherd.conditions import Eq, Exists, Item, Missing, Update, all_of
+from shepherd.decisions.transitions import Write
+from shepherd.fanout import MapSpec
+from shepherd.keys import Kind, map_item_key, map_item_of
+
+WINDOW = "w_"  # w_<index>: entered_at (ms) of an item in flight
+TOTAL = "m_total"
+STRIDE = "m_stride"  # MaxConcurrency when the map opened: item i is followed by i + stride
+SUCCEEDED = "m_succeeded"
+FAILED = "m_failed"
+CANCELLED = "m_cancelled"  # in flight when the map failed: cancelled, or ended after it
+COMPENSATED = "m_compensated"
+STATUS = "m_status"  # RUNNING until the verdict write
+OPENED = "m_opened"  # stripes entered so far: the first window is written in chunks
+# Window entries one write may enter: DynamoDB caps an expression at 4 KB, and each entry is
+# about 15 characters of it ("#n12 = :v12, "); 128 leave room for the rest.
+OPEN_CHUNK = 128
+
+Outcome = Literal["succeeded", "failed", "cancelled"]
+Verdict = Literal["RUNNING", "SUCCEEDED", "FAILED"]
+EXCEEDED = "States.ExceedToleratedFailureThreshold"  # the ASL error name
+_COUNTER = {"succeeded": SUCCEEDED, "failed": FAILED, "cancelled": CANCELLED}
+
+
+@dataclass(frozen=True)
+class MapState:
+    """A map as its step's unit holds it."""
+
+    total: int
+    stride: int
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    compensated: int = 0
+    status: Verdict = "RUNNING"
+    window: Mapping[int, int] = field(default_factory=dict)
+    opened: int = 0
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> MapState | None:
+        """The map's state, or None when the map has not opened (no counters yet)."""
+        if TOTAL not in item:
+            return None
+        window = {int(k[len(WINDOW) :]): int(v) for k, v in item.items() if k.startswith(WINDOW)}
+        return cls(
+            total=int(item[TOTAL]),
+            stride=int(item[STRIDE]),
+            succeeded=int(item.get(SUCCEEDED, 0)),
+            failed=int(item.get(FAILED, 0)),
+            cancelled=int(item.get(CANCELLED, 0)),
+            compensated=int(item.get(COMPENSATED, 0)),
+            status=item.get(STATUS, "RUNNING"),
+            window=window,
+            opened=int(item.get(OPENED, 0)),
+        )
+
+    @property
+    def accounted(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+    @property
+    def running(self) -> int:
+        return len(self.window)
+
+    @property
+    def pending(self) -> int:
+        """Items never sent (none once the map has failed: they never will be)."""
+        return 0 if self.status == "FAILED" else self.total - self.accounted - self.running
+
+    def counts(self) -> dict[str, int]:
+        """What `GET /workflows/{id}` shows of a map step."""
+        return {
+            "total": self.total,
+            "pending": self.pending,
+            "running": self.running,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+            "compensated": self.compensated,
+        }
+
+
+def exceeded(failed: int, total: int, spec: MapSpec) -> bool:
+    """Past the tolerance (ASL: a tolerance left out does not apply; neither: none)."""
+    count, percentage = spec.tolerated_failure_count, spec.tolerated_failure_percentage
+    if count is None and percentage is None:
+        return failed > 0
+    over_count = count is not None and failed > count
+    over_percentage = percentage is not None and failed * 100 > percentage * total
+    return over_count or over_percentage
+
+
+def verdict(state: MapState, spec: MapSpec) -> Verdict:
+    """FAILED as soon as the failures pass the tolerance (without waiting for the window);
+    SUCCEEDED when every item has been accounted within it; RUNNING otherwise."""
+    if state.status != "RUNNING":
+        return state.status
+    if exceeded(state.failed, state.total, spec):
+        return "FAILED"
+    if state.accounted == state.total:
+        return "SUCCEEDED"
+    return "RUNNING"
+
+
+@dataclass(frozen=True)
+class Opened:
+    write: Write
+    entered: tuple[int, ...]  # send these items' messages after the write lands
+
+
+def open_map(key: tuple[str, str], total: int, spec: MapSpec, now: int) -> Opened:
+    """The write that opens a map over `total` items: counters, the stride, and the first
+    window's first `OPEN_CHUNK` stripes (`open_more` enters the rest). Conditioned on the map
+    not being open, so two openers (a duplicate advance, a racing look) open it once. An
+    empty map has succeeded."""
+    entered = tuple(range(min(total, spec.max_concurrency, OPEN_CHUNK)))
+    values: dict[str, Any] = {
+        OPENED: len(entered),
+        TOTAL: total,
+        STRIDE: spec.max_concurrency,
+        SUCCEEDED: 0,
+        FAILED: 0,
+        CANCELLED: 0,
+        COMPENSATED: 0,
+        STATUS: "SUCCEEDED" if total == 0 else "RUNNING",
+        **{WINDOW + str(i): now for i in entered},
+    }
+    return Opened(Write(*key, Update(set=values), Missing(TOTAL)), entered)
+
+
+def open_more(key: tuple[str, str], state: MapState, now: int) -> Opened | None:
+    """The next chunk of the first window, while stripes are left to enter and the map runs:
+    by the opener right after `open_map`, or by a look when the opener died between chunks.
+    Conditioned on `m_opened` as read, so a chunk is entered once."""
+    stripes = min(state.total, state.stride)
+    if state.status != "RUNNING" or state.opened >= stripes:
+        return None
+    entered = tuple(range(state.opened, min(stripes, state.opened + OPEN_CHUNK)))
+    values = {OPENED: state.opened + len(entered), **{WINDOW + str(i): now for i in entered}}
+    condition = all_of(Eq(OPENED, state.opened), Eq(STATUS, "RUNNING"))
+    return Opened(Write(*key, Update(set=values), condition), entered)
+
+
+@dataclass(frozen=True)
+class Accounting:
+    write: Write
+    entered: tuple[int, ...]  # the stripe's next item: send it after the write lands
+
+
+def account(
+    key: tuple[str, str], state: MapState, index: int, outcome: Outcome, now: int
+) -> Accounting:
+    """The write that counts item `index`'s end and, while the map runs, brings the next item
+    of its stripe into the window. No read is needed before it: `state` may be any earlier
+    read, as it only says whether the map runs (its stride and total never change).
+    Conditioned on the item's window entry (and, when it refills, on the map still running).
+    When it loses, re-read: an item no longer in the window was accounted already (a
+    duplicate, a late result, a racing look) and nothing is counted twice; a map that stopped
+    running is accounted again without the refill."""
+    entry = WINDOW + str(index)
+    follower = index + state.stride
+    refill = state.status == "RUNNING" and follower < state.total
+    update = Update(
+        set={WINDOW + str(follower): now} if refill else {},
+        remove=(entry,),
+        add={_COUNTER[outcome]: 1},
+    )
+    condition = all_of(Exists(entry), Eq(STATUS, "RUNNING")) if refill else Exists(entry)
+    return Accounting(Write(*key, update, condition), (follower,) if refill else ())
+
+
+def decide(key: tuple[str, str], after: MapState, spec: MapSpec) -> tuple[Write, Verdict] | None:
+    """The verdict write, when the map's counters (as an accounting returned them, or as a
+    look read them) decide it: RUNNING -> SUCCEEDED or FAILED, once."""
+    decided = verdict(after, spec)
+    if after.status != "RUNNING" or decided == "RUNNING":
+        return None
+    return Write(*key, Update(set={STATUS: decided}), Eq(STATUS, "RUNNING")), decided
+
+
+def compensated(key: tuple[str, str], count: int = 1) -> Write:
+    """Count compensations that ended (the item's compensation write is the token)."""
+    return Write(*key, Update(add={COMPENSATED: count}), None)
+
+
+# ------------------------------------------------------------------------- the window's look
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """What a look needs of an item unit (None fields: the unit does not exist yet)."""
+
+    index: int
+    status: str | None = None  # None: no unit yet (its message may be on its way)
+    attempt: int = 0
+    dispatched_at: int | None = None
+    finished_at: int | None = None
+    first_claimed_at: int | None = None
+
+    @classmethod
+    def from_item(cls, index: int, item: Mapping[str, Any] | None) -> ItemView:
+        if item is None:
+            return cls(index)
+        return cls(
+            index,
+            str(item["status"]),
+            int(item.get("attempt", 0)),
+            item.get("dispatched_at"),
+            item.get("finished_at"),
+            item.get("first_claimed_at"),
+        )
+
+
+_TERMINAL = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled"}
+
+
+@dataclass(frozen=True)
+class WindowLook:
+    """What a look at a map decides from its window (never from items outside it)."""
+
+    to_account: tuple[tuple[int, Outcome], ...]  # ended items a crashed process left counted
+    to_resend: tuple[int, ...]  # items whose message may be lost (never claimed, grace over)
+    next_due: int | None  # the earliest such deadline still to come
+
+
+def window_keys(workflow_id: str, step: str, state: MapState) -> list[tuple[str, str]]:
+    """The item units a look reads: the window's, at most `MaxConcurrency`."""
+    return [map_item_key(workflow_id, step, i) for i in sorted(state.window)]
+
+
+def look(state: MapState, items: Mapping[int, ItemView], now: int, grace_ms: int) -> WindowLook:
+    """Items in the window that ended but were never accounted (their process died between
+    the item's write and the map's), and items never claimed whose message's grace is over
+    (lost: send again while the map runs; once it has failed, cancel them instead). Attempt
+    deadlines of running items are the step rules', applied by the planner to each item unit
+    as to a step; a verdict and a first window's chunks a dead process left are `decide` and
+    `open_more` on the same read."""
+    ended: list[tuple[int, Outcome]] = []
+    resend: list[int] = []
+    due: list[int] = []
+    for index, entered_at in sorted(state.window.items()):
+        item = items.get(index, ItemView(index))
+        if item.status in _TERMINAL:
+            ended.append((index, _TERMINAL[item.status]))  # type: ignore[arg-type]
+            continue
+        if item.status in (None, "PENDING", "QUEUED"):
+            sent = item.dispatched_at if item.dispatched_at is not None else entered_at
+            if sent + grace_ms <= now:
+                resend.append(index)
+            else:
+                due.append(sent + grace_ms)
+    return WindowLook(tuple(ended), tuple(resend), min(due, default=None))
+
+
+# ------------------------------------------------------------------ compensation and output
+
+
+def to_compensate(items: Iterable[ItemView], when: Literal["ATTEMPTED", "SUCCEEDED"]) -> list[int]:
+    """Items that may have acted, in the order their compensations run: reverse order of
+    completion (a recorded success by `finished_at`, an ambiguous item by its first claim),
+    later first, ties by the higher index. A never-claimed item is never compensated."""
+    chosen = [
+        item
+        for item in items
+        if (
+            item.status == "SUCCEEDED" if when == "SUCCEEDED" else item.first_claimed_at is not None
+        )
+    ]
+
+    def completed(item: ItemView) -> int:
+        if item.status == "SUCCEEDED" and item.finished_at is not None:
+            return item.finished_at
+        return item.first_claimed_at or 0
+
+    return [
+        item.index for item in sorted(chosen, key=lambda i: (completed(i), i.index), reverse=True)
+    ]
+
+
+def output_list(total: int, outputs: Mapping[int, Any]) -> list[Any]:
+    """The map step's output: each item's output in item order, None for a failed item the
+    tolerance let pass."""
+    return [outputs.get(i) for i in range(total)]
+
+
+# ---------------------------------------------------------------------------- identities
+
+
+def item_idempotency_key(workflow_id: str, step: str, index: int, kind: Kind = "step") -> str:
+    """Stable across the item's retries (no attempt in it), distinct per item; its
+    compensation's is distinct too, as a step's is."""
+    return f"{workflow_id}:{step}[{index}]" + (":compensate" if kind == "compensation" else "")
+
+
+def child_id(parent_id: str, step: str, index: int | None, attempt: int) -> str:
+    """The id of the child workflow a child-workflow step's attempt starts: derived, so a
+    retried start, a duplicate message or racing supervisors make the same conditional put
+    and one attempt never has two children. 32 hex digits, as random ids are."""
+    text = "\0".join(("child", parent_id, step, "" if index is None else str(index), str(attempt)))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """What a child workflow's end does to the attempt of the step that started it."""
+
+    succeeded: bool  # the child's output becomes the step's output
+    error_type: str | None = None  # else the attempt fails with the child's error
+    message: str | None = None
+
+
+_CHILD_FAILED = ("COMPENSATED", "FAILED", "CANCELLED")
+
+
+def child_end(child_id: str, status: str, error: Mapping[str, Any] | None) -> ChildEnd | None:
+    """The step's outcome from its child's status; None while the child is not terminal (the
+    step keeps waiting, so its parent cannot be terminal before it). A child that ended
+    `COMPENSATED`, `FAILED` or `CANCELLED` fails the attempt with the child's own error name
+    (so `Retry.NonRetryableErrors` can name it), else `ChildWorkflow<Status>`; `Retry` may
+    then start a fresh child (a new attempt, a new id)."""
+    if status == "SUCCEEDED":
+        return ChildEnd(True)
+    if status not in _CHILD_FAILED:
+        return None
+    error = error or {}
+    name = str(error.get("type") or f"ChildWorkflow{status.title()}")
+    message = f"child workflow {child_id} ended {status}"
+    if error.get("message"):
+        message += f": {error['message']}"
+    return ChildEnd(
+        False,
+        limits.truncate(name, limits.MAX_ERROR_NAME),
+        limits.truncate(message, limits.MAX_ERROR_MESSAGE),
+    )
+
+
+# ----------------------------------------------------------------------------- internals
+
+
+def items_of(items: Sequence[Item]) -> dict[int, Item]:
+    """Item units by index (from a batch read of `window_keys`)."""
+    return {map_item_of(it["pk"], it["sk"])[2]: it for it in items}
