@@ -44,6 +44,7 @@ from shepherd.model import (
     WorkflowState,
     loads,
 )
+from shepherd.topology import AGENT_OVERHEAD_SECONDS, LAMBDA_MAX_TIMEOUT
 
 logger = logging.getLogger("shepherd.agent")
 
@@ -425,7 +426,11 @@ class AgentRuntime:
         # claimed attempt fails for good (AgentNotFound), logged, never left on the queue.
         fn = self.agents.get(spec.agent) or _not_found(spec.agent, self.agents.names())
         if time_left_ms is not None:
-            needed = spec.timeout_seconds * 1000 + CLAIM_MARGIN_MS
+            # A step longer than any invocation can hold is a callback step (its function
+            # hands its token out and returns; the pool's function timeout is Lambda's most):
+            # its function part can take one invocation at most, so that is what must fit.
+            longest = min(spec.timeout_seconds, LAMBDA_MAX_TIMEOUT - AGENT_OVERHEAD_SECONDS)
+            needed = longest * 1000 + CLAIM_MARGIN_MS
             left = time_left_ms()
             if left < needed:
                 raise NotEnoughTime(
