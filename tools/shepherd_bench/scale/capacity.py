@@ -1,0 +1,163 @@
+"""DynamoDB's partitions as the scale model meters them: units, limits, throttling.
+
+Every table item collection (one `pk`) and every index partition (one index partition-key
+value) is a partition with its own budget: 1,000 write units and 3,000 read units a second
+(DynamoDB Developer Guide, "key range throughput exceeded"; the same for tables and GSIs).
+A request that would take a partition past its budget in the current second is rejected
+whole and consumes nothing, and a base-table write whose index entry lands in a throttled
+index partition is rejected with it (GSI back-pressure). No burst credit is modelled (a
+pessimistic choice) and split-for-heat is not: an item collection is capped like one
+partition, which is exact for the index partitions whose sort key only grows.
+
+A *shared* partition (anything but a workflow's collection and a watch shard: the caller's
+list-index partitions, pool states, config, leases, definition snapshots) serves every shard
+group, while the model runs only a fraction `f` of them: each of its requests is counted
+`1 / f` times, so its utilization is the design load's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from shepherd.keys import WF_PREFIX
+from shepherd.topology import TABLE
+
+WRITE_LIMIT = 1000.0  # write units a second per partition (and per item)
+READ_LIMIT = 3000.0  # read units a second per partition (and per item)
+KB = 1024
+READ_UNIT = 4 * KB
+TABLE_NAME = "table"
+
+
+def write_units(size_before: int, size_after: int) -> int:
+    """1 WRU per started KB of the larger image, at least 1."""
+    return max(1, math.ceil(max(size_before, size_after) / KB))
+
+
+def read_units(size: int, *, consistent: bool = True) -> float:
+    """1 RRU per started 4 KB read consistently (0.5 eventually), at least one unit."""
+    units = max(1, math.ceil(size / READ_UNIT))
+    return float(units) if consistent else units / 2
+
+
+@dataclass
+class Partition:
+    """One partition's budget in the current second, and its history."""
+
+    index: str
+    key: str
+    scale: float
+    second: int = -1
+    wru: float = 0.0
+    rru: float = 0.0
+    offered_wru: float = 0.0
+    offered_rru: float = 0.0
+    peak: float = 0.0  # largest consumed / limit in any second
+    peak_offered: float = 0.0  # largest offered / limit in any second (throttled included)
+    peak_second: int = 0
+    throttled: int = 0
+    total_wru: float = 0.0  # unscaled: what this run's requests consumed
+    total_rru: float = 0.0
+
+    def roll(self, second: int) -> None:
+        if second != self.second:
+            self.second = second
+            self.wru = self.rru = self.offered_wru = self.offered_rru = 0.0
+
+    @property
+    def kind(self) -> str:
+        """A label for the report: which family of partitions this is."""
+        if self.index != TABLE_NAME:
+            return self.index
+        return self.key.split("#", 1)[0] + "#" if "#" in self.key else self.key
+
+
+@dataclass
+class Capacity:
+    """Every partition the run touched, and the hottest second of any of them."""
+
+    shared_scale: float = 1.0
+    partitions: dict[tuple[str, str], Partition] = field(default_factory=dict)
+    hottest: float = 0.0
+    hottest_key: tuple[str, str] = ("", "")
+    hottest_second: int = 0
+
+    def scale_of(self, index: str, key: str) -> float:
+        """1 for a partition the subset owns whole (a workflow's collection, a watch shard);
+        1 / f for one every shard group shares."""
+        if index == TABLE_NAME and key.startswith(WF_PREFIX):
+            return 1.0
+        if index == TABLE.watch_index.name:
+            return 1.0
+        return self.shared_scale
+
+    def partition(self, index: str, key: str) -> Partition:
+        found = self.partitions.get((index, key))
+        if found is None:
+            found = Partition(index, key, self.scale_of(index, key))
+            self.partitions[(index, key)] = found
+        return found
+
+    def admit(
+        self,
+        now_ms: float,
+        writes: list[tuple[Partition, float]],
+        reads: list[tuple[Partition, float]],
+    ) -> bool:
+        """Consume the units if every partition has room this second; else consume nothing
+        (the request is throttled) and count the throttle on the partitions without room."""
+        second = int(now_ms // 1000)
+        fits = True
+        for part, units in writes:
+            part.roll(second)
+            part.offered_wru += units * part.scale
+            self._offered(part, part.offered_wru / WRITE_LIMIT, second)
+            if part.wru + units * part.scale > WRITE_LIMIT:
+                part.throttled += 1
+                fits = False
+        for part, units in reads:
+            part.roll(second)
+            part.offered_rru += units * part.scale
+            self._offered(part, part.offered_rru / READ_LIMIT, second)
+            if part.rru + units * part.scale > READ_LIMIT:
+                part.throttled += 1
+                fits = False
+        if not fits:
+            return False
+        for part, units in writes:
+            part.wru += units * part.scale
+            part.total_wru += units
+            self._consumed(part, part.wru / WRITE_LIMIT, second)
+        for part, units in reads:
+            part.rru += units * part.scale
+            part.total_rru += units
+            self._consumed(part, part.rru / READ_LIMIT, second)
+        return True
+
+    def _offered(self, part: Partition, value: float, second: int) -> None:
+        part.peak_offered = max(part.peak_offered, value)
+
+    def _consumed(self, part: Partition, value: float, second: int) -> None:
+        if value > part.peak:
+            part.peak = value
+            part.peak_second = second
+        if value > self.hottest:
+            self.hottest = value
+            self.hottest_key = (part.index, part.key)
+            self.hottest_second = second
+
+    def by_kind(self) -> dict[str, dict[str, float]]:
+        """The hottest partition of each family, consumed and offered, and its throttles."""
+        out: dict[str, dict[str, float]] = {}
+        for part in self.partitions.values():
+            row = out.setdefault(
+                part.kind,
+                {"partitions": 0, "peak": 0.0, "peak_offered": 0.0, "throttled": 0, "scale": 0.0},
+            )
+            row["partitions"] += 1
+            row["peak"] = max(row["peak"], part.peak)
+            row["peak_offered"] = max(row["peak_offered"], part.peak_offered)
+            row["throttled"] += part.throttled
+            row["scale"] = part.scale
+        return dict(sorted(out.items()))
