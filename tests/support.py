@@ -262,6 +262,13 @@ class HookStore:
     def get(self, pk: str, sk: str) -> Any:
         return self.inner.get(pk, sk)
 
+    def get_many(self, keys: Any) -> Any:
+        items = self.inner.get_many(keys)
+        if self.after_load is not None:  # a bounded read of one workflow is a read of it
+            for pk in dict.fromkeys(pk for pk, _ in keys):
+                self.after_load(pk)
+        return items
+
     def query_due(self, *args: Any) -> Any:
         return self.inner.query_due(*args)
 

@@ -2,6 +2,11 @@
 
 A poison message (not a task) becomes a batch item failure, never a failed batch; after
 `maxReceiveCount` it lands in the pool's DLQ. Duplicates and stale messages are acknowledged.
+
+A record that could not be claimed goes back as a batch item failure, visible again soon
+(not after the queue's visibility timeout, six times the function's): when the store is
+throttled (a second later) or when the time left in this invocation cannot hold the step's
+longest attempt (at once, for another invocation). Nothing was claimed: no attempt spent.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd import wiring
 from shepherd.engine.agent import Outcome
-from shepherd.errors import AgentNotFound
+from shepherd.errors import AgentNotFound, NotEnoughTime, StoreUnavailable
 from shepherd.model import TaskMessage
 from shepherd.observability import Metric
 
-from shepherd_handlers.runtime import engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
 
 # A batch whose every record failed is still reported item by item, never as a failed
 # invocation: Lambda then redrives only those records and never backs off the whole pool.
@@ -33,13 +39,25 @@ _OUTCOME_METRICS = {
 }
 
 
+THROTTLED_RETRY_SECONDS = 1
+
+
 @tracer.capture_method
-def record_handler(record: SQSRecord) -> str:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
     task = TaskMessage.from_body(record.body)  # ValueError: poison -> batch item failure
     logger.append_keys(
         workflow_id=task.workflow_id, step=task.step, attempt=task.attempt, kind=task.kind
     )
-    result = engine().agent_runtime.handle(task)
+    time_left = None if lambda_context is None else lambda_context.get_remaining_time_in_millis
+    try:
+        result = engine().agent_runtime.handle(task, time_left_ms=time_left)
+    except NotEnoughTime:
+        _back_soon(record, 0)
+        metrics.add_metric(name=Metric.RECORDS_DEFERRED, unit=MetricUnit.Count, value=1)
+        raise
+    except StoreUnavailable:
+        _back_soon(record, THROTTLED_RETRY_SECONDS)
+        raise
     if result.outcome is not Outcome.DROPPED:
         metrics.add_metric(name=Metric.STEP_ATTEMPTS, unit=MetricUnit.Count, value=1)
     extra = _OUTCOME_METRICS.get(result.outcome)
@@ -52,9 +70,25 @@ def record_handler(record: SQSRecord) -> str:
     return result.outcome.value
 
 
+def _back_soon(record: SQSRecord, seconds: int) -> None:
+    """Make an unclaimed record visible again in `seconds` (best effort: otherwise it comes
+    back after the queue's visibility timeout, as any batch item failure does)."""
+    name = record.event_source_arn.rsplit(":", 1)[-1]
+    urls = [u for u in engine().settings.queue_urls.values() if u.rsplit("/", 1)[-1] == name]
+    if not urls:
+        return
+    try:
+        wiring.client("sqs").change_message_visibility(
+            QueueUrl=urls[0], ReceiptHandle=record.receipt_handle, VisibilityTimeout=seconds
+        )
+    except Exception:
+        logger.warning("record left for its visibility timeout", exc_info=True)
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@count_throttles
 def handler(event: dict[str, Any], context: LambdaContext) -> Any:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

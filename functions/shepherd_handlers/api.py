@@ -30,7 +30,7 @@ from shepherd_handlers.models import (
     WorkflowStatusView,
     WorkflowView,
 )
-from shepherd_handlers.runtime import engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
 from shepherd_handlers.views import (
     definition_summary,
     definition_view,
@@ -382,5 +382,6 @@ def openapi_json() -> str:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@count_throttles
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return errors.serve(app, event, context)

@@ -18,7 +18,7 @@ from shepherd.model import StepRecord
 
 from shepherd_handlers import errors
 from shepherd_handlers.models import FailureRequest, HeartbeatRequest, SuccessRequest, TaskView
-from shepherd_handlers.runtime import engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
 
 TOKEN = Annotated[str, Path(min_length=8, max_length=1024)]
 
@@ -75,5 +75,6 @@ def failure(token: TOKEN, body: FailureRequest) -> TaskView:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@count_throttles
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return errors.serve(app, event, context)

@@ -43,7 +43,7 @@ from shepherd.jsonsafe import JsonRejected
 from shepherd.keys import UPLOAD_ID_PATTERN
 
 from shepherd_handlers import either
-from shepherd_handlers.runtime import engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
 
 REJECTED_METRIC = "StartEventsRejected"
 
@@ -77,6 +77,7 @@ def owner_of(source: str) -> str | None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@count_throttles
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     detail = event.get("detail") if isinstance(event, dict) else None
     if isinstance(detail, dict) and "owner" in detail:

@@ -8,14 +8,16 @@ active tracing (the invocation's own segment) needs no SDK and stays on in the s
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
+from shepherd import wiring
 from shepherd.model import DomainEvent
 from shepherd.observability import NAMESPACE, SERVICE, Metric
 from shepherd.settings import Settings
@@ -99,6 +101,28 @@ def count_events(events: Sequence[DomainEvent]) -> None:
             metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
         for extra in derived_metrics(event):
             metrics.add_metric(name=extra, unit=MetricUnit.Count, value=1)
+
+
+def count_throttles(fn: F) -> F:
+    """After the handler: this invocation's throttled AWS calls, as `Throttles` with a
+    `Service` dimension (one series per service the engine calls: a fixed, small number)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for service, count in wiring.THROTTLES.take().items():
+                with single_metric(
+                    name=Metric.THROTTLES,
+                    unit=MetricUnit.Count,
+                    value=count,
+                    namespace=NAMESPACE,
+                    default_dimensions={"service": SERVICE},
+                ) as metric:
+                    metric.add_dimension(name="Service", value=service)
+
+    return wrapped  # type: ignore[return-value]
 
 
 @cache

@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.adapters.dynamodb import change_of_record
 from shepherd.changes import Change, events_of
 
-from shepherd_handlers.runtime import count_events, engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_events, count_throttles, engine, logger, metrics, tracer
 
 processor = BatchProcessor(
     event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
@@ -58,6 +58,7 @@ def record_handler(record: DynamoDBRecord) -> int:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@count_throttles
 def handler(event: dict[str, Any], context: LambdaContext) -> Any:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

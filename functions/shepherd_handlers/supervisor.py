@@ -34,7 +34,7 @@ from shepherd import wiring
 from shepherd.engine.supervisor import SweepReport
 from shepherd.observability import Metric
 
-from shepherd_handlers.runtime import engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
 
 SAFETY_MARGIN_MS = 10_000  # stop sweeping this long before the Lambda timeout
 SQS_MAX_DELAY_S = 900
@@ -133,6 +133,7 @@ def record(report: SweepReport) -> None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@count_throttles
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = engine().settings
     interval = settings.sweep_interval_seconds

@@ -34,10 +34,13 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             "events": {},  # no writer publishes: the relay does, from the stream
         },
         "agent": {
-            # Per step: a consistent read and a claim, a result; one message per successor;
-            # the last result also finishes the workflow (one more write).
+            # Per step: a bounded read (the workflow item and the step) and a claim, a result,
+            # a bounded read for the advance (the step's successor, or the sinks); one
+            # message per successor; the last result also finishes the workflow (one more
+            # write). charge_payment reads its dependency's output (one GetItem).
             "requests": {
-                "dynamodb.Query": 8,
+                "dynamodb.BatchGetItem": 8,
+                "dynamodb.GetItem": 1,
                 "dynamodb.UpdateItem": 9,
                 "sqs.SendMessageBatch": 3,
             },
@@ -47,7 +50,9 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
             "gsi_wru": {"by_owner update": 1, "watch remove": 1},
-            "rru": {"query table": 8.0},
+            # Each key of a batch read is a GetItem of its own (1 RRU at least, found or not):
+            # width-independent, where the whole-partition query grew with the workflow.
+            "rru": {"batch get step": 11.0, "batch get workflow": 8.0, "get step": 1.0},
             "sqs_messages": {
                 "shepherd-notifications": 1,
                 "shepherd-payments": 1,
@@ -75,7 +80,8 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
         },
         "agent": {
             "requests": {
-                "dynamodb.Query": 10,
+                "dynamodb.BatchGetItem": 10,
+                "dynamodb.GetItem": 3,
                 "dynamodb.UpdateItem": 12,
                 "sqs.SendMessageBatch": 3,
             },
@@ -88,7 +94,7 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
             "gsi_wru": {"by_owner update": 1, "watch remove": 1},
-            "rru": {"query table": 10.0},
+            "rru": {"batch get step": 16.0, "batch get workflow": 10.0, "get step": 3.0},
             "sqs_messages": {"shepherd-cloud": 1, "shepherd-config": 2},
             "events": {},
         },

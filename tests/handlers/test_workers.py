@@ -543,3 +543,56 @@ def test_a_start_event_may_name_an_upload_of_its_mapped_owner(
         _event({**detail, "input_upload": mine, "idempotency_key": "k2"}), LambdaContext()
     )
     assert again["status"] == "rejected" and again["code"] == "UploadUsed"
+
+
+def test_a_record_whose_longest_attempt_does_not_fit_is_left_unclaimed_and_back_at_once(
+    stack: Stack,
+) -> None:
+    """Issue 23: a batch claimed its next record without checking the time left, so under a
+    backlog a long step was killed at the function's timeout, its attempt spent. A record is
+    claimed only if its step's TimeoutSeconds fit in the time left; otherwise it is a batch
+    item failure made visible again at once, its attempt untouched."""
+    from shepherd_handlers import agent
+
+    stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+    (msg,) = stack.receive("inventory")
+    arn = "arn:aws:sqs:us-east-1:123456789012:" + stack.queues["inventory"].url.rsplit("/", 1)[-1]
+    batch = sqs_event([(msg["MessageId"], msg["Body"])], arn)
+    batch["Records"][0]["receiptHandle"] = msg["ReceiptHandle"]
+    # reserve_inventory may take 8 s (TimeoutSeconds); 5 s are left.
+    reply = agent.handler(batch, LambdaContext(remaining_ms=5_000))
+    assert reply == {"batchItemFailures": [{"itemIdentifier": msg["MessageId"]}]}
+    (again,) = stack.receive("inventory")  # visible at once, not after the visibility timeout
+    assert again["Body"] == msg["Body"]
+    view = stack.api("GET", f"/workflows/{json.loads(msg['Body'])['w']}")[2]
+    assert view["steps"][0]["status"] == "PENDING" and view["steps"][0]["attempt"] == 0
+    # With the time it needs, the same record runs.
+    batch["Records"][0]["receiptHandle"] = again["ReceiptHandle"]
+    assert agent.handler(batch, LambdaContext(remaining_ms=60_000)) == {"batchItemFailures": []}
+
+
+def test_a_throttled_claim_is_a_batch_item_failure_back_within_a_second(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.errors import StoreUnavailable
+    from shepherd_handlers import agent, runtime
+
+    stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+    (msg,) = stack.receive("inventory")
+    arn = "arn:aws:sqs:us-east-1:123456789012:" + stack.queues["inventory"].url.rsplit("/", 1)[-1]
+    batch = sqs_event([(msg["MessageId"], msg["Body"])], arn)
+    batch["Records"][0]["receiptHandle"] = msg["ReceiptHandle"]
+    store = runtime.engine().ports.store
+
+    def throttled(*_: Any, **__: Any) -> Any:
+        raise StoreUnavailable("UpdateItem: throttled", throttled=True)
+
+    monkeypatch.setattr(store, "update", throttled)
+    reply = agent.handler(batch, LambdaContext())
+    assert reply == {"batchItemFailures": [{"itemIdentifier": msg["MessageId"]}]}
+    attrs = stack.clients["sqs"].get_queue_attributes(
+        QueueUrl=stack.queues["inventory"].url, AttributeNames=["All"]
+    )["Attributes"]
+    assert attrs["ApproximateNumberOfMessagesNotVisible"] == "1"  # back after 1 s, not 6 x timeout
+    time.sleep(1.1)
+    assert stack.receive("inventory")

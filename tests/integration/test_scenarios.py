@@ -60,13 +60,13 @@ def test_parallel_join_finishing_at_the_same_moment_is_dispatched_once(harness: 
     original = harness.scheduler.advance
     calls: list[str | None] = []
 
-    def advance(workflow_id: str, *, completed: str | None = None) -> Any:
+    def advance(workflow_id: str, *, completed: str | None = None, **kwargs: Any) -> Any:
         # Storage completes (and reads) after network's result is written but before
         # network's own advance reads: both completers see the join ready.
         calls.append(completed)
         if completed == "create_network":
             assert harness.runtime.handle(storage.task).outcome is Outcome.SUCCEEDED
-        return original(workflow_id, completed=completed)
+        return original(workflow_id, completed=completed, **kwargs)
 
     harness.scheduler.advance = advance  # type: ignore[method-assign]
     applied = harness.runtime.handle(network.task)

@@ -271,6 +271,7 @@ def _run_scenario(
     definition = stack.definitions[scenario.wf_type]
     with meter.paused():  # the definition snapshot: once per sandbox, not per workflow
         stack.forget(run_workflow(stack, scenario, timelines)[0])
+        stack.sweep()  # the supervisor records the shard count once per process (CONFIG#watch)
     meter.reset()
     before_bytes = stack.payload_bytes()
     before = (

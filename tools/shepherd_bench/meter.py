@@ -101,6 +101,10 @@ def _status(item: WireItem | None) -> str | None:
     return str(next(iter(item["status"].values())))
 
 
+def _key_of(item: Mapping[str, Any]) -> tuple[str, str]:
+    return (str(item["pk"].get("S")), str(item["sk"].get("S")))
+
+
 def _kind(key: Mapping[str, Any]) -> str:
     pk = str(next(iter(key.get("pk", {}).values()), ""))
     sk = str(next(iter(key.get("sk", {}).values()), ""))
@@ -291,6 +295,20 @@ class Meter:
             consistent = bool(params.get("ConsistentRead")) and not index
             tally.rru[label] += units.read_units(size, consistent=consistent)
             tally.items_read[label] += int(parsed.get("ScannedCount", len(items)))
+        elif op == "BatchGetItem" and ok:
+            # Each key is read as a GetItem of its own: its item's size rounded up to 4 KB,
+            # at least one unit even when the item does not exist.
+            for table, request in params.get("RequestItems", {}).items():
+                found = parsed.get("Responses", {}).get(table, [])
+                by_key = {_key_of(i): i for i in found}
+                consistent = bool(request.get("ConsistentRead"))
+                for key in request.get("Keys", []):
+                    item = by_key.get(_key_of(key))
+                    label = f"batch get {_kind(key)}"
+                    tally.rru[label] += units.read_units(
+                        units.item_size(item), consistent=consistent
+                    )
+                    tally.items_read[label] += 1 if item else 0
         elif op == "GetItem" and ok:
             item = parsed.get("Item")
             kind = _kind(params["Key"])

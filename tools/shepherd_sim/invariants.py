@@ -694,6 +694,7 @@ def check_findable(
     slack: Callable[[tuple[str, str]], int] | None = None,
     pools: Mapping[str, PoolState] | None = None,
     resumed_at: int | None = None,
+    queue_busy_at: Callable[[str], int] | None = None,
 ) -> list[Violation]:
     """Invariant 3 at one moment: a live workflow is in the watch index, under a `due_at` no
     later than any deadline that has passed (a timeout, a lost dispatch, a backoff's end, a
@@ -731,6 +732,15 @@ def check_findable(
             # A dispatch grace restarts at its pool's resume, stamped by that write.
             pool = definition.spec(action.seen.kind, action.seen.name).pool
             late = max(late, slack((POOLS_PK, pool)))
+        if isinstance(action, Dispatch) and action.lost and action.seen.resent_at is not None:
+            # A task sent twice is sent a third time only once its queue holds nothing, which
+            # the supervisor learns by asking again a grace after it saw a backlog: up to a
+            # grace after the queue emptied (docs/architecture.md, no congestion collapse).
+            pool = definition.spec(action.seen.kind, action.seen.name).pool
+            emptied = 0 if queue_busy_at is None else queue_busy_at(pool)
+            deadline = max(deadline, emptied) + definition.dispatch_timeout_seconds * 1000
+            if wf.due_at <= deadline:
+                continue
         if wf.due_at > deadline + late:
             out.append(
                 Violation(
@@ -987,6 +997,32 @@ def check_claims(record: RunRecord) -> list[Violation]:
     return out + _first_claims_recorded(states, claimed) + _ended_attempts_claimed(states, claimed)
 
 
+def check_dependencies_first(record: RunRecord) -> list[Violation]:
+    """No step is claimed before every step it depends on succeeded: the claim of a step is
+    accepted on its own item (its first is implicit, with no item yet), so this rests on
+    no message for it existing earlier, which the agents' bounded reads no longer check."""
+    out: list[Violation] = []
+    states = record.states()
+    for claim in record.claims:
+        if claim.kind != "step" or claim.workflow_id not in states:
+            continue
+        state = states[claim.workflow_id]
+        spec = record.definitions[state.workflow.wf_type].by_name[claim.step]
+        for dep in spec.depends_on:
+            rec = state.steps[dep]
+            done = rec.status is StepStatus.SUCCEEDED and (rec.finished_at or 0) <= claim.at
+            if not done:
+                out.append(
+                    Violation(
+                        "claims",
+                        claim.workflow_id,
+                        f"step '{claim.step}' attempt {claim.attempt} was claimed before "
+                        f"'{dep}' succeeded ({rec.status.value}, finished {rec.finished_at})",
+                    )
+                )
+    return out
+
+
 def _ended_attempts_claimed(
     states: Mapping[str, WorkflowState], claimed: Mapping[tuple[str, str, str], list[Claim]]
 ) -> list[Violation]:
@@ -1195,6 +1231,7 @@ CHECKERS: Sequence[Checker] = (
     check_events_ordered,
     check_no_orphaned_effects,
     check_claims,
+    check_dependencies_first,
     check_inputs_given,
     check_pause_respected,
     check_paused_starts_nothing,

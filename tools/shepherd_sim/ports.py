@@ -221,6 +221,15 @@ class FaultyStore:
             self.sim.observe_read(self.role, pk)
         return item
 
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Item]:
+        pks = sorted({pk for pk, _ in keys})
+        self._before("get_many", pks[0] if len(pks) == 1 else None)
+        items = self.inner.get_many(keys)
+        for pk in pks:
+            if any(pk == k and sk == WF_SK for k, sk in keys):
+                self.sim.observe_read(self.role, pk)
+        return items
+
     def query_due(
         self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None
     ) -> DuePage:
@@ -304,7 +313,10 @@ class FaultyQueue:
         self.role = role
 
     def backlog(self, pool: str) -> Backlog:
-        return self.inner.backlog(pool)
+        backlog = self.inner.backlog(pool)
+        if backlog.visible + backlog.in_flight + backlog.delayed:
+            self.sim.queue_seen_busy(pool)  # what the supervisor decided on
+        return backlog
 
     def send(self, tasks: Sequence[OutgoingTask]) -> None:
         sim = self.sim

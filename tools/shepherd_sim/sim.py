@@ -19,7 +19,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,20 @@ from shepherd_sim.relay import RELAY_FAULTS, Delivery, Relay
 from shepherd_sim.service import Effect, FakeService
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+class SimClock(ManualClock):
+    """The simulation's clock: the event loop moves it; a wait inside the engine (a backoff)
+    is a fiber's sleep, so everything else happens meanwhile."""
+
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__()
+        self._sim = sim
+
+    def sleep(self, seconds: float) -> None:
+        self._sim.sleep(seconds)
+
+
 OWNER = "sim"
 
 # A synthetic workflow with very short timeouts, small retry budgets, a step without a
@@ -609,7 +623,7 @@ class Simulation:
         self.rng = random.Random(seed)
         self._fault_rngs: dict[str, random.Random] = {}
         self.write_latency: dict[tuple[str, str], int] = {}  # item -> slowest write's lateness
-        self.clock = ManualClock()
+        self.clock = SimClock(self)
         self.t0 = self.clock.now_ms()
 
         self.memory = ObservedStore(self.clock)
@@ -635,6 +649,7 @@ class Simulation:
         self.known: dict[str, str] = {}  # workflow id -> type, once a start may have written it
         self.online: list[Violation] = []
         self._plans: dict[str | None, SweepPlan] = {}  # by fiber (None: the event loop)
+        self._queue_busy_at: dict[str, int] = {}  # see queue_busy_at
         self.next_agent_fault: str | None = None
         self.forced: list[str] = []  # faults that strike at their next chance (manual mode)
         self._heap: list[tuple[int, int, str, Any]] = []
@@ -1510,6 +1525,30 @@ class Simulation:
         """The pools' states as the table records them (the supervisor's truth)."""
         return pool_states(self.memory)
 
+    def queue_states(self) -> dict[str, PoolState]:
+        """The pools as they are: paused or not, and how many messages each queue holds (a
+        task sent twice is not called lost while its copy may be waiting behind others)."""
+        recorded = self.pool_states() if self.pool_pauses else {}
+        names = {t.pool for d in self.defs.values() for t in d.tasks}
+        out = {}
+        for name in names:
+            backlog = self.queue.backlog(name)
+            waiting = backlog.visible + backlog.in_flight + backlog.delayed
+            if waiting:
+                self.queue_seen_busy(name)
+            out[name] = replace(recorded.get(name, PoolState(name)), waiting=waiting)
+        return out
+
+    def queue_seen_busy(self, pool: str) -> None:
+        self._queue_busy_at[pool] = max(self._queue_busy_at.get(pool, 0), self.now())
+
+    def queue_busy_at(self, pool: str) -> int:
+        """The last check at which the pool's queue held a message (0: never): a task sent
+        twice may wait until a grace after the queue emptied, and this is when it last was
+        not (checked every tick, so one tick coarser than the truth)."""
+        busy = self._queue_busy_at.get(pool, 0)
+        return busy + round(self.config.sweep_interval_s * 1000) if busy else 0
+
     # ================================================================= what the store saw
 
     def _who(self) -> str:
@@ -1634,7 +1673,7 @@ class Simulation:
 
     def check_findable(self) -> None:
         now = self.now()
-        pools = self.pool_states() if self.pool_pauses else None
+        pools = self.queue_states()
         for wf_id, items in sorted(self.memory.by_workflow().items()):
             state = WorkflowState.from_items(items)
             if state is None or state.workflow.status.terminal:
@@ -1643,7 +1682,13 @@ class Simulation:
             state.complete(definition.topological_order)
             resumed = self._resumed_at.get(wf_id)
             strict = check_findable(
-                state, definition, now, self._check_rng, pools=pools, resumed_at=resumed
+                state,
+                definition,
+                now,
+                self._check_rng,
+                pools=pools,
+                resumed_at=resumed,
+                queue_busy_at=self.queue_busy_at,
             )
             found = check_findable(
                 state,
@@ -1653,6 +1698,7 @@ class Simulation:
                 self._slack,
                 pools=pools,
                 resumed_at=resumed,
+                queue_busy_at=self.queue_busy_at,
             )
             if len(strict) > len(found):
                 self.stats["findable_late_by_write_latency"] += 1

@@ -12,9 +12,11 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """Source of the current time, in epoch milliseconds."""
+    """Source of the current time, in epoch milliseconds, and of waiting (a backoff)."""
 
     def now_ms(self) -> int: ...
+
+    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
@@ -22,6 +24,9 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 class ManualClock:
@@ -43,6 +48,10 @@ class ManualClock:
     def set(self, now_ms: int) -> None:
         with self._lock:
             self._now = now_ms
+
+    def sleep(self, seconds: float) -> None:
+        """A wait under a manual clock passes at once: the clock moves by it."""
+        self.advance(seconds)
 
 
 def to_datetime(ms: int) -> datetime:

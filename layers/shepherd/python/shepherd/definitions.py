@@ -190,6 +190,12 @@ class Definition(_Model):
         return tuple(order)
 
     @cached_property
+    def sinks(self) -> tuple[str, ...]:
+        """Steps nothing depends on. Every step is one or an ancestor of one, and a step runs
+        only after its dependencies succeeded: all sinks done means every step done."""
+        return tuple(s.name for s in self.steps if not self.dependents[s.name])
+
+    @cached_property
     def roots(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.steps if not s.depends_on)
 

@@ -171,6 +171,11 @@ class OperatorOnly(ShepherdError):
     does not name as an operator (403)."""
 
 
+class NotEnoughTime(ShepherdError):
+    """A task was left unclaimed: the invocation's time left could not hold its longest
+    attempt (TimeoutSeconds). It goes back to its queue at once; no attempt was spent."""
+
+
 class DeliveryError(ShepherdError):
     """Sending task messages or events failed; the supervisor recovers lost dispatches."""
 

@@ -143,6 +143,7 @@ class StepRecord:
     fail_reason: str | None = None  # FAILED: permanent, exhausted or unwinding
     held_at: int | None = None  # no claim may land: its paused workflow left the watch index
     callback_heartbeat_at: int | None = None  # the attempt's last heartbeat by its task token
+    resent_at: int | None = None  # the supervisor sent this attempt's task again (a copy)
     # False: no item exists (a step shown PENDING from the definition). A write planned on it
     # is guarded by exactly that (the item is still missing) and creates the item.
     stored: bool = field(default=True, compare=False)
@@ -213,6 +214,7 @@ _STEP_OPTIONAL = (
     "fail_reason",
     "held_at",
     "callback_heartbeat_at",
+    "resent_at",
 )
 
 
@@ -314,6 +316,9 @@ class WorkflowState:
     workflow: WorkflowRecord
     steps: dict[str, StepRecord] = field(default_factory=dict)
     compensations: dict[str, StepRecord] = field(default_factory=dict)
+    # Only some units were read (a claim's, an advance's: `Scheduler.load_units`): what is
+    # missing is unknown, not PENDING, and only the planner's bounded mode may plan on it.
+    partial: bool = False
 
     @classmethod
     def from_items(cls, items: list[Item]) -> WorkflowState | None:
@@ -361,6 +366,9 @@ class PoolState:
     paused_at: int | None = None
     resumed_at: int | None = None  # a queued task's dispatch grace starts again here
     by: str | None = None
+    # Messages its queue holds (visible, in flight or delayed), as a sweep read them when it
+    # had to decide whether a task that was sent twice may be waiting; None: not read.
+    waiting: int | None = None
 
     @classmethod
     def from_item(cls, item: Item) -> PoolState:

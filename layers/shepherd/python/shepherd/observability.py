@@ -45,6 +45,7 @@ class Metric(StrEnum):
     OLDEST_DUE_AGE = "OldestDueAgeMs"  # how long the oldest due entry had waited (alarmed)
     SWEEP_UNAVAILABLE = "Unavailable"  # looks that met a throttled or unavailable store
     THROTTLES = "Throttles"  # AWS calls answered "slow down", dimension Service
+    RECORDS_DEFERRED = "RecordsDeferred"  # left unclaimed: no time for their longest attempt
     # a step whose pool's code registers no such agent (failed at once, never redelivered)
     AGENTS_NOT_FOUND = "AgentNotFound"
 

@@ -12,6 +12,8 @@ from typing import Protocol
 from shepherd.conditions import Cond, Item, Update
 from shepherd.model import DomainEvent, OutgoingTask
 
+MAX_BATCH_GET = 100  # keys in one BatchGetItem (DynamoDB's limit)
+
 
 @dataclass(frozen=True)
 class DueEntry:
@@ -68,6 +70,11 @@ class Store(Protocol):
 
     def get(self, pk: str, sk: str) -> Item | None:
         """One item, read consistently."""
+        ...
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Item]:
+        """The items that exist among `keys` (at most 100), read consistently, in any order:
+        what a claim or an advance needs, never a whole workflow (one BatchGetItem)."""
         ...
 
     def query_due(

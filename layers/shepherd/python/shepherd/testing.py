@@ -40,7 +40,7 @@ from shepherd.model import (
     TaskMessage,
     WorkflowStatus,
 )
-from shepherd.ports import Backlog, DueEntry, DuePage, ListPage
+from shepherd.ports import MAX_BATCH_GET, Backlog, DueEntry, DuePage, ListPage
 from shepherd.suggest import did_you_mean
 from shepherd.topology import TABLE
 
@@ -154,6 +154,14 @@ class MemoryStore:
             self.reads += 1
             item = self._items.get((pk, sk))
             return copy.deepcopy(item) if item is not None else None
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Item]:
+        if len(keys) > MAX_BATCH_GET:
+            raise ValueError(f"at most {MAX_BATCH_GET} keys in one batch read")
+        with self._lock:
+            self.reads += 1
+            found = (self._items.get((pk, sk)) for pk, sk in dict.fromkeys(keys))
+            return [copy.deepcopy(item) for item in found if item is not None]
 
     def query_due(
         self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None

@@ -6,6 +6,8 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import random
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any
@@ -61,14 +63,65 @@ def _own_session() -> Any:
     return boto3.session.Session(botocore_session=core)
 
 
+# What AWS answers when a caller goes too fast (every service's spelling of "slow down").
+THROTTLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "SlowDown",
+        "RequestThrottled",
+        "RequestThrottledException",
+    }
+)
+
+
+class Throttles:
+    """Calls the services answered "slow down", counted per service by a botocore hook on
+    every attempt (the SDK's own retries included): the handlers emit them as the
+    `Throttles` metric, so throttling shows before it becomes an error."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def hook(self, response: Any = None, event_name: str = "", **_: Any) -> None:
+        """botocore `needs-retry.<service>.<operation>`: count a throttled attempt; never
+        decides anything (returns None, so the standard retry handler does)."""
+        if not response:
+            return
+        code = str((response[1] or {}).get("Error", {}).get("Code", ""))
+        if code in THROTTLE_CODES:
+            service = event_name.split(".")[1] if event_name.count(".") >= 2 else "unknown"
+            with self._lock:
+                self._counts[service] += 1
+
+    def take(self) -> dict[str, int]:
+        """The counts since the last take (an invocation's), reset."""
+        with self._lock:
+            counts, self._counts = dict(self._counts), Counter()
+        return counts
+
+
+THROTTLES = Throttles()
+
+
 def _client(service: str) -> Any:
     from botocore.config import Config  # noqa: PLC0415
 
+    # Retry modes set explicitly: `standard` (throttling backoff with jitter, a retry quota
+    # per client); what is still throttled after 5 attempts surfaces as StoreUnavailable.
     config = Config(
         retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10
     )
     assert service in ENGINE_SERVICES, f"add {service!r} to ENGINE_SERVICES"
-    return _default_session().client(service, config=config)
+    made = _default_session().client(service, config=config)
+    made.meta.events.register(
+        f"needs-retry.{made.meta.service_model.endpoint_prefix}", THROTTLES.hook
+    )
+    return made
 
 
 def client(service: str) -> Any:

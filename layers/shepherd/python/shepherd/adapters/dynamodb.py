@@ -18,7 +18,7 @@ from shepherd.changes import Change
 from shepherd.conditions import And, Cond, Eq, Exists, In, Item, Lt, Missing, Or, Update
 from shepherd.errors import ConditionFailed, ItemTooLarge, StoreUnavailable, TransactionConflict
 from shepherd.keys import workflow_id_of
-from shepherd.ports import DueEntry, DuePage, ListPage
+from shepherd.ports import MAX_BATCH_GET, DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE
 
 _ser = TypeSerializer()
@@ -332,6 +332,30 @@ class DynamoStore:
             ConsistentRead=True,
         )
         return from_attr(response.get("Item"))
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Item]:
+        """One consistent BatchGetItem; keys DynamoDB leaves unprocessed (throttling) are
+        asked again with jittered backoff, then StoreUnavailable."""
+        if len(keys) > MAX_BATCH_GET:
+            raise ValueError(f"at most {MAX_BATCH_GET} keys in one batch read")
+        request: dict[str, Any] = {
+            self._table: {
+                "Keys": [to_attr({"pk": pk, "sk": sk}) for pk, sk in dict.fromkeys(keys)],
+                "ConsistentRead": True,
+            }
+        }
+        items: list[Item] = []
+        for attempt in range(TRANSACTION_RETRIES + 1):
+            response = self._call("batch_get_item", RequestItems=request)
+            items += [
+                i for i in (from_attr(a) for a in response["Responses"].get(self._table, [])) if i
+            ]
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return items
+            if attempt < TRANSACTION_RETRIES:
+                time.sleep(self._rng.uniform(0, TRANSACTION_BACKOFF_MS * 2**attempt) / 1000)
+        raise StoreUnavailable("BatchGetItem: keys left unprocessed", throttled=True)
 
     def query_due(
         self, shard: str, until_ms: int, limit: int, cursor: dict[str, object] | None

@@ -166,6 +166,11 @@ def plan(
     if status.terminal:
         return []
     planner = _Planner(state, definition, now, options, rng)
+    if state.partial:
+        # Bounded reads (`Scheduler.load_units`): only what one step's success can change.
+        if status is not WorkflowStatus.RUNNING or completed is None or supervisor:
+            raise ValueError("a partial state is planned only after a success, while running")
+        return planner.after_completion(completed)
     if status is WorkflowStatus.RUNNING:
         return planner.running()
     if status is WorkflowStatus.PAUSED:
@@ -212,6 +217,22 @@ class _Planner:
                 actions.append(Dispatch(rec, lost=False))
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
+        return actions
+
+    def after_completion(self, completed: str) -> list[Action]:
+        """What one step's success can change, planned on its successors, their dependencies
+        and (if it is a sink) the sinks alone: the successors it made ready, and the finish
+        when every sink succeeded (every step then did: each is a sink or an ancestor of one,
+        and a step runs only after its dependencies succeeded)."""
+        definition, steps = self.definition, self.state.steps
+        actions: list[Action] = []
+        for name in definition.dependents[completed]:
+            rec = steps[name]
+            if rec.status is StepStatus.PENDING:
+                actions.extend(self._ready(rec, definition.by_name[name]))
+        sinks = definition.sinks
+        if completed in sinks and all(steps[n].status is StepStatus.SUCCEEDED for n in sinks):
+            actions.append(Finish(WorkflowStatus.SUCCEEDED))
         return actions
 
     def _ready(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
@@ -338,7 +359,9 @@ class _Planner:
                 available = rec.available_at or 0
                 return [Dispatch(rec, lost=False)] if now >= available else []
             deadline = _lost_at(max(rec.dispatched_at, rec.available_at or 0), pool, definition)
-            return [Dispatch(rec, lost=True, overdue_ms=now - deadline)] if now >= deadline else []
+            if now < deadline or _copy_may_wait(rec, pool):
+                return []
+            return [Dispatch(rec, lost=True, overdue_ms=now - deadline)]
         if not rec.status.in_flight:
             return []
         claimed = rec.claimed_at or 0
@@ -380,6 +403,17 @@ def _resumed(pool: PoolState | None) -> int:
 
 def _paused(pool: PoolState | None) -> bool:
     return pool is not None and pool.paused
+
+
+def _copy_may_wait(rec: StepRecord, pool: PoolState | None) -> bool:
+    """A task sent again once already (`resent_at`) is not sent a third time while its
+    pool's queue holds anything (or nobody read it): its copy may be waiting behind a
+    backlog, and each copy would cost a receive, a read and an invocation (a backed-up pool
+    multiplied itself: 100 queued tasks became 3,100 messages in 5 minutes). So at most one
+    extra copy per task is in flight; a queue that empties settles whether it was lost."""
+    if rec.resent_at is None:
+        return False
+    return pool is None or pool.waiting is None or pool.waiting > 0
 
 
 def _lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> int:
@@ -518,38 +552,53 @@ def next_due(
     running = wf.status is WorkflowStatus.RUNNING
     candidates: list[int] = []
     for kind, rec in records:
-        gap = _reach_gap(definition, kind, rec.name, running)
-        if rec.status is StepStatus.QUEUED:
-            pool = pools.get(definition.spec(kind, rec.name).pool)
-            available = rec.available_at or now
-            if rec.dispatched_at is None:
-                # A long backoff's end, when the supervisor sends it; while its pool is paused
-                # the pool's resume (no write on this workflow) makes it due: looked at every g.
-                paused = _paused(pool)
-                candidates.append(max(available, now) + gap if paused else available)
-                continue
-            if not _paused(pool):
-                candidates.append(_lost_at(max(rec.dispatched_at, available), pool, definition))
-            # Its message may be claimed any time from `available` (after its pool's resume).
-            candidates.append(max(available, now) + gap)
-        elif rec.status is StepStatus.RUNNING:
-            candidates.extend(_attempt_deadlines(definition, kind, rec, now))
-            candidates.append(now + gap)
-        elif rec.status is StepStatus.WAITING:
-            # A callback: only its own deadlines; the callback pulls due_at when it answers.
-            candidates.extend(_attempt_deadlines(definition, kind, rec, now))
-        elif rec.status is StepStatus.PENDING and running and kind == "step":
-            spec = definition.by_name[rec.name]
-            ready_at = _ready_at(state, spec)
-            if ready_at is None:
-                continue
-            pool = pools.get(spec.pool)
-            if not _paused(pool):
-                candidates.append(_lost_at(ready_at, pool, definition))
-            candidates.append(now + gap)  # sent when it became ready: claimable any time
+        candidates += _unit_deadlines(state, definition, now, pools, kind, rec, running)
     # Live but nothing to wait for: the planner's own next write (finish, unwind, the next
     # compensation) is due now; it was planned and lost, or its writer died before it.
     return min(candidates, default=now)
+
+
+def _unit_deadlines(
+    state: WorkflowState,
+    definition: Definition,
+    now: int,
+    pools: Mapping[str, PoolState],
+    kind: Kind,
+    rec: StepRecord,
+    running: bool,
+) -> list[int]:
+    """What one live unit adds to `next_due`: its exact deadlines, and `max(now, available) +
+    g(u)` if an agent may write it."""
+    gap = _reach_gap(definition, kind, rec.name, running)
+    if rec.status is StepStatus.QUEUED:
+        pool = pools.get(definition.spec(kind, rec.name).pool)
+        available = rec.available_at or now
+        if rec.dispatched_at is None:
+            # A long backoff's end, when the supervisor sends it; while its pool is paused
+            # the pool's resume (no write on this workflow) makes it due: looked at every g.
+            return [max(available, now) + gap if _paused(pool) else available]
+        out = []
+        if not _paused(pool):
+            lost_at = _lost_at(max(rec.dispatched_at, available), pool, definition)
+            if lost_at <= now and _copy_may_wait(rec, pool):
+                lost_at = now + definition.dispatch_timeout_seconds * 1000  # ask again
+            out.append(lost_at)
+        # Its message may be claimed any time from `available` (after its pool's resume).
+        return [*out, max(available, now) + gap]
+    if rec.status is StepStatus.RUNNING:
+        return [*_attempt_deadlines(definition, kind, rec, now), now + gap]
+    if rec.status is StepStatus.WAITING:
+        # A callback: only its own deadlines; the callback pulls due_at when it answers.
+        return _attempt_deadlines(definition, kind, rec, now)
+    if rec.status is StepStatus.PENDING and running and kind == "step":
+        spec = definition.by_name[rec.name]
+        ready_at = _ready_at(state, spec)
+        if ready_at is None:
+            return []
+        pool = pools.get(spec.pool)
+        lost = [] if _paused(pool) else [_lost_at(ready_at, pool, definition)]
+        return [*lost, now + gap]  # sent when it became ready: claimable any time
+    return []
 
 
 def _reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> int:

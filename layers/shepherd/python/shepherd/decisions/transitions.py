@@ -282,6 +282,7 @@ def end_attempt(
             "lease_owner",
             "callback_token",
             "callback_heartbeat_at",
+            "resent_at",
         ]
         add = {"attempts_total": 1}
         if dispatch and decision.delay_ms <= MAX_SQS_DELAY * 1000:
@@ -310,8 +311,13 @@ def end_attempt(
     )
 
 
-def dispatch(rec: StepRecord, now: int) -> Write:
-    """Mark a step dispatched (first time or again), guarded by exactly what was seen."""
+def dispatch(rec: StepRecord, now: int, *, lost: bool = False) -> Write:
+    """Mark a step dispatched (first time or again), guarded by exactly what was seen.
+
+    `lost`: the supervisor sends this attempt's task again because its message looks lost;
+    `resent_at` records that a copy is out, so a second copy waits for an empty queue
+    (docs/architecture.md: no congestion collapse)."""
+    copy = {"resent_at": now} if lost else {}
     if rec.status is StepStatus.PENDING:
         update = Update(
             set={
@@ -319,6 +325,7 @@ def dispatch(rec: StepRecord, now: int) -> Write:
                 "attempt": 1,
                 "dispatched_at": now,
                 "available_at": now,
+                **copy,
             },
             add={"dispatches": 1},
         )
@@ -328,7 +335,7 @@ def dispatch(rec: StepRecord, now: int) -> Write:
         if rec.dispatched_at is None
         else Eq("dispatched_at", rec.dispatched_at)
     )
-    update = Update(set={"dispatched_at": now}, add={"dispatches": 1})
+    update = Update(set={"dispatched_at": now, **copy}, add={"dispatches": 1})
     return Write(*rec.key, update, all_of(_is(StepStatus.QUEUED), _attempt(rec.attempt), seen))
 
 
@@ -398,16 +405,24 @@ def _pull_due(wf: WorkflowRecord, shard: str, at: int) -> tuple[dict[str, Any], 
 _LIVE = tuple(s.value for s in WorkflowStatus if not s.terminal)
 
 
-def pull_due(wf: WorkflowRecord, shard: str, at: int) -> Write | None:
-    """The watch entry due no later than `at`, alone (None: it already is). For a writer
-    that creates a deadline no look counted (a callback's answer, a child's end), before
-    its state write; only on a live workflow, so a pull that comes after the finish never
-    puts a terminal workflow back in the index."""
-    pulled, seen_due = _pull_due(wf, shard, at)
-    if not pulled or seen_due is None:
-        return None
-    condition = all_of(In("status", _LIVE), seen_due)
-    return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=pulled), condition)
+def pull_due(wf: WorkflowRecord, shard: str, at: int) -> Write:
+    """The watch entry due no later than `at`, alone: for a writer that creates a deadline no
+    look counted (a callback's answer, a child's end), before its state write.
+
+    Always a write that changes `due_at` (to `at`, or 1 ms earlier than it was): a look that
+    read the workflow before this writer's state write plans on a stale state, and its move
+    (guarded by the `due_at` it saw) must lose, or it would put the entry back after the new
+    deadline (found by the fault simulator, seed 1459: a look read a callback step WAITING,
+    the callback's success made the next step runnable without a pull, since the entry was
+    already early, and the look's move landed after it). Only on a live workflow, so a pull
+    that comes after the finish never puts a terminal workflow back in the index."""
+    if wf.due_at is None:
+        values: dict[str, Any] = {"watch_shard": shard, "due_at": at}
+        seen: Cond = Missing("due_at")
+    else:
+        values, seen = {"due_at": min(at, wf.due_at - 1)}, Eq("due_at", wf.due_at)
+    condition = all_of(In("status", _LIVE), seen)
+    return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), condition)
 
 
 def _same_pause(wf: WorkflowRecord) -> Cond | None:
@@ -536,6 +551,7 @@ def redrive_step(rec: StepRecord, now: int) -> Write:
             "heartbeat_at",
             "callback_token",
             "callback_heartbeat_at",
+            "resent_at",
         ),
         add={"dispatches": 1},
     )

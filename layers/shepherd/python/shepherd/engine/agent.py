@@ -8,16 +8,18 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from shepherd import jsonsafe, limits
 from shepherd.clock import to_datetime
+from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
@@ -27,10 +29,13 @@ from shepherd.errors import (
     AgentNotFound,
     AttemptSuperseded,
     DetailsTooLarge,
+    NotEnoughTime,
     OutputInvalid,
     OutputTooLarge,
     PermanentError,
+    StoreUnavailable,
 )
+from shepherd.keys import Kind
 from shepherd.model import (
     StepRecord,
     StepStatus,
@@ -42,6 +47,13 @@ from shepherd.model import (
 logger = logging.getLogger("shepherd.agent")
 
 MIN_HEARTBEAT_INTERVAL_MS = 1000
+# The final write of an attempt (its result, its failure, its wait), when the store throttles:
+# retried after uniform(0, d) ms, d doubling from 25 ms up to 1 s, while the lease holds.
+FINAL_WRITE_BACKOFF_MS = 25
+MAX_FINAL_WRITE_BACKOFF_MS = 1000
+_T = TypeVar("_T")
+# What an attempt needs beyond its TimeoutSeconds to be recorded before its invocation ends.
+CLAIM_MARGIN_MS = 2_000
 HEARTBEATS_PER_TIMEOUT = 2  # a heartbeat every HeartbeatSeconds / 2: a whole interval of slack
 
 AgentFunction = Callable[["AgentContext"], Any]
@@ -103,27 +115,30 @@ def _once(cache: dict[str, Any], name: str, fetch: Callable[[], Any]) -> Any:
 
 
 class LazyValues(Mapping[str, Any]):
-    """Stored payloads by name, each fetched (and verified) from the payload bucket on first
-    use only: an agent that never reads a large dependency never pays for it."""
+    """Values by name, each fetched on first use only (a dependency's output: its item read,
+    a large one from the payload bucket, verified): an agent that never reads a dependency
+    never pays for it."""
 
-    def __init__(self, stored: Mapping[str, str | None], resolve: Callable[[str | None], Any]):
-        self._stored = dict(stored)
-        self._resolve = resolve
+    def __init__(self, names: Iterable[str], fetch: Callable[[str], Any]):
+        self._names = tuple(names)
+        self._fetch = fetch
         self._values: dict[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
         if name not in self._values:
-            self._values[name] = self._resolve(self._stored[name])
+            self._values[name] = self._fetch(name)
         return self._values[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._stored)
+        return iter(self._names)
 
     def __len__(self) -> int:
-        return len(self._stored)
+        return len(self._names)
 
     def __repr__(self) -> str:
-        return f"LazyValues({sorted(self._stored)})"
+        return f"LazyValues({sorted(self._names)})"
 
 
 @dataclass(frozen=True)
@@ -241,6 +256,7 @@ class Heartbeat:
         self._rec = rec
         self._deadline_ms = deadline_ms
         hb = spec.heartbeat_seconds or spec.timeout_seconds
+        self._hb_seconds = hb
         self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // HEARTBEATS_PER_TIMEOUT)
         self._last_ms = rec.claimed_at or 0
         self._details: str | None = None
@@ -250,6 +266,12 @@ class Heartbeat:
         self.fenced = False
         self.writes = 0
         self.token: TaskToken | None = None
+
+    def lease_end_ms(self) -> int:
+        """When this attempt stops looking alive to the supervisor: its heartbeat timeout from
+        the last heartbeat written (or its claim), and never past TimeoutSeconds."""
+        hb = self._hb_seconds * 1000
+        return min(self._deadline_ms, self._last_ms + hb)
 
     def keep_details(self, text: str) -> str:
         """Progress details as the step item stores them (large ones in the payload bucket)."""
@@ -373,8 +395,19 @@ class AgentRuntime:
         self.worker_id = worker_id
         self.background_heartbeats = background_heartbeats
 
-    def handle(self, message: TaskMessage) -> HandleResult:
-        loaded = self.scheduler.load(message.workflow_id)
+    def handle(
+        self, message: TaskMessage, *, time_left_ms: Callable[[], int] | None = None
+    ) -> HandleResult:
+        """Claim the message's attempt and run it. `time_left_ms` (a Lambda's remaining
+        time): a task is claimed only if its longest attempt fits in it, else NotEnoughTime
+        and nothing is claimed (a long step is never killed between records of a batch).
+
+        Reads the workflow item and the unit alone (and, for a compensation, the step it
+        undoes): never the whole workflow (docs/architecture.md, bounded reads)."""
+        units: list[tuple[Kind, str]] = [(message.kind, message.step)]
+        if message.kind == "compensation":
+            units.append(("step", message.step))
+        loaded = self.scheduler.load_units(message.workflow_id, units)
         if loaded is None:
             return HandleResult(Outcome.DROPPED, "unknown workflow")
         state, definition = loaded
@@ -387,6 +420,14 @@ class AgentRuntime:
         # A pool whose code does not register this agent: no redelivery can find it, so the
         # claimed attempt fails for good (AgentNotFound), logged, never left on the queue.
         fn = self.agents.get(spec.agent) or _not_found(spec.agent, self.agents.names())
+        if time_left_ms is not None:
+            needed = spec.timeout_seconds * 1000 + CLAIM_MARGIN_MS
+            left = time_left_ms()
+            if left < needed:
+                raise NotEnoughTime(
+                    f"{left} ms left in this invocation; an attempt of '{message.step}' may "
+                    f"take {needed} ms (TimeoutSeconds and a margin): left unclaimed"
+                )
         clock = self.scheduler.ports.clock
         now = clock.now_ms()
         claimed, current = self.scheduler.executor.step_or_current(
@@ -415,38 +456,64 @@ class AgentRuntime:
         ctx = self._context(state, definition, rec, deadline, heartbeat)
         if self.background_heartbeats:
             heartbeat.start_background()
+        # Heartbeats go on until the attempt's final write is recorded: a throttled write is
+        # retried while the lease holds (`_while_leased`).
         try:
-            result = fn(ctx)
-            if isinstance(result, Pending):
-                heartbeat.stop()
-                return self._waiting(rec, heartbeat)
-            # A large output goes to the payload bucket now: a failed put fails the attempt
-            # like any error (retried by its policy), and nothing references the object
-            # unless the fenced write below wins.
-            output = self.scheduler.keep_for(
-                rec, "output", self._checked_output(state, rec, result)
-            )
-        except Exception as exc:
-            heartbeat.stop()
-            # A token handed out before the function raised stays genuine: the write that
-            # ends the attempt records its hash, so a late callback with it is stale (409),
-            # not unknown (404) (found by the fault simulator).
-            if heartbeat.token is not None:
-                rec = replace(rec, callback_token=heartbeat.token.hash)
-            # Progress it reported but had not heartbeated yet: kept for the next attempt.
-            return self._failed(state, definition, rec, spec, exc, heartbeat.take_details())
+            try:
+                result = fn(ctx)
+                if isinstance(result, Pending):
+                    return self._waiting(rec, heartbeat)
+                # A large output goes to the payload bucket now: a failed put fails the
+                # attempt like any error (retried by its policy), and nothing references the
+                # object unless the fenced write below wins.
+                output = self.scheduler.keep_for(
+                    rec, "output", self._checked_output(state, rec, result)
+                )
+            except Exception as exc:
+                # A token handed out before the function raised stays genuine: the write that
+                # ends the attempt records its hash, so a late callback with it is stale
+                # (409), not unknown (404) (found by the fault simulator).
+                if heartbeat.token is not None:
+                    rec = replace(rec, callback_token=heartbeat.token.hash)
+                # Progress it reported but had not heartbeated yet: kept for the next attempt.
+                details = heartbeat.take_details()
+                return self._failed(state, definition, rec, spec, exc, details, heartbeat)
+            return self._succeeded(state, rec, output, heartbeat)
         finally:
             heartbeat.stop()
-        return self._succeeded(state, rec, output)
 
-    @staticmethod
-    def _checked_output(state: WorkflowState, rec: StepRecord, result: Any) -> str:
+    def _while_leased(self, heartbeat: Heartbeat, write: Callable[[], _T]) -> tuple[_T, bool]:
+        """The attempt's final write, retried with jittered backoff while the store is
+        throttled or unavailable and the attempt's lease holds (its heartbeats go on), so a
+        result the function already produced is not lost to throttling. Past the lease it
+        gives up (StoreUnavailable): the supervisor times the attempt out as for any crash.
+        Returns the write's result, and whether an earlier try failed ambiguously (a write
+        that timed out may have landed)."""
+        clock = self.scheduler.ports.clock
+        rng = self.scheduler.ports.rng
+        delay = FINAL_WRITE_BACKOFF_MS
+        ambiguous = False
+        while True:
+            try:
+                return write(), ambiguous
+            except StoreUnavailable:
+                if clock.now_ms() + delay >= heartbeat.lease_end_ms():
+                    raise
+                ambiguous = True
+                logger.warning("final write throttled; retrying while the lease holds")
+                clock.sleep(rng.uniform(0, delay) / 1000)
+                delay = min(delay * 2, MAX_FINAL_WRITE_BACKOFF_MS)
+                if not self.background_heartbeats:
+                    with contextlib.suppress(StoreUnavailable):
+                        heartbeat.beat(force=False)
+
+    def _checked_output(self, state: WorkflowState, rec: StepRecord, result: Any) -> str:
         """The output as stored, or the permanent error that fails the attempt instead."""
         try:
             output = jsonsafe.dumps(result, what="output")
         except jsonsafe.JsonRejected as exc:
             raise OutputInvalid(exc.message) from None
-        problem = output_problem(state, rec, output)
+        problem = output_problem(self.scheduler.whole_if_large(state, output), rec, output)
         if problem is not None:
             raise OutputTooLarge(problem)
         return output
@@ -462,26 +529,43 @@ class AgentRuntime:
             state, definition = loaded
             spec = definition.spec(rec.kind, rec.name)
             return self._failed(state, definition, rec, spec, error)
-        now = self.scheduler.ports.clock.now_ms()
-        write = tx.wait_for_callback(
-            rec, rec.attempt, now, heartbeat.token.hash, heartbeat.take_details()
-        )
-        waiting, current = self.scheduler.executor.step_or_current(write)
+        token_hash = heartbeat.token.hash
+        details = heartbeat.take_details()
+
+        def wait() -> tuple[StepRecord | None, Item | None]:
+            now = self.scheduler.ports.clock.now_ms()
+            write = tx.wait_for_callback(rec, rec.attempt, now, token_hash, details)
+            return self.scheduler.executor.step_or_current(write)
+
+        (waiting, current), _ = self._while_leased(heartbeat, wait)
         if waiting is None:
             current = current or {}
-            # Only a recorded success is the callback having won; FAILED at this attempt is
-            # the supervisor (or a failure callback) having ended it: this agent was fenced.
-            succeeded = current.get("status") == StepStatus.SUCCEEDED.value
-            if current.get("attempt") == rec.attempt and succeeded:
-                return HandleResult(
-                    Outcome.SUCCEEDED, "the callback arrived before the agent returned"
-                )
+            if current.get("attempt") == rec.attempt and current.get("status") in (
+                StepStatus.WAITING.value,
+                StepStatus.SUCCEEDED.value,
+            ):
+                # WAITING: an earlier try landed (it timed out after it was applied).
+                # SUCCEEDED: the callback arrived before the agent returned. FAILED at this
+                # attempt is the supervisor (or a failure callback) having ended it.
+                done = current.get("status") == StepStatus.SUCCEEDED.value
+                if done:
+                    return HandleResult(
+                        Outcome.SUCCEEDED, "the callback arrived before the agent returned"
+                    )
+                return HandleResult(Outcome.WAITING)
             return HandleResult(Outcome.FENCED, "attempt was superseded")
         return HandleResult(Outcome.WAITING)
 
-    def _succeeded(self, state: WorkflowState, rec: StepRecord, output: str) -> HandleResult:
-        if self.scheduler.complete_attempt(state, rec, output) is None:
-            current = state.record(rec.kind, rec.name)
+    def _succeeded(
+        self, state: WorkflowState, rec: StepRecord, output: str, heartbeat: Heartbeat
+    ) -> HandleResult:
+        updated, ambiguous = self._while_leased(
+            heartbeat, lambda: self.scheduler.record_result(state, rec, output)
+        )
+        current = state.record(rec.kind, rec.name)
+        if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):
+            updated = current  # an earlier try landed (it timed out after it was applied)
+        if updated is None:
             logger.warning(
                 "result of a superseded attempt rejected",
                 extra={
@@ -491,6 +575,7 @@ class AgentRuntime:
                 },
             )
             return HandleResult(Outcome.FENCED, "attempt was superseded")
+        self.scheduler.advance_after(rec, self.scheduler.definition_of(state))
         return HandleResult(Outcome.SUCCEEDED)
 
     def _failed(
@@ -501,6 +586,7 @@ class AgentRuntime:
         spec: TaskSpec,
         exc: Exception,
         details: str | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> HandleResult:
         permanent = isinstance(exc, PermanentError)
         error_type = exc.name if isinstance(exc, PermanentError) else type(exc).__name__
@@ -515,11 +601,19 @@ class AgentRuntime:
         )
         full_error = self.scheduler.keep_error(rec, error_type, exc)
         action = replace(action, details=details, full_error=full_error)
-        if not self.scheduler.end_attempt(state, definition, action):
-            return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
+
+        def end() -> bool:
+            return self.scheduler.end_attempt(state, definition, action)
+
+        if heartbeat is None:
+            won, ambiguous = end(), False
+        else:
+            won, ambiguous = self._while_leased(heartbeat, end)
         current = state.record(rec.kind, rec.name)
+        if not won and not (ambiguous and _ended_by_this(current, rec)):
+            return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
         if current is not None and current.status is StepStatus.FAILED:
-            self.scheduler.advance(rec.workflow_id)
+            self.scheduler.advance_after(rec, failed=True)
             return HandleResult(Outcome.FAILED, str(exc), error_type)
         return HandleResult(Outcome.RETRYING, str(exc), error_type)
 
@@ -533,7 +627,19 @@ class AgentRuntime:
     ) -> AgentContext:
         step = definition.by_name[rec.name]
         resolve = self.scheduler.value
-        deps = LazyValues({d: state.steps[d].output for d in step.depends_on}, resolve)
+
+        def dependency(name: str) -> Any:
+            # Claims read the workflow item and this unit alone: a dependency's item is read
+            # when the agent first asks for its output.
+            known = state.steps.get(name)
+            stored = (
+                known.output
+                if known is not None and known.stored
+                else self.scheduler.step_output(rec.workflow_id, name)
+            )
+            return resolve(stored)
+
+        deps = LazyValues(step.depends_on, dependency)
         forward = None
         forward_rec = state.steps[rec.name]
         if rec.kind == "compensation":
@@ -572,7 +678,7 @@ def why_not_claimable(
     """
     wf = state.workflow
     rec = state.record(message.kind, message.step)
-    if rec is None:
+    if rec is None or message.step not in definition.by_name:
         return f"no {message.kind} '{message.step}'"
     if message.kind == "step" and wf.status.value != "RUNNING":
         return f"workflow is {wf.status.value}"
@@ -580,15 +686,10 @@ def why_not_claimable(
         return f"workflow is {wf.status.value}"
     if rec.status is StepStatus.QUEUED and rec.attempt == message.attempt:
         return None
-    if (
-        rec.status is StepStatus.PENDING
-        and message.attempt == 1
-        and message.kind == "step"
-        and all(
-            state.steps[d].status is StepStatus.SUCCEEDED
-            for d in definition.by_name[message.step].depends_on
-        )
-    ):
+    if rec.status is StepStatus.PENDING and message.attempt == 1 and message.kind == "step":
+        # Sent when its dependencies succeeded (with the start, for a root): an attempt-1
+        # message exists for no other PENDING step (the fault simulator checks that no step
+        # is ever claimed before every dependency succeeded).
         return None
     return (
         f"step is {rec.status.value} at attempt {rec.attempt}, "
@@ -606,3 +707,23 @@ def _not_found(agent: str, registered: set[str]) -> AgentFunction:
         raise error
 
     return missing
+
+
+def _ended_as(current: StepRecord | None, rec: StepRecord, status: StepStatus) -> bool:
+    return current is not None and current.attempt == rec.attempt and current.status is status
+
+
+def _ended_by_this(current: StepRecord | None, rec: StepRecord) -> bool:
+    """After an ambiguous failure write: this attempt's own end landed (the step FAILED at
+    this attempt, or QUEUED for the next one with this attempt last in its history)."""
+    if current is None:
+        return False
+    if current.status is StepStatus.FAILED and current.attempt == rec.attempt:
+        return True
+    last = current.history[-1] if current.history else {}
+    return (
+        current.status is StepStatus.QUEUED
+        and current.attempt == rec.attempt + 1
+        and last.get("a") == rec.attempt
+        and last.get("o") == "error"
+    )

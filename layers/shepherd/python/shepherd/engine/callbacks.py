@@ -26,6 +26,7 @@ from shepherd.errors import (
     TaskTokenInvalid,
     TaskTokenStale,
 )
+from shepherd.keys import Kind
 from shepherd.model import StepRecord, StepStatus, WorkflowState, dumps
 
 _OVER = "the attempt of this token is over"
@@ -64,7 +65,7 @@ class Callbacks:
                 text, upload = self.uploads.take_output(output_upload, owner, claimant)
             else:
                 text = dumps(output)
-            problem = output_problem(state, rec, text)
+            problem = output_problem(self.scheduler.whole_if_large(state, text), rec, text)
             if problem is None:
                 if output_upload is not None:
                     self.uploads.claim(output_upload, owner, claimant, "output_upload")
@@ -139,7 +140,7 @@ class Callbacks:
         updated = state.record(rec.kind, rec.name)
         assert updated is not None
         if updated.status is StepStatus.FAILED:
-            self.scheduler.advance(rec.workflow_id)
+            self.scheduler.advance_after(rec, failed=True)
         return updated
 
     def _target(self, token: str) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
@@ -154,7 +155,10 @@ class Callbacks:
             parsed = TaskToken.decode(token)
         except ValueError:
             raise TaskTokenInvalid("unknown task token") from None
-        loaded = self.scheduler.load(parsed.workflow_id)
+        units: list[tuple[Kind, str]] = [(parsed.kind, parsed.step)]
+        if parsed.kind == "compensation":
+            units.append(("step", parsed.step))
+        loaded = self.scheduler.load_units(parsed.workflow_id, units)
         rec = loaded[0].record(parsed.kind, parsed.step) if loaded else None
         if loaded is None or rec is None:
             raise TaskTokenInvalid("unknown task token")

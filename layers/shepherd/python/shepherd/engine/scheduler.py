@@ -14,7 +14,7 @@ import hashlib
 import logging
 import random
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ from shepherd.errors import (
     StoreUnavailable,
     WorkflowNotFound,
 )
-from shepherd.keys import Kind, watch_shard, wf_pk
+from shepherd.keys import WF_SK, Kind, item_sk, watch_shard, wf_pk
 from shepherd.model import (
     OutgoingTask,
     PoolState,
@@ -319,6 +319,43 @@ class Scheduler:
         definition = self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
         return state.complete(definition.topological_order), definition
 
+    def load_units(
+        self, workflow_id: str, units: Iterable[tuple[Kind, str]]
+    ) -> tuple[WorkflowState, Definition] | None:
+        """The workflow item and the named units only, in one consistent BatchGetItem: what a
+        claim or an advance needs, never the whole workflow, so its cost does not grow with
+        the workflow's width (docs/architecture.md, bounded reads). A named step with no
+        item is PENDING (its item comes with its first write); anything not named is unknown
+        (`state.partial`)."""
+        wanted = list(dict.fromkeys(units))
+        pk = wf_pk(workflow_id)
+        keys = [(pk, WF_SK), *((pk, item_sk(kind, name)) for kind, name in wanted)]
+        state = WorkflowState.from_items(self.ports.store.get_many(keys))
+        if state is None:
+            return None
+        definition = self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
+        state.partial = True
+        state.complete(
+            name for kind, name in wanted if kind == "step" and name in definition.by_name
+        )
+        return state, definition
+
+    def step_output(self, workflow_id: str, name: str) -> str | None:
+        """One step's output as stored (a dependency an agent asked for): one consistent read
+        of its item."""
+        item = self.ports.store.get(wf_pk(workflow_id), item_sk("step", name))
+        return None if item is None else item.get("output")
+
+    def whole_if_large(self, state: WorkflowState, output: str) -> WorkflowState:
+        """The state an output's caps are checked on: a large output (one that goes to the
+        payload bucket) is checked against every output of the workflow, so a bounded read is
+        made whole for it (its S3 put costs far more than the read); a small one cannot reach
+        the workflow's total (90 steps x 64 KiB inline at most, against 1 GiB)."""
+        if not state.partial or jsonsafe.size(output) <= self.ports.payloads.inline_bytes:
+            return state
+        loaded = self.load(state.workflow.workflow_id)
+        return state if loaded is None else loaded[0]
+
     def owned(self, workflow_id: str, owner: str | None) -> tuple[WorkflowState, Definition]:
         """The workflow if it exists and `owner` (when given) owns it; else WorkflowNotFound."""
         loaded = self.load(workflow_id)
@@ -329,8 +366,9 @@ class Scheduler:
     def pull_due(self, state: WorkflowState, kind: Kind, name: str) -> None:
         """Before a write no agent's reach covered (a callback's answer, a child's end):
         pull the watch entry to `now + g` of the unit it ends (docs/architecture.md, the
-        deadline rule). A lost pull reads the workflow item again: whoever moved the entry
-        meanwhile may have moved it later."""
+        deadline rule), always changing it so a look planned before this write loses its
+        move. A lost pull reads the workflow item again: whoever moved the entry meanwhile
+        may have moved it later."""
         definition = self.definition_of(state)
         running = state.workflow.status is WorkflowStatus.RUNNING
         gap = (
@@ -341,8 +379,9 @@ class Scheduler:
         for _ in range(MAX_ROUNDS):
             wf = state.workflow
             at = self.ports.clock.now_ms() + gap
-            write = None if wf.status.terminal else tx.pull_due(wf, self.shard(wf.workflow_id), at)
-            if write is None or self.executor.workflow(state, write):
+            if wf.status.terminal:
+                return
+            if self.executor.workflow(state, tx.pull_due(wf, self.shard(wf.workflow_id), at)):
                 return
         raise StoreUnavailable("the watch entry kept moving; try again")
 
@@ -360,12 +399,46 @@ class Scheduler:
 
     # --------------------------------------------------------------------------- advance
 
-    def advance(self, workflow_id: str, *, completed: str | None = None) -> list[Applied]:
-        """Re-read a workflow and do what became possible (after a step outcome)."""
+    def advance(
+        self,
+        workflow_id: str,
+        *,
+        completed: str | None = None,
+        definition: Definition | None = None,
+    ) -> list[Applied]:
+        """Re-read a workflow and do what became possible (after a step outcome).
+
+        After a step succeeded (`completed`, with the `definition` its workflow runs on, as
+        the agent that ran it knows) while the workflow runs, only what that success can
+        change is read (bounded: its successors, their dependencies, the sinks if it is one);
+        anything else (a failure, an unwinding or paused workflow) reads it whole."""
+        if completed is not None and definition is not None:
+            bounded = self._advance_completed(workflow_id, completed, definition)
+            if bounded is not None:
+                return bounded
         loaded = self.load(workflow_id)
         if loaded is None:
             return []
         state, definition = loaded
+        return self.run(state, definition, supervisor=False, completed=completed)
+
+    def _advance_completed(
+        self, workflow_id: str, completed: str, definition: Definition
+    ) -> list[Applied] | None:
+        """The bounded advance after `completed` succeeded, or None to read it whole."""
+        if completed not in definition.by_name:
+            return None
+        needed = {completed, *definition.dependents[completed]}
+        for successor in definition.dependents[completed]:
+            needed.update(definition.by_name[successor].depends_on)
+        if completed in definition.sinks:
+            needed.update(definition.sinks)
+        loaded = self.load_units(workflow_id, (("step", name) for name in sorted(needed)))
+        if loaded is None:
+            return []
+        state, definition = loaded
+        if state.workflow.status is not WorkflowStatus.RUNNING:
+            return None  # paused or unwinding: planned on the whole workflow
         return self.run(state, definition, supervisor=False, completed=completed)
 
     def run(
@@ -416,7 +489,7 @@ class Scheduler:
         *,
         token_hash: str | None = None,
     ) -> StepRecord | None:
-        """Record an attempt's result (fenced), announce a compensation, advance the workflow.
+        """Record an attempt's result (fenced), then advance the workflow.
 
         The one path for a result, whether the agent returned it or a callback brought it.
         `output` is as stored (`keep_for(rec, "output", text)`): a large output was written to
@@ -424,14 +497,40 @@ class Scheduler:
         referenced (the bucket's lifecycle rule removes it).
         None: the attempt was superseded and nothing was recorded.
         """
+        updated = self.record_result(state, rec, output, token_hash=token_hash)
+        if updated is not None:
+            self.advance_after(rec, self.definition_of(state))
+        return updated
+
+    def record_result(
+        self,
+        state: WorkflowState,
+        rec: StepRecord,
+        output: str,
+        *,
+        token_hash: str | None = None,
+    ) -> StepRecord | None:
+        """The result's fenced write alone (None: superseded, nothing recorded)."""
         now = self.ports.clock.now_ms()
-        updated = self.executor.step(
+        return self.executor.step(
             state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
         )
-        if updated is None:
-            return None
-        self.advance(rec.workflow_id, completed=rec.name if rec.kind == "step" else None)
-        return updated
+
+    def advance_after(
+        self, rec: StepRecord, definition: Definition | None = None, *, failed: bool = False
+    ) -> None:
+        """Advance a workflow after one of its attempts ended, best effort: the outcome is
+        recorded, so a throttled advance loses nothing (its successors are sent by the
+        supervisor when their dispatch grace ends, its finish when its entry is due)."""
+        completed = rec.name if rec.kind == "step" and not failed else None
+        try:
+            self.advance(rec.workflow_id, completed=completed, definition=definition)
+        except StoreUnavailable:
+            logger.warning(
+                "advance deferred to the supervisor: the store is unavailable",
+                exc_info=True,
+                extra={"workflow_id": rec.workflow_id, "step": rec.name},
+            )
 
     def end_attempt(self, state: WorkflowState, definition: Definition, action: EndAttempt) -> bool:
         """Record a failed attempt (retry or fail) as one fenced write, then deliver."""
@@ -456,8 +555,8 @@ class Scheduler:
             case SendImplicit(name):
                 tasks.append(self.task(wf.workflow_id, definition, "step", name, 1))
                 return True
-            case Dispatch(seen):
-                rec = ex.step(state, tx.dispatch(seen, now))
+            case Dispatch(seen, lost):
+                rec = ex.step(state, tx.dispatch(seen, now, lost=lost))
                 if rec is None:
                     return False
                 delay = max(0, (rec.available_at or now) - now) // 1000

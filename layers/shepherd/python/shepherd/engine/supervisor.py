@@ -225,6 +225,8 @@ class Supervisor:
         # again within this. A sweep renews it at half of it while it works.
         self.lease_ms = lease_ms
         self._pools: dict[str, PoolState] = {}
+        self._backlogs: dict[str, int | None] = {}  # read this sweep (see _with_backlogs)
+        self._backlog_lock = threading.Lock()
         self._turn = 0
         self._shard_span: int | None = None
 
@@ -339,6 +341,7 @@ class Supervisor:
         return page.entries
 
     def _read_pools(self, report: SweepReport) -> None:
+        self._backlogs = {}
         try:  # paused pools: one consistent query per sweep
             self._pools = pool_states(self.scheduler.ports.store)
         except StoreUnavailable:
@@ -458,8 +461,9 @@ class Supervisor:
             return
         report.add("looked_at")
         acted: list[str] = []
+        pools = self._with_backlogs(state, definition, now)
         applied_actions = self.scheduler.run(
-            state, definition, supervisor=True, now=now, pools=self._pools
+            state, definition, supervisor=True, now=now, pools=pools
         )
         for applied in applied_actions:
             name = self._record(applied, report)
@@ -480,7 +484,43 @@ class Supervisor:
                     "status": state.workflow.status.value,
                 },
             )
-        self._move_due(state, definition, now, report, pressed)
+        self._move_due(state, definition, now, report, pressed, pools)
+
+    def _with_backlogs(
+        self, state: WorkflowState, definition: Definition, now: int
+    ) -> dict[str, PoolState]:
+        """The pools as this look plans with: for a pool where a task that was sent twice
+        looks lost again, how many messages its queue holds (read once per sweep and pool,
+        only then: a backlog read costs an SQS request)."""
+        pools = self._pools
+        grace = definition.dispatch_timeout_seconds * 1000
+        for kind, rec in (
+            *(("step", r) for r in state.steps.values()),
+            *(("compensation", r) for r in state.compensations.values()),
+        ):
+            if rec.status is not StepStatus.QUEUED or rec.resent_at is None:
+                continue
+            if rec.dispatched_at is None or now < rec.dispatched_at + grace:
+                continue
+            name = definition.spec(kind, rec.name).pool
+            pool = pools.get(name, PoolState(name))
+            if pool.paused or pool.waiting is not None:
+                continue
+            if pools is self._pools:
+                pools = dict(self._pools)
+            pools[name] = replace(pool, waiting=self._waiting(name))
+        return pools
+
+    def _waiting(self, pool: str) -> int | None:
+        with self._backlog_lock:
+            if pool not in self._backlogs:
+                backlog = self.scheduler.ports.queue.backlog(pool)
+                self._backlogs[pool] = (
+                    None
+                    if backlog is None
+                    else backlog.visible + backlog.in_flight + backlog.delayed
+                )
+            return self._backlogs[pool]
 
     def _move_due(
         self,
@@ -489,12 +529,13 @@ class Supervisor:
         now: int,
         report: SweepReport,
         pressed: bool = False,
+        pools: dict[str, PoolState] | None = None,
     ) -> None:
         """Move the watch entry to the next moment the supervisor must look (or leave it)."""
         wf = state.workflow
         if wf.status.terminal:
             return
-        due = next_due(state, definition, now, self._pools)
+        due = next_due(state, definition, now, self._pools if pools is None else pools)
         shard = self.scheduler.shard(wf.workflow_id)
         rehome = wf.watch_shard is not None and wf.watch_shard != shard
         if due == wf.due_at and not wf.look_failures and not rehome:
