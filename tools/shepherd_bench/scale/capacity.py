@@ -11,8 +11,16 @@ partition, which is exact for the index partitions whose sort key only grows.
 
 A *shared* partition (anything but a workflow's collection and a watch shard: the caller's
 list-index partitions, pool states, config, leases, definition snapshots) serves every shard
-group, while the model runs only a fraction `f` of them: each of its requests is counted
-`1 / f` times, so its utilization is the design load's.
+group, while the model runs only a fraction `f` of them. Its budget is kept over a window
+of `1 / f` seconds instead of one: the subset's requests in `1 / f` seconds are, in number and
+in their spread, the whole system's in one second (a Poisson stream thinned by `f`), so its
+utilization in any window is the design load's in a second, noise included (counting each
+request `1 / f` times in a one-second window would inflate the peaks by `sqrt(1 / f)`). What
+it cannot keep is the timing inside an overloaded window: its budget runs out early in the
+window and the rest is throttled together. A list-index partition's factor is
+measured instead (`overrides`): the engine's own item for sample workflow ids of every group
+says how the whole system's writes spread over the list partitions and the subset's do, so
+a sharding of the list index that follows the watch shard is not counted 1 / f times.
 """
 
 from __future__ import annotations
@@ -43,11 +51,11 @@ def read_units(size: int, *, consistent: bool = True) -> float:
 
 @dataclass
 class Partition:
-    """One partition's budget in the current second, and its history."""
+    """One partition's budget in its current window, and its history."""
 
     index: str
     key: str
-    scale: float
+    scale: float  # its window in seconds: 1, or 1 / f (or the measured factor) if shared
     second: int = -1
     wru: float = 0.0
     rru: float = 0.0
@@ -55,7 +63,7 @@ class Partition:
     offered_rru: float = 0.0
     peak: float = 0.0  # largest consumed / limit in any second
     peak_offered: float = 0.0  # largest offered / limit in any second (throttled included)
-    peak_second: int = 0
+    peak_second: int = 0  # the window (of `scale` seconds) it happened in
     throttled: int = 0
     total_wru: float = 0.0  # unscaled: what this run's requests consumed
     total_rru: float = 0.0
@@ -79,13 +87,21 @@ class Capacity:
 
     shared_scale: float = 1.0
     partitions: dict[tuple[str, str], Partition] = field(default_factory=dict)
+    # Measured factors for shared partitions whose key comes from the workflow (the list
+    # index): how much more the whole system writes there than the subset does.
+    overrides: dict[tuple[str, str], float] = field(default_factory=dict)
     hottest: float = 0.0
     hottest_key: tuple[str, str] = ("", "")
     hottest_second: int = 0
 
     def scale_of(self, index: str, key: str) -> float:
-        """1 for a partition the subset owns whole (a workflow's collection, a watch shard);
-        1 / f for one every shard group shares."""
+        """The window (seconds) a partition's budget is kept over: 1 for a partition the
+        subset owns whole (a workflow's collection, a watch shard); 1 / f for one every shard
+        group shares; the measured factor of a partition whose key comes from the workflow id
+        (a subset's workflows may map to some of them only)."""
+        found = self.overrides.get((index, key))
+        if found is not None:
+            return found
         if index == TABLE_NAME and key.startswith(WF_PREFIX):
             return 1.0
         if index == TABLE.watch_index.name:
@@ -105,47 +121,43 @@ class Capacity:
         writes: list[tuple[Partition, float]],
         reads: list[tuple[Partition, float]],
     ) -> bool:
-        """Consume the units if every partition has room this second; else consume nothing
-        (the request is throttled) and count the throttle on the partitions without room."""
-        second = int(now_ms // 1000)
+        """Consume the units if every partition has room in its current window; else consume
+        nothing (the request is throttled) and count the throttle where there was no room."""
         fits = True
         for part, units in writes:
-            part.roll(second)
-            part.offered_wru += units * part.scale
-            self._offered(part, part.offered_wru / WRITE_LIMIT, second)
-            if part.wru + units * part.scale > WRITE_LIMIT:
+            part.roll(int(now_ms // (1000 * part.scale)))
+            part.offered_wru += units
+            part.peak_offered = max(part.peak_offered, part.offered_wru / WRITE_LIMIT)
+            if part.wru + units > WRITE_LIMIT:
                 part.throttled += 1
                 fits = False
         for part, units in reads:
-            part.roll(second)
-            part.offered_rru += units * part.scale
-            self._offered(part, part.offered_rru / READ_LIMIT, second)
-            if part.rru + units * part.scale > READ_LIMIT:
+            part.roll(int(now_ms // (1000 * part.scale)))
+            part.offered_rru += units
+            part.peak_offered = max(part.peak_offered, part.offered_rru / READ_LIMIT)
+            if part.rru + units > READ_LIMIT:
                 part.throttled += 1
                 fits = False
         if not fits:
             return False
         for part, units in writes:
-            part.wru += units * part.scale
+            part.wru += units
             part.total_wru += units
-            self._consumed(part, part.wru / WRITE_LIMIT, second)
+            self._consumed(part, part.wru / WRITE_LIMIT)
         for part, units in reads:
-            part.rru += units * part.scale
+            part.rru += units
             part.total_rru += units
-            self._consumed(part, part.rru / READ_LIMIT, second)
+            self._consumed(part, part.rru / READ_LIMIT)
         return True
 
-    def _offered(self, part: Partition, value: float, second: int) -> None:
-        part.peak_offered = max(part.peak_offered, value)
-
-    def _consumed(self, part: Partition, value: float, second: int) -> None:
+    def _consumed(self, part: Partition, value: float) -> None:
         if value > part.peak:
             part.peak = value
-            part.peak_second = second
+            part.peak_second = part.second
         if value > self.hottest:
             self.hottest = value
             self.hottest_key = (part.index, part.key)
-            self.hottest_second = second
+            self.hottest_second = part.second
 
     def by_kind(self) -> dict[str, dict[str, float]]:
         """The hottest partition of each family, consumed and offered, and its throttles."""

@@ -14,7 +14,7 @@ from typing import Any
 from shepherd_bench.prices import usd
 from shepherd_bench.scale.kernel import percentile
 from shepherd_bench.scale.lambdas import Function
-from shepherd_bench.scale.model import START_MS, Run
+from shepherd_bench.scale.model import SIZE_SAMPLE, START_MS, Run
 
 RELAY_BATCH = 100  # stream records per relay invocation (shepherd.topology)
 RELAY_MS = 150  # a relay invocation's duration (*estimate*: PutEvents per record)
@@ -257,8 +257,9 @@ def cost(run: Run) -> dict[str, Any]:
 
 
 def waiting_day(run: Run, by_kind: dict[str, float]) -> dict[str, Any]:
-    """One workflow waiting a day on a callback: the looks the deadline rule gives it (at
-    least its timeout's), priced at what a look cost in this run, and its storage."""
+    """One workflow waiting a day on a callback: the looks the deadline rule gives it (the
+    one when its wait begins, measured per wait, and the one at its TimeoutSeconds), priced at
+    what a look cost in this run, and a day of its storage."""
     f = run.config.fraction
     stats = run.store.stats
     looks = sum(r.looked_at + r.stale_entries for r in run.supervision.log.reports) / f
@@ -273,16 +274,15 @@ def waiting_day(run: Run, by_kind: dict[str, float]) -> dict[str, Any]:
     )
     supervisor = by_kind["lambda_supervisor"] + by_kind["sqs_ticks"] + by_kind["scheduler"]
     per_look = (dynamo + supervisor) / max(1.0, looks * per_hour)
-    waited_days = sum(run.samples.waiting_payment) * 10 / 86400
-    measured = run.waiting_looks / max(1e-9, waited_days)
+    per_wait = run.waiting_looks / max(1, run.waits_begun)  # the look when a wait begins
     timeout_days = run.definition.by_name["take_payment"].timeout_seconds / 86400
-    looks_per_day = max(measured, 1 / timeout_days)
+    looks_per_day = per_wait + 1 / timeout_days  # and the one at its TimeoutSeconds
     size = run.waiting_bytes / max(1, run.waiting_items) + ITEM_OVERHEAD_BYTES
-    items = run.waiting_items / max(1, run.waiting_workflows)
+    items = run.waiting_items / max(1, min(run.waiting_workflows, SIZE_SAMPLE))
     gb = (size * items + WATCH_ENTRY_BYTES + LIST_ENTRY_BYTES) / 1024**3
     storage = usd("dynamodb_gb_month", gb) / DAYS_PER_MONTH
     return {
-        "looks_per_day_measured": round(measured, 3),
+        "looks_when_a_wait_begins": round(per_wait, 3),
         "looks_per_day": round(looks_per_day, 3),
         "usd_per_look": per_look,
         "storage_usd_per_day": storage,

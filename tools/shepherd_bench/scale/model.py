@@ -11,6 +11,7 @@ stream records) and samples the system every ten simulated seconds.
 from __future__ import annotations
 
 import inspect
+import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -23,22 +24,23 @@ from shepherd.changes import Change, events_of
 from shepherd.conditions import Item
 from shepherd.definitions import Definition, parse_definition
 from shepherd.engine.build import build_engine
-from shepherd.engine.scheduler import EngineConfig, Ports
+from shepherd.engine.scheduler import EngineConfig, Ports, derived_id
 from shepherd.engine.supervisor import Supervisor
 from shepherd.ids import RandomIds
 from shepherd.keys import COMP_PREFIX, STEP_PREFIX, WF_SK, wf_pk, workflow_id_of
 from shepherd.limits import item_size
-from shepherd.model import OutgoingTask, StepStatus, WorkflowStatus
+from shepherd.model import OutgoingTask, StepStatus, WorkflowRecord, WorkflowStatus
 from shepherd.payloads import MemoryPayloadStore, Payloads
 from shepherd.ports import Backlog
-from shepherd.topology import pools
+from shepherd.topology import TABLE, pools
 from shepherd_bench.scale.capacity import Capacity
 from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock
 from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueue, sqs_call
-from shepherd_bench.scale.load import AttemptKey, Load, World
+from shepherd_bench.scale.load import OWNER, WF_TYPE, AttemptKey, Load, World
 from shepherd_bench.scale.population import population, templates
 from shepherd_bench.scale.store import PartitionedStore
 from shepherd_bench.scale.supervision import Deployed, GreenletLooks, SupervisorModel
+from shepherd_bench.scale.whatif import sharded_list_index
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DEFINITION = Path(__file__).with_name("order_at_load.yaml")
@@ -49,6 +51,9 @@ EVICT_AFTER_MS = 120_000
 SAMPLE_MS = 10_000
 TIMEOUTS = ("timeout", "heartbeat_timeout")
 DESIGN_LOAD = Load()
+SIZE_SAMPLE = 1000  # waiting workflows whose items are measured (storage per day)
+# The agent handler's "back soon" for a record it could not claim: seconds until visible.
+BACK_SOON = {"NotEnoughTime": 0.0, "StoreUnavailable": 1.0}
 
 
 def definition() -> Definition:
@@ -72,6 +77,8 @@ class RunConfig:
     max_workflows: int | None = None  # a sweep's look budget (None: the engine's)
     stall: tuple[str, float, float] | None = None  # pool, from second, for seconds
     open_fraction: float = 1.0  # of the population's keys to enumerate (tests)
+    deployed_gate: bool = False  # the handler's time-left check on callback pools too
+    shard_list: bool = False  # what-if: the list index sharded per caller (whatif.py)
 
     @property
     def fraction(self) -> float:
@@ -227,8 +234,10 @@ class Run:
         self.samples = Samples()
         self.waiting_payment = 0
         self.waiting_looks = 0  # supervisor reads of a workflow waiting for its payment
+        self.waits_begun = 0
         self.waiting_workflows = self.waiting_items = self.waiting_bytes = 0
         self.seeded = 0
+        self.list_patched = False
         self.store.observers.append(self._observe)
         self.store.load_observers.append(self._observe_load)
 
@@ -253,29 +262,43 @@ class Run:
         return supervisor
 
     def _agent_batch(self, pool: str) -> Any:
+        """The agent handler as deployed (functions/shepherd_handlers/agent.py): records one
+        after another; one that could not be claimed (NotEnoughTime, StoreUnavailable) is
+        made visible again at once or after a second; any other failure waits for the
+        visibility timeout; the rest are deleted in one request when the batch is done."""
         kernel = self.kernel
+        spec = self.pools[pool]
+        # Workaround (see docs/benchmarks.md): a pool whose steps outlast any invocation is
+        # a pool of callback steps; the deployed handler would never claim them.
+        gate = self.handle_kwargs and (
+            self.config.deployed_gate or spec.longest_task_seconds <= spec.function_timeout_seconds
+        )
 
         def handle(inv: Invocation, batch: list[Any]) -> None:
             queue, fn = self.queues[pool], self.functions[pool]
             runtime = self.engine.agent_runtime
             kernel.sleep_until(inv.cpu(kernel, INVOKE_CPU_MS))
             done = []
+            end = inv.started_ms + fn.timeout_ms
+
+            def left() -> int:
+                return int(end - kernel.now)
+
             for message in batch:
                 kernel.sleep_until(inv.cpu(kernel, HANDLE_CPU_MS))
                 try:
-                    if self.handle_kwargs:
-                        end = inv.started_ms + fn.timeout_ms
-
-                        def left(end: float = end) -> int:
-                            return int(end - kernel.now)
-
+                    if gate:
                         result = runtime.handle(message.body, time_left_ms=left)
                     else:
                         result = runtime.handle(message.body)
                     self.outcomes[result.outcome.value] += 1
                     done.append(message)
                 except Exception as exc:  # a batch item failure (BatchProcessor)
-                    self.outcomes[type(exc).__name__] += 1
+                    name = type(exc).__name__
+                    self.outcomes[name] += 1
+                    if name in BACK_SOON:
+                        sqs_call(kernel)  # ChangeMessageVisibility
+                        queue.release(message, BACK_SOON[name])
             if done:
                 sqs_call(kernel)
                 queue.stats.delete_requests += 1
@@ -307,6 +330,7 @@ class Run:
             self.steps_succeeded += 1
         if sk == "S#take_payment":
             self.waiting_payment += (status == "WAITING") - (was == "WAITING")
+            self.waits_begun += status == "WAITING" and was != "WAITING"
         history = new.get("history") or ()
         if old is None or not history or len(history) == len(old.get("history") or ()):
             return
@@ -333,6 +357,39 @@ class Run:
 
     # ---------------------------------------------------------------------------- run
 
+    def list_scales(self, probes: int = 50_000) -> None:
+        """How many times the whole system writes each list-index partition as often as the
+        subset does, from the engine's own workflow item for `probes` sample ids of every
+        group: 1 / f when the list key ignores the watch shard (within sampling noise), the
+        measured ratio when it follows it."""
+        spec = TABLE.list_index
+        f = self.config.fraction
+        full: Counter[str] = Counter()
+        subset: Counter[str] = Counter()
+        for n in range(probes):
+            workflow_id = derived_id(OWNER, f"probe-{n}")
+            record = WorkflowRecord(
+                workflow_id,
+                WF_TYPE,
+                "",
+                WorkflowStatus.RUNNING,
+                "{}",
+                OWNER,
+                "",
+                START_MS,
+                START_MS,
+            )
+            key = record.to_item().get(spec.partition_key)
+            if key is None:
+                continue
+            full[str(key)] += 1
+            if self.world.in_subset(workflow_id):
+                subset[str(key)] += 1
+        for key, count in full.items():
+            expected = count * f
+            if subset[key] and abs(subset[key] - expected) > 4 * math.sqrt(expected) + 1:
+                self.capacity.overrides[(spec.name, key)] = count / subset[key]
+
     def seed(self) -> None:
         """The open population of the modelled groups, and what the outside world owes it."""
         now = int(self.kernel.now)
@@ -356,8 +413,9 @@ class Run:
             if wf.kind == "payment":
                 self.waiting_payment += 1
                 self.waiting_workflows += 1
-                self.waiting_items += len(wf.items)
-                self.waiting_bytes += sum(item_size(i) for i in wf.items)
+                if self.waiting_workflows <= SIZE_SAMPLE:
+                    self.waiting_items += len(wf.items)
+                    self.waiting_bytes += sum(item_size(i) for i in wf.items)
                 assert wf.token is not None
                 world.partner(wf.token, wf.began_at + wf.length_ms)
             elif wf.kind == "packing":
@@ -367,8 +425,17 @@ class Run:
                 world.packer(wf.token, key, wf.began_at, wf.length_ms, wf.rng, elapsed)
 
     def run(self) -> None:
+        if not self.config.shard_list:
+            self._run()
+            return
+        with sharded_list_index() as applied:
+            self.list_patched = applied
+            self._run()
+
+    def _run(self) -> None:
         config = self.config
         end = START_MS + config.minutes * 60_000
+        self.list_scales()
         self.seed()
         if config.stall is not None:
             pool, at_s, seconds = config.stall

@@ -12,7 +12,6 @@ the moment is uniform within it.
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -143,7 +142,9 @@ def templates(
 
 
 def _shifted(item: Item, delta: int) -> Item:
-    out = copy.deepcopy(item)
+    out = dict(item)
+    if "history" in out:
+        out["history"] = [dict(entry) for entry in out["history"]]
     for name in MS_FIELDS:
         if isinstance(out.get(name), int):
             out[name] += delta

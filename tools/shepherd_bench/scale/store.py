@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from shepherd.adapters.dynamodb import TRANSACTION_BACKOFF_MS, TRANSACTION_RETRI
 from shepherd.conditions import Cond, Item, Update, evaluate
 from shepherd.errors import ConditionFailed, ItemTooLarge, StoreUnavailable, TransactionConflict
 from shepherd.keys import workflow_id_of
-from shepherd.limits import DYNAMODB_ITEM_LIMIT, item_size
+from shepherd.limits import DYNAMODB_ITEM_LIMIT, attribute_size, item_size
 from shepherd.ports import DueEntry, DuePage, ListPage
 from shepherd.topology import TABLE, IndexSpec
 from shepherd_bench.scale.capacity import TABLE_NAME, Capacity, Partition, read_units, write_units
@@ -165,13 +165,13 @@ class PartitionedStore:
     # -------------------------------------------------------------------------- writes
 
     def _write_cost(
-        self, old: Item | None, new: Item, factor: int = 1
+        self, old: Item | None, new: Item, size: int, factor: int = 1
     ) -> list[tuple[Partition, float]]:
         """The partitions a successful write consumes from, and how much (index entries
         included: 1 to add or remove one, 2 when its key changes, 1 for a projected change)."""
         pk = new["pk"]
         before = self._sizes.get((pk, new["sk"]), 0)
-        base = write_units(before, item_size(new)) * factor
+        base = write_units(before, size) * factor
         out = [(self._part(TABLE_NAME, pk), float(base))]
         for index in TABLE.indexes:
             was, now = _index_key(index, old), _index_key(index, new)
@@ -208,10 +208,24 @@ class PartitionedStore:
         self.stats.wru_by[self.actor()] += sum(units for _, units in costs)
         return True
 
-    def _apply(self, old: Item | None, new: Item) -> None:
+    def _size_after(self, old: Item | None, new: Item, names: Iterable[str]) -> int:
+        """The new image's size, from the old one's and the attributes the write touched
+        (a full walk of the item only when there is no old image)."""
+        before = None if old is None else self._sizes.get((new["pk"], new["sk"]))
+        if old is None or before is None:
+            return item_size(new)
+        size = before
+        for name in names:
+            if name in old:
+                size -= len(name) + attribute_size(old[name])
+            if name in new:
+                size += len(name) + attribute_size(new[name])
+        return size
+
+    def _apply(self, old: Item | None, new: Item, size: int) -> None:
         pk, sk = new["pk"], new["sk"]
         self._table.setdefault(pk, {})[sk] = new
-        self._sizes[(pk, sk)] = item_size(new)
+        self._sizes[(pk, sk)] = size
         for index in TABLE.indexes:
             was, now = _index_key(index, old), _index_key(index, new)
             changed = any((old or {}).get(a) != new.get(a) for a in index.non_key_attributes)
@@ -226,11 +240,12 @@ class PartitionedStore:
             if condition is not None and not evaluate(condition, current):
                 return self._condition_lost(pk, current)
             new = update.apply(current or {"pk": pk, "sk": sk})
-            if item_size(new) > DYNAMODB_ITEM_LIMIT:
+            size = self._size_after(current, new, update.names())
+            if size > DYNAMODB_ITEM_LIMIT:
                 return (None, ItemTooLarge(f"item {pk}/{sk} would exceed 400 KB"))
-            if not self._admit_writes(self._write_cost(current, new)):
+            if not self._admit_writes(self._write_cost(current, new, size)):
                 return THROTTLED
-            self._apply(current, new)
+            self._apply(current, new, size)
             return (dict(new), None)
 
         result: Item = self._request("UpdateItem", self.latency.write, attempt)
@@ -243,11 +258,12 @@ class PartitionedStore:
             current = self._table.get(pk, {}).get(sk)
             if current is not None:
                 return self._condition_lost(pk, current)
-            if item_size(item) > DYNAMODB_ITEM_LIMIT:
+            size = item_size(item)
+            if size > DYNAMODB_ITEM_LIMIT:
                 return (None, ItemTooLarge(f"item {pk}/{sk} would exceed 400 KB"))
-            if not self._admit_writes(self._write_cost(None, item)):
+            if not self._admit_writes(self._write_cost(None, item, size)):
                 return THROTTLED
-            self._apply(None, dict(item))
+            self._apply(None, dict(item), size)
             return (None, None)
 
         self._request("PutItem", self.latency.write, attempt)
@@ -258,13 +274,18 @@ class PartitionedStore:
                 existing = self._table.get(item["pk"], {}).get(item["sk"])
                 if existing is not None:
                     return (None, TransactionConflict(i, dict(existing)))
-                if item_size(item) > DYNAMODB_ITEM_LIMIT:
-                    return (None, ItemTooLarge(f"item {item['pk']} would exceed 400 KB"))
-            costs = [c for item in items for c in self._write_cost(None, item, factor=2)]
+            sizes = [item_size(item) for item in items]
+            if max(sizes, default=0) > DYNAMODB_ITEM_LIMIT:
+                return (None, ItemTooLarge("an item would exceed 400 KB"))
+            costs = [
+                c
+                for item, size in zip(items, sizes, strict=True)
+                for c in self._write_cost(None, item, size, factor=2)
+            ]
             if not self._admit_writes(costs):
                 return THROTTLED
-            for item in items:
-                self._apply(None, dict(item))
+            for item, size in zip(items, sizes, strict=True):
+                self._apply(None, dict(item), size)
             return (None, None)
 
         self._transaction(attempt)
@@ -281,17 +302,21 @@ class PartitionedStore:
                 update.apply(old or {"pk": pk, "sk": sk})
                 for old, (pk, sk, update, _) in zip(olds, writes, strict=True)
             ]
-            if any(item_size(new) > DYNAMODB_ITEM_LIMIT for new in news):
+            sizes = [
+                self._size_after(old, new, w[2].names())
+                for old, new, w in zip(olds, news, writes, strict=True)
+            ]
+            if max(sizes, default=0) > DYNAMODB_ITEM_LIMIT:
                 return (None, ItemTooLarge("a transaction's item would exceed 400 KB"))
             costs = [
                 c
-                for old, new in zip(olds, news, strict=True)
-                for c in self._write_cost(old, new, 2)
+                for old, new, size in zip(olds, news, sizes, strict=True)
+                for c in self._write_cost(old, new, size, 2)
             ]
             if not self._admit_writes(costs):
                 return THROTTLED
-            for old, new in zip(olds, news, strict=True):
-                self._apply(old, new)
+            for old, new, size in zip(olds, news, sizes, strict=True):
+                self._apply(old, new, size)
             return (None, None)
 
         self._transaction(attempt)

@@ -1,0 +1,138 @@
+"""`make scale`: the scale model (docs/benchmarks.md, "Scale model").
+
+Runs the real engine over the modelled AWS at the design load, a subset of its shard groups
+at full density, in simulated time, and prints what it measured; the full run merges its
+numbers into docs/benchmarks.json (`scale`, `cost.at_load`, `cost.waiting_workflow_day_usd`)
+and its section into docs/benchmarks.md. `--quick`: a small subset for a minute or two of
+simulated time, printed only. A benchmark: it prints numbers and asserts none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from shepherd_bench.scale import figures, report
+from shepherd_bench.scale.model import DESIGN_LOAD, Run, RunConfig
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _log(message: str) -> None:
+    print(f"[scale] {message}", flush=True)
+
+
+def run(config: RunConfig) -> dict[str, Any]:
+    """One run, measured; the process's garbage collector held back while it runs (millions
+    of short-lived objects, few cycles)."""
+    _log(
+        f"{config.name}: {len(config.modelled)} of {config.groups} groups "
+        f"(f = 1/{round(1 / config.fraction)}), {config.minutes:g} simulated minutes"
+    )
+    started = time.monotonic()
+    gc.collect()
+    gc.set_threshold(200_000, 50, 1000)
+    model = Run(config)
+    model.run()
+    summary = figures.summary(model, time.monotonic() - started)
+    del model
+    gc.collect()
+    _log(f"  {report.one_line(summary)} ({summary['wall_seconds']:.0f} s)")
+    return summary
+
+
+def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
+    """The runs `make scale` makes (see docs/benchmarks.md for why each)."""
+    if quick:
+        base = RunConfig("quick", minutes=minutes, groups=256, shards=256)
+        return {
+            "as_is": base,
+            "as_designed": replace(
+                base, name="quick, as designed", shard_list=True, tick_concurrency=256
+            ),
+            "as_designed_2": replace(
+                base, name="quick, 2 groups", shard_list=True, tick_concurrency=256, modelled=(0, 1)
+            ),
+        }
+    base = RunConfig("as is", minutes=minutes)
+    designed = replace(base, name="as designed", shard_list=True, tick_concurrency=base.groups)
+    short = max(2.0, minutes / 4)
+    return {
+        "as_is": base,
+        "as_designed": designed,
+        "as_designed_1_short": replace(designed, name="as designed, 1 group", minutes=short),
+        "as_designed_2_short": replace(
+            designed, name="as designed, 2 groups", minutes=short, modelled=(0, 1)
+        ),
+        "stall": replace(
+            designed, name="a pool stalled 5 minutes", minutes=8.0, stall=("inventory", 60.0, 300.0)
+        ),
+        "handler_as_deployed": replace(
+            base, name="handler as deployed", minutes=2.0, deployed_gate=True
+        ),
+    }
+
+
+def overloads(designed: dict[str, Any], minutes: float) -> dict[str, RunConfig]:
+    """2x and 4x the supervisor's capacity: its look budget per sweep cut to a half and a
+    quarter of what the as-designed run's sweeps needed (every group's entries due per
+    sweep), with ten times as many packers dying, spread over every shard."""
+    due = designed["supervisor"]["due_per_sweep"]["mean"]
+    out = {}
+    for factor in (2, 4):
+        budget = max(1, math.floor(due / factor))
+        out[f"overload_{factor}x"] = RunConfig(
+            f"overload {factor}x",
+            minutes=minutes,
+            shard_list=True,
+            tick_concurrency=RunConfig("groups").groups,
+            max_workflows=budget,
+            load=replace(DESIGN_LOAD, packer_death_rate=0.05),
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shepherd_bench.scale", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a small subset, printed only")
+    parser.add_argument("--minutes", type=float, default=None, help="simulated minutes")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="docs folder to write to")
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # the engine's warnings at load: counted, not printed
+    minutes = args.minutes or (1.0 if args.quick else 10.0)
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    results: dict[str, Any] = {}
+    for key, config in scenarios(args.quick, minutes).items():
+        results[key] = run(replace(config, seed=args.seed))
+    if not args.quick:
+        for key, config in overloads(results["as_designed"], 5.0).items():
+            results[key] = run(replace(config, seed=args.seed))
+    meta = {
+        "wall_seconds": round(time.monotonic() - started),
+        "load_average_1min": {"start": load_before, "end": os.getloadavg()[0]},
+        "argv": sys.argv[1:] if argv is None else argv,
+        "quick": args.quick,
+        "seed": args.seed,
+    }
+    scale = report.scale_section(results, meta)
+    print(report.render_text(scale))
+    out = args.out if args.out is not None else (None if args.quick else ROOT / "docs")
+    if out is not None:
+        report.write(out, scale)
+        _log(f"wrote {out / 'benchmarks.json'} (scale, cost.at_load) and benchmarks.md")
+    _log(f"took {meta['wall_seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
