@@ -64,7 +64,7 @@ def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
         }
     base = RunConfig("as is", minutes=minutes)
     designed = replace(base, name="as designed", shard_list=True, tick_concurrency=base.groups)
-    short = max(2.0, minutes / 4)
+    short = max(1.0, minutes / 5)
     return {
         "as_is": base,
         "as_designed": designed,
@@ -73,7 +73,7 @@ def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
             designed, name="as designed, 2 groups", minutes=short, modelled=(0, 1)
         ),
         "stall": replace(
-            designed, name="a pool stalled 5 minutes", minutes=8.0, stall=("inventory", 60.0, 300.0)
+            designed, name="a pool stalled 5 minutes", minutes=7.0, stall=("inventory", 60.0, 300.0)
         ),
         "handler_as_deployed": replace(
             base, name="handler as deployed", minutes=2.0, deployed_gate=True
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, config in scenarios(args.quick, minutes).items():
         results[key] = run(replace(config, seed=args.seed))
     if not args.quick:
-        for key, config in overloads(results["as_designed"], 5.0).items():
+        for key, config in overloads(results["as_designed"], 4.0).items():
             results[key] = run(replace(config, seed=args.seed))
     meta = {
         "wall_seconds": round(time.monotonic() - started),

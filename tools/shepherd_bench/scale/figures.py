@@ -39,14 +39,16 @@ def _dist(values: list[float]) -> dict[str, float]:
 
 def detection(run: Run) -> dict[str, Any]:
     """Dead attempts (packers: HeartbeatSeconds 60; Lambda hangs and crashes: TimeoutSeconds
-    20) and when the supervisor timed each out, from its last sign of life."""
+    20) and when the supervisor timed each out, from its last sign of life. One still not
+    found at the end, though its deadline passed, counts with the time from its death to the
+    end (a lower bound of its lag); `missed`: not found a minute after its deadline."""
     heartbeat_s = run.definition.by_name["pack_order"].heartbeat_seconds or 0
     timeout_s = run.definition.by_name["check_order"].timeout_seconds
     end = run.end_ms
     out: dict[str, Any] = {"by_shard": {}}
     lags: dict[str, list[float]] = {"packer": [], "lambda": []}
     missed: Counter[str] = Counter()
-    due_long_ago: Counter[str] = Counter()
+    unfound: Counter[str] = Counter()
     by_shard: dict[str, list[int]] = {}
     for key, death in run.world.stats.deaths.items():
         kind = "packer" if death.how == "packer" else "lambda"
@@ -57,25 +59,31 @@ def detection(run: Run) -> dict[str, Any]:
             lags[kind].append(found.acted_at - found.last_sign)
             row[0] += 1
             row[1] += 1
-        elif death.died_at + (liveness + 60) * 1000 < end:
+            continue
+        if death.died_at + liveness * 1000 < end:
+            # Not found, though its deadline passed: its lag is at least the time to the end
+            # of the run (from its death: its last sign came no later), a censored sample.
+            lags[kind].append(end - death.died_at)
+            unfound[kind] += 1
+        if death.died_at + (liveness + 60) * 1000 < end:
             missed[kind] += 1  # its deadline passed more than a minute before the end
             row[0] += 1
-        if found is None and death.died_at + liveness * 1000 < end:
-            due_long_ago[kind] += 1
     deaths = Counter(
         "packer" if d.how == "packer" else "lambda" for d in run.world.stats.deaths.values()
     )
     dead_keys = set(run.world.stats.deaths)
     out["packer"] = {
         "deaths": deaths["packer"],
-        "found": len(lags["packer"]),
+        "found": len(lags["packer"]) - unfound["packer"],
+        "not_found_yet": unfound["packer"],
         "missed": missed["packer"],
         "last_sign_to_acted_s": _dist(lags["packer"]),
         "target_s": heartbeat_s + 5,
     }
     out["lambda"] = {
         "deaths": deaths["lambda"],
-        "found": len(lags["lambda"]),
+        "found": len(lags["lambda"]) - unfound["lambda"],
+        "not_found_yet": unfound["lambda"],
         "missed": missed["lambda"],
         "last_sign_to_acted_s": _dist(lags["lambda"]),
         "target_s": timeout_s + 5,
