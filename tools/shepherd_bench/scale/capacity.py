@@ -12,12 +12,12 @@ partition, which is exact for the index partitions whose sort key only grows.
 A *shared* partition (anything but a workflow's collection and a watch shard: the caller's
 list-index partitions, pool states, config, leases, definition snapshots) serves every shard
 group, while the model runs only a fraction `f` of them. Its budget is kept over a window
-of `1 / f` seconds instead of one: the subset's requests in `1 / f` seconds are, in number and
-in their spread, the whole system's in one second (a Poisson stream thinned by `f`), so its
-utilization in any window is the design load's in a second, noise included (counting each
-request `1 / f` times in a one-second window would inflate the peaks by `sqrt(1 / f)`). What
-it cannot keep is the timing inside an overloaded window: its budget runs out early in the
-window and the rest is throttled together. A list-index partition's factor is
+of `1 / f` seconds, sliding a second at a time, instead of one second: the subset's requests
+in `1 / f` seconds are, in number and in their spread, the whole system's in one second (a
+Poisson stream thinned by `f`), so its utilization in any window is the design load's in a
+second, noise included (counting each request `1 / f` times in a one-second window would
+inflate the peaks by `sqrt(1 / f)`). What it cannot keep is the timing inside an overloaded
+window: a burst that fills it is throttled for longer than a second. A list-index partition's factor is
 measured instead (`overrides`): the engine's own item for sample workflow ids of every group
 says how the whole system's writes spread over the list partitions and the subset's do, so
 a sharding of the list index that follows the watch shard is not counted 1 / f times.
@@ -26,6 +26,7 @@ a sharding of the list index that follows the watch shard is not counted 1 / f t
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 from shepherd.keys import WF_PREFIX
@@ -57,21 +58,52 @@ class Partition:
     key: str
     scale: float  # its window in seconds: 1, or 1 / f (or the measured factor) if shared
     second: int = -1
-    wru: float = 0.0
+    wru: float = 0.0  # consumed in the window ending with the current second
     rru: float = 0.0
-    offered_wru: float = 0.0
+    offered_wru: float = 0.0  # asked for in it, throttled requests included
     offered_rru: float = 0.0
-    peak: float = 0.0  # largest consumed / limit in any second
-    peak_offered: float = 0.0  # largest offered / limit in any second (throttled included)
-    peak_second: int = 0  # the window (of `scale` seconds) it happened in
+    peak: float = 0.0  # largest consumed / limit in any window
+    peak_offered: float = 0.0  # largest offered / limit in any window
+    peak_second: int = 0
     throttled: int = 0
-    total_wru: float = 0.0  # unscaled: what this run's requests consumed
+    total_wru: float = 0.0  # what this run's requests consumed
     total_rru: float = 0.0
+    # A window longer than a second slides a second at a time: per-second buckets of
+    # [second, wru, rru, offered wru, offered rru], the sums above over the last `scale`.
+    buckets: deque[list[float]] | None = None
 
     def roll(self, second: int) -> None:
-        if second != self.second:
-            self.second = second
+        """Move the window to end with `second`."""
+        if second == self.second:
+            return
+        self.second = second
+        if self.scale <= 1:
             self.wru = self.rru = self.offered_wru = self.offered_rru = 0.0
+            return
+        if self.buckets is None:
+            self.buckets = deque()
+        buckets = self.buckets
+        buckets.append([float(second), 0.0, 0.0, 0.0, 0.0])
+        oldest = second - max(1, round(self.scale))
+        while buckets[0][0] <= oldest:
+            _, w, r, ow, orr = buckets.popleft()
+            self.wru -= w
+            self.rru -= r
+            self.offered_wru -= ow
+            self.offered_rru -= orr
+
+    def add(self, wru: float = 0.0, rru: float = 0.0, offered: bool = False) -> None:
+        if offered:
+            self.offered_wru += wru
+            self.offered_rru += rru
+        else:
+            self.wru += wru
+            self.rru += rru
+        if self.buckets:
+            bucket = self.buckets[-1]
+            at = 3 if offered else 1
+            bucket[at] += wru
+            bucket[at + 1] += rru
 
     @property
     def kind(self) -> str:
@@ -124,16 +156,17 @@ class Capacity:
         """Consume the units if every partition has room in its current window; else consume
         nothing (the request is throttled) and count the throttle where there was no room."""
         fits = True
+        second = int(now_ms // 1000)
         for part, units in writes:
-            part.roll(int(now_ms // (1000 * part.scale)))
-            part.offered_wru += units
+            part.roll(second)
+            part.add(wru=units, offered=True)
             part.peak_offered = max(part.peak_offered, part.offered_wru / WRITE_LIMIT)
             if part.wru + units > WRITE_LIMIT:
                 part.throttled += 1
                 fits = False
         for part, units in reads:
-            part.roll(int(now_ms // (1000 * part.scale)))
-            part.offered_rru += units
+            part.roll(second)
+            part.add(rru=units, offered=True)
             part.peak_offered = max(part.peak_offered, part.offered_rru / READ_LIMIT)
             if part.rru + units > READ_LIMIT:
                 part.throttled += 1
@@ -141,11 +174,11 @@ class Capacity:
         if not fits:
             return False
         for part, units in writes:
-            part.wru += units
+            part.add(wru=units)
             part.total_wru += units
             self._consumed(part, part.wru / WRITE_LIMIT)
         for part, units in reads:
-            part.rru += units
+            part.add(rru=units)
             part.total_rru += units
             self._consumed(part, part.rru / READ_LIMIT)
         return True

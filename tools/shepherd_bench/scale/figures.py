@@ -41,11 +41,16 @@ def detection(run: Run) -> dict[str, Any]:
     """Dead attempts (packers: HeartbeatSeconds 60; Lambda hangs and crashes: TimeoutSeconds
     20) and when the supervisor timed each out, from its last sign of life. One still not
     found at the end, though its deadline passed, counts with the time from its death to the
-    end (a lower bound of its lag); `missed`: not found a minute after its deadline."""
+    end (a lower bound of its lag); `missed`: not found `grace` after its deadline (a
+    minute, or the supervisor's backlog if longer); `by_shard` counts those and the found."""
     heartbeat_s = run.definition.by_name["pack_order"].heartbeat_seconds or 0
     timeout_s = run.definition.by_name["check_order"].timeout_seconds
     end = run.end_ms
-    out: dict[str, Any] = {"by_shard": {}}
+    # A dead attempt is missed if its deadline passed a minute before the end, or longer than
+    # the supervisor's backlog (its oldest due entry's age, p99) when it is behind.
+    ages = [float(r.oldest_due_age_ms) for r in run.supervision.log.reports if r.lease != "busy"]
+    grace = max(60_000.0, percentile(ages, 99))
+    out: dict[str, Any] = {"by_shard": {}, "grace_s": _s(grace)}
     lags: dict[str, list[float]] = {"packer": [], "lambda": []}
     missed: Counter[str] = Counter()
     unfound: Counter[str] = Counter()
@@ -65,8 +70,8 @@ def detection(run: Run) -> dict[str, Any]:
             # of the run (from its death: its last sign came no later), a censored sample.
             lags[kind].append(end - death.died_at)
             unfound[kind] += 1
-        if death.died_at + (liveness + 60) * 1000 < end:
-            missed[kind] += 1  # its deadline passed more than a minute before the end
+        if death.died_at + liveness * 1000 + grace < end:
+            missed[kind] += 1  # its deadline passed longer before the end than the backlog
             row[0] += 1
     deaths = Counter(
         "packer" if d.how == "packer" else "lambda" for d in run.world.stats.deaths.values()
@@ -129,7 +134,7 @@ def supervisor(run: Run) -> dict[str, Any]:
             sum(n for _, _, n in log.invocations) / max(1, len(log.invocations)), 2
         ),
         "stand_in_sweeps": log.stand_ins,
-        "tick_batch": run.deployed.tick_batch,
+        "tick_batch": run.supervision.mapping.batch_size,
         "tick_concurrency": run.supervision.mapping.max_concurrency,
         "ticks_expired": run.supervision.ticks.stats.expired,
         "max_workflows": run.engine.supervisor.max_workflows
@@ -171,6 +176,7 @@ def dynamodb(run: Run) -> dict[str, Any]:
 def lambdas(run: Run) -> dict[str, Any]:
     f = run.config.fraction
     out: dict[str, Any] = {"account_peak_concurrency": round(run.account.peak / f)}
+    out["supervisor_peak_concurrency"] = run.supervision.mapping.peak
     out["account_throttles"] = run.account.throttles
     for name, mapping in run.mappings.items():
         fn = mapping.function

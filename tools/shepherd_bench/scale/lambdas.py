@@ -179,24 +179,26 @@ class SimQueue:
 
 @dataclass
 class Account:
-    """The account's concurrent executions (a share of them: `limit` is scaled by f)."""
+    """The account's concurrent executions, the subset's share: `limit` is the account's x f.
+    A function of the subset holds 1 of it per invocation; one that runs at full size (the
+    supervisor's fan-out) holds f per invocation, its share of the whole account."""
 
     limit: float
-    in_use: int = 0
-    peak: int = 0
+    in_use: float = 0.0
+    peak: float = 0.0
     throttles: int = 0
     waiting: list[Callable[[], None]] = field(default_factory=list)
 
-    def take(self) -> bool:
-        if self.in_use + 1 > math.floor(self.limit):
+    def take(self, weight: float = 1.0) -> bool:
+        if self.in_use + weight > self.limit + 1e-9:
             self.throttles += 1
             return False
-        self.in_use += 1
+        self.in_use += weight
         self.peak = max(self.peak, self.in_use)
         return True
 
-    def give_back(self) -> None:
-        self.in_use -= 1
+    def give_back(self, weight: float = 1.0) -> None:
+        self.in_use -= weight
         for poke in self.waiting:
             poke()
 
@@ -224,9 +226,11 @@ class Function:
         memory_mb: int,
         timeout_s: float,
         handler: Callable[[Invocation, Any], None],
+        weight: float = 1.0,
     ) -> None:
         self.kernel = kernel
         self.account = account
+        self.weight = weight  # of the account's share per invocation (see Account)
         self.name = name
         self.memory_mb = memory_mb
         self.timeout_ms = timeout_s * 1000
@@ -255,7 +259,7 @@ class Function:
             duration = kernel.now - inv.started_ms
             self.stats.duration_ms.append(duration)
             self.stats.gb_seconds += self.memory_mb / 1024 * math.ceil(duration) / 1000
-            self.account.give_back()
+            self.account.give_back(self.weight)
             if done is not None:
                 done(inv)
 
@@ -271,7 +275,7 @@ class Function:
     def invoke_now(self, event: Any, done: Callable[[Invocation], None] | None = None) -> bool:
         """A synchronous invocation (API Gateway): False if the account is out of
         concurrency (429)."""
-        if not self.account.take():
+        if not self.account.take(self.weight):
             return False
         self.invoke(event, done)
         return True
@@ -365,11 +369,11 @@ class EventSource:
                 return
         account = self.function.account
         while self.active < max(1, math.floor(self.limit)) and self.queue.has_visible():
-            if not account.take():
+            if not account.take(self.function.weight):
                 return  # woken when an invocation ends
             batch = self.queue.take(self.batch_size)
             if not batch:
-                account.give_back()
+                account.give_back(self.function.weight)
                 break
             self.active += 1
             self.peak = max(self.peak, self.active)

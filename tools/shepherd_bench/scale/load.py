@@ -177,19 +177,31 @@ class World:
         modelled group (`f` of them do)."""
         rate = self.load.starts_per_second / 1000
         arrivals = random.Random(f"{self.seed}:arrivals")
+        when = [self.kernel.now]
 
         def arrive() -> None:
-            key = f"order-{self._arrivals}"
-            self._arrivals += 1
-            self.stats.offered += 1
-            workflow_id = derived_id(OWNER, key)
-            if self.in_subset(workflow_id):
-                self._start(key, workflow_id, 0)
-            nxt = self.kernel.now + arrivals.expovariate(rate)
-            if nxt < until_ms:
-                self.kernel.at(nxt, arrive)
+            """Start the arrival due now, then find the next one in the subset: the caller's
+            stream is walked key by key (each key's time drawn), only the subset's scheduled."""
+            key, workflow_id = pending[0]
+            self._start(key, workflow_id, 0)
+            schedule()
 
-        self.kernel.at(self.kernel.now, arrive)
+        def schedule() -> None:
+            while True:
+                key = f"order-{self._arrivals}"
+                self._arrivals += 1
+                when[0] += arrivals.expovariate(rate)
+                if when[0] >= until_ms:
+                    return
+                self.stats.offered += 1
+                workflow_id = derived_id(OWNER, key)
+                if self.in_subset(workflow_id):
+                    pending[0] = (key, workflow_id)
+                    self.kernel.at(when[0], arrive)
+                    return
+
+        pending: list[tuple[str, str]] = [("", "")]
+        schedule()
 
     def _start(self, key: str, workflow_id: str, tries: int) -> None:
         payload = {"order_id": key, "items": [{"sku": "sku-1", "qty": 1}], "amount": 42.5}

@@ -74,6 +74,7 @@ class RunConfig:
     pool_concurrency: int = 1000  # MaximumConcurrency per pool (the largest allowed)
     account_concurrency: int = 10_000  # a raised account quota (default 1,000)
     tick_concurrency: int | None = None  # None: as the CDK app deploys it
+    tick_batch: int | None = None  # None: as the CDK app deploys it
     max_workflows: int | None = None  # a sweep's look budget (None: the engine's)
     stall: tuple[str, float, float] | None = None  # pool, from second, for seconds
     open_fraction: float = 1.0  # of the population's keys to enumerate (tests)
@@ -100,7 +101,7 @@ class Samples:
     running: list[int] = field(default_factory=list)
     waiting_payment: list[int] = field(default_factory=list)
     queued: list[dict[str, int]] = field(default_factory=list)
-    concurrency: list[int] = field(default_factory=list)
+    concurrency: list[float] = field(default_factory=list)
 
 
 class TaskQueuePort:
@@ -224,6 +225,8 @@ class Run:
             modelled=config.modelled,
             make_supervisor=self._supervisor,
             tick_concurrency=config.tick_concurrency,
+            tick_batch=config.tick_batch,
+            fraction=f,
         )
         self.detections: dict[AttemptKey, Detection] = {}
         self.terminal: dict[str, tuple[str, float]] = {}

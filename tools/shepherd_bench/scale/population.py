@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 from shepherd.conditions import Item
@@ -201,6 +202,18 @@ def clone(
     return items, token
 
 
+@cache
+def open_ids(total: int, shards: int, groups: int) -> dict[int, list[tuple[str, str]]]:
+    """The keys and ids of the design load's open workflows, by group (hashing a million
+    ids takes seconds: once per process)."""
+    out: dict[int, list[tuple[str, str]]] = {}
+    for n in range(total):
+        key = f"open-{n}"
+        workflow_id = derived_id(OWNER, key)
+        out.setdefault(group_of(workflow_id, shards, groups), []).append((key, workflow_id))
+    return out
+
+
 def population(
     load: Load,
     definition: Definition,
@@ -222,11 +235,8 @@ def population(
         "payment": load.payment.length_biased(),
     }
     every = int(load.heartbeat_every_s * 1000)
-    for n in range(total):
-        key = f"open-{n}"
-        workflow_id = derived_id(OWNER, key)
-        if group_of(workflow_id, shards, groups) not in modelled:
-            continue
+    by_group = open_ids(total, shards, groups)
+    for key, workflow_id in sorted(p for g in modelled for p in by_group.get(g, ())):
         rng = workflow_rng(seed, workflow_id)
         roll = rng.random()
         kind = "packing" if roll < running else "timer" if roll < running + timers else "payment"

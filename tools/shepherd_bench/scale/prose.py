@@ -102,24 +102,27 @@ def section_text(
         "",
         f"`make scale` (`python -m shepherd_bench.scale`; took {meta['wall_seconds']} s on this "
         f"machine, seed {meta['seed']}) runs the real engine — `build_engine` with 256 watch "
-        "shards in 32 sweep groups, `Scheduler.start` behind the API function, "
-        "`AgentRuntime.handle` behind each pool's event source mapping, `Callbacks.callback` "
-        "behind the callback route, `Supervisor.sweep_group` behind the tick queue — over a "
-        "store that models DynamoDB's partitions, over SQS and Lambda, in simulated time "
-        "(greenlet tasks on a discrete-event loop, deterministic from the seed). **It runs a "
-        f"subset: {sub['modelled_groups']} of {sub['sweep_groups']} shard groups at full "
-        "density** (f = 1/32: about 31,000 open workflows, 156 starts a second), divides counts "
-        "by f to read as the whole design load, and counts every request to a shared partition "
-        "1/f times. Machine-readable: `scale` and `cost.at_load` in "
-        "[`benchmarks.json`](benchmarks.json).",
+        "shards, `Scheduler.start` behind the API function, `AgentRuntime.handle` behind each "
+        "pool's event source mapping, `Callbacks.callback` behind the callback route, "
+        "`Supervisor.sweep_group` behind the tick queue — over a store that models DynamoDB's "
+        "partitions, over SQS and Lambda, in simulated time (greenlet tasks on a "
+        "discrete-event loop, deterministic from the seed). **It runs a subset: "
+        f"{sub['modelled_groups']} of {sub['sweep_groups']} shard groups at full density** in the "
+        "headline run (f = 1/32: about 31,000 open workflows, 156 starts a second; 1 of 128 in "
+        "the as-designed runs), divides counts by f to read as the whole design load, and keeps "
+        "a shared partition's budget over 1/f seconds of the subset's requests. "
+        "Machine-readable: `scale` and `cost.at_load` in [`benchmarks.json`](benchmarks.json).",
         "",
-        "Runs: `as_is` is the engine on this branch (the headline keys); `as_designed` adds, in "
-        "the model's process only, the two changes the design describes and this branch does "
-        "not have yet: the list index sharded 32 ways per caller (issue 23.7, being built) and "
-        "the tick queue's mapping at one invocation per group (docs/architecture.md; the CDK app "
-        "deploys 2). The short runs check the subset at two sizes; `stall` stops the inventory "
-        "pool's mapping for 5 minutes; `overload_2x`/`_4x` cut the sweep budget to a half and a "
-        "quarter of what the as-designed sweeps needed, with ten times the packer deaths.",
+        "Runs: `as_is` is the engine and CDK app on this branch, 32 sweep groups (the headline "
+        "keys). The `as_designed` runs add, in the model's process only, what the design "
+        "describes and this branch does not have yet: the list index sharded 32 ways per caller "
+        "(issue 23.7, being built) and one supervisor invocation per group and tick (tick batch "
+        "1, `MaximumConcurrency` = groups; the CDK app deploys batch 10 and 2); "
+        "`as_designed_32` keeps 32 groups, the others use 128. The short runs check the subset "
+        "at two sizes; `stall` stops the inventory pool's mapping for 5 minutes; "
+        "`overload_2x`/`_4x` cut the sweep budget to a half and a quarter of what the "
+        "as-designed sweeps needed, with ten times the packer deaths; `handler_as_deployed` "
+        "applies the agent handler's time-left check to every pool.",
         "",
         "### Targets",
         "",
@@ -147,10 +150,10 @@ def section_text(
     if scale.get("subset_check"):
         lines += [
             "",
-            "### The subset at two sizes (as designed)",
+            "### The subset at two sizes (as designed, 1 and 2 of 128 groups)",
             "",
-            "Per group: a whole-system figure divided by the 32 groups, a supervisor figure "
-            "per modelled group.",
+            "Per group: a whole-system figure divided by the groups, a supervisor figure per "
+            "modelled group.",
             "",
             table(
                 ["per group", "1 of 32 groups", "2 of 32 groups"],

@@ -140,6 +140,8 @@ class SupervisorModel:
         modelled: Sequence[int],
         make_supervisor: Callable[[], Supervisor],
         tick_concurrency: int | None = None,
+        tick_batch: int | None = None,
+        fraction: float = 1.0,
     ) -> None:
         self.kernel = kernel
         self.deployed = deployed
@@ -162,12 +164,13 @@ class SupervisorModel:
             memory_mb=deployed.worker_memory_mb,
             timeout_s=deployed.supervisor_timeout_s,
             handler=self._handle,
+            weight=fraction,  # it runs at full size: each invocation is f of the subset's account
         )
         self.mapping = EventSource(
             kernel,
             self.ticks,
             self.function,
-            batch_size=deployed.tick_batch,
+            batch_size=tick_batch or deployed.tick_batch,
             max_concurrency=tick_concurrency or deployed.tick_concurrency,
         )
         self.scheduled = 0
@@ -182,7 +185,7 @@ class SupervisorModel:
     def _scheduled(self, fired: float, first_try: float) -> None:
         """An asynchronous invocation: retried while the account is out of concurrency,
         dropped after a minute (the function's maximum event age)."""
-        if self.function.account.take():
+        if self.function.account.take(self.function.weight):
             self.scheduled += 1
             self.function.invoke("scheduled")
         elif self.kernel.now - first_try < 60_000:
