@@ -1,4 +1,4 @@
-# Every target sets itself up: a fresh clone needs only Python 3.11+ (and Node 20 for the CDK CLI).
+# Every target sets itself up: a fresh clone needs only Python 3.11+ (and Node 22+ for the CDK CLI).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -6,6 +6,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 export AWS_DEFAULT_REGION ?= us-east-1
+
+# Node 22+ for the CDK CLI and the CDK library's jsii runtime (Node 20 is end-of-life): the
+# machine's own when it is new enough, else Node 22 from the npm registry (npm's `node`
+# package) into .shepherd/node, first on every recipe's PATH (tests included).
+NODE_MAJOR := 22
+NODE_DIR := .shepherd/node
+export PATH := $(CURDIR)/$(NODE_DIR)/node_modules/.bin:$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: dev test lint format mypy unit demo clean openapi synth cdk-nag infra-tests browser
@@ -24,6 +31,13 @@ $(STAMP): pyproject.toml
 
 dev: $(STAMP) browser
 
+.PHONY: node
+node: $(NODE_DIR)/.installed
+
+$(NODE_DIR)/.installed:
+	@if node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= $(NODE_MAJOR) ? 0 : 1)' 2>/dev/null; then mkdir -p $(NODE_DIR); else echo "Node $(NODE_MAJOR) for the CDK into $(NODE_DIR)"; npm install --prefix $(NODE_DIR) --no-audit --no-fund --silent node@$(NODE_MAJOR); fi
+	touch $@
+
 # The OS's Chromium for the console's browser tests (apt-get when missing; quick when there).
 browser:
 	@tools/ensure-chromium.sh
@@ -39,7 +53,7 @@ format: $(STAMP)
 mypy: $(STAMP)
 	$(BIN)/mypy layers/shepherd/python/shepherd functions tools infra examples
 
-unit: $(STAMP) browser
+unit: $(STAMP) browser node
 	$(BIN)/pytest
 
 test: lint mypy unit
@@ -62,20 +76,26 @@ sim: $(STAMP)
 # The CDK CLI pinned in package.json; no Docker, no AWS credentials, no context lookups.
 NODE_STAMP := node_modules/.installed
 
-$(NODE_STAMP): package.json package-lock.json
+$(NODE_STAMP): package.json package-lock.json | node
 	npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-synth: $(STAMP) $(NODE_STAMP)
+synth: $(STAMP) node $(NODE_STAMP)
 	npx cdk synth --quiet
 
 # cdk-nag (AwsSolutions + Serverless), CDK assertions, drift and cfn-lint checks on the app, the
 # deploy rehearsal (functions rebuilt from cdk.out, run against moto; pip cache in .shepherd/cache)
 # and the check of every SDK call the handlers make against their IAM statements.
-infra-tests: $(STAMP)
+infra-tests: $(STAMP) node
 	$(BIN)/pytest tests/infra
 
 cdk-nag: infra-tests
+
+# Before pinning a new Powertools release: its public SSM parameter exists in every region the
+# README promises (needs credentials for any account; read-only).
+.PHONY: release-check
+release-check: $(STAMP)
+	$(BIN)/python tools/release_check.py
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache

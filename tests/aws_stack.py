@@ -11,6 +11,7 @@ import boto3
 import pytest
 from shepherd import routes
 from shepherd.observability import ENV_POOL, ENV_SWEEP_INTERVAL, ENV_SWEEP_WINDOW
+from shepherd.routes import TASK_TOKEN_HEADER
 from shepherd.settings import Settings
 from shepherd_cli import apigw, lambda_kit
 from shepherd_cli.resources import create_all
@@ -148,14 +149,16 @@ class Stack:
         return int(reply["statusCode"]), headers, body
 
     def callback(self, token: str, action: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
+        """POST /tasks/<action> with the token in its header, as a caller sends it."""
         from shepherd_handlers import callbacks
 
+        headers = {TASK_TOKEN_HEADER: token, **kwargs.pop("headers", {})}
         event = rest_event(
             "POST",
-            f"/tasks/{token}/{action}",
-            resource=f"/tasks/{{token}}/{action}",
-            path_parameters={"token": token},
+            f"/tasks/{action}",
+            resource=f"/tasks/{action}",
             body=body if body is not None else {},
+            headers=headers,
             **kwargs,
         )
         reply = callbacks.handler(event, LambdaContext())

@@ -122,7 +122,8 @@ class AttemptView(BaseModel):
         str,
         Field(
             description="ok, error, timeout, heartbeat_timeout (the supervisor timed it out), "
-            "or input_replaced (an operator gave the step a new input at a resume)"
+            "input_replaced (an operator gave the step a new input at a resume), or "
+            "undeliverable (its pool has no queue any more: never sent, never run)"
         ),
     ]
     error: str | None = None

@@ -49,7 +49,7 @@ class Tracing:
         if enabled:
             from aws_lambda_powertools import Tracer  # noqa: PLC0415 - imports the X-Ray SDK
 
-            self._tracer = Tracer(service=SERVICE)
+            self._tracer = Tracer(service=Settings.service_from_env(SERVICE))
 
     def capture_lambda_handler(self, fn: F) -> F:
         if self._tracer is None:
@@ -64,9 +64,12 @@ class Tracing:
         return wrapped
 
 
-logger = Logger(service=SERVICE)
+# The deployment's own service name (the stack sets it): the `service` dimension of every
+# engine metric, so the alarms of one stack never read another's.
+service = Settings.service_from_env(SERVICE)
+logger = Logger(service=service)
 tracer = Tracing(tracing_enabled())
-metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=service)
 
 # Domain events double as the source of the workflow and step metrics.
 EVENT_METRICS = {

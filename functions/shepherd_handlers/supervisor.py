@@ -31,7 +31,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd import wiring
+from shepherd.engine.pools import pool_states
 from shepherd.engine.supervisor import SweepReport
+from shepherd.errors import DeliveryError
 from shepherd.observability import Metric
 
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
@@ -99,10 +101,13 @@ def groups_of(records: list[Any], groups: int) -> list[int]:
 
 
 def record(report: SweepReport) -> None:
-    metrics.add_metric(
-        name=Metric.SWEEP_DURATION, unit=MetricUnit.Milliseconds, value=report.duration_ms
-    )
-    if report.lease != "busy":  # a duplicate tick that did nothing says nothing either
+    # A sweep with nothing due takes a few index queries: its numbers are only emitted when it
+    # had work (and a duplicate tick that found its group's lease held did nothing), so an
+    # idle stack pays for one custom metric (SupervisorRan), not six.
+    if (report.due or report.actions) and report.lease != "busy":
+        metrics.add_metric(
+            name=Metric.SWEEP_DURATION, unit=MetricUnit.Milliseconds, value=report.duration_ms
+        )
         metrics.add_metric(name=Metric.SWEEP_DUE, unit=MetricUnit.Count, value=report.due)
         metrics.add_metric(
             name=Metric.SWEEP_TRUNCATED, unit=MetricUnit.Count, value=int(report.truncated)
@@ -130,6 +135,24 @@ def record(report: SweepReport) -> None:
         metrics.add_metric(name=Metric.WORKFLOWS_PARKED, unit=MetricUnit.Count, value=report.parked)
 
 
+def hold_paused_pools() -> None:
+    """Once a minute (the scheduled run): a pool the table records as paused has its event
+    source mapping disabled again. A deploy that updates or replaces a mapping enables it
+    (CloudFormation knows nothing of a pause), which would resume the pool silently; this
+    re-applies the pause within a minute. Idempotent; the paused pools only."""
+    shepherd = engine()
+    control = shepherd.pool_control
+    if control is None:  # the local stack: its workers read the pool state themselves
+        return
+    for name, state in pool_states(shepherd.ports.store).items():
+        if not state.paused:
+            continue
+        try:
+            control.set_enabled(name, False)
+        except DeliveryError:
+            logger.exception("paused pool not held", extra={"pool": name})
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
@@ -144,6 +167,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         groups = groups_of(records, settings.sweep_groups)
         return _sweep_groups(interval, groups, context, {"ticks": len(records)})
     metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
+    hold_paused_pools()
     if ticks_url:
         planned = ticks(settings.sweep_groups, tick_delays(interval, window))
         sent = send_ticks(ticks_url, planned)

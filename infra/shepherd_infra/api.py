@@ -8,18 +8,15 @@ error shape, with the request id.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 from aws_cdk import aws_apigateway, aws_lambda
 from constructs import Construct
 from shepherd import routes
 from shepherd.observability import HANDLER_API, HANDLER_CALLBACKS
-from shepherd.settings import ENV_POOL_MAPPINGS
 from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
-from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api_logging import acknowledge_logging_off, stage_options
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
@@ -33,15 +30,12 @@ class SchedulerApi(Construct):
         *,
         runtime: LambdaRuntime,
         access: Access,
-        pools: Sequence[AgentPool] = (),
+        name: str,
         logging: bool = False,
+        detailed_metrics: bool = False,
         memory_mb: int = config.API_MEMORY_MB,
     ) -> None:
         super().__init__(scope, construct_id)
-        # Pausing a pool disables its SQS event source mapping: the API knows them by id.
-        mappings = {
-            p.pool.name: p.event_source.event_source_mapping_id for p in pools if p.event_source
-        }
         self.api_function = runtime.function(
             self,
             "ApiHandler",
@@ -50,14 +44,13 @@ class SchedulerApi(Construct):
                 timeout=config.API_TIMEOUT,
                 memory_mb=memory_mb,
                 description="scheduler API",
-                extra_env={ENV_POOL_MAPPINGS: json.dumps(mappings, sort_keys=True)}
-                if mappings
-                else {},
+                extra_env={},
             ),
         )
         # Lists workflows through the owner index; never the watch index.
         access.engine(self.api_function, indexes=[TABLE.list_index])
-        access.pool_control(self.api_function, pools)
+        # Pausing a pool disables its SQS event source mapping, found by its function's name.
+        access.pool_control(self.api_function)
         access.payloads(self.api_function, read=True)
         access.uploads(self.api_function, sign=True)
         self.callbacks_function = runtime.function(
@@ -80,10 +73,11 @@ class SchedulerApi(Construct):
         self.rest_api = aws_apigateway.RestApi(
             self,
             "RestApi",
+            rest_api_name=name,
             description="Shepherd scheduler API (IAM authorization)",
             endpoint_types=[aws_apigateway.EndpointType.REGIONAL],
             cloud_watch_role=False,
-            deploy_options=stage_options(self, logging=logging),
+            deploy_options=stage_options(self, logging=logging, detailed_metrics=detailed_metrics),
             default_method_options=aws_apigateway.MethodOptions(
                 authorization_type=aws_apigateway.AuthorizationType.IAM
             ),
@@ -119,7 +113,10 @@ class SchedulerApi(Construct):
                 integrations[route.target],
                 authorization_type=aws_apigateway.AuthorizationType.IAM,
                 request_validator=validator,
-                request_parameters={f"method.request.path.{p}": True for p in route.params},
+                request_parameters={
+                    **{f"method.request.path.{p}": True for p in route.params},
+                    **{f"method.request.header.{h}": True for h in route.headers},
+                },
             )
         for error in routes.GATEWAY_ERRORS:
             self.rest_api.add_gateway_response(

@@ -14,8 +14,9 @@ from constructs import Construct
 
 from shepherd_infra import config
 from shepherd_infra.code import AgentCode
+from shepherd_infra.ledger import LEDGER_FILE
 from shepherd_infra.nag import add_checks
-from shepherd_infra.stack import BUILD_SUBDIR, Shepherd
+from shepherd_infra.stack import BUILD_SUBDIR, WATCH_SHARDS, Shepherd
 from shepherd_infra.webhooks import parse_webhooks
 
 STACK_NAME = "Shepherd"
@@ -65,15 +66,16 @@ class ShepherdStack(Stack):
             value=shepherd.relay_failures.queue_url,
             description="Stream records the event relay gave up on: shepherd events replay",
         )
-        CfnOutput(
-            self,
-            "DashboardUrl",
-            value=(
-                f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
-                f"?region={Aws.REGION}#dashboards:name="
-                f"{shepherd.monitoring.dashboard.dashboard_name}"
-            ),
-        )
+        board = shepherd.monitoring.dashboard
+        if board is not None:
+            CfnOutput(
+                self,
+                "DashboardUrl",
+                value=(
+                    f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home"
+                    f"?region={Aws.REGION}#dashboards:name={board.dashboard_name}"
+                ),
+            )
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -107,6 +109,17 @@ def _int(value: Any, default: int) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     raise ValueError(f"expected a whole number, got {value!r}")
+
+
+def _names(value: Any) -> list[str]:
+    """A list of names from context: `a,b` (the CLI's `-c key=a,b`) or a JSON list."""
+    if not value:
+        return []
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        value = json.loads(value)
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return [str(v) for v in value]
 
 
 def _json_ints(value: Any, key: str) -> dict[str, int]:
@@ -148,9 +161,17 @@ def build_app(
         powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),
         powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
         event_owners=_json_map(ctx(config.CTX_EVENT_OWNERS)),
+        operators=_names(ctx(config.CTX_OPERATORS)),
+        watch_shards=_int(ctx(config.CTX_WATCH_SHARDS), WATCH_SHARDS),
+        sweep_groups=_int(ctx(config.CTX_SWEEP_GROUPS), 1),
         webhooks=parse_webhooks(ctx(config.CTX_WEBHOOKS)),
         pool_memory_mb=_json_ints(ctx(config.CTX_POOL_MEMORY_MB), config.CTX_POOL_MEMORY_MB),
         api_memory_mb=_int(ctx(config.CTX_API_MEMORY_MB), config.API_MEMORY_MB),
+        # The pools deployed, beside the definitions: a removed pool is retired, not deleted.
+        pool_ledger=Path(directory).resolve() / LEDGER_FILE,
+        dashboard=_flag(ctx(config.CTX_DASHBOARD), default=False),
+        api_detailed_metrics=_flag(ctx(config.CTX_API_DETAILED_METRICS), default=False),
+        release_pools=_names(ctx(config.CTX_RELEASE_POOLS)),
     )
     add_checks(app)
     return app, stack

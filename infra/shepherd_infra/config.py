@@ -99,6 +99,17 @@ REMOVED_CONTEXT = {
 }
 # {event source: owner principal ARN} for StartWorkflow events (JSON; see docs/api.md, Events)
 CTX_EVENT_OWNERS = "event_owners"
+CTX_OPERATORS = "operators"  # JSON list (or a,b) of IAM principal ARNs: pool pause/resume
+CTX_WATCH_SHARDS = "watch_shards"  # the watch index's shards (16; 256 at the design load)
+CTX_SWEEP_GROUPS = "sweep_groups"  # supervisor invocations per tick (1; 32 at the design load)
 CTX_WEBHOOKS = "webhooks"  # selected events to HTTPS endpoints (shepherd_infra.webhooks)
 CTX_API_MEMORY_MB = "api_memory_mb"  # the API and callbacks functions' memory
 CTX_POOL_MEMORY_MB = "pool_memory_mb"  # {"<pool>": MB}: an agent pool's function memory
+CTX_RELEASE_POOLS = "release_pools"  # retired pools to take out of the stack (a,b)
+CTX_DASHBOARD = "dashboard"  # "true": the CloudWatch dashboard ($3 a month past the free three)
+# "true": API Gateway's per-method metrics (billed as custom metrics, 7 per method and stage)
+CTX_API_DETAILED_METRICS = "api_detailed_metrics"
+
+# The supervisor is behind when a sweep finds work due for longer than this, three minutes in a
+# row (the design's detection-lag target is HeartbeatSeconds + 5 s; a sweep every 5 s).
+SUPERVISOR_BEHIND = Duration.seconds(60)

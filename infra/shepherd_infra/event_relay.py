@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Duration, aws_lambda, aws_lambda_event_sources, aws_sqs
+import jsii
+from aws_cdk import Duration, aws_iam, aws_lambda, aws_lambda_event_sources, aws_sqs
 from constructs import Construct
 from shepherd.changes import STREAM_FILTERS
 from shepherd.observability import HANDLER_STREAM
@@ -30,7 +31,7 @@ from shepherd.topology import RELAY_BATCH_SIZE
 from shepherd_infra import config
 from shepherd_infra.access import Access
 from shepherd_infra.nag import acknowledge
-from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
+from shepherd_infra.runtime import FunctionSpec, LambdaRuntime, allow
 from shepherd_infra.state_store import StateStore
 
 BATCH_WINDOW = Duration.seconds(1)  # up to 1 s more latency, far fewer invocations
@@ -90,7 +91,7 @@ class EventRelay(Construct):
             max_record_age=MAX_RECORD_AGE,
             parallelization_factor=PARALLELIZATION,
             report_batch_item_failures=True,
-            on_failure=aws_lambda_event_sources.SqsDlq(self.failures),
+            on_failure=SendOnlyDlq(self.failures),
             filters=[_filter(pattern) for pattern in STREAM_FILTERS],
         )
         self.function.add_event_source(self.source)
@@ -107,6 +108,24 @@ class EventRelay(Construct):
             ),
         ):
             acknowledge(self.function, rule, reason)
+
+
+@jsii.implements(aws_lambda.IEventSourceDlq)
+class SendOnlyDlq:
+    """The mapping's on-failure queue, granted as Lambda uses it: SendMessage alone (the CDK's
+    SqsDlq also grants GetQueueAttributes and GetQueueUrl, which nothing calls)."""
+
+    def __init__(self, queue: aws_sqs.IQueue) -> None:
+        self._queue = queue
+
+    def bind(
+        self, target: aws_lambda.IEventSourceMapping, target_handler: aws_lambda.IFunction
+    ) -> aws_lambda.DlqDestinationConfig:
+        allow(
+            target_handler,
+            aws_iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self._queue.queue_arn]),
+        )
+        return aws_lambda.DlqDestinationConfig(destination=self._queue.queue_arn)
 
 
 def _filter(pattern: dict[str, Any]) -> Mapping[str, Any]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, aws_events, aws_events_targets
+from collections.abc import Mapping
+
+from aws_cdk import Duration, aws_events, aws_events_targets, aws_iam
 from constructs import Construct
 from shepherd.observability import EVENT_SOURCE, HANDLER_EVENTS, START_DETAIL_TYPE
 
@@ -37,12 +39,66 @@ class EventBus(Construct):
         )
         # Failed starts can be replayed from here (starts with an idempotency key are safe to
         # replay); this is the recovery path instead of a target DLQ.
-        self.bus.archive(
+        self.archive = self.bus.archive(
             "StartArchive",
             description="StartWorkflow events, for replay",
             event_pattern=self.start_pattern,
             retention=ARCHIVE_RETENTION,
         )
+        # The CDK writes `KmsKeyIdentifier: ""` for an archive without a key of its own (an
+        # open CDK bug reported to fail deploys in some regions): leave the property out, as
+        # CloudFormation's default (an AWS owned key) means.
+        archive = self.archive.node.default_child
+        assert isinstance(archive, aws_events.CfnArchive)
+        archive.add_property_deletion_override("KmsKeyIdentifier")
+
+    def enforce_ownership(self, owners: Mapping[str, str], relay: aws_iam.IRole) -> None:
+        """Who may put what on the bus, in its resource policy (explicit denies, which win
+        over any identity policy that allows `PutEvents`):
+
+        * `source: shepherd` (Shepherd's own lifecycle events) only by the event relay's
+          role: nobody else can make subscribers and webhooks believe a workflow succeeded;
+        * a source `event_owners` maps to a principal only by that principal (a role's
+          sessions count as the role: `aws:PrincipalArn`): nobody else starts workflows as
+          its owner or takes its idempotency keys;
+        * `StartWorkflow` from no other source (the events handler rejects it too).
+
+        Other events from other sources are the bus's business and pass."""
+        bus = self.bus
+
+        def deny(sid: str, conditions: dict[str, dict[str, object]]) -> None:
+            bus.add_to_resource_policy(
+                aws_iam.PolicyStatement(
+                    sid=sid,
+                    effect=aws_iam.Effect.DENY,
+                    principals=[aws_iam.AnyPrincipal()],
+                    actions=["events:PutEvents"],
+                    resources=[bus.event_bus_arn],
+                    conditions=conditions,
+                )
+            )
+
+        deny(
+            "OnlyTheRelayPutsShepherdEvents",
+            {
+                "StringEquals": {"events:source": EVENT_SOURCE},
+                "ArnNotEquals": {"aws:PrincipalArn": relay.role_arn},
+            },
+        )
+        for i, (source, owner) in enumerate(sorted(owners.items())):
+            deny(
+                f"OnlyItsOwnerPutsSource{i}",
+                {
+                    "StringEquals": {"events:source": source},
+                    "ArnNotEquals": {"aws:PrincipalArn": owner},
+                },
+            )
+        start: dict[str, dict[str, object]] = {
+            "StringEquals": {"events:detail-type": START_DETAIL_TYPE}
+        }
+        if owners:
+            start["StringNotEquals"] = {"events:source": sorted(owners)}
+        deny("StartWorkflowOnlyFromMappedSources", start)
 
     def add_start_rule(self, runtime: LambdaRuntime, access: Access) -> None:
         self.function = runtime.function(

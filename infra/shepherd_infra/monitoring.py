@@ -1,12 +1,15 @@
 """Dashboard and alarms. Engine metrics come from Powertools (EMF) in NAMESPACE with the
-`service` dimension; names from `shepherd.observability.Metric`."""
+`service` dimension, which is the deployment's own name (a second stack's metrics are other
+series); names from `shepherd.observability.Metric`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from aws_cdk import (
     Duration,
+    RemovalPolicy,
     Stack,
     aws_apigateway,
     aws_cloudwatch,
@@ -18,7 +21,7 @@ from aws_cdk import (
     aws_sns_subscriptions,
 )
 from constructs import Construct
-from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd.observability import NAMESPACE, Metric
 from shepherd.topology import TABLE
 
 from shepherd_infra import config
@@ -31,16 +34,26 @@ from shepherd_infra.webhooks import Webhook
 ONE_MINUTE = Duration.minutes(1)
 DASHBOARD_NAME_MAX = 255
 REGION_MAX = 25  # "-" and the longest region name, with room to spare
+NAME_MAX = DASHBOARD_NAME_MAX - REGION_MAX
 SUPERVISOR_MISSED_PERIODS = 3
+ALARM_KEY_PENDING_WINDOW = Duration.days(7)  # the shortest KMS allows
+# Queues one alarm watches (metric math over one metric per queue): CloudWatch takes up to 10
+# metrics in an alarm's expression.
+POOLS_PER_ALARM = 9
+
+
+# The services the engine calls (shepherd.wiring.ENGINE_SERVICES), each a Throttles series.
+THROTTLED_SERVICES = ("dynamodb", "sqs", "s3", "events", "lambda")
 
 
 def engine_metric(
-    metric: Metric, *, statistic: str = "Sum", period: Duration = ONE_MINUTE
+    metric: Metric, service: str, *, statistic: str = "Sum", period: Duration = ONE_MINUTE
 ) -> aws_cloudwatch.Metric:
+    """One of the engine's series, as the functions of the deployment `service` publish it."""
     return aws_cloudwatch.Metric(
         namespace=NAMESPACE,
         metric_name=metric.value,
-        dimensions_map={"service": SERVICE},
+        dimensions_map={"service": service},
         statistic=statistic,
         period=period,
     )
@@ -58,12 +71,14 @@ class Monitoring(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        service: str,
         table: aws_dynamodb.Table,
         pools: Sequence[AgentPool],
         rest_api: aws_apigateway.RestApi,
         relay: EventRelay,
         alarm_email: str | None,
         webhooks: Sequence[Webhook] = (),
+        dashboard: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[aws_cloudwatch.Alarm] = []
@@ -72,32 +87,10 @@ class Monitoring(Construct):
             self.topic = self._topic(alarm_email)
 
         # ------------------------------------------------------------------------------ alarms
-        for pool in pools:
-            self._alarm(
-                f"{pool.pool.name}DlqNotEmpty",
-                pool.dlq.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=ONE_MINUTE
-                ),
-                threshold=0,
-                description=f"Messages in the {pool.pool.name} DLQ: tasks failed "
-                f"{pool.pool.max_receive_count} deliveries",
-            )
-            age = oldest_message_threshold_seconds(
-                pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
-            )
-            self._alarm(
-                f"{pool.pool.name}OldestMessage",
-                pool.queue.metric_approximate_age_of_oldest_message(
-                    statistic="Maximum", period=ONE_MINUTE
-                ),
-                threshold=age,
-                evaluation_periods=3,
-                description=f"The oldest {pool.pool.name} task is older than {age} s: "
-                "the pool is stuck or cannot keep up",
-            )
+        self._pool_alarms(pools)
         self._alarm(
             "SupervisorNotRunning",
-            engine_metric(Metric.SUPERVISOR_RAN),
+            engine_metric(Metric.SUPERVISOR_RAN, service),
             threshold=1,
             comparison=aws_cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             evaluation_periods=SUPERVISOR_MISSED_PERIODS,
@@ -107,27 +100,38 @@ class Monitoring(Construct):
         )
         self._alarm(
             "LookFailures",
-            engine_metric(Metric.LOOK_FAILURES),
+            engine_metric(Metric.LOOK_FAILURES, service),
             threshold=0,
             description="The supervisor could not look at a workflow (an unexpected error, "
             "logged with its workflow id); after 8 failed looks in a row it is parked FAILED",
         )
         self._alarm(
             "CompensationFailed",
-            engine_metric(Metric.COMPENSATIONS_FAILED),
+            engine_metric(Metric.COMPENSATIONS_FAILED, service),
             threshold=0,
             description="A compensation failed for good: a workflow is FAILED, needs an operator",
         )
         self._alarm(
             "AgentNotFound",
-            engine_metric(Metric.AGENTS_NOT_FOUND),
+            engine_metric(Metric.AGENTS_NOT_FOUND, service),
             threshold=0,
             description="A pool's code registers no agent under a step's Agent (the deploy "
             "dropped an agent module): the step failed for good; the worker's log names it",
         )
         self._alarm(
+            "SupervisorBehind",
+            engine_metric(Metric.OLDEST_DUE_AGE, service, statistic="Maximum"),
+            threshold=config.SUPERVISOR_BEHIND.to_milliseconds(),
+            evaluation_periods=3,
+            description="The supervisor is behind: a sweep found work that had been due for "
+            f"more than {config.SUPERVISOR_BEHIND.to_seconds()} s, three minutes in a row "
+            "(past its capacity every shard falls behind evenly): raise "
+            "SHEPHERD_SWEEP_GROUPS (sweep_groups), SHEPHERD_SWEEP_LOOKS, or the shard count; "
+            "README, runbook",
+        )
+        self._alarm(
             "PausedOnFailure",
-            engine_metric(Metric.PAUSED_ON_FAILURE),
+            engine_metric(Metric.PAUSED_ON_FAILURE, service),
             threshold=0,
             description="A step with OnFailure PAUSE failed for good: its workflow is PAUSED "
             "until an operator fixes the cause and resumes, compensates or cancels it",
@@ -164,8 +168,8 @@ class Monitoring(Construct):
                 "accept within a day of retries are in its DLQ: fix the endpoint, then send "
                 "them again (docs/architecture.md, Deployment)",
             )
-        started = engine_metric(Metric.WORKFLOWS_STARTED, period=config.ALARM_PERIOD)
-        failed = engine_metric(Metric.WORKFLOWS_FAILED, period=config.ALARM_PERIOD)
+        started = engine_metric(Metric.WORKFLOWS_STARTED, service, period=config.ALARM_PERIOD)
+        failed = engine_metric(Metric.WORKFLOWS_FAILED, service, period=config.ALARM_PERIOD)
         self._alarm(
             "WorkflowFailureRate",
             aws_cloudwatch.MathExpression(
@@ -199,137 +203,251 @@ class Monitoring(Construct):
         )
 
         # ---------------------------------------------------------------------------- dashboard
-        # Dashboard names are unique per account across all regions: the stack's name (unique
-        # per region) and the region make this one unique.
-        region = Stack.of(self).region
-        self.dashboard = aws_cloudwatch.Dashboard(
-            self,
-            "Dashboard",
-            dashboard_name=(
-                f"{stack_scoped_name(self, max_length=DASHBOARD_NAME_MAX - REGION_MAX)}-{region}"
-            ),
-            default_interval=Duration.hours(3),
-        )
+        # Optional (`dashboard=True`, `-c dashboard=true`): $3 a month at list price, more than
+        # the rest of an idle stack; the first three dashboards of an account are free.
+        self.dashboard: aws_cloudwatch.Dashboard | None = None
+        if dashboard:
+            # Dashboard names are unique per account across all regions: the stack's name (unique
+            # per region) and the region make this one unique.
+            region = Stack.of(self).region
+            board = aws_cloudwatch.Dashboard(
+                self,
+                "Dashboard",
+                dashboard_name=f"{stack_scoped_name(self, max_length=NAME_MAX)}-{region}",
+                default_interval=Duration.hours(3),
+            )
 
-        def graph(
-            title: str, metrics: Sequence[aws_cloudwatch.IMetric], width: int = 8
-        ) -> aws_cloudwatch.GraphWidget:
-            return aws_cloudwatch.GraphWidget(title=title, left=list(metrics), width=width)
+            def graph(
+                title: str, metrics: Sequence[aws_cloudwatch.IMetric], width: int = 8
+            ) -> aws_cloudwatch.GraphWidget:
+                return aws_cloudwatch.GraphWidget(title=title, left=list(metrics), width=width)
 
-        lifecycle = [
-            Metric.WORKFLOWS_STARTED,
-            Metric.WORKFLOWS_SUCCEEDED,
-            Metric.WORKFLOWS_FAILED,
-            Metric.WORKFLOWS_COMPENSATED,
-            Metric.WORKFLOWS_CANCELLED,
-            Metric.WORKFLOWS_PAUSED,
-            Metric.WORKFLOWS_RESUMED,
-            Metric.PAUSED_ON_FAILURE,
-        ]
-        steps = [
-            Metric.STEP_ATTEMPTS,
-            Metric.STEP_RETRIES,
-            Metric.TIMEOUTS_DETECTED,
-            Metric.LOST_MESSAGES_RECOVERED,
-            Metric.COMPENSATIONS,
-            Metric.COMPENSATIONS_FAILED,
-            Metric.FENCED_WRITES,
-            Metric.DUPLICATES_DROPPED,
-            Metric.AGENTS_NOT_FOUND,
-        ]
-        self.dashboard.add_widgets(
-            graph("Workflows", [engine_metric(m) for m in lifecycle]),
-            graph("Steps: retries, timeouts, compensations", [engine_metric(m) for m in steps]),
-            graph(
-                "Detection lag (ms)",
-                [
-                    engine_metric(Metric.DETECTION_LAG, statistic="p50"),
-                    engine_metric(Metric.DETECTION_LAG, statistic="p99"),
-                ],
-            ),
-        )
-        self.dashboard.add_widgets(
-            graph(
-                "Queue depth",
-                [p.queue.metric_approximate_number_of_messages_visible() for p in pools],
-            ),
-            graph(
-                "Oldest message age (s)",
-                [
-                    p.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")
-                    for p in pools
-                ],
-            ),
-            graph(
-                "DLQ depth",
-                [
-                    p.dlq.metric_approximate_number_of_messages_visible(statistic="Maximum")
-                    for p in pools
-                ],
-            ),
-        )
-        self.dashboard.add_widgets(
-            graph(
-                "Supervisor runs and sweep duration (ms)",
-                [
-                    engine_metric(Metric.SUPERVISOR_RAN),
-                    engine_metric(Metric.SWEEP_DURATION, statistic="p50"),
-                    engine_metric(Metric.SWEEP_DURATION, statistic="p99"),
-                ],
-            ),
-            graph(
-                "Failed looks and parked workflows",
-                [engine_metric(Metric.LOOK_FAILURES), engine_metric(Metric.WORKFLOWS_PARKED)],
-            ),
-            graph(
-                "DynamoDB throttles and conditional-check failures",
-                [
-                    read_throttles,
-                    write_throttles,
-                    _table_metric(table, "ConditionalCheckFailedRequests"),
-                ],
-            ),
-            graph(
-                "API errors and latency",
-                [
-                    rest_api.metric_client_error(period=ONE_MINUTE),
-                    rest_api.metric_server_error(period=ONE_MINUTE),
-                    rest_api.metric_latency(period=ONE_MINUTE, statistic="p99"),
-                ],
-            ),
-        )
-        self.dashboard.add_widgets(
-            graph("Event relay: iterator age (ms)", [iterator_age]),
-            graph(
-                "Event relay: invocations, errors, records sent to its failure queue",
-                [
-                    relay.function.metric_invocations(period=ONE_MINUTE),
-                    relay.function.metric_errors(period=ONE_MINUTE),
-                    relay_failures,
-                ],
-            ),
-            graph(
-                "Paused pools and workflows",
-                [engine_metric(Metric.WORKFLOWS_PAUSED), engine_metric(Metric.PAUSED_ON_FAILURE)],
-            ),
-        )
-        self.dashboard.add_widgets(
-            aws_cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
-        )
+            lifecycle = [
+                Metric.WORKFLOWS_STARTED,
+                Metric.WORKFLOWS_SUCCEEDED,
+                Metric.WORKFLOWS_FAILED,
+                Metric.WORKFLOWS_COMPENSATED,
+                Metric.WORKFLOWS_CANCELLED,
+                Metric.WORKFLOWS_PAUSED,
+                Metric.WORKFLOWS_RESUMED,
+                Metric.PAUSED_ON_FAILURE,
+            ]
+            steps = [
+                Metric.STEP_ATTEMPTS,
+                Metric.STEP_RETRIES,
+                Metric.TIMEOUTS_DETECTED,
+                Metric.LOST_MESSAGES_RECOVERED,
+                Metric.COMPENSATIONS,
+                Metric.COMPENSATIONS_FAILED,
+                Metric.FENCED_WRITES,
+                Metric.DUPLICATES_DROPPED,
+                Metric.AGENTS_NOT_FOUND,
+                Metric.RECORDS_DEFERRED,
+            ]
+            board.add_widgets(
+                graph("Workflows", [engine_metric(m, service) for m in lifecycle]),
+                graph(
+                    "Steps: retries, timeouts, compensations",
+                    [engine_metric(m, service) for m in steps],
+                ),
+                graph(
+                    "Detection lag (ms)",
+                    [
+                        engine_metric(Metric.DETECTION_LAG, service, statistic="p50"),
+                        engine_metric(Metric.DETECTION_LAG, service, statistic="p99"),
+                    ],
+                ),
+            )
+            board.add_widgets(
+                graph(
+                    "Queue depth",
+                    [p.queue.metric_approximate_number_of_messages_visible() for p in pools],
+                ),
+                graph(
+                    "Oldest message age (s)",
+                    [
+                        p.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")
+                        for p in pools
+                    ],
+                ),
+                graph(
+                    "DLQ depth",
+                    [
+                        p.dlq.metric_approximate_number_of_messages_visible(statistic="Maximum")
+                        for p in pools
+                    ],
+                ),
+            )
+            board.add_widgets(
+                graph(
+                    "Supervisor runs and sweep duration (ms)",
+                    [
+                        engine_metric(Metric.SUPERVISOR_RAN, service),
+                        engine_metric(Metric.SWEEP_DURATION, service, statistic="p50"),
+                        engine_metric(Metric.SWEEP_DURATION, service, statistic="p99"),
+                    ],
+                ),
+                graph(
+                    "Failed looks and parked workflows",
+                    [
+                        engine_metric(Metric.LOOK_FAILURES, service),
+                        engine_metric(Metric.WORKFLOWS_PARKED, service),
+                    ],
+                ),
+                graph(
+                    "DynamoDB throttles and conditional-check failures",
+                    [
+                        read_throttles,
+                        write_throttles,
+                        _table_metric(table, "ConditionalCheckFailedRequests"),
+                    ],
+                ),
+                graph(
+                    "API errors and latency",
+                    [
+                        rest_api.metric_client_error(period=ONE_MINUTE),
+                        rest_api.metric_server_error(period=ONE_MINUTE),
+                        rest_api.metric_latency(period=ONE_MINUTE, statistic="p99"),
+                    ],
+                ),
+            )
+            board.add_widgets(
+                graph("Event relay: iterator age (ms)", [iterator_age]),
+                graph(
+                    "Event relay: invocations, errors, records sent to its failure queue",
+                    [
+                        relay.function.metric_invocations(period=ONE_MINUTE),
+                        relay.function.metric_errors(period=ONE_MINUTE),
+                        relay_failures,
+                    ],
+                ),
+                graph(
+                    "Paused pools and workflows",
+                    [
+                        engine_metric(Metric.WORKFLOWS_PAUSED, service),
+                        engine_metric(Metric.PAUSED_ON_FAILURE, service),
+                    ],
+                ),
+            )
+            board.add_widgets(
+                graph(
+                    "Supervisor at load: due, truncated sweeps, unavailable looks",
+                    [
+                        engine_metric(Metric.SWEEP_DUE, service),
+                        engine_metric(Metric.SWEEP_TRUNCATED, service),
+                        engine_metric(Metric.SWEEP_UNAVAILABLE, service),
+                    ],
+                ),
+                graph(
+                    "Supervisor behind: oldest due entry's age (ms)",
+                    [engine_metric(Metric.OLDEST_DUE_AGE, service, statistic="Maximum")],
+                ),
+                graph(
+                    "Throttled AWS calls, by service",
+                    [
+                        aws_cloudwatch.Metric(
+                            namespace=NAMESPACE,
+                            metric_name=Metric.THROTTLES.value,
+                            dimensions_map={"service": service, "Service": name},
+                            statistic="Sum",
+                            period=ONE_MINUTE,
+                        )
+                        for name in THROTTLED_SERVICES
+                    ],
+                ),
+            )
+            board.add_widgets(
+                aws_cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
+            )
+            self.dashboard = board
+
+    def _pool_alarms(self, pools: Sequence[AgentPool]) -> None:
+        """Dead letters and backlog of every pool, a few pools to an alarm (metric math over
+        at most POOLS_PER_ALARM queues): two alarms per pool would be 100 resources at 50
+        pools. The description names the pools; the alarm's metrics show which one it was."""
+        for n, group in enumerate(_chunks(pools, POOLS_PER_ALARM), start=1):
+            dlqs = {
+                f"d{i}": p.dlq.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=ONE_MINUTE
+                )
+                for i, p in enumerate(group)
+            }
+            names = ", ".join(p.pool.name for p in group)
+            self._alarm(
+                f"PoolDeadLetters{n}",
+                aws_cloudwatch.MathExpression(
+                    expression=f"MAX(FILL([{', '.join(dlqs)}], 0))",
+                    using_metrics=dlqs,
+                    label="messages in the DLQ (the most of these pools)",
+                    period=ONE_MINUTE,
+                ),
+                threshold=0,
+                description=f"Messages in the DLQ of a pool ({names}): tasks failed "
+                f"{group[0].pool.max_receive_count} deliveries; the alarm's metrics show which",
+            )
+        by_threshold: dict[int, list[AgentPool]] = {}
+        for pool in pools:
+            age = oldest_message_threshold_seconds(
+                pool.visibility_timeout_seconds, pool.function_timeout_seconds
+            )
+            by_threshold.setdefault(age, []).append(pool)
+        for age, same in sorted(by_threshold.items()):
+            for n, group in enumerate(_chunks(same, POOLS_PER_ALARM), start=1):
+                ages = {
+                    f"a{i}": p.queue.metric_approximate_age_of_oldest_message(
+                        statistic="Maximum", period=ONE_MINUTE
+                    )
+                    for i, p in enumerate(group)
+                }
+                names = ", ".join(p.pool.name for p in group)
+                self._alarm(
+                    f"PoolBacklog{age}s{n}",
+                    aws_cloudwatch.MathExpression(
+                        expression=f"MAX(FILL([{', '.join(ages)}], 0))",
+                        using_metrics=ages,
+                        label="age of the oldest task (s, the oldest of these pools)",
+                        period=ONE_MINUTE,
+                    ),
+                    threshold=age,
+                    evaluation_periods=3,
+                    description=f"The oldest task of a pool ({names}) is older than {age} s: "
+                    "the pool is stuck or cannot keep up; the alarm's metrics show which",
+                )
 
     def _topic(self, email: str) -> aws_sns.Topic:
         # CloudWatch can publish to an encrypted topic only with a customer key whose policy
-        # lets cloudwatch.amazonaws.com use it (the AWS managed aws/sns key cannot).
+        # lets cloudwatch.amazonaws.com use it (the AWS managed aws/sns key cannot). The key is
+        # the topic's alone: it goes with the stack (KMS deletes it after its 7-day waiting
+        # period) instead of outliving a destroy at $1 a month.
         key = aws_kms.Key(
-            self, "AlarmTopicKey", enable_key_rotation=True, description="Shepherd alarm topic"
+            self,
+            "AlarmTopicKey",
+            enable_key_rotation=True,
+            description="Shepherd alarm topic",
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=ALARM_KEY_PENDING_WINDOW,
         )
-        key.grant(
-            aws_iam.ServicePrincipal("cloudwatch.amazonaws.com"),
-            "kms:Decrypt",
-            "kms:GenerateDataKey*",
+        cloudwatch = aws_iam.ServicePrincipal("cloudwatch.amazonaws.com")
+        key.add_to_resource_policy(
+            aws_iam.PolicyStatement(
+                principals=[cloudwatch],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions=_alarms_of_this_account(self),
+            )
         )
         topic = aws_sns.Topic(
             self, "AlarmTopic", display_name="Shepherd alarms", master_key=key, enforce_ssl=True
+        )
+        # enforce_ssl makes the topic's policy the TLS Deny alone, which replaces SNS's
+        # default policy: without this Allow no alarm could ever publish.
+        topic.add_to_resource_policy(
+            aws_iam.PolicyStatement(
+                principals=[cloudwatch],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions=_alarms_of_this_account(self),
+            )
         )
         topic.add_subscription(aws_sns_subscriptions.EmailSubscription(email))
         acknowledge(
@@ -367,6 +485,20 @@ class Monitoring(Construct):
             alarm.add_alarm_action(aws_cloudwatch_actions.SnsAction(self.topic))
         self.alarms.append(alarm)
         return alarm
+
+
+def _chunks(items: Sequence[AgentPool], size: int) -> list[Sequence[AgentPool]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _alarms_of_this_account(scope: Construct) -> dict[str, Any]:
+    """CloudWatch acts only for alarms of this account and region (confused deputy)."""
+    stack = Stack.of(scope)
+    alarms = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+    return {
+        "StringEquals": {"aws:SourceAccount": stack.account},
+        "ArnLike": {"aws:SourceArn": alarms},
+    }
 
 
 def _table_metric(

@@ -20,6 +20,7 @@ from aws_cdk import Duration, RemovalPolicy, Stack, aws_iam, aws_lambda, aws_s3
 from constructs import Construct
 
 from shepherd_infra.nag import acknowledge
+from shepherd_infra.runtime import allow, holder_of
 
 PAYLOAD_PREFIX = "wf/"
 UPLOAD_PREFIX = "uploads/"
@@ -65,7 +66,10 @@ class PayloadStore(Construct):
             removal_policy=(
                 RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if retain else RemovalPolicy.DESTROY
             ),
-            auto_delete_objects=False,
+            # `retain_data=false`: the bucket goes with the stack, and CloudFormation cannot
+            # delete a bucket that holds an object, so the CDK's custom resource empties it
+            # first (a function that runs on delete only).
+            auto_delete_objects=not retain,
         )
         acknowledge(
             self.bucket,
@@ -90,11 +94,12 @@ class PayloadStore(Construct):
         success reads it), DeleteObject (removes it once used), and if `sign` PutObject (what
         POST /payloads signs the presigned POST with: the caller writes as this role)."""
         actions = ["s3:GetObject", "s3:DeleteObject"]
-        fn.add_to_role_policy(
+        allow(
+            fn,
             aws_iam.PolicyStatement(
                 actions=["s3:PutObject", *actions] if sign else actions,
                 resources=[self.upload_objects],
-            )
+            ),
         )
         self._acknowledge_prefix(
             fn,
@@ -115,19 +120,21 @@ class PayloadStore(Construct):
         """cdk-nag's IAM5 (a wildcard resource) acknowledged for one prefix of the bucket."""
         stack = Stack.of(self)
         bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
-        acknowledge(fn, f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{prefix}*]", reason)
+        acknowledge(
+            holder_of(fn), f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{prefix}*]", reason
+        )
 
     def grant_read(self, fn: aws_lambda.Function) -> None:
         """GetObject on workflow payloads only (also what a presigned download is signed with).
         Exact actions: the CDK's grant_read would add `s3:GetObject*`, `s3:List*`."""
-        fn.add_to_role_policy(
-            aws_iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.payload_objects])
+        allow(
+            fn, aws_iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.payload_objects])
         )
         self._acknowledge_prefix(fn)
 
     def grant_write(self, fn: aws_lambda.Function) -> None:
         """PutObject on workflow payloads only: never a delete, never another prefix."""
-        fn.add_to_role_policy(
-            aws_iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.payload_objects])
+        allow(
+            fn, aws_iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.payload_objects])
         )
         self._acknowledge_prefix(fn)

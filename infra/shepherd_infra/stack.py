@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from aws_cdk import Stage, aws_dynamodb, aws_events, aws_lambda, aws_s3, aws_sqs
+from aws_cdk import Annotations, Stage, aws_dynamodb, aws_events, aws_lambda, aws_s3, aws_sqs
 from constructs import Construct
 from shepherd.definitions import load_directory
 from shepherd.settings import Settings
-from shepherd.topology import pools
+from shepherd.topology import PoolSpec, pools
 
-from shepherd_infra import config
+from shepherd_infra import config, ledger, pool_settings
 from shepherd_infra.access import Access
 from shepherd_infra.agent_check import check_pool, needed_agents
 from shepherd_infra.agent_pool import AgentPool
@@ -33,14 +33,18 @@ from shepherd_infra.api import SchedulerApi
 from shepherd_infra.code import AgentCode, stage_agent_code
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
+from shepherd_infra.limits import DeployLimits
 from shepherd_infra.monitoring import Monitoring
+from shepherd_infra.naming import pool_names, stack_scoped_name
 from shepherd_infra.payload_store import PayloadStore
+from shepherd_infra.pool_settings import PoolSettings, ResolvedPool
 from shepherd_infra.runtime import LambdaRuntime
 from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
 from shepherd_infra.webhooks import WebhookConfig, Webhooks
 
 BUILD_SUBDIR = "shepherd-build"
+WATCH_SHARDS = Settings.model_fields["watch_shards"].default
 
 
 class Shepherd(Construct):
@@ -50,9 +54,18 @@ class Shepherd(Construct):
     `agents` is the code of every pool's agents; `pool_agents` gives a pool its own code asset
     instead (a pool with heavy dependencies). A pool with neither is refused. `build_dir`
     (default: a folder in the cloud assembly) receives the staged code and definitions.
-    `pool_memory_mb` sizes a pool's function (default 256 MB: raise it for agents that read
-    or return large payloads); `api_memory_mb` the API and callbacks functions (see
-    `config.API_MEMORY_MB`).
+    `pool_settings` sets a pool's function: timeout, memory, environment, layers, VPC, reserved
+    concurrency, architecture (`PoolSettings`, defaults in `shepherd_infra.pool_settings`);
+    `pool_memory_mb` its memory alone (default 256 MB: raise it for agents that read or return
+    large payloads); `api_memory_mb` the API and callbacks functions (`config.API_MEMORY_MB`).
+
+    `dashboard` adds the CloudWatch dashboard ($3 a month past an account's three free ones);
+    `api_detailed_metrics` API Gateway's per-method metrics (custom metrics under traffic).
+
+    `pool_ledger` (a JSON file beside the definitions, committed) remembers the pools deployed:
+    a pool no definition names any more is retired, not deleted, until `release_pools` names
+    it (`shepherd_infra.ledger`). Without a ledger a removed pool leaves the stack at once
+    (its queues are retained, with their tasks, while `retain_data`).
     """
 
     def __init__(
@@ -72,15 +85,33 @@ class Shepherd(Construct):
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
         event_owners: dict[str, str] | None = None,
+        operators: Sequence[str] = (),
+        watch_shards: int = WATCH_SHARDS,
+        sweep_groups: int = 1,
         webhooks: Sequence[WebhookConfig] = (),
         payload_live_days: int = config.PAYLOAD_LIVE_DAYS,
         pool_memory_mb: Mapping[str, int] | None = None,
         api_memory_mb: int = config.API_MEMORY_MB,
+        pool_ledger: Path | None = None,
+        release_pools: Sequence[str] = (),
+        pool_settings: Mapping[str, PoolSettings] | None = None,
+        dashboard: bool = False,
+        api_detailed_metrics: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        # This deployment's name in what people and alarms see: the `service` dimension of
+        # every engine metric (the functions' POWERTOOLS_SERVICE_NAME) and the REST API's
+        # name. The stack's name and the construct's path make it unique in an account and
+        # region: two Shepherds never read each other's series.
+        self.service = stack_scoped_name(self)
         self.definitions = load_directory(definitions_dir)
-        self.pool_specs = pools(self.definitions)
-        pool_memory = _memory_sizes(dict(pool_memory_mb or {}), self.pool_specs, api_memory_mb)
+        # The pools the definitions name, and the retired ones the ledger still holds.
+        self.pool_plan = ledger.plan(pool_ledger, pools(self.definitions), release_pools)
+        self.pool_specs = self.pool_plan.all
+        self._warn_about_retired_pools()
+        self.pool_functions = _pool_functions(
+            self.pool_specs, dict(pool_settings or {}), dict(pool_memory_mb or {}), api_memory_mb
+        )
         if build_dir is None:
             stage = Stage.of(self)
             if stage is None:
@@ -90,6 +121,7 @@ class Shepherd(Construct):
         unknown = sorted(set(pool_agents) - set(self.pool_specs))
         if unknown:
             raise ValueError(f"pool_agents names pools no definition uses: {unknown}")
+        retired = self.pool_plan.retired
         missing = sorted(p for p in self.pool_specs if p not in pool_agents and agents is None)
         if missing:
             raise ValueError(f"no agent code for pools {missing}: pass agents= or pool_agents=")
@@ -109,16 +141,30 @@ class Shepherd(Construct):
             live_days=payload_live_days,
             retain=retain_data,
         )
+        self.names = pool_names(self)
         self.pools = {
-            name: AgentPool(self, f"Pool-{name}", pool=spec)
+            name: AgentPool(
+                self,
+                f"Pool-{name}",
+                pool=spec,
+                names=self.names,
+                function=self.pool_functions[name],
+                retain=retain_data,
+                retired=name in retired,
+            )
             for name, spec in self.pool_specs.items()
         }
         settings = Settings(
             table=self.store.table.table_name,
-            queue_urls={name: pool.queue.queue_url for name, pool in self.pools.items()},
+            queue_url_prefix=self.names.queue_url_prefix,
+            pool_function_prefix=self.names.function_prefix,
+            retired_pools=tuple(retired),
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
             event_owners=event_owners or {},
+            operators=tuple(operators),
+            watch_shards=watch_shards,
+            sweep_groups=sweep_groups,
             retention_days=retention_days,
             payload_bucket=self.payloads.bucket.bucket_name,
         )
@@ -128,15 +174,79 @@ class Shepherd(Construct):
             definitions=self.definitions,
             build_dir=build_dir,
             environment=settings.to_env(),
+            service=self.service,
             powertools_version=powertools_version,
             powertools_layer_arn=powertools_layer_arn,
         )
-        access = Access(
-            self.store,
-            [pool.queue for pool in self.pools.values()],
-            self.events.bus,
-            self.payloads,
+        access = Access(self.store, self.names, self.events.bus, self.payloads)
+        self._add_pool_functions(access, build_dir, agents, pool_agents)
+        self.api = SchedulerApi(
+            self,
+            "Api",
+            runtime=self.runtime,
+            access=access,
+            name=f"{self.service}-Api",
+            logging=api_logging,
+            detailed_metrics=api_detailed_metrics,
+            memory_mb=api_memory_mb,
         )
+        self.events.add_start_rule(self.runtime, access)
+        self.supervisor = Supervisor(
+            self, "Supervisor", runtime=self.runtime, access=access, groups=sweep_groups
+        )
+        self.relay = EventRelay(
+            self, "EventRelay", store=self.store, runtime=self.runtime, access=access
+        )
+        relay_role = self.relay.function.role
+        assert relay_role is not None
+        self.events.enforce_ownership(event_owners or {}, relay_role)
+        self.webhooks = Webhooks(self, "Webhooks", hooks=webhooks, bus=self.events.bus)
+        self.limits = DeployLimits(
+            self, "DeployLimits", environments=self.runtime.environments, pools=len(self.pools)
+        )
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            service=self.service,
+            table=self.store.table,
+            pools=list(self.pools.values()),
+            rest_api=self.api.rest_api,
+            relay=self.relay,
+            webhooks=self.webhooks.hooks,
+            alarm_email=alarm_email,
+            dashboard=dashboard,
+        )
+        if pool_ledger is not None:
+            ledger.write(pool_ledger, self.pool_plan)
+
+    def _warn_about_retired_pools(self) -> None:
+        """Every synth says which pools are retired (and which were just released)."""
+        for name in self.pool_plan.retired:
+            Annotations.of(self).add_warning_v2(
+                "shepherd:pool-retired",
+                f"Pool '{name}' is retired: no definition names it, but workflows that started "
+                "on an earlier definition version may still send it tasks, so its queue, DLQ "
+                "and function stay deployed. Once no running workflow uses it, release it: "
+                f"release_pools=['{name}'] (-c release_pools={name}).",
+            )
+        for name in self.pool_plan.released:
+            Annotations.of(self).add_warning_v2(
+                "shepherd:pool-released",
+                f"Pool '{name}' is released: its function and mapping leave the stack; its "
+                "queue and DLQ stay in the account with what they hold (retained) unless "
+                "retain_data is false. Delete them by hand once empty.",
+            )
+
+    def _add_pool_functions(
+        self,
+        access: Access,
+        build_dir: Path,
+        agents: AgentCode | None,
+        pool_agents: Mapping[str, AgentCode],
+    ) -> None:
+        """Each pool's function with its code: the pool's own `AgentCode`, or the shared one
+        (staged once). The code a pool ships registers every agent its steps name: the synth
+        fails naming the agent, the pool and the modules, not the step at run time."""
         needed = needed_agents(self.definitions)
         registered: dict[Path, set[str]] = {}  # a staged folder: the agents its modules register
         shared: tuple[aws_lambda.Code, Path] | None = None
@@ -153,43 +263,10 @@ class Shepherd(Construct):
                     staged = stage_agent_code(build_dir, "shared", agents)
                     shared = (aws_lambda.Code.from_asset(str(staged)), staged)
                 asset, staged = shared
-            # The code a pool ships registers every agent its steps name: the synth fails
-            # naming the agent, the pool and the modules, not the step at run time.
             registered[staged] = check_pool(
                 name, needed.get(name, {}), staged, code, registered.get(staged)
             )
-            pool.add_function(
-                self.runtime,
-                access,
-                code=asset,
-                agent_modules=code.modules,
-                memory_mb=pool_memory.get(name, config.WORKER_MEMORY_MB),
-            )
-        self.api = SchedulerApi(
-            self,
-            "Api",
-            runtime=self.runtime,
-            access=access,
-            pools=list(self.pools.values()),
-            logging=api_logging,
-            memory_mb=api_memory_mb,
-        )
-        self.events.add_start_rule(self.runtime, access)
-        self.supervisor = Supervisor(self, "Supervisor", runtime=self.runtime, access=access)
-        self.relay = EventRelay(
-            self, "EventRelay", store=self.store, runtime=self.runtime, access=access
-        )
-        self.webhooks = Webhooks(self, "Webhooks", hooks=webhooks, bus=self.events.bus)
-        self.monitoring = Monitoring(
-            self,
-            "Monitoring",
-            table=self.store.table,
-            pools=list(self.pools.values()),
-            rest_api=self.api.rest_api,
-            relay=self.relay,
-            webhooks=self.webhooks.hooks,
-            alarm_email=alarm_email,
-        )
+            pool.add_function(self.runtime, access, code=asset, agent_modules=code.modules)
 
     @property
     def api_url(self) -> str:
@@ -217,16 +294,27 @@ class Shepherd(Construct):
         return self.payloads.bucket
 
 
-def _memory_sizes(
-    pool_memory_mb: dict[str, int], specs: Mapping[str, object], api_memory_mb: int
-) -> dict[str, int]:
-    """The pools' memory sizes, checked at synth: known pools, sizes Lambda accepts."""
-    unknown = sorted(set(pool_memory_mb) - set(specs))
-    if unknown:
-        raise ValueError(f"pool_memory_mb names pools no definition uses: {unknown}")
+def _pool_functions(
+    specs: Mapping[str, PoolSpec],
+    settings: Mapping[str, PoolSettings],
+    pool_memory_mb: Mapping[str, int],
+    api_memory_mb: int,
+) -> dict[str, ResolvedPool]:
+    """Each pool's function settings, checked at synth: known pools, values Lambda accepts."""
+    for what, given in (("pool_settings", settings), ("pool_memory_mb", pool_memory_mb)):
+        unknown = sorted(set(given) - set(specs))
+        if unknown:
+            raise ValueError(f"{what} names pools no definition uses: {unknown}")
     low, high = config.LAMBDA_MEMORY_RANGE
-    sizes = {**{f"pool {k}": v for k, v in pool_memory_mb.items()}, "api": api_memory_mb}
-    for what, mb in sizes.items():
-        if isinstance(mb, bool) or not isinstance(mb, int) or not low <= mb <= high:
-            raise ValueError(f"memory of {what} must be a whole number of MB, {low}..{high}")
-    return pool_memory_mb
+    mb = api_memory_mb
+    if isinstance(mb, bool) or not isinstance(mb, int) or not low <= mb <= high:
+        raise ValueError(f"memory of api must be a whole number of MB, {low}..{high}")
+    return {
+        name: pool_settings.resolve(
+            name,
+            settings.get(name),
+            needed_timeout=spec.function_timeout_seconds,
+            memory_mb=pool_memory_mb.get(name),
+        )
+        for name, spec in specs.items()
+    }

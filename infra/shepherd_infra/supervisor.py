@@ -28,7 +28,6 @@ from aws_cdk import (
     Stack,
     aws_iam,
     aws_lambda,
-    aws_lambda_event_sources,
     aws_scheduler,
     aws_scheduler_targets,
     aws_sqs,
@@ -44,8 +43,9 @@ from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
+from shepherd_infra.agent_pool import CONSUME
 from shepherd_infra.nag import acknowledge
-from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
+from shepherd_infra.runtime import FunctionSpec, LambdaRuntime, allow
 
 # Scheduler's and Lambda's minimum maximum event age; one schedule period.
 MAX_RUN_AGE = Duration.minutes(1)
@@ -90,7 +90,13 @@ class DependOnRolePolicies:
 
 class Supervisor(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, runtime: LambdaRuntime, access: Access
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        runtime: LambdaRuntime,
+        access: Access,
+        groups: int = 1,
     ) -> None:
         super().__init__(scope, construct_id)
         self.ticks = aws_sqs.Queue(
@@ -111,6 +117,12 @@ class Supervisor(Construct):
                 timeout=config.SUPERVISOR_TIMEOUT,
                 memory_mb=config.WORKER_MEMORY_MB,
                 description="supervisor (sweeps the watch index)",
+                # It runs 525,600 times a month on an idle stack: X-Ray would record each run
+                # ($2.63 a month at $5 per million traces) and Lambda's START/END/REPORT lines
+                # would be its only logs. Traced with `-c tracing=true`; its errors and its
+                # own warnings still log.
+                tracing=runtime.tracing,
+                system_log_level=aws_lambda.SystemLogLevel.WARN,
                 extra_env={
                     ENV_SWEEP_INTERVAL: str(config.SWEEP_INTERVAL_SECONDS),
                     ENV_SWEEP_WINDOW: str(config.SWEEP_WINDOW_SECONDS),
@@ -120,18 +132,35 @@ class Supervisor(Construct):
         )
         # The scheduled run sends the minute's ticks; the mapping delivers them (and grants
         # receive/delete on this queue only).
-        self.ticks.grant_send_messages(self.function)
-        self.function.add_event_source(
-            aws_lambda_event_sources.SqsEventSource(
-                self.ticks, batch_size=TICK_BATCH, max_concurrency=TICK_CONCURRENCY
-            )
+        allow(
+            self.function,
+            aws_iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.ticks.queue_arn]),
         )
-        acknowledge(self.function, "Serverless-LambdaEventSourceMappingDestination", STALE_TICK)
+        # Receive and delete only (what Lambda's pollers need): no GetQueueUrl, no
+        # ChangeMessageVisibility, which the CDK's SqsEventSource grant adds.
+        allow(
+            self.function,
+            aws_iam.PolicyStatement(actions=list(CONSUME), resources=[self.ticks.queue_arn]),
+        )
+        tick_mapping = aws_lambda.EventSourceMapping(
+            self,
+            "TickMapping",
+            target=self.function,
+            event_source_arn=self.ticks.queue_arn,
+            batch_size=TICK_BATCH,
+            # One invocation per group at a time (the groups sweep in parallel), at least the
+            # event source's minimum of two.
+            max_concurrency=min(1000, max(TICK_CONCURRENCY, groups)),
+        )
+        acknowledge(tick_mapping, "Serverless-LambdaEventSourceMappingDestination", STALE_TICK)
         # Lambda's queue for asynchronous invocations: no retry of a failed run, and a run still
         # waiting (throttled) after a minute is discarded instead of piling up.
         self.function.configure_async_invoke(max_event_age=MAX_RUN_AGE, retry_attempts=0)
         # The only function that may query the watch index.
         access.engine(self.function, indexes=[TABLE.watch_index])
+        # Its scheduled run holds paused pools paused: a deploy that updates or replaces a
+        # pool's event source mapping enables it (shepherd_handlers.supervisor).
+        access.pool_control(self.function, backlogs=False)
         scheduler_role = aws_iam.Role(
             self,
             "SchedulerRole",

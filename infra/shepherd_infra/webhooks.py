@@ -14,7 +14,9 @@ destination and nothing else. The body is the whole event: a subscriber deduplic
 `detail.event_id` (events are delivered at least once, docs/api.md).
 
 The context is validated at synth: https only, known detail-types (`shepherd.model.EVENT_TYPES`),
-header and secret together, unique names.
+header and secret together, unique names, the secret in the stack's region (or, for a stack
+without one, a template rule refusing the deploy elsewhere); a JSON secret names its field
+(`secret_field`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,19 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from aws_cdk import Duration, SecretValue, aws_events, aws_events_targets, aws_sqs
+from aws_cdk import (
+    Aws,
+    CfnRule,
+    CfnRuleAssertion,
+    Duration,
+    Fn,
+    SecretValue,
+    Stack,
+    Token,
+    aws_events,
+    aws_events_targets,
+    aws_sqs,
+)
 from constructs import Construct
 from pydantic import (
     BaseModel,
@@ -61,6 +75,9 @@ class WebhookConfig(BaseModel):
     detail_types: tuple[str, ...] = Field(min_length=1)
     header: str | None = None
     secret_arn: str | None = None
+    # A secret stored as JSON (`{"apiKey": "..."}`): the field holding the API key. Without it
+    # the whole secret string is the key.
+    secret_field: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
     rate_per_second: int = Field(default=DEFAULT_RATE_PER_SECOND, ge=1, le=300)
 
     @field_validator("url")
@@ -101,7 +118,13 @@ class WebhookConfig(BaseModel):
     def _key_whole(self) -> WebhookConfig:
         if (self.header is None) != (self.secret_arn is None):
             raise ValueError("header and secret_arn go together (the API key's header, its value)")
+        if self.secret_field is not None and self.secret_arn is None:
+            raise ValueError("secret_field names a field of the secret_arn's JSON: give both")
         return self
+
+    @property
+    def secret_region(self) -> str | None:
+        return self.secret_arn.split(":")[3] if self.secret_arn else None
 
 
 _WEBHOOKS = TypeAdapter(list[WebhookConfig])
@@ -133,8 +156,10 @@ class Webhook(Construct):
         super().__init__(scope, construct_id)
         self.hook = hook
         if hook.header is not None and hook.secret_arn is not None:
+            _same_region(self, hook)
             authorization = aws_events.Authorization.api_key(
-                hook.header, SecretValue.secrets_manager(hook.secret_arn)
+                hook.header,
+                SecretValue.secrets_manager(hook.secret_arn, json_field=hook.secret_field),
             )
         else:
             # A connection always authorizes: without a key, a header that names the webhook.
@@ -188,6 +213,32 @@ class Webhook(Construct):
                 )
             ],
         )
+
+
+def _same_region(scope: Construct, hook: WebhookConfig) -> None:
+    """CloudFormation resolves a secret's dynamic reference in the stack's own region: a secret
+    elsewhere fails the deploy. A stack with a region is checked now; an environment-agnostic
+    one gets a template rule that refuses the deploy before it changes anything."""
+    stack = Stack.of(scope)
+    region = hook.secret_region
+    fix = (
+        f"webhook {hook.name}: its secret is in {region}, and CloudFormation reads a secret in "
+        "the stack's own region only; replicate it into the stack's region (Secrets Manager "
+        "replication) and give that replica's ARN"
+    )
+    if not Token.is_unresolved(stack.region):
+        if stack.region != region:
+            raise ValueError(f"{fix} ({stack.region})")
+        return
+    CfnRule(
+        scope,
+        "SecretRegion",
+        assertions=[
+            CfnRuleAssertion(
+                assert_=Fn.condition_equals(Aws.REGION, region), assert_description=fix
+            )
+        ],
+    )
 
 
 class Webhooks(Construct):

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from moto import mock_aws
+from s3_without_list import without_list_bucket
 from shepherd import jsonsafe
 from shepherd.adapters.s3 import S3PayloadStore
 from shepherd.payloads import (
@@ -25,14 +26,17 @@ from shepherd.payloads import (
 BUCKET = "shepherd-payloads-test"
 
 
-@pytest.fixture(params=["memory", "s3"])
+@pytest.fixture(params=["memory", "s3", "s3-without-list-bucket"])
 def store(request: pytest.FixtureRequest) -> Iterator[PayloadStore]:
+    """The fake, S3, and S3 as the deployed roles see it (no ListBucket: a missing key is 403)."""
     if request.param == "memory":
         yield MemoryPayloadStore()
         return
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket=BUCKET)
+        if request.param == "s3-without-list-bucket":
+            without_list_bucket(client)
         yield S3PayloadStore(client, BUCKET)
 
 

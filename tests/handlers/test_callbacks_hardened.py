@@ -42,13 +42,14 @@ def forge(token: str) -> str:
 
 def raw_callback(token: str, action: str, raw: str) -> tuple[int, dict[str, Any]]:
     from aws_stack import LambdaContext, rest_event
+    from shepherd.routes import TASK_TOKEN_HEADER
     from shepherd_handlers import callbacks
 
     event = rest_event(
         "POST",
-        f"/tasks/{token}/{action}",
-        resource=f"/tasks/{{token}}/{action}",
-        path_parameters={"token": token},
+        f"/tasks/{action}",
+        resource=f"/tasks/{action}",
+        headers={TASK_TOKEN_HEADER: token},
         raw_body=raw,
     )
     reply = callbacks.handler(event, LambdaContext())
@@ -242,16 +243,15 @@ def test_a_flood_of_heartbeats_is_throttled_per_token_and_leaves_no_orphans(
     step = ship(stack, wf)
     assert len(keys) == 1 and step["details_ref"]["sha256"] in keys[0]
     # The refusal says when to come back, in the error shape.
-    from aws_stack import LambdaContext, rest_event
+    from aws_stack import TASK_TOKEN_HEADER, LambdaContext, rest_event
     from shepherd_handlers import callbacks
 
-    body = json.dumps({"details": {"n": "again"}})
     event = rest_event(
         "POST",
-        f"/tasks/{token}/heartbeat",
-        resource="/tasks/{token}/heartbeat",
-        path_parameters={"token": token},
-        raw_body=body,
+        "/tasks/heartbeat",
+        resource="/tasks/heartbeat",
+        body={"details": {"n": "again"}},
+        headers={TASK_TOKEN_HEADER: token},
     )
     reply = callbacks.handler(event, LambdaContext())
     headers = {

@@ -378,9 +378,9 @@ def test_an_unexpected_exception_is_a_500_with_the_request_id_it_is_logged_with(
                 callbacks.handler,
                 rest_event(
                     "POST",
-                    "/tasks/st1.abcdefgh/heartbeat",
-                    resource="/tasks/{token}/heartbeat",
-                    path_parameters={"token": "st1.abcdefgh"},
+                    "/tasks/heartbeat",
+                    resource="/tasks/heartbeat",
+                    headers={"X-Shepherd-Task-Token": "st1.abcdefgh"},
                     body={},
                 ),
             ),

@@ -149,9 +149,33 @@ class TemplateIam:
     """The template's policies, with ARNs resolved against the physical names of the test
     resources (`names`: logical ID -> name; unnamed resources keep their logical ID)."""
 
-    def __init__(self, template: Mapping[str, Any], names: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        template: Mapping[str, Any],
+        names: Mapping[str, str],
+        *,
+        pseudo: Mapping[str, str] | None = None,
+        aliases: Mapping[str, str] | None = None,
+    ) -> None:
+        """`pseudo`: values of pseudo parameters beyond the region, account and partition
+        (the stack's id, which pool queues' names end in). `aliases`: a name the test resources
+        had -> the name the template gives that resource (a moto queue named after the local
+        stack's scheme is the template's `<base>-Q-<pool>`), applied to what a call asks for."""
         self.resources: dict[str, Any] = dict(template["Resources"])
         self.names = dict(names)
+        self.pseudo = {
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+            **(pseudo or {}),
+        }
+        self.aliases = dict(aliases or {})
+
+    def alias(self, arn: str) -> str:
+        """`arn` with its last name replaced by the template's name for it, if it has one."""
+        head, sep, name = arn.rpartition(":")
+        return f"{head}{sep}{self.aliases.get(name, name)}"
 
     def _name(self, logical_id: str) -> str:
         return self.names.get(logical_id, logical_id)
@@ -169,9 +193,8 @@ class TemplateIam:
         }.get(cfn_type, f"arn:aws:cloudformation-resource:{REGION}:{ACCOUNT}:{logical_id}")
 
     def _ref(self, logical_id: str) -> str:
-        pseudo = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": "aws"}
-        if logical_id in pseudo:
-            return pseudo[logical_id]
+        if logical_id in self.pseudo:
+            return self.pseudo[logical_id]
         if self.resources[logical_id]["Type"] == "AWS::SQS::Queue":
             return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{self._name(logical_id)}"
         return self._name(logical_id)
@@ -185,8 +208,14 @@ class TemplateIam:
                 return self._ref(arg)
             if fn == "Fn::GetAtt" and arg[1] == "Arn":
                 return self._arn(arg[0])
+            if fn == "Fn::GetAtt" and arg[1] == "StreamArn":  # a table's stream
+                return f"{self._arn(arg[0])}/stream/*"
             if fn == "Fn::Join":
                 return str(arg[0]).join(self.resolve(part) for part in arg[1])
+            if fn == "Fn::Select":  # of an Fn::Split
+                ((split, (separator, text)),) = arg[1].items()
+                assert split == "Fn::Split", value
+                return self.resolve(text).split(separator)[int(arg[0])]
         raise AssertionError(f"iam_check cannot resolve {value!r}")
 
     def statements(self, function_logical_id: str) -> list[dict[str, Any]]:
@@ -251,6 +280,6 @@ def violations(calls: Sequence[Call], iam: TemplateIam, functions: Mapping[str, 
     for call in calls:
         statements = iam.statements(functions[call.function])
         for action, arn in required(call):
-            if not iam.allows(statements, action, arn):
+            if not iam.allows(statements, action, iam.alias(arn)):
                 found.append(f"{call.function}: {call.operation} needs {action} on {arn}")
     return sorted(set(found))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,11 +32,13 @@ HANDLER_ROLES = {
 }
 EXTRA_POOL = "reporting"
 # The `extended` fixture's optional context: a bus name of the user's choice, API logging (for
-# an account whose API Gateway CloudWatch role is set), memory sizes, as the CLI passes them
-# (strings).
+# an account whose API Gateway CloudWatch role is set), the dashboard, per-method API metrics,
+# memory sizes, as the CLI passes them (strings).
 EXTENDED_CONTEXT = {
     "event_bus_name": "orders-bus",
     "api_logging": "true",
+    "dashboard": "true",
+    "api_detailed_metrics": "true",
     "pool_memory_mb": json.dumps({EXTRA_POOL: 3008}),
     "api_memory_mb": "1024",
 }
@@ -106,12 +109,18 @@ class Synth:
     def statements(self, function_logical_id: str) -> list[dict[str, Any]]:
         """Every IAM statement that applies to a function's role, across all its policies."""
         role = self.props(function_logical_id)["Role"]["Fn::GetAtt"][0]
+        return self.role_statements(role)
+
+    def role_statements(self, role: str) -> list[dict[str, Any]]:
+        """Every IAM statement of a role: its inline policies and the policies attached to it."""
+        role_props = self.props(role)
+        assert not role_props.get("ManagedPolicyArns"), "function roles carry no managed policy"
         out: list[dict[str, Any]] = []
+        for inline in role_props.get("Policies", []):
+            out.extend(inline["PolicyDocument"]["Statement"])
         for policy in self.of_type("AWS::IAM::Policy").values():
             if {"Ref": role} in policy["Properties"]["Roles"]:
                 out.extend(policy["Properties"]["PolicyDocument"]["Statement"])
-        role_props = self.props(role)
-        assert not role_props.get("ManagedPolicyArns"), "function roles carry no managed policy"
         return out
 
 
@@ -169,3 +178,77 @@ def function_roles(template: Mapping[str, Any]) -> dict[str, str]:
         assert role not in roles, f"two functions are {role}"
         roles[role] = logical_id
     return roles
+
+
+def render(value: Any, synth: Synth | None = None) -> str:
+    """A template value as the deployed stack would see it (tests/infra/rehearsal.PSEUDO for
+    the pseudo parameters); an attribute of a named queue is its ARN, any other reference
+    `<logical id>`."""
+    from rehearsal import PSEUDO, resolve
+
+    class Refs(dict[str, str]):
+        def __contains__(self, key: object) -> bool:
+            return True
+
+        def __missing__(self, key: str) -> str:
+            return f"<{key}>"
+
+    refs = Refs(PSEUDO)
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        logical_id, attribute = value["Fn::GetAtt"]
+        name = (synth.props(logical_id).get("QueueName") if synth else None) or None
+        if attribute == "Arn" and name is not None:
+            return f"arn:aws:sqs:{PSEUDO['AWS::Region']}:{PSEUDO['AWS::AccountId']}:{resolve(name, refs)}"
+        return f"<{logical_id}.{attribute}>"
+    return resolve(value, refs)
+
+
+def iam_matches(resource_pattern: str, arn: str) -> bool:
+    """IAM's wildcards: `*` any run of characters, `?` one character."""
+    body = "".join(
+        ".*" if c == "*" else "." if c == "?" else re.escape(c) for c in resource_pattern
+    )
+    return re.fullmatch(body, arn) is not None
+
+
+def queue_arn_of(synth: Synth, queue: Any) -> str:
+    """The ARN a queue construct gets on deploy (rendered from its name)."""
+    return render({"Fn::GetAtt": [synth.logical_id(queue), "Arn"]}, synth)
+
+
+def allowed_on(synth: Synth, statements: list[dict[str, Any]], action: str, arn: str) -> bool:
+    """Whether some Allow of `statements` names `action` on `arn` (no condition evaluated)."""
+    return any(iam_matches(render(r, synth), arn) for r in granted(statements, action))
+
+
+def acknowledged(scope: Any) -> dict[str, list[tuple[str, str]]]:
+    """Every cdk-nag finding acknowledged under `scope`: rule id -> (construct path, reason)."""
+    from aws_cdk import Validations
+
+    found: dict[str, list[tuple[str, str]]] = {}
+    for construct in scope.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type != Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                continue
+            for key, reason in dict(entry.data).items():
+                rule = str(key).removeprefix("Annotation::")
+                found.setdefault(rule, []).append((construct.node.path, str(reason)))
+    return found
+
+
+def agent_package(src: Path, module: str, definitions: Path) -> Path:
+    """A user's agent package under `src`: `module`'s registry registers every agent the
+    definitions in `definitions` name (the synth imports it and checks; issue 27 point 4)."""
+    names = sorted(
+        {
+            match
+            for path in definitions.glob("*.yaml")
+            for match in re.findall(r"\bAgent:\s*([\w.-]+)", path.read_text())
+        }
+    )
+    (src / module).mkdir(parents=True, exist_ok=True)
+    (src / module / "__init__.py").write_text(
+        "from shepherd import AgentRegistry\n\nregistry = AgentRegistry()\n"
+        + "".join(f"registry.register({name!r}, lambda ctx: {{}})\n" for name in names)
+    )
+    return src

@@ -43,10 +43,10 @@ import boto3
 from moto.server import ThreadedMotoServer
 from shepherd.definitions import load_directory
 from shepherd.observability import ENV_SWEEP_TICKS
-from shepherd.settings import ENV_QUEUE_URLS
 from shepherd.topology import pools
-from shepherd_cli.resources import PoolQueues, create_all
+from shepherd_cli.resources import PoolQueues, create_bucket, create_queues, create_table
 from shepherd_infra import config
+from shepherd_infra.naming import DLQ_INFIX, QUEUE_INFIX
 
 CACHE_DIR = config.REPO_ROOT / ".shepherd" / "cache" / "lambda-rehearsal"
 SANDBOX = Path(__file__).with_name("lambda_sandbox.py")
@@ -228,14 +228,53 @@ def resolve(value: Any, refs: Mapping[str, str]) -> str:
         if fn == "Fn::Join":
             separator, parts = arg
             return str(separator).join(resolve(part, refs) for part in parts)
+        if fn == "Fn::Split":
+            separator, text = arg
+            return json.dumps(resolve(text, refs).split(separator))
+        if fn == "Fn::Select":
+            index, listed = arg
+            return str(json.loads(resolve(listed, refs))[int(index)])
     raise RehearsalError(f"cannot resolve {value!r}")
 
 
-def queue_ids_by_pool(environment: Mapping[str, Any]) -> dict[str, str]:
-    """Pool name -> queue logical ID, read from the SHEPHERD_QUEUE_URLS the template builds
-    (a function's template environment)."""
-    marked = resolve(environment[ENV_QUEUE_URLS], _Marker())
-    return {pool: marker.strip("@") for pool, marker in json.loads(marked).items()}
+# The stack as CloudFormation would create it: the pool resources' names end in its id.
+STACK_ID = (
+    f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/Shepherd/5d8a0c1e-1111-2222-3333-444455556666"
+)
+PSEUDO = {
+    "AWS::Region": REGION,
+    "AWS::AccountId": ACCOUNT,
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
+    "AWS::StackId": STACK_ID,
+}
+
+
+@dataclass(frozen=True)
+class PoolQueueIds:
+    """A pool's queue and DLQ in the template: logical IDs and the names they get."""
+
+    queue: str
+    dlq: str
+    queue_name: str
+    dlq_name: str
+
+
+def pool_queues(template: Mapping[str, Any]) -> dict[str, PoolQueueIds]:
+    """Pool name -> its queues, from the names the template gives them (`<base>-Q-<pool>` and
+    `<base>-D-<pool>`, resolved for STACK_ID)."""
+    named: dict[str, tuple[str, str]] = {}
+    for logical_id, resource in template["Resources"].items():
+        name = resource.get("Properties", {}).get("QueueName")
+        if resource["Type"] == "AWS::SQS::Queue" and name is not None:
+            named[logical_id] = (resolve(name, PSEUDO), logical_id)
+    queues = {n.split(QUEUE_INFIX, 1)[1]: (n, i) for n, i in named.values() if QUEUE_INFIX in n}
+    dlqs = {n.split(DLQ_INFIX, 1)[1]: (n, i) for n, i in named.values() if DLQ_INFIX in n}
+    assert set(queues) == set(dlqs), (queues, dlqs)
+    return {
+        pool: PoolQueueIds(queue=i, dlq=dlqs[pool][1], queue_name=n, dlq_name=dlqs[pool][0])
+        for pool, (n, i) in queues.items()
+    }
 
 
 class _Marker(dict[str, str]):
@@ -275,26 +314,28 @@ class MotoWorld:
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
         definitions = load_directory(self.definitions_dir())
-        self.queues = create_all(
-            {s: self.client(s) for s in ("dynamodb", "sqs", "events", "s3")},
-            definitions,
-            table=self.table,
-            bus=self.bus,
-            bucket=PAYLOAD_BUCKET,
+        create_table(self.client("dynamodb"), self.table)
+        create_bucket(self.client("s3"), PAYLOAD_BUCKET)
+        self.client("events").create_event_bus(Name=self.bus)
+        # The pool queues by the names the template gives them: the functions find them from
+        # SHEPHERD_QUEUE_URL_PREFIX, as they would on AWS.
+        specs = pools(definitions)
+        named = pool_queues(self.assembly.template)
+        assert set(named) == set(specs)
+        self.queues = create_queues(
+            self.client("sqs"),
+            specs,
+            names={pool: (ids.queue_name, ids.dlq_name) for pool, ids in named.items()},
         )
-        assert set(self.queues) == set(pools(definitions))
-        any_function = next(iter(self.assembly.functions().values()))
         self.refs = {
-            "AWS::Region": REGION,
-            "AWS::AccountId": ACCOUNT,
-            "AWS::Partition": "aws",
-            "AWS::URLSuffix": "amazonaws.com",
+            **PSEUDO,
             self.assembly.only("AWS::DynamoDB::Table"): self.table,
             self.assembly.only("AWS::Events::EventBus"): self.bus,
             self.assembly.only("AWS::S3::Bucket"): PAYLOAD_BUCKET,
         }
-        for pool, queue_id in queue_ids_by_pool(any_function.environment).items():
-            self.refs[queue_id] = self.queues[pool].url
+        for pool, ids in named.items():
+            self.refs[ids.queue] = self.queues[pool].url
+            self.refs[ids.dlq] = self.queues[pool].dlq_url
         # The supervisor's tick queue (moto runs no mapping: a test delivers the ticks).
         for image in self.assembly.functions().values():
             ticks = image.environment.get(ENV_SWEEP_TICKS)
@@ -302,11 +343,6 @@ class MotoWorld:
                 queue_id = resolve(ticks, _Marker()).strip("@")
                 url = self.client("sqs").create_queue(QueueName="rehearsal-ticks")["QueueUrl"]
                 self.refs[queue_id] = self.ticks_url = url
-        # The API knows each pool's event source mapping by id (pausing a pool disables it);
-        # moto runs no mappings, so the rehearsal gives them ids that name their resource.
-        for logical_id, resource in self.assembly.resources.items():
-            if resource["Type"] == "AWS::Lambda::EventSourceMapping":
-                self.refs[logical_id] = f"rehearsal-{logical_id}"
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -4,10 +4,11 @@ or a code asset of its own for a pool), and nothing of the repository's examples
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, NestedStack, Stack, Stage
 from aws_cdk.assertions import Template
 from shepherd.observability import ENV_POOL, HANDLER_AGENT
 from shepherd.settings import ENV_AGENT_MODULES
@@ -143,3 +144,53 @@ def test_a_pool_without_agent_code_is_refused(tmp_path: Path) -> None:
             agents=AgentCode(path=tmp_path, modules=["x"]),
             pool_agents={"nope": AgentCode(path=tmp_path, modules=["x"])},
         )
+
+
+def _user_code(base: Path) -> tuple[Path, AgentCode]:
+    definitions = base / "flows"
+    definitions.mkdir()
+    (definitions / "trip.yaml").write_text(DEFINITION)
+    src = _package(
+        base / "src",
+        "trip_agents",
+        "registry.register('book', lambda ctx: {})\n"
+        "registry.register('render_ticket', lambda ctx: {})\n",
+    )
+    return definitions, AgentCode(path=src, modules=["trip_agents"])
+
+
+def _in_stack(app: App, definitions: Path, code: AgentCode) -> None:
+    Shepherd(Stack(app, "Trips"), "Workflows", definitions_dir=definitions, agents=code)
+
+
+def _in_stage(app: App, definitions: Path, code: AgentCode) -> None:
+    stage = Stage(app, "Prod")
+    Shepherd(Stack(stage, "Trips"), "Workflows", definitions_dir=definitions, agents=code)
+
+
+def _in_nested_stack(app: App, definitions: Path, code: AgentCode) -> None:
+    nested = NestedStack(Stack(app, "Trips"), "Engine")
+    Shepherd(nested, "Workflows", definitions_dir=definitions, agents=code)
+
+
+def _twice_in_one_stack(app: App, definitions: Path, code: AgentCode) -> None:
+    stack = Stack(app, "Trips")
+    Shepherd(stack, "Bookings", definitions_dir=definitions, agents=code)
+    Shepherd(stack, "Refunds", definitions_dir=definitions, agents=code)
+
+
+@pytest.mark.parametrize(
+    "place", [_in_stack, _in_stage, _in_nested_stack, _twice_in_one_stack], ids=lambda f: f.__name__
+)
+def test_the_construct_passes_the_checks_in_any_app(
+    tmp_path: Path, place: Callable[[App, Path, AgentCode], None]
+) -> None:
+    """A user's own app: no context at all (none of this repository's feature flags), the
+    construct where the user puts it; cdk-nag's packs find nothing unacknowledged."""
+    definitions, code = _user_code(tmp_path)
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    place(app, definitions, code)
+    add_checks(app)
+    app.synth()  # raises ValidationFailed on any unacknowledged finding
+    report = json.loads((tmp_path / "cdk.out" / "validation-report.json").read_text())
+    assert report["pluginReports"] == []

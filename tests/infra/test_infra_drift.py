@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
-from infra_support import EXTRA_POOL, Synth, refers_to
+from infra_support import EXTRA_POOL, Synth, queue_arn_of, refers_to, render
 from shepherd.definitions import load_directory
 from shepherd.observability import ENV_POOL, HANDLER_AGENT
 from shepherd.settings import (
     ENV_DEFINITIONS_DIR,
     ENV_EVENT_BUS,
+    ENV_POOL_FUNCTION_PREFIX,
+    ENV_QUEUE_URL_PREFIX,
     ENV_QUEUE_URLS,
     ENV_RETENTION_DAYS,
     ENV_TABLE,
@@ -18,10 +18,12 @@ from shepherd.settings import (
 )
 from shepherd.topology import TABLE, pools
 from shepherd_infra import config
+from shepherd_infra.runtime import DEFINITIONS_LAYER_DIR
 
 SETTINGS_ENV = {
     ENV_TABLE,
-    ENV_QUEUE_URLS,
+    ENV_QUEUE_URL_PREFIX,
+    ENV_POOL_FUNCTION_PREFIX,
     ENV_EVENT_BUS,
     ENV_DEFINITIONS_DIR,
     ENV_WATCH_SHARDS,
@@ -70,7 +72,13 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
 
 def test_every_function_gets_the_settings_environment(extended: Synth) -> None:
     expected_keys = set(
-        Settings(table="t" * 3, queue_urls={}, event_bus="bus", definitions_dir="/x").to_env()
+        Settings(
+            table="t" * 3,
+            queue_url_prefix="https://q/",
+            pool_function_prefix="f-",
+            event_bus="bus",
+            definitions_dir="/x",
+        ).to_env()
     )
     assert expected_keys == SETTINGS_ENV
     for logical_id in extended.of_type("AWS::Lambda::Function"):
@@ -80,11 +88,15 @@ def test_every_function_gets_the_settings_environment(extended: Synth) -> None:
         assert config.RUNTIME_DEFINITIONS_DIR == "/opt/statemachines"
         assert env[ENV_TABLE] == {"Ref": extended.logical_id(extended.construct.store.table)}
         assert env[ENV_EVENT_BUS] == {"Ref": extended.logical_id(extended.construct.events.bus)}
-        # The queue map lists every pool (a JSON object joined around the queue URL tokens).
-        urls = json.dumps(env[ENV_QUEUE_URLS])
+        # No list that grows with the pools: the runtime derives each pool's queue URL, and
+        # derives the very URL its queue gets.
+        assert ENV_QUEUE_URLS not in env, logical_id
+        runtime = Settings.from_env({k: render(v) for k, v in env.items()})
+        derived = runtime.queue_urls_for(extended.construct.pools)
         for name, pool in extended.construct.pools.items():
-            assert f'\\"{name}\\":\\"' in urls, (logical_id, name)
-            assert extended.logical_id(pool.queue) in urls
+            arn = queue_arn_of(extended, pool.queue)
+            _, region, account, queue_name = arn.split(":", 2)[2].split(":")
+            assert derived[name] == f"https://sqs.{region}.amazonaws.com/{account}/{queue_name}"
 
 
 def test_table_keys_come_from_topology(shepherd: Synth) -> None:
@@ -102,7 +114,18 @@ def test_table_keys_come_from_topology(shepherd: Synth) -> None:
 
 
 def test_definitions_layer_holds_the_canonical_json_the_runtime_loads(extended: Synth) -> None:
-    directory = extended.build_dir / "statemachines"
+    from rehearsal import CloudAssembly
+
+    assembly = CloudAssembly(extended.outdir, extended.stack.artifact_id)
+    (content,) = [
+        r["Properties"]["Content"]
+        for r in extended.resources.values()
+        if r["Type"] == "AWS::Lambda::LayerVersion"
+        and r["Properties"]["Description"].startswith("Workflow definitions")
+    ]
+    shipped_layer = assembly.objects[content["S3Key"]]
+    assert [p.name for p in shipped_layer.iterdir()] == ["statemachines"]  # and nothing else
+    directory = extended.build_dir / DEFINITIONS_LAYER_DIR / "statemachines"
     shipped = load_directory(directory)
     assert set(shipped) == set(extended.construct.definitions)
     for name, definition in extended.construct.definitions.items():

@@ -65,5 +65,8 @@ def test_a_late_or_failing_relay_raises_alarms(shepherd: Synth) -> None:
         and refers_to(a["Properties"]["Dimensions"], failures_id)
     ]
     assert failed["Threshold"] == 0 and "replay" in failed["AlarmDescription"]
-    ((_, dashboard),) = shepherd.of_type("AWS::CloudWatch::Dashboard").items()
+
+
+def test_the_dashboard_graphs_the_relay(extended: Synth) -> None:
+    ((_, dashboard),) = extended.of_type("AWS::CloudWatch::Dashboard").items()  # opt-in
     assert "IteratorAge" in json.dumps(dashboard["Properties"]["DashboardBody"])

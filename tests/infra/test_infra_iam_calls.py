@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from aws_stack import ALICE, PAYLOAD_BUCKET, LambdaContext, Stack, sqs_event
 from iam_check import Call, Recorder, TemplateIam, required, violations
 from infra_support import Synth, function_roles
 from moto import mock_aws
-from rehearsal import queue_ids_by_pool
+from rehearsal import PSEUDO, pool_queues
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd.observability import START_DETAIL_TYPE
 from shepherd.settings import ENV_EVENT_OWNERS, ENV_OPERATORS
@@ -30,7 +31,11 @@ BUS = "shepherd-bus"
 @dataclass
 class Flows:
     calls: list[Call]
-    names: dict[str, str]  # template logical ID -> the moto resource's name
+    names: dict[str, str]  # template logical ID -> the resource's name
+    aliases: dict[str, str]  # a moto resource's name -> the template's name for it
+
+    def iam(self, template: dict[str, Any]) -> TemplateIam:
+        return TemplateIam(template, self.names, pseudo=PSEUDO, aliases=self.aliases)
 
 
 def _start_event(detail: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +104,22 @@ def _upload(stack: Stack, recorder: Recorder, data: bytes) -> Any:
     return upload
 
 
+def _defer_one(stack: Stack, recorder: Recorder) -> None:
+    """An agent invocation with too little time left for the step: the record goes back to
+    its own queue at once (ChangeMessageVisibility), unclaimed."""
+    from shepherd_handlers import agent
+
+    (message,) = stack.receive("inventory")
+    name = stack.queues["inventory"].url.rsplit("/", 1)[-1]
+    event = sqs_event(
+        [(message["MessageId"], message["Body"])], f"arn:aws:sqs:us-east-1:123456789012:{name}"
+    )
+    event["Records"][0]["receiptHandle"] = message["ReceiptHandle"]
+    with recorder.acting_as("agent:inventory"):
+        reply = agent.handler(event, LambdaContext(remaining_ms=1_000))
+    assert reply == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+
+
 def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Start, run, call back, list, read, cancel, sweep: each through its real handler."""
     from shepherd.clock import SystemClock
@@ -120,6 +141,7 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
                 "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}
             )
         assert status == 202
+        _defer_one(stack, recorder)  # a record whose step does not fit the time left
         with recorder.acting_as("events"):
             started = events.handler(
                 _start_event({"type": "provision_environment", "input": ENV}),
@@ -163,6 +185,13 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
             "POST",
             "/workflows",
             body={"type": "order_fulfilment", "input_upload": upload["upload_id"]},
+        )
+        assert status == 202
+        # An input over 8 KiB: the API writes it under wf/, the agents read it back.
+        status, _, _ = stack.api(
+            "POST",
+            "/workflows",
+            body={"type": "order_fulfilment", "input": {**ORDER, "pad": "p" * 20_000}},
         )
         assert status == 202
         _deliver(stack, recorder)  # its tasks, before the lost-task flow below
@@ -231,15 +260,19 @@ def flows(shepherd: Synth) -> Iterator[Flows]:
             runtime.engine.cache_clear()
             _drive(stack, recorder, monkeypatch)
             runtime.engine.cache_clear()
-        roles = function_roles(shepherd.tpl)
-        queue_ids = queue_ids_by_pool(shepherd.function_env(roles["api"]))
+        named = pool_queues(shepherd.tpl)
         names = {
             shepherd.logical_id(shepherd.construct.store.table): TABLE,
             shepherd.logical_id(shepherd.construct.events.bus): BUS,
             shepherd.logical_id(shepherd.construct.payloads.bucket): PAYLOAD_BUCKET,
-            **{queue_ids[pool]: q.url.rsplit("/", 1)[-1] for pool, q in stack.queues.items()},
+            **{ids.queue: ids.queue_name for ids in named.values()},
+            **{ids.dlq: ids.dlq_name for ids in named.values()},
         }
-        yield Flows(recorder.calls, names)
+        # The moto queues have the local stack's names; the template's are `<base>-Q-<pool>`.
+        aliases = {
+            q.url.rsplit("/", 1)[-1]: named[pool].queue_name for pool, q in stack.queues.items()
+        }
+        yield Flows(recorder.calls, names, aliases)
 
 
 def test_every_call_each_function_makes_is_allowed_by_its_own_role(
@@ -257,7 +290,7 @@ def test_every_call_each_function_makes_is_allowed_by_its_own_role(
     assert any(op == "SendMessageBatch" for _, _, op, _ in made)
     assert any(op == "PutEvents" for _, _, op, _ in made)
     assert {("api", "s3", op, None) for op in ("PutObject", "GetObject", "DeleteObject")} <= made
-    iam = TemplateIam(shepherd.tpl, flows.names)
+    iam = flows.iam(shepherd.tpl)
     assert violations(flows.calls, iam, roles) == []
 
 
@@ -269,7 +302,7 @@ def test_each_recorded_permission_is_load_bearing(shepherd: Synth, flows: Flows)
     assert len(needed) > 10
     for function, action in needed:
         tpl = copy.deepcopy(shepherd.tpl)
-        iam = TemplateIam(tpl, flows.names)
+        iam = flows.iam(tpl)
         for statement in iam.statements(roles[function]):
             actions = (
                 statement["Action"]
@@ -279,6 +312,103 @@ def test_each_recorded_permission_is_load_bearing(shepherd: Synth, flows: Flows)
             statement["Action"] = [a for a in actions if a != action] or ["none:Nothing"]
         broken = violations([c for c in flows.calls if c.function == function], iam, roles)
         assert any(f"needs {action} " in v for v in broken), (function, action)
+
+
+def _grants(iam: TemplateIam, role_of: str) -> list[tuple[str, str]]:
+    """(action, resource pattern) of every Allow of a function's role, resolved."""
+    out = []
+    for statement in iam.statements(role_of):
+        if statement["Effect"] != "Allow":
+            continue
+        acts = (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+        res = (
+            statement["Resource"]
+            if isinstance(statement["Resource"], list)
+            else [statement["Resource"]]
+        )
+        out += [(a, iam.resolve(r)) for a in acts for r in res]
+    return out
+
+
+def _documented(function: str, action: str, resource: str) -> str | None:
+    """Why a grant no recorded call uses is there all the same, or None (then it goes)."""
+    if action in ("xray:PutTraceSegments", "xray:PutTelemetryRecords"):
+        return "Lambda's active tracing sends the segments, not the handler"
+    if action in ("logs:CreateLogStream", "logs:PutLogEvents"):
+        return "Lambda writes the function's logs with its role"
+    if function.startswith("agent:") and action in AGENT_MAPPING:
+        return "the pool's event source mapping polls its queue with the function's role"
+    if function.startswith("agent:") and action == "sqs:ChangeMessageVisibility":
+        # Only on its own queue (the test above holds every call to its role's resources).
+        return "every pool's agent defers a record alike; the flows defer inventory's (_defer_one)"
+    if function == "supervisor" and action in AGENT_MAPPING and "Ticks" in resource:
+        return "the tick queue's event source mapping polls it with the function's role"
+    if function == "relay" and (action in RELAY_MAPPING or action == "sqs:SendMessage"):
+        return "the stream's event source mapping reads it, and sends what fails to the queue"
+    if function in ("api", "supervisor") and action in POOL_CONTROL:
+        return (
+            "pausing a pool (API) and holding it paused (supervisor) switch its event source "
+            "mapping, which moto does not run: tests/unit/test_pool_control.py, "
+            "tests/handlers/test_paused_pools_held.py"
+        )
+    if function == "supervisor" and action == "sqs:SendMessage" and "Ticks" in resource:
+        return (
+            "the scheduled run sends the minute's ticks; the flows run it without a tick queue "
+            "(tests/infra/test_infra_rehearsal.py sends them)"
+        )
+    return None
+
+
+AGENT_MAPPING = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+RELAY_MAPPING = (
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+)
+POOL_CONTROL = ("lambda:ListEventSourceMappings", "lambda:UpdateEventSourceMapping")
+
+
+def test_every_grant_is_used_by_a_recorded_call_or_documented(
+    shepherd: Synth, flows: Flows
+) -> None:
+    """The converse of the test above: a grant no call needs is taken away, unless the service
+    itself uses it with the function's role (documented above). The engine's shared grants
+    (table items, the pool queues, `wf/` payloads: one set every engine function gets, as any
+    of them may take any path through the engine) count as used when any function's call uses
+    them; every other grant, when a call of its own function does."""
+    roles = function_roles(shepherd.tpl)
+    iam = flows.iam(shepherd.tpl)
+    needed = {
+        function: [(a, iam.alias(arn)) for c in flows.calls if c.function == function
+                   for a, arn in required(c)]
+        for function in roles
+    }  # fmt: skip
+    everyone = [pair for pairs in needed.values() for pair in pairs]
+    unused = []
+    for function, logical_id in roles.items():
+        for action, pattern in _grants(iam, logical_id):
+            calls = everyone if _shared(action, pattern) else needed[function]
+            used = any(a.lower() == action.lower() and _glob(pattern, arn) for a, arn in calls)
+            if not used and _documented(function, action, pattern) is None:
+                unused.append(f"{function}: {action} on {pattern}")
+    assert unused == [], "\n".join(sorted(set(unused)))
+
+
+def _shared(action: str, pattern: str) -> bool:
+    """One of the engine's grants every engine function gets (access.Access.engine/payloads)."""
+    return (
+        (action.startswith("dynamodb:") and pattern.endswith(f":table/{TABLE}"))
+        or (action == "sqs:SendMessage" and "-Q-" in pattern)
+        or (action in ("s3:GetObject", "s3:PutObject") and pattern.endswith("/wf/*"))
+    )
+
+
+def _glob(pattern: str, arn: str) -> bool:
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(body, arn) is not None
 
 
 # --------------------------------------------------------------------- the checker itself

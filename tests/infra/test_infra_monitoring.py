@@ -6,11 +6,14 @@ import json
 from typing import Any
 
 from infra_support import ALARM_EMAIL, Synth, refers_to
-from shepherd.observability import NAMESPACE, SERVICE, Metric
+from shepherd.observability import NAMESPACE, Metric
 from shepherd_infra import config
-from shepherd_infra.monitoring import oldest_message_threshold_seconds
+from shepherd_infra.monitoring import POOLS_PER_ALARM, oldest_message_threshold_seconds
 
-ENGINE_DIMENSIONS = [{"Name": "service", "Value": SERVICE}]
+
+def _engine_dimensions(synth: Synth) -> list[dict[str, str]]:
+    """The deployment's own `service`: what its functions publish under."""
+    return [{"Name": "service", "Value": synth.construct.service}]
 
 
 def _alarms(synth: Synth) -> list[dict[str, Any]]:
@@ -23,7 +26,7 @@ def _engine_alarm(synth: Synth, metric: Metric) -> dict[str, Any]:
         for a in _alarms(synth)
         if a.get("MetricName") == metric.value and a.get("Namespace") == NAMESPACE
     ]
-    assert alarm["Dimensions"] == ENGINE_DIMENSIONS
+    assert alarm["Dimensions"] == _engine_dimensions(synth)
     return alarm
 
 
@@ -39,18 +42,53 @@ def _math_alarm(synth: Synth, metric_name: str) -> dict[str, Any]:
     return alarm
 
 
+def _pool_alarms(synth: Synth, metric_name: str) -> dict[str, dict[str, Any]]:
+    """Queue logical ID -> the alarm whose expression reads `metric_name` of that queue."""
+    found: dict[str, dict[str, Any]] = {}
+    for alarm in _alarms(synth):
+        for query in alarm.get("Metrics", []):
+            metric = query.get("MetricStat", {}).get("Metric", {})
+            if metric.get("MetricName") == metric_name:
+                ((dimension,),) = [metric["Dimensions"]]
+                queue_id = dimension["Value"]["Fn::GetAtt"][0]
+                assert queue_id not in found, f"{queue_id} is watched twice"
+                found[queue_id] = alarm
+    return found
+
+
+def _breaches_on_any_one(alarm: dict[str, Any]) -> None:
+    """The expression is the largest of its queues' values (missing data as 0): one queue
+    over the threshold is enough."""
+    (expression,) = [m for m in alarm["Metrics"] if "Expression" in m]
+    ids = sorted(m["Id"] for m in alarm["Metrics"] if "MetricStat" in m)
+    assert expression["Expression"] == f"MAX(FILL([{', '.join(ids)}], 0))", expression
+    assert len(ids) <= POOLS_PER_ALARM
+    for query in alarm["Metrics"]:
+        if "MetricStat" in query:
+            assert query["MetricStat"]["Stat"] == "Maximum"
+            assert query["ReturnData"] is False
+
+
 def test_dlq_alarm_per_pool(shepherd: Synth) -> None:
+    watched = _pool_alarms(shepherd, "ApproximateNumberOfMessagesVisible")
     for pool in shepherd.construct.pools.values():
-        dlq_id = shepherd.logical_id(pool.dlq)
-        (alarm,) = [
-            a
-            for a in _alarms(shepherd)
-            if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
-            and refers_to(a["Dimensions"], dlq_id)
-        ]
+        alarm = watched[shepherd.logical_id(pool.dlq)]
+        _breaches_on_any_one(alarm)
         assert alarm["Threshold"] == 0
         assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
-        assert alarm["Statistic"] == "Maximum"
+        assert pool.pool.name in alarm["AlarmDescription"]
+    assert not {shepherd.logical_id(p.queue) for p in shepherd.construct.pools.values()} & set(
+        watched
+    )
+
+
+def test_pool_alarms_do_not_grow_one_by_one_with_the_pools(shepherd: Synth) -> None:
+    """Two alarm resources per pool would be 100 at 50 pools: a few pools share one."""
+    pools = len(shepherd.construct.pools)
+    dead = {id(a) for a in _pool_alarms(shepherd, "ApproximateNumberOfMessagesVisible").values()}
+    backlog = {id(a) for a in _pool_alarms(shepherd, "ApproximateAgeOfOldestMessage").values()}
+    assert len(dead) == -(-pools // POOLS_PER_ALARM)
+    assert len(backlog) < pools
 
 
 def test_a_failed_supervisor_look_raises_an_alarm(shepherd: Synth) -> None:
@@ -104,24 +142,21 @@ def test_workflow_failure_rate_alarm(shepherd: Synth) -> None:
     assert by_id["started"]["MetricStat"]["Metric"]["MetricName"] == Metric.WORKFLOWS_STARTED.value
     for key in ("failed", "started"):
         assert by_id[key]["MetricStat"]["Metric"]["Namespace"] == NAMESPACE
-        assert by_id[key]["MetricStat"]["Metric"]["Dimensions"] == ENGINE_DIMENSIONS
+        assert by_id[key]["MetricStat"]["Metric"]["Dimensions"] == _engine_dimensions(shepherd)
     assert alarm["Threshold"] == config.WORKFLOW_FAILURE_RATE
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
 
 
 def test_oldest_message_alarm_per_pool(shepherd: Synth) -> None:
+    watched = _pool_alarms(shepherd, "ApproximateAgeOfOldestMessage")
     for pool in shepherd.construct.pools.values():
-        queue_id = shepherd.logical_id(pool.queue)
-        (alarm,) = [
-            a
-            for a in _alarms(shepherd)
-            if a.get("MetricName") == "ApproximateAgeOfOldestMessage"
-            and refers_to(a["Dimensions"], queue_id)
-        ]
+        alarm = watched[shepherd.logical_id(pool.queue)]
+        _breaches_on_any_one(alarm)
         expected = oldest_message_threshold_seconds(
             pool.pool.visibility_timeout_seconds, pool.pool.function_timeout_seconds
         )
-        assert alarm["Threshold"] == expected
+        assert alarm["Threshold"] == expected  # pools share an alarm only with the same limit
+        assert pool.pool.name in alarm["AlarmDescription"]
         # Longer than one redelivery after a crash, never shorter than the floor.
         assert expected > pool.pool.visibility_timeout_seconds
         assert expected >= config.OLDEST_MESSAGE_FLOOR_SECONDS
@@ -150,7 +185,12 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": ALARM_EMAIL}
     )
     alarms = _alarms(shepherd)
-    assert len(alarms) == 9 + 2 * len(shepherd.construct.pools)
+    pool_alarms = {
+        id(a)
+        for name in ("ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage")
+        for a in _pool_alarms(shepherd, name).values()
+    }
+    assert len(alarms) == 10 + len(pool_alarms)  # + AgentNotFound, SupervisorBehind
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 
@@ -161,13 +201,20 @@ def test_no_topic_without_an_email(extended: Synth) -> None:
         assert "AlarmActions" not in alarm
 
 
-def test_dashboard_graphs_the_engine_and_the_services(shepherd: Synth) -> None:
+def test_the_dashboard_is_opt_in(shepherd: Synth) -> None:
+    """$3 a month at list price, more than the rest of an idle stack (docs/benchmarks.md)."""
+    shepherd.template.resource_count_is("AWS::CloudWatch::Dashboard", 0)
+    assert shepherd.construct.monitoring.dashboard is None
+
+
+def test_dashboard_graphs_the_engine_and_the_services(extended: Synth) -> None:
+    shepherd = extended  # -c dashboard=true
     ((_, dashboard),) = shepherd.of_type("AWS::CloudWatch::Dashboard").items()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for metric in Metric:
         assert f'\\"{metric.value}\\"' in body, metric
     assert f'\\"{NAMESPACE}\\"' in body
-    assert '\\"service\\",\\"shepherd\\"' in body
+    assert f'\\"service\\",\\"{shepherd.construct.service}\\"' in body
     for stat in ("p50", "p99"):
         assert f'\\"stat\\":\\"{stat}\\"' in body
     for name in (
@@ -184,3 +231,57 @@ def test_dashboard_graphs_the_engine_and_the_services(shepherd: Synth) -> None:
     for pool in shepherd.construct.pools.values():
         assert shepherd.logical_id(pool.queue) in body
         assert shepherd.logical_id(pool.dlq) in body
+
+
+def _alarm_source_conditions(statement: dict[str, Any]) -> None:
+    """CloudWatch acts for alarms of this account and region only (confused deputy)."""
+    condition = statement["Condition"]
+    assert condition["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    arn = json.dumps(condition["ArnLike"]["aws:SourceArn"])
+    for part in ("AWS::Partition", ":cloudwatch:", "AWS::Region", "AWS::AccountId", ":alarm:*"):
+        assert part in arn, (part, arn)
+
+
+def test_every_alarm_can_publish_to_its_topic(shepherd: Synth) -> None:
+    """alarm -> topic -> topic policy and key policy: CloudWatch may publish, and only for this
+    account's alarms. (With enforce_ssl alone the topic policy held a single Deny.)"""
+    policies = shepherd.of_type("AWS::SNS::TopicPolicy").values()
+    keys = shepherd.of_type("AWS::KMS::Key")
+    alarms = _alarms(shepherd)
+    assert alarms
+    for alarm in alarms:
+        (action,) = alarm["AlarmActions"]
+        topic_id = action["Ref"]
+        topic = shepherd.resources[topic_id]["Properties"]
+        (policy,) = [p for p in policies if {"Ref": topic_id} in p["Properties"]["Topics"]]
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        (publish,) = [
+            s
+            for s in statements
+            if s["Effect"] == "Allow"
+            and s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+        ]
+        assert publish["Action"] == "sns:Publish"
+        assert publish["Resource"] == {"Ref": topic_id}
+        _alarm_source_conditions(publish)
+        # The only Deny is the one for requests without TLS, which CloudWatch never sends.
+        for deny in [s for s in statements if s["Effect"] == "Deny"]:
+            assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        key_id = topic["KmsMasterKeyId"]["Fn::GetAtt"][0]
+        key_statements = keys[key_id]["Properties"]["KeyPolicy"]["Statement"]
+        (use,) = [
+            s
+            for s in key_statements
+            if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+        ]
+        assert set(use["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+        _alarm_source_conditions(use)
+
+
+def test_the_alarm_key_goes_with_the_stack(shepherd: Synth) -> None:
+    """Destroying the stack schedules the key's deletion (KMS waits 7 days at least) rather
+    than leaving a key that is paid for every month and protects nothing."""
+    ((_, key),) = shepherd.of_type("AWS::KMS::Key").items()
+    assert key["DeletionPolicy"] == "Delete"
+    assert key["UpdateReplacePolicy"] == "Delete"
+    assert key["Properties"]["PendingWindowInDays"] == 7

@@ -44,6 +44,7 @@ NO_ACCOUNT_NAME = {
     "AWS::IAM::Policy",
     "AWS::S3::BucketPolicy",
     "AWS::SQS::QueuePolicy",
+    "AWS::Events::EventBusPolicy",  # its statement id is scoped to its bus, the stack's own
     "AWS::SNS::TopicPolicy",
     "AWS::SNS::Subscription",
     "AWS::KMS::Key",
@@ -86,7 +87,18 @@ def _resolve(value: Any, where: Deployed) -> str:
         if fn == "Fn::Join":
             separator, parts = arg
             return str(separator).join(_resolve(p, where) for p in parts)
+        if fn == "Fn::Select" and json.dumps(value) == json.dumps(_CREATION_ID):
+            return f"<creation id of {where.stack_name}@{where.region}>"
     raise AssertionError(f"cannot tell the name {value!r} apart")
+
+
+# A part of the stack's id (`arn:...:stack/<name>/<uuid>`): new with each creation of a stack.
+_CREATION_ID = {
+    "Fn::Select": [
+        0,
+        {"Fn::Split": ["-", {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]}]},
+    ]
+}
 
 
 def physical_names(where: Deployed) -> Iterator[tuple[tuple[str, ...], str]]:
@@ -125,6 +137,7 @@ def deployments(tmp_path_factory: pytest.TempPathFactory) -> list[Deployed]:
             stack_name=stack_name,
             env=Environment(region=region),
             build_dir=Path(app.outdir) / f"build-{construct_id}",
+            dashboard=True,  # opt-in: its name is account-wide
         )
         for construct_id, stack_name, region in STACKS
     ]
@@ -164,10 +177,22 @@ def test_names_are_derived_from_the_stack_or_left_to_cloudformation(
             f"{where.stack_name}-Shepherd-Monitoring-{where.region}"
         )
         # A queue name is refused for 60 s after its queue is deleted: a destroy followed at
-        # once by a deploy must not reuse one, so CloudFormation names every queue.
+        # once by a deploy must not reuse one, so a named queue (a pool's: the runtime derives
+        # its URL) ends in the stack's creation id, and CloudFormation names the others. An
+        # agent function's name is derived the same way (the API finds its mapping by it).
+        creation = f"<creation id of {where.stack_name}@{where.region}>"
+        prefix = f"{where.stack_name[:12]}-"
         for logical_id, resource in where.tpl["Resources"].items():
-            if resource["Type"] == "AWS::SQS::Queue":
-                assert "QueueName" not in resource["Properties"], logical_id
+            name = resource["Properties"].get(
+                {"AWS::SQS::Queue": "QueueName", "AWS::Lambda::Function": "FunctionName"}.get(
+                    resource["Type"], "-"
+                )
+            )
+            if name is None:
+                continue
+            resolved = _resolve(name, where)
+            assert resolved.startswith(prefix), (logical_id, resolved)
+            assert f"-{creation}-" in resolved, (logical_id, resolved)
 
 
 def test_the_bus_name_context_still_wins(shepherd: Synth, extended: Synth) -> None:

@@ -162,9 +162,9 @@ def test_every_function_starts_from_its_deployed_filesystem_and_does_its_job(
         reply = boxes["callbacks"].invoke(
             rest_event(
                 "POST",
-                f"/tasks/{token}/heartbeat",
-                resource="/tasks/{token}/heartbeat",
-                path_parameters={"token": token},
+                "/tasks/heartbeat",
+                resource="/tasks/heartbeat",
+                headers={"X-Shepherd-Task-Token": token},
                 body={},
             )
         )

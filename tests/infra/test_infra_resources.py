@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -47,7 +48,7 @@ def test_resource_counts(shepherd: Synth) -> None:
     shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1)
     shepherd.template.resource_count_is("AWS::Events::EventBus", 1)
     shepherd.template.resource_count_is("AWS::ApiGateway::RestApi", 1)
-    shepherd.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    shepherd.template.resource_count_is("AWS::CloudWatch::Dashboard", 0)  # opt-in ($3 a month)
     # Only the two layers we build; Powertools is the public layer, referenced by ARN.
     shepherd.template.resource_count_is("AWS::Lambda::LayerVersion", 2)
 
@@ -113,6 +114,7 @@ def _probe_function(
         definitions=load_directory(config.DEFINITIONS_DIR),
         build_dir=Path(app.outdir) / "build",
         environment={},
+        service="Probe-Runtime",
         **runtime_options,
     )
     runtime.function(
@@ -142,6 +144,11 @@ def test_the_xray_sdk_tracer_is_switched_on_by_context() -> None:
     assert off["TracingConfig"] == {"Mode": "Active"}  # Lambda's own segments, no SDK
     on, _ = _probe_function(context={config.CTX_TRACING: "true"})
     assert on["Environment"]["Variables"][ENV_TRACING] == "true"
+    # ... and the supervisor's active tracing, off by default (an idle stack runs it 525,600
+    # times a month, and X-Ray bills each trace).
+    _, traced = build_app(context={config.CTX_TRACING: "true"}, outdir=tempfile.mkdtemp())
+    supervisor = traced.shepherd.supervisor.function.node.default_child
+    assert traced.resolve(supervisor.tracing_config) == {"mode": "Active"}
 
 
 def test_powertools_layer_overrides() -> None:
@@ -167,17 +174,26 @@ def test_the_guessed_layer_number_context_is_refused() -> None:
 def test_every_function_runtime_tracing_logs_and_layers(shepherd: Synth) -> None:
     log_groups = shepherd.of_type("AWS::Logs::LogGroup")
     powertools = {"Ref": _powertools_parameter(shepherd)}
+    supervisor = shepherd.logical_id(shepherd.construct.supervisor.function)
     for logical_id, fn in shepherd.of_type("AWS::Lambda::Function").items():
         props = fn["Properties"]
         assert props["Runtime"] == "python3.14", logical_id
         assert props["Architectures"] == ["arm64"], logical_id
-        assert props["TracingConfig"] == {"Mode": "Active"}, logical_id
+        if logical_id == supervisor:
+            # 525,600 runs a month on an idle stack: untraced and without Lambda's own lines
+            # unless asked (test_the_xray_sdk_tracer_is_switched_on_by_context).
+            assert "TracingConfig" not in props, logical_id
+            assert props["LoggingConfig"]["SystemLogLevel"] == "WARN"
+        else:
+            assert props["TracingConfig"] == {"Mode": "Active"}, logical_id
+            assert props["LoggingConfig"].get("SystemLogLevel", "INFO") == "INFO", logical_id
         log_group = props["LoggingConfig"]["LogGroup"]["Ref"]
         assert log_groups[log_group]["Properties"]["RetentionInDays"] == 30, logical_id
         layers = props["Layers"]
         assert len(layers) == 3, logical_id
         assert layers.count(powertools) == 1, logical_id
-        assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "shepherd"
+        # The deployment's own name: its metrics are series of their own.
+        assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "Shepherd-Shepherd"
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Shepherd"
 
 
@@ -189,7 +205,10 @@ def test_queues_follow_the_pools(shepherd: Synth) -> None:
         assert fn["Timeout"] == spec.function_timeout_seconds
         queue_id, dlq_id = shepherd.logical_id(pool.queue), shepherd.logical_id(pool.dlq)
         queue, dlq = shepherd.props(queue_id), shepherd.props(dlq_id)
-        assert "QueueName" not in queue and "QueueName" not in dlq  # CloudFormation's names
+        # Derived names the runtime finds from a prefix, ending in the stack's creation id.
+        names = shepherd.construct.names
+        assert shepherd.stack.resolve(names.queue(name)) == queue["QueueName"]
+        assert shepherd.stack.resolve(names.dlq(name)) == dlq["QueueName"]
         assert queue["VisibilityTimeout"] == VISIBILITY_FACTOR * fn["Timeout"]
         assert queue["VisibilityTimeout"] == spec.visibility_timeout_seconds
         assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
@@ -356,8 +375,12 @@ def test_first_scheduled_runs_wait_for_every_supervisor_policy(shepherd: Synth) 
             for logical_id, policy in shepherd.of_type("AWS::IAM::Policy").items()
             if {"Ref": role} in policy["Properties"]["Roles"]
         }
-        assert len(policies) >= 1, role
+        # A policy of its own must come first; an inline policy is part of the role, which
+        # the function (and so the schedule) refers to.
+        inline = shepherd.props(role).get("Policies", [])
+        assert policies or inline, role
         assert policies <= depends_on, (role, policies - depends_on)
+    assert shepherd.props(function_role)["Policies"], "the supervisor's grants are inline"
     # Nothing else invokes the supervisor: no permission for any other service or principal.
     for permission in shepherd.of_type("AWS::Lambda::Permission").values():
         assert not refers_to(permission["Properties"]["FunctionName"], fn_id), permission
@@ -493,7 +516,8 @@ def test_api_stage_throttling_tracing_and_no_logging_by_default(shepherd: Synth)
     (settings,) = props["MethodSettings"]
     assert settings["ThrottlingRateLimit"] == config.API_RATE_LIMIT
     assert settings["ThrottlingBurstLimit"] == config.API_BURST_LIMIT
-    assert settings["MetricsEnabled"] is True
+    # Per-method metrics are custom metrics ($25-35 a month under traffic): opt-in.
+    assert settings["MetricsEnabled"] is False
     assert settings.get("LoggingLevel", "OFF") == "OFF"
     assert settings["DataTraceEnabled"] is False
 
@@ -509,6 +533,7 @@ def test_api_logging_is_opt_in(extended: Synth) -> None:
     (settings,) = props["MethodSettings"]
     assert settings["ThrottlingRateLimit"] == config.API_RATE_LIMIT
     assert settings["LoggingLevel"] == "ERROR"
+    assert settings["MetricsEnabled"] is True  # -c api_detailed_metrics=true
     assert settings["DataTraceEnabled"] is False
 
 
@@ -523,19 +548,20 @@ def test_the_account_api_gateway_role_is_left_alone(shepherd: Synth, extended: S
         assert "AmazonAPIGatewayPushToCloudWatchLogs" not in json.dumps(synth.tpl)
 
 
-def test_outputs(shepherd: Synth) -> None:
+def test_outputs(shepherd: Synth, extended: Synth) -> None:
     outputs = shepherd.tpl["Outputs"]
-    assert {"ApiUrl", "EventBusName", "TableName", "DashboardUrl"} <= set(outputs)
+    assert {"ApiUrl", "EventBusName", "TableName"} <= set(outputs)
+    assert "DashboardUrl" not in outputs  # no dashboard unless asked
     # What `shepherd events replay --queue` needs: the relay's on-failure queue.
     failures = shepherd.logical_id(shepherd.construct.relay_failures)
     assert outputs["EventRelayFailuresQueueUrl"]["Value"] == {"Ref": failures}
-    dashboard = str(outputs["DashboardUrl"]["Value"])
+    dashboard = str(extended.tpl["Outputs"]["DashboardUrl"]["Value"])  # -c dashboard=true
     assert "AWS::Region" in dashboard
-    dashboard_id = shepherd.logical_id(shepherd.construct.monitoring.dashboard)
+    dashboard_id = extended.logical_id(extended.construct.monitoring.dashboard)
     assert "#dashboards:name=" in dashboard
     assert f"'Ref': '{dashboard_id}'" in dashboard
     # Dashboards are account-wide: the region keeps one stack name in two regions apart.
-    assert shepherd.props(dashboard_id)["DashboardName"] == {
+    assert extended.props(dashboard_id)["DashboardName"] == {
         "Fn::Join": ["", ["Shepherd-Shepherd-Monitoring-", {"Ref": "AWS::Region"}]]
     }
 

@@ -285,3 +285,21 @@ def test_an_operator_write_that_loses_to_the_supervisor_reads_again_and_wins(
     with pytest.raises(InvalidTransition, match="changed meanwhile"):
         getattr(harness.operations, action)(again)
     assert harness.store.get(wf_pk(again), WF_SK)["status"] == "RUNNING"  # type: ignore[index]
+
+
+def test_a_task_for_a_removed_pool_fails_its_step_once_and_never_loops(harness: Harness) -> None:
+    """Issue 28: a pool no definition names any more (removed from the deployment) while a
+    running workflow's version still names it: its task failed to send ("no queue
+    configured"), the supervisor sent it again every grace, forever. Now the step fails for
+    good with PoolRemoved (never claimed, so nothing to compensate for it) and the workflow
+    unwinds as for any failure."""
+    harness.queue.removed.add("payments")
+    wf = harness.start("order_fulfilment", ORDER)
+    state = harness.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    charge = state.steps["charge_payment"]
+    assert charge.status is StepStatus.FAILED and charge.first_claimed_at is None
+    assert (loads(charge.error) or {})["type"] == "PoolRemoved"
+    assert [h["o"] for h in charge.history] == ["undeliverable"]
+    assert set(state.compensations) == {"reserve_inventory"}  # what had run is undone
+    assert harness.sent(wf, "charge_payment") == []  # never sent, never re-sent

@@ -186,8 +186,15 @@ def _unwatch_without_holds() -> Iterator[None]:
 
     real = tx.unwatch_paused
 
-    def old(wf: WorkflowRecord, unclaimed: Any, now: int, due_at: int | None = None) -> list[Any]:
-        return [tx.move_due(wf, due_at)]
+    def old(
+        wf: WorkflowRecord,
+        unclaimed: Any,
+        now: int,
+        due_at: int | None = None,
+        *,
+        shard: str | None = None,
+    ) -> list[Any]:
+        return [tx.move_due(wf, due_at, shard=shard)]
 
     tx.unwatch_paused = old  # type: ignore[assignment]
     try:

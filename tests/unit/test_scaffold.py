@@ -224,3 +224,48 @@ def test_init_refuses_a_folder_with_files(tmp_path: Path) -> None:
 )
 def test_package_names(folder: str, package: str) -> None:
     assert package_name(Path(folder)) == package
+
+
+def test_the_scaffold_pins_the_cdk_cli_this_repository_pins(tmp_path: Path) -> None:
+    """`make synth` in a new project runs the CDK CLI of its package-lock.json (npm ci), the
+    same release as this repository's, never whatever `npx aws-cdk@2` resolves that day."""
+    repo_package = json.loads((ROOT / "package.json").read_text())
+    repo_lock = json.loads((ROOT / "package-lock.json").read_text())
+    target = tmp_path / "travel-desk"
+    scaffold(target, Source.parse("0.1.0"))
+    package = json.loads((target / "package.json").read_text())
+    lock = json.loads((target / "package-lock.json").read_text())
+    assert package["devDependencies"] == repo_package["devDependencies"]
+    assert lock["packages"]["node_modules/aws-cdk"] == repo_lock["packages"]["node_modules/aws-cdk"]
+    assert lock["packages"][""]["devDependencies"] == package["devDependencies"]
+    assert package["engines"]["node"] == ">=22"
+    makefile = (target / "Makefile").read_text()
+    assert "npm ci" in makefile and "npx cdk synth" in makefile
+    assert "aws-cdk@" not in makefile  # nothing floats
+    assert "node_modules/" in (target / ".gitignore").read_text()
+
+
+@pytest.mark.slow
+def test_the_scaffold_runs_its_cdk_cli_on_node_22_or_later(tmp_path: Path) -> None:
+    """The CDK CLI no longer supports Node 20: `make node` uses the machine's Node when it is
+    22 or later, else installs Node 22 from the npm registry into `.shepherd/node`, which the
+    Makefile puts first on every recipe's PATH."""
+    import shutil
+
+    node, make = shutil.which("node"), shutil.which("make")
+    if node is None or make is None:
+        pytest.skip("no node or make on this machine")
+    target = tmp_path / "travel-desk"
+    scaffold(target, Source.parse("0.1.0"))
+    done = subprocess.run(
+        [make, "-s", "node"], cwd=target, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    used = subprocess.run(
+        [make, "-s", "--eval", "v:\n\t@node -p process.versions.node", "v"],
+        cwd=target,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert int(used.split(".")[0]) >= 22, used

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 from shepherd.settings import (
     ENV_LOG_STREAM,
+    ENV_SERVICE,
     ENV_SWEEP_INTERVAL,
     ENV_SWEEP_TICKS,
     ENV_SWEEP_WINDOW,
@@ -65,6 +66,14 @@ def test_the_defaults_are_those_the_handlers_had() -> None:
 def test_a_bad_value_is_a_clear_error(name: str, value: str, says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         Settings.from_env({**BASE, name: value})
+
+
+def test_the_service_is_the_deployments_own_name() -> None:
+    """The dimension of every engine metric: a stack sets its own, so two stacks' series
+    differ; outside a stack (local, tests) the default."""
+    assert Settings.service_from_env("shepherd", {ENV_SERVICE: "Prod-Shepherd"}) == "Prod-Shepherd"
+    assert Settings.service_from_env("shepherd", {ENV_SERVICE: " "}) == "shepherd"
+    assert Settings.service_from_env("shepherd", {}) == "shepherd"
 
 
 def test_tracing_alone_is_read_as_the_model_reads_it() -> None:

@@ -31,6 +31,18 @@ def main(argv: list[str] | None = None) -> int:
         "--throughput", choices=["auto", "local", "inprocess", "skip"], default="auto"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument(
+        "--refresh-capacity",
+        action="store_true",
+        help="measure only what one stack holds (pools per stack, a few minutes of synth) "
+        "into the existing benchmarks.json and re-render its section of benchmarks.md",
+    )
+    parser.add_argument(
+        "--refresh-fixed-cost",
+        action="store_true",
+        help="recompute only the fixed monthly cost (from the synthesized app) into the "
+        "existing benchmarks.json and re-render benchmarks.md; every other number is kept",
+    )
     args = parser.parse_args(argv)
     for key, value in {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -43,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from shepherd.definitions import load_directory
     from shepherd.topology import pools
+
+    if args.refresh_fixed_cost or args.refresh_capacity:
+        return _refresh(args.out, fixed=args.refresh_fixed_cost, capacity=args.refresh_capacity)
 
     from shepherd_bench import (
         analysis,
@@ -72,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     results["cost"] = {
         "scenarios": summaries,
         "pools": len(pools(definitions)),
-        "fixed_monthly": cost.fixed_monthly(len(pools(definitions))),
+        **fixed_cost(len(pools(definitions))),
         "floor": analysis.floor(summaries[0]),
         "running": analysis.running_cost(
             slow, clean["order clean"], slow_seconds, slow_heartbeat or 0
@@ -120,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         for row in results["throughput"]["rows"]:
             _log(f"  x{row['concurrency']}: {row['workflows_per_s']:.1f} workflows/s")
 
+    _log("what one stack holds")
+    from shepherd_bench import capacity
+
+    results["capacity"] = capacity.measure()
+    _log(f"  {results['capacity']['most_pools']} pools")
+
     _log("cold start")
     results["coldstart"] = {
         **coldstart.run_coldstart(args.coldstart_runs),
@@ -156,7 +177,8 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     """benchmarks.json and benchmarks.md; what other commands wrote there stays: the payloads
     run, the scale model (`make scale`) and its costs, and the scale model's section."""
     from shepherd_bench.report import render
-    from shepherd_bench.scale.report import BEGIN, END, splice
+    from shepherd_bench.scale.report import BEGIN, END
+    from shepherd_bench.scale.report import splice as splice_scale
 
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "benchmarks.json", out / "benchmarks.md"
@@ -171,8 +193,80 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     markdown = render(results)
     old_md = md_path.read_text() if md_path.exists() else ""
     if BEGIN in old_md and END in old_md:
-        markdown = splice(markdown, BEGIN + old_md.split(BEGIN, 1)[1].split(END, 1)[0] + END)
+        markdown = splice_scale(markdown, BEGIN + old_md.split(BEGIN, 1)[1].split(END, 1)[0] + END)
     md_path.write_text(markdown)
+
+
+def fixed_cost(pools: int) -> dict[str, Any]:
+    """The idle stack a month, as deployed by default and with every paid option on, from the
+    example app's synthesized templates (about 30 s of synth)."""
+    from shepherd_bench import cost, idle
+
+    emf = idle.emf_record_bytes("Shepherd-Shepherd")
+    templates = idle.example_templates()
+    monitoring = {name: idle.from_template(t, emf) for name, t in templates.items()}
+    return {
+        "fixed_monthly": cost.fixed_monthly(pools, monitoring=monitoring["default"]),
+        "fixed_monthly_all_options": cost.fixed_monthly(
+            pools, monitoring=monitoring["all options"]
+        ),
+        "idle_monitoring": {name: m.describe() for name, m in monitoring.items()},
+    }
+
+
+def _refresh(out: Path, *, fixed: bool, capacity: bool) -> int:
+    """Re-measure the fixed monthly cost and/or what one stack holds into the existing
+    benchmarks.json, and re-render only their parts of benchmarks.md."""
+    from shepherd.definitions import load_directory
+    from shepherd.topology import pools
+
+    from shepherd_bench import capacity as stack_capacity
+    from shepherd_bench.report import render
+
+    path = out / "benchmarks.json"
+    results = json.loads(path.read_text())
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if fixed:
+        count = len(pools(load_directory(ROOT / "statemachines")))
+        results["cost"].update(fixed_cost(count))
+        results["cost"]["pools"] = count
+        results["meta"]["fixed_cost_refreshed"] = now
+    if capacity:
+        results["capacity"] = stack_capacity.measure()
+        results["meta"]["capacity_refreshed"] = now
+    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    page = out / "benchmarks.md"
+    page.write_text(splice(page.read_text(), render(results)))
+    _log(f"refreshed {page} and benchmarks.json")
+    return 0
+
+
+# What a refresh replaces in benchmarks.md: the headline's idle row, the prices table, the
+# fixed cost section and what one stack holds; the rest (hand-merged sections too) stays. A
+# section the page does not have yet goes in before the next one both have.
+SPLICED = (
+    ("| idle stack <= $3", "\n\n", None),  # the headline's last rows: idle, capacity
+    ("### Prices", "### Results", None),
+    ("### Fixed monthly cost", "\n#", None),
+    ("## What one stack holds", "\n## ", "## Supervisor scaling"),
+)
+
+
+def splice(old: str, new: str) -> str:
+    for start, end, before in SPLICED:
+        i, j = old.find(start), new.find(start)
+        if j < 0:
+            continue  # not measured in this run
+        new_end = new.index(end, j + len(start))
+        if i < 0 and before is not None and before in old:
+            at = old.index(before)
+            old = old[:at] + new[j : new_end + 1] + old[at:]
+            continue
+        if i < 0:
+            raise SystemExit(f"benchmarks.md has no '{start}': run the whole `make bench`")
+        old_end = old.index(end, i + len(start))
+        old = old[:i] + new[j:new_end] + old[old_end:]
+    return old
 
 
 if __name__ == "__main__":

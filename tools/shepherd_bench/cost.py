@@ -22,6 +22,8 @@ from shepherd.engine.agent import AgentContext
 from shepherd.model import StepStatus, WorkflowState
 from shepherd.topology import DEFAULT_BATCH_SIZE, RELAY_BATCH_SIZE
 
+from shepherd_bench import idle
+from shepherd_bench.idle import IdleMonitoring
 from shepherd_bench.meter import Meter, Tally
 from shepherd_bench.prices import usd
 from shepherd_bench.schedule import deployed
@@ -454,7 +456,9 @@ def _round_up(ms: int, to: int) -> int:
 INVOCATION_OVERHEAD_MS = 20  # assumed: a warm invocation's own time besides its AWS calls
 
 
-def fixed_monthly(pools: int, watch_shards: int = 8) -> dict[str, dict[str, float]]:
+def fixed_monthly(
+    pools: int, watch_shards: int = 8, monitoring: IdleMonitoring | None = None
+) -> dict[str, dict[str, float]]:
     """What Shepherd costs per month with no workflow at all (730 hours).
 
     The supervisor as deployed: EventBridge Scheduler invokes it every minute; that run sends
@@ -463,7 +467,8 @@ def fixed_monthly(pools: int, watch_shards: int = 8) -> dict[str, dict[str, floa
     (a receive and a delete) and sweeps once. An idle sweep reads the pool states and queries
     every watch shard (0.5 RRU each, the minimum of an index query; the pool states are one
     consistent query, 1 RRU); its duration is those calls at
-    CALL_LATENCY_MS each plus INVOCATION_OVERHEAD_MS, at 256 MB arm64.
+    CALL_LATENCY_MS each plus INVOCATION_OVERHEAD_MS, at 256 MB arm64. With `monitoring`
+    (read from the synthesized template: `shepherd_bench.idle`), CloudWatch, X-Ray and KMS too.
     """
     minutes = 730 * 60
     sweeps = minutes * SCHEDULE.sweeps
@@ -495,4 +500,5 @@ def fixed_monthly(pools: int, watch_shards: int = 8) -> dict[str, dict[str, floa
             "usd": usd("dynamodb_rru", sweeps * 1.0),
         },
         "idle_event_source_polls": {"units": polls, "usd": usd("sqs_request", polls)},
+        **(idle.monthly(monitoring, sweeps, minutes) if monitoring is not None else {}),
     }

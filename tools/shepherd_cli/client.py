@@ -15,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 
 from shepherd.jsonsafe import canonical
 from shepherd.limits import MAX_INPUT_BYTES
+from shepherd.routes import TASK_TOKEN_HEADER
 
 DEFAULT_API = "http://127.0.0.1:8080"
 
@@ -95,16 +96,21 @@ class Api:
             body["idempotency_key"] = idempotency_key
         return self.call("POST", "/workflows", body)
 
+    def task(self, token: str, action: str, body: Any) -> Any:
+        """POST /tasks/<action> (heartbeat, success, failure): the token in its header, never
+        in the URL, which API Gateway's traces and access logs keep."""
+        return self.call("POST", f"/tasks/{action}", body, headers={TASK_TOKEN_HEADER: token})
+
     def succeed(self, token: str, output: Any) -> Any:
-        """POST /tasks/{token}/success; an output over a request's cap (5 MiB) is uploaded
-        first (up to 100 MiB)."""
+        """POST /tasks/success; an output over a request's cap (5 MiB) is uploaded first (up
+        to 100 MiB)."""
         data = canonical(output).encode()
         body = (
             {"output_upload": self.upload(data)}
             if len(data) > MAX_INPUT_BYTES
             else {"output": output}
         )
-        return self.call("POST", f"/tasks/{token}/success", body)
+        return self.task(token, "success", body)
 
     def upload(self, data: bytes) -> str:
         """A large payload through POST /payloads and its presigned POST; the upload id to

@@ -286,7 +286,7 @@ def cmd_task(args: argparse.Namespace, api: Api) -> int:
             body = {"error": args.error or "TaskFailed"}
             if args.cause is not None:
                 body["cause"] = args.cause
-        task = api.call("POST", f"/tasks/{args.token}/{args.action}", body)
+        task = api.task(args.token, args.action, body)
     print(
         f"{task['workflow_id']} {task['kind']} {task['step']} attempt {task['attempt']}: "
         f"{task['status']}"

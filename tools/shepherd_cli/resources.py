@@ -70,18 +70,24 @@ class PoolQueues:
 
 
 def create_queues(
-    sqs: Any, pool_specs: Mapping[str, PoolSpec], *, visibility_override: int | None = None
+    sqs: Any,
+    pool_specs: Mapping[str, PoolSpec],
+    *,
+    visibility_override: int | None = None,
+    names: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, PoolQueues]:
-    """One queue and one DLQ per pool, with the CDK app's visibility and redrive settings."""
+    """One queue and one DLQ per pool, with the CDK app's visibility and redrive settings;
+    `names` gives a pool's (queue, DLQ) names, as a deployed template names them."""
     out: dict[str, PoolQueues] = {}
     for name, pool in pool_specs.items():
-        dlq_url = sqs.create_queue(QueueName=pool.dlq_name)["QueueUrl"]
+        queue_name, dlq_name = (names or {}).get(name, (pool.queue_name, pool.dlq_name))
+        dlq_url = sqs.create_queue(QueueName=dlq_name)["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
         visibility = visibility_override or pool.visibility_timeout_seconds
         url = sqs.create_queue(
-            QueueName=pool.queue_name,
+            QueueName=queue_name,
             Attributes={
                 "VisibilityTimeout": str(visibility),
                 "RedrivePolicy": json.dumps(

@@ -20,6 +20,12 @@ from shepherd_cli.sources import DISTRIBUTION, WHEELS_DIR, Source, SourceError
 
 __all__ = ["DISTRIBUTION", "ScaffoldError", "Source", "SourceError", "files", "scaffold"]
 
+# The CDK CLI the scaffold pins: the one this repository pins (package.json, package-lock.json;
+# tests/unit/test_scaffold.py keeps them equal), and the oldest Node it is supported on.
+CDK_CLI_VERSION = "2.1148.1"
+CDK_CLI_INTEGRITY = "sha512-K3d02L17IwmAuiBWNuX1DzYhKUs9GrKYI7bZnGJfJ1bKz9ymXFxfudBOL3rUb8JAusDNSULiQU2fsJH7kyY2XA=="
+NODE_MAJOR = 22
+
 # The CDK feature flags of the scaffold's cdk.json: the ones Shepherd's own app is built and
 # tested with (tests/unit/test_scaffold.py keeps them equal to the repository's cdk.json).
 CDK_CONTEXT: dict[str, object] = {
@@ -64,13 +70,47 @@ def _stack_name(package: str) -> str:
     return "".join(part.capitalize() for part in package.split("_")) or "App"
 
 
+def _package_json(package: str) -> dict[str, object]:
+    return {
+        "name": package.replace("_", "-"),
+        "private": True,
+        "description": "Pins the AWS CDK CLI that synthesizes and deploys infra/ (cdk.json)",
+        "engines": {"node": f">={NODE_MAJOR}"},
+        "devDependencies": {"aws-cdk": CDK_CLI_VERSION},
+    }
+
+
+def _package_lock(package: str) -> dict[str, object]:
+    name = package.replace("_", "-")
+    return {
+        "name": name,
+        "lockfileVersion": 3,
+        "requires": True,
+        "packages": {
+            "": {
+                "name": name,
+                "engines": {"node": f">={NODE_MAJOR}"},
+                "devDependencies": {"aws-cdk": CDK_CLI_VERSION},
+            },
+            "node_modules/aws-cdk": {
+                "version": CDK_CLI_VERSION,
+                "integrity": CDK_CLI_INTEGRITY,
+                "dev": True,
+                "license": "Apache-2.0",
+                "bin": {"cdk": "bin/cdk"},
+                "engines": {"node": ">= 18.0.0"},
+            },
+        },
+    }
+
+
 def files(package: str, source: Source) -> dict[str, str]:
     """Every text file of the scaffold, by path relative to its folder."""
     runtime = source.requirement()
     tools = source.requirement("cdk,cli")
     return {
         "pyproject.toml": PYPROJECT.format(package=package, runtime=runtime, tools=tools),
-        "Makefile": MAKEFILE.format(pip_args=source.pip_args()),
+        "Makefile": MAKEFILE.format(pip_args=source.pip_args(), node_major=NODE_MAJOR),
         "README.md": README.format(
             package=package,
             source=source.describe(),
@@ -78,7 +118,9 @@ def files(package: str, source: Source) -> dict[str, str]:
             version=source.version,
             wheels=WHEELS_DIR,
         ),
-        ".gitignore": ".venv/\ncdk.out/\n.shepherd/\n__pycache__/\n*.egg-info/\n",
+        ".gitignore": ".venv/\ncdk.out/\n.shepherd/\n__pycache__/\n*.egg-info/\nnode_modules/\n",
+        "package.json": json.dumps(_package_json(package), indent=2) + "\n",
+        "package-lock.json": json.dumps(_package_lock(package), indent=2) + "\n",
         "cdk.json": json.dumps(
             {"app": ".venv/bin/python infra/app.py", "context": CDK_CONTEXT}, indent=2
         )
@@ -146,7 +188,7 @@ STAMP := $(VENV)/.installed
 PIP_ARGS ?= {pip_args}
 PORT ?= 8080
 
-.PHONY: dev test demo local synth
+.PHONY: dev test demo local synth node
 
 $(STAMP): pyproject.toml
 \ttest -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -167,9 +209,29 @@ local: $(STAMP)
 demo: $(STAMP)
 \t$(BIN)/shepherd run welcome --input '{{"email": "ada@example.com"}}'
 
-# The CloudFormation template (no Docker, no AWS credentials): needs Node for the CDK CLI.
-synth: $(STAMP)
-\tnpx --yes aws-cdk@2 synth --quiet
+# Node {node_major}+ for the CDK CLI (Node 20 is end-of-life): the machine's own when it is new
+# enough, else Node {node_major} from the npm registry (npm's `node` package) into .shepherd/node,
+# first on every recipe's PATH.
+NODE_DIR := .shepherd/node
+export PATH := $(CURDIR)/$(NODE_DIR)/node_modules/.bin:$(PATH)
+
+node: $(NODE_DIR)/.installed
+
+$(NODE_DIR)/.installed:
+\t@if node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= {node_major} ? 0 : 1)' 2>/dev/null; then mkdir -p $(NODE_DIR); else echo "Node {node_major} for the CDK CLI into $(NODE_DIR)"; npm install --prefix $(NODE_DIR) --no-audit --no-fund --silent node@{node_major}; fi
+\ttouch $@
+
+# The CDK CLI pinned in package.json (and package-lock.json), as Shepherd's own repository
+# pins it: every machine synthesizes and deploys with the same CLI.
+NODE_STAMP := node_modules/.installed
+
+$(NODE_STAMP): package.json package-lock.json | node
+\tnpm ci --no-audit --no-fund
+\ttouch $(NODE_STAMP)
+
+# The CloudFormation template (no Docker, no AWS credentials).
+synth: $(STAMP) node $(NODE_STAMP)
+\tnpx cdk synth --quiet
 """
 
 README = """\
@@ -188,11 +250,12 @@ Workflows on Shepherd (Scheduler-Agent-Supervisor on AWS serverless).
 make test    # the unit tests, in milliseconds
 make demo    # start Shepherd locally (no AWS account), run one workflow, stop
 make local   # Shepherd locally until Ctrl-C; then: .venv/bin/shepherd start welcome --input '{{"email": "a@b.c"}}' --wait
-make synth   # the CloudFormation template (Node for the CDK CLI; no Docker, no credentials)
+make synth   # the CloudFormation template (the pinned CDK CLI on Node 22+; no Docker, no credentials)
 ```
 
-Deploy with `npx aws-cdk@2 deploy` (credentials for the account; `npx aws-cdk@2 bootstrap` once
-per account and region). Add a step: name its `Agent` and `Pool` in the definition and register
+Deploy with `npx cdk deploy` after `make synth` (the CDK CLI `package.json` pins; credentials for
+the account; `npx cdk bootstrap` once per account and region). Add a step: name its `Agent` and
+`Pool` in the definition and register
 the agent with `@registry.agent("...")`; a new pool gets its own queue and Lambda function. A
 new agent module goes in `[tool.shepherd] agent-modules` (`pyproject.toml`), the one list
 `shepherd validate`, `shepherd local`, the tests and the CDK app read; the synth fails if a
@@ -333,7 +396,7 @@ def test_a_flaky_step_is_retried() -> None:
 CDK_APP = '''\
 #!/usr/bin/env python3
 """The CDK app (cdk.json): one stack with the Shepherd construct, this project's definitions
-and agents. `make synth`, or `npx aws-cdk@2 deploy`."""
+and agents. `make synth`, or `npx cdk deploy` (the CLI package.json pins)."""
 
 from __future__ import annotations
 
@@ -354,6 +417,9 @@ def build(app: App) -> Stack:
         definitions_dir=ROOT / "statemachines",
         # src/ with the modules [tool.shepherd] agent-modules names (pyproject.toml)
         agents=AgentCode.from_project(ROOT, exclude=["*.egg-info"]),
+        # The pools deployed (commit it): a pool no definition names any more is retired,
+        # not deleted, until released (release_pools=[...]).
+        pool_ledger=ROOT / "statemachines" / "shepherd-pools.lock",
     )
     CfnOutput(stack, "ApiUrl", value=shepherd.api_url)
     CfnOutput(stack, "EventBusName", value=shepherd.bus.event_bus_name)

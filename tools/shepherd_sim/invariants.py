@@ -454,7 +454,7 @@ def _output_attempt(text: str | None, record: RunRecord) -> int | None:
 
 # History entries that record something other than an attempt ending (an operator's
 # replacement input, written at the attempt number the step had then).
-NOT_AN_END = ("input_replaced",)
+NOT_AN_END = ("input_replaced", "undeliverable")
 
 
 def _history_problems(rec: StepRecord, record: RunRecord) -> list[str]:

@@ -312,6 +312,9 @@ class FaultyQueue:
         self.sim = sim
         self.role = role
 
+    def has(self, pool: str) -> bool:
+        return self.inner.has(pool)
+
     def backlog(self, pool: str) -> Backlog:
         backlog = self.inner.backlog(pool)
         if backlog.visible + backlog.in_flight + backlog.delayed:

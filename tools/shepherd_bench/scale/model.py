@@ -131,6 +131,10 @@ class TaskQueuePort:
                         self.sends[pool][key] += 1
                         self.first_sent.setdefault(key, self.kernel.now)
 
+    def has(self, pool: str) -> bool:
+        """The deployment's queue URLs, as the SQS adapter holds them (no request)."""
+        return pool in self.queues
+
     def backlog(self, pool: str) -> Backlog | None:
         queue = self.queues.get(pool)
         if queue is None:

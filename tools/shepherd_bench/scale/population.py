@@ -74,6 +74,9 @@ class _Collect:
     def send(self, tasks: Sequence[OutgoingTask]) -> None:
         self.sent.extend(tasks)
 
+    def has(self, pool: str) -> bool:
+        return True  # every pool the definition names is deployed
+
     def backlog(self, pool: str) -> Backlog | None:
         return None
 

@@ -113,6 +113,11 @@ class TaskQueue(Protocol):
         """The pool's queue depth, or None if it cannot be read (no queue configured)."""
         ...
 
+    def has(self, pool: str) -> bool:
+        """Whether this deployment has a queue for the pool (a pool a definition version still
+        names may have been removed: its tasks can never be delivered)."""
+        ...
+
 
 class EventPublisher(Protocol):
     def publish(self, events: Sequence[DomainEvent]) -> None:

@@ -18,6 +18,11 @@ from shepherd.limits import MAX_CALLBACK_BODY_BYTES, MAX_REQUEST_BYTES, MAX_STAR
 
 Target = Literal["api", "callbacks"]
 JSON = "application/json"
+# Where a callback's task token travels (docs/api.md, Callback steps).
+TASK_TOKEN_HEADER = "X-Shepherd-Task-Token"  # noqa: S105 - a header name, not a secret
+TASK_ACTIONS = ("heartbeat", "success", "failure")
+# A synchronous Lambda invocation's request, API Gateway's event around the body included.
+LAMBDA_REQUEST_MB = 6
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,10 @@ class Route:
     # The query parameters it reads; the handlers refuse any other (400), as they refuse a
     # body's unknown fields.
     query: tuple[str, ...] = ()
+    # Headers it requires (API Gateway refuses a request without them, 400).
+    headers: tuple[str, ...] = ()
+    # Still answered, with an error saying what replaced it (docs/api.md, Deprecated routes).
+    deprecated: bool = False
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -61,9 +70,31 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/pools/{pool}/resume", "api"),
     Route("GET", "/definitions", "api"),
     Route("GET", "/definitions/{name}", "api"),
-    Route("POST", "/tasks/{token}/heartbeat", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
-    Route("POST", "/tasks/{token}/success", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
-    Route("POST", "/tasks/{token}/failure", "callbacks", True, MAX_CALLBACK_BODY_BYTES),
+    # A task token is a capability: it travels in a header, never in the URL (API Gateway's
+    # traces and access logs keep the path).
+    *(
+        Route(
+            "POST",
+            f"/tasks/{action}",
+            "callbacks",
+            True,
+            MAX_CALLBACK_BODY_BYTES,
+            headers=(TASK_TOKEN_HEADER,),
+        )
+        for action in TASK_ACTIONS
+    ),
+    # The former routes, token in the path: 410 TaskTokenInPath, naming the new ones.
+    *(
+        Route(
+            "POST",
+            f"/tasks/{{token}}/{action}",
+            "callbacks",
+            True,
+            MAX_CALLBACK_BODY_BYTES,
+            deprecated=True,
+        )
+        for action in TASK_ACTIONS
+    ),
 )
 
 
@@ -140,10 +171,20 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         "REQUEST_TOO_LARGE",
         413,
         "BodyTooLarge",
-        f"the request is larger than {MAX_REQUEST_BYTES} bytes (API Gateway's limit)",
+        f"the request is larger than {MAX_REQUEST_BYTES} bytes (API Gateway's limit); "
+        f"Lambda takes {LAMBDA_REQUEST_MB} MB at most, so send a payload over 5 MiB through "
+        "POST /payloads",
     ),
     GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "UnsupportedMediaType", f"the body must be {JSON}"),
-    GatewayError("INTEGRATION_FAILURE", 502, "IntegrationFailure", "the handler failed"),
+    # API Gateway takes 10 MB, Lambda 6 MB: a request between the two never reaches the
+    # handler and comes back as this, not as a 413, so the message says so.
+    GatewayError(
+        "INTEGRATION_FAILURE",
+        502,
+        "IntegrationFailure",
+        "the handler failed, or the request was over the "
+        f"{LAMBDA_REQUEST_MB} MB Lambda takes (a body over 5 MiB goes through POST /payloads)",
+    ),
     GatewayError("INTEGRATION_TIMEOUT", 504, "IntegrationTimeout", "the handler timed out"),
     GatewayError("DEFAULT_4XX", None, "RequestRejected", None),
     GatewayError("DEFAULT_5XX", None, "GatewayError", None),

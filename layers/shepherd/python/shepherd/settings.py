@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +27,14 @@ ENV_DEFINITIONS_DIR = "SHEPHERD_DEFINITIONS_DIR"
 ENV_WATCH_SHARDS = "SHEPHERD_WATCH_SHARDS"
 ENV_RETENTION_DAYS = "SHEPHERD_RETENTION_DAYS"
 ENV_POOL_MAPPINGS = "SHEPHERD_POOL_MAPPINGS"  # JSON: pool -> its SQS event source mapping id
+# A deployment derives what grows with its pools instead of listing it (Lambda allows 4 KB of
+# environment): a pool's queue URL is this prefix + the pool's name, its agent function's name
+# this prefix + the pool's name (its event source mapping is looked up by that name).
+ENV_QUEUE_URL_PREFIX = "SHEPHERD_QUEUE_URL_PREFIX"
+ENV_POOL_FUNCTION_PREFIX = "SHEPHERD_POOL_FUNCTION_PREFIX"
+# Pools no definition names any more but still deployed (retired, docs/architecture.md): their
+# queues take tasks of workflows that started on an earlier definition version. Comma-separated.
+ENV_RETIRED_POOLS = "SHEPHERD_RETIRED_POOLS"
 ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
 # The principals (IAM ARNs, comma-separated) who may act on what every caller shares: pause and
 # resume an agent pool, see who paused one. None by default: nobody may, through the API.
@@ -50,6 +58,9 @@ ENV_SWEEP_LOOKS = "SHEPHERD_SWEEP_LOOKS"
 ENV_TRACING = "SHEPHERD_TRACING"  # "true": Powertools Tracer (X-Ray SDK) in every handler
 # Set by Lambda, not by Shepherd: the sandbox's log stream names the agent worker.
 ENV_LOG_STREAM = "AWS_LAMBDA_LOG_STREAM_NAME"
+# Powertools' own variable: the `service` of logs and the dimension of every engine metric. A
+# deployment sets it to a name of its own, so two stacks in one account never share a series.
+ENV_SERVICE = "POWERTOOLS_SERVICE_NAME"
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
@@ -77,6 +88,9 @@ class Settings(BaseModel):
     table: Annotated[str, Field(min_length=3, max_length=255)]
     queue_urls: dict[str, str] = {}
     pool_mappings: dict[str, str] = {}
+    queue_url_prefix: str | None = None
+    pool_function_prefix: str | None = None
+    retired_pools: tuple[str, ...] = ()
     event_bus: str | None = None
     definitions_dir: Path
     # Virtual shards of the watch index (1,000 write units a second each); 16 hold about
@@ -108,7 +122,7 @@ class Settings(BaseModel):
                 raise ValueError(f"{ENV_OPERATORS}: '{arn}' is not an IAM principal ARN")
         return value
 
-    @field_validator("agent_modules", mode="before")
+    @field_validator("agent_modules", "retired_pools", mode="before")
     @classmethod
     def _module_list(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -174,6 +188,15 @@ class Settings(BaseModel):
                 )
         return value
 
+    def queue_urls_for(self, pools: Iterable[str]) -> dict[str, str]:
+        """Every queue URL the engine may send to: those listed, and for a deployment's pools
+        (`pools`, the retired ones too) the queue URL prefix + the pool's name."""
+        urls = dict(self.queue_urls)
+        if self.queue_url_prefix:
+            for pool in (*pools, *self.retired_pools):
+                urls.setdefault(pool, self.queue_url_prefix + pool)
+        return urls
+
     @property
     def retention_seconds(self) -> int:
         return self.retention_days * 24 * 3600
@@ -200,6 +223,9 @@ class Settings(BaseModel):
             "worker_id": ENV_LOG_STREAM,
         }
         when_not_empty = {
+            "queue_url_prefix": ENV_QUEUE_URL_PREFIX,
+            "pool_function_prefix": ENV_POOL_FUNCTION_PREFIX,
+            "retired_pools": ENV_RETIRED_POOLS,
             "event_owners": ENV_EVENT_OWNERS,
             "operators": ENV_OPERATORS,
             "agent_modules": ENV_AGENT_MODULES,
@@ -218,38 +244,46 @@ class Settings(BaseModel):
         env = os.environ if environ is None else environ
         return parse_flag(ENV_TRACING, env.get(ENV_TRACING, ""))
 
+    @staticmethod
+    def service_from_env(default: str, environ: Mapping[str, str] | None = None) -> str:
+        """POWERTOOLS_SERVICE_NAME, read at import by the handlers (their logger and metrics
+        exist before the settings): the deployment's own name, `default` where none is set."""
+        env = os.environ if environ is None else environ
+        return env.get(ENV_SERVICE, "").strip() or default
+
     def to_env(self) -> dict[str, str]:
         """The environment that reproduces these settings (used by the CDK app and local stack):
         the required variables, then each optional one that differs from its default."""
         env = {
             ENV_TABLE: self.table,
-            ENV_QUEUE_URLS: _json(self.queue_urls),
             ENV_DEFINITIONS_DIR: str(self.definitions_dir),
             ENV_WATCH_SHARDS: str(self.watch_shards),
             ENV_RETENTION_DAYS: str(self.retention_days),
         }
-        optional: dict[str, tuple[Any, str | None]] = {
-            ENV_EVENT_BUS: (self.event_bus, self.event_bus),
-            ENV_PAYLOAD_BUCKET: (self.payload_bucket, self.payload_bucket),
-            ENV_PAYLOAD_INLINE_BYTES: (
-                self.payload_inline_bytes != limits.PAYLOAD_INLINE_BYTES,
-                str(self.payload_inline_bytes),
-            ),
-            ENV_POOL_MAPPINGS: (self.pool_mappings, _json(self.pool_mappings)),
-            ENV_AGENT_MODULES: (self.agent_modules, ",".join(self.agent_modules)),
-            ENV_EVENT_OWNERS: (self.event_owners, _json(self.event_owners)),
-            ENV_OPERATORS: (self.operators, ",".join(self.operators)),
+        if self.queue_urls or not self.queue_url_prefix:
+            env[ENV_QUEUE_URLS] = _json(self.queue_urls)
+        inline = self.payload_inline_bytes
+        optional = {
+            ENV_EVENT_BUS: self.event_bus,
+            ENV_PAYLOAD_BUCKET: self.payload_bucket,
+            ENV_PAYLOAD_INLINE_BYTES: str(inline) if inline != limits.PAYLOAD_INLINE_BYTES else "",
+            ENV_QUEUE_URL_PREFIX: self.queue_url_prefix,
+            ENV_POOL_FUNCTION_PREFIX: self.pool_function_prefix,
+            ENV_RETIRED_POOLS: ",".join(self.retired_pools),
+            ENV_POOL_MAPPINGS: _json(self.pool_mappings) if self.pool_mappings else "",
+            ENV_AGENT_MODULES: ",".join(self.agent_modules),
+            ENV_EVENT_OWNERS: _json(self.event_owners) if self.event_owners else "",
+            ENV_OPERATORS: ",".join(self.operators),
             ENV_SWEEP_INTERVAL: (
-                self.sweep_interval_seconds != 5.0,
-                str(self.sweep_interval_seconds),
+                str(self.sweep_interval_seconds) if self.sweep_interval_seconds != 5.0 else ""
             ),
-            ENV_SWEEP_WINDOW: (self.sweep_window_seconds, str(self.sweep_window_seconds)),
-            ENV_SWEEP_TICKS: (self.sweep_ticks_url, self.sweep_ticks_url),
-            ENV_SWEEP_GROUPS: (self.sweep_groups != 1, str(self.sweep_groups)),
-            ENV_SWEEP_LOOKS: (self.sweep_looks != 8, str(self.sweep_looks)),
-            ENV_TRACING: (self.tracing, "true"),
+            ENV_SWEEP_WINDOW: str(self.sweep_window_seconds) if self.sweep_window_seconds else "",
+            ENV_SWEEP_TICKS: self.sweep_ticks_url,
+            ENV_SWEEP_GROUPS: str(self.sweep_groups) if self.sweep_groups != 1 else "",
+            ENV_SWEEP_LOOKS: str(self.sweep_looks) if self.sweep_looks != 8 else "",
+            ENV_TRACING: "true" if self.tracing else "",
         }
-        env.update({name: str(value) for name, (when, value) in optional.items() if when})
+        env.update({name: value for name, value in optional.items() if value})
         return env
 
 

@@ -241,6 +241,7 @@ class MemoryQueue:
     """SQS-like queues per pool under an injected clock: delays, visibility timeouts, a DLQ."""
 
     def __init__(self, clock: Any, *, visibility_ms: int = 30_000, max_receives: int = 5) -> None:
+        self.removed: set[str] = set()  # pools with no queue (tests of a removed pool)
         self._clock = clock
         self._visibility_ms = visibility_ms
         self._max_receives = max_receives
@@ -288,6 +289,10 @@ class MemoryQueue:
     def delete(self, receipt: str) -> None:
         with self._lock:
             self._inflight.pop(receipt, None)
+
+    def has(self, pool: str) -> bool:
+        """Every pool has a queue here, but those `removed` (a deployment that dropped one)."""
+        return pool not in self.removed
 
     def release(self, receipt: str) -> None:
         """Make an in-flight message visible again at once (a failed batch item)."""

@@ -13,7 +13,7 @@ from functools import cache, cached_property
 from typing import Any
 
 from shepherd.clock import Clock, SystemClock
-from shepherd.definitions import load_directory
+from shepherd.definitions import Definition, load_directory
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
 from shepherd.engine.build import Engine, build_engine
 from shepherd.engine.callbacks import Callbacks
@@ -27,6 +27,7 @@ from shepherd.ids import RandomIds
 from shepherd.payloads import NoPayloadStore, Payloads, PayloadStore
 from shepherd.ports import EventPublisher, NullEvents
 from shepherd.settings import Settings
+from shepherd.topology import pools
 
 # The services the engine talks to. botocore lists every service directory it ships (about
 # 400, some 80 ms of a cold start) to check that a name exists; the engine's session checks
@@ -158,13 +159,17 @@ class Shepherd:
         return Payloads(store, self.settings.payload_inline_bytes)
 
     @cached_property
+    def definitions(self) -> dict[str, Definition]:
+        return load_directory(self.settings.definitions_dir)
+
+    @cached_property
     def ports(self) -> Ports:
         from shepherd.adapters.dynamodb import DynamoStore  # noqa: PLC0415
         from shepherd.adapters.sqs import SqsQueue  # noqa: PLC0415
 
         return Ports(
             store=DynamoStore(_client("dynamodb"), self.settings.table),
-            queue=SqsQueue(_client("sqs"), self.settings.queue_urls),
+            queue=SqsQueue(_client("sqs"), self.settings.queue_urls_for(pools(self.definitions))),
             clock=self.clock or SystemClock(),
             ids=RandomIds(),
             rng=random.Random(),
@@ -172,15 +177,23 @@ class Shepherd:
         )
 
     @cached_property
-    def engine(self) -> Engine:
-        control: PoolControl | None = None
-        if self.settings.pool_mappings:
-            from shepherd.adapters.lambda_esm import EventSourceMappingControl  # noqa: PLC0415
+    def pool_control(self) -> PoolControl | None:
+        """What switches a pool's consumers on AWS (its event source mapping), if the
+        deployment says how to find them."""
+        if not (self.settings.pool_mappings or self.settings.pool_function_prefix):
+            return None
+        from shepherd.adapters.lambda_esm import EventSourceMappingControl  # noqa: PLC0415
 
-            control = EventSourceMappingControl(_client("lambda"), self.settings.pool_mappings)
+        return EventSourceMappingControl(
+            _client("lambda"), self.settings.pool_mappings, self.settings.pool_function_prefix
+        )
+
+    @cached_property
+    def engine(self) -> Engine:
+        control = self.pool_control
         return build_engine(
             self.ports,
-            load_directory(self.settings.definitions_dir),
+            self.definitions,
             agents=self.agents,
             config=EngineConfig(
                 watch_shards=self.settings.watch_shards,

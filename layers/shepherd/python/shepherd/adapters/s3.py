@@ -11,13 +11,28 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from shepherd.errors import StoreUnavailable
+from shepherd.keys import UPLOAD_KEY_PREFIX
 from shepherd.payloads import PresignedUpload
+
+# S3 says "no such key" with 404 only to a caller that may list the bucket; to anyone else
+# (every Shepherd role: object-level grants, no s3:ListBucket) a missing key is 403.
+MISSING = frozenset({"NoSuchKey", "404"})
+DENIED = frozenset({"AccessDenied", "403"})
+# The prefixes the engine's roles may read every key of: under them, a 403 means missing.
+ENGINE_PREFIXES = ("wf/", UPLOAD_KEY_PREFIX)
 
 
 class S3PayloadStore:
-    def __init__(self, client: Any, bucket: str) -> None:
+    """`readable` are the prefixes the role may read every object of (GetObject on
+    `<prefix>*`): there a 403 is a missing object, as S3 answers it to a role that may not list
+    the bucket. Elsewhere a 403 stays a store error."""
+
+    def __init__(
+        self, client: Any, bucket: str, readable: tuple[str, ...] = ENGINE_PREFIXES
+    ) -> None:
         self._client = client
         self._bucket = bucket
+        self._readable = readable
 
     def put(self, key: str, data: bytes, sha256: str) -> None:
         """Write an object; S3 checks the body against the sha256 we computed (a corrupted
@@ -37,7 +52,8 @@ class S3PayloadStore:
         try:
             response = self._client.get_object(Bucket=self._bucket, Key=key)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            code = exc.response.get("Error", {}).get("Code")
+            if code in MISSING or (code in DENIED and key.startswith(self._readable)):
                 return None
             raise StoreUnavailable(f"payload {key} not read: {exc}") from exc
         except BotoCoreError as exc:

@@ -54,6 +54,9 @@ class SqsQueue:
         if failed:
             raise DeliveryError("; ".join(failed))
 
+    def has(self, pool: str) -> bool:
+        return pool in self._urls
+
     def backlog(self, pool: str) -> Backlog | None:
         url = self._urls.get(pool)
         if url is None:

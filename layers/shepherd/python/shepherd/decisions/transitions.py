@@ -339,6 +339,31 @@ def dispatch(rec: StepRecord, now: int, *, lost: bool = False) -> Write:
     return Write(*rec.key, update, all_of(_is(StepStatus.QUEUED), _attempt(rec.attempt), seen))
 
 
+def fail_undeliverable(
+    rec: StepRecord, attempt: int, now: int, error: str, expires_at: int
+) -> Write:
+    """QUEUED(a) (or a step with no item yet, sent implicitly) -> FAILED for good: its pool
+    has no queue, so no message for it can ever be delivered. Never claimed: it had no
+    effect, and its history says so (no attempt ended)."""
+    entry = {"a": attempt, "o": "undeliverable", "t": now, "e": "PoolRemoved"}
+    update = Update(
+        set={
+            "status": StepStatus.FAILED.value,
+            "attempt": max(attempt, rec.attempt),
+            "fail_reason": "permanent",
+            "error": error,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+        },
+    )
+    if rec.stored and rec.status is StepStatus.QUEUED:
+        condition = all_of(_is(StepStatus.QUEUED), _attempt(rec.attempt))
+    else:
+        condition = _seen(rec)
+    return _step_write(rec, update, condition)
+
+
 def cancel(rec: StepRecord, now: int, expires_at: int) -> Write:
     """PENDING/QUEUED -> CANCELLED: only if still exactly as seen (a claim may win the race)."""
     update = Update(

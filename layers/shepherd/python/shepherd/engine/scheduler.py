@@ -677,13 +677,46 @@ class Scheduler:
     def deliver(self, tasks: Sequence[OutgoingTask]) -> None:
         """Best effort: a lost dispatch is found by the supervisor. (Events are not sent
         here: they come from the table's change stream, so a writer that dies after its
-        write cannot lose one; see shepherd.changes.)"""
+        write cannot lose one; see shepherd.changes.)
+
+        A task for a pool this deployment has no queue for (removed since the workflow's
+        definition version named it) can never be delivered: its unit fails for good with
+        `PoolRemoved` instead of being sent again forever (docs/architecture.md)."""
         if not tasks:
             return
+        sendable = [t for t in tasks if self.ports.queue.has(t.pool)]
+        for task in tasks:
+            if task not in sendable:
+                self._undeliverable(task)
+        if not sendable:
+            return
         try:
-            self.ports.queue.send(tasks)
+            self.ports.queue.send(sendable)
         except DeliveryError:
             logger.warning("task messages not sent; the supervisor will re-dispatch", exc_info=True)
+
+    def _undeliverable(self, task: OutgoingTask) -> None:
+        """Fail the unit a task for a removed pool names (its attempt, queued or implicit)."""
+        m = task.message
+        logger.error(
+            "no queue for pool: the step fails",
+            extra={"workflow_id": m.workflow_id, "step": m.step, "pool": task.pool},
+        )
+        loaded = self.load_units(m.workflow_id, [(m.kind, m.step)])
+        rec = None if loaded is None else loaded[0].record(m.kind, m.step)
+        if loaded is None or rec is None or rec.status.terminal or rec.status.in_flight:
+            return
+        if rec.attempt not in (m.attempt, 0):
+            return
+        now = self.ports.clock.now_ms()
+        error = tx.error_json(
+            "PoolRemoved",
+            f"pool '{task.pool}' has no queue in this deployment (removed after this workflow "
+            "started): its task can never run; restore the pool, or retry once it is back",
+        )
+        write = tx.fail_undeliverable(rec, m.attempt, now, error, self.expires(now))
+        if self.executor.step(loaded[0], write) is not None:
+            self.advance_after(rec, failed=True)
 
 
 def _key(action: Action) -> tuple[Any, ...]:

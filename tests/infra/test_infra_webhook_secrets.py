@@ -1,0 +1,84 @@
+"""A webhook's API key secret, checked before a deploy could trip on it: in the stack's own
+region (CloudFormation reads a secret nowhere else), and a JSON secret read by its field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Environment
+from aws_cdk.assertions import Template
+from shepherd_infra.application import ShepherdStack, cdk_json_context
+from shepherd_infra.webhooks import parse_webhooks
+
+SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:crm-key-AbCdEf"
+HOOK = {
+    "name": "crm",
+    "url": "https://crm.example.com/hooks/shepherd",
+    "detail_types": ["WorkflowFailed"],
+    "header": "X-Api-Key",
+    "secret_arn": SECRET,
+    "secret_field": "apiKey",
+}
+
+
+def _template(tmp: Path, region: str | None, hook: dict[str, Any] = HOOK) -> dict[str, Any]:
+    app = App(context=cdk_json_context(), outdir=str(tmp / "cdk.out"))
+    stack = ShepherdStack(
+        app,
+        "Hooked",
+        env=Environment(region=region) if region else None,
+        build_dir=tmp / "build",
+        webhooks=parse_webhooks([hook]),
+    )
+    return Template.from_stack(stack).to_json()
+
+
+def test_a_secret_in_another_region_than_the_stacks_is_refused_at_synth(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"secret is in eu-west-1.*replicate it.*\(us-east-1\)"):
+        _template(tmp_path, "us-east-1")
+
+
+def _region_rules(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for k, r in template.get("Rules", {}).items() if "SecretRegion" in k]
+
+
+def test_a_secret_in_the_stacks_region_passes(tmp_path: Path) -> None:
+    template = _template(tmp_path, "eu-west-1")
+    assert _region_rules(template) == []
+
+
+def test_a_stack_without_a_region_refuses_the_deploy_elsewhere(tmp_path: Path) -> None:
+    """CloudFormation checks a template's rules before it changes anything."""
+    template = _template(tmp_path, None)
+    (rule,) = _region_rules(template)
+    (assertion,) = rule["Assertions"]
+    assert assertion["Assert"] == {"Fn::Equals": [{"Ref": "AWS::Region"}, "eu-west-1"]}
+    assert "replicate it" in assertion["AssertDescription"]
+
+
+def test_a_json_secret_is_read_by_its_field(tmp_path: Path) -> None:
+    template = _template(tmp_path, "eu-west-1")
+    (connection,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Events::Connection"
+    ]
+    key = json.dumps(connection["AuthParameters"]["ApiKeyAuthParameters"]["ApiKeyValue"])
+    assert f"{{{{resolve:secretsmanager:{SECRET}:SecretString:apiKey::}}}}" in key
+    plain = _template(tmp_path / "plain", "eu-west-1", {**HOOK, "secret_field": None})
+    (connection,) = [
+        r["Properties"]
+        for r in plain["Resources"].values()
+        if r["Type"] == "AWS::Events::Connection"
+    ]
+    key = json.dumps(connection["AuthParameters"]["ApiKeyAuthParameters"]["ApiKeyValue"])
+    assert f"{{{{resolve:secretsmanager:{SECRET}:SecretString:::}}}}" in key
+
+
+def test_a_field_without_a_secret_is_refused() -> None:
+    hook = {k: v for k, v in HOOK.items() if k not in ("header", "secret_arn")}
+    with pytest.raises(ValueError, match="secret_field names a field of the secret_arn's JSON"):
+        parse_webhooks([hook])
