@@ -171,6 +171,21 @@ def test_a_shared_partition_keeps_its_budget_over_one_over_f_seconds() -> None:
     assert shared.peak == pytest.approx(1.0)
 
 
+def test_a_shared_partitions_peaks_count_from_its_first_window_inside_the_run() -> None:
+    # A window that began before the run holds part of a second's load at full size: its
+    # utilization would read low, so it sets no peak; the first whole window does.
+    capacity = Capacity(shared_scale=4, start_ms=START)
+    shared, own = capacity.partition("table", "POOLS"), capacity.partition("table", "WF#a")
+    assert capacity.admit(START, [(shared, 800.0), (own, 100.0)], [])
+    assert (shared.peak, capacity.hottest) == (0.0, pytest.approx(0.1))
+    assert capacity.admit(START + 2_000, [(shared, 100.0)], [])
+    assert shared.peak == 0.0  # seconds 0-2 of a 4-second window
+    assert capacity.admit(START + 3_000, [(shared, 50.0)], [])
+    assert shared.peak == pytest.approx(0.95)  # seconds 0-3: the window is whole
+    assert capacity.hottest == pytest.approx(0.95)
+    assert capacity.hottest_key == ("table", "POOLS")
+
+
 def test_a_measured_factor_replaces_one_over_f() -> None:
     capacity = Capacity(shared_scale=32, overrides={("by_owner", "OWNER#c#0"): 1.0})
     assert capacity.partition("by_owner", "OWNER#c#0").scale == 1.0

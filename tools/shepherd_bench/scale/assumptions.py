@@ -7,7 +7,7 @@ from __future__ import annotations
 ASSUMPTIONS: list[tuple[str, str, str]] = [
     (
         "The subset",
-        "1 (and 2) of 32 shard groups, 256 watch shards, at the design load's per-group rate; "
+        "1 (and 2) of 128 shard groups, 256 watch shards, at the design load's per-group rate; "
         "counts divided by the fraction f to read as the whole system",
         "one process cannot hold a million workflows; a group's workflows, items and watch "
         "shards are its own, so a whole group is exact (the two-size check below)",
@@ -15,7 +15,7 @@ ASSUMPTIONS: list[tuple[str, str, str]] = [
     (
         "Shared partitions",
         "a partition no group owns (list index, POOLS, CONFIG#, LEASE#, DEF#) keeps its "
-        "1,000 / 3,000 budget over 1/f seconds of the subset's requests (32 s): the same count "
+        "1,000 / 3,000 budget over 1/f seconds of the subset's requests (128 s): the same count "
         "and spread as the whole system's in one second; a list partition's factor measured "
         "from the engine's own items for 50,000 sample ids of every group",
         "issue 23.9: their utilization must be the design load's. Counting each request 1/f "
@@ -90,9 +90,9 @@ ASSUMPTIONS: list[tuple[str, str, str]] = [
     (
         "The supervisor",
         "EventBridge Scheduler every minute; its run sends the minute's ticks (batches of 10) "
-        "and sweeps group 0; the tick queue's mapping (batch and concurrency read from the CDK "
-        "app) invokes it; each invocation sweeps its ticks' groups one after another with the "
-        "real Supervisor.sweep_group, 8 looks in flight; a group outside the subset is swept by "
+        "and sweeps group 0; the tick queue's mapping (batch and concurrency as the CDK app "
+        "deploys them for the run's groups) invokes it; each invocation sweeps its ticks' "
+        "groups one after another with the real Supervisor.sweep_group, 8 looks in flight; a group outside the subset is swept by "
         "a stand-in that takes as long as a recent real sweep",
         "functions/shepherd_handlers/supervisor.py, infra/shepherd_infra/supervisor.py; the "
         "groups share the mapping's concurrency, so the fan-out runs at full size",

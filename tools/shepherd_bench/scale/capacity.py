@@ -17,7 +17,11 @@ in `1 / f` seconds are, in number and in their spread, the whole system's in one
 Poisson stream thinned by `f`), so its utilization in any window is the design load's in a
 second, noise included (counting each request `1 / f` times in a one-second window would
 inflate the peaks by `sqrt(1 / f)`). What it cannot keep is the timing inside an overloaded
-window: a burst that fills it is throttled for longer than a second. A list-index partition's factor is
+window: a burst that fills it is throttled for longer than a second. Nor can it know the
+requests before the run's start: a shared partition's peaks count only from the first window
+that lies wholly inside the run (`start_ms`), since a partial window holds fewer than a
+second's requests at full size and would read low (its throttling is optimistic for as
+long). A list-index partition's factor is
 measured instead (`overrides`): the engine's own item for sample workflow ids of every group
 says how the whole system's writes spread over the list partitions and the subset's do, so
 a sharding of the list index that follows the watch shard is not counted 1 / f times.
@@ -125,6 +129,14 @@ class Capacity:
     hottest: float = 0.0
     hottest_key: tuple[str, str] = ("", "")
     hottest_second: int = 0
+    # The run's start: a window that began before it holds part of the load only.
+    start_ms: float | None = None
+
+    def full(self, part: Partition) -> bool:
+        """Whether `part`'s current window lies wholly inside the run (its peaks count)."""
+        if self.start_ms is None or part.scale <= 1:
+            return True
+        return part.second - int(self.start_ms // 1000) + 1 >= round(part.scale)
 
     def scale_of(self, index: str, key: str) -> float:
         """The window (seconds) a partition's budget is kept over: 1 for a partition the
@@ -160,14 +172,16 @@ class Capacity:
         for part, units in writes:
             part.roll(second)
             part.add(wru=units, offered=True)
-            part.peak_offered = max(part.peak_offered, part.offered_wru / WRITE_LIMIT)
+            if self.full(part):
+                part.peak_offered = max(part.peak_offered, part.offered_wru / WRITE_LIMIT)
             if part.wru + units > WRITE_LIMIT:
                 part.throttled += 1
                 fits = False
         for part, units in reads:
             part.roll(second)
             part.add(rru=units, offered=True)
-            part.peak_offered = max(part.peak_offered, part.offered_rru / READ_LIMIT)
+            if self.full(part):
+                part.peak_offered = max(part.peak_offered, part.offered_rru / READ_LIMIT)
             if part.rru + units > READ_LIMIT:
                 part.throttled += 1
                 fits = False
@@ -184,6 +198,8 @@ class Capacity:
         return True
 
     def _consumed(self, part: Partition, value: float) -> None:
+        if not self.full(part):
+            return
         if value > part.peak:
             part.peak = value
             part.peak_second = part.second

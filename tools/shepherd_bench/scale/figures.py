@@ -15,6 +15,7 @@ from shepherd_bench.prices import usd
 from shepherd_bench.scale.kernel import percentile
 from shepherd_bench.scale.lambdas import Function
 from shepherd_bench.scale.model import SIZE_SAMPLE, START_MS, Run
+from shepherd_bench.scale.whatif import engine_shards_list
 
 RELAY_BATCH = 100  # stream records per relay invocation (shepherd.topology)
 RELAY_MS = 150  # a relay invocation's duration (*estimate*: PutEvents per record)
@@ -348,6 +349,11 @@ def summary(run: Run, wall_s: float) -> dict[str, Any]:
             "pool_max_concurrency": config.pool_concurrency,
             "account_concurrency": config.account_concurrency,
             "stall": config.stall,
+            "single_caller": True,  # every start and callback is load.OWNER's
+            "list_sharded_what_if": run.list_patched,
+            "list_sharded_by_engine": engine_shards_list(),
+            "tick_batch": run.supervision.mapping.batch_size,
+            "tick_concurrency": run.supervision.mapping.max_concurrency,
         },
         "workflows": workflows(run),
         "detection": detection(run),

@@ -154,7 +154,7 @@ class Run:
         self.deployed = Deployed.read()
         f = config.fraction
         kernel = self.kernel = Kernel(START_MS, config.seed)
-        self.capacity = Capacity(shared_scale=1 / f)
+        self.capacity = Capacity(shared_scale=1 / f, start_ms=START_MS)
         self.store = PartitionedStore(kernel, self.capacity)
         self.account = Account(config.account_concurrency * f)
         self.pools = pools(self.definitions)

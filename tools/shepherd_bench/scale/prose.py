@@ -17,6 +17,19 @@ def _verdict(holds: bool | None) -> str:
     return {True: "**holds**", False: "**missed**", None: "-"}[holds]
 
 
+def _number(value: Any) -> str:
+    """A figure for a table: thousands separated, small dollars in scientific notation."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and 0 < abs(value) < 0.01:
+        return f"{value:.2e}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:g}"
+
+
 def _run_rows(runs: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for key, s in runs.items():
@@ -48,37 +61,45 @@ def _findings(scale: dict[str, Any]) -> list[str]:
     """What the numbers say, computed (so a re-run keeps them true)."""
     runs = scale["runs"]
     out = []
-    as_is, designed = runs["as_is"], runs["as_designed"]
-    kinds = as_is["dynamodb"]["by_kind"]
-    listing = kinds.get("by_owner", {})
-    if listing.get("peak_offered", 0) > 1:
-        out.append(
-            f"**The single caller's list partition caps the engine as it is.** Its writes ask for "
-            f"{listing['peak_offered']:.1f}x a partition's 1,000 WRU a second; what is left of "
-            f"5,000 starts a second is {as_is['workflows']['starts_per_second']:,} accepted; the "
-            f"rest wait in SDK backoff (holding Lambda concurrency: peak "
-            f"{as_is['lambda']['account_peak_concurrency']:,} of 10,000) and are refused "
-            f"({as_is['workflows']['refused_starts']:,} gave up after 5 tries). Every write that "
-            "changes a workflow's projected status (its finish) is throttled with it."
-        )
-    sup = as_is["supervisor"]
-    if sup["sweeps_per_group"] < 0.9 * sup["sweeps_expected_per_group"]:
-        out.append(
-            f"**The tick fan-out does not sweep every group every {5} s.** The tick queue's mapping "
-            f"(batch {sup['tick_batch']}, MaximumConcurrency {sup['tick_concurrency']:g}) runs "
-            f"{sup['invocations_per_tick']} invocations per tick, each sweeping "
-            f"{sup['groups_per_invocation']} groups one after another: a group is swept "
-            f"{sup['sweeps_per_group']:g} times in a run that has {sup['sweeps_expected_per_group']:g} ticks."
-        )
-    dsup = designed["supervisor"]
+    head = runs["design_load"]
+    hsup = head["supervisor"]
     out.append(
-        f"As designed (list index sharded, tick concurrency = groups): "
-        f"{designed['workflows']['starts_per_second']:,} starts a second, "
-        f"{dsup['looks_per_second']:,} looks a second, a sweep sees {dsup['due_per_sweep']['mean']} "
-        f"due entries on average (budget {dsup['max_workflows']}, truncated in "
-        f"{dsup['truncated_share']:.0%} of sweeps), detection lag p99 "
-        f"{designed['detection']['packer']['last_sign_to_acted_s']['p99']} s."
+        f"Design load (`design_load`): {head['workflows']['starts_per_second']:,} starts a "
+        f"second accepted of 5,000 offered, {hsup['looks_per_second']:,} looks a second, a "
+        f"sweep sees {hsup['due_per_sweep']['mean']} due entries on average (budget "
+        f"{hsup['max_workflows']}, truncated in {hsup['truncated_share']:.0%} of sweeps), "
+        f"detection lag p99 {head['detection']['packer']['last_sign_to_acted_s']['p99']} s, "
+        f"the tick mapping (batch {hsup['tick_batch']}, MaximumConcurrency "
+        f"{hsup['tick_concurrency']:g}) sweeps every group {hsup['sweeps_per_group']:g} times "
+        f"in {hsup['sweeps_expected_per_group']:g} ticks."
     )
+    unsharded = runs.get("list_unsharded")
+    listing = {} if unsharded is None else unsharded["dynamodb"]["by_kind"].get("by_owner", {})
+    if unsharded is not None and listing.get("peak_offered", 0) > 1:
+        out.append(
+            f"**The single caller's list partition caps the engine as it is on this branch** "
+            f"(`list_unsharded`: one `OWNER#<owner>` partition). Its writes ask for "
+            f"{listing['peak_offered']:.1f}x a partition's 1,000 WRU a second; of 5,000 starts "
+            f"a second {unsharded['workflows']['starts_per_second']:,} are accepted; the rest "
+            f"wait in SDK backoff (holding Lambda concurrency: peak "
+            f"{unsharded['lambda']['account_peak_concurrency']:,} of 10,000) and are refused "
+            f"({unsharded['workflows']['refused_starts']:,} gave up after 5 tries). Every "
+            "write that changes a workflow's projected status (its finish) is throttled with "
+            "it. The headline runs shard it per caller with the what-if (issue 23.7, on "
+            "another branch)."
+        )
+    g32 = runs.get("groups_32")
+    if g32 is not None:
+        gsup = g32["supervisor"]
+        out.append(
+            f"32 sweep groups (`groups_32`): a sweep sees {gsup['due_per_sweep']['mean']} due "
+            f"entries on average, lasts {gsup['sweep_duration_s']['p50']} s (p50), truncated "
+            f"in {gsup['truncated_share']:.0%} of sweeps, oldest due age p99 "
+            f"{gsup['oldest_due_age_s']['p99']} s, detection lag p99 "
+            f"{g32['detection']['packer']['last_sign_to_acted_s']['p99']} s: at 256 MB a group "
+            "of 8 shards takes longer than the 5-second interval to look at, hence 128 groups "
+            "(`-c sweep_groups=128`) for the design load."
+        )
     handler = runs.get("handler_as_deployed")
     if handler is not None:
         deferred = handler["workflows"]["agent_outcomes"].get("NotEnoughTime", 0)
@@ -97,46 +118,63 @@ def section_text(
     scale: dict[str, Any], table: Table, assumptions: list[tuple[str, str, str]], wrong: list[str]
 ) -> str:
     sub, meta, runs = scale["subset"], scale["meta"], scale["runs"]
+    f = sub["fraction"]
+    groups = sub["sweep_groups"]
     lines = [
         "## Scale model (issue 23)",
         "",
-        f"`make scale` (`python -m shepherd_bench.scale`; took {meta['wall_seconds']} s on this "
-        f"machine, seed {meta['seed']}) runs the real engine — `build_engine` with 256 watch "
-        "shards, `Scheduler.start` behind the API function, `AgentRuntime.handle` behind each "
-        "pool's event source mapping, `Callbacks.callback` behind the callback route, "
-        "`Supervisor.sweep_group` behind the tick queue — over a store that models DynamoDB's "
-        "partitions, over SQS and Lambda, in simulated time (greenlet tasks on a "
-        "discrete-event loop, deterministic from the seed). **It runs a subset: "
-        f"{sub['modelled_groups']} of {sub['sweep_groups']} shard groups at full density** in the "
-        "headline run (f = 1/32: about 31,000 open workflows, 156 starts a second; 1 of 128 in "
-        "the as-designed runs), divides counts by f to read as the whole design load, and keeps "
-        "a shared partition's budget over 1/f seconds of the subset's requests. "
-        "Machine-readable: `scale` and `cost.at_load` in [`benchmarks.json`](benchmarks.json).",
+        f"`make scale` (`python -m shepherd_bench.scale`; took {meta['wall_seconds']:,} s on "
+        f"this machine, seed {meta['seed']}) runs the real engine — `build_engine` with "
+        f"{sub['watch_shards']} watch shards, `Scheduler.start` behind the API function, "
+        "`AgentRuntime.handle` behind each pool's event source mapping, `Callbacks.callback` "
+        "behind the callback route, `Supervisor.sweep_group` behind the tick queue — over a "
+        "store that models DynamoDB's partitions, over SQS and Lambda, in simulated time "
+        "(greenlet tasks on a discrete-event loop, deterministic from the seed). **It runs a "
+        f"subset: {sub['modelled_groups']} of {groups} shard groups at full density** "
+        f"(f = 1/{round(1 / f)}: about {round(1_000_000 * f):,} open workflows and "
+        f"{round(5000 * f):,} starts a second of the design load), divides counts by f to read "
+        "as the whole design load, and keeps a shared partition's budget over 1/f seconds of "
+        "the subset's requests; the supervisor's tick fan-out runs at full size. "
+        "Machine-readable: `scale`, `cost.at_load` and `cost.waiting_workflow_day_usd` in "
+        "[`benchmarks.json`](benchmarks.json).",
         "",
-        "Runs: `as_is` is the engine and CDK app on this branch, 32 sweep groups (the headline "
-        "keys). The `as_designed` runs add, in the model's process only, what the design "
-        "describes and this branch does not have yet: the list index sharded 32 ways per caller "
-        "(issue 23.7, being built) and one supervisor invocation per group and tick (tick batch "
-        "1, `MaximumConcurrency` = groups; the CDK app deploys batch 10 and 2); "
-        "`as_designed_32` keeps 32 groups, the others use 128. The short runs check the subset "
-        "at two sizes; `stall` stops the inventory pool's mapping for 5 minutes; "
-        "`overload_2x`/`_4x` cut the sweep budget to a half and a quarter of what the "
-        "as-designed sweeps needed, with ten times the packer deaths; `handler_as_deployed` "
+        f"**One caller, and its list index.** {scale['single_caller_list_index'][0].upper()}"
+        f"{scale['single_caller_list_index'][1:]}: the headline keys come from `design_load`, "
+        "where the single caller's list entries spread over 32 partitions as issue 23.7 asks "
+        "(being built on another branch). `list_unsharded` is the same run without the "
+        "what-if, as the engine on this branch stands; its figures are in the last column of "
+        "the targets.",
+        "",
+        f"Runs: `design_load` is the engine and CDK app on this branch deployed with "
+        f"`-c watch_shards={sub['watch_shards']} -c sweep_groups={groups}` (the tick mapping "
+        "as the CDK app deploys it for that many groups), "
+        f"{runs['design_load']['config']['simulated_minutes']:g} simulated minutes of 5,000 "
+        "starts a second; `subset_1`/`subset_2` repeat it shorter at 1 and 2 modelled groups (the "
+        "per-group figures must not change); `stall` stops the inventory pool's mapping for 5 "
+        "minutes; `overload_2x`/`_4x` cut the sweep budget to a half and a quarter of what the "
+        "design-load sweeps needed, with ten times the packer deaths; `list_unsharded` drops "
+        "the list-index what-if; `groups_32` deploys 32 sweep groups; `handler_as_deployed` "
         "applies the agent handler's time-left check to every pool.",
         "",
         "### Targets",
         "",
         table(
-            ["target", "limit", "as is", "verdict", "as designed"],
+            ["target", "limit", "design load", "verdict", "list index unsharded"],
             [
-                [t["target"], t["limit"], t["as_is"], _verdict(t["holds"]), t["as_designed"]]
+                [
+                    t["target"],
+                    t["limit"],
+                    _number(t["value"]),
+                    _verdict(t["holds"]),
+                    _number(t["list_unsharded"]),
+                ]
                 for t in scale["targets"]
             ],
         ),
         "",
         "### What the runs show",
         "",
-        *[f"* {f}" for f in _findings(scale)],
+        *[f"* {x}" for x in _findings(scale)],
         "",
         "### Runs",
         "",
@@ -148,15 +186,17 @@ def section_text(
         table(RUN_HEADER, _run_rows(runs)),
     ]
     if scale.get("subset_check"):
+        one = runs["subset_1"]["config"]
         lines += [
             "",
-            "### The subset at two sizes (as designed, 1 and 2 of 128 groups)",
+            f"### The subset at two sizes (1 and 2 of {one['sweep_groups']} groups, "
+            f"{one['simulated_minutes']:g} minutes)",
             "",
             "Per group: a whole-system figure divided by the groups, a supervisor figure per "
             "modelled group.",
             "",
             table(
-                ["per group", "1 of 32 groups", "2 of 32 groups"],
+                ["per group", f"1 of {one['sweep_groups']}", f"2 of {one['sweep_groups']}"],
                 [[r["figure"], r["1_group"], r["2_groups"]] for r in scale["subset_check"]],
             ),
         ]
@@ -186,47 +226,53 @@ def section_text(
             f"messages: **{stall['extra_messages_per_task']} extra per task** (every task of the pool "
             f"in the run: {stall['all_tasks_extra']}).",
         ]
-    cost = runs["as_is"]["cost"]
-    dcost = runs["as_designed"]["cost"]
-    kinds = sorted(set(cost["usd_per_hour_by_kind"]) | set(dcost["usd_per_hour_by_kind"]))
+    cost = runs["design_load"]["cost"]
+    other = runs.get("list_unsharded")
+    ocost = None if other is None else other["cost"]
+    kinds = sorted(cost["usd_per_hour_by_kind"])
+
+    def both(key: str) -> list[Any]:
+        return [cost[key], "-" if ocost is None else ocost[key]]
+
+    wait = cost["waiting_workflow_day"]
     lines += [
         "",
         "### Cost at load",
         "",
         "Priced with `prices.py` at the batching the model observed (the mean records per agent "
         "invocation are in `cost.at_load.mean_agent_batch`); the supervisor's invocations, its "
-        "ticks and the schedule ran at full size, everything else is the subset's divided by f.",
+        "ticks and the schedule ran at full size, everything else is the subset's divided by f. "
+        "`cost.at_load.usd_per_million_steps` is the design-load run's.",
         "",
         table(
-            ["$ per hour", "as is", "as designed"],
+            ["$ per hour", "design load", "list index unsharded"],
             [
-                [k, cost["usd_per_hour_by_kind"].get(k, 0), dcost["usd_per_hour_by_kind"].get(k, 0)]
+                [
+                    k,
+                    cost["usd_per_hour_by_kind"][k],
+                    "-" if ocost is None else ocost["usd_per_hour_by_kind"].get(k, 0),
+                ]
                 for k in kinds
             ]
             + [
-                ["**total**", cost["usd_per_hour"], dcost["usd_per_hour"]],
-                [
-                    "$ per million steps",
-                    cost["usd_per_million_steps"],
-                    dcost["usd_per_million_steps"],
-                ],
+                ["**total**", *both("usd_per_hour")],
+                ["steps an hour", *both("steps_per_hour")],
+                ["**$ per million steps**", *both("usd_per_million_steps")],
                 [
                     "$ per million steps without the API ingress",
-                    cost["usd_per_million_steps_without_ingress"],
-                    dcost["usd_per_million_steps_without_ingress"],
+                    *both("usd_per_million_steps_without_ingress"),
                 ],
             ],
         ),
         "",
         "A workflow waiting a day on a callback (`cost.waiting_workflow_day_usd`): the looks "
-        "the deadline rule gives it (the one when its wait begins, measured per wait, and one "
-        "at its TimeoutSeconds), priced at what a look cost in the run (the supervisor's "
-        "DynamoDB units, its invocations and ticks, per look), plus a day of its items' and "
-        "index entries' storage: "
-        f"as is ${cost['waiting_workflow_day']['usd']:.2e} "
-        f"({cost['waiting_workflow_day']['looks_per_day']} looks, "
-        f"${cost['waiting_workflow_day']['usd_per_look']:.2e} a look), as designed "
-        f"${dcost['waiting_workflow_day']['usd']:.2e}. Step Functions charges nothing while a task waits.",
+        "the deadline rule gives it (the one when its wait begins, measured per wait: "
+        f"{wait['looks_when_a_wait_begins']}, and one at its TimeoutSeconds of a day), priced "
+        "at what a look cost in the run (the supervisor's DynamoDB units, its invocations and "
+        f"ticks, per look: ${wait['usd_per_look']:.2e}), plus a day of its items' and index "
+        f"entries' storage (${wait['storage_usd_per_day']:.2e}): **${wait['usd']:.2e} a day** "
+        f"({wait['looks_per_day']} looks; the target is $0.0001, the engine at 7e1e3db spent "
+        "$0.003-0.005 in looks every G). Step Functions charges nothing while a task waits.",
         "",
         "### Assumptions",
         "",

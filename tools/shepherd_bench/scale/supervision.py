@@ -81,6 +81,12 @@ class Deployed:
             api_memory_mb=int(config["API_MEMORY_MB"]),
         )
 
+    def tick_concurrency_for(self, groups: int) -> int:
+        """The tick mapping's MaximumConcurrency the CDK app deploys for `groups` sweep groups
+        (infra/shepherd_infra/supervisor.py): one invocation per group at a time, at least
+        the event source's minimum, at most its maximum of 1,000."""
+        return min(1000, max(self.tick_concurrency, groups))
+
 
 def tick_delays(interval: float, window: float) -> list[int]:
     """As the handler: the SQS delays of a minute's sweeps after the first."""
@@ -171,7 +177,7 @@ class SupervisorModel:
             self.ticks,
             self.function,
             batch_size=tick_batch or deployed.tick_batch,
-            max_concurrency=tick_concurrency or deployed.tick_concurrency,
+            max_concurrency=tick_concurrency or deployed.tick_concurrency_for(groups),
         )
         self.scheduled = 0
 
