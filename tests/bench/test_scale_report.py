@@ -156,4 +156,12 @@ def test_the_runs_differ_from_the_design_load_only_where_they_say() -> None:
     assert replace(runs["list_unsharded"], name="x", minutes=0.0, shard_list=True) == same
     assert replace(runs["subset_2"], name="x", minutes=0.0, modelled=(0,)) == same
     assert replace(runs["groups_32"], name="x", minutes=0.0, groups=DESIGN_GROUPS) == same
+    assert replace(runs["interval_4s"], name="x", minutes=0.0, sweep_interval_s=None) == same
     assert runs["stall"].stall == ("inventory", 60.0, 300.0)
+
+
+def test_a_sweep_interval_what_if_fills_the_minute_with_ticks() -> None:
+    run = Run(replace(TINY, sweep_interval_s=4.0))
+    assert (run.deployed.interval_s, run.deployed.window_s) == (4.0, 56.0)
+    assert run.supervision.deployed.interval_s == 4.0
+    assert Run(TINY).deployed.interval_s == Deployed.read().interval_s

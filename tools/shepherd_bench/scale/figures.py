@@ -114,6 +114,7 @@ def supervisor(run: Run) -> dict[str, Any]:
         actions.update(r.actions)
     looked = sum(r.looked_at for r in reports)
     return {
+        "interval_s": run.deployed.interval_s,
         "sweeps_per_group": round(len(reports) / groups, 1),
         "sweeps_expected_per_group": round(ticks, 1),
         "looks_per_second_per_group": round(looked / seconds / groups, 1),

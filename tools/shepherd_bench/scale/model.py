@@ -15,7 +15,7 @@ import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,8 @@ class RunConfig:
     open_fraction: float = 1.0  # of the population's keys to enumerate (tests)
     deployed_gate: bool = False  # the handler's time-left check on callback pools too
     shard_list: bool = False  # what-if: the list index sharded per caller (whatif.py)
+    # What-if: seconds between sweeps (None: the CDK app's); its window fills the minute.
+    sweep_interval_s: float | None = None
 
     @property
     def fraction(self) -> float:
@@ -152,6 +154,9 @@ class Run:
         self.definition = definition()
         self.definitions = {self.definition.name: self.definition}
         self.deployed = Deployed.read()
+        if config.sweep_interval_s is not None:
+            interval = config.sweep_interval_s
+            self.deployed = replace(self.deployed, interval_s=interval, window_s=60 - interval)
         f = config.fraction
         kernel = self.kernel = Kernel(START_MS, config.seed)
         self.capacity = Capacity(shared_scale=1 / f, start_ms=START_MS)
