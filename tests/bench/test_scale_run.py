@@ -12,7 +12,7 @@ from shepherd.engine.scheduler import derived_id
 from shepherd.keys import watch_shard
 from shepherd.model import WorkflowRecord
 from shepherd_bench.scale import figures
-from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock
+from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock, TaskLock
 from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueue
 from shepherd_bench.scale.load import OWNER, group_of
 from shepherd_bench.scale.model import Run, RunConfig
@@ -43,6 +43,31 @@ def test_a_sleep_moves_simulated_time_for_the_sleeping_task_only() -> None:
     kernel.spawn(lambda: sleeper("short", 0.5), Invocation("b", kernel.now))
     kernel.run(START + 10_000)
     assert seen == [("short", 500), ("long", 2000)]
+
+
+def test_a_task_lock_held_across_a_request_parks_the_others_instead_of_the_loop() -> None:
+    # The supervisor reads a queue's backlog under its lock (a request: simulated time); a
+    # threading.Lock there blocked the one OS thread every task runs on (a stalled pool's
+    # run hung). Tasks wait for a TaskLock by parking, and get it in turn.
+    kernel = Kernel(START, seed=1)
+    lock = TaskLock(kernel)
+    seen: list[tuple[str, int]] = []
+
+    def reader(name: str) -> None:
+        with lock:
+            kernel.sleep(0.5)
+            seen.append((name, int(kernel.now) - START))
+
+    for name in ("a", "b", "c"):
+        kernel.spawn(lambda name=name: reader(name), Invocation(name, kernel.now))  # type: ignore[misc]
+    kernel.run(START + 10_000)
+    assert seen == [("a", 500), ("b", 1000), ("c", 1500)]
+    assert not lock.held
+
+
+def test_the_models_supervisor_waits_on_a_task_lock() -> None:
+    run = Run(replace(SMALL, minutes=0.1, open_fraction=0.01))
+    assert isinstance(run._supervisor()._backlog_lock, TaskLock)
 
 
 def test_an_invocation_ends_at_its_timeout_and_gives_its_concurrency_back() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -188,6 +189,33 @@ class Kernel:
             if self.failures:
                 raise self.failures[0]
         self.now = max(self.now, until_ms)
+
+
+class TaskLock:
+    """A lock for the model's tasks, in place of the engine's `threading.Lock` where the
+    engine holds one across a request (`Supervisor._waiting` reads a queue's backlog under
+    it): every task runs on one OS thread, so a task waiting on a thread lock that another
+    task holds across a simulated request would block the whole loop. Waiters park, first in
+    first out, and are woken in turn."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.held = False
+        self._waiting: deque[Callable[[], None]] = deque()
+
+    def __enter__(self) -> TaskLock:
+        while self.held:
+            if self.kernel.current is None:
+                raise RuntimeError("a TaskLock contended outside a task")
+            self._waiting.append(self.kernel.park())
+            self.kernel.loop.switch()
+        self.held = True
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.held = False
+        if self._waiting:
+            self._waiting.popleft()()
 
 
 class SimClock(ManualClock):

@@ -34,7 +34,7 @@ from shepherd.payloads import MemoryPayloadStore, Payloads
 from shepherd.ports import Backlog
 from shepherd.topology import TABLE, pools
 from shepherd_bench.scale.capacity import Capacity
-from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock
+from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock, TaskLock
 from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueue, sqs_call
 from shepherd_bench.scale.load import OWNER, WF_TYPE, AttemptKey, Load, World
 from shepherd_bench.scale.population import population, templates
@@ -269,6 +269,8 @@ class Run:
     def _supervisor(self) -> Supervisor:
         """A supervisor sandbox: its own engine over the same ports (its own caches)."""
         supervisor: Supervisor = self._engine().supervisor
+        # Its backlog lock is held across a queue read (a request): a task lock here.
+        supervisor._backlog_lock = TaskLock(self.kernel)  # type: ignore[assignment]
         if self.config.max_workflows is not None:
             supervisor.max_workflows = self.config.max_workflows
         return supervisor
