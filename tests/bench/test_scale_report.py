@@ -74,6 +74,7 @@ def test_the_issue_key_paths_come_from_the_design_load_run(summary: dict[str, An
     assert scale["usd_per_hour"] == summary["cost"]["usd_per_hour"] > 0
     assert scale["extra_messages_per_task"] == 0.25  # the stall run's
     assert scale["list_unsharded"]["starts_per_second"] == w["starts_per_second"] // 2
+    assert scale["list_unsharded"]["extra_messages_per_task"] is None  # not its stall
     assert scale["subset"]["sweep_groups"] == TINY.groups
     assert scale["subset"]["modelled_groups"] == 1
     assert [r["figure"] for r in scale["subset_check"]] == [p[0] for p in report.PER_GROUP]

@@ -151,19 +151,24 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             results[key] = run(replace(config, seed=args.seed))
     wall = round(time.monotonic() - started)
-    if only is not None and before.get("meta"):
-        # Re-measured runs: the whole `make scale`'s time is the last one's plus theirs.
-        wall += before["meta"]["wall_seconds"] - before["meta"].get("rerun_seconds", 0)
-    meta = {
+    meta: dict[str, Any] = {
         "wall_seconds": wall,
         "load_average_1min": {"start": load_before, "end": os.getloadavg()[0]},
         "argv": sys.argv[1:] if argv is None else argv,
         "quick": args.quick,
         "seed": args.seed,
     }
-    if only is not None:
-        meta["rerun"] = sorted(only)
-        meta["rerun_seconds"] = round(time.monotonic() - started)
+    if only is not None and before.get("meta"):
+        # Re-measured runs (or none: a re-render) on top of the last whole `make scale`: its
+        # time and load stay, plus the re-measured runs' time.
+        last = before["meta"]
+        meta = {
+            **last,
+            "wall_seconds": last["wall_seconds"] - last.get("rerun_seconds", 0) + wall,
+            "rerun": sorted(only & set(results)),
+            "rerun_seconds": wall,
+            "rerun_argv": meta["argv"],
+        }
     scale = report.scale_section(results, meta)
     print(report.render_text(scale))
     if out is not None:

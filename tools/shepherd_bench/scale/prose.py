@@ -255,7 +255,7 @@ def section_text(
     kinds = sorted(cost["usd_per_hour_by_kind"])
 
     def both(key: str) -> list[Any]:
-        return [cost[key], "-" if ocost is None else ocost[key]]
+        return [_number(cost[key]), "-" if ocost is None else _number(ocost[key])]
 
     wait = cost["waiting_workflow_day"]
     lines += [

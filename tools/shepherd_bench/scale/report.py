@@ -170,7 +170,7 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
     other = results.get(COMPARED)
     stall = results["stall"]["stall"] if "stall" in results else None
     h = headline(head, stall)
-    o = None if other is None else headline(other, stall)
+    o = None if other is None else headline(other, None)  # the stall is the headline's
     one, two = results.get("subset_1"), results.get("subset_2")
     waiting = head["cost"]["waiting_workflow_day"]["usd"]
     waiting_other = None if other is None else other["cost"]["waiting_workflow_day"]["usd"]
