@@ -94,17 +94,28 @@ def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
 def overloads(designed: dict[str, Any], minutes: float) -> dict[str, RunConfig]:
     """2x and 4x the supervisor's capacity: its look budget per sweep cut to a half and a
     quarter of what the design-load run's sweeps needed (the entries due per sweep), with ten
-    times as many packers dying, spread over every shard."""
+    times as many packers dying, spread over every shard. The `_8_shards` runs deal the 256
+    shards into 32 groups (8 a group, as the 8 shards of the sweep the issue found starving its
+    last shards) at the same budget per shard: whether a rotating start degrades 8 shards
+    evenly, not only 2."""
     due = designed["supervisor"]["due_per_sweep"]["mean"]
     out = {}
     for factor in (2, 4):
-        out[f"overload_{factor}x"] = RunConfig(
+        over = RunConfig(
             f"overload {factor}x",
             minutes=minutes,
             groups=DESIGN_GROUPS,
             shard_list=True,
             max_workflows=max(1, math.floor(due / factor)),
             load=replace(DESIGN_LOAD, packer_death_rate=0.05),
+        )
+        out[f"overload_{factor}x"] = over
+        per_group = DESIGN_GROUPS // 32
+        out[f"overload_{factor}x_8_shards"] = replace(
+            over,
+            name=f"overload {factor}x, 8 shards a group",
+            groups=32,
+            max_workflows=max(1, math.floor(due * per_group / factor)),
         )
     return out
 

@@ -174,7 +174,8 @@ def section_text(
         "starts a second; `subset_1`/`subset_2` repeat it shorter at 1 and 2 modelled groups (the "
         "per-group figures must not change); `stall` stops the inventory pool's mapping for 5 "
         "minutes; `overload_2x`/`_4x` cut the sweep budget to a half and a quarter of what the "
-        "design-load sweeps needed, with ten times the packer deaths; `list_unsharded` drops "
+        "design-load sweeps needed, with ten times the packer deaths (the `_8_shards` ones with "
+        "32 groups of 8 shards, at the same budget per shard); `list_unsharded` drops "
         "the list-index what-if; `groups_32` deploys 32 sweep groups; `handler_as_deployed` "
         "applies the agent handler's time-left check to every pool; `interval_4s` sweeps every "
         "4 s instead of 5.",
@@ -223,7 +224,7 @@ def section_text(
                 [[r["figure"], r["1_group"], r["2_groups"]] for r in scale["subset_check"]],
             ),
         ]
-    for key in ("overload_2x", "overload_4x"):
+    for key in ("overload_2x", "overload_4x", "overload_2x_8_shards", "overload_4x_8_shards"):
         if key in runs:
             s = runs[key]
             det = s["detection"]
