@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from shepherd_bench import __main__ as bench_main
 from shepherd_bench.scale import figures, report
-from shepherd_bench.scale.__main__ import DESIGN_GROUPS, scenarios
+from shepherd_bench.scale.__main__ import DESIGN_GROUPS, overloads, scenarios
 from shepherd_bench.scale.model import Run, RunConfig
 from shepherd_bench.scale.supervision import Deployed
 
@@ -166,3 +166,16 @@ def test_a_sweep_interval_what_if_fills_the_minute_with_ticks() -> None:
     assert (run.deployed.interval_s, run.deployed.window_s) == (4.0, 56.0)
     assert run.supervision.deployed.interval_s == 4.0
     assert Run(TINY).deployed.interval_s == Deployed.read().interval_s
+
+
+def test_overloads_cut_the_budget_per_shard_alike_at_2_and_8_shards_a_group() -> None:
+    designed = {"supervisor": {"due_per_sweep": {"mean": 240.0}}}
+    runs = overloads(designed, 4.0)
+    for factor in (2, 4):
+        two, eight = runs[f"overload_{factor}x"], runs[f"overload_{factor}x_8_shards"]
+        shards_two, shards_eight = two.shards // two.groups, eight.shards // eight.groups
+        assert (shards_two, shards_eight) == (2, 8)
+        assert two.max_workflows == 240 // factor
+        assert eight.max_workflows is not None and two.max_workflows is not None
+        assert eight.max_workflows / shards_eight == two.max_workflows / shards_two
+        assert eight.load.packer_death_rate == two.load.packer_death_rate > 0.005
