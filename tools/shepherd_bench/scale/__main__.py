@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if only is not None and out is not None and (out / "benchmarks.json").exists():
         before = json.loads((out / "benchmarks.json").read_text()).get("scale", {})
     made: list[tuple[RunConfig, dict[str, Any]]] = []
+    ran: list[str] = []
     for key, planned in scenarios(args.quick, minutes).items():
         if only is not None and key not in only:
             if key in before.get("runs", {}):
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         # A run the same as an earlier one but for its name is not run twice.
         same = [s for c, s in made if replace(c, name=config.name) == config]
         results[key] = same[0] if same else run(config)
+        ran.append(key)
         made.append((config, results[key]))
     if not args.quick:
         for key, config in overloads(results["design_load"], 4.0).items():
@@ -161,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     results[key] = before["runs"][key]
                 continue
             results[key] = run(replace(config, seed=args.seed))
+            ran.append(key)
     wall = round(time.monotonic() - started)
     meta: dict[str, Any] = {
         "wall_seconds": wall,
@@ -169,14 +172,16 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "seed": args.seed,
     }
-    if only is not None and before.get("meta"):
-        # Re-measured runs (or none: a re-render) on top of the last whole `make scale`: its
-        # time and load stay, plus the re-measured runs' time.
+    if only is not None and before.get("meta") and not ran:
+        meta = before["meta"]  # a re-render: the figures' own record stays
+    elif only is not None and before.get("meta"):
+        # Re-measured runs on top of the last whole `make scale`: its time and load stay,
+        # plus the re-measured runs' time.
         last = before["meta"]
         meta = {
             **last,
             "wall_seconds": last["wall_seconds"] - last.get("rerun_seconds", 0) + wall,
-            "rerun": sorted(only & set(results)),
+            "rerun": sorted(ran),
             "rerun_seconds": wall,
             "rerun_argv": meta["argv"],
         }

@@ -233,9 +233,13 @@ def section_text(
             dead = sum(v["dead"] for v in shards.values())
             lines += [
                 "",
-                f"**{key}** (budget {s['supervisor']['max_workflows']} looks a sweep): dead packer "
-                f"attempts found {found} of {dead} whose deadline passed a minute before the end, "
-                f"over {len(shards)} shards ({'every shard' if det['shards_all_found'] else 'NOT every shard'}); "
+                f"**{key}** (budget {s['supervisor']['max_workflows']} looks a sweep): dead "
+                f"attempts (packers and Lambda steps) found {found} of {dead} whose deadline "
+                f"passed more than {det['grace_s']} s (a minute, or the sweeps' oldest due age "
+                f"p99 if longer) before the end, over {len(shards)} shards "
+                f"({'every shard' if det['shards_all_found'] else 'NOT every shard'}; not found: "
+                f"{det['packer']['missed']} packers, {det['lambda']['missed']} Lambda steps); "
+                "packers' "
                 f"last sign to acted p50 {det['packer']['last_sign_to_acted_s']['p50']} s, p99 "
                 f"{det['packer']['last_sign_to_acted_s']['p99']} s, max "
                 f"{det['packer']['last_sign_to_acted_s']['max']} s; oldest due age p99 "
