@@ -179,3 +179,19 @@ def test_overloads_cut_the_budget_per_shard_alike_at_2_and_8_shards_a_group() ->
         assert eight.max_workflows is not None and two.max_workflows is not None
         assert eight.max_workflows / shards_eight == two.max_workflows / shards_two
         assert eight.load.packer_death_rate == two.load.packer_death_rate > 0.005
+
+
+def test_only_re_renders_from_the_last_runs_and_keeps_their_record(
+    summary: dict[str, Any], tmp_path: Path
+) -> None:
+    from shepherd_bench.scale.__main__ import main
+
+    meta = {"wall_seconds": 1234, "seed": 1, "argv": [], "quick": False}
+    report.write(tmp_path, report.scale_section(_results(summary), meta))
+    before = json.loads((tmp_path / "benchmarks.json").read_text())["scale"]
+    assert main(["--only", "none", "--out", str(tmp_path)]) == 0  # runs nothing
+    after = json.loads((tmp_path / "benchmarks.json").read_text())["scale"]
+    assert after["meta"] == before["meta"]
+    assert after["runs"].keys() == before["runs"].keys()
+    assert after["starts_per_second"] == before["starts_per_second"]
+    assert "took 1,234 s" in (tmp_path / "benchmarks.md").read_text()
