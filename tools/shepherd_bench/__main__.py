@@ -25,15 +25,6 @@ def _log(message: str) -> None:
 KEPT_MARKER = "<!-- kept by make bench:"
 
 
-def _kept_sections(out: Path) -> str:
-    try:
-        text = (out / "benchmarks.md").read_text()
-    except OSError:
-        return ""
-    at = text.find(KEPT_MARKER)
-    return "\n" + text[at:] if at >= 0 else ""
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shepherd_bench", description=__doc__)
     parser.add_argument("--workflows", type=int, default=40, help="per cost scenario")
@@ -93,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         scaling,
         throughput,
     )
-    from shepherd_bench.report import render
     from shepherd_bench.schedule import deployed
 
     started = time.monotonic()
@@ -202,13 +192,36 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1min": {"start": load_before, "end": os.getloadavg()[0]},
         "argv": sys.argv[1:] if argv is None else argv,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "benchmarks.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    (args.out / "benchmarks.md").write_text(render(results) + _kept_sections(args.out))
+    _write(args.out, results)
     _log(
         f"wrote {args.out / 'benchmarks.md'} and benchmarks.json in {results['meta']['seconds']:.0f} s"
     )
     return 0
+
+
+def _write(out: Path, results: dict[str, Any]) -> None:
+    """benchmarks.json and benchmarks.md; what other commands wrote there stays: the payloads
+    run, the scale model (`make scale`) and its costs, and the scale model's section."""
+    from shepherd_bench.report import render
+    from shepherd_bench.scale.report import BEGIN, END
+    from shepherd_bench.scale.report import splice as splice_scale
+
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / "benchmarks.json", out / "benchmarks.md"
+    before = json.loads(json_path.read_text()) if json_path.exists() else {}
+    for key in ("payloads", "scale"):
+        if key in before:
+            results[key] = before[key]
+    for key in ("at_load", "waiting_workflow_day_usd", "waiting_workflow_day"):
+        if key in before.get("cost", {}):
+            results["cost"][key] = before["cost"][key]
+    json_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    markdown = render(results)
+    old_md = md_path.read_text() if md_path.exists() else ""
+    if BEGIN in old_md and END in old_md:
+        markdown = splice_scale(markdown, BEGIN + old_md.split(BEGIN, 1)[1].split(END, 1)[0] + END)
+    at = old_md.find(KEPT_MARKER)  # the local stack's sections, measured by hand
+    md_path.write_text(markdown + ("\n" + old_md[at:] if at >= 0 else ""))
 
 
 def fixed_cost(pools: int) -> dict[str, Any]:

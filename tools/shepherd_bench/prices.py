@@ -36,6 +36,13 @@ PRICES: dict[str, Price] = {
             "3P (after the 50 % cut of Nov 2024); unit rules: DynamoDB Developer Guide",
         ),
         Price(
+            "dynamodb_gb_month",
+            0.25,
+            "GB-month",
+            "DynamoDB Standard table class: $0.25 per GB-month of storage (first 25 GB free)",
+            "3P (DynamoDB pricing page, on-demand)",
+        ),
+        Price(
             "sqs_request",
             0.40 / 1e6,
             "request",

@@ -71,7 +71,9 @@ def render(results: dict[str, Any]) -> str:
         "",
         f"`make bench` (about {_duration(meta['seconds'])} on this machine; "
         "`make bench BENCH_ARGS='--workflows 10 --stalls 200 --finished 10,1000'` for a quick "
-        "run). The accounting model is tested against hand-computed cases in `tests/bench/`.",
+        "run). The accounting model is tested against hand-computed cases in `tests/bench/`. "
+        "`make scale` (the scale model, its own section above; `make scale SCALE_ARGS=--quick` "
+        "for a quick run, printed only) keeps its keys and its section when `make bench` runs.",
         "",
     ]
     return "\n".join(lines)

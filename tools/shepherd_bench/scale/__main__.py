@@ -1,0 +1,198 @@
+"""`make scale`: the scale model (docs/benchmarks.md, "Scale model").
+
+Runs the real engine over the modelled AWS at the design load, a subset of its shard groups
+at full density, in simulated time, and prints what it measured; the full run merges its
+numbers into docs/benchmarks.json (`scale`, `cost.at_load`, `cost.waiting_workflow_day_usd`)
+and its section into docs/benchmarks.md. `--quick`: a small subset for a minute or two of
+simulated time, printed only. A benchmark: it prints numbers and asserts none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from shepherd_bench.scale import figures, report
+from shepherd_bench.scale.model import DESIGN_LOAD, Run, RunConfig
+
+ROOT = Path(__file__).resolve().parents[3]
+# The deployment the runs model: 256 watch shards (the default of `make scale`'s RunConfig) in
+# 128 sweep groups (`-c watch_shards=256 -c sweep_groups=128`): 32, the figure
+# docs/architecture.md first gave, cannot keep up with the design load's looks at 256 MB (run
+# `groups_32`). The tick mapping as the CDK app deploys it for that many groups.
+DESIGN_GROUPS = 128
+
+
+def _log(message: str) -> None:
+    print(f"[scale] {message}", flush=True)
+
+
+def run(config: RunConfig) -> dict[str, Any]:
+    """One run, measured; the process's garbage collector held back while it runs (millions
+    of short-lived objects, few cycles)."""
+    _log(
+        f"{config.name}: {len(config.modelled)} of {config.groups} groups "
+        f"(f = 1/{round(1 / config.fraction)}), {config.minutes:g} simulated minutes"
+    )
+    started = time.monotonic()
+    gc.collect()
+    gc.set_threshold(200_000, 50, 1000)
+    model = Run(config)
+    model.run()
+    summary = figures.summary(model, time.monotonic() - started)
+    del model
+    gc.collect()
+    _log(f"  {report.one_line(summary)} ({summary['wall_seconds']:.0f} s)")
+    return summary
+
+
+def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
+    """The runs `make scale` makes (see docs/benchmarks.md for why each). `design_load` gives
+    the headline keys: the engine on this branch at the design load, the list index sharded
+    per caller by the what-if (whatif.py) until the engine shards it itself; `list_unsharded`
+    is the same without the what-if: the single caller's one list partition as main has it."""
+    if quick:
+        base = RunConfig("quick", minutes=minutes, groups=256, shard_list=True)
+        return {
+            "design_load": base,
+            "subset_1": replace(base, name="quick, 1 group"),
+            "subset_2": replace(base, name="quick, 2 groups", modelled=(0, 1)),
+            "list_unsharded": replace(base, name="quick, list unsharded", shard_list=False),
+        }
+    design = RunConfig("design load", minutes=minutes, groups=DESIGN_GROUPS, shard_list=True)
+    short = max(1.0, minutes * 0.3)
+    brief = max(1.0, minutes * 0.15)
+    return {
+        "design_load": design,
+        "subset_1": replace(design, name="subset, 1 group", minutes=short),
+        "subset_2": replace(design, name="subset, 2 groups", minutes=short, modelled=(0, 1)),
+        "stall": replace(
+            design, name="a pool stalled 5 minutes", minutes=7.0, stall=("inventory", 60.0, 300.0)
+        ),
+        "list_unsharded": replace(
+            design, name="list index unsharded", minutes=2 * brief, shard_list=False
+        ),
+        "groups_32": replace(design, name="32 sweep groups", groups=32, minutes=brief),
+        "handler_as_deployed": replace(
+            design, name="handler as deployed", minutes=brief, deployed_gate=True
+        ),
+        # What-if: a sweep every 4 s instead of 5 (the detection target leaves 5 s after a
+        # deadline, which the tick interval alone can take).
+        "interval_4s": replace(design, name="sweeps every 4 s", sweep_interval_s=4.0),
+    }
+
+
+def overloads(designed: dict[str, Any], minutes: float) -> dict[str, RunConfig]:
+    """2x and 4x the supervisor's capacity: its look budget per sweep cut to a half and a
+    quarter of what the design-load run's sweeps needed (the entries due per sweep), with ten
+    times as many packers dying, spread over every shard. The `_8_shards` runs deal the 256
+    shards into 32 groups (8 a group, as the 8 shards of the sweep the issue found starving its
+    last shards) at the same budget per shard: whether a rotating start degrades 8 shards
+    evenly, not only 2."""
+    due = designed["supervisor"]["due_per_sweep"]["mean"]
+    out = {}
+    for factor in (2, 4):
+        over = RunConfig(
+            f"overload {factor}x",
+            minutes=minutes,
+            groups=DESIGN_GROUPS,
+            shard_list=True,
+            max_workflows=max(1, math.floor(due / factor)),
+            load=replace(DESIGN_LOAD, packer_death_rate=0.05),
+        )
+        out[f"overload_{factor}x"] = over
+        per_group = DESIGN_GROUPS // 32
+        out[f"overload_{factor}x_8_shards"] = replace(
+            over,
+            name=f"overload {factor}x, 8 shards a group",
+            groups=32,
+            max_workflows=max(1, math.floor(due * per_group / factor)),
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shepherd_bench.scale", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a small subset, printed only")
+    parser.add_argument("--minutes", type=float, default=None, help="simulated minutes")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="docs folder to write to")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="run these runs alone (a,b) and keep every other run's figures from the "
+        "benchmarks.json in --out (or docs/): for re-measuring one run",
+    )
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # the engine's warnings at load: counted, not printed
+    minutes = args.minutes or (1.0 if args.quick else 10.0)
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    results: dict[str, Any] = {}
+    out = args.out if args.out is not None else (None if args.quick else ROOT / "docs")
+    only = None if args.only is None else set(args.only.split(","))
+    before: dict[str, Any] = {}
+    if only is not None and out is not None and (out / "benchmarks.json").exists():
+        before = json.loads((out / "benchmarks.json").read_text()).get("scale", {})
+    made: list[tuple[RunConfig, dict[str, Any]]] = []
+    ran: list[str] = []
+    for key, planned in scenarios(args.quick, minutes).items():
+        if only is not None and key not in only:
+            if key in before.get("runs", {}):
+                results[key] = before["runs"][key]
+            continue
+        config = replace(planned, seed=args.seed)
+        # A run the same as an earlier one but for its name is not run twice.
+        same = [s for c, s in made if replace(c, name=config.name) == config]
+        results[key] = same[0] if same else run(config)
+        ran.append(key)
+        made.append((config, results[key]))
+    if not args.quick:
+        for key, config in overloads(results["design_load"], 4.0).items():
+            if only is not None and key not in only:
+                if key in before.get("runs", {}):
+                    results[key] = before["runs"][key]
+                continue
+            results[key] = run(replace(config, seed=args.seed))
+            ran.append(key)
+    wall = round(time.monotonic() - started)
+    meta: dict[str, Any] = {
+        "wall_seconds": wall,
+        "load_average_1min": {"start": load_before, "end": os.getloadavg()[0]},
+        "argv": sys.argv[1:] if argv is None else argv,
+        "quick": args.quick,
+        "seed": args.seed,
+    }
+    if only is not None and before.get("meta") and not ran:
+        meta = before["meta"]  # a re-render: the figures' own record stays
+    elif only is not None and before.get("meta"):
+        # Re-measured runs on top of the last whole `make scale`: its time and load stay,
+        # plus the re-measured runs' time.
+        last = before["meta"]
+        meta = {
+            **last,
+            "wall_seconds": last["wall_seconds"] - last.get("rerun_seconds", 0) + wall,
+            "rerun": sorted(ran),
+            "rerun_seconds": wall,
+            "rerun_argv": meta["argv"],
+        }
+    scale = report.scale_section(results, meta)
+    print(report.render_text(scale))
+    if out is not None:
+        report.write(out, scale)
+        _log(f"wrote {out / 'benchmarks.json'} (scale, cost.at_load) and benchmarks.md")
+    _log(f"took {meta['wall_seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""The scale model's section of docs/benchmarks.md, from a run's numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Table = Callable[[list[str], list[list[Any]]], str]
+RUN_HEADER = [
+    "run", "groups, time", "starts/s", "open", "running", "steps/s", "detection (packers)",
+    "detection (Lambda)", "hottest partition", "throttled", "lost", "sweeps",
+    "invocations/tick", "$/hour",
+]  # fmt: skip
+
+
+def _verdict(holds: bool | None) -> str:
+    return {True: "**holds**", False: "**missed**", None: "-"}[holds]
+
+
+def _number(value: Any) -> str:
+    """A figure for a table: thousands separated, small dollars in scientific notation."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and 0 < abs(value) < 0.01:
+        return f"{value:.2e}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:g}"
+
+
+def _run_rows(runs: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for key, s in runs.items():
+        c, w, d, sup, ddb = (
+            s[k] for k in ("config", "workflows", "detection", "supervisor", "dynamodb")
+        )
+        rows.append(
+            [
+                f"`{key}`",
+                f"{len(c['modelled_groups'])}/{c['sweep_groups']}, {c['simulated_minutes']:g} min",
+                f"{w['starts_per_second']:,}",
+                f"{w['open_workflows']:,}",
+                f"{w['running_steps']:,}",
+                f"{w['steps_succeeded_per_second']:,}",
+                f"{d['packer']['last_sign_to_acted_s']['p99']} s ({d['packer']['found']}/{d['packer']['deaths']})",
+                f"{d['lambda']['last_sign_to_acted_s']['p99']} s ({d['lambda']['found']}/{d['lambda']['deaths']})",
+                f"{ddb['hottest_partition_utilization']} `{ddb['hottest_partition']}`",
+                f"{ddb['throttled_requests']:,}",
+                w["lost_workflows"],
+                f"{sup['sweeps_per_group']:g} / {sup['sweeps_expected_per_group']:g}",
+                sup["invocations_per_tick"],
+                f"${s['cost']['usd_per_hour']:,.0f}",
+            ]
+        )
+    return rows
+
+
+def _findings(scale: dict[str, Any]) -> list[str]:
+    """What the numbers say, computed (so a re-run keeps them true)."""
+    runs = scale["runs"]
+    out = []
+    head = runs["design_load"]
+    hsup = head["supervisor"]
+    out.append(
+        f"Design load (`design_load`): {head['workflows']['starts_per_second']:,} starts a "
+        f"second accepted of 5,000 offered, {hsup['looks_per_second']:,} looks a second, a "
+        f"sweep sees {hsup['due_per_sweep']['mean']} due entries on average (budget "
+        f"{hsup['max_workflows']}, truncated in {hsup['truncated_share']:.0%} of sweeps), "
+        f"detection lag p99 {head['detection']['packer']['last_sign_to_acted_s']['p99']} s, "
+        f"the tick mapping (batch {hsup['tick_batch']}, MaximumConcurrency "
+        f"{hsup['tick_concurrency']:g}) sweeps every group {hsup['sweeps_per_group']:g} times "
+        f"in {hsup['sweeps_expected_per_group']:g} ticks."
+    )
+    unsharded = runs.get("list_unsharded")
+    listing = {} if unsharded is None else unsharded["dynamodb"]["by_kind"].get("by_owner", {})
+    if unsharded is not None and listing.get("peak_offered", 0) > 1:
+        out.append(
+            f"**The single caller's list partition caps the engine as it is on this branch** "
+            f"(`list_unsharded`: one `OWNER#<owner>` partition). Its writes ask for "
+            f"{listing['peak_offered']:.1f}x a partition's 1,000 WRU a second; of 5,000 starts "
+            f"a second {unsharded['workflows']['starts_per_second']:,} are accepted; the rest "
+            f"wait in SDK backoff (holding Lambda concurrency: peak "
+            f"{unsharded['lambda']['account_peak_concurrency']:,} of 10,000) and are refused "
+            f"({unsharded['workflows']['refused_starts']:,} gave up after 5 tries). Every "
+            "write that changes a workflow's projected status (its finish) is throttled with "
+            "it. The headline runs shard it per caller with the what-if (issue 23.7, on "
+            "another branch)."
+        )
+    g32 = runs.get("groups_32")
+    if g32 is not None:
+        gsup = g32["supervisor"]
+        out.append(
+            f"32 sweep groups (`groups_32`): a sweep sees {gsup['due_per_sweep']['mean']} due "
+            f"entries on average, lasts {gsup['sweep_duration_s']['p50']} s (p50), truncated "
+            f"in {gsup['truncated_share']:.0%} of sweeps, oldest due age p99 "
+            f"{gsup['oldest_due_age_s']['p99']} s, detection lag p99 "
+            f"{g32['detection']['packer']['last_sign_to_acted_s']['p99']} s: at 256 MB a group "
+            "of 8 shards takes longer than the 5-second interval to look at, hence 128 groups "
+            "(`-c sweep_groups=128`) for the design load."
+        )
+    head_lag = head["detection"]["packer"]["last_sign_to_acted_s"]
+    target = head["detection"]["packer"]["target_s"]
+    quick = runs.get("interval_4s")
+    if head_lag["p99"] > target:
+        line = (
+            f"**Detection lag misses its target by {head_lag['p99'] - target:.2f} s** (p99 "
+            f"{head_lag['p99']} s of {head_lag['count']:,} dead packers, target {target} s). "
+            "A dead attempt's deadline is its last heartbeat + 60 s; the next sweep of its "
+            f"group comes up to {head['supervisor'].get('interval_s', 5):g} s later and its "
+            "look takes its own latency, so the tick interval alone uses the 5 s the target "
+            "leaves."
+        )
+        if quick is not None:
+            q = quick["detection"]["packer"]["last_sign_to_acted_s"]
+            line += (
+                f" With a sweep every 4 s (`interval_4s`, a what-if of the CDK app's "
+                f"SWEEP_INTERVAL_SECONDS): p99 {q['p99']} s "
+                f"({'holds' if q['p99'] <= target else 'still missed'}), at "
+                f"${quick['cost']['usd_per_hour']:,.0f} an hour against "
+                f"${head['cost']['usd_per_hour']:,.0f}."
+            )
+        out.append(line)
+    handler = runs.get("handler_as_deployed")
+    if handler is not None:
+        deferred = handler["workflows"]["agent_outcomes"].get("NotEnoughTime", 0)
+        dead = sum(v["dead_lettered"] for v in handler["lambda"].values() if isinstance(v, dict))
+        out.append(
+            f"**The agent handler's time-left check never claims a long callback step** "
+            f"(`handler_as_deployed`): `pack_order` (TimeoutSeconds 3,600) and `take_payment` "
+            f"(86,400) need more than an invocation's 900 s, so their records are deferred "
+            f"({deferred:,} NotEnoughTime in {handler['config']['simulated_minutes']:g} minutes) "
+            f"until they reach the DLQ ({dead:,} dead-lettered); the other runs exempt those pools."
+        )
+    return out
+
+
+def section_text(
+    scale: dict[str, Any], table: Table, assumptions: list[tuple[str, str, str]], wrong: list[str]
+) -> str:
+    sub, meta, runs = scale["subset"], scale["meta"], scale["runs"]
+    f = sub["fraction"]
+    groups = sub["sweep_groups"]
+    lines = [
+        "## Scale model (issue 23)",
+        "",
+        f"`make scale` (`python -m shepherd_bench.scale`; took {meta['wall_seconds']:,} s on "
+        f"this machine, seed {meta['seed']}) runs the real engine — `build_engine` with "
+        f"{sub['watch_shards']} watch shards, `Scheduler.start` behind the API function, "
+        "`AgentRuntime.handle` behind each pool's event source mapping, `Callbacks.callback` "
+        "behind the callback route, `Supervisor.sweep_group` behind the tick queue — over a "
+        "store that models DynamoDB's partitions, over SQS and Lambda, in simulated time "
+        "(greenlet tasks on a discrete-event loop, deterministic from the seed). **It runs a "
+        f"subset: {sub['modelled_groups']} of {groups} shard groups at full density** "
+        f"(f = 1/{round(1 / f)}: about {round(1_000_000 * f):,} open workflows and "
+        f"{round(5000 * f):,} starts a second of the design load), divides counts by f to read "
+        "as the whole design load, and keeps a shared partition's budget over 1/f seconds of "
+        "the subset's requests; the supervisor's tick fan-out runs at full size. "
+        "Machine-readable: `scale`, `cost.at_load` and `cost.waiting_workflow_day_usd` in "
+        "[`benchmarks.json`](benchmarks.json).",
+        "",
+        f"**One caller, and its list index.** {scale['single_caller_list_index'][0].upper()}"
+        f"{scale['single_caller_list_index'][1:]}: the headline keys come from `design_load`, "
+        "where the single caller's list entries spread over 32 partitions as issue 23.7 asks "
+        "(being built on another branch). `list_unsharded` is the same run without the "
+        "what-if, as the engine on this branch stands; its figures are in the last column of "
+        "the targets.",
+        "",
+        f"Runs: `design_load` is the engine and CDK app on this branch deployed with "
+        f"`-c watch_shards={sub['watch_shards']} -c sweep_groups={groups}` (the tick mapping "
+        "as the CDK app deploys it for that many groups), "
+        f"{runs['design_load']['config']['simulated_minutes']:g} simulated minutes of 5,000 "
+        "starts a second; `subset_1`/`subset_2` repeat it shorter at 1 and 2 modelled groups (the "
+        "per-group figures must not change); `stall` stops the inventory pool's mapping for 5 "
+        "minutes; `overload_2x`/`_4x` cut the sweep budget to a half and a quarter of what the "
+        "design-load sweeps needed, with ten times the packer deaths (the `_8_shards` ones with "
+        "32 groups of 8 shards, at the same budget per shard); `list_unsharded` drops "
+        "the list-index what-if; `groups_32` deploys 32 sweep groups; `handler_as_deployed` "
+        "applies the agent handler's time-left check to every pool; `interval_4s` sweeps every "
+        "4 s instead of 5.",
+        "",
+        "### Targets",
+        "",
+        table(
+            ["target", "limit", "design load", "verdict", "list index unsharded"],
+            [
+                [
+                    t["target"],
+                    t["limit"],
+                    _number(t["value"]),
+                    _verdict(t["holds"]),
+                    _number(t["list_unsharded"]),
+                ]
+                for t in scale["targets"]
+            ],
+        ),
+        "",
+        "### What the runs show",
+        "",
+        *[f"* {x}" for x in _findings(scale)],
+        "",
+        "### Runs",
+        "",
+        "Figures at the whole design load (subset counts / f). Detection lag: from the dead "
+        "attempt's last sign of life (its last heartbeat, or its claim) to the supervisor's "
+        "write that times it out, p99 (found / dead); packers have HeartbeatSeconds 60 "
+        "(target 65 s), Lambda steps TimeoutSeconds 20 (25 s). Sweeps: per group, done / ticks.",
+        "",
+        table(RUN_HEADER, _run_rows(runs)),
+    ]
+    if scale.get("subset_check"):
+        one = runs["subset_1"]["config"]
+        lines += [
+            "",
+            f"### The subset at two sizes (1 and 2 of {one['sweep_groups']} groups, "
+            f"{one['simulated_minutes']:g} minutes)",
+            "",
+            "Per group: a whole-system figure divided by the groups, a supervisor figure per "
+            "modelled group.",
+            "",
+            table(
+                ["per group", f"1 of {one['sweep_groups']}", f"2 of {one['sweep_groups']}"],
+                [[r["figure"], r["1_group"], r["2_groups"]] for r in scale["subset_check"]],
+            ),
+        ]
+    for key in ("overload_2x", "overload_4x", "overload_2x_8_shards", "overload_4x_8_shards"):
+        if key in runs:
+            s = runs[key]
+            det = s["detection"]
+            shards = det["by_shard"]
+            found = sum(v["found"] for v in shards.values())
+            dead = sum(v["dead"] for v in shards.values())
+            lines += [
+                "",
+                f"**{key}** (budget {s['supervisor']['max_workflows']} looks a sweep): dead "
+                f"attempts (packers and Lambda steps) found {found} of {dead} whose deadline "
+                f"passed more than {det['grace_s']} s (a minute, or the sweeps' oldest due age "
+                f"p99 if longer) before the end, over {len(shards)} shards "
+                f"({'every shard' if det['shards_all_found'] else 'NOT every shard'}; not found: "
+                f"{det['packer']['missed']} packers, {det['lambda']['missed']} Lambda steps); "
+                "packers' "
+                f"last sign to acted p50 {det['packer']['last_sign_to_acted_s']['p50']} s, p99 "
+                f"{det['packer']['last_sign_to_acted_s']['p99']} s, max "
+                f"{det['packer']['last_sign_to_acted_s']['max']} s; oldest due age p99 "
+                f"{s['supervisor']['oldest_due_age_s']['p99']} s.",
+            ]
+    stall = runs.get("stall", {}).get("stall")
+    if stall:
+        lines += [
+            "",
+            f"**stall**: the `{stall['pool']}` pool's mapping stopped for {stall['stalled_seconds']:g} s: "
+            f"{stall['tasks']:,} tasks sent during the stall (in the subset) took {stall['messages']:,} "
+            f"messages: **{stall['extra_messages_per_task']} extra per task** (every task of the pool "
+            f"in the run: {stall['all_tasks_extra']}).",
+        ]
+    cost = runs["design_load"]["cost"]
+    other = runs.get("list_unsharded")
+    ocost = None if other is None else other["cost"]
+    kinds = sorted(cost["usd_per_hour_by_kind"])
+
+    def both(key: str) -> list[Any]:
+        return [_number(cost[key]), "-" if ocost is None else _number(ocost[key])]
+
+    wait = cost["waiting_workflow_day"]
+    lines += [
+        "",
+        "### Cost at load",
+        "",
+        "Priced with `prices.py` at the batching the model observed (the mean records per agent "
+        "invocation are in `cost.at_load.mean_agent_batch`); the supervisor's invocations, its "
+        "ticks and the schedule ran at full size, everything else is the subset's divided by f. "
+        "`cost.at_load.usd_per_million_steps` is the design-load run's.",
+        "",
+        table(
+            ["$ per hour", "design load", "list index unsharded"],
+            [
+                [
+                    k,
+                    cost["usd_per_hour_by_kind"][k],
+                    "-" if ocost is None else ocost["usd_per_hour_by_kind"].get(k, 0),
+                ]
+                for k in kinds
+            ]
+            + [
+                ["**total**", *both("usd_per_hour")],
+                ["steps an hour", *both("steps_per_hour")],
+                ["**$ per million steps**", *both("usd_per_million_steps")],
+                [
+                    "$ per million steps without the API ingress",
+                    *both("usd_per_million_steps_without_ingress"),
+                ],
+            ],
+        ),
+        "",
+        "A workflow waiting a day on a callback (`cost.waiting_workflow_day_usd`): the looks "
+        "the deadline rule gives it (the one when its wait begins, measured per wait: "
+        f"{wait['looks_when_a_wait_begins']}, and one at its TimeoutSeconds of a day), priced "
+        "at what a look cost in the run (the supervisor's DynamoDB units, its invocations and "
+        f"ticks, per look: ${wait['usd_per_look']:.2e}), plus a day of its items' and index "
+        f"entries' storage (${wait['storage_usd_per_day']:.2e}): **${wait['usd']:.2e} a day** "
+        f"({wait['looks_per_day']} looks; the target is $0.0001, the engine at 7e1e3db spent "
+        "$0.003-0.005 in looks every G). Step Functions charges nothing while a task waits.",
+        "",
+        "### Assumptions",
+        "",
+        table(["what", "the model", "source or why"], [list(a) for a in assumptions]),
+        "",
+        "### Where the model could be wrong",
+        "",
+        *[f"* {w}" for w in wrong],
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,253 @@
+"""The supervisor at load: EventBridge's minute, the tick queue's fan-out, the sweeps.
+
+As deployed (functions/shepherd_handlers/supervisor.py, infra/shepherd_infra/supervisor.py):
+EventBridge Scheduler invokes the supervisor at the top of every minute; that run sends one
+tick per group and per later sweep of the minute to the tick queue (delays of 5, 10, ...
+55 s; the other groups at once) in batches of ten, and sweeps group 0; the tick queue's
+event source mapping (its batch size and `MaximumConcurrency` read from the CDK app) invokes
+the function with batches of ticks, and each invocation sweeps the groups its ticks name,
+once each, one after another, under each group's lease, with the real
+`Supervisor.sweep_group` and its looks overlapped on a bounded pool of tasks.
+
+The tick machinery runs at full size, every group's ticks included, because the groups share
+the mapping's concurrency: a group outside the modelled subset is swept by a *stand-in* that
+takes as long as a recent real sweep of a modelled group (at the same per-group load, that is
+what its sweep would take) and touches nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from shepherd.engine.supervisor import Supervisor, SweepReport
+from shepherd_bench.scale.kernel import Invocation, Kernel
+from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueue, sqs_call
+
+ROOT = Path(__file__).resolve().parents[3]
+SAFETY_MARGIN_MS = 10_000  # the handler stops sweeping this long before its timeout
+SQS_BATCH = 10
+LOOK_CPU_MS = 0.1  # engine logic per look on one full core (measured: 0.04-0.14 ms)
+
+
+def _constants(path: Path) -> dict[str, float]:
+    """Module-level numbers of a CDK source file, read as text (importing the CDK app starts
+    its jsii runtime): `NAME = 70` and `NAME = Duration.seconds(70)` alike."""
+    out: dict[str, float] = {}
+    for node in ast.parse(path.read_text()).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(value, ast.Call) and len(value.args) == 1:
+            value = value.args[0]
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, int | float)
+            and not isinstance(value.value, bool)
+        ):
+            out[target.id] = float(value.value)
+    return out
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """What the CDK app deploys for the supervisor and the agents."""
+
+    interval_s: float
+    window_s: float
+    tick_batch: int
+    tick_concurrency: int
+    supervisor_timeout_s: float
+    worker_memory_mb: int
+    api_memory_mb: int
+
+    @classmethod
+    def read(cls) -> Deployed:
+        config = _constants(ROOT / "infra" / "shepherd_infra" / "config.py")
+        supervisor = _constants(ROOT / "infra" / "shepherd_infra" / "supervisor.py")
+        return cls(
+            interval_s=config["SWEEP_INTERVAL_SECONDS"],
+            window_s=config["SWEEP_WINDOW_SECONDS"],
+            tick_batch=int(supervisor["TICK_BATCH"]),
+            tick_concurrency=int(supervisor["TICK_CONCURRENCY"]),
+            supervisor_timeout_s=config["SUPERVISOR_TIMEOUT"],
+            worker_memory_mb=int(config["WORKER_MEMORY_MB"]),
+            api_memory_mb=int(config["API_MEMORY_MB"]),
+        )
+
+    def tick_concurrency_for(self, groups: int) -> int:
+        """The tick mapping's MaximumConcurrency the CDK app deploys for `groups` sweep groups
+        (infra/shepherd_infra/supervisor.py): one invocation per group at a time, at least
+        the event source's minimum, at most its maximum of 1,000."""
+        return min(1000, max(self.tick_concurrency, groups))
+
+
+def tick_delays(interval: float, window: float) -> list[int]:
+    """As the handler: the SQS delays of a minute's sweeps after the first."""
+    planned = 1 + int(window / interval + 1e-9)
+    return [math.ceil(k * interval - 1e-9) for k in range(1, planned)]
+
+
+def planned_ticks(groups: int, delays: list[int]) -> list[tuple[int, int]]:
+    """As the handler: the other groups at once, then every group at each later delay."""
+    return [(g, 0) for g in range(1, groups)] + [(g, d) for d in delays for g in range(groups)]
+
+
+class GreenletLooks:
+    """The sweep's look runner in the model: up to `workers` looks at a time, each a task of
+    the invocation (on Lambda, `ThreadedLooks`: a look mostly waits for DynamoDB)."""
+
+    def __init__(self, kernel: Kernel, workers: int) -> None:
+        self.kernel = kernel
+        self.workers = workers
+
+    def run(self, looks: Sequence[Callable[[], None]]) -> None:
+        kernel = self.kernel
+
+        def timed(look: Callable[[], None]) -> Callable[[], None]:
+            def body() -> None:
+                inv = kernel.invocation()
+                if inv is not None:
+                    kernel.sleep_until(inv.cpu(kernel, LOOK_CPU_MS))
+                look()
+
+            return body
+
+        kernel.join([timed(look) for look in looks])
+
+
+@dataclass
+class SweepLog:
+    """Every sweep of a modelled group, and every invocation of the supervisor."""
+
+    reports: list[SweepReport] = field(default_factory=list)
+    stand_ins: int = 0
+    invocations: list[tuple[float, str, int]] = field(default_factory=list)  # start, kind, groups
+    recent_ms: list[float] = field(default_factory=list)
+    cold_starts: int = 0
+
+
+class SupervisorModel:
+    """The minute's schedule, the tick queue and its mapping, the supervisor function."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        account: Account,
+        deployed: Deployed,
+        *,
+        groups: int,
+        modelled: Sequence[int],
+        make_supervisor: Callable[[], Supervisor],
+        tick_concurrency: int | None = None,
+        tick_batch: int | None = None,
+        fraction: float = 1.0,
+    ) -> None:
+        self.kernel = kernel
+        self.deployed = deployed
+        self.groups = groups
+        self.modelled = set(modelled)
+        self._make = make_supervisor
+        self._free: list[Supervisor] = []
+        self.log = SweepLog()
+        self.ticks = SimQueue(
+            kernel,
+            "ticks",
+            visibility_s=6 * deployed.supervisor_timeout_s,
+            max_receives=1000,
+            retention_s=300,
+        )
+        self.function = Function(
+            kernel,
+            account,
+            "supervisor",
+            memory_mb=deployed.worker_memory_mb,
+            timeout_s=deployed.supervisor_timeout_s,
+            handler=self._handle,
+            weight=fraction,  # it runs at full size: each invocation is f of the subset's account
+        )
+        self.mapping = EventSource(
+            kernel,
+            self.ticks,
+            self.function,
+            batch_size=tick_batch or deployed.tick_batch,
+            max_concurrency=tick_concurrency or deployed.tick_concurrency_for(groups),
+        )
+        self.scheduled = 0
+
+    def start(self, until_ms: float) -> None:
+        """EventBridge Scheduler: a run at the top of every minute until `until_ms`."""
+        minute = 60_000
+        first = math.ceil(self.kernel.now / minute) * minute
+        for at in range(int(first), int(until_ms), minute):
+            self.kernel.at(at, partial(self._scheduled, float(at), float(at)))
+
+    def _scheduled(self, fired: float, first_try: float) -> None:
+        """An asynchronous invocation: retried while the account is out of concurrency,
+        dropped after a minute (the function's maximum event age)."""
+        if self.function.account.take(self.function.weight):
+            self.scheduled += 1
+            self.function.invoke("scheduled")
+        elif self.kernel.now - first_try < 60_000:
+            self.kernel.at(self.kernel.now + 1000, lambda: self._scheduled(fired, first_try))
+
+    # ---------------------------------------------------------------------- the handler
+
+    def _handle(self, inv: Invocation, event: Any) -> None:
+        supervisor = self._free.pop() if self._free else self._cold()
+        try:
+            if event == "scheduled":
+                self.log.invocations.append((inv.started_ms, "scheduled", 1))
+                planned = planned_ticks(
+                    self.groups, tick_delays(self.deployed.interval_s, self.deployed.window_s)
+                )
+                for first in range(0, len(planned), SQS_BATCH):
+                    sqs_call(self.kernel)
+                    self.ticks.stats.send_requests += 1
+                    for group, delay in planned[first : first + SQS_BATCH]:
+                        self.ticks.put({"group": group}, delay)
+                groups = [0]
+            else:
+                groups = []
+                for message in event:
+                    group = int(message.body["group"])
+                    if group not in groups:
+                        groups.append(group)
+                self.log.invocations.append((inv.started_ms, "ticks", len(groups)))
+            for group in groups:
+                self._sweep(supervisor, inv, group)
+            if event != "scheduled":
+                sqs_call(self.kernel)  # the mapping deletes the batch
+                self.ticks.stats.delete_requests += 1
+                for message in event:
+                    self.ticks.delete(message)
+        finally:
+            self._free.append(supervisor)
+
+    def _cold(self) -> Supervisor:
+        self.log.cold_starts += 1
+        supervisor = self._make()
+        supervisor.sweep_interval_ms = round(self.deployed.interval_s * 1000)
+        return supervisor
+
+    def _sweep(self, supervisor: Supervisor, inv: Invocation, group: int) -> None:
+        kernel = self.kernel
+        if group not in self.modelled:
+            recent = self.log.recent_ms
+            self.log.stand_ins += 1
+            if recent:
+                kernel.sleep_until(kernel.now + kernel.rng.choice(recent))
+            return
+        deadline = inv.started_ms + self.function.timeout_ms - SAFETY_MARGIN_MS
+        started = kernel.now
+        report = supervisor.sweep_group(group, owner=inv.name, deadline_ms=int(deadline))
+        self.log.reports.append(report)
+        self.log.recent_ms.append(kernel.now - started)
+        if len(self.log.recent_ms) > 24:
+            del self.log.recent_ms[0]
