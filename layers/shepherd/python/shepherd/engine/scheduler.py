@@ -358,7 +358,13 @@ class Scheduler:
         if not state.partial or jsonsafe.size(output) <= self.ports.payloads.inline_bytes:
             return state
         loaded = self.load(state.workflow.workflow_id)
-        return state if loaded is None else loaded[0]
+        if loaded is None:
+            return state
+        # The attempt's later decisions (a retry's dispatch, if this output fails it) plan on
+        # this fresher workflow item: one read that saw a pause must not send anything (found
+        # by the fault simulator, seed 8144).
+        state.workflow = loaded[0].workflow
+        return loaded[0]
 
     def owned(self, workflow_id: str, owner: str | None) -> tuple[WorkflowState, Definition]:
         """The workflow if it exists and `owner` (when given) owns it; else WorkflowNotFound."""
