@@ -331,6 +331,11 @@ class BacklogView(BaseModel):
     delayed: int
 
 
+class RateLimitView(BaseModel):
+    per_second: float
+    burst: int
+
+
 class PoolView(BaseModel):
     name: str
     paused: bool
@@ -338,6 +343,8 @@ class PoolView(BaseModel):
     resumed_at: str | None = None
     by: str | None = None
     backlog: BacklogView | None = None
+    # The pool's declared rate limit (docs/architecture.md, Pools that protect what they call).
+    rate_limit: RateLimitView | None = None
 
 
 class PoolListView(BaseModel):

@@ -18,6 +18,7 @@ from shepherd_handlers.models import (
     DefinitionSummaryView,
     DefinitionView,
     PayloadLink,
+    RateLimitView,
     StepView,
     WorkflowSummaryView,
     WorkflowView,
@@ -140,7 +141,7 @@ def definition_view(d: Definition) -> DefinitionView:
 def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
     """A pool as a caller sees it; `by` (who paused or resumed it, an IAM ARN) only when the
     caller is an operator."""
-    state, backlog = pool.state, pool.backlog
+    state, backlog, limit = pool.state, pool.backlog, pool.policy.rate_limit
     return PoolBody(
         name=state.name,
         paused=state.paused,
@@ -152,4 +153,7 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
         else BacklogView(
             visible=backlog.visible, in_flight=backlog.in_flight, delayed=backlog.delayed
         ),
+        rate_limit=None
+        if limit is None
+        else RateLimitView(per_second=limit.per_second, burst=limit.burst),
     )

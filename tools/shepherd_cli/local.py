@@ -76,6 +76,9 @@ class LocalStack:
     event_owners: dict[str, str] = field(default_factory=dict)
     # Who may pause and resume pools (Settings.operators): the default caller unless named.
     operators: list[str] = field(default_factory=lambda: [DEFAULT_CALLER])
+    # Each pool's rate limit and circuit breaker, as the construct's pool_settings give them
+    # (shepherd.pool_policy: `{"payments": {"RateLimit": {"PerSecond": 5, "Burst": 5}}}`).
+    pool_policies: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.definitions_dir = self.project.definitions_dir
@@ -237,6 +240,7 @@ class LocalStack:
             operators=tuple(self.operators),
             agent_modules=self.project.agent_modules,
             payload_bucket=PAYLOAD_BUCKET,
+            pool_policies=self.pool_policies,
         )
         self.env.update(settings.to_env())
         specs = pools(definitions)

@@ -85,3 +85,13 @@ def upload_object_key(owner: str, upload_id: str) -> str:
     """`uploads/<sha256 of the owner, 32 hex>/<upload id>`: server-made, owner-scoped."""
     owner_hash = hashlib.sha256(owner.encode()).hexdigest()[:32]
     return f"{UPLOAD_KEY_PREFIX}{owner_hash}/{upload_id}"
+
+
+RATE_PREFIX = "RATE#"  # a pool's rate-limiter shard: pk RATE#<pool>#<shard>, sk RATE
+RATE_SK = "RATE"
+
+
+def rate_pk(pool: str, shard: int) -> tuple[str, str]:
+    """One GCRA bucket of a pool's limiter, its own partition (no hot item: docs/architecture.md,
+    the rate limiter)."""
+    return f"{RATE_PREFIX}{pool}#{shard}", RATE_SK

@@ -46,6 +46,7 @@ class Metric(StrEnum):
     SWEEP_UNAVAILABLE = "Unavailable"  # looks that met a throttled or unavailable store
     THROTTLES = "Throttles"  # AWS calls answered "slow down", dimension Service
     RECORDS_DEFERRED = "RecordsDeferred"  # left unclaimed: no time for their longest attempt
+    TASKS_HELD = "TasksHeld"  # sent back with a delay: the pool had no rate-limit token
     # a step whose pool's code registers no such agent (failed at once, never redelivered)
     AGENTS_NOT_FOUND = "AgentNotFound"
 

@@ -23,6 +23,7 @@ from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
+from shepherd.engine.limiter import PoolLimiter
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
 from shepherd.engine.tokens import TaskToken
 from shepherd.errors import (
@@ -37,6 +38,7 @@ from shepherd.errors import (
 )
 from shepherd.keys import Kind
 from shepherd.model import (
+    OutgoingTask,
     StepRecord,
     StepStatus,
     TaskMessage,
@@ -365,6 +367,9 @@ class Outcome(StrEnum):
     """The attempt was superseded while it ran; its result was rejected, never recorded."""
     DROPPED = "dropped"
     """Duplicate, stale or unknown message: acknowledged without running the function."""
+    HELD = "held"
+    """The pool held the task (no rate-limit token): sent back to its queue with a delay,
+    nothing claimed, no attempt spent."""
 
 
 @dataclass(frozen=True)
@@ -389,11 +394,13 @@ class AgentRuntime:
         *,
         worker_id: str = "agent",
         background_heartbeats: bool = True,
+        limiter: PoolLimiter | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.agents = agents
         self.worker_id = worker_id
         self.background_heartbeats = background_heartbeats
+        self.limiter = limiter
 
     def handle(
         self, message: TaskMessage, *, time_left_ms: Callable[[], int] | None = None
@@ -428,6 +435,9 @@ class AgentRuntime:
                     f"{left} ms left in this invocation; an attempt of '{message.step}' may "
                     f"take {needed} ms (TimeoutSeconds and a margin): left unclaimed"
                 )
+        held = self._held(message, spec.pool)
+        if held is not None:
+            return held
         clock = self.scheduler.ports.clock
         now = clock.now_ms()
         claimed, current = self.scheduler.executor.step_or_current(
@@ -441,6 +451,18 @@ class AgentRuntime:
             )
         state.put(claimed)
         return self._run(state, definition, claimed, spec, fn)
+
+    def _held(self, message: TaskMessage, pool: str) -> HandleResult | None:
+        """A pool with no token for this task sends it back to its queue with a delay (a new
+        message, so waiting never counts towards the queue's maxReceiveCount); nothing is
+        claimed (docs/architecture.md, Pools that protect what they call)."""
+        if self.limiter is None:
+            return None
+        hold = self.limiter.take(pool)
+        if not hold:
+            return None
+        self.scheduler.ports.queue.send([OutgoingTask(pool, message, hold)])
+        return HandleResult(Outcome.HELD, f"pool '{pool}' has no token: back in {hold} s")
 
     def _run(
         self,

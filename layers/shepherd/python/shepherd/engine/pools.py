@@ -12,7 +12,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from shepherd.decisions import transitions as tx
@@ -20,6 +20,7 @@ from shepherd.engine.executor import Executor
 from shepherd.errors import ShepherdError
 from shepherd.keys import POOLS_PK
 from shepherd.model import PoolState
+from shepherd.pool_policy import PoolPolicy
 from shepherd.ports import Backlog, Store, TaskQueue
 
 
@@ -46,6 +47,7 @@ class NoPoolControl:
 class PoolView:
     state: PoolState
     backlog: Backlog | None
+    policy: PoolPolicy = field(default_factory=PoolPolicy)
 
 
 def pool_states(store: Store) -> dict[str, PoolState]:
@@ -61,6 +63,8 @@ class Pools:
         control: PoolControl,
         clock: object,
         names: Sequence[str],
+        *,
+        policies: Mapping[str, PoolPolicy] | None = None,
     ) -> None:
         self._executor = executor
         self._store = executor.store
@@ -68,6 +72,7 @@ class Pools:
         self._control = control
         self._clock = clock
         self._names = list(names)
+        self._policies = dict(policies or {})
 
     def _known(self, pool: str) -> None:
         if pool not in self._names:
@@ -76,14 +81,18 @@ class Pools:
     def list(self) -> list[PoolView]:
         states: Mapping[str, PoolState] = pool_states(self._store)
         return [
-            PoolView(states.get(name, PoolState(name)), self._queue.backlog(name))
+            PoolView(
+                states.get(name, PoolState(name)),
+                self._queue.backlog(name),
+                self._policies.get(name, PoolPolicy()),
+            )
             for name in self._names
         ]
 
     def get(self, pool: str) -> PoolView:
         self._known(pool)
         state = pool_states(self._store).get(pool, PoolState(pool))
-        return PoolView(state, self._queue.backlog(pool))
+        return PoolView(state, self._queue.backlog(pool), self._policies.get(pool, PoolPolicy()))
 
     def pause(self, pool: str, *, by: str) -> PoolView:
         """Record the pause (the supervisor's truth), then stop the consumers. Idempotent."""
