@@ -17,7 +17,7 @@ def limited(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     from shepherd_handlers import runtime
 
     monkeypatch.setenv(
-        ENV_POOL_POLICIES, json.dumps({"inventory": {"RateLimit": {"PerSecond": 1, "Burst": 1}}})
+        ENV_POOL_POLICIES, json.dumps({"inventory": {"RateLimit": {"PerSecond": 0.2, "Burst": 1}}})
     )
     runtime.engine.cache_clear()
     return stack
@@ -31,7 +31,7 @@ def test_get_pools_shows_each_pools_rate_limit(limited: Stack) -> None:
     status, _, pools = limited.api("GET", "/pools")
     assert status == 200
     by_name = {p["name"]: p for p in pools["items"]}
-    assert by_name["inventory"]["rate_limit"] == {"per_second": 1.0, "burst": 1}
+    assert by_name["inventory"]["rate_limit"] == {"per_second": 0.2, "burst": 1}
     assert by_name["payments"].get("rate_limit") is None
 
 

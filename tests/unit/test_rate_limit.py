@@ -12,13 +12,15 @@ from typing import Any
 
 import pytest
 from shepherd.clock import ManualClock
-from shepherd.decisions.ratelimit import SHARD_RATE, Buckets, hold_seconds
+from shepherd.decisions.ratelimit import SHARD_RATE, Buckets, admission
 from shepherd.engine.executor import Executor
-from shepherd.engine.limiter import PoolLimiter
+from shepherd.engine.limiter import RUN, PoolLimiter
 from shepherd.keys import RATE_PREFIX
 from shepherd.pool_policy import RateLimit, parse_policies
 from shepherd.settings import ENV_POOL_POLICIES, Settings
 from shepherd.testing import MemoryStore
+
+START = ManualClock().now_ms()
 
 
 class _Ports:
@@ -56,47 +58,70 @@ def test_a_5000_per_second_pool_is_spread_over_shards_none_hotter_than_its_share
     assert (small.shards, small.interval_us, small.burst) == (1, 100_000, 1)
 
 
-def test_a_bucket_grants_its_burst_at_once_then_one_token_per_interval() -> None:
+def test_a_bucket_grants_its_burst_then_one_slot_per_interval() -> None:
     clock = ManualClock()
     pool = limiter(MemoryStore(), clock, per_second=10, burst=5)
-    granted = [pool.take("pay") for _ in range(8)]
-    assert granted[:5] == [0] * 5  # the burst
-    assert all(hold >= 1 for hold in granted[5:])  # then held, with a delay
-    clock.advance(0.1)  # one interval: one more token
-    assert pool.take("pay") == 0
-    assert pool.take("pay") > 0
-    assert pool.take("other-pool") == 0  # a pool without a limit is never held
+    now = clock.now_ms()
+    admissions = [pool.admit("pay") for _ in range(20)]
+    assert admissions[:5] == [RUN] * 5  # the burst, now
+    # Then each task has its own slot, one interval (100 ms) after the other: within a
+    # second it waits in its invocation; later, it goes back to its queue for the whole
+    # seconds before its slot, with the slot as its ticket.
+    assert [a.ticket for a in admissions[5:]] == [now + 100 * k for k in range(1, 16)]
+    assert all(a.run for a in admissions[5:15])  # slots up to 1 s ahead
+    assert [a.wait_ms(now) for a in admissions[5:8]] == [100, 200, 300]
+    assert [a.delay_seconds for a in admissions[15:]] == [1, 1, 1, 1, 1]
+    assert pool.admit("other-pool") == RUN  # a pool without a limit is never held
+
+
+def test_a_task_back_with_its_ticket_runs_at_its_slot_without_asking_again() -> None:
+    clock = ManualClock()
+    store = CountingStore()
+    pool = limiter(store, clock, per_second=1, burst=1)
+    assert pool.admit("pay").run
+    pool.admit("pay")  # slot in 1 s: waits in its invocation
+    held = pool.admit("pay")
+    assert held.ticket == clock.now_ms() + 2000 and held.delay_seconds == 2
+    writes = sum(store.per_item.values())
+    clock.advance(1.5)  # comes back early (another agent's clock): waits the rest
+    back = pool.admit("pay", held.ticket)
+    assert back.run and back.wait_ms(clock.now_ms()) == 500
+    assert sum(store.per_item.values()) == writes  # no write: the token was its own
+    early = pool.admit("pay", clock.now_ms() + 5_000)
+    assert (early.delay_seconds, early.ticket) == (5, clock.now_ms() + 5_000)
 
 
 def test_the_achieved_rate_is_the_limit_and_no_shard_takes_more_than_its_share() -> None:
-    """Many claims every millisecond for 10 simulated seconds against 2,000/s: grants are
-    within 1 % of 2,000/s plus the burst, and the writes per item stay under 1,000 a second."""
+    """Tasks arrive at twice the limit for 10 simulated seconds and come back when told: every
+    task runs exactly once, at its slot, 2,000 a second (within 1 %) in every whole second,
+    and no item is written more than 1,000 times a second."""
     clock = ManualClock()
     store = CountingStore()
     pool = limiter(store, clock, per_second=2000, burst=40)
-    seconds, granted = 10, 0
-    for _ in range(seconds * 1000):
-        for _ in range(4):  # 4,000 asks a second, twice the limit
-            if pool.take("pay") == 0:
-                granted += 1
+    waiting: dict[int, list[int]] = {}  # ms -> tickets coming back then
+    ran: Counter[int] = Counter()  # second -> tasks run (at their slot)
+    seconds = 10
+    for ms in range(seconds * 1000 + 20_000):
+        now = clock.now_ms()
+        arrivals: list[int | None] = [None] * 4 if ms < seconds * 1000 else []
+        for ticket in [*arrivals, *waiting.pop(ms, [])]:
+            got = pool.admit("pay", ticket)
+            if got.run:
+                ran[(now + got.wait_ms(now) - START) // 1000] += 1
+            else:
+                assert got.ticket is not None and got.delay_seconds >= 1
+                waiting.setdefault(ms + got.delay_seconds * 1000, []).append(got.ticket)
         clock.advance(0.001)
-    expected = 2000 * seconds + 40
-    assert abs(granted - expected) / expected < 0.01
+        if ms >= seconds * 1000 and not waiting:
+            break
+    assert sum(ran.values()) == 4 * seconds * 1000  # every task ran, once
+    # Every whole second while the backlog lasts (the first holds the burst, the last drains).
+    busy = [ran[s] for s in sorted(ran)[1:-2]]
+    assert len(busy) >= 15 and all(abs(n - 2000) / 2000 < 0.01 for n in busy), str(busy)
+    assert max(ran.values()) <= 2000 + 40
     shards = [pk for pk in store.per_item if pk.startswith(RATE_PREFIX)]
     assert len(shards) == 8  # ceil(2000 / 250)
     assert max(store.per_item[pk] for pk in shards) / seconds < 1000
-
-
-def test_a_process_that_knows_every_shard_is_full_holds_without_writing() -> None:
-    clock = ManualClock()
-    store = CountingStore()
-    pool = limiter(store, clock, per_second=10, burst=1)
-    assert pool.take("pay") == 0
-    assert pool.take("pay") > 0  # learns the shard is full
-    writes = sum(store.per_item.values())
-    for _ in range(50):
-        assert pool.take("pay") > 0
-    assert sum(store.per_item.values()) == writes  # no write while it knows
 
 
 def test_a_limiter_shared_by_processes_through_the_store() -> None:
@@ -104,16 +129,27 @@ def test_a_limiter_shared_by_processes_through_the_store() -> None:
     clock = ManualClock()
     store = MemoryStore()
     a, b = limiter(store, clock, 5, 2), limiter(store, clock, 5, 2)
-    grants = sum(1 for _ in range(10) for p in (a, b) if p.take("pay") == 0)
-    assert grants == 2
+    admissions = [p.admit("pay") for _ in range(3) for p in (a, b)]
+    assert sum(1 for x in admissions if x == RUN) == 2
+    tickets = [x.ticket for x in admissions if x != RUN]
+    assert len(set(tickets)) == len(tickets) == 4  # one slot each, none given twice
 
 
-def test_hold_seconds_is_the_wait_then_a_spread_that_grows_with_denials() -> None:
-    assert hold_seconds(0, 1, 0.0) == 1  # SQS delays are whole seconds: at least one
-    assert hold_seconds(2_500_000, 1, 0.0) == 3
-    assert hold_seconds(0, 1, 0.99) == 2  # spread 2 on a first denial
-    assert hold_seconds(0, 10, 0.99) == 60  # up to a minute
-    assert hold_seconds(10**12, 1, 0.5) == 900  # SQS's longest delay
+def test_a_slot_within_a_second_is_paced_later_ones_wait_in_the_queue() -> None:
+    assert admission(1_000_500, 1_000_000) == (0, 1_000_500)
+    assert admission(1_001_000, 1_000_000) == (0, 1_001_000)
+    assert admission(1_002_500, 1_000_000) == (2, 1_002_500)  # then 500 ms paced
+    assert admission(10**12, 0) == (900, 10**12)  # SQS's longest delay, ticket kept
+
+
+def test_past_the_horizon_a_task_waits_the_longest_delay_without_a_slot() -> None:
+    clock = ManualClock()
+    pool = limiter(MemoryStore(), clock, per_second=1, burst=1)
+    admissions = [pool.admit("pay") for _ in range(905)]
+    assert admissions[0].run
+    assert admissions[898].ticket is not None  # slot 898 s ahead: within the horizon
+    last = admissions[-1]
+    assert last.delay_seconds == 900 and last.ticket is None
 
 
 @pytest.mark.parametrize(
@@ -145,3 +181,14 @@ def test_settings_read_and_write_the_policies_variable() -> None:
     assert limit is not None and (limit.per_second, limit.burst) == (50, 10)
     assert Settings.from_env(settings.to_env()).pool_policies == settings.pool_policies
     assert ENV_POOL_POLICIES not in Settings.from_env({"SHEPHERD_TABLE": "t-1"}).to_env()
+
+
+def test_a_ticket_travels_in_the_message_and_a_bad_one_is_a_poison_message() -> None:
+    from shepherd.model import TaskMessage
+
+    message = TaskMessage("wf-1", "charge", 2, ticket=1_767_225_601_000)
+    assert TaskMessage.from_body(message.to_body()) == message
+    assert '"r"' not in TaskMessage("wf-1", "charge", 2).to_body()  # no ticket: as before
+    for bad in ('"soon"', "-1", "true"):
+        with pytest.raises(ValueError, match="ticket"):
+            TaskMessage.from_body(f'{{"w":"wf-1","s":"charge","a":2,"r":{bad}}}')

@@ -383,17 +383,24 @@ class PoolState:
 
 @dataclass(frozen=True)
 class TaskMessage:
-    """The doorbell: names a step attempt and carries nothing the agent could not re-read."""
+    """The doorbell: names a step attempt and carries nothing the agent could not re-read.
+
+    `ticket` (epoch ms) is a rate-limited pool's reservation, not workflow state: the slot its
+    limiter reserved for this task when it held it; the task runs when it comes back at that
+    time without taking another token (docs/architecture.md, the rate limiter)."""
 
     workflow_id: str
     step: str
     attempt: int
     kind: Kind = "step"
+    ticket: int | None = None
 
     def to_body(self) -> str:
         body: dict[str, Any] = {"w": self.workflow_id, "s": self.step, "a": self.attempt}
         if self.kind != "step":
             body["k"] = "c"
+        if self.ticket is not None:
+            body["r"] = self.ticket
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -409,7 +416,12 @@ class TaskMessage:
         if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
             raise ValueError("malformed task message: attempt must be a positive integer")
         kind: Kind = "compensation" if data.get("k") == "c" else "step"
-        return cls(workflow_id, step, attempt, kind)
+        ticket = data.get("r")
+        if ticket is not None and (
+            not isinstance(ticket, int) or isinstance(ticket, bool) or ticket < 0
+        ):
+            raise ValueError("malformed task message: a ticket is a time in epoch ms")
+        return cls(workflow_id, step, attempt, kind, ticket)
 
 
 @dataclass(frozen=True)

@@ -435,7 +435,8 @@ class AgentRuntime:
                     f"{left} ms left in this invocation; an attempt of '{message.step}' may "
                     f"take {needed} ms (TimeoutSeconds and a margin): left unclaimed"
                 )
-        held = self._held(message, spec.pool)
+        needed = spec.timeout_seconds * 1000 + CLAIM_MARGIN_MS
+        held = self._held(message, spec.pool, time_left_ms, needed)
         if held is not None:
             return held
         clock = self.scheduler.ports.clock
@@ -452,17 +453,35 @@ class AgentRuntime:
         state.put(claimed)
         return self._run(state, definition, claimed, spec, fn)
 
-    def _held(self, message: TaskMessage, pool: str) -> HandleResult | None:
-        """A pool with no token for this task sends it back to its queue with a delay (a new
-        message, so waiting never counts towards the queue's maxReceiveCount); nothing is
-        claimed (docs/architecture.md, Pools that protect what they call)."""
+    def _held(
+        self,
+        message: TaskMessage,
+        pool: str,
+        time_left_ms: Callable[[], int] | None,
+        needed_ms: int,
+    ) -> HandleResult | None:
+        """A rate-limited pool's admission: run now; wait (under a second) for the slot the
+        limiter gave this task, then run; or go back to the queue for the whole seconds before
+        that slot, carrying it as a ticket (a new message, so waiting never counts towards the
+        queue's maxReceiveCount). Nothing is claimed while held (docs/architecture.md, Pools
+        that protect what they call)."""
         if self.limiter is None:
             return None
-        hold = self.limiter.take(pool)
-        if not hold:
-            return None
-        self.scheduler.ports.queue.send([OutgoingTask(pool, message, hold)])
-        return HandleResult(Outcome.HELD, f"pool '{pool}' has no token: back in {hold} s")
+        admission = self.limiter.admit(pool, message.ticket)
+        clock = self.scheduler.ports.clock
+        if admission.run:
+            wait = admission.wait_ms(clock.now_ms())
+            if not wait:
+                return None
+            # The wait must leave the attempt its time; else another invocation waits.
+            if time_left_ms is None or time_left_ms() - wait >= needed_ms:
+                clock.sleep(wait / 1000)
+                return None
+        back = replace(message, ticket=admission.ticket)
+        self.scheduler.ports.queue.send([OutgoingTask(pool, back, admission.delay_seconds)])
+        return HandleResult(
+            Outcome.HELD, f"pool '{pool}' has no token now: back in {admission.delay_seconds} s"
+        )
 
     def _run(
         self,

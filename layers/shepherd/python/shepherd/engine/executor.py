@@ -94,14 +94,13 @@ class Executor:
             return False
         return True
 
-    def raw_or_current(self, write: tx.Write) -> tuple[bool, Item | None]:
-        """Apply a write to an item of no workflow (a pool's limiter or breaker): (True, None)
-        if it won, (False, the item as it now is) if it lost, with no second read."""
+    def raw_or_current(self, write: tx.Write) -> tuple[Item | None, Item | None]:
+        """Apply a write to an item of no workflow (a pool's limiter or breaker): (the new
+        item, None) if it won, (None, the item as it now is) if it lost, with no second read."""
         try:
-            self.store.update(write.pk, write.sk, write.update, write.condition)
+            return self.store.update(write.pk, write.sk, write.update, write.condition), None
         except ConditionFailed as lost:
-            return False, lost.current
-        return True, None
+            return None, lost.current
 
     # -------------------------------------------------------------------- several items
 

@@ -1,9 +1,8 @@
-"""A pool's rate limiter: take a token before a claim, or say how long the task must wait.
+"""A pool's rate limiter: a token now, or a reserved slot to come back at.
 
-Applies `decisions.ratelimit` through the executor: one conditional write per granted token
-on a random shard of the pool's buckets (docs/architecture.md, the rate limiter). What this
-process learned about a full shard (until when it is full) is kept in memory, so a busy
-process holds tasks without writing to a shard it knows has no token.
+Applies `decisions.ratelimit` through the executor: one conditional write per task on a
+random shard of the pool's buckets (docs/architecture.md, the rate limiter). A task that
+comes back with its ticket (the slot reserved for it) runs without a write.
 
 Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
@@ -13,15 +12,37 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from shepherd.clock import Clock
 from shepherd.decisions import transitions as tx
-from shepherd.decisions.ratelimit import Buckets, hold_seconds
+from shepherd.decisions.ratelimit import MAX_DELAY_S, Buckets, admission
 from shepherd.engine.executor import Executor
 from shepherd.keys import rate_pk
 from shepherd.pool_policy import PoolPolicy
 
-TRIES = 3  # writes one take makes at most (a race with another claim on the same shard)
+TRIES = 3  # writes one take makes at most (a race with another take on the same shard)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Run at `ticket` (`delay_seconds` 0: now, or within a second, waited for in the
+    invocation), or come back in `delay_seconds` with `ticket` (epoch ms; None: ask again
+    then, no slot was reserved)."""
+
+    delay_seconds: int = 0
+    ticket: int | None = None
+
+    @property
+    def run(self) -> bool:
+        return self.delay_seconds == 0
+
+    def wait_ms(self, now_ms: int) -> int:
+        """How long a task that runs waits for its slot first."""
+        return 0 if self.ticket is None else max(0, self.ticket - now_ms)
+
+
+RUN = Admission()
 
 
 class PoolLimiter:
@@ -42,58 +63,38 @@ class PoolLimiter:
             for pool, policy in policies.items()
             if policy.rate_limit is not None
         }
-        self._full_until: dict[tuple[str, int], int] = {}
-        self._denials: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def limits(self, pool: str) -> bool:
         return pool in self._buckets
 
-    def take(self, pool: str) -> int:
-        """0 if the pool granted a token (or has no limit), else the whole seconds the task
-        should wait in its queue before it asks again."""
+    def admit(self, pool: str, ticket: int | None = None) -> Admission:
+        """Whether a task of `pool` may be claimed now; a task holding a `ticket` whose slot
+        has come runs without a write."""
         buckets = self._buckets.get(pool)
         if buckets is None:
-            return 0
-        now_us = self._clock.now_ms() * 1000
+            return RUN
+        now_ms = self._clock.now_ms()
+        if ticket is not None:  # its slot was reserved: wait for it, never ask again
+            return Admission(*admission(ticket, now_ms))
+        now_us = now_ms * 1000
         with self._lock:
-            open_shards = [
-                s for s in range(buckets.shards) if self._full_until.get((pool, s), 0) <= now_us
-            ]
-            if not open_shards:
-                soonest = min(self._full_until[(pool, s)] for s in range(buckets.shards))
-                return self._denied(pool, soonest - now_us)
-            shard = self._rng.choice(open_shards)
+            shard = self._rng.randrange(buckets.shards)
         pk, sk = rate_pk(pool, shard)
         for _ in range(TRIES):
-            won, current = self._executor.raw_or_current(
+            item, current = self._executor.raw_or_current(
                 tx.Write(pk, sk, *buckets.busy_take(now_us))
             )
-            if won:
-                return self._granted(pool)
-            wait = buckets.wait_us(current, now_us)
-            if wait is None:  # idle bucket: start it at now
-                won, current = self._executor.raw_or_current(
+            if item is None and Buckets.idle(current, now_us):
+                item, current = self._executor.raw_or_current(
                     tx.Write(pk, sk, *buckets.idle_take(now_us))
                 )
-                if won:
-                    return self._granted(pool)
-                wait = buckets.wait_us(current, now_us)
-            if wait:
-                with self._lock:
-                    self._full_until[(pool, shard)] = now_us + wait
-                    return self._denied(pool, wait)
-            # wait is 0 or None again: another claim moved the bucket between our writes
-        with self._lock:
-            return self._denied(pool, 0)
-
-    def _granted(self, pool: str) -> int:
-        with self._lock:
-            self._denials[pool] = 0
-        return 0
-
-    def _denied(self, pool: str, wait_us: int) -> int:
-        """Caller holds the lock."""
-        denials = self._denials.get(pool, 0) + 1
-        self._denials[pool] = denials
-        return hold_seconds(max(0, wait_us), denials, self._rng.random())
+            if item is not None:
+                slot = buckets.slot_us(int(item["tat"]))
+                if slot <= now_us:
+                    return RUN
+                return Admission(*admission(-(-slot // 1000), now_ms))
+            if current is not None and not Buckets.idle(current, now_us):
+                # Reserved past the horizon: wait the longest delay, ask again then.
+                return Admission(MAX_DELAY_S)
+        return Admission(1)  # lost every race: ask again in a second
