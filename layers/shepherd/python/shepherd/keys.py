@@ -95,3 +95,10 @@ def rate_pk(pool: str, shard: int) -> tuple[str, str]:
     """One GCRA bucket of a pool's limiter, its own partition (no hot item: docs/architecture.md,
     the rate limiter)."""
     return f"{RATE_PREFIX}{pool}#{shard}", RATE_SK
+
+
+CIRCUIT_PREFIX = "CB#"  # a breaker's outcome counters: pk CB#<pool>#<slot>, sk <shard>
+
+
+def circuit_counter_key(pool: str, slot: int, shard: int) -> tuple[str, str]:
+    return f"{CIRCUIT_PREFIX}{pool}#{slot}", str(shard)

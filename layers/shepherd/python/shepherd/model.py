@@ -359,7 +359,10 @@ class WorkflowState:
 
 @dataclass(frozen=True)
 class PoolState:
-    """An agent pool as the table records it (absent: enabled, never paused)."""
+    """An agent pool as the table records it (absent: enabled, never paused).
+
+    `paused` is what holds its tasks: an operator's pause or an open circuit (a breaker
+    pauses its pool exactly as an operator does); `operator_paused` the operator's alone."""
 
     name: str
     paused: bool = False
@@ -369,15 +372,28 @@ class PoolState:
     # Messages its queue holds (visible, in flight or delayed), as a sweep read them when it
     # had to decide whether a task that was sent twice may be waiting; None: not read.
     waiting: int | None = None
+    operator_paused: bool = False
+    circuit: str = "closed"  # closed | open | half_open (docs/architecture.md, the breaker)
+    circuit_since: int | None = None
+    circuit_mode: str = "auto"
+    circuit_history: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_item(cls, item: Item) -> PoolState:
+        operator = bool(item.get("paused", False))
+        circuit = str(item.get("circuit", "closed"))
+        resumes = [t for t in (item.get("resumed_at"), item.get("circuit_resumed_at")) if t]
         return cls(
             name=str(item["sk"]),
-            paused=bool(item.get("paused", False)),
+            paused=operator or circuit == "open",
             paused_at=item.get("paused_at"),
-            resumed_at=item.get("resumed_at"),
+            resumed_at=max(resumes) if resumes else None,
             by=item.get("by"),
+            operator_paused=operator,
+            circuit=circuit,
+            circuit_since=item.get("circuit_since"),
+            circuit_mode=str(item.get("circuit_mode", "auto")),
+            circuit_history=tuple(item.get("circuit_history", ())),
         )
 
 

@@ -23,6 +23,7 @@ from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
+from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import PoolLimiter
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
 from shepherd.engine.tokens import TaskToken
@@ -377,6 +378,9 @@ class HandleResult:
     outcome: Outcome
     reason: str = ""
     error_type: str | None = None
+    # The attempt failed with an error that may pass (not PermanentError, not in the step's
+    # NonRetryableErrors): what a pool's circuit breaker counts.
+    retryable: bool = False
 
 
 class AgentRuntime:
@@ -395,12 +399,14 @@ class AgentRuntime:
         worker_id: str = "agent",
         background_heartbeats: bool = True,
         limiter: PoolLimiter | None = None,
+        breakers: CircuitBreakers | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.agents = agents
         self.worker_id = worker_id
         self.background_heartbeats = background_heartbeats
         self.limiter = limiter
+        self.breakers = breakers
 
     def handle(
         self, message: TaskMessage, *, time_left_ms: Callable[[], int] | None = None
@@ -451,7 +457,10 @@ class AgentRuntime:
                 f"claim lost: step is {current.get('status')} at attempt {current.get('attempt')}",
             )
         state.put(claimed)
-        return self._run(state, definition, claimed, spec, fn)
+        result = self._run(state, definition, claimed, spec, fn)
+        if self.breakers is not None and result.outcome is not Outcome.FENCED:
+            self.breakers.record(spec.pool, failed=result.retryable)
+        return result
 
     def _held(
         self,
@@ -465,6 +474,11 @@ class AgentRuntime:
         that slot, carrying it as a ticket (a new message, so waiting never counts towards the
         queue's maxReceiveCount). Nothing is claimed while held (docs/architecture.md, Pools
         that protect what they call)."""
+        if self.breakers is not None:
+            hold = self.breakers.admit(pool)
+            if hold:
+                self.scheduler.ports.queue.send([OutgoingTask(pool, message, hold)])
+                return HandleResult(Outcome.HELD, f"pool '{pool}' circuit: back in {hold} s")
         if self.limiter is None:
             return None
         admission = self.limiter.admit(pool, message.ticket)
@@ -631,6 +645,7 @@ class AgentRuntime:
     ) -> HandleResult:
         permanent = isinstance(exc, PermanentError)
         error_type = exc.name if isinstance(exc, PermanentError) else type(exc).__name__
+        retryable = not permanent and error_type not in spec.retry.non_retryable_errors
         action = failure_decision(
             rec,
             spec,
@@ -655,8 +670,8 @@ class AgentRuntime:
             return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
         if current is not None and current.status is StepStatus.FAILED:
             self.scheduler.advance_after(rec, failed=True)
-            return HandleResult(Outcome.FAILED, str(exc), error_type)
-        return HandleResult(Outcome.RETRYING, str(exc), error_type)
+            return HandleResult(Outcome.FAILED, str(exc), error_type, retryable)
+        return HandleResult(Outcome.RETRYING, str(exc), error_type, retryable)
 
     def _context(
         self,

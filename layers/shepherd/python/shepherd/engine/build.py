@@ -16,6 +16,7 @@ from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
 from shepherd.engine.callbacks import Callbacks
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import PoolLimiter
 from shepherd.engine.operations import Operations
 from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
@@ -44,6 +45,7 @@ class Engine:
     agents: AgentRegistry = field(default_factory=AgentRegistry)
     background_heartbeats: bool = True
     limiter: PoolLimiter | None = None
+    breakers: CircuitBreakers | None = None
 
     def worker(self, worker_id: str) -> AgentRuntime:
         """Another agent runtime over this engine's scheduler and agents, as `worker_id`: a
@@ -54,6 +56,7 @@ class Engine:
             worker_id=worker_id,
             background_heartbeats=self.background_heartbeats,
             limiter=self.limiter,
+            breakers=self.breakers,
         )
 
 
@@ -84,24 +87,37 @@ def build_engine(
     limiter = (
         PoolLimiter(scheduler.executor, ports.clock, ports.rng, policies) if policies else None
     )
+    guarded = {p: x for p, x in policies.items() if x.circuit_breaker is not None}
+    control = pool_control or NoPoolControl()
+    breakers = (
+        CircuitBreakers(scheduler.executor, ports.clock, ports.rng, guarded, control)
+        if guarded
+        else None
+    )
     runtime = AgentRuntime(
         scheduler,
         registry,
         worker_id=worker_id,
         background_heartbeats=background_heartbeats,
         limiter=limiter,
+        breakers=breakers,
     )
     pool_names = sorted(pools(definitions))
     engine_pools = Pools(
         scheduler.executor,
         ports.queue,
-        pool_control or NoPoolControl(),
+        control,
         ports.clock,
         pool_names,
         policies=policies,
+        breakers=breakers,
     )
     supervisor = Supervisor(
-        scheduler, sweep_interval_ms=sweep_interval_ms, groups=sweep_groups, looks=looks
+        scheduler,
+        sweep_interval_ms=sweep_interval_ms,
+        groups=sweep_groups,
+        looks=looks,
+        breakers=breakers,
     )
     uploads = Uploads(scheduler)
     return Engine(
@@ -117,4 +133,5 @@ def build_engine(
         agents=registry,
         background_heartbeats=background_heartbeats,
         limiter=limiter,
+        breakers=breakers,
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shepherd.decisions import transitions as tx
+from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.executor import Executor
 from shepherd.errors import ShepherdError
 from shepherd.keys import POOLS_PK
@@ -27,6 +28,12 @@ from shepherd.ports import Backlog, Store, TaskQueue
 class PoolNotFound(ShepherdError):
     def __init__(self, pool: str) -> None:
         super().__init__(f"no pool '{pool}' in this deployment")
+        self.pool = pool
+
+
+class NoCircuitBreaker(ShepherdError):
+    def __init__(self, pool: str) -> None:
+        super().__init__(f"pool '{pool}' has no circuit breaker (pool settings)")
         self.pool = pool
 
 
@@ -65,6 +72,7 @@ class Pools:
         names: Sequence[str],
         *,
         policies: Mapping[str, PoolPolicy] | None = None,
+        breakers: CircuitBreakers | None = None,
     ) -> None:
         self._executor = executor
         self._store = executor.store
@@ -73,6 +81,7 @@ class Pools:
         self._clock = clock
         self._names = list(names)
         self._policies = dict(policies or {})
+        self._breakers = breakers
 
     def _known(self, pool: str) -> None:
         if pool not in self._names:
@@ -106,9 +115,23 @@ class Pools:
         """Start the consumers, then record the resume: the backlog drains, and a queued task's
         dispatch grace starts again now (its wait was not a lost message). Idempotent."""
         self._known(pool)
-        self._control.set_enabled(pool, True)
+        if self.get(pool).state.circuit != "open":  # an open circuit keeps its pool held
+            self._control.set_enabled(pool, True)
         now = self._clock.now_ms()  # type: ignore[attr-defined]
         self._executor.raw(tx.pool_resumed(pool, now, by))
+        return self.get(pool)
+
+    def circuit(self, pool: str, action: str, *, by: str) -> PoolView:
+        """An operator forces the pool's breaker `open` or `close`d, or gives it back
+        (`auto`); applied at once (the breaker's next evaluation, run here)."""
+        self._known(pool)
+        if self._breakers is None or not self._breakers.guards(pool):
+            raise NoCircuitBreaker(pool)
+        modes = {"open": "open", "close": "closed", "auto": "auto"}
+        if action not in modes:
+            raise ValueError(f"circuit action must be open, close or auto, not '{action}'")
+        self._breakers.force(pool, modes[action], by)  # type: ignore[arg-type]
+        self._breakers.evaluate()
         return self.get(pool)
 
 
