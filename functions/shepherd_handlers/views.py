@@ -15,6 +15,8 @@ from shepherd.payloads import Payloads, ref_of
 from shepherd_handlers.models import (
     AttemptView,
     BacklogView,
+    CircuitChangeView,
+    CircuitView,
     DefinitionSummaryView,
     DefinitionView,
     PayloadLink,
@@ -156,4 +158,17 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
         rate_limit=None
         if limit is None
         else RateLimitView(per_second=limit.per_second, burst=limit.burst),
+        circuit=None
+        if pool.policy.circuit_breaker is None
+        else CircuitView(
+            state=state.circuit,
+            since=iso(state.circuit_since),
+            mode=state.circuit_mode,
+            history=[
+                CircuitChangeView(
+                    at=iso(int(h["at"])) or "", from_state=h["from"], to=h["to"], why=h["why"]
+                )
+                for h in state.circuit_history
+            ],
+        ),
     )
