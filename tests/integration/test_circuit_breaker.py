@@ -5,6 +5,7 @@ one closes it, and the workflows that waited succeed without an operator."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -146,3 +147,25 @@ def test_a_task_met_while_open_is_held_not_claimed() -> None:
     held = [r for m, r in handled if m.step == "charge_payment"]
     assert held and all(r.outcome is Outcome.HELD for r in held)
     assert h.step(wf, "charge_payment").claimed_at is None
+
+
+def test_the_breakers_transitions_are_lifecycle_events_from_the_table() -> None:
+    from pathlib import Path
+
+    import fastjsonschema
+
+    h = memory_harness(pool_policies=BREAKER)
+    h.pools.circuit("payments", "open", by="ops")
+    h.pools.circuit("payments", "open", by="ops")  # no transition: no second event
+    h.pools.circuit("payments", "close", by="ops")
+    assert h.events is not None
+    events = [e for e in h.events.published if e.detail_type.startswith("PoolCircuit")]
+    assert [e.detail_type for e in events] == ["PoolCircuitOpened", "PoolCircuitClosed"]
+    opened, closed = (e.detail for e in events)
+    assert (opened["pool"], opened["from"], opened["why"]) == ("payments", "closed", "forced open")
+    assert (closed["from"], closed["state"]) == ("open", "closed")
+    assert opened["event_id"] != closed["event_id"]
+    docs = Path(__file__).resolve().parents[2] / "docs" / "events"
+    for event in events:
+        schema = (docs / f"{event.detail_type}.schema.json").read_text()
+        fastjsonschema.compile(json.loads(schema))(event.detail)

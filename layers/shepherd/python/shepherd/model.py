@@ -452,6 +452,8 @@ class OutgoingTask:
 #: Every detail-type Shepherd publishes; each has a JSON Schema in docs/events/.
 EVENT_TYPES = frozenset(
     {
+        "PoolCircuitOpened",
+        "PoolCircuitClosed",
         "WorkflowStarted",
         "WorkflowSucceeded",
         "WorkflowFailed",
