@@ -11,17 +11,18 @@
     shepherd.table.grant_read_data(reporting_role)
 
 Public: `Shepherd`, `AgentCode`, `PoolSettings` (a pool's function: timeout, memory,
-environment, layers, VPC, reserved concurrency, architecture, a `RateLimit`) and `add_checks`
-(cdk-nag on an app, with the construct's acknowledgements). The sub-constructs
+environment, layers, VPC, reserved concurrency, architecture, a `RateLimit`, a
+`CircuitBreaker`) and `add_checks` (cdk-nag on an app, with the construct's
+acknowledgements). The sub-constructs
 (`shepherd_infra.state_store`, ...) are internal. `shepherd_infra.application` is this
 repository's example app.
 """
 
-from shepherd.pool_policy import RateLimit
+from shepherd.pool_policy import CircuitBreaker, RateLimit
 
 from shepherd_infra.code import AgentCode
 from shepherd_infra.nag import add_checks
 from shepherd_infra.pool_settings import PoolSettings
 from shepherd_infra.stack import Shepherd
 
-__all__ = ["AgentCode", "PoolSettings", "RateLimit", "Shepherd", "add_checks"]
+__all__ = ["AgentCode", "CircuitBreaker", "PoolSettings", "RateLimit", "Shepherd", "add_checks"]

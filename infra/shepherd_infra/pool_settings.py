@@ -18,6 +18,9 @@ Defaults (what a pool gets without settings) and limits:
 * `rate_limit`: none. `RateLimit(per_second=..., burst=...)`: claims in the pool take a token
   from a limiter all its invocations share (docs/architecture.md, Pools that protect what they
   call); every function reads it from `SHEPHERD_POOL_POLICIES`, and `GET /pools` shows it.
+* `circuit_breaker`: none. `CircuitBreaker(failure_ratio=..., minimum_attempts=...,
+  window_seconds=..., cooldown_seconds=..., probe_attempts=...)`: the pool pauses itself while
+  its downstream fails (docs/architecture.md, the circuit breaker); read the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aws_cdk import Duration, Token, aws_ec2, aws_lambda
-from shepherd.pool_policy import PoolPolicy, RateLimit
+from shepherd.pool_policy import CircuitBreaker, PoolPolicy, RateLimit
 from shepherd.topology import LAMBDA_MAX_TIMEOUT
 
 from shepherd_infra import config
@@ -52,6 +55,7 @@ class PoolSettings:
     reserved_concurrency: int | None = None
     architecture: aws_lambda.Architecture | None = None
     rate_limit: RateLimit | None = None
+    circuit_breaker: CircuitBreaker | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ def resolve(
         raise ValueError(f"{where}: vpc_subnets and security_groups need vpc")
     if given.rate_limit is not None and not isinstance(given.rate_limit, RateLimit):
         raise ValueError(f"{where}.rate_limit must be a RateLimit(per_second=..., burst=...)")
+    if given.circuit_breaker is not None and not isinstance(given.circuit_breaker, CircuitBreaker):
+        raise ValueError(f"{where}.circuit_breaker must be a CircuitBreaker(...)")
     return ResolvedPool(
         memory_mb=memory,
         timeout_seconds=timeout,
@@ -136,5 +142,5 @@ def resolve(
         security_groups=list(given.security_groups),
         reserved_concurrency=reserved,
         architecture=given.architecture or config.ARCHITECTURE,
-        policy=PoolPolicy(rate_limit=given.rate_limit),
+        policy=PoolPolicy(rate_limit=given.rate_limit, circuit_breaker=given.circuit_breaker),
     )

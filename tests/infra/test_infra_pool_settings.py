@@ -11,7 +11,7 @@ import pytest
 from aws_cdk import App, Duration, Stack, aws_ec2, aws_lambda
 from infra_support import agent_package, render
 from shepherd.topology import AGENT_OVERHEAD_SECONDS, VISIBILITY_FACTOR
-from shepherd_infra import AgentCode, PoolSettings, RateLimit, Shepherd, config
+from shepherd_infra import AgentCode, CircuitBreaker, PoolSettings, RateLimit, Shepherd, config
 from shepherd_infra.nag import acknowledge, add_checks
 from shepherd_infra.runtime import VPC_ACTIONS
 
@@ -106,6 +106,13 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 reserved_concurrency=4,
                 architecture=aws_lambda.Architecture.X86_64,
                 rate_limit=RateLimit(per_second=50, burst=10),
+                circuit_breaker=CircuitBreaker(
+                    failure_ratio=0.5,
+                    minimum_attempts=20,
+                    window_seconds=60,
+                    cooldown_seconds=300,
+                    probe_attempts=2,
+                ),
             )
         }
 
@@ -143,7 +150,18 @@ def test_a_pools_rate_limit_reaches_every_function(configured: dict[str, Any]) -
     assert len(functions) >= 4  # api, supervisor, the two pools, ...
     for fn in functions:
         policies = json.loads(fn["Environment"]["Variables"]["SHEPHERD_POOL_POLICIES"])
-        assert policies == {"heavy": {"RateLimit": {"PerSecond": 50.0, "Burst": 10}}}
+        assert policies == {
+            "heavy": {
+                "RateLimit": {"PerSecond": 50.0, "Burst": 10},
+                "CircuitBreaker": {
+                    "FailureRatio": 0.5,
+                    "MinimumAttempts": 20,
+                    "WindowSeconds": 60,
+                    "CooldownSeconds": 300,
+                    "ProbeAttempts": 2,
+                },
+            }
+        }
 
 
 def _actions(statement: dict[str, Any]) -> list[str]:
