@@ -141,6 +141,36 @@ def end_to_end(
     }
 
 
+def _drive(
+    engine: Any, queue: MemoryQueue, clock: ManualClock, workflows: int, every_seconds: int
+) -> list[str]:
+    """Start a workflow every `every_seconds`, deliver every visible task each simulated
+    second, sweep every 5 s, until all are terminal (or 3 h after the last start)."""
+    pools = sorted(
+        {t.pool for n in engine.catalog.names() for t in engine.catalog.current(n).tasks}
+    )
+    ids: list[str] = []
+    for second in range(workflows * every_seconds + 3 * 3600):
+        if second % every_seconds == 0 and len(ids) < workflows:
+            payload = {**ORDER, "order_id": f"o-{len(ids)}"}
+            ids.append(
+                engine.scheduler.start("order_fulfilment", payload, owner="bench").workflow_id
+            )
+        for _ in range(20):
+            messages = [m for pool in pools for m in queue.receive(pool, 10)]
+            for message in messages:
+                engine.agent_runtime.handle(message.task)
+                queue.delete(message.receipt)
+            if not messages:
+                break
+        if second % 5 == 0:
+            engine.supervisor.sweep()
+        if len(ids) == workflows and second % 60 == 0 and all(_done(engine, w) for w in ids):
+            break
+        clock.advance(1)
+    return ids
+
+
 def _done(engine: Any, workflow_id: str) -> bool:
     loaded = engine.scheduler.load(workflow_id)
     return loaded is not None and loaded[0].workflow.status.terminal
@@ -205,5 +235,107 @@ def design_load(
     }
 
 
+def outages(seeds: int = 20) -> dict[str, Any]:
+    """A 30-minute outage over `seeds` seeds, without and with a breaker."""
+    out: dict[str, Any] = {}
+    for name, breaker in (("without_breaker", False), ("with_breaker", True)):
+        runs = [outage(breaker=breaker, seed=seed) for seed in range(seeds)]
+        shares = [r["succeeded_share"] for r in runs]
+        out[name] = {
+            **runs[0],
+            "seeds": seeds,
+            "succeeded_share_mean": statistics.fmean(shares),
+            "succeeded_share_min": min(shares),
+            "calls_while_open_total": sum(r["calls_while_open"] for r in runs),
+        }
+    return out
+
+
 def run_pools() -> dict[str, Any]:
-    return {"rate_limit": {"end_to_end": end_to_end(), "design_load": design_load()}}
+    return {
+        "rate_limit": {"end_to_end": end_to_end(), "design_load": design_load()},
+        "circuit_breaker": {"outage_30_min": outages()},
+    }
+
+
+BREAKER = {
+    "FailureRatio": 0.5,
+    "MinimumAttempts": 5,
+    "WindowSeconds": 60,
+    "CooldownSeconds": 120,
+    "ProbeAttempts": 1,
+}
+
+
+def outage(
+    *,
+    breaker: bool,
+    outage_minutes: int = 30,
+    workflows: int = 240,
+    every_seconds: int = 15,
+    seed: int = 5,
+) -> dict[str, Any]:
+    """The example `order_fulfilment`, a workflow started every `every_seconds`; its
+    `payments` pool's downstream fails every call for `outage_minutes` from the 20th minute.
+    With or without a breaker on `payments`: the share of workflows that end SUCCEEDED, and
+    how many payment calls ran while the circuit was open (must be 0)."""
+    from shepherd.definitions import load_directory
+    from shepherd.engine.agent import AgentContext, AgentRegistry
+    from shepherd.keys import POOLS_PK
+
+    clock = ManualClock()
+    store = MemoryStore()
+    queue = MemoryQueue(clock, visibility_ms=300_000)
+    ports = Ports(
+        store, queue, clock, SequentialIds(), random.Random(seed), Payloads(MemoryPayloadStore())
+    )
+    definitions = {"order_fulfilment": load_directory(ROOT / "statemachines")["order_fulfilment"]}
+    start = clock.now_ms()
+    down = (start + 20 * 60_000, start + (20 + outage_minutes) * 60_000)
+    seen = {"calls": 0, "failed": 0, "while_open": 0}
+
+    def charge(ctx: AgentContext) -> Any:
+        seen["calls"] += 1
+        item = store.get(POOLS_PK, "payments") or {}
+        if item.get("circuit") == "open":
+            seen["while_open"] += 1  # an attempt consumed while open: the invariant broke
+        if down[0] <= clock.now_ms() < down[1]:
+            seen["failed"] += 1
+            raise RuntimeError("503 from the payment provider")
+        return {"charge_id": f"ch-{ctx.workflow_id}", "amount": 1}
+
+    registry = AgentRegistry()
+    for task in definitions["order_fulfilment"].tasks:
+        registry.register(task.agent, lambda ctx: {"ok": True})
+    registry.register("charge_payment", charge)
+    policies = parse_policies(
+        {"payments": {"CircuitBreaker": BREAKER}} if breaker else {}, source="bench"
+    )
+    engine = build_engine(
+        ports,
+        definitions,
+        agents=registry,
+        config=EngineConfig(watch_shards=16),
+        pool_control=queue,
+        background_heartbeats=False,
+        pool_policies=policies,
+    )
+    ids = _drive(engine, queue, clock, workflows, every_seconds)
+    statuses: Counter[str] = Counter()
+    for w in ids:
+        loaded = engine.scheduler.load(w)
+        statuses[loaded[0].workflow.status.value if loaded else "missing"] += 1
+    history = (store.get(POOLS_PK, "payments") or {}).get("circuit_history", [])
+    return {
+        "breaker": BREAKER if breaker else None,
+        "outage_minutes": outage_minutes,
+        "workflows": workflows,
+        "started_every_seconds": every_seconds,
+        "succeeded_share": statuses["SUCCEEDED"] / workflows,
+        "statuses": dict(statuses),
+        "payment_calls": seen["calls"],
+        "payment_calls_failed": seen["failed"],
+        "calls_while_open": seen["while_open"],
+        "circuit_transitions": len(history),
+        "simulated_minutes": round((clock.now_ms() - start) / 60_000, 1),
+    }

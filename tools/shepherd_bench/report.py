@@ -907,4 +907,24 @@ def pools_section(results: dict[str, Any]) -> list[str]:
             f"{100 * row['error_vs_limit']:.1f} % | {per_task:.2f} | {held:.2f} | "
             f"{'-' if hottest is None else f'{hottest:.0f}'} |"
         )
+    outage = results.get("pools", {}).get("circuit_breaker", {}).get("outage_30_min")
+    if outage:
+        lines += [
+            "",
+            "### Circuit breaker: a 30-minute outage (issue 26)",
+            "",
+            "`order_fulfilment`, a workflow started every 15 s for an hour, the `payments` "
+            "pool's downstream failing every call from minute 20 to minute 50 (simulated "
+            "clock, in process; `outage` in `tools/shepherd_bench/pools.py`).",
+            "",
+            "| | seeds | SUCCEEDED (mean, worst seed) | payment calls failed | calls while open |",
+            "|---|---|---|---|---|",
+        ]
+        for name, row in outage.items():
+            lines.append(
+                f"| {name.replace('_', ' ')} | {row['seeds']} | "
+                f"{100 * row['succeeded_share_mean']:.1f} %, "
+                f"{100 * row['succeeded_share_min']:.1f} % | {row['payment_calls_failed']} | "
+                f"{row['calls_while_open_total']} |"
+            )
     return [*lines, ""]
