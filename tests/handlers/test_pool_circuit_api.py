@@ -66,3 +66,21 @@ def test_bad_circuit_requests_are_clear_errors_and_change_nothing(
     assert got == status and reply["error"]["code"] == code
     pools = {p["name"]: p for p in guarded.api("GET", "/pools")[2]["items"]}
     assert pools["inventory"]["circuit"]["state"] == "closed"
+
+
+def test_the_scheduled_run_emits_each_breakers_state_as_a_metric(
+    guarded: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def emitted() -> list[dict[str, object]]:
+        lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+        return [x for x in lines if "PoolCircuitOpen" in x]
+
+    capsys.readouterr()
+    guarded.sweep()
+    (closed,) = emitted()
+    assert closed["Pool"] == "inventory" and closed["PoolCircuitOpen"] == [0.0]
+    assert guarded.api("POST", "/pools/inventory/circuit", body={"action": "open"})[0] == 200
+    capsys.readouterr()
+    guarded.sweep()
+    (opened,) = emitted()
+    assert opened["Pool"] == "inventory" and opened["PoolCircuitOpen"] == [1.0]

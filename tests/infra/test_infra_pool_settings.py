@@ -164,6 +164,21 @@ def test_a_pools_rate_limit_reaches_every_function(configured: dict[str, Any]) -
         }
 
 
+def test_a_pool_with_a_breaker_has_its_own_circuit_alarm(configured: dict[str, Any]) -> None:
+    alarms = [
+        r["Properties"]
+        for r in configured["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+        and r["Properties"].get("MetricName") == "PoolCircuitOpen"
+    ]
+    assert len(alarms) == 1  # heavy only: travel declares no breaker
+    (alarm,) = alarms
+    dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+    assert dimensions["Pool"] == "heavy" and "service" in dimensions
+    assert alarm["Threshold"] == 0 and alarm["Statistic"] == "Maximum"
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
 def _actions(statement: dict[str, Any]) -> list[str]:
     actions = statement["Action"]
     return [actions] if isinstance(actions, str) else list(actions)
