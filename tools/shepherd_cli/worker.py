@@ -42,10 +42,13 @@ def main() -> int:
     arn = f"arn:aws:sqs:us-east-1:000000000000:shepherd-{args.pool}"
 
     def enabled() -> bool:
-        """A paused pool's event source mapping is disabled: it receives nothing."""
+        """A paused pool's event source mapping is disabled: it receives nothing; so is the
+        mapping of a pool whose circuit breaker is open."""
         item = dynamodb.get_item(
             TableName=table, Key={"pk": {"S": POOLS_PK}, "sk": {"S": args.pool}}
         ).get("Item", {})
+        if item.get("circuit", {}).get("S") == "open":
+            return False
         return not item.get("paused", {}).get("BOOL", False)
 
     while not stopping:
