@@ -78,3 +78,12 @@ def test_a_probe_is_taken_only_while_some_are_left() -> None:
     item = {"circuit": "half_open", "circuit_since": NOW, "probes": 1}
     assert evaluate(cond, item)
     assert not evaluate(cond, update.apply(item))  # none left
+
+
+def test_half_open_whose_probes_never_came_back_probes_again_after_a_cooldown() -> None:
+    taken = cb.CircuitState("half_open", NOW, probes=0, probe_ok=1)
+    assert cb.decide(taken, POLICY, 0, 0, NOW + 29_999) is None  # a probe may still run
+    again = cb.decide(taken, POLICY, 0, 0, NOW + 30_000)
+    assert again is not None and again.to == "open"
+    waiting = cb.CircuitState("half_open", NOW, probes=1)  # no task came to take it yet
+    assert cb.decide(waiting, POLICY, 0, 0, NOW + 10**7) is None

@@ -94,6 +94,11 @@ def decide(
         return Transition("open", "a probe failed")
     if state.probe_ok >= policy.probe_attempts:
         return Transition("closed", f"{state.probe_ok} probes succeeded")
+    cooldown_ms = policy.cooldown_seconds * 1000
+    if state.probes == 0 and now >= (state.since or 0) + cooldown_ms:
+        # Every probe taken, a cooldown passed, not all came back (a claim lost to a
+        # duplicate, an attempt still running): probe again after another cooldown.
+        return Transition("open", "probes did not all come back")
     return None
 
 

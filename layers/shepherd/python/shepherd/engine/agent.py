@@ -24,7 +24,7 @@ from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
 from shepherd.engine.circuit import CircuitBreakers
-from shepherd.engine.limiter import PoolLimiter
+from shepherd.engine.limiter import RUN, PoolLimiter
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
 from shepherd.engine.tokens import TaskToken
 from shepherd.errors import (
@@ -469,20 +469,20 @@ class AgentRuntime:
         time_left_ms: Callable[[], int] | None,
         needed_ms: int,
     ) -> HandleResult | None:
-        """A rate-limited pool's admission: run now; wait (under a second) for the slot the
-        limiter gave this task, then run; or go back to the queue for the whole seconds before
-        that slot, carrying it as a ticket (a new message, so waiting never counts towards the
-        queue's maxReceiveCount). Nothing is claimed while held (docs/architecture.md, Pools
+        """A guarded pool's admission. The rate limiter: run now; wait (under a second) for the
+        slot it gave this task, then run; or go back to the queue for the whole seconds before
+        that slot, carrying it as a ticket. Then the circuit breaker: closed runs, open holds,
+        half-open runs only with a probe. A held task is a new message (waiting never counts
+        towards the queue's maxReceiveCount); nothing is claimed (docs/architecture.md, Pools
         that protect what they call)."""
-        if self.breakers is not None:
+        clock = self.scheduler.ports.clock
+        admission = RUN if self.limiter is None else self.limiter.admit(pool, message.ticket)
+        if admission.run and self.breakers is not None:
+            # After the limiter: a half-open probe is taken only by a task that will run.
             hold = self.breakers.admit(pool)
             if hold:
                 self.scheduler.ports.queue.send([OutgoingTask(pool, message, hold)])
                 return HandleResult(Outcome.HELD, f"pool '{pool}' circuit: back in {hold} s")
-        if self.limiter is None:
-            return None
-        admission = self.limiter.admit(pool, message.ticket)
-        clock = self.scheduler.ports.clock
         if admission.run:
             wait = admission.wait_ms(clock.now_ms())
             if not wait:
