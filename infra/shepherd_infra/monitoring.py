@@ -244,12 +244,28 @@ class Monitoring(Construct):
                 Metric.DUPLICATES_DROPPED,
                 Metric.AGENTS_NOT_FOUND,
                 Metric.RECORDS_DEFERRED,
+                Metric.TASKS_HELD,
             ]
             board.add_widgets(
                 graph("Workflows", [engine_metric(m, service) for m in lifecycle]),
                 graph(
                     "Steps: retries, timeouts, compensations",
                     [engine_metric(m, service) for m in steps],
+                ),
+                graph(
+                    "Pool circuits (1: open or half-open)",
+                    [
+                        aws_cloudwatch.MathExpression(
+                            expression=(
+                                f"SEARCH('{{{NAMESPACE},Pool,service}} MetricName="
+                                f'"{Metric.POOL_CIRCUIT_OPEN.value}" service="{service}"'
+                                "', 'Maximum', 60)"
+                            ),
+                            using_metrics={},
+                            label="",
+                            period=ONE_MINUTE,
+                        )
+                    ],
                 ),
                 graph(
                     "Detection lag (ms)",
