@@ -213,7 +213,7 @@ def test_dashboard_graphs_the_engine_and_the_services(extended: Synth) -> None:
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for metric in Metric:
         # PoolCircuitOpen has a Pool dimension: one search graphs every pool's (with a breaker).
-        searched = f"MetricName=\\\\\\\"{metric.value}\\\\\\\""
+        searched = f'MetricName=\\\\\\"{metric.value}\\\\\\"'
         assert f'\\"{metric.value}\\"' in body or searched in body, metric
     assert f'\\"{NAMESPACE}\\"' in body
     assert f'\\"service\\",\\"{shepherd.construct.service}\\"' in body
