@@ -24,6 +24,7 @@ from shepherd.engine.scheduler import EngineConfig, Ports
 from shepherd.engine.supervisor import SweepReport
 from shepherd.model import StepRecord, TaskMessage, WorkflowState, WorkflowStatus
 from shepherd.payloads import MemoryPayloadStore, Payloads
+from shepherd.pool_policy import parse_policies
 from shepherd.ports import Store
 from shepherd.testing import MemoryQueue, MemoryStore, SequentialIds, StreamedEvents
 from shepherd_cli.resources import create_table
@@ -47,6 +48,8 @@ class Harness:
     log: list[tuple[TaskMessage, HandleResult]] = field(default_factory=list)
     # What subscribers are told: the store's change stream through shepherd.changes.
     events: StreamedEvents | None = None
+    # Each pool's rate limit and circuit breaker (shepherd.pool_policy), as the construct sets.
+    pool_policies: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.queue = MemoryQueue(self.clock, visibility_ms=300_000)
@@ -75,6 +78,7 @@ class Harness:
             pool_control=self.queue,
             worker_id="test",
             background_heartbeats=False,
+            pool_policies=parse_policies(self.pool_policies, source="pool_policies"),
         )
         self.catalog = self.engine.catalog
         self.scheduler = self.engine.scheduler

@@ -7,6 +7,7 @@ A record that could not be claimed goes back as a batch item failure, visible ag
 (not after the queue's visibility timeout, six times the function's): when the store is
 throttled (a second later) or when the time left in this invocation cannot hold the step's
 longest attempt (at once, for another invocation). Nothing was claimed: no attempt spent.
+A task its pool holds (no rate-limit token) was sent back with a delay and is acknowledged.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd import wiring
 from shepherd.engine.agent import Outcome
-from shepherd.errors import AgentNotFound, NotEnoughTime, StoreUnavailable
+from shepherd.errors import AgentNotFound, DeliveryError, NotEnoughTime, StoreUnavailable
 from shepherd.model import TaskMessage
 from shepherd.observability import Metric
 
@@ -36,7 +37,10 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 _OUTCOME_METRICS = {
     Outcome.DROPPED: Metric.DUPLICATES_DROPPED,
     Outcome.FENCED: Metric.FENCED_WRITES,
+    Outcome.HELD: Metric.TASKS_HELD,
 }
+# Outcomes that ran no attempt.
+_NO_ATTEMPT = frozenset({Outcome.DROPPED, Outcome.HELD})
 
 
 THROTTLED_RETRY_SECONDS = 1
@@ -55,10 +59,10 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
         _back_soon(record, 0)
         metrics.add_metric(name=Metric.RECORDS_DEFERRED, unit=MetricUnit.Count, value=1)
         raise
-    except StoreUnavailable:
+    except (StoreUnavailable, DeliveryError):  # a held task whose re-send failed, too
         _back_soon(record, THROTTLED_RETRY_SECONDS)
         raise
-    if result.outcome is not Outcome.DROPPED:
+    if result.outcome not in _NO_ATTEMPT:
         metrics.add_metric(name=Metric.STEP_ATTEMPTS, unit=MetricUnit.Count, value=1)
     extra = _OUTCOME_METRICS.get(result.outcome)
     if extra is not None:

@@ -17,6 +17,7 @@ from shepherd.model import WorkflowRecord, WorkflowStatus
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
+    CircuitRequest,
     DefinitionListView,
     DefinitionView,
     PoolListView,
@@ -316,6 +317,18 @@ def pause_pool(pool: POOL_NAME) -> PoolView:
 def resume_pool(pool: POOL_NAME) -> PoolView:
     """Let the pool's agents claim again: its backlog drains. Operators only (403 otherwise)."""
     return pool_view(engine().pools.resume(pool, by=operator()), show_by=True)
+
+
+@app.post(
+    "/pools/<pool>/circuit",
+    responses=errors.documented(200, "The circuit as it now is", PoolView, 400, 403, 404, 415),
+    tags=["pools"],
+)
+def force_circuit(pool: POOL_NAME, body: CircuitRequest) -> PoolView:
+    """Force the pool's circuit breaker `open` (its pool paused until `close` or `auto`) or
+    `close`d, or give it back to its breaker (`auto`). Operators only (403 otherwise); a pool
+    without a breaker is 400 NoCircuitBreaker."""
+    return pool_view(engine().pools.circuit(pool, body.action, by=operator()), show_by=True)
 
 
 @app.get(

@@ -22,7 +22,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from shepherd import jsonsafe, routes
-from shepherd.engine.pools import PoolNotFound
+from shepherd.engine.pools import NoCircuitBreaker, PoolNotFound
 from shepherd.errors import (
     HeartbeatTooSoon,
     IdempotencyConflict,
@@ -119,6 +119,7 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity
     OperatorOnly: (HTTPStatus.FORBIDDEN, "OperatorOnly", None),
     PoolNotFound: (HTTPStatus.NOT_FOUND, "PoolNotFound", "pool"),
+    NoCircuitBreaker: (HTTPStatus.BAD_REQUEST, "NoCircuitBreaker", "pool"),
     PayloadMissing: (HTTPStatus.INTERNAL_SERVER_ERROR, "PayloadMissing", None),
 }
 # Upload errors carry their code and name the request's field that named the upload

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from shepherd.keys import UPLOAD_ID_PATTERN
@@ -365,6 +365,11 @@ class BacklogView(BaseModel):
     delayed: int
 
 
+class RateLimitView(BaseModel):
+    per_second: float
+    burst: int
+
+
 class PoolView(BaseModel):
     name: str
     paused: bool
@@ -372,6 +377,37 @@ class PoolView(BaseModel):
     resumed_at: str | None = None
     by: str | None = None
     backlog: BacklogView | None = None
+    # The pool's declared rate limit (docs/architecture.md, Pools that protect what they call).
+    rate_limit: RateLimitView | None = None
+    # Its circuit breaker's state, if it declares one.
+    circuit: CircuitView | None = None
+
+
+class CircuitChangeView(BaseModel):
+    at: str
+    from_state: Annotated[str, Field(alias="from")]
+    to: str
+    why: str
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class CircuitView(BaseModel):
+    """A pool's circuit breaker: its state, since when, an operator's forced mode, and its
+    last transitions (docs/architecture.md, the circuit breaker)."""
+
+    state: Literal["closed", "open", "half_open"]
+    since: str | None = None
+    mode: Literal["auto", "open", "closed"] = "auto"
+    history: list[CircuitChangeView] = []
+
+
+class CircuitRequest(BaseModel):
+    """Force the pool's circuit `open` or `close`d, or give it back to its breaker (`auto`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["open", "close", "auto"]
 
 
 class PoolListView(BaseModel):

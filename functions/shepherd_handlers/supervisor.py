@@ -28,15 +28,15 @@ import math
 import time
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd import wiring
 from shepherd.engine.pools import pool_states
 from shepherd.engine.supervisor import SweepReport
 from shepherd.errors import DeliveryError
-from shepherd.observability import Metric
+from shepherd.observability import NAMESPACE, Metric
 
-from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
+from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, service, tracer
 
 SAFETY_MARGIN_MS = 10_000  # stop sweeping this long before the Lambda timeout
 SQS_MAX_DELAY_S = 900
@@ -153,6 +153,26 @@ def hold_paused_pools() -> None:
             logger.exception("paused pool not held", extra={"pool": name})
 
 
+def circuit_metrics() -> None:
+    """Once a minute (the scheduled run): `PoolCircuitOpen` for every pool with a breaker, 1
+    while its circuit is open or half-open, with the pool as a dimension (one query)."""
+    shepherd = engine()
+    guarded = sorted(p for p, x in shepherd.settings.pool_policies.items() if x.circuit_breaker)
+    if not guarded:
+        return
+    states = pool_states(shepherd.ports.store)
+    for pool in guarded:
+        state = states.get(pool)
+        with single_metric(
+            name=Metric.POOL_CIRCUIT_OPEN,
+            unit=MetricUnit.Count,
+            value=0 if state is None or state.circuit == "closed" else 1,
+            namespace=NAMESPACE,
+            default_dimensions={"service": service},
+        ) as metric:
+            metric.add_dimension(name="Pool", value=pool)
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
@@ -168,6 +188,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return _sweep_groups(interval, groups, context, {"ticks": len(records)})
     metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
     hold_paused_pools()
+    try:
+        circuit_metrics()
+    except Exception:  # a metric never stops the sweeps
+        logger.warning("circuit metrics not emitted", exc_info=True)
     if ticks_url:
         planned = ticks(settings.sweep_groups, tick_delays(interval, window))
         sent = send_ticks(ticks_url, planned)

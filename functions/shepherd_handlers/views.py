@@ -15,9 +15,12 @@ from shepherd.payloads import Payloads, ref_of
 from shepherd_handlers.models import (
     AttemptView,
     BacklogView,
+    CircuitChangeView,
+    CircuitView,
     DefinitionSummaryView,
     DefinitionView,
     PayloadLink,
+    RateLimitView,
     StepView,
     WorkflowSummaryView,
     WorkflowView,
@@ -140,7 +143,7 @@ def definition_view(d: Definition) -> DefinitionView:
 def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
     """A pool as a caller sees it; `by` (who paused or resumed it, an IAM ARN) only when the
     caller is an operator."""
-    state, backlog = pool.state, pool.backlog
+    state, backlog, limit = pool.state, pool.backlog, pool.policy.rate_limit
     return PoolBody(
         name=state.name,
         paused=state.paused,
@@ -151,5 +154,21 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
         if backlog is None
         else BacklogView(
             visible=backlog.visible, in_flight=backlog.in_flight, delayed=backlog.delayed
+        ),
+        rate_limit=None
+        if limit is None
+        else RateLimitView(per_second=limit.per_second, burst=limit.burst),
+        circuit=None
+        if pool.policy.circuit_breaker is None
+        else CircuitView(
+            state=state.circuit,
+            since=iso(state.circuit_since),
+            mode=state.circuit_mode,
+            history=[
+                CircuitChangeView(
+                    at=iso(int(h["at"])) or "", from_state=h["from"], to=h["to"], why=h["why"]
+                )
+                for h in state.circuit_history
+            ],
         ),
     )

@@ -88,6 +88,7 @@ class Monitoring(Construct):
 
         # ------------------------------------------------------------------------------ alarms
         self._pool_alarms(pools)
+        self._circuit_alarms(pools, service)
         self._alarm(
             "SupervisorNotRunning",
             engine_metric(Metric.SUPERVISOR_RAN, service),
@@ -243,12 +244,28 @@ class Monitoring(Construct):
                 Metric.DUPLICATES_DROPPED,
                 Metric.AGENTS_NOT_FOUND,
                 Metric.RECORDS_DEFERRED,
+                Metric.TASKS_HELD,
             ]
             board.add_widgets(
                 graph("Workflows", [engine_metric(m, service) for m in lifecycle]),
                 graph(
                     "Steps: retries, timeouts, compensations",
                     [engine_metric(m, service) for m in steps],
+                ),
+                graph(
+                    "Pool circuits (1: open or half-open)",
+                    [
+                        aws_cloudwatch.MathExpression(
+                            expression=(
+                                f"SEARCH('{{{NAMESPACE},Pool,service}} MetricName="
+                                f'"{Metric.POOL_CIRCUIT_OPEN.value}" service="{service}"'
+                                "', 'Maximum', 60)"
+                            ),
+                            using_metrics={},
+                            label="",
+                            period=ONE_MINUTE,
+                        )
+                    ],
                 ),
                 graph(
                     "Detection lag (ms)",
@@ -360,6 +377,29 @@ class Monitoring(Construct):
                 aws_cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
             )
             self.dashboard = board
+
+    def _circuit_alarms(self, pools: Sequence[AgentPool], service: str) -> None:
+        """One alarm per pool with a circuit breaker: its circuit is open or half-open (the
+        supervisor's `PoolCircuitOpen`, once a minute; missing data is not an alarm)."""
+        for pool in pools:
+            breaker = pool.settings.policy.circuit_breaker
+            if breaker is None:
+                continue
+            name = pool.pool.name
+            self._alarm(
+                f"PoolCircuitOpen-{name}",
+                aws_cloudwatch.Metric(
+                    namespace=NAMESPACE,
+                    metric_name=Metric.POOL_CIRCUIT_OPEN.value,
+                    dimensions_map={"service": service, "Pool": name},
+                    statistic="Maximum",
+                    period=ONE_MINUTE,
+                ),
+                threshold=0,
+                description=f"The circuit breaker of pool {name} is open: its downstream failed "
+                f"{breaker.failure_ratio:.0%} of at least {breaker.minimum_attempts} attempts "
+                "in its window (or an operator forced it); its tasks wait, GET /pools shows why",
+            )
 
     def _pool_alarms(self, pools: Sequence[AgentPool]) -> None:
         """Dead letters and backlog of every pool, a few pools to an alarm (metric math over

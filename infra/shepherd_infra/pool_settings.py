@@ -15,6 +15,12 @@ Defaults (what a pool gets without settings) and limits:
 * `reserved_concurrency`: none (reserving fails deploys on new accounts); at least 2, and the
   pool's event source never runs more batches at once than it.
 * `architecture`: arm64; x86_64 uses Powertools' x86_64 layer.
+* `rate_limit`: none. `RateLimit(per_second=..., burst=...)`: claims in the pool take a token
+  from a limiter all its invocations share (docs/architecture.md, Pools that protect what they
+  call); every function reads it from `SHEPHERD_POOL_POLICIES`, and `GET /pools` shows it.
+* `circuit_breaker`: none. `CircuitBreaker(failure_ratio=..., minimum_attempts=...,
+  window_seconds=..., cooldown_seconds=..., probe_attempts=...)`: the pool pauses itself while
+  its downstream fails (docs/architecture.md, the circuit breaker); read the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aws_cdk import Duration, Token, aws_ec2, aws_lambda
+from shepherd.pool_policy import CircuitBreaker, PoolPolicy, RateLimit
 from shepherd.topology import LAMBDA_MAX_TIMEOUT
 
 from shepherd_infra import config
@@ -47,6 +54,8 @@ class PoolSettings:
     security_groups: Sequence[aws_ec2.ISecurityGroup] = ()
     reserved_concurrency: int | None = None
     architecture: aws_lambda.Architecture | None = None
+    rate_limit: RateLimit | None = None
+    circuit_breaker: CircuitBreaker | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,7 @@ class ResolvedPool:
     security_groups: Sequence[aws_ec2.ISecurityGroup]
     reserved_concurrency: int | None
     architecture: aws_lambda.Architecture
+    policy: PoolPolicy = field(default_factory=PoolPolicy)
 
 
 def resolve(
@@ -118,6 +128,10 @@ def resolve(
         )
     if (given.vpc_subnets is not None or given.security_groups) and given.vpc is None:
         raise ValueError(f"{where}: vpc_subnets and security_groups need vpc")
+    if given.rate_limit is not None and not isinstance(given.rate_limit, RateLimit):
+        raise ValueError(f"{where}.rate_limit must be a RateLimit(per_second=..., burst=...)")
+    if given.circuit_breaker is not None and not isinstance(given.circuit_breaker, CircuitBreaker):
+        raise ValueError(f"{where}.circuit_breaker must be a CircuitBreaker(...)")
     return ResolvedPool(
         memory_mb=memory,
         timeout_seconds=timeout,
@@ -128,4 +142,5 @@ def resolve(
         security_groups=list(given.security_groups),
         reserved_concurrency=reserved,
         architecture=given.architecture or config.ARCHITECTURE,
+        policy=PoolPolicy(rate_limit=given.rate_limit, circuit_breaker=given.circuit_breaker),
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 from aws_cdk import Annotations, Stage, aws_dynamodb, aws_events, aws_lambda, aws_s3, aws_sqs
 from constructs import Construct
 from shepherd.definitions import load_directory
+from shepherd.pool_policy import PoolPolicy
 from shepherd.settings import Settings
 from shepherd.topology import PoolSpec, pools
 
@@ -173,6 +174,11 @@ class Shepherd(Construct):
             sweep_looks=sweep_looks,
             retention_days=retention_days,
             payload_bucket=self.payloads.bucket.bucket_name,
+            pool_policies={
+                name: resolved.policy
+                for name, resolved in self.pool_functions.items()
+                if resolved.policy != PoolPolicy()
+            },
         )
         self.runtime = LambdaRuntime(
             self,

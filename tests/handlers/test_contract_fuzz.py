@@ -74,11 +74,19 @@ def seeded(
     stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
     """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
-    definition that exists. ALICE is an operator (pool routes reach their success path)."""
-    from shepherd.settings import ENV_OPERATORS
+    definition that exists. ALICE is an operator (pool routes reach their success path), and
+    `inventory` has a circuit breaker (its circuit route too)."""
+    from shepherd.settings import ENV_OPERATORS, ENV_POOL_POLICIES
     from shepherd_handlers import runtime
 
     monkeypatch.setenv(ENV_OPERATORS, ALICE)
+    breaker = {
+        "FailureRatio": 0.5,
+        "MinimumAttempts": 5,
+        "WindowSeconds": 60,
+        "CooldownSeconds": 30,
+    }
+    monkeypatch.setenv(ENV_POOL_POLICIES, json.dumps({"inventory": {"CircuitBreaker": breaker}}))
     runtime.engine.cache_clear()
     _, _, accepted = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE

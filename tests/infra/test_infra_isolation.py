@@ -5,6 +5,7 @@ what the other publishes, and the names people see differ."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,6 +21,8 @@ from shepherd_infra.application import ShepherdStack, cdk_json_context, example_
 # A series: namespace, metric name and its dimensions, with every reference to a resource
 # qualified by its stack (a Ref in one stack is never the resource of another).
 Series = tuple[str, str, tuple[tuple[str, str], ...]]
+# A dashboard search: SEARCH('{<namespace>,<dims>} MetricName="<m>" service="<s>"', ...)
+SEARCH = re.compile(r"SEARCH\('\{([^,}]+),[^}]*\} MetricName=\"([^\"]+)\" service=\"([^\"]+)\"'")
 
 
 @dataclass
@@ -80,6 +83,20 @@ class Deployment:
                 body = json.loads(self.resolve(props["DashboardBody"]))
                 for widget in body["widgets"]:
                     for line in widget["properties"].get("metrics", []):
+                        searches = [
+                            p["expression"]
+                            for p in line
+                            if isinstance(p, dict) and "expression" in p
+                        ]
+                        if any(e.startswith("SEARCH(") for e in searches):
+                            # A per-pool metric graphed by a search: it must name this
+                            # deployment's service, or it would draw another's pools too.
+                            (search,) = searches
+                            match = SEARCH.search(search)
+                            assert match, search
+                            namespace, metric, service = match.groups()
+                            found.add((namespace, metric, (("service", service),)))
+                            continue
                         names = [p for p in line if isinstance(p, str)]
                         dims = tuple(sorted(zip(names[2::2], names[3::2], strict=True)))
                         found.add((names[0], names[1], dims))

@@ -11,7 +11,7 @@ import pytest
 from aws_cdk import App, Duration, Stack, aws_ec2, aws_lambda
 from infra_support import agent_package, render
 from shepherd.topology import AGENT_OVERHEAD_SECONDS, VISIBILITY_FACTOR
-from shepherd_infra import AgentCode, PoolSettings, Shepherd, config
+from shepherd_infra import AgentCode, CircuitBreaker, PoolSettings, RateLimit, Shepherd, config
 from shepherd_infra.nag import acknowledge, add_checks
 from shepherd_infra.runtime import VPC_ACTIONS
 
@@ -105,6 +105,14 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 security_groups=[group],
                 reserved_concurrency=4,
                 architecture=aws_lambda.Architecture.X86_64,
+                rate_limit=RateLimit(per_second=50, burst=10),
+                circuit_breaker=CircuitBreaker(
+                    failure_ratio=0.5,
+                    minimum_attempts=20,
+                    window_seconds=60,
+                    cooldown_seconds=300,
+                    probe_attempts=2,
+                ),
             )
         }
 
@@ -128,6 +136,47 @@ def test_a_pool_without_settings_keeps_the_defaults(configured: dict[str, Any]) 
     assert "PDF_FONTS" not in fn["Environment"]["Variables"]
     assert travel["mapping"]["ScalingConfig"]["MaximumConcurrency"] == 10
     assert not any(a.startswith("ec2:") for s in travel["statements"] for a in _actions(s))
+
+
+def test_a_pools_rate_limit_reaches_every_function(configured: dict[str, Any]) -> None:
+    """The agents take tokens, the API shows it: every function reads the same policies."""
+    functions = [
+        r["Properties"]
+        for r in configured["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and "Environment" in r["Properties"]
+        and "SHEPHERD_TABLE" in r["Properties"]["Environment"]["Variables"]
+    ]
+    assert len(functions) >= 4  # api, supervisor, the two pools, ...
+    for fn in functions:
+        policies = json.loads(fn["Environment"]["Variables"]["SHEPHERD_POOL_POLICIES"])
+        assert policies == {
+            "heavy": {
+                "RateLimit": {"PerSecond": 50.0, "Burst": 10},
+                "CircuitBreaker": {
+                    "FailureRatio": 0.5,
+                    "MinimumAttempts": 20,
+                    "WindowSeconds": 60,
+                    "CooldownSeconds": 300,
+                    "ProbeAttempts": 2,
+                },
+            }
+        }
+
+
+def test_a_pool_with_a_breaker_has_its_own_circuit_alarm(configured: dict[str, Any]) -> None:
+    alarms = [
+        r["Properties"]
+        for r in configured["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+        and r["Properties"].get("MetricName") == "PoolCircuitOpen"
+    ]
+    assert len(alarms) == 1  # heavy only: travel declares no breaker
+    (alarm,) = alarms
+    dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+    assert dimensions["Pool"] == "heavy" and "service" in dimensions
+    assert alarm["Threshold"] == 0 and alarm["Statistic"] == "Maximum"
+    assert alarm["TreatMissingData"] == "notBreaching"
 
 
 def _actions(statement: dict[str, Any]) -> list[str]:

@@ -12,7 +12,10 @@ with its bug put back: a timeout planned before a task token was armed
 (`tests/integration/test_armed_token_race.py`, seeds 20427 and 10041) and a paused
 workflow's look unwatching it without holding its claimable steps
 (`tests/integration/test_lazy_steps.py::test_a_hold_on_a_missing_item_stops_a_late_claim`,
-seeds 6520 and 1380).
+seeds 6520 and 1380); and, once the pools gained circuit breakers (issue 26), a sweep planning
+with the pools' last states after a failed read
+(`tests/integration/test_pause.py::test_a_sweep_that_cannot_read_the_pools_takes_every_pool_as_running`,
+seeds 26, 5157, 220).
 """
 
 from __future__ import annotations
@@ -210,20 +213,6 @@ def _pause_unguarded_when_due() -> Iterator[None]:
         tx.pause = real  # type: ignore[assignment]
 
 
-@contextlib.contextmanager
-def _stale_pools_kept() -> Iterator[None]:
-    """A sweep whose read of the pools failed planned with the last states it had read: a
-    pool resumed since still counted as paused, and a message lost meanwhile was found late."""
-    from shepherd.engine import supervisor
-
-    real = supervisor.pools_unread
-    supervisor.pools_unread = lambda last: last
-    try:
-        yield
-    finally:
-        supervisor.pools_unread = real
-
-
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -346,18 +335,6 @@ REGRESSIONS = [
         _pause_leaves_the_entry_past_its_timeout,
         "sim_fan's PauseTimeoutSeconds (1) is shorter than its other timeouts; a pause left "
         "the watch entry up to G later than the pause timeout, which was then found late",
-        OPERATOR_TYPES,
-    ),
-    Regression(
-        # Found as 2345, 3694, 4257 at x3 and, when step items became lazy (issue 16), as 26
-        # and 5157 at x4 (then a known gap); re-seeded as 220 with issues 23 and 28.
-        220,
-        MIX_4,
-        "findable",
-        _stale_pools_kept,
-        "a supervisor's read of the pools failed and it planned with the last states it had "
-        "(the pool still paused); its look left out the dispatch grace the pool's resume had "
-        "restarted, and found the lost message late",
         OPERATOR_TYPES,
     ),
 ]

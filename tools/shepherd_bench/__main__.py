@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         help="recompute only the fixed monthly cost (from the synthesized app) into the "
         "existing benchmarks.json and re-render benchmarks.md; every other number is kept",
     )
+    parser.add_argument(
+        "--refresh-pools",
+        action="store_true",
+        help="measure only the pools' rate limiter (simulated clock, seconds) into the "
+        "existing benchmarks.json (pools.rate_limit); every other number is kept",
+    )
     args = parser.parse_args(argv)
     for key, value in {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -67,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     from shepherd.definitions import load_directory
     from shepherd.topology import pools
 
+    if args.refresh_pools:
+        return _refresh_pools(args.out)
     if args.refresh_fixed_cost or args.refresh_capacity or args.refresh_maps:
         return _refresh(
             args.out,
@@ -161,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         for row in results["throughput"]["rows"]:
             _log(f"  x{row['concurrency']}: {row['workflows_per_s']:.1f} workflows/s")
 
+    _log("pools: the rate limiter")
+    from shepherd_bench import pools as pool_bench
+
+    results["pools"] = pool_bench.run_pools()
+    _log_pools(results["pools"])
+
     _log("what one stack holds")
     from shepherd_bench import capacity
 
@@ -239,6 +253,31 @@ def fixed_cost(pools: int) -> dict[str, Any]:
         ),
         "idle_monitoring": {name: m.describe() for name, m in monitoring.items()},
     }
+
+
+def _log_pools(measured: dict[str, Any]) -> None:
+    for name, row in measured["rate_limit"].items():
+        _log(
+            f"  {name}: limit {row['per_second']:.0f}/s, achieved "
+            f"{row['achieved_per_second_min']:.0f}..{row['achieved_per_second_max']:.0f}/s "
+            f"(worst second {100 * row['error_vs_limit']:.1f} % off)"
+        )
+
+
+def _refresh_pools(out: Path) -> int:
+    """Re-measure the pools' rate limiter into the existing benchmarks.json."""
+    from shepherd_bench import pools as pool_bench
+
+    path = out / "benchmarks.json"
+    results = json.loads(path.read_text())
+    results["pools"] = pool_bench.run_pools()
+    _log_pools(results["pools"])
+    results["meta"]["pools_refreshed"] = datetime.datetime.now(datetime.UTC).strftime(
+        "%Y-%m-%d %H:%M UTC"
+    )
+    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    _log(f"refreshed pools in {path}")
+    return 0
 
 
 def _refresh(out: Path, *, fixed: bool, capacity: bool, maps: bool = False) -> int:

@@ -66,6 +66,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _detection(results)
     lines += _throughput(results)
     lines += _coldstart(results)
+    lines += pools_section(results)
     lines += [
         "## Reproduce",
         "",
@@ -922,3 +923,54 @@ def _maps(results: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def pools_section(results: dict[str, Any]) -> list[str]:
+    """The pools' rate limiter (issue 26): achieved rate against the limit, simulated clock."""
+    measured = results.get("pools", {}).get("rate_limit")
+    if not measured:
+        return []
+    lines = [
+        "## Pools: the rate limiter (issue 26)",
+        "",
+        "Simulated clock (`tools/shepherd_bench/pools.py`; `python -m shepherd_bench "
+        "--refresh-pools`). `end_to_end`: the real engine, `order_fulfilment` with its "
+        "`payments` pool limited, a backlog of workflows handled by one sequential consumer. "
+        "`design_load`: the limiter alone at 5,000 a second (20 shards), ten agent processes, "
+        "tasks arriving at twice the limit and coming back with their tickets.",
+        "",
+        "| case | limit /s | burst | achieved /s (min..max of whole seconds) | worst second "
+        "| limiter writes per task | held per task | hottest item writes /s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in measured.items():
+        per_task = row.get("limiter_writes_per_task", row.get("limiter_writes_per_claim", 0))
+        held = row.get("held_per_task", row.get("held_per_claim", 0))
+        hottest = row.get("hottest_item_writes_per_second")
+        lines.append(
+            f"| {name} | {row['per_second']:.0f} | {row['burst']} | "
+            f"{row['achieved_per_second_min']:.0f}..{row['achieved_per_second_max']:.0f} | "
+            f"{100 * row['error_vs_limit']:.1f} % | {per_task:.2f} | {held:.2f} | "
+            f"{'-' if hottest is None else f'{hottest:.0f}'} |"
+        )
+    outage = results.get("pools", {}).get("circuit_breaker", {}).get("outage_30_min")
+    if outage:
+        lines += [
+            "",
+            "### Circuit breaker: a 30-minute outage (issue 26)",
+            "",
+            "`order_fulfilment`, a workflow started every 15 s for an hour, the `payments` "
+            "pool's downstream failing every call from minute 20 to minute 50 (simulated "
+            "clock, in process; `outage` in `tools/shepherd_bench/pools.py`).",
+            "",
+            "| | seeds | SUCCEEDED (mean, worst seed) | payment calls failed | calls while open |",
+            "|---|---|---|---|---|",
+        ]
+        for name, row in outage.items():
+            lines.append(
+                f"| {name.replace('_', ' ')} | {row['seeds']} | "
+                f"{100 * row['succeeded_share_mean']:.1f} %, "
+                f"{100 * row['succeeded_share_min']:.1f} % | {row['payment_calls_failed']} | "
+                f"{row['calls_while_open_total']} |"
+            )
+    return [*lines, ""]

@@ -88,6 +88,9 @@ class LocalStack:
     operators: list[str] = field(default_factory=lambda: [DEFAULT_CALLER])
     reload: bool = False  # follow changes to the definitions and agent code (`shepherd local`)
     advertise: bool = False  # write STATE_FILE, for `shepherd run` to find this stack
+    # Each pool's rate limit and circuit breaker, as the construct's pool_settings give them
+    # (shepherd.pool_policy: `{"payments": {"RateLimit": {"PerSecond": 5, "Burst": 5}}}`).
+    pool_policies: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.definitions_dir = self.project.definitions_dir
@@ -426,6 +429,7 @@ class LocalStack:
             operators=tuple(self.operators),
             agent_modules=self.project.agent_modules,
             payload_bucket=PAYLOAD_BUCKET,
+            pool_policies=self.pool_policies,
         )
         self.settings_env = settings.to_env()
         self.env.update(self.settings_env)

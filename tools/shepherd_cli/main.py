@@ -46,6 +46,22 @@ def _project(args: argparse.Namespace) -> Project:
     )
 
 
+def _pool_policies(path: str | None) -> dict[str, Any]:
+    """`--pool-policies FILE`: each pool's rate limit and circuit breaker (JSON), checked."""
+    if not path:
+        return {}
+    from shepherd.pool_policy import parse_policies
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"--pool-policies: {exc}") from exc
+    try:
+        return dict(parse_policies(text, source=path))
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
 def cmd_local(args: argparse.Namespace) -> int:
     from shepherd_cli.apigw import caller_arn
     from shepherd_cli.local import LocalStack
@@ -83,6 +99,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         operators=[caller_arn(name) for name in args.operator or [""]],
         reload=args.reload,
         advertise=True,
+        pool_policies=_pool_policies(args.pool_policies),
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
         if args.reload:
@@ -521,6 +538,12 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         metavar="CALLER",
         help="a caller who may pause and resume pools (repeatable; default: the default caller)",
+    )
+    local.add_argument(
+        "--pool-policies",
+        metavar="FILE",
+        help='each pool\'s rate limit (JSON: {"payments": {"RateLimit": {"PerSecond": 5, '
+        '"Burst": 5}}}), as the construct\'s pool_settings',
     )
     local.add_argument(
         "--console-port", type=int, default=CONSOLE_PORT, help="the web console's port (0: any)"

@@ -51,10 +51,13 @@ def main() -> int:
     # The agent modules are imported by the engine at the first batch: the code as it is now.
 
     def enabled() -> bool:
-        """A paused pool's event source mapping is disabled: it receives nothing."""
+        """A paused pool's event source mapping is disabled: it receives nothing; so is the
+        mapping of a pool whose circuit breaker is open."""
         item = dynamodb.get_item(
             TableName=table, Key={"pk": {"S": POOLS_PK}, "sk": {"S": args.pool}}
         ).get("Item", {})
+        if item.get("circuit", {}).get("S") == "open":
+            return False
         return not item.get("paused", {}).get("BOOL", False)
 
     while not stopping:

@@ -23,7 +23,7 @@ from typing import Any
 
 from shepherd.clock import iso
 from shepherd.conditions import Item
-from shepherd.keys import COMP_PREFIX, STEP_PREFIX, WF_SK, workflow_id_of
+from shepherd.keys import COMP_PREFIX, POOLS_PK, STEP_PREFIX, WF_SK, workflow_id_of
 from shepherd.model import DomainEvent, StepStatus, WorkflowStatus, loads
 
 WORKFLOW_ENDS = {
@@ -64,6 +64,11 @@ STREAM_FILTERS: tuple[dict[str, Any], ...] = (
             }
         },
     },
+    # A pool's circuit that is open or closed after the write (its breaker's transitions).
+    {
+        "eventName": ["INSERT", "MODIFY"],
+        "dynamodb": {"NewImage": {"pk": {"S": [POOLS_PK]}, "circuit": {"S": ["open", "closed"]}}},
+    },
 )
 
 
@@ -103,11 +108,41 @@ def events_of(change: Change) -> list[DomainEvent]:
     if item is None or change.new is None:
         return []  # a TTL deletion announces nothing
     sk = str(item.get("sk", ""))
+    if item.get("pk") == POOLS_PK:
+        return _circuit_events(change.old, change.new, change.sequence)
     if sk == WF_SK:
         return _workflow_events(change.old, change.new, change.sequence)
     if sk.startswith((STEP_PREFIX, COMP_PREFIX)):
         return _step_events(change.old, change.new, change.sequence)
     return []
+
+
+# ------------------------------------------------------------------------------- pools
+
+
+def _circuit_events(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], sequence: str
+) -> list[DomainEvent]:
+    """A pool's breaker opened (from closed or half-open) or closed (from open or half-open)."""
+    before = str((old or {}).get("circuit", "closed"))
+    after = str(new.get("circuit", "closed"))
+    since = new.get("circuit_since")
+    if after == before or since is None or after not in ("open", "closed"):
+        return []
+    detail_type = "PoolCircuitOpened" if after == "open" else "PoolCircuitClosed"
+    pool = str(new["sk"])
+    history = list(new.get("circuit_history") or [])
+    detail: dict[str, Any] = {
+        "pool": pool,
+        "state": after,
+        "from": before,
+        "at": iso(int(since)),
+        "why": str(history[-1].get("why", "")) if history else "",
+        "mode": str(new.get("circuit_mode", "auto")),
+        "event_id": event_id(pool, detail_type, since),
+        "sequence": sequence,
+    }
+    return [DomainEvent(detail_type, detail)]
 
 
 # ---------------------------------------------------------------------------- workflows

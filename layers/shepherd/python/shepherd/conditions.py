@@ -39,6 +39,14 @@ class Lt:
 
 
 @dataclass(frozen=True)
+class Ge:
+    """`name >= value` (a rate limiter's bucket is busy: its `tat` is not in the past)."""
+
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True)
 class Exists:
     name: str
 
@@ -58,7 +66,7 @@ class Or:
     parts: tuple[Cond, ...]
 
 
-Cond = Eq | In | Lt | Exists | Missing | And | Or
+Cond = Eq | In | Lt | Ge | Exists | Missing | And | Or
 
 
 def all_of(*parts: Cond) -> Cond:
@@ -79,6 +87,8 @@ def evaluate(cond: Cond, item: Mapping[str, Any] | None) -> bool:
             return name in item and item[name] in values
         case Lt(name, value):
             return name in item and item[name] is not None and item[name] < value
+        case Ge(name, value):
+            return name in item and item[name] is not None and item[name] >= value
         case Exists(name):
             return name in item
         case Missing(name):

@@ -109,3 +109,20 @@ def map_item_of(pk: str, sk: str) -> tuple[str, str, int, Kind]:
     workflow_id, step, _page = pk.removeprefix(MAP_PREFIX).rsplit("#", 2)
     kind: Kind = "compensation" if sk.startswith(ITEM_COMP_PREFIX) else "step"
     return workflow_id, step, int(sk.split("#", 1)[1]), kind
+
+
+RATE_PREFIX = "RATE#"  # a pool's rate-limiter shard: pk RATE#<pool>#<shard>, sk RATE
+RATE_SK = "RATE"
+
+
+def rate_pk(pool: str, shard: int) -> tuple[str, str]:
+    """One GCRA bucket of a pool's limiter, its own partition (no hot item: docs/architecture.md,
+    the rate limiter)."""
+    return f"{RATE_PREFIX}{pool}#{shard}", RATE_SK
+
+
+CIRCUIT_PREFIX = "CB#"  # a breaker's outcome counters: pk CB#<pool>#<slot>, sk <shard>
+
+
+def circuit_counter_key(pool: str, slot: int, shard: int) -> tuple[str, str]:
+    return f"{CIRCUIT_PREFIX}{pool}#{slot}", str(shard)

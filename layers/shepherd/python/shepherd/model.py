@@ -359,7 +359,10 @@ class WorkflowState:
 
 @dataclass(frozen=True)
 class PoolState:
-    """An agent pool as the table records it (absent: enabled, never paused)."""
+    """An agent pool as the table records it (absent: enabled, never paused).
+
+    `paused` is what holds its tasks: an operator's pause or an open circuit (a breaker
+    pauses its pool exactly as an operator does); `operator_paused` the operator's alone."""
 
     name: str
     paused: bool = False
@@ -369,31 +372,51 @@ class PoolState:
     # Messages its queue holds (visible, in flight or delayed), as a sweep read them when it
     # had to decide whether a task that was sent twice may be waiting; None: not read.
     waiting: int | None = None
+    operator_paused: bool = False
+    circuit: str = "closed"  # closed | open | half_open (docs/architecture.md, the breaker)
+    circuit_since: int | None = None
+    circuit_mode: str = "auto"
+    circuit_history: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_item(cls, item: Item) -> PoolState:
+        operator = bool(item.get("paused", False))
+        circuit = str(item.get("circuit", "closed"))
+        resumes = [t for t in (item.get("resumed_at"), item.get("circuit_resumed_at")) if t]
         return cls(
             name=str(item["sk"]),
-            paused=bool(item.get("paused", False)),
+            paused=operator or circuit == "open",
             paused_at=item.get("paused_at"),
-            resumed_at=item.get("resumed_at"),
+            resumed_at=max(resumes) if resumes else None,
             by=item.get("by"),
+            operator_paused=operator,
+            circuit=circuit,
+            circuit_since=item.get("circuit_since"),
+            circuit_mode=str(item.get("circuit_mode", "auto")),
+            circuit_history=tuple(item.get("circuit_history", ())),
         )
 
 
 @dataclass(frozen=True)
 class TaskMessage:
-    """The doorbell: names a step attempt and carries nothing the agent could not re-read."""
+    """The doorbell: names a step attempt and carries nothing the agent could not re-read.
+
+    `ticket` (epoch ms) is a rate-limited pool's reservation, not workflow state: the slot its
+    limiter reserved for this task when it held it; the task runs when it comes back at that
+    time without taking another token (docs/architecture.md, the rate limiter)."""
 
     workflow_id: str
     step: str
     attempt: int
     kind: Kind = "step"
+    ticket: int | None = None
 
     def to_body(self) -> str:
         body: dict[str, Any] = {"w": self.workflow_id, "s": self.step, "a": self.attempt}
         if self.kind != "step":
             body["k"] = "c"
+        if self.ticket is not None:
+            body["r"] = self.ticket
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -409,7 +432,12 @@ class TaskMessage:
         if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
             raise ValueError("malformed task message: attempt must be a positive integer")
         kind: Kind = "compensation" if data.get("k") == "c" else "step"
-        return cls(workflow_id, step, attempt, kind)
+        ticket = data.get("r")
+        if ticket is not None and (
+            not isinstance(ticket, int) or isinstance(ticket, bool) or ticket < 0
+        ):
+            raise ValueError("malformed task message: a ticket is a time in epoch ms")
+        return cls(workflow_id, step, attempt, kind, ticket)
 
 
 @dataclass(frozen=True)
@@ -424,6 +452,8 @@ class OutgoingTask:
 #: Every detail-type Shepherd publishes; each has a JSON Schema in docs/events/.
 EVENT_TYPES = frozenset(
     {
+        "PoolCircuitOpened",
+        "PoolCircuitClosed",
         "WorkflowStarted",
         "WorkflowSucceeded",
         "WorkflowFailed",

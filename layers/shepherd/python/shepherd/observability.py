@@ -46,6 +46,10 @@ class Metric(StrEnum):
     SWEEP_UNAVAILABLE = "Unavailable"  # looks that met a throttled or unavailable store
     THROTTLES = "Throttles"  # AWS calls answered "slow down", dimension Service
     RECORDS_DEFERRED = "RecordsDeferred"  # left unclaimed: no time for their longest attempt
+    TASKS_HELD = "TasksHeld"  # sent back with a delay: no rate-limit token, or its circuit
+    # 1 while a pool's circuit breaker is open or half-open, 0 closed (dimension Pool), once a
+    # minute for each pool with a breaker: one alarm per such pool watches it.
+    POOL_CIRCUIT_OPEN = "PoolCircuitOpen"
     # a step whose pool's code registers no such agent (failed at once, never redelivered)
     AGENTS_NOT_FOUND = "AgentNotFound"
 

@@ -73,6 +73,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/pools", "api"),
     Route("POST", "/pools/{pool}/pause", "api"),
     Route("POST", "/pools/{pool}/resume", "api"),
+    Route("POST", "/pools/{pool}/circuit", "api", json_body=True, body_cap=1024),
     Route("GET", "/definitions", "api"),
     Route("GET", "/definitions/{name}", "api"),
     # A task token is a capability: it travels in a header, never in the URL (API Gateway's

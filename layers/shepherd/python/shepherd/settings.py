@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shepherd import limits
+from shepherd.pool_policy import PoolPolicy, parse_policies, policies_json
 from shepherd.project import AGENT_MODULE
 
 PREFIX = "SHEPHERD_"
@@ -36,6 +37,8 @@ ENV_POOL_FUNCTION_PREFIX = "SHEPHERD_POOL_FUNCTION_PREFIX"
 # queues take tasks of workflows that started on an earlier definition version. Comma-separated.
 ENV_RETIRED_POOLS = "SHEPHERD_RETIRED_POOLS"
 ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
+# Each pool's rate limit and circuit breaker (shepherd.pool_policy): JSON, pool -> policy.
+ENV_POOL_POLICIES = "SHEPHERD_POOL_POLICIES"
 # The principals (IAM ARNs, comma-separated) who may act on what every caller shares: pause and
 # resume an agent pool, see who paused one. None by default: nobody may, through the API.
 ENV_OPERATORS = "SHEPHERD_OPERATORS"
@@ -106,6 +109,13 @@ class Settings(BaseModel):
     # The modules whose agent registries the agent runtime uses (none: a deployment that only
     # schedules and supervises, or whose pools run elsewhere).
     agent_modules: tuple[str, ...] = ()
+    # Each pool's rate limit and circuit breaker (docs/architecture.md, Pools that protect).
+    pool_policies: dict[str, PoolPolicy] = {}
+
+    @field_validator("pool_policies", mode="before")
+    @classmethod
+    def _policies(cls, value: Any) -> Any:
+        return parse_policies(value, source=ENV_POOL_POLICIES)
 
     @field_validator("operators", mode="before")
     @classmethod
@@ -229,6 +239,7 @@ class Settings(BaseModel):
             "event_owners": ENV_EVENT_OWNERS,
             "operators": ENV_OPERATORS,
             "agent_modules": ENV_AGENT_MODULES,
+            "pool_policies": ENV_POOL_POLICIES,
             "payload_bucket": ENV_PAYLOAD_BUCKET,
             "payload_inline_bytes": ENV_PAYLOAD_INLINE_BYTES,
             "sweep_ticks_url": ENV_SWEEP_TICKS,
@@ -274,6 +285,7 @@ class Settings(BaseModel):
             ENV_AGENT_MODULES: ",".join(self.agent_modules),
             ENV_EVENT_OWNERS: _json(self.event_owners) if self.event_owners else "",
             ENV_OPERATORS: ",".join(self.operators),
+            ENV_POOL_POLICIES: policies_json(self.pool_policies) if self.pool_policies else "",
             ENV_SWEEP_INTERVAL: (
                 str(self.sweep_interval_seconds) if self.sweep_interval_seconds != 5.0 else ""
             ),

@@ -567,7 +567,9 @@ class MemoryEngine:
         assert outcome.status is WorkflowStatus.SUCCEEDED
 
     `overrides` replace agents by name for this engine only (a fake payment service in one
-    test), without touching your registry.
+    test), without touching your registry. `pool_policies` gives pools a rate limit or a
+    circuit breaker, as the construct's `pool_settings` do (`{"payments": {"RateLimit":
+    {"PerSecond": 5, "Burst": 5}}}`).
     """
 
     def __init__(
@@ -578,10 +580,12 @@ class MemoryEngine:
         overrides: Mapping[str, AgentFunction] | None = None,
         start_ms: int = 1_767_225_600_000,
         owner: str = "test",
+        pool_policies: Mapping[str, Any] | None = None,
     ) -> None:
         from shepherd.engine.build import build_engine  # noqa: PLC0415
         from shepherd.engine.scheduler import Ports  # noqa: PLC0415
         from shepherd.payloads import MemoryPayloadStore, Payloads  # noqa: PLC0415
+        from shepherd.pool_policy import parse_policies  # noqa: PLC0415
 
         self.definitions = dict(definitions)
         named = {t.agent for d in self.definitions.values() for t in d.tasks}
@@ -611,6 +615,7 @@ class MemoryEngine:
             pool_control=self.queue,
             worker_id="memory",
             background_heartbeats=False,
+            pool_policies=parse_policies(pool_policies or {}, source="pool_policies"),
         )
 
     @classmethod

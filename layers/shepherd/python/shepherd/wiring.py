@@ -203,6 +203,7 @@ class Shepherd:
             worker_id=self.worker_id,
             sweep_groups=self.settings.sweep_groups,
             looks=ThreadedLooks(self.settings.sweep_looks),
+            pool_policies=self.settings.pool_policies,
         )
 
     @property

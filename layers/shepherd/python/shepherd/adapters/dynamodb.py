@@ -15,7 +15,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from shepherd.changes import Change
-from shepherd.conditions import And, Cond, Eq, Exists, In, Item, Lt, Missing, Or, Update
+from shepherd.conditions import And, Cond, Eq, Exists, Ge, In, Item, Lt, Missing, Or, Update
 from shepherd.errors import ConditionFailed, ItemTooLarge, StoreUnavailable, TransactionConflict
 from shepherd.keys import workflow_id_of
 from shepherd.ports import MAX_BATCH_GET, DueEntry, DuePage, ListPage
@@ -110,6 +110,8 @@ class _Expr:
                 return f"{self.name(name)} IN ({', '.join(self.value(v) for v in values)})"
             case Lt(name, value):
                 return f"{self.name(name)} < {self.value(value)}"
+            case Ge(name, value):
+                return f"{self.name(name)} >= {self.value(value)}"
             case Exists(name):
                 return f"attribute_exists({self.name(name)})"
             case Missing(name):

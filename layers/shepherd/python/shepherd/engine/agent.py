@@ -23,6 +23,8 @@ from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
+from shepherd.engine.circuit import CircuitBreakers
+from shepherd.engine.limiter import RUN, PoolLimiter
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
 from shepherd.engine.tokens import TaskToken
 from shepherd.errors import (
@@ -38,6 +40,7 @@ from shepherd.errors import (
 )
 from shepherd.keys import Kind
 from shepherd.model import (
+    OutgoingTask,
     StepRecord,
     StepStatus,
     TaskMessage,
@@ -370,6 +373,9 @@ class Outcome(StrEnum):
     """The attempt was superseded while it ran; its result was rejected, never recorded."""
     DROPPED = "dropped"
     """Duplicate, stale or unknown message: acknowledged without running the function."""
+    HELD = "held"
+    """The pool held the task (no rate-limit token): sent back to its queue with a delay,
+    nothing claimed, no attempt spent."""
 
 
 @dataclass(frozen=True)
@@ -377,6 +383,9 @@ class HandleResult:
     outcome: Outcome
     reason: str = ""
     error_type: str | None = None
+    # The attempt failed with an error that may pass (not PermanentError, not in the step's
+    # NonRetryableErrors): what a pool's circuit breaker counts.
+    retryable: bool = False
 
 
 class AgentRuntime:
@@ -394,11 +403,15 @@ class AgentRuntime:
         *,
         worker_id: str = "agent",
         background_heartbeats: bool = True,
+        limiter: PoolLimiter | None = None,
+        breakers: CircuitBreakers | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.agents = agents
         self.worker_id = worker_id
         self.background_heartbeats = background_heartbeats
+        self.limiter = limiter
+        self.breakers = breakers
 
     def handle(
         self, message: TaskMessage, *, time_left_ms: Callable[[], int] | None = None
@@ -437,6 +450,10 @@ class AgentRuntime:
                     f"{left} ms left in this invocation; an attempt of '{message.step}' may "
                     f"take {needed} ms (TimeoutSeconds and a margin): left unclaimed"
                 )
+        needed = spec.timeout_seconds * 1000 + CLAIM_MARGIN_MS
+        held = self._held(message, spec.pool, time_left_ms, needed)
+        if held is not None:
+            return held
         clock = self.scheduler.ports.clock
         now = clock.now_ms()
         claimed, current = self.scheduler.executor.step_or_current(
@@ -449,7 +466,45 @@ class AgentRuntime:
                 f"claim lost: step is {current.get('status')} at attempt {current.get('attempt')}",
             )
         state.put(claimed)
-        return self._run(state, definition, claimed, spec, fn)
+        result = self._run(state, definition, claimed, spec, fn)
+        if self.breakers is not None and result.outcome is not Outcome.FENCED:
+            self.breakers.record(spec.pool, failed=result.retryable)
+        return result
+
+    def _held(
+        self,
+        message: TaskMessage,
+        pool: str,
+        time_left_ms: Callable[[], int] | None,
+        needed_ms: int,
+    ) -> HandleResult | None:
+        """A guarded pool's admission. The rate limiter: run now; wait (under a second) for the
+        slot it gave this task, then run; or go back to the queue for the whole seconds before
+        that slot, carrying it as a ticket. Then the circuit breaker: closed runs, open holds,
+        half-open runs only with a probe. A held task is a new message (waiting never counts
+        towards the queue's maxReceiveCount); nothing is claimed (docs/architecture.md, Pools
+        that protect what they call)."""
+        clock = self.scheduler.ports.clock
+        admission = RUN if self.limiter is None else self.limiter.admit(pool, message.ticket)
+        if admission.run and self.breakers is not None:
+            # After the limiter: a half-open probe is taken only by a task that will run.
+            hold = self.breakers.admit(pool)
+            if hold:
+                self.scheduler.ports.queue.send([OutgoingTask(pool, message, hold)])
+                return HandleResult(Outcome.HELD, f"pool '{pool}' circuit: back in {hold} s")
+        if admission.run:
+            wait = admission.wait_ms(clock.now_ms())
+            if not wait:
+                return None
+            # The wait must leave the attempt its time; else another invocation waits.
+            if time_left_ms is None or time_left_ms() - wait >= needed_ms:
+                clock.sleep(wait / 1000)
+                return None
+        back = replace(message, ticket=admission.ticket)
+        self.scheduler.ports.queue.send([OutgoingTask(pool, back, admission.delay_seconds)])
+        return HandleResult(
+            Outcome.HELD, f"pool '{pool}' has no token now: back in {admission.delay_seconds} s"
+        )
 
     def _run(
         self,
@@ -599,6 +654,7 @@ class AgentRuntime:
     ) -> HandleResult:
         permanent = isinstance(exc, PermanentError)
         error_type = exc.name if isinstance(exc, PermanentError) else type(exc).__name__
+        retryable = not permanent and error_type not in spec.retry.non_retryable_errors
         action = failure_decision(
             rec,
             spec,
@@ -623,8 +679,8 @@ class AgentRuntime:
             return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
         if current is not None and current.status is StepStatus.FAILED:
             self.scheduler.advance_after(rec, failed=True)
-            return HandleResult(Outcome.FAILED, str(exc), error_type)
-        return HandleResult(Outcome.RETRYING, str(exc), error_type)
+            return HandleResult(Outcome.FAILED, str(exc), error_type, retryable)
+        return HandleResult(Outcome.RETRYING, str(exc), error_type, retryable)
 
     def _context(
         self,

@@ -16,11 +16,14 @@ from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
 from shepherd.engine.callbacks import Callbacks
 from shepherd.engine.catalog import Catalog
+from shepherd.engine.circuit import CircuitBreakers
+from shepherd.engine.limiter import PoolLimiter
 from shepherd.engine.operations import Operations
 from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.supervisor import LookRunner, Supervisor
 from shepherd.engine.uploads import Uploads
+from shepherd.pool_policy import PoolPolicy
 from shepherd.topology import pools
 
 
@@ -41,6 +44,8 @@ class Engine:
     pools: Pools
     agents: AgentRegistry = field(default_factory=AgentRegistry)
     background_heartbeats: bool = True
+    limiter: PoolLimiter | None = None
+    breakers: CircuitBreakers | None = None
 
     def worker(self, worker_id: str) -> AgentRuntime:
         """Another agent runtime over this engine's scheduler and agents, as `worker_id`: a
@@ -50,6 +55,8 @@ class Engine:
             self.agents,
             worker_id=worker_id,
             background_heartbeats=self.background_heartbeats,
+            limiter=self.limiter,
+            breakers=self.breakers,
         )
 
 
@@ -65,27 +72,52 @@ def build_engine(
     sweep_interval_ms: int = 0,
     sweep_groups: int = 1,
     looks: LookRunner | None = None,
+    pool_policies: Mapping[str, PoolPolicy] | None = None,
 ) -> Engine:
     """The engine over `ports`. `worker_id` names the agent runtime (a step's owner);
     `background_heartbeats` off, a host heartbeats by hand (the simulator, the benchmarks);
     `sweep_interval_ms` is how soon the supervisor's next sweep comes (0: unknown);
     `sweep_groups` how many groups its shards are dealt into; `looks` how a sweep runs its
-    looks (one after another by default)."""
+    looks (one after another by default); `pool_policies` each pool's rate limit and circuit
+    breaker (`shepherd.pool_policy`)."""
+    policies = dict(pool_policies or {})
     catalog = Catalog(definitions, ports.store)
     scheduler = Scheduler(ports, catalog, config or EngineConfig())
     registry = agents or AgentRegistry()
+    limiter = (
+        PoolLimiter(scheduler.executor, ports.clock, ports.rng, policies) if policies else None
+    )
+    guarded = {p: x for p, x in policies.items() if x.circuit_breaker is not None}
+    control = pool_control or NoPoolControl()
+    breakers = (
+        CircuitBreakers(scheduler.executor, ports.clock, ports.rng, guarded, control)
+        if guarded
+        else None
+    )
     runtime = AgentRuntime(
         scheduler,
         registry,
         worker_id=worker_id,
         background_heartbeats=background_heartbeats,
+        limiter=limiter,
+        breakers=breakers,
     )
     pool_names = sorted(pools(definitions))
     engine_pools = Pools(
-        scheduler.executor, ports.queue, pool_control or NoPoolControl(), ports.clock, pool_names
+        scheduler.executor,
+        ports.queue,
+        control,
+        ports.clock,
+        pool_names,
+        policies=policies,
+        breakers=breakers,
     )
     supervisor = Supervisor(
-        scheduler, sweep_interval_ms=sweep_interval_ms, groups=sweep_groups, looks=looks
+        scheduler,
+        sweep_interval_ms=sweep_interval_ms,
+        groups=sweep_groups,
+        looks=looks,
+        breakers=breakers,
     )
     uploads = Uploads(scheduler)
     return Engine(
@@ -100,4 +132,6 @@ def build_engine(
         engine_pools,
         agents=registry,
         background_heartbeats=background_heartbeats,
+        limiter=limiter,
+        breakers=breakers,
     )

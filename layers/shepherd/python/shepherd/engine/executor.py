@@ -94,6 +94,14 @@ class Executor:
             return False
         return True
 
+    def raw_or_current(self, write: tx.Write) -> tuple[Item | None, Item | None]:
+        """Apply a write to an item of no workflow (a pool's limiter or breaker): (the new
+        item, None) if it won, (None, the item as it now is) if it lost, with no second read."""
+        try:
+            return self.store.update(write.pk, write.sk, write.update, write.condition), None
+        except ConditionFailed as lost:
+            return None, lost.current
+
     # -------------------------------------------------------------------- several items
 
     def together(self, writes: Sequence[tx.Write]) -> bool:

@@ -12,20 +12,28 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from shepherd.decisions import transitions as tx
+from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.executor import Executor
 from shepherd.errors import ShepherdError
 from shepherd.keys import POOLS_PK
 from shepherd.model import PoolState
+from shepherd.pool_policy import PoolPolicy
 from shepherd.ports import Backlog, Store, TaskQueue
 
 
 class PoolNotFound(ShepherdError):
     def __init__(self, pool: str) -> None:
         super().__init__(f"no pool '{pool}' in this deployment")
+        self.pool = pool
+
+
+class NoCircuitBreaker(ShepherdError):
+    def __init__(self, pool: str) -> None:
+        super().__init__(f"pool '{pool}' has no circuit breaker (pool settings)")
         self.pool = pool
 
 
@@ -46,6 +54,7 @@ class NoPoolControl:
 class PoolView:
     state: PoolState
     backlog: Backlog | None
+    policy: PoolPolicy = field(default_factory=PoolPolicy)
 
 
 def pool_states(store: Store) -> dict[str, PoolState]:
@@ -61,6 +70,9 @@ class Pools:
         control: PoolControl,
         clock: object,
         names: Sequence[str],
+        *,
+        policies: Mapping[str, PoolPolicy] | None = None,
+        breakers: CircuitBreakers | None = None,
     ) -> None:
         self._executor = executor
         self._store = executor.store
@@ -68,6 +80,8 @@ class Pools:
         self._control = control
         self._clock = clock
         self._names = list(names)
+        self._policies = dict(policies or {})
+        self._breakers = breakers
 
     def _known(self, pool: str) -> None:
         if pool not in self._names:
@@ -76,14 +90,18 @@ class Pools:
     def list(self) -> list[PoolView]:
         states: Mapping[str, PoolState] = pool_states(self._store)
         return [
-            PoolView(states.get(name, PoolState(name)), self._queue.backlog(name))
+            PoolView(
+                states.get(name, PoolState(name)),
+                self._queue.backlog(name),
+                self._policies.get(name, PoolPolicy()),
+            )
             for name in self._names
         ]
 
     def get(self, pool: str) -> PoolView:
         self._known(pool)
         state = pool_states(self._store).get(pool, PoolState(pool))
-        return PoolView(state, self._queue.backlog(pool))
+        return PoolView(state, self._queue.backlog(pool), self._policies.get(pool, PoolPolicy()))
 
     def pause(self, pool: str, *, by: str) -> PoolView:
         """Record the pause (the supervisor's truth), then stop the consumers. Idempotent."""
@@ -97,9 +115,23 @@ class Pools:
         """Start the consumers, then record the resume: the backlog drains, and a queued task's
         dispatch grace starts again now (its wait was not a lost message). Idempotent."""
         self._known(pool)
-        self._control.set_enabled(pool, True)
+        if self.get(pool).state.circuit != "open":  # an open circuit keeps its pool held
+            self._control.set_enabled(pool, True)
         now = self._clock.now_ms()  # type: ignore[attr-defined]
         self._executor.raw(tx.pool_resumed(pool, now, by))
+        return self.get(pool)
+
+    def circuit(self, pool: str, action: str, *, by: str) -> PoolView:
+        """An operator forces the pool's breaker `open` or `close`d, or gives it back
+        (`auto`); applied at once (the breaker's next evaluation, run here)."""
+        self._known(pool)
+        if self._breakers is None or not self._breakers.guards(pool):
+            raise NoCircuitBreaker(pool)
+        modes = {"open": "open", "close": "closed", "auto": "auto"}
+        if action not in modes:
+            raise ValueError(f"circuit action must be open, close or auto, not '{action}'")
+        self._breakers.force(pool, modes[action], by)  # type: ignore[arg-type]
+        self._breakers.evaluate()
         return self.get(pool)
 
 

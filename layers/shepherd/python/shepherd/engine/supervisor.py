@@ -41,6 +41,7 @@ from shepherd.conditions import Eq, Item, Lt, Missing, Update, any_of
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
 from shepherd.definitions import Definition
+from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
 from shepherd.errors import ConditionFailed, StoreUnavailable
@@ -211,8 +212,11 @@ class Supervisor:
         groups: int = 1,
         looks: LookRunner | None = None,
         lease_ms: int = 10_000,
+        breakers: CircuitBreakers | None = None,
     ) -> None:
         self.scheduler = scheduler
+        # Pools' circuit breakers: evaluated by group 0's sweep, fed with timeouts.
+        self.breakers = breakers
         self.max_workflows = max_workflows
         # How often sweeps run (0: unknown). A look whose next deadline falls before the next
         # sweep leaves the entry where it is, still due (the move would buy nothing), unless
@@ -269,6 +273,9 @@ class Supervisor:
         clock = self.scheduler.ports.clock
         now = clock.now_ms() if now is None else now
         report = SweepReport(started_at=clock.now_ms(), group=group)
+        if group == 0 and self.breakers is not None:
+            for pool, to in self.breakers.evaluate().items():
+                report.act(f"Circuit:{pool}:{to}")
         shards = self._shards(group)
         report.shards = len(shards)
         first = self._first_pages(shards, now, report)
@@ -466,6 +473,7 @@ class Supervisor:
             state, definition, supervisor=True, now=now, pools=pools
         )
         for applied in applied_actions:
+            self._count_timeout(applied, definition)
             name = self._record(applied, report)
             if name is not None:
                 seen = getattr(applied.action, "seen", None)
@@ -563,6 +571,15 @@ class Supervisor:
         else:
             # Someone else changed the workflow since: its own write left a valid deadline.
             report.act("MoveDueLost")
+
+    def _count_timeout(self, applied: Applied, definition: Definition) -> None:
+        """A timeout or a lost heartbeat is a retryable failure of its pool's breaker."""
+        action = applied.action
+        if self.breakers is None or not applied.won or not isinstance(action, EndAttempt):
+            return
+        if action.outcome in ("timeout", "heartbeat_timeout"):
+            pool = definition.spec(action.seen.kind, action.seen.name).pool
+            self.breakers.record(pool, failed=True)
 
     @staticmethod
     def _record(applied: Applied, report: SweepReport) -> str | None:
