@@ -11,7 +11,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.definitions import NAME, POOL
-from shepherd.engine.queries import find_by_idempotency_key, list_workflows
+from shepherd.engine.listing import ListFilter, count_by_status
+from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
 from shepherd.errors import OperatorOnly, UnknownWorkflowType
 from shepherd.model import WorkflowRecord, WorkflowStatus
 
@@ -19,13 +20,16 @@ from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
     DefinitionListView,
     DefinitionView,
+    ListSort,
     PoolListView,
     PoolView,
     ResumeRequest,
     StartWorkflowRequest,
+    StatusCountView,
     UploadRequest,
     UploadView,
     WorkflowAccepted,
+    WorkflowCountsView,
     WorkflowListView,
     WorkflowStatusView,
     WorkflowView,
@@ -158,44 +162,114 @@ def create_upload(body: UploadRequest) -> Response[UploadView]:
 def list_all(
     status: Annotated[WorkflowStatus | None, Query()] = None,
     type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    created_after: Annotated[datetime | None, Query()] = None,
+    created_before: Annotated[datetime | None, Query()] = None,
+    sort: Annotated[ListSort, Query()] = ListSort.NEWEST,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
     idempotency_key: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
 ) -> WorkflowListView:
-    """The caller's workflows, newest first. `next_token` is opaque and bound to the caller
-    and the filters it was issued with. `idempotency_key` looks up the one workflow the caller
-    started with that key (an empty list if none; the other filters still apply)."""
+    """The caller's workflows, newest (or oldest) first, optionally of one status, one type
+    and created in a time range (both ends inclusive, ISO 8601 with a timezone). A page is
+    full unless the matches run out; an empty page means nothing matches. `next_token` is
+    opaque and bound to the caller and the filters it was issued with. `idempotency_key`
+    looks up the one workflow the caller started with that key (an empty list if none; the
+    other filters still apply)."""
     owner = caller()
-    filters = (status.value if status else None, type)
+    filters = _filters(status, type, created_after, created_before, sort)
     if idempotency_key is not None:
         if next_token is not None:
             raise _BadQuery("a lookup by idempotency_key has one page: no next_token", "next_token")
         return _lookup(owner, idempotency_key, filters)
     pages = pagination.paginator(engine().ports.store)
-    start = None
+    signed = _signed(filters)
+    after = None
     if next_token is not None:
         try:
-            position = pages.verify(next_token, owner, filters)
+            after = pages.verify(next_token, owner, signed)
         except pagination.TokenRejected as exc:
             raise _BadQuery(str(exc), "next_token") from None
-        start = pagination.engine_token(owner, position)
-    page = list_workflows(
-        engine().ports.store, owner, limit=limit, next_token=start, status=filters[0], wf_type=type
-    )
+    page = list_workflows(engine().ports.store, owner, filters, limit=limit, after=after)
     token = None
-    if page.next_token:
-        token = pages.sign(owner, pagination.position_of(page.next_token), filters)
+    if page.next_position is not None:
+        token = pages.sign(owner, page.next_position, signed)
     return WorkflowListView(items=[summary_view(s) for s in page.items], next_token=token)
 
 
-def _lookup(owner: str, key: str, filters: tuple[str | None, str | None]) -> WorkflowListView:
+@app.get(
+    "/workflows/counts",
+    responses=errors.documented(200, "The caller's workflows per status", WorkflowCountsView, 400),
+    tags=["workflows"],
+)
+def count_all(
+    type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    created_after: Annotated[datetime | None, Query()] = None,
+    created_before: Annotated[datetime | None, Query()] = None,
+) -> WorkflowCountsView:
+    """How many of the caller's workflows are in each status (of one type, created in a time
+    range). Bounded: a status stops being counted at 10,000 and says so (`capped`)."""
+    filters = _filters(None, type, created_after, created_before, ListSort.NEWEST)
+    counts = count_by_status(engine().ports.store, caller(), filters)
+    return WorkflowCountsView(
+        counts=[StatusCountView(status=c.status, count=c.count, capped=c.capped) for c in counts],
+        total=sum(c.count for c in counts),
+        capped=any(c.capped for c in counts),
+    )
+
+
+def _filters(
+    status: WorkflowStatus | None,
+    wf_type: str | None,
+    created_after: datetime | None,
+    created_before: datetime | None,
+    sort: ListSort,
+) -> ListFilter:
+    """The query's filters; a time without a timezone or an empty range is refused (400)."""
+    bounds: list[int | None] = []
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and value.tzinfo is None:
+            raise _BadQuery(f"{name} needs a timezone (e.g. 2026-01-01T00:00:00Z)", name)
+        bounds.append(None if value is None else int(value.timestamp() * 1000))
+    after, before = bounds
+    if after is not None and before is not None and after > before:
+        raise _BadQuery("created_after is later than created_before", "created_after")
+    return ListFilter(
+        status=status.value if status else None,
+        wf_type=wf_type,
+        created_after=after,
+        created_before=before,
+        newest_first=sort is ListSort.NEWEST,
+    )
+
+
+def _signed(filters: ListFilter) -> tuple[str | None, ...]:
+    """Every filter a token is bound to."""
+    return (
+        filters.status,
+        filters.wf_type,
+        None if filters.created_after is None else str(filters.created_after),
+        None if filters.created_before is None else str(filters.created_before),
+        "newest" if filters.newest_first else "oldest",
+    )
+
+
+def _lookup(owner: str, key: str, filters: ListFilter) -> WorkflowListView:
     """The caller's workflow with this idempotency key, as a list of at most one (its id
     derives from the owner and the key, so this is one read)."""
     found = find_by_idempotency_key(engine().ports.store, owner, key)
-    status, wf_type = filters
-    if found is None or status not in (None, found.status) or wf_type not in (None, found.wf_type):
+    if found is None or not _matches(found, filters):
         return WorkflowListView(items=[])
     return WorkflowListView(items=[summary_view(found)])
+
+
+def _matches(found: WorkflowSummary, filters: ListFilter) -> bool:
+    after, before = filters.created_after, filters.created_before
+    return (
+        filters.status in (None, found.status)
+        and filters.wf_type in (None, found.wf_type)
+        and (after is None or found.created_at >= after)
+        and (before is None or found.created_at <= before)
+    )
 
 
 @app.get(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -210,6 +211,34 @@ class WorkflowSummaryView(BaseModel):
     status: str
     created_at: str
     finished_at: str | None = None
+    updated_at: str | None = None
+    idempotency_key: str | None = None
+    error: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="Why it failed or paused: type, message, step, operator_needed "
+            "(the workflow's error, else its pause's cause)"
+        ),
+    ] = None
+
+
+class ListSort(StrEnum):
+    NEWEST = "newest"
+    OLDEST = "oldest"
+
+
+class StatusCountView(BaseModel):
+    status: str
+    count: int
+    capped: Annotated[
+        bool, Field(description="True: at least `count` (counting stops at 10,000)")
+    ] = False
+
+
+class WorkflowCountsView(BaseModel):
+    counts: list[StatusCountView]
+    total: int
+    capped: bool = False
 
 
 class WorkflowListView(BaseModel):

@@ -117,6 +117,9 @@ def summary_view(s: WorkflowSummary) -> WorkflowSummaryView:
         status=s.status,
         created_at=iso(s.created_at) or "",
         finished_at=iso(s.finished_at),
+        updated_at=iso(s.updated_at),
+        idempotency_key=s.idempotency_key,
+        error=s.error,
     )
 
 

@@ -246,11 +246,14 @@ class FaultyStore:
             return page
         return self.inner.query_due(shard, until_ms, limit, cursor)
 
-    def query_list(
-        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
-    ) -> ListPage:
-        self._before("query_list", None)
-        return self.inner.query_list(list_pk, limit, cursor, newest_first)
+    def query_range(self, *args: Any, **kwargs: Any) -> ListPage:
+        self._before("query_range", None)
+        page: ListPage = self.inner.query_range(*args, **kwargs)
+        return page
+
+    def count_range(self, *args: Any) -> int:
+        self._before("count_range", None)
+        return int(self.inner.count_range(*args))
 
 
 class PayloadUnavailable(StoreUnavailable):
