@@ -218,12 +218,13 @@ def count_by_status(
     owner: str,
     filters: ListFilter,
     *,
-    cap: int = COUNT_CAP,
+    cap: int | None = None,
     shards: int = LIST_SHARDS,
 ) -> list[StatusCount]:
     """The owner's workflows per status (type and time filters apply; a status filter does
     not: every status is counted). One COUNT query per status and shard, each stopping at
-    what the status still lacks of `cap`: bounded whatever the caller's history."""
+    what the status still lacks of `cap` (COUNT_CAP): bounded whatever the caller's history."""
+    cap = COUNT_CAP if cap is None else cap
     counts: list[StatusCount] = []
     for status in WorkflowStatus:
         per_status = replace(filters, status=status.value)
