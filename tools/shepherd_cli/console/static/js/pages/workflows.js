@@ -10,7 +10,9 @@ import { ago, badge, duration, h, replace, table } from "../dom.js";
 export const WORKFLOW_STATUSES = ["RUNNING", "PAUSED", "COMPENSATING", "CANCELLING", "SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"];
 const PAGE_SIZE = 20;
 const REFRESH_MS = 2000;
-const COUNTS_EVERY = 5; // counts are dearer (one query per status and shard): every 5th refresh
+// Counts are dearer (one query per status and shard, docs/architecture.md): fetched at most
+// every 30 s per set of filters, shared by every page of that list, never awaited by a page.
+const COUNTS_MS = 30_000;
 const WORKFLOW_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const RANGES = { "": "any time", "1h": "last hour", "1d": "last day", "7d": "last week", custom: "custom…" };
 const RANGE_MS = { "1h": 3_600_000, "1d": 86_400_000, "7d": 604_800_000 };
@@ -151,7 +153,7 @@ export async function workflowsPage(ctx, { query }) {
   }
   let lastText = "";
   let generation = 0; // a reply older than the newest request is dropped, never drawn
-  let refreshes = 0;
+  let counting = false;
   let shown = [];
   const selected = new Set();
 
@@ -224,8 +226,6 @@ export async function workflowsPage(ctx, { query }) {
 
   async function refresh() {
     const mine = ++generation;
-    refreshes += 1;
-    const wantCounts = refreshes === 1 || refreshes % COUNTS_EVERY === 0;
     let data;
     try {
       ({ data } = await get("/workflows", { ...apiQuery(), next_token: token }));
@@ -248,18 +248,37 @@ export async function workflowsPage(ctx, { query }) {
       drawPager(data.next_token || null);
     }
     rowsHost.setAttribute("aria-busy", "false");
-    if (wantCounts) await refreshCounts();
+    refreshCounts();
   }
 
   async function refreshCounts() {
+    const key = `shepherd-counts:${listHash({ ...filters, status: "" })}`;
+    let cached = null;
+    try {
+      cached = JSON.parse(window.sessionStorage.getItem(key) || "null");
+    } catch {
+      cached = null;
+    }
+    if (cached && Date.now() - cached.at < COUNTS_MS) {
+      drawCounts(cached.data);
+      return;
+    }
+    if (counting) return;
+    counting = true;
     let data;
     try {
       ({ data } = await get("/workflows/counts", { type: filters.type, created_after: filters.created_after, created_before: filters.created_before }));
     } catch (exc) {
       if (ctx.alive) replace(countsHost, h("span", { class: "problem" }, `counts unavailable: ${exc.describe ? exc.describe() : exc}`));
       return;
+    } finally {
+      counting = false;
     }
-    if (!ctx.alive) return;
+    window.sessionStorage.setItem(key, JSON.stringify({ at: Date.now(), data }));
+    if (ctx.alive) drawCounts(data);
+  }
+
+  function drawCounts(data) {
     const chip = (status, count, capped) => {
       const label = `${status} ${count.toLocaleString()}${capped ? "+" : ""}`;
       const to = listHash({ ...filters, status });
@@ -366,6 +385,7 @@ export async function workflowsPage(ctx, { query }) {
     replace(bulkOutcome, `${action.label}: ${ok} of ${results.length} accepted`, h("ul", {}, results.filter((r) => !r[1]).map(([id, , message]) => h("li", {}, h("span", { class: "mono" }, id), ` refused — ${message}`))));
     selected.clear();
     lastText = "";
+    window.sessionStorage.removeItem(`shepherd-counts:${listHash({ ...filters, status: "" })}`);
     await refresh();
   }
 

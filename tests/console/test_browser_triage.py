@@ -1,0 +1,315 @@
+"""The console's list at 3 a.m. (issue 29), in the OS's Chromium against the session's local
+stack: a rare status found among 2,000 workflows through the counts, pages in the URL, no
+paging race with live refresh, triage columns with the error a click away, bulk actions behind
+a confirmation, and every button's label legible in every state (computed contrast >= 4.5:1,
+light and dark). Each test has its own caller (and console), apart from the other tests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from browser_support import DESKTOP, shot
+from playwright.sync_api import expect
+from shepherd import keys
+from shepherd.adapters.dynamodb import to_attr
+from shepherd.model import WorkflowRecord, WorkflowStatus
+from shepherd_cli.client import Api
+from shepherd_cli.console import Console
+from shepherd_cli.local import TABLE, LocalStack
+from support import ENV, ORDER
+
+pytestmark = pytest.mark.e2e
+SLOW = 60_000  # ms: a list or count over 2,000 workflows on moto, on a shared machine
+LIVE_OFF = "window.sessionStorage.setItem('shepherd-live', 'off');"
+
+
+def start(api: Api, wf_type: str, payload: Any, **extra: Any) -> str:
+    return str(
+        api.call("POST", "/workflows", {"type": wf_type, "input": payload, **extra})["workflow_id"]
+    )
+
+
+@pytest.fixture
+def own(browser: Any, local_stack: LocalStack) -> Iterator[Any]:
+    """own(caller) -> (page, api): a console of the caller's own, and a fresh page on it that
+    fails the test on any script error."""
+    opened: list[Any] = []
+    errors: list[str] = []
+
+    def make(caller: str, *, init: str | None = None) -> tuple[Any, Api]:
+        console = Console(local_stack.api_url, caller=caller).__enter__()
+        opened.append(console)
+        context = browser.new_context(viewport=DESKTOP, base_url=console.url)
+        context.set_default_timeout(15_000)
+        opened.append(context)
+        if init:
+            context.add_init_script(init)
+        tab = context.new_page()
+        tab.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+        return tab, Api(local_stack.api_url, caller=caller)
+
+    yield make
+    for thing in reversed(opened):
+        if isinstance(thing, Console):
+            thing.__exit__(None, None, None)
+        else:
+            thing.close()
+    assert errors == [], errors
+
+
+def rows(page: Any) -> Any:
+    return page.locator("#workflow-table tbody tr.wf-row")
+
+
+def ids_shown(page: Any) -> list[str]:
+    return [str(x) for x in rows(page).evaluate_all("rs => rs.map(r => r.dataset.workflowId)")]
+
+
+# ------------------------------------------------------------ no paging race with live refresh
+
+# Page 1's list replies come back slowly, so a live refresh of page 1 is often in flight when
+# the operator goes to page 2: the old console then drew page 1's rows under "Page 2".
+SLOW_FIRST_PAGE = """
+const realFetch = window.fetch.bind(window);
+window.fetch = async (url, options) => {
+  const text = String(url);
+  const reply = await realFetch(url, options);
+  if (text.startsWith('/api/workflows?') && !text.includes('next_token')) {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+  }
+  return reply;
+};
+"""
+
+
+def test_paging_while_live_refresh_never_shows_the_previous_pages_rows(own: Any) -> None:
+    page, api = own("console-paging", init=SLOW_FIRST_PAGE)
+    for _ in range(12):
+        start(api, "provision_environment", ENV)
+    first = [w["workflow_id"] for w in api.call("GET", "/workflows?limit=5")["items"]]
+    token = api.call("GET", "/workflows?limit=5")["next_token"]
+    second = [
+        w["workflow_id"] for w in api.call("GET", f"/workflows?limit=5&next_token={token}")["items"]
+    ]
+    assert len(first) == len(second) == 5 and not set(first) & set(second)
+    page.goto("/#/workflows?limit=5")
+    expect(page.get_by_role("button", name=re.compile("Live refresh"))).to_have_text(
+        "Live refresh: on"
+    )
+    for attempt in range(6):
+        expect(rows(page).first).to_have_attribute("data-workflow-id", first[0])
+        # Go on at a different moment of the 2 s refresh cycle each time.
+        page.wait_for_timeout(300 + attempt * 350)
+        page.get_by_role("button", name="Next page").click()
+        expect(page).to_have_url(re.compile(r"page=2"))
+        expect(page.locator(".pager span")).to_have_text("Page 2")
+        expect(rows(page).first).to_have_attribute("data-workflow-id", second[0])
+        # Longer than a slow refresh of page 1 takes to come back: its rows never land here.
+        page.wait_for_timeout(2_200)
+        assert ids_shown(page) == second, f"try {attempt}: page 1's rows under page 2"
+        page.go_back()  # the URL holds the page: Back is page 1
+        expect(page).not_to_have_url(re.compile(r"page=2"))
+
+
+# --------------------------------------------------- triage, bulk actions, legible buttons
+
+CONTRAST = """
+(el) => {
+  const parse = (c) => {
+    const m = c.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return [0, 0, 0, 0];
+    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const lum = (rgb) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]);
+  };
+  const layers = [];
+  for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+    const bg = parse(getComputedStyle(node).backgroundColor);
+    if (bg[3] > 0) layers.push(bg);
+    if (bg[3] >= 1) break;
+  }
+  let base = [255, 255, 255];
+  for (const l of layers.reverse()) base = base.map((v, i) => l[i] * l[3] + v * (1 - l[3]));
+  const fg = parse(getComputedStyle(el).color);
+  const ink = base.map((v, i) => fg[i] * fg[3] + v * (1 - fg[3]));
+  const a = lum(ink), b = lum(base);
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}
+"""
+
+
+def legible(page: Any, scope: str) -> dict[str, float]:
+    """Every enabled button's (and button-like link's) contrast, at rest and hovered."""
+    found: dict[str, float] = {}
+    buttons = page.locator(f"{scope} button:not([disabled]), {scope} a.button-link")
+    for i in range(buttons.count()):
+        button = buttons.nth(i)
+        if not button.is_visible():
+            continue
+        name = (button.text_content() or "").strip()
+        page.mouse.move(0, 0)
+        found[f"{name} (rest)"] = button.evaluate(CONTRAST)
+        button.hover()
+        found[f"{name} (hover)"] = button.evaluate(CONTRAST)
+    page.mouse.move(0, 0)
+    return found
+
+
+def test_triage_columns_bulk_cancel_and_every_button_legible(own: Any) -> None:
+    page, api = own("console-triage")
+    hang = {**ORDER, "faults": {"reserve_inventory": {"mode": "hang", "times": 5}}}
+    stuck = [start(api, "order_fulfilment", hang, idempotency_key=f"triage-{n}") for n in range(2)]
+    page.goto("/#/workflows")
+    expect(rows(page)).to_have_count(2)
+    row = page.locator(f'tr[data-workflow-id="{stuck[0]}"]')
+    expect(row).to_contain_text("triage-0")  # the idempotency key column
+    created = row.locator("time[data-ago]")
+    expect(created).to_have_text(re.compile(r"\d+ s ago|\d+ min ago"))
+    assert re.search(r"\(.+\) — \d{4}-\d\d-\d\dT", created.get_attribute("title") or "")
+    expect(page.locator('#status-counts a[data-status="RUNNING"]')).to_have_text("RUNNING 2")
+
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        low = {k: v for k, v in legible(page, "main").items() if v < 4.5}
+        assert low == {}, (scheme, low)
+
+    # Bulk cancel: select both, the confirmation lists what will change.
+    for workflow_id in stuck:
+        page.get_by_label(f"Select {workflow_id}").check()
+    cancel = page.locator('button[data-bulk="cancel"]')
+    expect(cancel).to_have_text("Cancel selected (2)")
+    expect(page.locator('button[data-bulk="retry"]')).to_be_disabled()  # none FAILED
+    cancel.click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_contain_text("Cancel 2 workflows?")
+    for workflow_id in stuck:
+        expect(dialog.locator(".bulk-list")).to_contain_text(workflow_id)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        contrast = legible(page, "dialog.confirm")
+        assert set(contrast) >= {
+            "Back (rest)",
+            "Back (hover)",
+            "Cancel 2 (rest)",
+            "Cancel 2 (hover)",
+        }
+        low = {k: v for k, v in contrast.items() if v < 4.5}
+        assert low == {}, (scheme, low)
+    page.emulate_media(color_scheme="light")
+    shot(page, "list-bulk-cancel-confirmation", full_page=False)
+    dialog.get_by_role("button", name="Cancel 2").click()
+    expect(page.locator("#bulk-outcome")).to_contain_text("Cancel: 2 of 2 accepted")
+    for workflow_id in stuck:
+        assert api.call("GET", f"/workflows/{workflow_id}")["status"] in ("CANCELLING", "CANCELLED")
+    expect(page.locator('#status-counts a[data-status="CANCELLED"]')).to_have_text(
+        "CANCELLED 2", timeout=SLOW + 30_000
+    )
+
+
+# ------------------------------------------------------- 2,000 workflows, a rare status
+
+TOTAL = 2_000
+RARE = 14
+BASE = 1_750_000_000_000  # the seeded starts: long ago, one a second
+
+
+@pytest.fixture
+def crowded(own: Any, local_stack: LocalStack) -> Iterator[tuple[Any, Api, list[str]]]:
+    """A caller with 2,000 workflows, 14 of them FAILED among the oldest (written straight
+    into the local stack's table in the real layout), removed afterwards."""
+    page, api = own("console-crowd", init=LIVE_OFF)
+    real = start(api, "provision_environment", ENV)
+    dynamodb = boto3.client("dynamodb", endpoint_url=local_stack.moto_url, region_name="us-east-1")
+    item = dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": keys.wf_pk(real)}, "sk": {"S": keys.WF_SK}}
+    )["Item"]
+    owner = item["owner"]["S"]
+    seeded: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for n in range(TOTAL):
+        rare = n < RARE * 10 and n % 10 == 3
+        record = WorkflowRecord(
+            workflow_id=f"crowd{n:05d}",
+            wf_type="order_fulfilment",
+            def_hash="h",
+            status=WorkflowStatus.FAILED if rare else WorkflowStatus.SUCCEEDED,
+            input="{}",
+            owner=owner,
+            request_hash="r",
+            created_at=BASE + n * 1_000,
+            updated_at=BASE + n * 1_000,
+            finished_at=BASE + n * 1_000 + 4_000,
+            error='{"type": "CardDeclined", "message": "the card was declined", '
+            '"step": "charge_payment", "operator_needed": true}'
+            if rare
+            else None,
+        )
+        seeded.append(record.to_item())
+        if rare:
+            failed.append(record.workflow_id)
+    for at in range(0, TOTAL, 25):
+        batch = [{"PutRequest": {"Item": to_attr(i)}} for i in seeded[at : at + 25]]
+        dynamodb.batch_write_item(RequestItems={TABLE: batch})
+    yield page, api, list(reversed(failed))
+    for at in range(0, TOTAL, 25):
+        batch = [
+            {"DeleteRequest": {"Key": {"pk": {"S": i["pk"]}, "sk": {"S": i["sk"]}}}}
+            for i in seeded[at : at + 25]
+        ]
+        dynamodb.batch_write_item(RequestItems={TABLE: batch})
+
+
+def test_a_rare_status_among_2000_workflows_is_found_through_the_counts(
+    crowded: tuple[Any, Api, list[str]],
+) -> None:
+    page, _, failed = crowded
+    page.goto("/#/workflows")
+    expect(page.locator('#status-counts a[data-status="ALL"]')).to_have_text(
+        "All 2,001", timeout=SLOW
+    )
+    failures = page.locator('#status-counts a[data-status="FAILED"]')
+    expect(failures).to_have_text("FAILED 14")
+    shot(page, "list-2000-counts", full_page=False)
+    failures.click()
+    expect(page).to_have_url(re.compile(r"status=FAILED"))
+    # Every failure on the first page, newest first: never "No workflows match."
+    expect(rows(page)).to_have_count(RARE, timeout=SLOW)
+    assert ids_shown(page) == failed
+    first = rows(page).first
+    expect(first.locator(".step-name")).to_have_text("charge_payment")
+    expect(first).to_contain_text("CardDeclined: the card was declined")
+    expect(first).to_contain_text("operator needed")
+    first.get_by_role("button", name="Show error").click()
+    detail = page.locator(f"#row-detail-{failed[0]}")
+    expect(detail).to_be_visible()
+    expect(detail).to_contain_text("step: charge_payment")
+    shot(page, "list-2000-failed-expanded", full_page=False)
+
+    # The page lives in the URL: page 2 of everything survives a reload; Back is page 1.
+    page.goto("/#/workflows?limit=50")
+    expect(rows(page)).to_have_count(50, timeout=SLOW)
+    top = ids_shown(page)[0]
+    page.get_by_role("button", name="Next page").click()
+    expect(page).to_have_url(re.compile(r"page=2"))
+    expect(rows(page).first).not_to_have_attribute("data-workflow-id", top, timeout=SLOW)
+    second = ids_shown(page)
+    page.reload()
+    expect(rows(page)).to_have_count(50, timeout=SLOW)
+    assert ids_shown(page) == second
+    page.go_back()
+    expect(rows(page).first).to_have_attribute("data-workflow-id", top, timeout=SLOW)
+
+    # A time range: the last hour holds only the workflow started today.
+    page.goto("/#/workflows")
+    page.get_by_label("Created").select_option("1h")
+    page.get_by_role("button", name="Apply filters").click()
+    expect(page).to_have_url(re.compile(r"range=1h&created_after="))
+    expect(rows(page)).to_have_count(1, timeout=SLOW)
+    expect(page.locator('#status-counts a[data-status="ALL"]')).to_have_text("All 1", timeout=SLOW)
