@@ -10,16 +10,19 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd.changes import public_error
 from shepherd.definitions import NAME, POOL
 from shepherd.engine.listing import ListFilter, count_by_status
+from shepherd.engine.pools import pool_states
 from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
 from shepherd.errors import OperatorOnly, UnknownWorkflowType
-from shepherd.model import WorkflowRecord, WorkflowStatus
+from shepherd.model import WorkflowRecord, WorkflowStatus, loads
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
     DefinitionListView,
     DefinitionView,
+    ErrorTextView,
     ListSort,
     PoolListView,
     PoolView,
@@ -278,9 +281,61 @@ def _matches(found: WorkflowSummary, filters: ListFilter) -> bool:
     tags=["workflows"],
 )
 def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
-    """A workflow with its steps and compensations."""
+    """A workflow with its steps and compensations; each live step's next deadline and why
+    (one more read, of the pools, while the workflow is live)."""
     state, definition = engine().scheduler.owned(workflow_id, caller())
-    return workflow_view(state, definition, engine().ports.payloads)
+    ports = engine().ports
+    pools = pool_states(ports.store) if not state.workflow.status.terminal else {}
+    return workflow_view(state, definition, ports.payloads, now=ports.clock.now_ms(), pools=pools)
+
+
+STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
+MAX_ERROR_TEXT = 1024 * 1024  # a traceback served inline is cut here (the reply stays small)
+
+
+@app.get(
+    "/workflows/<workflow_id>/steps/<step>/error",
+    responses=errors.documented(200, "The step's last error, full text", ErrorTextView, 400, 404),
+    tags=["workflows"],
+)
+def step_error(workflow_id: WORKFLOW_ID, step: STEP_NAME) -> ErrorTextView:
+    """A step's last error in full: type, the message uncut and the traceback as text, read
+    through the API (no bucket link to follow, no JSON escapes to read)."""
+    return _error_text(workflow_id, "step", step)
+
+
+@app.get(
+    "/workflows/<workflow_id>/compensations/<step>/error",
+    responses=errors.documented(
+        200, "The compensation's last error, full text", ErrorTextView, 400, 404
+    ),
+    tags=["workflows"],
+)
+def compensation_error(workflow_id: WORKFLOW_ID, step: STEP_NAME) -> ErrorTextView:
+    """A compensation's last error in full (as for a step)."""
+    return _error_text(workflow_id, "compensation", step)
+
+
+def _error_text(workflow_id: str, kind: str, name: str) -> ErrorTextView:
+    state, _ = engine().scheduler.owned(workflow_id, caller())
+    rec = (state.steps if kind == "step" else state.compensations).get(name)
+    stored = loads(rec.error) if rec is not None else None
+    if not isinstance(stored, dict):
+        raise _NoError(f"no error recorded for {kind} '{name}' of workflow {workflow_id}")
+    full = stored.get("full")
+    text = engine().ports.payloads.value(full) if full else public_error(rec.error if rec else None)
+    text = text if isinstance(text, dict) else {}
+    traceback = text.get("traceback")
+    cut = isinstance(traceback, str) and len(traceback) > MAX_ERROR_TEXT
+    return ErrorTextView(
+        kind=kind,
+        step=name,
+        attempt=rec.attempt if rec is not None else 0,
+        type=str(text.get("type", stored.get("type", "Error"))),
+        message=str(text.get("message", stored.get("message", ""))),
+        traceback=traceback[:MAX_ERROR_TEXT] if isinstance(traceback, str) else None,
+        truncated=cut,
+    )
 
 
 @app.post(
@@ -429,9 +484,18 @@ class _NoDefinition(Exception):
     pass
 
 
+class _NoError(Exception):
+    pass
+
+
 @app.exception_handler(_BadQuery)
 def _bad_query(exc: _BadQuery) -> Response[Any]:
     return errors.error_response(HTTPStatus.BAD_REQUEST, "ValidationError", str(exc), exc.field)
+
+
+@app.exception_handler(_NoError)
+def _no_error(exc: _NoError) -> Response[Any]:
+    return errors.error_response(HTTPStatus.NOT_FOUND, "ErrorNotFound", str(exc))
 
 
 @app.exception_handler(_NoDefinition)

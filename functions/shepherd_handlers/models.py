@@ -144,6 +144,27 @@ class PayloadLink(BaseModel):
 _LARGE = "Set instead of `{}` when the payload is large (over the inline threshold)"
 
 
+class ErrorTextView(BaseModel):
+    kind: Annotated[str, Field(description="step or compensation")]
+    step: str
+    attempt: int
+    type: str
+    message: Annotated[str, Field(description="Uncut")]
+    traceback: Annotated[str | None, Field(description="As text, newlines and all")] = None
+    truncated: Annotated[bool, Field(description="The traceback was cut at 1 MiB")] = False
+
+
+class DeadlineView(BaseModel):
+    at: Annotated[str | None, Field(description="None: no deadline runs (a paused pool)")] = None
+    why: Annotated[
+        str,
+        Field(
+            description="heartbeat, timeout, dispatch, backoff, or "
+            "'waiting for pool <name> (paused)'"
+        ),
+    ]
+
+
 class StepView(BaseModel):
     name: str
     status: str
@@ -172,6 +193,13 @@ class StepView(BaseModel):
         ),
     ] = None
     attempts: list[AttemptView] = []
+    next_deadline: Annotated[
+        DeadlineView | None,
+        Field(
+            description="A live step's next deadline: when the supervisor acts if nothing "
+            "else happens, and why"
+        ),
+    ] = None
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")
     ] = 0
@@ -200,6 +228,9 @@ class WorkflowView(BaseModel):
         Field(description="Why it is PAUSED: reason (failure or operator), step, error, by"),
     ] = None
     paused_at: str | None = None
+    pause_timeout_at: Annotated[
+        str | None, Field(description="A PAUSED workflow's pause timeout: it then unwinds")
+    ] = None
     redrives: int = 0
     steps: list[StepView]
     compensations: list[StepView]

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from shepherd.changes import public_error
 from shepherd.clock import iso
+from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
 from shepherd.definitions import Definition
 from shepherd.engine.pools import PoolView
 from shepherd.engine.queries import WorkflowSummary, stored_output
-from shepherd.model import StepRecord, WorkflowState, loads
+from shepherd.keys import Kind
+from shepherd.model import PoolState, StepRecord, WorkflowState, loads
 from shepherd.payloads import Payloads, ref_of
 
 from shepherd_handlers.models import (
     AttemptView,
     BacklogView,
+    DeadlineView,
     DefinitionSummaryView,
     DefinitionView,
     PayloadLink,
@@ -34,7 +38,7 @@ def payload(payloads: Payloads, stored: str | None) -> tuple[Any, PayloadLink | 
     return None, PayloadLink(url=link.url, size=link.size, sha256=link.sha256)
 
 
-def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
+def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = None) -> StepView:
     error = public_error(rec.error)
     full = loads(rec.error).get("full") if error else None
     output, output_ref = payload(payloads, rec.output)
@@ -71,13 +75,31 @@ def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
             for h in rec.history
         ],
         attempts_total=rec.attempts_total,
+        next_deadline=None
+        if deadline is None
+        else DeadlineView(at=iso(deadline.at), why=deadline.why),
     )
 
 
-def workflow_view(state: WorkflowState, definition: Definition, payloads: Payloads) -> WorkflowView:
+def workflow_view(
+    state: WorkflowState,
+    definition: Definition,
+    payloads: Payloads,
+    *,
+    now: int | None = None,
+    pools: Mapping[str, PoolState] | None = None,
+) -> WorkflowView:
+    """The workflow as the API shows it; with `now` (and the pools), each live step's next
+    deadline and the pause timeout (shepherd.decisions.deadlines)."""
     wf = state.workflow
+
+    def due(kind: Kind, rec: StepRecord) -> Deadline | None:
+        if now is None:
+            return None
+        return next_deadline(state, definition, kind, rec, now, pools or {})
+
     steps = [
-        step_view(state.steps[name], payloads)
+        step_view(state.steps[name], payloads, due("step", state.steps[name]))
         for name in definition.topological_order
         if name in state.steps
     ]
@@ -104,9 +126,10 @@ def workflow_view(state: WorkflowState, definition: Definition, payloads: Payloa
         error=loads(wf.error),
         pause=loads(wf.pause),
         paused_at=iso(wf.paused_at),
+        pause_timeout_at=iso(pause_timeout_at(state, definition)),
         redrives=wf.redrives,
         steps=steps,
-        compensations=[step_view(c, payloads) for c in comps],
+        compensations=[step_view(c, payloads, due("compensation", c)) for c in comps],
     )
 
 
