@@ -313,3 +313,59 @@ def test_a_rare_status_among_2000_workflows_is_found_through_the_counts(
     expect(page).to_have_url(re.compile(r"range=1h&created_after="))
     expect(rows(page)).to_have_count(1, timeout=SLOW)
     expect(page.locator('#status-counts a[data-status="ALL"]')).to_have_text("All 1", timeout=SLOW)
+
+
+# ------------------------------------------ the workflow page: root cause, deadlines, resume
+
+
+def test_a_paused_workflow_says_why_when_and_what_to_do(page: Any, api: Api) -> None:
+    broken = {**ENV, "faults": {"configure": {"mode": "permanent", "times": 1}}}
+    workflow_id = start(api, "provision_environment", broken)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("PAUSED", timeout=30_000)
+    # The root cause at the top, with the step, the error and who must act.
+    banner = page.locator("#root-cause")
+    expect(banner.locator("h2")).to_have_text("Paused at configure")
+    expect(banner.locator("#operator-needed")).to_contain_text("An operator is needed")
+    expect(banner.locator("#pause-timeout")).to_contain_text(re.compile(r"in (59|60) min"))
+    # The traceback as text, read through the API: real lines, no bucket link, no escapes.
+    traceback = banner.locator("pre.traceback")
+    expect(traceback).to_contain_text("Traceback (most recent call last)")
+    text = traceback.inner_text()
+    assert "\n" in text and "\\n" not in text
+    assert page.locator("a", has_text="Download large payload").count() == 0
+    shot(page, "workflow-paused-banner", full_page=False)
+
+    # Resume offers the failed step (not those that succeeded), its box filled with its input.
+    page.locator('#actions button[data-action="resume"]').click()
+    dialog = page.locator("dialog.confirm")
+    options = dialog.locator("#resume-step option").all_inner_texts()
+    assert "configure (FAILED)" in options
+    assert not any(o.startswith("create_network") for o in options)  # it succeeded
+    dialog.get_by_label("Replacement input for step").select_option("configure")
+    box = dialog.get_by_label("Replacement input (JSON)")
+    expect(box).to_be_enabled()
+    prefilled = box.input_value()
+    assert '"env_name": "dev-one"' in prefilled and '"faults"' in prefilled
+    box.fill(prefilled.replace('"times": 1', '"times": 0'))
+    dialog.get_by_role("button", name="Resume workflow").click()
+    expect(page.locator("#action-outcome")).to_contain_text("status now RUNNING")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    expect(page.locator("#root-cause")).to_have_count(0)
+
+
+def test_a_step_behind_a_paused_pool_says_so_with_no_countdown(page: Any, api: Api) -> None:
+    api.call("POST", "/pools/cloud/pause")
+    try:
+        workflow_id = start(api, "provision_environment", ENV)
+        page.goto(f"/#/workflows/{workflow_id}")
+        waiting = page.locator('#deadlines li[data-step="step:create_network"]')
+        expect(waiting).to_contain_text("waiting for pool cloud (paused)")
+        view = api.call("GET", f"/workflows/{workflow_id}")
+        network = next(s for s in view["steps"] if s["name"] == "create_network")
+        assert network["next_deadline"] == {"at": None, "why": "waiting for pool cloud (paused)"}
+    finally:
+        api.call("POST", "/pools/cloud/resume")
+    # Once the pool runs, the step's deadline is a countdown again (or it is already done).
+    expect(page.locator("#deadlines li", has_text="(paused)")).to_have_count(0, timeout=30_000)
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)

@@ -115,7 +115,7 @@ export function ago(iso) {
 // Every relative time on the page keeps counting (a redraw happens only when data changes).
 window.setInterval(() => {
   for (const el of document.querySelectorAll("time[data-ago]")) el.textContent = relative(Number(el.dataset.ago));
-}, 5000);
+}, 1000);
 
 /** Milliseconds between two ISO instants (or until now), as "1.24 s", "3 min 5 s". */
 export function duration(fromIso, toIso) {
