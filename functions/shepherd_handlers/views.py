@@ -29,10 +29,13 @@ from shepherd_handlers.models import (
 from shepherd_handlers.models import PoolView as PoolBody
 
 
-def payload(payloads: Payloads, stored: str | None) -> tuple[Any, PayloadLink | None]:
+def payload(
+    payloads: Payloads, stored: str | None, name: str | None = None
+) -> tuple[Any, PayloadLink | None]:
     """A stored payload as the API shows it: small ones inline, a large one as a presigned
-    download in the field's `_ref` twin (so no response carries a large payload)."""
-    link = payloads.link(stored)
+    download in the field's `_ref` twin (so no response carries a large payload), saved by a
+    browser as `<name>.json` when named."""
+    link = payloads.link(stored, filename=f"{name}.json" if name else None)
     if link is None:
         return loads(stored), None
     return None, PayloadLink(url=link.url, size=link.size, sha256=link.sha256)
@@ -41,9 +44,10 @@ def payload(payloads: Payloads, stored: str | None) -> tuple[Any, PayloadLink | 
 def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = None) -> StepView:
     error = public_error(rec.error)
     full = loads(rec.error).get("full") if error else None
-    output, output_ref = payload(payloads, rec.output)
-    details, details_ref = payload(payloads, rec.details)
-    step_input, input_ref = payload(payloads, rec.input)
+    named = f"{rec.workflow_id}-{rec.kind}-{rec.name}"
+    output, output_ref = payload(payloads, rec.output, f"{named}-output")
+    details, details_ref = payload(payloads, rec.details, f"{named}-details")
+    step_input, input_ref = payload(payloads, rec.input, f"{named}-input")
     return StepView(
         name=rec.name,
         status=rec.status.value,
@@ -56,7 +60,7 @@ def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = N
         finished_at=iso(rec.finished_at),
         dispatches=rec.dispatches,
         error=error,
-        error_ref=payload(payloads, full)[1] if full else None,
+        error_ref=payload(payloads, full, f"{named}-error")[1] if full else None,
         output=output,
         details=details,
         input=step_input,
@@ -103,13 +107,17 @@ def workflow_view(
         for name in definition.topological_order
         if name in state.steps
     ]
-    wf_input, input_ref = payload(payloads, wf.input)
+    wf_input, input_ref = payload(payloads, wf.input, f"{wf.workflow_id}-input")
     output: dict[str, Any] | None = None
     output_ref: dict[str, PayloadLink] | None = None
     stored = stored_output(state, definition)
     if stored is not None:
         output = {n: loads(t) for n, t in stored.items() if ref_of(t) is None}
-        output_ref = {n: link for n, t in stored.items() if (link := payload(payloads, t)[1])}
+        output_ref = {
+            n: link
+            for n, t in stored.items()
+            if (link := payload(payloads, t, f"{wf.workflow_id}-output-{n}")[1])
+        }
     comps = sorted(state.compensations.values(), key=lambda c: (c.dispatched_at or 0, c.name))
     return WorkflowView(
         workflow_id=wf.workflow_id,

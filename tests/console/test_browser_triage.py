@@ -369,3 +369,31 @@ def test_a_step_behind_a_paused_pool_says_so_with_no_countdown(page: Any, api: A
     # Once the pool runs, the step's deadline is a countdown again (or it is already done).
     expect(page.locator("#deadlines li", has_text="(paused)")).to_have_count(0, timeout=30_000)
     expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+
+
+# ----------------------------------------------------------------------- large payloads
+
+
+def test_a_large_payload_downloads_as_a_named_file_from_a_fresh_link(page: Any, api: Api) -> None:
+    payload = {**ORDER, "note": "n" * 20_000}
+    workflow_id = start(api, "order_fulfilment", payload)
+    page.clock.install()  # the page's timers under a clock the test moves
+    page.goto(f"/#/workflows/{workflow_id}")
+    page.clock.run_for(1_000)
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    link = page.locator("#data .json", has_text="Input").locator("a.payload-link")
+    expect(link).to_have_attribute("href", re.compile("response-content-disposition="))
+    assert link.get_attribute("target") is None  # no tab full of JSON
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename == f"{workflow_id}-input.json"
+    path = download.value.path()
+    assert path.stat().st_size > 20_000 and '"note"' in path.read_text()
+    # The page stopped following the finished workflow, but while it shows links it reads
+    # its view again each minute: each read presigns anew (new signing time), so a link
+    # clicked later never expired (they last 5 minutes).
+    first = link.get_attribute("href")
+    page.wait_for_timeout(1_100)  # the next presign is at another second: another signature
+    page.clock.run_for(61_000)
+    expect(link).not_to_have_attribute("href", first or "")
+    expect(link).to_have_attribute("href", re.compile("response-content-disposition="))

@@ -291,8 +291,8 @@ class FaultyPayloadStore:
             raise PayloadUnavailable(f"payload {key} not read")
         return self.inner.get(key)
 
-    def url(self, key: str, expires_seconds: int) -> str:
-        return self.inner.url(key, expires_seconds)
+    def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
+        return str(self.inner.url(key, expires_seconds, filename))
 
     def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
         return self.inner.presign_upload(key, size, expires_seconds)

@@ -11,6 +11,9 @@ import { liveToggle } from "./workflows.js";
 
 export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"]);
 const REFRESH_MS = 1000;
+// A finished workflow's page re-reads its view this often while it shows large-payload links:
+// each read presigns them anew (they expire after 5 minutes), so a link is never stale.
+const LINKS_REFRESH_MS = 60_000;
 const IN_FLIGHT = new Set(["QUEUED", "RUNNING", "WAITING"]);
 
 const ACTIONS = [
@@ -507,4 +510,18 @@ export async function workflowPage(ctx, { id }) {
   ctx.every(REFRESH_MS, async () => {
     if (live.isOn() && !TERMINAL.has(view.status)) await refresh();
   });
+  let linksRead = Date.now();
+  const hasLinks = () => /"url":"https?:/.test(lastText);
+  const refreshLinks = async () => {
+    if (!TERMINAL.has(view.status) || !hasLinks()) return;
+    linksRead = Date.now();
+    await refresh();
+  };
+  ctx.every(LINKS_REFRESH_MS, refreshLinks);
+  // Back to a tab left in the background (its timers paused): fresh links at once.
+  const onVisible = () => {
+    if (!document.hidden && Date.now() - linksRead > LINKS_REFRESH_MS) refreshLinks();
+  };
+  document.addEventListener("visibilitychange", onVisible);
+  ctx.stops.push(() => document.removeEventListener("visibilitychange", onVisible));
 }
