@@ -116,7 +116,8 @@ def workflow_view(
         output_ref = {
             n: link
             for n, t in stored.items()
-            if (link := payload(payloads, t, f"{wf.workflow_id}-output-{n}")[1])
+            # Named as the step's own output_ref (the same object, the same link).
+            if (link := payload(payloads, t, f"{wf.workflow_id}-step-{n}-output")[1])
         }
     comps = sorted(state.compensations.values(), key=lambda c: (c.dispatched_at or 0, c.name))
     return WorkflowView(
