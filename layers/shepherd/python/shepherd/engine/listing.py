@@ -83,8 +83,9 @@ class ListFilter:
     def bounds(self, status: str | None = None) -> tuple[str, str]:
         """The sort-key range: [prefix + after, prefix + before + any id]."""
         prefix = self.prefix(status)
-        low = max(self.created_after or 0, 0)
-        high = min(self.created_before if self.created_before is not None else _LATEST, _LATEST)
+        low = min(max(self.created_after or 0, 0), _LATEST)
+        before = self.created_before if self.created_before is not None else _LATEST
+        high = max(min(before, _LATEST), 0)
         return (
             f"{prefix}{low:0{CREATED_DIGITS}d}",
             f"{prefix}{high:0{CREATED_DIGITS}d}#{_AFTER_ANY_ID}",
