@@ -174,6 +174,11 @@ def test_triage_columns_bulk_cancel_and_every_button_legible(own: Any) -> None:
     expect(created).to_have_text(re.compile(r"\d+ s ago|\d+ min ago"))
     assert re.search(r"\(.+\) — \d{4}-\d\d-\d\dT", created.get_attribute("title") or "")
     expect(page.locator('#status-counts a[data-status="RUNNING"]')).to_have_text("RUNNING 2")
+    # The small chart of the range, from the same counts.
+    expect(page.locator('#range-chart g[data-bar="Started"]')).to_have_attribute("data-count", "2")
+    expect(page.locator('#range-chart g[data-bar="Succeeded"]')).to_have_attribute(
+        "data-count", "0"
+    )
 
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
@@ -397,3 +402,26 @@ def test_a_large_payload_downloads_as_a_named_file_from_a_fresh_link(page: Any, 
     page.clock.run_for(61_000)
     expect(link).not_to_have_attribute("href", first or "")
     expect(link).to_have_attribute("href", re.compile("response-content-disposition="))
+
+
+def test_a_steps_earlier_attempts_fold_under_its_latest(page: Any, api: Api) -> None:
+    flaky = {**ORDER, "faults": {"reserve_inventory": {"mode": "error", "times": 2}}}
+    workflow_id = start(api, "order_fulfilment", flaky)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    rows = {
+        n: page.locator(f'#timeline tr[data-row="step:reserve_inventory:{n}"]') for n in (1, 2, 3)
+    }
+    expect(rows[3]).to_be_visible()
+    expect(rows[1]).to_be_hidden()
+    expect(rows[2]).to_be_hidden()
+    fold = page.locator('#timeline button[data-fold="step:reserve_inventory"]')
+    expect(fold).to_have_text("Show 2 earlier attempts")
+    fold.click()
+    expect(rows[1]).to_be_visible()
+    expect(rows[1]).to_have_attribute("data-outcome", "error")
+    expect(fold).to_have_attribute("aria-expanded", "true")
+    fold.click()
+    expect(rows[1]).to_be_hidden()
+    # A step with one attempt has nothing to fold.
+    expect(page.locator('#timeline button[data-fold="step:ship_order"]')).to_have_count(0)

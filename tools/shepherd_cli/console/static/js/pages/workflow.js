@@ -229,13 +229,52 @@ function fallbackDefinition(view) {
   };
 }
 
-function timeline(view) {
-  const rows = attemptRows(view).map((r) => {
+// Units whose earlier attempts the operator unfolded (a unit with more than COLLAPSE_OVER
+// attempts shows its latest, the others behind a button).
+const COLLAPSE_OVER = 2;
+const unfolded = new Set();
+
+function timeline(view, again = () => {}) {
+  const all = attemptRows(view);
+  const latest = new Map();
+  const counts = new Map();
+  for (const r of all) {
+    const unit = `${r.kind}:${r.name}`;
+    latest.set(unit, Math.max(latest.get(unit) || 0, r.attempt));
+    counts.set(unit, (counts.get(unit) || 0) + 1);
+  }
+  const rows = all.map((r) => {
     const [word, tone] = OUTCOMES[r.outcome] || [r.outcome, "NONE"];
+    const unit = `${r.kind}:${r.name}`;
+    const many = counts.get(unit) > COLLAPSE_OVER;
+    const isLatest = r.attempt === latest.get(unit);
+    const open = unfolded.has(`${view.workflow_id}:${unit}`);
+    const toggle =
+      many && isLatest
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "expander",
+              "aria-expanded": String(open),
+              "data-key": `fold:${unit}`,
+              "data-fold": unit,
+              on: {
+                click: () => {
+                  const key = `${view.workflow_id}:${unit}`;
+                  if (unfolded.has(key)) unfolded.delete(key);
+                  else unfolded.add(key);
+                  again();
+                },
+              },
+            },
+            open ? "Hide earlier attempts" : `Show ${counts.get(unit) - 1} earlier attempts`,
+          )
+        : null;
     return h(
       "tr",
-      { "data-row": `${r.kind}:${r.name}:${r.attempt}`, "data-outcome": r.outcome },
-      h("th", { scope: "row" }, kindLabel(r.kind, r.name)),
+      { "data-row": `${r.kind}:${r.name}:${r.attempt}`, "data-outcome": r.outcome, hidden: many && !isLatest && !open },
+      h("th", { scope: "row" }, kindLabel(r.kind, r.name), toggle ? " " : null, toggle),
       h("td", { class: "num" }, String(r.attempt)),
       h("td", {}, h("span", { class: `badge st-${tone}` }, word), r.due && Date.parse(r.due) > Date.now() ? h("span", { class: "muted" }, " retry at ", time(r.due)) : null),
       h("td", {}, time(r.dispatched)),
@@ -455,7 +494,8 @@ export async function workflowPage(ctx, { id }) {
       drawGraph(shown, { view, onSelect: select }),
       legend([...STEP_STATUSES, "NOT_STARTED"]),
     );
-    redraw(timelineHost, timeline(view));
+    const drawTimeline = () => redraw(timelineHost, timeline(view, drawTimeline));
+    drawTimeline();
     redraw(
       dataHost,
       jsonView("Input", view.input, { key: "wf:input", ref: view.input_ref }),

@@ -5,7 +5,7 @@
 
 import { ApiError, get, post, seg } from "../api.js";
 import { confirmAction } from "../confirm.js";
-import { ago, badge, duration, h, replace, table } from "../dom.js";
+import { ago, badge, duration, h, replace, s, table } from "../dom.js";
 
 export const WORKFLOW_STATUSES = ["RUNNING", "PAUSED", "COMPENSATING", "CANCELLING", "SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"];
 const PAGE_SIZE = 20;
@@ -121,6 +121,36 @@ function tokenTrail(filters) {
   };
 }
 
+/** Starts, successes and failures in the list's time range as a small bar chart (from the
+    counts: no extra request), every bar labelled with its number. */
+function chart(data) {
+  const of = (status) => data.counts.find((c) => c.status === status)?.count || 0;
+  const bars = [
+    ["Started", data.total, "st-RUNNING"],
+    ["Succeeded", of("SUCCEEDED"), "st-SUCCEEDED"],
+    ["Failed or undone", of("FAILED") + of("COMPENSATED"), "st-FAILED"],
+  ];
+  const most = Math.max(1, ...bars.map(([, n]) => n));
+  const width = 260;
+  const row = 22;
+  return [
+    h("figcaption", {}, "In this time range"),
+    s(
+      "svg",
+      { viewBox: `0 0 ${width} ${bars.length * row}`, width, height: bars.length * row, role: "img", "aria-label": bars.map(([label, n]) => `${label} ${n}`).join(", ") },
+      bars.map(([label, n, tone], i) =>
+        s(
+          "g",
+          { class: `bar ${tone}`, "data-bar": label, "data-count": String(n), transform: `translate(0 ${i * row})` },
+          s("text", { x: 0, y: 15, class: "bar-label" }, label),
+          s("rect", { x: 110, y: 3, height: 15, width: Math.max(2, Math.round((n / most) * 100)), rx: 2 }),
+          s("text", { x: 116 + Math.max(2, Math.round((n / most) * 100)), y: 15, class: "bar-label" }, n.toLocaleString()),
+        ),
+      ),
+    ),
+  ];
+}
+
 /** How long a workflow ran (or has been running). */
 function ran(wf) {
   return duration(wf.created_at, wf.finished_at || null);
@@ -165,6 +195,7 @@ export async function workflowsPage(ctx, { query }) {
   const found = h("p", { class: "lookup-result", role: "status" });
   const countsHost = h("nav", { class: "counts", id: "status-counts", "aria-label": "Workflows per status" }, h("span", { class: "muted" }, "Counting…"));
   const bulkHost = h("div", { class: "bulk toolbar", id: "bulk-actions" });
+  const chartHost = h("figure", { class: "mini-chart", id: "range-chart" });
   const bulkOutcome = h("p", { class: "outcome", role: "status", id: "bulk-outcome", hidden: true });
 
   // ------------------------------------------------------------------------ filters form
@@ -290,6 +321,7 @@ export async function workflowsPage(ctx, { query }) {
       data.counts.filter((c) => c.count > 0 || c.status === filters.status).map((c) => chip(c.status, c.count, c.capped)),
     );
     countsHost.dataset.total = String(data.total);
+    replace(chartHost, chart(data));
   }
 
   function drawRows(items) {
@@ -405,7 +437,7 @@ export async function workflowsPage(ctx, { query }) {
   replace(
     ctx.main,
     h("h1", { tabindex: "-1" }, "Workflows"),
-    countsHost,
+    h("div", { class: "overview" }, countsHost, chartHost),
     h("div", { class: "toolbar" }, form),
     h("div", { class: "toolbar" }, finder),
     found,
