@@ -275,6 +275,9 @@ class HookStore:
     def query_range(self, *args: Any, **kwargs: Any) -> Any:
         return self.inner.query_range(*args, **kwargs)
 
+    def query_after(self, *args: Any) -> Any:
+        return self.inner.query_after(*args)
+
     def count_range(self, *args: Any) -> Any:
         return self.inner.count_range(*args)
 

@@ -11,11 +11,14 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.changes import public_error
+from shepherd.clock import iso
 from shepherd.definitions import NAME, POOL
-from shepherd.engine.listing import ListFilter, count_by_status
+from shepherd.engine import history
+from shepherd.engine.listing import ListFilter, Position, count_by_status
 from shepherd.engine.pools import pool_states
 from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
 from shepherd.errors import OperatorOnly, UnknownWorkflowType
+from shepherd.keys import event_sk
 from shepherd.model import WorkflowRecord, WorkflowStatus, loads
 
 from shepherd_handlers import errors, pagination
@@ -23,6 +26,8 @@ from shepherd_handlers.models import (
     DefinitionListView,
     DefinitionView,
     ErrorTextView,
+    HistoryEventView,
+    HistoryView,
     ListSort,
     PoolListView,
     PoolView,
@@ -287,6 +292,44 @@ def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
     ports = engine().ports
     pools = pool_states(ports.store) if not state.workflow.status.terminal else {}
     return workflow_view(state, definition, ports.payloads, now=ports.clock.now_ms(), pools=pools)
+
+
+@app.get(
+    "/workflows/<workflow_id>/events",
+    responses=errors.documented(200, "The workflow's history, oldest first", HistoryView, 400, 404),
+    tags=["workflows"],
+)
+def workflow_events(
+    workflow_id: WORKFLOW_ID,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> HistoryView:
+    """The workflow's lifecycle events as they were published (kept by the relay), oldest
+    first: operator actions included, with who and when where the event says so. Paged with
+    a signed `next_token` bound to the caller and the workflow."""
+    owner = caller()
+    engine().scheduler.owned(workflow_id, owner)  # 404 unless it is the caller's
+    pages = pagination.paginator(engine().ports.store)
+    bound = ("events", workflow_id)
+    after = ""
+    if next_token is not None:
+        try:
+            at = pages.verify(next_token, owner, bound)
+        except pagination.TokenRejected as exc:
+            raise _BadQuery(str(exc), "next_token") from None
+        after = event_sk(at.created_at, at.workflow_id)
+    got = history.page(engine().ports.store, workflow_id, after_sk=after, limit=limit)
+    token = None
+    if got.last_sk is not None:
+        at_text, _, event_id = got.last_sk.partition("#")
+        token = pages.sign(owner, Position(int(at_text), event_id), bound)
+    return HistoryView(
+        items=[
+            HistoryEventView(type=t, at=iso(at) if at else None, detail=d)
+            for t, at, d in got.events
+        ],
+        next_token=token,
+    )
 
 
 STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]

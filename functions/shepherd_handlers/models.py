@@ -144,6 +144,17 @@ class PayloadLink(BaseModel):
 _LARGE = "Set instead of `{}` when the payload is large (over the inline threshold)"
 
 
+class HistoryEventView(BaseModel):
+    type: Annotated[str, Field(description="The event's detail-type, as published")]
+    at: Annotated[str | None, Field(description="When it happened (the change it announces)")]
+    detail: Annotated[dict[str, Any], Field(description="The event's detail, as published")]
+
+
+class HistoryView(BaseModel):
+    items: list[HistoryEventView]
+    next_token: str | None = None
+
+
 class ErrorTextView(BaseModel):
     kind: Annotated[str, Field(description="step or compensation")]
     step: str

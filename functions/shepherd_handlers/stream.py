@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.adapters.dynamodb import change_of_record
 from shepherd.changes import Change, events_of
+from shepherd.engine import history
 
 from shepherd_handlers.runtime import count_events, count_throttles, engine, logger, metrics, tracer
 
@@ -39,6 +40,15 @@ def publish_change(change: Change) -> int:
     events = events_of(change)
     if events:
         engine().publisher.publish(events)  # DeliveryError: a batch item failure, retried
+        # The workflow's history (GET /workflows/{id}/events): each event as published, one
+        # idempotent put; a failure is a batch item failure too, so it is retried.
+        ports, config = engine().ports, engine().scheduler.config
+        history.record(
+            ports.store,
+            events,
+            ports.clock.now_ms() // 1000 + config.retention_seconds,
+            history.change_ms(change.new),
+        )
         count_events(events)
         logger.info(
             "events published",

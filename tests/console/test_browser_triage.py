@@ -357,6 +357,14 @@ def test_a_paused_workflow_says_why_when_and_what_to_do(page: Any, api: Api) -> 
     expect(page.locator("#action-outcome")).to_contain_text("status now RUNNING")
     expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
     expect(page.locator("#root-cause")).to_have_count(0)
+    # The history, as published, keeps the pause (why, where) after the resume.
+    events = page.locator("#events tr[data-event]")
+    expect(page.locator('#events tr[data-event="WorkflowSucceeded"]')).to_have_count(1)
+    expect(page.locator('#events tr[data-event="WorkflowPaused"]')).to_contain_text(
+        "failure at configure"
+    )
+    expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_have_count(1)
+    assert events.first.get_attribute("data-event") == "WorkflowStarted"
 
 
 def test_a_step_behind_a_paused_pool_says_so_with_no_countdown(page: Any, api: Api) -> None:

@@ -251,6 +251,11 @@ class FaultyStore:
         page: ListPage = self.inner.query_range(*args, **kwargs)
         return page
 
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        self._before("query_after", pk)
+        page: ListPage = self.inner.query_after(pk, after_sk, limit)
+        return page
+
     def count_range(self, *args: Any) -> int:
         self._before("count_range", None)
         return int(self.inner.count_range(*args))

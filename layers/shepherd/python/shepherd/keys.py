@@ -19,6 +19,7 @@ STEP_PREFIX = "S#"  # sk of a step item: S#<step name>
 COMP_PREFIX = "C#"  # sk of a compensation item: C#<step name>
 OWNER_PREFIX = "OWNER#"  # list index partition: OWNER#<owner>#<shard>
 WATCH_PREFIX = "W#"  # watch index shard: W#<n>
+EVENTS_PREFIX = "EV#"  # a workflow's history: pk EV#<workflow id>, sk <time ms>#<event id>
 DEF_PREFIX = "DEF#"  # a definition snapshot: pk DEF#<name>, sk <content hash>
 POOLS_PK = "POOLS"  # pool states: pk POOLS, sk <pool name>
 CONFIG_PREFIX = "CONFIG#"  # deployment-wide settings the engine creates on first use
@@ -124,3 +125,12 @@ def upload_object_key(owner: str, upload_id: str) -> str:
     """`uploads/<sha256 of the owner, 32 hex>/<upload id>`: server-made, owner-scoped."""
     owner_hash = hashlib.sha256(owner.encode()).hexdigest()[:32]
     return f"{UPLOAD_KEY_PREFIX}{owner_hash}/{upload_id}"
+
+
+def events_pk(workflow_id: str) -> str:
+    """A workflow's published events, apart from its own partition (its reads never grow)."""
+    return EVENTS_PREFIX + workflow_id
+
+
+def event_sk(at_ms: int, event_id: str) -> str:
+    return f"{at_ms:0{CREATED_DIGITS}d}#{event_id}"

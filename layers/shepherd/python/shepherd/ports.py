@@ -102,6 +102,11 @@ class Store(Protocol):
         order (descending when `newest_first`), at most `limit`; eventually consistent."""
         ...
 
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        """Items of one table partition whose sort key sorts after `after_sk`, in sort-key
+        order, at most `limit` (a workflow's history, page by page)."""
+        ...
+
     def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:
         """How many entries of one list-index partition lie in [low, high], counting no
         further once `cap` is reached (the result is then at least `cap`)."""

@@ -70,6 +70,7 @@ ROUTES: tuple[Route, ...] = (
     # Before /workflows/{workflow_id}: a literal segment wins over a parameter.
     Route("GET", "/workflows/counts", "api", query=("type", "created_after", "created_before")),
     Route("GET", "/workflows/{workflow_id}", "api"),
+    Route("GET", "/workflows/{workflow_id}/events", "api", query=("limit", "next_token")),
     Route("GET", "/workflows/{workflow_id}/steps/{step}/error", "api"),
     Route("GET", "/workflows/{workflow_id}/compensations/{step}/error", "api"),
     Route("POST", "/workflows/{workflow_id}/cancel", "api"),

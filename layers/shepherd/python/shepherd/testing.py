@@ -224,6 +224,19 @@ class MemoryStore:
         next_cursor = dict(page[-1]) if len(rows) > limit else None
         return ListPage(page, next_cursor)
 
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        with self._lock:
+            rows = sorted(
+                (
+                    copy.deepcopy(item)
+                    for item in self._items.values()
+                    if item["pk"] == pk and str(item["sk"]) > after_sk
+                ),
+                key=lambda i: str(i["sk"]),
+            )
+        page = rows[:limit]
+        return ListPage(page, {"sk": page[-1]["sk"]} if len(rows) > limit else None)
+
     def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:
         return min(len(self._range(index, partition, low, high)), cap)
 

@@ -413,6 +413,22 @@ class DynamoStore:
         items = [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
         return ListPage(items, response.get("LastEvaluatedKey"))
 
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        values: dict[str, Any] = {":p": {"S": pk}}
+        condition = "pk = :p"
+        if after_sk:  # DynamoDB takes no empty key value: "" is the partition's start
+            condition += " AND sk > :s"
+            values[":s"] = {"S": after_sk}
+        response = self._call(
+            "query",
+            TableName=self._table,
+            KeyConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            Limit=limit,
+        )
+        items = [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
+        return ListPage(items, response.get("LastEvaluatedKey"))
+
     def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:
         """Select=COUNT pages (each reads at most 1 MB) until the range ends or `cap`."""
         params = self._range_params(index, partition, low, high)

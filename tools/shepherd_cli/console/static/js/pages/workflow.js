@@ -1,5 +1,5 @@
 // One workflow: its DAG with every step's and compensation's status, a timeline of every
-// attempt, its data as collapsible JSON, the events it announced (derived here from the view),
+// attempt, its data as collapsible JSON, the events it announced (its history, as published),
 // and the operator's actions. Refreshes itself while the workflow is not finished.
 
 import { ApiError, get, post, seg } from "../api.js";
@@ -11,6 +11,7 @@ import { liveToggle } from "./workflows.js";
 
 export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"]);
 const REFRESH_MS = 1000;
+const HISTORY_PAGES = 5; // up to 500 events on the page; the API pages the rest
 // A finished workflow's page re-reads its view this often while it shows large-payload links:
 // each read presigns them anew (they expire after 5 minutes), so a link is never stale.
 const LINKS_REFRESH_MS = 60_000;
@@ -63,6 +64,17 @@ const OUTCOMES = {
 };
 
 const kindLabel = (kind, name) => (kind === "step" ? name : `undo ${name}`);
+
+/** One published event's detail in words: the step and attempt, who paused and why, the error. */
+export function eventText(d) {
+  const parts = [];
+  if (d.step) parts.push(`${d.kind === "compensation" ? "undo " : ""}${d.step}${d.attempt ? ` attempt ${d.attempt}` : ""}`);
+  if (d.pause) parts.push(`${d.pause.reason || "paused"}${d.pause.step ? ` at ${d.pause.step}` : ""}${d.pause.by ? ` by ${d.pause.by}` : ""}`);
+  if (d.next_attempt) parts.push(`next attempt ${d.next_attempt} in ${d.delay_ms} ms`);
+  if (d.error) parts.push(`${d.error.type || "Error"}: ${d.error.message || ""}`);
+  if (!parts.length && d.status) parts.push(d.status);
+  return parts.join(" — ");
+}
 
 /** When the supervisor acts on a live unit, in words, as a countdown (issue 29.3). */
 export function deadlineText(deadline) {
@@ -185,39 +197,6 @@ export function attemptRows(view) {
   }
   const at = (r) => Date.parse(r.claimed || r.dispatched || r.ended || r.due || "") || Number.MAX_SAFE_INTEGER;
   return rows.sort((x, y) => at(x) - at(y) || (x.kind === y.kind ? 0 : x.kind === "step" ? -1 : 1));
-}
-
-/** The lifecycle events this workflow announced, as far as its current view shows them. */
-export function derivedEvents(view) {
-  const events = [{ at: view.created_at, type: "WorkflowStarted", detail: view.type }];
-  for (const [kind, items] of [["step", view.steps], ["compensation", view.compensations]]) {
-    for (const item of items) {
-      const last = item.attempts[item.attempts.length - 1];
-      for (const a of item.attempts) {
-        const who = `${kindLabel(kind, item.name)}, attempt ${a.attempt}`;
-        if (a.outcome === "input_replaced") {
-          events.push({ at: a.at, type: "WorkflowResumed", detail: `with a replacement input for ${item.name}${a.by ? ` by ${a.by}` : ""}` });
-        } else if (a.outcome === "ok") {
-          events.push({ at: a.at, type: kind === "step" ? "StepSucceeded" : "StepCompensated", detail: who });
-        } else {
-          if (a.outcome.endsWith("timeout")) events.push({ at: a.at, type: "StepTimedOut", detail: `${who}: ${OUTCOMES[a.outcome][0]}` });
-          const final = a === last && item.status === "FAILED";
-          if (final || !a.outcome.endsWith("timeout")) {
-            events.push({ at: a.at, type: final ? "StepFailed" : "StepRetried", detail: `${who}${a.error ? `: ${a.error}` : ""}` });
-          }
-        }
-      }
-    }
-  }
-  if (view.paused_at) {
-    const reason = view.pause?.reason ? `${view.pause.reason}${view.pause.step ? ` of ${view.pause.step}` : ""}` : "";
-    events.push({ at: view.paused_at, type: "WorkflowPaused", detail: reason });
-  }
-  if (TERMINAL.has(view.status) && view.finished_at) {
-    const name = view.status.charAt(0) + view.status.slice(1).toLowerCase();
-    events.push({ at: view.finished_at, type: `Workflow${name}`, detail: view.error?.message || "" });
-  }
-  return events.sort((x, y) => Date.parse(x.at) - Date.parse(y.at));
 }
 
 function fallbackDefinition(view) {
@@ -508,15 +487,55 @@ export async function workflowPage(ctx, { id }) {
       view.compensations.length ? h("h3", { class: "sub" }, "Compensations") : null,
       view.compensations.map((c) => itemDetails("compensation", c, view.workflow_id)),
     );
-    const events = derivedEvents(view).map((e) =>
-      h("tr", { "data-event": e.type }, h("td", {}, time(e.at)), h("th", { scope: "row" }, e.type), h("td", {}, e.detail || "")),
+    drawHistory();
+  }
+
+  // The workflow's history as the relay published it (GET /workflows/{id}/events): read,
+  // never rebuilt from the current state (issue 29.4).
+  let historyItems = null;
+  let historyMore = false;
+  let historyText = "";
+  async function loadHistory() {
+    const items = [];
+    let token = null;
+    let more = false;
+    for (let page = 0; page < HISTORY_PAGES; page += 1) {
+      const { data } = await get(`/workflows/${seg(id)}/events`, { limit: 100, next_token: token });
+      items.push(...data.items);
+      token = data.next_token;
+      if (!token) break;
+      more = page === HISTORY_PAGES - 1;
+    }
+    if (!ctx.alive) return;
+    const text = JSON.stringify(items);
+    if (text === historyText) return;
+    historyText = text;
+    historyItems = items;
+    historyMore = more;
+    drawHistory();
+  }
+
+  function drawHistory() {
+    if (historyItems === null) {
+      redraw(eventsHost, h("p", { class: "muted loading" }, "Loading the history…"));
+      return;
+    }
+    const rows = historyItems.map((e) =>
+      h("tr", { "data-event": e.type }, h("td", {}, time(e.at || e.detail.at, { date: true })), h("th", { scope: "row" }, e.type), h("td", {}, eventText(e.detail))),
     );
-    redraw(eventsHost, table("Derived in the console from the workflow's view (not read from the event bus).", ["Time", "Event", "Detail"], events));
+    redraw(
+      eventsHost,
+      rows.length
+        ? table("The events this workflow announced, as published (kept by the event relay), oldest first.", ["Time", "Event", "Detail"], rows)
+        : h("p", { class: "empty" }, "No event recorded yet (the relay keeps them a moment after they happen)."),
+      historyMore ? h("p", { class: "muted" }, `The first ${historyItems.length} events; the rest through GET /workflows/{id}/events.`) : null,
+    );
   }
 
   async function refresh() {
     try {
       view = (await get(`/workflows/${seg(id)}`)).data;
+      await loadHistory();
       replace(problem);
     } catch (exc) {
       replace(problem, exc.describe ? exc.describe() : String(exc));
@@ -547,6 +566,9 @@ export async function workflowPage(ctx, { id }) {
   );
   lastText = JSON.stringify(view);
   draw();
+  loadHistory().catch((exc) => {
+    if (ctx.alive) redraw(eventsHost, h("p", { class: "problem" }, `The history could not be read: ${exc.describe ? exc.describe() : exc}`));
+  });
   ctx.every(REFRESH_MS, async () => {
     if (live.isOn() && !TERMINAL.has(view.status)) await refresh();
   });
