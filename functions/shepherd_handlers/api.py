@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -53,6 +53,14 @@ from shepherd_handlers.views import (
 
 TITLE = "Shepherd API"
 VERSION = "1.0.0"
+# An instant in a query: ISO 8601 with a timezone (Z or an offset), years 1000-2999, nothing
+# else (a bare number or a naive time is refused, 400, as the schema says).
+INSTANT_PATTERN = (
+    r"^[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+INSTANT = Annotated[str | None, Query(min_length=16, max_length=40, pattern=INSTANT_PATTERN)]
 WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
@@ -170,8 +178,8 @@ def create_upload(body: UploadRequest) -> Response[UploadView]:
 def list_all(
     status: Annotated[WorkflowStatus | None, Query()] = None,
     type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
-    created_after: Annotated[datetime | None, Query()] = None,
-    created_before: Annotated[datetime | None, Query()] = None,
+    created_after: INSTANT = None,
+    created_before: INSTANT = None,
     sort: Annotated[ListSort, Query()] = ListSort.NEWEST,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
@@ -211,8 +219,8 @@ def list_all(
 )
 def count_all(
     type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
-    created_after: Annotated[datetime | None, Query()] = None,
-    created_before: Annotated[datetime | None, Query()] = None,
+    created_after: INSTANT = None,
+    created_before: INSTANT = None,
 ) -> WorkflowCountsView:
     """How many of the caller's workflows are in each status (of one type, created in a time
     range). Bounded: a status stops being counted at 10,000 and says so (`capped`)."""
@@ -228,17 +236,12 @@ def count_all(
 def _filters(
     status: WorkflowStatus | None,
     wf_type: str | None,
-    created_after: datetime | None,
-    created_before: datetime | None,
+    created_after: str | None,
+    created_before: str | None,
     sort: ListSort,
 ) -> ListFilter:
-    """The query's filters; a time without a timezone or an empty range is refused (400)."""
-    bounds: list[int | None] = []
-    for name, value in (("created_after", created_after), ("created_before", created_before)):
-        if value is not None and value.tzinfo is None:
-            raise _BadQuery(f"{name} needs a timezone (e.g. 2026-01-01T00:00:00Z)", name)
-        bounds.append(None if value is None else int(value.timestamp() * 1000))
-    after, before = bounds
+    """The query's filters; a time that is not an instant or an empty range is refused (400)."""
+    after, before = (None if t is None else _instant_ms(t) for t in (created_after, created_before))
     if after is not None and before is not None and after > before:
         raise _BadQuery("created_after is later than created_before", "created_after")
     return ListFilter(
@@ -248,6 +251,23 @@ def _filters(
         created_before=before,
         newest_first=sort is ListSort.NEWEST,
     )
+
+
+def _instant_ms(text: str) -> int:
+    """Epoch ms of an instant the pattern admitted; a day past its month's end rolls over
+    (2026-02-30 is March 2nd, as JavaScript's Date reads it), so every admitted text is one."""
+    date, _, rest = text.partition("T")
+    year, month, day = (int(part) for part in date.split("-"))
+    zone = "+00:00" if rest.endswith("Z") else rest[-6:]
+    clock = rest[:-1] if rest.endswith("Z") else rest[:-6]
+    parts = clock.split(":")
+    seconds = float(parts[2]) if len(parts) > 2 else 0.0
+    sign = -1 if zone[0] == "-" else 1
+    offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])) * sign
+    start = datetime(year, month, 1, tzinfo=UTC) + timedelta(
+        days=day - 1, hours=int(parts[0]), minutes=int(parts[1]), seconds=seconds
+    )
+    return int((start - offset).timestamp() * 1000)
 
 
 def _signed(filters: ListFilter) -> tuple[str | None, ...]:
