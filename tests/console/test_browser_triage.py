@@ -88,6 +88,7 @@ window.fetch = async (url, options) => {
 
 def test_paging_while_live_refresh_never_shows_the_previous_pages_rows(own: Any) -> None:
     page, api = own("console-paging", init=SLOW_FIRST_PAGE)
+    page.set_default_timeout(20_000)
     for _ in range(12):
         start(api, "provision_environment", ENV)
     first = [w["workflow_id"] for w in api.call("GET", "/workflows?limit=5")["items"]]
@@ -101,13 +102,13 @@ def test_paging_while_live_refresh_never_shows_the_previous_pages_rows(own: Any)
         "Live refresh: on"
     )
     for attempt in range(6):
-        expect(rows(page).first).to_have_attribute("data-workflow-id", first[0])
+        expect(rows(page).first).to_have_attribute("data-workflow-id", first[0], timeout=20_000)
         # Go on at a different moment of the 2 s refresh cycle each time.
         page.wait_for_timeout(300 + attempt * 350)
         page.get_by_role("button", name="Next page").click()
         expect(page).to_have_url(re.compile(r"page=2"))
         expect(page.locator(".pager span")).to_have_text("Page 2")
-        expect(rows(page).first).to_have_attribute("data-workflow-id", second[0])
+        expect(rows(page).first).to_have_attribute("data-workflow-id", second[0], timeout=20_000)
         # Longer than a slow refresh of page 1 takes to come back: its rows never land here.
         page.wait_for_timeout(2_200)
         assert ids_shown(page) == second, f"try {attempt}: page 1's rows under page 2"
@@ -364,7 +365,7 @@ def test_a_paused_workflow_says_why_when_and_what_to_do(page: Any, api: Api) -> 
         "failure at configure"
     )
     expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_have_count(1)
-    assert events.first.get_attribute("data-event") == "WorkflowStarted"
+    expect(events.first).to_have_attribute("data-event", "WorkflowStarted")
 
 
 def test_a_step_behind_a_paused_pool_says_so_with_no_countdown(page: Any, api: Api) -> None:
