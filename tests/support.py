@@ -276,8 +276,14 @@ class HookStore:
     def query_due(self, *args: Any) -> Any:
         return self.inner.query_due(*args)
 
-    def query_list(self, *args: Any) -> Any:
-        return self.inner.query_list(*args)
+    def query_range(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.query_range(*args, **kwargs)
+
+    def query_after(self, *args: Any) -> Any:
+        return self.inner.query_after(*args)
+
+    def count_range(self, *args: Any) -> Any:
+        return self.inner.count_range(*args)
 
 
 def pausing_order(harness: Harness) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -10,23 +10,35 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd.changes import public_error
+from shepherd.clock import iso
 from shepherd.definitions import NAME, POOL
-from shepherd.engine.queries import find_by_idempotency_key, list_workflows
+from shepherd.engine import history
+from shepherd.engine.listing import ListFilter, Position, count_by_status
+from shepherd.engine.pools import pool_states
+from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
 from shepherd.errors import OperatorOnly, UnknownWorkflowType
-from shepherd.model import WorkflowRecord, WorkflowStatus
+from shepherd.keys import event_sk
+from shepherd.model import WorkflowRecord, WorkflowStatus, loads
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
     CircuitRequest,
     DefinitionListView,
     DefinitionView,
+    ErrorTextView,
+    HistoryEventView,
+    HistoryView,
+    ListSort,
     PoolListView,
     PoolView,
     ResumeRequest,
     StartWorkflowRequest,
+    StatusCountView,
     UploadRequest,
     UploadView,
     WorkflowAccepted,
+    WorkflowCountsView,
     WorkflowListView,
     WorkflowStatusView,
     WorkflowView,
@@ -42,6 +54,14 @@ from shepherd_handlers.views import (
 
 TITLE = "Shepherd API"
 VERSION = "1.0.0"
+# An instant in a query: ISO 8601 with a timezone (Z or an offset), years 1000-2999, nothing
+# else (a bare number or a naive time is refused, 400, as the schema says).
+INSTANT_PATTERN = (
+    r"^[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+INSTANT = Annotated[str | None, Query(min_length=16, max_length=40, pattern=INSTANT_PATTERN)]
 WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
@@ -159,44 +179,126 @@ def create_upload(body: UploadRequest) -> Response[UploadView]:
 def list_all(
     status: Annotated[WorkflowStatus | None, Query()] = None,
     type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    created_after: INSTANT = None,
+    created_before: INSTANT = None,
+    sort: Annotated[ListSort, Query()] = ListSort.NEWEST,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
     idempotency_key: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
 ) -> WorkflowListView:
-    """The caller's workflows, newest first. `next_token` is opaque and bound to the caller
-    and the filters it was issued with. `idempotency_key` looks up the one workflow the caller
-    started with that key (an empty list if none; the other filters still apply)."""
+    """The caller's workflows, newest (or oldest) first, optionally of one status, one type
+    and created in a time range (both ends inclusive, ISO 8601 with a timezone). A page is
+    full unless the matches run out; an empty page means nothing matches. `next_token` is
+    opaque and bound to the caller and the filters it was issued with. `idempotency_key`
+    looks up the one workflow the caller started with that key (an empty list if none; the
+    other filters still apply)."""
     owner = caller()
-    filters = (status.value if status else None, type)
+    filters = _filters(status, type, created_after, created_before, sort)
     if idempotency_key is not None:
         if next_token is not None:
             raise _BadQuery("a lookup by idempotency_key has one page: no next_token", "next_token")
         return _lookup(owner, idempotency_key, filters)
     pages = pagination.paginator(engine().ports.store)
-    start = None
+    signed = _signed(filters)
+    after = None
     if next_token is not None:
         try:
-            position = pages.verify(next_token, owner, filters)
+            after = pages.verify(next_token, owner, signed)
         except pagination.TokenRejected as exc:
             raise _BadQuery(str(exc), "next_token") from None
-        start = pagination.engine_token(owner, position)
-    page = list_workflows(
-        engine().ports.store, owner, limit=limit, next_token=start, status=filters[0], wf_type=type
-    )
+    page = list_workflows(engine().ports.store, owner, filters, limit=limit, after=after)
     token = None
-    if page.next_token:
-        token = pages.sign(owner, pagination.position_of(page.next_token), filters)
+    if page.next_position is not None:
+        token = pages.sign(owner, page.next_position, signed)
     return WorkflowListView(items=[summary_view(s) for s in page.items], next_token=token)
 
 
-def _lookup(owner: str, key: str, filters: tuple[str | None, str | None]) -> WorkflowListView:
+@app.get(
+    "/workflows/counts",
+    responses=errors.documented(200, "The caller's workflows per status", WorkflowCountsView, 400),
+    tags=["workflows"],
+)
+def count_all(
+    type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    created_after: INSTANT = None,
+    created_before: INSTANT = None,
+) -> WorkflowCountsView:
+    """How many of the caller's workflows are in each status (of one type, created in a time
+    range). Bounded: a status stops being counted at 10,000 and says so (`capped`)."""
+    filters = _filters(None, type, created_after, created_before, ListSort.NEWEST)
+    counts = count_by_status(engine().ports.store, caller(), filters)
+    return WorkflowCountsView(
+        counts=[StatusCountView(status=c.status, count=c.count, capped=c.capped) for c in counts],
+        total=sum(c.count for c in counts),
+        capped=any(c.capped for c in counts),
+    )
+
+
+def _filters(
+    status: WorkflowStatus | None,
+    wf_type: str | None,
+    created_after: str | None,
+    created_before: str | None,
+    sort: ListSort,
+) -> ListFilter:
+    """The query's filters; a time that is not an instant or an empty range is refused (400)."""
+    after, before = (None if t is None else _instant_ms(t) for t in (created_after, created_before))
+    if after is not None and before is not None and after > before:
+        raise _BadQuery("created_after is later than created_before", "created_after")
+    return ListFilter(
+        status=status.value if status else None,
+        wf_type=wf_type,
+        created_after=after,
+        created_before=before,
+        newest_first=sort is ListSort.NEWEST,
+    )
+
+
+def _instant_ms(text: str) -> int:
+    """Epoch ms of an instant the pattern admitted; a day past its month's end rolls over
+    (2026-02-30 is March 2nd, as JavaScript's Date reads it), so every admitted text is one."""
+    date, _, rest = text.partition("T")
+    year, month, day = (int(part) for part in date.split("-"))
+    zone = "+00:00" if rest.endswith("Z") else rest[-6:]
+    clock = rest[:-1] if rest.endswith("Z") else rest[:-6]
+    parts = clock.split(":")
+    seconds = float(parts[2]) if len(parts) > 2 else 0.0
+    sign = -1 if zone[0] == "-" else 1
+    offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])) * sign
+    start = datetime(year, month, 1, tzinfo=UTC) + timedelta(
+        days=day - 1, hours=int(parts[0]), minutes=int(parts[1]), seconds=seconds
+    )
+    return int((start - offset).timestamp() * 1000)
+
+
+def _signed(filters: ListFilter) -> tuple[str | None, ...]:
+    """Every filter a token is bound to."""
+    return (
+        filters.status,
+        filters.wf_type,
+        None if filters.created_after is None else str(filters.created_after),
+        None if filters.created_before is None else str(filters.created_before),
+        "newest" if filters.newest_first else "oldest",
+    )
+
+
+def _lookup(owner: str, key: str, filters: ListFilter) -> WorkflowListView:
     """The caller's workflow with this idempotency key, as a list of at most one (its id
     derives from the owner and the key, so this is one read)."""
     found = find_by_idempotency_key(engine().ports.store, owner, key)
-    status, wf_type = filters
-    if found is None or status not in (None, found.status) or wf_type not in (None, found.wf_type):
+    if found is None or not _matches(found, filters):
         return WorkflowListView(items=[])
     return WorkflowListView(items=[summary_view(found)])
+
+
+def _matches(found: WorkflowSummary, filters: ListFilter) -> bool:
+    after, before = filters.created_after, filters.created_before
+    return (
+        filters.status in (None, found.status)
+        and filters.wf_type in (None, found.wf_type)
+        and (after is None or found.created_at >= after)
+        and (before is None or found.created_at <= before)
+    )
 
 
 @app.get(
@@ -205,9 +307,99 @@ def _lookup(owner: str, key: str, filters: tuple[str | None, str | None]) -> Wor
     tags=["workflows"],
 )
 def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
-    """A workflow with its steps and compensations."""
+    """A workflow with its steps and compensations; each live step's next deadline and why
+    (one more read, of the pools, while the workflow is live)."""
     state, definition = engine().scheduler.owned(workflow_id, caller())
-    return workflow_view(state, definition, engine().ports.payloads)
+    ports = engine().ports
+    pools = pool_states(ports.store) if not state.workflow.status.terminal else {}
+    return workflow_view(state, definition, ports.payloads, now=ports.clock.now_ms(), pools=pools)
+
+
+@app.get(
+    "/workflows/<workflow_id>/events",
+    responses=errors.documented(200, "The workflow's history, oldest first", HistoryView, 400, 404),
+    tags=["workflows"],
+)
+def workflow_events(
+    workflow_id: WORKFLOW_ID,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> HistoryView:
+    """The workflow's lifecycle events as they were published (kept by the relay), oldest
+    first: operator actions included, with who and when where the event says so. Paged with
+    a signed `next_token` bound to the caller and the workflow."""
+    owner = caller()
+    engine().scheduler.owned(workflow_id, owner)  # 404 unless it is the caller's
+    pages = pagination.paginator(engine().ports.store)
+    bound = ("events", workflow_id)
+    after = ""
+    if next_token is not None:
+        try:
+            at = pages.verify(next_token, owner, bound)
+        except pagination.TokenRejected as exc:
+            raise _BadQuery(str(exc), "next_token") from None
+        after = event_sk(at.created_at, at.workflow_id)
+    got = history.page(engine().ports.store, workflow_id, after_sk=after, limit=limit)
+    token = None
+    if got.last_sk is not None:
+        at_text, _, event_id = got.last_sk.partition("#")
+        token = pages.sign(owner, Position(int(at_text), event_id), bound)
+    return HistoryView(
+        items=[
+            HistoryEventView(type=t, at=iso(at) if at else None, detail=d)
+            for t, at, d in got.events
+        ],
+        next_token=token,
+    )
+
+
+STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
+MAX_ERROR_TEXT = 1024 * 1024  # a traceback served inline is cut here (the reply stays small)
+
+
+@app.get(
+    "/workflows/<workflow_id>/steps/<step>/error",
+    responses=errors.documented(200, "The step's last error, full text", ErrorTextView, 400, 404),
+    tags=["workflows"],
+)
+def step_error(workflow_id: WORKFLOW_ID, step: STEP_NAME) -> ErrorTextView:
+    """A step's last error in full: type, the message uncut and the traceback as text, read
+    through the API (no bucket link to follow, no JSON escapes to read)."""
+    return _error_text(workflow_id, "step", step)
+
+
+@app.get(
+    "/workflows/<workflow_id>/compensations/<step>/error",
+    responses=errors.documented(
+        200, "The compensation's last error, full text", ErrorTextView, 400, 404
+    ),
+    tags=["workflows"],
+)
+def compensation_error(workflow_id: WORKFLOW_ID, step: STEP_NAME) -> ErrorTextView:
+    """A compensation's last error in full (as for a step)."""
+    return _error_text(workflow_id, "compensation", step)
+
+
+def _error_text(workflow_id: str, kind: str, name: str) -> ErrorTextView:
+    state, _ = engine().scheduler.owned(workflow_id, caller())
+    rec = (state.steps if kind == "step" else state.compensations).get(name)
+    stored = loads(rec.error) if rec is not None else None
+    if not isinstance(stored, dict):
+        raise _NoError(f"no error recorded for {kind} '{name}' of workflow {workflow_id}")
+    full = stored.get("full")
+    text = engine().ports.payloads.value(full) if full else public_error(rec.error if rec else None)
+    text = text if isinstance(text, dict) else {}
+    traceback = text.get("traceback")
+    cut = isinstance(traceback, str) and len(traceback) > MAX_ERROR_TEXT
+    return ErrorTextView(
+        kind=kind,
+        step=name,
+        attempt=rec.attempt if rec is not None else 0,
+        type=str(text.get("type", stored.get("type", "Error"))),
+        message=str(text.get("message", stored.get("message", ""))),
+        traceback=traceback[:MAX_ERROR_TEXT] if isinstance(traceback, str) else None,
+        truncated=cut,
+    )
 
 
 @app.post(
@@ -368,9 +560,18 @@ class _NoDefinition(Exception):
     pass
 
 
+class _NoError(Exception):
+    pass
+
+
 @app.exception_handler(_BadQuery)
 def _bad_query(exc: _BadQuery) -> Response[Any]:
     return errors.error_response(HTTPStatus.BAD_REQUEST, "ValidationError", str(exc), exc.field)
+
+
+@app.exception_handler(_NoError)
+def _no_error(exc: _NoError) -> Response[Any]:
+    return errors.error_response(HTTPStatus.NOT_FOUND, "ErrorNotFound", str(exc))
 
 
 @app.exception_handler(_NoDefinition)

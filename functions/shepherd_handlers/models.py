@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -149,6 +150,38 @@ class PayloadLink(BaseModel):
 _LARGE = "Set instead of `{}` when the payload is large (over the inline threshold)"
 
 
+class HistoryEventView(BaseModel):
+    type: Annotated[str, Field(description="The event's detail-type, as published")]
+    at: Annotated[str | None, Field(description="When it happened (the change it announces)")]
+    detail: Annotated[dict[str, Any], Field(description="The event's detail, as published")]
+
+
+class HistoryView(BaseModel):
+    items: list[HistoryEventView]
+    next_token: str | None = None
+
+
+class ErrorTextView(BaseModel):
+    kind: Annotated[str, Field(description="step or compensation")]
+    step: str
+    attempt: int
+    type: str
+    message: Annotated[str, Field(description="Uncut")]
+    traceback: Annotated[str | None, Field(description="As text, newlines and all")] = None
+    truncated: Annotated[bool, Field(description="The traceback was cut at 1 MiB")] = False
+
+
+class DeadlineView(BaseModel):
+    at: Annotated[str | None, Field(description="None: no deadline runs (a paused pool)")] = None
+    why: Annotated[
+        str,
+        Field(
+            description="heartbeat, timeout, dispatch, backoff, or "
+            "'waiting for pool <name> (paused)'"
+        ),
+    ]
+
+
 class StepView(BaseModel):
     name: str
     status: str
@@ -177,6 +210,13 @@ class StepView(BaseModel):
         ),
     ] = None
     attempts: list[AttemptView] = []
+    next_deadline: Annotated[
+        DeadlineView | None,
+        Field(
+            description="A live step's next deadline: when the supervisor acts if nothing "
+            "else happens, and why"
+        ),
+    ] = None
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")
     ] = 0
@@ -205,6 +245,9 @@ class WorkflowView(BaseModel):
         Field(description="Why it is PAUSED: reason (failure or operator), step, error, by"),
     ] = None
     paused_at: str | None = None
+    pause_timeout_at: Annotated[
+        str | None, Field(description="A PAUSED workflow's pause timeout: it then unwinds")
+    ] = None
     redrives: int = 0
     steps: list[StepView]
     compensations: list[StepView]
@@ -216,6 +259,34 @@ class WorkflowSummaryView(BaseModel):
     status: str
     created_at: str
     finished_at: str | None = None
+    updated_at: str | None = None
+    idempotency_key: str | None = None
+    error: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="Why it failed or paused: type, message, step, operator_needed "
+            "(the workflow's error, else its pause's cause)"
+        ),
+    ] = None
+
+
+class ListSort(StrEnum):
+    NEWEST = "newest"
+    OLDEST = "oldest"
+
+
+class StatusCountView(BaseModel):
+    status: str
+    count: int
+    capped: Annotated[
+        bool, Field(description="True: at least `count` (counting stops at 10,000)")
+    ] = False
+
+
+class WorkflowCountsView(BaseModel):
+    counts: list[StatusCountView]
+    total: int
+    capped: bool = False
 
 
 class WorkflowListView(BaseModel):

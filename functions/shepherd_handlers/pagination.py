@@ -1,10 +1,12 @@
 """Pagination tokens of `GET /workflows`: opaque to callers, tamper-evident, owner-bound.
 
 A token carries only what the last listed item already shows (its created time and workflow
-id) and an HMAC-SHA256 over the owner, those two and the filters (status, type), keyed by a
-per-deployment secret. The server rebuilds the DynamoDB ExclusiveStartKey from the caller's
-own identity, so a token reveals no table key and no owner ARN, and a forged, truncated or
-edited token, another caller's, or one used with other filters is refused (400).
+id) and an HMAC-SHA256 over the owner, those two and the filters (status, type, time range,
+sort), keyed by a per-deployment secret. That position is every list shard's position (the
+merge orders every shard by the same key, shepherd.engine.listing), so the server resumes
+each of the caller's shards from it: a token reveals no table key and no owner ARN, and a
+forged, truncated or edited token, another caller's, or one used with other filters is
+refused (400).
 
 The secret is 32 random bytes stored once in the table (item `CONFIG#pagination`) by a
 conditional put: the first sandbox to need it creates it, any racing one reads the winner's.
@@ -21,16 +23,14 @@ import hmac
 import json
 import re
 import secrets
-from dataclasses import dataclass
 
-from shepherd.engine.queries import decode_token, encode_token
+from shepherd.engine.listing import Position
 from shepherd.errors import ConditionFailed
-from shepherd.keys import CONFIG_PREFIX, WF_SK, list_pk, list_sk, wf_pk
+from shepherd.keys import CONFIG_PREFIX
 from shepherd.ports import Store
-from shepherd.topology import TABLE
 
 SECRET_KEY = (CONFIG_PREFIX + "pagination", CONFIG_PREFIX + "pagination")
-VERSION = "p1"
+VERSION = "p2"  # p2: sharded list indexes, every filter (time range, sort) signed
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MAC_BYTES = 32
 
@@ -40,14 +40,6 @@ class TokenRejected(ValueError):
 
     def __init__(self) -> None:
         super().__init__("next_token is not valid for this caller and these filters")
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where a page ended: the last item's creation time (ms) and workflow id."""
-
-    created_at: int
-    workflow_id: str
 
 
 def _b64(data: bytes) -> str:
@@ -124,30 +116,3 @@ def paginator(store: Store) -> Paginator:
         held = (store, Paginator(store))
         _paginators[id(store)] = held
     return held[1]
-
-
-# --------------------------------------------------- the engine's cursor <-> a position
-# `shepherd.engine.queries.list_workflows` pages with the store's own cursor (DynamoDB's
-# LastEvaluatedKey, base64 JSON). These two functions are the only place that knows its
-# layout; the caller only ever sees a signed position.
-
-
-def engine_token(owner: str, position: Position) -> str:
-    """The list index's ExclusiveStartKey for `position` in the owner's partition."""
-    idx = TABLE.list_index
-    cursor: dict[str, object] = {
-        TABLE.partition_key: {"S": wf_pk(position.workflow_id)},
-        TABLE.sort_key: {"S": WF_SK},
-        idx.partition_key: {"S": list_pk(owner)},
-        idx.sort_key: {"S": list_sk(position.created_at, position.workflow_id)},
-    }
-    return encode_token(cursor)
-
-
-def position_of(engine_next_token: str) -> Position:
-    """Where the engine's page ended (its cursor's list sort key)."""
-    value = decode_token(engine_next_token)[TABLE.list_index.sort_key]
-    if isinstance(value, dict):
-        value = value.get("S")
-    created, _, workflow_id = str(value).partition("#")
-    return Position(int(created), workflow_id)

@@ -21,11 +21,14 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.adapters.dynamodb import change_of_record
 from shepherd.adapters.eventbridge import PUT_EVENTS_BATCH
-from shepherd.changes import events_of
-from shepherd.errors import DeliveryError
+from shepherd.changes import Change, events_of
+from shepherd.engine import history
+from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.model import DomainEvent
 
 from shepherd_handlers.runtime import count_events, count_throttles, engine, logger, metrics, tracer
+
+Announced = tuple[str, list[DomainEvent], Change]  # a record's sequence, events, change
 
 
 def _publish(events: Sequence[DomainEvent]) -> None:
@@ -33,12 +36,10 @@ def _publish(events: Sequence[DomainEvent]) -> None:
     count_events(events)
 
 
-def _chunks(
-    announced: list[tuple[str, list[DomainEvent]]],
-) -> list[list[tuple[str, list[DomainEvent]]]]:
+def _chunks(announced: list[Announced]) -> list[list[Announced]]:
     """Consecutive records whose events fit in one PutEvents call (a record announcing more
     than 10 goes alone; the publisher splits it)."""
-    chunks: list[list[tuple[str, list[DomainEvent]]]] = []
+    chunks: list[list[Announced]] = []
     size = PUT_EVENTS_BATCH
     for record in announced:
         if not chunks or size + len(record[1]) > PUT_EVENTS_BATCH:
@@ -49,40 +50,73 @@ def _chunks(
     return chunks
 
 
+def _keep(change: Change, events: Sequence[DomainEvent]) -> None:
+    """The workflow's history (GET /workflows/{id}/events): each event as published, one
+    idempotent put; a failure fails the record, so it is retried."""
+    ports, config = engine().ports, engine().scheduler.config
+    history.record(
+        ports.store,
+        events,
+        ports.clock.now_ms() // 1000 + config.retention_seconds,
+        history.change_ms(change.new),
+    )
+
+
 def publish_records(records: Sequence[dict[str, Any]]) -> list[str]:
-    """Publish what each stream record announces; the sequence numbers of the records that
-    could not be published (or read)."""
+    """Publish what each stream record announces and keep it in its workflow's history; the
+    sequence numbers of the records that could not be (or could not be read)."""
     failed: list[str] = []
-    announced: list[tuple[str, list[DomainEvent]]] = []
+    announced: list[Announced] = []
     for record in records:
         sequence = str(record["dynamodb"]["SequenceNumber"])
         try:
-            events = events_of(change_of_record(record))
+            change = change_of_record(record)
+            events = events_of(change)
         except Exception:  # a record we cannot read: reported, retried, then its DLQ
             logger.exception("stream record unreadable", extra={"sequence": sequence})
             failed.append(sequence)
             continue
         if events:
-            announced.append((sequence, events))
+            announced.append((sequence, events, change))
+    published: list[Announced] = []
     for chunk in _chunks(announced):
         try:
-            _publish([e for _, events in chunk for e in events])
+            _publish([e for _, events, _ in chunk for e in events])
+            published.extend(chunk)
             continue
         except DeliveryError as exc:
             if len(chunk) == 1:
                 logger.warning("events not published", extra={"error": str(exc)})
                 failed.append(chunk[0][0])
                 continue
-        for sequence, events in chunk:  # find the records that cannot go out
+        for one in chunk:  # find the records that cannot go out
             try:
-                _publish(events)
+                _publish(one[1])
+                published.append(one)
             except DeliveryError as exc:
                 logger.warning(
-                    "events not published", extra={"sequence": sequence, "error": str(exc)}
+                    "events not published", extra={"sequence": one[0], "error": str(exc)}
                 )
-                failed.append(sequence)
+                failed.append(one[0])
+    for sequence, events, change in published:
+        try:
+            _keep(change, events)
+        except StoreUnavailable as exc:
+            logger.warning("history not kept", extra={"sequence": sequence, "error": str(exc)})
+            failed.append(sequence)
     logger.info("stream batch relayed", extra={"records": len(records), "failed": len(failed)})
     return failed
+
+
+def publish_change(change: Change) -> int:
+    """Publish the events one change announces and keep them in the workflow's history
+    (raises DeliveryError if they cannot be published): what `shepherd events replay` does
+    for a record."""
+    events = events_of(change)
+    if events:
+        _publish(events)
+        _keep(change, events)
+    return len(events)
 
 
 @logger.inject_lambda_context

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from shepherd.changes import public_error
 from shepherd.clock import iso
+from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
 from shepherd.definitions import Definition
 from shepherd.engine.pools import PoolView
 from shepherd.engine.queries import WorkflowSummary, stored_output
-from shepherd.model import StepRecord, WorkflowState, loads
+from shepherd.keys import Kind
+from shepherd.model import PoolState, StepRecord, WorkflowState, loads
 from shepherd.payloads import Payloads, ref_of
 
 from shepherd_handlers.models import (
@@ -17,6 +20,7 @@ from shepherd_handlers.models import (
     BacklogView,
     CircuitChangeView,
     CircuitView,
+    DeadlineView,
     DefinitionSummaryView,
     DefinitionView,
     PayloadLink,
@@ -28,21 +32,25 @@ from shepherd_handlers.models import (
 from shepherd_handlers.models import PoolView as PoolBody
 
 
-def payload(payloads: Payloads, stored: str | None) -> tuple[Any, PayloadLink | None]:
+def payload(
+    payloads: Payloads, stored: str | None, name: str | None = None
+) -> tuple[Any, PayloadLink | None]:
     """A stored payload as the API shows it: small ones inline, a large one as a presigned
-    download in the field's `_ref` twin (so no response carries a large payload)."""
-    link = payloads.link(stored)
+    download in the field's `_ref` twin (so no response carries a large payload), saved by a
+    browser as `<name>.json` when named."""
+    link = payloads.link(stored, filename=f"{name}.json" if name else None)
     if link is None:
         return loads(stored), None
     return None, PayloadLink(url=link.url, size=link.size, sha256=link.sha256)
 
 
-def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
+def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = None) -> StepView:
     error = public_error(rec.error)
     full = loads(rec.error).get("full") if error else None
-    output, output_ref = payload(payloads, rec.output)
-    details, details_ref = payload(payloads, rec.details)
-    step_input, input_ref = payload(payloads, rec.input)
+    named = f"{rec.workflow_id}-{rec.kind}-{rec.name}"
+    output, output_ref = payload(payloads, rec.output, f"{named}-output")
+    details, details_ref = payload(payloads, rec.details, f"{named}-details")
+    step_input, input_ref = payload(payloads, rec.input, f"{named}-input")
     return StepView(
         name=rec.name,
         status=rec.status.value,
@@ -55,7 +63,7 @@ def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
         finished_at=iso(rec.finished_at),
         dispatches=rec.dispatches,
         error=error,
-        error_ref=payload(payloads, full)[1] if full else None,
+        error_ref=payload(payloads, full, f"{named}-error")[1] if full else None,
         output=output,
         details=details,
         input=step_input,
@@ -74,23 +82,46 @@ def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
             for h in rec.history
         ],
         attempts_total=rec.attempts_total,
+        next_deadline=None
+        if deadline is None
+        else DeadlineView(at=iso(deadline.at), why=deadline.why),
     )
 
 
-def workflow_view(state: WorkflowState, definition: Definition, payloads: Payloads) -> WorkflowView:
+def workflow_view(
+    state: WorkflowState,
+    definition: Definition,
+    payloads: Payloads,
+    *,
+    now: int | None = None,
+    pools: Mapping[str, PoolState] | None = None,
+) -> WorkflowView:
+    """The workflow as the API shows it; with `now` (and the pools), each live step's next
+    deadline and the pause timeout (shepherd.decisions.deadlines)."""
     wf = state.workflow
+
+    def due(kind: Kind, rec: StepRecord) -> Deadline | None:
+        if now is None:
+            return None
+        return next_deadline(state, definition, kind, rec, now, pools or {})
+
     steps = [
-        step_view(state.steps[name], payloads)
+        step_view(state.steps[name], payloads, due("step", state.steps[name]))
         for name in definition.topological_order
         if name in state.steps
     ]
-    wf_input, input_ref = payload(payloads, wf.input)
+    wf_input, input_ref = payload(payloads, wf.input, f"{wf.workflow_id}-input")
     output: dict[str, Any] | None = None
     output_ref: dict[str, PayloadLink] | None = None
     stored = stored_output(state, definition)
     if stored is not None:
         output = {n: loads(t) for n, t in stored.items() if ref_of(t) is None}
-        output_ref = {n: link for n, t in stored.items() if (link := payload(payloads, t)[1])}
+        output_ref = {
+            n: link
+            for n, t in stored.items()
+            # Named as the step's own output_ref (the same object, the same link).
+            if (link := payload(payloads, t, f"{wf.workflow_id}-step-{n}-output")[1])
+        }
     comps = sorted(state.compensations.values(), key=lambda c: (c.dispatched_at or 0, c.name))
     return WorkflowView(
         workflow_id=wf.workflow_id,
@@ -107,9 +138,10 @@ def workflow_view(state: WorkflowState, definition: Definition, payloads: Payloa
         error=loads(wf.error),
         pause=loads(wf.pause),
         paused_at=iso(wf.paused_at),
+        pause_timeout_at=iso(pause_timeout_at(state, definition)),
         redrives=wf.redrives,
         steps=steps,
-        compensations=[step_view(c, payloads) for c in comps],
+        compensations=[step_view(c, payloads, due("compensation", c)) for c in comps],
     )
 
 
@@ -120,6 +152,9 @@ def summary_view(s: WorkflowSummary) -> WorkflowSummaryView:
         status=s.status,
         created_at=iso(s.created_at) or "",
         finished_at=iso(s.finished_at),
+        updated_at=iso(s.updated_at),
+        idempotency_key=s.idempotency_key,
+        error=s.error,
     )
 
 

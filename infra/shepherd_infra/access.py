@@ -7,7 +7,7 @@
 | events     | read/write    | —           | send to all pools           | —         | put³    |
 | agent (p)  | read/write    | —           | consume own; send to all    | —         | get/put |
 | supervisor | read/write    | watch       | send to all pools           | —         | —       |
-| relay      | its stream    | —           | its on-failure queue        | PutEvents | —       |
+| relay      | its stream; put `EV#*` | — | its on-failure queue      | PutEvents | —       |
 
 ¹ and get/put/delete on `uploads/*` (POST /payloads: it signs the presigned POST, a start
 reads the upload and deletes it once used).
@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aws_cdk import Stack, aws_events, aws_iam, aws_lambda
+from shepherd.keys import EVENTS_PREFIX
 from shepherd.topology import IndexSpec
 
 from shepherd_infra.nag import acknowledge
@@ -106,6 +107,21 @@ class Access:
 
     def publish(self, fn: aws_lambda.Function) -> None:
         self._bus.grant_put_events_to(fn)
+
+    def history(self, fn: aws_lambda.Function) -> None:
+        """PutItem on the table, only on items whose partition is a workflow's history
+        (`EV#<id>`): the relay keeps each event it published (shepherd.engine.history) and
+        can write nothing else."""
+        allow(
+            fn,
+            aws_iam.PolicyStatement(
+                actions=["dynamodb:PutItem"],
+                resources=[self._store.table.table_arn],
+                conditions={
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{EVENTS_PREFIX}*"]}
+                },
+            ),
+        )
 
     def pool_control(self, fn: aws_lambda.Function, *, backlogs: bool = True) -> None:
         """Pause and resume pools (their event source mappings, found by their function's name)

@@ -49,7 +49,7 @@ class SchedulerApi(Construct):
             ),
         )
         # Lists workflows through the owner index; never the watch index.
-        access.engine(self.api_function, indexes=[TABLE.list_index])
+        access.engine(self.api_function, indexes=list(TABLE.list_indexes))
         # Pausing a pool disables its SQS event source mapping, found by its function's name.
         access.pool_control(self.api_function)
         access.payloads(self.api_function, read=True)

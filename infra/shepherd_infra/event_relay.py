@@ -66,6 +66,7 @@ class EventRelay(Construct):
             ),
         )
         access.publish(self.function)  # the only function that puts events on the bus
+        access.history(self.function)  # and keeps them per workflow (EV#<id> items only)
         self.failures = aws_sqs.Queue(
             self,
             "Failures",

@@ -28,7 +28,14 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             # conditional put, 1 WRU: step items come with their first write); the root's task.
             "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
             "wru": {"definition put: create": 3, "workflow put: create": 1},
-            "gsi_wru": {"by_owner add": 1, "watch add": 1},
+            # The watch entry and the four list-index entries (docs/architecture.md).
+            "gsi_wru": {
+                "by_owner add": 1,
+                "by_status add": 1,
+                "by_type add": 1,
+                "by_type_status add": 1,
+                "watch add": 1,
+            },
             "rru": {},
             "sqs_messages": {"shepherd-inventory": 1},
             "events": {},  # no writer publishes: the relay does, from the stream
@@ -49,7 +56,8 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
                 "step update: RUNNING->SUCCEEDED": 4,
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
-            "gsi_wru": {"by_owner update": 1, "watch remove": 1},
+            # The finish moves the two status keys; keys-only by_owner and by_type stay.
+            "gsi_wru": {"by_status move": 2, "by_type_status move": 2, "watch remove": 1},
             # Each key of a batch read is a GetItem of its own (1 RRU at least, found or not):
             # width-independent, where the whole-partition query grew with the workflow.
             "rru": {"batch get step": 11.0, "batch get workflow": 8.0, "get step": 1.0},
@@ -61,10 +69,12 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             "events": {},
         },
         "relay": {
-            "requests": {"events.PutEvents": 1},  # both events in one call (issue 23.7)
-            "wru": {},
+            # Each event it publishes it also keeps in the workflow's history (EV#<id>); both
+            # events go out in one PutEvents call (issue 23.7).
+            "requests": {"dynamodb.PutItem": 2, "events.PutEvents": 1},
+            "wru": {"item put: create": 2},
             "gsi_wru": {},
-            "rru": {},  # reads the stream (free), writes nothing
+            "rru": {},  # reads the stream (free)
             "sqs_messages": {},
             "events": {"WorkflowStarted": 1, "WorkflowSucceeded": 1},
         },
@@ -73,7 +83,14 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
         "api": {
             "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
             "wru": {"definition put: create": 4, "workflow put: create": 1},
-            "gsi_wru": {"by_owner add": 1, "watch add": 1},
+            # The watch entry and the four list-index entries (docs/architecture.md).
+            "gsi_wru": {
+                "by_owner add": 1,
+                "by_status add": 1,
+                "by_type add": 1,
+                "by_type_status add": 1,
+                "watch add": 1,
+            },
             "rru": {},
             "sqs_messages": {"shepherd-cloud": 2},
             "events": {},
@@ -93,14 +110,17 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
                 "step update: RUNNING->SUCCEEDED": 5,
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
-            "gsi_wru": {"by_owner update": 1, "watch remove": 1},
+            # The finish moves the two status keys; keys-only by_owner and by_type stay.
+            "gsi_wru": {"by_status move": 2, "by_type_status move": 2, "watch remove": 1},
             "rru": {"batch get step": 16.0, "batch get workflow": 10.0, "get step": 3.0},
             "sqs_messages": {"shepherd-cloud": 1, "shepherd-config": 2},
             "events": {},
         },
         "relay": {
-            "requests": {"events.PutEvents": 1},  # both events in one call (issue 23.7)
-            "wru": {},
+            # Each event it publishes it also keeps in the workflow's history (EV#<id>); both
+            # events go out in one PutEvents call (issue 23.7).
+            "requests": {"dynamodb.PutItem": 2, "events.PutEvents": 1},
+            "wru": {"item put: create": 2},
             "gsi_wru": {},
             "rru": {},
             "sqs_messages": {},

@@ -82,31 +82,42 @@ def test_an_update_moving_the_watch_key_costs_1_plus_2(metered: tuple[Meter, Any
     assert tally.gsi_wru == {"watch move": 2}
 
 
-def test_finishing_a_listed_workflow_removes_the_watch_entry_and_updates_the_list(
+def test_finishing_a_listed_workflow_removes_the_watch_entry_and_moves_its_status_keys(
     metered: tuple[Meter, Any],
 ) -> None:
     meter, client = metered
     live = item(
         "WF#1", "#WF", 300, status=s("RUNNING"), watch_shard=s("W#0"), due_at=n(1000),
-        list_pk=s("OWNER#a"), list_sk=s("1#1"),
+        list_pk=s("OWNER#a#3"), list_sk=s("1#1"), type_sk=s("t#1#1"),
+        status_sk=s("RUNNING#1#1"), type_status_sk=s("t#RUNNING#1#1"),
     )  # fmt: skip
     client.put_item(TableName=TABLE, Item=live)
     client.update_item(
         TableName=TABLE,
         Key={"pk": s("WF#1"), "sk": s("#WF")},
-        UpdateExpression="SET #s = :s REMOVE watch_shard, due_at",
+        UpdateExpression="SET #s = :s, status_sk = :a, type_status_sk = :b "
+        "REMOVE watch_shard, due_at",
         ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":s": s("SUCCEEDED")},
+        ExpressionAttributeValues={
+            ":s": s("SUCCEEDED"),
+            ":a": s("SUCCEEDED#1#1"),
+            ":b": s("t#SUCCEEDED#1#1"),
+        },
         ReturnValues="ALL_NEW",
     )
     tally = meter.total()
     assert tally.wru == {"workflow put: create": 1, "workflow update: RUNNING->SUCCEEDED": 1}
-    # the put added both index entries; the finish removed one and changed a projected attribute
+    # the put added every index entry; the finish removed the watch entry and moved the two
+    # status keys (delete + put each); the keys-only by_owner and by_type are not written
     assert tally.gsi_wru == {
         "watch add": 1,
         "by_owner add": 1,
+        "by_status add": 1,
+        "by_type add": 1,
+        "by_type_status add": 1,
         "watch remove": 1,
-        "by_owner update": 1,
+        "by_status move": 2,
+        "by_type_status move": 2,
     }
 
 

@@ -169,7 +169,11 @@ def test_pause_then_resume_with_a_replacement_input_validated_before_sending(
     view = api.call("GET", f"/workflows/{workflow_id}")
     charge = next(s for s in view["steps"] if s["name"] == "charge_payment")
     assert charge["input"] == {"amount": 41} and charge["output"]["amount"] == 41
-    expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_contain_text(
+    # The events panel is the workflow's history as published (issue 29.4): the operator's
+    # pause with who did it, one resume; the replacement input is in the attempts table.
+    expect(page.locator('#events tr[data-event="WorkflowPaused"]')).to_contain_text("operator by")
+    expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_have_count(1)
+    expect(page.locator('#timeline tr[data-outcome="input_replaced"]')).to_contain_text(
         "charge_payment"
     )
 

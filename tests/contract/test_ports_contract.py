@@ -19,6 +19,7 @@ from shepherd.errors import ConditionFailed, DeliveryError, ItemTooLarge, Transa
 from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
 from shepherd.ports import Store
 from shepherd.testing import MemoryEvents, MemoryQueue, MemoryStore
+from shepherd.topology import TABLE
 from support import ROOT, make_dynamo_store
 
 
@@ -179,16 +180,48 @@ def test_watch_index_is_sparse_ordered_and_paginated(store: Store) -> None:
 
 
 def test_list_index_newest_first_with_pages(store: Store) -> None:
+    idx = TABLE.list_index
     for n in range(5):
         store.put_new(
-            item(f"WF#{n}", "#WF", list_pk="OWNER#a", list_sk=f"{n:015d}#{n}", status="RUNNING")
+            item(f"WF#{n}", "#WF", list_pk="OWNER#a#0", list_sk=f"{n:015d}#{n}", status="RUNNING")
         )
-    store.put_new(item("WF#x", "#WF", list_pk="OWNER#b", list_sk="000000000000009#x"))
-    first = store.query_list("OWNER#a", 2, None, True)
+    store.put_new(item("WF#x", "#WF", list_pk="OWNER#b#0", list_sk="000000000000009#x"))
+    everything = ("0", "9~")
+
+    def page(limit: int, cursor: Any, newest: bool = True) -> Any:
+        return store.query_range(
+            idx, "OWNER#a#0", *everything, limit=limit, newest_first=newest, cursor=cursor
+        )
+
+    first = page(2, None)
     assert [i["pk"] for i in first.items] == ["WF#4", "WF#3"]
-    second = store.query_list("OWNER#a", 10, first.cursor, True)
+    second = page(10, first.cursor)
     assert [i["pk"] for i in second.items] == ["WF#2", "WF#1", "WF#0"]
-    assert second.cursor is None or store.query_list("OWNER#a", 10, second.cursor, True).items == []
+    assert second.cursor is None or page(10, second.cursor).items == []
+    assert [i["pk"] for i in page(10, None, newest=False).items] == [f"WF#{n}" for n in range(5)]
+
+
+def test_list_index_ranges_and_counts(store: Store) -> None:
+    idx = TABLE.status_index
+    for n in range(6):
+        status = "FAILED" if n % 3 == 0 else "RUNNING"
+        store.put_new(
+            item(f"WF#{n}", "#WF", list_pk="OWNER#a#1", status_sk=f"{status}#{n:015d}#{n}")
+        )
+    store.put_new(item("WF#y", "#WF", list_pk="OWNER#a#2", status_sk="FAILED#000000000000001#y"))
+    low, high = "FAILED#000000000000000", "FAILED#000000000000009#~"
+    found = store.query_range(idx, "OWNER#a#1", low, high, limit=10, newest_first=True, cursor=None)
+    # Only the range's entries of the one partition, keys only (a KEYS_ONLY index).
+    assert [i["pk"] for i in found.items] == ["WF#3", "WF#0"]
+    assert "status" not in found.items[0]
+    narrow = store.query_range(
+        idx, "OWNER#a#1", "FAILED#000000000000001", high, limit=10, newest_first=True, cursor=None
+    )
+    assert [i["pk"] for i in narrow.items] == ["WF#3"]
+    assert store.count_range(idx, "OWNER#a#1", low, high, 100) == 2
+    assert store.count_range(idx, "OWNER#a#1", "RUNNING#0", "RUNNING#9~", 100) == 4
+    assert store.count_range(idx, "OWNER#a#1", "RUNNING#0", "RUNNING#9~", 3) == 3
+    assert store.count_range(idx, "OWNER#a#3", low, high, 100) == 0
 
 
 # ------------------------------------------------------------------------------------ queue

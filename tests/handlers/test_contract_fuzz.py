@@ -10,7 +10,8 @@ per phase (examples, coverage, fuzzing).
 What a schema cannot say, said here once:
 * Schema-valid requests may still be refused with 400 on two operations: a start names a
   definition and must satisfy its InputSchema (deployment data, not the API's schema), and a
-  `next_token` is only valid if this deployment issued it to this caller for these filters.
+  `next_token` is only valid if this deployment issued it to this caller for these filters
+  (on `GET /workflows` and on a workflow's `GET .../events`).
 * Generated path ids almost never exist: positive cases put a seeded workflow's id (or a
   waiting callback's token) in place of about half of the generated ones, so the 2xx paths
   are exercised too, and the rest still probe unknown ids.
@@ -46,7 +47,11 @@ CONFIG = SchemathesisConfig.from_dict(
                     "positive_data_acceptance": {"expected-statuses": [*_DEFAULT_ACCEPTED, "400"]}
                 },
             }
-            for name in ("POST /workflows", "GET /workflows")
+            for name in (
+                "POST /workflows",
+                "GET /workflows",
+                "GET /workflows/{workflow_id}/events",
+            )
         ]
         # The former callback routes (token in the path) answer 410, naming their replacement.
         + [
@@ -105,7 +110,7 @@ def seeded(
 def statuses() -> Iterator[dict[str, set[int]]]:
     """Statuses seen per operation: every operation that ran must have reached its success
     path (retry needs a FAILED workflow, resume a PAUSED one: their 2xx paths are tested in
-    test_api.py)."""
+    test_api.py; a step's full error needs a failed step: tested in test_deadline_view.py)."""
     seen: dict[str, set[int]] = {}
     yield seen
     # Deprecated routes only ever answer what replaced them (410).
@@ -114,7 +119,7 @@ def statuses() -> Iterator[dict[str, set[int]]]:
         if label in replaced:
             assert codes <= {410, *range(400, 500)} and 410 in codes, (label, codes)
             continue
-        if not label.endswith(("/retry", "/resume")):
+        if not label.endswith(("/retry", "/resume", "/error")):
             assert any(200 <= c < 300 for c in codes), f"{label} never succeeded: {codes}"
         assert any(400 <= c < 500 for c in codes), f"{label} never refused: {codes}"
 

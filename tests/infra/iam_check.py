@@ -231,9 +231,17 @@ class TemplateIam:
                 documents.append(resource["Properties"]["PolicyDocument"])
         return [s for document in documents for s in _as_list(document["Statement"])]
 
-    def allows(self, statements: Sequence[Mapping[str, Any]], action: str, arn: str) -> bool:
-        """IAM's evaluation for one request, without conditions: an explicit Deny wins, else
-        some Allow must match; an Allow with a Condition is not counted (conservative)."""
+    def allows(
+        self,
+        statements: Sequence[Mapping[str, Any]],
+        action: str,
+        arn: str,
+        leading_keys: Sequence[str] = (),
+    ) -> bool:
+        """IAM's evaluation for one request: an explicit Deny wins, else some Allow must
+        match. An Allow with a Condition is not counted (conservative), except the one
+        condition it evaluates: `ForAllValues:StringLike` on `dynamodb:LeadingKeys`, for a
+        single-item DynamoDB call whose partition keys (`leading_keys`) all match it."""
         allowed = False
         for statement in statements:
             if not (
@@ -243,9 +251,33 @@ class TemplateIam:
                 continue
             if statement["Effect"] == "Deny":
                 return False
-            if statement["Effect"] == "Allow" and "Condition" not in statement:
+            unconditional = "Condition" not in statement
+            if statement["Effect"] == "Allow" and (
+                unconditional or _leading_keys_match(statement, leading_keys)
+            ):
                 allowed = True
         return allowed
+
+
+def _leading_keys_match(statement: Mapping[str, Any], keys: Sequence[str]) -> bool:
+    """The statement's condition is only a LeadingKeys StringLike that every key matches."""
+    condition = statement["Condition"]
+    if list(condition) != ["ForAllValues:StringLike"] or not keys:
+        return False
+    tests = condition["ForAllValues:StringLike"]
+    if list(tests) != ["dynamodb:LeadingKeys"]:
+        return False
+    globs = _as_list(tests["dynamodb:LeadingKeys"])
+    return all(any(_pattern(g, ignore_case=False).match(k) for g in globs) for k in keys)
+
+
+def leading_keys(call: Call) -> list[str]:
+    """The partition keys a single-item DynamoDB call touches (none for other calls)."""
+    if call.service != "dynamodb":
+        return []
+    item = call.params.get("Item") or call.params.get("Key") or {}
+    pk = item.get("pk", {})
+    return [pk["S"]] if isinstance(pk, dict) and "S" in pk else []
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -280,6 +312,6 @@ def violations(calls: Sequence[Call], iam: TemplateIam, functions: Mapping[str, 
     for call in calls:
         statements = iam.statements(functions[call.function])
         for action, arn in required(call):
-            if not iam.allows(statements, action, iam.alias(arn)):
+            if not iam.allows(statements, action, iam.alias(arn), leading_keys(call)):
                 found.append(f"{call.function}: {call.operation} needs {action} on {arn}")
     return sorted(set(found))

@@ -89,8 +89,13 @@ def test_only_the_relay_publishes_and_it_touches_nothing_but_its_stream(shepherd
     stream = {"Fn::GetAtt": [_table_id(shepherd), "StreamArn"]}
     for action in ("dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:DescribeStream"):
         assert list(granted(statements, action)) == [stream], action
-    for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", *RECEIVE):
+    for action in ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", *RECEIVE):
         assert not list(granted(statements, action)), action
+    # It keeps each event it published in the workflow's history: PutItem on the table, and
+    # only on items whose partition key is EV#<id> (the condition IAM evaluates per item).
+    puts = [st for st in statements if "dynamodb:PutItem" in actions(st)]
+    assert len(puts) == 1 and resources(puts[0]) == [{"Fn::GetAtt": [_table_id(shepherd), "Arn"]}]
+    assert puts[0]["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["EV#*"]}}
     failures = {"Fn::GetAtt": [shepherd.logical_id(relay.failures), "Arn"]}
     assert list(granted(statements, "sqs:SendMessage")) == [failures]
 
@@ -100,7 +105,9 @@ def test_api_cannot_receive_or_read_the_watch_index(shepherd: Synth) -> None:
     statements = shepherd.statements(shepherd.logical_id(shepherd.construct.api.api_function))
     for action in RECEIVE:
         assert not list(granted(statements, action)), action
-    assert _index_queries(statements) == [flatten(index_resource(table_id, TABLE.list_index.name))]
+    assert sorted(_index_queries(statements)) == sorted(
+        flatten(index_resource(table_id, index.name)) for index in TABLE.list_indexes
+    )
     assert index_resource(table_id, TABLE.watch_index.name) not in list(
         granted(statements, "dynamodb:Query")
     )
@@ -161,7 +168,8 @@ def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
         if not any(r["Ref"] in roles for r in policy["Properties"]["Roles"]):
             text = flatten(policy)
             if relay_role["Fn::GetAtt"][0] in text:
-                # The relay reads the stream only (ListStreams takes no resource).
+                # The relay reads the stream (ListStreams takes no resource) and puts its
+                # history items (EV#*, checked above).
                 assert "dynamodb:Query" not in text and "dynamodb:GetItem" not in text
                 continue
             assert "dynamodb:" not in text, policy

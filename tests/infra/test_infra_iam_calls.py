@@ -21,6 +21,7 @@ from rehearsal import PSEUDO, pool_queues
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd.observability import START_DETAIL_TYPE
 from shepherd.settings import ENV_EVENT_OWNERS, ENV_OPERATORS
+from shepherd.topology import TABLE as TOPOLOGY
 from shepherd_cli.lambda_kit import eventbridge_event
 from support import ENV, ORDER
 
@@ -175,6 +176,12 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
     with recorder.acting_as("api"):
         assert stack.api("GET", order["location"])[2]["status"] == "SUCCEEDED"
         assert stack.api("GET", "/workflows")[0] == 200  # the owner index
+        # The filter indexes (status, type, both) and the counts.
+        assert stack.api("GET", "/workflows", query={"status": "SUCCEEDED"})[0] == 200
+        assert stack.api("GET", "/workflows", query={"type": "order_fulfilment"})[0] == 200
+        query = {"status": "FAILED", "type": "order_fulfilment"}
+        assert stack.api("GET", "/workflows", query=query)[0] == 200
+        assert stack.api("GET", "/workflows/counts")[0] == 200
         assert stack.api("GET", "/definitions")[0] == 200
         assert stack.api("GET", "/pools")[0] == 200  # every queue's backlog
         assert stack.api("POST", "/pools/inventory/pause")[0] == 200
@@ -283,7 +290,8 @@ def test_every_call_each_function_makes_is_allowed_by_its_own_role(
     made = {(c.function, c.service, c.operation, c.params.get("IndexName")) for c in flows.calls}
     # The flows reach what matters for least privilege: both indexes, each by its one reader,
     # transactions, the start's conditional put, batches to queues, events to the bus.
-    assert ("api", "dynamodb", "Query", "by_owner") in made
+    for index in TOPOLOGY.list_indexes:
+        assert ("api", "dynamodb", "Query", index.name) in made
     assert ("supervisor", "dynamodb", "Query", "watch") in made
     assert any(op == "TransactWriteItems" for _, _, op, _ in made)
     assert ("api", "dynamodb", "PutItem", None) in made

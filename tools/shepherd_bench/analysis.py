@@ -37,14 +37,19 @@ def what_if(summary: dict[str, Any], definition: Definition) -> list[dict[str, A
     table_queries = summary["requests"].get("dynamodb.Query", 0) * per_wf
     rows = [
         {
-            "change": "list index KEYS_ONLY (or project only immutable attributes)",
-            "saves_usd_per_million_steps": tally["gsi_wru"].get("by_owner update", 0)
+            "change": "no filter indexes (by_status, by_type, by_type_status): only the "
+            "unfiltered list index",
+            "saves_usd_per_million_steps": sum(
+                units
+                for name, units in tally["gsi_wru"].items()
+                if name.split()[0] in ("by_status", "by_type", "by_type_status")
+            )
             * per_wf
             * WRU
             * 1e6
             / steps,
-            "price": "GET /workflows?status= must read each base item (0.5 RRU per listed "
-            "workflow) or filter client-side",
+            "price": "GET /workflows?status= reads on through every entry to fill a page: "
+            "unbounded for a rare status (issue 29: it answered an empty page instead)",
         },
         {
             "change": "publish terminal workflow events only (no WorkflowStarted)",

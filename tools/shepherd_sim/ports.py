@@ -252,11 +252,19 @@ class FaultyStore:
             return page
         return self.inner.query_due(shard, until_ms, limit, cursor)
 
-    def query_list(
-        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
-    ) -> ListPage:
-        self._before("query_list", None)
-        return self.inner.query_list(list_pk, limit, cursor, newest_first)
+    def query_range(self, *args: Any, **kwargs: Any) -> ListPage:
+        self._before("query_range", None)
+        page: ListPage = self.inner.query_range(*args, **kwargs)
+        return page
+
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        self._before("query_after", pk)
+        page: ListPage = self.inner.query_after(pk, after_sk, limit)
+        return page
+
+    def count_range(self, *args: Any) -> int:
+        self._before("count_range", None)
+        return int(self.inner.count_range(*args))
 
 
 class PayloadUnavailable(StoreUnavailable):
@@ -294,8 +302,8 @@ class FaultyPayloadStore:
             raise PayloadUnavailable(f"payload {key} not read")
         return self.inner.get(key)
 
-    def url(self, key: str, expires_seconds: int) -> str:
-        return self.inner.url(key, expires_seconds)
+    def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
+        return str(self.inner.url(key, expires_seconds, filename))
 
     def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
         return self.inner.presign_upload(key, size, expires_seconds)

@@ -469,6 +469,28 @@ class PartitionedStore:
         result: ListPage = self._request("Query", self.latency.query, attempt)
         return result
 
+    # The filtered list queries, a workflow's history and the counts (GET /workflows with
+    # filters, /events, /counts) are reads no run of the model makes: its load is starts,
+    # agents, callbacks and sweeps. They are refused rather than answered unmodelled.
+    def query_range(
+        self,
+        index: IndexSpec,
+        partition: str,
+        low: str,
+        high: str,
+        *,
+        limit: int,
+        newest_first: bool,
+        cursor: dict[str, object] | None,
+    ) -> ListPage:
+        raise NotImplementedError("the scale model serves no list queries")
+
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        raise NotImplementedError("the scale model serves no history reads")
+
+    def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:
+        raise NotImplementedError("the scale model serves no counts")
+
     # ----------------------------------------------------------------- model's own view
 
     def peek(self, pk: str) -> list[Item]:

@@ -17,8 +17,9 @@ WF_PREFIX = "WF#"  # pk of a workflow's partition: WF#<workflow id>
 WF_SK = "#WF"  # sk of the workflow item
 STEP_PREFIX = "S#"  # sk of a step item: S#<step name>
 COMP_PREFIX = "C#"  # sk of a compensation item: C#<step name>
-OWNER_PREFIX = "OWNER#"  # list index partition: OWNER#<owner>
+OWNER_PREFIX = "OWNER#"  # list index partition: OWNER#<owner>#<shard>
 WATCH_PREFIX = "W#"  # watch index shard: W#<n>
+EVENTS_PREFIX = "EV#"  # a workflow's history: pk EV#<workflow id>, sk <time ms>#<event id>
 DEF_PREFIX = "DEF#"  # a definition snapshot: pk DEF#<name>, sk <content hash>
 POOLS_PK = "POOLS"  # pool states: pk POOLS, sk <pool name>
 CONFIG_PREFIX = "CONFIG#"  # deployment-wide settings the engine creates on first use
@@ -39,18 +40,57 @@ def item_sk(kind: Kind, name: str) -> str:
     return (STEP_PREFIX if kind == "step" else COMP_PREFIX) + name
 
 
-def list_pk(owner: str) -> str:
-    return OWNER_PREFIX + owner
+# The list indexes' write sharding: one caller's workflows spread over this many partitions
+# (docs/architecture.md, The list indexes). Fixed per table: a change needs the re-keying
+# pass that doc describes, so it is a constant, not a variable.
+LIST_SHARDS = 32
+CREATED_DIGITS = 15  # a list sort key's zero-padded creation time (epoch ms)
+
+
+def _stable_hash(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def list_shard(workflow_id: str) -> int:
+    return _stable_hash(workflow_id) % LIST_SHARDS
+
+
+def list_pk(owner: str, workflow_id: str) -> str:
+    """The list partition of one of the owner's workflows: OWNER#<owner>#<shard>."""
+    return list_shard_pk(owner, list_shard(workflow_id))
+
+
+def list_shard_pk(owner: str, shard: int) -> str:
+    return f"{OWNER_PREFIX}{owner}#{shard}"
 
 
 def list_sk(created_at: int, workflow_id: str) -> str:
     """Newest first when read backwards: zero-padded creation time, then the id."""
-    return f"{created_at:015d}#{workflow_id}"
+    return f"{created_at:0{CREATED_DIGITS}d}#{workflow_id}"
+
+
+def list_keys(
+    owner: str, wf_type: str, status: str, created_at: int, workflow_id: str
+) -> dict[str, str]:
+    """Every list-index attribute of a workflow item (the four indexes share `list_pk`)."""
+    when = list_sk(created_at, workflow_id)
+    return {
+        "list_pk": list_pk(owner, workflow_id),
+        "list_sk": when,
+        "type_sk": f"{wf_type}#{when}",
+        **status_keys(wf_type, status, created_at, workflow_id),
+    }
+
+
+def status_keys(wf_type: str, status: str, created_at: int, workflow_id: str) -> dict[str, str]:
+    """The two list-index sort keys that move when a workflow's status changes."""
+    when = list_sk(created_at, workflow_id)
+    return {"status_sk": f"{status}#{when}", "type_status_sk": f"{wf_type}#{status}#{when}"}
 
 
 def watch_shard(workflow_id: str, shards: int) -> str:
     """Write-sharding of the watch index: a stable hash of the id, never Python's `hash`."""
-    return f"{WATCH_PREFIX}{int(hashlib.sha256(workflow_id.encode()).hexdigest()[:8], 16) % shards}"
+    return f"{WATCH_PREFIX}{_stable_hash(workflow_id) % shards}"
 
 
 def shard_key(n: int) -> str:
@@ -126,3 +166,12 @@ CIRCUIT_PREFIX = "CB#"  # a breaker's outcome counters: pk CB#<pool>#<slot>, sk 
 
 def circuit_counter_key(pool: str, slot: int, shard: int) -> tuple[str, str]:
     return f"{CIRCUIT_PREFIX}{pool}#{slot}", str(shard)
+
+
+def events_pk(workflow_id: str) -> str:
+    """A workflow's published events, apart from its own partition (its reads never grow)."""
+    return EVENTS_PREFIX + workflow_id
+
+
+def event_sk(at_ms: int, event_id: str) -> str:
+    return f"{at_ms:0{CREATED_DIGITS}d}#{event_id}"

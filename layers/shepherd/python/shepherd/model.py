@@ -22,8 +22,7 @@ from shepherd.keys import (
     WF_SK,
     Kind,
     item_sk,
-    list_pk,
-    list_sk,
+    list_keys,
     wf_pk,
     workflow_id_of,
 )
@@ -262,9 +261,10 @@ class WorkflowRecord:
             "request_hash": self.request_hash,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            # The list index: newest first per owner (see docs/architecture.md).
-            "list_pk": list_pk(self.owner),
-            "list_sk": list_sk(self.created_at, self.workflow_id),
+            # The list indexes: sharded per owner, one per filter (docs/architecture.md).
+            **list_keys(
+                self.owner, self.wf_type, self.status.value, self.created_at, self.workflow_id
+            ),
         }
         for name in _WF_OPTIONAL:
             value = getattr(self, name)

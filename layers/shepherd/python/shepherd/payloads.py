@@ -68,8 +68,9 @@ class PayloadStore(Protocol):
         """The object's bytes, or None if there is no such object."""
         ...
 
-    def url(self, key: str, expires_seconds: int) -> str:
-        """A presigned GET of the object."""
+    def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
+        """A presigned GET of the object; with `filename`, one a browser saves as that file
+        (the signed response's Content-Disposition)."""
         ...
 
     def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
@@ -150,12 +151,15 @@ class Payloads:
         except Exception:  # never fail the write that superseded it
             logger.warning("superseded payload not deleted", exc_info=True, extra={"key": ref.key})
 
-    def link(self, stored: str | None, expires_seconds: int = 300) -> Link | None:
-        """A presigned download of a referenced payload (None for inline or absent)."""
+    def link(
+        self, stored: str | None, expires_seconds: int = 300, filename: str | None = None
+    ) -> Link | None:
+        """A presigned download of a referenced payload (None for inline or absent), saved
+        as `filename` by a browser when given."""
         ref = ref_of(stored)
         if ref is None:
             return None
-        return Link(self.store.url(ref.key, expires_seconds), ref.size, ref.sha256)
+        return Link(self.store.url(ref.key, expires_seconds, filename), ref.size, ref.sha256)
 
 
 class NoPayloadStore:
@@ -170,7 +174,7 @@ class NoPayloadStore:
     def get(self, key: str) -> bytes | None:
         return None
 
-    def url(self, key: str, expires_seconds: int) -> str:
+    def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
         raise PayloadStoreMissing("no payload bucket is configured (SHEPHERD_PAYLOAD_BUCKET)")
 
     def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
@@ -203,8 +207,9 @@ class MemoryPayloadStore:
             self.gets += 1
             return self.objects.get(key)
 
-    def url(self, key: str, expires_seconds: int) -> str:
-        return f"memory://payloads/{key}?expires={expires_seconds}"
+    def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
+        named = f"&filename={filename}" if filename else ""
+        return f"memory://payloads/{key}?expires={expires_seconds}{named}"
 
     def presign_upload(self, key: str, size: int, expires_seconds: int) -> PresignedUpload:
         return PresignedUpload("memory://payloads/", {"key": key, "size": str(size)})

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from shepherd.conditions import Cond, Item, Update
 from shepherd.model import DomainEvent, OutgoingTask
+from shepherd.topology import IndexSpec
 
 MAX_BATCH_GET = 100  # keys in one BatchGetItem (DynamoDB's limit)
 
@@ -86,10 +87,29 @@ class Store(Protocol):
         """
         ...
 
-    def query_list(
-        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
+    def query_range(
+        self,
+        index: IndexSpec,
+        partition: str,
+        low: str,
+        high: str,
+        *,
+        limit: int,
+        newest_first: bool,
+        cursor: dict[str, object] | None,
     ) -> ListPage:
-        """List-index entries of one owner."""
+        """Keys of one list-index partition whose sort key lies in [low, high], in sort-key
+        order (descending when `newest_first`), at most `limit`; eventually consistent."""
+        ...
+
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        """Items of one table partition whose sort key sorts after `after_sk`, in sort-key
+        order, at most `limit` (a workflow's history, page by page)."""
+        ...
+
+    def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:
+        """How many entries of one list-index partition lie in [low, high], counting no
+        further once `cap` is reached (the result is then at least `cap`)."""
         ...
 
 

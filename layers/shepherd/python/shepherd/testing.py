@@ -42,7 +42,7 @@ from shepherd.model import (
 )
 from shepherd.ports import MAX_BATCH_GET, Backlog, DueEntry, DuePage, ListPage
 from shepherd.suggest import did_you_mean
-from shepherd.topology import TABLE
+from shepherd.topology import TABLE, IndexSpec
 
 if TYPE_CHECKING:
     from shepherd.definitions import Definition
@@ -185,30 +185,60 @@ class MemoryStore:
         entries = [DueEntry(workflow_id_of(pk), due) for due, pk in page]
         return DuePage(entries, next_cursor, len(page))
 
-    def query_list(
-        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
+    def _range(self, index: IndexSpec, partition: str, low: str, high: str) -> list[Item]:
+        """The index's entries (keys only, as a KEYS_ONLY index projects) in [low, high]."""
+        with self._lock:
+            return sorted(
+                (
+                    {name: item[name] for name in ("pk", "sk", index.partition_key, index.sort_key)}
+                    for item in self._items.values()
+                    if item.get(index.partition_key) == partition
+                    and isinstance(item.get(index.sort_key), str)
+                    and low <= item[index.sort_key] <= high
+                ),
+                key=lambda i: str(i[index.sort_key]),
+            )
+
+    def query_range(
+        self,
+        index: IndexSpec,
+        partition: str,
+        low: str,
+        high: str,
+        *,
+        limit: int,
+        newest_first: bool,
+        cursor: dict[str, object] | None,
     ) -> ListPage:
-        idx = TABLE.list_index
+        rows = self._range(index, partition, low, high)
+        if newest_first:
+            rows.reverse()
+        if cursor:
+            last = str(cursor[index.sort_key])
+            rows = [
+                r
+                for r in rows
+                if (r[index.sort_key] < last if newest_first else r[index.sort_key] > last)
+            ]
+        page = rows[:limit]
+        next_cursor = dict(page[-1]) if len(rows) > limit else None
+        return ListPage(page, next_cursor)
+
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
         with self._lock:
             rows = sorted(
                 (
                     copy.deepcopy(item)
                     for item in self._items.values()
-                    if item.get(idx.partition_key) == list_pk
+                    if item["pk"] == pk and str(item["sk"]) > after_sk
                 ),
-                key=lambda i: i[idx.sort_key],
-                reverse=newest_first,
+                key=lambda i: str(i["sk"]),
             )
-        if cursor:
-            last = cursor[idx.sort_key]
-            rows = [
-                r
-                for r in rows
-                if (r[idx.sort_key] < last if newest_first else r[idx.sort_key] > last)
-            ]
         page = rows[:limit]
-        next_cursor = {idx.sort_key: page[-1][idx.sort_key]} if len(rows) > limit else None
-        return ListPage(page, next_cursor)
+        return ListPage(page, {"sk": page[-1]["sk"]} if len(rows) > limit else None)
+
+    def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:
+        return min(len(self._range(index, partition, low, high)), cap)
 
     # Test helpers, not part of the port.
     def items(self) -> list[Item]:

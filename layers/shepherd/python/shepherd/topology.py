@@ -91,18 +91,22 @@ class TableSpec:
     sort_key: str = "sk"
     ttl_attribute: str = "expires_at"
     watch_index: IndexSpec = IndexSpec("watch", "watch_shard", "due_at", "N", "KEYS_ONLY")
-    list_index: IndexSpec = IndexSpec(
-        "by_owner",
-        "list_pk",
-        "list_sk",
-        "S",
-        "INCLUDE",
-        ("wf_type", "status", "created_at", "finished_at"),
+    # The list indexes (docs/architecture.md, The list indexes): one sharded partition per
+    # caller, one keys-only index per filter, each sort key ending in <created>#<id>.
+    list_index: IndexSpec = IndexSpec("by_owner", "list_pk", "list_sk", "S", "KEYS_ONLY")
+    status_index: IndexSpec = IndexSpec("by_status", "list_pk", "status_sk", "S", "KEYS_ONLY")
+    type_index: IndexSpec = IndexSpec("by_type", "list_pk", "type_sk", "S", "KEYS_ONLY")
+    type_status_index: IndexSpec = IndexSpec(
+        "by_type_status", "list_pk", "type_status_sk", "S", "KEYS_ONLY"
     )
 
     @property
+    def list_indexes(self) -> tuple[IndexSpec, ...]:
+        return (self.list_index, self.status_index, self.type_index, self.type_status_index)
+
+    @property
     def indexes(self) -> tuple[IndexSpec, ...]:
-        return (self.watch_index, self.list_index)
+        return (self.watch_index, *self.list_indexes)
 
 
 TABLE = TableSpec()

@@ -19,7 +19,7 @@ from shepherd.conditions import And, Cond, Eq, Exists, Ge, In, Item, Lt, Missing
 from shepherd.errors import ConditionFailed, ItemTooLarge, StoreUnavailable, TransactionConflict
 from shepherd.keys import workflow_id_of
 from shepherd.ports import MAX_BATCH_GET, DueEntry, DuePage, ListPage
-from shepherd.topology import TABLE
+from shepherd.topology import TABLE, IndexSpec
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()
@@ -380,21 +380,66 @@ class DynamoStore:
             entries.append(DueEntry(workflow_id_of(str(item["pk"])), int(item[idx.sort_key])))
         return DuePage(entries, response.get("LastEvaluatedKey"), int(response.get("Count", 0)))
 
-    def query_list(
-        self, list_pk: str, limit: int, cursor: dict[str, object] | None, newest_first: bool
-    ) -> ListPage:
-        idx = TABLE.list_index
-        params: dict[str, Any] = {
+    def _range_params(
+        self, index: IndexSpec, partition: str, low: str, high: str
+    ) -> dict[str, Any]:
+        return {
             "TableName": self._table,
-            "IndexName": idx.name,
-            "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": idx.partition_key},
-            "ExpressionAttributeValues": {":p": {"S": list_pk}},
-            "ScanIndexForward": not newest_first,
-            "Limit": limit,
+            "IndexName": index.name,
+            "KeyConditionExpression": "#p = :p AND #s BETWEEN :lo AND :hi",
+            "ExpressionAttributeNames": {"#p": index.partition_key, "#s": index.sort_key},
+            "ExpressionAttributeValues": {
+                ":p": {"S": partition},
+                ":lo": {"S": low},
+                ":hi": {"S": high},
+            },
         }
+
+    def query_range(
+        self,
+        index: IndexSpec,
+        partition: str,
+        low: str,
+        high: str,
+        *,
+        limit: int,
+        newest_first: bool,
+        cursor: dict[str, object] | None,
+    ) -> ListPage:
+        params = self._range_params(index, partition, low, high)
+        params["ScanIndexForward"] = not newest_first
+        params["Limit"] = limit
         if cursor:
             params["ExclusiveStartKey"] = cursor
         response = self._call("query", **params)
         items = [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
         return ListPage(items, response.get("LastEvaluatedKey"))
+
+    def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
+        values: dict[str, Any] = {":p": {"S": pk}}
+        condition = "pk = :p"
+        if after_sk:  # DynamoDB takes no empty key value: "" is the partition's start
+            condition += " AND sk > :s"
+            values[":s"] = {"S": after_sk}
+        response = self._call(
+            "query",
+            TableName=self._table,
+            KeyConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            Limit=limit,
+        )
+        items = [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
+        return ListPage(items, response.get("LastEvaluatedKey"))
+
+    def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:
+        """Select=COUNT pages (each reads at most 1 MB) until the range ends or `cap`."""
+        params = self._range_params(index, partition, low, high)
+        params["Select"] = "COUNT"
+        counted = 0
+        while counted < cap:
+            response = self._call("query", **params)
+            counted += int(response.get("Count", 0))
+            if not response.get("LastEvaluatedKey"):
+                break
+            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return min(counted, cap)

@@ -61,11 +61,13 @@ class S3PayloadStore:
         body: bytes = response["Body"].read()
         return body
 
-    def url(self, key: str, expires_seconds: int) -> str:
+    def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
+        params = {"Bucket": self._bucket, "Key": key}
+        if filename:
+            # Signed into the URL: S3 answers with this header, so a browser saves a file.
+            params["ResponseContentDisposition"] = f'attachment; filename="{filename}"'
         url: str = self._client.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": self._bucket, "Key": key},
-            ExpiresIn=expires_seconds,
+            "get_object", Params=params, ExpiresIn=expires_seconds
         )
         return url
 

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
+from shepherd.engine import listing
 from shepherd.errors import ConditionFailed, TransactionConflict
 from shepherd.model import StepRecord, WorkflowRecord, WorkflowState
 from shepherd.ports import Store
@@ -76,6 +77,7 @@ class Executor:
 
     def workflow(self, state: WorkflowState | None, write: tx.Write) -> bool:
         """Apply a workflow write; fold the new (or, if it lost, current) item into `state`."""
+        write = listing.keyed(write, state.workflow if state is not None else None)
         try:
             item = self.store.update(write.pk, write.sk, write.update, write.condition)
         except ConditionFailed as lost:
@@ -86,8 +88,10 @@ class Executor:
             state.workflow = WorkflowRecord.from_item(item)
         return True
 
-    def raw(self, write: tx.Write) -> bool:
-        """Apply a write to an item that may not parse (the supervisor's failed looks)."""
+    def raw(self, write: tx.Write, listed: Item | None = None) -> bool:
+        """Apply a write to an item that may not parse (the supervisor's failed looks);
+        `listed` is that item, needed when the write sets its status (a park)."""
+        write = listing.keyed(write, listed)
         try:
             self.store.update(write.pk, write.sk, write.update, write.condition)
         except ConditionFailed:
@@ -104,8 +108,10 @@ class Executor:
 
     # -------------------------------------------------------------------- several items
 
-    def together(self, writes: Sequence[tx.Write]) -> bool:
-        """Apply writes on distinct items in one transaction: all or nothing."""
+    def together(self, writes: Sequence[tx.Write], wf: WorkflowRecord | None = None) -> bool:
+        """Apply writes on distinct items in one transaction: all or nothing (`wf`: the
+        workflow they were decided on, needed when one sets its status)."""
+        writes = [listing.keyed(w, wf) for w in writes]
         for write in writes:
             if write.condition is None:
                 raise ValueError("every write in a transaction is conditional")

@@ -82,7 +82,7 @@ class Operations:
             if len(change.writes) == 1:
                 won = scheduler.executor.workflow(state, change.writes[0])
             else:
-                won = scheduler.executor.together(change.writes)
+                won = scheduler.executor.together(change.writes, state.workflow)
             if won:
                 scheduler.deliver(change.tasks)
                 return state, definition

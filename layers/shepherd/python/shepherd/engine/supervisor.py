@@ -563,7 +563,7 @@ class Supervisor:
                 if rec.status in (StepStatus.PENDING, StepStatus.QUEUED) and rec.held_at is None
             ]
             writes = tx.unwatch_paused(wf, unclaimed, now, due, shard=shard)
-            moved = self.scheduler.executor.together(writes)
+            moved = self.scheduler.executor.together(writes, wf)
         else:
             moved = self.scheduler.executor.workflow(state, tx.move_due(wf, due, shard=shard))
         if moved:
@@ -644,7 +644,7 @@ class Supervisor:
             error["cause"] = previous
         expires = now // 1000 + self.scheduler.config.retention_seconds
         if not self.scheduler.executor.raw(
-            tx.park(item["pk"], status, failures, now, expires, dumps(error))
+            tx.park(item["pk"], status, failures, now, expires, dumps(error)), item
         ):
             return
         report.add("parked")

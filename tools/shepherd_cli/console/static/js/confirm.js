@@ -46,6 +46,9 @@ export function confirmAction({ title, body, confirmLabel, danger = false, prepa
       }
       ok.disabled = true;
       cancel.disabled = true;
+      // Loading state: the label says it is on its way (a bulk action takes a while).
+      form.setAttribute("aria-busy", "true");
+      replace(ok, "Working…");
       replace(problem);
       try {
         finish({ ok: true, reply: await act(prepared) });

@@ -84,6 +84,39 @@ export function time(iso, { date = false } = {}) {
   return h("time", { datetime: iso, title: iso }, date ? `${day} ${clock.slice(0, 8)}` : clock);
 }
 
+/** "12 s ago", "3 min ago", "in 4 min": how far an instant is from now, in words. */
+export function relative(ms, now = Date.now()) {
+  const delta = Math.round((now - ms) / 1000);
+  const span = Math.abs(delta);
+  let text;
+  if (span < 60) text = `${span} s`;
+  else if (span < 3600) text = `${Math.floor(span / 60)} min`;
+  else if (span < 86_400) text = `${Math.floor(span / 3600)} h ${Math.floor((span % 3600) / 60)} min`;
+  else text = `${Math.floor(span / 86_400)} d ${Math.floor((span % 86_400) / 3600)} h`;
+  return delta >= 0 ? `${text} ago` : `in ${text}`;
+}
+
+/** The absolute local time with its timezone, for a hover (and screen readers' title). */
+export function absolute(ms) {
+  const d = new Date(ms);
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+  const text = d.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
+  return `${text} (${zone}) — ${d.toISOString()}`;
+}
+
+/** A time as "3 min ago" that keeps counting; the absolute time and timezone on hover. */
+export function ago(iso) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const ms = Date.parse(iso);
+  if (Number.isNaN(ms)) return h("span", {}, String(iso));
+  return h("time", { datetime: iso, title: absolute(ms), "data-ago": String(ms) }, relative(ms));
+}
+
+// Every relative time on the page keeps counting (a redraw happens only when data changes).
+window.setInterval(() => {
+  for (const el of document.querySelectorAll("time[data-ago]")) el.textContent = relative(Number(el.dataset.ago));
+}, 1000);
+
 /** Milliseconds between two ISO instants (or until now), as "1.24 s", "3 min 5 s". */
 export function duration(fromIso, toIso) {
   if (!fromIso) return "—";

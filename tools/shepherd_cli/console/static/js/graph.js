@@ -4,20 +4,22 @@
 
 import { h, s } from "./dom.js";
 
-const NODE_W = 184;
+const MIN_NODE_W = 184;
+const CHAR_W = 7.8; // a bold 13 px label's widest average character
+let NODE_W = MIN_NODE_W; // widened per graph so the longest name shows in full
 const NODE_H = 48;
 const UNDO_H = 38;
 const UNDO_GAP = 12;
 const COL_GAP = 56;
 const ROW_GAP = 22;
 const PAD = 12;
-const MAX_LABEL = 22;
 
 let instances = 0;
 
 export const STEP_STATUSES = ["PENDING", "QUEUED", "RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED"];
 
-const clip = (text) => (text.length > MAX_LABEL ? `${text.slice(0, MAX_LABEL - 1)}…` : text);
+// Full names, never cut (issue 29): the boxes grow to the longest one (see drawGraph).
+const clip = (text) => text;
 
 /** Column of every step: 0 for roots, else one more than its deepest dependency. */
 export function depths(steps) {
@@ -50,6 +52,8 @@ export function drawGraph(definition, { view, onSelect } = {}) {
   instances += 1;
   const id = `g${instances}`;
   const steps = definition.Steps || [];
+  const longest = Math.max(0, ...steps.flatMap((st) => [st.Name.length, st.Compensation ? `undo: ${st.Compensation.Agent}`.length + 2 : 0]));
+  NODE_W = Math.max(MIN_NODE_W, Math.ceil(longest * CHAR_W) + 24);
   const col = depths(steps);
   const columns = [];
   for (const st of steps) (columns[col.get(st.Name)] ||= []).push(st);

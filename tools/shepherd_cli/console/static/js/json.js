@@ -23,7 +23,9 @@ function payloadLink(ref) {
   return h(
     "span",
     { class: "payload" },
-    h("a", { href: ref.href, download: "", rel: "noopener noreferrer", target: "_blank" }, `Download large payload (${bytes(ref.size)})`),
+    // The presigned URL carries its own Content-Disposition (docs/api.md, Large payloads): the
+    // browser saves a named file and the page stays where it is.
+    h("a", { href: ref.href, download: "", rel: "noopener noreferrer", class: "payload-link" }, `Download large payload (${bytes(ref.size)})`),
     ref.sha256 ? h("span", { class: "muted sha" }, ` sha256 ${ref.sha256}`) : null,
   );
 }

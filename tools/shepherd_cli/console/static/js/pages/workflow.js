@@ -1,16 +1,20 @@
 // One workflow: its DAG with every step's and compensation's status, a timeline of every
-// attempt, its data as collapsible JSON, the events it announced (derived here from the view),
+// attempt, its data as collapsible JSON, the events it announced (its history, as published),
 // and the operator's actions. Refreshes itself while the workflow is not finished.
 
 import { ApiError, get, post, seg } from "../api.js";
 import { confirmAction, showOutcome } from "../confirm.js";
-import { badge, duration, fields, h, redraw, replace, table, time } from "../dom.js";
+import { ago, badge, duration, fields, h, redraw, replace, table, time } from "../dom.js";
 import { STEP_STATUSES, drawGraph, legend } from "../graph.js";
 import { jsonView } from "../json.js";
 import { liveToggle } from "./workflows.js";
 
 export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"]);
 const REFRESH_MS = 1000;
+const HISTORY_PAGES = 5; // up to 500 events on the page; the API pages the rest
+// A finished workflow's page re-reads its view this often while it shows large-payload links:
+// each read presigns them anew (they expire after 5 minutes), so a link is never stale.
+const LINKS_REFRESH_MS = 60_000;
 const IN_FLIGHT = new Set(["QUEUED", "RUNNING", "WAITING"]);
 
 const ACTIONS = [
@@ -61,6 +65,98 @@ const OUTCOMES = {
 
 const kindLabel = (kind, name) => (kind === "step" ? name : `undo ${name}`);
 
+/** One published event's detail in words: the step and attempt, who paused and why, the error. */
+export function eventText(d) {
+  const parts = [];
+  if (d.step) parts.push(`${d.kind === "compensation" ? "undo " : ""}${d.step}${d.attempt ? ` attempt ${d.attempt}` : ""}`);
+  if (d.pause) parts.push(`${d.pause.reason || "paused"}${d.pause.step ? ` at ${d.pause.step}` : ""}${d.pause.by ? ` by ${d.pause.by}` : ""}`);
+  if (d.next_attempt) parts.push(`next attempt ${d.next_attempt} in ${d.delay_ms} ms`);
+  if (d.error) parts.push(`${d.error.type || "Error"}: ${d.error.message || ""}`);
+  if (!parts.length && d.status) parts.push(d.status);
+  return parts.join(" — ");
+}
+
+/** When the supervisor acts on a live unit, in words, as a countdown (issue 29.3). */
+export function deadlineText(deadline) {
+  if (!deadline) return null;
+  if (!deadline.at) return h("span", { class: "deadline", "data-why": deadline.why }, deadline.why);
+  return h("span", { class: "deadline", "data-why": deadline.why }, `${deadline.why} `, ago(deadline.at));
+}
+
+// Full error texts fetched through the API, by workflow, kind, step and attempt: fetched once,
+// kept across redraws (a live page redraws often).
+const fullErrors = new Map();
+
+/** A unit's full error (message uncut, traceback as text), fetched through the API. */
+function tracebackView(workflowId, kind, name, attempt) {
+  const key = `${workflowId}:${kind}:${name}:${attempt}`;
+  const host = h("div", { class: "traceback-host", "data-traceback": `${kind}:${name}` });
+  const paint = (entry) => {
+    if (entry.error) replace(host, h("p", { class: "problem" }, `The full error could not be read: ${entry.error}`));
+    else if (entry.text) {
+      const t = entry.text;
+      replace(
+        host,
+        h("p", { class: "error-line" }, h("strong", {}, t.type), `: ${t.message}`),
+        t.traceback ? h("pre", { class: "traceback", tabindex: "0", "aria-label": `Traceback of ${kindLabel(kind, name)}` }, t.traceback) : h("p", { class: "muted" }, "No traceback was recorded."),
+        t.truncated ? h("p", { class: "muted" }, "The traceback was cut at 1 MiB.") : null,
+      );
+    } else replace(host, h("p", { class: "muted loading" }, "Loading the full error…"));
+  };
+  const known = fullErrors.get(key);
+  if (known) {
+    paint(known);
+    if (known.pending) known.waiters.push(paint);
+    return host;
+  }
+  const entry = { pending: true, waiters: [paint] };
+  fullErrors.set(key, entry);
+  paint(entry);
+  const route = kind === "step" ? "steps" : "compensations";
+  get(`/workflows/${seg(workflowId)}/${route}/${seg(name)}/error`)
+    .then(({ data }) => {
+      entry.text = data;
+    })
+    .catch((exc) => {
+      entry.error = exc.describe ? exc.describe() : String(exc);
+    })
+    .finally(() => {
+      entry.pending = false;
+      for (const again of entry.waiters) again(entry);
+      entry.waiters = [];
+    });
+  return host;
+}
+
+const BANNER_TITLES = {
+  FAILED: "Failed",
+  PAUSED: "Paused",
+  COMPENSATING: "Unwinding after a failure",
+  CANCELLING: "Cancelling",
+  COMPENSATED: "Compensated after a failure",
+};
+
+/** The root cause at the top of a failed or paused workflow, and whether a person is needed. */
+function rootCause(view) {
+  const paused = view.status === "PAUSED";
+  const cause = view.error || (paused ? view.pause?.error && { ...view.pause.error, step: view.pause.step } : null);
+  if (!cause && !paused) return null;
+  if (!["FAILED", "PAUSED", "COMPENSATING", "COMPENSATED", "CANCELLING"].includes(view.status) && !cause) return null;
+  const needed = view.status === "FAILED" || paused || cause?.operator_needed;
+  const step = cause?.step;
+  const kind = cause?.type === "CompensationFailed" ? "compensation" : "step";
+  const unit = step ? (kind === "step" ? view.steps : view.compensations).find((x) => x.name === step) : null;
+  return h(
+    "section",
+    { class: "banner", id: "root-cause", role: "region", "aria-labelledby": "root-cause-title" },
+    h("h2", { id: "root-cause-title" }, BANNER_TITLES[view.status] || "After a failure", step ? ` at ${kindLabel(kind, step)}` : ""),
+    cause ? h("p", { class: "error-line" }, h("strong", {}, cause.type || "Error"), `: ${cause.message || ""}`) : h("p", {}, `Paused${view.pause?.by ? ` by ${view.pause.by}` : ""}.`),
+    needed ? h("p", { class: "operator-needed", id: "operator-needed" }, "An operator is needed: ", paused ? "resume, compensate or cancel it." : view.status === "FAILED" ? "fix the cause, then retry it." : "") : null,
+    paused && view.pause_timeout_at ? h("p", { id: "pause-timeout" }, "If nobody acts, its pause times out and it unwinds ", ago(view.pause_timeout_at), ".") : null,
+    unit?.error ? tracebackView(view.workflow_id, kind, unit.name, unit.attempt) : null,
+  );
+}
+
 /** Every attempt of every step and compensation, in the order they started. */
 export function attemptRows(view) {
   const rows = [];
@@ -103,39 +199,6 @@ export function attemptRows(view) {
   return rows.sort((x, y) => at(x) - at(y) || (x.kind === y.kind ? 0 : x.kind === "step" ? -1 : 1));
 }
 
-/** The lifecycle events this workflow announced, as far as its current view shows them. */
-export function derivedEvents(view) {
-  const events = [{ at: view.created_at, type: "WorkflowStarted", detail: view.type }];
-  for (const [kind, items] of [["step", view.steps], ["compensation", view.compensations]]) {
-    for (const item of items) {
-      const last = item.attempts[item.attempts.length - 1];
-      for (const a of item.attempts) {
-        const who = `${kindLabel(kind, item.name)}, attempt ${a.attempt}`;
-        if (a.outcome === "input_replaced") {
-          events.push({ at: a.at, type: "WorkflowResumed", detail: `with a replacement input for ${item.name}${a.by ? ` by ${a.by}` : ""}` });
-        } else if (a.outcome === "ok") {
-          events.push({ at: a.at, type: kind === "step" ? "StepSucceeded" : "StepCompensated", detail: who });
-        } else {
-          if (a.outcome.endsWith("timeout")) events.push({ at: a.at, type: "StepTimedOut", detail: `${who}: ${OUTCOMES[a.outcome][0]}` });
-          const final = a === last && item.status === "FAILED";
-          if (final || !a.outcome.endsWith("timeout")) {
-            events.push({ at: a.at, type: final ? "StepFailed" : "StepRetried", detail: `${who}${a.error ? `: ${a.error}` : ""}` });
-          }
-        }
-      }
-    }
-  }
-  if (view.paused_at) {
-    const reason = view.pause?.reason ? `${view.pause.reason}${view.pause.step ? ` of ${view.pause.step}` : ""}` : "";
-    events.push({ at: view.paused_at, type: "WorkflowPaused", detail: reason });
-  }
-  if (TERMINAL.has(view.status) && view.finished_at) {
-    const name = view.status.charAt(0) + view.status.slice(1).toLowerCase();
-    events.push({ at: view.finished_at, type: `Workflow${name}`, detail: view.error?.message || "" });
-  }
-  return events.sort((x, y) => Date.parse(x.at) - Date.parse(y.at));
-}
-
 function fallbackDefinition(view) {
   // The definition is gone from this deployment: draw the steps the view has, without edges.
   const comps = new Set(view.compensations.map((c) => c.name));
@@ -145,13 +208,52 @@ function fallbackDefinition(view) {
   };
 }
 
-function timeline(view) {
-  const rows = attemptRows(view).map((r) => {
+// Units whose earlier attempts the operator unfolded (a unit with more than COLLAPSE_OVER
+// attempts shows its latest, the others behind a button).
+const COLLAPSE_OVER = 2;
+const unfolded = new Set();
+
+function timeline(view, again = () => {}) {
+  const all = attemptRows(view);
+  const latest = new Map();
+  const counts = new Map();
+  for (const r of all) {
+    const unit = `${r.kind}:${r.name}`;
+    latest.set(unit, Math.max(latest.get(unit) || 0, r.attempt));
+    counts.set(unit, (counts.get(unit) || 0) + 1);
+  }
+  const rows = all.map((r) => {
     const [word, tone] = OUTCOMES[r.outcome] || [r.outcome, "NONE"];
+    const unit = `${r.kind}:${r.name}`;
+    const many = counts.get(unit) > COLLAPSE_OVER;
+    const isLatest = r.attempt === latest.get(unit);
+    const open = unfolded.has(`${view.workflow_id}:${unit}`);
+    const toggle =
+      many && isLatest
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "expander",
+              "aria-expanded": String(open),
+              "data-key": `fold:${unit}`,
+              "data-fold": unit,
+              on: {
+                click: () => {
+                  const key = `${view.workflow_id}:${unit}`;
+                  if (unfolded.has(key)) unfolded.delete(key);
+                  else unfolded.add(key);
+                  again();
+                },
+              },
+            },
+            open ? "Hide earlier attempts" : `Show ${counts.get(unit) - 1} earlier attempts`,
+          )
+        : null;
     return h(
       "tr",
-      { "data-row": `${r.kind}:${r.name}:${r.attempt}`, "data-outcome": r.outcome },
-      h("th", { scope: "row" }, kindLabel(r.kind, r.name)),
+      { "data-row": `${r.kind}:${r.name}:${r.attempt}`, "data-outcome": r.outcome, hidden: many && !isLatest && !open },
+      h("th", { scope: "row" }, kindLabel(r.kind, r.name), toggle ? " " : null, toggle),
       h("td", { class: "num" }, String(r.attempt)),
       h("td", {}, h("span", { class: `badge st-${tone}` }, word), r.due && Date.parse(r.due) > Date.now() ? h("span", { class: "muted" }, " retry at ", time(r.due)) : null),
       h("td", {}, time(r.dispatched)),
@@ -176,7 +278,7 @@ function present(value, ref) {
   return (value !== null && value !== undefined) || Boolean(ref);
 }
 
-function itemDetails(kind, item) {
+function itemDetails(kind, item, workflowId) {
   const key = `${kind}:${item.name}`;
   const retryWait = item.available_at && item.available_at !== item.dispatched_at;
   return h(
@@ -195,9 +297,11 @@ function itemDetails(kind, item) {
         ["Claimed", item.started_at && time(item.started_at)],
         ["Last heartbeat", item.heartbeat_at && time(item.heartbeat_at)],
         ["Finished", item.finished_at && time(item.finished_at)],
+        ["Next deadline", deadlineText(item.next_deadline)],
       ]),
-      // The full text (message uncut, traceback) is a link among the error's members.
-      item.error ? jsonView("Error", item.error, { key: `${key}:error`, links: item.error_ref ? { full: item.error_ref } : null }) : null,
+      // The full text (message uncut, traceback) read through the API and shown as text.
+      item.error ? jsonView("Error", item.error, { key: `${key}:error` }) : null,
+      item.error && workflowId ? tracebackView(workflowId, kind, item.name, item.attempt) : null,
       present(item.output, item.output_ref) ? jsonView("Output", item.output, { key: `${key}:output`, ref: item.output_ref }) : null,
       present(item.details, item.details_ref) ? jsonView("Progress details", item.details, { key: `${key}:details`, ref: item.details_ref }) : null,
       present(item.input, item.input_ref) ? jsonView("Replacement input", item.input, { key: `${key}:input`, ref: item.input_ref }) : null,
@@ -205,22 +309,37 @@ function itemDetails(kind, item) {
   );
 }
 
+/** The steps a resume may give a replacement input: the failed ones and those held by the
+    pause (not succeeded, not in flight: what the API accepts), never one that succeeded. */
+export function resumableSteps(view) {
+  return view.steps.filter((st) => ["FAILED", "PENDING", "QUEUED"].includes(st.status));
+}
+
 function resumeForm(view) {
+  const offered = resumableSteps(view);
   const select = h(
     "select",
     { id: "resume-step", name: "step" },
     h("option", { value: "" }, "no replacement input"),
-    view.steps.map((st) => h("option", { value: st.name }, st.name)),
+    offered.map((st) => h("option", { value: st.name }, `${st.name} (${st.status})`)),
   );
-  const area = h("textarea", { id: "resume-input", name: "input", rows: 6, cols: 40, spellcheck: "false", disabled: true, placeholder: '{"order_id": "o-1"}' });
+  const area = h("textarea", { id: "resume-input", name: "input", rows: 8, cols: 40, spellcheck: "false", disabled: true });
+  // The box starts with the step's current input (an earlier replacement, else the
+  // workflow's input), to edit rather than retype.
+  const current = (name) => {
+    const st = view.steps.find((x) => x.name === name);
+    return st && st.input !== null && st.input !== undefined ? st.input : view.input;
+  };
   select.addEventListener("change", () => {
     area.disabled = !select.value;
+    area.value = select.value ? JSON.stringify(current(select.value), null, 2) : "";
   });
   const node = h(
     "div",
     { class: "resume-form" },
     h("label", { for: "resume-step" }, "Replacement input for step"),
     select,
+    offered.length ? null : h("p", { class: "muted", id: "resume-none" }, "No step failed: nothing to replace."),
     h("label", { for: "resume-input" }, "Replacement input (JSON)"),
     area,
   );
@@ -236,6 +355,18 @@ function resumeForm(view) {
     return { step: select.value, input };
   };
   return { node, prepare };
+}
+
+/** Each live step's next deadline, soonest first, in words (issue 29.3). */
+function nextActs(view) {
+  const live = [...view.steps.map((x) => ["step", x]), ...view.compensations.map((x) => ["compensation", x])].filter(([, x]) => x.next_deadline);
+  if (!live.length) return "";
+  live.sort(([, a], [, b]) => (Date.parse(a.next_deadline.at || "9999") || 0) - (Date.parse(b.next_deadline.at || "9999") || 0));
+  return h(
+    "ul",
+    { class: "deadlines", id: "deadlines" },
+    live.map(([kind, x]) => h("li", { "data-step": `${kind}:${x.name}` }, h("span", { class: "step-name" }, kindLabel(kind, x.name)), " — ", deadlineText(x.next_deadline))),
+  );
 }
 
 export async function workflowPage(ctx, { id }) {
@@ -261,6 +392,7 @@ export async function workflowPage(ctx, { id }) {
   const paintLive = () =>
     replace(liveState, TERMINAL.has(view.status) ? "Finished: not refreshing." : live.isOn() ? "Live: refreshing every second." : "Live refresh is off.");
   const summary = h("div", { id: "summary" });
+  const bannerHost = h("div", { id: "banner-host" });
   const actions = h("div", { class: "actions", id: "actions" });
   const outcome = h("p", { class: "outcome", id: "action-outcome", role: "status" });
   const graphHost = h("div", { id: "graph" });
@@ -300,6 +432,7 @@ export async function workflowPage(ctx, { id }) {
 
   function draw() {
     paintLive();
+    redraw(bannerHost, rootCause(view));
     redraw(
       summary,
       fields([
@@ -310,6 +443,8 @@ export async function workflowPage(ctx, { id }) {
         ["Finished", view.finished_at && time(view.finished_at, { date: true })],
         ["Paused", view.pause ? `${view.pause.reason || ""}${view.pause.step ? ` (step ${view.pause.step})` : ""}${view.pause.by ? ` by ${view.pause.by}` : ""}` : ""],
         ["Paused at", view.paused_at && time(view.paused_at, { date: true })],
+        ["Pause times out", view.pause_timeout_at && ago(view.pause_timeout_at)],
+        ["Supervisor acts next", nextActs(view)],
         ["Redrives", view.redrives ? String(view.redrives) : ""],
         ["Definition", h("code", { title: view.definition_hash }, view.definition_hash.slice(0, 12))],
       ]),
@@ -338,7 +473,8 @@ export async function workflowPage(ctx, { id }) {
       drawGraph(shown, { view, onSelect: select }),
       legend([...STEP_STATUSES, "NOT_STARTED"]),
     );
-    redraw(timelineHost, timeline(view));
+    const drawTimeline = () => redraw(timelineHost, timeline(view, drawTimeline));
+    drawTimeline();
     redraw(
       dataHost,
       jsonView("Input", view.input, { key: "wf:input", ref: view.input_ref }),
@@ -347,19 +483,59 @@ export async function workflowPage(ctx, { id }) {
     );
     redraw(
       itemsHost,
-      view.steps.map((st) => itemDetails("step", st)),
+      view.steps.map((st) => itemDetails("step", st, view.workflow_id)),
       view.compensations.length ? h("h3", { class: "sub" }, "Compensations") : null,
-      view.compensations.map((c) => itemDetails("compensation", c)),
+      view.compensations.map((c) => itemDetails("compensation", c, view.workflow_id)),
     );
-    const events = derivedEvents(view).map((e) =>
-      h("tr", { "data-event": e.type }, h("td", {}, time(e.at)), h("th", { scope: "row" }, e.type), h("td", {}, e.detail || "")),
+    drawHistory();
+  }
+
+  // The workflow's history as the relay published it (GET /workflows/{id}/events): read,
+  // never rebuilt from the current state (issue 29.4).
+  let historyItems = null;
+  let historyMore = false;
+  let historyText = "";
+  async function loadHistory() {
+    const items = [];
+    let token = null;
+    let more = false;
+    for (let page = 0; page < HISTORY_PAGES; page += 1) {
+      const { data } = await get(`/workflows/${seg(id)}/events`, { limit: 100, next_token: token });
+      items.push(...data.items);
+      token = data.next_token;
+      if (!token) break;
+      more = page === HISTORY_PAGES - 1;
+    }
+    if (!ctx.alive) return;
+    const text = JSON.stringify(items);
+    if (text === historyText) return;
+    historyText = text;
+    historyItems = items;
+    historyMore = more;
+    drawHistory();
+  }
+
+  function drawHistory() {
+    if (historyItems === null) {
+      redraw(eventsHost, h("p", { class: "muted loading" }, "Loading the history…"));
+      return;
+    }
+    const rows = historyItems.map((e) =>
+      h("tr", { "data-event": e.type }, h("td", {}, time(e.at || e.detail.at, { date: true })), h("th", { scope: "row" }, e.type), h("td", {}, eventText(e.detail))),
     );
-    redraw(eventsHost, table("Derived in the console from the workflow's view (not read from the event bus).", ["Time", "Event", "Detail"], events));
+    redraw(
+      eventsHost,
+      rows.length
+        ? table("The events this workflow announced, as published (kept by the event relay), oldest first.", ["Time", "Event", "Detail"], rows)
+        : h("p", { class: "empty" }, "No event recorded yet (the relay keeps them a moment after they happen)."),
+      historyMore ? h("p", { class: "muted" }, `The first ${historyItems.length} events; the rest through GET /workflows/{id}/events.`) : null,
+    );
   }
 
   async function refresh() {
     try {
       view = (await get(`/workflows/${seg(id)}`)).data;
+      await loadHistory();
       replace(problem);
     } catch (exc) {
       replace(problem, exc.describe ? exc.describe() : String(exc));
@@ -379,6 +555,7 @@ export async function workflowPage(ctx, { id }) {
     h("h1", { tabindex: "-1" }, "Workflow ", h("code", { class: "wf-id" }, view.workflow_id)),
     h("div", { class: "toolbar" }, live.button, liveState),
     problem,
+    bannerHost,
     summary,
     h("section", { "aria-labelledby": "h-actions" }, h("h2", { id: "h-actions" }, "Actions"), actions, outcome),
     h("section", { "aria-labelledby": "h-graph" }, h("h2", { id: "h-graph" }, "Steps"), graphHost),
@@ -389,7 +566,24 @@ export async function workflowPage(ctx, { id }) {
   );
   lastText = JSON.stringify(view);
   draw();
+  loadHistory().catch((exc) => {
+    if (ctx.alive) redraw(eventsHost, h("p", { class: "problem" }, `The history could not be read: ${exc.describe ? exc.describe() : exc}`));
+  });
   ctx.every(REFRESH_MS, async () => {
     if (live.isOn() && !TERMINAL.has(view.status)) await refresh();
   });
+  let linksRead = Date.now();
+  const hasLinks = () => /"url":"https?:/.test(lastText);
+  const refreshLinks = async () => {
+    if (!TERMINAL.has(view.status) || !hasLinks()) return;
+    linksRead = Date.now();
+    await refresh();
+  };
+  ctx.every(LINKS_REFRESH_MS, refreshLinks);
+  // Back to a tab left in the background (its timers paused): fresh links at once.
+  const onVisible = () => {
+    if (!document.hidden && Date.now() - linksRead > LINKS_REFRESH_MS) refreshLinks();
+  };
+  document.addEventListener("visibilitychange", onVisible);
+  ctx.stops.push(() => document.removeEventListener("visibilitychange", onVisible));
 }

@@ -1,13 +1,28 @@
-// Workflows, newest first: filters (status, type) live in the URL, pages follow next_token,
-// lookup by id or idempotency key, and a live refresh that can be switched off.
+// Workflows: every filter (status, type, time range, sort) and the page itself live in the URL,
+// so Back returns to the page it left and a link shares exactly what was seen. A page change is
+// a navigation: the previous page's requests die with its context, so a live refresh can never
+// draw the previous page's rows under the new page number (issue 29: the paging race).
 
-import { ApiError, get, seg } from "../api.js";
-import { badge, h, replace, table, time } from "../dom.js";
+import { ApiError, get, post, seg } from "../api.js";
+import { confirmAction } from "../confirm.js";
+import { ago, badge, duration, h, replace, s, table } from "../dom.js";
 
 export const WORKFLOW_STATUSES = ["RUNNING", "PAUSED", "COMPENSATING", "CANCELLING", "SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"];
 const PAGE_SIZE = 20;
 const REFRESH_MS = 2000;
+// Counts are dearer (one query per status and shard, docs/architecture.md): fetched at most
+// every 30 s per set of filters, shared by every page of that list, never awaited by a page.
+const COUNTS_MS = 30_000;
 const WORKFLOW_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const RANGES = { "": "any time", "1h": "last hour", "1d": "last day", "7d": "last week", custom: "custom…" };
+const RANGE_MS = { "1h": 3_600_000, "1d": 86_400_000, "7d": 604_800_000 };
+const FILTER_KEYS = ["status", "type", "range", "created_after", "created_before", "sort", "limit"];
+// The bulk actions: the API route and the statuses each applies to (docs/api.md).
+const BULK = {
+  cancel: { label: "Cancel", route: "cancel", from: ["RUNNING", "PAUSED"], danger: true },
+  retry: { label: "Retry", route: "retry", from: ["FAILED"], danger: false },
+  resume: { label: "Resume", route: "resume", from: ["PAUSED"], danger: false },
+};
 
 /** Live refresh on/off, remembered for the session. */
 export function liveToggle(onChange) {
@@ -28,7 +43,8 @@ export function liveToggle(onChange) {
   return { button, isOn: () => on };
 }
 
-function selectOf(name, label, options, chosen) {
+function selectOf(name, label, options, chosen, anyLabel = "any") {
+  const entries = Array.isArray(options) ? options.map((v) => [v, v]) : Object.entries(options);
   return h(
     "label",
     {},
@@ -36,8 +52,8 @@ function selectOf(name, label, options, chosen) {
     h(
       "select",
       { name },
-      h("option", { value: "" }, "any"),
-      options.map((value) => h("option", { value, selected: value === chosen }, value)),
+      anyLabel === null ? null : h("option", { value: "" }, anyLabel),
+      entries.filter(([value]) => value !== "" || anyLabel === null).map(([value, text]) => h("option", { value, selected: value === chosen }, text)),
     ),
   );
 }
@@ -58,42 +74,161 @@ async function lookup(text) {
   return data.items[0]?.workflow_id || null;
 }
 
+/** A `datetime-local` value (the browser's zone) as an ISO instant, or "". */
+function localToIso(value) {
+  if (!value) return "";
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? "" : d.toISOString();
+}
+
+function isoToLocal(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`;
+}
+
+/** The list's URL for these filters at one page (page 1 carries no token). */
+function listHash(filters, page = 1, token = null) {
+  const params = new URLSearchParams();
+  for (const key of FILTER_KEYS) if (filters[key]) params.set(key, filters[key]);
+  if (page > 1 && token) {
+    params.set("page", String(page));
+    params.set("at", token);
+  }
+  const qs = params.toString();
+  return `#/workflows${qs ? `?${qs}` : ""}`;
+}
+
+/** The tokens of the pages seen under one set of filters (for "Previous page"), per tab. */
+function tokenTrail(filters) {
+  const key = `shepherd-pages:${listHash(filters)}`;
+  const read = () => {
+    try {
+      return JSON.parse(window.sessionStorage.getItem(key) || "{}");
+    } catch {
+      return {};
+    }
+  };
+  return {
+    get: (page) => read()[page] || null,
+    set: (page, token) => {
+      const trail = read();
+      trail[page] = token;
+      window.sessionStorage.setItem(key, JSON.stringify(trail));
+    },
+  };
+}
+
+/** Starts, successes and failures in the list's time range as a small bar chart (from the
+    counts: no extra request), every bar labelled with its number. */
+function chart(data) {
+  const of = (status) => data.counts.find((c) => c.status === status)?.count || 0;
+  const bars = [
+    ["Started", data.total, "st-RUNNING"],
+    ["Succeeded", of("SUCCEEDED"), "st-SUCCEEDED"],
+    ["Failed or undone", of("FAILED") + of("COMPENSATED"), "st-FAILED"],
+  ];
+  const most = Math.max(1, ...bars.map(([, n]) => n));
+  const width = 260;
+  const row = 22;
+  return [
+    h("figcaption", {}, "In this time range"),
+    s(
+      "svg",
+      { viewBox: `0 0 ${width} ${bars.length * row}`, width, height: bars.length * row, role: "img", "aria-label": bars.map(([label, n]) => `${label} ${n}`).join(", ") },
+      bars.map(([label, n, tone], i) =>
+        s(
+          "g",
+          { class: `bar ${tone}`, "data-bar": label, "data-count": String(n), transform: `translate(0 ${i * row})` },
+          s("text", { x: 0, y: 15, class: "bar-label" }, label),
+          s("rect", { x: 110, y: 3, height: 15, width: Math.max(2, Math.round((n / most) * 100)), rx: 2 }),
+          s("text", { x: 116 + Math.max(2, Math.round((n / most) * 100)), y: 15, class: "bar-label" }, n.toLocaleString()),
+        ),
+      ),
+    ),
+  ];
+}
+
+/** How long a workflow ran (or has been running). */
+function ran(wf) {
+  return duration(wf.created_at, wf.finished_at || null);
+}
+
+function errorText(error) {
+  if (!error) return "";
+  return `${error.type || "Error"}: ${error.message || ""}`;
+}
+
 export async function workflowsPage(ctx, { query }) {
-  const status = WORKFLOW_STATUSES.includes(query.status) ? query.status : "";
-  const type = query.type || "";
-  const limit = Math.min(100, Math.max(1, Number.parseInt(query.limit, 10) || PAGE_SIZE));
+  const filters = {
+    status: WORKFLOW_STATUSES.includes(query.status) ? query.status : "",
+    type: query.type || "",
+    range: query.range in RANGES ? query.range : "",
+    created_after: query.created_after || "",
+    created_before: query.created_before || "",
+    sort: query.sort === "oldest" ? "oldest" : "",
+    limit: query.limit || "",
+  };
+  const limit = Math.min(100, Math.max(1, Number.parseInt(filters.limit, 10) || PAGE_SIZE));
+  const pageNumber = Math.max(1, Number.parseInt(query.page, 10) || 1);
+  const token = pageNumber > 1 ? query.at || null : null;
+  const trail = tokenTrail(filters);
   let types = [];
   try {
     types = (await get("/definitions")).data.items.map((d) => d.name);
   } catch {
-    types = type ? [type] : [];
+    types = filters.type ? [filters.type] : [];
   }
-  const tokens = [null]; // tokens[i]: the next_token that fetched page i
-  let pageIndex = 0;
   let lastText = "";
+  let generation = 0; // a reply older than the newest request is dropped, never drawn
+  let counting = false;
+  let shown = [];
+  const selected = new Set();
 
   const live = liveToggle((on) => on && refresh());
   const updated = h("span", { class: "muted", "aria-live": "off" });
   const problem = h("p", { class: "problem", role: "alert" });
-  const rowsHost = h("div", { id: "workflow-table" });
+  const rowsHost = h("div", { id: "workflow-table", "aria-busy": "true" }, h("p", { class: "muted loading" }, "Loading workflows…"));
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const found = h("p", { class: "lookup-result", role: "status" });
+  const countsHost = h("nav", { class: "counts", id: "status-counts", "aria-label": "Workflows per status" }, h("span", { class: "muted" }, "Counting…"));
+  const bulkHost = h("div", { class: "bulk toolbar", id: "bulk-actions" });
+  const chartHost = h("figure", { class: "mini-chart", id: "range-chart" });
+  const bulkOutcome = h("p", { class: "outcome", role: "status", id: "bulk-outcome", hidden: true });
 
-  const filters = h(
+  // ------------------------------------------------------------------------ filters form
+  const after = h("input", { type: "datetime-local", name: "created_after", value: isoToLocal(filters.created_after) });
+  const before = h("input", { type: "datetime-local", name: "created_before", value: isoToLocal(filters.created_before) });
+  const custom = h("span", { class: "custom-range", hidden: filters.range !== "custom" }, h("label", {}, "From ", after), h("label", {}, "To ", before));
+  const rangeSelect = selectOf("range", "Created ", RANGES, filters.range, null);
+  rangeSelect.querySelector("select").addEventListener("change", (event) => {
+    custom.hidden = event.target.value !== "custom";
+  });
+  const form = h(
     "form",
     { class: "filters", role: "search", "aria-label": "Filter workflows" },
-    selectOf("status", "Status ", WORKFLOW_STATUSES, status),
-    selectOf("type", "Type ", types, type),
-    h("button", { type: "submit" }, "Apply filters"),
+    selectOf("status", "Status ", WORKFLOW_STATUSES, filters.status),
+    selectOf("type", "Type ", types, filters.type),
+    rangeSelect,
+    custom,
+    selectOf("sort", "Order ", { "": "newest first", oldest: "oldest first" }, filters.sort, null),
+    h("button", { type: "submit", class: "primary" }, "Apply filters"),
   );
-  filters.addEventListener("submit", (event) => {
+  form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const form = new FormData(filters);
-    const params = new URLSearchParams();
-    for (const key of ["status", "type"]) if (form.get(key)) params.set(key, form.get(key));
-    if (query.limit) params.set("limit", String(limit));
-    const qs = params.toString();
-    window.location.hash = `#/workflows${qs ? `?${qs}` : ""}`;
+    const data = new FormData(form);
+    const range = data.get("range") || "";
+    const next = { status: data.get("status") || "", type: data.get("type") || "", range, sort: data.get("sort") || "", limit: filters.limit };
+    // A relative range is fixed when applied: the page's token is signed with its bounds,
+    // so every page of this list shows the same window.
+    if (RANGE_MS[range]) next.created_after = new Date(Date.now() - RANGE_MS[range]).toISOString();
+    if (range === "custom") {
+      next.created_after = localToIso(after.value);
+      next.created_before = localToIso(before.value);
+    }
+    window.location.hash = listHash(next);
   });
 
   const input = h("input", { name: "q", type: "search", autocomplete: "off", spellcheck: "false", size: 36, placeholder: "workflow id or idempotency key" });
@@ -110,75 +245,206 @@ export async function workflowsPage(ctx, { query }) {
     }
   });
 
+  // ---------------------------------------------------------------------- data and drawing
+  const apiQuery = () => ({
+    status: filters.status,
+    type: filters.type,
+    created_after: filters.created_after,
+    created_before: filters.created_before,
+    sort: filters.sort || undefined,
+    limit,
+  });
+
   async function refresh() {
+    const mine = ++generation;
     let data;
     try {
-      ({ data } = await get("/workflows", { status, type, limit, next_token: tokens[pageIndex] }));
+      ({ data } = await get("/workflows", { ...apiQuery(), next_token: token }));
     } catch (exc) {
-      if (!ctx.alive) return;
+      if (!ctx.alive || mine !== generation) return;
+      rowsHost.setAttribute("aria-busy", "false");
       replace(problem, exc.describe ? exc.describe() : String(exc));
       return;
     }
-    if (!ctx.alive) return;
+    if (!ctx.alive || mine !== generation) return;
     replace(problem);
-    replace(updated, "updated ", time(new Date().toISOString()));
-    tokens[pageIndex + 1] = data.next_token || undefined;
+    replace(updated, "updated ", ago(new Date().toISOString()));
+    if (data.next_token) trail.set(pageNumber + 1, data.next_token);
     const text = JSON.stringify(data);
     if (text !== lastText) {
       // Redraw only on change, so focus and selection survive a refresh.
       lastText = text;
+      shown = data.items;
       drawRows(data.items);
-      drawPager(Boolean(data.next_token));
+      drawPager(data.next_token || null);
     }
+    rowsHost.setAttribute("aria-busy", "false");
+    refreshCounts();
+  }
+
+  async function refreshCounts() {
+    const key = `shepherd-counts:${listHash({ ...filters, status: "" })}`;
+    let cached = null;
+    try {
+      cached = JSON.parse(window.sessionStorage.getItem(key) || "null");
+    } catch {
+      cached = null;
+    }
+    if (cached && Date.now() - cached.at < COUNTS_MS) {
+      drawCounts(cached.data);
+      return;
+    }
+    if (counting) return;
+    counting = true;
+    let data;
+    try {
+      ({ data } = await get("/workflows/counts", { type: filters.type, created_after: filters.created_after, created_before: filters.created_before }));
+    } catch (exc) {
+      if (ctx.alive) replace(countsHost, h("span", { class: "problem" }, `counts unavailable: ${exc.describe ? exc.describe() : exc}`));
+      return;
+    } finally {
+      counting = false;
+    }
+    window.sessionStorage.setItem(key, JSON.stringify({ at: Date.now(), data }));
+    if (ctx.alive) drawCounts(data);
+  }
+
+  function drawCounts(data) {
+    const chip = (status, count, capped) => {
+      const label = `${status} ${count.toLocaleString()}${capped ? "+" : ""}`;
+      const to = listHash({ ...filters, status });
+      return h("a", { href: to, class: `count-chip badge st-${status}`, "data-status": status, "aria-current": filters.status === status ? "true" : null }, label);
+    };
+    replace(
+      countsHost,
+      h("a", { href: listHash({ ...filters, status: "" }), class: "count-chip", "data-status": "ALL", "aria-current": filters.status ? null : "true" }, `All ${data.total.toLocaleString()}${data.capped ? "+" : ""}`),
+      data.counts.filter((c) => c.count > 0 || c.status === filters.status).map((c) => chip(c.status, c.count, c.capped)),
+    );
+    countsHost.dataset.total = String(data.total);
+    replace(chartHost, chart(data));
   }
 
   function drawRows(items) {
     if (!items.length) {
-      replace(rowsHost, h("p", { class: "empty" }, pageIndex ? "No more workflows." : "No workflows match."));
+      replace(rowsHost, h("p", { class: "empty" }, pageNumber > 1 ? "No more workflows." : "No workflows match."));
+      drawBulk();
       return;
     }
-    const rows = items.map((wf) =>
-      h(
-        "tr",
-        { "data-workflow-id": wf.workflow_id },
-        h("td", {}, h("a", { href: `#/workflows/${seg(wf.workflow_id)}`, class: "mono" }, wf.workflow_id)),
-        h("td", {}, wf.type),
-        h("td", {}, badge(wf.status)),
-        h("td", {}, time(wf.created_at, { date: true })),
-        h("td", {}, time(wf.finished_at, { date: true })),
-      ),
-    );
-    replace(rowsHost, table(`Your workflows, newest first (page ${pageIndex + 1})`, ["Workflow", "Type", "Status", "Created", "Finished"], rows));
+    const rows = [];
+    for (const wf of items) {
+      const id = wf.workflow_id;
+      const box = h("input", { type: "checkbox", "aria-label": `Select ${id}`, checked: selected.has(id), "data-key": `sel-${id}` });
+      box.addEventListener("change", () => {
+        if (box.checked) selected.add(id);
+        else selected.delete(id);
+        drawBulk();
+      });
+      const detailId = `row-detail-${id}`;
+      const expander = wf.error
+        ? h("button", { type: "button", class: "expander", "aria-expanded": "false", "aria-controls": detailId, "data-key": `exp-${id}` }, "Show error")
+        : null;
+      rows.push(
+        h(
+          "tr",
+          { "data-workflow-id": id, class: "wf-row" },
+          h("td", {}, box),
+          h("td", {}, h("a", { href: `#/workflows/${seg(id)}`, class: "mono" }, id)),
+          h("td", {}, wf.type),
+          h("td", {}, badge(wf.status), wf.error?.operator_needed ? h("span", { class: "operator-needed" }, " operator needed") : null),
+          h("td", { class: "step-name" }, wf.error?.step || h("span", { class: "muted" }, "—")),
+          h("td", { class: "error-text" }, wf.error ? h("span", { class: "error-summary" }, errorText(wf.error)) : h("span", { class: "muted" }, "—"), expander ? " " : null, expander),
+          h("td", {}, ago(wf.created_at)),
+          h("td", {}, ran(wf)),
+          h("td", { class: "mono" }, wf.idempotency_key || h("span", { class: "muted" }, "—")),
+        ),
+      );
+      if (expander) {
+        const detail = h(
+          "tr",
+          { id: detailId, class: "row-detail", hidden: true },
+          h("td", { colspan: "9" }, h("pre", { class: "error-full" }, [errorText(wf.error), wf.error.step ? `\nstep: ${wf.error.step}` : ""].join("")), h("a", { href: `#/workflows/${seg(id)}` }, "Open the workflow")),
+        );
+        expander.addEventListener("click", () => {
+          const open = detail.hidden;
+          detail.hidden = !open;
+          expander.setAttribute("aria-expanded", String(open));
+          replace(expander, open ? "Hide error" : "Show error");
+        });
+        rows.push(detail);
+      }
+    }
+    const order = filters.sort === "oldest" ? "oldest first" : "newest first";
+    replace(rowsHost, table(`Your workflows, ${order} (page ${pageNumber})`, ["", "Workflow", "Type", "Status", "Step", "Error", "Created", "Duration", "Idempotency key"], rows));
+    drawBulk();
   }
 
-  function drawPager(hasNext) {
-    const go = (index) => () => {
-      pageIndex = index;
-      lastText = "";
-      refresh();
-    };
-    const focused = pager.contains(document.activeElement) ? document.activeElement.textContent : null;
+  function drawBulk() {
+    const chosen = shown.filter((wf) => selected.has(wf.workflow_id));
+    const buttons = Object.entries(BULK).map(([name, action]) => {
+      const apply = chosen.filter((wf) => action.from.includes(wf.status));
+      return h("button", { type: "button", class: action.danger ? "danger" : "", disabled: apply.length === 0, "data-bulk": name, on: { click: () => bulk(name, apply) } }, `${action.label} selected (${apply.length})`);
+    });
+    replace(bulkHost, h("span", { class: "muted" }, `${chosen.length} selected`), buttons);
+  }
+
+  async function bulk(name, targets) {
+    const action = BULK[name];
+    const outcome = await confirmAction({
+      title: `${action.label} ${targets.length} workflow${targets.length === 1 ? "" : "s"}?`,
+      body: [
+        h("p", {}, `These will be sent ${action.label.toLowerCase()} (only those now ${action.from.join(" or ")}):`),
+        h("ul", { class: "bulk-list" }, targets.map((wf) => h("li", {}, h("span", { class: "mono" }, wf.workflow_id), ` ${wf.type} — ${wf.status}`))),
+      ],
+      confirmLabel: `${action.label} ${targets.length}`,
+      danger: action.danger,
+      act: async () => {
+        const results = [];
+        for (const wf of targets) {
+          try {
+            await post(`/workflows/${seg(wf.workflow_id)}/${action.route}`, undefined);
+            results.push([wf.workflow_id, true, "done"]);
+          } catch (exc) {
+            results.push([wf.workflow_id, false, exc.describe ? exc.describe() : String(exc)]);
+          }
+        }
+        return results;
+      },
+    });
+    if (!outcome || !ctx.alive) return;
+    const results = outcome.reply || [];
+    const ok = results.filter((r) => r[1]).length;
+    bulkOutcome.hidden = false;
+    replace(bulkOutcome, `${action.label}: ${ok} of ${results.length} accepted`, h("ul", {}, results.filter((r) => !r[1]).map(([id, , message]) => h("li", {}, h("span", { class: "mono" }, id), ` refused — ${message}`))));
+    selected.clear();
+    lastText = "";
+    window.sessionStorage.removeItem(`shepherd-counts:${listHash({ ...filters, status: "" })}`);
+    await refresh();
+  }
+
+  function drawPager(nextToken) {
+    const previous = pageNumber === 2 ? listHash(filters) : listHash(filters, pageNumber - 1, trail.get(pageNumber - 1));
+    const link = (label, to, enabled) =>
+      enabled ? h("a", { href: to, class: "button-link", role: "button" }, label) : h("button", { type: "button", disabled: true }, label);
     replace(
       pager,
-      h("button", { type: "button", disabled: pageIndex === 0, on: { click: go(0) } }, "First page"),
-      h("button", { type: "button", disabled: pageIndex === 0, on: { click: go(pageIndex - 1) } }, "Previous page"),
-      h("span", {}, `Page ${pageIndex + 1}`),
-      h("button", { type: "button", disabled: !hasNext, on: { click: go(pageIndex + 1) } }, "Next page"),
+      link("First page", listHash(filters), pageNumber > 1),
+      link("Previous page", previous, pageNumber > 1),
+      h("span", {}, `Page ${pageNumber}`),
+      link("Next page", nextToken ? listHash(filters, pageNumber + 1, nextToken) : "", Boolean(nextToken)),
     );
-    // Keep the keyboard where it was: on the same button, or the first one still enabled.
-    if (focused) {
-      const buttons = [...pager.querySelectorAll("button:not([disabled])")];
-      (buttons.find((b) => b.textContent === focused) || buttons[0])?.focus();
-    }
   }
 
   replace(
     ctx.main,
     h("h1", { tabindex: "-1" }, "Workflows"),
-    h("div", { class: "toolbar" }, filters, finder),
+    h("div", { class: "overview" }, countsHost, chartHost),
+    h("div", { class: "toolbar" }, form),
+    h("div", { class: "toolbar" }, finder),
     found,
     h("div", { class: "toolbar" }, live.button, updated),
     problem,
+    bulkHost,
+    bulkOutcome,
     rowsHost,
     pager,
   );

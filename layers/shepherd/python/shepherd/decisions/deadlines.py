@@ -1,0 +1,95 @@
+"""When the supervisor will act on each live step, and why (issue 29.3): the API view's
+`next_deadline`, so an operator sees a countdown instead of a bare `PENDING` or `RUNNING`.
+
+Pure: a workflow's state, its definition, the pools as the table records them and the time
+in; no I/O. The reasons follow the deadline rule (docs/architecture.md): an attempt's
+`heartbeat` or `timeout`, a sent task's `dispatch` grace (restarted by its pool's resume), a
+retry's `backoff`, a task held by a paused pool (no deadline runs: `waiting for pool <name>
+(paused)`), and a paused workflow's `pause timeout`.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shepherd.definitions import Definition
+from shepherd.keys import Kind
+from shepherd.model import PoolState, StepRecord, StepStatus, WorkflowState, WorkflowStatus
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The next moment the supervisor acts on a unit if nothing else happens (None: no
+    deadline runs, as while its pool is paused), and why."""
+
+    at: int | None
+    why: str
+
+
+def pause_timeout_at(state: WorkflowState, definition: Definition) -> int | None:
+    """When a PAUSED workflow's pause times out (it then unwinds), or None."""
+    wf = state.workflow
+    if wf.status is not WorkflowStatus.PAUSED or wf.paused_at is None:
+        return None
+    if definition.pause_timeout_seconds is None:
+        return None
+    return wf.paused_at + definition.pause_timeout_seconds * 1000
+
+
+def next_deadline(
+    state: WorkflowState,
+    definition: Definition,
+    kind: Kind,
+    rec: StepRecord,
+    now: int,
+    pools: Mapping[str, PoolState],
+) -> Deadline | None:
+    """One unit's next deadline, or None when the supervisor has nothing to time on it
+    (finished, not yet reached, or a paused workflow's unit that is not in flight)."""
+    wf = state.workflow
+    if wf.status.terminal:
+        return None
+    spec = definition.spec(kind, rec.name)
+    if rec.status in (StepStatus.RUNNING, StepStatus.WAITING):
+        claimed = rec.claimed_at or now
+        timeout = Deadline(claimed + spec.timeout_seconds * 1000, "timeout")
+        if spec.heartbeat_seconds is None:
+            return timeout
+        beat_at = (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
+        return Deadline(beat_at, "heartbeat") if beat_at < (timeout.at or 0) else timeout
+    if wf.status is WorkflowStatus.PAUSED:
+        return None  # nothing is dispatched while paused: resume, compensate or cancel moves it
+    pool = pools.get(spec.pool)
+    held = Deadline(None, f"waiting for pool {spec.pool} (paused)")
+    grace = definition.dispatch_timeout_seconds * 1000
+    resumed = 0 if pool is None or pool.resumed_at is None else pool.resumed_at
+    if rec.status is StepStatus.QUEUED:
+        available = rec.available_at or 0
+        if available > now and (rec.dispatched_at is None or available > rec.dispatched_at):
+            return Deadline(available, "backoff")
+        if pool is not None and pool.paused:
+            return held
+        sent = max(rec.dispatched_at or available, available, resumed)
+        return Deadline(sent + grace, "dispatch")
+    if rec.status is StepStatus.PENDING and kind == "step" and wf.status is WorkflowStatus.RUNNING:
+        ready = _ready_at(state, definition, rec.name)
+        if ready is None:
+            return None  # not reached: a dependency has not succeeded
+        if pool is not None and pool.paused:
+            return held
+        return Deadline(max(ready, resumed) + grace, "dispatch")
+    return None
+
+
+def _ready_at(state: WorkflowState, definition: Definition, name: str) -> int | None:
+    """When the step's last dependency succeeded (its task was sent then), or None."""
+    finished = [state.workflow.created_at]
+    for dep in definition.by_name[name].depends_on:
+        rec = state.steps.get(dep)
+        if rec is None or rec.status is not StepStatus.SUCCEEDED:
+            return None
+        finished.append(rec.finished_at or 0)
+    return max(finished)

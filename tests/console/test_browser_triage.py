@@ -1,0 +1,436 @@
+"""The console's list at 3 a.m. (issue 29), in the OS's Chromium against the session's local
+stack: a rare status found among 2,000 workflows through the counts, pages in the URL, no
+paging race with live refresh, triage columns with the error a click away, bulk actions behind
+a confirmation, and every button's label legible in every state (computed contrast >= 4.5:1,
+light and dark). Each test has its own caller (and console), apart from the other tests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from browser_support import DESKTOP, shot
+from playwright.sync_api import expect
+from shepherd import keys
+from shepherd.adapters.dynamodb import to_attr
+from shepherd.model import WorkflowRecord, WorkflowStatus
+from shepherd_cli.client import Api
+from shepherd_cli.console import Console
+from shepherd_cli.local import TABLE, LocalStack
+from support import ENV, ORDER
+
+pytestmark = pytest.mark.e2e
+SLOW = 60_000  # ms: a list or count over 2,000 workflows on moto, on a shared machine
+LIVE_OFF = "window.sessionStorage.setItem('shepherd-live', 'off');"
+
+
+def start(api: Api, wf_type: str, payload: Any, **extra: Any) -> str:
+    return str(
+        api.call("POST", "/workflows", {"type": wf_type, "input": payload, **extra})["workflow_id"]
+    )
+
+
+@pytest.fixture
+def own(browser: Any, local_stack: LocalStack) -> Iterator[Any]:
+    """own(caller) -> (page, api): a console of the caller's own, and a fresh page on it that
+    fails the test on any script error."""
+    opened: list[Any] = []
+    errors: list[str] = []
+
+    def make(caller: str, *, init: str | None = None) -> tuple[Any, Api]:
+        console = Console(local_stack.api_url, caller=caller).__enter__()
+        opened.append(console)
+        context = browser.new_context(viewport=DESKTOP, base_url=console.url)
+        context.set_default_timeout(15_000)
+        opened.append(context)
+        if init:
+            context.add_init_script(init)
+        tab = context.new_page()
+        tab.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+        return tab, Api(local_stack.api_url, caller=caller)
+
+    yield make
+    for thing in reversed(opened):
+        if isinstance(thing, Console):
+            thing.__exit__(None, None, None)
+        else:
+            thing.close()
+    assert errors == [], errors
+
+
+def rows(page: Any) -> Any:
+    return page.locator("#workflow-table tbody tr.wf-row")
+
+
+def ids_shown(page: Any) -> list[str]:
+    return [str(x) for x in rows(page).evaluate_all("rs => rs.map(r => r.dataset.workflowId)")]
+
+
+# ------------------------------------------------------------ no paging race with live refresh
+
+# Page 1's list replies come back slowly, so a live refresh of page 1 is often in flight when
+# the operator goes to page 2: the old console then drew page 1's rows under "Page 2".
+SLOW_FIRST_PAGE = """
+const realFetch = window.fetch.bind(window);
+window.fetch = async (url, options) => {
+  const text = String(url);
+  const reply = await realFetch(url, options);
+  if (text.startsWith('/api/workflows?') && !text.includes('next_token')) {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+  }
+  return reply;
+};
+"""
+
+
+def test_paging_while_live_refresh_never_shows_the_previous_pages_rows(own: Any) -> None:
+    page, api = own("console-paging", init=SLOW_FIRST_PAGE)
+    page.set_default_timeout(20_000)
+    for _ in range(12):
+        start(api, "provision_environment", ENV)
+    first = [w["workflow_id"] for w in api.call("GET", "/workflows?limit=5")["items"]]
+    token = api.call("GET", "/workflows?limit=5")["next_token"]
+    second = [
+        w["workflow_id"] for w in api.call("GET", f"/workflows?limit=5&next_token={token}")["items"]
+    ]
+    assert len(first) == len(second) == 5 and not set(first) & set(second)
+    page.goto("/#/workflows?limit=5")
+    expect(page.get_by_role("button", name=re.compile("Live refresh"))).to_have_text(
+        "Live refresh: on"
+    )
+    for attempt in range(6):
+        expect(rows(page).first).to_have_attribute("data-workflow-id", first[0], timeout=20_000)
+        # Go on at a different moment of the 2 s refresh cycle each time.
+        page.wait_for_timeout(300 + attempt * 350)
+        page.get_by_role("button", name="Next page").click()
+        expect(page).to_have_url(re.compile(r"page=2"))
+        expect(page.locator(".pager span")).to_have_text("Page 2")
+        expect(rows(page).first).to_have_attribute("data-workflow-id", second[0], timeout=20_000)
+        # Longer than a slow refresh of page 1 takes to come back: its rows never land here.
+        page.wait_for_timeout(2_200)
+        assert ids_shown(page) == second, f"try {attempt}: page 1's rows under page 2"
+        page.go_back()  # the URL holds the page: Back is page 1
+        expect(page).not_to_have_url(re.compile(r"page=2"))
+
+
+# --------------------------------------------------- triage, bulk actions, legible buttons
+
+CONTRAST = """
+(el) => {
+  const parse = (c) => {
+    const m = c.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return [0, 0, 0, 0];
+    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const lum = (rgb) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]);
+  };
+  const layers = [];
+  for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+    const bg = parse(getComputedStyle(node).backgroundColor);
+    if (bg[3] > 0) layers.push(bg);
+    if (bg[3] >= 1) break;
+  }
+  let base = [255, 255, 255];
+  for (const l of layers.reverse()) base = base.map((v, i) => l[i] * l[3] + v * (1 - l[3]));
+  const fg = parse(getComputedStyle(el).color);
+  const ink = base.map((v, i) => fg[i] * fg[3] + v * (1 - fg[3]));
+  const a = lum(ink), b = lum(base);
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}
+"""
+
+
+def legible(page: Any, scope: str) -> dict[str, float]:
+    """Every enabled button's (and button-like link's) contrast, at rest and hovered."""
+    found: dict[str, float] = {}
+    buttons = page.locator(f"{scope} button:not([disabled]), {scope} a.button-link")
+    for i in range(buttons.count()):
+        button = buttons.nth(i)
+        if not button.is_visible():
+            continue
+        name = (button.text_content() or "").strip()
+        page.mouse.move(0, 0)
+        found[f"{name} (rest)"] = button.evaluate(CONTRAST)
+        button.hover()
+        found[f"{name} (hover)"] = button.evaluate(CONTRAST)
+    page.mouse.move(0, 0)
+    return found
+
+
+def test_triage_columns_bulk_cancel_and_every_button_legible(own: Any) -> None:
+    page, api = own("console-triage")
+    hang = {**ORDER, "faults": {"reserve_inventory": {"mode": "hang", "times": 5}}}
+    stuck = [start(api, "order_fulfilment", hang, idempotency_key=f"triage-{n}") for n in range(2)]
+    page.goto("/#/workflows")
+    expect(rows(page)).to_have_count(2)
+    row = page.locator(f'tr[data-workflow-id="{stuck[0]}"]')
+    expect(row).to_contain_text("triage-0")  # the idempotency key column
+    created = row.locator("time[data-ago]")
+    expect(created).to_have_text(re.compile(r"\d+ s ago|\d+ min ago"))
+    assert re.search(r"\(.+\) — \d{4}-\d\d-\d\dT", created.get_attribute("title") or "")
+    expect(page.locator('#status-counts a[data-status="RUNNING"]')).to_have_text("RUNNING 2")
+    # The small chart of the range, from the same counts.
+    expect(page.locator('#range-chart g[data-bar="Started"]')).to_have_attribute("data-count", "2")
+    expect(page.locator('#range-chart g[data-bar="Succeeded"]')).to_have_attribute(
+        "data-count", "0"
+    )
+
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        low = {k: v for k, v in legible(page, "main").items() if v < 4.5}
+        assert low == {}, (scheme, low)
+
+    # Bulk cancel: select both, the confirmation lists what will change.
+    for workflow_id in stuck:
+        page.get_by_label(f"Select {workflow_id}").check()
+    cancel = page.locator('button[data-bulk="cancel"]')
+    expect(cancel).to_have_text("Cancel selected (2)")
+    expect(page.locator('button[data-bulk="retry"]')).to_be_disabled()  # none FAILED
+    cancel.click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_contain_text("Cancel 2 workflows?")
+    for workflow_id in stuck:
+        expect(dialog.locator(".bulk-list")).to_contain_text(workflow_id)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        contrast = legible(page, "dialog.confirm")
+        assert set(contrast) >= {
+            "Back (rest)",
+            "Back (hover)",
+            "Cancel 2 (rest)",
+            "Cancel 2 (hover)",
+        }
+        low = {k: v for k, v in contrast.items() if v < 4.5}
+        assert low == {}, (scheme, low)
+    page.emulate_media(color_scheme="light")
+    shot(page, "list-bulk-cancel-confirmation", full_page=False)
+    dialog.get_by_role("button", name="Cancel 2").click()
+    expect(page.locator("#bulk-outcome")).to_contain_text("Cancel: 2 of 2 accepted")
+    for workflow_id in stuck:
+        assert api.call("GET", f"/workflows/{workflow_id}")["status"] in ("CANCELLING", "CANCELLED")
+    expect(page.locator('#status-counts a[data-status="CANCELLED"]')).to_have_text(
+        "CANCELLED 2", timeout=SLOW + 30_000
+    )
+
+
+# ------------------------------------------------------- 2,000 workflows, a rare status
+
+TOTAL = 2_000
+RARE = 14
+BASE = 1_750_000_000_000  # the seeded starts: long ago, one a second
+
+
+@pytest.fixture
+def crowded(own: Any, local_stack: LocalStack) -> Iterator[tuple[Any, Api, list[str]]]:
+    """A caller with 2,000 workflows, 14 of them FAILED among the oldest (written straight
+    into the local stack's table in the real layout), removed afterwards."""
+    page, api = own("console-crowd", init=LIVE_OFF)
+    real = start(api, "provision_environment", ENV)
+    dynamodb = boto3.client("dynamodb", endpoint_url=local_stack.moto_url, region_name="us-east-1")
+    item = dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": keys.wf_pk(real)}, "sk": {"S": keys.WF_SK}}
+    )["Item"]
+    owner = item["owner"]["S"]
+    seeded: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for n in range(TOTAL):
+        rare = n < RARE * 10 and n % 10 == 3
+        record = WorkflowRecord(
+            workflow_id=f"crowd{n:05d}",
+            wf_type="order_fulfilment",
+            def_hash="h",
+            status=WorkflowStatus.FAILED if rare else WorkflowStatus.SUCCEEDED,
+            input="{}",
+            owner=owner,
+            request_hash="r",
+            created_at=BASE + n * 1_000,
+            updated_at=BASE + n * 1_000,
+            finished_at=BASE + n * 1_000 + 4_000,
+            error='{"type": "CardDeclined", "message": "the card was declined", '
+            '"step": "charge_payment", "operator_needed": true}'
+            if rare
+            else None,
+        )
+        seeded.append(record.to_item())
+        if rare:
+            failed.append(record.workflow_id)
+    for at in range(0, TOTAL, 25):
+        batch = [{"PutRequest": {"Item": to_attr(i)}} for i in seeded[at : at + 25]]
+        dynamodb.batch_write_item(RequestItems={TABLE: batch})
+    yield page, api, list(reversed(failed))
+    for at in range(0, TOTAL, 25):
+        batch = [
+            {"DeleteRequest": {"Key": {"pk": {"S": i["pk"]}, "sk": {"S": i["sk"]}}}}
+            for i in seeded[at : at + 25]
+        ]
+        dynamodb.batch_write_item(RequestItems={TABLE: batch})
+
+
+def test_a_rare_status_among_2000_workflows_is_found_through_the_counts(
+    crowded: tuple[Any, Api, list[str]],
+) -> None:
+    page, _, failed = crowded
+    page.goto("/#/workflows")
+    expect(page.locator('#status-counts a[data-status="ALL"]')).to_have_text(
+        "All 2,001", timeout=SLOW
+    )
+    failures = page.locator('#status-counts a[data-status="FAILED"]')
+    expect(failures).to_have_text("FAILED 14")
+    shot(page, "list-2000-counts", full_page=False)
+    failures.click()
+    expect(page).to_have_url(re.compile(r"status=FAILED"))
+    # Every failure on the first page, newest first: never "No workflows match."
+    expect(rows(page)).to_have_count(RARE, timeout=SLOW)
+    assert ids_shown(page) == failed
+    first = rows(page).first
+    expect(first.locator(".step-name")).to_have_text("charge_payment")
+    expect(first).to_contain_text("CardDeclined: the card was declined")
+    expect(first).to_contain_text("operator needed")
+    first.get_by_role("button", name="Show error").click()
+    detail = page.locator(f"#row-detail-{failed[0]}")
+    expect(detail).to_be_visible()
+    expect(detail).to_contain_text("step: charge_payment")
+    shot(page, "list-2000-failed-expanded", full_page=False)
+
+    # The page lives in the URL: page 2 of everything survives a reload; Back is page 1.
+    page.goto("/#/workflows?limit=50")
+    expect(rows(page)).to_have_count(50, timeout=SLOW)
+    top = ids_shown(page)[0]
+    page.get_by_role("button", name="Next page").click()
+    expect(page).to_have_url(re.compile(r"page=2"))
+    expect(rows(page).first).not_to_have_attribute("data-workflow-id", top, timeout=SLOW)
+    second = ids_shown(page)
+    page.reload()
+    expect(rows(page)).to_have_count(50, timeout=SLOW)
+    assert ids_shown(page) == second
+    page.go_back()
+    expect(rows(page).first).to_have_attribute("data-workflow-id", top, timeout=SLOW)
+
+    # A time range: the last hour holds only the workflow started today.
+    page.goto("/#/workflows")
+    page.get_by_label("Created").select_option("1h")
+    page.get_by_role("button", name="Apply filters").click()
+    expect(page).to_have_url(re.compile(r"range=1h&created_after="))
+    expect(rows(page)).to_have_count(1, timeout=SLOW)
+    expect(page.locator('#status-counts a[data-status="ALL"]')).to_have_text("All 1", timeout=SLOW)
+
+
+# ------------------------------------------ the workflow page: root cause, deadlines, resume
+
+
+def test_a_paused_workflow_says_why_when_and_what_to_do(page: Any, api: Api) -> None:
+    broken = {**ENV, "faults": {"configure": {"mode": "permanent", "times": 1}}}
+    workflow_id = start(api, "provision_environment", broken)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("PAUSED", timeout=30_000)
+    # The root cause at the top, with the step, the error and who must act.
+    banner = page.locator("#root-cause")
+    expect(banner.locator("h2")).to_have_text("Paused at configure")
+    expect(banner.locator("#operator-needed")).to_contain_text("An operator is needed")
+    expect(banner.locator("#pause-timeout")).to_contain_text(re.compile(r"in (59|60) min"))
+    # The traceback as text, read through the API: real lines, no bucket link, no escapes.
+    traceback = banner.locator("pre.traceback")
+    expect(traceback).to_contain_text("Traceback (most recent call last)")
+    text = traceback.inner_text()
+    assert "\n" in text and "\\n" not in text
+    assert page.locator("a", has_text="Download large payload").count() == 0
+    shot(page, "workflow-paused-banner", full_page=False)
+
+    # Resume offers the failed step (not those that succeeded), its box filled with its input.
+    page.locator('#actions button[data-action="resume"]').click()
+    dialog = page.locator("dialog.confirm")
+    options = dialog.locator("#resume-step option").all_inner_texts()
+    assert "configure (FAILED)" in options
+    assert not any(o.startswith("create_network") for o in options)  # it succeeded
+    dialog.get_by_label("Replacement input for step").select_option("configure")
+    box = dialog.get_by_label("Replacement input (JSON)")
+    expect(box).to_be_enabled()
+    prefilled = box.input_value()
+    assert '"env_name": "dev-one"' in prefilled and '"faults"' in prefilled
+    box.fill(prefilled.replace('"times": 1', '"times": 0'))
+    dialog.get_by_role("button", name="Resume workflow").click()
+    expect(page.locator("#action-outcome")).to_contain_text("status now RUNNING")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    expect(page.locator("#root-cause")).to_have_count(0)
+    # The history, as published, keeps the pause (why, where) after the resume.
+    events = page.locator("#events tr[data-event]")
+    expect(page.locator('#events tr[data-event="WorkflowSucceeded"]')).to_have_count(1)
+    expect(page.locator('#events tr[data-event="WorkflowPaused"]')).to_contain_text(
+        "failure at configure"
+    )
+    expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_have_count(1)
+    expect(events.first).to_have_attribute("data-event", "WorkflowStarted")
+
+
+def test_a_step_behind_a_paused_pool_says_so_with_no_countdown(page: Any, api: Api) -> None:
+    api.call("POST", "/pools/cloud/pause")
+    try:
+        workflow_id = start(api, "provision_environment", ENV)
+        page.goto(f"/#/workflows/{workflow_id}")
+        waiting = page.locator('#deadlines li[data-step="step:create_network"]')
+        expect(waiting).to_contain_text("waiting for pool cloud (paused)")
+        view = api.call("GET", f"/workflows/{workflow_id}")
+        network = next(s for s in view["steps"] if s["name"] == "create_network")
+        assert network["next_deadline"] == {"at": None, "why": "waiting for pool cloud (paused)"}
+    finally:
+        api.call("POST", "/pools/cloud/resume")
+    # Once the pool runs, the step's deadline is a countdown again (or it is already done).
+    expect(page.locator("#deadlines li", has_text="(paused)")).to_have_count(0, timeout=30_000)
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+
+
+# ----------------------------------------------------------------------- large payloads
+
+
+def test_a_large_payload_downloads_as_a_named_file_from_a_fresh_link(page: Any, api: Api) -> None:
+    payload = {**ORDER, "note": "n" * 20_000}
+    workflow_id = start(api, "order_fulfilment", payload)
+    page.clock.install()  # the page's timers under a clock the test moves
+    page.goto(f"/#/workflows/{workflow_id}")
+    page.clock.run_for(1_000)
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    link = page.locator("#data .json", has_text="Input").locator("a.payload-link")
+    expect(link).to_have_attribute("href", re.compile("response-content-disposition="))
+    assert link.get_attribute("target") is None  # no tab full of JSON
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename == f"{workflow_id}-input.json"
+    path = download.value.path()
+    assert path.stat().st_size > 20_000 and '"note"' in path.read_text()
+    # The page stopped following the finished workflow, but while it shows links it reads
+    # its view again each minute: each read presigns anew (new signing time), so a link
+    # clicked later never expired (they last 5 minutes).
+    first = link.get_attribute("href")
+    page.wait_for_timeout(1_100)  # the next presign is at another second: another signature
+    page.clock.run_for(61_000)
+    expect(link).not_to_have_attribute("href", first or "")
+    expect(link).to_have_attribute("href", re.compile("response-content-disposition="))
+
+
+def test_a_steps_earlier_attempts_fold_under_its_latest(page: Any, api: Api) -> None:
+    flaky = {**ORDER, "faults": {"reserve_inventory": {"mode": "error", "times": 2}}}
+    workflow_id = start(api, "order_fulfilment", flaky)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    rows = {
+        n: page.locator(f'#timeline tr[data-row="step:reserve_inventory:{n}"]') for n in (1, 2, 3)
+    }
+    expect(rows[3]).to_be_visible()
+    expect(rows[1]).to_be_hidden()
+    expect(rows[2]).to_be_hidden()
+    fold = page.locator('#timeline button[data-fold="step:reserve_inventory"]')
+    expect(fold).to_have_text("Show 2 earlier attempts")
+    fold.click()
+    expect(rows[1]).to_be_visible()
+    expect(rows[1]).to_have_attribute("data-outcome", "error")
+    expect(fold).to_have_attribute("aria-expanded", "true")
+    fold.click()
+    expect(rows[1]).to_be_hidden()
+    # A step with one attempt has nothing to fold.
+    expect(page.locator('#timeline button[data-fold="step:ship_order"]')).to_have_count(0)
