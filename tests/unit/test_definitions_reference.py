@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from pydantic import BaseModel
+from shepherd.decisions.choice import Condition
 from shepherd.definitions import (
     CompensationSpec,
     Definition,
@@ -28,6 +29,7 @@ TEXT = REFERENCE.read_text(encoding="utf-8")
 SECTIONS: dict[str, type[BaseModel]] = {
     "Workflow": Definition,
     "Task step": StepSpec,
+    "Condition": Condition,
     "Retry": RetryPolicy,
     "Compensation": CompensationSpec,
 }
@@ -94,7 +96,9 @@ def test_every_example_is_valid(heading: str, block: str) -> None:
         parse_definition(data, f"docs/definitions.md ({heading})")
     else:
         ((key, value),) = data.items()
-        {"Retry": RetryPolicy, "Compensation": CompensationSpec}[key].model_validate(value)
+        {"Retry": RetryPolicy, "Compensation": CompensationSpec, "Condition": Condition}[
+            key
+        ].model_validate(value)
 
 
 def test_the_retry_semantics_are_stated_plainly() -> None:

@@ -63,6 +63,15 @@ STREAM_FILTERS: tuple[dict[str, Any], ...] = (
                 },
             }
         },
+    },  # A skip may create its step's item (issue 25): an INSERT that announces StepSkipped.
+    {
+        "eventName": ["INSERT"],
+        "dynamodb": {
+            "NewImage": {
+                "sk": {"S": [{"prefix": STEP_PREFIX}]},
+                "status": {"S": [StepStatus.SKIPPED.value]},
+            }
+        },
     },
 )
 
@@ -193,6 +202,9 @@ def _step_events(
         return DomainEvent(detail_type, detail)
 
     out: list[DomainEvent] = []
+    skipped = StepStatus.SKIPPED.value
+    if new.get("status") == skipped and (old or {}).get("status") != skipped:
+        return [event("StepSkipped", 0)]  # its condition was false: never ran, no attempt
     error = public_error(new.get("error")) or {"type": "Unknown", "message": "no details"}
     for entry in _ended(old, new):
         attempt = int(entry["a"])

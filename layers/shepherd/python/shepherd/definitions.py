@@ -19,6 +19,8 @@ import fastjsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shepherd import limits
+from shepherd.decisions.choice import PATH as CONDITION_PATH
+from shepherd.decisions.choice import Condition, step_of
 from shepherd.errors import DefinitionError
 from shepherd.suggest import did_you_mean
 
@@ -99,6 +101,8 @@ class StepSpec(TaskSpec):
     comment: Annotated[str | None, Field(alias="Comment", max_length=1000)] = None
     # What this step failing for good does to the workflow (default: the definition's).
     on_failure: Annotated[OnFailure | None, Field(alias="OnFailure")] = None
+    # Runs only if this holds when its dependencies are done; else SKIPPED (choice.py).
+    condition: Annotated[Condition | None, Field(alias="Condition")] = None
 
 
 class Definition(_Model):
@@ -143,6 +147,8 @@ class Definition(_Model):
                     raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: depends on itself")
             if len(set(step.depends_on)) != len(step.depends_on):
                 raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: lists a step twice")
+        for i, step in enumerate(self.steps):
+            _check_condition_reads(i, step)
         cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
@@ -290,6 +296,20 @@ class Definition(_Model):
         return out
 
 
+def _check_condition_reads(index: int, step: StepSpec) -> None:
+    """A condition reads only the input and the outputs of the steps the step depends on
+    (nothing else is done, or even known to run, when it is evaluated)."""
+    if step.condition is None:
+        return
+    for path in step.condition.variables():
+        dep = step_of(path)
+        if dep is not None and dep not in step.depends_on:
+            raise ValueError(
+                f"Steps[{index}] ({step.name}).Condition: '{path}' reads step '{dep}', "
+                "which is not in its DependsOn"
+            )
+
+
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
     """A dependency cycle as a path that ends where it starts, or None."""
     white, grey, black = 0, 1, 2
@@ -365,6 +385,7 @@ def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
 _PATTERNS = {
     NAME: "lowercase letters, digits and _, starting with a letter, at most 64",
     POOL: "lowercase letters, digits and -, starting with a letter, at most 32",
+    CONDITION_PATH: "$.input.<path> or $.steps.<dependency>.output.<path>",
 }
 
 
@@ -385,7 +406,8 @@ def _describe(err: Any) -> str:
         return f"unknown field{hint}"
     if kind == "string_pattern_mismatch":
         rule = _PATTERNS.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
-        return f"{_shown(err['input'])} is not a valid name: {rule}"
+        what = "path" if ctx.get("pattern") == CONDITION_PATH else "name"
+        return f"{_shown(err['input'])} is not a valid {what}: {rule}"
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         hint = did_you_mean(str(err["input"]), allowed)

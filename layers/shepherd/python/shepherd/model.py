@@ -92,10 +92,23 @@ class StepStatus(StrEnum):
     """Permanent error, retries exhausted, or ended while the workflow unwound. Terminal."""
     CANCELLED = "CANCELLED"
     """Never claimed before the workflow unwound; it had no effect. Terminal."""
+    SKIPPED = "SKIPPED"
+    """Its `Condition` was false when its dependencies were done: never dispatched, never
+    claimed, never compensated; its dependents treat it as done with no output. Terminal."""
 
     @property
     def terminal(self) -> bool:
-        return self in (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+        return self in (
+            StepStatus.SUCCEEDED,
+            StepStatus.FAILED,
+            StepStatus.CANCELLED,
+            StepStatus.SKIPPED,
+        )
+
+    @property
+    def done(self) -> bool:
+        """What a dependent waits for: a recorded success, or a skip (no output)."""
+        return self in (StepStatus.SUCCEEDED, StepStatus.SKIPPED)
 
     @property
     def in_flight(self) -> bool:
@@ -435,6 +448,7 @@ EVENT_TYPES = frozenset(
         "StepTimedOut",
         "StepFailed",
         "StepCompensated",
+        "StepSkipped",
     }
 )
 

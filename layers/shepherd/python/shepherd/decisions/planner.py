@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shepherd.decisions import retry
+from shepherd.decisions import choice, retry
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import (
@@ -79,6 +79,14 @@ class EndAttempt:
 
 
 @dataclass(frozen=True)
+class Skip:
+    """A ready step whose `Condition` is false: PENDING (or no item) -> SKIPPED. Whoever wins
+    the write advances the workflow as if the step had completed (its successors)."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
 class Cancel:
     """A step not claimed since the workflow began to unwind: this attempt had no effect."""
 
@@ -125,6 +133,7 @@ Action = (
     | Dispatch
     | EndAttempt
     | Cancel
+    | Skip
     | Unwind
     | Pause
     | GiveUp
@@ -138,12 +147,14 @@ class Options:
     """How to plan. `completed`: the step the calling agent just completed (it owns the
     implicit dispatch of that step's single-dependency successors). `supervisor`: act on time.
     `redispatch`: (re)send every queued and every ready step now (a resume). `pools`: the
-    state of paused pools (absent: enabled)."""
+    state of paused pools (absent: enabled). `documents`: what the condition of each ready
+    conditional step reads (`choice.document`), assembled by the caller (`conditions_due`)."""
 
     supervisor: bool = False
     completed: str | None = None
     redispatch: bool = False
     pools: Mapping[str, PoolState] = field(default_factory=dict)
+    documents: Mapping[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- the planner
@@ -159,9 +170,10 @@ def plan(
     rng: random.Random,
     redispatch: bool = False,
     pools: Mapping[str, PoolState] | None = None,
+    documents: Mapping[str, Any] | None = None,
 ) -> list[Action]:
     """The next actions for one workflow (see `Options` for the flags)."""
-    options = Options(supervisor, completed, redispatch, pools or {})
+    options = Options(supervisor, completed, redispatch, pools or {}, documents or {})
     status = state.workflow.status
     if status.terminal:
         return []
@@ -205,7 +217,7 @@ class _Planner:
                 if definition.on_failure_of(name) == "PAUSE":
                     return [Pause(name, reason)]
                 return [Unwind(name, reason)]
-        if all(steps[n].status is StepStatus.SUCCEEDED for n in definition.topological_order):
+        if all(steps[n].status.done for n in definition.topological_order):
             return [Finish(WorkflowStatus.SUCCEEDED)]
 
         actions: list[Action] = []
@@ -231,7 +243,7 @@ class _Planner:
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, definition.by_name[name]))
         sinks = definition.sinks
-        if completed in sinks and all(steps[n].status is StepStatus.SUCCEEDED for n in sinks):
+        if completed in sinks and all(steps[n].status.done for n in sinks):
             actions.append(Finish(WorkflowStatus.SUCCEEDED))
         return actions
 
@@ -241,6 +253,12 @@ class _Planner:
         ready_at = _ready_at(self.state, spec)
         if ready_at is None:
             return []
+        if spec.condition is not None:
+            document = options.documents.get(spec.name)
+            if document is None:
+                return []  # the caller assembles it (`conditions_due`); planned again then
+            if not choice.evaluate(spec.condition, document):
+                return [Skip(rec)]  # by whoever sees it first: one conditional write
         if options.completed is not None and options.completed in spec.depends_on:
             is_join = len(spec.depends_on) > 1
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
@@ -423,14 +441,42 @@ def _lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> in
 
 
 def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
-    """When the last dependency succeeded, or None if some has not."""
+    """When the last dependency succeeded (or was skipped), or None if some is not done."""
     finished = []
     for dep in spec.depends_on:
         rec = state.steps[dep]
-        if rec.status is not StepStatus.SUCCEEDED:
+        if not rec.status.done:
             return None
         finished.append(rec.finished_at or 0)
     return max(finished, default=state.workflow.created_at)
+
+
+def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
+    """The conditional steps a plan of `state` may evaluate: PENDING, every dependency done
+    (and, in a bounded read, known). The caller assembles each one's document."""
+    out = []
+    for spec in definition.steps:
+        rec = state.steps.get(spec.name)
+        if spec.condition is None or rec is None or rec.status is not StepStatus.PENDING:
+            continue
+        if all(d in state.steps for d in spec.depends_on) and _ready_at(state, spec) is not None:
+            out.append(spec.name)
+    return out
+
+
+def start_actions(definition: Definition, state: WorkflowState, input_value: Any) -> list[Action]:
+    """What a new workflow's start does with its roots: send each, or skip the ones whose
+    condition is false on the input (a root's condition can read nothing else)."""
+    actions: list[Action] = []
+    for name in definition.roots:
+        spec = definition.by_name[name]
+        if spec.condition is not None and not choice.evaluate(
+            spec.condition, choice.document(input_value, {})
+        ):
+            actions.append(Skip(state.steps[name]))
+        else:
+            actions.append(SendImplicit(name))
+    return actions
 
 
 def compensated(rec: StepRecord, spec: StepSpec) -> bool:

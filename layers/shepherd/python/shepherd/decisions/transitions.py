@@ -372,6 +372,15 @@ def cancel(rec: StepRecord, now: int, expires_at: int) -> Write:
     return _step_write(rec, update, _seen(rec))
 
 
+def skip(rec: StepRecord, now: int, expires_at: int) -> Write:
+    """PENDING (or no item) -> SKIPPED: its condition was false. Only if still exactly as seen,
+    so racing planners skip it once and the winner alone advances past it."""
+    update = Update(
+        set={"status": StepStatus.SKIPPED.value, "finished_at": now, "expires_at": expires_at}
+    )
+    return _step_write(rec, update, _seen(rec))
+
+
 def new_compensation(workflow_id: str, wf_type: str, name: str, now: int) -> Item:
     """The item of a compensation when unwinding reaches it, already dispatched."""
     return StepRecord(

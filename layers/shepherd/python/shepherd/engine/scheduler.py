@@ -20,6 +20,7 @@ from typing import Any
 
 from shepherd import jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
+from shepherd.decisions import choice
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
     Action,
@@ -30,9 +31,12 @@ from shepherd.decisions.planner import (
     GiveUp,
     Pause,
     SendImplicit,
+    Skip,
     StartCompensation,
     Unwind,
+    conditions_due,
     plan,
+    start_actions,
 )
 from shepherd.decisions.retry import RetryIn
 from shepherd.definitions import MAX_SQS_DELAY, Definition
@@ -228,6 +232,9 @@ class Scheduler:
             if existing.request_hash != rhash:
                 raise IdempotencyConflict(existing.workflow_id) from None
             return StartResult(existing, created=False)
+        if any(definition.by_name[r].condition is not None for r in definition.roots):
+            self._start_conditional(workflow, definition, input_json)
+            return StartResult(workflow, created=True)
         tasks = [
             self.task(workflow_id, definition, "step", spec.name, 1)
             for spec in definition.steps
@@ -235,6 +242,24 @@ class Scheduler:
         ]
         self.deliver(tasks)
         return StartResult(workflow, created=True)
+
+    def _start_conditional(
+        self, workflow: WorkflowRecord, definition: Definition, input_json: str
+    ) -> None:
+        """Send the roots whose condition holds on the input; skip the others (a skip that
+        wins advances past its step, as a completion would)."""
+        state = WorkflowState(workflow).complete(definition.roots)
+        state.partial = True
+        now = self.ports.clock.now_ms()
+        tasks: list[OutgoingTask] = []
+        skipped = [
+            action.seen.name
+            for action in start_actions(definition, state, loads(input_json))
+            if self._apply(state, definition, action, now, tasks) and isinstance(action, Skip)
+        ]
+        self.deliver(tasks)
+        for name in skipped:
+            self.advance(workflow.workflow_id, completed=name, definition=definition)
 
     @staticmethod
     def validated_input(
@@ -458,6 +483,10 @@ class Scheduler:
         tried: set[tuple[Any, ...]] = set()
         for round_ in range(MAX_ROUNDS):
             at = now if now is not None else self.ports.clock.now_ms()
+            documents = {
+                name: self.condition_document(state, definition, name)
+                for name in conditions_due(state, definition)
+            }
             actions = [
                 a
                 for a in plan(
@@ -469,6 +498,7 @@ class Scheduler:
                     rng=self.ports.rng,
                     redispatch=redispatch and round_ == 0,  # what it sends is then QUEUED
                     pools=pools,
+                    documents=documents,
                 )
                 if _key(a) not in tried
             ]
@@ -479,7 +509,21 @@ class Scheduler:
                 won = self._apply(state, definition, action, at, tasks)
                 applied.append(Applied(action, won))
         self.deliver(tasks)
+        # The winner of a skip advances past it, as the agent of a success does.
+        for done in [a.action for a in applied if a.won and isinstance(a.action, Skip)]:
+            wf_id = state.workflow.workflow_id
+            applied += self.advance(wf_id, completed=done.seen.name, definition=definition)
         return applied
+
+    def condition_document(self, state: WorkflowState, definition: Definition, name: str) -> Any:
+        """What the condition of ready step `name` reads: the input and its dependencies'
+        outputs (large ones fetched from the payload bucket; a skipped one has none)."""
+        outputs = {}
+        for dep in definition.by_name[name].depends_on:
+            rec = state.steps[dep]
+            done = rec.status is StepStatus.SUCCEEDED
+            outputs[dep] = self.value(rec.output) if done else choice.MISSING
+        return choice.document(self.value(state.workflow.input), outputs)
 
     def complete_attempt(
         self,
@@ -568,6 +612,8 @@ class Scheduler:
                 return self._end_attempt(state, definition, action, now, tasks)
             case Cancel(seen):
                 return ex.step(state, tx.cancel(seen, now, self.expires(now))) is not None
+            case Skip(seen):
+                return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
             case StartCompensation(name):
                 item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
                 if not ex.create_step(state, item):
@@ -722,7 +768,7 @@ class Scheduler:
 def _key(action: Action) -> tuple[Any, ...]:
     """Identity of an action within one run, so a lost write is not retried blindly."""
     match action:
-        case Dispatch(seen) | EndAttempt(seen) | Cancel(seen):
+        case Dispatch(seen) | EndAttempt(seen) | Cancel(seen) | Skip(seen):
             return (type(action).__name__, seen.kind, seen.name, seen.attempt, seen.status)
         case SendImplicit(name) | StartCompensation(name):
             return (type(action).__name__, name)
