@@ -155,6 +155,9 @@ class StepView(BaseModel):
         str | None, Field(description="Its first claim: from then on it may have acted")
     ] = None
     finished_at: str | None = None
+    wake_at: Annotated[
+        str | None, Field(description="A Wait step: when the supervisor wakes it")
+    ] = None
     dispatches: int = 0
     error: dict[str, Any] | None = None
     output: Any = None

@@ -49,7 +49,8 @@ def needed_agents(definitions: Mapping[str, Definition]) -> dict[str, dict[str, 
     for name, definition in sorted(definitions.items()):
         for i, step in enumerate(definition.steps):
             where = f"{name}: Steps[{i}] ({step.name})"
-            needed.setdefault(step.pool, {}).setdefault(step.agent, f"{where}.Agent")
+            if step.is_task:  # a Wait step runs no agent
+                needed.setdefault(step.pool, {}).setdefault(step.agent, f"{where}.Agent")
             comp = step.compensation
             if comp is not None:
                 needed.setdefault(comp.pool, {}).setdefault(

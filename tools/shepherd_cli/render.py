@@ -62,11 +62,19 @@ def watch_frame(view: dict[str, Any]) -> list[str]:
     return status_lines(view)
 
 
+def _wait_label(step: Any) -> str:
+    wait = step.wait
+    if wait.seconds is not None:
+        return f"wait {wait.seconds} s"
+    return f"wait until {wait.until.isoformat() if wait.until else wait.until_path}"
+
+
 def graph(definition: Definition) -> str:
     """Mermaid flowchart: steps and their dependencies; dashed edges to compensations."""
     lines = ["flowchart LR"]
     for step in definition.steps:
-        lines.append(f'  {step.name}["{step.name}<br/><small>{step.pool} · {step.agent}</small>"]')
+        label = f"{step.pool} · {step.agent}" if step.is_task else _wait_label(step)
+        lines.append(f'  {step.name}["{step.name}<br/><small>{label}</small>"]')
     for step in definition.steps:
         for dep in step.depends_on:
             lines.append(f"  {dep} --> {step.name}")

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import fastjsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from shepherd import limits
 from shepherd.decisions.choice import PATH as CONDITION_PATH
@@ -26,6 +33,7 @@ from shepherd.suggest import did_you_mean
 
 NAME = r"^[a-z][a-z0-9_]{0,63}$"
 POOL = r"^[a-z][a-z0-9-]{0,31}$"
+INPUT_PATH = r"^\$\.input(?:\[\d{1,6}\])*(?:\.[A-Za-z_][A-Za-z0-9_-]*(?:\[\d{1,6}\])*){0,32}$"
 ONE_YEAR = 366 * 24 * 3600
 MAX_SQS_DELAY = 900
 
@@ -65,6 +73,8 @@ class TaskSpec(_Model):
 
     @model_validator(mode="after")
     def _heartbeat_below_timeout(self) -> TaskSpec:
+        if self.timeout_seconds is None:  # a Wait step: `StepSpec._kind_fields` says why
+            return self
         if self.heartbeat_seconds is not None and self.heartbeat_seconds >= self.timeout_seconds:
             raise ValueError(
                 f"HeartbeatSeconds ({self.heartbeat_seconds}) must be less than "
@@ -91,11 +101,49 @@ class CompensationSpec(TaskSpec):
     when: Annotated[Literal["ATTEMPTED", "SUCCEEDED"], Field(alias="When")] = "ATTEMPTED"
 
 
+class WaitSpec(_Model):
+    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, or the
+    timestamp at `UntilPath` in the input. Exactly one; at most a year away."""
+
+    seconds: Annotated[int | None, Field(alias="Seconds", ge=0, le=ONE_YEAR)] = None
+    until: Annotated[AwareDatetime | None, Field(alias="Until")] = None
+    until_path: Annotated[
+        str | None, Field(alias="UntilPath", pattern=INPUT_PATH, max_length=512)
+    ] = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> WaitSpec:
+        given = [
+            alias
+            for alias, value in (
+                ("Seconds", self.seconds),
+                ("Until", self.until),
+                ("UntilPath", self.until_path),
+            )
+            if value is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "a Wait has exactly one of Seconds, Until, UntilPath "
+                f"(got {', '.join(given) or 'none'})"
+            )
+        return self
+
+
+_ABSENT_WHEN_NONE = ("Condition", "Wait", "Agent", "Pool", "TimeoutSeconds")
+_TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
+
+
 class StepSpec(TaskSpec):
     """One step of a definition: a task that runs after the steps it `DependsOn`, with an
     optional `Compensation` that undoes it when the workflow unwinds."""
 
     name: Annotated[str, Field(alias="Name", pattern=NAME)]
+    # A task step names all three; a Wait step none (`_kind_fields`). Typed as TaskSpec's for
+    # the code that runs tasks: it only ever gets task steps (`Definition.tasks`, `spec`).
+    agent: Annotated[str, Field(alias="Agent", pattern=NAME)] = None  # type: ignore[assignment]
+    pool: Annotated[str, Field(alias="Pool", pattern=POOL)] = None  # type: ignore[assignment]
+    timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)] = None  # type: ignore[assignment]
     depends_on: Annotated[tuple[str, ...], Field(alias="DependsOn", max_length=100)] = ()
     compensation: Annotated[CompensationSpec | None, Field(alias="Compensation")] = None
     comment: Annotated[str | None, Field(alias="Comment", max_length=1000)] = None
@@ -103,6 +151,53 @@ class StepSpec(TaskSpec):
     on_failure: Annotated[OnFailure | None, Field(alias="OnFailure")] = None
     # Runs only if this holds when its dependencies are done; else SKIPPED (choice.py).
     condition: Annotated[Condition | None, Field(alias="Condition")] = None
+    # Instead of Agent/Pool: rest until a time, with no Lambda running (decisions/waits.py).
+    wait: Annotated[WaitSpec | None, Field(alias="Wait")] = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _task_fields_required(cls, data: Any, handler: Any) -> Any:
+        """A step without `Wait` is a task step: its Agent, Pool and TimeoutSeconds are
+        required, reported as pydantic reports any missing field, beside the step's other
+        mistakes (one line each), not instead of them."""
+        missing: list[Any] = []
+        if isinstance(data, dict) and "Wait" not in data:
+            missing = [
+                {"type": "missing", "loc": (alias,), "input": data}
+                for alias in ("Agent", "Pool", "TimeoutSeconds")
+                if alias not in data
+            ]
+        try:
+            result = handler(data)
+        except ValidationError as exc:
+            if not missing:
+                raise
+            others = [
+                {k: e[k] for k in ("type", "loc", "input", "ctx") if k in e} for e in exc.errors()
+            ]
+            raise ValidationError.from_exception_data(cls.__name__, missing + others) from None
+        if missing:
+            raise ValidationError.from_exception_data(cls.__name__, missing)
+        return result
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> StepSpec:
+        """A Wait step names none of a task's fields (nothing runs, so nothing can time out,
+        retry or need undoing); a task step's are required (`_task_fields_required`)."""
+        if self.wait is not None:
+            given = [a for a in _TASK_ONLY if _alias_field(a) in self.model_fields_set]
+            if given:
+                raise ValueError(f"a Wait step names no {', '.join(given)}")
+        return self
+
+    @property
+    def is_task(self) -> bool:
+        """Sent to an agent pool (not a Wait)."""
+        return self.wait is None
+
+
+def _alias_field(alias: str) -> str:
+    return next(n for n, f in StepSpec.model_fields.items() if f.alias == alias)
 
 
 class Definition(_Model):
@@ -210,7 +305,8 @@ class Definition(_Model):
         """Every step and compensation spec."""
         out: list[TaskSpec] = []
         for s in self.steps:
-            out.append(s)
+            if s.is_task:
+                out.append(s)
             if s.compensation is not None:
                 out.append(s.compensation)
         return tuple(out)
@@ -225,12 +321,23 @@ class Definition(_Model):
         return {
             s.name: 1000
             * min(
-                dispatch,
-                s.liveness_seconds,
-                *(self.by_name[d].liveness_seconds for d in self.dependents_closure[s.name]),
+                (
+                    dispatch,
+                    *self._reach_term(s),
+                    *(t for d in self.dependents_closure[s.name] for t in self._reach_term(d)),
+                )
             )
             for s in self.steps
         }
+
+    def _reach_term(self, step: StepSpec | str) -> tuple[int, ...]:
+        """What one step adds to a reach gap: a task's liveness; a Wait's static first
+        deadline (`Seconds`; an `Until` pulls `due_at` itself when it starts)."""
+        spec = self.by_name[step] if isinstance(step, str) else step
+        if spec.is_task:
+            return (spec.liveness_seconds,)
+        assert spec.wait is not None
+        return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 
     @cached_property
     def compensation_gap_ms(self) -> int:
@@ -261,6 +368,12 @@ class Definition(_Model):
     @cached_property
     def canonical_json(self) -> str:
         body = self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+        for step in body["Steps"]:
+            # Fields a step kind does not use are left out, so a definition that uses none of
+            # the newer fields keeps the hash (the version) it had before they existed.
+            for key in _ABSENT_WHEN_NONE:
+                if step.get(key, 0) is None:
+                    del step[key]
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @cached_property
@@ -386,6 +499,7 @@ _PATTERNS = {
     NAME: "lowercase letters, digits and _, starting with a letter, at most 64",
     POOL: "lowercase letters, digits and -, starting with a letter, at most 32",
     CONDITION_PATH: "$.input.<path> or $.steps.<dependency>.output.<path>",
+    INPUT_PATH: "$.input.<path>",
 }
 
 
@@ -406,7 +520,7 @@ def _describe(err: Any) -> str:
         return f"unknown field{hint}"
     if kind == "string_pattern_mismatch":
         rule = _PATTERNS.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
-        what = "path" if ctx.get("pattern") == CONDITION_PATH else "name"
+        what = "path" if ctx.get("pattern") in (CONDITION_PATH, INPUT_PATH) else "name"
         return f"{_shown(err['input'])} is not a valid {what}: {rule}"
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
@@ -570,7 +684,7 @@ def check_agents(definition: Definition, known: Iterable[str], source: str) -> N
     known = set(known)
     errors = []
     for i, step in enumerate(definition.steps):
-        if step.agent not in known:
+        if step.is_task and step.agent not in known:
             errors.append(
                 f"{source}: Steps[{i}] ({step.name}).Agent: unknown agent '{step.agent}'"
                 + did_you_mean(step.agent, known)

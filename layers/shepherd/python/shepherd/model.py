@@ -157,6 +157,7 @@ class StepRecord:
     held_at: int | None = None  # no claim may land: its paused workflow left the watch index
     callback_heartbeat_at: int | None = None  # the attempt's last heartbeat by its task token
     resent_at: int | None = None  # the supervisor sent this attempt's task again (a copy)
+    wake_at: int | None = None  # a Wait step resting WAITING: when the supervisor wakes it
     # False: no item exists (a step shown PENDING from the definition). A write planned on it
     # is guarded by exactly that (the item is still missing) and creates the item.
     stored: bool = field(default=True, compare=False)
@@ -228,6 +229,7 @@ _STEP_OPTIONAL = (
     "held_at",
     "callback_heartbeat_at",
     "resent_at",
+    "wake_at",
 )
 
 

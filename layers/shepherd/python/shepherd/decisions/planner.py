@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shepherd.decisions import choice, retry
+from shepherd.decisions import choice, retry, waits
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import (
@@ -87,6 +87,31 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class StartWait:
+    """A ready Wait step rests WAITING until `wake_at` (no message, no Lambda)."""
+
+    seen: StepRecord
+    wake_at: int
+
+
+@dataclass(frozen=True)
+class Wake:
+    """A Wait step's time came (the supervisor): WAITING -> SUCCEEDED. Whoever wins the write
+    advances the workflow past it."""
+
+    seen: StepRecord
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
+class FailWait:
+    """A ready Wait step whose time cannot be read: it fails for good (`States.Runtime`)."""
+
+    seen: StepRecord
+    message: str
+
+
+@dataclass(frozen=True)
 class Cancel:
     """A step not claimed since the workflow began to unwind: this attempt had no effect."""
 
@@ -134,6 +159,9 @@ Action = (
     | EndAttempt
     | Cancel
     | Skip
+    | StartWait
+    | Wake
+    | FailWait
     | Unwind
     | Pause
     | GiveUp
@@ -226,7 +254,10 @@ class _Planner:
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, spec))
             elif options.redispatch and rec.status is StepStatus.QUEUED:
-                actions.append(Dispatch(rec, lost=False))
+                if spec.is_task:
+                    actions.append(Dispatch(rec, lost=False))
+                else:  # a failed wait that a resume retries: it rests again
+                    actions.extend(self._start_wait(rec, spec, self.now))
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
@@ -259,6 +290,8 @@ class _Planner:
                 return []  # the caller assembles it (`conditions_due`); planned again then
             if not choice.evaluate(spec.condition, document):
                 return [Skip(rec)]  # by whoever sees it first: one conditional write
+        if not spec.is_task:
+            return self._start_wait(rec, spec, ready_at)  # by whoever sees it first
         if options.completed is not None and options.completed in spec.depends_on:
             is_join = len(spec.depends_on) > 1
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
@@ -316,6 +349,8 @@ class _Planner:
             rec = state.steps[spec.name]
             if rec.status in (StepStatus.PENDING, StepStatus.QUEUED):
                 actions.append(Cancel(rec))
+            elif not spec.is_task and rec.status is StepStatus.WAITING:
+                actions.append(Cancel(rec))  # a wait never acted: nothing to wait for or undo
             elif rec.status.in_flight and options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=True))
         if actions:
@@ -369,6 +404,8 @@ class _Planner:
     def _supervise(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
         """Time-based actions on a QUEUED, RUNNING or WAITING step or compensation."""
         now, definition = self.now, self.definition
+        if isinstance(spec, StepSpec) and not spec.is_task:
+            return self._supervise_wait(rec, spec)
         if rec.status is StepStatus.QUEUED:
             pool = self.options.pools.get(spec.pool)
             if _paused(pool):
@@ -407,8 +444,41 @@ class _Planner:
         )
         return [EndAttempt(rec, error_type, message, decision, outcome, now - deadline)]
 
+    # --------------------------------------------------------------------------- waits
+
+    def _start_wait(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+        """A Wait step to rest WAITING until its time (or to fail, if its time is
+        unreadable); its `UntilPath` reads the input from its document."""
+        assert spec.wait is not None
+        document = self.options.documents.get(spec.name)
+        if spec.wait.until_path is not None and document is None:
+            return []  # the caller assembles it (`conditions_due`); planned again then
+        at = wait_time(spec, ready_at, document)
+        if isinstance(at, str):
+            return [FailWait(rec, at)]
+        # A time already past (an `Until` behind us, a start delayed by a pause) is now: a
+        # wait never rests under a deadline older than its own start.
+        return [StartWait(rec, max(at, self.now))]
+
+    def _supervise_wait(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """Wake a resting wait when its time has come (never earlier); start one a resume
+        queued whose start was lost."""
+        if rec.status is StepStatus.QUEUED:
+            return self._start_wait(rec, spec, self.now)
+        waiting = rec.status is StepStatus.WAITING and rec.wake_at is not None
+        if waiting and rec.wake_at is not None and self.now >= rec.wake_at:
+            return [Wake(rec, self.now - rec.wake_at)]
+        return []
+
 
 # ------------------------------------------------------------------------------- helpers
+
+
+def wait_time(spec: StepSpec, ready_at: int, document: Any) -> int | str:
+    """When a ready Wait step wakes, or why it cannot (`waits.wake_time`)."""
+    assert spec.wait is not None
+    input_value = None if document is None else document.get("input")
+    return waits.wake_time(spec.wait, ready_at, input_value)
 
 
 def _succeeded(rec: StepRecord | None) -> bool:
@@ -452,12 +522,18 @@ def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
 
 
 def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
-    """The conditional steps a plan of `state` may evaluate: PENDING, every dependency done
-    (and, in a bounded read, known). The caller assembles each one's document."""
+    """The steps a plan of `state` may evaluate a condition (or an `UntilPath`) of: ready,
+    every dependency done (and, in a bounded read, known). The caller assembles each one's
+    document (`choice.document`)."""
     out = []
     for spec in definition.steps:
         rec = state.steps.get(spec.name)
-        if spec.condition is None or rec is None or rec.status is not StepStatus.PENDING:
+        reads = spec.condition is not None or (spec.wait is not None and spec.wait.until_path)
+        if not reads or rec is None:
+            continue
+        if rec.status is not StepStatus.PENDING and not (
+            spec.wait is not None and rec.status is StepStatus.QUEUED
+        ):
             continue
         if all(d in state.steps for d in spec.depends_on) and _ready_at(state, spec) is not None:
             out.append(spec.name)
@@ -468,12 +544,15 @@ def start_actions(definition: Definition, state: WorkflowState, input_value: Any
     """What a new workflow's start does with its roots: send each, or skip the ones whose
     condition is false on the input (a root's condition can read nothing else)."""
     actions: list[Action] = []
+    document = choice.document(input_value, {})
     for name in definition.roots:
         spec = definition.by_name[name]
-        if spec.condition is not None and not choice.evaluate(
-            spec.condition, choice.document(input_value, {})
-        ):
-            actions.append(Skip(state.steps[name]))
+        rec = state.steps[name]
+        if spec.condition is not None and not choice.evaluate(spec.condition, document):
+            actions.append(Skip(rec))
+        elif not spec.is_task:
+            at = wait_time(spec, state.workflow.created_at, document)
+            actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))
         else:
             actions.append(SendImplicit(name))
     return actions
@@ -615,6 +694,8 @@ def _unit_deadlines(
 ) -> list[int]:
     """What one live unit adds to `next_due`: its exact deadlines, and `max(now, available) +
     g(u)` if an agent may write it."""
+    if kind == "step" and not definition.by_name[rec.name].is_task:
+        return _wait_deadlines(state, definition, now, rec, running)
     gap = _reach_gap(definition, kind, rec.name, running)
     if rec.status is StepStatus.QUEUED:
         pool = pools.get(definition.spec(kind, rec.name).pool)
@@ -656,7 +737,25 @@ def _reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> 
     return min(own, definition.compensation_gap_ms)
 
 
+def _wait_deadlines(
+    state: WorkflowState, definition: Definition, now: int, rec: StepRecord, running: bool
+) -> list[int]:
+    """A Wait step's: its wake time while it rests (only the supervisor moves it; while the
+    workflow unwinds, its cancel is due at once); a ready one not yet resting (its starter
+    died), or one a resume queued, is due at once."""
+    if rec.status is StepStatus.WAITING:
+        return [rec.wake_at if rec.wake_at is not None and running else now]
+    if rec.status is StepStatus.QUEUED and running:
+        return [now]
+    if rec.status is StepStatus.PENDING and running:
+        ready_at = _ready_at(state, definition.by_name[rec.name])
+        return [] if ready_at is None else [ready_at]
+    return []
+
+
 def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now: int) -> list[int]:
+    if kind == "step" and not definition.by_name[rec.name].is_task:
+        return [rec.wake_at if rec.wake_at is not None else now]  # a resting wait (paused)
     spec = definition.spec(kind, rec.name)
     claimed = rec.claimed_at or now
     out = [claimed + spec.timeout_seconds * 1000]

@@ -381,6 +381,56 @@ def skip(rec: StepRecord, now: int, expires_at: int) -> Write:
     return _step_write(rec, update, _seen(rec))
 
 
+def start_wait(rec: StepRecord, now: int, wake_at: int) -> Write:
+    """A ready Wait step, PENDING (or no item; or QUEUED after a resume) -> WAITING with its
+    wake time. No message, no claim: only the supervisor's wake (or an unwinding's cancel)
+    moves it on. Guarded as a claim is, by what was read and by no hold (a paused workflow
+    that left the watch index must not gain a wait nobody watches)."""
+    update = Update(
+        set={
+            "status": StepStatus.WAITING.value,
+            "attempt": max(rec.attempt, 1),
+            "claimed_at": now,
+            "wake_at": wake_at,
+        }
+    )
+    return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
+
+
+def wake(rec: StepRecord, now: int, expires_at: int) -> Write:
+    """WAITING(a, wake_at) -> SUCCEEDED with no output: its time came. Fenced on the attempt
+    and the wake time it saw, so it lands once."""
+    assert rec.wake_at is not None
+    entry = _history(rec.attempt, "ok", now, claimed_at=rec.claimed_at)
+    update = Update(
+        set={
+            "status": StepStatus.SUCCEEDED.value,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+        },
+        add={"attempts_total": 1},
+    )
+    condition = all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("wake_at", rec.wake_at))
+    return Write(*rec.key, update, condition)
+
+
+def fail_wait(rec: StepRecord, now: int, error: str, expires_at: int) -> Write:
+    """A ready Wait step whose time cannot be read (`UntilPath` absent or not a timestamp, or
+    more than a year away) fails for good, as a permanent error would: never retried."""
+    update = Update(
+        set={
+            "status": StepStatus.FAILED.value,
+            "attempt": max(rec.attempt, 1),
+            "error": error,
+            "fail_reason": "permanent",
+            "finished_at": now,
+            "expires_at": expires_at,
+        }
+    )
+    return _step_write(rec, update, _seen(rec))
+
+
 def new_compensation(workflow_id: str, wf_type: str, name: str, now: int) -> Item:
     """The item of a compensation when unwinding reaches it, already dispatched."""
     return StepRecord(
