@@ -130,7 +130,19 @@ class WaitSpec(_Model):
         return self
 
 
-_ABSENT_WHEN_NONE = ("Condition", "Wait", "Agent", "Pool", "TimeoutSeconds")
+class ApprovalSpec(_Model):
+    """An Approval step: it rests until a person answers (`POST .../approve|reject`) or
+    `TimeoutSeconds` pass (`ApprovalTimedOut`). `Approvers` may answer besides the workflow's
+    owner: IAM principal ARNs deployed, caller names locally."""
+
+    timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)]
+    approvers: Annotated[
+        tuple[Annotated[str, Field(min_length=1, max_length=limits.MAX_PRINCIPAL_CHARS)], ...],
+        Field(alias="Approvers", max_length=limits.MAX_APPROVERS),
+    ] = ()
+
+
+_ABSENT_WHEN_NONE = ("Condition", "Wait", "Approval", "Agent", "Pool", "TimeoutSeconds")
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
 
 
@@ -153,6 +165,8 @@ class StepSpec(TaskSpec):
     condition: Annotated[Condition | None, Field(alias="Condition")] = None
     # Instead of Agent/Pool: rest until a time, with no Lambda running (decisions/waits.py).
     wait: Annotated[WaitSpec | None, Field(alias="Wait")] = None
+    # Instead of Agent/Pool: rest until a person answers (engine/approvals.py).
+    approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -161,7 +175,7 @@ class StepSpec(TaskSpec):
         required, reported as pydantic reports any missing field, beside the step's other
         mistakes (one line each), not instead of them."""
         missing: list[Any] = []
-        if isinstance(data, dict) and "Wait" not in data:
+        if isinstance(data, dict) and "Wait" not in data and "Approval" not in data:
             missing = [
                 {"type": "missing", "loc": (alias,), "input": data}
                 for alias in ("Agent", "Pool", "TimeoutSeconds")
@@ -182,18 +196,22 @@ class StepSpec(TaskSpec):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> StepSpec:
-        """A Wait step names none of a task's fields (nothing runs, so nothing can time out,
-        retry or need undoing); a task step's are required (`_task_fields_required`)."""
-        if self.wait is not None:
+        """A Wait or an Approval step names none of a task's fields (nothing runs, so nothing
+        can time out, retry or need undoing); a task step's are required
+        (`_task_fields_required`)."""
+        if self.wait is not None and self.approval is not None:
+            raise ValueError("a step is a Wait or an Approval, not both")
+        kind = "a Wait" if self.wait is not None else "an Approval" if self.approval else None
+        if kind is not None:
             given = [a for a in _TASK_ONLY if _alias_field(a) in self.model_fields_set]
             if given:
-                raise ValueError(f"a Wait step names no {', '.join(given)}")
+                raise ValueError(f"{kind} step names no {', '.join(given)}")
         return self
 
     @property
     def is_task(self) -> bool:
-        """Sent to an agent pool (not a Wait)."""
-        return self.wait is None
+        """Sent to an agent pool (not a Wait, not an Approval)."""
+        return self.wait is None and self.approval is None
 
 
 def _alias_field(alias: str) -> str:
@@ -336,6 +354,8 @@ class Definition(_Model):
         spec = self.by_name[step] if isinstance(step, str) else step
         if spec.is_task:
             return (spec.liveness_seconds,)
+        if spec.approval is not None:
+            return (spec.approval.timeout_seconds,)
         assert spec.wait is not None
         return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 

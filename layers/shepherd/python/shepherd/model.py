@@ -157,7 +157,10 @@ class StepRecord:
     held_at: int | None = None  # no claim may land: its paused workflow left the watch index
     callback_heartbeat_at: int | None = None  # the attempt's last heartbeat by its task token
     resent_at: int | None = None  # the supervisor sent this attempt's task again (a copy)
-    wake_at: int | None = None  # a Wait step resting WAITING: when the supervisor wakes it
+    # A Wait or Approval step resting WAITING: when the supervisor wakes it (a Wait) or times
+    # it out (an Approval).
+    wake_at: int | None = None
+    decision: str | None = None  # an Approval's answer (JSON: verdict, by, at, comment)
     # False: no item exists (a step shown PENDING from the definition). A write planned on it
     # is guarded by exactly that (the item is still missing) and creates the item.
     stored: bool = field(default=True, compare=False)
@@ -230,6 +233,7 @@ _STEP_OPTIONAL = (
     "callback_heartbeat_at",
     "resent_at",
     "wake_at",
+    "decision",
 )
 
 

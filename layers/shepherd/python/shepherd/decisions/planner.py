@@ -104,6 +104,15 @@ class Wake:
 
 
 @dataclass(frozen=True)
+class TimeOutApproval:
+    """An Approval step nobody answered within its TimeoutSeconds: it fails for good
+    (`ApprovalTimedOut`), guarded as an answer is, so the two end it once."""
+
+    seen: StepRecord
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
 class FailWait:
     """A ready Wait step whose time cannot be read: it fails for good (`States.Runtime`)."""
 
@@ -162,6 +171,7 @@ Action = (
     | StartWait
     | Wake
     | FailWait
+    | TimeOutApproval
     | Unwind
     | Pause
     | GiveUp
@@ -448,7 +458,10 @@ class _Planner:
 
     def _start_wait(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
         """A Wait step to rest WAITING until its time (or to fail, if its time is
-        unreadable); its `UntilPath` reads the input from its document."""
+        unreadable; its `UntilPath` reads the input from its document); an Approval step to
+        rest WAITING for an answer until its timeout."""
+        if spec.approval is not None:
+            return [StartWait(rec, self.now + spec.approval.timeout_seconds * 1000)]
         assert spec.wait is not None
         document = self.options.documents.get(spec.name)
         if spec.wait.until_path is not None and document is None:
@@ -467,6 +480,8 @@ class _Planner:
             return self._start_wait(rec, spec, self.now)
         waiting = rec.status is StepStatus.WAITING and rec.wake_at is not None
         if waiting and rec.wake_at is not None and self.now >= rec.wake_at:
+            if spec.approval is not None:
+                return [TimeOutApproval(rec, self.now - rec.wake_at)]
             return [Wake(rec, self.now - rec.wake_at)]
         return []
 
@@ -550,6 +565,9 @@ def start_actions(definition: Definition, state: WorkflowState, input_value: Any
         rec = state.steps[name]
         if spec.condition is not None and not choice.evaluate(spec.condition, document):
             actions.append(Skip(rec))
+        elif spec.approval is not None:
+            deadline = state.workflow.created_at + spec.approval.timeout_seconds * 1000
+            actions.append(StartWait(rec, deadline))
         elif not spec.is_task:
             at = wait_time(spec, state.workflow.created_at, document)
             actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))

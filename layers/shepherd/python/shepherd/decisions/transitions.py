@@ -23,6 +23,7 @@ from shepherd.model import (
     WorkflowRecord,
     WorkflowStatus,
     dumps,
+    loads,
 )
 
 
@@ -411,6 +412,37 @@ def wake(rec: StepRecord, now: int, expires_at: int) -> Write:
         },
         add={"attempts_total": 1},
     )
+    condition = all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("wake_at", rec.wake_at))
+    return Write(*rec.key, update, condition)
+
+
+def decide(
+    rec: StepRecord,
+    now: int,
+    *,
+    approved: bool,
+    decision: str | None,
+    output: str | None,
+    error: str | None,
+    expires_at: int,
+) -> Write:
+    """An Approval step's end: WAITING(a, deadline) -> SUCCEEDED (approved, with `output`) or
+    FAILED (rejected, or its timeout: `error`, never retried), with who decided (`decision`,
+    JSON; None for a timeout). Guarded by the status, attempt and deadline it saw: an answer
+    given twice, or as it times out, ends the step once."""
+    assert rec.wake_at is not None
+    values: dict[str, Any] = {"finished_at": now, "expires_at": expires_at}
+    if decision is not None:
+        values["decision"] = decision
+    if approved:
+        entry = _history(rec.attempt, "ok", now, claimed_at=rec.claimed_at)
+        values |= {"status": StepStatus.SUCCEEDED.value, "output": output}
+    else:
+        name = (loads(error) or {}).get("type", "Rejected")
+        outcome = "error" if decision is not None else "timeout"
+        entry = _history(rec.attempt, outcome, now, name, claimed_at=rec.claimed_at)
+        values |= {"status": StepStatus.FAILED.value, "error": error, "fail_reason": "permanent"}
+    update = Update(set={**values, **_ended(rec, entry)}, add={"attempts_total": 1})
     condition = all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("wake_at", rec.wake_at))
     return Write(*rec.key, update, condition)
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
+from shepherd.engine.approvals import Approvals
 from shepherd.engine.callbacks import Callbacks
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.operations import Operations
@@ -41,6 +43,11 @@ class Engine:
     pools: Pools
     agents: AgentRegistry = field(default_factory=AgentRegistry)
     background_heartbeats: bool = True
+
+    @cached_property
+    def approvals(self) -> Approvals:
+        """Answers to Approval steps (built on the scheduler, like the operator's actions)."""
+        return Approvals(self.scheduler)
 
     def worker(self, worker_id: str) -> AgentRuntime:
         """Another agent runtime over this engine's scheduler and agents, as `worker_id`: a

@@ -35,6 +35,7 @@ from shepherd.decisions.planner import (
     Skip,
     StartCompensation,
     StartWait,
+    TimeOutApproval,
     Unwind,
     Wake,
     conditions_due,
@@ -72,6 +73,7 @@ from shepherd.ports import IdSource, Store, TaskQueue
 logger = logging.getLogger("shepherd.scheduler")
 
 MAX_ROUNDS = 64
+APPROVAL_TIMED_OUT = "ApprovalTimedOut"
 
 
 @dataclass(frozen=True)
@@ -540,7 +542,7 @@ class Scheduler:
             if isinstance(a.action, Skip | Wake):
                 name = a.action.seen.name
                 out += self.advance(workflow_id, completed=name, definition=definition)
-            elif isinstance(a.action, FailWait):
+            elif isinstance(a.action, FailWait | TimeOutApproval):
                 out += self.advance(workflow_id)
         return out
 
@@ -643,7 +645,7 @@ class Scheduler:
                 return ex.step(state, tx.cancel(seen, now, self.expires(now))) is not None
             case Skip(seen):
                 return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
-            case StartWait() | Wake() | FailWait():
+            case StartWait() | Wake() | FailWait() | TimeOutApproval():
                 return self._apply_wait(state, definition, action, now)
             case StartCompensation(name):
                 item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
@@ -670,6 +672,22 @@ class Scheduler:
             case FailWait(seen, message):
                 error = tx.error_json(RUNTIME_ERROR, message)
                 write = tx.fail_wait(seen, now, error, self.expires(now))
+                return ex.step(state, write) is not None
+            case TimeOutApproval(seen):
+                spec = definition.by_name[seen.name]
+                timeout = spec.approval.timeout_seconds if spec.approval else 0
+                error = tx.error_json(
+                    APPROVAL_TIMED_OUT, f"nobody answered within TimeoutSeconds ({timeout})"
+                )
+                write = tx.decide(
+                    seen,
+                    now,
+                    approved=False,
+                    decision=None,
+                    output=None,
+                    error=error,
+                    expires_at=self.expires(now),
+                )
                 return ex.step(state, write) is not None
         raise TypeError(f"not a wait action {action!r}")  # pragma: no cover
 
@@ -827,6 +845,7 @@ def _key(action: Action) -> tuple[Any, ...]:
             | StartWait(seen)
             | Wake(seen)
             | FailWait(seen)
+            | TimeOutApproval(seen)
         ):
             return (type(action).__name__, seen.kind, seen.name, seen.attempt, seen.status)
         case SendImplicit(name) | StartCompensation(name):
