@@ -17,12 +17,15 @@ from shepherd.model import WorkflowRecord, WorkflowStatus
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
+    ApproveRequest,
     DefinitionListView,
     DefinitionView,
     PoolListView,
     PoolView,
+    RejectRequest,
     ResumeRequest,
     StartWorkflowRequest,
+    StepView,
     UploadRequest,
     UploadView,
     WorkflowAccepted,
@@ -35,6 +38,7 @@ from shepherd_handlers.views import (
     definition_summary,
     definition_view,
     pool_view,
+    step_view,
     summary_view,
     workflow_view,
 )
@@ -44,6 +48,7 @@ VERSION = "1.0.0"
 WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
+STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 
 app = errors.resolver()
 
@@ -269,6 +274,41 @@ def compensate_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView
     (or FAILED if a compensation fails for good)."""
     wf = engine().operations.compensate(workflow_id, owner=caller())
     return _accepted(wf)
+
+
+@app.post(
+    "/workflows/<workflow_id>/steps/<step>/approve",
+    responses=errors.documented(200, "Approved", StepView, 400, 404, 409, 415),
+    tags=["approvals"],
+)
+def approve_step(
+    workflow_id: WORKFLOW_ID, step: STEP_NAME, body: ApproveRequest | None = None
+) -> StepView:
+    """Approve a waiting Approval step: it succeeds with `output` (or `{approved: true, by,
+    comment}`). The workflow's owner or a principal its `Approvers` list; others get 404."""
+    request = body or ApproveRequest()
+    extra = {"output": request.output} if "output" in request.model_fields_set else {}
+    rec = engine().approvals.decide(
+        workflow_id, step, principal=caller(), approve=True, comment=request.comment, **extra
+    )
+    return step_view(rec, engine().ports.payloads)
+
+
+@app.post(
+    "/workflows/<workflow_id>/steps/<step>/reject",
+    responses=errors.documented(200, "Rejected", StepView, 400, 404, 409, 415),
+    tags=["approvals"],
+)
+def reject_step(
+    workflow_id: WORKFLOW_ID, step: STEP_NAME, body: RejectRequest | None = None
+) -> StepView:
+    """Reject a waiting Approval step: it fails for good with `Rejected` (never retried) and
+    the workflow unwinds or pauses by `OnFailure`. Same callers as approve."""
+    request = body or RejectRequest()
+    rec = engine().approvals.decide(
+        workflow_id, step, principal=caller(), approve=False, comment=request.comment
+    )
+    return step_view(rec, engine().ports.payloads)
 
 
 def operator() -> str:

@@ -24,12 +24,14 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from shepherd import jsonsafe, routes
 from shepherd.engine.pools import PoolNotFound
 from shepherd.errors import (
+    ApprovalNotPending,
     HeartbeatTooSoon,
     IdempotencyConflict,
     InputInvalid,
     InvalidTransition,
     OperatorOnly,
     PayloadTooLarge,
+    StepNotFound,
     StoreUnavailable,
     TaskTokenInvalid,
     TaskTokenStale,
@@ -112,6 +114,8 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     IdempotencyConflict: (HTTPStatus.CONFLICT, "IdempotencyConflict", "idempotency_key"),
     InvalidTransition: (HTTPStatus.CONFLICT, "InvalidTransition", None),
     WorkflowNotFound: (HTTPStatus.NOT_FOUND, "WorkflowNotFound", None),
+    StepNotFound: (HTTPStatus.NOT_FOUND, "StepNotFound", "step"),
+    ApprovalNotPending: (HTTPStatus.CONFLICT, "ApprovalNotPending", "step"),
     TaskTokenInvalid: (HTTPStatus.NOT_FOUND, "TaskTokenInvalid", "token"),
     TaskTokenStale: (HTTPStatus.CONFLICT, "TaskTokenStale", "token"),
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity

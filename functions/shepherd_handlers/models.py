@@ -6,7 +6,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from shepherd.keys import UPLOAD_ID_PATTERN
-from shepherd.limits import MAX_ERROR_CAUSE, MAX_ERROR_NAME, MAX_UPLOAD_BYTES, UPLOAD_SECONDS
+from shepherd.limits import (
+    MAX_APPROVAL_COMMENT_CHARS,
+    MAX_ERROR_CAUSE,
+    MAX_ERROR_NAME,
+    MAX_UPLOAD_BYTES,
+    UPLOAD_SECONDS,
+)
 
 from shepherd_handlers import either
 
@@ -156,7 +162,12 @@ class StepView(BaseModel):
     ] = None
     finished_at: str | None = None
     wake_at: Annotated[
-        str | None, Field(description="A Wait step: when the supervisor wakes it")
+        str | None,
+        Field(description="A resting Wait step: when it wakes; an Approval: when it times out"),
+    ] = None
+    decision: Annotated[
+        dict[str, Any] | None,
+        Field(description="An Approval step's answer: verdict, by, at, comment"),
     ] = None
     dispatches: int = 0
     error: dict[str, Any] | None = None
@@ -303,6 +314,28 @@ class ErrorBody(BaseModel):
     """The one shape of every error response."""
 
     error: ErrorDetail
+
+
+class ApproveRequest(BaseModel):
+    """An approval's answer: an optional comment and, to approve, an optional output."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    comment: Annotated[str | None, Field(max_length=MAX_APPROVAL_COMMENT_CHARS)] = None
+    output: Annotated[
+        Any,
+        Field(
+            description="The step's output; absent: `{approved: true, by, comment}`",
+        ),
+    ] = None
+
+
+class RejectRequest(BaseModel):
+    """A rejection's optional comment (recorded, and in the step's `Rejected` error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    comment: Annotated[str | None, Field(max_length=MAX_APPROVAL_COMMENT_CHARS)] = None
 
 
 class ResumeRequest(BaseModel):

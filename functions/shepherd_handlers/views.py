@@ -51,6 +51,7 @@ def step_view(rec: StepRecord, payloads: Payloads) -> StepView:
         first_claimed_at=iso(rec.first_claimed_at),
         finished_at=iso(rec.finished_at),
         wake_at=iso(rec.wake_at),
+        decision=loads(rec.decision),
         dispatches=rec.dispatches,
         error=error,
         error_ref=payload(payloads, full)[1] if full else None,

@@ -14,7 +14,6 @@ import yaml
 from pydantic import BaseModel
 from shepherd.decisions.choice import Condition
 from shepherd.definitions import (
-    ApprovalSpec,
     CompensationSpec,
     Definition,
     RetryPolicy,

@@ -64,6 +64,15 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/workflows/{workflow_id}/pause", "api"),
     Route("POST", "/workflows/{workflow_id}/resume", "api", True, MAX_START_BODY_BYTES),
     Route("POST", "/workflows/{workflow_id}/compensate", "api"),
+    # An Approval step's answer (docs/api.md, Approvals): a comment, and an approval's output.
+    Route(
+        "POST",
+        "/workflows/{workflow_id}/steps/{step}/approve",
+        "api",
+        True,
+        MAX_START_BODY_BYTES,
+    ),
+    Route("POST", "/workflows/{workflow_id}/steps/{step}/reject", "api", True, 8 * 1024),
     Route("POST", "/payloads", "api", json_body=True, body_cap=4 * 1024),
     Route("GET", "/pools", "api"),
     Route("POST", "/pools/{pool}/pause", "api"),
