@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-from aws_stack import ALICE, Stack
+from aws_stack import ALICE, ROOT, Stack
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 from shepherd import routes
@@ -69,17 +71,39 @@ schema = schemathesis.openapi.from_dict(json.loads(TARGET.read_text()), config=C
 schema.app = apigw.wsgi(gateway)
 
 
+# A definition with an Approval step, beside the examples: the approval routes' success path.
+APPROVAL = """\
+Name: fuzz_review
+Steps:
+  - Name: first
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+  - Name: sign_off
+    DependsOn: [first]
+    Approval: {TimeoutSeconds: 3600}
+"""
+
+
 @pytest.fixture
 def seeded(
-    stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch
+    stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> dict[str, str]:
     """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
-    definition that exists. ALICE is an operator (pool routes reach their success path)."""
-    from shepherd.settings import ENV_OPERATORS
+    definition that exists; and her workflow waiting on an Approval step. ALICE is an
+    operator (pool routes reach their success path)."""
+    from shepherd.settings import ENV_DEFINITIONS_DIR, ENV_OPERATORS
     from shepherd_handlers import runtime
 
+    definitions = tmp_path / "statemachines"
+    shutil.copytree(ROOT / "statemachines", definitions)
+    (definitions / "fuzz_review.yaml").write_text(APPROVAL)
+    monkeypatch.setenv(ENV_DEFINITIONS_DIR, str(definitions))
     monkeypatch.setenv(ENV_OPERATORS, ALICE)
     runtime.engine.cache_clear()
+    _, _, review = stack.api(
+        "POST", "/workflows", body={"type": "fuzz_review", "input": ORDER}, caller=ALICE
+    )
     _, _, accepted = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
     )
@@ -90,6 +114,8 @@ def seeded(
         "token": callback_ship[0],
         "name": "order_fulfilment",
         "pool": "inventory",
+        "approval_workflow": review["workflow_id"],
+        "step": "sign_off",
     }
 
 
@@ -116,6 +142,8 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return
+    if "/steps/" in case.path:  # the approval routes: the workflow waiting for a person
+        seeded = {**seeded, "workflow_id": seeded["approval_workflow"]}
     for name, value in seeded.items():
         generated = case.path_parameters.get(name) if case.path_parameters else None
         if isinstance(generated, str) and hashlib.sha256(generated.encode()).digest()[0] % 2:

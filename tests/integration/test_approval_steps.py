@@ -90,6 +90,9 @@ def test_the_step_rests_for_a_person_with_no_message_and_no_agent() -> None:
     assert run.engine.queue.depth("p") == 0
     item = run.item()
     assert item["wake_at"] == item["claimed_at"] + 3600 * 1000  # its timeout
+    (requested,) = [e for e in run.engine.events.published if e.detail_type == "ApprovalRequested"]
+    assert requested.detail["step"] == "sign_off" and requested.detail["approvers"] == [APPROVER]
+    assert requested.detail["timeout_at"].endswith("Z")
     run.engine.advance(3000)
     run.engine.sweep()
     assert run.engine.outcome(run.wf).steps["sign_off"].status is StepStatus.WAITING

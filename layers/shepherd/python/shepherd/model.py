@@ -455,6 +455,7 @@ EVENT_TYPES = frozenset(
         "StepFailed",
         "StepCompensated",
         "StepSkipped",
+        "ApprovalRequested",
     }
 )
 

@@ -382,7 +382,9 @@ def skip(rec: StepRecord, now: int, expires_at: int) -> Write:
     return _step_write(rec, update, _seen(rec))
 
 
-def start_wait(rec: StepRecord, now: int, wake_at: int) -> Write:
+def start_wait(
+    rec: StepRecord, now: int, wake_at: int, approvers: tuple[str, ...] | None = None
+) -> Write:
     """A ready Wait step, PENDING (or no item; or QUEUED after a resume) -> WAITING with its
     wake time. No message, no claim: only the supervisor's wake (or an unwinding's cancel)
     moves it on. Guarded as a claim is, by what was read and by no hold (a paused workflow
@@ -393,6 +395,8 @@ def start_wait(rec: StepRecord, now: int, wake_at: int) -> Write:
             "attempt": max(rec.attempt, 1),
             "claimed_at": now,
             "wake_at": wake_at,
+            # An Approval announces itself (ApprovalRequested) with who may answer.
+            **({} if approvers is None else {"approval": True, "approvers": list(approvers)}),
         }
     )
     return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))

@@ -666,7 +666,9 @@ class Scheduler:
                 spec = definition.by_name[seen.name]
                 if spec.wait is not None and spec.wait.seconds is None:
                     self._pull_due_to(state, wake_at)
-                return ex.step(state, tx.start_wait(seen, now, wake_at)) is not None
+                approvers = None if spec.approval is None else spec.approval.approvers
+                write = tx.start_wait(seen, now, wake_at, approvers)
+                return ex.step(state, write) is not None
             case Wake(seen):
                 return ex.step(state, tx.wake(seen, now, self.expires(now))) is not None
             case FailWait(seen, message):
