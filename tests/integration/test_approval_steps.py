@@ -246,3 +246,16 @@ def test_an_approval_step_names_no_agent_and_counts_its_timeout_in_reach_gaps() 
     )
     assert alone.reach_gap_ms["s"] == 30_000  # its timeout, under the 60 s dispatch grace
     assert alone.tasks == () and alone.agents() == set()
+
+
+def test_a_definition_without_compensations_or_tasks_unwinds_after_a_rejection() -> None:
+    """Found by the contract fuzz: the unwind's deadline took the smallest of no
+    compensations (a TypeError) for a definition that has none."""
+    definition = parse_definition(
+        {"Name": "ask", "Steps": [{"Name": "s", "Approval": {"TimeoutSeconds": 30}}]}, "ask.yaml"
+    )
+    assert definition.compensation_gap_ms == 60_000 and definition.watch_gap_ms == 60_000
+    engine = MemoryEngine({"ask": definition}, owner="alice")
+    wf = engine.start("ask", {})
+    engine.engine.approvals.decide(wf, "s", principal="alice", approve=False)
+    assert engine.run(wf, max_seconds=30).status is WorkflowStatus.COMPENSATED

@@ -5,6 +5,7 @@ while it waits."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -269,3 +270,17 @@ def test_a_wait_step_needs_no_pool_and_no_agent() -> None:
     assert [t.pool for t in definition.tasks] == ["p"]
     # The wait's static time counts in the reach gap of every step upstream of it.
     assert definition.reach_gap_ms["hold"] == 5000
+
+
+def test_a_wait_and_an_approval_survive_their_snapshot() -> None:
+    """A workflow runs to its end on the version it started with, reloaded from the table's
+    snapshot (its canonical JSON): a Wait or an Approval step must parse back the same."""
+    definition = _definition(
+        _wait("hold", {"Until": "2026-01-01T00:00:30+00:00"}),
+        {"Name": "ask", "DependsOn": ["hold"], "Approval": {"TimeoutSeconds": 60}},
+        _task("after", "ask"),
+    )
+    again = parse_definition(json.loads(definition.canonical_json), "snapshot")
+    assert again.content_hash == definition.content_hash
+    assert again.by_name["hold"].wait == definition.by_name["hold"].wait
+    assert again.by_name["ask"].approval == definition.by_name["ask"].approval

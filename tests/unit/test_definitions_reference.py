@@ -17,6 +17,7 @@ from shepherd.definitions import (
     CompensationSpec,
     Definition,
     RetryPolicy,
+    ScheduleSpec,
     StepSpec,
     parse_definition,
 )
@@ -32,6 +33,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Condition": Condition,
     "Retry": RetryPolicy,
     "Compensation": CompensationSpec,
+    "Schedules": ScheduleSpec,
 }
 
 
@@ -59,6 +61,8 @@ def _rendered(model: type[BaseModel], name: str) -> str:
         return "see [Retry](#retry)"
     if isinstance(default, tuple):
         return f"`{list(default)}`".replace("'", "")
+    if isinstance(default, bool):  # as a definition writes it (YAML, JSON)
+        return "`true`" if default else "`false`"
     if isinstance(default, float):
         return f"`{default:g}`"
     return f"`{default}`"

@@ -22,10 +22,11 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
-from shepherd import limits
+from shepherd import limits, schedules
 from shepherd.decisions.choice import PATH as CONDITION_PATH
 from shepherd.decisions.choice import Condition, step_of
 from shepherd.errors import DefinitionError
@@ -218,6 +219,32 @@ def _alias_field(alias: str) -> str:
     return next(n for n, f in StepSpec.model_fields.items() if f.alias == alias)
 
 
+SCHEDULE_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class ScheduleSpec(_Model):
+    """A start on a clock: EventBridge Scheduler's `cron(...)`, `rate(...)` or `at(...)` in an
+    IANA time zone, with the input each start gets (shepherd/schedules.py)."""
+
+    name: Annotated[str, Field(alias="Name", pattern=SCHEDULE_NAME)]
+    expression: Annotated[str, Field(alias="Expression", max_length=256)]
+    timezone: Annotated[str, Field(alias="Timezone", max_length=64)] = "UTC"
+    input: Annotated[Any, Field(alias="Input")] = None
+    enabled: Annotated[bool, Field(alias="Enabled", strict=True)] = True
+
+    @field_validator("expression")
+    @classmethod
+    def _expression(cls, value: str) -> str:
+        schedules.parse(value)  # ScheduleError is a ValueError: it names what is wrong
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        schedules.zone(value)
+        return value
+
+
 class Definition(_Model):
     """A workflow type: a DAG of steps."""
 
@@ -238,6 +265,10 @@ class Definition(_Model):
         Literal["REVERSE", "PARALLEL"], Field(alias="CompensationOrder")
     ] = "REVERSE"
     steps: Annotated[tuple[StepSpec, ...], Field(alias="Steps", min_length=1, max_length=90)]
+    # Starts on a clock (EventBridge Scheduler deployed; `shepherd local`'s own clock).
+    schedules: Annotated[
+        tuple[ScheduleSpec, ...], Field(alias="Schedules", max_length=limits.MAX_SCHEDULES)
+    ] = ()
 
     @model_validator(mode="after")
     def _check_graph(self) -> Definition:
@@ -270,7 +301,25 @@ class Definition(_Model):
                 fastjsonschema.compile(self.input_schema)
             except fastjsonschema.JsonSchemaDefinitionException as exc:
                 raise ValueError(f"InputSchema: not a valid JSON Schema: {exc}") from exc
+        self._check_schedules()
         return self
+
+    def _check_schedules(self) -> None:
+        """Names are unique, and each schedule's Input is one the InputSchema accepts (a
+        start from the clock is refused at load, not every night at 02:00)."""
+        seen: set[str] = set()
+        for i, schedule in enumerate(self.schedules):
+            where = f"Schedules[{i}] ({schedule.name})"
+            if schedule.name in seen:
+                raise ValueError(f"{where}.Name: a schedule of this name is defined twice")
+            seen.add(schedule.name)
+            if self.input_schema is None:
+                continue
+            try:
+                fastjsonschema.compile(self.input_schema)(schedule.input)
+            except fastjsonschema.JsonSchemaValueException as exc:
+                message = exc.message.replace("data", "Input", 1)
+                raise ValueError(f"{where}.Input: {message}") from None
 
     # ----------------------------------------------------------------- derived, cached views
 
@@ -364,7 +413,7 @@ class Definition(_Model):
         """`g` of a compensation and of anything in flight while the workflow unwinds: the
         next compensation (any of them) is started by an agent's write on the one before."""
         comps = [s.compensation.liveness_seconds for s in self.steps if s.compensation]
-        return 1000 * min(self.dispatch_timeout_seconds, *comps)
+        return 1000 * min((self.dispatch_timeout_seconds, *comps))  # none: the grace alone
 
     @cached_property
     def start_gap_ms(self) -> int:
@@ -378,22 +427,29 @@ class Definition(_Model):
         No longer the watch rule (see `reach_gap_ms`); the fault simulator's time bounds use
         it as the longest a deadline can wait for a look."""
         pause = () if self.pause_timeout_seconds is None else (self.pause_timeout_seconds,)
-        seconds = min(
-            self.dispatch_timeout_seconds,
-            *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
-            *pause,
+        seconds: int = min(
+            (
+                self.dispatch_timeout_seconds,
+                *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
+                *pause,
+            )
         )
         return seconds * 1000
 
     @cached_property
     def canonical_json(self) -> str:
         body = self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+        if not body.get("Schedules"):
+            body.pop("Schedules", None)  # as before schedules existed: the same version
         for step in body["Steps"]:
             # Fields a step kind does not use are left out, so a definition that uses none of
             # the newer fields keeps the hash (the version) it had before they existed.
             for key in _ABSENT_WHEN_NONE:
                 if step.get(key, 0) is None:
                     del step[key]
+            if step.get("Wait") is not None or step.get("Approval") is not None:
+                for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
+                    step.pop(key, None)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @cached_property

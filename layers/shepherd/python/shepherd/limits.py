@@ -138,3 +138,4 @@ def step_item_budget() -> int:
 MAX_APPROVERS = 10
 MAX_PRINCIPAL_CHARS = 512
 MAX_APPROVAL_COMMENT_CHARS = 1000
+MAX_SCHEDULES = 20  # per definition (each one an EventBridge Scheduler schedule)
