@@ -24,6 +24,7 @@ from shepherd_handlers.models import (
     PoolView,
     RejectRequest,
     ResumeRequest,
+    ScheduleListView,
     StartWorkflowRequest,
     StepView,
     UploadRequest,
@@ -38,6 +39,7 @@ from shepherd_handlers.views import (
     definition_summary,
     definition_view,
     pool_view,
+    schedule_view,
     step_view,
     summary_view,
     workflow_view,
@@ -368,6 +370,24 @@ def list_definitions() -> DefinitionListView:
     catalog = engine().catalog
     return DefinitionListView(
         items=[definition_summary(catalog.current(n)) for n in catalog.names()]
+    )
+
+
+@app.get(
+    "/schedules",
+    responses=errors.documented(200, "The schedules", ScheduleListView),
+    tags=["definitions"],
+)
+def list_schedules() -> ScheduleListView:
+    """Every schedule of the current definitions, with its next firing times."""
+    catalog = engine().catalog
+    now = datetime.now(UTC)
+    return ScheduleListView(
+        items=[
+            schedule_view(name, spec, now)
+            for name in catalog.names()
+            for spec in catalog.current(name).schedules
+        ]
     )
 
 

@@ -248,6 +248,25 @@ class DefinitionListView(BaseModel):
     items: list[DefinitionSummaryView]
 
 
+class ScheduleView(BaseModel):
+    workflow_type: str
+    name: str
+    expression: str
+    timezone: str
+    enabled: bool
+    next: Annotated[
+        list[str],
+        Field(
+            description="The next firing times (ISO 8601, UTC) of an enabled cron or at "
+            "schedule; a rate's depend on when it was deployed, so none are given"
+        ),
+    ] = []
+
+
+class ScheduleListView(BaseModel):
+    items: list[ScheduleView]
+
+
 class DefinitionView(DefinitionSummaryView):
     definition: dict[str, Any]
 

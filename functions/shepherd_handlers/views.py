@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from shepherd import schedules
 from shepherd.changes import public_error
 from shepherd.clock import iso
-from shepherd.definitions import Definition
+from shepherd.definitions import Definition, ScheduleSpec
 from shepherd.engine.pools import PoolView
 from shepherd.engine.queries import WorkflowSummary, stored_output
 from shepherd.model import StepRecord, WorkflowState, loads
@@ -18,6 +20,7 @@ from shepherd_handlers.models import (
     DefinitionSummaryView,
     DefinitionView,
     PayloadLink,
+    ScheduleView,
     StepView,
     WorkflowSummaryView,
     WorkflowView,
@@ -154,4 +157,22 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
         else BacklogView(
             visible=backlog.visible, in_flight=backlog.in_flight, delayed=backlog.delayed
         ),
+    )
+
+
+def schedule_view(workflow_type: str, spec: ScheduleSpec, now: datetime) -> ScheduleView:
+    """A schedule and its next three firings (none for a rate: they count from its deploy)."""
+    expression = schedules.parse(spec.expression)
+    upcoming = (
+        []
+        if not spec.enabled or isinstance(expression, schedules.Rate)
+        else schedules.next_firings(expression, schedules.zone(spec.timezone), now, 3)
+    )
+    return ScheduleView(
+        workflow_type=workflow_type,
+        name=spec.name,
+        expression=spec.expression,
+        timezone=spec.timezone,
+        enabled=spec.enabled,
+        next=[t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in upcoming],
     )

@@ -78,6 +78,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/pools/{pool}/pause", "api"),
     Route("POST", "/pools/{pool}/resume", "api"),
     Route("GET", "/definitions", "api"),
+    Route("GET", "/schedules", "api"),
     Route("GET", "/definitions/{name}", "api"),
     # A task token is a capability: it travels in a header, never in the URL (API Gateway's
     # traces and access logs keep the path).
