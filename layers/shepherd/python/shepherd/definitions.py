@@ -739,6 +739,7 @@ def definition_files(directory: Path) -> list[Path]:
 def load_directory(directory: Path) -> dict[str, Definition]:
     """Every definition in a directory; all errors at once."""
     found: dict[str, Definition] = {}
+    scheduled: dict[str, str] = {}  # schedule name -> its definition
     errors: list[str] = []
     for path in definition_files(directory):
         try:
@@ -749,6 +750,13 @@ def load_directory(directory: Path) -> dict[str, Definition]:
         if definition.name in found:
             errors.append(f"{path}: Name: '{definition.name}' is defined twice")
         found[definition.name] = definition
+        for i, schedule in enumerate(definition.schedules):
+            other = scheduled.setdefault(schedule.name, definition.name)
+            if other != definition.name:  # its firings' idempotency keys would collide
+                errors.append(
+                    f"{path}: Schedules[{i}] ({schedule.name}).Name: also a schedule of "
+                    f"'{other}'; schedule names are unique across definitions"
+                )
     if errors:
         raise DefinitionError("\n".join(errors))
     return found

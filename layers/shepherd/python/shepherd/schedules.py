@@ -15,6 +15,7 @@ import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MONTHS = {m.upper(): i for i, m in enumerate(calendar.month_abbr) if m}
@@ -231,3 +232,24 @@ def next_firings(
                             return out
         day += timedelta(days=1)
     return out
+
+
+# A schedule starts its workflow through the `StartWorkflow` path (the events function), from
+# this source, mapped to the deployment's schedule owner like any event source.
+SOURCE = "shepherd.schedule"
+# EventBridge Scheduler's context attribute: the time the firing was scheduled for.
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+
+
+def start_detail(
+    workflow_type: str, name: str, input_value: Any, scheduled_time: str
+) -> dict[str, Any]:
+    """The `StartWorkflow` detail one firing sends. Its idempotency key is
+    `schedule:<name>:<scheduled time>` (schedule names are unique across a deployment's
+    definitions), so a firing delivered twice derives the same workflow id and starts one
+    workflow. Deployed, `scheduled_time` is `SCHEDULED_TIME`, filled in by the Scheduler."""
+    return {
+        "type": workflow_type,
+        "input": input_value,
+        "idempotency_key": f"schedule:{name}:{scheduled_time}",
+    }
