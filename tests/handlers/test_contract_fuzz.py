@@ -142,8 +142,12 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return
-    if "/steps/" in case.path:  # the approval routes: the workflow waiting for a person
-        seeded = {**seeded, "workflow_id": seeded["approval_workflow"]}
+    if "/steps/" in case.path and case.path_parameters:
+        # The approval routes: always the workflow waiting for a person, so their success
+        # path is reached however the examples fall (one answer succeeds, the rest are 409).
+        case.path_parameters["workflow_id"] = seeded["approval_workflow"]
+        case.path_parameters["step"] = seeded["step"]
+        return
     for name, value in seeded.items():
         generated = case.path_parameters.get(name) if case.path_parameters else None
         if isinstance(generated, str) and hashlib.sha256(generated.encode()).digest()[0] % 2:
