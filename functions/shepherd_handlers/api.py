@@ -23,6 +23,7 @@ from shepherd.model import WorkflowRecord, WorkflowStatus, loads
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
+    ApproveRequest,
     CircuitRequest,
     DefinitionListView,
     DefinitionView,
@@ -32,9 +33,12 @@ from shepherd_handlers.models import (
     ListSort,
     PoolListView,
     PoolView,
+    RejectRequest,
     ResumeRequest,
+    ScheduleListView,
     StartWorkflowRequest,
     StatusCountView,
+    StepView,
     UploadRequest,
     UploadView,
     WorkflowAccepted,
@@ -48,6 +52,8 @@ from shepherd_handlers.views import (
     definition_summary,
     definition_view,
     pool_view,
+    schedule_view,
+    step_view,
     summary_view,
     workflow_view,
 )
@@ -65,6 +71,7 @@ INSTANT = Annotated[str | None, Query(min_length=16, max_length=40, pattern=INST
 WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
+STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 
 app = errors.resolver()
 
@@ -353,7 +360,6 @@ def workflow_events(
     )
 
 
-STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 MAX_ERROR_TEXT = 1024 * 1024  # a traceback served inline is cut here (the reply stays small)
 
 
@@ -464,6 +470,41 @@ def compensate_workflow(workflow_id: WORKFLOW_ID) -> Response[WorkflowStatusView
     return _accepted(wf)
 
 
+@app.post(
+    "/workflows/<workflow_id>/steps/<step>/approve",
+    responses=errors.documented(200, "Approved", StepView, 400, 404, 409, 415),
+    tags=["approvals"],
+)
+def approve_step(
+    workflow_id: WORKFLOW_ID, step: STEP_NAME, body: ApproveRequest | None = None
+) -> StepView:
+    """Approve a waiting Approval step: it succeeds with `output` (or `{approved: true, by,
+    comment}`). The workflow's owner or a principal its `Approvers` list; others get 404."""
+    request = body or ApproveRequest()
+    extra = {"output": request.output} if "output" in request.model_fields_set else {}
+    rec = engine().approvals.decide(
+        workflow_id, step, principal=caller(), approve=True, comment=request.comment, **extra
+    )
+    return step_view(rec, engine().ports.payloads)
+
+
+@app.post(
+    "/workflows/<workflow_id>/steps/<step>/reject",
+    responses=errors.documented(200, "Rejected", StepView, 400, 404, 409, 415),
+    tags=["approvals"],
+)
+def reject_step(
+    workflow_id: WORKFLOW_ID, step: STEP_NAME, body: RejectRequest | None = None
+) -> StepView:
+    """Reject a waiting Approval step: it fails for good with `Rejected` (never retried) and
+    the workflow unwinds or pauses by `OnFailure`. Same callers as approve."""
+    request = body or RejectRequest()
+    rec = engine().approvals.decide(
+        workflow_id, step, principal=caller(), approve=False, comment=request.comment
+    )
+    return step_view(rec, engine().ports.payloads)
+
+
 def operator() -> str:
     """The caller, if the deployment names it an operator (`SHEPHERD_OPERATORS`); else 403:
     a pool is shared by every caller's workflows, so pausing one is nobody's own business."""
@@ -533,6 +574,24 @@ def list_definitions() -> DefinitionListView:
     catalog = engine().catalog
     return DefinitionListView(
         items=[definition_summary(catalog.current(n)) for n in catalog.names()]
+    )
+
+
+@app.get(
+    "/schedules",
+    responses=errors.documented(200, "The schedules", ScheduleListView),
+    tags=["definitions"],
+)
+def list_schedules() -> ScheduleListView:
+    """Every schedule of the current definitions, with its next firing times."""
+    catalog = engine().catalog
+    now = datetime.now(UTC)
+    return ScheduleListView(
+        items=[
+            schedule_view(name, spec, now)
+            for name in catalog.names()
+            for spec in catalog.current(name).schedules
+        ]
     )
 
 

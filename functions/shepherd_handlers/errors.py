@@ -24,6 +24,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from shepherd import jsonsafe, routes
 from shepherd.engine.pools import NoCircuitBreaker, PoolNotFound
 from shepherd.errors import (
+    ApprovalNotPending,
     HeartbeatTooSoon,
     IdempotencyConflict,
     InputInvalid,
@@ -31,6 +32,7 @@ from shepherd.errors import (
     OperatorOnly,
     PayloadTooLarge,
     StepKindNotSupported,
+    StepNotFound,
     StoreUnavailable,
     TaskTokenInvalid,
     TaskTokenStale,
@@ -114,6 +116,8 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     IdempotencyConflict: (HTTPStatus.CONFLICT, "IdempotencyConflict", "idempotency_key"),
     InvalidTransition: (HTTPStatus.CONFLICT, "InvalidTransition", None),
     WorkflowNotFound: (HTTPStatus.NOT_FOUND, "WorkflowNotFound", None),
+    StepNotFound: (HTTPStatus.NOT_FOUND, "StepNotFound", "step"),
+    ApprovalNotPending: (HTTPStatus.CONFLICT, "ApprovalNotPending", "step"),
     TaskTokenInvalid: (HTTPStatus.NOT_FOUND, "TaskTokenInvalid", "token"),
     TaskTokenStale: (HTTPStatus.CONFLICT, "TaskTokenStale", "token"),
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity

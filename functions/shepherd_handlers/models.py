@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from shepherd.keys import UPLOAD_ID_PATTERN
 from shepherd.limits import (
+    MAX_APPROVAL_COMMENT_CHARS,
     MAX_ERROR_CAUSE,
     MAX_ERROR_NAME,
     MAX_HEARTBEAT_BATCH,
@@ -194,6 +195,14 @@ class StepView(BaseModel):
         str | None, Field(description="Its first claim: from then on it may have acted")
     ] = None
     finished_at: str | None = None
+    wake_at: Annotated[
+        str | None,
+        Field(description="A resting Wait step: when it wakes; an Approval: when it times out"),
+    ] = None
+    decision: Annotated[
+        dict[str, Any] | None,
+        Field(description="An Approval step's answer: verdict, by, at, comment"),
+    ] = None
     dispatches: int = 0
     error: dict[str, Any] | None = None
     output: Any = None
@@ -311,6 +320,25 @@ class DefinitionListView(BaseModel):
     items: list[DefinitionSummaryView]
 
 
+class ScheduleView(BaseModel):
+    workflow_type: str
+    name: str
+    expression: str
+    timezone: str
+    enabled: bool
+    next: Annotated[
+        list[str],
+        Field(
+            description="The next firing times (ISO 8601, UTC) of an enabled cron or at "
+            "schedule; a rate's depend on when it was deployed, so none are given"
+        ),
+    ] = []
+
+
+class ScheduleListView(BaseModel):
+    items: list[ScheduleView]
+
+
 class DefinitionView(DefinitionSummaryView):
     definition: dict[str, Any]
 
@@ -405,6 +433,28 @@ class ErrorBody(BaseModel):
     """The one shape of every error response."""
 
     error: ErrorDetail
+
+
+class ApproveRequest(BaseModel):
+    """An approval's answer: an optional comment and, to approve, an optional output."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    comment: Annotated[str | None, Field(max_length=MAX_APPROVAL_COMMENT_CHARS)] = None
+    output: Annotated[
+        Any,
+        Field(
+            description="The step's output; absent: `{approved: true, by, comment}`",
+        ),
+    ] = None
+
+
+class RejectRequest(BaseModel):
+    """A rejection's optional comment (recorded, and in the step's `Rejected` error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    comment: Annotated[str | None, Field(max_length=MAX_APPROVAL_COMMENT_CHARS)] = None
 
 
 class ResumeRequest(BaseModel):

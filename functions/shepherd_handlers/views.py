@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from shepherd import schedules
 from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
-from shepherd.definitions import Definition
+from shepherd.definitions import Definition, ScheduleSpec
 from shepherd.engine.pools import PoolView
 from shepherd.engine.queries import WorkflowSummary, stored_output
 from shepherd.keys import Kind
@@ -25,6 +27,7 @@ from shepherd_handlers.models import (
     DefinitionView,
     PayloadLink,
     RateLimitView,
+    ScheduleView,
     StepView,
     WorkflowSummaryView,
     WorkflowView,
@@ -61,6 +64,8 @@ def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = N
         available_at=iso(rec.available_at),
         first_claimed_at=iso(rec.first_claimed_at),
         finished_at=iso(rec.finished_at),
+        wake_at=iso(rec.wake_at),
+        decision=loads(rec.decision),
         dispatches=rec.dispatches,
         error=error,
         error_ref=payload(payloads, full, f"{named}-error")[1] if full else None,
@@ -206,4 +211,22 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
                 for h in state.circuit_history
             ],
         ),
+    )
+
+
+def schedule_view(workflow_type: str, spec: ScheduleSpec, now: datetime) -> ScheduleView:
+    """A schedule and its next three firings (none for a rate: they count from its deploy)."""
+    expression = schedules.parse(spec.expression)
+    upcoming = (
+        []
+        if not spec.enabled or isinstance(expression, schedules.Rate)
+        else schedules.next_firings(expression, schedules.zone(spec.timezone), now, 3)
+    )
+    return ScheduleView(
+        workflow_type=workflow_type,
+        name=spec.name,
+        expression=spec.expression,
+        timezone=spec.timezone,
+        enabled=spec.enabled,
+        next=[t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in upcoming],
     )

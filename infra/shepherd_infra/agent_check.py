@@ -49,7 +49,7 @@ def needed_agents(definitions: Mapping[str, Definition]) -> dict[str, dict[str, 
     for name, definition in sorted(definitions.items()):
         for i, step in enumerate(definition.steps):
             where = f"{name}: Steps[{i}] ({step.name})"
-            if step.runs_agent:  # a child-workflow step runs none (shepherd.fanout)
+            if step.runs_agent:  # a Wait, an Approval or a child-workflow step runs none
                 needed.setdefault(step.pool, {}).setdefault(step.agent, f"{where}.Agent")
             comp = step.compensation
             if comp is not None:

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-from aws_stack import ALICE, Stack
+from aws_stack import ALICE, ROOT, Stack
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 from shepherd import routes
@@ -74,16 +76,35 @@ schema = schemathesis.openapi.from_dict(json.loads(TARGET.read_text()), config=C
 schema.app = apigw.wsgi(gateway)
 
 
+# A definition with an Approval step, beside the examples: the approval routes' success path.
+APPROVAL = """\
+Name: fuzz_review
+Steps:
+  - Name: first
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+  - Name: sign_off
+    DependsOn: [first]
+    Approval: {TimeoutSeconds: 3600}
+"""
+
+
 @pytest.fixture
 def seeded(
-    stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch
+    stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> dict[str, str]:
     """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
-    definition that exists. ALICE is an operator (pool routes reach their success path), and
-    `inventory` has a circuit breaker (its circuit route too)."""
-    from shepherd.settings import ENV_OPERATORS, ENV_POOL_POLICIES
+    definition that exists; and her workflow waiting on an Approval step. ALICE is an
+    operator (pool routes reach their success path), and `inventory` has a circuit breaker
+    (its circuit route too)."""
+    from shepherd.settings import ENV_DEFINITIONS_DIR, ENV_OPERATORS, ENV_POOL_POLICIES
     from shepherd_handlers import runtime
 
+    definitions = tmp_path / "statemachines"
+    shutil.copytree(ROOT / "statemachines", definitions)
+    (definitions / "fuzz_review.yaml").write_text(APPROVAL)
+    monkeypatch.setenv(ENV_DEFINITIONS_DIR, str(definitions))
     monkeypatch.setenv(ENV_OPERATORS, ALICE)
     breaker = {
         "FailureRatio": 0.5,
@@ -93,6 +114,9 @@ def seeded(
     }
     monkeypatch.setenv(ENV_POOL_POLICIES, json.dumps({"inventory": {"CircuitBreaker": breaker}}))
     runtime.engine.cache_clear()
+    _, _, review = stack.api(
+        "POST", "/workflows", body={"type": "fuzz_review", "input": ORDER}, caller=ALICE
+    )
     _, _, accepted = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
     )
@@ -103,6 +127,8 @@ def seeded(
         "token": callback_ship[0],
         "name": "order_fulfilment",
         "pool": "inventory",
+        "approval_workflow": review["workflow_id"],
+        "step": "sign_off",
     }
 
 
@@ -128,6 +154,12 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
     """Point about half of the positive cases at the seeded workflow, token or definition."""
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
+        return
+    if "/steps/" in case.path and case.path_parameters:
+        # The approval routes: always the workflow waiting for a person, so their success
+        # path is reached however the examples fall (one answer succeeds, the rest are 409).
+        case.path_parameters["workflow_id"] = seeded["approval_workflow"]
+        case.path_parameters["step"] = seeded["step"]
         return
     for name, value in seeded.items():
         generated = case.path_parameters.get(name) if case.path_parameters else None

@@ -31,6 +31,7 @@ from shepherd_sim.invariants import (
     check_pause_respected,
     check_paused_pools_wait,
     check_paused_starts_nothing,
+    check_skips_and_waits,
     check_status_consistent,
     check_terminal_within_bound,
     decided_before_pause,
@@ -974,3 +975,59 @@ def test_an_attempt_that_ended_without_a_claim_is_caught() -> None:
     assert "'reserve_inventory' attempt 1 ended (timeout) but was never claimed" in v.message
     first = replace(claims[0], attempt=1)
     assert check_claims(record(items, claims=[first, *claims])) == []
+
+
+def branch_run(*, wake_at: int, woke_at: int, small: StepRecord | None = None) -> list[Any]:
+    """A sim_branch run that took the big branch: `small` skipped, `settle` rested until
+    `wake_at` and was woken at `woke_at`."""
+    settle = step(
+        "settle",
+        S,
+        at=0,
+        output=None,
+        wake_at=wake_at,
+        claimed_at=T0 + 2000,
+        history=(ok(1, woke_at),),
+    )
+    settle = replace(settle, finished_at=woke_at, first_claimed_at=None)
+    return workflow(
+        WorkflowStatus.SUCCEEDED,
+        [
+            step("probe", S, at=1),
+            step("big", S, at=2),
+            small or StepRecord(WF, "step", "small", StepStatus.SKIPPED, finished_at=T0 + 1000),
+            settle,
+            step("join", S, at=4),
+        ],
+        wf_type="sim_branch",
+    )
+
+
+def test_a_skipped_step_claimed_dispatched_or_compensated_is_caught() -> None:
+    clean = branch_run(wake_at=T0 + 3000, woke_at=T0 + 3000)
+    assert check_skips_and_waits(record(clean)) == []
+    assert check_claims(record(clean)) == []
+    assert check_status_consistent(record(clean)) == []
+    claims = [*claims_of(clean), Claim(T0 + 1500, WF, "step", "small", 1, T0 + 1500)]
+    (v,) = check_skips_and_waits(record(clean, claims=claims))
+    assert v.message == "SKIPPED step 'small' was claimed"
+    sent = StepRecord(
+        WF, "step", "small", StepStatus.SKIPPED, finished_at=T0 + 1000, dispatched_at=T0 + 900
+    )
+    (v,) = check_skips_and_waits(
+        record(branch_run(wake_at=T0 + 3000, woke_at=T0 + 3000, small=sent))
+    )
+    assert v.message == "SKIPPED step 'small' was dispatched"
+    undone = [*clean, comp("small").to_item()]
+    found = check_skips_and_waits(record(undone))
+    assert [v.message for v in found] == ["SKIPPED step 'small' was compensated"]
+
+
+def test_a_wait_woken_early_or_claimed_by_an_agent_is_caught() -> None:
+    early = branch_run(wake_at=T0 + 3000, woke_at=T0 + 2999)
+    (v,) = check_skips_and_waits(record(early))
+    assert v.invariant == "waits" and "before its time" in v.message
+    clean = branch_run(wake_at=T0 + 3000, woke_at=T0 + 3000)
+    claims = [*claims_of(clean), Claim(T0 + 2500, WF, "step", "settle", 1, T0 + 2500)]
+    (v,) = check_skips_and_waits(record(clean, claims=claims))
+    assert v.message == "wait 'settle' was claimed by an agent"

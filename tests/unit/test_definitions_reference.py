@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 import yaml
 from pydantic import BaseModel
+from shepherd.decisions.choice import Condition
 from shepherd.definitions import (
     CompensationSpec,
     Definition,
     RetryPolicy,
+    ScheduleSpec,
     StepSpec,
     parse_definition,
 )
@@ -29,9 +31,11 @@ TEXT = REFERENCE.read_text(encoding="utf-8")
 SECTIONS: dict[str, type[BaseModel]] = {
     "Workflow": Definition,
     "Task step": StepSpec,
+    "Condition": Condition,
     "Retry": RetryPolicy,
     "Compensation": CompensationSpec,
     "Map": MapSpec,
+    "Schedules": ScheduleSpec,
 }
 
 
@@ -59,6 +63,8 @@ def _rendered(model: type[BaseModel], name: str) -> str:
         return "see [Retry](#retry)"
     if isinstance(default, tuple):
         return f"`{list(default)}`".replace("'", "")
+    if isinstance(default, bool):  # as a definition writes it (YAML, JSON)
+        return "`true`" if default else "`false`"
     if isinstance(default, float):
         return f"`{default:g}`"
     return f"`{default}`"
@@ -96,7 +102,9 @@ def test_every_example_is_valid(heading: str, block: str) -> None:
         parse_definition(data, f"docs/definitions.md ({heading})")
     else:
         ((key, value),) = data.items()
-        {"Retry": RetryPolicy, "Compensation": CompensationSpec}[key].model_validate(value)
+        {"Retry": RetryPolicy, "Compensation": CompensationSpec, "Condition": Condition}[
+            key
+        ].model_validate(value)
 
 
 def test_the_retry_semantics_are_stated_plainly() -> None:

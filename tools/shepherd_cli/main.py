@@ -349,6 +349,20 @@ def cmd_compensate(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def cmd_answer(args: argparse.Namespace, api: Api) -> int:
+    """`shepherd approve|reject ID STEP [--comment] [--output]`: answer an Approval step."""
+    body: dict[str, Any] = {}
+    if args.comment is not None:
+        body["comment"] = args.comment
+    if getattr(args, "output", None) is not None:
+        body["output"] = _input(args.output, "--output")
+    path = f"/workflows/{args.workflow_id}/steps/{args.step}/{args.command}"
+    step = api.call("POST", path, body)
+    decision = step.get("decision") or {}
+    print(f"{step['name']}: {step['status']} ({decision.get('verdict')} by {decision.get('by')})")
+    return 0
+
+
 def cmd_task(args: argparse.Namespace, api: Api) -> int:
     """What an outside system does with a callback step's task token, from a shell."""
     wrong = [
@@ -603,6 +617,17 @@ def parser() -> argparse.ArgumentParser:
     resume.add_argument("--step", help="give this step a replacement input")
     resume.add_argument("--input", help="the replacement input: JSON, or @file")
 
+    for name, text in (
+        ("approve", "approve a waiting Approval step (its dependents run)"),
+        ("reject", "reject a waiting Approval step (it fails: Rejected)"),
+    ):
+        answer = sub.add_parser(name, help=text)
+        answer.add_argument("workflow_id")
+        answer.add_argument("step")
+        answer.add_argument("--comment", help="recorded with the decision")
+        if name == "approve":
+            answer.add_argument("--output", help="the step's output: JSON, or @file")
+
     task = sub.add_parser(
         "task", help="answer a callback step with its task token: heartbeat, success, failure"
     )
@@ -696,6 +721,8 @@ def main(argv: list[str] | None = None) -> int:
             "compensate": cmd_compensate,
             "pools": cmd_pools,
             "task": cmd_task,
+            "approve": cmd_answer,
+            "reject": cmd_answer,
         }[args.command]
         return handler(args, api)
     except (CliError, ProjectError) as exc:

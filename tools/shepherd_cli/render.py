@@ -62,11 +62,23 @@ def watch_frame(view: dict[str, Any]) -> list[str]:
     return status_lines(view)
 
 
+def _wait_label(step: Any) -> str:
+    wait = step.wait
+    if wait.seconds is not None:
+        return f"wait {wait.seconds} s"
+    return f"wait until {wait.until.isoformat() if wait.until else wait.until_path}"
+
+
 def graph(definition: Definition) -> str:
     """Mermaid flowchart: steps and their dependencies; dashed edges to compensations."""
     lines = ["flowchart LR"]
     for step in definition.steps:
-        runs = f"{step.pool} · {step.agent}" if step.runs_agent else f"workflow {step.workflow}"
+        if not step.is_task:
+            runs = _wait_label(step)
+        elif step.runs_agent:
+            runs = f"{step.pool} · {step.agent}"
+        else:
+            runs = f"workflow {step.workflow}"
         if step.map is not None:
             runs = f"map ≤{step.map.max_concurrency} · {runs}"
         lines.append(f'  {step.name}["{step.name}<br/><small>{runs}</small>"]')

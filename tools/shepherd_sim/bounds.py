@@ -87,8 +87,9 @@ def used_budget_ms(state: WorkflowState, definition: Definition, timing: Timing)
     that was dispatched costs at most `attempt_cost` per attempt it used plus the largest
     backoff before each retry; one more look (G + a sweep) finishes the workflow."""
     total = definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
+    total += waits_budget_ms(definition, timing)
     for rec in [*state.steps.values(), *state.compensations.values()]:
-        if rec.attempt < 1:
+        if rec.attempt < 1 or (rec.kind == "step" and not definition.by_name[rec.name].is_task):
             continue
         spec = definition.spec(rec.kind, rec.name)
         total += rec.attempt * attempt_cost_ms(spec, definition, timing)
@@ -96,8 +97,20 @@ def used_budget_ms(state: WorkflowState, definition: Definition, timing: Timing)
     return total
 
 
+def waits_budget_ms(definition: Definition, timing: Timing) -> int:
+    """Every `Seconds` wait of the definition, each woken by a look (G + a sweep) after it.
+    (The simulator's definitions wait only for `Seconds`.)"""
+    look = definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
+    return sum(
+        s.wait.seconds * 1000 + look
+        for s in definition.steps
+        if s.wait is not None and s.wait.seconds is not None
+    )
+
+
 def base_bound_ms(definition: Definition, timing: Timing) -> int:
     total = sum(task_budget_ms(t, definition, timing) for t in definition.tasks)
+    total += waits_budget_ms(definition, timing)
     return total + definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
 
 

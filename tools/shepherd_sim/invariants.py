@@ -22,6 +22,7 @@ from shepherd.decisions.planner import (
     Dispatch,
     EndAttempt,
     GiveUp,
+    Wake,
     compensated,
     plan,
 )
@@ -642,7 +643,7 @@ def _status_problems(state: WorkflowState, definition: Definition) -> list[str]:
     steps = {n: r.status for n, r in state.steps.items()}
     comps = state.compensations
     if status is WorkflowStatus.SUCCEEDED:
-        not_ok = sorted(n for n, s in steps.items() if s is not StepStatus.SUCCEEDED)
+        not_ok = sorted(n for n, s in steps.items() if not s.done)
         if not_ok:
             out.append(f"SUCCEEDED but steps {not_ok} did not succeed")
         if comps:
@@ -755,7 +756,9 @@ def check_findable(
 def _deadline(action: Any, now: int, resumed_at: int | None) -> int | None:
     """When the supervisor had to take `action` (None: it is not bound to a deadline)."""
     deadline: int | None = None
-    if isinstance(action, EndAttempt | GiveUp) or (isinstance(action, Dispatch) and action.lost):
+    if isinstance(action, EndAttempt | GiveUp | Wake) or (
+        isinstance(action, Dispatch) and action.lost
+    ):
         deadline = now - action.overdue_ms
     elif (
         isinstance(action, Dispatch)
@@ -997,6 +1000,42 @@ def check_claims(record: RunRecord) -> list[Violation]:
     return out + _first_claims_recorded(states, claimed) + _ended_attempts_claimed(states, claimed)
 
 
+def check_skips_and_waits(record: RunRecord) -> list[Violation]:
+    """Issue 25: a SKIPPED step is never claimed (so never run), never dispatched and never
+    compensated; a Wait step is never claimed (no Lambda runs while it waits) and never
+    wakes before its time. (That it wakes no later than one look after its time is the watch
+    rule's: `check_findable` holds every Wake to `due_at`, and the run's time bound.)"""
+    out: list[Violation] = []
+    states = record.states()
+    claimed = {(c.workflow_id, c.step) for c in record.claims if c.kind == "step"}
+    for wf_id, state in sorted(states.items()):
+        definition = _definition(record, state)
+        for name, rec in sorted(state.steps.items()):
+            spec = definition.by_name[name]
+            if rec.status is StepStatus.SKIPPED:
+                if (wf_id, name) in claimed:
+                    out.append(Violation("skips", wf_id, f"SKIPPED step '{name}' was claimed"))
+                if rec.dispatched_at is not None or rec.dispatches:
+                    out.append(Violation("skips", wf_id, f"SKIPPED step '{name}' was dispatched"))
+                if name in state.compensations:
+                    out.append(Violation("skips", wf_id, f"SKIPPED step '{name}' was compensated"))
+            if spec.is_task:
+                continue
+            if (wf_id, name) in claimed:
+                out.append(Violation("waits", wf_id, f"wait '{name}' was claimed by an agent"))
+            if rec.status is StepStatus.SUCCEEDED and (
+                rec.wake_at is None or (rec.finished_at or 0) < rec.wake_at
+            ):
+                out.append(
+                    Violation(
+                        "waits",
+                        wf_id,
+                        f"wait '{name}' woke at {rec.finished_at}, before its time {rec.wake_at}",
+                    )
+                )
+    return out
+
+
 def check_dependencies_first(record: RunRecord) -> list[Violation]:
     """No step is claimed before every step it depends on succeeded: the claim of a step is
     accepted on its own item (its first is implicit, with no item yet), so this rests on
@@ -1010,7 +1049,7 @@ def check_dependencies_first(record: RunRecord) -> list[Violation]:
         spec = record.definitions[state.workflow.wf_type].by_name[claim.step]
         for dep in spec.depends_on:
             rec = state.steps[dep]
-            done = rec.status is StepStatus.SUCCEEDED and (rec.finished_at or 0) <= claim.at
+            done = rec.status.done and (rec.finished_at or 0) <= claim.at
             if not done:
                 out.append(
                     Violation(
@@ -1028,10 +1067,13 @@ def _ended_attempts_claimed(
 ) -> list[Violation]:
     """No attempt is spent without running: every attempt a history says ended (a result,
     an error, a timeout) was claimed. A task waiting in a queue, for a paused pool or a paused
-    workflow, never burns an attempt."""
+    workflow, never burns an attempt. A Wait step's attempt is started by its rest (no agent
+    claims it: `check_skips_and_waits`), so its wake is checked there, not here."""
     out = []
     for wf_id, state in states.items():
         for rec in _records(state):
+            if rec.wake_at is not None:
+                continue
             ran = {c.attempt for c in claimed.get((wf_id, rec.kind, rec.name), [])}
             for entry in rec.history:
                 if entry.get("o") not in NOT_AN_END and int(entry["a"]) not in ran:
@@ -1232,6 +1274,7 @@ CHECKERS: Sequence[Checker] = (
     check_no_orphaned_effects,
     check_claims,
     check_dependencies_first,
+    check_skips_and_waits,
     check_inputs_given,
     check_pause_respected,
     check_paused_starts_nothing,

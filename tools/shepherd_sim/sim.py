@@ -328,7 +328,74 @@ HOLD: dict[str, Any] = {
     ],
 }
 
-SYNTHETIC = (FLASH, FAN, HOLD)
+# A two-way branch on the input (issue 25): `big` or `small` runs, the other is SKIPPED; a
+# Wait rests 1 s behind `big` (woken by the supervisor, no Lambda), and `join` depends on the
+# wait and on `small`, one of them always through a skip. Skipped steps must never be
+# claimed or compensated; a wait never wakes before its time (`check_skips_and_waits`).
+BRANCH: dict[str, Any] = {
+    "Name": "sim_branch",
+    "DispatchTimeoutSeconds": 2,
+    "Steps": [
+        {
+            "Name": "probe",
+            "Agent": "sim_probe",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_probe",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "big",
+            "DependsOn": ["probe"],
+            "Condition": {"Variable": "$.input.n", "NumericGreaterThan": 1},
+            "Agent": "sim_big",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_big",
+                "Pool": "sim-b",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "small",
+            "DependsOn": ["probe"],
+            "Condition": {"Not": {"Variable": "$.input.n", "NumericGreaterThan": 1}},
+            "Agent": "sim_small",
+            "Pool": "sim",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_small",
+                "Pool": "sim",
+                "TimeoutSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {"Name": "settle", "DependsOn": ["big"], "Wait": {"Seconds": 1}},
+        {
+            "Name": "join",
+            "DependsOn": ["settle", "small"],
+            "Agent": "sim_join",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+        },
+    ],
+}
+
+SYNTHETIC = (FLASH, FAN, HOLD, BRANCH)
 # The workload the regression seeds were found with (their runs must not move).
 CLASSIC_TYPES = ("order_fulfilment", "provision_environment", "sim_flash")
 
@@ -1185,8 +1252,12 @@ class Simulation:
         """Call the external service with the step's idempotency key, recording which
         accepted results this attempt was given (None: refused, its key was undone)."""
         if ctx.kind == "step":
-            inputs = tuple(
-                sorted((dep, int(out["attempt"])) for dep, out in ctx.dependencies.items())
+            inputs = tuple(  # a skipped dependency and a wait have no output
+                sorted(
+                    (dep, int(out["attempt"]))
+                    for dep, out in ctx.dependencies.items()
+                    if out is not None
+                )
             )
         elif ctx.step_output is not None:  # undoing a recorded success: given its output
             inputs = ((ctx.step, int(ctx.step_output["attempt"])),)

@@ -69,6 +69,27 @@ STREAM_FILTERS: tuple[dict[str, Any], ...] = (
         "eventName": ["INSERT", "MODIFY"],
         "dynamodb": {"NewImage": {"pk": {"S": [POOLS_PK]}, "circuit": {"S": ["open", "closed"]}}},
     },
+    # An Approval step starts waiting for a person (issue 25): ApprovalRequested.
+    {
+        "eventName": ["INSERT", "MODIFY"],
+        "dynamodb": {
+            "NewImage": {
+                "sk": {"S": [{"prefix": STEP_PREFIX}]},
+                "status": {"S": [StepStatus.WAITING.value]},
+                "approval": {"BOOL": [True]},
+            }
+        },
+    },
+    # A skip may create its step's item (issue 25): an INSERT that announces StepSkipped.
+    {
+        "eventName": ["INSERT"],
+        "dynamodb": {
+            "NewImage": {
+                "sk": {"S": [{"prefix": STEP_PREFIX}]},
+                "status": {"S": [StepStatus.SKIPPED.value]},
+            }
+        },
+    },
 )
 
 
@@ -228,6 +249,22 @@ def _step_events(
         return DomainEvent(detail_type, detail)
 
     out: list[DomainEvent] = []
+    waiting = StepStatus.WAITING.value
+    if new.get("approval") and new.get("status") == waiting:
+        if (old or {}).get("status") == waiting:
+            return []  # a later write of the same wait
+        attempt = int(new.get("attempt", 1))
+        return [
+            event(
+                "ApprovalRequested",
+                attempt,
+                approvers=[str(a) for a in new.get("approvers", [])],
+                timeout_at=iso(int(new["wake_at"])),
+            )
+        ]
+    skipped = StepStatus.SKIPPED.value
+    if new.get("status") == skipped and (old or {}).get("status") != skipped:
+        return [event("StepSkipped", 0)]  # its condition was false: never ran, no attempt
     error = public_error(new.get("error")) or {"type": "Unknown", "message": "no details"}
     for entry in _ended(old, new):
         attempt = int(entry["a"])

@@ -16,14 +16,25 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import fastjsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from shepherd import fanout, limits
+from shepherd import fanout, limits, schedules
+from shepherd.decisions.choice import PATH as CONDITION_PATH
+from shepherd.decisions.choice import Condition, step_of
 from shepherd.errors import DefinitionError
 from shepherd.suggest import did_you_mean
 
 NAME = r"^[a-z][a-z0-9_]{0,63}$"
 POOL = r"^[a-z][a-z0-9-]{0,31}$"
+INPUT_PATH = r"^\$\.input(?:\[\d{1,6}\])*(?:\.[A-Za-z_][A-Za-z0-9_-]*(?:\[\d{1,6}\])*){0,32}$"
 ONE_YEAR = 366 * 24 * 3600
 MAX_SQS_DELAY = 900
 
@@ -63,6 +74,8 @@ class TaskSpec(_Model):
 
     @model_validator(mode="after")
     def _heartbeat_below_timeout(self) -> TaskSpec:
+        if self.timeout_seconds is None:  # a Wait step: `StepSpec._kind_fields` says why
+            return self
         if self.heartbeat_seconds is not None and self.heartbeat_seconds >= self.timeout_seconds:
             raise ValueError(
                 f"HeartbeatSeconds ({self.heartbeat_seconds}) must be less than "
@@ -89,30 +102,168 @@ class CompensationSpec(TaskSpec):
     when: Annotated[Literal["ATTEMPTED", "SUCCEEDED"], Field(alias="When")] = "ATTEMPTED"
 
 
+class WaitSpec(_Model):
+    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, or the
+    timestamp at `UntilPath` in the input. Exactly one; at most a year away."""
+
+    seconds: Annotated[int | None, Field(alias="Seconds", ge=0, le=ONE_YEAR)] = None
+    until: Annotated[AwareDatetime | None, Field(alias="Until")] = None
+    until_path: Annotated[
+        str | None, Field(alias="UntilPath", pattern=INPUT_PATH, max_length=512)
+    ] = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> WaitSpec:
+        given = [
+            alias
+            for alias, value in (
+                ("Seconds", self.seconds),
+                ("Until", self.until),
+                ("UntilPath", self.until_path),
+            )
+            if value is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "a Wait has exactly one of Seconds, Until, UntilPath "
+                f"(got {', '.join(given) or 'none'})"
+            )
+        return self
+
+
+class ApprovalSpec(_Model):
+    """An Approval step: it rests until a person answers (`POST .../approve|reject`) or
+    `TimeoutSeconds` pass (`ApprovalTimedOut`). `Approvers` may answer besides the workflow's
+    owner: IAM principal ARNs deployed, caller names locally."""
+
+    timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)]
+    approvers: Annotated[
+        tuple[Annotated[str, Field(min_length=1, max_length=limits.MAX_PRINCIPAL_CHARS)], ...],
+        Field(alias="Approvers", max_length=limits.MAX_APPROVERS),
+    ] = ()
+
+
+_ABSENT_WHEN_NONE = ("Condition", "Wait", "Approval", "Agent", "Pool", "TimeoutSeconds")
+_TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
+
+
 class StepSpec(TaskSpec):
     """One step of a definition: a task that runs after the steps it `DependsOn`, with an
     optional `Compensation` that undoes it when the workflow unwinds."""
 
     name: Annotated[str, Field(alias="Name", pattern=NAME)]
+    # A task step names all three; a Wait step none (`_kind_fields`). Typed as TaskSpec's for
+    # the code that runs tasks: it only ever gets task steps (`Definition.tasks`, `spec`).
+    agent: Annotated[str, Field(alias="Agent", pattern=NAME)] = None  # type: ignore[assignment]
+    pool: Annotated[str, Field(alias="Pool", pattern=POOL)] = None  # type: ignore[assignment]
+    timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)] = None  # type: ignore[assignment]
     depends_on: Annotated[tuple[str, ...], Field(alias="DependsOn", max_length=100)] = ()
     compensation: Annotated[CompensationSpec | None, Field(alias="Compensation")] = None
     comment: Annotated[str | None, Field(alias="Comment", max_length=1000)] = None
     # What this step failing for good does to the workflow (default: the definition's).
     on_failure: Annotated[OnFailure | None, Field(alias="OnFailure")] = None
-    # Issue 24 (shepherd.fanout): a child workflow instead of Agent/Pool (which then stay ""),
-    # a fan-out over items, and where the step's input comes from.
-    agent: Annotated[str, Field(alias="Agent", pattern=NAME)] = ""
-    pool: Annotated[str, Field(alias="Pool", pattern=POOL)] = ""
+    # Issue 24 (shepherd.fanout): a child workflow instead of Agent/Pool, a fan-out over
+    # items, and where the step's input comes from.
     workflow: Annotated[str | None, Field(alias="Workflow", pattern=NAME)] = None
     map: Annotated[fanout.MapSpec | None, Field(alias="Map")] = None
     input_path: Annotated[
         str | None, Field(alias="InputPath", min_length=1, max_length=fanout.MAX_PATH_CHARS)
     ] = None
+    # Runs only if this holds when its dependencies are done; else SKIPPED (choice.py).
+    condition: Annotated[Condition | None, Field(alias="Condition")] = None
+    # Instead of Agent/Pool: rest until a time, with no Lambda running (decisions/waits.py).
+    wait: Annotated[WaitSpec | None, Field(alias="Wait")] = None
+    # Instead of Agent/Pool: rest until a person answers (engine/approvals.py).
+    approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _task_fields_required(cls, data: Any, handler: Any) -> Any:
+        """A step without `Wait` is a task step: its Agent, Pool and TimeoutSeconds are
+        required, reported as pydantic reports any missing field, beside the step's other
+        mistakes (one line each), not instead of them."""
+        missing: list[Any] = []
+        if isinstance(data, dict) and "Wait" not in data and "Approval" not in data:
+            # A child-workflow step names no Agent or Pool; its TimeoutSeconds bounds the wait.
+            needed = (
+                ("TimeoutSeconds",) if "Workflow" in data else ("Agent", "Pool", "TimeoutSeconds")
+            )
+            missing = [
+                {"type": "missing", "loc": (alias,), "input": data}
+                for alias in needed
+                if alias not in data
+            ]
+        try:
+            result = handler(data)
+        except ValidationError as exc:
+            if not missing:
+                raise
+            others = [
+                {k: e[k] for k in ("type", "loc", "input", "ctx") if k in e} for e in exc.errors()
+            ]
+            raise ValidationError.from_exception_data(cls.__name__, missing + others) from None
+        if missing:
+            raise ValidationError.from_exception_data(cls.__name__, missing)
+        return result
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> StepSpec:
+        """A Wait or an Approval step names none of a task's fields (nothing runs, so nothing
+        can time out, retry or need undoing); a task step's are required
+        (`_task_fields_required`)."""
+        if self.wait is not None and self.approval is not None:
+            raise ValueError("a step is a Wait or an Approval, not both")
+        kind = "a Wait" if self.wait is not None else "an Approval" if self.approval else None
+        if kind is not None:
+            given = [
+                a
+                for a in (*_TASK_ONLY, "Workflow", "Map")
+                if _alias_field(a) in self.model_fields_set
+            ]
+            if given:
+                raise ValueError(f"{kind} step names no {', '.join(given)}")
+        return self
+
+    @property
+    def is_task(self) -> bool:
+        """Not a Wait, not an Approval: sent to an agent pool (or, with `Workflow`, a child
+        workflow, which the engine does not run yet)."""
+        return self.wait is None and self.approval is None
 
     @property
     def runs_agent(self) -> bool:
-        """A task step (Agent and Pool), not a child-workflow step."""
-        return self.workflow is None
+        """A task step that runs an agent (Agent and Pool), not a child-workflow step."""
+        return self.is_task and self.workflow is None
+
+
+def _alias_field(alias: str) -> str:
+    return next(n for n, f in StepSpec.model_fields.items() if f.alias == alias)
+
+
+SCHEDULE_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class ScheduleSpec(_Model):
+    """A start on a clock: EventBridge Scheduler's `cron(...)`, `rate(...)` or `at(...)` in an
+    IANA time zone, with the input each start gets (shepherd/schedules.py)."""
+
+    name: Annotated[str, Field(alias="Name", pattern=SCHEDULE_NAME)]
+    expression: Annotated[str, Field(alias="Expression", max_length=256)]
+    timezone: Annotated[str, Field(alias="Timezone", max_length=64)] = "UTC"
+    input: Annotated[Any, Field(alias="Input")] = None
+    enabled: Annotated[bool, Field(alias="Enabled", strict=True)] = True
+
+    @field_validator("expression")
+    @classmethod
+    def _expression(cls, value: str) -> str:
+        schedules.parse(value)  # ScheduleError is a ValueError: it names what is wrong
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        schedules.zone(value)
+        return value
 
 
 class Definition(_Model):
@@ -135,6 +286,10 @@ class Definition(_Model):
         Literal["REVERSE", "PARALLEL"], Field(alias="CompensationOrder")
     ] = "REVERSE"
     steps: Annotated[tuple[StepSpec, ...], Field(alias="Steps", min_length=1, max_length=90)]
+    # Starts on a clock (EventBridge Scheduler deployed; `shepherd local`'s own clock).
+    schedules: Annotated[
+        tuple[ScheduleSpec, ...], Field(alias="Schedules", max_length=limits.MAX_SCHEDULES)
+    ] = ()
 
     @model_validator(mode="after")
     def _check_graph(self) -> Definition:
@@ -157,6 +312,8 @@ class Definition(_Model):
                     raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: depends on itself")
             if len(set(step.depends_on)) != len(step.depends_on):
                 raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: lists a step twice")
+        for i, step in enumerate(self.steps):
+            _check_condition_reads(i, step)
         cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
@@ -166,7 +323,25 @@ class Definition(_Model):
                 fastjsonschema.compile(self.input_schema)
             except fastjsonschema.JsonSchemaDefinitionException as exc:
                 raise ValueError(f"InputSchema: not a valid JSON Schema: {exc}") from exc
+        self._check_schedules()
         return self
+
+    def _check_schedules(self) -> None:
+        """Names are unique, and each schedule's Input is one the InputSchema accepts (a
+        start from the clock is refused at load, not every night at 02:00)."""
+        seen: set[str] = set()
+        for i, schedule in enumerate(self.schedules):
+            where = f"Schedules[{i}] ({schedule.name})"
+            if schedule.name in seen:
+                raise ValueError(f"{where}.Name: a schedule of this name is defined twice")
+            seen.add(schedule.name)
+            if self.input_schema is None:
+                continue
+            try:
+                fastjsonschema.compile(self.input_schema)(schedule.input)
+            except fastjsonschema.JsonSchemaValueException as exc:
+                message = exc.message.replace("data", "Input", 1)
+                raise ValueError(f"{where}.Input: {message}") from None
 
     # ----------------------------------------------------------------- derived, cached views
 
@@ -219,7 +394,8 @@ class Definition(_Model):
         """Every step and compensation spec."""
         out: list[TaskSpec] = []
         for s in self.steps:
-            out.append(s)
+            if s.is_task:
+                out.append(s)
             if s.compensation is not None:
                 out.append(s.compensation)
         return tuple(out)
@@ -234,19 +410,32 @@ class Definition(_Model):
         return {
             s.name: 1000
             * min(
-                dispatch,
-                s.liveness_seconds,
-                *(self.by_name[d].liveness_seconds for d in self.dependents_closure[s.name]),
+                (
+                    dispatch,
+                    *self._reach_term(s),
+                    *(t for d in self.dependents_closure[s.name] for t in self._reach_term(d)),
+                )
             )
             for s in self.steps
         }
+
+    def _reach_term(self, step: StepSpec | str) -> tuple[int, ...]:
+        """What one step adds to a reach gap: a task's liveness; a Wait's static first
+        deadline (`Seconds`; an `Until` pulls `due_at` itself when it starts)."""
+        spec = self.by_name[step] if isinstance(step, str) else step
+        if spec.is_task:
+            return (spec.liveness_seconds,)
+        if spec.approval is not None:
+            return (spec.approval.timeout_seconds,)
+        assert spec.wait is not None
+        return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 
     @cached_property
     def compensation_gap_ms(self) -> int:
         """`g` of a compensation and of anything in flight while the workflow unwinds: the
         next compensation (any of them) is started by an agent's write on the one before."""
         comps = [s.compensation.liveness_seconds for s in self.steps if s.compensation]
-        return 1000 * min(self.dispatch_timeout_seconds, *comps)
+        return 1000 * min((self.dispatch_timeout_seconds, *comps))  # none: the grace alone
 
     @cached_property
     def start_gap_ms(self) -> int:
@@ -260,10 +449,12 @@ class Definition(_Model):
         No longer the watch rule (see `reach_gap_ms`); the fault simulator's time bounds use
         it as the longest a deadline can wait for a look."""
         pause = () if self.pause_timeout_seconds is None else (self.pause_timeout_seconds,)
-        seconds = min(
-            self.dispatch_timeout_seconds,
-            *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
-            *pause,
+        seconds: int = min(
+            (
+                self.dispatch_timeout_seconds,
+                *(min(t.liveness_seconds, t.timeout_seconds) for t in self.tasks),
+                *pause,
+            )
         )
         return seconds * 1000
 
@@ -272,6 +463,17 @@ class Definition(_Model):
         body = fanout.unset_dropped(
             self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
         )
+        if not body.get("Schedules"):
+            body.pop("Schedules", None)  # as before schedules existed: the same version
+        for step in body["Steps"]:
+            # Fields a step kind does not use are left out, so a definition that uses none of
+            # the newer fields keeps the hash (the version) it had before they existed.
+            for key in _ABSENT_WHEN_NONE:
+                if step.get(key, 0) is None:
+                    del step[key]
+            if step.get("Wait") is not None or step.get("Approval") is not None:
+                for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
+                    step.pop(key, None)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @cached_property
@@ -305,6 +507,20 @@ class Definition(_Model):
             direct = self.dependents[name]
             out[name] = frozenset(direct).union(*(out[d] for d in direct))
         return out
+
+
+def _check_condition_reads(index: int, step: StepSpec) -> None:
+    """A condition reads only the input and the outputs of the steps the step depends on
+    (nothing else is done, or even known to run, when it is evaluated)."""
+    if step.condition is None:
+        return
+    for path in step.condition.variables():
+        dep = step_of(path)
+        if dep is not None and dep not in step.depends_on:
+            raise ValueError(
+                f"Steps[{index}] ({step.name}).Condition: '{path}' reads step '{dep}', "
+                "which is not in its DependsOn"
+            )
 
 
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
@@ -382,6 +598,8 @@ def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
 _PATTERNS = {
     NAME: "lowercase letters, digits and _, starting with a letter, at most 64",
     POOL: "lowercase letters, digits and -, starting with a letter, at most 32",
+    CONDITION_PATH: "$.input.<path> or $.steps.<dependency>.output.<path>",
+    INPUT_PATH: "$.input.<path>",
 }
 
 
@@ -402,7 +620,8 @@ def _describe(err: Any) -> str:
         return f"unknown field{hint}"
     if kind == "string_pattern_mismatch":
         rule = _PATTERNS.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
-        return f"{_shown(err['input'])} is not a valid name: {rule}"
+        what = "path" if ctx.get("pattern") in (CONDITION_PATH, INPUT_PATH) else "name"
+        return f"{_shown(err['input'])} is not a valid {what}: {rule}"
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         hint = did_you_mean(str(err["input"]), allowed)
@@ -544,6 +763,7 @@ def definition_files(directory: Path) -> list[Path]:
 def load_directory(directory: Path) -> dict[str, Definition]:
     """Every definition in a directory; all errors at once."""
     found: dict[str, Definition] = {}
+    scheduled: dict[str, str] = {}  # schedule name -> its definition
     errors: list[str] = []
     for path in definition_files(directory):
         try:
@@ -554,6 +774,13 @@ def load_directory(directory: Path) -> dict[str, Definition]:
         if definition.name in found:
             errors.append(f"{path}: Name: '{definition.name}' is defined twice")
         found[definition.name] = definition
+        for i, schedule in enumerate(definition.schedules):
+            other = scheduled.setdefault(schedule.name, definition.name)
+            if other != definition.name:  # its firings' idempotency keys would collide
+                errors.append(
+                    f"{path}: Schedules[{i}] ({schedule.name}).Name: also a schedule of "
+                    f"'{other}'; schedule names are unique across definitions"
+                )
     errors.extend(fanout.check_nesting(found, {n: str(p) for n, p in _sources(directory, found)}))
     if errors:
         raise DefinitionError("\n".join(errors))

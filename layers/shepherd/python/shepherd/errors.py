@@ -145,6 +145,25 @@ class InvalidTransition(ShepherdError):
     """A request asks for a transition the workflow's current state does not allow."""
 
 
+class StepNotFound(ShepherdError):
+    """The workflow has no step of this name that the request can act on (an approve or a
+    reject naming a step that is not an Approval)."""
+
+    def __init__(self, workflow_id: str, step: str) -> None:
+        super().__init__(f"workflow {workflow_id} has no Approval step '{step}'")
+        self.step = step
+
+
+class ApprovalNotPending(ShepherdError):
+    """The Approval step is not waiting for an answer: not ready yet, or already answered,
+    timed out or cancelled (an answer given twice ends it once)."""
+
+    def __init__(self, step: str, status: str) -> None:
+        super().__init__(f"step '{step}' is not waiting for an answer (it is {status})")
+        self.step = step
+        self.status = status
+
+
 class ConditionFailed(ShepherdError):
     """A conditional write lost: `current` is the item as it is now (None if it does not exist)."""
 

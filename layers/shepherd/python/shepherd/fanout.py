@@ -230,7 +230,7 @@ def check_steps(steps: Sequence[StepSpec]) -> None:
                     f"{at}.HeartbeatSeconds: a Workflow step has no heartbeat (its child "
                     "workflow is supervised on its own; TimeoutSeconds bounds the wait)"
                 )
-        else:
+        elif step.is_task:  # a Wait or an Approval step names neither
             for field, value in (("Agent", step.agent), ("Pool", step.pool)):
                 if not value:
                     raise ValueError(f"{at}.{field}: is required (or Workflow: a child workflow)")

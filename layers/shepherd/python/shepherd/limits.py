@@ -144,3 +144,12 @@ def step_item_budget() -> int:
     history = MAX_HISTORY * MAX_HISTORY_ENTRY_BYTES
     # output, progress details and an operator's replacement input: each inline or a ref
     return FIXED_OVERHEAD + 3 * stored_payload_budget() + error + history
+
+
+# An Approval step (issue 25): who may answer besides the owner, and what they may say. Each
+# principal is an IAM ARN (IAM allows 2,048 characters; 512 here, more than any role or user
+# path a team plausibly writes); the decision is kept on the step's item.
+MAX_APPROVERS = 10
+MAX_PRINCIPAL_CHARS = 512
+MAX_APPROVAL_COMMENT_CHARS = 1000
+MAX_SCHEDULES = 20  # per definition (each one an EventBridge Scheduler schedule)

@@ -91,10 +91,23 @@ class StepStatus(StrEnum):
     """Permanent error, retries exhausted, or ended while the workflow unwound. Terminal."""
     CANCELLED = "CANCELLED"
     """Never claimed before the workflow unwound; it had no effect. Terminal."""
+    SKIPPED = "SKIPPED"
+    """Its `Condition` was false when its dependencies were done: never dispatched, never
+    claimed, never compensated; its dependents treat it as done with no output. Terminal."""
 
     @property
     def terminal(self) -> bool:
-        return self in (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED)
+        return self in (
+            StepStatus.SUCCEEDED,
+            StepStatus.FAILED,
+            StepStatus.CANCELLED,
+            StepStatus.SKIPPED,
+        )
+
+    @property
+    def done(self) -> bool:
+        """What a dependent waits for: a recorded success, or a skip (no output)."""
+        return self in (StepStatus.SUCCEEDED, StepStatus.SKIPPED)
 
     @property
     def in_flight(self) -> bool:
@@ -143,6 +156,10 @@ class StepRecord:
     held_at: int | None = None  # no claim may land: its paused workflow left the watch index
     callback_heartbeat_at: int | None = None  # the attempt's last heartbeat by its task token
     resent_at: int | None = None  # the supervisor sent this attempt's task again (a copy)
+    # A Wait or Approval step resting WAITING: when the supervisor wakes it (a Wait) or times
+    # it out (an Approval).
+    wake_at: int | None = None
+    decision: str | None = None  # an Approval's answer (JSON: verdict, by, at, comment)
     # False: no item exists (a step shown PENDING from the definition). A write planned on it
     # is guarded by exactly that (the item is still missing) and creates the item.
     stored: bool = field(default=True, compare=False)
@@ -214,6 +231,8 @@ _STEP_OPTIONAL = (
     "held_at",
     "callback_heartbeat_at",
     "resent_at",
+    "wake_at",
+    "decision",
 )
 
 
@@ -465,6 +484,8 @@ EVENT_TYPES = frozenset(
         "StepTimedOut",
         "StepFailed",
         "StepCompensated",
+        "StepSkipped",
+        "ApprovalRequested",
     }
 )
 

@@ -83,12 +83,22 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/workflows/{workflow_id}/pause", "api"),
     Route("POST", "/workflows/{workflow_id}/resume", "api", True, MAX_START_BODY_BYTES),
     Route("POST", "/workflows/{workflow_id}/compensate", "api"),
+    # An Approval step's answer (docs/api.md, Approvals): a comment, and an approval's output.
+    Route(
+        "POST",
+        "/workflows/{workflow_id}/steps/{step}/approve",
+        "api",
+        True,
+        MAX_START_BODY_BYTES,
+    ),
+    Route("POST", "/workflows/{workflow_id}/steps/{step}/reject", "api", True, 8 * 1024),
     Route("POST", "/payloads", "api", json_body=True, body_cap=4 * 1024),
     Route("GET", "/pools", "api"),
     Route("POST", "/pools/{pool}/pause", "api"),
     Route("POST", "/pools/{pool}/resume", "api"),
     Route("POST", "/pools/{pool}/circuit", "api", json_body=True, body_cap=1024),
     Route("GET", "/definitions", "api"),
+    Route("GET", "/schedules", "api"),
     Route("GET", "/definitions/{name}", "api"),
     # A task token is a capability: it travels in a header, never in the URL (API Gateway's
     # traces and access logs keep the path).

@@ -15,6 +15,7 @@ from typing import Any
 from shepherd.clock import Clock, SystemClock
 from shepherd.definitions import Definition, load_directory
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
+from shepherd.engine.approvals import Approvals
 from shepherd.engine.build import Engine, build_engine
 from shepherd.engine.callbacks import Callbacks
 from shepherd.engine.catalog import Catalog
@@ -221,6 +222,10 @@ class Shepherd:
     @property
     def callbacks(self) -> Callbacks:
         return self.engine.callbacks
+
+    @property
+    def approvals(self) -> Approvals:
+        return self.engine.approvals
 
     @property
     def uploads(self) -> Uploads:

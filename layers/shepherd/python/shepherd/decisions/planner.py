@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shepherd.decisions import retry
+from shepherd.decisions import choice, retry, waits
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import (
@@ -79,6 +79,48 @@ class EndAttempt:
 
 
 @dataclass(frozen=True)
+class Skip:
+    """A ready step whose `Condition` is false: PENDING (or no item) -> SKIPPED. Whoever wins
+    the write advances the workflow as if the step had completed (its successors)."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
+class StartWait:
+    """A ready Wait step rests WAITING until `wake_at` (no message, no Lambda)."""
+
+    seen: StepRecord
+    wake_at: int
+
+
+@dataclass(frozen=True)
+class Wake:
+    """A Wait step's time came (the supervisor): WAITING -> SUCCEEDED. Whoever wins the write
+    advances the workflow past it."""
+
+    seen: StepRecord
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TimeOutApproval:
+    """An Approval step nobody answered within its TimeoutSeconds: it fails for good
+    (`ApprovalTimedOut`), guarded as an answer is, so the two end it once."""
+
+    seen: StepRecord
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
+class FailWait:
+    """A ready Wait step whose time cannot be read: it fails for good (`States.Runtime`)."""
+
+    seen: StepRecord
+    message: str
+
+
+@dataclass(frozen=True)
 class Cancel:
     """A step not claimed since the workflow began to unwind: this attempt had no effect."""
 
@@ -125,6 +167,11 @@ Action = (
     | Dispatch
     | EndAttempt
     | Cancel
+    | Skip
+    | StartWait
+    | Wake
+    | FailWait
+    | TimeOutApproval
     | Unwind
     | Pause
     | GiveUp
@@ -138,12 +185,14 @@ class Options:
     """How to plan. `completed`: the step the calling agent just completed (it owns the
     implicit dispatch of that step's single-dependency successors). `supervisor`: act on time.
     `redispatch`: (re)send every queued and every ready step now (a resume). `pools`: the
-    state of paused pools (absent: enabled)."""
+    state of paused pools (absent: enabled). `documents`: what the condition of each ready
+    conditional step reads (`choice.document`), assembled by the caller (`conditions_due`)."""
 
     supervisor: bool = False
     completed: str | None = None
     redispatch: bool = False
     pools: Mapping[str, PoolState] = field(default_factory=dict)
+    documents: Mapping[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- the planner
@@ -159,9 +208,10 @@ def plan(
     rng: random.Random,
     redispatch: bool = False,
     pools: Mapping[str, PoolState] | None = None,
+    documents: Mapping[str, Any] | None = None,
 ) -> list[Action]:
     """The next actions for one workflow (see `Options` for the flags)."""
-    options = Options(supervisor, completed, redispatch, pools or {})
+    options = Options(supervisor, completed, redispatch, pools or {}, documents or {})
     status = state.workflow.status
     if status.terminal:
         return []
@@ -205,7 +255,7 @@ class _Planner:
                 if definition.on_failure_of(name) == "PAUSE":
                     return [Pause(name, reason)]
                 return [Unwind(name, reason)]
-        if all(steps[n].status is StepStatus.SUCCEEDED for n in definition.topological_order):
+        if all(steps[n].status.done for n in definition.topological_order):
             return [Finish(WorkflowStatus.SUCCEEDED)]
 
         actions: list[Action] = []
@@ -214,7 +264,10 @@ class _Planner:
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, spec))
             elif options.redispatch and rec.status is StepStatus.QUEUED:
-                actions.append(Dispatch(rec, lost=False))
+                if spec.is_task:
+                    actions.append(Dispatch(rec, lost=False))
+                else:  # a failed wait that a resume retries: it rests again
+                    actions.extend(self._start_wait(rec, spec, self.now))
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
@@ -231,7 +284,7 @@ class _Planner:
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, definition.by_name[name]))
         sinks = definition.sinks
-        if completed in sinks and all(steps[n].status is StepStatus.SUCCEEDED for n in sinks):
+        if completed in sinks and all(steps[n].status.done for n in sinks):
             actions.append(Finish(WorkflowStatus.SUCCEEDED))
         return actions
 
@@ -241,6 +294,14 @@ class _Planner:
         ready_at = _ready_at(self.state, spec)
         if ready_at is None:
             return []
+        if spec.condition is not None:
+            document = options.documents.get(spec.name)
+            if document is None:
+                return []  # the caller assembles it (`conditions_due`); planned again then
+            if not choice.evaluate(spec.condition, document):
+                return [Skip(rec)]  # by whoever sees it first: one conditional write
+        if not spec.is_task:
+            return self._start_wait(rec, spec, ready_at)  # by whoever sees it first
         if options.completed is not None and options.completed in spec.depends_on:
             is_join = len(spec.depends_on) > 1
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
@@ -298,6 +359,8 @@ class _Planner:
             rec = state.steps[spec.name]
             if rec.status in (StepStatus.PENDING, StepStatus.QUEUED):
                 actions.append(Cancel(rec))
+            elif not spec.is_task and rec.status is StepStatus.WAITING:
+                actions.append(Cancel(rec))  # a wait never acted: nothing to wait for or undo
             elif rec.status.in_flight and options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=True))
         if actions:
@@ -351,6 +414,8 @@ class _Planner:
     def _supervise(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
         """Time-based actions on a QUEUED, RUNNING or WAITING step or compensation."""
         now, definition = self.now, self.definition
+        if isinstance(spec, StepSpec) and not spec.is_task:
+            return self._supervise_wait(rec, spec)
         if rec.status is StepStatus.QUEUED:
             pool = self.options.pools.get(spec.pool)
             if _paused(pool):
@@ -389,8 +454,46 @@ class _Planner:
         )
         return [EndAttempt(rec, error_type, message, decision, outcome, now - deadline)]
 
+    # --------------------------------------------------------------------------- waits
+
+    def _start_wait(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+        """A Wait step to rest WAITING until its time (or to fail, if its time is
+        unreadable; its `UntilPath` reads the input from its document); an Approval step to
+        rest WAITING for an answer until its timeout."""
+        if spec.approval is not None:
+            return [StartWait(rec, self.now + spec.approval.timeout_seconds * 1000)]
+        assert spec.wait is not None
+        document = self.options.documents.get(spec.name)
+        if spec.wait.until_path is not None and document is None:
+            return []  # the caller assembles it (`conditions_due`); planned again then
+        at = wait_time(spec, ready_at, document)
+        if isinstance(at, str):
+            return [FailWait(rec, at)]
+        # A time already past (an `Until` behind us, a start delayed by a pause) is now: a
+        # wait never rests under a deadline older than its own start.
+        return [StartWait(rec, max(at, self.now))]
+
+    def _supervise_wait(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """Wake a resting wait when its time has come (never earlier); start one a resume
+        queued whose start was lost."""
+        if rec.status is StepStatus.QUEUED:
+            return self._start_wait(rec, spec, self.now)
+        waiting = rec.status is StepStatus.WAITING and rec.wake_at is not None
+        if waiting and rec.wake_at is not None and self.now >= rec.wake_at:
+            if spec.approval is not None:
+                return [TimeOutApproval(rec, self.now - rec.wake_at)]
+            return [Wake(rec, self.now - rec.wake_at)]
+        return []
+
 
 # ------------------------------------------------------------------------------- helpers
+
+
+def wait_time(spec: StepSpec, ready_at: int, document: Any) -> int | str:
+    """When a ready Wait step wakes, or why it cannot (`waits.wake_time`)."""
+    assert spec.wait is not None
+    input_value = None if document is None else document.get("input")
+    return waits.wake_time(spec.wait, ready_at, input_value)
 
 
 def _succeeded(rec: StepRecord | None) -> bool:
@@ -423,14 +526,54 @@ def _lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> in
 
 
 def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
-    """When the last dependency succeeded, or None if some has not."""
+    """When the last dependency succeeded (or was skipped), or None if some is not done."""
     finished = []
     for dep in spec.depends_on:
         rec = state.steps[dep]
-        if rec.status is not StepStatus.SUCCEEDED:
+        if not rec.status.done:
             return None
         finished.append(rec.finished_at or 0)
     return max(finished, default=state.workflow.created_at)
+
+
+def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
+    """The steps a plan of `state` may evaluate a condition (or an `UntilPath`) of: ready,
+    every dependency done (and, in a bounded read, known). The caller assembles each one's
+    document (`choice.document`)."""
+    out = []
+    for spec in definition.steps:
+        rec = state.steps.get(spec.name)
+        reads = spec.condition is not None or (spec.wait is not None and spec.wait.until_path)
+        if not reads or rec is None:
+            continue
+        if rec.status is not StepStatus.PENDING and not (
+            spec.wait is not None and rec.status is StepStatus.QUEUED
+        ):
+            continue
+        if all(d in state.steps for d in spec.depends_on) and _ready_at(state, spec) is not None:
+            out.append(spec.name)
+    return out
+
+
+def start_actions(definition: Definition, state: WorkflowState, input_value: Any) -> list[Action]:
+    """What a new workflow's start does with its roots: send each, or skip the ones whose
+    condition is false on the input (a root's condition can read nothing else)."""
+    actions: list[Action] = []
+    document = choice.document(input_value, {})
+    for name in definition.roots:
+        spec = definition.by_name[name]
+        rec = state.steps[name]
+        if spec.condition is not None and not choice.evaluate(spec.condition, document):
+            actions.append(Skip(rec))
+        elif spec.approval is not None:
+            deadline = state.workflow.created_at + spec.approval.timeout_seconds * 1000
+            actions.append(StartWait(rec, deadline))
+        elif not spec.is_task:
+            at = wait_time(spec, state.workflow.created_at, document)
+            actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))
+        else:
+            actions.append(SendImplicit(name))
+    return actions
 
 
 def compensated(rec: StepRecord, spec: StepSpec) -> bool:
@@ -569,6 +712,8 @@ def _unit_deadlines(
 ) -> list[int]:
     """What one live unit adds to `next_due`: its exact deadlines, and `max(now, available) +
     g(u)` if an agent may write it."""
+    if kind == "step" and not definition.by_name[rec.name].is_task:
+        return _wait_deadlines(state, definition, now, rec, running)
     gap = _reach_gap(definition, kind, rec.name, running)
     if rec.status is StepStatus.QUEUED:
         pool = pools.get(definition.spec(kind, rec.name).pool)
@@ -610,7 +755,25 @@ def _reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> 
     return min(own, definition.compensation_gap_ms)
 
 
+def _wait_deadlines(
+    state: WorkflowState, definition: Definition, now: int, rec: StepRecord, running: bool
+) -> list[int]:
+    """A Wait step's: its wake time while it rests (only the supervisor moves it; while the
+    workflow unwinds, its cancel is due at once); a ready one not yet resting (its starter
+    died), or one a resume queued, is due at once."""
+    if rec.status is StepStatus.WAITING:
+        return [rec.wake_at if rec.wake_at is not None and running else now]
+    if rec.status is StepStatus.QUEUED and running:
+        return [now]
+    if rec.status is StepStatus.PENDING and running:
+        ready_at = _ready_at(state, definition.by_name[rec.name])
+        return [] if ready_at is None else [ready_at]
+    return []
+
+
 def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now: int) -> list[int]:
+    if kind == "step" and not definition.by_name[rec.name].is_task:
+        return [rec.wake_at if rec.wake_at is not None else now]  # a resting wait (paused)
     spec = definition.spec(kind, rec.name)
     claimed = rec.claimed_at or now
     out = [claimed + spec.timeout_seconds * 1000]

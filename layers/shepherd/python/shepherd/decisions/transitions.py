@@ -23,6 +23,7 @@ from shepherd.model import (
     WorkflowRecord,
     WorkflowStatus,
     dumps,
+    loads,
 )
 
 
@@ -368,6 +369,100 @@ def cancel(rec: StepRecord, now: int, expires_at: int) -> Write:
     """PENDING/QUEUED -> CANCELLED: only if still exactly as seen (a claim may win the race)."""
     update = Update(
         set={"status": StepStatus.CANCELLED.value, "finished_at": now, "expires_at": expires_at}
+    )
+    return _step_write(rec, update, _seen(rec))
+
+
+def skip(rec: StepRecord, now: int, expires_at: int) -> Write:
+    """PENDING (or no item) -> SKIPPED: its condition was false. Only if still exactly as seen,
+    so racing planners skip it once and the winner alone advances past it."""
+    update = Update(
+        set={"status": StepStatus.SKIPPED.value, "finished_at": now, "expires_at": expires_at}
+    )
+    return _step_write(rec, update, _seen(rec))
+
+
+def start_wait(
+    rec: StepRecord, now: int, wake_at: int, approvers: tuple[str, ...] | None = None
+) -> Write:
+    """A ready Wait step, PENDING (or no item; or QUEUED after a resume) -> WAITING with its
+    wake time. No message, no claim: only the supervisor's wake (or an unwinding's cancel)
+    moves it on. Guarded as a claim is, by what was read and by no hold (a paused workflow
+    that left the watch index must not gain a wait nobody watches)."""
+    update = Update(
+        set={
+            "status": StepStatus.WAITING.value,
+            "attempt": max(rec.attempt, 1),
+            "claimed_at": now,
+            "wake_at": wake_at,
+            # An Approval announces itself (ApprovalRequested) with who may answer.
+            **({} if approvers is None else {"approval": True, "approvers": list(approvers)}),
+        }
+    )
+    return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
+
+
+def wake(rec: StepRecord, now: int, expires_at: int) -> Write:
+    """WAITING(a, wake_at) -> SUCCEEDED with no output: its time came. Fenced on the attempt
+    and the wake time it saw, so it lands once."""
+    assert rec.wake_at is not None
+    entry = _history(rec.attempt, "ok", now, claimed_at=rec.claimed_at)
+    update = Update(
+        set={
+            "status": StepStatus.SUCCEEDED.value,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+        },
+        add={"attempts_total": 1},
+    )
+    condition = all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("wake_at", rec.wake_at))
+    return Write(*rec.key, update, condition)
+
+
+def decide(
+    rec: StepRecord,
+    now: int,
+    *,
+    approved: bool,
+    decision: str | None,
+    output: str | None,
+    error: str | None,
+    expires_at: int,
+) -> Write:
+    """An Approval step's end: WAITING(a, deadline) -> SUCCEEDED (approved, with `output`) or
+    FAILED (rejected, or its timeout: `error`, never retried), with who decided (`decision`,
+    JSON; None for a timeout). Guarded by the status, attempt and deadline it saw: an answer
+    given twice, or as it times out, ends the step once."""
+    assert rec.wake_at is not None
+    values: dict[str, Any] = {"finished_at": now, "expires_at": expires_at}
+    if decision is not None:
+        values["decision"] = decision
+    if approved:
+        entry = _history(rec.attempt, "ok", now, claimed_at=rec.claimed_at)
+        values |= {"status": StepStatus.SUCCEEDED.value, "output": output}
+    else:
+        name = (loads(error) or {}).get("type", "Rejected")
+        outcome = "error" if decision is not None else "timeout"
+        entry = _history(rec.attempt, outcome, now, name, claimed_at=rec.claimed_at)
+        values |= {"status": StepStatus.FAILED.value, "error": error, "fail_reason": "permanent"}
+    update = Update(set={**values, **_ended(rec, entry)}, add={"attempts_total": 1})
+    condition = all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("wake_at", rec.wake_at))
+    return Write(*rec.key, update, condition)
+
+
+def fail_wait(rec: StepRecord, now: int, error: str, expires_at: int) -> Write:
+    """A ready Wait step whose time cannot be read (`UntilPath` absent or not a timestamp, or
+    more than a year away) fails for good, as a permanent error would: never retried."""
+    update = Update(
+        set={
+            "status": StepStatus.FAILED.value,
+            "attempt": max(rec.attempt, 1),
+            "error": error,
+            "fail_reason": "permanent",
+            "finished_at": now,
+            "expires_at": expires_at,
+        }
     )
     return _step_write(rec, update, _seen(rec))
 

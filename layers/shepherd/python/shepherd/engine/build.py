@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
+from shepherd.engine.approvals import Approvals
 from shepherd.engine.callbacks import Callbacks
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.circuit import CircuitBreakers
@@ -46,6 +48,11 @@ class Engine:
     background_heartbeats: bool = True
     limiter: PoolLimiter | None = None
     breakers: CircuitBreakers | None = None
+
+    @cached_property
+    def approvals(self) -> Approvals:
+        """Answers to Approval steps (built on the scheduler, like the operator's actions)."""
+        return Approvals(self.scheduler)
 
     def worker(self, worker_id: str) -> AgentRuntime:
         """Another agent runtime over this engine's scheduler and agents, as `worker_id`: a

@@ -13,7 +13,7 @@ from shepherd.definitions import Definition
 from shepherd.engine.listing import ListFilter, Position, list_page
 from shepherd.engine.scheduler import derived_id
 from shepherd.keys import WF_SK, wf_pk, workflow_id_of
-from shepherd.model import WorkflowState, WorkflowStatus, loads
+from shepherd.model import StepStatus, WorkflowState, WorkflowStatus, loads
 from shepherd.payloads import Payloads
 from shepherd.ports import Store
 
@@ -43,14 +43,15 @@ def stored_output(state: WorkflowState, definition: Definition) -> dict[str, str
     reference) by step name; None before it succeeded.
 
     Assembled from the step items on every read, never stored on the workflow item, so the
-    workflow item does not grow with its steps' outputs (shepherd.limits).
+    workflow item does not grow with its steps' outputs (shepherd.limits). A skipped step
+    has no output and is not listed.
     """
     if state.workflow.status is not WorkflowStatus.SUCCEEDED:
         return None
     return {
         name: state.steps[name].output
         for name in definition.topological_order
-        if name in state.steps
+        if name in state.steps and state.steps[name].status is not StepStatus.SKIPPED
     }
 
 

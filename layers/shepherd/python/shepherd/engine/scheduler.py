@@ -20,21 +20,30 @@ from typing import Any
 
 from shepherd import fanout, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
+from shepherd.decisions import choice
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
     Action,
     Cancel,
     Dispatch,
     EndAttempt,
+    FailWait,
     Finish,
     GiveUp,
     Pause,
     SendImplicit,
+    Skip,
     StartCompensation,
+    StartWait,
+    TimeOutApproval,
     Unwind,
+    Wake,
+    conditions_due,
     plan,
+    start_actions,
 )
 from shepherd.decisions.retry import RetryIn
+from shepherd.decisions.waits import RUNTIME_ERROR
 from shepherd.definitions import MAX_SQS_DELAY, Definition
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.executor import Executor
@@ -65,6 +74,7 @@ from shepherd.ports import IdSource, Store, TaskQueue
 logger = logging.getLogger("shepherd.scheduler")
 
 MAX_ROUNDS = 64
+APPROVAL_TIMED_OUT = "ApprovalTimedOut"
 
 
 @dataclass(frozen=True)
@@ -232,6 +242,12 @@ class Scheduler:
             if existing.request_hash != rhash:
                 raise IdempotencyConflict(existing.workflow_id) from None
             return StartResult(existing, created=False)
+        if any(
+            definition.by_name[r].condition is not None or not definition.by_name[r].is_task
+            for r in definition.roots
+        ):
+            self._start_conditional(workflow, definition, input_json)
+            return StartResult(workflow, created=True)
         tasks = [
             self.task(workflow_id, definition, "step", spec.name, 1)
             for spec in definition.steps
@@ -239,6 +255,22 @@ class Scheduler:
         ]
         self.deliver(tasks)
         return StartResult(workflow, created=True)
+
+    def _start_conditional(
+        self, workflow: WorkflowRecord, definition: Definition, input_json: str
+    ) -> None:
+        """Send the roots whose condition holds on the input, skip the others, and start the
+        Wait roots resting (a skip that wins advances past its step, as a completion would)."""
+        state = WorkflowState(workflow).complete(definition.roots)
+        state.partial = True
+        now = self.ports.clock.now_ms()
+        tasks: list[OutgoingTask] = []
+        applied = [
+            Applied(action, self._apply(state, definition, action, now, tasks))
+            for action in start_actions(definition, state, loads(input_json))
+        ]
+        self.deliver(tasks)
+        self._advance_past(workflow.workflow_id, definition, applied)
 
     @staticmethod
     def validated_input(
@@ -395,6 +427,17 @@ class Scheduler:
                 return
         raise StoreUnavailable("the watch entry kept moving; try again")
 
+    def _pull_due_to(self, state: WorkflowState, at: int) -> None:
+        """Before a wait whose time no reach gap counted (`Until`, `UntilPath`) starts
+        resting: its wake time becomes the watch entry's latest due (the deadline rule)."""
+        for _ in range(MAX_ROUNDS):
+            wf = state.workflow
+            if wf.status.terminal or (wf.due_at is not None and wf.due_at <= at):
+                return
+            if self.executor.workflow(state, tx.pull_due(wf, self.shard(wf.workflow_id), at)):
+                return
+        raise StoreUnavailable("the watch entry kept moving; try again")
+
     def definition_of(self, state: WorkflowState) -> Definition:
         """The definition version a workflow runs on (cached by the catalog)."""
         wf = state.workflow
@@ -468,6 +511,10 @@ class Scheduler:
         tried: set[tuple[Any, ...]] = set()
         for round_ in range(MAX_ROUNDS):
             at = now if now is not None else self.ports.clock.now_ms()
+            documents = {
+                name: self.condition_document(state, definition, name)
+                for name in conditions_due(state, definition)
+            }
             actions = [
                 a
                 for a in plan(
@@ -479,6 +526,7 @@ class Scheduler:
                     rng=self.ports.rng,
                     redispatch=redispatch and round_ == 0,  # what it sends is then QUEUED
                     pools=pools,
+                    documents=documents,
                 )
                 if _key(a) not in tried
             ]
@@ -489,7 +537,34 @@ class Scheduler:
                 won = self._apply(state, definition, action, at, tasks)
                 applied.append(Applied(action, won))
         self.deliver(tasks)
-        return applied
+        return applied + self._advance_past(state.workflow.workflow_id, definition, applied)
+
+    def _advance_past(
+        self, workflow_id: str, definition: Definition, applied: list[Applied]
+    ) -> list[Applied]:
+        """The winner of a skip or a wake advances past its step, as the agent of a success
+        does (its successors, the finish); the winner of a failed wait advances the whole
+        workflow (a bounded plan only looks forward), which unwinds or pauses it."""
+        out: list[Applied] = []
+        for a in applied:
+            if not a.won:
+                continue
+            if isinstance(a.action, Skip | Wake):
+                name = a.action.seen.name
+                out += self.advance(workflow_id, completed=name, definition=definition)
+            elif isinstance(a.action, FailWait | TimeOutApproval):
+                out += self.advance(workflow_id)
+        return out
+
+    def condition_document(self, state: WorkflowState, definition: Definition, name: str) -> Any:
+        """What the condition of ready step `name` reads: the input and its dependencies'
+        outputs (large ones fetched from the payload bucket; a skipped one has none)."""
+        outputs = {}
+        for dep in definition.by_name[name].depends_on:
+            rec = state.steps[dep]
+            done = rec.status is StepStatus.SUCCEEDED
+            outputs[dep] = self.value(rec.output) if done else choice.MISSING
+        return choice.document(self.value(state.workflow.input), outputs)
 
     def complete_attempt(
         self,
@@ -578,6 +653,10 @@ class Scheduler:
                 return self._end_attempt(state, definition, action, now, tasks)
             case Cancel(seen):
                 return ex.step(state, tx.cancel(seen, now, self.expires(now))) is not None
+            case Skip(seen):
+                return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
+            case StartWait() | Wake() | FailWait() | TimeOutApproval():
+                return self._apply_wait(state, definition, action, now)
             case StartCompensation(name):
                 item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
                 if not ex.create_step(state, item):
@@ -585,6 +664,44 @@ class Scheduler:
                 tasks.append(self.task(wf.workflow_id, definition, "compensation", name, 1))
                 return True
         return self._apply_to_workflow(state, action, now)
+
+    def _apply_wait(
+        self, state: WorkflowState, definition: Definition, action: Action, now: int
+    ) -> bool:
+        """A Wait step's writes: start resting (pulling `due_at` first for an `Until`),
+        wake, or fail for an unreadable time."""
+        ex = self.executor
+        match action:
+            case StartWait(seen, wake_at):
+                spec = definition.by_name[seen.name]
+                if spec.wait is not None and spec.wait.seconds is None:
+                    self._pull_due_to(state, wake_at)
+                approvers = None if spec.approval is None else spec.approval.approvers
+                write = tx.start_wait(seen, now, wake_at, approvers)
+                return ex.step(state, write) is not None
+            case Wake(seen):
+                return ex.step(state, tx.wake(seen, now, self.expires(now))) is not None
+            case FailWait(seen, message):
+                error = tx.error_json(RUNTIME_ERROR, message)
+                write = tx.fail_wait(seen, now, error, self.expires(now))
+                return ex.step(state, write) is not None
+            case TimeOutApproval(seen):
+                spec = definition.by_name[seen.name]
+                timeout = spec.approval.timeout_seconds if spec.approval else 0
+                error = tx.error_json(
+                    APPROVAL_TIMED_OUT, f"nobody answered within TimeoutSeconds ({timeout})"
+                )
+                write = tx.decide(
+                    seen,
+                    now,
+                    approved=False,
+                    decision=None,
+                    output=None,
+                    error=error,
+                    expires_at=self.expires(now),
+                )
+                return ex.step(state, write) is not None
+        raise TypeError(f"not a wait action {action!r}")  # pragma: no cover
 
     def _apply_to_workflow(self, state: WorkflowState, action: Action, now: int) -> bool:
         """The actions that change the workflow item's status."""
@@ -732,7 +849,16 @@ class Scheduler:
 def _key(action: Action) -> tuple[Any, ...]:
     """Identity of an action within one run, so a lost write is not retried blindly."""
     match action:
-        case Dispatch(seen) | EndAttempt(seen) | Cancel(seen):
+        case (
+            Dispatch(seen)
+            | EndAttempt(seen)
+            | Cancel(seen)
+            | Skip(seen)
+            | StartWait(seen)
+            | Wake(seen)
+            | FailWait(seen)
+            | TimeOutApproval(seen)
+        ):
             return (type(action).__name__, seen.kind, seen.name, seen.attempt, seen.status)
         case SendImplicit(name) | StartCompensation(name):
             return (type(action).__name__, name)

@@ -1,0 +1,43 @@
+"""Wait steps: when a ready `Wait` wakes. Pure (docs/architecture.md, waits).
+
+`Seconds` counts from the moment the step became ready (its last dependency's end, or the
+start), so every planner computes the same time; `Until` is absolute; `UntilPath` reads an
+ISO 8601 timestamp (with its offset) from the workflow input. A time in the past wakes at
+once; one more than a year after the step became ready is refused, as an unreadable one is.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from shepherd.decisions import choice
+from shepherd.definitions import ONE_YEAR, WaitSpec
+
+RUNTIME_ERROR = "States.Runtime"
+
+
+def wake_time(wait: WaitSpec, ready_at: int, input_value: Any) -> int | str:
+    """The wake time (epoch ms), or why there is none (a message for `States.Runtime`)."""
+    if wait.seconds is not None:
+        return ready_at + wait.seconds * 1000
+    if wait.until is not None:
+        at = int(wait.until.timestamp() * 1000)
+    else:
+        assert wait.until_path is not None
+        value = choice.resolve(wait.until_path, {"input": input_value})
+        if not isinstance(value, str):
+            shown = "absent" if value is choice.MISSING else f"not a string ({value!r:.40})"
+            return f"UntilPath {wait.until_path} is {shown}"
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return f"UntilPath {wait.until_path} is not an ISO 8601 timestamp ({value!r:.40})"
+        if parsed.tzinfo is None:
+            return f"UntilPath {wait.until_path} has no time zone offset ({value!r:.40})"
+        at = int(parsed.timestamp() * 1000)
+    if at > ready_at + ONE_YEAR * 1000:
+        return f"the wait ends more than a year ({ONE_YEAR} s) after it started"
+    return at

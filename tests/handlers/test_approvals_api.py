@@ -1,0 +1,123 @@
+"""The approval routes (issue 25.3) through the API handler on moto: POST
+/workflows/{id}/steps/{step}/approve and /reject, who may call them (the owner and the step's
+Approvers; others 404), the decision shown in the workflow's view, and the error shape of a
+second answer (409) or a bad body (400)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_stack import ALICE, BOB, ROOT, Stack
+from moto import mock_aws
+
+OPERATORS_ROLE = "arn:aws:iam::123456789012:role/Operators"  # BOB's sessions map to it
+CAROL = "arn:aws:iam::123456789012:user/carol"
+
+REVIEW = f"""\
+Name: order_review
+Comment: A test definition (handlers) - reserve, a person signs off, reserve again.
+Steps:
+  - Name: first
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+    Compensation: {{Agent: release_inventory, Pool: inventory, TimeoutSeconds: 10}}
+  - Name: sign_off
+    DependsOn: [first]
+    Approval:
+      TimeoutSeconds: 3600
+      Approvers: ["{OPERATORS_ROLE}"]
+  - Name: after
+    DependsOn: [sign_off]
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+"""
+ORDER = {"order_id": "o-1", "customer": "ada", "amount": 42.5, "items": [{"sku": "A", "qty": 1}]}
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "shepherd")
+    definitions = tmp_path / "statemachines"
+    shutil.copytree(ROOT / "statemachines", definitions)
+    (definitions / "order_review.yaml").write_text(REVIEW)
+    with mock_aws():
+        stack = Stack(monkeypatch)
+        monkeypatch.setenv("SHEPHERD_DEFINITIONS_DIR", str(definitions))
+        from shepherd_handlers import runtime
+
+        runtime.engine.cache_clear()
+        yield stack
+
+
+def _waiting(stack: Stack) -> str:
+    status, _, reply = stack.api(
+        "POST", "/workflows", body={"type": "order_review", "input": ORDER}, caller=ALICE
+    )
+    assert status == 202, reply
+    wf = str(reply["workflow_id"])
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
+    steps = {s["name"]: s for s in view["steps"]}
+    assert steps["sign_off"]["status"] == "WAITING", view["steps"]
+    assert steps["sign_off"]["wake_at"]
+    return wf
+
+
+def test_an_approver_approves_and_the_decision_is_shown(stack: Stack) -> None:
+    wf = _waiting(stack)
+    path = f"/workflows/{wf}/steps/sign_off/approve"
+    status, _, reply = stack.api("POST", path, body={"comment": "fine"}, caller=CAROL)
+    assert status == 404 and reply["error"]["code"] == "WorkflowNotFound"
+    status, _, reply = stack.api("POST", path, body={"comment": "fine"}, caller=BOB)
+    assert status == 200, reply
+    assert reply["status"] == "SUCCEEDED"
+    assert reply["output"] == {"approved": True, "by": OPERATORS_ROLE, "comment": "fine"}
+    assert reply["decision"]["verdict"] == "approved" and reply["decision"]["by"] == OPERATORS_ROLE
+    # A second answer changes nothing and says why.
+    status, _, reply = stack.api("POST", f"/workflows/{wf}/steps/sign_off/reject", caller=ALICE)
+    assert status == 409 and reply["error"]["code"] == "ApprovalNotPending"
+    assert reply["error"]["field"] == "step"
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
+    assert view["status"] == "SUCCEEDED"
+    sign_off = next(s for s in view["steps"] if s["name"] == "sign_off")
+    assert sign_off["decision"]["comment"] == "fine"
+
+
+def test_the_owner_rejects_and_the_workflow_unwinds(stack: Stack) -> None:
+    wf = _waiting(stack)
+    status, _, reply = stack.api(
+        "POST", f"/workflows/{wf}/steps/sign_off/reject", body={"comment": "no"}, caller=ALICE
+    )
+    assert status == 200, reply
+    assert reply["status"] == "FAILED" and reply["error"]["type"] == "Rejected"
+    view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
+    assert view["status"] in ("COMPENSATING", "COMPENSATED")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        ("steps/first/approve", None, 404, "StepNotFound"),
+        ("steps/sign_off/approve", {"comment": "x" * 1001}, 400, "ValidationError"),
+        ("steps/sign_off/approve", {"verdict": "yes"}, 400, "ValidationError"),
+        ("steps/sign_off/reject", {"output": {}}, 400, "ValidationError"),
+        ("steps/Bad-Name/approve", None, 400, "ValidationError"),
+    ],
+)
+def test_bad_answers_are_refused_in_the_error_shape(
+    stack: Stack, path: str, body: Any, status: int, code: str
+) -> None:
+    wf = _waiting(stack)
+    kwargs = {} if body is None else {"body": body}
+    got, _, reply = stack.api("POST", f"/workflows/{wf}/{path}", caller=ALICE, **kwargs)
+    assert (got, reply["error"]["code"]) == (status, code), reply
+    view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
+    assert next(s for s in view["steps"] if s["name"] == "sign_off")["status"] == "WAITING"
