@@ -125,10 +125,11 @@ def test_a_step_is_a_task_or_a_child_workflow_never_both_never_neither() -> None
     assert "wf.yaml: Steps[0] (s).HeartbeatSeconds: a Workflow step has no heartbeat" in (
         error_of(definition(beat))
     )
-    neither = {"Name": "s", "TimeoutSeconds": 10}
-    assert "wf.yaml: Steps[0] (s).Agent: is required (or Workflow: a child workflow)" in (
-        error_of(definition(neither))
-    )
+    neither = {"Name": "s", "TimeoutSeconds": 10}  # a task step then: Agent and Pool missing
+    assert error_of(definition(neither)).splitlines() == [
+        "wf.yaml: Steps[0] (s).Agent: is required",
+        "wf.yaml: Steps[0] (s).Pool: is required",
+    ]
     no_pool = {"Name": "s", "Agent": "do", "TimeoutSeconds": 10}
     assert "wf.yaml: Steps[0] (s).Pool: is required" in error_of(definition(no_pool))
     bad_name = {"Name": "s", "Workflow": "Child", "TimeoutSeconds": 10}

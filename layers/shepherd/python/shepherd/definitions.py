@@ -391,10 +391,11 @@ class Definition(_Model):
 
     @cached_property
     def tasks(self) -> tuple[TaskSpec, ...]:
-        """Every step and compensation spec."""
+        """Every step and compensation spec an agent pool runs (not a Wait, an Approval or a
+        child-workflow step)."""
         out: list[TaskSpec] = []
         for s in self.steps:
-            if s.is_task:
+            if s.runs_agent:
                 out.append(s)
             if s.compensation is not None:
                 out.append(s.compensation)
