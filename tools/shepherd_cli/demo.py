@@ -141,7 +141,7 @@ def _maybe_answer(api: Api, t: Tracked) -> None:
     upload = t.upload or _carrier_upload(api, t)
     t.upload = None
     try:
-        api.call("POST", f"/tasks/{token}/success", {"output_upload": upload})
+        api.task(str(token), "success", {"output_upload": upload})
         t.answered = True
         size = t.scenario.carrier_bytes or 0
         t.note = f"the carrier answered {waiting['name']} with {size // (1024 * 1024)} MiB"
