@@ -498,6 +498,10 @@ class PoolView(BaseModel):
     resumed_at: str | None = None
     by: str | None = None
     backlog: BacklogView | None = None
+    # Its event source: records per invocation and batches at once (the construct's
+    # pool_settings batch_size and max_concurrency, or their defaults).
+    batch_size: int | None = None
+    max_concurrency: int | None = None
     # The pool's declared rate limit (docs/architecture.md, Pools that protect what they call).
     rate_limit: RateLimitView | None = None
     # Its circuit breaker's state, if it declares one.

@@ -16,6 +16,7 @@ from shepherd.engine.queries import WorkflowSummary, stored_output
 from shepherd.keys import Kind
 from shepherd.model import PoolState, StepRecord, WorkflowState, loads
 from shepherd.payloads import Payloads, ref_of
+from shepherd.topology import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CONCURRENCY
 
 from shepherd_handlers.models import (
     AttemptView,
@@ -195,6 +196,8 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
         else BacklogView(
             visible=backlog.visible, in_flight=backlog.in_flight, delayed=backlog.delayed
         ),
+        batch_size=pool.policy.batch_size or DEFAULT_BATCH_SIZE,
+        max_concurrency=pool.policy.max_concurrency or DEFAULT_MAX_CONCURRENCY,
         rate_limit=None
         if limit is None
         else RateLimitView(per_second=limit.per_second, burst=limit.burst),

@@ -146,11 +146,14 @@ class AgentPool(Construct):
             "Mapping",
             target=fn,
             event_source_arn=self.queue.queue_arn,
-            batch_size=pool.batch_size,
+            batch_size=settings.policy.batch_size or pool.batch_size,
             report_batch_item_failures=True,
             # Never more concurrent batches than the function may run: the rest would be
             # throttled, and a throttled message comes back until it reaches the DLQ.
-            max_concurrency=min(pool.max_concurrency, settings.reserved_concurrency or 1000),
+            max_concurrency=min(
+                settings.policy.max_concurrency or pool.max_concurrency,
+                settings.reserved_concurrency or 1000,
+            ),
         )
         access.engine(fn)
         access.payloads(fn, read=True)

@@ -18,6 +18,10 @@ Defaults (what a pool gets without settings) and limits:
 * `rate_limit`: none. `RateLimit(per_second=..., burst=...)`: claims in the pool take a token
   from a limiter all its invocations share (docs/architecture.md, Pools that protect what they
   call); every function reads it from `SHEPHERD_POOL_POLICIES`, and `GET /pools` shows it.
+* `batch_size`: 10 (1..10), the records one invocation takes from the queue: a pool of long
+  steps takes fewer, so a whole batch fits in an invocation. Shown in `GET /pools`.
+* `max_concurrency`: 10 (2..1,000), the batches the pool's event source runs at once (never
+  more than `reserved_concurrency`). Shown in `GET /pools`.
 * `circuit_breaker`: none. `CircuitBreaker(failure_ratio=..., minimum_attempts=...,
   window_seconds=..., cooldown_seconds=..., probe_attempts=...)`: the pool pauses itself while
   its downstream fails (docs/architecture.md, the circuit breaker); read the same way.
@@ -29,7 +33,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aws_cdk import Duration, Token, aws_ec2, aws_lambda
-from shepherd.pool_policy import CircuitBreaker, PoolPolicy, RateLimit
+from shepherd.pool_policy import (
+    MAX_BATCH_SIZE,
+    MAX_MAX_CONCURRENCY,
+    MIN_MAX_CONCURRENCY,
+    CircuitBreaker,
+    PoolPolicy,
+    RateLimit,
+)
 from shepherd.topology import LAMBDA_MAX_TIMEOUT
 
 from shepherd_infra import config
@@ -56,6 +67,8 @@ class PoolSettings:
     architecture: aws_lambda.Architecture | None = None
     rate_limit: RateLimit | None = None
     circuit_breaker: CircuitBreaker | None = None
+    batch_size: int | None = None
+    max_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -128,10 +141,6 @@ def resolve(
         )
     if (given.vpc_subnets is not None or given.security_groups) and given.vpc is None:
         raise ValueError(f"{where}: vpc_subnets and security_groups need vpc")
-    if given.rate_limit is not None and not isinstance(given.rate_limit, RateLimit):
-        raise ValueError(f"{where}.rate_limit must be a RateLimit(per_second=..., burst=...)")
-    if given.circuit_breaker is not None and not isinstance(given.circuit_breaker, CircuitBreaker):
-        raise ValueError(f"{where}.circuit_breaker must be a CircuitBreaker(...)")
     return ResolvedPool(
         memory_mb=memory,
         timeout_seconds=timeout,
@@ -142,5 +151,28 @@ def resolve(
         security_groups=list(given.security_groups),
         reserved_concurrency=reserved,
         architecture=given.architecture or config.ARCHITECTURE,
-        policy=PoolPolicy(rate_limit=given.rate_limit, circuit_breaker=given.circuit_breaker),
+        policy=_policy(where, given),
+    )
+
+
+def _policy(where: str, given: PoolSettings) -> PoolPolicy:
+    """What every function reads of the pool (SHEPHERD_POOL_POLICIES), checked."""
+    if given.rate_limit is not None and not isinstance(given.rate_limit, RateLimit):
+        raise ValueError(f"{where}.rate_limit must be a RateLimit(per_second=..., burst=...)")
+    if given.circuit_breaker is not None and not isinstance(given.circuit_breaker, CircuitBreaker):
+        raise ValueError(f"{where}.circuit_breaker must be a CircuitBreaker(...)")
+    for name, value, low, high in (
+        ("batch_size", given.batch_size, 1, MAX_BATCH_SIZE),
+        ("max_concurrency", given.max_concurrency, MIN_MAX_CONCURRENCY, MAX_MAX_CONCURRENCY),
+    ):
+        if value is not None and (isinstance(value, bool) or not low <= value <= high):
+            raise ValueError(
+                f"{where}.{name} is {value}: it must be a whole number {low}..{high} (the SQS "
+                "event source mapping's limits)"
+            )
+    return PoolPolicy(
+        rate_limit=given.rate_limit,
+        circuit_breaker=given.circuit_breaker,
+        batch_size=given.batch_size,
+        max_concurrency=given.max_concurrency,
     )

@@ -17,7 +17,13 @@ def limited(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     from shepherd_handlers import runtime
 
     monkeypatch.setenv(
-        ENV_POOL_POLICIES, json.dumps({"inventory": {"RateLimit": {"PerSecond": 0.2, "Burst": 1}}})
+        ENV_POOL_POLICIES,
+        json.dumps(
+            {
+                "inventory": {"RateLimit": {"PerSecond": 0.2, "Burst": 1}},
+                "shipping": {"BatchSize": 1, "MaxConcurrency": 200},
+            }
+        ),
     )
     runtime.engine.cache_clear()
     return stack
@@ -33,6 +39,9 @@ def test_get_pools_shows_each_pools_rate_limit(limited: Stack) -> None:
     by_name = {p["name"]: p for p in pools["items"]}
     assert by_name["inventory"]["rate_limit"] == {"per_second": 0.2, "burst": 1}
     assert by_name["payments"].get("rate_limit") is None
+    # Each pool's event source as deployed (issue 23.7): its own settings, else the defaults.
+    assert (by_name["shipping"]["batch_size"], by_name["shipping"]["max_concurrency"]) == (1, 200)
+    assert (by_name["payments"]["batch_size"], by_name["payments"]["max_concurrency"]) == (10, 10)
 
 
 def test_a_held_task_is_acknowledged_and_back_in_its_queue_with_a_delay(

@@ -106,6 +106,8 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 reserved_concurrency=4,
                 architecture=aws_lambda.Architecture.X86_64,
                 rate_limit=RateLimit(per_second=50, burst=10),
+                batch_size=2,
+                max_concurrency=20,
                 circuit_breaker=CircuitBreaker(
                     failure_ratio=0.5,
                     minimum_attempts=20,
@@ -135,6 +137,7 @@ def test_a_pool_without_settings_keeps_the_defaults(configured: dict[str, Any]) 
     assert set(fn["Environment"]["Variables"]) >= {"SHEPHERD_POOL", "SHEPHERD_AGENT_MODULES"}
     assert "PDF_FONTS" not in fn["Environment"]["Variables"]
     assert travel["mapping"]["ScalingConfig"]["MaximumConcurrency"] == 10
+    assert travel["mapping"]["BatchSize"] == 10
     assert not any(a.startswith("ec2:") for s in travel["statements"] for a in _actions(s))
 
 
@@ -160,6 +163,8 @@ def test_a_pools_rate_limit_reaches_every_function(configured: dict[str, Any]) -
                     "CooldownSeconds": 300,
                     "ProbeAttempts": 2,
                 },
+                "BatchSize": 2,
+                "MaxConcurrency": 20,
             }
         }
 
@@ -201,7 +206,8 @@ def test_every_setting_reaches_the_pools_function(configured: dict[str, Any]) ->
     assert len(fn["VpcConfig"]["SecurityGroupIds"]) == 1
     assert fn["ReservedConcurrentExecutions"] == 4
     # Never more batches at once than the function may run (the rest would be throttled).
-    assert heavy["mapping"]["ScalingConfig"]["MaximumConcurrency"] == 4
+    assert heavy["mapping"]["ScalingConfig"]["MaximumConcurrency"] == 4  # 20 asked, 4 reserved
+    assert heavy["mapping"]["BatchSize"] == 2  # long steps: fewer records per invocation
     # What Lambda needs to place it in the VPC, in its own role's policy (no managed policy).
     (vpc,) = [s for s in heavy["statements"] if "ec2:CreateNetworkInterface" in _actions(s)]
     assert set(_actions(vpc)) == set(VPC_ACTIONS)
@@ -228,6 +234,14 @@ def test_every_setting_reaches_the_pools_function(configured: dict[str, Any]) ->
             r"reserved_concurrency is 1: at least 2.*pause it",
         ),
         ({"heavy": PoolSettings(memory_mb=64)}, r"memory_mb must be a whole number of MB"),
+        (
+            {"heavy": PoolSettings(batch_size=11)},
+            r"batch_size is 11: it must be a whole number 1\.\.10",
+        ),
+        (
+            {"heavy": PoolSettings(max_concurrency=1)},
+            r"max_concurrency is 1: it must be a whole number 2\.\.1000",
+        ),
     ],
 )
 def test_a_setting_a_deploy_would_refuse_is_refused_at_synth(

@@ -48,9 +48,23 @@ class CircuitBreaker(_Policy):
     probe_attempts: Annotated[int, Field(alias="ProbeAttempts", ge=1, le=MAX_PROBE_ATTEMPTS)] = 1
 
 
+# A pool's SQS event source mapping (Lambda's limits): records per invocation, and how many
+# batches run at once (issue 23.7: a pool of long steps takes fewer records per invocation; a
+# pool before a fragile service fewer at once).
+MAX_BATCH_SIZE = 10
+MIN_MAX_CONCURRENCY = 2
+MAX_MAX_CONCURRENCY = 1000
+
+
 class PoolPolicy(_Policy):
     rate_limit: Annotated[RateLimit | None, Field(alias="RateLimit")] = None
     circuit_breaker: Annotated[CircuitBreaker | None, Field(alias="CircuitBreaker")] = None
+    # None: the defaults (shepherd.topology, 10 and 10).
+    batch_size: Annotated[int | None, Field(alias="BatchSize", ge=1, le=MAX_BATCH_SIZE)] = None
+    max_concurrency: Annotated[
+        int | None,
+        Field(alias="MaxConcurrency", ge=MIN_MAX_CONCURRENCY, le=MAX_MAX_CONCURRENCY),
+    ] = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
