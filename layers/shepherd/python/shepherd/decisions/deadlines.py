@@ -39,6 +39,14 @@ def pause_timeout_at(state: WorkflowState, definition: Definition) -> int | None
     return wf.paused_at + definition.pause_timeout_seconds * 1000
 
 
+def _resting(definition: Definition, rec: StepRecord) -> Deadline | None:
+    """A Wait wakes, an Approval times out, at `wake_at` (issue 25); nothing runs before."""
+    if rec.status is not StepStatus.WAITING or rec.wake_at is None:
+        return None
+    approval = definition.by_name[rec.name].approval is not None
+    return Deadline(rec.wake_at, "approval timeout" if approval else "wake")
+
+
 def next_deadline(
     state: WorkflowState,
     definition: Definition,
@@ -52,6 +60,8 @@ def next_deadline(
     wf = state.workflow
     if wf.status.terminal:
         return None
+    if kind == "step" and not definition.by_name[rec.name].is_task:
+        return _resting(definition, rec)
     spec = definition.spec(kind, rec.name)
     if rec.status in (StepStatus.RUNNING, StepStatus.WAITING):
         claimed = rec.claimed_at or now

@@ -15,6 +15,8 @@ const HISTORY_PAGES = 5; // up to 500 events on the page; the API pages the rest
 // A finished workflow's page re-reads its view this often while it shows large-payload links:
 // each read presigns them anew (they expire after 5 minutes), so a link is never stale.
 const LINKS_REFRESH_MS = 60_000;
+const HISTORY_CATCH_UP_MS = 120_000;
+const TERMINAL_EVENTS = new Set(["WorkflowSucceeded", "WorkflowCompensated", "WorkflowCancelled", "WorkflowFailed"]);
 const IN_FLIGHT = new Set(["QUEUED", "RUNNING", "WAITING"]);
 
 const ACTIONS = [
@@ -569,8 +571,20 @@ export async function workflowPage(ctx, { id }) {
   loadHistory().catch((exc) => {
     if (ctx.alive) redraw(eventsHost, h("p", { class: "problem" }, `The history could not be read: ${exc.describe ? exc.describe() : exc}`));
   });
+  // The history lags the table by the relay's delay: a finished workflow's page keeps reading
+  // it (for up to HISTORY_CATCH_UP_MS) until the event that finished it is there.
+  let finishedSeen = null;
+  const historyComplete = () => (historyItems || []).some((e) => TERMINAL_EVENTS.has(e.type));
   ctx.every(REFRESH_MS, async () => {
-    if (live.isOn() && !TERMINAL.has(view.status)) await refresh();
+    if (!live.isOn()) return;
+    if (!TERMINAL.has(view.status)) {
+      await refresh();
+      return;
+    }
+    finishedSeen = finishedSeen ?? Date.now();
+    if (!historyComplete() && Date.now() - finishedSeen < HISTORY_CATCH_UP_MS) {
+      await loadHistory().catch(() => {});
+    }
   });
   let linksRead = Date.now();
   const hasLinks = () => /"url":"https?:/.test(lastText);
