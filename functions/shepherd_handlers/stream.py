@@ -23,7 +23,6 @@ from shepherd.adapters.dynamodb import change_of_record
 from shepherd.adapters.eventbridge import PUT_EVENTS_BATCH
 from shepherd.changes import Change, events_of
 from shepherd.engine import history
-from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.model import DomainEvent
 
 from shepherd_handlers.runtime import count_events, count_throttles, engine, logger, metrics, tracer
@@ -84,7 +83,7 @@ def publish_records(records: Sequence[dict[str, Any]]) -> list[str]:
             _publish([e for _, events, _ in chunk for e in events])
             published.extend(chunk)
             continue
-        except DeliveryError as exc:
+        except Exception as exc:
             if len(chunk) == 1:
                 logger.warning("events not published", extra={"error": str(exc)})
                 failed.append(chunk[0][0])
@@ -93,16 +92,16 @@ def publish_records(records: Sequence[dict[str, Any]]) -> list[str]:
             try:
                 _publish(one[1])
                 published.append(one)
-            except DeliveryError as exc:
+            except Exception as exc:
                 logger.warning(
-                    "events not published", extra={"sequence": one[0], "error": str(exc)}
+                    "events not published", extra={"sequence": one[0], "error": repr(exc)}
                 )
                 failed.append(one[0])
     for sequence, events, change in published:
         try:
             _keep(change, events)
-        except StoreUnavailable as exc:
-            logger.warning("history not kept", extra={"sequence": sequence, "error": str(exc)})
+        except Exception as exc:
+            logger.warning("history not kept", extra={"sequence": sequence, "error": repr(exc)})
             failed.append(sequence)
     logger.info("stream batch relayed", extra={"records": len(records), "failed": len(failed)})
     return failed
