@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -20,7 +21,8 @@ from shepherd.model import WorkflowRecord, WorkflowStatus
 from shepherd_cli.client import Api
 from shepherd_cli.console import Console
 from shepherd_cli.local import TABLE, LocalStack
-from support import ENV, ORDER
+from shepherd_cli.project import Project
+from support import ENV, ORDER, ROOT
 
 pytestmark = pytest.mark.e2e
 SLOW = 60_000  # ms: a list or count over 2,000 workflows on moto, on a shared machine
@@ -227,10 +229,34 @@ BASE = 1_750_000_000_000  # the seeded starts: long ago, one a second
 
 
 @pytest.fixture
-def crowded(own: Any, local_stack: LocalStack) -> Iterator[tuple[Any, Api, list[str]]]:
+def crowded_stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """A local stack of this test's own: its 2,000 seeded workflows are announced on the
+    table's stream, and the relay's backlog (events and history) must not outlive the test on
+    the stack the other console and end-to-end tests share."""
+    with LocalStack(
+        project=Project.find(ROOT), port=0, workers=1, sweep_interval=0.5, state_dir=tmp_path
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def crowded(browser: Any, crowded_stack: LocalStack) -> Iterator[tuple[Any, Api, list[str]]]:
     """A caller with 2,000 workflows, 14 of them FAILED among the oldest (written straight
-    into the local stack's table in the real layout), removed afterwards."""
-    page, api = own("console-crowd", init=LIVE_OFF)
+    into the local stack's table in the real layout), on a stack of its own."""
+    local_stack = crowded_stack
+    with Console(local_stack.api_url, caller="console-crowd") as console:
+        context = browser.new_context(viewport=DESKTOP, base_url=console.url)
+        context.set_default_timeout(15_000)
+        context.add_init_script(LIVE_OFF)
+        try:
+            page = context.new_page()
+            api = Api(local_stack.api_url, caller="console-crowd")
+            yield from _crowd(page, api, local_stack)
+        finally:
+            context.close()
+
+
+def _crowd(page: Any, api: Api, local_stack: LocalStack) -> Iterator[tuple[Any, Api, list[str]]]:
     real = start(api, "provision_environment", ENV)
     dynamodb = boto3.client("dynamodb", endpoint_url=local_stack.moto_url, region_name="us-east-1")
     item = dynamodb.get_item(
