@@ -509,6 +509,20 @@ def test_a_replaced_control_process_does_not_announce_the_history_again(
     earlier = start(api, "order_fulfilment", {**ORDER, "order_id": "before-the-kill"})
     assert wait(api, earlier)["status"] == "SUCCEEDED"
     _tap_events(stack, until=earlier)
+    # Delivered means published and kept in the history; the relay then checkpoints at its
+    # next poll. Kill it only once that checkpoint is written (what the mapping keeps).
+    checkpoint = stack.state_dir / f"relay-{stack.moto_port}.json"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        kinds = [e["type"] for e in api.call("GET", f"/workflows/{earlier}/events")["items"]]
+        if "WorkflowSucceeded" in kinds:
+            break
+        time.sleep(0.2)
+    kept_at = time.time()
+    while time.monotonic() < deadline and (
+        not checkpoint.exists() or checkpoint.stat().st_mtime < kept_at
+    ):
+        time.sleep(0.1)
     control = stack._control
     assert control is not None
     os.kill(control.pid, signal.SIGKILL)
