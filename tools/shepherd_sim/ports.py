@@ -8,22 +8,53 @@ delays messages on their way into the `MemoryQueue`.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from shepherd.conditions import Cond, Item, Update
 from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.keys import POOLS_PK, WF_SK
-from shepherd.model import OutgoingTask
+from shepherd.model import OutgoingTask, TaskMessage
 from shepherd.payloads import MemoryPayloadStore, PresignedUpload
 from shepherd.ports import Backlog, DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
 
 from shepherd_sim.fibers import current
 
-if TYPE_CHECKING:
-    from shepherd_sim.sim import Simulation
+
+class _Peek(Protocol):
+    def peek(self, pk: str, sk: str) -> Item | None: ...
+
+
+class SimHooks(Protocol):
+    """What the faulty ports ask of the simulation that wraps them (its dice, clock, trace,
+    sweep plans and observers): `shepherd_sim.sim.Simulation` is one. A protocol, so the
+    simulation imports these ports and they import nothing of it."""
+
+    rng: random.Random
+    write_latency: dict[tuple[str, str], int]
+
+    @property
+    def memory(self) -> _Peek: ...
+    def now(self) -> int: ...
+    def sleep(self, seconds: float) -> None: ...
+    def trace(self, workflow_id: str | None, text: str) -> None: ...
+    def roll(self, kind: str) -> bool: ...
+    def fault(
+        self, kind: str, workflow_id: str | None, text: str, *, delay_s: float = 0
+    ) -> None: ...
+    def message_sent(self, pool: str, delay_s: int) -> None: ...
+    def current_plan(self) -> SweepPlan | None: ...
+    def nested_sweep(self, role: str, op: str, pk: str | None) -> None: ...
+    def queue_seen_busy(self, pool: str) -> None: ...
+    def observe_read(self, role: str, pk: str) -> None: ...
+    def observe_pools_unread(self, role: str) -> None: ...
+    def observe_redispatch(self, role: str, item: Item) -> None: ...
+    def observe_status(self, role: str, pk: str, before: str | None) -> None: ...
+    def observe_claim(self, role: str, item: Item) -> None: ...
+    def observe_send(self, role: str, message: TaskMessage) -> None: ...
 
 
 class StoreThrottled(StoreUnavailable):
@@ -84,7 +115,7 @@ def _describe(update: Update) -> str:
 class FaultyStore:
     """A Store that fails on the simulator's dice, before a call or after a write."""
 
-    def __init__(self, inner: Store, sim: Simulation, role: str) -> None:
+    def __init__(self, inner: Store, sim: SimHooks, role: str) -> None:
         self.inner = inner
         self.sim = sim
         self.role = role
@@ -275,7 +306,7 @@ class FaultyPayloadStore:
     """The payload bucket (one shared `MemoryPayloadStore`) with its own faults: slow calls
     (anything else may happen in the middle), failed puts (nothing stored) and failed gets."""
 
-    def __init__(self, inner: MemoryPayloadStore, sim: Simulation, role: str) -> None:
+    def __init__(self, inner: MemoryPayloadStore, sim: SimHooks, role: str) -> None:
         self.inner = inner
         self.sim = sim
         self.role = role
@@ -321,7 +352,7 @@ class FaultyQueue:
     """Sends into a MemoryQueue, losing, duplicating and delaying messages on the way. One per
     role, so every message is observed with who decided to send it."""
 
-    def __init__(self, inner: MemoryQueue, sim: Simulation, role: str) -> None:
+    def __init__(self, inner: MemoryQueue, sim: SimHooks, role: str) -> None:
         self.inner = inner
         self.sim = sim
         self.role = role

@@ -14,15 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from shepherd import limits
 from shepherd.suggest import did_you_mean
-
-if TYPE_CHECKING:
-    from shepherd.definitions import Definition, StepSpec
 
 # One key of a path: a JSON object key made of letters, digits, `_` and `-`, or `[n]`.
 _KEY = r"[A-Za-z0-9_-]+"
@@ -51,6 +48,35 @@ class MapSpec(_Model):
     tolerated_failure_count: Annotated[
         int | None, Field(alias="ToleratedFailureCount", ge=0, le=limits.MAX_MAP_ITEMS)
     ] = None
+
+
+class FanoutStep(Protocol):
+    """What these checks read of a step (`shepherd.definitions.StepSpec` has it): a
+    protocol, so this module needs nothing of `shepherd.definitions`, which imports it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def pool(self) -> str | None: ...
+    @property
+    def workflow(self) -> str | None: ...
+    @property
+    def map(self) -> MapSpec | None: ...
+    @property
+    def input_path(self) -> str | None: ...
+    @property
+    def heartbeat_seconds(self) -> int | None: ...
+    @property
+    def depends_on(self) -> tuple[str, ...]: ...
+    @property
+    def is_task(self) -> bool: ...
+
+
+class FanoutDefinition(Protocol):
+    @property
+    def steps(self) -> Sequence[FanoutStep]: ...
 
 
 @dataclass(frozen=True)
@@ -135,7 +161,7 @@ def check_path(text: str | None, field: str, step: str, depends_on: Sequence[str
 
 
 def _children(
-    definitions: Mapping[str, Definition], sources: Mapping[str, str], errors: list[str]
+    definitions: Mapping[str, FanoutDefinition], sources: Mapping[str, str], errors: list[str]
 ) -> dict[str, list[tuple[int, str, str]]]:
     """Each definition's child-workflow steps (index, step, child); unknown children are
     reported in `errors` and left out."""
@@ -154,7 +180,9 @@ def _children(
     return children
 
 
-def check_nesting(definitions: Mapping[str, Definition], sources: Mapping[str, str]) -> list[str]:
+def check_nesting(
+    definitions: Mapping[str, FanoutDefinition], sources: Mapping[str, str]
+) -> list[str]:
     """Every `Workflow` a step names exists, no workflow reaches itself, and no chain of
     child workflows is deeper than `MAX_WORKFLOW_NESTING` levels (the root counts as one).
 
@@ -200,7 +228,7 @@ def check_nesting(definitions: Mapping[str, Definition], sources: Mapping[str, s
 
 # The step fields this module adds, and the value each has when a step does not use it: a
 # definition that uses none of them keeps the canonical JSON (and content hash) it had.
-_UNSET = {"Workflow": None, "Map": None, "InputPath": None, "Agent": "", "Pool": ""}
+_UNSET = {"Workflow": None, "Map": None, "InputPath": None}
 
 
 def unset_dropped(body: dict[str, Any]) -> dict[str, Any]:
@@ -212,7 +240,7 @@ def unset_dropped(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "Steps": steps}
 
 
-def check_steps(steps: Sequence[StepSpec]) -> None:
+def check_steps(steps: Sequence[FanoutStep]) -> None:
     """Each step is a task (`Agent` and `Pool`) or a child workflow (`Workflow`), never both;
     its paths parse and name only steps it depends on. Raises the first problem, located as
     `Steps[i] (name).Field` like every definition error."""
@@ -242,7 +270,7 @@ def check_steps(steps: Sequence[StepSpec]) -> None:
             raise ValueError(f"{at}.{exc}") from None
 
 
-def first_unsupported(definition: Definition) -> tuple[str, str] | None:
+def first_unsupported(definition: FanoutDefinition) -> tuple[str, str] | None:
     """The first step (and field) using what the engine does not run yet, or None."""
     for step in definition.steps:
         for field, value in (("Map", step.map), ("Workflow", step.workflow)):
