@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -237,3 +241,26 @@ def _route(path: str) -> tuple[str, dict[str, str] | None]:
         return path, None
     resource, params = found
     return resource, {k: unquote(v) for k, v in params.items()} or None
+
+
+@contextlib.contextmanager
+def stack_with_definitions(
+    monkeypatch: pytest.MonkeyPatch, folder: Path, files: Mapping[str, str]
+) -> Iterator[Stack]:
+    """A stack (on moto) whose functions read this repository's definitions and `files`
+    (file name -> YAML) beside them, copied into `folder`."""
+    from moto import mock_aws
+
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "shepherd")
+    definitions = folder / "statemachines"
+    shutil.copytree(ROOT / "statemachines", definitions)
+    for name, text in files.items():
+        (definitions / name).write_text(text)
+    with mock_aws():
+        stack = Stack(monkeypatch)
+        monkeypatch.setenv("SHEPHERD_DEFINITIONS_DIR", str(definitions))
+        from shepherd_handlers import runtime
+
+        runtime.engine.cache_clear()
+        yield stack

@@ -5,14 +5,12 @@ second answer (409) or a bad body (400)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_stack import ALICE, BOB, ROOT, Stack
-from moto import mock_aws
+from aws_stack import ALICE, BOB, Stack, stack_with_definitions
 
 OPERATORS_ROLE = "arn:aws:iam::123456789012:role/Operators"  # BOB's sessions map to it
 CAROL = "arn:aws:iam::123456789012:user/carol"
@@ -42,18 +40,8 @@ ORDER = {"order_id": "o-1", "customer": "ada", "amount": 42.5, "items": [{"sku":
 
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "shepherd")
-    definitions = tmp_path / "statemachines"
-    shutil.copytree(ROOT / "statemachines", definitions)
-    (definitions / "order_review.yaml").write_text(REVIEW)
-    with mock_aws():
-        stack = Stack(monkeypatch)
-        monkeypatch.setenv("SHEPHERD_DEFINITIONS_DIR", str(definitions))
-        from shepherd_handlers import runtime
-
-        runtime.engine.cache_clear()
-        yield stack
+    with stack_with_definitions(monkeypatch, tmp_path, {"order_review.yaml": REVIEW}) as running:
+        yield running
 
 
 def _waiting(stack: Stack) -> str:

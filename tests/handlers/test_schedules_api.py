@@ -3,14 +3,12 @@ firing times, through the API handler on moto."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from aws_stack import ALICE, ROOT, LambdaContext, Stack
-from moto import mock_aws
+from aws_stack import ALICE, LambdaContext, Stack, stack_with_definitions
 
 NIGHTLY = """\
 Name: nightly_check
@@ -26,18 +24,8 @@ Schedules:
 
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "shepherd")
-    definitions = tmp_path / "statemachines"
-    shutil.copytree(ROOT / "statemachines", definitions)
-    (definitions / "nightly_check.yaml").write_text(NIGHTLY)
-    with mock_aws():
-        stack = Stack(monkeypatch)
-        monkeypatch.setenv("SHEPHERD_DEFINITIONS_DIR", str(definitions))
-        from shepherd_handlers import runtime
-
-        runtime.engine.cache_clear()
-        yield stack
+    with stack_with_definitions(monkeypatch, tmp_path, {"nightly_check.yaml": NIGHTLY}) as running:
+        yield running
 
 
 def test_schedules_are_listed_with_their_next_firing_times(stack: Stack) -> None:

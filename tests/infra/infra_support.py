@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import assertions
+from aws_cdk import App, Stack, assertions
 from shepherd.observability import (
     ENV_POOL,
     HANDLER_AGENT,
@@ -19,7 +19,7 @@ from shepherd.observability import (
     HANDLER_STREAM,
     HANDLER_SUPERVISOR,
 )
-from shepherd_infra import Shepherd
+from shepherd_infra import AgentCode, Shepherd
 from shepherd_infra.application import BUILD_SUBDIR, ShepherdStack, build_app
 
 ALARM_EMAIL = "ops@example.com"
@@ -252,3 +252,23 @@ def agent_package(src: Path, module: str, definitions: Path) -> Path:
         + "".join(f"registry.register({name!r}, lambda ctx: {{}})\n" for name in names)
     )
     return src
+
+
+ONE_STEP = (
+    "Name: trip\nSteps:\n  - Name: book\n    Agent: book\n    Pool: travel\n"
+    "    TimeoutSeconds: 30\n"
+)
+
+
+def one_step_template(tmp_path: Path, **props: Any) -> dict[str, Any]:
+    """The template of a stack holding one `Shepherd(**props)` over a one-step definition
+    (its agent packaged as a pool ships it): for tests of a construct setting."""
+    definitions = tmp_path / "flows"
+    definitions.mkdir(parents=True)
+    (definitions / "trip.yaml").write_text(ONE_STEP)
+    src = agent_package(tmp_path / "src", "trip_agents", definitions)
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    stack = Stack(app, "Trips")
+    code = AgentCode(path=src, modules=["trip_agents"])
+    Shepherd(stack, "Shepherd", definitions_dir=definitions, agents=code, **props)
+    return dict(assertions.Template.from_stack(stack).to_json())

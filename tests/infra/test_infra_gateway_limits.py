@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
-from aws_cdk.assertions import Template
-from infra_support import Synth, agent_package
-from shepherd_infra import AgentCode, ApiThrottling, Shepherd, config
+from infra_support import Synth, one_step_template
+from shepherd_infra import ApiThrottling, config
 
 
 def _reply(synth: Synth, response_type: str) -> dict[str, object]:
@@ -37,18 +35,8 @@ def test_the_gateways_413_and_502_name_lambdas_6_mb_and_the_upload_route(shepher
 
 
 def _stage(tmp_path: Path, **props: Any) -> dict[str, Any]:
-    definitions = tmp_path / "flows"
-    definitions.mkdir(parents=True)
-    (definitions / "trip.yaml").write_text(
-        "Name: trip\nSteps:\n  - Name: book\n    Agent: book\n    Pool: travel\n"
-        "    TimeoutSeconds: 30\n"
-    )
-    src = agent_package(tmp_path / "src", "trip_agents", definitions)
-    app = App(outdir=str(tmp_path / "cdk.out"))
-    stack = Stack(app, "Trips")
-    code = AgentCode(path=src, modules=["trip_agents"])
-    Shepherd(stack, "Shepherd", definitions_dir=definitions, agents=code, **props)
-    (stage,) = Template.from_stack(stack).find_resources("AWS::ApiGateway::Stage").values()
+    resources = one_step_template(tmp_path, **props)["Resources"].values()
+    (stage,) = [r for r in resources if r["Type"] == "AWS::ApiGateway::Stage"]
     return dict(stage["Properties"])
 
 

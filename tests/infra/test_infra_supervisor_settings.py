@@ -5,34 +5,15 @@ function's settings and the tick queue's mapping."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from aws_cdk import App, Stack
-from aws_cdk.assertions import Template
-from infra_support import agent_package
+from infra_support import one_step_template
 from shepherd.settings import ENV_SWEEP_GROUPS, ENV_SWEEP_LOOKS, ENV_WATCH_SHARDS
-from shepherd_infra import AgentCode, Shepherd
-
-
-def _template(tmp_path: Path, **props: Any) -> dict[str, Any]:
-    definitions = tmp_path / "flows"
-    definitions.mkdir(parents=True)
-    (definitions / "trip.yaml").write_text(
-        "Name: trip\nSteps:\n  - Name: book\n    Agent: book\n    Pool: travel\n"
-        "    TimeoutSeconds: 30\n"
-    )
-    src = agent_package(tmp_path / "src", "trip_agents", definitions)
-    app = App(outdir=str(tmp_path / "cdk.out"))
-    stack = Stack(app, "Trips")
-    code = AgentCode(path=src, modules=["trip_agents"])
-    Shepherd(stack, "Shepherd", definitions_dir=definitions, agents=code, **props)
-    return dict(Template.from_stack(stack).to_json())
 
 
 def test_the_design_loads_supervisor_settings_reach_every_function_and_the_tick_mapping(
     tmp_path: Path,
 ) -> None:
-    template = _template(tmp_path, watch_shards=256, sweep_groups=32, sweep_looks=16)
+    template = one_step_template(tmp_path, watch_shards=256, sweep_groups=32, sweep_looks=16)
     resources = template["Resources"].values()
     envs = [
         r["Properties"]["Environment"]["Variables"]

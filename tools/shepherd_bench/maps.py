@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 from shepherd.adapters.dynamodb import DynamoStore
 from shepherd.fanout import MapSpec
 from shepherd_sim import mapsim
 
-from shepherd_bench.meter import Meter
+from shepherd_bench.meter import metered_table
 from shepherd_bench.prices import usd
 
 TABLE = "shepherd-maps"
@@ -42,15 +41,8 @@ NO_FAULTS = mapsim.Faults(
 
 def measure(items: int, concurrency: int) -> dict[str, Any]:
     """One fault-free map's billed units per item."""
-    from moto import mock_aws
-    from shepherd_cli.resources import create_table
 
-    with mock_aws():
-        session = boto3.session.Session(region_name=REGION)
-        raw, client = session.client("dynamodb"), session.client("dynamodb")
-        create_table(raw, TABLE)
-        meter = Meter(reader=lambda: raw)
-        meter.install(client.meta.events)
+    with metered_table(TABLE, REGION) as (client, meter, _):
         spec = MapSpec.model_validate(
             {"ItemsPath": "$.input.chunks", "MaxConcurrency": concurrency}
         )

@@ -401,3 +401,21 @@ def _default_reader() -> Any:
     import boto3
 
     return boto3.session.Session().client("dynamodb")
+
+
+@contextlib.contextmanager
+def metered_table(table: str, region: str) -> Iterator[tuple[Any, Meter, Any]]:
+    """A DynamoDB table on moto: a client of it whose every request the meter counts, the
+    meter, and a client that is not counted (the meter reads item sizes through it; a
+    benchmark sets its scene with it)."""
+    import boto3
+    from moto import mock_aws
+    from shepherd_cli.resources import create_table
+
+    with mock_aws():
+        session = boto3.session.Session(region_name=region)
+        raw, client = session.client("dynamodb"), session.client("dynamodb")
+        create_table(raw, table)
+        meter = Meter(reader=lambda: raw)
+        meter.install(client.meta.events)
+        yield client, meter, raw

@@ -13,14 +13,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import boto3
 from shepherd.adapters.dynamodb import DynamoStore, from_attr, to_attr
 from shepherd.clock import ManualClock
 from shepherd.keys import watch_shard
 
 from shepherd_bench.core import Core, build_core, simulated_agent_time
 from shepherd_bench.cost import ORDER
-from shepherd_bench.meter import Meter
+from shepherd_bench.meter import Meter, metered_table
 
 TABLE = "shepherd-scaling"
 REGION = "us-east-1"
@@ -97,17 +96,10 @@ def _row(label: str, finished: int, running: int, report: Any, tally: Any) -> di
 def run_scaling(
     finished: tuple[int, ...] = (10, 1_000, 10_000), running: int = 1_000, due: int = DUE
 ) -> list[dict[str, Any]]:
-    from moto import mock_aws
-    from shepherd_cli.resources import create_table
     from shepherd_examples.agents.faults import SimulatedHang
 
     rows: list[dict[str, Any]] = []
-    with mock_aws():
-        session = boto3.session.Session(region_name=REGION)
-        raw, client = session.client("dynamodb"), session.client("dynamodb")
-        create_table(raw, TABLE)
-        meter = Meter(reader=lambda: raw)
-        meter.install(client.meta.events)
+    with metered_table(TABLE, REGION) as (client, meter, raw):
         clock = ManualClock()
         core = build_core(DynamoStore(client, TABLE), clock, shards=SHARDS)
         with simulated_agent_time(clock), meter.paused():

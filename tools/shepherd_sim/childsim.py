@@ -32,6 +32,8 @@ from shepherd.decisions import fanout as fo
 from shepherd.errors import ConditionFailed, TransactionConflict
 from shepherd.testing import MemoryStore
 
+from shepherd_sim.interleave import step_all
+
 PARENT = "p"
 PARENT_KEY = ("WF#p", "#WF")
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "COMPENSATED"}
@@ -292,14 +294,7 @@ class Run:
                 if self.rng.random() < 0.3:
                     self.fibers.append(self.look())
             order = list(self.fibers)
-            self.rng.shuffle(order)
-            alive = []
-            for fiber in order:
-                try:
-                    next(fiber)
-                    alive.append(fiber)
-                except StopIteration:
-                    pass
+            alive = step_all(order, self.rng)
             # Fibers started meanwhile (a child, a look after a child's end) live on too.
             self.fibers = [f for f in self.fibers if f in alive or f not in order]
             self.tick += 1

@@ -42,6 +42,8 @@ from shepherd.keys import map_item_key, map_item_of
 from shepherd.ports import Store
 from shepherd.testing import MemoryStore
 
+from shepherd_sim.interleave import step_all
+
 MAP_KEY = ("WF#w", "S#m")
 WORKFLOW_KEY = ("WF#w", "#WF")
 WORKFLOW = "w"
@@ -420,15 +422,7 @@ class Run:
 
     def step_fibers(self) -> None:
         """Run every live fiber one step, in a random order, so reads and writes interleave."""
-        order = list(self.fibers)
-        self.rng.shuffle(order)
-        alive = []
-        for fiber in order:
-            try:
-                next(fiber)
-                alive.append(fiber)
-            except StopIteration:
-                pass
+        alive = step_all(self.fibers, self.rng)
         self.fibers = [f for f in self.fibers if f in alive]
 
 
