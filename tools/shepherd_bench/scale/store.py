@@ -396,6 +396,8 @@ class PartitionedStore:
         watch, listing = TABLE.watch_index, TABLE.list_index
         while pending and pending[0][0] <= now:
             _, _, index, pk, old, new = heapq.heappop(pending)
+            if index not in (watch.name, listing.name):
+                continue  # the filter indexes: their units are counted, no run reads them
             spec = watch if index == watch.name else listing
             rows = self._watch if spec is watch else self._list
             was, key = _index_key(spec, old), _index_key(spec, new)
