@@ -11,6 +11,7 @@ import pytest
 from shepherd.engine.scheduler import derived_id
 from shepherd.keys import watch_shard
 from shepherd.model import WorkflowRecord
+from shepherd.topology import TABLE
 from shepherd_bench.scale import figures
 from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock, TaskLock
 from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueue
@@ -146,7 +147,10 @@ def test_list_partitions_measure_how_many_groups_feed_them(monkeypatch: pytest.M
         # A no-op: the engine shards it itself, by the same stable hash as the watch shard
         # (hash % 32 against hash % 256), so at 32 groups one group feeds each partition.
         assert not applied
-        assert independent.capacity.overrides == {("by_owner", f"OWNER#{OWNER}#0"): 1.0}
+        # Every list index has the same partitions (the filter indexes' too).
+        assert independent.capacity.overrides == {
+            (index.name, f"OWNER#{OWNER}#0"): 1.0 for index in TABLE.list_indexes
+        }
     else:
         assert applied
         assert independent.capacity.overrides == {}
@@ -161,7 +165,9 @@ def test_list_partitions_measure_how_many_groups_feed_them(monkeypatch: pytest.M
     monkeypatch.setattr(WorkflowRecord, "to_item", by_watch_shard)
     correlated = Run(config)
     correlated.list_scales(probes=20_000)
-    assert correlated.capacity.overrides == {("by_owner", f"OWNER#{OWNER}#0"): 1.0}
+    assert correlated.capacity.overrides == {
+        (index.name, f"OWNER#{OWNER}#0"): 1.0 for index in TABLE.list_indexes
+    }
 
 
 def test_a_small_run_completes_with_no_workflow_lost() -> None:

@@ -402,7 +402,10 @@ class Run:
         for key, count in full.items():
             expected = count * f
             if subset[key] and abs(subset[key] - expected) > 4 * math.sqrt(expected) + 1:
-                self.capacity.overrides[(spec.name, key)] = count / subset[key]
+                # Every list index is partitioned by the same key (the filter indexes too).
+                for index in TABLE.list_indexes:
+                    if index.partition_key == spec.partition_key:
+                        self.capacity.overrides[(index.name, key)] = count / subset[key]
 
     def seed(self) -> None:
         """The open population of the modelled groups, and what the outside world owes it."""
