@@ -325,3 +325,44 @@ def test_an_unknown_pool_is_refused(harness: Harness) -> None:
 
     with pytest.raises(PoolNotFound):
         harness.pools.pause("no-such-pool", by="ops")
+
+
+def test_a_resume_never_makes_a_backoff_claimable_before_its_end(harness: Harness) -> None:
+    """Found by the simulator (seed 2178): a resume re-sends a task still in its backoff with
+    the time left as the message's delay. SQS delays are whole seconds; rounded down, the
+    message became visible up to a second before `available_at`, and a claim there made the
+    successors' deadlines earlier than the watch entry the deadline rule had computed from
+    `available_at` (invariant 3). Rounded up, no claim comes before `available_at`."""
+    from shepherd.definitions import parse_definition
+
+    data = harness.definitions["order_fulfilment"].model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    data["Steps"][0]["Retry"] = {"MaxAttempts": 3, "IntervalSeconds": 2.5}
+    harness.definitions["order_fulfilment"] = parse_definition(data, "o")
+    harness.catalog = type(harness.catalog)(harness.definitions, harness.store)
+    harness.scheduler.catalog = harness.catalog
+    wf = harness.start("order_fulfilment", ORDER)
+    (first,) = harness.receive()
+
+    def flaky(ctx: AgentContext) -> Any:
+        raise RuntimeError("the warehouse did not answer")
+
+    with registry_with(reserve_inventory=flaky) as agents:
+        harness.runtime.agents = agents
+        assert harness.runtime.handle(first.task).outcome is Outcome.RETRYING
+    harness.queue.delete(first.receipt)
+    retry = harness.step(wf, "reserve_inventory")
+    assert (retry.status, retry.attempt) == (StepStatus.QUEUED, 2)
+    available = retry.available_at
+    assert available is not None
+    harness.operations.pause(wf)
+    harness.clock.advance(0.2)  # 2.3 s of the backoff left: a fractional delay
+    harness.operations.resume(wf)
+    assert harness.sent(wf, "reserve_inventory")[-1] == 2
+    seen_at = None
+    while seen_at is None:
+        harness.clock.advance(0.05)
+        if any(m.task.step == "reserve_inventory" for m in harness.receive()):
+            seen_at = harness.clock.now_ms()
+    assert seen_at >= available

@@ -644,7 +644,9 @@ class Scheduler:
                 rec = ex.step(state, tx.dispatch(seen, now, lost=lost))
                 if rec is None:
                     return False
-                delay = max(0, (rec.available_at or now) - now) // 1000
+                # Rounded up: SQS delays are whole seconds, and a message visible before
+                # `available_at` could be claimed before the deadline rule counts it from.
+                delay = -(-max(0, (rec.available_at or now) - now) // 1000)
                 tasks.append(
                     self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
                 )
