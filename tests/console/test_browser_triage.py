@@ -390,7 +390,10 @@ def test_a_paused_workflow_says_why_when_and_what_to_do(page: Any, api: Api) -> 
     expect(page.locator('#events tr[data-event="WorkflowPaused"]')).to_contain_text(
         "failure at configure"
     )
-    expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_have_count(1)
+    # ... and says who resumed it (issue 29.4: every operator action with who did it).
+    expect(page.locator('#events tr[data-event="WorkflowResumed"]')).to_contain_text(
+        re.compile(r"by \S+")
+    )
     expect(events.first).to_have_attribute("data-event", "WorkflowStarted")
 
 

@@ -155,6 +155,64 @@ def test_timeouts_cancel_pause_and_resume_are_derived_too() -> None:
     assert "WorkflowCancelled" in types
 
 
+def test_every_operator_action_is_announced_with_who_did_it() -> None:
+    """Issue 29.4: the history says who cancelled, compensated, resumed or retried a
+    workflow, from the write itself; a give-up no person asked for (the pause timeout) says
+    no one, even after an earlier action by someone left its mark on the item."""
+    h = memory_harness()
+    pausing_order(h)
+    faults = {"charge_payment": {"mode": "permanent", "times": 1}}
+    resumed = h.start("order_fulfilment", {**ORDER, "faults": faults}, owner="alice")
+    h.pump()
+    h.operations.resume(resumed, owner="alice")
+    h.run(resumed)
+    cancelled = h.start("order_fulfilment", ORDER, owner="bob")
+    h.operations.cancel(cancelled, owner="bob")
+    h.run(cancelled)
+    gave_up = h.start("order_fulfilment", {**ORDER, "faults": faults}, owner="carol")
+    h.pump()
+    h.operations.compensate(gave_up, owner="carol")
+    h.run(gave_up)
+    retried = h.start(
+        "order_fulfilment",
+        {
+            **ORDER,
+            "faults": {
+                "ship_order": {"mode": "permanent"},
+                "charge_payment:compensation": {"mode": "error", "times": 6},
+            },
+        },
+        owner="dave",
+    )
+    h.run(retried)
+    assert h.status(retried).value == "FAILED"
+    h.operations.redrive(retried, owner="dave")
+    h.run(retried)
+    assert isinstance(h.store, MemoryStore)
+    said = [
+        (e.detail["workflow_id"], e.detail_type, e.detail.get("by"))
+        for e in _derived(h.store)
+        if e.detail_type
+        in {
+            "WorkflowResumed",
+            "WorkflowCancelRequested",
+            "WorkflowCompensationRequested",
+            "WorkflowRetried",
+        }
+    ]
+    assert said == [
+        (resumed, "WorkflowResumed", "alice"),
+        (cancelled, "WorkflowCancelRequested", "bob"),
+        (gave_up, "WorkflowCompensationRequested", "carol"),
+        (retried, "WorkflowRetried", "dave"),
+    ]
+    running = {"pk": "WF#w", "sk": "#WF", "status": "RUNNING", "updated_at": 5}
+    earlier = '{"action": "compensate", "by": "carol", "at": 3}'  # left by an older write
+    paused = {**running, "status": "PAUSED", "paused_at": 5, "acted": earlier}
+    timed_out = {**paused, "status": "COMPENSATING", "updated_at": 9}
+    assert events_of(Change(paused, timed_out, "7")) == []  # its StepFailed/pause said why
+
+
 def test_every_event_has_a_deterministic_id_and_a_growing_sequence() -> None:
     h = memory_harness()
     SCENARIOS["compensated"](h)

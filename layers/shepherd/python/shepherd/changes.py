@@ -213,9 +213,29 @@ def _workflow_events(
     # redelivered or replayed record keeps it.
     if after == WorkflowStatus.PAUSED.value:
         return [_workflow_event("WorkflowPaused", new, sequence, new.get("paused_at"), sequence)]
+    action = _acted(new)
     if before == WorkflowStatus.PAUSED.value and after == WorkflowStatus.RUNNING.value:
-        return [_workflow_event("WorkflowResumed", new, sequence, new.get("updated_at"), sequence)]
-    return []
+        event = _workflow_event("WorkflowResumed", new, sequence, new.get("updated_at"), sequence)
+    elif before == WorkflowStatus.FAILED.value:
+        event = _workflow_event("WorkflowRetried", new, sequence, redrives)
+    elif after == WorkflowStatus.CANCELLING.value:
+        event = _workflow_event("WorkflowCancelRequested", new, sequence, sequence)
+    elif after == WorkflowStatus.COMPENSATING.value and action.get("action") == "compensate":
+        event = _workflow_event("WorkflowCompensationRequested", new, sequence, sequence)
+    else:
+        return []  # a step's failure unwinding it: its StepFailed says so
+    if action:
+        event.detail["by"] = action["by"]
+    return [event]
+
+
+def _acted(new: Mapping[str, Any]) -> dict[str, Any]:
+    """Who asked for this write (`transitions.acted`), if a person did: `{action, by, at}`
+    when the write carries it (its `at` is the write's own `updated_at`), else `{}`."""
+    acted = loads(new.get("acted"))
+    if not isinstance(acted, dict) or acted.get("at") != new.get("updated_at"):
+        return {}
+    return acted
 
 
 # -------------------------------------------------------------------------------- steps

@@ -555,28 +555,47 @@ def _same_pause(wf: WorkflowRecord) -> Cond | None:
     return Missing("paused_at") if wf.paused_at is None else Eq("paused_at", wf.paused_at)
 
 
-def _operator_write(wf: WorkflowRecord, shard: str, now: int, values: dict[str, Any]) -> Write:
+def _operator_write(
+    wf: WorkflowRecord,
+    shard: str,
+    now: int,
+    values: dict[str, Any],
+    acted: dict[str, Any] | None = None,
+) -> Write:
     pulled, seen_due = _pull_due(wf, shard, now)
     guards = [g for g in (seen_due, _same_pause(wf)) if g is not None]
     condition = all_of(_is(wf.status), _redrives(wf), *guards)
+    remove = _PAUSE_ATTRIBUTES if acted else (*_PAUSE_ATTRIBUTES, ACTED)
     return Write(
         wf_pk(wf.workflow_id),
         WF_SK,
-        Update(set={**values, "updated_at": now, **pulled}, remove=_PAUSE_ATTRIBUTES),
+        Update(set={**values, "updated_at": now, **pulled, **(acted or {})}, remove=remove),
         condition,
     )
 
 
 _PAUSE_ATTRIBUTES = ("pause", "paused_at")
+# Who did an operator action and when (JSON `{action, by, at}`), on the workflow item the
+# action writes: the relay announces it with the transition (`shepherd.changes`). A write no
+# person asked for (a pause timeout's give-up) removes it, so no event borrows an old one.
+ACTED = "acted"
 
 
-def request_cancel(wf: WorkflowRecord, now: int, shard: str) -> Write:
+def acted(action: str, by: str | None, now: int) -> dict[str, Any] | None:
+    """The `acted` attribute of an operator's write (None when no person asked for it)."""
+    if by is None:
+        return None
+    return {ACTED: dumps({"action": action, "by": by, "at": now})}
+
+
+def request_cancel(wf: WorkflowRecord, now: int, shard: str, by: str | None = None) -> Write:
     """RUNNING or PAUSED -> CANCELLING: stop dispatching and unwind, due at once."""
     return _operator_write(
         wf,
         shard,
         now,
         {"status": WorkflowStatus.CANCELLING.value, "cancel_requested_at": now},
+        acted("cancel", by, now),
     )
 
 
@@ -609,16 +628,22 @@ def pause(
     return Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values), all_of(*guards))
 
 
-def resume(wf: WorkflowRecord, now: int, shard: str) -> Write:
+def resume(wf: WorkflowRecord, now: int, shard: str, by: str | None = None) -> Write:
     """PAUSED -> RUNNING, due at once (in a transaction with its failed steps' re-queue)."""
-    return _operator_write(wf, shard, now, {"status": WorkflowStatus.RUNNING.value})
+    return _operator_write(
+        wf, shard, now, {"status": WorkflowStatus.RUNNING.value}, acted("resume", by, now)
+    )
 
 
-def give_up(wf: WorkflowRecord, now: int, shard: str, error: str) -> Write:
+def give_up(wf: WorkflowRecord, now: int, shard: str, error: str, by: str | None = None) -> Write:
     """RUNNING or PAUSED -> COMPENSATING: unwind as a failure would (an operator gave up, or
     the pause timed out), due at once."""
     return _operator_write(
-        wf, shard, now, {"status": WorkflowStatus.COMPENSATING.value, "error": error}
+        wf,
+        shard,
+        now,
+        {"status": WorkflowStatus.COMPENSATING.value, "error": error},
+        acted("compensate", by, now),
     )
 
 
@@ -636,6 +661,7 @@ def redrive_workflow(
     shard: str,
     due_at: int,
     error: str | None,
+    by: str | None = None,
 ) -> Write:
     """FAILED -> unwinding again, back in the watch index (with the cause it unwinds for)."""
     values: dict[str, Any] = {
@@ -643,6 +669,7 @@ def redrive_workflow(
         "updated_at": now,
         "watch_shard": shard,
         "due_at": due_at,
+        **(acted("retry", by, now) or {}),
     }
     if error is not None:
         values["error"] = error
@@ -651,7 +678,7 @@ def redrive_workflow(
         WF_SK,
         Update(
             set=values,
-            remove=("finished_at", "expires_at"),
+            remove=("finished_at", "expires_at") if by else ("finished_at", "expires_at", ACTED),
             add={"redrives": 1},
         ),
         _is(WorkflowStatus.FAILED),
@@ -822,17 +849,28 @@ def park(
     )
 
 
-def unpark(wf: WorkflowRecord, now: int, shard: str, error: str | None) -> Write:
+def unpark(
+    wf: WorkflowRecord, now: int, shard: str, error: str | None, by: str | None = None
+) -> Write:
     """FAILED (parked) -> the status it was parked from, due at once, its look count reset."""
     values: dict[str, Any] = {
         "status": wf.parked_from,
         "updated_at": now,
         "watch_shard": shard,
         "due_at": now,
+        **(acted("retry", by, now) or {}),
     }
     if error is not None:
         values["error"] = error
-    remove = ("finished_at", "expires_at", "parked_from", "look_failures", "look_failed_at")
+    remove: tuple[str, ...] = (
+        "finished_at",
+        "expires_at",
+        "parked_from",
+        "look_failures",
+        "look_failed_at",
+    )
+    if by is None:
+        remove = (*remove, ACTED)
     return Write(
         wf_pk(wf.workflow_id),
         WF_SK,

@@ -102,7 +102,8 @@ class Operations:
                 return Change()
             if wf.status not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED):
                 raise _refuse(wf, "cancel", "RUNNING or PAUSED")
-            return Change([tx.request_cancel(wf, now, self.scheduler.shard(wf.workflow_id))])
+            shard = self.scheduler.shard(wf.workflow_id)
+            return Change([tx.request_cancel(wf, now, shard, by=owner or "operator")])
 
         state, definition = self._act(workflow_id, owner, decide)
         self.scheduler.run(state, definition, supervisor=False)
@@ -146,7 +147,8 @@ class Operations:
             wf = state.workflow
             if wf.status is not WorkflowStatus.PAUSED:
                 raise _refuse(wf, "resume", "PAUSED")
-            writes = [tx.resume(wf, now, self.scheduler.shard(workflow_id))]
+            shard = self.scheduler.shard(workflow_id)
+            writes = [tx.resume(wf, now, shard, by=owner or "operator")]
             if step is not None:
                 writes.append(self._replacement(state, definition, step, step_input, owner, now))
             for name, rec in state.steps.items():
@@ -182,7 +184,8 @@ class Operations:
             if pause_info.get("reason") == "failure":
                 error["cause"] = pause_info.get("error")
             shard = self.scheduler.shard(workflow_id)
-            return Change([tx.give_up(wf, now, shard, jsonsafe.dumps(error))])
+            by = owner or "operator"
+            return Change([tx.give_up(wf, now, shard, jsonsafe.dumps(error), by=by)])
 
         state, definition = self._act(workflow_id, owner, decide)
         self.scheduler.run(state, definition, supervisor=False)
@@ -204,7 +207,7 @@ class Operations:
             cause = (loads(wf.error) or {}).get("cause")
             cause_json = None if cause is None else dumps(cause)
             if wf.parked_from is not None:
-                return Change([tx.unpark(wf, now, shard, cause_json)])
+                return Change([tx.unpark(wf, now, shard, cause_json, by=owner or "operator")])
             failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
             if not failed:
                 raise InvalidTransition("workflow has no failed compensation to retry")
@@ -213,7 +216,7 @@ class Operations:
             )
             due = now + definition.compensation_gap_ms  # the compensations it sends now
             writes = [
-                tx.redrive_workflow(wf, to, now, shard, due, cause_json),
+                tx.redrive_workflow(wf, to, now, shard, due, cause_json, by=owner or "operator"),
                 *(tx.redrive_step(c, now) for c in failed),
             ]
             tasks = [

@@ -75,6 +75,7 @@ export function eventText(d) {
   if (d.next_attempt) parts.push(`next attempt ${d.next_attempt} in ${d.delay_ms} ms`);
   if (d.error) parts.push(`${d.error.type || "Error"}: ${d.error.message || ""}`);
   if (!parts.length && d.status) parts.push(d.status);
+  if (d.by) parts.push(`by ${d.by}`);
   return parts.join(" — ");
 }
 
