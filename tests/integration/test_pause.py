@@ -111,6 +111,25 @@ def test_resume_with_a_replacement_input_records_who_changed_it(harness: Harness
     assert loads(state.workflow.input)["amount"] == 500  # the workflow's own input is kept
 
 
+def test_a_replacement_input_must_fit_the_definitions_schema(harness: Harness) -> None:
+    """Issue 29.7: a replacement input stands in for the workflow input the step reads, so
+    InputSchema checks it as it checked the start's; a refused resume changes nothing."""
+    from shepherd.errors import InputInvalid
+
+    pausing_order(harness)
+    faults = {"charge_payment": {"mode": "permanent", "times": 1}}
+    wf = harness.start("order_fulfilment", {**ORDER, "faults": faults})
+    harness.pump()
+    assert harness.status(wf) is WorkflowStatus.PAUSED
+    before = harness.state(wf)
+    with pytest.raises(InputInvalid, match=r"input\.amount") as refused:
+        harness.operations.resume(wf, step="charge_payment", step_input={**ORDER, "amount": -5})
+    assert refused.value.field == "input.amount"
+    assert harness.state(wf) == before  # nothing written
+    harness.operations.resume(wf, step="charge_payment", step_input={**ORDER, "amount": 5})
+    assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+
+
 def test_an_operator_gives_up_on_a_paused_workflow(harness: Harness) -> None:
     pausing_order(harness)
     wf = harness.start("order_fulfilment", _declined(99))

@@ -251,7 +251,12 @@ class Operations:
                 "is not running can get a replacement input"
             )
         scheduler = self.scheduler
-        text = scheduler.validated_input(definition, step_input, what="step input")
+        # It replaces what the step reads: the workflow input (so it must fit InputSchema),
+        # or, under an InputPath, the value the path selects (no schema describes that).
+        spec = definition.by_name[step]
+        text = scheduler.validated_input(
+            definition, step_input, what="input", schema=spec.input_path is None
+        )
         # Keyed by the attempt it replaces: a large replacement goes to the payload bucket.
         stored = scheduler.keep_for(rec, "input", text)
         write = tx.replace_input(rec, now, stored, owner or "operator")

@@ -279,10 +279,12 @@ class Scheduler:
         what: str = "input",
         max_bytes: int = limits.MAX_INPUT_BYTES,
         parsed: bool = False,
+        schema: bool = True,
     ) -> str:
         """A workflow's (or a step's replacement) input as stored, checked against the caps
-        and the definition's InputSchema (an uploaded input: `max_bytes` MAX_UPLOAD_BYTES;
-        `parsed`: `payload` came from `jsonsafe.parse`, so it is not walked again)."""
+        and (unless `schema` is False) the definition's InputSchema (an uploaded input:
+        `max_bytes` MAX_UPLOAD_BYTES; `parsed`: `payload` came from `jsonsafe.parse`, so it
+        is not walked again)."""
         try:
             input_json = (
                 jsonsafe.canonical(payload) if parsed else jsonsafe.dumps(payload, what=what)
@@ -293,15 +295,15 @@ class Scheduler:
         if size > max_bytes:
             raise InputTooLarge(size, max_bytes)
         validator = definition.input_validator
-        if validator is not None and what == "input":
+        if validator is not None and schema:
             import fastjsonschema  # noqa: PLC0415 - already imported by definitions
 
             try:
                 validator(payload)
             except fastjsonschema.JsonSchemaValueException as exc:
-                where = str(exc.name or "data").replace("data", "input", 1)
+                where = str(exc.name or "data").replace("data", what, 1)
                 raise InputInvalid(
-                    f"{where}: {exc.message.replace('data', 'input', 1)}", where
+                    f"{where}: {exc.message.replace('data', what, 1)}", where
                 ) from None
         return input_json
 
