@@ -42,6 +42,17 @@ def moto_engine() -> Iterator[Harness]:
         yield h
 
 
+CONFIG_POOL_POLICY = {
+    "RateLimit": {"PerSecond": 1000, "Burst": 1000},
+    "CircuitBreaker": {
+        "FailureRatio": 1,
+        "MinimumAttempts": 1_000_000,
+        "WindowSeconds": 60,
+        "CooldownSeconds": 60,
+    },
+}
+
+
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """One local stack (moto server, control process, agent workers) for every test that needs
@@ -59,6 +70,9 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
         sweep_interval=0.5,
         state_dir=state,
         operators=[caller_arn(name) for name in ("e2e", "console")],
+        # One pool with a rate limit and a breaker, for the console's pools page: generous
+        # enough that no other test meets either (the breaker never opens on its own).
+        pool_policies={"config": CONFIG_POOL_POLICY},
     ) as running:
         yield running
     for pid in running.pids():

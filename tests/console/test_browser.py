@@ -278,6 +278,51 @@ def test_pause_and_resume_a_pool_from_the_page_with_the_keyboard(
     assert pools["notifications"]["paused"] is False
 
 
+def test_a_pools_rate_limit_and_circuit_are_shown_and_its_circuit_forced(
+    page: Any, api: Api
+) -> None:
+    """Issue 26: the pool's rate limit, its breaker's state, since when, whether an operator
+    forced it, and its last changes are on the pools page; an operator forces it open or
+    closed and gives it back to its breaker, each confirmed."""
+    page.goto("/#/pools")
+    row = page.locator('tr[data-pool="config"]')
+    expect(row.locator("td.rate")).to_have_text("1000/s, burst 1000")
+    circuit = row.locator("td.circuit")
+    expect(circuit).to_have_attribute("data-circuit", "closed")
+    expect(circuit).to_have_attribute("data-mode", "auto")
+    expect(page.locator('tr[data-pool="notifications"] td.circuit')).to_have_text("none")
+    dialog = page.locator("dialog.confirm")
+    try:
+        row.get_by_role("button", name="Open circuit of config").click()
+        expect(dialog).to_contain_text("claims nothing")
+        dialog.get_by_role("button", name="Open circuit").click()
+        expect(page.locator("#action-outcome")).to_contain_text(
+            "Open the circuit of config: done"
+        )
+        expect(circuit).to_have_attribute("data-circuit", "open")
+        expect(circuit).to_contain_text("forced open")
+        expect(row).to_contain_text("PAUSED by its circuit")
+        expect(row.get_by_role("button", name="Resume config")).to_have_count(0)
+        circuit.locator("summary").click()
+        expect(circuit.locator(".circuit-history li").first).to_contain_text("closed → open")
+        shot(page, "pools-circuit-open")
+        pools = {p["name"]: p for p in api.call("GET", "/pools")["items"]}
+        assert pools["config"]["circuit"]["state"] == "open"
+        assert pools["config"]["circuit"]["mode"] == "open"
+
+        row.get_by_role("button", name="Close circuit of config").click()
+        dialog.get_by_role("button", name="Close circuit").click()
+        expect(circuit).to_have_attribute("data-circuit", "closed")
+        expect(circuit).to_have_attribute("data-mode", "closed")
+        row.get_by_role("button", name="Automatic circuit of config").click()
+        dialog.get_by_role("button", name="Automatic circuit").click()
+        expect(circuit).to_have_attribute("data-mode", "auto")
+        expect(row.get_by_role("button", name="Automatic circuit of config")).to_have_count(0)
+    finally:  # the other tests need the pool claiming
+        api.call("POST", "/pools/config/circuit", {"action": "close"})
+        api.call("POST", "/pools/config/circuit", {"action": "auto"})
+
+
 def test_the_list_filters_pages_and_finds_by_id_or_idempotency_key(page: Any, api: Api) -> None:
     keyed = start(api, "order_fulfilment", ORDER, idempotency_key="console-order-7")
     env = start(api, "provision_environment", ENV)

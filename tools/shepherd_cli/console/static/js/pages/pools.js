@@ -1,4 +1,5 @@
-// Agent pools: paused or running, and each queue's backlog; pause and resume, each confirmed.
+// Agent pools: paused or running, each queue's backlog, its rate limit and circuit breaker;
+// pause and resume, and forcing a circuit open, closed or back to its breaker, each confirmed.
 
 import { get, post, seg } from "../api.js";
 import { confirmAction, showOutcome } from "../confirm.js";
@@ -32,6 +33,68 @@ export async function poolsPage(ctx) {
     await refresh(true);
   }
 
+  const CIRCUIT_ACTIONS = {
+    open: ["Open", "Force it open: the pool claims nothing (as a pause) until it is closed or given back to its breaker.", true],
+    close: ["Close", "Force it closed: the pool claims work whatever its failures, until it is opened or given back to its breaker.", false],
+    auto: ["Automatic", "Give it back to its breaker: it opens and closes on the pool's failures again.", false],
+  };
+
+  async function circuitAct(pool, action) {
+    const [label, explain, danger] = CIRCUIT_ACTIONS[action];
+    const result = await confirmAction({
+      title: `${label} the circuit of pool ${pool.name}?`,
+      body: h("p", {}, explain),
+      confirmLabel: `${label} circuit`,
+      danger,
+      act: () => post(`/pools/${seg(pool.name)}/circuit`, { action }),
+    });
+    if (!result) return;
+    showOutcome(outcome, `${label} the circuit of ${pool.name}`, result);
+    await refresh(true);
+  }
+
+  const heldByCircuit = (pool) => pool.paused && pool.circuit && pool.circuit.state !== "closed";
+
+  function rateText(pool) {
+    const r = pool.rate_limit;
+    return r ? `${r.per_second}/s, burst ${r.burst}` : "none";
+  }
+
+  function circuitCell(pool) {
+    const c = pool.circuit;
+    if (!c) return h("td", { class: "circuit" }, "none");
+    const state = c.state.toUpperCase();
+    const last = (c.history || []).slice(-5).reverse();
+    return h(
+      "td",
+      { class: "circuit", dataset: { circuit: c.state, mode: c.mode } },
+      h("span", { class: `badge circuit-${c.state}` }, state),
+      c.mode !== "auto" ? h("span", { class: "muted" }, ` forced ${c.mode}`) : "",
+      c.since ? h("span", {}, " since ", time(c.since, { date: true })) : "",
+      last.length
+        ? h(
+            "details",
+            { class: "circuit-history" },
+            h("summary", {}, `last ${last.length} change${last.length > 1 ? "s" : ""}`),
+            h("ul", {}, ...last.map((t) => h("li", {}, time(t.at, { date: true }), ` ${t.from} → ${t.to}: ${t.why}`))),
+          )
+        : "",
+    );
+  }
+
+  function circuitButtons(pool) {
+    if (!pool.circuit) return [];
+    return Object.keys(CIRCUIT_ACTIONS)
+      .filter((action) => action !== (pool.circuit.mode === "closed" ? "close" : pool.circuit.mode))
+      .map((action) =>
+        h(
+          "button",
+          { type: "button", class: action === "open" ? "danger" : "secondary", dataset: { key: `circuit:${pool.name}:${action}` }, on: { click: () => circuitAct(pool, action) } },
+          `${CIRCUIT_ACTIONS[action][0]} circuit of ${pool.name}`,
+        ),
+      );
+  }
+
   function draw(items) {
     const num = (b, key) => h("td", { class: "num" }, b ? String(b[key]) : "?");
     const rows = items.map((pool) =>
@@ -39,24 +102,30 @@ export async function poolsPage(ctx) {
         "tr",
         { "data-pool": pool.name },
         h("th", { scope: "row" }, pool.name),
-        h("td", {}, badge(pool.paused ? "PAUSED" : "RUNNING")),
+        h("td", {}, badge(pool.paused ? "PAUSED" : "RUNNING"), heldByCircuit(pool) ? h("span", { class: "muted" }, " by its circuit") : ""),
         h("td", {}, time(pool.paused ? pool.paused_at : pool.resumed_at, { date: true })),
         h("td", {}, pool.by || ""),
         num(pool.backlog, "visible"),
         num(pool.backlog, "in_flight"),
         num(pool.backlog, "delayed"),
+        h("td", { class: "rate" }, rateText(pool)),
+        circuitCell(pool),
         h(
           "td",
-          {},
-          h(
-            "button",
-            { type: "button", class: pool.paused ? "" : "danger", dataset: { key: `pool:${pool.name}` }, on: { click: () => act(pool) } },
-            pool.paused ? `Resume ${pool.name}` : `Pause ${pool.name}`,
-          ),
+          { class: "actions" },
+          // A pool its open circuit holds is released by closing the circuit, not by a resume.
+          heldByCircuit(pool)
+            ? ""
+            : h(
+                "button",
+                { type: "button", class: pool.paused ? "" : "danger", dataset: { key: `pool:${pool.name}` }, on: { click: () => act(pool) } },
+                pool.paused ? `Resume ${pool.name}` : `Pause ${pool.name}`,
+              ),
+          ...circuitButtons(pool),
         ),
       ),
     );
-    redraw(host, table("Agent pools: backlog is the pool queue's messages (approximate, as SQS counts them).", ["Pool", "State", "Since", "By", "Visible", "In flight", "Delayed", "Action"], rows));
+    redraw(host, table("Agent pools: backlog is the pool queue's messages (approximate, as SQS counts them); an open circuit holds the pool's tasks as a pause does.", ["Pool", "State", "Since", "By", "Visible", "In flight", "Delayed", "Rate limit", "Circuit", "Actions"], rows));
   }
 
   async function refresh(force = false) {
