@@ -135,6 +135,13 @@ class AttemptView(BaseModel):
         ),
     ]
     error: str | None = None
+    message: Annotated[
+        str | None,
+        Field(
+            description="The start of its error's message (100 characters): the step's `error` "
+            "holds its last error whole"
+        ),
+    ] = None
     started_at: Annotated[str | None, Field(description="When its agent claimed it")] = None
     at: Annotated[str, Field(description="When it ended (or the input was replaced)")]
     by: Annotated[str | None, Field(description="Who replaced the input")] = None

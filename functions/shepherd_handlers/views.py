@@ -81,6 +81,7 @@ def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = N
                 attempt=h["a"],
                 outcome=h["o"],
                 error=h.get("e"),
+                message=h.get("m"),
                 started_at=iso(h.get("c")),
                 at=iso(h["t"]) or "",
                 by=h.get("by"),

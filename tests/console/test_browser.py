@@ -296,9 +296,7 @@ def test_a_pools_rate_limit_and_circuit_are_shown_and_its_circuit_forced(
         row.get_by_role("button", name="Open circuit of config").click()
         expect(dialog).to_contain_text("claims nothing")
         dialog.get_by_role("button", name="Open circuit").click()
-        expect(page.locator("#action-outcome")).to_contain_text(
-            "Open the circuit of config: done"
-        )
+        expect(page.locator("#action-outcome")).to_contain_text("Open the circuit of config: done")
         expect(circuit).to_have_attribute("data-circuit", "open")
         expect(circuit).to_contain_text("forced open")
         expect(row).to_contain_text("PAUSED by its circuit")

@@ -261,6 +261,8 @@ def test_retry_redrives_a_failed_workflow_from_its_failed_compensation(
     assert done["status"] == "COMPENSATED" and done["redrives"] == 1
     refund = next(c for c in done["compensations"] if c["name"] == "charge_payment")
     assert [a["outcome"] for a in refund["attempts"]] == ["error", "ok"] and refund["attempt"] == 2
+    # Each attempt says why it failed, after the step's own error moved on (issue 29.5).
+    assert [a.get("message") for a in refund["attempts"]] == ["refunds are switched off", None]
     assert done["error"]["step"] == "ship_order"  # the original cause is restored
     assert stack.api("POST", f"/workflows/{wf}/retry")[0] == 409
 

@@ -64,3 +64,22 @@ def test_truncate_marks_what_it_cut() -> None:
     assert limits.truncate("short", 10) == "short"
     cut = limits.truncate("x" * 50, 10)
     assert len(cut) == 10 and cut.endswith("…")
+
+
+def test_the_largest_history_entry_fits_its_budget() -> None:
+    """An ended attempt's entry keeps its error name and the start of its message: at their
+    caps, in 4-byte characters, with a token hash and times, it fits MAX_HISTORY_ENTRY_BYTES."""
+    from shepherd.decisions import transitions as tx
+
+    widest = "\U0001f600" * 1000
+    entry = tx._history(
+        2**31,
+        "heartbeat_timeout",
+        2**53,
+        limits.truncate(widest, limits.MAX_ERROR_NAME),
+        "f" * 64,
+        2**53,
+        tx.error_json(widest, widest),
+    )
+    assert len(entry["m"]) == limits.MAX_HISTORY_MESSAGE and entry["m"].endswith("…")
+    assert limits.attribute_size(entry) <= limits.MAX_HISTORY_ENTRY_BYTES

@@ -310,8 +310,10 @@ def test_requests_are_served_at_once_by_sandboxes(sandboxed: Any, tmp_path: Path
 def test_a_handler_that_overruns_the_timeout_is_a_504_and_the_next_one_is_served(
     sandboxed: Any,
 ) -> None:
-    port = sandboxed(timeout_s=1.0, concurrency=1)
-    status, _, body = request(port, "POST", "/workflows", json.dumps({"sleep": 5}).encode())
+    # 3 s: the timeout also runs while a fresh sandbox starts (a Python process: well under a
+    # second idle, more on a loaded machine), and the second request needs a fresh one.
+    port = sandboxed(timeout_s=3.0, concurrency=1)
+    status, _, body = request(port, "POST", "/workflows", json.dumps({"sleep": 10}).encode())
     assert status == 504
     assert_error_shape(body, "IntegrationTimeout")
     status, _, _ = request(port, "POST", "/workflows", b"{}")

@@ -59,7 +59,12 @@ MAX_ERROR_FULL_CHARS = 256 * KIB
 
 # ------------------------------------------------------------------------------ history
 MAX_HISTORY = 20  # ended attempts kept per step; `attempts_total` counts them all
-MAX_HISTORY_ENTRY_BYTES = 512  # one entry: attempt, outcome, time, error name, actor
+# The start of an ended attempt's error message kept in its history entry (characters; the
+# step keeps only its last error whole).
+MAX_HISTORY_MESSAGE = 100
+# One entry at most: attempt, outcome, times, error name (128 characters, 4 bytes each at
+# worst), the message's start (100, likewise), a token hash, an actor.
+MAX_HISTORY_ENTRY_BYTES = 1_152
 
 # ------------------------------------------------------------------------------ requests
 # API Gateway's REST payload limit (10 MB): a larger body is a 413, locally too.

@@ -516,13 +516,16 @@ def _error_texts(store: MemoryPayloadStore, rec: StepRecord) -> dict[int, dict[s
     return found
 
 
-def _step_error(name: str, full: dict[str, Any] | None, cut: dict[str, Any] | None) -> StepError:
-    """The whole text when it was kept, else the item's (cut) message, else only the name."""
+def _step_error(
+    name: str, full: dict[str, Any] | None, cut: dict[str, Any] | None, start: str | None = None
+) -> StepError:
+    """The whole text when it was kept, else the item's (cut) message, else the start of the
+    message its history entry kept, else only the name."""
     if full is not None:
         return StepError(name, str(full.get("message", name)), full.get("traceback") or None)
     if cut is not None and cut.get("type") == name:
         return StepError(name, str(cut.get("message", name)))
-    return StepError(name, name)
+    return StepError(name, start or name)
 
 
 def _step_result(rec: StepRecord, value: Callable[[str | None], Any], texts: Any) -> StepResult:
@@ -537,7 +540,7 @@ def _step_result(rec: StepRecord, value: Callable[[str | None], Any], texts: Any
         error = None
         if outcome is not AttemptOutcome.SUCCEEDED:
             name = str(entry.get("e") or outcome.value)
-            error = _step_error(name, texts.get(number), cut if latest else None)
+            error = _step_error(name, texts.get(number), cut if latest else None, entry.get("m"))
         started = entry.get("c")
         attempts.append(
             Attempt(

@@ -71,8 +71,11 @@ def _history(
     error: str | None = None,
     token_hash: str | None = None,
     claimed_at: int | None = None,
+    stored_error: str | None = None,
 ) -> dict[str, Any]:
-    """One ended attempt: its number, outcome, end (and claim) time, error name. `th` keeps
+    """One ended attempt: its number, outcome, end (and claim) time, error name and the
+    start of its message (`stored_error`'s, cut to MAX_HISTORY_MESSAGE: the step keeps only
+    its last error whole, so each earlier attempt says why it failed here). `th` keeps
     the hash of a callback attempt's task token, so the genuine token of an attempt that is
     over gets 409 and a forged one still gets 404."""
     entry: dict[str, Any] = {"a": attempt, "o": outcome, "t": at}
@@ -80,6 +83,9 @@ def _history(
         entry["c"] = claimed_at
     if error:
         entry["e"] = error
+    message = (loads(stored_error) or {}).get("message") if stored_error else None
+    if isinstance(message, str) and message:
+        entry["m"] = limits.truncate(message, limits.MAX_HISTORY_MESSAGE)
     if token_hash:
         entry["th"] = token_hash
     return entry
@@ -265,6 +271,7 @@ def end_attempt(
         limits.truncate(error_type, limits.MAX_ERROR_NAME),
         token_hash or rec.callback_token,
         rec.claimed_at,
+        error,
     )
     if isinstance(decision, RetryIn):
         available_at = now + decision.delay_ms
@@ -444,7 +451,9 @@ def decide(
     else:
         name = (loads(error) or {}).get("type", "Rejected")
         outcome = "error" if decision is not None else "timeout"
-        entry = _history(rec.attempt, outcome, now, name, claimed_at=rec.claimed_at)
+        entry = _history(
+            rec.attempt, outcome, now, name, claimed_at=rec.claimed_at, stored_error=error
+        )
         values |= {"status": StepStatus.FAILED.value, "error": error, "fail_reason": "permanent"}
     update = Update(set={**values, **_ended(rec, entry)}, add={"attempts_total": 1})
     condition = all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("wake_at", rec.wake_at))

@@ -177,6 +177,7 @@ export function attemptRows(view) {
           heartbeat: current ? item.heartbeat_at : null,
           ended: a.at,
           error: a.error,
+          message: a.message,
           by: a.outcome.endsWith("timeout") ? "supervisor" : a.outcome === "input_replaced" ? `operator ${a.by || ""}`.trim() : "agent",
         });
       }
@@ -264,7 +265,7 @@ function timeline(view, again = () => {}) {
       h("td", {}, time(r.heartbeat)),
       h("td", {}, time(r.ended)),
       h("td", { class: "num" }, r.claimed ? duration(r.claimed, r.ended) : "—"),
-      h("td", { class: "error-text" }, r.error || ""),
+      h("td", { class: "error-text" }, r.error || "", r.message ? h("span", { class: "attempt-message" }, `: ${r.message}`) : ""),
       h("td", {}, r.by || ""),
     );
   });
