@@ -227,3 +227,60 @@ def test_a_schedule_firing_without_its_key_is_rejected(stack: Stack) -> None:
     event["detail"].pop("idempotency_key")
     reply = events.handler(event, LambdaContext())
     assert reply["status"] == "rejected" and reply["code"] == "InvalidEvent"
+
+
+# ------------------------------------------------------------------ shepherd local's clock
+
+
+def test_the_local_clock_starts_through_the_events_path_and_honours_a_pause(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control process's schedule thread (`control.fire_schedules`), on a fake clock: a
+    `rate(5 minutes)` schedule fires five minutes after the stack's start through the events
+    handler, owned by the schedule owner with the deployed key; paused, its next firing starts
+    nothing; the thread stops with the stack."""
+    import threading
+    import time
+    from datetime import timedelta
+
+    from shepherd.settings import ENV_SCHEDULE_OWNER
+    from shepherd_cli import control
+
+    monkeypatch.setenv(ENV_SCHEDULE_OWNER, ALICE)
+    _operators(monkeypatch, BOB)
+    start = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
+    now = [start]
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=control.fire_schedules,
+        args=(start, stop),
+        kwargs={"interval": 0.01, "now": lambda: now[0]},
+    )
+    thread.start()
+
+    def workflows(wait_for: int) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + 10
+        while True:
+            found = [i for i in _table().scan()["Items"] if i["sk"] == "#WF"]
+            if len(found) >= wait_for or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
+    try:
+        time.sleep(0.1)
+        assert workflows(0) == []  # nothing due at the start
+        now[0] = start + timedelta(minutes=5, seconds=1)
+        (started,) = workflows(1)
+        assert started["owner"] == ALICE
+        assert started["idempotency_key"] == "schedule:often:2026-11-26T09:05:00Z"
+        assert stack.api("POST", "/schedules/often/pause", caller=BOB)[0] == 200
+        now[0] = start + timedelta(minutes=10, seconds=1)
+        time.sleep(0.5)  # fifty ticks
+        assert len(workflows(0)) == 1, "a paused schedule's firing started a workflow"
+        assert stack.api("POST", "/schedules/often/resume", caller=BOB)[0] == 200
+        now[0] = start + timedelta(minutes=15, seconds=1)
+        assert len(workflows(2)) == 2
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
