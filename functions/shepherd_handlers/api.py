@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.definitions import NAME, POOL
+from shepherd.definitions import SCHEDULE_NAME as SCHEDULE_NAME_PATTERN
 from shepherd.engine import history
 from shepherd.engine.listing import ListFilter, Position, count_by_status
 from shepherd.engine.pools import pool_states
@@ -36,6 +37,7 @@ from shepherd_handlers.models import (
     RejectRequest,
     ResumeRequest,
     ScheduleListView,
+    ScheduleView,
     StartWorkflowRequest,
     StatusCountView,
     StepView,
@@ -72,6 +74,7 @@ WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
 STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
+SCHEDULE_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=SCHEDULE_NAME_PATTERN)]
 
 app = errors.resolver()
 
@@ -580,19 +583,40 @@ def list_definitions() -> DefinitionListView:
 @app.get(
     "/schedules",
     responses=errors.documented(200, "The schedules", ScheduleListView),
-    tags=["definitions"],
+    tags=["schedules"],
 )
 def list_schedules() -> ScheduleListView:
-    """Every schedule of the current definitions, with its next firing times."""
-    catalog = engine().catalog
+    """Every schedule of the current definitions: its state and next firing times. Who
+    paused or resumed one (an IAM ARN) is shown to operators only."""
+    shown_to_operator = caller() in engine().settings.operators
     now = datetime.now(UTC)
     return ScheduleListView(
-        items=[
-            schedule_view(name, spec, now)
-            for name in catalog.names()
-            for spec in catalog.current(name).schedules
-        ]
+        items=[schedule_view(s, now, show_by=shown_to_operator) for s in engine().schedules.list()]
     )
+
+
+@app.post(
+    "/schedules/<name>/pause",
+    responses=errors.documented(200, "Paused", ScheduleView, 400, 403, 404),
+    tags=["schedules"],
+)
+def pause_schedule(name: SCHEDULE_NAME) -> ScheduleView:
+    """The schedule's firings start nothing until a resume; the table's state is the truth,
+    so no deploy resumes it. Operators only (403 otherwise). Idempotent."""
+    state = engine().schedules.pause(name, by=operator())
+    return schedule_view(state, datetime.now(UTC), show_by=True)
+
+
+@app.post(
+    "/schedules/<name>/resume",
+    responses=errors.documented(200, "Resumed", ScheduleView, 400, 403, 404),
+    tags=["schedules"],
+)
+def resume_schedule(name: SCHEDULE_NAME) -> ScheduleView:
+    """Its next firings start workflows again (those missed while paused are not made up).
+    Operators only (403 otherwise). Idempotent."""
+    state = engine().schedules.resume(name, by=operator())
+    return schedule_view(state, datetime.now(UTC), show_by=True)
 
 
 @app.get(

@@ -31,6 +31,7 @@ from shepherd.errors import (
     InvalidTransition,
     OperatorOnly,
     PayloadTooLarge,
+    ScheduleNotFound,
     StepKindNotSupported,
     StepNotFound,
     StoreUnavailable,
@@ -123,6 +124,7 @@ _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     PermissionError: (HTTPStatus.FORBIDDEN, "Forbidden", None),  # no caller identity
     OperatorOnly: (HTTPStatus.FORBIDDEN, "OperatorOnly", None),
     PoolNotFound: (HTTPStatus.NOT_FOUND, "PoolNotFound", "pool"),
+    ScheduleNotFound: (HTTPStatus.NOT_FOUND, "ScheduleNotFound", "name"),
     NoCircuitBreaker: (HTTPStatus.BAD_REQUEST, "NoCircuitBreaker", "pool"),
     PayloadMissing: (HTTPStatus.INTERNAL_SERVER_ERROR, "PayloadMissing", None),
 }

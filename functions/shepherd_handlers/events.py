@@ -11,6 +11,11 @@ from any source not mapped (docs/api.md, Events). An event from a source the dep
 not map is rejected here too (`SourceNotMapped`: the local stack has no bus policy), and so is
 an event that carries `detail.owner`.
 
+A definition's schedule fires as a `StartWorkflow` event from `shepherd.schedule` (EventBridge
+Scheduler invokes this function directly; the bus refuses that source), owned by the
+deployment's `schedule_owner`, its idempotency key `schedule:<name>:<scheduled time>`. A
+firing of a paused schedule (the table's schedule item) starts nothing (`ScheduleSkipped`).
+
 `input_upload` instead of `input` names a POST /payloads upload (an input over the event's
 256 KB, up to 100 MiB) that the owner made: the owner must be an IAM principal that
 `event_owners` maps the source to.
@@ -31,7 +36,7 @@ from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from shepherd import jsonsafe
+from shepherd import jsonsafe, schedules
 from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
@@ -46,6 +51,7 @@ from shepherd_handlers import either
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
 
 REJECTED_METRIC = "StartEventsRejected"
+SKIPPED_METRIC = "ScheduleSkipped"  # a paused schedule's firing, acknowledged
 
 
 class StartWorkflowDetail(BaseModel):
@@ -70,8 +76,8 @@ class StartWorkflowEvent(EventBridgeModel):
 
 def owner_of(source: str) -> str | None:
     """The owner of a workflow an event from `source` starts (None: the source is not mapped,
-    and the event starts nothing)."""
-    return engine().settings.event_owners.get(source)
+    and the event starts nothing); a schedule's firing is owned by `schedule_owner`."""
+    return engine().settings.owner_of(source)
 
 
 @logger.inject_lambda_context
@@ -101,6 +107,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             f"StartWorkflow events from source '{parsed.source}' start nothing: the deployment "
             "maps no owner to it (event_owners; see docs/api.md, Events)",
         )
+    if parsed.source == schedules.SOURCE:
+        schedule = schedules.name_of(detail.idempotency_key)
+        if schedule is None:
+            return _rejected(
+                "InvalidEvent",
+                f"a {schedules.SOURCE} event's idempotency_key is schedule:<name>:<time>",
+            )
+        if engine().schedules.paused(detail.type, schedule):
+            return _skipped(detail.type, schedule, detail.idempotency_key)
     scheduler = engine().scheduler
     try:
         if detail.input_upload is not None:
@@ -125,6 +140,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         extra={"workflow_id": result.workflow_id, "new_workflow": result.created},
     )
     return {"status": "accepted", "workflow_id": result.workflow_id, "created": result.created}
+
+
+def _skipped(workflow_type: str, schedule: str, key: str | None) -> dict[str, Any]:
+    """A paused schedule's firing: acknowledged (Scheduler must not retry it), starts nothing."""
+    logger.info(
+        "schedule paused: its firing starts nothing",
+        extra={"workflow_type": workflow_type, "schedule": schedule, "idempotency_key": key},
+    )
+    metrics.add_metric(name=SKIPPED_METRIC, unit=MetricUnit.Count, value=1)
+    return {"status": "skipped", "schedule": schedule}
 
 
 def _rejected(code: str, message: str) -> dict[str, Any]:

@@ -340,6 +340,20 @@ class ScheduleView(BaseModel):
             "schedule; a rate's depend on when it was deployed, so none are given"
         ),
     ] = []
+    paused: Annotated[
+        bool,
+        Field(
+            description="Paused by an operator (POST /schedules/{name}/pause): its firings "
+            "start nothing until a resume"
+        ),
+    ] = False
+    at: Annotated[
+        str | None, Field(description="When it was last paused or resumed (ISO 8601, UTC)")
+    ] = None
+    by: Annotated[
+        str | None,
+        Field(description="Who last paused or resumed it (an IAM ARN): shown to operators only"),
+    ] = None
 
 
 class ScheduleListView(BaseModel):

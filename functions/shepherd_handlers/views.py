@@ -10,9 +10,10 @@ from shepherd import schedules
 from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
-from shepherd.definitions import Definition, ScheduleSpec
+from shepherd.definitions import Definition
 from shepherd.engine.pools import PoolView
 from shepherd.engine.queries import WorkflowSummary, stored_output
+from shepherd.engine.schedules import ScheduleState
 from shepherd.keys import Kind
 from shepherd.model import PoolState, StepRecord, WorkflowState, loads
 from shepherd.payloads import Payloads, ref_of
@@ -218,19 +219,24 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
     )
 
 
-def schedule_view(workflow_type: str, spec: ScheduleSpec, now: datetime) -> ScheduleView:
-    """A schedule and its next three firings (none for a rate: they count from its deploy)."""
+def schedule_view(state: ScheduleState, now: datetime, *, show_by: bool) -> ScheduleView:
+    """A schedule, its state and its next three firings (none for a rate: they count from its
+    deploy; none while disabled or paused). `by` (an IAM ARN) only for an operator."""
+    spec = state.spec
     expression = schedules.parse(spec.expression)
     upcoming = (
         []
-        if not spec.enabled or isinstance(expression, schedules.Rate)
+        if not spec.enabled or state.paused or isinstance(expression, schedules.Rate)
         else schedules.next_firings(expression, schedules.zone(spec.timezone), now, 3)
     )
     return ScheduleView(
-        workflow_type=workflow_type,
+        workflow_type=state.workflow_type,
         name=spec.name,
         expression=spec.expression,
         timezone=spec.timezone,
         enabled=spec.enabled,
-        next=[t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in upcoming],
+        next=[t.strftime(schedules.TIME_FORMAT) for t in upcoming],
+        paused=state.paused,
+        at=iso(state.at),
+        by=state.by if show_by else None,
     )

@@ -122,6 +122,11 @@ def _names(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
+def _given(**values: Any) -> dict[str, Any]:
+    """The construct's settings the context gives (the rest keep the construct's defaults)."""
+    return {key: value for key, value in values.items() if value}
+
+
 def _json_ints(value: Any, key: str) -> dict[str, int]:
     """A context map of whole numbers, as JSON text or an object."""
     mapping = _json_map(value)
@@ -161,6 +166,7 @@ def build_app(
         powertools_version=str(ctx(config.CTX_POWERTOOLS_VERSION) or config.POWERTOOLS_VERSION),
         powertools_layer_arn=ctx(config.CTX_POWERTOOLS_LAYER_ARN) or None,
         event_owners=_json_map(ctx(config.CTX_EVENT_OWNERS)),
+        **_given(schedule_owner=ctx(config.CTX_SCHEDULE_OWNER)),
         operators=_names(ctx(config.CTX_OPERATORS)),
         watch_shards=_int(ctx(config.CTX_WATCH_SHARDS), WATCH_SHARDS),
         sweep_groups=_int(ctx(config.CTX_SWEEP_GROUPS), 1),

@@ -104,6 +104,8 @@ REMOVED_CONTEXT = {
 # {event source: owner principal ARN} for StartWorkflow events (JSON; see docs/api.md, Events)
 CTX_EVENT_OWNERS = "event_owners"
 CTX_OPERATORS = "operators"  # JSON list (or a,b) of IAM principal ARNs: pool pause/resume
+# The owner of the workflows the definitions' Schedules start: an IAM principal ARN
+CTX_SCHEDULE_OWNER = "schedule_owner"
 CTX_WATCH_SHARDS = "watch_shards"  # the watch index's shards (16; 256 at the design load)
 CTX_SWEEP_GROUPS = "sweep_groups"  # supervisor invocations per tick (1; 128 at the design load)
 CTX_WEBHOOKS = "webhooks"  # selected events to HTTPS endpoints (shepherd_infra.webhooks)

@@ -39,6 +39,7 @@ LAMBDA_ENVIRONMENT_BYTES = 4 * 1024  # Lambda: "Total size of all environment va
 STACK_RESOURCES = 500  # CloudFormation: resources declared in a template
 TEMPLATE_BYTES = 1_000_000  # CloudFormation: a template body from S3, 1 MB
 POOL_RESOURCES = 7  # queue, DLQ, queue policy, function, role, log group, event source mapping
+SCHEDULES_RESOURCES = 5  # with any schedule: group, role, its policy, dead-letter queue, policy
 
 # The longest a pseudo parameter resolves to (region `ap-southeast-4`, partition `aws-us-gov`,
 # suffix `amazonaws.com.cn`; a stack's name is at most 128 characters, its id an ARN with it).
@@ -76,10 +77,11 @@ class DeployLimits(Construct):
         *,
         environments: Mapping[str, Mapping[str, str]],
         pools: int,
+        schedules: int = 0,
     ) -> None:
         """`environments`: each function's environment, by the function's path."""
         super().__init__(scope, construct_id)
-        self.node.add_validation(_Check(self, environments, pools))
+        self.node.add_validation(_Check(self, environments, pools, schedules))
         stage = Stage.of(scope)
         if stage is not None and stage.node.try_find_child(TemplateSize.MARKER) is None:
             Construct(stage, TemplateSize.MARKER)
@@ -89,11 +91,16 @@ class DeployLimits(Construct):
 @jsii.implements(IValidation)
 class _Check:
     def __init__(
-        self, owner: Construct, environments: Mapping[str, Mapping[str, str]], pools: int
+        self,
+        owner: Construct,
+        environments: Mapping[str, Mapping[str, str]],
+        pools: int,
+        schedules: int = 0,
     ) -> None:
         self._owner = owner
         self._environments = environments
         self._pools = pools
+        self._schedules = schedules
 
     def validate(self) -> list[str]:
         stack = Stack.of(self._owner)
@@ -109,7 +116,7 @@ class _Check:
             for path, env in self._environments.items()
             if (e := _environment_error(path, stack.resolve(env), estimate))
         ]
-        resources = _resource_error(stack, self._pools)
+        resources = _resource_error(stack, self._pools, self._schedules)
         return errors + ([resources] if resources else [])
 
 
@@ -176,7 +183,7 @@ def _environment_error(path: str, variables: Mapping[str, Any], estimate: Estima
     )
 
 
-def _resource_error(stack: Stack, pools: int) -> str | None:
+def _resource_error(stack: Stack, pools: int, schedules: int = 0) -> str | None:
     counts = Counter(r.cfn_resource_type for r in _resources(stack))
     total = sum(counts.values())
     if total <= STACK_RESOURCES:
@@ -185,9 +192,11 @@ def _resource_error(stack: Stack, pools: int) -> str | None:
     return (
         f"stack {stack.node.path}: {total} resources, and CloudFormation refuses a stack of "
         f"more than {STACK_RESOURCES} ({heaviest}). Each agent pool takes {POOL_RESOURCES} "
-        f"(this Shepherd has {pools}). Fix: move some workflow definitions, with the pools "
-        "only they use, to a second Shepherd construct in another stack (or in a NestedStack "
-        "of this one), or give pools that do similar work one pool name"
+        f"(this Shepherd has {pools}), each schedule 1 (it has {schedules}; their group, role "
+        f"and dead-letter queue {SCHEDULES_RESOURCES} more). Fix: move some workflow "
+        "definitions, with the pools only they use, to a second Shepherd construct in another "
+        "stack (or in a NestedStack of this one), or give pools that do similar work one pool "
+        "name"
     )
 
 

@@ -19,6 +19,7 @@ from aws_cdk import (
     aws_kms,
     aws_sns,
     aws_sns_subscriptions,
+    aws_sqs,
 )
 from constructs import Construct
 from shepherd.observability import NAMESPACE, Metric
@@ -79,6 +80,7 @@ class Monitoring(Construct):
         alarm_email: str | None,
         webhooks: Sequence[Webhook] = (),
         dashboard: bool = False,
+        schedule_dlq: aws_sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[aws_cloudwatch.Alarm] = []
@@ -168,6 +170,19 @@ class Monitoring(Construct):
                 description=f"Events the webhook {hook.hook.name} ({hook.hook.url}) did not "
                 "accept within a day of retries are in its DLQ: fix the endpoint, then send "
                 "them again (docs/architecture.md, Deployment)",
+            )
+        if schedule_dlq is not None:
+            self._alarm(
+                "SchedulesUndelivered",
+                schedule_dlq.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=ONE_MINUTE
+                ),
+                threshold=0,
+                description="A schedule's firing could not be delivered to the events function "
+                "within an hour of retries: its workflow did not start. Each message in the "
+                "schedules' dead-letter queue is a firing's event (its schedule and time in "
+                "detail.idempotency_key); invoking the events function with it starts that "
+                "workflow once, if it still matters",
             )
         started = engine_metric(Metric.WORKFLOWS_STARTED, service, period=config.ALARM_PERIOD)
         failed = engine_metric(Metric.WORKFLOWS_FAILED, service, period=config.ALARM_PERIOD)

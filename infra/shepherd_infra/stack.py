@@ -23,7 +23,7 @@ from aws_cdk import Annotations, Stage, aws_dynamodb, aws_events, aws_lambda, aw
 from constructs import Construct
 from shepherd.definitions import load_directory
 from shepherd.pool_policy import PoolPolicy
-from shepherd.settings import Settings
+from shepherd.settings import DEFAULT_SCHEDULE_OWNER, SCHEDULE_SOURCE, Settings
 from shepherd.topology import PoolSpec, pools
 
 from shepherd_infra import config, ledger, pool_settings
@@ -41,6 +41,7 @@ from shepherd_infra.naming import pool_names, stack_scoped_name
 from shepherd_infra.payload_store import PayloadStore
 from shepherd_infra.pool_settings import PoolSettings, ResolvedPool
 from shepherd_infra.runtime import LambdaRuntime
+from shepherd_infra.schedules import Schedules, schedule_count
 from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
 from shepherd_infra.webhooks import WebhookConfig, Webhooks
@@ -66,6 +67,10 @@ class Shepherd(Construct):
     `api_detailed_metrics` API Gateway's per-method metrics (custom metrics under traffic);
     `api_throttling` the stage's throttling (`ApiThrottling`: 100/s, burst 200 by default).
 
+    `schedule_owner` owns the workflows the definitions' `Schedules` start (an IAM principal
+    ARN, who then reads them through the API; default `shepherd:schedules`, a name no caller
+    has); `operators` may pause and resume pools and schedules.
+
     `pool_ledger` (a JSON file beside the definitions, committed) remembers the pools deployed:
     a pool no definition names any more is retired, not deleted, until `release_pools` names
     it (`shepherd_infra.ledger`). Without a ledger a removed pool leaves the stack at once
@@ -89,6 +94,7 @@ class Shepherd(Construct):
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
         event_owners: dict[str, str] | None = None,
+        schedule_owner: str = DEFAULT_SCHEDULE_OWNER,
         operators: Sequence[str] = (),
         watch_shards: int = WATCH_SHARDS,
         sweep_groups: int = 1,
@@ -110,6 +116,13 @@ class Shepherd(Construct):
         # name. The stack's name and the construct's path make it unique in an account and
         # region: two Shepherds never read each other's series.
         self.service = stack_scoped_name(self)
+        if SCHEDULE_SOURCE in (event_owners or {}):
+            raise ValueError(
+                f"event_owners maps '{SCHEDULE_SOURCE}', the source of the definitions' "
+                "schedules: name their owner with schedule_owner instead"
+            )
+        # The definitions, validated: a bad schedule expression fails the synth here, naming
+        # the file, the schedule and the field.
         self.definitions = load_directory(definitions_dir)
         # The pools the definitions name, and the retired ones the ledger still holds.
         self.pool_plan = ledger.plan(pool_ledger, pools(self.definitions), release_pools)
@@ -168,6 +181,7 @@ class Shepherd(Construct):
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
             event_owners=event_owners or {},
+            schedule_owner=schedule_owner,
             operators=tuple(operators),
             watch_shards=watch_shards,
             sweep_groups=sweep_groups,
@@ -204,6 +218,11 @@ class Shepherd(Construct):
             throttling=api_throttling,
         )
         self.events.add_start_rule(self.runtime, access)
+        self.schedules = (
+            Schedules(self, "Schedules", definitions=self.definitions, target=self.events.function)
+            if schedule_count(self.definitions)
+            else None
+        )
         self.supervisor = Supervisor(
             self, "Supervisor", runtime=self.runtime, access=access, groups=sweep_groups
         )
@@ -215,7 +234,11 @@ class Shepherd(Construct):
         self.events.enforce_ownership(event_owners or {}, relay_role)
         self.webhooks = Webhooks(self, "Webhooks", hooks=webhooks, bus=self.events.bus)
         self.limits = DeployLimits(
-            self, "DeployLimits", environments=self.runtime.environments, pools=len(self.pools)
+            self,
+            "DeployLimits",
+            environments=self.runtime.environments,
+            pools=len(self.pools),
+            schedules=schedule_count(self.definitions),
         )
         self.monitoring = Monitoring(
             self,
@@ -228,6 +251,7 @@ class Shepherd(Construct):
             webhooks=self.webhooks.hooks,
             alarm_email=alarm_email,
             dashboard=dashboard,
+            schedule_dlq=self.schedules.dlq if self.schedules is not None else None,
         )
         if pool_ledger is not None:
             ledger.write(pool_ledger, self.pool_plan)

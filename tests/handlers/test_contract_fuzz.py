@@ -76,7 +76,8 @@ schema = schemathesis.openapi.from_dict(json.loads(TARGET.read_text()), config=C
 schema.app = apigw.wsgi(gateway)
 
 
-# A definition with an Approval step, beside the examples: the approval routes' success path.
+# A definition with an Approval step and a schedule, beside the examples: the approval and
+# schedule routes' success paths.
 APPROVAL = """\
 Name: fuzz_review
 Steps:
@@ -87,6 +88,8 @@ Steps:
   - Name: sign_off
     DependsOn: [first]
     Approval: {TimeoutSeconds: 3600}
+Schedules:
+  - {Name: fuzz_nightly, Expression: "cron(0 2 * * ? *)"}
 """
 
 
@@ -96,7 +99,7 @@ def seeded(
 ) -> dict[str, str]:
     """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
     definition that exists; and her workflow waiting on an Approval step. ALICE is an
-    operator (pool routes reach their success path), and `inventory` has a circuit breaker
+    operator (pool and schedule routes reach their success path), and `inventory` has a circuit breaker
     (its circuit route too)."""
     from shepherd.settings import ENV_DEFINITIONS_DIR, ENV_OPERATORS, ENV_POOL_POLICIES
     from shepherd_handlers import runtime
@@ -129,6 +132,7 @@ def seeded(
         "pool": "inventory",
         "approval_workflow": review["workflow_id"],
         "step": "sign_off",
+        "schedule": "fuzz_nightly",
     }
 
 
@@ -160,6 +164,12 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
         # path is reached however the examples fall (one answer succeeds, the rest are 409).
         case.path_parameters["workflow_id"] = seeded["approval_workflow"]
         case.path_parameters["step"] = seeded["step"]
+        return
+    if case.path.startswith("/schedules/") and case.path_parameters:
+        # A schedule's `name` (not a definition's): about half the cases name the real one.
+        generated = case.path_parameters.get("name")
+        if isinstance(generated, str) and hashlib.sha256(generated.encode()).digest()[0] % 2:
+            case.path_parameters["name"] = seeded["schedule"]
         return
     for name, value in seeded.items():
         generated = case.path_parameters.get(name) if case.path_parameters else None

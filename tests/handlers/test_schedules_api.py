@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aws_stack import ALICE, LambdaContext, Stack, stack_with_definitions
+
+BOB = "arn:aws:iam::123456789012:user/bob"  # the operator here
 
 NIGHTLY = """\
 Name: nightly_check
@@ -97,3 +100,187 @@ def test_schedule_names_are_unique_across_definitions(tmp_path: Path) -> None:
     assert "other.yaml: Schedules[0] (nightly).Name: also a schedule of 'nightly_check'" in str(
         err.value
     )
+
+
+# ------------------------------------------------------------------ pause and resume
+
+
+def _operators(monkeypatch: pytest.MonkeyPatch, *who: str) -> None:
+    from shepherd.settings import ENV_OPERATORS
+    from shepherd_handlers import runtime
+
+    monkeypatch.setenv(ENV_OPERATORS, ",".join(who))
+    runtime.engine.cache_clear()
+
+
+def _table() -> Any:
+    import boto3
+
+    return boto3.resource("dynamodb", region_name="us-east-1").Table("shepherd")
+
+
+def _fire(at: str, name: str = "nightly") -> dict[str, object]:
+    """One firing, exactly as the deployed schedule's target input is built (its
+    placeholders filled in as Scheduler fills them)."""
+    from shepherd import schedules
+    from shepherd_handlers import events
+
+    event = schedules.firing_event(
+        "nightly_check",
+        name,
+        {},
+        account="123456789012",
+        region="us-east-1",
+        scheduled_time=at,
+        execution_id="0b6c7ad5-1f43-4c3e-9b8e-4a0c1b8e9f10",
+        schedule_arn=f"arn:aws:scheduler:us-east-1:123456789012:schedule/g/{name}",
+    )
+    return dict(events.handler(event, LambdaContext()))
+
+
+def test_only_an_operator_pauses_or_resumes_a_schedule(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.keys import SCHEDULES_PK
+
+    _operators(monkeypatch, BOB)
+    for action in ("pause", "resume"):
+        status, _, reply = stack.api("POST", f"/schedules/nightly/{action}", caller=ALICE)
+        assert status == 403 and reply["error"]["code"] == "OperatorOnly", reply
+    assert (
+        _table().get_item(Key={"pk": SCHEDULES_PK, "sk": "nightly_check#nightly"}).get("Item")
+        is None
+    )  # a refused pause writes nothing
+    status, _, reply = stack.api("POST", "/schedules/nope/pause", caller=BOB)
+    assert status == 404 and reply["error"]["code"] == "ScheduleNotFound", reply
+    assert reply["error"]["field"] == "name"
+
+
+def test_a_paused_schedule_is_listed_paused_until_resumed(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd.keys import SCHEDULES_PK
+
+    _operators(monkeypatch, BOB)
+    status, _, reply = stack.api("POST", "/schedules/nightly/pause", caller=BOB)
+    assert status == 200, reply
+    assert (reply["name"], reply["paused"], reply["by"]) == ("nightly", True, BOB)
+    assert reply["at"] and reply["next"] == []  # a paused schedule fires nothing
+    item = _table().get_item(Key={"pk": SCHEDULES_PK, "sk": "nightly_check#nightly"})["Item"]
+    assert (item["paused"], item["by"]) == (True, BOB) and int(item["at"]) > 0
+    # Idempotent: pausing again leaves it paused.
+    assert stack.api("POST", "/schedules/nightly/pause", caller=BOB)[2]["paused"] is True
+
+    listed = {i["name"]: i for i in stack.api("GET", "/schedules", caller=BOB)[2]["items"]}
+    assert listed["nightly"]["paused"] is True and listed["nightly"]["by"] == BOB
+    assert listed["often"]["paused"] is False and listed["often"]["at"] is None
+    # Who paused it (an IAM ARN) is shown to operators only, as for pools.
+    seen = {i["name"]: i for i in stack.api("GET", "/schedules", caller=ALICE)[2]["items"]}
+    assert seen["nightly"]["paused"] is True and seen["nightly"]["by"] is None
+
+    status, _, reply = stack.api("POST", "/schedules/nightly/resume", caller=BOB)
+    assert status == 200 and reply["paused"] is False and len(reply["next"]) == 3, reply
+    listed = {i["name"]: i for i in stack.api("GET", "/schedules", caller=BOB)[2]["items"]}
+    assert listed["nightly"]["paused"] is False and listed["nightly"]["by"] == BOB
+
+
+def test_a_paused_schedules_firing_starts_nothing(
+    stack: Stack,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Acknowledged (Scheduler does not retry it), counted, and nothing started; once resumed,
+    a firing delivered twice starts exactly one workflow, owned by the schedule owner."""
+    from shepherd.settings import DEFAULT_SCHEDULE_OWNER
+
+    _operators(monkeypatch, BOB)
+    assert stack.api("POST", "/schedules/nightly/pause", caller=BOB)[0] == 200
+    capsys.readouterr()
+    skipped = _fire("2026-11-26T01:00:00Z")
+    assert skipped == {"status": "skipped", "schedule": "nightly"}
+    out = capsys.readouterr().out
+    assert '"ScheduleSkipped":[1.0]' in out
+    assert "schedule paused: its firing starts nothing" in caplog.text
+    items = _table().scan()["Items"]
+    assert not [i for i in items if i["sk"] == "#WF"], "a paused schedule started a workflow"
+    # Another schedule of the same type is not paused by it.
+    assert _fire("2026-11-26T01:00:00Z", name="often")["created"] is True
+
+    assert stack.api("POST", "/schedules/nightly/resume", caller=BOB)[0] == 200
+    first = _fire("2026-11-27T01:00:00Z")
+    again = _fire("2026-11-27T01:00:00Z")
+    assert first["created"] is True and again == {**first, "created": False}
+    workflows = [i for i in _table().scan()["Items"] if i["sk"] == "#WF"]
+    assert len(workflows) == 2
+    assert {w["owner"] for w in workflows} == {DEFAULT_SCHEDULE_OWNER}
+
+
+def test_a_schedule_firing_without_its_key_is_rejected(stack: Stack) -> None:
+    from shepherd import schedules
+    from shepherd_handlers import events
+
+    event = schedules.firing_event(
+        "nightly_check", "nightly", {}, account="123456789012", region="us-east-1",
+        scheduled_time="2026-11-26T01:00:00Z", execution_id="x", schedule_arn="arn",
+    )  # fmt: skip
+    event["detail"].pop("idempotency_key")
+    reply = events.handler(event, LambdaContext())
+    assert reply["status"] == "rejected" and reply["code"] == "InvalidEvent"
+
+
+# ------------------------------------------------------------------ shepherd local's clock
+
+
+def test_the_local_clock_starts_through_the_events_path_and_honours_a_pause(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control process's schedule thread (`control.fire_schedules`), on a fake clock: a
+    `rate(5 minutes)` schedule fires five minutes after the stack's start through the events
+    handler, owned by the schedule owner with the deployed key; paused, its next firing starts
+    nothing; the thread stops with the stack."""
+    import threading
+    import time
+    from datetime import timedelta
+
+    from shepherd.settings import ENV_SCHEDULE_OWNER
+    from shepherd_cli import control
+
+    monkeypatch.setenv(ENV_SCHEDULE_OWNER, ALICE)
+    _operators(monkeypatch, BOB)
+    start = datetime(2026, 11, 26, 9, 0, 0, tzinfo=UTC)
+    now = [start]
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=control.fire_schedules,
+        args=(start, stop),
+        kwargs={"interval": 0.01, "now": lambda: now[0]},
+    )
+    thread.start()
+
+    def workflows(wait_for: int) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + 10
+        while True:
+            found = [i for i in _table().scan()["Items"] if i["sk"] == "#WF"]
+            if len(found) >= wait_for or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
+    try:
+        time.sleep(0.1)
+        assert workflows(0) == []  # nothing due at the start
+        now[0] = start + timedelta(minutes=5, seconds=1)
+        (started,) = workflows(1)
+        assert started["owner"] == ALICE
+        assert started["idempotency_key"] == "schedule:often:2026-11-26T09:05:00Z"
+        assert stack.api("POST", "/schedules/often/pause", caller=BOB)[0] == 200
+        now[0] = start + timedelta(minutes=10, seconds=1)
+        time.sleep(0.5)  # fifty ticks
+        assert len(workflows(0)) == 1, "a paused schedule's firing started a workflow"
+        assert stack.api("POST", "/schedules/often/resume", caller=BOB)[0] == 200
+        now[0] = start + timedelta(minutes=15, seconds=1)
+        assert len(workflows(2)) == 2
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()

@@ -177,7 +177,7 @@ def test_only_the_supervisor_queries_the_watch_index(shepherd: Synth) -> None:
 
 def test_scheduler_role_invokes_only_the_supervisor(shepherd: Synth) -> None:
     fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
-    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    schedule = shepherd.resources[shepherd.logical_id(shepherd.construct.supervisor.schedule)]
     role_id = schedule["Properties"]["Target"]["RoleArn"]["Fn::GetAtt"][0]
     statements = [
         s

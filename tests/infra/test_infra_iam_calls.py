@@ -123,6 +123,7 @@ def _defer_one(stack: Stack, recorder: Recorder) -> None:
 
 def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Start, run, call back, list, read, cancel, sweep: each through its real handler."""
+    from shepherd import schedules
     from shepherd.clock import SystemClock
     from shepherd_examples.agents import registry
     from shepherd_handlers import events, supervisor
@@ -160,6 +161,23 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
                 LambdaContext(),
             )
         assert started["status"] == "accepted", started
+        # A definition schedule's firing (EventBridge Scheduler invokes the events function):
+        # it reads the schedule's paused state, then starts.
+        with recorder.acting_as("events"):
+            fired = events.handler(
+                schedules.firing_event(
+                    "provision_environment",
+                    "nightly",
+                    {**ENV, "env_name": "nightly"},
+                    account="123456789012",
+                    region="us-east-1",
+                    scheduled_time="2026-11-21T17:00:00Z",
+                    execution_id="6a7e8feb-b491-4cf7-a9f1-bf3703467719",
+                    schedule_arn="arn:aws:scheduler:us-east-1:123456789012:schedule/g/nightly",
+                ),
+                LambdaContext(),
+            )
+        assert fired["status"] == "accepted", fired
         _deliver(stack, recorder)
         (token,) = tokens
         # The carrier's result through an upload: the success reads and deletes uploads/<...>.
@@ -186,6 +204,7 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert stack.api("GET", "/pools")[0] == 200  # every queue's backlog
         assert stack.api("POST", "/pools/inventory/pause")[0] == 200
         assert stack.api("POST", "/pools/inventory/resume")[0] == 200
+        assert stack.api("GET", "/schedules")[0] == 200  # the schedule items
         # A presigned upload and a start from it: the start reads and deletes uploads/<...>.
         upload = _upload(stack, recorder, json.dumps(ORDER).encode())
         status, _, _ = stack.api(

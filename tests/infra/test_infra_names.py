@@ -28,7 +28,8 @@ NAME_PROPERTIES: dict[str, tuple[str, ...]] = {
     "AWS::CloudWatch::Dashboard": ("DashboardName",),
     "AWS::CloudWatch::Alarm": ("AlarmName",),
     "AWS::Logs::LogGroup": ("LogGroupName",),
-    "AWS::Scheduler::Schedule": ("Name",),
+    "AWS::Scheduler::Schedule": ("Name",),  # unique in its group (see physical_names)
+    "AWS::Scheduler::ScheduleGroup": ("Name",),
     "AWS::IAM::Role": ("RoleName",),
     "AWS::IAM::ManagedPolicy": ("ManagedPolicyName",),
     "AWS::DynamoDB::Table": ("TableName",),
@@ -114,6 +115,9 @@ def physical_names(where: Deployed) -> Iterator[tuple[tuple[str, ...], str]]:
         for key in NAME_PROPERTIES[cfn_type]:
             if key in resource.get("Properties", {}):
                 name = _resolve(resource["Properties"][key], where)
+                group = resource["Properties"].get("GroupName")
+                if cfn_type == "AWS::Scheduler::Schedule" and group is not None:
+                    name = f"{_resolve(group, where)}/{name}"  # a group's names are its own
                 scope = "*" if cfn_type in GLOBAL else where.region
                 yield (cfn_type, scope, name), logical_id
 

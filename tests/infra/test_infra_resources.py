@@ -34,18 +34,25 @@ from shepherd.topology import TABLE, VISIBILITY_FACTOR
 from shepherd_infra import config
 from shepherd_infra.application import build_app
 from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
+from shepherd_infra.schedules import schedule_count
 from shepherd_infra.state_store import StateStore
+
+
+def _supervisor_schedule(synth: Synth) -> dict[str, Any]:
+    """The supervisor's schedule (the definitions' own are in their group: test_infra_schedules)."""
+    return dict(synth.resources[synth.logical_id(synth.construct.supervisor.schedule)])
 
 
 def test_resource_counts(shepherd: Synth) -> None:
     n = len(shepherd.construct.pool_specs)
     assert n >= 2, "the repository's definitions name several pools"
+    scheduled = schedule_count(shepherd.construct.definitions)  # the definitions' Schedules
     shepherd.template.resource_count_is("AWS::Lambda::Function", 5 + n)  # + the event relay
-    # + the relay's failure queue and the supervisor's tick queue
-    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 2)
+    # + the relay's failure queue and the supervisor's tick queue (and the schedules' DLQ)
+    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 2 + (1 if scheduled else 0))
     shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n + 2)
     shepherd.template.resource_count_is("AWS::DynamoDB::Table", 1)
-    shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1)
+    shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1 + scheduled)
     shepherd.template.resource_count_is("AWS::Events::EventBus", 1)
     shepherd.template.resource_count_is("AWS::ApiGateway::RestApi", 1)
     shepherd.template.resource_count_is("AWS::CloudWatch::Dashboard", 0)  # opt-in ($3 a month)
@@ -338,7 +345,7 @@ def test_supervisor_schedule_and_concurrency(shepherd: Synth) -> None:
     assert int(env[ENV_SWEEP_WINDOW]) < props["Timeout"]
     # The last sweep of one invocation and the first of the next are one interval apart.
     assert int(env[ENV_SWEEP_WINDOW]) + int(env[ENV_SWEEP_INTERVAL]) == 60
-    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    schedule = _supervisor_schedule(shepherd)
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
     assert schedule["Properties"]["State"] == "ENABLED"
     assert refers_to(schedule["Properties"]["Target"]["Arn"], fn_id)
@@ -348,7 +355,7 @@ def test_supervisor_runs_never_pile_up(shepherd: Synth) -> None:
     """A run that cannot start within about a minute is dropped, not queued or retried: the next
     scheduled run replaces it. Both the schedule's target and Lambda's asynchronous queue say so."""
     fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
-    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    schedule = _supervisor_schedule(shepherd)
     assert schedule["Properties"]["Target"]["RetryPolicy"] == {
         "MaximumRetryAttempts": 0,
         "MaximumEventAgeInSeconds": 60,
@@ -369,7 +376,7 @@ def test_first_scheduled_runs_wait_for_every_supervisor_policy(shepherd: Synth) 
     policy of the supervisor's role (and of the role the schedule invokes it with)."""
     fn_id = shepherd.logical_id(shepherd.construct.supervisor.function)
     function_role = shepherd.props(fn_id)["Role"]["Fn::GetAtt"][0]
-    ((_, schedule),) = shepherd.of_type("AWS::Scheduler::Schedule").items()
+    schedule = _supervisor_schedule(shepherd)
     scheduler_role = schedule["Properties"]["Target"]["RoleArn"]["Fn::GetAtt"][0]
     assert function_role != scheduler_role
     depends_on = set(schedule.get("DependsOn", []))

@@ -107,3 +107,25 @@ def test_only_the_settings_model_reads_the_environment_in_the_runtime() -> None:
     assert all(read.startswith("layers/shepherd/python/shepherd/settings.py") for read in reads), (
         reads
     )
+
+
+def test_schedule_firings_are_owned_by_the_schedule_owner() -> None:
+    """Source `shepherd.schedule` maps to `schedule_owner` (default: a name no caller has);
+    an explicit `event_owners` entry still wins; the owner round-trips through the
+    environment, and is an IAM principal ARN or a `<word>:<word>` name."""
+    from shepherd.settings import DEFAULT_SCHEDULE_OWNER, ENV_SCHEDULE_OWNER, Settings
+
+    base = {"table": "shepherd", "definitions_dir": Path("statemachines")}
+    plain = Settings.model_validate(base)
+    assert plain.owner_of("shepherd.schedule") == DEFAULT_SCHEDULE_OWNER == "shepherd:schedules"
+    assert plain.owner_of("acme.orders") is None
+    assert ENV_SCHEDULE_OWNER not in plain.to_env()
+    role = "arn:aws:iam::123456789012:role/Reports"
+    owned = Settings.model_validate({**base, "schedule_owner": role})
+    assert owned.owner_of("shepherd.schedule") == role
+    assert Settings.from_env(owned.to_env()).schedule_owner == role
+    mapped = Settings.model_validate({**base, "event_owners": {"shepherd.schedule": role}})
+    assert mapped.owner_of("shepherd.schedule") == role
+    for bad in ("", "alice", "not an owner", "a:b:c d"):
+        with pytest.raises(ValidationError):
+            Settings.model_validate({**base, "schedule_owner": bad})

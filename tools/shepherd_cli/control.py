@@ -1,6 +1,7 @@
 """The local stack's control process: the HTTP API (turned into API Gateway events for the real
-API and callbacks handlers), the supervisor on a short interval, StartWorkflow events, and the
-event relay fed from the table's stream (as its event source mapping would).
+API and callbacks handlers), the supervisor on a short interval, StartWorkflow events, the
+definitions' schedules on their own clock, and the event relay fed from the table's stream
+(as its event source mapping would).
 
 Moto never runs Lambda code nor fires schedules; this process does what AWS would."""
 
@@ -13,6 +14,8 @@ import sys
 import threading
 import traceback
 import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +25,8 @@ from urllib.parse import urlsplit
 from shepherd.limits import MAX_REQUEST_BYTES
 
 from shepherd_cli import apigw
-from shepherd_cli.lambda_kit import local_context, scheduled_event
+from shepherd_cli.lambda_kit import LOCAL_REGION, local_context, scheduled_event
+from shepherd_cli.local_schedules import ScheduleClock
 from shepherd_cli.sandboxes import DEFAULT_CONCURRENCY, Sandboxes
 
 START_EVENTS_QUEUE = "shepherd-local-start-events"
@@ -171,6 +175,36 @@ def relay_start_events(queue_url: str, stop: threading.Event) -> None:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
+SCHEDULE_TICK_SECONDS = 1.0  # Scheduler fires on the minute at best: a second is plenty
+
+
+def fire_schedules(
+    anchor: datetime,
+    stop: threading.Event,
+    *,
+    interval: float = SCHEDULE_TICK_SECONDS,
+    now: Callable[[], datetime] | None = None,
+) -> ScheduleClock:
+    """The definitions' enabled schedules, fired into the events handler as EventBridge
+    Scheduler would invoke it (`shepherd_cli.local_schedules`); a `rate` counts from `anchor`,
+    the local stack's start. Runs until `stop`; the clock, for a test to look at."""
+    from shepherd_handlers import events, runtime
+
+    def definitions() -> dict[str, Any]:
+        return runtime.engine().catalog.all()  # a redeploy's, from its next tick
+
+    clock = ScheduleClock(
+        definitions,
+        lambda event: invoke(events.handler, event, "events", 30),
+        anchor=anchor,
+        account=apigw.LOCAL_ACCOUNT,
+        region=LOCAL_REGION,
+        **({"now": now} if now is not None else {}),
+    )
+    clock.run(stop, interval)
+    return clock
+
+
 RELAY_POLL_SECONDS = 0.2
 
 
@@ -253,6 +287,12 @@ def main() -> int:
     parser.add_argument("--relay-checkpoint", type=Path, help="where the relay keeps its place")
     parser.add_argument("--env-file", type=Path, help="the settings to take up on SIGHUP")
     parser.add_argument(
+        "--schedule-anchor",
+        type=datetime.fromisoformat,
+        default=None,
+        help="when the local stack started (ISO 8601): its schedules' rates count from it",
+    )
+    parser.add_argument(
         "--api-concurrency",
         type=int,
         default=DEFAULT_CONCURRENCY,
@@ -289,6 +329,12 @@ def main() -> int:
             target=relay_start_events, args=(args.start_events_queue, stop), daemon=True
         ),
         threading.Thread(target=relay_changes, args=(stop, args.relay_checkpoint), daemon=True),
+        threading.Thread(
+            target=fire_schedules,
+            args=(args.schedule_anchor or datetime.now(UTC), stop),
+            name="schedules",
+            daemon=True,
+        ),
     ]
     for thread in threads:
         thread.start()

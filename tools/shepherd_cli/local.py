@@ -2,7 +2,8 @@
 
 moto's server on 127.0.0.1 holds exactly the resources the CDK app declares (from
 `shepherd.topology` and the definitions); a control process serves the HTTP API and runs the
-supervisor and StartWorkflow events; one process per agent worker polls its pool's queue.
+supervisor, StartWorkflow events and the definitions' schedules (on its own clock, as
+EventBridge Scheduler would fire them); one process per agent worker polls its pool's queue.
 
 A running stack follows its project (`reload`): changed agent code replaces the workers
 (the old ones finish the batch in hand and take no more), changed definitions replace the
@@ -25,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
@@ -84,8 +86,12 @@ class LocalStack:
     real_faults: bool = True
     # StartWorkflow events from these sources are owned by these principals (Settings).
     event_owners: dict[str, str] = field(default_factory=dict)
-    # Who may pause and resume pools (Settings.operators): the default caller unless named.
+    # Who may pause and resume pools and schedules (Settings.operators): the default caller
+    # unless named.
     operators: list[str] = field(default_factory=lambda: [DEFAULT_CALLER])
+    # Who owns the workflows the definitions' schedules start (Settings.schedule_owner): the
+    # default caller, so that they show in its lists and the console.
+    schedule_owner: str = DEFAULT_CALLER
     reload: bool = False  # follow changes to the definitions and agent code (`shepherd local`)
     advertise: bool = False  # write STATE_FILE, for `shepherd run` to find this stack
     # Each pool's rate limit and circuit breaker, as the construct's pool_settings give them
@@ -151,6 +157,8 @@ class LocalStack:
         _wait_http(f"{self.moto_url}/moto-api/", 30)
 
         self.env = self._environment(ledger)
+        # The schedules' rates count from here (a replaced control process keeps the count).
+        self.started_at = datetime.now(UTC).replace(microsecond=0)
         pools, start_events = self._create_resources()
         control = [
             sys.executable, "-m", "shepherd_cli.control",
@@ -159,6 +167,7 @@ class LocalStack:
             "--start-events-queue", start_events,
             "--relay-checkpoint", str(relay_checkpoint),
             "--env-file", str(self._env_file()),
+            "--schedule-anchor", self.started_at.isoformat(),
         ]  # fmt: skip
         self._control_args = control
         self._control = self._spawn(control, logs / "control.log", env=self.env)
@@ -426,6 +435,7 @@ class LocalStack:
             event_bus=BUS,
             definitions_dir=self.deployed_dir,
             event_owners=self.event_owners,
+            schedule_owner=self.schedule_owner,
             operators=tuple(self.operators),
             agent_modules=self.project.agent_modules,
             payload_bucket=PAYLOAD_BUCKET,

@@ -97,6 +97,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         sweep_interval=args.sweep_interval,
         event_owners=owners,
         operators=[caller_arn(name) for name in args.operator or [""]],
+        schedule_owner=caller_arn(args.schedule_owner or ""),
         reload=args.reload,
         advertise=True,
         pool_policies=_pool_policies(args.pool_policies),
@@ -412,6 +413,23 @@ def cmd_pools(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def cmd_schedules(args: argparse.Namespace, api: Api) -> int:
+    if args.action in ("pause", "resume"):
+        if not args.name:
+            raise CliError(f"shepherd schedules {args.action} needs a schedule name")
+        api.call("POST", f"/schedules/{args.name}/{args.action}")
+    elif args.name:
+        raise CliError("give a schedule only with pause or resume")
+    for item in api.call("GET", "/schedules")["items"]:
+        state = "PAUSED" if item["paused"] else ("running" if item["enabled"] else "disabled")
+        upcoming = item["next"][0] if item["next"] else "-"
+        print(
+            f"{item['name']:<20} {state:<8} {item['workflow_type']:<24} "
+            f"{item['expression']} {item['timezone']}  next {upcoming}"
+        )
+    return 0
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     """Replay what the event relay could not publish: each message of its on-failure queue
     names a range of the table's stream; those records' events go on the bus again (at least
@@ -551,7 +569,14 @@ def parser() -> argparse.ArgumentParser:
         "--operator",
         action="append",
         metavar="CALLER",
-        help="a caller who may pause and resume pools (repeatable; default: the default caller)",
+        help="a caller who may pause and resume pools and schedules (repeatable; default: the "
+        "default caller)",
+    )
+    local.add_argument(
+        "--schedule-owner",
+        metavar="CALLER",
+        help="who owns the workflows the definitions' schedules start (default: the default "
+        "caller)",
     )
     local.add_argument(
         "--pool-policies",
@@ -644,6 +669,12 @@ def parser() -> argparse.ArgumentParser:
     pools.add_argument("action", nargs="?", choices=["list", "pause", "resume"], default="list")
     pools.add_argument("pool", nargs="?")
 
+    scheds = sub.add_parser(
+        "schedules", help="the definitions' schedules and their next firings; pause or resume one"
+    )
+    scheds.add_argument("action", nargs="?", choices=["list", "pause", "resume"], default="list")
+    scheds.add_argument("name", nargs="?")
+
     events = sub.add_parser("events", help="lifecycle events: replay what the relay gave up on")
     events.add_argument("action", choices=["replay"])
     events.add_argument("--queue", required=True, help="the relay's on-failure queue URL")
@@ -720,6 +751,7 @@ def main(argv: list[str] | None = None) -> int:
             "resume": cmd_resume,
             "compensate": cmd_compensate,
             "pools": cmd_pools,
+            "schedules": cmd_schedules,
             "task": cmd_task,
             "approve": cmd_answer,
             "reject": cmd_answer,

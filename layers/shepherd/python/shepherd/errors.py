@@ -209,6 +209,14 @@ class OperatorOnly(ShepherdError):
     does not name as an operator (403)."""
 
 
+class ScheduleNotFound(ShepherdError):
+    """No definition of this deployment has a schedule of this name (404)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no schedule '{name}' in this deployment's definitions")
+        self.name = name
+
+
 class NotEnoughTime(ShepherdError):
     """A task was left unclaimed: the invocation's time left could not hold its longest
     attempt (TimeoutSeconds). It goes back to its queue at once; no attempt was spent."""

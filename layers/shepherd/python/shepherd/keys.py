@@ -22,6 +22,7 @@ WATCH_PREFIX = "W#"  # watch index shard: W#<n>
 EVENTS_PREFIX = "EV#"  # a workflow's history: pk EV#<workflow id>, sk <time ms>#<event id>
 DEF_PREFIX = "DEF#"  # a definition snapshot: pk DEF#<name>, sk <content hash>
 POOLS_PK = "POOLS"  # pool states: pk POOLS, sk <pool name>
+SCHEDULES_PK = "SCHEDULES"  # schedule states: pk SCHEDULES, sk <workflow type>#<schedule name>
 CONFIG_PREFIX = "CONFIG#"  # deployment-wide settings the engine creates on first use
 UPLOAD_PREFIX = "UP#"  # a presigned upload (POST /payloads): pk UP#<upload id>
 UPLOAD_SK = "#UP"  # sk of the upload item
@@ -107,6 +108,11 @@ def lease_pk(group: int) -> tuple[str, str]:
 
 def watch_config_key() -> tuple[str, str]:
     return WATCH_CONFIG
+
+
+def schedule_sk(workflow_type: str, name: str) -> str:
+    """A schedule's state item: pk SCHEDULES, sk <workflow type>#<schedule name>."""
+    return f"{workflow_type}#{name}"
 
 
 def definition_pk(name: str) -> str:

@@ -99,6 +99,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/pools/{pool}/circuit", "api", json_body=True, body_cap=1024),
     Route("GET", "/definitions", "api"),
     Route("GET", "/schedules", "api"),
+    *(Route("POST", f"/schedules/{{name}}/{action}", "api") for action in ("pause", "resume")),
     Route("GET", "/definitions/{name}", "api"),
     # A task token is a capability: it travels in a header, never in the URL (API Gateway's
     # traces and access logs keep the path).

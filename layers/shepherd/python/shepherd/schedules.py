@@ -18,6 +18,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from shepherd.observability import START_DETAIL_TYPE
+from shepherd.settings import SCHEDULE_SOURCE
+
 MONTHS = {m.upper(): i for i, m in enumerate(calendar.month_abbr) if m}
 # EventBridge numbers weekdays 1 (SUN) to 7 (SAT).
 WEEKDAYS = {"SUN": 1, "MON": 2, "TUE": 3, "WED": 4, "THU": 5, "FRI": 6, "SAT": 7}
@@ -235,10 +238,15 @@ def next_firings(
 
 
 # A schedule starts its workflow through the `StartWorkflow` path (the events function), from
-# this source, mapped to the deployment's schedule owner like any event source.
-SOURCE = "shepherd.schedule"
-# EventBridge Scheduler's context attribute: the time the firing was scheduled for.
+# this source, owned by the deployment's schedule owner (`Settings.owner_of`).
+SOURCE = SCHEDULE_SOURCE
+# EventBridge Scheduler's context attributes, filled in for each firing: the time it was
+# scheduled for (ISO 8601, UTC, to the second), its execution id and the schedule's ARN.
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+EXECUTION_ID = "<aws.scheduler.execution-id>"
+SCHEDULE_ARN = "<aws.scheduler.schedule-arn>"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # how Scheduler writes SCHEDULED_TIME (and local firings)
+_KEY = re.compile(r"schedule:([A-Za-z0-9_.-]{1,64}):(.+)")
 
 
 def start_detail(
@@ -252,4 +260,38 @@ def start_detail(
         "type": workflow_type,
         "input": input_value,
         "idempotency_key": f"schedule:{name}:{scheduled_time}",
+    }
+
+
+def name_of(idempotency_key: str | None) -> str | None:
+    """The schedule a firing's idempotency key names (`schedule:<name>:<time>`), or None."""
+    match = _KEY.fullmatch(idempotency_key or "")
+    return match.group(1) if match else None
+
+
+def firing_event(
+    workflow_type: str,
+    name: str,
+    input_value: Any,
+    *,
+    account: str,
+    region: str,
+    scheduled_time: str = SCHEDULED_TIME,
+    execution_id: str = EXECUTION_ID,
+    schedule_arn: str = SCHEDULE_ARN,
+) -> dict[str, Any]:
+    """What a firing hands the events function: a `StartWorkflow` event shaped as
+    EventBridge delivers one (the handler parses it as such). Deployed, the placeholders are
+    Scheduler's context attributes (the schedule target's `Input`); the local stack's clock
+    passes real values."""
+    return {
+        "version": "0",
+        "id": execution_id,
+        "detail-type": START_DETAIL_TYPE,
+        "source": SOURCE,
+        "account": account,
+        "time": scheduled_time,
+        "region": region,
+        "resources": [schedule_arn],
+        "detail": start_detail(workflow_type, name, input_value, scheduled_time),
     }

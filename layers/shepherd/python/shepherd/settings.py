@@ -37,6 +37,12 @@ ENV_POOL_FUNCTION_PREFIX = "SHEPHERD_POOL_FUNCTION_PREFIX"
 # queues take tasks of workflows that started on an earlier definition version. Comma-separated.
 ENV_RETIRED_POOLS = "SHEPHERD_RETIRED_POOLS"
 ENV_EVENT_OWNERS = "SHEPHERD_EVENT_OWNERS"
+# Who owns the workflows a definition's schedules start (their firings' source is
+# `shepherd.schedule`): an IAM principal ARN, which may then read them through the API, or a
+# name no caller has (the default: nobody reads them but through an operator's tools).
+ENV_SCHEDULE_OWNER = "SHEPHERD_SCHEDULE_OWNER"
+DEFAULT_SCHEDULE_OWNER = "shepherd:schedules"
+SCHEDULE_SOURCE = "shepherd.schedule"  # the source of their firings (shepherd.schedules)
 # Each pool's rate limit and circuit breaker (shepherd.pool_policy): JSON, pool -> policy.
 ENV_POOL_POLICIES = "SHEPHERD_POOL_POLICIES"
 # The principals (IAM ARNs, comma-separated) who may act on what every caller shares: pause and
@@ -104,6 +110,11 @@ class Settings(BaseModel):
     # principal ARN, which may then read it through the API. A source not listed owns its
     # workflows itself, as `events:<account>:<source>` (docs/api.md, Events).
     event_owners: dict[str, str] = {}
+    # The owner of the workflows schedules start (ENV_SCHEDULE_OWNER): an IAM principal ARN,
+    # or a name of the form `<word>:<word>` that no IAM caller can be.
+    schedule_owner: Annotated[
+        str, Field(pattern=r"^(arn:aws[\w-]*:(iam|sts)::\d{12}:[\w+=,.@/-]+|[\w.-]+:[\w.-]+)$")
+    ] = DEFAULT_SCHEDULE_OWNER
     # Who may pause and resume pools (docs/api.md, Authorization): IAM principal ARNs.
     operators: tuple[str, ...] = ()
     # The modules whose agent registries the agent runtime uses (none: a deployment that only
@@ -198,6 +209,15 @@ class Settings(BaseModel):
                 )
         return value
 
+    def owner_of(self, source: str) -> str | None:
+        """Who owns a workflow a `StartWorkflow` event from `source` starts: the principal
+        `event_owners` maps it to, else for schedules' firings `schedule_owner`; None: the
+        source is not mapped (the event starts nothing)."""
+        owner = self.event_owners.get(source)
+        if owner is None and source == SCHEDULE_SOURCE:
+            return self.schedule_owner
+        return owner
+
     def queue_urls_for(self, pools: Iterable[str]) -> dict[str, str]:
         """Every queue URL the engine may send to: those listed, and for a deployment's pools
         (`pools`, the retired ones too) the queue URL prefix + the pool's name."""
@@ -237,6 +257,7 @@ class Settings(BaseModel):
             "pool_function_prefix": ENV_POOL_FUNCTION_PREFIX,
             "retired_pools": ENV_RETIRED_POOLS,
             "event_owners": ENV_EVENT_OWNERS,
+            "schedule_owner": ENV_SCHEDULE_OWNER,
             "operators": ENV_OPERATORS,
             "agent_modules": ENV_AGENT_MODULES,
             "pool_policies": ENV_POOL_POLICIES,
@@ -285,6 +306,9 @@ class Settings(BaseModel):
             ENV_AGENT_MODULES: ",".join(self.agent_modules),
             ENV_EVENT_OWNERS: _json(self.event_owners) if self.event_owners else "",
             ENV_OPERATORS: ",".join(self.operators),
+            ENV_SCHEDULE_OWNER: (
+                self.schedule_owner if self.schedule_owner != DEFAULT_SCHEDULE_OWNER else ""
+            ),
             ENV_POOL_POLICIES: policies_json(self.pool_policies) if self.pool_policies else "",
             ENV_SWEEP_INTERVAL: (
                 str(self.sweep_interval_seconds) if self.sweep_interval_seconds != 5.0 else ""

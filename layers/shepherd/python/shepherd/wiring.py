@@ -22,6 +22,7 @@ from shepherd.engine.catalog import Catalog
 from shepherd.engine.operations import Operations
 from shepherd.engine.pools import PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
+from shepherd.engine.schedules import Schedules
 from shepherd.engine.supervisor import Supervisor, ThreadedLooks
 from shepherd.engine.uploads import Uploads
 from shepherd.ids import RandomIds
@@ -230,6 +231,10 @@ class Shepherd:
     @property
     def uploads(self) -> Uploads:
         return self.engine.uploads
+
+    @property
+    def schedules(self) -> Schedules:
+        return self.engine.schedules
 
     @property
     def supervisor(self) -> Supervisor:

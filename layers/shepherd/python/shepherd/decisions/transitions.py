@@ -16,7 +16,7 @@ from shepherd import limits
 from shepherd.conditions import Cond, Eq, Exists, In, Item, Lt, Missing, Update, all_of, any_of
 from shepherd.decisions.retry import GiveUp, RetryDecision, RetryIn
 from shepherd.definitions import MAX_SQS_DELAY
-from shepherd.keys import POOLS_PK, WF_SK, wf_pk
+from shepherd.keys import POOLS_PK, SCHEDULES_PK, WF_SK, schedule_sk, wf_pk
 from shepherd.model import (
     StepRecord,
     StepStatus,
@@ -811,6 +811,13 @@ def pool_paused(pool: str, now: int, by: str) -> Write:
 def pool_resumed(pool: str, now: int, by: str) -> Write:
     """A pool's consumers start again; a queued task's dispatch grace restarts at `now`."""
     return Write(POOLS_PK, pool, Update(set={"paused": False, "resumed_at": now, "by": by}), None)
+
+
+def schedule_paused(workflow_type: str, name: str, paused: bool, now: int, by: str) -> Write:
+    """An operator pauses or resumes a schedule: the state every firing reads (idempotent,
+    unconditional; the last word wins, as for a pool)."""
+    values = {"paused": paused, "at": now, "by": by}
+    return Write(SCHEDULES_PK, schedule_sk(workflow_type, name), Update(set=values), None)
 
 
 def _failures_seen(seen: int) -> Cond:

@@ -23,6 +23,7 @@ from shepherd.engine.limiter import PoolLimiter
 from shepherd.engine.operations import Operations
 from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
+from shepherd.engine.schedules import Schedules
 from shepherd.engine.supervisor import LookRunner, Supervisor
 from shepherd.engine.uploads import Uploads
 from shepherd.pool_policy import PoolPolicy
@@ -53,6 +54,11 @@ class Engine:
     def approvals(self) -> Approvals:
         """Answers to Approval steps (built on the scheduler, like the operator's actions)."""
         return Approvals(self.scheduler)
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        """The definitions' schedules and their paused state (built on the scheduler)."""
+        return Schedules(self.scheduler)
 
     def worker(self, worker_id: str) -> AgentRuntime:
         """Another agent runtime over this engine's scheduler and agents, as `worker_id`: a
