@@ -321,6 +321,39 @@ def test_a_pools_rate_limit_and_circuit_are_shown_and_its_circuit_forced(
         api.call("POST", "/pools/config/circuit", {"action": "auto"})
 
 
+def test_schedules_show_their_next_firings_and_are_paused_and_resumed(page: Any, api: Api) -> None:
+    """Issue 25.4: the console lists every schedule of the definitions with its expression,
+    zone and next firings, and an operator pauses and resumes one, each confirmed."""
+    page.goto("/#/schedules")
+    nightly = page.locator('tr[data-schedule="nightly-staging"]')
+    expect(nightly).to_contain_text("cron(0 2 * * ? *)")
+    expect(nightly).to_contain_text("Europe/Paris")
+    expect(nightly.locator("td.next time").first).to_have_attribute(
+        "datetime",
+        re.compile(r"T0[01]:00:00"),  # 02:00 in Paris is 00:00 or 01:00 UTC
+    )
+    smoke = page.locator('tr[data-schedule="smoke-environment"]')
+    expect(smoke.locator("td.next")).to_contain_text("every period")
+    dialog = page.locator("dialog.confirm")
+    try:
+        nightly.get_by_role("button", name="Pause nightly-staging").click()
+        expect(dialog).to_contain_text("start nothing until it is resumed")
+        dialog.get_by_role("button", name="Pause schedule").click()
+        expect(page.locator("#action-outcome")).to_contain_text("Pause nightly-staging: done")
+        expect(nightly).to_contain_text("PAUSED")
+        expect(nightly.locator("td.next")).to_have_text("paused: fires nothing")
+        shot(page, "schedules-paused")
+        listed = {s["name"]: s for s in api.call("GET", "/schedules")["items"]}
+        assert listed["nightly-staging"]["paused"] is True
+        nightly.get_by_role("button", name="Resume nightly-staging").click()
+        dialog.get_by_role("button", name="Resume schedule").click()
+        expect(nightly).to_contain_text("RUNNING")
+    finally:
+        api.call("POST", "/schedules/nightly-staging/resume")
+    listed = {s["name"]: s for s in api.call("GET", "/schedules")["items"]}
+    assert listed["nightly-staging"]["paused"] is False
+
+
 def test_the_list_filters_pages_and_finds_by_id_or_idempotency_key(page: Any, api: Api) -> None:
     keyed = start(api, "order_fulfilment", ORDER, idempotency_key="console-order-7")
     env = start(api, "provision_environment", ENV)

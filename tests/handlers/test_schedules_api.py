@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from aws_stack import ALICE, LambdaContext, Stack, stack_with_definitions
+from shepherd.definitions import load_directory
+from support import ROOT
 
 BOB = "arn:aws:iam::123456789012:user/bob"  # the operator here
 
@@ -36,7 +38,11 @@ def test_schedules_are_listed_with_their_next_firing_times(stack: Stack) -> None
     status, _, reply = stack.api("GET", "/schedules", caller=ALICE)
     assert status == 200, reply
     items = {i["name"]: i for i in reply["items"]}
-    assert set(items) == {"nightly", "often", "dormant"}
+    examples = {
+        s.name for d in load_directory(ROOT / "statemachines").values() for s in d.schedules
+    }
+    assert examples == {"nightly-staging", "smoke-environment"}  # beside this test's own
+    assert set(items) == {"nightly", "often", "dormant"} | examples
     nightly = items["nightly"]
     assert (nightly["workflow_type"], nightly["timezone"]) == ("nightly_check", "Europe/Paris")
     times = [datetime.strptime(t, "%Y-%m-%dT%H:%M:%S%z") for t in nightly["next"]]
@@ -261,7 +267,12 @@ def test_the_local_clock_starts_through_the_events_path_and_honours_a_pause(
     def workflows(wait_for: int) -> list[dict[str, Any]]:
         deadline = time.monotonic() + 10
         while True:
-            found = [i for i in _table().scan()["Items"] if i["sk"] == "#WF"]
+            # This test's own schedule (the examples' fire on the same clock too).
+            found = [
+                i
+                for i in _table().scan()["Items"]
+                if i["sk"] == "#WF" and i["wf_type"] == "nightly_check"
+            ]
             if len(found) >= wait_for or time.monotonic() > deadline:
                 return found
             time.sleep(0.02)

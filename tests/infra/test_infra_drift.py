@@ -40,7 +40,12 @@ def test_pools_are_exactly_those_the_definitions_name(shepherd: Synth) -> None:
     } | {
         shepherd.logical_id(shepherd.construct.relay.failures),
         shepherd.logical_id(shepherd.construct.supervisor.ticks),
-    }
+    } | (
+        # the definitions' schedules' dead letters, when any definition has a schedule
+        set()
+        if shepherd.construct.schedules is None
+        else {shepherd.logical_id(shepherd.construct.schedules.dlq)}
+    )
 
 
 def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
@@ -65,8 +70,10 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
     extended.template.resource_count_is(
         "AWS::Lambda::Function", 5 + len(shepherd.construct.pools) + 1
     )
+    # + the relay's failures and the supervisor's ticks, + the schedules' dead letters if any
+    schedules = 0 if extended.construct.schedules is None else 1
     extended.template.resource_count_is(
-        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 2
+        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 2 + schedules
     )
 
 

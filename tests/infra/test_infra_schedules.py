@@ -211,11 +211,23 @@ def test_the_schedule_owner_reaches_the_events_function(
     assert DEFAULT_SCHEDULE_OWNER == "shepherd:schedules"
 
 
-def test_no_schedules_no_scheduler_resources(shepherd: Synth) -> None:
-    """The repository's app as it is: the supervisor's schedule only."""
-    shepherd.template.resource_count_is("AWS::Scheduler::ScheduleGroup", 0)
-    assert shepherd.construct.schedules is None
-    assert not _schedules(shepherd.tpl)
+def test_no_schedules_no_scheduler_resources(tmp_path: Path) -> None:
+    """Definitions without schedules: the supervisor's schedule only."""
+    shepherd, tpl = _synth(tmp_path, ONE_STEP)
+    assert not _of_type(tpl, "AWS::Scheduler::ScheduleGroup")
+    assert shepherd.schedules is None
+    assert not _schedules(tpl)
+
+
+def test_the_example_definitions_schedules_are_deployed(shepherd: Synth) -> None:
+    """The repository's app: provision_environment's two schedules, in the stack's group."""
+    assert shepherd.construct.schedules is not None
+    shepherd.template.resource_count_is("AWS::Scheduler::ScheduleGroup", 1)
+    deployed = _schedules(shepherd.tpl)
+    assert {p["ScheduleExpression"] for p in deployed.values()} == {
+        "cron(0 2 * * ? *)",
+        "rate(10 minutes)",
+    }
 
 
 def test_a_bad_expression_fails_the_synth_naming_the_schedule_and_field(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 import { h, replace } from "./dom.js";
 import { definitionsPage } from "./pages/definitions.js";
 import { poolsPage } from "./pages/pools.js";
+import { schedulesPage } from "./pages/schedules.js";
 import { workflowPage } from "./pages/workflow.js";
 import { workflowsPage } from "./pages/workflows.js";
 
@@ -20,6 +21,7 @@ function route() {
   if (parts[0] === "workflows" && parts.length === 1) return { page: workflowsPage, args: { query }, nav: "workflows" };
   if (parts[0] === "definitions") return { page: definitionsPage, args: { name: parts[1] || null }, nav: "definitions" };
   if (parts[0] === "pools") return { page: poolsPage, args: {}, nav: "pools" };
+  if (parts[0] === "schedules") return { page: schedulesPage, args: {}, nav: "schedules" };
   return { page: notFound, args: { path: raw }, nav: null };
 }
 
