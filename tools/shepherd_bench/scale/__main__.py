@@ -82,9 +82,6 @@ def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
             design, name="list index unsharded", minutes=2 * brief, shard_list=False
         ),
         "groups_32": replace(design, name="32 sweep groups", groups=32, minutes=brief),
-        "handler_as_deployed": replace(
-            design, name="handler as deployed", minutes=brief, deployed_gate=True
-        ),
         # What-if: a sweep every 4 s instead of 5 (the detection target leaves 5 s after a
         # deadline, which the tick interval alone can take).
         "interval_4s": replace(design, name="sweeps every 4 s", sweep_interval_s=4.0),

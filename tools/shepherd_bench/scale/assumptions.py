@@ -82,10 +82,10 @@ ASSUMPTIONS: list[tuple[str, str, str]] = [
         "The agent handler",
         "records one after another; NotEnoughTime back at once, StoreUnavailable after 1 s, "
         "any other failure after the visibility timeout; deletes in one request. Its time-left "
-        "check is applied to pools whose steps fit in an invocation only",
-        "functions/shepherd_handlers/agent.py. The exception is a workaround: the deployed check "
-        "never claims a callback step whose TimeoutSeconds exceeds 15 minutes (run "
-        "`handler_as_deployed`)",
+        "check as deployed, on every pool",
+        "functions/shepherd_handlers/agent.py. A callback step longer than an invocation needs "
+        "at most an invocation to fit (the model found every such record deferred until its DLQ "
+        "before that fix: tests/integration/test_time_left.py)",
     ),
     (
         "The supervisor",

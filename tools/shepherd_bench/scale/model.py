@@ -78,7 +78,6 @@ class RunConfig:
     max_workflows: int | None = None  # a sweep's look budget (None: the engine's)
     stall: tuple[str, float, float] | None = None  # pool, from second, for seconds
     open_fraction: float = 1.0  # of the population's keys to enumerate (tests)
-    deployed_gate: bool = False  # the handler's time-left check on callback pools too
     shard_list: bool = False  # what-if: the list index sharded per caller (whatif.py)
     # What-if: seconds between sweeps (None: the CDK app's); its window fills the minute.
     sweep_interval_s: float | None = None
@@ -281,12 +280,7 @@ class Run:
         made visible again at once or after a second; any other failure waits for the
         visibility timeout; the rest are deleted in one request when the batch is done."""
         kernel = self.kernel
-        spec = self.pools[pool]
-        # Workaround (see docs/benchmarks.md): a pool whose steps outlast any invocation is
-        # a pool of callback steps; the deployed handler would never claim them.
-        gate = self.handle_kwargs and (
-            self.config.deployed_gate or spec.longest_task_seconds <= spec.function_timeout_seconds
-        )
+        gate = self.handle_kwargs  # the deployed handler's time-left check, every pool
 
         def handle(inv: Invocation, batch: list[Any]) -> None:
             queue, fn = self.queues[pool], self.functions[pool]
