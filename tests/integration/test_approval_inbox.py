@@ -200,3 +200,55 @@ def test_a_full_last_page_says_no_more() -> None:
     page = inbox.pending(h.store, OWNER, limit=4)
     assert len(page.items) == 4 and page.last is None
     assert INBOX_SHARDS == 4
+
+
+def test_an_answer_that_loses_to_the_timeout_changes_no_inbox_item_and_says_why(
+    harness: Harness,
+) -> None:
+    """The answer read the step WAITING; the timeout's transaction lands first; the answer's
+    transaction then loses on the step (its inbox writes with it) and is told the status."""
+    from shepherd.errors import ApprovalNotPending
+
+    h = harness
+    wf = _start(h)
+    scheduler = h.engine.approvals.scheduler
+    original = scheduler.pull_due
+
+    def timeout_first(*args: Any, **kwargs: Any) -> None:
+        original(*args, **kwargs)
+        h.clock.advance(3600)
+        h.sweep()
+
+    scheduler.pull_due = timeout_first  # type: ignore[method-assign]
+    try:
+        with pytest.raises(ApprovalNotPending) as err:
+            h.engine.approvals.decide(wf, "sign_off", principal=OWNER, approve=True)
+    finally:
+        scheduler.pull_due = original  # type: ignore[method-assign]
+    assert "(it is FAILED)" in str(err.value)
+    expiries = {i["expires_at"] for i in _inbox_items(h, wf).values()}
+    assert len(expiries) == 1  # written once, by the timeout
+    assert _listed(h, OWNER) == []
+
+
+def test_eleven_principals_fit_one_transaction_on_dynamodb() -> None:
+    """The owner and MAX_APPROVERS others: 12 writes with the step's (DynamoDB takes 100)."""
+    from shepherd import limits
+
+    approvers = [f"arn:aws:iam::123456789012:role/a{n}" for n in range(limits.MAX_APPROVERS)]
+    definition = parse_definition(
+        {
+            "Name": "wide",
+            "Steps": [
+                {"Name": "sign_off", "Approval": {"TimeoutSeconds": 60, "Approvers": approvers}}
+            ],
+        },
+        "wide.yaml",
+    )
+    with moto_harness(definitions={"wide": definition}, agents=_registry()) as h:
+        wf = h.start("wide", {}, owner=OWNER)
+        assert len(_inbox_items(h, wf)) == 1 + limits.MAX_APPROVERS
+        for principal in (OWNER, *approvers):
+            assert _listed(h, principal) == [(wf, "sign_off")]
+        h.engine.approvals.decide(wf, "sign_off", principal=approvers[-1], approve=True)
+        assert all(_listed(h, p) == [] for p in (OWNER, *approvers))
