@@ -14,7 +14,7 @@ from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.definitions import NAME, POOL
 from shepherd.definitions import SCHEDULE_NAME as SCHEDULE_NAME_PATTERN
-from shepherd.engine import history
+from shepherd.engine import history, inbox
 from shepherd.engine.listing import ListFilter, Position, count_by_status
 from shepherd.engine.pools import pool_states
 from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
@@ -24,6 +24,7 @@ from shepherd.model import WorkflowRecord, WorkflowStatus, loads
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
+    ApprovalListView,
     ApproveRequest,
     CircuitRequest,
     DefinitionListView,
@@ -53,6 +54,7 @@ from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, 
 from shepherd_handlers.views import (
     definition_summary,
     definition_view,
+    pending_approval_view,
     pool_view,
     schedule_view,
     step_view,
@@ -506,6 +508,35 @@ def reject_step(
         workflow_id, step, principal=caller(), approve=False, comment=request.comment
     )
     return step_view(rec, engine().ports.payloads)
+
+
+@app.get(
+    "/approvals",
+    responses=errors.documented(200, "The caller's pending approvals", ApprovalListView, 400),
+    tags=["approvals"],
+)
+def list_approvals(
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> ApprovalListView:
+    """The Approval steps waiting for an answer the caller may give (as the workflow's owner
+    or a listed approver), across workflows, newest first. Read from an eventually consistent
+    index: an approval answered a moment ago may still be listed, and answering it then is a
+    409. `next_token` is opaque and bound to the caller."""
+    principal = caller()
+    pages = pagination.paginator(engine().ports.store)
+    before = None
+    if next_token is not None:
+        try:
+            before = pages.verify_key(next_token, principal, _INBOX_BOUND, inbox.SORT_KEY)
+        except pagination.TokenRejected as exc:
+            raise _BadQuery(str(exc), "next_token") from None
+    page = inbox.pending(engine().ports.store, principal, limit=limit, before=before)
+    token = None if page.last is None else pages.sign_key(principal, page.last, _INBOX_BOUND)
+    return ApprovalListView(items=[pending_approval_view(p) for p in page.items], next_token=token)
+
+
+_INBOX_BOUND = ("approvals",)  # what an inbox token is bound to besides its caller
 
 
 def operator() -> str:

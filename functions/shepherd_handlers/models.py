@@ -310,6 +310,24 @@ class WorkflowListView(BaseModel):
     next_token: str | None = None
 
 
+class PendingApprovalView(BaseModel):
+    """An Approval step waiting for an answer the caller may give."""
+
+    workflow_id: str
+    type: Annotated[str, Field(description="The workflow's type")]
+    step: str
+    requested_at: Annotated[str, Field(description="When the step started waiting (ISO 8601)")]
+    due_at: Annotated[
+        str,
+        Field(description="When it fails with ApprovalTimedOut unless answered (ISO 8601)"),
+    ]
+
+
+class ApprovalListView(BaseModel):
+    items: list[PendingApprovalView]
+    next_token: str | None = None
+
+
 class WorkflowStatusView(BaseModel):
     workflow_id: str
     status: str

@@ -1,4 +1,5 @@
-"""Pagination tokens of `GET /workflows`: opaque to callers, tamper-evident, owner-bound.
+"""Pagination tokens of `GET /workflows` (and of the other lists: a workflow's events,
+`GET /approvals`): opaque to callers, tamper-evident, owner-bound.
 
 A token carries only what the last listed item already shows (its created time and workflow
 id) and an HMAC-SHA256 over the owner, those two and the filters (status, type, time range,
@@ -104,6 +105,34 @@ class Paginator:
         if not hmac.compare_digest(mac, self._mac(owner, position, filters)):
             raise TokenRejected()
         return position
+
+    # A position that is a sort key (GET /approvals: the last row's inbox sort key), signed the
+    # same way; `shape` is the only form a genuine one can take, checked after the MAC.
+
+    def _key_mac(self, owner: str, key: str, filters: tuple[str | None, ...]) -> bytes:
+        message = json.dumps([VERSION, "key", owner, key, *filters])
+        return hmac.new(self._key(), message.encode(), hashlib.sha256).digest()
+
+    def sign_key(self, owner: str, key: str, filters: tuple[str | None, ...]) -> str:
+        return f"{_b64(key.encode())}.{_b64(self._key_mac(owner, key, filters))}"
+
+    def verify_key(
+        self, token: str, owner: str, filters: tuple[str | None, ...], shape: re.Pattern[str]
+    ) -> str:
+        """The sort key a genuine token names; TokenRejected for anything else."""
+        try:
+            payload_text, mac_text = token.split(".")
+            key = _unb64(payload_text).decode()
+            mac = _unb64(mac_text)
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise TokenRejected() from None
+        if len(mac) != _MAC_BYTES or not hmac.compare_digest(
+            mac, self._key_mac(owner, key, filters)
+        ):
+            raise TokenRejected()
+        if not shape.match(key):
+            raise TokenRejected()
+        return key
 
 
 _paginators: dict[int, tuple[Store, Paginator]] = {}

@@ -11,6 +11,7 @@ from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
 from shepherd.definitions import Definition
+from shepherd.engine.inbox import PendingApproval
 from shepherd.engine.pools import PoolView
 from shepherd.engine.queries import WorkflowSummary, stored_output
 from shepherd.engine.schedules import ScheduleState
@@ -28,6 +29,7 @@ from shepherd_handlers.models import (
     DefinitionSummaryView,
     DefinitionView,
     PayloadLink,
+    PendingApprovalView,
     RateLimitView,
     ScheduleView,
     StepView,
@@ -150,6 +152,16 @@ def workflow_view(
         redrives=wf.redrives,
         steps=steps,
         compensations=[step_view(c, payloads, due("compensation", c)) for c in comps],
+    )
+
+
+def pending_approval_view(p: PendingApproval) -> PendingApprovalView:
+    return PendingApprovalView(
+        workflow_id=p.workflow_id,
+        type=p.wf_type,
+        step=p.step,
+        requested_at=iso(p.requested_at) or "",
+        due_at=iso(p.due_at) or "",
     )
 
 

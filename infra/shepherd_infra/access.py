@@ -2,7 +2,7 @@
 
 | function   | table items   | index Query | queues                      | bus       | S3 wf/* |
 |------------|---------------|-------------|-----------------------------|-----------|---------|
-| api        | read/write    | by_owner    | send to all pools           | —         | get/put¹|
+| api        | read/write    | by_*, inbox | send to all pools           | —         | get/put¹|
 | callbacks  | read/write    | —           | send to all pools           | —         | put²    |
 | events     | read/write    | —           | send to all pools           | —         | put³    |
 | agent (p)  | read/write    | —           | consume own; send to all    | —         | get/put |

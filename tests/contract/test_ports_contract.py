@@ -224,6 +224,26 @@ def test_list_index_ranges_and_counts(store: Store) -> None:
     assert store.count_range(idx, "OWNER#a#3", low, high, 100) == 0
 
 
+def test_inbox_index_is_sparse_and_projects_its_included_attributes(store: Store) -> None:
+    idx = TABLE.inbox_index
+    shown = {"wf_type": "refund", "step": "sign_off", "requested_at": 5, "approval_due_at": 9}
+    for n in range(3):
+        sort_key = f"{n:013d}#w{n}#sign_off"
+        store.put_new(item(f"WF#w{n}", "A#x", inbox_pk="INBOX#bob#0", inbox_sk=sort_key, **shown))
+    store.put_new(item("WF#w9", "A#x", **shown))  # out of the index: no inbox keys
+    found = store.query_range(
+        idx, "INBOX#bob#0", "0", "9~", limit=2, newest_first=True, cursor=None
+    ).items
+    assert [i["pk"] for i in found] == ["WF#w2", "WF#w1"]
+    # An INCLUDE index: its keys, the table's and exactly the attributes it includes.
+    assert {k: v for k, v in found[0].items() if k in shown} == shown
+    store.put_new(item("WF#w3", "A#x", inbox_pk="INBOX#bob#0", inbox_sk="3#", other=1))
+    (other,) = store.query_range(
+        idx, "INBOX#bob#0", "3", "3~", limit=5, newest_first=True, cursor=None
+    ).items
+    assert "other" not in other
+
+
 # ------------------------------------------------------------------------------------ queue
 
 

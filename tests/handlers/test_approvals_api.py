@@ -109,3 +109,63 @@ def test_bad_answers_are_refused_in_the_error_shape(
     assert (got, reply["error"]["code"]) == (status, code), reply
     view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
     assert next(s for s in view["steps"] if s["name"] == "sign_off")["status"] == "WAITING"
+
+
+# ------------------------------------------------------------------ GET /approvals (the inbox)
+
+
+def _inbox(stack: Stack, caller: str, **query: Any) -> tuple[int, Any]:
+    status, _, reply = stack.api("GET", "/approvals", caller=caller, query=query or None)
+    return status, reply
+
+
+def test_the_inbox_lists_a_pending_approval_to_whoever_may_answer_it(stack: Stack) -> None:
+    wf = _waiting(stack)
+    for who in (ALICE, BOB):  # the owner, and a session of the listed role
+        status, reply = _inbox(stack, who)
+        assert status == 200, reply
+        (row,) = reply["items"]
+        assert row["workflow_id"] == wf and row["step"] == "sign_off"
+        assert row["type"] == "order_review"
+        assert row["requested_at"].endswith("Z") and row["due_at"].endswith("Z")
+        assert row["due_at"] > row["requested_at"]
+        assert reply["next_token"] is None
+    assert _inbox(stack, CAROL) == (200, {"items": [], "next_token": None})
+    # Answered: gone from every inbox.
+    stack.api("POST", f"/workflows/{wf}/steps/sign_off/approve", caller=BOB)
+    assert _inbox(stack, ALICE)[1]["items"] == []
+    assert _inbox(stack, BOB)[1]["items"] == []
+
+
+def test_the_inbox_pages_newest_first_with_a_token_bound_to_its_caller(stack: Stack) -> None:
+    started = {_waiting(stack) for _ in range(3)}
+    status, first = _inbox(stack, ALICE, limit="2")
+    assert status == 200 and len(first["items"]) == 2 and first["next_token"]
+    status, second = _inbox(stack, ALICE, limit="2", next_token=first["next_token"])
+    assert status == 200 and len(second["items"]) == 1 and second["next_token"] is None
+    rows = first["items"] + second["items"]
+    assert {r["workflow_id"] for r in rows} == started
+    keys = [(r["requested_at"], r["workflow_id"]) for r in rows]
+    assert keys == sorted(keys, reverse=True)
+    # Another caller's token, a forged one, an edited one: 400 in the error shape.
+    token = first["next_token"]
+    payload, mac = token.split(".")
+    for bad, who in ((token, BOB), ("x.y", ALICE), (f"{payload}.{mac[:-2]}AA", ALICE)):
+        status, reply = _inbox(stack, who, next_token=bad)
+        assert status == 400, reply
+        assert reply["error"]["code"] == "ValidationError"
+        assert reply["error"]["field"] == "next_token"
+    # A list token is not an inbox token.
+    wf_token = stack.api("GET", "/workflows", caller=ALICE, query={"limit": "1"})[2]["next_token"]
+    assert wf_token and _inbox(stack, ALICE, next_token=wf_token)[0] == 400
+
+
+@pytest.mark.parametrize(
+    "query", [{"limit": "0"}, {"limit": "101"}, {"limit": "ten"}, {"next_token": ""}, {"x": "1"}]
+)
+def test_a_bad_inbox_query_is_refused_in_the_error_shape(
+    stack: Stack, query: dict[str, str]
+) -> None:
+    status, reply = _inbox(stack, ALICE, **query)
+    assert status == 400, reply
+    assert reply["error"]["code"] == "ValidationError"

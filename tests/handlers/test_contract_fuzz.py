@@ -11,7 +11,7 @@ What a schema cannot say, said here once:
 * Schema-valid requests may still be refused with 400 on two operations: a start names a
   definition and must satisfy its InputSchema (deployment data, not the API's schema), and a
   `next_token` is only valid if this deployment issued it to this caller for these filters
-  (on `GET /workflows` and on a workflow's `GET .../events`).
+  (on `GET /workflows`, on a workflow's `GET .../events` and on `GET /approvals`).
 * Generated path ids almost never exist: positive cases put a seeded workflow's id (or a
   waiting callback's token) in place of about half of the generated ones, so the 2xx paths
   are exercised too, and the rest still probe unknown ids.
@@ -53,6 +53,7 @@ CONFIG = SchemathesisConfig.from_dict(
                 "POST /workflows",
                 "GET /workflows",
                 "GET /workflows/{workflow_id}/events",
+                "GET /approvals",
             )
         ]
         # The former callback routes (token in the path) answer 410, naming their replacement.

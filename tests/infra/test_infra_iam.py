@@ -106,7 +106,8 @@ def test_api_cannot_receive_or_read_the_watch_index(shepherd: Synth) -> None:
     for action in RECEIVE:
         assert not list(granted(statements, action)), action
     assert sorted(_index_queries(statements)) == sorted(
-        flatten(index_resource(table_id, index.name)) for index in TABLE.list_indexes
+        flatten(index_resource(table_id, index.name))
+        for index in (*TABLE.list_indexes, TABLE.inbox_index)
     )
     assert index_resource(table_id, TABLE.watch_index.name) not in list(
         granted(statements, "dynamodb:Query")

@@ -200,6 +200,7 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         query = {"status": "FAILED", "type": "order_fulfilment"}
         assert stack.api("GET", "/workflows", query=query)[0] == 200
         assert stack.api("GET", "/workflows/counts")[0] == 200
+        assert stack.api("GET", "/approvals")[0] == 200  # the inbox index
         assert stack.api("GET", "/definitions")[0] == 200
         assert stack.api("GET", "/pools")[0] == 200  # every queue's backlog
         assert stack.api("POST", "/pools/inventory/pause")[0] == 200
@@ -307,10 +308,11 @@ def test_every_call_each_function_makes_is_allowed_by_its_own_role(
     roles = function_roles(shepherd.tpl)
     assert {c.function for c in flows.calls} == set(roles), "every function took part"
     made = {(c.function, c.service, c.operation, c.params.get("IndexName")) for c in flows.calls}
-    # The flows reach what matters for least privilege: both indexes, each by its one reader,
+    # The flows reach what matters for least privilege: every index, each by its one reader,
     # transactions, the start's conditional put, batches to queues, events to the bus.
     for index in TOPOLOGY.list_indexes:
         assert ("api", "dynamodb", "Query", index.name) in made
+    assert ("api", "dynamodb", "Query", TOPOLOGY.inbox_index.name) in made
     assert ("supervisor", "dynamodb", "Query", "watch") in made
     assert any(op == "TransactWriteItems" for _, _, op, _ in made)
     assert ("api", "dynamodb", "PutItem", None) in made

@@ -285,7 +285,11 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
     ]
     types = _attribute_types(props)
     indexes = {i["IndexName"]: i for i in props["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {TABLE.watch_index.name, *(i.name for i in TABLE.list_indexes)}
+    assert set(indexes) == {
+        TABLE.watch_index.name,
+        *(i.name for i in TABLE.list_indexes),
+        TABLE.inbox_index.name,
+    }
     watch = indexes[TABLE.watch_index.name]
     assert watch["KeySchema"] == [
         {"AttributeName": "watch_shard", "KeyType": "HASH"},
@@ -307,6 +311,18 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
         assert indexes[name]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
         assert types[sort_key] == "S"
     assert types["list_pk"] == "S"
+    # The approval inbox: sparse, one partition per principal and shard, newest first by its
+    # sort key, projecting what a row of GET /approvals shows (no read of the table).
+    inbox = indexes["inbox"]
+    assert inbox["KeySchema"] == [
+        {"AttributeName": "inbox_pk", "KeyType": "HASH"},
+        {"AttributeName": "inbox_sk", "KeyType": "RANGE"},
+    ]
+    assert inbox["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["wf_type", "step", "requested_at", "approval_due_at"],
+    }
+    assert (types["inbox_pk"], types["inbox_sk"]) == ("S", "S")
     assert props["TimeToLiveSpecification"] == {
         "AttributeName": TABLE.ttl_attribute,
         "Enabled": True,

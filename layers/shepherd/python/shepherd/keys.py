@@ -174,6 +174,35 @@ def circuit_counter_key(pool: str, slot: int, shard: int) -> tuple[str, str]:
     return f"{CIRCUIT_PREFIX}{pool}#{slot}", str(shard)
 
 
+# ------------------------------------------------------- the approval inbox (issue 25)
+# One item per principal who may answer a pending approval, in the workflow's own partition
+# (docs/architecture.md, The approval inbox), carrying the sparse `inbox` index's keys.
+APPROVAL_PREFIX = "A#"  # sk of an inbox item: A#<step>#<sha256(principal), 16 hex>
+INBOX_PREFIX = "INBOX#"  # inbox index partition: INBOX#<principal>#<shard>
+# A principal's inbox is write-sharded this many ways (invariant 10: no partition key written
+# by every workflow of a caller); a read queries them all and merges. Fixed, as LIST_SHARDS.
+INBOX_SHARDS = 4
+REQUESTED_DIGITS = 13  # an inbox sort key's request time (epoch ms, 13 digits until 2286)
+
+
+def inbox_item_sk(step: str, principal: str) -> str:
+    principal_hash = hashlib.sha256(principal.encode()).hexdigest()[:16]
+    return f"{APPROVAL_PREFIX}{step}#{principal_hash}"
+
+
+def inbox_shard(workflow_id: str) -> int:
+    return _stable_hash(workflow_id) % INBOX_SHARDS
+
+
+def inbox_pk(principal: str, shard: int) -> str:
+    return f"{INBOX_PREFIX}{principal}#{shard}"
+
+
+def inbox_sk(requested_at: int, workflow_id: str, step: str) -> str:
+    """Newest first when read backwards: the request time, then the workflow and the step."""
+    return f"{requested_at:0{REQUESTED_DIGITS}d}#{workflow_id}#{step}"
+
+
 def events_pk(workflow_id: str) -> str:
     """A workflow's published events, apart from its own partition (its reads never grow)."""
     return EVENTS_PREFIX + workflow_id

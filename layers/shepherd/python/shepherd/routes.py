@@ -92,6 +92,8 @@ ROUTES: tuple[Route, ...] = (
         MAX_START_BODY_BYTES,
     ),
     Route("POST", "/workflows/{workflow_id}/steps/{step}/reject", "api", True, 8 * 1024),
+    # The caller's pending approvals across workflows, newest first (the inbox index).
+    Route("GET", "/approvals", "api", query=("limit", "next_token")),
     Route("POST", "/payloads", "api", json_body=True, body_cap=4 * 1024),
     Route("GET", "/pools", "api"),
     Route("POST", "/pools/{pool}/pause", "api"),

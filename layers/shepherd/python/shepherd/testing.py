@@ -186,11 +186,13 @@ class MemoryStore:
         return DuePage(entries, next_cursor, len(page))
 
     def _range(self, index: IndexSpec, partition: str, low: str, high: str) -> list[Item]:
-        """The index's entries (keys only, as a KEYS_ONLY index projects) in [low, high]."""
+        """The index's entries in [low, high], projected as the index projects them (its
+        keys and the table's, plus an INCLUDE index's attributes)."""
+        names = ("pk", "sk", index.partition_key, index.sort_key, *index.non_key_attributes)
         with self._lock:
             return sorted(
                 (
-                    {name: item[name] for name in ("pk", "sk", index.partition_key, index.sort_key)}
+                    {name: item[name] for name in names if name in item}
                     for item in self._items.values()
                     if item.get(index.partition_key) == partition
                     and isinstance(item.get(index.sort_key), str)

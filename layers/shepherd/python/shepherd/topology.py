@@ -100,13 +100,24 @@ class TableSpec:
         "by_type_status", "list_pk", "type_status_sk", "S", "KEYS_ONLY"
     )
 
+    # The approval inbox (docs/architecture.md): sparse, only pending approvals' inbox items,
+    # projecting what a row of `GET /approvals` shows.
+    inbox_index: IndexSpec = IndexSpec(
+        "inbox",
+        "inbox_pk",
+        "inbox_sk",
+        "S",
+        "INCLUDE",
+        ("wf_type", "step", "requested_at", "approval_due_at"),
+    )
+
     @property
     def list_indexes(self) -> tuple[IndexSpec, ...]:
         return (self.list_index, self.status_index, self.type_index, self.type_status_index)
 
     @property
     def indexes(self) -> tuple[IndexSpec, ...]:
-        return (self.watch_index, *self.list_indexes)
+        return (self.watch_index, *self.list_indexes, self.inbox_index)
 
 
 TABLE = TableSpec()

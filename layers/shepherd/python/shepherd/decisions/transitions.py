@@ -16,7 +16,17 @@ from shepherd import limits
 from shepherd.conditions import Cond, Eq, Exists, In, Item, Lt, Missing, Update, all_of, any_of
 from shepherd.decisions.retry import GiveUp, RetryDecision, RetryIn
 from shepherd.definitions import MAX_SQS_DELAY
-from shepherd.keys import POOLS_PK, SCHEDULES_PK, WF_SK, schedule_sk, wf_pk
+from shepherd.keys import (
+    POOLS_PK,
+    SCHEDULES_PK,
+    WF_SK,
+    inbox_item_sk,
+    inbox_pk,
+    inbox_shard,
+    inbox_sk,
+    schedule_sk,
+    wf_pk,
+)
 from shepherd.model import (
     StepRecord,
     StepStatus,
@@ -458,6 +468,69 @@ def decide(
     update = Update(set={**values, **_ended(rec, entry)}, add={"attempts_total": 1})
     condition = all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("wake_at", rec.wake_at))
     return Write(*rec.key, update, condition)
+
+
+# ------------------------------------------------------------------ the approval inbox
+
+# An inbox item is never a step (it has no status): the guard of its writes, which ride in the
+# transaction of the approval step's own fenced write and so need no fence of their own.
+_INBOX_ITEM = Missing("status")
+
+
+def approval_principals(owner: str, approvers: Sequence[str]) -> tuple[str, ...]:
+    """Who may answer an approval, each once: the workflow's owner, then its `Approvers`
+    (at most 1 + limits.MAX_APPROVERS)."""
+    return tuple(dict.fromkeys((owner, *approvers)))
+
+
+def inbox_entries(
+    wf: WorkflowRecord,
+    rec: StepRecord,
+    principals: Sequence[str],
+    requested_at: int,
+    due_at: int,
+) -> list[Write]:
+    """One inbox item per principal for an Approval step starting to wait (docs/architecture.md,
+    The approval inbox): written in the transaction of its WAITING write, so a pending
+    approval is listed exactly while its step waits. A leftover item of an earlier attempt is
+    overwritten (and its expiry lifted)."""
+    workflow_id = wf.workflow_id
+    shard = inbox_shard(workflow_id)
+    return [
+        Write(
+            wf_pk(workflow_id),
+            inbox_item_sk(rec.name, principal),
+            Update(
+                set={
+                    "inbox_pk": inbox_pk(principal, shard),
+                    "inbox_sk": inbox_sk(requested_at, workflow_id, rec.name),
+                    "wf_type": wf.wf_type,
+                    "step": rec.name,
+                    "requested_at": requested_at,
+                    "approval_due_at": due_at,
+                },
+                remove=("expires_at",),
+            ),
+            _INBOX_ITEM,
+        )
+        for principal in principals
+    ]
+
+
+def inbox_cleared(rec: StepRecord, principals: Sequence[str], expires_at: int) -> list[Write]:
+    """The inbox items of an approval that stops waiting (answered, timed out, cancelled),
+    in the transaction of that write: out of the sparse index at once (their index keys
+    removed), the items themselves left to TTL as a finished step is (no function of the
+    engine may delete an item: docs/architecture.md, The approval inbox)."""
+    return [
+        Write(
+            wf_pk(rec.workflow_id),
+            inbox_item_sk(rec.name, principal),
+            Update(set={"expires_at": expires_at}, remove=("inbox_pk", "inbox_sk")),
+            _INBOX_ITEM,
+        )
+        for principal in principals
+    ]
 
 
 def fail_wait(rec: StepRecord, now: int, error: str, expires_at: int) -> Write:

@@ -98,7 +98,8 @@ class Approvals:
             error=error,
             expires_at=self.scheduler.expires(now),
         )
-        updated = self.scheduler.executor.step(state, write)
+        cleared = self.scheduler.inbox_cleared(state, definition, rec, now)
+        updated = self.scheduler.executor.step_with(state, rec, write, cleared)
         if updated is None:
             current = state.steps[step]
             raise ApprovalNotPending(step, current.status.value)

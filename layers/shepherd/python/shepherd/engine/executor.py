@@ -53,6 +53,39 @@ class Executor:
             state.put(rec)
         return rec
 
+    def step_with(
+        self,
+        state: WorkflowState | None,
+        seen: StepRecord,
+        write: tx.Write,
+        extras: Sequence[tx.Write],
+    ) -> StepRecord | None:
+        """Apply a step write planned on `seen` together with the items that go with it (an
+        approval's inbox items), in one transaction: the new record, or None if the step's
+        write lost (folded as `step` folds it). The extras never lose (their guard holds for
+        every item they name), so a lost transaction is the step's.
+
+        A transaction returns no item: the new record is `seen` with the write applied, exact
+        because the write is fenced on exactly what `seen` holds (its status and attempt)."""
+        if not extras:
+            return self.step(state, write)
+        writes = [write, *extras]
+        if any(w.condition is None for w in writes):
+            raise ValueError("every write in a transaction is conditional")
+        try:
+            self.store.transact(
+                [(w.pk, w.sk, w.update, w.condition) for w in writes if w.condition is not None]
+            )
+        except TransactionConflict as lost:
+            if state is not None and lost.index == 0 and lost.current is not None:
+                state.put(StepRecord.from_item(lost.current))
+            return None
+        before = seen.to_item() if seen.stored else {"pk": write.pk, "sk": write.sk}
+        rec = StepRecord.from_item(write.update.apply(before))
+        if state is not None:
+            state.put(rec)
+        return rec
+
     def step_or_current(self, write: tx.Write) -> tuple[StepRecord | None, Item | None]:
         """Apply a step write: (the new record, None) if it won, (None, the item as it now is)
         if it lost. For a caller that decides by who won (an agent told it was fenced)."""

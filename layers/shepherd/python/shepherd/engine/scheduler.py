@@ -656,7 +656,9 @@ class Scheduler:
             case EndAttempt():
                 return self._end_attempt(state, definition, action, now, tasks)
             case Cancel(seen):
-                return ex.step(state, tx.cancel(seen, now, self.expires(now))) is not None
+                write = tx.cancel(seen, now, self.expires(now))
+                cleared = self.inbox_cleared(state, definition, seen, now)
+                return ex.step_with(state, seen, write, cleared) is not None
             case Skip(seen):
                 return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
             case StartWait() | Wake() | FailWait() | TimeOutApproval():
@@ -682,7 +684,11 @@ class Scheduler:
                     self._pull_due_to(state, wake_at)
                 approvers = None if spec.approval is None else spec.approval.approvers
                 write = tx.start_wait(seen, now, wake_at, approvers)
-                return ex.step(state, write) is not None
+                inbox: list[tx.Write] = []
+                if approvers is not None:  # listed for whoever may answer, as it starts
+                    principals = tx.approval_principals(state.workflow.owner, approvers)
+                    inbox = tx.inbox_entries(state.workflow, seen, principals, now, wake_at)
+                return ex.step_with(state, seen, write, inbox) is not None
             case Wake(seen):
                 return ex.step(state, tx.wake(seen, now, self.expires(now))) is not None
             case FailWait(seen, message):
@@ -704,8 +710,20 @@ class Scheduler:
                     error=error,
                     expires_at=self.expires(now),
                 )
-                return ex.step(state, write) is not None
+                cleared = self.inbox_cleared(state, definition, seen, now)
+                return ex.step_with(state, seen, write, cleared) is not None
         raise TypeError(f"not a wait action {action!r}")  # pragma: no cover
+
+    def inbox_cleared(
+        self, state: WorkflowState, definition: Definition, seen: StepRecord, now: int
+    ) -> list[tx.Write]:
+        """What takes a waiting Approval step out of its approvers' inboxes, in the write that
+        ends its wait (an answer, its timeout, a cancel); nothing for any other unit."""
+        spec = definition.by_name.get(seen.name) if seen.kind == "step" else None
+        if spec is None or spec.approval is None or seen.status is not StepStatus.WAITING:
+            return []
+        principals = tx.approval_principals(state.workflow.owner, spec.approval.approvers)
+        return tx.inbox_cleared(seen, principals, self.expires(now))
 
     def _apply_to_workflow(self, state: WorkflowState, action: Action, now: int) -> bool:
         """The actions that change the workflow item's status."""
