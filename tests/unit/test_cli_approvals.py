@@ -55,3 +55,45 @@ def test_reject_posts_only_a_comment(capsys: pytest.CaptureFixture[str]) -> None
     assert "FAILED (rejected by me)" in capsys.readouterr().out
     with pytest.raises(SystemExit):  # reject takes no output
         cli.main(["reject", "wf-1", "fraud_review", "--output", "{}"])
+
+
+class PagedApi:
+    """GET /approvals in pages of two over five pending approvals."""
+
+    queries: list[dict[str, Any]] = []
+
+    def __init__(self, base_url: str, caller: str | None = None) -> None:
+        pass
+
+    def call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        assert (method, path) == ("GET", "/approvals")
+        query = kw["query"]
+        PagedApi.queries.append(query)
+        start = int(query.get("next_token", "0"))
+        end = min(start + min(2, query["limit"]), 5)
+        items = [
+            {
+                "workflow_id": f"wf-{i}",
+                "type": "order_fulfilment",
+                "step": "fraud_review",
+                "requested_at": f"2026-11-25T09:0{i}:00.000Z",
+                "due_at": "2026-11-26T09:00:00.000Z",
+            }
+            for i in range(start, end)
+        ]
+        return {"items": items, "next_token": str(end) if end < 5 else None}
+
+
+def test_approvals_lists_every_page_up_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "Api", PagedApi)
+    PagedApi.queries = []
+    assert cli.main(["approvals"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines] == [f"wf-{i}" for i in range(5)]
+    assert [q.get("next_token") for q in PagedApi.queries] == [None, "2", "4"]
+    PagedApi.queries = []
+    assert cli.main(["approvals", "--limit", "3"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    assert [q["limit"] for q in PagedApi.queries] == [3, 1]

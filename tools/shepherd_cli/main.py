@@ -364,6 +364,30 @@ def cmd_answer(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def cmd_approvals(args: argparse.Namespace, api: Api) -> int:
+    """`shepherd approvals [--limit N]`: the approvals waiting for the caller, newest first,
+    every page (each answered with `shepherd approve|reject ID STEP`)."""
+    token: str | None = None
+    shown = 0
+    while shown < args.limit:
+        query: dict[str, Any] = {"limit": min(100, args.limit - shown)}
+        if token:
+            query["next_token"] = token
+        page = api.call("GET", "/approvals", query=query)
+        for item in page["items"]:
+            print(
+                f"{item['workflow_id']}  {item['step']:<20} {item['type']:<24} "
+                f"requested {item['requested_at']}  times out {item['due_at']}"
+            )
+        shown += len(page["items"])
+        token = page.get("next_token")
+        if not token:
+            break
+    if not shown:
+        print("no approval is waiting for you")
+    return 0
+
+
 def cmd_task(args: argparse.Namespace, api: Api) -> int:
     """What an outside system does with a callback step's task token, from a shell."""
     wrong = [
@@ -653,6 +677,11 @@ def parser() -> argparse.ArgumentParser:
         if name == "approve":
             answer.add_argument("--output", help="the step's output: JSON, or @file")
 
+    approvals = sub.add_parser(
+        "approvals", help="the approvals waiting for you, newest first (answer: approve/reject)"
+    )
+    approvals.add_argument("--limit", type=int, default=100, help="at most this many (100)")
+
     task = sub.add_parser(
         "task", help="answer a callback step with its task token: heartbeat, success, failure"
     )
@@ -753,6 +782,7 @@ def main(argv: list[str] | None = None) -> int:
             "pools": cmd_pools,
             "schedules": cmd_schedules,
             "task": cmd_task,
+            "approvals": cmd_approvals,
             "approve": cmd_answer,
             "reject": cmd_answer,
         }[args.command]
