@@ -94,6 +94,7 @@ CLOCK_STAMPS = (
     "finished_at",
     "paused_at",
     "resumed_at",
+    "circuit_resumed_at",  # a breaker's half-open or close restarts its pool's dispatch grace
 )
 
 
