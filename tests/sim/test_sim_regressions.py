@@ -222,11 +222,13 @@ class Regression:
     note: str
     config: SimConfig = field(
         default_factory=lambda: SimConfig(
-            workflow_types=CLASSIC_TYPES, sweep_groups=1, leases=False
+            workflow_types=CLASSIC_TYPES, sweep_groups=1, leases=False, breaker=False
         )
     )
     """The workload the seed was found with: definitions added to the simulator later are
-    left out, and so is the supervisor's fan-out over leased groups, so they do not move it."""
+    left out, and so are the supervisor's fan-out over leased groups and the outage pool's
+    circuit breaker (issue 26: its counters and reads are store calls), so they do not move
+    it."""
 
 
 # The fault mix the seeds below were found with, spelled out on a `none` base: a fault kind
@@ -271,6 +273,7 @@ OPERATOR_TYPES = SimConfig(
     ),
     sweep_groups=1,
     leases=False,
+    breaker=False,
 )
 
 REGRESSIONS = [
