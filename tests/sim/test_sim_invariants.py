@@ -20,6 +20,7 @@ from shepherd_sim.invariants import (
     StatusWrite,
     check_all,
     check_attempts_within_policy,
+    check_circuit_moves,
     check_claims,
     check_compensation_exact,
     check_effects_once,
@@ -28,6 +29,7 @@ from shepherd_sim.invariants import (
     check_no_lost_workflow,
     check_no_orphaned_effects,
     check_no_superseded_result,
+    check_open_circuit_claims_nothing,
     check_pause_respected,
     check_paused_pools_wait,
     check_paused_starts_nothing,
@@ -1031,3 +1033,49 @@ def test_a_wait_woken_early_or_claimed_by_an_agent_is_caught() -> None:
     claims = [*claims_of(clean), Claim(T0 + 2500, WF, "step", "settle", 1, T0 + 2500)]
     (v,) = check_skips_and_waits(record(clean, claims=claims))
     assert v.message == "wait 'settle' was claimed by an agent"
+
+
+def test_a_claim_while_its_pools_circuit_is_open_is_caught() -> None:
+    """Versions are the pools' writes: the circuit opened at 5 (it left closed at 5), or went
+    half-open at 7 after leaving closed at 5."""
+
+    def claim(circuit: str, read: int | None, probe: int | None = None) -> Claim:
+        entered, left = (5, 5) if circuit == "open" else (7, 5)
+        return Claim(
+            T0, WF, "step", "charge_payment", 1, T0, pool="payments", circuit=circuit,
+            circuit_read=read, circuit_probe=probe, circuit_entered_by=entered,
+            circuit_left_closed_by=left,
+        )  # fmt: skip
+
+    items = succeeded_order()
+    fine = [
+        claim("open", 4),  # its breaker read the pool before it opened (the documented race)
+        claim("open", 4, probe=3),  # a probe of an earlier half-open, landing after it reopened
+        claim("half_open", 7, probe=8),  # a half-open probe
+        claim("half_open", 4),  # decided while the circuit was still closed
+        Claim(T0, WF, "step", "charge_payment", 1, T0, pool="payments", circuit_read=None),
+    ]
+    assert check_open_circuit_claims_nothing(record(items, claims=fine)) == []
+    for bad in (claim("open", 5), claim("open", None), claim("half_open", 7)):
+        (v,) = check_open_circuit_claims_nothing(record(items, claims=[bad]))
+        assert v.invariant == "circuit" and "pool 'payments' circuit was" in v.message
+
+
+def test_a_circuit_move_the_breaker_does_not_make_is_caught() -> None:
+    def move(was: str | None, to: str, mode: str = "auto", said: str | None = None) -> Change:
+        old = None if was is None else {"pk": "POOLS", "sk": "payments", "circuit": was}
+        entry = {"from": was or "closed", "to": said or to}
+        new = {
+            "pk": "POOLS", "sk": "payments", "circuit": to, "circuit_mode": mode,
+            "circuit_history": [entry],
+        }  # fmt: skip
+        return Change(old, new, "1")
+
+    items = succeeded_order()
+    legal = [move(None, "open"), move("open", "half_open"), move("half_open", "closed")]
+    legal += [move("half_open", "open"), move("closed", "half_open", mode="closed")]
+    assert check_circuit_moves(record(items, changes=legal)) == []
+    (v,) = check_circuit_moves(record(items, changes=[move("open", "closed")]))
+    assert v.invariant == "circuit" and "moved open -> closed" in v.message
+    (v,) = check_circuit_moves(record(items, changes=[move("closed", "open", said="half_open")]))
+    assert "its history's last entry says closed -> half_open" in v.message

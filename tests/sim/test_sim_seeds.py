@@ -72,6 +72,13 @@ def test_every_fault_kind_is_exercised_and_every_outcome_reached() -> None:
         "parallel_undos_overlapped",
         "orphaned_effects_succeeded",
         "sent_while_paused_on_an_earlier_read_by_supA",
+        # Issue 26: outages fail calls, the breaker opens, probes (claims while half-open) and
+        # closes.
+        "calls_failed_by_outage",
+        "circuit_to_open",
+        "circuit_to_half_open",
+        "circuit_to_closed",
+        "claimed_while_circuit_half_open_as_a_probe",
     )
     assert not [name for name in exercised if stats[name] == 0], stats
     assert stats["orphaned_effects_attempted"] == 0

@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--types", default="", help="workflow types to start (comma-separated; default all)"
     )
+    parser.add_argument(
+        "--no-breaker",
+        action="store_true",
+        help="the outage pools declare no circuit breaker (the same outages strike them)",
+    )
     parser.add_argument("--digest", action="store_true", help="print only the run digest(s)")
     args = parser.parse_args(argv)
 
@@ -38,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     types = tuple(t for t in args.types.split(",") if t)
-    config = SimConfig(workflow_types=types)
+    config = SimConfig(workflow_types=types, breaker=not args.no_breaker)
 
     if args.seed is not None:
         result = run_seed(args.seed, faults, config)
@@ -56,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"VIOLATIONS ({len(result.violations)}):")
             for v in result.violations:
                 print(f"  {v}")
-            print("replay:", replay_command(args.seed, faults))
+            print("replay:", replay_command(args.seed, faults, config))
             return 1
         print("violations: none")
         return 0

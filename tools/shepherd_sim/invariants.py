@@ -88,6 +88,18 @@ class Claim:
     read: int | None = None
     input_tag: Any = None
     """The replacement-input tag of the step as claimed (None: the workflow's own input)."""
+    pool: str = ""
+    circuit: str = "closed"
+    """The pool's circuit as the table recorded it when the claim landed."""
+    circuit_read: int | None = None
+    """The pools' version at the claimer's last read of its pool item before the claim (its
+    breaker's cached state: every read of it refreshes the cache); None: never read."""
+    circuit_probe: int | None = None
+    """The pools' version after the claimer's own take of a half-open probe; None: no probe."""
+    circuit_entered_by: int | None = None
+    """The version of the write that moved the circuit into `circuit`."""
+    circuit_left_closed_by: int | None = None
+    """The version of the write that moved the circuit out of `closed` (None: closed)."""
 
 
 @dataclass(frozen=True)
@@ -1236,6 +1248,85 @@ def check_paused_pools_wait(record: RunRecord) -> list[Violation]:
     ]
 
 
+# ------------------------------------------------------------------ the circuit breaker
+
+# The breaker's own moves (`shepherd.decisions.circuit.decide`); an operator's forced mode may
+# move it any way.
+LEGAL_CIRCUIT_MOVES = {
+    ("closed", "open"),
+    ("open", "half_open"),
+    ("half_open", "closed"),
+    ("half_open", "open"),
+}
+
+
+def check_open_circuit_claims_nothing(record: RunRecord) -> list[Violation]:
+    """No attempt is consumed while its pool's circuit is open: a claim that lands while the
+    table records the circuit `open` was decided on a read from before the write that opened
+    it (the documented race, as for a pool's pause: a breaker state cached for a second, a
+    slow claim; a probe taken in the half-open stretch before it reopened is such a read);
+    one that lands while `half_open` took a probe, or decided while the circuit was still
+    closed. Attempts in flight when it opened end normally (they were claimed before)."""
+    out = []
+    for c in record.claims:
+        if c.circuit == "closed":
+            continue
+        seen = [v for v in (c.circuit_read, c.circuit_probe) if v is not None]
+        decided = max(seen) if seen else None
+        if c.circuit == "open":
+            opened = c.circuit_entered_by
+            if decided is not None and opened is not None and decided < opened:
+                continue
+            why = f"its pool '{c.pool}' circuit was open (since version {opened})"
+        else:
+            if c.circuit_probe is not None:
+                continue
+            left = c.circuit_left_closed_by
+            if c.circuit_read is not None and left is not None and c.circuit_read < left:
+                continue
+            why = f"its pool '{c.pool}' circuit was half-open and it took no probe"
+        out.append(
+            Violation(
+                "circuit",
+                c.workflow_id,
+                f"{c.kind} {c.step}#{c.attempt} was claimed while {why}, deciding on a read "
+                f"of version {decided}",
+            )
+        )
+    return out
+
+
+def check_circuit_moves(record: RunRecord) -> list[Violation]:
+    """From the table's stream: a pool's circuit moves only closed -> open -> half_open ->
+    closed | open, unless an operator forced it (`circuit_mode` open or closed), and each
+    move records itself, as it was, at the end of the pool's `circuit_history`."""
+    out = []
+    for change in record.changes:
+        new = change.new
+        if new is None or new.get("pk") != POOLS_PK:
+            continue
+        was = (change.old or {}).get("circuit", "closed")
+        now = new.get("circuit", "closed")
+        if was == now:
+            continue
+        forced = new.get("circuit_mode", "auto") != "auto"
+        if (was, now) not in LEGAL_CIRCUIT_MOVES and not forced:
+            out.append(
+                Violation("circuit", None, f"pool '{new['sk']}': circuit moved {was} -> {now}")
+            )
+        last = (new.get("circuit_history") or [{}])[-1]
+        if (last.get("from"), last.get("to")) != (was, now):
+            out.append(
+                Violation(
+                    "circuit",
+                    None,
+                    f"pool '{new['sk']}': circuit moved {was} -> {now}, its history's last "
+                    f"entry says {last.get('from')} -> {last.get('to')}",
+                )
+            )
+    return out
+
+
 # ----------------------------------------------------------------- the payload claim check
 
 
@@ -1279,6 +1370,8 @@ CHECKERS: Sequence[Checker] = (
     check_pause_respected,
     check_paused_starts_nothing,
     check_paused_pools_wait,
+    check_open_circuit_claims_nothing,
+    check_circuit_moves,
     check_online,
     check_payloads_resolve,
 )

@@ -54,6 +54,9 @@ class SimHooks(Protocol):
     def observe_redispatch(self, role: str, item: Item) -> None: ...
     def observe_status(self, role: str, pk: str, before: str | None) -> None: ...
     def observe_claim(self, role: str, item: Item) -> None: ...
+    def observe_claim_start(self, role: str) -> None: ...
+    def observe_pool_read(self, role: str, pool: str) -> None: ...
+    def observe_probe(self, role: str, pool: str) -> None: ...
     def observe_send(self, role: str, message: TaskMessage) -> None: ...
 
 
@@ -91,6 +94,7 @@ CLOCK_STAMPS = (
     "finished_at",
     "paused_at",
     "resumed_at",
+    "circuit_resumed_at",  # a breaker's half-open or close restarts its pool's dispatch grace
 )
 
 
@@ -226,13 +230,18 @@ class FaultyStore:
         self._after("transact", pk)
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
+        claim = sk[:2] in ("S#", "C#") and update.set.get("status") == "RUNNING"
+        if claim:  # what the claimer decided on, before a slow call lets anything happen
+            self.sim.observe_claim_start(self.role)
         self._before("update", pk, [(pk, sk)])
         before = self._statuses([(pk, sk)])
         item = self.inner.update(pk, sk, update, condition)
         self._landed(before)
         self._stamped((pk, sk), update.set)
+        if pk == POOLS_PK and update.add.get("probes", 0) < 0:
+            self.sim.observe_probe(self.role, sk)  # a half-open circuit's probe, taken
         if sk[:2] in ("S#", "C#"):
-            if update.set.get("status") == "RUNNING":
+            if claim:
                 self.sim.observe_claim(self.role, item)
             elif "dispatches" in update.add and "status" not in update.set:
                 self.sim.observe_redispatch(self.role, item)
@@ -256,6 +265,8 @@ class FaultyStore:
         item = self.inner.get(pk, sk)
         if sk == WF_SK:
             self.sim.observe_read(self.role, pk)
+        elif pk == POOLS_PK:
+            self.sim.observe_pool_read(self.role, sk)
         return item
 
     def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Item]:

@@ -98,14 +98,19 @@ class Totals:
             self.failed.append(s)
 
 
-def replay_command(seed: int, faults: Faults) -> str:
+def replay_command(seed: int, faults: Faults, config: SimConfig | None = None) -> str:
+    if config is not None and not config.breaker:
+        cmd = f".venv/bin/python -m shepherd_sim --seed {seed} --no-breaker"
+        return cmd + (f" --faults {shlex.quote(faults.describe())}" if faults != Faults() else "")
     cmd = f"make sim SEED={seed}"
     if faults != Faults():
         cmd += f" FAULTS={shlex.quote(faults.describe())}"
     return cmd
 
 
-def report(totals: Totals, faults: Faults, *, max_failures: int = 20) -> str:
+def report(
+    totals: Totals, faults: Faults, *, max_failures: int = 20, config: SimConfig | None = None
+) -> str:
     lines = [
         f"shepherd-sim: {totals.seeds} seeds in {totals.wall_seconds:.1f}s "
         f"({totals.seeds / max(totals.wall_seconds, 1e-9):.1f} seeds/s), "
@@ -172,7 +177,7 @@ def report(totals: Totals, faults: Faults, *, max_failures: int = 20) -> str:
         + ", ".join(f"{k}={n}" for k, n in sorted(kinds.items()))
     )
     for s in totals.failed[:max_failures]:
-        lines += ["", f"--- seed {s.seed}: replay with: {replay_command(s.seed, faults)}"]
+        lines += ["", f"--- seed {s.seed}: replay with: {replay_command(s.seed, faults, config)}"]
         lines += [f"  {v}" for v in s.violations]
         for wf, trace in s.traces.items():
             lines.append(f"  trace of {wf or 'the run'}:")
@@ -190,4 +195,4 @@ def run_and_report(
     for summary in run_many(seeds, faults, config, jobs):
         totals.add(summary)
     totals.wall_seconds = time.perf_counter() - started
-    return totals, report(totals, faults)
+    return totals, report(totals, faults, config=config)

@@ -49,6 +49,7 @@ from shepherd.model import (
     loads,
 )
 from shepherd.payloads import MemoryPayloadStore, Payloads
+from shepherd.pool_policy import CircuitBreaker, PoolPolicy
 from shepherd.ports import DueEntry, DuePage
 from shepherd.testing import MemoryQueue, MemoryStore, Received, SequentialIds
 
@@ -396,6 +397,23 @@ BRANCH: dict[str, Any] = {
 }
 
 SYNTHETIC = (FLASH, FAN, HOLD, BRANCH)
+
+# The pools whose downstream service an `outage` takes down, and the circuit breaker they
+# declare (issue 26), scaled to the simulator's time: its steps time out in 2-3 s and a seed's
+# workflows run for about 20 s, so a window of 10 s (the least a policy takes), two failures
+# out of four attempts to open, and a cooldown of 10 s (an outage of 5-40 s costs at most four
+# probes, each an attempt of the task that took it).
+OUTAGE_POOLS = ("sim-b",)
+BREAKER = CircuitBreaker.model_validate(
+    {
+        "FailureRatio": 0.5,
+        "MinimumAttempts": 2,
+        "WindowSeconds": 10,
+        "CooldownSeconds": 10,
+        "ProbeAttempts": 1,
+    }
+)
+OUTAGE_SECONDS = (5.0, 40.0)
 # The workload the regression seeds were found with (their runs must not move).
 CLASSIC_TYPES = ("order_fulfilment", "provision_environment", "sim_flash")
 
@@ -449,7 +467,15 @@ class ObservedStore(MemoryStore):
         self.versions: dict[str, int] = {}  # workflow pk -> writes to its item so far
         self.paused_by: dict[str, int] = {}  # workflow pk -> the version whose write paused it
         self.pool_version = 0  # writes to the pools' items so far
-        self.pool_paused_by: dict[str, int] = {}  # pool -> the version whose write paused it
+        # pool -> the version whose write paused it (an operator's pause or an open circuit)
+        self.pool_paused_by: dict[str, int] = {}
+        # Each pool's circuit as the table records it (absent: closed): the version of the
+        # write that moved it into its current state, of the write that moved it out of
+        # `closed` (until it closes again), and every stretch it spent away from `closed`.
+        self.circuits: dict[str, str] = {}
+        self.circuit_entered_by: dict[str, int] = {}
+        self.circuit_left_closed_by: dict[str, int] = {}
+        self.circuit_holds: list[tuple[str, int, int | None]] = []  # (pool, began, ended)
         self.on_change: Callable[[Change], None] | None = None  # the table's stream
 
     def _changed(self, old: Item | None, new: Item) -> None:
@@ -460,10 +486,12 @@ class ObservedStore(MemoryStore):
     def _log(self, pk: str, sk: str) -> None:
         if pk == POOLS_PK:
             self.pool_version += 1
-            if (self._items.get((pk, sk)) or {}).get("paused"):
+            pool = self._items.get((pk, sk)) or {}
+            if pool.get("paused") or pool.get("circuit") == "open":
                 self.pool_paused_by.setdefault(sk, self.pool_version)
             else:
                 self.pool_paused_by.pop(sk, None)
+            self._circuit_moved(sk, str(pool.get("circuit", "closed")))
         if sk == WF_SK:
             item = self._items.get((pk, sk)) or {}
             self.versions[pk] = version = self.versions.get(pk, 0) + 1
@@ -473,6 +501,22 @@ class ObservedStore(MemoryStore):
                 self.paused_by.pop(pk, None)
             entry = (self._clock.now_ms(), item.get("watch_shard"), item.get("due_at"))
             self.index_log.setdefault(pk, []).append(entry)
+
+    def _circuit_moved(self, pool: str, circuit: str) -> None:
+        was = self.circuits.get(pool, "closed")
+        if circuit == was:
+            return
+        now = self._clock.now_ms()
+        self.circuits[pool] = circuit
+        self.circuit_entered_by[pool] = self.pool_version
+        if was == "closed":
+            self.circuit_left_closed_by[pool] = self.pool_version
+            self.circuit_holds.append((pool, now, None))
+        if circuit == "closed":
+            self.circuit_left_closed_by.pop(pool, None)
+            for i, (name, began, ended) in enumerate(self.circuit_holds):
+                if name == pool and ended is None:
+                    self.circuit_holds[i] = (name, began, now)
 
     def peek(self, pk: str, sk: str) -> Item | None:
         """The item as it is, uncopied: for the simulator's bookkeeping only (never mutated,
@@ -578,6 +622,9 @@ class SimConfig:
     lease_s: float = 2.0
     """How long a group's lease lasts unless renewed (10 s deployed; shorter here, so a
     frozen sweeper's group is taken over within the run's timing bounds)."""
+    breaker: bool = True
+    """The outage pools (`OUTAGE_POOLS`) declare `BREAKER`; off, the same outages strike
+    pools without one (`--no-breaker`). The recorded regression seeds run without it."""
     leave_due: bool = True
     """The supervisors know the sweep interval, so a look may leave a near watch entry due
     (the deployed rule). Off: every look moves its entry, as before that rule (the recorded
@@ -679,6 +726,21 @@ def quiet_engine_logs() -> Iterator[None]:
         log.setLevel(level)
 
 
+class SimPoolControl:
+    """The pools' consumers as a supervisor's circuit breaker switches them: the in-memory
+    queue (a disabled pool receives nothing, as with a disabled event source mapping), and a
+    poll as a pool starts again, so the backlog it held drains."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def set_enabled(self, pool: str, enabled: bool) -> None:
+        self.sim.queue.set_enabled(pool, enabled)
+        self.sim.trace(None, f"control pool {pool} {'started' if enabled else 'stopped'}")
+        if enabled:
+            self.sim._poll_at(pool, self.sim.now() + 1)
+
+
 class Simulation:
     def __init__(
         self,
@@ -755,6 +817,15 @@ class Simulation:
         self.pool_rng = random.Random(f"pools:{seed}")
         self.pool_pauses: list[tuple[str, int, int | None]] = []  # (pool, began, ended)
         self.redispatches: list[Redispatch] = []
+        # Downstream outages: their own random stream, (pool, began, ends) each.
+        self.outage_rng = random.Random(f"outage:{seed}")
+        self.outages: list[tuple[str, int, int]] = []
+        # What the agents' breaker decided on: (role, pool) -> the pools' version at that
+        # role's last read of the pool item (its breaker caches one state per process); per
+        # fiber, that view as its claim began and the probe it took (pool, version).
+        self._circuit_reads: dict[tuple[str, str], int] = {}
+        self._claim_basis: dict[str, dict[str, int]] = {}
+        self._probes: dict[str, tuple[str, int]] = {}
         # (who, role, workflow pk) -> the pools' version that role knew when it read it; a
         # supervisor starts knowing no pool paused (version 0) and keeps its last read.
         self._pool_views: dict[tuple[str, str, str], int] = {}
@@ -772,6 +843,11 @@ class Simulation:
         engine_rng = random.Random(f"engine:{seed}")
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
+        guarded = [pool for pool in OUTAGE_POOLS if pool in self.pools] if cfg.breaker else []
+        policies = {
+            pool: PoolPolicy.model_validate({"CircuitBreaker": BREAKER}) for pool in guarded
+        }
+        self.control = SimPoolControl(self)
 
         # Every role is an engine of its own over its own faulty ports (one shared memory,
         # queue, clock, ids and random stream), all from the one factory.
@@ -793,6 +869,7 @@ class Simulation:
                 config=engine_config,
                 background_heartbeats=False,
                 sweep_interval_ms=every_ms,
+                pool_policies=policies,
                 **extra,
             )
 
@@ -812,7 +889,8 @@ class Simulation:
         groups = cfg.sweep_groups
 
         def supervisor(role: str) -> Any:
-            sup = engine(role, sweep_groups=groups).supervisor
+            # A breaker that opens stops its pool's consumers, as a pause does.
+            sup = engine(role, sweep_groups=groups, pool_control=self.control).supervisor
             sup.lease_ms = round(cfg.lease_s * 1000)
             return sup
 
@@ -1088,6 +1166,10 @@ class Simulation:
             raise SimCrash(who)
         self._work(ctx, duration)
         self._before_effect(ctx, spec, fault, where, obeys_cancel=obeys_cancel)
+        if self.downstream_down(spec.pool):  # the call (or the hand-over) fails: no effect
+            self.stats["calls_failed_by_outage"] += 1
+            self.trace(wf, f"service {who} FAILED: pool {spec.pool}'s downstream is down")
+            raise SimTransient(f"{who}: downstream outage")
         if callback:
             return self._hand_over(ctx, spec, fault)
         effect = self._call_service(ctx)
@@ -1404,6 +1486,8 @@ class Simulation:
                 pool = self.pool_rng.choice(free)
                 seconds = self.pool_rng.uniform(1, 20)
                 self.spawn(functools.partial(self.pause_pool, pool, seconds), "pool_pause")
+        if self.roll("outage"):
+            self.outage()
         self.sweep()
         self.schedule(self.now() + round(self.config.sweep_interval_s * 1000), "tick")
 
@@ -1638,6 +1722,23 @@ class Simulation:
 
         self.spawn(body, "pool_resume")
 
+    def outage(self, pool: str | None = None, seconds: float | None = None) -> None:
+        """A pool's downstream fails every call for a while (none already down)."""
+        down = {name for name, _, ends in self.outages if ends > self.now()}
+        free = [name for name in OUTAGE_POOLS if name in self.pools and name not in down]
+        if pool is None:
+            if not free:
+                return
+            pool = self.outage_rng.choice(free)
+        if seconds is None:
+            seconds = self.outage_rng.uniform(*OUTAGE_SECONDS)
+        self.fault("outage", None, f"pool {pool}'s downstream fails every call for {seconds:.1f}s")
+        self.outages.append((pool, self.now(), self.now() + round(seconds * 1000)))
+
+    def downstream_down(self, pool: str) -> bool:
+        now = self.now()
+        return any(name == pool and began <= now < ends for name, began, ends in self.outages)
+
     def pool_states(self) -> dict[str, PoolState]:
         """The pools' states as the table records them (the supervisor's truth)."""
         return pool_states(self.memory)
@@ -1645,7 +1746,7 @@ class Simulation:
     def queue_states(self) -> dict[str, PoolState]:
         """The pools as they are: paused or not, and how many messages each queue holds (a
         task sent twice is not called lost while its copy may be waiting behind others)."""
-        recorded = self.pool_states() if self.pool_pauses else {}
+        recorded = self.pool_states() if self.pool_pauses or self.memory.circuit_holds else {}
         names = {t.pool for d in self.defs.values() for t in d.tasks}
         out = {}
         for name in names:
@@ -1749,11 +1850,30 @@ class Simulation:
             )
         )
 
+    def observe_pool_read(self, role: str, pool: str) -> None:
+        """`role` has just read the pool item of `pool` (its breaker's state, for one)."""
+        self._circuit_reads[(role, pool)] = self.memory.pool_version
+
+    def observe_probe(self, role: str, pool: str) -> None:
+        """`role`, in the current fiber, took one of a half-open circuit's probes."""
+        self._probes[self._who()] = (pool, self.memory.pool_version)
+
+    def observe_claim_start(self, role: str) -> None:
+        """`role`, in the current fiber, sends a claim: what its breaker knew of each pool
+        (its admission came right before, with nothing else running in between)."""
+        self._claim_basis[self._who()] = {
+            pool: version for (who, pool), version in self._circuit_reads.items() if who == role
+        }
+
     def observe_claim(self, role: str, item: Item) -> None:
         """A claim write by `role` has landed (the item as it now is)."""
         rec = StepRecord.from_item(item)
         pk = wf_pk(rec.workflow_id)
         read = self._reads.get((self._who(), role, pk))
+        wf = self.memory.peek(pk, WF_SK) or {}
+        pool = self.defs[wf["wf_type"]].spec(rec.kind, rec.name).pool if wf else ""
+        probe = self._probes.pop(self._who(), None)
+        circuit = (self.memory.peek(POOLS_PK, pool) or {}).get("circuit", "closed")
         self.claims.append(
             Claim(
                 at=self.now(),
@@ -1766,6 +1886,12 @@ class Simulation:
                 paused_by=self.memory.paused_by.get(pk),
                 read=None if read is None else read[0],
                 input_tag=input_tag(self.payloads.value(rec.input)) if rec.kind == "step" else None,
+                pool=pool,
+                circuit=str(circuit),
+                circuit_read=self._claim_basis.pop(self._who(), {}).get(pool),
+                circuit_probe=probe[1] if probe is not None and probe[0] == pool else None,
+                circuit_entered_by=self.memory.circuit_entered_by.get(pool),
+                circuit_left_closed_by=self.memory.circuit_left_closed_by.get(pool),
             )
         )
 
@@ -2020,9 +2146,9 @@ class Simulation:
             origin = max(wf.created_at, self.bound_origin or wf.created_at)
             writes = [w for w in self.status_writes if w.workflow_id == wf_id]
             used = {t.pool for t in definition.tasks}
-            pool_waits = [
+            pool_waits = [  # an operator's pauses, and the stretches a breaker held the pool
                 (began, ended)
-                for pool, began, ended in self.pool_pauses
+                for pool, began, ended in [*self.pool_pauses, *self.memory.circuit_holds]
                 if pool in used and began <= end and (ended is None or ended >= wf.created_at)
             ]
             out[wf_id] = (
@@ -2155,12 +2281,39 @@ class Simulation:
         for claim in record.claims:
             if claim.paused_by is not None:
                 self.stats["claimed_while_paused_on_an_earlier_read"] += 1
+        self._circuits(record, states)
         for again in record.redispatches:
             if again.pool_paused_by is not None:
                 self.stats[
                     f"redispatched_while_its_pool_paused_by_{again.label or again.role}"
                 ] += 1
         self._overlaps(record, states)
+
+    def _circuits(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
+        """Count the circuits' moves, the claims the breaker let through while not closed
+        (probes, and the documented race), and the workflows an outage affected (one of
+        their tasks runs in the pool that was down, and they were live during it) with how
+        many of them SUCCEEDED: the measure of what a breaker saves (docs/simulation.md)."""
+        for claim in record.claims:
+            if claim.circuit != "closed":
+                how = "as_a_probe" if claim.circuit_probe is not None else "on_an_earlier_read"
+                self.stats[f"claimed_while_circuit_{claim.circuit}_{how}"] += 1
+        for change in record.changes:
+            if change.new is not None and change.new.get("pk") == POOLS_PK:
+                was = (change.old or {}).get("circuit", "closed")
+                if change.new.get("circuit", "closed") != was:
+                    self.stats[f"circuit_to_{change.new['circuit']}"] += 1
+        for state in states.values():
+            wf = state.workflow
+            used = {t.pool for t in self.defs[wf.wf_type].tasks}
+            end = wf.finished_at or self.end_ms()
+            if any(
+                pool in used and began <= end and ends >= wf.created_at
+                for pool, began, ends in self.outages
+            ):
+                self.stats["outage_affected_workflows"] += 1
+                if wf.status is WorkflowStatus.SUCCEEDED:
+                    self.stats["outage_affected_succeeded"] += 1
 
     def _overlaps(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
         """Count pairs of PARALLEL undos that ran at the same time (first claim to success)."""

@@ -88,7 +88,7 @@ class Approvals:
             said = f": {comment}" if comment else ""
             error = tx.error_json(REJECTED, f"rejected by {principal}{said}")
         # The answer makes successors ready (or unwinds): no agent's reach covered it.
-        self.scheduler.pull_due(state, "step", step)
+        pulled = self.scheduler.pull_due(state, "step", step)
         write = tx.decide(
             rec,
             now,
@@ -104,4 +104,5 @@ class Approvals:
             current = state.steps[step]
             raise ApprovalNotPending(step, current.status.value)
         self.scheduler.advance_after(rec, definition, failed=not approve)
+        self.scheduler.pull_due_again(state, "step", step, pulled)
         return updated

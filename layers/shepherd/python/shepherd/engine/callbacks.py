@@ -70,12 +70,13 @@ class Callbacks:
                 if output_upload is not None:
                     self.uploads.claim(output_upload, owner, claimant, "output_upload")
                 stored = self.scheduler.keep_for(rec, "output", text)
-                self.scheduler.pull_due(state, rec.kind, rec.name)
+                pulled = self.scheduler.pull_due(state, rec.kind, rec.name)
                 updated = self.scheduler.complete_attempt(
                     state, rec, stored, token_hash=parsed.hash
                 )
                 if updated is None:
                     raise TaskTokenStale(_OVER)
+                self.scheduler.pull_due_again(state, rec.kind, rec.name, pulled)
                 if upload is not None:
                     self.uploads.discard(upload)
                 return updated
@@ -125,7 +126,7 @@ class Callbacks:
         message: str,
         permanent: bool,
     ) -> StepRecord:
-        self.scheduler.pull_due(state, rec.kind, rec.name)  # a retry, or the unwinding
+        pulled = self.scheduler.pull_due(state, rec.kind, rec.name)  # a retry, or the unwinding
         ended = failure_decision(
             rec,
             definition.spec(rec.kind, rec.name),
@@ -141,6 +142,7 @@ class Callbacks:
         assert updated is not None
         if updated.status is StepStatus.FAILED:
             self.scheduler.advance_after(rec, failed=True)
+        self.scheduler.pull_due_again(state, rec.kind, rec.name, pulled)
         return updated
 
     def _target(self, token: str) -> tuple[TaskToken, WorkflowState, Definition, StepRecord]:
