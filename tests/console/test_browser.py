@@ -354,6 +354,55 @@ def test_schedules_show_their_next_firings_and_are_paused_and_resumed(page: Any,
     assert listed["nightly-staging"]["paused"] is False
 
 
+def test_a_person_approves_from_the_inbox_and_rejects_from_the_workflow_page(
+    page: Any, api: Api
+) -> None:
+    """Issue 25.3: the console's pending approvals (GET /approvals, newest first) and the
+    workflow page answer an Approval step behind the confirmation, with a comment that is
+    recorded with who decided; the order example's fraud_review waits for orders over 1000."""
+    large = {**ORDER, "amount": 5000}
+    approved = start(api, "order_fulfilment", {**large, "order_id": "console-approve"})
+    rejected = start(api, "order_fulfilment", {**large, "order_id": "console-reject"})
+    page.goto("/#/approvals")
+    rows = page.locator("#approvals tbody tr")
+    first = page.locator(f'tr[data-approval="{approved}:fraud_review"]')
+    expect(first).to_be_visible(timeout=30_000)
+    expect(page.locator(f'tr[data-approval="{rejected}:fraud_review"]')).to_be_visible()
+    # Newest first: the second order's review was requested after the first's.
+    order = rows.evaluate_all("rs => rs.map(r => r.dataset.approval)")
+    assert order.index(f"{rejected}:fraud_review") < order.index(f"{approved}:fraud_review")
+    shot(page, "approvals-inbox")
+    first.get_by_role("button", name="Approve fraud_review").click()
+    dialog = page.locator("dialog.confirm")
+    dialog.get_by_label("Comment (optional)").fill("called the customer")
+    dialog.get_by_role("button", name="Approve fraud_review").click()
+    expect(page.locator("#action-outcome")).to_contain_text("Approve fraud_review: done")
+    expect(first).to_have_count(0)
+    review = next(
+        s for s in api.call("GET", f"/workflows/{approved}")["steps"] if s["name"] == "fraud_review"
+    )
+    assert review["status"] == "SUCCEEDED"
+    assert review["decision"]["verdict"] == "approved"
+    assert review["decision"]["comment"] == "called the customer"
+
+    page.goto(f"/#/workflows/{rejected}")
+    answer = page.locator('#answers [data-step="fraud_review"]')
+    expect(answer).to_contain_text("waits for a person")
+    answer.get_by_role("button", name="Reject fraud_review").click()
+    dialog.get_by_label("Comment (optional)").fill("card reported stolen")
+    dialog.get_by_role("button", name="Reject fraud_review").click()
+    expect(page.locator("#action-outcome")).to_contain_text("Reject fraud_review: done")
+    expect(page.locator("#wf-status")).to_have_text(
+        re.compile("COMPENSAT|FAILED|PAUSED"), timeout=30_000
+    )
+    expect(answer).to_have_count(0)
+    review = next(
+        s for s in api.call("GET", f"/workflows/{rejected}")["steps"] if s["name"] == "fraud_review"
+    )
+    assert (review["status"], review["decision"]["verdict"]) == ("FAILED", "rejected")
+    assert review["decision"]["comment"] == "card reported stolen"
+
+
 def test_the_list_filters_pages_and_finds_by_id_or_idempotency_key(page: Any, api: Api) -> None:
     keyed = start(api, "order_fulfilment", ORDER, idempotency_key="console-order-7")
     env = start(api, "provision_environment", ENV)

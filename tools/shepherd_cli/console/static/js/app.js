@@ -2,6 +2,7 @@
 // the operator navigates away, so a page left behind never keeps polling.
 
 import { h, replace } from "./dom.js";
+import { approvalsPage } from "./pages/approvals.js";
 import { definitionsPage } from "./pages/definitions.js";
 import { poolsPage } from "./pages/pools.js";
 import { schedulesPage } from "./pages/schedules.js";
@@ -21,6 +22,7 @@ function route() {
   if (parts[0] === "workflows" && parts.length === 1) return { page: workflowsPage, args: { query }, nav: "workflows" };
   if (parts[0] === "definitions") return { page: definitionsPage, args: { name: parts[1] || null }, nav: "definitions" };
   if (parts[0] === "pools") return { page: poolsPage, args: {}, nav: "pools" };
+  if (parts[0] === "approvals") return { page: approvalsPage, args: {}, nav: "approvals" };
   if (parts[0] === "schedules") return { page: schedulesPage, args: {}, nav: "schedules" };
   return { page: notFound, args: { path: raw }, nav: null };
 }

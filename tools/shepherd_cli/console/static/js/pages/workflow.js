@@ -2,6 +2,7 @@
 // attempt, its data as collapsible JSON, the events it announced (its history, as published),
 // and the operator's actions. Refreshes itself while the workflow is not finished.
 
+import { answerButtons, awaitsAnswer } from "../approvals.js";
 import { ApiError, get, post, seg } from "../api.js";
 import { confirmAction, showOutcome } from "../confirm.js";
 import { ago, badge, duration, fields, h, redraw, replace, table, time } from "../dom.js";
@@ -398,6 +399,7 @@ export async function workflowPage(ctx, { id }) {
   const summary = h("div", { id: "summary" });
   const bannerHost = h("div", { id: "banner-host" });
   const actions = h("div", { class: "actions", id: "actions" });
+  const answers = h("div", { class: "actions", id: "answers" });
   const outcome = h("p", { class: "outcome", id: "action-outcome", role: "status" });
   const graphHost = h("div", { id: "graph" });
   const timelineHost = h("div", { id: "timeline" });
@@ -469,6 +471,24 @@ export async function workflowPage(ctx, { id }) {
           a.label,
         ),
       ),
+    );
+    // An Approval step waiting for a person: approve or reject it here (the API says who may).
+    const waiting = view.steps.filter(awaitsAnswer);
+    redraw(
+      answers,
+      waiting.length
+        ? waiting.map((st) =>
+            h(
+              "div",
+              { class: "answer", "data-step": st.name },
+              h("span", {}, h("strong", {}, st.name), " waits for a person: ", deadlineText(st.next_deadline), " "),
+              ...answerButtons(view.workflow_id, st.name, async (result, label) => {
+                showOutcome(outcome, label, result);
+                await refresh();
+              }),
+            ),
+          )
+        : null,
     );
     const shown = definition?.definition || fallbackDefinition(view);
     redraw(
@@ -561,7 +581,7 @@ export async function workflowPage(ctx, { id }) {
     problem,
     bannerHost,
     summary,
-    h("section", { "aria-labelledby": "h-actions" }, h("h2", { id: "h-actions" }, "Actions"), actions, outcome),
+    h("section", { "aria-labelledby": "h-actions" }, h("h2", { id: "h-actions" }, "Actions"), answers, actions, outcome),
     h("section", { "aria-labelledby": "h-graph" }, h("h2", { id: "h-graph" }, "Steps"), graphHost),
     h("section", { "aria-labelledby": "h-timeline" }, h("h2", { id: "h-timeline" }, "Attempts"), timelineHost),
     h("section", { "aria-labelledby": "h-data" }, h("h2", { id: "h-data" }, "Input and output"), dataHost),
