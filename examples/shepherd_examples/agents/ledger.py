@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from typing import Any
 
 _lock = threading.Lock()
@@ -31,6 +32,7 @@ def _db() -> sqlite3.Connection | None:
         "service TEXT, key TEXT, action TEXT, body TEXT, undone_by TEXT, "
         "UNIQUE(service, key))"
     )
+    conn.execute("CREATE TABLE IF NOT EXISTS outages (service TEXT PRIMARY KEY, until REAL)")
     return conn
 
 
@@ -109,7 +111,53 @@ def effects(prefix: str = "") -> list[tuple[str, str, str]]:
     return [(r[0], r[1], r[2]) for r in rows]
 
 
+# A service that is down answers every call with an error until its outage ends (epoch
+# seconds): the demo's downstream outage, shared by every worker process through the ledger.
+_outages: dict[str, float] = {}
+
+
+class ServiceDown(Exception):
+    """A call to a service during its outage: retryable (it will be up again)."""
+
+
+def start_outage(service: str, seconds: float) -> float:
+    """`service` answers every call with ServiceDown for `seconds` from now; when it ends."""
+    until = time.time() + seconds
+    conn = _db()
+    if conn is None:
+        with _lock:
+            _outages[service] = until
+        return until
+    with conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS outages (service TEXT PRIMARY KEY, until REAL)")
+        conn.execute(
+            "INSERT OR REPLACE INTO outages(service, until) VALUES (?, ?)", (service, until)
+        )
+    conn.close()
+    return until
+
+
+def require_up(service: str) -> None:
+    """Raise ServiceDown while `service` is in an outage (a real client's 503)."""
+    conn = _db()
+    if conn is None:
+        with _lock:
+            until = _outages.get(service, 0.0)
+    else:
+        with conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS outages (service TEXT PRIMARY KEY, until REAL)"
+            )
+            row = conn.execute("SELECT until FROM outages WHERE service = ?", (service,)).fetchone()
+        conn.close()
+        until = row[0] if row else 0.0
+    left = until - time.time()
+    if left > 0:
+        raise ServiceDown(f"{service} is down (back in {left:.1f} s)")
+
+
 def reset() -> None:
     with _lock:
         _memory.clear()
         _order.clear()
+        _outages.clear()

@@ -52,6 +52,7 @@ def release_inventory(ctx: AgentContext) -> dict[str, Any]:
 def charge_payment(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx, permanent_name="CardDeclined")
     _latency()
+    ledger.require_up("payments")  # the payment provider may be down (make demo's outage)
     amount = ctx.input["amount"]
     effect = ledger.apply("payments", ctx.idempotency_key, "charge", {"amount": amount})
     after_effect(ctx)
