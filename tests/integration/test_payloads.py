@@ -124,10 +124,13 @@ def test_dependencies_resolve_lazily_only_what_an_agent_reads(harness: Harness) 
 
     def charge(ctx: AgentContext) -> Any:
         gets.append(harness.payload_store.gets)
-        assert set(ctx.dependencies) == {"reserve_inventory"}  # names cost nothing
+        # Names cost nothing (the small order's fraud review was skipped: it has no output).
+        assert set(ctx.dependencies) == {"reserve_inventory", "fraud_review"}
         gets.append(harness.payload_store.gets)
         assert ctx.dependencies["reserve_inventory"]["step"] == "reserve_inventory"
         ctx.dependencies["reserve_inventory"]  # read twice, fetched once
+        gets.append(harness.payload_store.gets)
+        assert ctx.dependencies["fraud_review"] is None  # nothing to fetch
         gets.append(harness.payload_store.gets)
         return {"charged": True}
 
@@ -135,7 +138,7 @@ def test_dependencies_resolve_lazily_only_what_an_agent_reads(harness: Harness) 
         harness.runtime.agents = agents
         wf = harness.start("order_fulfilment", ORDER)
         assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
-    assert gets[1] - gets[0] == 0 and gets[2] - gets[1] == 1
+    assert gets[1] - gets[0] == 0 and gets[2] - gets[1] == 1 and gets[3] == gets[2]
 
 
 def test_large_progress_details_reach_the_next_attempt(harness: Harness) -> None:
