@@ -309,8 +309,20 @@ def order_tasks_only() -> Definition:
     from shepherd.definitions import parse_definition
 
     data = json.loads(DEFINITIONS["order_fulfilment"].canonical_json)
+    by_name = {s["Name"]: s for s in data["Steps"]}
+
+    def through(dep: str) -> list[str]:  # a dropped step's place goes to what it depended on
+        if dep not in ORDER_EXTRAS:
+            return [dep]
+        return [d for up in by_name[dep].get("DependsOn", []) for d in through(up)]
+
     data["Steps"] = [
-        {**s, "DependsOn": [d for d in s.get("DependsOn", []) if d not in ORDER_EXTRAS]}
+        {
+            **s,
+            "DependsOn": list(
+                dict.fromkeys(d for dep in s.get("DependsOn", []) for d in through(dep))
+            ),
+        }
         for s in data["Steps"]
         if s["Name"] not in ORDER_EXTRAS
     ]

@@ -47,20 +47,18 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             # Per step: a bounded read (the workflow item and the step) and a claim, a result,
             # a bounded read for the advance (the step's successor, or the sinks); one
             # message per successor; the last result also finishes the workflow (one more
-            # write). charge_payment reads its dependency's output (one GetItem). Each of the
-            # 3 skips: one conditional write and one bounded read for its advance.
+            # write). notify_customer reads ship_order's output (one GetItem). Each of the 3
+            # skips: one conditional write and one bounded read for its advance (the skipped
+            # review's winner sends charge_payment, its one successor, as a completer would).
             "requests": {
                 "dynamodb.BatchGetItem": 11,
                 "dynamodb.GetItem": 1,
-                "dynamodb.UpdateItem": 13,
+                "dynamodb.UpdateItem": 12,
                 "sqs.SendMessageBatch": 3,
             },
             "wru": {
-                # 3 claims and the 3 skips create their items (1 WRU each); charge_payment
-                # joins the reservation and the (skipped) review: its dispatch (exactly once)
-                # creates its item QUEUED, which its claim then updates.
+                # 4 claims and 3 skips create their items (1 WRU each).
                 "step update: create": 7,
-                "step update: QUEUED->RUNNING": 1,
                 "step update: RUNNING->SUCCEEDED": 4,
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
@@ -68,7 +66,7 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             "gsi_wru": {"by_status move": 2, "by_type_status move": 2, "watch remove": 1},
             # Each key of a batch read is a GetItem of its own (1 RRU at least, found or not):
             # width-independent, where the whole-partition query grew with the workflow.
-            "rru": {"batch get step": 19.0, "batch get workflow": 11.0, "get step": 1.0},
+            "rru": {"batch get step": 17.0, "batch get workflow": 11.0, "get step": 1.0},
             "sqs_messages": {
                 "shepherd-notifications": 1,
                 "shepherd-payments": 1,

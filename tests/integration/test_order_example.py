@@ -5,7 +5,6 @@ reminder is sent. `make demo` runs the same on the local stack through the API."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,9 +18,8 @@ OWNER = "ada"  # the example names no Approvers: the order's owner answers
 
 
 @pytest.fixture(autouse=True)
-def _fresh_ledger() -> Iterator[None]:
+def _fresh_ledger() -> None:
     ledger.reset()
-    yield
 
 
 def _settle(h: Harness, wf: str, seconds: float = 5) -> None:

@@ -37,6 +37,7 @@ EVENT_OWNERS = {EVENT_SOURCE: caller_arn(DEMO_CALLER)}
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 # Steps a small order must never reach: the fraud review is asked only over its threshold.
 REVIEWED = {"WAITING", "SUCCEEDED", "FAILED"}
+VERDICT = {"approve": "approved", "reject": "rejected"}  # a decision's record of each answer
 
 
 @dataclass
@@ -171,7 +172,7 @@ def _maybe_decide(api: Api, t: Tracked) -> None:
     body = {"comment": t.scenario.comment} if t.scenario.comment else {}
     try:
         api.call("POST", f"/workflows/{t.workflow_id}/steps/fraud_review/{verdict}", body)
-        t.note = f"fraud review {verdict}d through the API: {t.scenario.comment!r}"
+        t.note = f"fraud review {VERDICT[verdict]} through the API: {t.scenario.comment!r}"
     except ApiError as exc:
         t.note = f"the fraud desk's {verdict} was refused: {exc}"
 
@@ -267,7 +268,7 @@ def _problems(t: Tracked, threshold: float) -> list[str]:
     if s.decide is not None:
         decision = _step(view, "fraud_review").get("decision") or {}
         said = (decision.get("verdict"), decision.get("by"), decision.get("comment"))
-        if said != (f"{s.decide}d", caller_arn(DEMO_CALLER), s.comment):
+        if said != (VERDICT[s.decide], caller_arn(DEMO_CALLER), s.comment):
             found.append(f"fraud_review's decision is {decision}")
         if s.decide == "reject" and (view.get("error") or {}).get("type") != "Rejected":
             found.append(f"the workflow's error is {view.get('error')}, not Rejected")
@@ -324,8 +325,8 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
         else:
             for t in tracked:
                 status = t.view.get("status", "")
-                if last_status.get(t.workflow_id) != status:
-                    last_status[t.workflow_id] = status
+                if last_status.get(t.workflow_id) != status + t.note:  # a new status or note
+                    last_status[t.workflow_id] = status + t.note
                     note = f"  ({t.note})" if t.note else ""
                     print(f"  [{now - t0:5.1f}s] {t.scenario.label:<22} {status}{note}", flush=True)
         if all(t.finished for t in tracked):

@@ -101,8 +101,8 @@ SCENARIOS = [
         "order_fulfilment",
         {**ORDER, "order_id": "ord-remind-1"},
         "SUCCEEDED",
-        "asks for a reminder 5 s after it starts: a Wait step the supervisor wakes",
-        remind_in=5.0,
+        "asks for a reminder 10 s after it starts: a Wait step the supervisor wakes",
+        remind_in=10.0,
         steps=(
             ("fraud_review", "SKIPPED"),
             ("until_reminder", "SUCCEEDED"),
