@@ -124,3 +124,18 @@ def test_a_reminder_rests_until_remind_at_then_is_sent(harness: Harness) -> None
     assert woke is not None and wait.wake_at is not None and woke >= wait.wake_at
     assert harness.output(wf)["send_reminder"] == {"reminded": "ada", "remind_at": remind_at}
     assert [e[2] for e in ledger.effects(wf)] == ["reserve", "charge", "ship", "send", "remind"]
+
+
+def test_a_reminder_failing_for_good_pauses_the_order_instead_of_refunding_it(
+    harness: Harness,
+) -> None:
+    faults = {"send_reminder": {"mode": "permanent"}}
+    wf = harness.start(
+        "order_fulfilment", {**ORDER, "remind_at": _at(harness, 5), "faults": faults}
+    )
+    _settle(harness, wf, 30)  # past remind_at and every retry of the reminder
+    state = harness.state(wf)
+    assert state.workflow.status is WorkflowStatus.PAUSED
+    assert state.steps["send_reminder"].status is StepStatus.FAILED
+    assert state.compensations == {}  # what shipped stays shipped until a person decides
+    assert "refund" not in [e[2] for e in ledger.effects(wf)]
