@@ -22,12 +22,15 @@ CLEAN = {s.name: s for s in SCENARIOS if "clean" in s.name}
 # Per component: every request by service.operation, table write units by item transition,
 # index write units, read units, messages by queue, events out by detail-type.
 EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
-    "order clean": {  # 4 steps in a chain
+    # 4 tasks in a chain; a small order naming no remind_at skips the other 3 steps (the
+    # fraud review, the reminder's wait and its step): each skip is one conditional write that
+    # creates its item, a bounded read for the advance, and a StepSkipped event.
+    "order clean": {
         "api": {
             # The definition snapshot (once per sandbox), then the workflow item alone (one
             # conditional put, 1 WRU: step items come with their first write); the root's task.
             "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
-            "wru": {"definition put: create": 3, "workflow put: create": 1},
+            "wru": {"definition put: create": 6, "workflow put: create": 1},
             # The watch entry and the four list-index entries (docs/architecture.md).
             "gsi_wru": {
                 "by_owner add": 1,
@@ -44,15 +47,18 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             # Per step: a bounded read (the workflow item and the step) and a claim, a result,
             # a bounded read for the advance (the step's successor, or the sinks); one
             # message per successor; the last result also finishes the workflow (one more
-            # write). charge_payment reads its dependency's output (one GetItem).
+            # write). notify_customer reads ship_order's output (one GetItem). Each of the 3
+            # skips: one conditional write and one bounded read for its advance (the skipped
+            # review's winner sends charge_payment, its one successor, as a completer would).
             "requests": {
-                "dynamodb.BatchGetItem": 8,
+                "dynamodb.BatchGetItem": 11,
                 "dynamodb.GetItem": 1,
-                "dynamodb.UpdateItem": 9,
+                "dynamodb.UpdateItem": 12,
                 "sqs.SendMessageBatch": 3,
             },
             "wru": {
-                "step update: create": 4,  # each claim creates its step's item (1 WRU)
+                # 4 claims and 3 skips create their items (1 WRU each).
+                "step update: create": 7,
                 "step update: RUNNING->SUCCEEDED": 4,
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
@@ -60,7 +66,7 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             "gsi_wru": {"by_status move": 2, "by_type_status move": 2, "watch remove": 1},
             # Each key of a batch read is a GetItem of its own (1 RRU at least, found or not):
             # width-independent, where the whole-partition query grew with the workflow.
-            "rru": {"batch get step": 11.0, "batch get workflow": 8.0, "get step": 1.0},
+            "rru": {"batch get step": 17.0, "batch get workflow": 11.0, "get step": 1.0},
             "sqs_messages": {
                 "shepherd-notifications": 1,
                 "shepherd-payments": 1,
@@ -69,14 +75,14 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             "events": {},
         },
         "relay": {
-            # Each event it publishes it also keeps in the workflow's history (EV#<id>); both
-            # events go out in one PutEvents call (issue 23.7).
-            "requests": {"dynamodb.PutItem": 2, "events.PutEvents": 1},
-            "wru": {"item put: create": 2},
+            # Each event it publishes it also keeps in the workflow's history (EV#<id>); all
+            # five events go out in one PutEvents call (issue 23.7).
+            "requests": {"dynamodb.PutItem": 5, "events.PutEvents": 1},
+            "wru": {"item put: create": 5},
             "gsi_wru": {},
             "rru": {},  # reads the stream (free)
             "sqs_messages": {},
-            "events": {"WorkflowStarted": 1, "WorkflowSucceeded": 1},
+            "events": {"StepSkipped": 3, "WorkflowStarted": 1, "WorkflowSucceeded": 1},
         },
     },
     "provision clean": {  # 5 steps: a fork and a join

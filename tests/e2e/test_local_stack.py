@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from shepherd_cli.client import Api, ApiError, CliError
 from shepherd_cli.local import LocalStack
-from support import ENV, ORDER
+from support import ENV, ORDER, view_step
 
 pytestmark = pytest.mark.e2e
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
@@ -92,7 +92,7 @@ def test_retryable_errors_end_succeeded_after_retries(api: Api) -> None:
         start(api, "order_fulfilment", faults(ORDER, charge_payment={"mode": "error", "times": 2})),
     )
     assert view["status"] == "SUCCEEDED"
-    charge = view["steps"][1]
+    charge = view_step(view, "charge_payment")
     assert [a["outcome"] for a in charge["attempts"]] == ["error", "error", "ok"]
 
 
@@ -148,7 +148,7 @@ def test_cancel_through_the_cli(api: Api, stack: LocalStack) -> None:
     )
     deadline = time.monotonic() + 30
     while (
-        api.call("GET", f"/workflows/{workflow_id}")["steps"][2]["attempt"] < 2
+        view_step(api.call("GET", f"/workflows/{workflow_id}"), "ship_order")["attempt"] < 2
         and time.monotonic() < deadline
     ):
         time.sleep(0.2)
@@ -317,19 +317,21 @@ def test_pause_and_resume_a_workflow_and_a_pool_through_the_cli(
     while time.monotonic() < deadline:
         view = api.call("GET", f"/workflows/{workflow_id}")
         # charge_payment is sent, never claimed: no item yet, shown PENDING at attempt 0.
-        if view["steps"][0]["status"] == "SUCCEEDED" and view["steps"][1]["status"] == "PENDING":
+        charge = view_step(view, "charge_payment")
+        if view["steps"][0]["status"] == "SUCCEEDED" and charge["status"] == "PENDING":
             break
         time.sleep(0.2)
     time.sleep(2)  # the payments workers poll, and must not take it
     view = api.call("GET", f"/workflows/{workflow_id}")
-    assert view["steps"][1]["status"] == "PENDING" and view["steps"][1]["attempt"] == 0
+    charge = view_step(view, "charge_payment")
+    assert charge["status"] == "PENDING" and charge["attempt"] == 0
     listing = cli(stack, "pools")
     assert "payments" in listing.stdout and "PAUSED" in listing.stdout
     assert cli(stack, "pause", workflow_id).stdout.strip() == "PAUSED"
     assert cli(stack, "pools", "resume", "payments").returncode == 0
     time.sleep(2)  # the payments task is dropped: its workflow is paused
     view = api.call("GET", f"/workflows/{workflow_id}")
-    assert view["status"] == "PAUSED" and view["steps"][1]["status"] == "PENDING"
+    assert view["status"] == "PAUSED" and view_step(view, "charge_payment")["status"] == "PENDING"
     assert cli(stack, "resume", workflow_id).stdout.strip() == "RUNNING"
     assert wait(api, workflow_id)["status"] == "SUCCEEDED"
     refused = cli(stack, "resume", workflow_id)

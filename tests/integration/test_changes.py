@@ -74,6 +74,12 @@ SCENARIOS = {
 
 
 STARTED = ("WorkflowStarted", None, None, None, None)
+# A small order skips its fraud review; one naming no remind_at skips the reminder's two steps.
+NO_REVIEW = ("StepSkipped", "fraud_review", "step", 0, None)
+NO_REMINDER = (
+    ("StepSkipped", "until_reminder", "step", 0, None),
+    ("StepSkipped", "send_reminder", "step", 0, None),
+)
 
 
 def _retried(step: str, kind: str, attempt: int) -> tuple[Any, ...]:
@@ -81,15 +87,18 @@ def _retried(step: str, kind: str, attempt: int) -> tuple[Any, ...]:
 
 
 EXPECTED: dict[str, list[tuple[Any, ...]]] = {
-    "happy": [STARTED, ("WorkflowSucceeded", None, None, None, None)],
+    "happy": [STARTED, NO_REVIEW, *NO_REMINDER, ("WorkflowSucceeded", None, None, None, None)],
     "retries": [
         STARTED,
+        NO_REVIEW,
         _retried("charge_payment", "step", 1),
         _retried("charge_payment", "step", 2),
+        *NO_REMINDER,
         ("WorkflowSucceeded", None, None, None, None),
     ],
     "compensated": [
         STARTED,
+        NO_REVIEW,
         ("StepFailed", "ship_order", "step", 1, "permanent"),
         # ship_order was claimed: it may have acted, so it is undone too (When: ATTEMPTED).
         ("StepCompensated", "ship_order", "compensation", 1, None),
@@ -99,6 +108,7 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
     ],
     "failed compensation": [
         STARTED,
+        NO_REVIEW,
         ("StepFailed", "ship_order", "step", 1, "permanent"),
         ("StepCompensated", "ship_order", "compensation", 1, None),
         *(_retried("charge_payment", "compensation", a) for a in range(1, 6)),
@@ -108,9 +118,11 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
     "dag": [STARTED, ("WorkflowSucceeded", None, None, None, None)],
     "paused on failure, resumed": [
         STARTED,
+        NO_REVIEW,
         ("StepFailed", "charge_payment", "step", 1, "permanent"),
         ("WorkflowPaused", None, None, None, None),
         ("WorkflowResumed", None, None, None, None),
+        *NO_REMINDER,
         ("WorkflowSucceeded", None, None, None, None),
     ],
 }

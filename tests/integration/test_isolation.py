@@ -37,7 +37,8 @@ def test_the_issues_poison_workflow_now_succeeds_and_reads_back_whole(harness: H
         state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     output = harness.output(wf)
-    assert set(output) == set(harness.definitions["order_fulfilment"].topological_order)
+    # Every step that ran (a small order skips the fraud review and the reminder: no output).
+    assert set(output) == {"reserve_inventory", "charge_payment", "ship_order", "notify_customer"}
     assert all(len(v["blob"]) == 60_000 for v in output.values())
 
 

@@ -6,6 +6,7 @@ flip the workflow back to RUNNING, and its successors must wait for the resume."
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -177,9 +178,7 @@ def test_the_pause_timeout_gives_up_on_a_workflow_left_paused(harness: Harness) 
     from shepherd.definitions import parse_definition
 
     pausing_order(harness)
-    data = harness.definitions["order_fulfilment"].model_dump(
-        mode="json", by_alias=True, exclude_none=True
-    )
+    data = json.loads(harness.definitions["order_fulfilment"].canonical_json)
     data["PauseTimeoutSeconds"] = 60
     harness.definitions["order_fulfilment"] = parse_definition(data, "timeout")
     harness.catalog = type(harness.catalog)(harness.definitions, harness.store)

@@ -88,21 +88,21 @@ def test_a_step_returns_a_value_at_the_output_cap_with_no_code_change(harness: H
     and by the workflow output, each verified against its sha256."""
     received: dict[str, int] = {}
 
-    def charge(ctx: AgentContext) -> Any:
-        received["reserve"] = len(ctx.dependencies["reserve_inventory"]["pad"])
-        return {"charged": True}
+    def ship(ctx: AgentContext) -> Any:
+        received["charge"] = len(ctx.dependencies["charge_payment"]["pad"])
+        return {"tracking": "T"}
 
     with registry_with(
-        reserve_inventory=_returns_bytes(limits.MAX_OUTPUT_BYTES), charge_payment=charge
+        charge_payment=_returns_bytes(limits.MAX_OUTPUT_BYTES), ship_order=ship
     ) as agents:
         harness.runtime.agents = agents
         wf = harness.start("order_fulfilment", ORDER)
         state = harness.run(wf)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
-    ref = ref_of(state.steps["reserve_inventory"].output)
+    ref = ref_of(state.steps["charge_payment"].output)
     assert ref is not None and ref.size == limits.MAX_OUTPUT_BYTES
-    assert received["reserve"] > limits.MAX_OUTPUT_BYTES - 100
-    assert jsonsafe.size(jsonsafe.dumps(harness.output(wf)["reserve_inventory"])) == ref.size
+    assert received["charge"] > limits.MAX_OUTPUT_BYTES - 100
+    assert jsonsafe.size(jsonsafe.dumps(harness.output(wf)["charge_payment"])) == ref.size
 
 
 def test_an_output_one_byte_over_the_cap_fails_the_attempt_and_stores_no_output(
@@ -122,16 +122,16 @@ def test_an_output_one_byte_over_the_cap_fails_the_attempt_and_stores_no_output(
 def test_dependencies_resolve_lazily_only_what_an_agent_reads(harness: Harness) -> None:
     gets: list[int] = []
 
-    def charge(ctx: AgentContext) -> Any:
+    def ship(ctx: AgentContext) -> Any:
         gets.append(harness.payload_store.gets)
-        assert set(ctx.dependencies) == {"reserve_inventory"}  # names cost nothing
+        assert set(ctx.dependencies) == {"charge_payment"}  # names cost nothing
         gets.append(harness.payload_store.gets)
-        assert ctx.dependencies["reserve_inventory"]["step"] == "reserve_inventory"
-        ctx.dependencies["reserve_inventory"]  # read twice, fetched once
+        assert ctx.dependencies["charge_payment"]["step"] == "charge_payment"
+        ctx.dependencies["charge_payment"]  # read twice, fetched once
         gets.append(harness.payload_store.gets)
-        return {"charged": True}
+        return {"tracking": "T"}
 
-    with registry_with(reserve_inventory=_returns_bytes(64 * KIB), charge_payment=charge) as agents:
+    with registry_with(charge_payment=_returns_bytes(64 * KIB), ship_order=ship) as agents:
         harness.runtime.agents = agents
         wf = harness.start("order_fulfilment", ORDER)
         assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED

@@ -16,7 +16,7 @@ from shepherd.errors import IdempotencyConflict, InputInvalid, UnknownWorkflowTy
 from shepherd.model import StepStatus, WorkflowStatus, loads
 from shepherd_examples.agents import ledger
 from shepherd_examples.agents.faults import SimulatedCrash, SimulatedHang
-from support import ENV, ORDER, Harness, registry_with
+from support import ENV, ORDER, Harness, registry_with, step_named
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +35,26 @@ def test_order_happy_path(harness: Harness) -> None:
     output = harness.output(wf)
     assert output["charge_payment"]["amount"] == 42.5
     assert output["notify_customer"]["tracking"] == output["ship_order"]["tracking"]
-    assert all(s.status is StepStatus.SUCCEEDED and s.attempt == 1 for s in state.steps.values())
+    # A small order skips the fraud review, and one naming no remind_at the reminder: never
+    # claimed, no output.
+    assert {n: (s.status, s.attempt) for n, s in state.steps.items()} == {
+        "reserve_inventory": (StepStatus.SUCCEEDED, 1),
+        "fraud_review": (StepStatus.SKIPPED, 0),
+        "charge_payment": (StepStatus.SUCCEEDED, 1),
+        "ship_order": (StepStatus.SUCCEEDED, 1),
+        "notify_customer": (StepStatus.SUCCEEDED, 1),
+        "until_reminder": (StepStatus.SKIPPED, 0),
+        "send_reminder": (StepStatus.SKIPPED, 0),
+    }
+    assert set(output) == {"reserve_inventory", "charge_payment", "ship_order", "notify_customer"}
     assert state.workflow.watch_shard is None and state.workflow.due_at is None  # left the index
-    assert harness.events.types() == ["WorkflowStarted", "WorkflowSucceeded"]
+    assert harness.events.types() == [
+        "WorkflowStarted",
+        "StepSkipped",
+        "StepSkipped",
+        "StepSkipped",
+        "WorkflowSucceeded",
+    ]
     assert [e[2] for e in ledger.effects(wf)] == ["reserve", "charge", "ship", "send"]
 
 
@@ -120,7 +137,11 @@ def test_retry_backoff_is_respected_exactly_without_jitter(harness: Harness) -> 
     from shepherd.definitions import parse_definition
 
     data = json.loads(harness.definitions["order_fulfilment"].canonical_json)
-    data["Steps"][1]["Retry"] = {"MaxAttempts": 2, "IntervalSeconds": 2, "BackoffRate": 3}
+    step_named(data, "charge_payment")["Retry"] = {
+        "MaxAttempts": 2,
+        "IntervalSeconds": 2,
+        "BackoffRate": 3,
+    }
     harness.catalog._current["order_fulfilment"] = definition = parse_definition(data, "test")
     harness.catalog._by_hash[(definition.name, definition.content_hash)] = definition
     seen: list[int] = []
@@ -345,9 +366,8 @@ def test_a_permanent_error_compensates_every_step_that_may_have_acted_in_reverse
 def test_when_succeeded_compensates_only_recorded_successes(harness: Harness) -> None:
     from shepherd.definitions import parse_definition
 
-    order = harness.definitions["order_fulfilment"]
-    data = order.model_dump(mode="json", by_alias=True, exclude_none=True)
-    data["Steps"][2]["Compensation"]["When"] = "SUCCEEDED"  # ship_order
+    data = json.loads(harness.definitions["order_fulfilment"].canonical_json)
+    step_named(data, "ship_order")["Compensation"]["When"] = "SUCCEEDED"
     harness.definitions["order_fulfilment"] = parse_definition(data, "variant")
     harness.catalog = type(harness.catalog)(harness.definitions, harness.store)
     harness.scheduler.catalog = harness.catalog
@@ -451,7 +471,7 @@ def test_workflow_runs_to_the_end_on_the_definition_it_started_with(harness: Har
     old_hash = harness.state(wf).workflow.def_hash
     # The file changes: ship_order now goes to a pool and agent this deploy no longer has.
     data = json.loads(harness.definitions["order_fulfilment"].canonical_json)
-    data["Steps"][2]["Agent"] = "ship_order_v2"
+    step_named(data, "ship_order")["Agent"] = "ship_order_v2"
     changed = parse_definition(data, "order_fulfilment.yaml")
     assert changed.content_hash != old_hash
     harness.catalog = Catalog({**harness.definitions, "order_fulfilment": changed}, harness.store)

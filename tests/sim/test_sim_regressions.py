@@ -383,7 +383,8 @@ def _order_with(reserve: StepRecord) -> tuple[WorkflowState, planner.Definition]
         reserve.name: reserve,
         **{
             n: StepRecord("wf1", "step", n, StepStatus.PENDING)
-            for n in ("charge_payment", "ship_order", "notify_customer")
+            for n in definition.topological_order
+            if n != reserve.name
         },
     }
     return WorkflowState(wf, steps), definition

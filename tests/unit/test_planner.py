@@ -23,9 +23,9 @@ from shepherd.decisions.planner import (
 )
 from shepherd.decisions.retry import GiveUp, RetryIn
 from shepherd.model import StepRecord, StepStatus, WorkflowRecord, WorkflowState, WorkflowStatus
-from support import DEFINITIONS
+from support import DEFINITIONS, order_tasks_only
 
-ORDER = DEFINITIONS["order_fulfilment"]  # reserve -> charge -> ship -> notify, DispatchTimeout 10
+ORDER = order_tasks_only()  # reserve -> charge -> ship -> notify, DispatchTimeout 10
 ENV = DEFINITIONS["provision_environment"]  # network, storage -> compute -> configure -> verify
 T0 = 1_000_000
 S = 1000

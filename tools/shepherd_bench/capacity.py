@@ -26,7 +26,12 @@ def _definitions(base: Path, pools: int) -> tuple[Path, Path]:
     (definitions / "wide.yaml").write_text("Name: wide\nSteps:\n" + "\n".join(steps) + "\n")
     src = base / "src" / "wide_agents"
     src.mkdir(parents=True)
-    (src / "__init__.py").write_text("")
+    # The synth checks that the shipped modules register every agent a pool runs.
+    (src / "__init__.py").write_text(
+        "from shepherd import AgentRegistry\n\nregistry = AgentRegistry()\n"
+        f"for i in range({pools}):\n"
+        "    registry.register(f'a{i}', lambda ctx: None)\n"
+    )
     return definitions, src.parent
 
 

@@ -143,6 +143,13 @@ def next_sweep(now: int) -> int:
     return SCHEDULE.next_sweep(now)
 
 
+def steps_run(definition: Definition) -> int:
+    """The steps a scenario's workflow runs: its unconditional ones. The scenarios start small
+    orders naming no reminder, so the order's conditional steps (its fraud review, its
+    reminder's wait and step) are skipped: their skips are priced, spread over the steps run."""
+    return sum(1 for s in definition.steps if s.condition is None)
+
+
 def parallel_states(definition: Definition) -> int:
     """Parallel states an ASL translation needs: one per join (its branches meet there)."""
     return sum(1 for s in definition.steps if len(s.depends_on) > 1)
@@ -282,7 +289,7 @@ def _run_scenario(
         stack.sweeps,
         stack.relay_records,
     )
-    run = ScenarioRun(scenario, workflows, len(definition.steps), Tally())
+    run = ScenarioRun(scenario, workflows, steps_run(definition), Tally())
     for _ in range(workflows):
         stack.clock.advance(rng.uniform(0, 60))  # a random phase against the sweep schedule
         workflow_id, took = run_workflow(stack, scenario, timelines)

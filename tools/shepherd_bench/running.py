@@ -38,7 +38,7 @@ def with_heartbeat(seconds: int, timeout_seconds: int, *, dispatch_seconds: int)
     data["DispatchTimeoutSeconds"] = dispatch_seconds
     for step in data["Steps"]:
         for task in (step, step.get("Compensation")):
-            if task is not None:
+            if task is not None and "Agent" in task:  # a Wait or an Approval runs no task
                 task["HeartbeatSeconds"] = seconds
                 task["TimeoutSeconds"] = timeout_seconds
     return parse_definition(data, f"{path.name} (HeartbeatSeconds {seconds})")

@@ -34,7 +34,7 @@ MAX_WORKFLOWS_PER_LEVEL = 400
 WORKFLOW_TIMEOUT_S = 60.0
 POLL_S = 0.1
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "FAILED", "CANCELLED"}
-STEPS = 4  # order_fulfilment
+STEPS = 4  # order_fulfilment's tasks (a small order naming no remind_at skips the other 3)
 
 
 def _percentile(values: list[float], p: float) -> float:

@@ -2,7 +2,10 @@
 
 Starts moto, the control process (HTTP API, supervisor, events) and one process per agent
 worker; starts every scenario over HTTP (one through an EventBridge event); shows live
-progress; prints a summary; exits 0 only if every workflow ended as expected.
+progress; a fraud desk approves one large order and rejects another through the API, and one
+order's Wait step rests until its reminder is due; prints a summary; exits 0 only if every
+workflow ended as expected (its status, the steps its scenario names, small orders never
+reviewed, approvals recorded as given, a wait never woken early).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shepherd.definitions import load_directory
 from shepherd.jsonsafe import canonical
 
 from shepherd_cli import render
@@ -31,6 +35,9 @@ DEMO_CALLER = "demo"
 EVENT_SOURCE = "demo.shop"
 EVENT_OWNERS = {EVENT_SOURCE: caller_arn(DEMO_CALLER)}
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
+# Steps a small order must never reach: the fraud review is asked only over its threshold.
+REVIEWED = {"WAITING", "SUCCEEDED", "FAILED"}
+VERDICT = {"approve": "approved", "reject": "rejected"}  # a decision's record of each answer
 
 
 @dataclass
@@ -44,12 +51,14 @@ class Tracked:
     answered: bool = False
     answered_token: str | None = None
     upload: str | None = None  # the carrier's result, uploaded ahead
-    note: str = ""  # what an operator (or the carrier) did to it
+    note: str = ""  # what an operator (or the carrier, or the fraud desk) did to it
+    payload: dict[str, Any] = field(default_factory=dict)  # the input as started
+    decided: bool = False
 
 
-def _start(api: Api, stack: LocalStack, s: Scenario) -> str:
+def _start(api: Api, stack: LocalStack, s: Scenario, payload: dict[str, Any]) -> str:
     if not s.via_event:
-        return str(api.start(s.wf_type, s.payload, f"demo-{s.label}")["workflow_id"])
+        return str(api.start(s.wf_type, payload, f"demo-{s.label}")["workflow_id"])
     import boto3
 
     events = boto3.client(
@@ -60,7 +69,7 @@ def _start(api: Api, stack: LocalStack, s: Scenario) -> str:
         aws_secret_access_key="local",
     )
     # The event names no owner: the stack maps its source to the demo caller (EVENT_OWNERS).
-    detail = {"type": s.wf_type, "input": s.payload, "idempotency_key": f"demo-{s.label}"}
+    detail = {"type": s.wf_type, "input": payload, "idempotency_key": f"demo-{s.label}"}
     events.put_events(
         Entries=[
             {
@@ -76,7 +85,7 @@ def _start(api: Api, stack: LocalStack, s: Scenario) -> str:
         for item in page["items"]:
             if item["workflow_id"] not in _seen:
                 view = api.call("GET", f"/workflows/{item['workflow_id']}")
-                if (view["input"] or {}).get("order_id") == s.payload.get("order_id"):
+                if (view["input"] or {}).get("order_id") == payload.get("order_id"):
                     return str(item["workflow_id"])
         time.sleep(0.1)
     raise RuntimeError("the StartWorkflow event did not start a workflow")
@@ -149,6 +158,40 @@ def _maybe_answer(api: Api, t: Tracked) -> None:
         t.note = f"the carrier's answer was refused: {exc}"
 
 
+def _step(view: dict[str, Any], name: str) -> dict[str, Any]:
+    return next((s for s in view.get("steps", []) if s["name"] == name), {})
+
+
+def _maybe_decide(api: Api, t: Tracked) -> None:
+    """The fraud desk answers the order's fraud review once it waits for a person: one call,
+    POST .../steps/fraud_review/approve or /reject, with a comment."""
+    verdict = t.scenario.decide
+    if verdict is None or t.decided or _step(t.view, "fraud_review").get("status") != "WAITING":
+        return
+    t.decided = True
+    body = {"comment": t.scenario.comment} if t.scenario.comment else {}
+    try:
+        api.call("POST", f"/workflows/{t.workflow_id}/steps/fraud_review/{verdict}", body)
+        t.note = f"fraud review {VERDICT[verdict]} through the API: {t.scenario.comment!r}"
+    except ApiError as exc:
+        t.note = f"the fraud desk's {verdict} was refused: {exc}"
+
+
+def _show_wait(t: Tracked) -> None:
+    """Say when the reminder's Wait step rests, and when the supervisor woke it."""
+    if t.scenario.remind_in is None:
+        return
+    wait = _step(t.view, "until_reminder")
+    if wait.get("status") == "WAITING" and wait.get("wake_at"):
+        t.note = f"until_reminder rests until {wait['wake_at']} (no Lambda running)"
+    elif wait.get("status") == "SUCCEEDED" and wait.get("finished_at"):
+        late = _at(wait["finished_at"]) - _at(t.payload["remind_at"])
+        sent = _step(t.view, "send_reminder").get("status") == "SUCCEEDED"
+        t.note = f"until_reminder woke {late:.1f}s after remind_at" + (
+            "; reminder sent" if sent else ""
+        )
+
+
 OPERATOR_POLL_SECONDS = 0.2
 
 
@@ -170,23 +213,86 @@ def _operate(api: Api, t: Tracked, deadline: float) -> None:
             continue
         _maybe_operate(api, t)
         _maybe_answer(api, t)
+        _maybe_decide(api, t)
+        _show_wait(t)
         if t.view["status"] in TERMINAL:
             return
         time.sleep(OPERATOR_POLL_SECONDS)
 
 
 def _operated(s: Scenario) -> bool:
-    return s.on_pause is not None or s.pause_at_start or s.carrier_bytes is not None
+    return (
+        s.on_pause is not None
+        or s.pause_at_start
+        or s.carrier_bytes is not None
+        or s.decide is not None
+        or s.remind_in is not None
+    )
+
+
+def _at(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def _seconds(view: dict[str, Any]) -> float:
     """How long the workflow ran, from its own timestamps."""
-    from datetime import datetime
+    return _at(view.get("finished_at") or view["updated_at"]) - _at(view["created_at"])
 
-    end = view.get("finished_at") or view["updated_at"]
-    return (
-        datetime.fromisoformat(end) - datetime.fromisoformat(view["created_at"])
-    ).total_seconds()
+
+def _review_threshold() -> float:
+    """The amount over which an order waits for a fraud review, read from the definition."""
+    order = load_directory(ROOT / "statemachines")["order_fulfilment"]
+    condition = order.by_name["fraud_review"].condition
+    assert condition is not None
+    assert condition.numeric_greater_than is not None
+    return float(condition.numeric_greater_than)
+
+
+def _problems(t: Tracked, threshold: float) -> list[str]:
+    """What in this workflow's end differs from its scenario, beyond its status."""
+    view, s = t.view, t.scenario
+    found = []
+    for name, status in s.steps:
+        if (got := _step(view, name).get("status")) != status:
+            found.append(f"{name} ended {got}, expected {status}")
+    if s.undone is not None:
+        undone = tuple(c["name"] for c in view["compensations"] if c["status"] == "SUCCEEDED")
+        if undone != s.undone:
+            found.append(f"undone {list(undone)}, expected {list(s.undone)}")
+    if s.wf_type == "order_fulfilment" and float(t.payload["amount"]) <= threshold:
+        review = _step(view, "fraud_review").get("status")
+        if review in REVIEWED or (view["status"] == "SUCCEEDED" and review != "SKIPPED"):
+            found.append(f"a {t.payload['amount']} order's fraud_review is {review}, not SKIPPED")
+    if s.decide is not None:
+        decision = _step(view, "fraud_review").get("decision") or {}
+        said = (decision.get("verdict"), decision.get("by"), decision.get("comment"))
+        if said != (VERDICT[s.decide], caller_arn(DEMO_CALLER), s.comment):
+            found.append(f"fraud_review's decision is {decision}")
+        if s.decide == "reject" and (view.get("error") or {}).get("type") != "Rejected":
+            found.append(f"the workflow's error is {view.get('error')}, not Rejected")
+    if s.remind_in is not None:
+        woke = _step(view, "until_reminder").get("finished_at")
+        if woke is None or _at(woke) < _at(t.payload["remind_at"]):
+            found.append(
+                f"until_reminder woke at {woke}, before remind_at {t.payload['remind_at']}"
+            )
+    return found
+
+
+def _story(t: Tracked) -> str | None:
+    """One line on what a condition, an approval or a wait did in this workflow."""
+    view, s = t.view, t.scenario
+    if s.decide is not None:
+        d = _step(view, "fraud_review").get("decision") or {}
+        return f"fraud_review {d.get('verdict')} by {d.get('by')}: {d.get('comment')!r}; undone: {[c['name'] for c in view['compensations']] or 'nothing'}"
+    if s.remind_in is not None:
+        wait = _step(view, "until_reminder")
+        if wait.get("finished_at"):
+            late = _at(wait["finished_at"]) - _at(t.payload["remind_at"])
+            return f"until_reminder rested until {t.payload['remind_at']}, woke {late:.1f}s after it; send_reminder {_step(view, 'send_reminder').get('status')}"
+    return None
 
 
 def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
@@ -219,8 +325,8 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
         else:
             for t in tracked:
                 status = t.view.get("status", "")
-                if last_status.get(t.workflow_id) != status:
-                    last_status[t.workflow_id] = status
+                if last_status.get(t.workflow_id) != status + t.note:  # a new status or note
+                    last_status[t.workflow_id] = status + t.note
                     note = f"  ({t.note})" if t.note else ""
                     print(f"  [{now - t0:5.1f}s] {t.scenario.label:<22} {status}{note}", flush=True)
         if all(t.finished for t in tracked):
@@ -228,7 +334,7 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
         time.sleep(0.4)
 
 
-def _report(tracked: list[Tracked]) -> bool:
+def _report(tracked: list[Tracked], threshold: float) -> bool:
     for t in tracked:
         view = t.view
         print(
@@ -240,10 +346,12 @@ def _report(tracked: list[Tracked]) -> bool:
     header = f"{'workflow':<22} {'status':<12} {'expected':<12} {'attempts':>8} {'retries':>8} {'timeouts':>9} {'undone':>7} {'seconds':>8}"
     print(render.BOLD + header + render.RESET)
     ok = True
+    problems: dict[str, list[str]] = {}
     for t in tracked:
         c = _counts(t.view)
         status = t.view["status"]
-        good = status == t.scenario.expected
+        problems[t.scenario.label] = found = _problems(t, threshold)
+        good = status == t.scenario.expected and not found
         ok &= good
         mark = "" if good else f"  {render.RED}<- unexpected{render.RESET}"
         seconds = _seconds(t.view)
@@ -251,6 +359,23 @@ def _report(tracked: list[Tracked]) -> bool:
             f"{t.scenario.label:<22} {render.paint(status)}{' ' * (12 - len(status))} {t.scenario.expected:<12} "
             f"{c['attempts']:>8} {c['retries']:>8} {c['timeouts']:>9} {c['compensations']:>7} {seconds:>8.1f}{mark}"
         )
+    small = [
+        t
+        for t in tracked
+        if t.scenario.wf_type == "order_fulfilment" and float(t.payload["amount"]) <= threshold
+    ]
+    reviews = [_step(t.view, "fraud_review").get("status") for t in small]
+    print(f"\n{render.BOLD}Conditions, approvals and waits{render.RESET}")
+    print(
+        f"  orders of {threshold:g} or less: {len(small)}; fraud_review SKIPPED in "
+        f"{reviews.count('SKIPPED')}, asked for in {sum(1 for r in reviews if r in REVIEWED)}"
+    )
+    for t in tracked:
+        if (story := _story(t)) is not None:
+            print(f"  {t.scenario.label}: {story}")
+    for label, found in problems.items():
+        for problem in found:
+            print(f"  {render.RED}{label}: {problem}  <- unexpected{render.RESET}")
     return ok
 
 
@@ -285,9 +410,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  watch it in the web console: {console.url}  (while the demo runs)\n", flush=True)
         tracked = []
         for s in SCENARIOS:
-            workflow_id = _start(api, stack, s)
+            payload = s.payload_now()
+            workflow_id = _start(api, stack, s, payload)
             _seen.add(workflow_id)
-            tracked.append(Tracked(s, workflow_id, time.monotonic()))
+            tracked.append(Tracked(s, workflow_id, time.monotonic(), payload=payload))
             print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
         print()
         # The time limit counts from the workflows' start: a slow start-up (a loaded machine)
@@ -295,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         _follow(api, tracked, time.monotonic())
         restarts = stack.restarts
     print()
-    ok = _report(tracked)
+    ok = _report(tracked, _review_threshold())
     elapsed = time.monotonic() - t0
     print(f"\nworker processes replaced after crashes: {restarts}")
     if ok:

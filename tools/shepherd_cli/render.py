@@ -20,6 +20,7 @@ SYMBOL = {
     "WAITING": "…",
     "QUEUED": "·",
     "PENDING": " ",
+    "SKIPPED": "↷",
 }
 OUTCOME = {"ok": "ok", "error": "err", "timeout": "timeout", "heartbeat_timeout": "no-heartbeat"}
 
@@ -41,6 +42,17 @@ def attempts(step: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _rest(step: dict[str, Any]) -> str:
+    """A person's answer to an Approval step, or when a resting Wait (or Approval) ends."""
+    decision = step.get("decision")
+    if decision:
+        said = f": {decision['comment']}" if decision.get("comment") else ""
+        return f"  {DIM}{decision['verdict']} by {decision['by']}{said}{RESET}"
+    if step["status"] == "WAITING" and step.get("wake_at"):
+        return f"  {DIM}until {step['wake_at']}{RESET}"
+    return ""
+
+
 def status_lines(view: dict[str, Any]) -> list[str]:
     lines = [f"{BOLD}{view['workflow_id']}{RESET}  {view['type']}  {paint(view['status'])}"]
     lines.append(
@@ -49,7 +61,7 @@ def status_lines(view: dict[str, Any]) -> list[str]:
     )
     for step in view["steps"]:
         lines.append(
-            f"  {SYMBOL.get(step['status'], '?')} {step['name']:<22} {step['status']:<10} {attempts(step)}"
+            f"  {SYMBOL.get(step['status'], '?')} {step['name']:<22} {step['status']:<10} {attempts(step)}{_rest(step)}"
         )
     for comp in view["compensations"]:
         lines.append(f"  ↺ {'undo ' + comp['name']:<22} {comp['status']:<10} {attempts(comp)}")

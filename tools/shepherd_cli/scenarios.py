@@ -1,8 +1,10 @@
-"""The demo's workflows: some clean, some with faults injected, each with the ending it must reach."""
+"""The demo's workflows: some clean, some with faults injected, one or two for each kind of step
+(conditions, approvals, waits), each with the ending it must reach."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 ORDER = {
@@ -29,6 +31,23 @@ class Scenario:
     # A carrier answers the waiting callback step with a result of at least this many bytes
     # (uploaded before the step waits, so the answer is one quick call).
     carrier_bytes: int | None = None
+    # The fraud desk answers the order's waiting `fraud_review` through the API: "approve" or
+    # "reject", with this comment.
+    decide: str | None = None
+    comment: str | None = None
+    # The order asks for a reminder this many seconds after it is started (`remind_at`): its
+    # Wait step rests until then and the supervisor wakes it.
+    remind_in: float | None = None
+    # Steps that must end in these states, and exactly the compensations that must succeed.
+    steps: tuple[tuple[str, str], ...] = ()
+    undone: tuple[str, ...] | None = None
+
+    def payload_now(self) -> dict[str, Any]:
+        """The input as started now (a reminder's time counts from the start)."""
+        if self.remind_in is None:
+            return self.payload
+        at = datetime.now(UTC) + timedelta(seconds=self.remind_in)
+        return {**self.payload, "remind_at": at.isoformat(timespec="milliseconds")}
 
 
 def _faults(base: dict[str, Any], **faults: dict[str, Any]) -> dict[str, Any]:
@@ -40,8 +59,56 @@ MIB = 1024 * 1024
 LARGE = {**ORDER, "order_id": "ord-large-1", "attachment": "a" * (2 * MIB)}
 LARGE["output_bytes"] = {"ship_order": 20 * MIB}
 
+# What a small order (under the fraud review's threshold, naming no remind_at) runs.
+NO_REVIEW_NO_REMINDER = (
+    ("fraud_review", "SKIPPED"),
+    ("until_reminder", "SKIPPED"),
+    ("send_reminder", "SKIPPED"),
+)
+
 SCENARIOS = [
-    Scenario("order-clean", "order_fulfilment", ORDER, "SUCCEEDED", "no faults"),
+    Scenario(
+        "order-clean",
+        "order_fulfilment",
+        ORDER,
+        "SUCCEEDED",
+        "no faults; too small for a fraud review",
+        steps=NO_REVIEW_NO_REMINDER,
+    ),
+    Scenario(
+        "order-fraud-approved",
+        "order_fulfilment",
+        {**ORDER, "order_id": "ord-big-1", "amount": 2499.0},
+        "SUCCEEDED",
+        "2,499: held for fraud review; approved through the API, then charged",
+        decide="approve",
+        comment="known customer, address verified",
+        steps=(("fraud_review", "SUCCEEDED"), ("charge_payment", "SUCCEEDED")),
+    ),
+    Scenario(
+        "order-fraud-rejected",
+        "order_fulfilment",
+        {**ORDER, "order_id": "ord-big-2", "amount": 4200.0},
+        "COMPENSATED",
+        "4,200: held for fraud review; rejected through the API: stock released, never charged",
+        decide="reject",
+        comment="card reported stolen",
+        steps=(("fraud_review", "FAILED"), ("charge_payment", "CANCELLED")),
+        undone=("reserve_inventory",),
+    ),
+    Scenario(
+        "order-reminder",
+        "order_fulfilment",
+        {**ORDER, "order_id": "ord-remind-1"},
+        "SUCCEEDED",
+        "asks for a reminder 10 s after it starts: a Wait step the supervisor wakes",
+        remind_in=10.0,
+        steps=(
+            ("fraud_review", "SKIPPED"),
+            ("until_reminder", "SUCCEEDED"),
+            ("send_reminder", "SUCCEEDED"),
+        ),
+    ),
     Scenario(
         "order-large-payloads",
         "order_fulfilment",

@@ -1,4 +1,6 @@
-"""Demo agents of `order_fulfilment`: inventory, payments, shipping and notifications.
+"""Demo agents of `order_fulfilment`: inventory, payments, shipping and notifications (the
+shipping email and the later reminder). Its `fraud_review` is a person's (an Approval step)
+and its `until_reminder` the supervisor's (a Wait step): no agent runs them.
 
 Each compensation looks the forward step's effect up by that step's idempotency key and undoes
 it only if it is there: the step may have acted without anyone hearing of it (a crash after
@@ -92,3 +94,14 @@ def notify_customer(ctx: AgentContext) -> dict[str, Any]:
     ledger.apply("email", ctx.idempotency_key, "send", {"tracking": tracking})
     after_effect(ctx)
     return {"notified": ctx.input.get("customer", "customer"), "tracking": tracking}
+
+
+@registry.agent("send_reminder")
+def send_reminder(ctx: AgentContext) -> dict[str, Any]:
+    """The reminder an order asked for (`remind_at`), sent once its Wait step woke."""
+    inject(ctx)
+    _latency()
+    due = ctx.input["remind_at"]
+    ledger.apply("email", ctx.idempotency_key, "remind", {"remind_at": due})
+    after_effect(ctx)
+    return {"reminded": ctx.input.get("customer", "customer"), "remind_at": due}

@@ -1,0 +1,43 @@
+"""`shepherd status` and the demo's step lines (shepherd_cli.render): a skipped step has its
+own mark, an answered approval says who decided and why, and a resting step says until when."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shepherd_cli import render
+
+
+def _view(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "workflow_id": "wf-1",
+        "type": "order_fulfilment",
+        "status": "RUNNING",
+        "created_at": "2026-01-01T00:00:00Z",
+        "steps": [{"attempt": 0, "attempts": [], **s} for s in steps],
+        "compensations": [],
+    }
+
+
+def test_skipped_decided_and_resting_steps_say_so() -> None:
+    lines = render.status_lines(
+        _view(
+            {"name": "fraud_review", "status": "SKIPPED"},
+            {
+                "name": "second_review",
+                "status": "FAILED",
+                "attempt": 1,
+                "decision": {"verdict": "rejected", "by": "ada", "comment": "card stolen"},
+            },
+            {
+                "name": "until_reminder",
+                "status": "WAITING",
+                "attempt": 1,
+                "wake_at": "2026-01-02T09:00:00Z",
+            },
+        )
+    )
+    skipped, decided, resting = lines[2:]
+    assert skipped.strip().startswith("↷ fraud_review") and "SKIPPED" in skipped
+    assert decided.rstrip().endswith("rejected by ada: card stolen")
+    assert resting.rstrip().endswith("until 2026-01-02T09:00:00Z")
