@@ -20,7 +20,8 @@ from shepherd.testing import MemoryStore
 from support import Harness, moto_harness
 
 APPROVER = "arn:aws:iam::123456789012:role/finance-approver"
-OWNER = "alice"
+BOB = "arn:aws:iam::000000000000:user/bob"  # `bob` in Approvers: the local stack's caller bob
+OWNER = "arn:aws:iam::123456789012:user/alice"  # owners are IAM principals
 
 
 def _definition(on_failure: str = "COMPENSATE", name: str = "refund") -> Any:
@@ -93,14 +94,14 @@ def test_waiting_writes_one_item_per_principal_with_the_step_and_a_stranger_sees
     rec = h.step(wf, "sign_off")
     assert rec.status is StepStatus.WAITING and rec.wake_at is not None
     items = _inbox_items(h, wf)
-    assert set(items) == {inbox_item_sk("sign_off", p) for p in (OWNER, APPROVER, "bob")}
+    assert set(items) == {inbox_item_sk("sign_off", p) for p in (OWNER, APPROVER, BOB)}
     item = items[inbox_item_sk("sign_off", APPROVER)]
     assert item["inbox_pk"] == inbox_pk(APPROVER, inbox_shard(wf))
     assert item["inbox_sk"] == f"{rec.claimed_at:013d}#{wf}#sign_off"
     assert item["wf_type"] == "refund" and item["step"] == "sign_off"
     assert item["requested_at"] == rec.claimed_at
     assert item["approval_due_at"] == rec.wake_at == rec.claimed_at + 3600 * 1000
-    for principal in (OWNER, APPROVER, "bob"):
+    for principal in (OWNER, APPROVER, BOB):
         page = inbox.pending(h.store, principal, limit=10)
         assert [(p.workflow_id, p.step, p.wf_type) for p in page.items] == [
             (wf, "sign_off", "refund")
@@ -117,8 +118,8 @@ def test_waiting_writes_one_item_per_principal_with_the_step_and_a_stranger_sees
 def test_an_answer_takes_the_approval_out_of_every_inbox(harness: Harness, approve: bool) -> None:
     h = harness
     wf = _start(h)
-    h.engine.approvals.decide(wf, "sign_off", principal="bob", approve=approve)
-    for principal in (OWNER, APPROVER, "bob"):
+    h.engine.approvals.decide(wf, "sign_off", principal=BOB, approve=approve)
+    for principal in (OWNER, APPROVER, BOB):
         assert _listed(h, principal) == []
     items = _inbox_items(h, wf)
     assert len(items) == 3
@@ -146,7 +147,7 @@ def test_a_cancel_takes_it_out_of_every_inbox(harness: Harness) -> None:
     h.operations.cancel(wf, owner=OWNER)
     assert h.step(wf, "sign_off").status is StepStatus.CANCELLED
     assert h.run(wf).workflow.status is WorkflowStatus.CANCELLED
-    assert _listed(h, OWNER) == [] and _listed(h, "bob") == []
+    assert _listed(h, OWNER) == [] and _listed(h, BOB) == []
 
 
 def test_a_new_attempt_after_a_resume_is_listed_again(harness: Harness) -> None:

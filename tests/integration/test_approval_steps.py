@@ -55,7 +55,7 @@ DEFINITION = parse_definition(
 
 
 class Run:
-    def __init__(self) -> None:
+    def __init__(self, definition: Any = DEFINITION) -> None:
         self.given: dict[str, Any] = {}
         self.undone: list[str] = []
         registry = AgentRegistry()
@@ -69,7 +69,7 @@ class Run:
         def undo(ctx: AgentContext) -> None:
             self.undone.append(ctx.step)
 
-        self.engine = MemoryEngine({"refund": DEFINITION}, agents=registry, owner="alice")
+        self.engine = MemoryEngine({"refund": definition}, agents=registry, owner="alice")
         self.wf = self.engine.start("refund", {"amount": 900})
         self.engine.deliver()  # prepare runs; sign_off rests
 
@@ -123,6 +123,24 @@ def test_a_listed_approver_may_answer_with_an_output_and_others_are_told_nothing
     run.decide(APPROVER, approve=True, output={"limit": 1000})
     assert run.engine.run(run.wf, max_seconds=60).status is WorkflowStatus.SUCCEEDED
     assert run.given["pay"] == {"sign_off": {"limit": 1000}}
+
+
+def test_an_approver_named_without_an_arn_is_that_caller_of_the_local_stack_only() -> None:
+    """`Approvers: [bob]` (issue 25.3: "locally, caller names"): the local stack's caller bob
+    acts as moto's IAM user bob, who may answer and sees it in GET /approvals; a deployed
+    principal named bob, in any real account, may not."""
+    from shepherd.engine import inbox
+
+    local_bob = "arn:aws:iam::000000000000:user/bob"
+    data = json.loads(DEFINITION.canonical_json)
+    data["Steps"][1]["Approval"]["Approvers"] = ["bob"]
+    run = Run(parse_definition(data, "refund.yaml"))
+    listed = inbox.pending(run.engine.store, local_bob, limit=10)
+    assert [(p.workflow_id, p.step) for p in listed.items] == [(run.wf, "sign_off")]
+    with pytest.raises(WorkflowNotFound):
+        run.decide("arn:aws:iam::123456789012:user/bob", approve=True)
+    rec = run.decide(local_bob, approve=True)
+    assert rec.status is StepStatus.SUCCEEDED
 
 
 def test_a_rejection_fails_the_step_for_good_and_the_workflow_unwinds() -> None:

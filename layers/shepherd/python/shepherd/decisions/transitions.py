@@ -477,10 +477,22 @@ def decide(
 _INBOX_ITEM = Missing("status")
 
 
+# An approver named without an ARN is a caller of the local stack, which acts as this IAM
+# user of moto's account (`X-Shepherd-Caller: alice`): no AWS account has that number, so a
+# bare name in `Approvers` answers locally and matches no deployed principal.
+LOCAL_USER_ARN = "arn:aws:iam::000000000000:user/{}"
+
+
+def approver_principal(approver: str) -> str:
+    """The principal an `Approvers` entry names: an ARN as written, a bare name as the local
+    stack's caller of that name."""
+    return approver if approver.startswith("arn:") else LOCAL_USER_ARN.format(approver)
+
+
 def approval_principals(owner: str, approvers: Sequence[str]) -> tuple[str, ...]:
     """Who may answer an approval, each once: the workflow's owner, then its `Approvers`
     (at most 1 + limits.MAX_APPROVERS)."""
-    return tuple(dict.fromkeys((owner, *approvers)))
+    return tuple(dict.fromkeys((owner, *(approver_principal(a) for a in approvers))))
 
 
 def inbox_entries(

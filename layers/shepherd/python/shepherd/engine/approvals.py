@@ -56,7 +56,7 @@ class Approvals:
         state, definition = loaded
         spec = definition.by_name.get(step)
         approvers = spec.approval.approvers if spec is not None and spec.approval else ()
-        if principal != state.workflow.owner and principal not in approvers:
+        if principal not in tx.approval_principals(state.workflow.owner, approvers):
             raise WorkflowNotFound(workflow_id)
         if spec is None or spec.approval is None:
             raise StepNotFound(workflow_id, step)
