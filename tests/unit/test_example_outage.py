@@ -1,4 +1,4 @@
-"""The example's payment provider can be down (`make demo`'s outage, issue 26.4): every call
+"""The example's e-mail provider can be down (`make demo`'s outage, issue 26.4): every call
 fails with a retryable ServiceDown until the outage ends, in one process or, through the
 ledger's SQLite file, across the local stack's worker processes."""
 

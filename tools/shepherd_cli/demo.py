@@ -1,23 +1,30 @@
 """`make demo`: the local stack running the example workflows, some with injected faults.
 
-Starts moto, the control process (HTTP API, supervisor, events) and one process per agent
-worker; starts every scenario over HTTP (one through an EventBridge event); shows live
-progress; a fraud desk approves one large order and rejects another through the API, and one
-order's Wait step rests until its reminder is due; prints a summary; exits 0 only if every
-workflow ended as expected (its status, the steps its scenario names, small orders never
-reviewed, approvals recorded as given, a wait never woken early).
+Starts moto, the control process (HTTP API, supervisor, events, the schedules' clock) and one
+process per agent worker; starts every scenario over HTTP (one through an EventBridge event);
+shows live progress; a fraud desk approves one large order and rejects another through the
+API, one order's Wait step rests until its reminder is due, and the provision example's
+`smoke-environment` schedule fires once. Then the e-mail provider goes down for a while: the
+`notifications` pool's circuit breaker opens, probes and closes, and the orders caught in the
+outage finish. Prints a summary; exits 0 only if every workflow ended as expected (its status,
+the steps its scenario names, small orders never reviewed, approvals recorded as given, a wait
+never woken early, the schedule's firing started its workflow, the circuit opened and closed
+again).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from shepherd import schedules
 from shepherd.definitions import load_directory
 from shepherd.jsonsafe import canonical
 
@@ -27,7 +34,16 @@ from shepherd_cli.client import Api, ApiError
 from shepherd_cli.console import Console
 from shepherd_cli.local import BUS, LocalStack
 from shepherd_cli.project import Project
-from shepherd_cli.scenarios import SCENARIOS, Scenario
+from shepherd_cli.scenarios import (
+    OUTAGE_BREAKER,
+    OUTAGE_POOL,
+    OUTAGE_SCENARIOS,
+    OUTAGE_SECONDS,
+    SCENARIOS,
+    SCHEDULE,
+    SCHEDULE_FIRES_AFTER_SECONDS,
+    Scenario,
+)
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: the examples are its project
 TIME_LIMIT_SECONDS = 100
@@ -379,6 +395,67 @@ def _report(tracked: list[Tracked], threshold: float) -> bool:
     return ok
 
 
+def _schedule_anchor() -> datetime:
+    """When the schedules' clock starts counting: one period of SCHEDULE before a moment a few
+    seconds from now, so its first firing comes while the demo runs."""
+    definitions = load_directory(ROOT / "statemachines")
+    (spec,) = [s for d in definitions.values() for s in d.schedules if s.name == SCHEDULE]
+    rate = schedules.parse(spec.expression)
+    assert isinstance(rate, schedules.Rate), f"{SCHEDULE} must be a rate(...) schedule"
+    fires = datetime.now(UTC) + timedelta(seconds=SCHEDULE_FIRES_AFTER_SECONDS)
+    return fires - timedelta(seconds=rate.seconds)
+
+
+def _scheduled(api: Api, deadline: float) -> Tracked | None:
+    """The workflow SCHEDULE's firing started (idempotency key `schedule:<name>:<time>`,
+    owned by the demo's caller), once it shows in the caller's list; None if it never does."""
+    prefix = f"schedule:{SCHEDULE}:"
+    while time.monotonic() < deadline:
+        listed = api.call("GET", "/workflows", query={"type": "provision_environment", "limit": 50})
+        for row in listed["items"]:
+            if (row.get("idempotency_key") or "").startswith(prefix):
+                view = api.call("GET", f"/workflows/{row['workflow_id']}")
+                scenario = Scenario(
+                    "env-scheduled",
+                    "provision_environment",
+                    json.loads(view["input"]) if isinstance(view["input"], str) else view["input"],
+                    "SUCCEEDED",
+                    f"started by its schedule {SCHEDULE} ({row['idempotency_key']})",
+                )
+                return Tracked(scenario, row["workflow_id"], time.monotonic(), view=view)
+        time.sleep(0.5)
+    return None
+
+
+def _outage(api: Api, stack: LocalStack) -> tuple[list[Tracked], dict[str, Any], list[str]]:
+    """Phase two: the e-mail provider down for OUTAGE_SECONDS while OUTAGE_SCENARIOS reach
+    notify_customer; what the breaker did, and what is wrong with it."""
+    from shepherd_examples.agents import ledger  # the workers' fake services
+
+    os.environ["SHEPHERD_LEDGER"] = stack.env["SHEPHERD_LEDGER"]  # the workers' own file
+    ledger.start_outage("email", OUTAGE_SECONDS)
+    print(
+        f"\n{render.BOLD}An outage{render.RESET}: the e-mail provider is down for "
+        f"{OUTAGE_SECONDS} s; pool {OUTAGE_POOL} has a circuit breaker {OUTAGE_BREAKER['CircuitBreaker']}",
+        flush=True,
+    )
+    tracked = []
+    for s in OUTAGE_SCENARIOS:
+        workflow_id = _start(api, stack, s, s.payload)
+        tracked.append(Tracked(s, workflow_id, time.monotonic(), payload=s.payload))
+        print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
+    _follow(api, tracked, time.monotonic())
+    pools = {p["name"]: p for p in api.call("GET", "/pools")["items"]}
+    circuit = pools[OUTAGE_POOL].get("circuit") or {}
+    moves = [(c["from"], c["to"]) for c in circuit.get("history", [])]
+    problems = []
+    if ("closed", "open") not in moves:
+        problems.append(f"the circuit of {OUTAGE_POOL} never opened: {moves}")
+    if circuit.get("state") != "closed":
+        problems.append(f"the circuit of {OUTAGE_POOL} ended {circuit.get('state')}, not closed")
+    return tracked, circuit, problems
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -399,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
             workers=2,
             sweep_interval=0.5,
             event_owners=EVENT_OWNERS,
+            schedule_owner=caller_arn(DEMO_CALLER),
+            schedule_anchor=_schedule_anchor(),
+            pool_policies={OUTAGE_POOL: OUTAGE_BREAKER},
         ) as stack,
         Console(stack.api_url, caller=DEMO_CALLER, port=args.console_port) as console,
     ):
@@ -415,13 +495,39 @@ def main(argv: list[str] | None = None) -> int:
             _seen.add(workflow_id)
             tracked.append(Tracked(s, workflow_id, time.monotonic(), payload=payload))
             print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
+        scheduled = _scheduled(api, time.monotonic() + 30)
+        if scheduled is not None:
+            tracked.append(scheduled)
+            print(
+                f"  fired   {'env-scheduled':<22} {render.DIM}{scheduled.scenario.story}{render.RESET}",
+                flush=True,
+            )
         print()
         # The time limit counts from the workflows' start: a slow start-up (a loaded machine)
         # must not eat the time the workflows have.
         _follow(api, tracked, time.monotonic())
+        outage, circuit, outage_problems = _outage(api, stack)
         restarts = stack.restarts
     print()
-    ok = _report(tracked, _review_threshold())
+    ok = _report(tracked + outage, _review_threshold())
+    if scheduled is None:
+        ok = False
+        print(
+            f"  {render.RED}schedule {SCHEDULE} never started a workflow  <- unexpected{render.RESET}"
+        )
+    print(f"\n{render.BOLD}The outage{render.RESET} ({OUTAGE_SECONDS} s of the e-mail provider)")
+    for change in circuit.get("history", []):
+        print(
+            f"  circuit of {OUTAGE_POOL}: {change['from']} -> {change['to']} at {change['at']} ({change['why']})"
+        )
+    for t in outage:
+        notify = _step(t.view, "notify_customer")
+        print(
+            f"  {t.scenario.label}: {t.view['status']}, notify_customer took {notify.get('attempt')} attempts"
+        )
+    for problem in outage_problems:
+        ok = False
+        print(f"  {render.RED}{problem}  <- unexpected{render.RESET}")
     elapsed = time.monotonic() - t0
     print(f"\nworker processes replaced after crashes: {restarts}")
     if ok:

@@ -92,6 +92,9 @@ class LocalStack:
     # Who owns the workflows the definitions' schedules start (Settings.schedule_owner): the
     # default caller, so that they show in its lists and the console.
     schedule_owner: str = DEFAULT_CALLER
+    # When the schedules' rates start counting (default: the stack's start). `make demo` sets
+    # it a period minus a few seconds back, so a `rate(10 minutes)` fires while it runs.
+    schedule_anchor: datetime | None = None
     reload: bool = False  # follow changes to the definitions and agent code (`shepherd local`)
     advertise: bool = False  # write STATE_FILE, for `shepherd run` to find this stack
     # Each pool's rate limit and circuit breaker, as the construct's pool_settings give them
@@ -158,7 +161,7 @@ class LocalStack:
 
         self.env = self._environment(ledger)
         # The schedules' rates count from here (a replaced control process keeps the count).
-        self.started_at = datetime.now(UTC).replace(microsecond=0)
+        self.started_at = (self.schedule_anchor or datetime.now(UTC)).replace(microsecond=0)
         pools, start_events = self._create_resources()
         control = [
             sys.executable, "-m", "shepherd_cli.control",

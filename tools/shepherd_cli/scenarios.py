@@ -212,3 +212,37 @@ SCENARIOS = [
         via_event=True,
     ),
 ]
+
+# Phase two of `make demo`: the e-mail provider is down for OUTAGE_SECONDS while these orders
+# reach notify_customer. The `notifications` pool's circuit breaker (OUTAGE_BREAKER) opens after
+# the first failures, holds their tasks (no attempt spent) and probes after its cooldown; once
+# the provider is back a probe succeeds, the circuit closes and every order finishes. Without
+# the breaker notify_customer would spend its 5 attempts in 7.5 s and each order would be undone.
+OUTAGE_SECONDS = 10
+OUTAGE_POOL = "notifications"
+OUTAGE_BREAKER = {
+    "CircuitBreaker": {
+        "FailureRatio": 0.5,
+        "MinimumAttempts": 3,
+        "WindowSeconds": 10,
+        "CooldownSeconds": 8,
+        "ProbeAttempts": 1,
+    }
+}
+OUTAGE_SCENARIOS = [
+    Scenario(
+        f"order-email-down-{n}",
+        "order_fulfilment",
+        {**ORDER, "order_id": f"ord-mail-{n}", "amount": 40.0 + n},
+        "SUCCEEDED",
+        "the e-mail provider is down: its pool's circuit opens, probes, closes",
+        steps=(("notify_customer", "SUCCEEDED"), *NO_REVIEW_NO_REMINDER),
+        undone=(),
+    )
+    for n in (1, 2, 3)
+]
+
+# The provision example's `smoke-environment` schedule (rate(10 minutes)): the demo sets the
+# local stack's schedule clock so that it fires this many seconds after the start.
+SCHEDULE = "smoke-environment"
+SCHEDULE_FIRES_AFTER_SECONDS = 4

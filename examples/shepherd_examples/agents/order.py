@@ -54,7 +54,6 @@ def release_inventory(ctx: AgentContext) -> dict[str, Any]:
 def charge_payment(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx, permanent_name="CardDeclined")
     _latency()
-    ledger.require_up("payments")  # the payment provider may be down (make demo's outage)
     amount = ctx.input["amount"]
     effect = ledger.apply("payments", ctx.idempotency_key, "charge", {"amount": amount})
     after_effect(ctx)
@@ -91,6 +90,7 @@ def notify_customer(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx)
     _latency()
     tracking = ctx.dependencies["ship_order"]["tracking"]
+    ledger.require_up("email")  # the e-mail provider may be down (make demo's outage)
     ledger.apply("email", ctx.idempotency_key, "send", {"tracking": tracking})
     after_effect(ctx)
     return {"notified": ctx.input.get("customer", "customer"), "tracking": tracking}
@@ -102,6 +102,7 @@ def send_reminder(ctx: AgentContext) -> dict[str, Any]:
     inject(ctx)
     _latency()
     due = ctx.input["remind_at"]
+    ledger.require_up("email")
     ledger.apply("email", ctx.idempotency_key, "remind", {"remind_at": due})
     after_effect(ctx)
     return {"reminded": ctx.input.get("customer", "customer"), "remind_at": due}
