@@ -1796,17 +1796,33 @@ class Simulation:
             self._reads[(self._who(), role, pk)] = (self.memory.versions.get(pk, 0), self.now())
             # What this role knows of the pools when it reads a workflow is what it plans
             # that workflow with (a supervisor's look plans right after its read).
-            pools = self._reads.get(("any", role, POOLS_PK))
+            pools = self._reads.get(("any", self._pool_scope(role), POOLS_PK))
             self._pool_views[(self._who(), role, pk)] = 0 if pools is None else pools[0]
         elif pk == POOLS_PK:
             # A supervisor keeps the pools' states it read last across its sweeps (a failed
-            # read: `observe_pools_unread`): what it knows belongs to the role, not a fiber.
-            self._reads[("any", role, pk)] = (self.memory.pool_version, self.now())
+            # read: `observe_pools_unread`): what it knows belongs to the supervisor, not a
+            # fiber (`_pool_scope`).
+            self._reads[("any", self._pool_scope(role), pk)] = (
+                self.memory.pool_version,
+                self.now(),
+            )
 
     def observe_pools_unread(self, role: str) -> None:
         """`role`'s read of the pools failed: a supervisor then takes every pool as running
         until its next read, as if it had never seen a pause (version 0)."""
-        self._reads[("any", role, POOLS_PK)] = (0, self.now())
+        self._reads[("any", self._pool_scope(role), POOLS_PK)] = (0, self.now())
+
+    def _pool_scope(self, role: str) -> str:
+        """Whose knowledge of the pools a read or a look of `role` is: under leases supervisor
+        A runs one Supervisor per group (`group_supervisors`), each keeping the pools it read
+        last, so one group's failed read leaves the others' knowledge as it was (found by
+        seed 9323: one group's read failed and it re-sent a task of a pool whose circuit was
+        open, while another group's read had seen it); B's nested sweeps share one instance.
+        Looks run in their sweep's fiber, so the sweep's plan names the group."""
+        plan = self.current_plan()
+        if role == "supA" and plan is not None and plan.group is not None:
+            return f"{role}#{plan.group}"
+        return role
 
     def observe_redispatch(self, role: str, item: Item) -> None:
         """A write by `role` marked a queued task dispatched again (the item as it now is)."""
