@@ -100,7 +100,7 @@ class People:
         self.sim = sim
         self.rng = random.Random(f"person:{seed}")
         self.clock_rng = random.Random(f"schedule:{seed}")
-        self._asked: set[tuple[str, str, int]] = set()
+        self.asked: set[tuple[str, str, int]] = set()
 
     # ------------------------------------------------------------------ approvals
 
@@ -114,9 +114,11 @@ class People:
         if old.get("status") == "WAITING" and old.get("attempt") == new.get("attempt"):
             return
         wf_id, step, attempt = str(new["pk"])[3:], str(new["sk"])[2:], int(new["attempt"])
-        if (wf_id, step, attempt) in self._asked:
+        if (wf_id, step, attempt) in self.asked:
             return
-        self._asked.add((wf_id, step, attempt))
+        self.asked.add((wf_id, step, attempt))
+        if attempt > 1:  # a resume asks again after a rejection or a timeout while paused
+            self.sim.stats["approvals_asked_again"] += 1
         self.plan(wf_id, step, int(new["wake_at"]))
 
     def plan(self, wf_id: str, step: str, deadline: int) -> None:
