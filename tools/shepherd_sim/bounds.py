@@ -88,6 +88,7 @@ def used_budget_ms(state: WorkflowState, definition: Definition, timing: Timing)
     backoff before each retry; one more look (G + a sweep) finishes the workflow."""
     total = definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
     total += waits_budget_ms(definition, timing)
+    total += approvals_budget_ms(state, definition, timing)
     for rec in [*state.steps.values(), *state.compensations.values()]:
         if rec.attempt < 1 or (rec.kind == "step" and not definition.by_name[rec.name].is_task):
             continue
@@ -108,9 +109,31 @@ def waits_budget_ms(definition: Definition, timing: Timing) -> int:
     )
 
 
+def approval_cost_ms(definition: Definition, timing: Timing, timeout_seconds: int) -> int:
+    """One attempt of an Approval: nobody answers, and a look (G + a sweep) times it out."""
+    look = definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
+    return timeout_seconds * 1000 + look
+
+
+def approvals_budget_ms(state: WorkflowState, definition: Definition, timing: Timing) -> int:
+    """Every attempt an Approval step rested (a resume asks again after a rejection or a
+    timeout while paused), each as long as its timeout and one look."""
+    total = 0
+    for name, rec in state.steps.items():
+        spec = definition.by_name[name].approval
+        if spec is not None and rec.attempt >= 1:
+            total += rec.attempt * approval_cost_ms(definition, timing, spec.timeout_seconds)
+    return total
+
+
 def base_bound_ms(definition: Definition, timing: Timing) -> int:
     total = sum(task_budget_ms(t, definition, timing) for t in definition.tasks)
     total += waits_budget_ms(definition, timing)
+    total += sum(
+        approval_cost_ms(definition, timing, s.approval.timeout_seconds)
+        for s in definition.steps
+        if s.approval is not None
+    )
     return total + definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
 
 

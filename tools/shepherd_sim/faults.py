@@ -38,6 +38,8 @@ FAULT_KINDS: dict[str, str] = {
     "pool_pause": "an operator pauses an agent pool for 1-20 s, then resumes it",
     "outage": "an agent pool's downstream service fails every call (a retryable error) for "
     "5-40 s (checked once per simulated second; one outage per pool at a time)",
+    "schedule_dup": "sim_approval's schedule fires once in the run, its firing delivered 2-3 "
+    "times (Scheduler is at least once), some at once, some seconds later (once per seed)",
     "relay_delay": "the event relay polls a stream shard 2-30 s late (it falls behind)",
     "relay_crash": "a relay invocation dies after publishing part (or all) of its batch, "
     "before its checkpoint: the batch comes again, bisected (duplicates)",
@@ -51,7 +53,7 @@ class Faults:
     """Probabilities, each in [0, 1]. Message knobs apply per message, agent knobs per
     attempt (at most one agent fault per attempt), store knobs per store call, sweep knobs
     per sweep, `clock_jump`, `pool_pause` and `outage` per simulated second, `cancel` and
-    `operator` per workflow, `redrive` per FAILED workflow (once); `relay_delay` per poll of
+    `operator` per workflow, `schedule_dup` per seed, `redrive` per FAILED workflow (once); `relay_delay` per poll of
     a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published.
     Callbacks of callback steps are messages too: `lose`, `dup` and `delay` apply to them."""
 
@@ -82,6 +84,7 @@ class Faults:
     operator: float = 0.1
     pool_pause: float = 0.01
     outage: float = 0.01
+    schedule_dup: float = 0.2
     relay_delay: float = 0.02
     relay_crash: float = 0.03
     relay_fail: float = 0.01

@@ -22,12 +22,13 @@ from shepherd.decisions.planner import (
     Dispatch,
     EndAttempt,
     GiveUp,
+    TimeOutApproval,
     Wake,
     compensated,
     plan,
 )
 from shepherd.definitions import Definition
-from shepherd.keys import POOLS_PK
+from shepherd.keys import POOLS_PK, inbox_item_sk, inbox_pk, inbox_shard, inbox_sk
 from shepherd.model import (
     DomainEvent,
     PoolState,
@@ -163,6 +164,42 @@ class Redispatch:
     pool_read: int | None
 
 
+@dataclass(frozen=True)
+class ApprovalCall:
+    """One answer a person gave through `Approvals.decide` (issue 25), as it came back.
+
+    `outcome`: `ok` (told it decided), `not_pending` (ApprovalNotPending: someone or
+    something ended the wait first), `not_found` (WorkflowNotFound: not allowed to answer) or
+    `error:<name>` (the call failed; its write may still have landed). `waiting`: the attempt
+    the step was WAITING at as the call began (None: not waiting). `writes`: the table writes
+    that landed during the call, made by it."""
+
+    started: int
+    ended: int
+    workflow_id: str
+    step: str
+    principal: str
+    approve: bool
+    outcome: str
+    attempt: int | None = None
+    """The attempt its answer ended (`ok` only)."""
+    waiting: int | None = None
+    writes: int = 0
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One delivery of a schedule's firing (the events handler's path: the schedule's pause
+    check, then a start with the key `schedule:<name>:<time>`), as it came back."""
+
+    at: int
+    key: str
+    owner: str
+    outcome: str  # ok | skipped | error:<name>
+    workflow_id: str | None = None
+    created: bool | None = None
+
+
 def decided_before_pause(paused_by: int | None, read: int | None) -> bool:
     """Was a send or claim during a pause decided on a read from before it? (True when the
     workflow was not paused at all.)"""
@@ -201,6 +238,10 @@ class RunRecord:
     """Every queued task sent again, in the order the writes landed."""
     payloads: dict[str, bytes] = field(default_factory=dict)
     """The payload bucket's objects at the end (key -> bytes)."""
+    approval_calls: list[ApprovalCall] = field(default_factory=list)
+    """Every answer a person gave to an approval, in the order the calls ended."""
+    firings: list[Firing] = field(default_factory=list)
+    """Every delivery of a schedule's firing, in the order they ended."""
 
     def value(self, stored: str | None) -> Any:
         """A stored payload as a value, read from the bucket if it is a reference."""
@@ -734,17 +775,10 @@ def check_findable(
         deadline = _deadline(action, now, resumed_at)
         if deadline is None or wf.due_at <= deadline:
             continue
-        late = 0
         what = type(action).__name__
-        if slack is not None:
-            late = slack(wf.key)
-        if isinstance(action, Dispatch | EndAttempt):
+        if isinstance(action, Dispatch | EndAttempt | TimeOutApproval):
             what = f"{what} of '{action.seen.name}'"
-            late = 0 if slack is None else slack(action.seen.key)
-        if slack is not None and isinstance(action, Dispatch):
-            # A dispatch grace restarts at its pool's resume, stamped by that write.
-            pool = definition.spec(action.seen.kind, action.seen.name).pool
-            late = max(late, slack((POOLS_PK, pool)))
+        late = 0 if slack is None else _lateness(action, wf.key, definition, slack)
         if isinstance(action, Dispatch) and action.lost and action.seen.resent_at is not None:
             # A task sent twice is sent a third time only once its queue holds nothing, which
             # the supervisor learns by asking again a grace after it saw a backlog: up to a
@@ -765,10 +799,27 @@ def check_findable(
     return out
 
 
+def _lateness(
+    action: Any, wf_key: tuple[str, str], definition: Definition, slack: Callable[..., int]
+) -> int:
+    """How late the writes `action`'s deadline was computed from may have landed."""
+    if isinstance(action, Dispatch | EndAttempt):
+        late = slack(action.seen.key)
+    elif isinstance(action, TimeOutApproval):  # its deadline is stamped by its rest
+        late = max(slack(wf_key), slack(action.seen.key))
+    else:
+        late = slack(wf_key)
+    if isinstance(action, Dispatch):
+        # A dispatch grace restarts at its pool's resume, stamped by that write.
+        pool = definition.spec(action.seen.kind, action.seen.name).pool
+        late = max(late, slack((POOLS_PK, pool)))
+    return late
+
+
 def _deadline(action: Any, now: int, resumed_at: int | None) -> int | None:
     """When the supervisor had to take `action` (None: it is not bound to a deadline)."""
     deadline: int | None = None
-    if isinstance(action, EndAttempt | GiveUp | Wake) or (
+    if isinstance(action, EndAttempt | GiveUp | Wake | TimeOutApproval) or (
         isinstance(action, Dispatch) and action.lost
     ):
         deadline = now - action.overdue_ms
@@ -1035,8 +1086,10 @@ def check_skips_and_waits(record: RunRecord) -> list[Violation]:
                 continue
             if (wf_id, name) in claimed:
                 out.append(Violation("waits", wf_id, f"wait '{name}' was claimed by an agent"))
-            if rec.status is StepStatus.SUCCEEDED and (
-                rec.wake_at is None or (rec.finished_at or 0) < rec.wake_at
+            if (
+                spec.wait is not None  # an approval may end before its deadline: answered
+                and rec.status is StepStatus.SUCCEEDED
+                and (rec.wake_at is None or (rec.finished_at or 0) < rec.wake_at)
             ):
                 out.append(
                     Violation(
@@ -1350,6 +1403,379 @@ def check_payloads_resolve(record: RunRecord) -> list[Violation]:
     return out
 
 
+# ------------------------------------------------------------ approvals and schedules
+
+
+ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+@dataclass
+class _Ending:
+    """A change that ended an approval's WAITING attempt (or ended it once more)."""
+
+    how: str  # approved | rejected | timed out | cancelled | <another status>
+    at: int | None  # the ending's `finished_at`
+    decision: dict[str, Any] | None  # the decision this change recorded, if any
+    wake_at: int | None  # the deadline of the attempt it ended
+
+
+def _ends(history: Any, attempt: int) -> int:
+    """How many entries of a step's history end `attempt`."""
+    return sum(
+        1 for h in history or () if int(h.get("a", 0)) == attempt and h.get("o") not in NOT_AN_END
+    )
+
+
+def _ending(old: Mapping[str, Any], new: Mapping[str, Any]) -> _Ending:
+    status = str(new.get("status"))
+    error = (loads(new.get("error")) or {}).get("type") if status == "FAILED" else None
+    how = {
+        "SUCCEEDED": "approved",
+        "CANCELLED": "cancelled",
+    }.get(status, {"Rejected": "rejected", "ApprovalTimedOut": "timed out"}.get(error or "", ""))
+    decision = None
+    if new.get("decision") is not None and new.get("decision") != old.get("decision"):
+        decision = loads(new["decision"])
+    return _Ending(
+        how or f"{status} ({error})",
+        new.get("finished_at"),
+        decision,
+        old.get("wake_at"),
+    )
+
+
+def approval_principals(owner: str, definition: Definition, step: str) -> tuple[str, ...]:
+    """Who may answer `step`'s approval: the workflow's owner, then its `Approvers`."""
+    spec = definition.by_name[step].approval
+    return tuple(dict.fromkeys((owner, *(spec.approvers if spec else ()))))
+
+
+def _approval_history(
+    record: RunRecord, states: Mapping[str, WorkflowState]
+) -> tuple[
+    dict[tuple[str, str, int], int], dict[tuple[str, str, int], list[_Ending]], list[Violation]
+]:
+    """From the table's stream: how often each approval attempt started WAITING, every change
+    that ended it (left WAITING, or added an end to its history), and decisions recorded on a
+    step that was not waiting."""
+    starts: dict[tuple[str, str, int], int] = defaultdict(int)
+    endings: dict[tuple[str, str, int], list[_Ending]] = defaultdict(list)
+    out: list[Violation] = []
+    for change in record.changes:
+        old, new = change.old or {}, change.new or {}
+        pk, sk = str(new.get("pk", "")), str(new.get("sk", ""))
+        if not sk.startswith("S#") or pk[3:] not in states:
+            continue
+        wf_id, name = pk[3:], sk[2:]
+        definition = _definition(record, states[wf_id])
+        if name not in definition.by_name or definition.by_name[name].approval is None:
+            continue
+        was, now = old.get("status"), new.get("status")
+        if now == "WAITING" and (was != "WAITING" or old.get("attempt") != new.get("attempt")):
+            starts[(wf_id, name, int(new["attempt"]))] += 1
+        attempt = int(old.get("attempt") or 0)
+        added = _ends(new.get("history"), attempt) > _ends(old.get("history"), attempt)
+        # An end stamps `finished_at`: one written again on an ended attempt ends it again.
+        again = (
+            was in ENDED
+            and new.get("attempt") == old.get("attempt")
+            and new.get("finished_at") != old.get("finished_at")
+        )
+        if (was == "WAITING" and now != "WAITING") or added or again:
+            endings[(wf_id, name, attempt)].append(_ending(old, new))
+            if was != "WAITING":
+                out.append(
+                    Violation(
+                        "approvals",
+                        wf_id,
+                        f"approval '{name}' attempt {attempt} ended again ({now}) while "
+                        f"{was}, not WAITING",
+                    )
+                )
+        elif was != "WAITING" and new.get("decision") != old.get("decision") and now != "WAITING":
+            out.append(
+                Violation(
+                    "approvals",
+                    wf_id,
+                    f"approval '{name}' recorded a decision ({new.get('decision')}) while {was}",
+                )
+            )
+    return starts, endings, out
+
+
+def approval_endings(record: RunRecord) -> dict[tuple[str, str, int], list[str]]:
+    """(workflow, step, attempt) -> how each change that ended it ended it (for the report)."""
+    _, endings, _ = _approval_history(record, record.states())
+    return {key: [e.how for e in ends] for key, ends in endings.items()}
+
+
+def answered_after_deadline(record: RunRecord) -> int:
+    """Approval attempts a person decided at or after their deadline: the supervisor's
+    timeout lost the race (for the report)."""
+    _, endings, _ = _approval_history(record, record.states())
+    return sum(
+        1
+        for ends in endings.values()
+        for e in ends
+        if e.how in ("approved", "rejected") and e.wake_at is not None and (e.at or 0) >= e.wake_at
+    )
+
+
+def check_approvals(record: RunRecord) -> list[Violation]:
+    """Issue 25: an approval ends exactly once. Every attempt that rested WAITING is ended by
+    exactly one write (an approve, a reject, its timeout, a cancel), never before its deadline
+    by the timeout, and its history holds one entry for it (none for a cancel); a decision
+    names who answered, and only the owner or an `Approvers` principal ever does; a person
+    told `ok` won (at most one per attempt, and the attempt ended with their verdict); every
+    decision recorded comes from a call that could have won (told `ok`, or failed not knowing);
+    anyone else is told the workflow does not exist and writes nothing."""
+    states = record.states()
+    starts, endings, out = _approval_history(record, states)
+    for (wf_id, name, attempt), n in sorted(starts.items()):
+        ends = endings.get((wf_id, name, attempt), [])
+        what = f"approval '{name}' attempt {attempt}"
+        if n > 1:
+            out.append(Violation("approvals", wf_id, f"{what} started WAITING {n} times"))
+        if len(ends) > 1:
+            hows = [e.how for e in ends]
+            out.append(Violation("approvals", wf_id, f"{what} ended {len(ends)} times: {hows}"))
+        if not ends and states[wf_id].workflow.status.terminal:
+            out.append(Violation("approvals", wf_id, f"{what} never ended"))
+        rec = states[wf_id].steps.get(name)
+        kept = [int(h["a"]) for h in rec.history] if rec is not None else []
+        if ends and rec is not None and kept and attempt >= min(kept):
+            want = 0 if ends[0].how == "cancelled" else 1
+            if _ends(rec.history, attempt) != want:
+                out.append(
+                    Violation(
+                        "approvals",
+                        wf_id,
+                        f"{what} ended ({ends[0].how}) but its history has "
+                        f"{_ends(rec.history, attempt)} entries for it",
+                    )
+                )
+    for (wf_id, name, attempt), ends in sorted(endings.items()):
+        owner = states[wf_id].workflow.owner
+        allowed = approval_principals(owner, _definition(record, states[wf_id]), name)
+        for end in ends:
+            out += _ending_problems(record, wf_id, name, attempt, end, allowed)
+    return out + _calls_problems(record, states, endings)
+
+
+def _ending_problems(
+    record: RunRecord, wf_id: str, name: str, attempt: int, end: _Ending, allowed: Sequence[str]
+) -> list[Violation]:
+    what = f"approval '{name}' attempt {attempt}"
+    out = []
+    if end.how == "timed out" and (end.at is None or end.wake_at is None or end.at < end.wake_at):
+        out.append(
+            Violation("approvals", wf_id, f"{what} timed out at {end.at}, before {end.wake_at}")
+        )
+    if end.how not in ("approved", "rejected"):
+        return out
+    decision = end.decision or {}
+    by, verdict = decision.get("by"), decision.get("verdict")
+    if decision.get("at") != end.at or verdict != end.how:
+        out.append(
+            Violation(
+                "approvals",
+                wf_id,
+                f"{what} was {end.how} at {end.at}, but the decision it records is {decision}",
+            )
+        )
+    if by not in allowed:
+        out.append(
+            Violation(
+                "approvals",
+                wf_id,
+                f"{what} was {end.how} by {by!r}, who may not answer it (only {list(allowed)})",
+            )
+        )
+    # The decision came from an answer that could have won: told `ok`, or failed unknowing.
+    if not any(
+        c.workflow_id == wf_id
+        and c.step == name
+        and c.principal == by
+        and c.approve == (end.how == "approved")
+        and c.started <= (end.at or 0) <= c.ended
+        and (c.outcome == "ok" or c.outcome.startswith("error"))
+        for c in record.approval_calls
+    ):
+        out.append(
+            Violation(
+                "approvals",
+                wf_id,
+                f"{what} was {end.how} by {by!r} at {end.at}, but no answer of theirs that "
+                "could have won was under way then (a loser was told it lost, wrongly?)",
+            )
+        )
+    return out
+
+
+def _calls_problems(
+    record: RunRecord,
+    states: Mapping[str, WorkflowState],
+    endings: Mapping[tuple[str, str, int], list[_Ending]],
+) -> list[Violation]:
+    out = []
+    winners: dict[tuple[str, str, int], list[ApprovalCall]] = defaultdict(list)
+    for c in record.approval_calls:
+        state = states.get(c.workflow_id)
+        if state is None:
+            continue
+        allowed = approval_principals(state.workflow.owner, _definition(record, state), c.step)
+        who = f"{c.principal!r} ({'approve' if c.approve else 'reject'} '{c.step}')"
+        if c.principal not in allowed:
+            if c.outcome in ("ok", "not_pending") or c.writes:
+                out.append(
+                    Violation(
+                        "approvals",
+                        c.workflow_id,
+                        f"{who} may not answer, yet was told {c.outcome} and made {c.writes} "
+                        "write(s): anyone else must be told the workflow does not exist",
+                    )
+                )
+            continue
+        if c.outcome == "not_found":
+            out.append(Violation("approvals", c.workflow_id, f"{who} may answer, told not found"))
+        if c.outcome != "ok":
+            continue
+        key = (c.workflow_id, c.step, c.attempt or 0)
+        winners[key].append(c)
+        ends = endings.get(key, [])
+        decided = [e.decision or {} for e in ends if e.how in ("approved", "rejected")]
+        verdict = "approved" if c.approve else "rejected"
+        if not any(d.get("by") == c.principal and d.get("verdict") == verdict for d in decided):
+            out.append(
+                Violation(
+                    "approvals",
+                    c.workflow_id,
+                    f"{who} was told it decided attempt {c.attempt}, but that attempt ended "
+                    f"{[e.how for e in ends]} by {[d.get('by') for d in decided]}",
+                )
+            )
+    for (wf_id, name, attempt), calls in sorted(winners.items()):
+        if len(calls) > 1:
+            names = [c.principal for c in calls]
+            out.append(
+                Violation(
+                    "approvals",
+                    wf_id,
+                    f"approval '{name}' attempt {attempt}: {len(calls)} answers were told they "
+                    f"decided it ({names})",
+                )
+            )
+    return out
+
+
+def inbox_problems(items: Sequence[Item], definition: Definition) -> list[str]:
+    """The approval inbox is exact for one workflow's partition: each approval step's inbox
+    items (`A#<step>#<principal hash>`) carry `inbox_pk` exactly while the step is WAITING,
+    then for the attempt they were written for (its request time and deadline, each principal
+    who may answer under its own shard), and no item is kept for anyone else."""
+    by_sk = {str(i["sk"]): i for i in items}
+    wf = by_sk.get("#WF")
+    if wf is None:
+        return []
+    wf_id = str(wf["pk"])[3:]
+    out = []
+    for spec in definition.steps:
+        if spec.approval is None:
+            continue
+        name = spec.name
+        principals = approval_principals(str(wf.get("owner")), definition, name)
+        expected = {inbox_item_sk(name, p): p for p in principals}
+        step = by_sk.get(f"S#{name}") or {}
+        waiting = step.get("status") == "WAITING"
+        prefix = f"A#{name}#"
+        for sk, item in sorted(by_sk.items()):
+            if not sk.startswith(prefix):
+                continue
+            if sk not in expected:
+                out.append(f"'{name}' has an inbox item {sk} for nobody who may answer")
+                continue
+            listed = "inbox_pk" in item or "inbox_sk" in item
+            if listed and not waiting:
+                out.append(
+                    f"'{name}' is {step.get('status', 'PENDING')} but is still listed in "
+                    f"{expected[sk]!r}'s inbox"
+                )
+        if not waiting:
+            continue
+        requested, due = step.get("claimed_at"), step.get("wake_at")
+        for sk, principal in expected.items():
+            item = by_sk.get(sk) or {}
+            want = {
+                "inbox_pk": inbox_pk(principal, inbox_shard(wf_id)),
+                "inbox_sk": inbox_sk(int(requested or 0), wf_id, name),
+                "requested_at": requested,
+                "approval_due_at": due,
+            }
+            wrong = {k: item.get(k) for k, v in want.items() if item.get(k) != v}
+            if wrong:
+                out.append(
+                    f"'{name}' waits (attempt {step.get('attempt')}) but {principal!r}'s inbox "
+                    f"item is not listed for it: {wrong}"
+                )
+    return out
+
+
+def check_inbox(record: RunRecord) -> list[Violation]:
+    """At the end of the run (the simulator also checks it every simulated second): the
+    approval inbox lists exactly the approvals that wait (`inbox_problems`)."""
+    by_pk: dict[str, list[Item]] = defaultdict(list)
+    for item in record.items:
+        if str(item.get("pk", "")).startswith("WF#"):
+            by_pk[item["pk"]].append(item)
+    out = []
+    for pk in sorted(by_pk):
+        items = by_pk[pk]
+        wf = next((i for i in items if i["sk"] == "#WF"), None)
+        if wf is None:
+            continue
+        definition = record.definitions[str(wf["wf_type"])]
+        out += [Violation("inbox", pk[3:], p) for p in inbox_problems(items, definition)]
+    return out
+
+
+def check_schedule_firings(record: RunRecord) -> list[Violation]:
+    """A schedule's firing delivered more than once starts one workflow: every delivery with
+    one key that started something got the same workflow, at most one was told it created
+    it, and the table holds exactly one workflow with that key (none if no delivery got
+    through and none landed)."""
+    out = []
+    keys = sorted({(f.owner, f.key) for f in record.firings})
+    started: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for item in record.items:
+        if item.get("sk") == "#WF" and item.get("idempotency_key") is not None:
+            started[(str(item.get("owner")), str(item["idempotency_key"]))].append(
+                str(item["pk"])[3:]
+            )
+    for owner, key in keys:
+        firings = [f for f in record.firings if (f.owner, f.key) == (owner, key)]
+        ok = [f for f in firings if f.outcome == "ok"]
+        ids = sorted({str(f.workflow_id) for f in ok})
+        made = started.get((owner, key), [])
+        created = sum(1 for f in ok if f.created)
+        problems = []
+        if len(made) > 1 or (ok and len(made) != 1):
+            problems.append(f"{len(made)} workflows in the table ({made})")
+        if len(ids) > 1 or (ids and made and ids != made[:1]):
+            problems.append(f"its deliveries were given workflows {ids}")
+        if created > 1:
+            problems.append(f"{created} deliveries were told they created the workflow")
+        if problems:
+            where = made[0] if made else None
+            out.append(
+                Violation(
+                    "schedule",
+                    where,
+                    f"firing {key} delivered {len(firings)}x: " + "; ".join(problems),
+                )
+            )
+    return out
+
+
 CHECKERS: Sequence[Checker] = (
     check_terminal_within_bound,
     check_effects_once,
@@ -1366,6 +1792,9 @@ CHECKERS: Sequence[Checker] = (
     check_claims,
     check_dependencies_first,
     check_skips_and_waits,
+    check_approvals,
+    check_inbox,
+    check_schedule_firings,
     check_inputs_given,
     check_pause_respected,
     check_paused_starts_nothing,

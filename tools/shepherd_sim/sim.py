@@ -58,7 +58,9 @@ from shepherd_sim.faults import Faults, empty_counts
 from shepherd_sim.fibers import Fiber, FiberKilled, current
 from shepherd_sim.invariants import (
     TERMINAL_EVENTS,
+    ApprovalCall,
     Claim,
+    Firing,
     Handled,
     Redispatch,
     RunRecord,
@@ -66,11 +68,15 @@ from shepherd_sim.invariants import (
     StatusWrite,
     Violation,
     announced,
+    answered_after_deadline,
+    approval_endings,
     check_all,
     check_findable,
+    inbox_problems,
     missing_events,
     orphaned_effects,
 )
+from shepherd_sim.people import SCHEDULED_TYPE, People, PersonStore
 from shepherd_sim.ports import (
     FaultyPayloadStore,
     FaultyQueue,
@@ -97,6 +103,8 @@ class SimClock(ManualClock):
 
 
 OWNER = "sim"
+# Who may answer `sim_approval`'s approval besides the workflow's owner (`shepherd_sim.people`).
+APPROVERS = ("alice", "bob")
 
 # A synthetic workflow with very short timeouts, small retry budgets, a step without a
 # heartbeat, one without a compensation, a join and a compensation that is never retried,
@@ -396,7 +404,49 @@ BRANCH: dict[str, Any] = {
     ],
 }
 
-SYNTHETIC = (FLASH, FAN, HOLD, BRANCH)
+# A person decides (issue 25): `request` acts (and is undone when the approval is rejected or
+# times out), `review` waits for the owner or an approver for 3 s (a person answers at random
+# moments around that: `shepherd_sim.people`), then `fulfil` runs. Its schedule fires only in
+# seeds that roll `schedule_dup`, each firing delivered more than once.
+APPROVAL: dict[str, Any] = {
+    "Name": "sim_approval",
+    "DispatchTimeoutSeconds": 2,
+    "Schedules": [
+        {"Name": "sim_approval_nightly", "Expression": "cron(0 2 * * ? *)", "Input": {"n": 0}}
+    ],
+    "Steps": [
+        {
+            "Name": "request",
+            "Agent": "sim_request",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_request",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "review",
+            "DependsOn": ["request"],
+            "Approval": {"TimeoutSeconds": 3, "Approvers": list(APPROVERS)},
+        },
+        {
+            "Name": "fulfil",
+            "DependsOn": ["review"],
+            "Agent": "sim_fulfil",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+        },
+    ],
+}
+
+SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL)
 
 # The pools whose downstream service an `outage` takes down, and the circuit breaker they
 # declare (issue 26), scaled to the simulator's time: its steps time out in 2-3 s and a seed's
@@ -776,7 +826,15 @@ class Simulation:
         # the engine's run is the same with or without it).
         self.relay = Relay(self, random.Random(f"relay:{seed}"))
         self.relay.observe = self._delivered
-        self.memory.on_change = self.relay.append
+        self.memory.on_change = self._changed
+        # The people who answer approvals and the schedule's firings (shepherd_sim.people),
+        # and what their calls were told; the writes each fiber made (an answer by someone
+        # who may not answer must make none).
+        self.people = People(self, seed)
+        self.approval_calls: list[ApprovalCall] = []
+        self.firings: list[Firing] = []
+        self.writes_by: Counter[str] = Counter()
+        self._inbox_seen: set[tuple[str, str]] = set()
         self._ended_at: int | None = None  # when the engine's run ended (the relay may go on)
         self.service = FakeService()
         self.counts = empty_counts()
@@ -856,9 +914,9 @@ class Simulation:
         # queue, clock, ids and random stream), all from the one factory.
         every_ms = round(cfg.sweep_interval_s * 1000) if cfg.leave_due else 0
 
-        def engine(role: str, **extra: Any) -> Engine:
+        def engine(role: str, store: type[FaultyStore] = FaultyStore, **extra: Any) -> Engine:
             ports = Ports(
-                FaultyStore(self.memory, self, role),
+                store(self.memory, self, role),
                 FaultyQueue(self.queue, self, role),
                 self.clock,
                 ids,
@@ -883,6 +941,9 @@ class Simulation:
         self.operations = client.operations
         self.callbacks = client.callbacks
         self.pools_api = client.pools
+        # A person's answer is an API call of its own, each store call a round trip away.
+        self.approvals = engine("person", PersonStore).approvals
+        self.schedules_api = client.schedules
         agents = engine("agent", worker_id="w1")
         self.runtimes = [agents.agent_runtime] + [
             agents.worker(f"w{i}") for i in range(2, cfg.workers + 1)
@@ -957,6 +1018,8 @@ class Simulation:
     def plan_workload(self) -> None:
         cfg = self.config
         types = list(cfg.workflow_types or sorted(self.defs))
+        if SCHEDULED_TYPE in types and self.roll("schedule_dup"):
+            self.people.plan_firing()
         for n in range(1, self.rng.randint(1, cfg.max_workflows) + 1):
             wf_type = self.rng.choice(types)
             at = self.t0 + round(self.rng.uniform(0, cfg.start_window_s) * 1000)
@@ -1337,11 +1400,12 @@ class Simulation:
         """Call the external service with the step's idempotency key, recording which
         accepted results this attempt was given (None: refused, its key was undone)."""
         if ctx.kind == "step":
-            inputs = tuple(  # a skipped dependency and a wait have no output
-                sorted(
+            by_name = self.defs[ctx.workflow_type].by_name
+            inputs = tuple(  # a skipped dependency and a wait have no output; an approval's
+                sorted(  # is a person's (checked by `check_approvals`)
                     (dep, int(out["attempt"]))
                     for dep, out in ctx.dependencies.items()
-                    if out is not None
+                    if out is not None and by_name[dep].is_task
                 )
             )
         elif ctx.step_output is not None:  # undoing a recorded success: given its output
@@ -1468,6 +1532,7 @@ class Simulation:
 
     def _on_tick(self, _: Any) -> None:
         self.check_findable()
+        self.check_inbox()
         for wf_id, status in self.statuses().items():
             if status == "FAILED" and wf_id not in self._redrive_considered:
                 self._redrive_considered.add(wf_id)
@@ -1968,6 +2033,34 @@ class Simulation:
                 self.online.append(v)
                 self.trace(wf_id, f"VIOLATION {v}")
 
+    def check_inbox(self) -> None:
+        """The approval inbox is exact at this moment (`invariants.inbox_problems`), for every
+        workflow whose definition has an approval; each problem is reported once. (Nothing
+        to check before an approval first waits: its inbox items come with that write.)"""
+        if not self.people.asked:
+            return
+        for wf_id, items in sorted(self.memory.by_workflow().items()):
+            wf = self.memory.peek(wf_pk(wf_id), WF_SK)
+            if wf is None:
+                continue
+            definition = self.defs[wf["wf_type"]]
+            if not any(s.approval is not None for s in definition.steps):
+                continue
+            for problem in inbox_problems(items, definition):
+                if (wf_id, problem) in self._inbox_seen:
+                    continue
+                self._inbox_seen.add((wf_id, problem))
+                violation = Violation("inbox", wf_id, f"at {self.now()}: {problem}")
+                self.online.append(violation)
+                self.trace(wf_id, f"VIOLATION {violation}")
+
+    def _changed(self, change: Change) -> None:
+        """Every write the table takes: to the stream, counted for the fiber that made it,
+        and shown to the people (an approval that starts to wait)."""
+        self.relay.append(change)
+        self.writes_by[self._who()] += 1
+        self.people.changed(change)
+
     def _slack(self, key: tuple[str, str]) -> int:
         return self.write_latency.get(key, 0)
 
@@ -1994,6 +2087,8 @@ class Simulation:
             "operator": self._on_operator,
             "respond": self._on_respond,
             "pool_resume": self._on_pool_resume,
+            "answer": self.people.on_answer,
+            "fire": self.people.on_fire,
             "relay": self.relay.poll,
             "relay_replay": self._on_relay_replay,
         }
@@ -2160,6 +2255,7 @@ class Simulation:
                         "redrive",
                         "operator",
                         "pool_pause",
+                        "schedule_dup",
                     ):
                         faults += 1
             origin = max(wf.created_at, self.bound_origin or wf.created_at)
@@ -2199,6 +2295,8 @@ class Simulation:
             given_inputs=dict(self.given_inputs),
             redispatches=list(self.redispatches),
             payloads=dict(self.bucket.objects),
+            approval_calls=list(self.approval_calls),
+            firings=list(self.firings),
         )
         record.bounds = self.bounds(record.states())
         return record
@@ -2211,6 +2309,7 @@ class Simulation:
         self._effects_left(record, states)
         self._operations(record, states)
         self._events_stats(record)
+        self._approvals_stats(record)
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -2230,6 +2329,17 @@ class Simulation:
             workflows=sorted(states),
             trace=list(self.trace_lines),
             stats=Counter(self.stats),
+        )
+
+    def _approvals_stats(self, record: RunRecord) -> None:
+        """How approvals ended (approved, rejected, timed out, cancelled), how many a person
+        decided after the deadline (the timeout lost the race), and the firings' workflows."""
+        for hows in approval_endings(record).values():
+            for how in hows:
+                self.stats[f"approvals_{how.replace(' ', '_')}"] += 1
+        self.stats["approvals_answered_after_their_deadline"] += answered_after_deadline(record)
+        self.stats["schedule_firings_started"] += len(
+            {f.workflow_id for f in record.firings if f.outcome == "ok"}
         )
 
     def _events_stats(self, record: RunRecord) -> None:
