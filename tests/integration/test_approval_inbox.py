@@ -161,6 +161,9 @@ def test_a_new_attempt_after_a_resume_is_listed_again(harness: Harness) -> None:
     h.operations.resume(wf, owner=OWNER)
     rec = h.step(wf, "sign_off")
     assert rec.status is StepStatus.WAITING and rec.attempt == first.attempt + 1
+    # Asked again: the rejection was the last attempt's answer, not this one's.
+    item = h.store.get(wf_pk(wf), "S#sign_off")
+    assert item is not None and "decision" not in item and "fail_reason" not in item
     page = inbox.pending(h.store, APPROVER, limit=10)
     assert [(p.workflow_id, p.requested_at) for p in page.items] == [(wf, rec.claimed_at)]
     assert all("expires_at" not in i for i in _inbox_items(h, wf).values())

@@ -414,7 +414,9 @@ def start_wait(
             "wake_at": wake_at,
             # An Approval announces itself (ApprovalRequested) with who may answer.
             **({} if approvers is None else {"approval": True, "approvers": list(approvers)}),
-        }
+        },
+        # A resume asks again (a new attempt): the last attempt's answer is not this one's.
+        remove=("decision", "fail_reason") if rec.stored else (),
     )
     return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
 
