@@ -1445,9 +1445,14 @@ def _ending(old: Mapping[str, Any], new: Mapping[str, Any]) -> _Ending:
 
 
 def approval_principals(owner: str, definition: Definition, step: str) -> tuple[str, ...]:
-    """Who may answer `step`'s approval: the workflow's owner, then its `Approvers`."""
+    """Who may answer `step`'s approval: the workflow's owner, then its `Approvers` (an entry
+    without an ARN names the local stack's caller of that name, IAM user `<name>` of moto's
+    account: docs/definitions.md, Approval)."""
     spec = definition.by_name[step].approval
-    return tuple(dict.fromkeys((owner, *(spec.approvers if spec else ()))))
+    named = spec.approvers if spec else ()
+    local = "arn:aws:iam::000000000000:user/{}"
+    approvers = (a if a.startswith("arn:") else local.format(a) for a in named)
+    return tuple(dict.fromkeys((owner, *approvers)))
 
 
 def _approval_history(
