@@ -224,6 +224,9 @@ def test_the_invariant_catches_the_bug_put_back(case: Broken) -> None:
 # ------------------------------------------------------------------ the checkers by hand
 
 WF = "wf1"
+# `alice` and `bob` in sim_approval's Approvers: the local stack's callers of those names.
+ALICE = "arn:aws:iam::000000000000:user/alice"
+BOB = "arn:aws:iam::000000000000:user/bob"
 
 
 def _partition(status: str, *, listed: tuple[str, ...], requested: int = 5000) -> list[Any]:
@@ -245,7 +248,7 @@ def _partition(status: str, *, listed: tuple[str, ...], requested: int = 5000) -
             "wake_at": 8000,
         },
     ]
-    for who in ("sim", "alice", "bob"):
+    for who in ("sim", ALICE, BOB):
         item = {"pk": f"WF#{WF}", "sk": inbox_item_sk("review", who), "requested_at": requested}
         if who in listed:
             item |= {
@@ -259,13 +262,13 @@ def _partition(status: str, *, listed: tuple[str, ...], requested: int = 5000) -
 
 def test_the_inbox_check_wants_exactly_the_waiting_approvals_listed() -> None:
     definition = definitions()["sim_approval"]
-    everyone = ("sim", "alice", "bob")
+    everyone = ("sim", ALICE, BOB)
     assert inbox_problems(_partition("WAITING", listed=everyone), definition) == []
     assert inbox_problems(_partition("SUCCEEDED", listed=()), definition) == []
-    (stale,) = inbox_problems(_partition("FAILED", listed=("bob",)), definition)
-    assert stale == "'review' is FAILED but is still listed in 'bob''s inbox"
-    (missing,) = inbox_problems(_partition("WAITING", listed=("sim", "bob")), definition)
-    assert "'alice''s inbox item is not listed for it" in missing
+    (stale,) = inbox_problems(_partition("FAILED", listed=(BOB,)), definition)
+    assert stale == f"'review' is FAILED but is still listed in '{BOB}''s inbox"
+    (missing,) = inbox_problems(_partition("WAITING", listed=("sim", BOB)), definition)
+    assert f"'{ALICE}''s inbox item is not listed for it" in missing
     old = inbox_problems(_partition("WAITING", listed=everyone, requested=1000), definition)
     assert len(old) == 3  # listed for an earlier attempt's request, not this one's
 
@@ -291,7 +294,7 @@ def test_an_intruder_told_anything_but_not_found_is_caught() -> None:
     came after the status) or making a write is a violation; told 'not found', none."""
     from shepherd_sim.invariants import check_approvals
 
-    items = _partition("WAITING", listed=("sim", "alice", "bob"))
+    items = _partition("WAITING", listed=("sim", ALICE, BOB))
     defs = definitions()
 
     def call(outcome: str, writes: int = 0) -> ApprovalCall:
