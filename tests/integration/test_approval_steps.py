@@ -143,6 +143,43 @@ def test_an_approver_named_without_an_arn_is_that_caller_of_the_local_stack_only
     assert rec.status is StepStatus.SUCCEEDED
 
 
+def test_a_slow_answer_leaves_no_successor_due_before_the_watch_entry() -> None:
+    """Found by the fault simulator (seeds 4888 and 6944): the answer read its time, then
+    stored its output (a slow payload put), then pulled the watch entry to `now + g`. The
+    successor it dispatched was due `DispatchTimeoutSeconds` after the answer's older time,
+    before the entry, by the put's latency (invariant 3). The time is read after the pull."""
+    data = json.loads(DEFINITION.canonical_json)
+    data["DispatchTimeoutSeconds"] = 2  # the soonest deadline the answer creates
+    definition = parse_definition(data, "refund.yaml")
+    run = Run(definition)
+    run.engine.advance(5)
+    run.engine.sweep()  # a look moves the entry to the approval's timeout, an hour on
+    scheduler = run.engine.engine.scheduler
+    real_keep = scheduler.keep_for
+
+    def slow_keep(*args: Any, **kwargs: Any) -> Any:
+        run.engine.advance(0.3)  # the payload store answers 300 ms later
+        return real_keep(*args, **kwargs)
+
+    scheduler.keep_for = slow_keep  # type: ignore[method-assign]
+    # The moment the answer lands (before anything after it moves the entry): a look then
+    # must find the successor's dispatch by the entry.
+    landed: list[dict[str, Any]] = []
+    real_write = scheduler.executor.step_with
+
+    def write(*args: Any, **kwargs: Any) -> Any:
+        updated = real_write(*args, **kwargs)
+        landed.append({i["sk"]: i for i in run.engine.store.load(wf_pk(run.wf))})
+        return updated
+
+    scheduler.executor.step_with = write  # type: ignore[method-assign]
+    run.decide(APPROVER, approve=True, output={"limit": 1000})
+    (items,) = landed
+    answered = int(items["S#sign_off"]["finished_at"])
+    pay_due = answered + definition.dispatch_timeout_seconds * 1000  # if its message is lost
+    assert int(items["#WF"]["due_at"]) <= pay_due
+
+
 def test_a_rejection_fails_the_step_for_good_and_the_workflow_unwinds() -> None:
     run = Run()
     rec = run.decide(APPROVER, approve=False, comment="too large")

@@ -69,9 +69,7 @@ class Approvals:
         rec = state.steps[step]
         if rec.status is not StepStatus.WAITING or rec.wake_at is None:
             raise ApprovalNotPending(step, rec.status.value)
-        now = self.scheduler.ports.clock.now_ms()
         verdict = "approved" if approve else "rejected"
-        decision = dumps({"verdict": verdict, "by": principal, "at": now, "comment": comment})
         stored_output = error = None
         if approve:
             if output is _NO_OUTPUT:
@@ -87,8 +85,13 @@ class Approvals:
         else:
             said = f": {comment}" if comment else ""
             error = tx.error_json(REJECTED, f"rejected by {principal}{said}")
-        # The answer makes successors ready (or unwinds): no agent's reach covered it.
+        # The answer makes successors ready (or unwinds): no agent's reach covered it. Its
+        # time is read after the pull, so what it starts is due no earlier than the pulled
+        # entry (read before, a slow pull left a successor's dispatch deadline behind the
+        # entry by its latency: the fault simulator, seeds 4888 and 6944).
         pulled = self.scheduler.pull_due(state, "step", step)
+        now = self.scheduler.ports.clock.now_ms()
+        decision = dumps({"verdict": verdict, "by": principal, "at": now, "comment": comment})
         write = tx.decide(
             rec,
             now,
