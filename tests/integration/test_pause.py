@@ -353,9 +353,7 @@ def test_a_resume_never_makes_a_backoff_claimable_before_its_end(harness: Harnes
     `available_at` (invariant 3). Rounded up, no claim comes before `available_at`."""
     from shepherd.definitions import parse_definition
 
-    data = harness.definitions["order_fulfilment"].model_dump(
-        mode="json", by_alias=True, exclude_none=True
-    )
+    data = json.loads(harness.definitions["order_fulfilment"].canonical_json)
     data["Steps"][0]["Retry"] = {"MaxAttempts": 3, "IntervalSeconds": 2.5}
     harness.definitions["order_fulfilment"] = parse_definition(data, "o")
     harness.catalog = type(harness.catalog)(harness.definitions, harness.store)
