@@ -432,8 +432,18 @@ def _outage(api: Api, stack: LocalStack) -> tuple[list[Tracked], dict[str, Any],
     notify_customer; what the breaker did, and what is wrong with it."""
     from shepherd_examples.agents import ledger  # the workers' fake services
 
-    os.environ["SHEPHERD_LEDGER"] = stack.env["SHEPHERD_LEDGER"]  # the workers' own file
-    ledger.start_outage("email", OUTAGE_SECONDS)
+    # The workers' own ledger file, for this one call: left set, it would send every later
+    # in-process agent of this process (the test suite runs the demo in process) to a file
+    # that is gone with the stack.
+    previous = os.environ.get("SHEPHERD_LEDGER")
+    os.environ["SHEPHERD_LEDGER"] = stack.env["SHEPHERD_LEDGER"]
+    try:
+        ledger.start_outage("email", OUTAGE_SECONDS)
+    finally:
+        if previous is None:
+            del os.environ["SHEPHERD_LEDGER"]
+        else:
+            os.environ["SHEPHERD_LEDGER"] = previous
     print(
         f"\n{render.BOLD}An outage{render.RESET}: the e-mail provider is down for "
         f"{OUTAGE_SECONDS} s; pool {OUTAGE_POOL} has a circuit breaker {OUTAGE_BREAKER['CircuitBreaker']}",
