@@ -5,6 +5,7 @@ page readable at 1280x800 and 400px wide. Every wait is Playwright's bounded `ex
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -160,15 +161,26 @@ def test_pause_then_resume_with_a_replacement_input_validated_before_sending(
     shot(page, "workflow-resume-dialog", full_page=False)
     assert api.call("GET", f"/workflows/{workflow_id}")["status"] == "PAUSED"
 
-    # Then, with valid JSON, it resumes and the step runs on the replacement
+    # JSON that does not fit the definition's InputSchema is refused by the API, which says
+    # what is missing (issue 29.7), and nothing changes
     dialog.get_by_label("Replacement input (JSON)").fill('{"amount": 41}')
+    dialog.get_by_role("button", name="Resume workflow").click()
+    expect(page.locator("#action-outcome")).to_contain_text("400 InvalidInput")
+    expect(page.locator("#action-outcome")).to_contain_text("order_id")
+    assert api.call("GET", f"/workflows/{workflow_id}")["status"] == "PAUSED"
+
+    # Then, with an input that fits, it resumes and the step runs on the replacement
+    replacement = {**ORDER, "amount": 41}
+    page.locator('#actions button[data-action="resume"]').click()
+    dialog.get_by_label("Replacement input for step").select_option("charge_payment")
+    dialog.get_by_label("Replacement input (JSON)").fill(json.dumps(replacement))
     dialog.get_by_role("button", name="Resume workflow").click()
     expect(page.locator("#action-outcome")).to_contain_text("status now RUNNING")
     api.call("POST", "/pools/payments/resume")
     expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=RUN_SECONDS)
     view = api.call("GET", f"/workflows/{workflow_id}")
     charge = next(s for s in view["steps"] if s["name"] == "charge_payment")
-    assert charge["input"] == {"amount": 41} and charge["output"]["amount"] == 41
+    assert charge["input"] == replacement and charge["output"]["amount"] == 41
     # The events panel is the workflow's history as published (issue 29.4): the operator's
     # pause with who did it, one resume; the replacement input is in the attempts table.
     expect(page.locator('#events tr[data-event="WorkflowPaused"]')).to_contain_text("operator by")
