@@ -379,7 +379,9 @@ def test_a_person_approves_from_the_inbox_and_rejects_from_the_workflow_page(
     rows = page.locator("#approvals tbody tr")
     first = page.locator(f'tr[data-approval="{approved}:fraud_review"]')
     expect(first).to_be_visible(timeout=30_000)
-    expect(page.locator(f'tr[data-approval="{rejected}:fraud_review"]')).to_be_visible()
+    expect(page.locator(f'tr[data-approval="{rejected}:fraud_review"]')).to_be_visible(
+        timeout=30_000  # its reservation may come later; the page refreshes every 5 s
+    )
     # Newest first, as the API lists them (by when each review was requested).
     order = rows.evaluate_all("rs => rs.map(r => r.dataset.approval)")
     listed = api.call("GET", "/approvals", query={"limit": 50})["items"]

@@ -52,6 +52,9 @@ CONFIG = SchemathesisConfig.from_dict(
             for name in (
                 "POST /workflows",
                 "GET /workflows",
+                # A time range whose created_after is later than its created_before is valid
+                # JSON Schema (it cannot say one field is later than another) and a 400.
+                "GET /workflows/counts",
                 "GET /workflows/{workflow_id}/events",
                 "GET /approvals",
             )
