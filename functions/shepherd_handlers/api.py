@@ -18,9 +18,9 @@ from shepherd.engine import history, inbox
 from shepherd.engine.listing import ListFilter, Position, count_by_status
 from shepherd.engine.pools import pool_states
 from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
-from shepherd.errors import OperatorOnly, UnknownWorkflowType
+from shepherd.errors import OperatorOnly, StepNotFound, UnknownWorkflowType
 from shepherd.keys import event_sk
-from shepherd.model import WorkflowRecord, WorkflowStatus, loads
+from shepherd.model import StepStatus, WorkflowRecord, WorkflowStatus, loads
 
 from shepherd_handlers import errors, pagination
 from shepherd_handlers.models import (
@@ -33,6 +33,7 @@ from shepherd_handlers.models import (
     HistoryEventView,
     HistoryView,
     ListSort,
+    MapItemsView,
     PoolListView,
     PoolView,
     RejectRequest,
@@ -54,6 +55,7 @@ from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, 
 from shepherd_handlers.views import (
     definition_summary,
     definition_view,
+    item_view,
     pending_approval_view,
     pool_view,
     schedule_view,
@@ -362,6 +364,54 @@ def workflow_events(
             for t, at, d in got.events
         ],
         next_token=token,
+    )
+
+
+ITEM_STATUSES = tuple(s.value for s in StepStatus if s is not StepStatus.SKIPPED)
+
+
+@app.get(
+    "/workflows/<workflow_id>/steps/<step>/items",
+    responses=errors.documented(200, "A page of a map step's items", MapItemsView, 400, 404),
+    tags=["workflows"],
+)
+def map_items(
+    workflow_id: WORKFLOW_ID,
+    step: STEP_NAME,
+    status: Annotated[
+        str | None,
+        Query(
+            pattern="^(" + "|".join(ITEM_STATUSES) + ")$",
+            description="Only items in this status (a page then reads at most 1,000 items "
+            "and may hold fewer than `limit`: follow `next_token`)",
+        ),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> MapItemsView:
+    """A map step's items by index (status, attempts, error, output or its reference), paged
+    with a signed `next_token` bound to the caller, the workflow, the step and the filter.
+    Reads the workflow and at most one page's items: bounded whatever the item count."""
+    owner = caller()
+    state, definition = engine().scheduler.owned(workflow_id, owner)
+    spec = definition.by_name.get(step)
+    if spec is None or spec.map is None:
+        raise StepNotFound(workflow_id, step, "map")
+    pages = pagination.paginator(engine().ports.store)
+    bound = ("items", workflow_id, step, status or "")
+    start = 0
+    if next_token is not None:
+        try:
+            start = pages.verify(next_token, owner, bound).created_at
+        except pagination.TokenRejected as exc:
+            raise _BadQuery(str(exc), "next_token") from None
+    rec = state.steps[step]
+    rows, following = engine().scheduler.maps.item_page(rec, start, limit, status)
+    token = None if following is None else pages.sign(owner, Position(following, step), bound)
+    payloads = engine().ports.payloads
+    total = rec.fanout.total if rec.fanout is not None else 0
+    return MapItemsView(
+        items=[item_view(row, payloads) for row in rows], total=total, next_token=token
     )
 
 

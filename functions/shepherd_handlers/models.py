@@ -169,6 +169,32 @@ class HistoryView(BaseModel):
     next_token: str | None = None
 
 
+class MapItemView(BaseModel):
+    """One item of a map step: its unit as a step's (issue 24)."""
+
+    index: int
+    status: Annotated[
+        str,
+        Field(
+            description="A step's statuses; QUEUED with no attempt yet: sent, not claimed; "
+            "PENDING: not sent yet; CANCELLED with no attempt: never sent (the map stopped)"
+        ),
+    ]
+    attempt: int = 0
+    attempts_total: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: dict[str, Any] | None = None
+    output: Any = None
+    output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None
+
+
+class MapItemsView(BaseModel):
+    items: list[MapItemView]
+    total: Annotated[int, Field(description="Items of the map")]
+    next_token: str | None = None
+
+
 class ErrorTextView(BaseModel):
     kind: Annotated[str, Field(description="step or compensation")]
     step: str
@@ -188,6 +214,25 @@ class DeadlineView(BaseModel):
             "'waiting for pool <name> (paused)'"
         ),
     ]
+
+
+class MapCountsView(BaseModel):
+    """A map step's items by where they are (issue 24): bounded, read from the map's own
+    counters, never from its items."""
+
+    total: int
+    pending: Annotated[int, Field(description="Not sent yet (none once the map stopped)")]
+    running: Annotated[int, Field(description="In its window: sent, claimed or retrying")]
+    succeeded: int
+    failed: int
+    cancelled: Annotated[
+        int, Field(description="Stopped before they ran, when the map failed or was halted")
+    ]
+    compensated: Annotated[int, Field(description="Items whose compensation succeeded")]
+    status: Annotated[
+        str, Field(description="The map's verdict: RUNNING, SUCCEEDED, FAILED, CANCELLED")
+    ]
+    max_concurrency: Annotated[int, Field(description="Items in flight at most")]
 
 
 class StepView(BaseModel):
@@ -236,6 +281,13 @@ class StepView(BaseModel):
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")
     ] = 0
+    map: Annotated[
+        MapCountsView | None,
+        Field(
+            description="A map step once opened: its items' counts (page the items with "
+            "GET /workflows/{id}/steps/{step}/items)"
+        ),
+    ] = None
 
 
 class WorkflowView(BaseModel):

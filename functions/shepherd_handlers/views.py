@@ -12,6 +12,7 @@ from shepherd.clock import iso
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
 from shepherd.definitions import Definition
 from shepherd.engine.inbox import PendingApproval
+from shepherd.engine.maps import ItemRow
 from shepherd.engine.pools import PoolView
 from shepherd.engine.queries import WorkflowSummary, stored_output
 from shepherd.engine.schedules import ScheduleState
@@ -28,6 +29,8 @@ from shepherd_handlers.models import (
     DeadlineView,
     DefinitionSummaryView,
     DefinitionView,
+    MapCountsView,
+    MapItemView,
     PayloadLink,
     PendingApprovalView,
     RateLimitView,
@@ -51,7 +54,43 @@ def payload(
     return None, PayloadLink(url=link.url, size=link.size, sha256=link.sha256)
 
 
-def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = None) -> StepView:
+def map_view(rec: StepRecord, undone: StepRecord | None = None) -> MapCountsView | None:
+    """A map step's counts (its compensation's unit, `undone`, counts the items undone)."""
+    m = rec.fanout
+    if m is None:
+        return None
+    counts = m.counts()
+    if undone is not None and undone.fanout is not None:
+        counts["compensated"] = undone.fanout.succeeded
+    return MapCountsView(**counts, status=m.status, max_concurrency=m.stride)
+
+
+def item_view(row: ItemRow, payloads: Payloads) -> MapItemView:
+    """One map item as `GET .../steps/{step}/items` shows it."""
+    unit = row.unit
+    if unit is None:
+        return MapItemView(index=row.index, status=row.status)
+    name = f"{unit.workflow_id}-{unit.name}-item{row.index}-output"
+    output, output_ref = payload(payloads, unit.output, name)
+    return MapItemView(
+        index=row.index,
+        status=row.status,
+        attempt=unit.attempt,
+        attempts_total=unit.attempts_total,
+        started_at=iso(unit.claimed_at),
+        finished_at=iso(unit.finished_at),
+        error=public_error(unit.error),
+        output=output,
+        output_ref=output_ref,
+    )
+
+
+def step_view(
+    rec: StepRecord,
+    payloads: Payloads,
+    deadline: Deadline | None = None,
+    undone: StepRecord | None = None,
+) -> StepView:
     error = public_error(rec.error)
     full = loads(rec.error).get("full") if error else None
     named = f"{rec.workflow_id}-{rec.kind}-{rec.name}"
@@ -92,6 +131,7 @@ def step_view(rec: StepRecord, payloads: Payloads, deadline: Deadline | None = N
             for h in rec.history
         ],
         attempts_total=rec.attempts_total,
+        map=map_view(rec, undone) if rec.kind == "step" else map_view(rec),
         next_deadline=None
         if deadline is None
         else DeadlineView(at=iso(deadline.at), why=deadline.why),
@@ -116,7 +156,12 @@ def workflow_view(
         return next_deadline(state, definition, kind, rec, now, pools or {})
 
     steps = [
-        step_view(state.steps[name], payloads, due("step", state.steps[name]))
+        step_view(
+            state.steps[name],
+            payloads,
+            due("step", state.steps[name]),
+            state.compensations.get(name),
+        )
         for name in definition.topological_order
         if name in state.steps
     ]

@@ -37,6 +37,16 @@ class InputPathNotFound(PermanentError):
     not there): no retry can change a recorded input or output, so the step fails at once."""
 
 
+class MapItemsInvalid(PermanentError):
+    """A map step's `ItemsPath` selects no array (or nothing) in the value it names: no retry
+    can change a recorded input or output, so the map fails at once, before any item runs."""
+
+
+class MapTooLarge(PermanentError):
+    """A map step's items pass `limits.MAX_MAP_ITEMS`: it fails at once, before any item is
+    written (docs/architecture.md, Caps)."""
+
+
 class DefinitionError(ShepherdError):
     """A workflow definition is invalid; the message names the file and the field."""
 
@@ -149,8 +159,8 @@ class StepNotFound(ShepherdError):
     """The workflow has no step of this name that the request can act on (an approve or a
     reject naming a step that is not an Approval)."""
 
-    def __init__(self, workflow_id: str, step: str) -> None:
-        super().__init__(f"workflow {workflow_id} has no Approval step '{step}'")
+    def __init__(self, workflow_id: str, step: str, what: str = "Approval") -> None:
+        super().__init__(f"workflow {workflow_id} has no {what} step '{step}'")
         self.step = step
 
 

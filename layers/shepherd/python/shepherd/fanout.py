@@ -273,7 +273,6 @@ def check_steps(steps: Sequence[FanoutStep]) -> None:
 def first_unsupported(definition: FanoutDefinition) -> tuple[str, str] | None:
     """The first step (and field) using what the engine does not run yet, or None."""
     for step in definition.steps:
-        for field, value in (("Map", step.map), ("Workflow", step.workflow)):
-            if value is not None:
-                return step.name, field
+        if step.workflow is not None:
+            return step.name, "Workflow"
     return None

@@ -9,20 +9,23 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NewType
+from typing import Any, Literal, NewType
 
 from shepherd import jsonsafe
 from shepherd.conditions import Item
 from shepherd.keys import (
     COMP_PREFIX,
+    MAP_PREFIX,
     STEP_PREFIX,
     WF_SK,
     Kind,
     item_sk,
     list_keys,
+    map_item_key,
+    map_item_of,
     wf_pk,
     workflow_id_of,
 )
@@ -125,6 +128,132 @@ def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+# ------------------------------------------------------------------- a map's own state
+# A map's counters and its window of in-flight items live on the map step's unit, flattened
+# into top-level attributes (docs/architecture.md, "Map steps and child workflows"), so every
+# write on them is one conditional UpdateItem of the condition algebra, with no nested path.
+WINDOW = "w_"  # w_<index>: entered_at (ms) of an item in flight
+TOTAL = "m_total"
+STRIDE = "m_stride"  # MaxConcurrency when the map opened: item i is followed by i + stride
+SUCCEEDED_COUNT = "m_succeeded"
+FAILED_COUNT = "m_failed"
+CANCELLED_COUNT = "m_cancelled"  # in flight when the map stopped: cancelled, or ended after
+COMPENSATED_COUNT = "m_compensated"
+MAP_STATUS = "m_status"  # RUNNING until the verdict write (or a halt)
+OPENED = "m_opened"  # stripes entered so far: the first window is written in chunks
+PAGES = "m_pages"  # item pages written when it opened (one per MAP_ITEM_PAGE items)
+Verdict = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
+
+
+@dataclass(frozen=True)
+class MapState:
+    """A map as its step's unit holds it (or a map compensation's, over positions in its
+    order instead of item indexes). `status` CANCELLED: halted by its workflow's unwinding
+    before its verdict."""
+
+    total: int
+    stride: int
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    compensated: int = 0
+    status: Verdict = "RUNNING"
+    window: Mapping[int, int] = field(default_factory=dict)
+    opened: int = 0
+    pages: int = 0
+    # A map compensation's window is over positions in its order; each entry also names the
+    # item it undoes (`w_<position> = [entered_at, index]`), so a look needs no order read.
+    indexes: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> MapState | None:
+        """The map's state, or None when the map has not opened (no counters yet)."""
+        if TOTAL not in item:
+            return None
+        window: dict[int, int] = {}
+        indexes: dict[int, int] = {}
+        for k, v in item.items():
+            if k.startswith(WINDOW):
+                if isinstance(v, list | tuple):
+                    window[int(k[len(WINDOW) :])] = int(v[0])
+                    indexes[int(k[len(WINDOW) :])] = int(v[1])
+                else:
+                    window[int(k[len(WINDOW) :])] = int(v)
+        return cls(
+            total=int(item[TOTAL]),
+            stride=int(item[STRIDE]),
+            succeeded=int(item.get(SUCCEEDED_COUNT, 0)),
+            failed=int(item.get(FAILED_COUNT, 0)),
+            cancelled=int(item.get(CANCELLED_COUNT, 0)),
+            compensated=int(item.get(COMPENSATED_COUNT, 0)),
+            status=item.get(MAP_STATUS, "RUNNING"),
+            window=window,
+            opened=int(item.get(OPENED, 0)),
+            pages=int(item.get(PAGES, 0)),
+            indexes=indexes,
+        )
+
+    def to_attributes(self) -> dict[str, Any]:
+        """The attributes `from_item` reads (a record rebuilt after a transaction)."""
+        return {
+            TOTAL: self.total,
+            STRIDE: self.stride,
+            SUCCEEDED_COUNT: self.succeeded,
+            FAILED_COUNT: self.failed,
+            CANCELLED_COUNT: self.cancelled,
+            COMPENSATED_COUNT: self.compensated,
+            MAP_STATUS: self.status,
+            OPENED: self.opened,
+            PAGES: self.pages,
+            **{WINDOW + str(i): self.entry(i) for i in self.window},
+        }
+
+    def entry(self, position: int) -> Any:
+        """A window entry's stored value."""
+        at = self.window[position]
+        return [at, self.indexes[position]] if position in self.indexes else at
+
+    def index_of(self, position: int) -> int:
+        """The item a window entry is for (its own position, but in a compensation's)."""
+        return self.indexes.get(position, position)
+
+    @property
+    def accounted(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+    @property
+    def running(self) -> int:
+        return len(self.window)
+
+    @property
+    def pending(self) -> int:
+        """Items never sent (none once the map stopped: they never will be)."""
+        if self.status in ("FAILED", "CANCELLED"):
+            return 0
+        return self.total - self.accounted - self.running
+
+    @property
+    def drained(self) -> bool:
+        """Decided, and nothing left in its window: its step may end."""
+        return self.status != "RUNNING" and not self.window
+
+    def counts(self) -> dict[str, int]:
+        """What `GET /workflows/{id}` shows of a map step: once it stopped (failed or halted),
+        the items it never sent are cancelled too."""
+        never_sent = 0
+        if self.status in ("FAILED", "CANCELLED"):
+            never_sent = self.total - self.accounted - self.running
+        return {
+            "total": self.total,
+            "pending": self.pending,
+            "running": self.running,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "cancelled": self.cancelled + never_sent,
+            "compensated": self.compensated,
+        }
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """A step or compensation item."""
@@ -163,15 +292,49 @@ class StepRecord:
     # False: no item exists (a step shown PENDING from the definition). A write planned on it
     # is guarded by exactly that (the item is still missing) and creates the item.
     stored: bool = field(default=True, compare=False)
+    # A map step's item (or an item's compensation): its index in the map's items. The unit
+    # lives in the map's item partition (keys.map_item_key), not the workflow's.
+    index: int | None = None
+    # A map step (or a map's compensation) once opened: its counters and window (MapState).
+    fanout: MapState | None = None
+    # A map item's compensation: its place in the compensation's order (its window entry).
+    position: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
+        if self.index is not None:
+            return map_item_key(self.workflow_id, self.name, self.index, self.kind)
         return (wf_pk(self.workflow_id), item_sk(self.kind, self.name))
 
     @classmethod
     def unstored(cls, workflow_id: str, name: str, wf_type: str) -> StepRecord:
         """A step whose item does not exist yet, as reads show it: PENDING, attempt 0."""
         return cls(workflow_id, "step", name, StepStatus.PENDING, wf_type=wf_type, stored=False)
+
+    @classmethod
+    def unstored_item(
+        cls,
+        workflow_id: str,
+        name: str,
+        index: int,
+        wf_type: str,
+        entered_at: int,
+        kind: Kind,
+        position: int | None = None,
+    ) -> StepRecord:
+        """A map item in its window whose unit does not exist yet: its message was sent when
+        it entered the window (`dispatched_at`), nothing has claimed it."""
+        return cls(
+            workflow_id,
+            kind,
+            name,
+            StepStatus.PENDING,
+            dispatched_at=entered_at,
+            wf_type=wf_type,
+            stored=False,
+            index=index,
+            position=position,
+        )
 
     def to_item(self) -> Item:
         pk, sk = self.key
@@ -188,22 +351,32 @@ class StepRecord:
             item["budget_from"] = self.budget_from
         if self.attempts_total:
             item["attempts_total"] = self.attempts_total
+        if self.fanout is not None:
+            item.update(self.fanout.to_attributes())
         return item
 
     @classmethod
     def from_item(cls, item: Item) -> StepRecord:
         sk: str = item["sk"]
-        kind: Kind = "step" if sk.startswith(STEP_PREFIX) else "compensation"
+        pk: str = item["pk"]
+        index: int | None = None
+        if pk.startswith(MAP_PREFIX):
+            workflow_id, name, index, kind = map_item_of(pk, sk)
+        else:
+            kind = "step" if sk.startswith(STEP_PREFIX) else "compensation"
+            workflow_id, name = workflow_id_of(pk), sk[2:]
         return cls(
-            workflow_id=workflow_id_of(item["pk"]),
+            workflow_id=workflow_id,
             kind=kind,
-            name=sk[2:],
+            name=name,
             status=StepStatus(item["status"]),
             attempt=int(item.get("attempt", 0)),
             history=tuple(item.get("history", ())),
             dispatches=int(item.get("dispatches", 0)),
             budget_from=int(item.get("budget_from", 0)),
             attempts_total=int(item.get("attempts_total", len(item.get("history", ())))),
+            index=index,
+            fanout=MapState.from_item(item),
             **_optional(item, _STEP_OPTIONAL),
         )
 
@@ -233,6 +406,7 @@ _STEP_OPTIONAL = (
     "resent_at",
     "wake_at",
     "decision",
+    "position",
 )
 
 
@@ -338,6 +512,13 @@ class WorkflowState:
     # Only some units were read (a claim's, an advance's: `Scheduler.load_units`): what is
     # missing is unknown, not PENDING, and only the planner's bounded mode may plan on it.
     partial: bool = False
+    # The units in the windows of its open maps, by map step (or, for a map's compensation,
+    # by `C#<step>`) and position: what a look reads besides the workflow's partition
+    # (`Scheduler.with_windows`), at most MaxConcurrency per map. A window entry with no unit
+    # yet is an unstored record.
+    windows: dict[tuple[Kind, str], dict[int, StepRecord]] = field(default_factory=dict)
+    # A map item's claim: the items page its value is on, by (step, item index).
+    pages: dict[tuple[str, int], Item | None] = field(default_factory=dict)
 
     @classmethod
     def from_items(cls, items: list[Item]) -> WorkflowState | None:
@@ -373,7 +554,28 @@ class WorkflowState:
         return (self.steps if kind == "step" else self.compensations).get(name)
 
     def put(self, record: StepRecord) -> None:
+        if record.index is not None:
+            self.put_item(record)
+            return
         (self.steps if record.kind == "step" else self.compensations)[record.name] = record
+
+    def unit(self, record: StepRecord) -> StepRecord | None:
+        """The unit `record` names as this state now holds it (a map item's in its window)."""
+        if record.index is None:
+            return self.record(record.kind, record.name)
+        window = self.windows.get((record.kind, record.name), {})
+        return next((u for u in window.values() if u.index == record.index), None)
+
+    def put_item(self, record: StepRecord) -> None:
+        """Fold a map item's unit into the window it is in (by its position there)."""
+        assert record.index is not None
+        window = self.windows.get((record.kind, record.name))
+        if window is None:
+            return
+        for position, held in window.items():
+            if held.index == record.index:
+                window[position] = record
+                return
 
 
 @dataclass(frozen=True)
@@ -429,6 +631,10 @@ class TaskMessage:
     attempt: int
     kind: Kind = "step"
     ticket: int | None = None
+    # A map item's index (its unit is the item's, not the step's); for an item's compensation
+    # also its `position` in the compensation's order (its window entry).
+    item: int | None = None
+    position: int | None = None
 
     def to_body(self) -> str:
         body: dict[str, Any] = {"w": self.workflow_id, "s": self.step, "a": self.attempt}
@@ -436,6 +642,10 @@ class TaskMessage:
             body["k"] = "c"
         if self.ticket is not None:
             body["r"] = self.ticket
+        if self.item is not None:
+            body["i"] = self.item
+        if self.position is not None:
+            body["q"] = self.position
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -452,11 +662,19 @@ class TaskMessage:
             raise ValueError("malformed task message: attempt must be a positive integer")
         kind: Kind = "compensation" if data.get("k") == "c" else "step"
         ticket = data.get("r")
-        if ticket is not None and (
-            not isinstance(ticket, int) or isinstance(ticket, bool) or ticket < 0
-        ):
+        if ticket is not None and not _natural(ticket):
             raise ValueError("malformed task message: a ticket is a time in epoch ms")
-        return cls(workflow_id, step, attempt, kind, ticket)
+        item, position = data.get("i"), data.get("q")
+        for name, value in (("item", item), ("position", position)):
+            if value is not None and not _natural(value):
+                raise ValueError(f"malformed task message: {name} must be a natural number")
+        if position is not None and (item is None or kind != "compensation"):
+            raise ValueError("malformed task message: a position is an item compensation's")
+        return cls(workflow_id, step, attempt, kind, ticket, item, position)
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workflows/{workflow_id}", "api"),
     Route("GET", "/workflows/{workflow_id}/events", "api", query=("limit", "next_token")),
     Route("GET", "/workflows/{workflow_id}/steps/{step}/error", "api"),
+    # A map step's items, by index (issue 24): bounded pages, signed positions.
+    Route(
+        "GET",
+        "/workflows/{workflow_id}/steps/{step}/items",
+        "api",
+        query=("status", "limit", "next_token"),
+    ),
     Route("GET", "/workflows/{workflow_id}/compensations/{step}/error", "api"),
     Route("POST", "/workflows/{workflow_id}/cancel", "api"),
     Route("POST", "/workflows/{workflow_id}/retry", "api"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shepherd.definitions import Definition
+from shepherd.definitions import Definition, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import PoolState, StepRecord, StepStatus, WorkflowState, WorkflowStatus
 
@@ -63,13 +63,11 @@ def next_deadline(
     if kind == "step" and not definition.by_name[rec.name].is_task:
         return _resting(definition, rec)
     spec = definition.spec(kind, rec.name)
+    mapped = _map_deadline(state, definition, kind, rec, now, pools)
+    if mapped is not None:
+        return mapped
     if rec.status in (StepStatus.RUNNING, StepStatus.WAITING):
-        claimed = rec.claimed_at or now
-        timeout = Deadline(claimed + spec.timeout_seconds * 1000, "timeout")
-        if spec.heartbeat_seconds is None:
-            return timeout
-        beat_at = (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
-        return Deadline(beat_at, "heartbeat") if beat_at < (timeout.at or 0) else timeout
+        return _attempt_deadline(spec, rec, now)
     if wf.status is WorkflowStatus.PAUSED:
         return None  # nothing is dispatched while paused: resume, compensate or cancel moves it
     pool = pools.get(spec.pool)
@@ -92,6 +90,48 @@ def next_deadline(
             return held
         return Deadline(max(ready, resumed) + grace, "dispatch")
     return None
+
+
+def _attempt_deadline(spec: TaskSpec, rec: StepRecord, now: int) -> Deadline:
+    """An attempt in flight: its heartbeat timeout or its TimeoutSeconds, whichever first."""
+    claimed = rec.claimed_at or now
+    timeout = Deadline(claimed + spec.timeout_seconds * 1000, "timeout")
+    if spec.heartbeat_seconds is None:
+        return timeout
+    beat_at = (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
+    return Deadline(beat_at, "heartbeat") if beat_at < (timeout.at or 0) else timeout
+
+
+def _map_deadline(
+    state: WorkflowState,
+    definition: Definition,
+    kind: Kind,
+    rec: StepRecord,
+    now: int,
+    pools: Mapping[str, PoolState],
+) -> Deadline | None:
+    """A running map's: the earliest of its window's units, naming the item (issue 24); an
+    item that entered its window with no unit yet: its message's dispatch grace."""
+    if rec.index is not None:
+        if rec.status is not StepStatus.PENDING:
+            return None  # a written unit: a step's rules
+        grace = definition.dispatch_timeout_seconds * 1000
+        return Deadline((rec.dispatched_at or now) + grace, "dispatch")
+    if rec.fanout is None or rec.status is not StepStatus.RUNNING:
+        return None
+    units = state.windows.get((kind, rec.name), {})
+    soonest: tuple[int, str] | None = None
+    for unit in units.values():
+        if unit.status.terminal:
+            return Deadline(now, f"item {unit.index} ended: to count")
+        found = next_deadline(state, definition, kind, unit, now, pools)
+        if (
+            found is not None
+            and found.at is not None
+            and (soonest is None or found.at < soonest[0])
+        ):
+            soonest = (found.at, f"item {unit.index} {found.why}")
+    return None if soonest is None else Deadline(*soonest)
 
 
 def _ready_at(state: WorkflowState, definition: Definition, name: str) -> int | None:

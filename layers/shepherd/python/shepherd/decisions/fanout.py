@@ -27,8 +27,8 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from shepherd import limits
@@ -36,82 +36,35 @@ from shepherd.conditions import Eq, Exists, Item, Missing, Update, all_of
 from shepherd.decisions.transitions import Write
 from shepherd.fanout import MapSpec
 from shepherd.keys import Kind, map_item_key, map_item_of
+from shepherd.model import (
+    CANCELLED_COUNT,
+    COMPENSATED_COUNT,
+    FAILED_COUNT,
+    MAP_STATUS,
+    OPENED,
+    STRIDE,
+    SUCCEEDED_COUNT,
+    TOTAL,
+    WINDOW,
+    MapState,
+    Verdict,
+)
 
-WINDOW = "w_"  # w_<index>: entered_at (ms) of an item in flight
-TOTAL = "m_total"
-STRIDE = "m_stride"  # MaxConcurrency when the map opened: item i is followed by i + stride
-SUCCEEDED = "m_succeeded"
-FAILED = "m_failed"
-CANCELLED = "m_cancelled"  # in flight when the map failed: cancelled, or ended after it
-COMPENSATED = "m_compensated"
-STATUS = "m_status"  # RUNNING until the verdict write
-OPENED = "m_opened"  # stripes entered so far: the first window is written in chunks
+# The attribute names (and MapState) live with the records (shepherd.model); WINDOW, TOTAL,
+# STRIDE and OPENED are imported from there under their own names.
+SUCCEEDED = SUCCEEDED_COUNT
+FAILED = FAILED_COUNT
+CANCELLED = CANCELLED_COUNT
+COMPENSATED = COMPENSATED_COUNT
+STATUS = MAP_STATUS
 # Window entries one write may enter: DynamoDB caps an expression at 4 KB, and each entry is
 # about 15 characters of it ("#n12 = :v12, "); 128 leave room for the rest.
 OPEN_CHUNK = 128
 
 Outcome = Literal["succeeded", "failed", "cancelled"]
-Verdict = Literal["RUNNING", "SUCCEEDED", "FAILED"]
+__all__ = ["OPENED", "STRIDE", "TOTAL", "WINDOW", "MapState", "Verdict"]
 EXCEEDED = "States.ExceedToleratedFailureThreshold"  # the ASL error name
 _COUNTER = {"succeeded": SUCCEEDED, "failed": FAILED, "cancelled": CANCELLED}
-
-
-@dataclass(frozen=True)
-class MapState:
-    """A map as its step's unit holds it."""
-
-    total: int
-    stride: int
-    succeeded: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    compensated: int = 0
-    status: Verdict = "RUNNING"
-    window: Mapping[int, int] = field(default_factory=dict)
-    opened: int = 0
-
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> MapState | None:
-        """The map's state, or None when the map has not opened (no counters yet)."""
-        if TOTAL not in item:
-            return None
-        window = {int(k[len(WINDOW) :]): int(v) for k, v in item.items() if k.startswith(WINDOW)}
-        return cls(
-            total=int(item[TOTAL]),
-            stride=int(item[STRIDE]),
-            succeeded=int(item.get(SUCCEEDED, 0)),
-            failed=int(item.get(FAILED, 0)),
-            cancelled=int(item.get(CANCELLED, 0)),
-            compensated=int(item.get(COMPENSATED, 0)),
-            status=item.get(STATUS, "RUNNING"),
-            window=window,
-            opened=int(item.get(OPENED, 0)),
-        )
-
-    @property
-    def accounted(self) -> int:
-        return self.succeeded + self.failed + self.cancelled
-
-    @property
-    def running(self) -> int:
-        return len(self.window)
-
-    @property
-    def pending(self) -> int:
-        """Items never sent (none once the map has failed: they never will be)."""
-        return 0 if self.status == "FAILED" else self.total - self.accounted - self.running
-
-    def counts(self) -> dict[str, int]:
-        """What `GET /workflows/{id}` shows of a map step."""
-        return {
-            "total": self.total,
-            "pending": self.pending,
-            "running": self.running,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "cancelled": self.cancelled,
-            "compensated": self.compensated,
-        }
 
 
 def exceeded(failed: int, total: int, spec: MapSpec) -> bool:
@@ -142,27 +95,47 @@ class Opened:
     entered: tuple[int, ...]  # send these items' messages after the write lands
 
 
-def open_map(key: tuple[str, str], total: int, spec: MapSpec, now: int) -> Opened:
-    """The write that opens a map over `total` items: counters, the stride, and the first
-    window's first `OPEN_CHUNK` stripes (`open_more` enters the rest). Conditioned on the map
-    not being open, so two openers (a duplicate advance, a racing look) open it once. An
-    empty map has succeeded."""
-    entered = tuple(range(min(total, spec.max_concurrency, OPEN_CHUNK)))
+def entry_value(now: int, index: int | None) -> Any:
+    """A window entry: when it entered, and for a map compensation's window (over positions
+    in its order) the item it undoes, so a look needs no order read."""
+    return now if index is None else [now, index]
+
+
+def open_values(
+    total: int, stride: int, now: int, index_of: Callable[[int], int] | None = None
+) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """The attributes that open a map (counters, the stride, the first chunk of its first
+    window) and the positions that chunk enters. An empty map has succeeded."""
+    entered = tuple(range(min(total, stride, OPEN_CHUNK)))
     values: dict[str, Any] = {
         OPENED: len(entered),
         TOTAL: total,
-        STRIDE: spec.max_concurrency,
+        STRIDE: stride,
         SUCCEEDED: 0,
         FAILED: 0,
         CANCELLED: 0,
         COMPENSATED: 0,
         STATUS: "SUCCEEDED" if total == 0 else "RUNNING",
-        **{WINDOW + str(i): now for i in entered},
+        **{WINDOW + str(i): entry_value(now, index_of and index_of(i)) for i in entered},
     }
+    return values, entered
+
+
+def open_map(key: tuple[str, str], total: int, spec: MapSpec, now: int) -> Opened:
+    """The write that opens a map over `total` items: counters, the stride, and the first
+    window's first `OPEN_CHUNK` stripes (`open_more` enters the rest). Conditioned on the map
+    not being open, so two openers (a duplicate advance, a racing look) open it once. An
+    empty map has succeeded."""
+    values, entered = open_values(total, spec.max_concurrency, now)
     return Opened(Write(*key, Update(set=values), Missing(TOTAL)), entered)
 
 
-def open_more(key: tuple[str, str], state: MapState, now: int) -> Opened | None:
+def open_more(
+    key: tuple[str, str],
+    state: MapState,
+    now: int,
+    index_of: Callable[[int], int] | None = None,
+) -> Opened | None:
     """The next chunk of the first window, while stripes are left to enter and the map runs:
     by the opener right after `open_map`, or by a look when the opener died between chunks.
     Conditioned on `m_opened` as read, so a chunk is entered once."""
@@ -170,7 +143,10 @@ def open_more(key: tuple[str, str], state: MapState, now: int) -> Opened | None:
     if state.status != "RUNNING" or state.opened >= stripes:
         return None
     entered = tuple(range(state.opened, min(stripes, state.opened + OPEN_CHUNK)))
-    values = {OPENED: state.opened + len(entered), **{WINDOW + str(i): now for i in entered}}
+    values = {
+        OPENED: state.opened + len(entered),
+        **{WINDOW + str(i): entry_value(now, index_of and index_of(i)) for i in entered},
+    }
     condition = all_of(Eq(OPENED, state.opened), Eq(STATUS, "RUNNING"))
     return Opened(Write(*key, Update(set=values), condition), entered)
 
@@ -182,7 +158,12 @@ class Accounting:
 
 
 def account(
-    key: tuple[str, str], state: MapState, index: int, outcome: Outcome, now: int
+    key: tuple[str, str],
+    state: MapState,
+    index: int,
+    outcome: Outcome,
+    now: int,
+    follower_index: int | None = None,
 ) -> Accounting:
     """The write that counts item `index`'s end and, while the map runs, brings the next item
     of its stripe into the window. No read is needed before it: `state` may be any earlier
@@ -195,7 +176,7 @@ def account(
     follower = index + state.stride
     refill = state.status == "RUNNING" and follower < state.total
     update = Update(
-        set={WINDOW + str(follower): now} if refill else {},
+        set={WINDOW + str(follower): entry_value(now, follower_index)} if refill else {},
         remove=(entry,),
         add={_COUNTER[outcome]: 1},
     )

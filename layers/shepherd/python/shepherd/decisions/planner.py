@@ -16,9 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd.decisions import choice, retry, waits
+from shepherd.decisions.fanout import verdict as map_verdict
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import (
+    MapState,
     PoolState,
     StepRecord,
     StepStatus,
@@ -156,6 +158,54 @@ class StartCompensation:
     name: str
 
 
+# --------------------------------------------------------------- map steps (issue 24)
+# A map step's items are units of their own (`StepRecord.index`): the step actions above
+# (Dispatch, EndAttempt, Cancel) apply to them as to steps; these are the map's own writes
+# (docs/architecture.md, "Map steps and child workflows"). `seen` is the map step's unit (or
+# its compensation's, `C#<step>`, whose window is over positions in its order).
+
+
+@dataclass(frozen=True)
+class AccountItem:
+    """An ended item still in its map's window (its process died between the item's write
+    and the map's): count it, refill its stripe while the map runs."""
+
+    seen: StepRecord
+    position: int
+    outcome: str  # succeeded | failed | cancelled
+
+
+@dataclass(frozen=True)
+class OpenMore:
+    """Enter the first window's next chunk (its opener died between chunks)."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
+class DecideMap:
+    """The map's counters decide it: m_status RUNNING -> SUCCEEDED | FAILED, once."""
+
+    seen: StepRecord
+    verdict: str
+
+
+@dataclass(frozen=True)
+class HaltMap:
+    """The workflow unwinds while the map runs: no item enters its window any more
+    (m_status RUNNING -> CANCELLED); queued items are cancelled, running ones waited for."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
+class FinishMap:
+    """A decided map whose window drained: its step ends (SUCCEEDED with the item outputs in
+    item order; FAILED past its tolerance or halted)."""
+
+    seen: StepRecord
+
+
 @dataclass(frozen=True)
 class Finish:
     status: WorkflowStatus
@@ -177,6 +227,11 @@ Action = (
     | GiveUp
     | StartCompensation
     | Finish
+    | AccountItem
+    | OpenMore
+    | DecideMap
+    | HaltMap
+    | FinishMap
 )
 
 
@@ -242,6 +297,7 @@ class _Planner:
         self.now = now
         self.options = options
         self.rng = rng
+        self.paused_now = False  # planning a PAUSED workflow: nothing is (re)sent
 
     # ------------------------------------------------------------------------- RUNNING
 
@@ -268,6 +324,8 @@ class _Planner:
                     actions.append(Dispatch(rec, lost=False))
                 else:  # a failed wait that a resume retries: it rests again
                     actions.extend(self._start_wait(rec, spec, self.now))
+            elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
+                actions.extend(self._supervise_map(rec, spec, unwinding=False))
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
@@ -325,6 +383,7 @@ class _Planner:
         not sent); the pause timeout, if any, gives up."""
         if not self.options.supervisor:
             return []
+        self.paused_now = True
         wf = self.state.workflow
         timeout = self.definition.pause_timeout_seconds
         if timeout is not None and wf.paused_at is not None:
@@ -361,6 +420,8 @@ class _Planner:
                 actions.append(Cancel(rec))
             elif not spec.is_task and rec.status is StepStatus.WAITING:
                 actions.append(Cancel(rec))  # a wait never acted: nothing to wait for or undo
+            elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
+                actions.extend(self._supervise_map(rec, spec, unwinding=True))
             elif rec.status.in_flight and options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=True))
         if actions:
@@ -416,6 +477,8 @@ class _Planner:
         now, definition = self.now, self.definition
         if isinstance(spec, StepSpec) and not spec.is_task:
             return self._supervise_wait(rec, spec)
+        if rec.fanout is not None and rec.index is None and rec.status is StepStatus.RUNNING:
+            return self._supervise_map(rec, spec, unwinding=unwinding)
         if rec.status is StepStatus.QUEUED:
             pool = self.options.pools.get(spec.pool)
             if _paused(pool):
@@ -454,6 +517,61 @@ class _Planner:
         )
         return [EndAttempt(rec, error_type, message, decision, outcome, now - deadline)]
 
+    # ------------------------------------------------------------------------ map steps
+
+    def _supervise_map(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
+        """A running map (or map compensation): its own writes, decided from its counters,
+        and each unit of its window supervised as a step is (docs/architecture.md, "Map steps
+        and child workflows"). Nothing outside the window can be due. Anyone who read the
+        window may plan the writes that do not wait on time (account, decide, cancel, finish,
+        halt); only the supervisor re-sends, times out and enters a dead opener's chunks."""
+        m = rec.fanout
+        assert m is not None
+        units = self.state.windows.get((rec.kind, rec.name))
+        supervisor = self.options.supervisor
+        if m.status == "RUNNING":
+            if unwinding and rec.kind == "step":
+                return [HaltMap(rec)]
+            decided = map_outcome(m, spec)
+            if decided != "RUNNING":
+                return [DecideMap(rec, decided)]
+        elif not m.window:
+            return [FinishMap(rec)]
+        actions: list[Action] = []
+        if supervisor and m.status == "RUNNING" and m.opened < min(m.total, m.stride):
+            actions.append(OpenMore(rec))
+        if units is None:
+            return actions  # its window was not read: a look will
+        stopped = m.status != "RUNNING"
+        for position in sorted(m.window):
+            unit = units.get(position)
+            if unit is None:
+                continue
+            if unit.status.terminal:
+                actions.append(AccountItem(rec, position, _OUTCOMES[unit.status]))
+            elif stopped and unit.status in (StepStatus.PENDING, StepStatus.QUEUED):
+                actions.append(Cancel(unit))  # never claimed: it had no effect
+            elif supervisor:
+                actions.extend(self._supervise_unit(unit, spec, unwinding=stopped or unwinding))
+        return actions
+
+    def _supervise_unit(self, unit: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
+        """One unit of a map's window: a step's supervision; a unit not yet written is an item
+        whose message went out when it entered the window (`dispatched_at`). While the
+        workflow is paused nothing is sent again (the resume's look does it)."""
+        if unit.status is StepStatus.PENDING:
+            pool = self.options.pools.get(spec.pool)
+            if self.paused_now or _paused(pool):
+                return []
+            deadline = _lost_at(unit.dispatched_at or 0, pool, self.definition)
+            if self.now < deadline:
+                return []
+            return [Dispatch(unit, lost=True, overdue_ms=self.now - deadline)]
+        actions = self._supervise(unit, spec, unwinding=unwinding)
+        if self.paused_now:
+            actions = [a for a in actions if not isinstance(a, Dispatch)]
+        return actions
+
     # --------------------------------------------------------------------------- waits
 
     def _start_wait(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
@@ -487,6 +605,25 @@ class _Planner:
 
 
 # ------------------------------------------------------------------------------- helpers
+
+_OUTCOMES = {
+    StepStatus.SUCCEEDED: "succeeded",
+    StepStatus.FAILED: "failed",
+    StepStatus.CANCELLED: "cancelled",
+    StepStatus.SKIPPED: "cancelled",
+}
+
+
+def map_outcome(m: MapState, spec: TaskSpec) -> str:
+    """What a map's counters decide: a map step by its tolerance (`decisions.fanout`); a
+    map's compensation tolerates nothing (an undo that fails for good needs an operator)."""
+    if isinstance(spec, StepSpec) and spec.map is not None:
+        return map_verdict(m, spec.map)
+    if m.status != "RUNNING":
+        return m.status
+    if m.failed:
+        return "FAILED"
+    return "SUCCEEDED" if m.accounted == m.total else "RUNNING"
 
 
 def wait_time(spec: StepSpec, ready_at: int, document: Any) -> int | str:
@@ -582,6 +719,10 @@ def compensated(rec: StepRecord, spec: StepSpec) -> bool:
     attempt may have applied its effect). A step never claimed is never compensated."""
     if spec.compensation is None:
         return False
+    if spec.map is not None:
+        # Its items are undone one by one, each as a step would be (`When` per item): an
+        # opened map may have items that acted; one never opened has none.
+        return rec.fanout is not None
     if rec.status is StepStatus.SUCCEEDED:
         return True
     return spec.compensation.when == "ATTEMPTED" and rec.first_claimed_at is not None
@@ -714,6 +855,8 @@ def _unit_deadlines(
     g(u)` if an agent may write it."""
     if kind == "step" and not definition.by_name[rec.name].is_task:
         return _wait_deadlines(state, definition, now, rec, running)
+    if rec.fanout is not None and rec.status is StepStatus.RUNNING:
+        return _map_deadlines(state, definition, now, pools, kind, rec, running)
     gap = _reach_gap(definition, kind, rec.name, running)
     if rec.status is StepStatus.QUEUED:
         pool = pools.get(definition.spec(kind, rec.name).pool)
@@ -744,6 +887,59 @@ def _unit_deadlines(
         lost = [] if _paused(pool) else [_lost_at(ready_at, pool, definition)]
         return [*lost, now + gap]  # sent when it became ready: claimable any time
     return []
+
+
+def _map_deadlines(
+    state: WorkflowState,
+    definition: Definition,
+    now: int,
+    pools: Mapping[str, PoolState],
+    kind: Kind,
+    rec: StepRecord,
+    running: bool,
+    paused: bool = False,
+) -> list[int]:
+    """A running map's (or map compensation's): its own writes that wait on nothing are due
+    at once (a verdict, a drained window, a halt, a first window a dead opener left, an
+    ended unit still in the window); else each unit of its window as a step's, an item not
+    yet written by its message's dispatch grace from when it entered the window. Items outside
+    the window cannot be due: never sent, or accounted. Paused: nothing is sent again, so an
+    unclaimed item is looked at every dispatch grace (a claim read before the pause may still
+    land, and its attempt must be watched)."""
+    m = rec.fanout
+    assert m is not None
+    spec = definition.spec(kind, rec.name)
+    if m.status == "RUNNING" and (
+        (kind == "step" and not running and not paused)
+        or map_outcome(m, spec) != "RUNNING"
+        or m.opened < min(m.total, m.stride)
+    ):
+        return [now]
+    if m.status != "RUNNING" and not m.window:
+        return [now]
+    units = state.windows.get((kind, rec.name))
+    if units is None:
+        return [now]  # its window was not read: look at it now
+    grace = definition.dispatch_timeout_seconds * 1000
+    out: list[int] = []
+    for position in m.window:
+        unit = units.get(position)
+        stopped = m.status != "RUNNING"
+        if unit is None or unit.status.terminal or (stopped and not unit.status.in_flight):
+            out.append(now)  # to account, or never claimed and to cancel
+        elif paused and not unit.status.in_flight:
+            sent = unit.dispatched_at or now
+            out.append(sent + grace if sent + grace > now else now + grace)
+        elif paused:
+            out.extend(_attempt_deadlines(definition, kind, unit, now))
+        elif unit.status is StepStatus.PENDING:  # entered the window, no unit yet
+            pool = pools.get(spec.pool)
+            gap = _reach_gap(definition, kind, rec.name, running)
+            lost = [] if _paused(pool) else [_lost_at(unit.dispatched_at or now, pool, definition)]
+            out.extend([*lost, now + gap])
+        else:
+            out.extend(_unit_deadlines(state, definition, now, pools, kind, unit, running))
+    return out
 
 
 def _reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> int:
@@ -799,6 +995,11 @@ def _paused_due(
     if definition.pause_timeout_seconds is not None and wf.paused_at is not None:
         candidates.append(wf.paused_at + definition.pause_timeout_seconds * 1000)
     for kind, rec in records:
-        if rec.status.in_flight:
+        if rec.fanout is not None and rec.status is StepStatus.RUNNING:
+            pools: Mapping[str, PoolState] = {}
+            candidates.extend(
+                _map_deadlines(state, definition, now, pools, kind, rec, False, paused=True)
+            )
+        elif rec.status.in_flight:
             candidates.extend(_attempt_deadlines(definition, kind, rec, now))
     return min(candidates, default=None)

@@ -63,8 +63,14 @@ def _seen(rec: StepRecord) -> Cond:
 
 def _creating(rec: StepRecord, update: Update) -> Update:
     """`update` as it may create the step's item: what a PENDING step's item would hold
-    (status, attempt 0, its workflow's type), kept where the item already holds it."""
-    base = {"status": StepStatus.PENDING.value, "attempt": 0, "wf_type": rec.wf_type}
+    (status, attempt 0, its workflow's type; a map item compensation's position in its
+    order), kept where the item already holds it."""
+    base = {
+        "status": StepStatus.PENDING.value,
+        "attempt": 0,
+        "wf_type": rec.wf_type,
+        "position": rec.position,
+    }
     missing = {k: v for k, v in base.items() if v is not None and k not in update.names()}
     return replace(update, set_if_missing={**update.set_if_missing, **missing})
 
@@ -128,7 +134,7 @@ def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
     """QUEUED(a) -> RUNNING(a); for a step's attempt 1 also PENDING(0) -> RUNNING(1) (implicit
     dispatch), which creates the item when the step has none yet."""
     expected = all_of(_is(StepStatus.QUEUED), _attempt(attempt))
-    if attempt == 1 and rec.kind == "step":
+    if attempt == 1 and (rec.kind == "step" or rec.index is not None):
         pending = all_of(_is(StepStatus.PENDING), _attempt(0))
         expected = any_of(expected, pending, Missing("pk"))
     # A held step's workflow is paused and unwatched: a claim read before the pause loses.
@@ -144,7 +150,7 @@ def claim(rec: StepRecord, attempt: int, now: int, owner: str) -> Write:
         # The evidence that this step may have acted, whatever its attempts end in.
         set_if_missing={"first_claimed_at": now},
     )
-    if attempt == 1 and rec.kind == "step":
+    if attempt == 1 and (rec.kind == "step" or rec.index is not None):
         update = _creating(rec, update)
     return Write(*rec.key, update, expected)
 
@@ -983,6 +989,35 @@ def unpark(
             add={"redrives": 1},
         ),
         all_of(_is(WorkflowStatus.FAILED), _redrives(wf), Exists("parked_from")),
+    )
+
+
+def finish_map(
+    rec: StepRecord,
+    now: int,
+    expires_at: int,
+    *,
+    seen_status: str,
+    output: str | None = None,
+    error: str | None = None,
+    reason: str = "permanent",
+) -> Write:
+    """A decided map (or map compensation) whose window drained ends its step: RUNNING ->
+    SUCCEEDED with the item outputs (`output`), or -> FAILED (`error`). Guarded by the verdict
+    it saw (`seen_status`): once decided, no item enters the window again, so a drained window
+    stays drained, and the write needs no guard on it."""
+    entry = _history(
+        rec.attempt, "ok" if output is not None else "error", now, claimed_at=rec.claimed_at
+    )
+    values: dict[str, Any] = {"finished_at": now, "expires_at": expires_at, **_ended(rec, entry)}
+    if output is not None:
+        values.update(status=StepStatus.SUCCEEDED.value, output=output)
+    else:
+        values.update(status=StepStatus.FAILED.value, fail_reason=reason, error=error)
+    return Write(
+        *rec.key,
+        Update(set=values, remove=("lease_owner",), add={"attempts_total": 1}),
+        all_of(_is(StepStatus.RUNNING), _attempt(rec.attempt), Eq("m_status", seen_status)),
     )
 
 

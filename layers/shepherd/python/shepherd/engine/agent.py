@@ -21,6 +21,7 @@ from shepherd import fanout, jsonsafe, limits
 from shepherd.clock import to_datetime
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
+from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
 from shepherd.engine.circuit import CircuitBreakers
@@ -45,6 +46,7 @@ from shepherd.model import (
     StepStatus,
     TaskMessage,
     WorkflowState,
+    WorkflowStatus,
     loads,
 )
 from shepherd.topology import AGENT_OVERHEAD_SECONDS, LAMBDA_MAX_TIMEOUT
@@ -194,6 +196,16 @@ class AgentContext:
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
     # The step's `InputPath` (shepherd.fanout): where `input` comes from instead.
     _input_from: Callable[[], Any] | None = field(default=None, repr=False)
+    # A map item's index, and its value (read from its page on first use).
+    item_index: int | None = None
+    _item_from: Callable[[], Any] | None = field(default=None, repr=False)
+
+    @property
+    def item(self) -> Any:
+        """A map item's value (None for a step that is not a map's)."""
+        if self._item_from is None:
+            return None
+        return _once(self._cache, "item", self._item_from)
 
     @property
     def input(self) -> Any:
@@ -373,6 +385,8 @@ class Outcome(StrEnum):
     """The attempt was superseded while it ran; its result was rejected, never recorded."""
     DROPPED = "dropped"
     """Duplicate, stale or unknown message: acknowledged without running the function."""
+    OPENED = "opened"
+    """A map step's message: its map was opened and its first items sent (no agent ran)."""
     HELD = "held"
     """The pool held the task (no rate-limit token): sent back to its queue with a delay,
     nothing claimed, no attempt spent."""
@@ -422,6 +436,8 @@ class AgentRuntime:
 
         Reads the workflow item and the unit alone (and, for a compensation, the step it
         undoes): never the whole workflow (docs/architecture.md, bounded reads)."""
+        if message.item is not None:
+            return self._handle_item(message, time_left_ms)
         units: list[tuple[Kind, str]] = [(message.kind, message.step)]
         if message.kind == "compensation":
             units.append(("step", message.step))
@@ -435,6 +451,21 @@ class AgentRuntime:
         rec = state.record(message.kind, message.step)
         assert rec is not None  # checked by why_not_claimable
         spec = definition.spec(message.kind, message.step)
+        if message.kind == "step" and definition.by_name[message.step].map is not None:
+            return self._open_map(state, definition, rec, spec, message)
+        return self._claim_and_run(state, definition, rec, spec, message, time_left_ms)
+
+    def _claim_and_run(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        rec: StepRecord,
+        spec: TaskSpec,
+        message: TaskMessage,
+        time_left_ms: Callable[[], int] | None,
+    ) -> HandleResult:
+        """The admission, the claim and the run of one unit's attempt (a step's, a
+        compensation's or a map item's)."""
         # A pool whose code does not register this agent: no redelivery can find it, so the
         # claimed attempt fails for good (AgentNotFound), logged, never left on the queue.
         fn = self.agents.get(spec.agent) or _not_found(spec.agent, self.agents.names())
@@ -470,6 +501,60 @@ class AgentRuntime:
         if self.breakers is not None and result.outcome is not Outcome.FENCED:
             self.breakers.record(spec.pool, failed=result.retryable)
         return result
+
+    # ------------------------------------------------------------------ map steps (issue 24)
+
+    def _open_map(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        rec: StepRecord,
+        spec: TaskSpec,
+        message: TaskMessage,
+    ) -> HandleResult:
+        """A map step's message opens its map (`Maps.open`): no agent runs, no token is taken
+        (its items take theirs). Claimed first, as any attempt, so a process that dies while
+        opening is timed out and its attempt retried; items that cannot be selected fail the
+        step for good (MapItemsInvalid, MapTooLarge)."""
+        now = self.scheduler.ports.clock.now_ms()
+        claimed, current = self.scheduler.executor.step_or_current(
+            tx.claim(rec, message.attempt, now, self.worker_id)
+        )
+        if claimed is None:
+            current = current or {}
+            return HandleResult(
+                Outcome.DROPPED,
+                f"claim lost: step is {current.get('status')} at attempt {current.get('attempt')}",
+            )
+        state.put(claimed)
+        try:
+            opened, tasks = self.scheduler.maps.open(state, definition, claimed)
+        except Exception as exc:
+            return self._failed(state, definition, claimed, spec, exc)
+        self.scheduler.deliver(tasks)
+        if opened is not None and opened.fanout is not None and opened.fanout.status != "RUNNING":
+            self.scheduler.advance_after(opened, failed=True)  # an empty map ends at once
+        total = opened.fanout.total if opened is not None and opened.fanout else 0
+        return HandleResult(Outcome.OPENED, f"map of {total} items opened")
+
+    def _handle_item(
+        self, message: TaskMessage, time_left_ms: Callable[[], int] | None
+    ) -> HandleResult:
+        """A map item's (or an item compensation's) message: claim its unit and run the
+        step's agent (its compensation's) with `ctx.item` and `ctx.item_index`. Reads the
+        workflow item, the map's unit, the item's unit and its page: never the other items."""
+        loaded = self.scheduler.load_item(message)
+        if loaded is None:
+            return HandleResult(Outcome.DROPPED, "unknown workflow")
+        state, definition = loaded
+        reason = why_not_claimable_item(state, definition, message)
+        if reason:
+            return HandleResult(Outcome.DROPPED, reason)
+        position = message.position if message.position is not None else message.item
+        assert position is not None
+        unit = state.windows[(message.kind, message.step)][position]
+        spec = definition.spec(message.kind, message.step)
+        return self._claim_and_run(state, definition, unit, spec, message, time_left_ms)
 
     def _held(
         self,
@@ -525,6 +610,11 @@ class AgentRuntime:
         try:
             try:
                 result = fn(ctx)
+                if isinstance(result, Pending) and rec.index is not None:
+                    raise PermanentError(
+                        "a map item cannot wait for a callback (return its result instead)",
+                        name="CallbackNotSupported",
+                    )
                 if isinstance(result, Pending):
                     return self._waiting(rec, heartbeat)
                 # A large output goes to the payload bucket now: a failed put fails the
@@ -577,6 +667,13 @@ class AgentRuntime:
             output = jsonsafe.dumps(result, what="output")
         except jsonsafe.JsonRejected as exc:
             raise OutputInvalid(exc.message) from None
+        if rec.index is not None:  # a map item: the map's output is checked when it ends
+            size = jsonsafe.size(output)
+            if size > limits.MAX_OUTPUT_BYTES:
+                raise OutputTooLarge(
+                    f"output is {size} bytes; the limit is {limits.MAX_OUTPUT_BYTES}"
+                )
+            return output
         problem = output_problem(self.scheduler.whole_if_large(state, output), rec, output)
         if problem is not None:
             raise OutputTooLarge(problem)
@@ -626,7 +723,7 @@ class AgentRuntime:
         updated, ambiguous = self._while_leased(
             heartbeat, lambda: self.scheduler.record_result(state, rec, output)
         )
-        current = state.record(rec.kind, rec.name)
+        current = state.unit(rec)
         if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):
             updated = current  # an earlier try landed (it timed out after it was applied)
         if updated is None:
@@ -639,7 +736,10 @@ class AgentRuntime:
                 },
             )
             return HandleResult(Outcome.FENCED, "attempt was superseded")
-        self.scheduler.advance_after(rec, self.scheduler.definition_of(state))
+        if updated.index is not None:
+            self.scheduler.after_item(state, self.scheduler.definition_of(state), updated)
+        else:
+            self.scheduler.advance_after(rec, self.scheduler.definition_of(state))
         return HandleResult(Outcome.SUCCEEDED)
 
     def _failed(
@@ -674,11 +774,14 @@ class AgentRuntime:
             won, ambiguous = end(), False
         else:
             won, ambiguous = self._while_leased(heartbeat, end)
-        current = state.record(rec.kind, rec.name)
+        current = state.unit(rec)
         if not won and not (ambiguous and _ended_by_this(current, rec)):
             return HandleResult(Outcome.FENCED, "attempt was superseded", error_type)
         if current is not None and current.status is StepStatus.FAILED:
-            self.scheduler.advance_after(rec, failed=True)
+            if current.index is not None:
+                self.scheduler.after_item(state, definition, current)
+            else:
+                self.scheduler.advance_after(rec, failed=True)
             return HandleResult(Outcome.FAILED, str(exc), error_type, retryable)
         return HandleResult(Outcome.RETRYING, str(exc), error_type, retryable)
 
@@ -707,16 +810,21 @@ class AgentRuntime:
         deps = LazyValues(step.depends_on, dependency)
         forward = None
         forward_rec = state.steps[rec.name]
+        if rec.index is not None:  # a map item's (or its compensation's) forward is the item's
+            window = state.windows.get(("step", rec.name), {})
+            forward_rec = window.get(rec.index) or StepRecord.unstored_item(
+                rec.workflow_id, rec.name, rec.index, state.workflow.wf_type, 0, "step"
+            )
         if rec.kind == "compensation":
             forward = Forward(
                 status=forward_rec.status.value,
                 outcome=forward_outcome(forward_rec),
                 stored_output=forward_rec.output,
-                idempotency_key=idempotency_key(rec.workflow_id, "step", rec.name),
+                idempotency_key=self._key_of(rec, "step"),
                 resolve=resolve,
             )
         # An operator's replacement input for this step (at a resume) replaces the workflow's.
-        own_input = forward_rec.input if rec.kind == "step" else None
+        own_input = state.steps[rec.name].input if rec.kind == "step" else None
         # Else its InputPath selects it (a compensation sees what its step saw), on first use.
         input_from = None
         if own_input is None and step.input_path is not None:
@@ -727,7 +835,7 @@ class AgentRuntime:
             step=rec.name,
             kind=rec.kind,
             attempt=rec.attempt,
-            idempotency_key=idempotency_key(rec.workflow_id, rec.kind, rec.name),
+            idempotency_key=self._key_of(rec, rec.kind),
             deadline_ms=deadline,
             stored_input=own_input if own_input is not None else state.workflow.input,
             stored_details=rec.details,
@@ -736,7 +844,23 @@ class AgentRuntime:
             resolve=resolve,
             _heartbeat=heartbeat,
             _input_from=input_from,
+            item_index=rec.index,
+            _item_from=self._item_from(state, rec),
         )
+
+    @staticmethod
+    def _key_of(rec: StepRecord, kind: Kind) -> str:
+        """The idempotency key of the unit (or of the step it undoes, `kind` "step"): a map
+        item's is its own, stable across its retries (`fo.item_idempotency_key`)."""
+        if rec.index is not None:
+            return item_idempotency_key(rec.workflow_id, rec.name, rec.index, kind)
+        return idempotency_key(rec.workflow_id, kind, rec.name)
+
+    def _item_from(self, state: WorkflowState, rec: StepRecord) -> Callable[[], Any] | None:
+        if rec.index is None:
+            return None
+        index, page = rec.index, state.pages.get((rec.name, rec.index))
+        return lambda: self.scheduler.maps.item_value(page, index)
 
 
 def _input_path(
@@ -757,6 +881,41 @@ def _input_path(
             raise InputPathNotFound(f"InputPath {text}: {exc}") from None
 
     return select
+
+
+def why_not_claimable_item(
+    state: WorkflowState, definition: Definition, message: TaskMessage
+) -> str | None:
+    """A map item's read-only pre-check (its claim's condition decides): its workflow runs
+    (unwinds, for an item's compensation), its map runs and holds it in its window, and its
+    unit is at the message's attempt (or not written yet, for attempt 1)."""
+    wf, name = state.workflow, message.step
+    spec = definition.by_name.get(name)
+    if spec is None or spec.map is None:
+        return f"no map step '{name}'"
+    if message.kind == "step" and wf.status is not WorkflowStatus.RUNNING:
+        return f"workflow is {wf.status.value}"
+    if message.kind == "compensation" and not wf.status.unwinding:
+        return f"workflow is {wf.status.value}"
+    map_rec = state.record(message.kind, name)
+    m = None if map_rec is None else map_rec.fanout
+    if map_rec is None or m is None or map_rec.status is not StepStatus.RUNNING:
+        return f"map '{name}' is not running"
+    if m.status != "RUNNING":
+        return f"map '{name}' is {m.status}: its queued items are cancelled"
+    unit = state.windows.get((message.kind, name), {}).get(
+        message.position if message.position is not None else message.item or 0
+    )
+    if unit is None or unit.index != message.item:
+        return f"item {message.item} is not in its map's window"
+    if unit.status is StepStatus.QUEUED and unit.attempt == message.attempt:
+        return None
+    if unit.status is StepStatus.PENDING and message.attempt == 1:
+        return None
+    return (
+        f"item {message.item} is {unit.status.value} at attempt {unit.attempt}, "
+        f"message is for attempt {message.attempt}"
+    )
 
 
 def why_not_claimable(

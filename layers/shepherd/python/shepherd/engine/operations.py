@@ -17,7 +17,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from shepherd.engine.scheduler import Scheduler
 from shepherd.errors import InvalidTransition
 from shepherd.model import (
     OutgoingTask,
+    StepRecord,
     StepStatus,
     WorkflowRecord,
     WorkflowState,
@@ -60,6 +61,17 @@ class Change:
 
 
 Decide = Callable[[WorkflowState, Definition, int], Change]
+
+
+def _refuse_failed_maps(records: Iterable[StepRecord]) -> None:
+    """A map (or a map's compensation) that failed after it opened is not opened again: its
+    items' units hold the attempt that ran (docs/architecture.md, Map steps, known limits)."""
+    for rec in records:
+        if rec.status is StepStatus.FAILED and rec.fanout is not None:
+            raise InvalidTransition(
+                f"step '{rec.name}' is a map whose {rec.kind} failed after it opened; a failed "
+                "map is not run again: compensate or cancel the workflow instead"
+            )
 
 
 class Operations:
@@ -147,6 +159,7 @@ class Operations:
             wf = state.workflow
             if wf.status is not WorkflowStatus.PAUSED:
                 raise _refuse(wf, "resume", "PAUSED")
+            _refuse_failed_maps(state.steps.values())
             shard = self.scheduler.shard(workflow_id)
             writes = [tx.resume(wf, now, shard, by=owner or "operator")]
             if step is not None:
@@ -209,6 +222,7 @@ class Operations:
             if wf.parked_from is not None:
                 return Change([tx.unpark(wf, now, shard, cause_json, by=owner or "operator")])
             failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
+            _refuse_failed_maps(failed)
             if not failed:
                 raise InvalidTransition("workflow has no failed compensation to retry")
             to = (

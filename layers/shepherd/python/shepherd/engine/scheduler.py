@@ -15,7 +15,7 @@ import logging
 import random
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shepherd import fanout, jsonsafe, limits
@@ -23,13 +23,18 @@ from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import (
+    AccountItem,
     Action,
     Cancel,
+    DecideMap,
     Dispatch,
     EndAttempt,
     FailWait,
     Finish,
+    FinishMap,
     GiveUp,
+    HaltMap,
+    OpenMore,
     Pause,
     SendImplicit,
     Skip,
@@ -39,6 +44,7 @@ from shepherd.decisions.planner import (
     Unwind,
     Wake,
     conditions_due,
+    map_outcome,
     plan,
     start_actions,
 )
@@ -47,6 +53,7 @@ from shepherd.decisions.waits import RUNTIME_ERROR
 from shepherd.definitions import MAX_SQS_DELAY, Definition
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.executor import Executor
+from shepherd.engine.maps import PAGE_SK, Maps, outcome_of, page_pk, unit_task
 from shepherd.errors import (
     DeliveryError,
     IdempotencyConflict,
@@ -56,7 +63,7 @@ from shepherd.errors import (
     StoreUnavailable,
     WorkflowNotFound,
 )
-from shepherd.keys import WF_SK, Kind, item_sk, watch_shard, wf_pk
+from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
 from shepherd.model import (
     OutgoingTask,
     PoolState,
@@ -169,6 +176,7 @@ class Scheduler:
         self.catalog = catalog
         self.config = config or EngineConfig()
         self.executor = Executor(ports)
+        self.maps = Maps(self.executor, ports, self.expires)
 
     # ------------------------------------------------------------------------------ start
 
@@ -213,7 +221,7 @@ class Scheduler:
         exists already is an idempotent replay (same request hash) or IdempotencyConflict."""
         wf_type = definition.name
         unsupported = fanout.first_unsupported(definition)
-        if unsupported is not None:  # issue 24: validated, not run yet; nothing written
+        if unsupported is not None:  # child workflows: validated, not run yet; nothing written
             raise StepKindNotSupported(wf_type, *unsupported)
         now = self.ports.clock.now_ms()
         self.catalog.ensure_snapshot(definition)
@@ -315,8 +323,10 @@ class Scheduler:
         return self.ports.payloads.keep(text, payload_key(workflow_id, *parts))
 
     def keep_for(self, rec: StepRecord, field_name: str, text: str) -> str:
-        """A step's (or compensation's) payload of one attempt: output, details, input."""
-        return self.keep(text, rec.workflow_id, rec.kind, rec.name, rec.attempt, field_name)
+        """A step's (or compensation's, or map item's) payload of one attempt: output,
+        details, input."""
+        item = () if rec.index is None else (f"item{rec.index}",)
+        return self.keep(text, rec.workflow_id, rec.kind, rec.name, *item, rec.attempt, field_name)
 
     def keep_error(self, rec: StepRecord, error_type: str, exc: BaseException) -> str | None:
         """An agent error's full text as an object (the reference), beside the cut message the
@@ -355,7 +365,60 @@ class Scheduler:
         if state is None:
             return None
         definition = self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
-        return state.complete(definition.topological_order), definition
+        # The units in the windows of its running maps (at most MaxConcurrency each).
+        return self.maps.with_windows(state.complete(definition.topological_order)), definition
+
+    def load_item(self, message: TaskMessage) -> tuple[WorkflowState, Definition] | None:
+        """What a map item's claim reads, in one consistent BatchGetItem: the workflow item,
+        its map step's unit (or its compensation's), the item's unit and its page, and for
+        an item's compensation the item it undoes. Never the map's other items. The item's
+        unit is in `state.windows` at its position (absent if the map's window does not hold
+        it); its page is `state.windows` too (see `item_page`)."""
+        assert message.item is not None
+        wf_id, name, index = message.workflow_id, message.step, message.item
+        pk = wf_pk(wf_id)
+        unit_key = map_item_key(wf_id, name, index, message.kind)
+        forward_key = map_item_key(wf_id, name, index)
+        page = (page_pk(wf_id, name, index // MAP_ITEM_PAGE), PAGE_SK)
+        keys = [(pk, WF_SK), (pk, item_sk(message.kind, name)), unit_key, page]
+        if message.kind == "compensation":
+            keys += [(pk, item_sk("step", name)), forward_key]
+        found = {(i["pk"], i["sk"]): i for i in self.ports.store.get_many(keys)}
+        state = WorkflowState.from_items([i for k, i in found.items() if k[0] == pk])
+        if state is None:
+            return None
+        definition = self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
+        state.partial = True
+        state.complete([name] if name in definition.by_name else [])
+        map_rec = state.record(message.kind, name)
+        if map_rec is None or map_rec.fanout is None:
+            return state, definition
+        position = message.position if message.position is not None else index
+        if position not in map_rec.fanout.window:
+            return state, definition
+        item = found.get(unit_key)
+        unit = (
+            StepRecord.from_item(item)
+            if item is not None
+            else StepRecord.unstored_item(
+                wf_id,
+                name,
+                index,
+                state.workflow.wf_type,
+                map_rec.fanout.window[position],
+                message.kind,
+                message.position,
+            )
+        )
+        if message.kind == "compensation" and unit.position is None:
+            unit = replace(unit, position=position)
+        state.windows[(message.kind, name)] = {position: unit}
+        state.pages[(name, index)] = found.get(page)
+        if message.kind == "compensation":
+            forward = found.get(forward_key)
+            if forward is not None:
+                state.windows[("step", name)] = {index: StepRecord.from_item(forward)}
+        return state, definition
 
     def load_units(
         self, workflow_id: str, units: Iterable[tuple[Kind, str]]
@@ -570,7 +633,14 @@ class Scheduler:
             if isinstance(a.action, Skip | Wake):
                 name = a.action.seen.name
                 out += self.advance(workflow_id, completed=name, definition=definition)
-            elif isinstance(a.action, FailWait | TimeOutApproval):
+            elif isinstance(a.action, FinishMap) and a.action.seen.kind == "step":
+                m = a.action.seen.fanout
+                if m is not None and m.status == "SUCCEEDED":
+                    name = a.action.seen.name
+                    out += self.advance(workflow_id, completed=name, definition=definition)
+                else:
+                    out += self.advance(workflow_id)
+            elif isinstance(a.action, FailWait | TimeOutApproval | FinishMap):
                 out += self.advance(workflow_id)
         return out
 
@@ -665,9 +735,7 @@ class Scheduler:
                 # Rounded up: SQS delays are whole seconds, and a message visible before
                 # `available_at` could be claimed before the deadline rule counts it from.
                 delay = -(-max(0, (rec.available_at or now) - now) // 1000)
-                tasks.append(
-                    self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
-                )
+                tasks.append(self.task_of(definition, rec, delay))
                 return True
             case EndAttempt():
                 return self._end_attempt(state, definition, action, now, tasks)
@@ -679,6 +747,12 @@ class Scheduler:
                 return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
             case StartWait() | Wake() | FailWait() | TimeOutApproval():
                 return self._apply_wait(state, definition, action, now)
+            case AccountItem() | OpenMore() | DecideMap() | HaltMap() | FinishMap():
+                return self._apply_map(state, definition, action, tasks)
+            case StartCompensation(name) if definition.by_name[name].map is not None:
+                opened, sent = self.maps.open_compensation(state, definition, name)
+                tasks.extend(sent)
+                return opened
             case StartCompensation(name):
                 item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
                 if not ex.create_step(state, item):
@@ -686,6 +760,73 @@ class Scheduler:
                 tasks.append(self.task(wf.workflow_id, definition, "compensation", name, 1))
                 return True
         return self._apply_to_workflow(state, action, now)
+
+    def _apply_map(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        action: Action,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        """A map's own writes (shepherd.engine.maps)."""
+        maps = self.maps
+        match action:
+            case AccountItem(seen, position, outcome):
+                accounted = maps.account(state, definition, seen, position, outcome)
+                if accounted is None:
+                    return False
+                tasks.extend(accounted.tasks)
+                return True
+            case OpenMore(seen):
+                index_of = None
+                if seen.kind == "compensation":
+
+                    def index_of(p: int) -> int:
+                        return maps.order_index(seen.workflow_id, seen.name, p)
+
+                before = seen.fanout.opened if seen.fanout else 0
+                rec, sent = maps.enter_rest(state, definition, seen, index_of=index_of)
+                tasks.extend(sent)
+                return rec is not None and rec.fanout is not None and rec.fanout.opened > before
+            case DecideMap(seen, verdict):
+                return maps.decide(state, seen, verdict)
+            case HaltMap(seen):
+                return maps.decide(state, seen, "CANCELLED")
+            case FinishMap(seen):
+                return maps.finish(state, definition, seen)
+        raise TypeError(f"not a map action {action!r}")  # pragma: no cover
+
+    def after_item(self, state: WorkflowState, definition: Definition, unit: StepRecord) -> None:
+        """After a map unit's own process ended it (an item's result or failure for good, an
+        item compensation's): count it on its map and send the item that enters in its
+        place; when that decides the map, advance the whole workflow (which accounts what is
+        left, cancels what was never claimed, ends the step when its window drained, and
+        moves past it). Best effort, as `advance_after`: whatever is not done here, the
+        supervisor's look at the window does."""
+        map_rec = state.record(unit.kind, unit.name)
+        position = unit.position if unit.kind == "compensation" else unit.index
+        if map_rec is None or map_rec.fanout is None or position is None:
+            return
+        try:
+            accounted = self.maps.account(state, definition, map_rec, position, outcome_of(unit))
+            if accounted is None:
+                return
+            self.deliver(accounted.tasks)
+            m = accounted.map_rec.fanout
+            assert m is not None
+            spec = definition.spec(unit.kind, unit.name)
+            decided = map_outcome(m, spec)
+            if m.status == "RUNNING" and decided != "RUNNING":
+                self.maps.decide(state, accounted.map_rec, decided)
+            elif m.status == "RUNNING":
+                return
+            self.advance(unit.workflow_id)
+        except StoreUnavailable:
+            logger.warning(
+                "map accounting deferred to the supervisor: the store is unavailable",
+                exc_info=True,
+                extra={"workflow_id": unit.workflow_id, "step": unit.name, "item": unit.index},
+            )
 
     def _apply_wait(
         self, state: WorkflowState, definition: Definition, action: Action, now: int
@@ -818,9 +959,7 @@ class Scheduler:
             return False
         if isinstance(action.decision, RetryIn) and rec.dispatched_at is not None:
             delay = min(MAX_SQS_DELAY, -(-action.decision.delay_ms // 1000))
-            tasks.append(
-                self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
-            )
+            tasks.append(self.task_of(definition, rec, delay))
         return True
 
     # -------------------------------------------------------------------------- delivery
@@ -838,6 +977,12 @@ class Scheduler:
         pool = definition.spec(kind, name).pool
         message = TaskMessage(workflow_id, name, attempt, kind)
         return OutgoingTask(pool, message, min(delay, MAX_SQS_DELAY))
+
+    def task_of(self, definition: Definition, rec: StepRecord, delay: int = 0) -> OutgoingTask:
+        """The message of a unit's current attempt (a map item's names its index)."""
+        if rec.index is not None:
+            return unit_task(definition, rec, delay)
+        return self.task(rec.workflow_id, definition, rec.kind, rec.name, rec.attempt, delay)
 
     def deliver(self, tasks: Sequence[OutgoingTask]) -> None:
         """Best effort: a lost dispatch is found by the supervisor. (Events are not sent
@@ -897,7 +1042,18 @@ def _key(action: Action) -> tuple[Any, ...]:
             | FailWait(seen)
             | TimeOutApproval(seen)
         ):
-            return (type(action).__name__, seen.kind, seen.name, seen.attempt, seen.status)
+            return (
+                type(action).__name__,
+                seen.kind,
+                seen.name,
+                seen.index,
+                seen.attempt,
+                seen.status,
+            )
+        case AccountItem(seen, position):
+            return ("AccountItem", seen.kind, seen.name, position)
+        case OpenMore(seen) | DecideMap(seen) | HaltMap(seen) | FinishMap(seen):
+            return (type(action).__name__, seen.kind, seen.name)
         case SendImplicit(name) | StartCompensation(name):
             return (type(action).__name__, name)
         case Unwind(name) | Pause(name):

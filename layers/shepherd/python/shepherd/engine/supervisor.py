@@ -505,6 +505,7 @@ class Supervisor:
         for kind, rec in (
             *(("step", r) for r in state.steps.values()),
             *(("compensation", r) for r in state.compensations.values()),
+            *((k, u) for (k, _), units in state.windows.items() for u in units.values()),
         ):
             if rec.status is not StepStatus.QUEUED or rec.resent_at is None:
                 continue

@@ -1,0 +1,114 @@
+"""Map steps through the API handler on moto (issue 24): a map's counts in GET /workflows/{id}
+and GET /workflows/{id}/steps/{step}/items: pages by index, signed and bound to the caller,
+the workflow, the step and the filter, bounded whatever the item count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_stack import ALICE, BOB, Stack, stack_with_definitions
+
+FANOUT = """\
+Name: fanout_check
+Comment: A test definition (handlers) - reserve each of the input's items.
+Steps:
+  - Name: first
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+  - Name: each
+    DependsOn: [first]
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+    Map: {ItemsPath: $.input.items, MaxConcurrency: 25}
+"""
+ITEMS = [{"sku": f"S{i}", "qty": 1} for i in range(120)]
+ORDER = {"order_id": "o-1", "customer": "ada", "amount": 42.5, "items": ITEMS}
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
+    with stack_with_definitions(monkeypatch, tmp_path, {"fanout_check.yaml": FANOUT}) as running:
+        yield running
+
+
+def items(stack: Stack, wf: str, **query: str) -> tuple[list[dict[str, Any]], int]:
+    found: list[dict[str, Any]] = []
+    token = None
+    for pages in range(1, 50):
+        q = dict(query, **({"next_token": token} if token else {}))
+        status, _, reply = stack.api(
+            "GET", f"/workflows/{wf}/steps/each/items", query=q, caller=ALICE
+        )
+        assert status == 200, reply
+        assert reply["total"] == len(ITEMS)
+        found += reply["items"]
+        token = reply["next_token"]
+        if token is None:
+            return found, pages
+    raise AssertionError("too many pages")
+
+
+def test_a_map_shows_its_counts_and_pages_its_items(stack: Stack) -> None:
+    status, _, reply = stack.api(
+        "POST", "/workflows", body={"type": "fanout_check", "input": ORDER}, caller=ALICE
+    )
+    assert status == 202, reply
+    wf = str(reply["workflow_id"])
+    stack.run_agents(rounds=80)
+    view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
+    assert view["status"] == "SUCCEEDED", view
+    each = next(s for s in view["steps"] if s["name"] == "each")
+    assert each["map"] == {
+        "total": 120,
+        "pending": 0,
+        "running": 0,
+        "succeeded": 120,
+        "failed": 0,
+        "cancelled": 0,
+        "compensated": 0,
+        "status": "SUCCEEDED",
+        "max_concurrency": 25,
+    }
+    # The item outputs in item order: over 8 KiB here, so a link to the payload bucket.
+    assert each["output"] is None and each["output_ref"]["size"] > 8 * 1024
+
+    found, pages = items(stack, wf, limit="50")
+    assert pages == 3
+    assert [i["index"] for i in found] == list(range(120))
+    assert all(i["status"] == "SUCCEEDED" and i["attempt"] == 1 for i in found)
+    assert all(i["output"]["reservation_id"] for i in found), found[0]
+    # A status filter keeps only those items (none failed here).
+    assert items(stack, wf, status="FAILED") == ([], 1)
+
+
+def test_item_pages_are_the_callers_and_refuse_what_is_not_theirs(stack: Stack) -> None:
+    wf = str(
+        stack.api(
+            "POST", "/workflows", body={"type": "fanout_check", "input": ORDER}, caller=ALICE
+        )[2]["workflow_id"]
+    )
+    stack.run_agents(rounds=80)
+    path = f"/workflows/{wf}/steps/each/items"
+    first = stack.api("GET", path, query={"limit": "10"}, caller=ALICE)[2]
+    token = first["next_token"]
+    assert token
+    # Another caller cannot see the workflow, with or without the token.
+    assert stack.api("GET", path, caller=BOB)[0] == 404
+    assert stack.api("GET", path, query={"next_token": token}, caller=BOB)[0] == 404
+    # A token is bound to its filter.
+    status, _, reply = stack.api(
+        "GET", path, query={"next_token": token, "status": "SUCCEEDED"}, caller=ALICE
+    )
+    assert status == 400 and reply["error"]["field"] == "next_token"
+    # A step that is not a map, an unknown status, a limit out of range.
+    status, _, reply = stack.api("GET", f"/workflows/{wf}/steps/first/items", caller=ALICE)
+    assert status == 404 and reply["error"]["code"] == "StepNotFound"
+    for query in ({"status": "LOST"}, {"limit": "0"}, {"limit": "101"}):
+        status, _, reply = stack.api("GET", path, query=query, caller=ALICE)
+        assert status == 400, (query, reply)
+        assert set(reply) == {"error"}

@@ -1,0 +1,353 @@
+"""Map steps in the engine (issue 24): a step over many items, each item a unit with a step's
+guarantees, on the in-memory store and on DynamoDB (moto).
+
+Each test drives the real scheduler, agent runtime and supervisor under a manual clock.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from shepherd.decisions import fanout as fo
+from shepherd.definitions import Definition, parse_definition
+from shepherd.engine.agent import AgentContext, AgentRegistry, Outcome
+from shepherd.errors import PermanentError
+from shepherd.model import StepStatus, WorkflowStatus
+from support import DEFINITIONS, Harness, memory_harness, moto_harness
+
+MAP = {
+    "Name": "batch",
+    "Steps": [
+        {"Name": "split", "Agent": "split", "Pool": "work", "TimeoutSeconds": 30},
+        {
+            "Name": "each",
+            "Agent": "each",
+            "Pool": "work",
+            "TimeoutSeconds": 30,
+            "HeartbeatSeconds": 10,
+            "DependsOn": ["split"],
+            "Retry": {"MaxAttempts": 2, "IntervalSeconds": 1},
+            "Map": {"ItemsPath": "$.steps.split.output.chunks", "MaxConcurrency": 3},
+            "Compensation": {"Agent": "undo_each", "Pool": "work", "TimeoutSeconds": 30},
+        },
+        {
+            "Name": "join",
+            "Agent": "join",
+            "Pool": "work",
+            "TimeoutSeconds": 30,
+            "DependsOn": ["each"],
+        },
+    ],
+}
+
+
+def definition(**map_fields: Any) -> Definition:
+    steps = [dict(s) for s in MAP["Steps"]]  # type: ignore[union-attr]
+    steps[1] = {**steps[1], "Map": {**steps[1]["Map"], **map_fields}}
+    return parse_definition({**MAP, "Steps": steps}, "batch")
+
+
+class Calls:
+    """What the agents did: every item attempt, every undo, and the joined output."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, int, str]] = []  # (index, attempt, idempotency key)
+        self.undone: list[int] = []
+        self.fail: dict[int, int] = {}  # index -> attempts that raise
+        self.permanent: set[int] = set()
+        self.hang: set[int] = set()  # indexes whose first attempt hangs
+        self.joined: Any = None
+
+    def registry(self) -> AgentRegistry:
+        registry = AgentRegistry()
+
+        @registry.agent("split")
+        def split(ctx: AgentContext) -> Any:
+            return {"chunks": [{"n": i} for i in range(ctx.input["items"])]}
+
+        @registry.agent("each")
+        def each(ctx: AgentContext) -> Any:
+            assert ctx.item_index is not None
+            self.items.append((ctx.item_index, ctx.attempt, ctx.idempotency_key))
+            if ctx.item_index in self.hang and ctx.attempt == 1:
+                from shepherd_examples.agents.faults import SimulatedHang
+
+                raise SimulatedHang
+            if ctx.item_index in self.permanent:
+                raise PermanentError(f"item {ctx.item_index} is bad")
+            if self.fail.get(ctx.item_index, 0) >= ctx.attempt:
+                raise RuntimeError(f"item {ctx.item_index} flaked")
+            return {"doubled": ctx.item["n"] * 2}
+
+        @registry.agent("undo_each")
+        def undo_each(ctx: AgentContext) -> Any:
+            assert ctx.item_index is not None and ctx.forward is not None
+            self.undone.append(ctx.item_index)
+            return {"undone": ctx.item["n"], "key": ctx.forward.idempotency_key}
+
+        @registry.agent("join")
+        def join(ctx: AgentContext) -> Any:
+            self.joined = ctx.dependencies["each"]
+            return {"count": len(self.joined)}
+
+        return registry
+
+
+@pytest.fixture(params=["memory", "moto"])
+def world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls]]:
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": definition()}
+    if request.param == "memory":
+        yield memory_harness(definitions=defs, agents=calls.registry()), calls
+    else:
+        with moto_harness(definitions=defs, agents=calls.registry()) as h:
+            yield h, calls
+
+
+def test_a_map_runs_every_item_once_and_outputs_them_in_item_order(
+    world: tuple[Harness, Calls],
+) -> None:
+    h, calls = world
+    wf = h.start("batch", {"items": 10})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert sorted(i for i, _, _ in calls.items) == list(range(10))
+    assert calls.joined == [{"doubled": 2 * i} for i in range(10)]
+    each = state.steps["each"]
+    assert each.status is StepStatus.SUCCEEDED
+    assert each.fanout is not None
+    assert each.fanout.counts()["succeeded"] == 10
+    # Each item's key is its own, stable across retries, distinct per item.
+    assert {k for _, _, k in calls.items} == {
+        fo.item_idempotency_key(wf, "each", i) for i in range(10)
+    }
+
+
+def test_at_most_max_concurrency_items_are_in_flight(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    wf = h.start("batch", {"items": 10})
+    h.pump(rounds=2)  # split, then the map's open
+    in_flight = [
+        t for t in h.queue.sent if t.message.workflow_id == wf and t.message.item is not None
+    ]
+    assert sorted(t.message.item for t in in_flight) == [0, 1, 2]  # type: ignore[type-var]
+    h.run(wf)
+
+
+def test_failed_items_are_retried_with_their_own_attempts(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    calls.fail = {4: 1, 7: 2}
+    wf = h.start("batch", {"items": 8})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    attempts = {i: sorted(a for j, a, _ in calls.items if j == i) for i in range(8)}
+    assert attempts[4] == [1, 2] and attempts[7] == [1, 2, 3]
+    assert all(attempts[i] == [1] for i in (0, 1, 2, 3, 5, 6))
+
+
+def test_past_the_tolerance_the_map_fails_and_items_that_acted_are_undone(
+    world: tuple[Harness, Calls],
+) -> None:
+    h, calls = world
+    calls.permanent = {2}
+    wf = h.start("batch", {"items": 8})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    each = state.steps["each"]
+    assert each.status is StepStatus.FAILED
+    claimed = {i for i, _, _ in calls.items}
+    # Every item claimed was undone (When: ATTEMPTED), never one that was not.
+    assert sorted(calls.undone) == sorted(claimed)
+    assert len(calls.undone) == len(set(calls.undone))
+    assert len(claimed) < 8  # it stopped sending items once it failed
+
+
+def test_a_tolerated_failure_lets_the_map_succeed_with_null_for_the_item() -> None:
+    calls = Calls()
+    calls.permanent = {1}
+    defs = {**DEFINITIONS, "batch": definition(ToleratedFailureCount=1)}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 5})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 0}, None, {"doubled": 4}, {"doubled": 6}, {"doubled": 8}]
+
+
+def test_an_empty_map_succeeds_at_once(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    wf = h.start("batch", {"items": 0})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == []
+
+
+def test_lost_item_messages_are_sent_again_by_the_supervisor(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    wf = h.start("batch", {"items": 6})
+    lost = itertools.count()
+
+    def lose_some(message: Any) -> str:
+        return "drop" if message.item is not None and next(lost) % 3 == 0 else "handle"
+
+    state = h.run(wf, on_message=lose_some, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(6)]
+
+
+def test_a_duplicate_item_message_runs_nothing_twice(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    wf = h.start("batch", {"items": 6})
+    state = h.run(wf, on_message=lambda m: "duplicate" if m.item is not None else "handle")
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert sorted(i for i, _, _ in calls.items) == list(range(6))
+    dropped = [r for m, r in h.log if m.item is not None and r.outcome is Outcome.DROPPED]
+    assert len(dropped) == 6
+
+
+def test_an_items_path_selecting_no_array_fails_the_step_for_good() -> None:
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": definition(ItemsPath="$.input.items")}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 3})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    error = state.steps["each"].error or ""
+    assert "MapItemsInvalid" in error
+    assert calls.items == [] and calls.undone == []
+
+
+def test_cancel_halts_a_running_map_and_undoes_what_acted(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    wf = h.start("batch", {"items": 30})
+    h.pump(rounds=3)  # split, the open, the first items (and their refills)
+    h.operations.cancel(wf)
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.CANCELLED
+    each = state.steps["each"]
+    assert each.status is StepStatus.FAILED and "MapHalted" in (each.error or "")
+    assert each.fanout is not None and each.fanout.status == "CANCELLED"
+    claimed = {i for i, _, _ in calls.items}
+    assert 0 < len(claimed) < 30
+    assert sorted(calls.undone) == sorted(claimed)  # every item that may have acted, once
+    counts = each.fanout.counts()
+    assert counts["succeeded"] + counts["failed"] + counts["cancelled"] == 30
+
+
+def test_items_are_undone_one_at_a_time_in_reverse_order_of_completion() -> None:
+    calls = Calls()
+    calls.permanent = {5}
+    defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=1)}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 8})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    # One at a time: items 0..5 ran in order (5 failed for good, ambiguous: undone too).
+    assert [i for i, _, _ in calls.items] == [0, 1, 2, 3, 4, 5]
+    assert calls.undone == [5, 4, 3, 2, 1, 0]
+    comp = state.compensations["each"]
+    assert comp.status is StepStatus.SUCCEEDED and comp.fanout is not None
+    assert comp.fanout.stride == 1 and comp.fanout.succeeded == 6
+
+
+def test_parallel_compensation_undoes_up_to_max_concurrency_at_once() -> None:
+    calls = Calls()
+    calls.permanent = {9}
+    parallel = {**MAP, "CompensationOrder": "PARALLEL"}
+    steps = [dict(s) for s in parallel["Steps"]]  # type: ignore[union-attr]
+    steps[1] = {**steps[1], "Map": {**steps[1]["Map"], "MaxConcurrency": 4}}
+    defs = {**DEFINITIONS, "batch": parse_definition({**parallel, "Steps": steps}, "batch")}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 12})
+    h.run(wf)
+    first_sent = [t.message for t in h.queue.sent if t.message.kind == "compensation"][:4]
+    assert len({m.item for m in first_sent}) == 4  # four undos sent before any ended
+    assert sorted(calls.undone) == sorted({i for i, _, _ in calls.items})
+
+
+def test_a_hung_item_is_timed_out_by_its_heartbeat_and_retried(
+    world: tuple[Harness, Calls],
+) -> None:
+    from shepherd_examples.agents.faults import SimulatedHang
+
+    h, calls = world
+    calls.hang = {2}
+    wf = h.start("batch", {"items": 5})
+    with pytest.raises(SimulatedHang):
+        h.pump()
+    item = h.state(wf).windows[("step", "each")][2]
+    assert item.status is StepStatus.RUNNING and item.attempt == 1
+    h.clock.advance(9.9)
+    assert h.sweep().actions.get("TimedOut", 0) == 0  # HeartbeatSeconds is 10
+    h.clock.advance(0.1)
+    assert h.sweep().actions["TimedOut"] == 1
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(5)]
+    assert sorted(a for i, a, _ in calls.items if i == 2) == [1, 2]
+
+
+def test_an_item_whose_process_died_before_counting_it_is_counted_by_a_look() -> None:
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": definition()}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    original = h.scheduler.after_item
+    skipped: list[int] = []
+
+    def dies_before_counting(state: Any, definition: Any, unit: Any) -> None:
+        if unit.index == 1 and not skipped:
+            skipped.append(1)
+            return  # the process died between the item's result and its map's accounting
+        original(state, definition, unit)
+
+    h.scheduler.after_item = dies_before_counting  # type: ignore[method-assign]
+    wf = h.start("batch", {"items": 6})
+    state = h.run(wf, step_seconds=5)
+    assert skipped == [1]
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(6)]
+    assert sorted(i for i, _, _ in calls.items) == list(range(6))  # item 1 did not run twice
+
+
+def test_a_look_reads_at_most_the_window_whatever_the_item_count() -> None:
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=10)}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    reads: list[int] = []
+    get_many = h.store.get_many
+
+    def counted(keys: Any) -> Any:
+        reads.append(len(keys))
+        return get_many(keys)
+
+    h.store.get_many = counted  # type: ignore[method-assign]
+    wf = h.start("batch", {"items": 2000})
+    state = h.run(wf, step_seconds=2)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert len(calls.joined) == 2000
+    assert max(reads) <= 10 + 1  # a look: the window (10); a claim: 4 keys
+
+
+def test_a_failed_map_is_not_run_again_by_a_resume() -> None:
+    from shepherd.errors import InvalidTransition
+
+    calls = Calls()
+    calls.permanent = {0}
+    paused = {**MAP, "OnFailure": "PAUSE"}
+    defs = {**DEFINITIONS, "batch": parse_definition(paused, "batch")}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 4})
+    for _ in range(40):
+        h.pump()
+        if h.status(wf) is WorkflowStatus.PAUSED:
+            break
+        h.clock.advance(1)
+        h.sweep()
+    assert h.status(wf) is WorkflowStatus.PAUSED
+    with pytest.raises(InvalidTransition, match="a failed map is not run again"):
+        h.operations.resume(wf)
+    assert h.status(wf) is WorkflowStatus.PAUSED  # nothing changed
+    h.operations.compensate(wf)
+    assert h.run(wf).workflow.status is WorkflowStatus.COMPENSATED
