@@ -127,7 +127,7 @@ def test_a_map_runs_every_item_once_and_outputs_them_in_item_order(
 
 
 def test_at_most_max_concurrency_items_are_in_flight(world: tuple[Harness, Calls]) -> None:
-    h, calls = world
+    h, _ = world
     wf = h.start("batch", {"items": 10})
     h.pump(rounds=2)  # split, then the map's open
     in_flight = [
