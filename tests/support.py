@@ -164,7 +164,7 @@ class Harness:
 
     def output(self, workflow_id: str) -> Any:
         """The workflow's output as the API reads it (assembled from its steps)."""
-        from shepherd.engine.queries import workflow_output
+        from shepherd.engine.outputs import workflow_output
 
         loaded = self.scheduler.load(workflow_id)
         assert loaded is not None

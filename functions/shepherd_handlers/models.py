@@ -281,6 +281,13 @@ class StepView(BaseModel):
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")
     ] = 0
+    children: Annotated[
+        list[str],
+        Field(
+            description="A child-workflow step: the ids of the children its attempts started, "
+            "oldest first (the last is the current one)"
+        ),
+    ] = []
     map: Annotated[
         MapCountsView | None,
         Field(
@@ -294,6 +301,10 @@ class WorkflowView(BaseModel):
     workflow_id: str
     type: str
     status: str
+    parent_id: Annotated[
+        str | None, Field(description="A child workflow: the workflow whose step started it")
+    ] = None
+    parent_step: Annotated[str | None, Field(description="A child workflow: that step")] = None
     definition_hash: str
     created_at: str
     updated_at: str

@@ -10,11 +10,13 @@ from shepherd import schedules
 from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
+from shepherd.decisions.fanout import child_id
 from shepherd.definitions import Definition
 from shepherd.engine.inbox import PendingApproval
 from shepherd.engine.maps import ItemRow
+from shepherd.engine.outputs import stored_output
 from shepherd.engine.pools import PoolView
-from shepherd.engine.queries import WorkflowSummary, stored_output
+from shepherd.engine.queries import WorkflowSummary
 from shepherd.engine.schedules import ScheduleState
 from shepherd.keys import Kind
 from shepherd.model import PoolState, StepRecord, WorkflowState, loads
@@ -85,6 +87,14 @@ def item_view(row: ItemRow, payloads: Payloads) -> MapItemView:
     )
 
 
+def children_of(rec: StepRecord) -> list[str]:
+    """A child-workflow step's children, by attempt: their ids derive from the workflow, the
+    step and the attempt (`child_id`), one per attempt that started one."""
+    if rec.child_id is None or rec.kind != "step":
+        return []
+    return [child_id(rec.workflow_id, rec.name, None, a) for a in range(1, rec.attempt + 1)]
+
+
 def step_view(
     rec: StepRecord,
     payloads: Payloads,
@@ -132,6 +142,7 @@ def step_view(
         ],
         attempts_total=rec.attempts_total,
         map=map_view(rec, undone) if rec.kind == "step" else map_view(rec),
+        children=children_of(rec),
         next_deadline=None
         if deadline is None
         else DeadlineView(at=iso(deadline.at), why=deadline.why),
@@ -182,6 +193,8 @@ def workflow_view(
         workflow_id=wf.workflow_id,
         type=wf.wf_type,
         status=wf.status.value,
+        parent_id=wf.parent_id,
+        parent_step=wf.parent_step,
         definition_hash=wf.def_hash,
         created_at=iso(wf.created_at) or "",
         updated_at=iso(wf.updated_at) or "",

@@ -1,6 +1,7 @@
-"""Until child workflows run (issue 24, point 2), a definition that uses them is validated but
-never started: a start is refused before anything is written, so a child-workflow step is
-never silently run as something else. (Map steps run: tests/integration/test_maps.py.)"""
+"""Until a map of child workflows runs (issue 24: `Map` with `Workflow`, the Distributed Map
+shape), a definition that uses one is validated but never started: a start is refused before
+anything is written, so such a step is never silently run as something else. (Map steps and
+child-workflow steps run: tests/integration/test_maps.py, test_children.py.)"""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ def engine_with(*steps: dict[str, Any]) -> MemoryEngine:
 @pytest.mark.parametrize(
     ("step", "field"),
     [
-        ({"Name": "c", "Workflow": "child", "TimeoutSeconds": 60}, "Workflow"),
         (
             {
                 "Name": "mc",
@@ -33,7 +33,7 @@ def engine_with(*steps: dict[str, Any]) -> MemoryEngine:
                 "Workflow": "child",
                 "TimeoutSeconds": 60,
             },
-            "Workflow",
+            "Map with Workflow",
         ),
     ],
 )
@@ -53,8 +53,8 @@ def test_a_start_is_refused_and_writes_nothing(step: dict[str, Any], field: str)
 def test_the_api_answers_400_in_the_one_error_shape() -> None:
     from shepherd_handlers.errors import translate
 
-    reply = translate(StepKindNotSupported("parent", "m", "Map"))
+    reply = translate(StepKindNotSupported("parent", "m", "Map with Workflow"))
     assert reply.status_code == HTTPStatus.BAD_REQUEST
     body = json.loads(str(reply.body))["error"]
     assert body["code"] == "StepKindNotSupported" and body["field"] == "type"
-    assert "step 'm' uses Map" in body["message"]
+    assert "step 'm' uses Map with Workflow" in body["message"]

@@ -187,7 +187,7 @@ def test_join_waits_for_every_dependency_and_is_dispatched_by_a_write() -> None:
 def test_all_steps_succeeded_finishes_and_reads_back_every_output() -> None:
     """The workflow output is its steps' outputs, assembled on read, never copied into the
     workflow item (which would then grow with every step: shepherd.limits)."""
-    from shepherd.engine.queries import workflow_output
+    from shepherd.engine.outputs import workflow_output
 
     s = state(*(done(n, T0 + i) for i, n in enumerate(ORDER.topological_order)))
     (action,) = run(s, T0 + 10, supervisor=False)

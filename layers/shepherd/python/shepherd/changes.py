@@ -181,6 +181,9 @@ def _workflow_event(
         "event_id": event_id(workflow_id, detail_type, *unique),
         "sequence": sequence,
     }
+    if new.get("parent_id"):
+        detail["parent_id"] = str(new["parent_id"])
+        detail["parent_step"] = str(new.get("parent_step", ""))
     if new.get("error"):
         detail["error"] = public_error(new["error"])
     if new.get("pause") and new["status"] == WorkflowStatus.PAUSED.value:

@@ -72,6 +72,8 @@ class FanoutStep(Protocol):
     def depends_on(self) -> tuple[str, ...]: ...
     @property
     def is_task(self) -> bool: ...
+    @property
+    def compensation(self) -> object | None: ...
 
 
 class FanoutDefinition(Protocol):
@@ -258,6 +260,12 @@ def check_steps(steps: Sequence[FanoutStep]) -> None:
                     f"{at}.HeartbeatSeconds: a Workflow step has no heartbeat (its child "
                     "workflow is supervised on its own; TimeoutSeconds bounds the wait)"
                 )
+            if step.compensation is not None:
+                raise ValueError(
+                    f"{at}.Compensation: a Workflow step is undone by its child workflow's own "
+                    "compensations (the child ends COMPENSATED); give the child's steps their "
+                    "Compensation instead"
+                )
         elif step.is_task:  # a Wait or an Approval step names neither
             for field, value in (("Agent", step.agent), ("Pool", step.pool)):
                 if not value:
@@ -273,6 +281,6 @@ def check_steps(steps: Sequence[FanoutStep]) -> None:
 def first_unsupported(definition: FanoutDefinition) -> tuple[str, str] | None:
     """The first step (and field) using what the engine does not run yet, or None."""
     for step in definition.steps:
-        if step.workflow is not None:
-            return step.name, "Workflow"
+        if step.workflow is not None and step.map is not None:
+            return step.name, "Map with Workflow"
     return None

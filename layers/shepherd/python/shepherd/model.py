@@ -299,6 +299,10 @@ class StepRecord:
     fanout: MapState | None = None
     # A map item's compensation: its place in the compensation's order (its window entry).
     position: int | None = None
+    # A child-workflow step's attempt (or its compensation): the child workflow it waits for;
+    # `child_cancel` why its parent asked that child to cancel (timeout | unwinding).
+    child_id: str | None = None
+    child_cancel: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -407,6 +411,8 @@ _STEP_OPTIONAL = (
     "wake_at",
     "decision",
     "position",
+    "child_id",
+    "child_cancel",
 )
 
 
@@ -436,6 +442,9 @@ class WorkflowRecord:
     look_failed_at: int | None = None  # when the last of `look_failures` happened
     pause: str | None = None  # JSON: why it is PAUSED (reason, step, error, by, at)
     paused_at: int | None = None
+    # A child workflow: the workflow and step whose attempt started it.
+    parent_id: str | None = None
+    parent_step: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -499,6 +508,8 @@ _WF_OPTIONAL = (
     "look_failed_at",
     "pause",
     "paused_at",
+    "parent_id",
+    "parent_step",
 )
 
 
@@ -519,6 +530,9 @@ class WorkflowState:
     windows: dict[tuple[Kind, str], dict[int, StepRecord]] = field(default_factory=dict)
     # A map item's claim: the items page its value is on, by (step, item index).
     pages: dict[tuple[str, int], Item | None] = field(default_factory=dict)
+    # The child workflows its waiting child-workflow steps (and their compensations) wait
+    # for, by id (`Scheduler.with_children`): one item each, read with the workflow.
+    children: dict[str, WorkflowRecord] = field(default_factory=dict)
 
     @classmethod
     def from_items(cls, items: list[Item]) -> WorkflowState | None:

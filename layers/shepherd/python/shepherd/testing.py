@@ -753,7 +753,7 @@ class MemoryEngine:
     def outcome(self, workflow_id: str) -> Outcome:
         """The workflow as it is now (`KeyError` for an unknown id)."""
         from shepherd.changes import public_error  # noqa: PLC0415
-        from shepherd.engine.queries import workflow_output  # noqa: PLC0415
+        from shepherd.engine.outputs import workflow_output  # noqa: PLC0415
 
         loaded = self.engine.scheduler.load(workflow_id)
         if loaded is None:

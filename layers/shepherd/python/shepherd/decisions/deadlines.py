@@ -62,6 +62,8 @@ def next_deadline(
         return None
     if kind == "step" and not definition.by_name[rec.name].is_task:
         return _resting(definition, rec)
+    if rec.child_id is not None and rec.status is StepStatus.WAITING:
+        return _child_deadline(definition, kind, rec, now)
     spec = definition.spec(kind, rec.name)
     mapped = _map_deadline(state, definition, kind, rec, now, pools)
     if mapped is not None:
@@ -70,6 +72,20 @@ def next_deadline(
         return _attempt_deadline(spec, rec, now)
     if wf.status is WorkflowStatus.PAUSED:
         return None  # nothing is dispatched while paused: resume, compensate or cancel moves it
+    return _dispatch_deadline(state, definition, kind, rec, now, pools)
+
+
+def _dispatch_deadline(
+    state: WorkflowState,
+    definition: Definition,
+    kind: Kind,
+    rec: StepRecord,
+    now: int,
+    pools: Mapping[str, PoolState],
+) -> Deadline | None:
+    """A unit not claimed yet: its backoff, its message's dispatch grace, or its paused pool."""
+    wf = state.workflow
+    spec = definition.spec(kind, rec.name)
     pool = pools.get(spec.pool)
     held = Deadline(None, f"waiting for pool {spec.pool} (paused)")
     grace = definition.dispatch_timeout_seconds * 1000
@@ -90,6 +106,17 @@ def next_deadline(
             return held
         return Deadline(max(ready, resumed) + grace, "dispatch")
     return None
+
+
+def _child_deadline(
+    definition: Definition, kind: Kind, rec: StepRecord, now: int
+) -> Deadline | None:
+    """Waiting for its child workflow: its TimeoutSeconds, until the child was asked to cancel
+    (its end then decides, when it comes); a compensation waits for its child's undo."""
+    if kind != "step" or rec.child_cancel is not None:
+        return None
+    timeout = definition.by_name[rec.name].timeout_seconds * 1000
+    return Deadline((rec.claimed_at or now) + timeout, "timeout")
 
 
 def _attempt_deadline(spec: TaskSpec, rec: StepRecord, now: int) -> Deadline:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd.decisions import choice, retry, waits
+from shepherd.decisions.fanout import child_end
 from shepherd.decisions.fanout import verdict as map_verdict
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
@@ -24,6 +25,7 @@ from shepherd.model import (
     PoolState,
     StepRecord,
     StepStatus,
+    WorkflowRecord,
     WorkflowState,
     WorkflowStatus,
     dumps,
@@ -165,6 +167,38 @@ class StartCompensation:
 # its compensation's, `C#<step>`, whose window is over positions in its order).
 
 
+# ---------------------------------------------------- child-workflow steps (issue 24)
+
+
+@dataclass(frozen=True)
+class StartChild:
+    """A ready child-workflow step (or its retry): start its attempt's child workflow and
+    move the step to WAITING for it, in one transaction (the child's id derives from the
+    attempt, so racing starters make the same put and one wins)."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
+class CancelChild:
+    """Ask a waiting step's child to cancel (it undoes itself), because the step timed out
+    (`timeout`) or its parent unwinds (`unwinding`); the step waits for the child's end."""
+
+    seen: StepRecord
+    child: WorkflowRecord
+    reason: str
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
+class ChildSucceeded:
+    """The child ended SUCCEEDED: its output becomes the step's (or, for a compensation
+    waiting on it, the child's undo ended COMPENSATED)."""
+
+    seen: StepRecord
+    child: WorkflowRecord
+
+
 @dataclass(frozen=True)
 class AccountItem:
     """An ended item still in its map's window (its process died between the item's write
@@ -232,6 +266,9 @@ Action = (
     | DecideMap
     | HaltMap
     | FinishMap
+    | StartChild
+    | CancelChild
+    | ChildSucceeded
 )
 
 
@@ -320,15 +357,23 @@ class _Planner:
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, spec))
             elif options.redispatch and rec.status is StepStatus.QUEUED:
-                if spec.is_task:
-                    actions.append(Dispatch(rec, lost=False))
-                else:  # a failed wait that a resume retries: it rests again
-                    actions.extend(self._start_wait(rec, spec, self.now))
+                actions.extend(self._redispatch(rec, spec))
             elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
                 actions.extend(self._supervise_map(rec, spec, unwinding=False))
+            elif rec.child_id is not None and rec.status is StepStatus.WAITING:
+                actions.extend(self._supervise_child(rec, spec, unwinding=False))
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
+
+    def _redispatch(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """A resume's: a queued task is sent, a queued child step starts its child, a failed
+        wait rests again."""
+        if _is_child_step(spec):
+            return [StartChild(rec)]
+        if spec.is_task:
+            return [Dispatch(rec, lost=False)]
+        return self._start_wait(rec, spec, self.now)
 
     def after_completion(self, completed: str) -> list[Action]:
         """What one step's success can change, planned on its successors, their dependencies
@@ -360,6 +405,8 @@ class _Planner:
                 return [Skip(rec)]  # by whoever sees it first: one conditional write
         if not spec.is_task:
             return self._start_wait(rec, spec, ready_at)  # by whoever sees it first
+        if _is_child_step(spec):
+            return self._ready_child(rec, ready_at)
         if options.completed is not None and options.completed in spec.depends_on:
             is_join = len(spec.depends_on) > 1
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
@@ -374,6 +421,20 @@ class _Planner:
         deadline = _lost_at(ready_at, pool, self.definition)
         if self.now >= deadline:
             return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline)]
+        return []
+
+    def _ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
+        """A ready child-workflow step is started by whoever completed its last dependency
+        (or a resume); else by the supervisor once its dispatch grace passed (its starter
+        died), as a task's lost message is re-sent."""
+        options = self.options
+        if (
+            options.completed is not None
+            and options.completed in self.definition.by_name[rec.name].depends_on
+        ) or options.redispatch:
+            return [StartChild(rec)]
+        if options.supervisor and self.now >= _lost_at(ready_at, None, self.definition):
+            return [StartChild(rec)]
         return []
 
     # -------------------------------------------------------------------------- PAUSED
@@ -422,6 +483,8 @@ class _Planner:
                 actions.append(Cancel(rec))  # a wait never acted: nothing to wait for or undo
             elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
                 actions.extend(self._supervise_map(rec, spec, unwinding=True))
+            elif rec.child_id is not None and rec.status is StepStatus.WAITING:
+                actions.extend(self._supervise_child(rec, spec, unwinding=True))
             elif rec.status.in_flight and options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=True))
         if actions:
@@ -455,6 +518,11 @@ class _Planner:
                 actions.append(StartCompensation(name))
                 continue
             busy = True
+            if comp.child_id is not None:  # the step's child undoing itself: its end decides
+                actions.extend(
+                    self._supervise_child(comp, definition.by_name[name], unwinding=False)
+                )
+                continue
             if self.options.supervisor:
                 spec = definition.spec("compensation", name)
                 actions.extend(self._supervise(comp, spec, unwinding=False))
@@ -479,6 +547,11 @@ class _Planner:
             return self._supervise_wait(rec, spec)
         if rec.fanout is not None and rec.index is None and rec.status is StepStatus.RUNNING:
             return self._supervise_map(rec, spec, unwinding=unwinding)
+        if rec.child_id is not None and rec.status is StepStatus.WAITING:
+            return self._supervise_child(rec, spec, unwinding=unwinding)
+        if rec.status is StepStatus.QUEUED and _is_child_step(spec):
+            # A retry: its next child starts when its backoff ends (no message, no pool).
+            return [StartChild(rec)] if now >= (rec.available_at or 0) else []
         if rec.status is StepStatus.QUEUED:
             pool = self.options.pools.get(spec.pool)
             if _paused(pool):
@@ -516,6 +589,67 @@ class _Planner:
             rng=self.rng,
         )
         return [EndAttempt(rec, error_type, message, decision, outcome, now - deadline)]
+
+    # -------------------------------------------------------------- child-workflow steps
+
+    def _supervise_child(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
+        """A step (or compensation) waiting for its child workflow: its end decides the
+        attempt; past TimeoutSeconds, or when the parent unwinds, the child is asked to cancel
+        and waited for, so a parent is never terminal while a child is not. Needs the child's
+        item (`state.children`); without it, nothing is planned."""
+        child = self.state.children.get(rec.child_id or "")
+        if child is None:
+            return []
+        if child.status.terminal:
+            return self._child_ended(rec, spec, child, unwinding=unwinding)
+        if rec.kind == "compensation" or child.status.unwinding:
+            return []  # it is undoing itself: wait for its end
+        if unwinding and rec.child_cancel is None:
+            return [CancelChild(rec, child, "unwinding")]
+        deadline = (rec.claimed_at or 0) + spec.timeout_seconds * 1000
+        if self.options.supervisor and rec.child_cancel is None and self.now >= deadline:
+            return [CancelChild(rec, child, "timeout", self.now - deadline)]
+        return []
+
+    def _child_ended(
+        self, rec: StepRecord, spec: TaskSpec, child: WorkflowRecord, *, unwinding: bool
+    ) -> list[Action]:
+        if rec.kind == "compensation":
+            # The child was asked to undo itself: COMPENSATED is this compensation's success;
+            # FAILED (its own undo failed) needs an operator, as any failed compensation.
+            if child.status is WorkflowStatus.COMPENSATED:
+                return [ChildSucceeded(rec, child)]
+            gave_up: retry.RetryDecision = retry.GiveUp("permanent")
+            error_type, message = (
+                "ChildCompensationFailed",
+                f"child {child.workflow_id} ended {child.status.value}",
+            )
+            return [EndAttempt(rec, error_type, message, gave_up, "error")]
+        if child.status is WorkflowStatus.SUCCEEDED:
+            return [ChildSucceeded(rec, child)]
+        if rec.child_cancel == "timeout":
+            error_type, outcome = TIMEOUT, "timeout"
+            message = (
+                f"attempt {rec.attempt} exceeded TimeoutSeconds ({spec.timeout_seconds}); "
+                f"its child {child.workflow_id} ended {child.status.value}"
+            )
+        else:
+            ended = child_end(child.workflow_id, child.status.value, loads(child.error))
+            assert ended is not None
+            error_type, message, outcome = (
+                ended.error_type or "ChildWorkflowFailed",
+                ended.message or "",
+                "error",
+            )
+        decision = retry.decide(
+            spec.retry,
+            attempt=rec.attempt - rec.budget_from,
+            error_type=error_type,
+            permanent=False,
+            unwinding=unwinding,
+            rng=self.rng,
+        )
+        return [EndAttempt(rec, error_type, message, decision, outcome)]
 
     # ------------------------------------------------------------------------ map steps
 
@@ -614,6 +748,10 @@ _OUTCOMES = {
 }
 
 
+def _is_child_step(spec: TaskSpec) -> bool:
+    return isinstance(spec, StepSpec) and spec.workflow is not None and spec.map is None
+
+
 def map_outcome(m: MapState, spec: TaskSpec) -> str:
     """What a map's counters decide: a map step by its tolerance (`decisions.fanout`); a
     map's compensation tolerates nothing (an undo that fails for good needs an operator)."""
@@ -708,6 +846,8 @@ def start_actions(definition: Definition, state: WorkflowState, input_value: Any
         elif not spec.is_task:
             at = wait_time(spec, state.workflow.created_at, document)
             actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))
+        elif _is_child_step(spec):
+            actions.append(StartChild(rec))
         else:
             actions.append(SendImplicit(name))
     return actions
@@ -717,6 +857,10 @@ def compensated(rec: StepRecord, spec: StepSpec) -> bool:
     """Whether unwinding must undo this step: it declares a compensation, and it succeeded
     (`When: SUCCEEDED`) or was claimed at least once (`When: ATTEMPTED`, the default: any
     attempt may have applied its effect). A step never claimed is never compensated."""
+    if spec.workflow is not None and spec.map is None:
+        # Undone by its child's own compensations: only a child that SUCCEEDED has anything
+        # left to undo (one that failed or was cancelled undid itself before the step ended).
+        return rec.status is StepStatus.SUCCEEDED
     if spec.compensation is None:
         return False
     if spec.map is not None:
@@ -857,6 +1001,8 @@ def _unit_deadlines(
         return _wait_deadlines(state, definition, now, rec, running)
     if rec.fanout is not None and rec.status is StepStatus.RUNNING:
         return _map_deadlines(state, definition, now, pools, kind, rec, running)
+    if rec.child_id is not None and rec.status is StepStatus.WAITING:
+        return _child_deadlines(state, definition, now, kind, rec)
     gap = _reach_gap(definition, kind, rec.name, running)
     if rec.status is StepStatus.QUEUED:
         pool = pools.get(definition.spec(kind, rec.name).pool)
@@ -942,6 +1088,21 @@ def _map_deadlines(
     return out
 
 
+def _child_deadlines(
+    state: WorkflowState, definition: Definition, now: int, kind: Kind, rec: StepRecord
+) -> list[int]:
+    """A unit waiting for its child workflow: due at once when the child has ended (its end
+    to record); else its TimeoutSeconds (a step whose child was not asked to cancel yet). The
+    child's end pulls the parent's entry itself (the deadline rule), so nothing else counts."""
+    child = state.children.get(rec.child_id or "")
+    if child is None or child.status.terminal:
+        return [now]
+    if kind == "step" and rec.child_cancel is None:
+        timeout = definition.by_name[rec.name].timeout_seconds
+        return [(rec.claimed_at or now) + timeout * 1000]
+    return []
+
+
 def _reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> int:
     """`g(u)`: a step's reach while the workflow runs; while it unwinds, what an agent's
     write can start is a compensation (or the step's own attempt, already claimed)."""
@@ -1000,6 +1161,8 @@ def _paused_due(
             candidates.extend(
                 _map_deadlines(state, definition, now, pools, kind, rec, False, paused=True)
             )
+        elif rec.child_id is not None and rec.status is StepStatus.WAITING:
+            candidates.extend(_child_deadlines(state, definition, now, kind, rec))
         elif rec.status.in_flight:
             candidates.extend(_attempt_deadlines(definition, kind, rec, now))
     return min(candidates, default=None)

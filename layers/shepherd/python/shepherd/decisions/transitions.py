@@ -584,6 +584,91 @@ def new_compensation(workflow_id: str, wf_type: str, name: str, now: int) -> Ite
     ).to_item()
 
 
+# ------------------------------------------------------------- child workflows (issue 24)
+
+
+def start_child(rec: StepRecord, attempt: int, now: int, child_id: str) -> Write:
+    """A child-workflow step, PENDING (or no item) for attempt 1 or QUEUED(a) for a retry,
+    -> WAITING(a) for child `child_id`, in the transaction that creates the child. Guarded as
+    a claim is: by what was read and by no hold (a paused workflow that left the watch index
+    must not gain an attempt nobody watches). From then on the step may have acted."""
+    update = Update(
+        set={
+            "status": StepStatus.WAITING.value,
+            "attempt": attempt,
+            "claimed_at": now,
+            "heartbeat_at": now,
+            "child_id": child_id,
+        },
+        remove=("child_cancel", "dispatched_at", "available_at"),
+        set_if_missing={"first_claimed_at": now},
+    )
+    return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
+
+
+def waiting_for(rec: StepRecord) -> Cond:
+    """The unit still waits for the child it read (its attempt, that child)."""
+    return all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("child_id", rec.child_id))
+
+
+def mark_child_cancel(rec: StepRecord, reason: str) -> Write:
+    """Record why the parent asks this unit's child to cancel (timeout | unwinding), before
+    it asks: the child's end then reads as the step's timeout, or as unwinding."""
+    condition = all_of(waiting_for(rec), Missing("child_cancel"))
+    return Write(*rec.key, Update(set={"child_cancel": reason}), condition)
+
+
+def child_succeeded(rec: StepRecord, now: int, output: str, expires_at: int) -> Write:
+    """WAITING(a, child) -> SUCCEEDED: the child ended SUCCEEDED (its output is the step's),
+    or, for a compensation, the child it asked to undo itself ended COMPENSATED."""
+    entry = _history(rec.attempt, "ok", now, claimed_at=rec.claimed_at)
+    update = Update(
+        set={
+            "status": StepStatus.SUCCEEDED.value,
+            "output": output,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+        },
+        add={"attempts_total": 1},
+    )
+    return Write(*rec.key, update, waiting_for(rec))
+
+
+def compensate_child(child: WorkflowRecord, now: int, shard: str, error: str) -> Write:
+    """A SUCCEEDED child whose parent unwinds undoes itself: -> COMPENSATING, back in the
+    watch index due at once (a transition only its parent asks for)."""
+    values: dict[str, Any] = {
+        "status": WorkflowStatus.COMPENSATING.value,
+        "updated_at": now,
+        "watch_shard": shard,
+        "due_at": now,
+        "error": error,
+    }
+    return Write(
+        wf_pk(child.workflow_id),
+        WF_SK,
+        Update(set=values, remove=("finished_at", "expires_at", ACTED)),
+        all_of(_is(WorkflowStatus.SUCCEEDED), _redrives(child)),
+    )
+
+
+def child_compensation(workflow_id: str, wf_type: str, name: str, now: int, child_id: str) -> Item:
+    """The compensation unit of a child-workflow step: it waits for the child to undo
+    itself (no agent, no message)."""
+    return StepRecord(
+        workflow_id=workflow_id,
+        kind="compensation",
+        name=name,
+        status=StepStatus.WAITING,
+        attempt=1,
+        claimed_at=now,
+        first_claimed_at=now,
+        wf_type=wf_type,
+        child_id=child_id,
+    ).to_item()
+
+
 # ------------------------------------------------------------------------ workflow writes
 
 

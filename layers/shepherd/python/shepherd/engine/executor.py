@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from shepherd.conditions import Item
+from shepherd.conditions import Item, Missing, Update
 from shepherd.decisions import transitions as tx
 from shepherd.engine import listing
 from shepherd.errors import ConditionFailed, TransactionConflict
@@ -154,6 +154,28 @@ class Executor:
             )
         except TransactionConflict:
             return False
+        return True
+
+    def start_child(
+        self, state: WorkflowState, seen: StepRecord, child: Item, write: tx.Write
+    ) -> bool:
+        """Create a child workflow's item and move its parent's step (planned on `seen`) to
+        wait for it, in one transaction: True if both landed. Lost, the step is read again
+        into `state` (a racing starter, a cancel, a hold won)."""
+        pk, sk = child["pk"], child["sk"]
+        put = Update(set={k: v for k, v in child.items() if k not in ("pk", "sk")})
+        assert write.condition is not None
+        try:
+            self.store.transact(
+                [(pk, sk, put, Missing("pk")), (write.pk, write.sk, write.update, write.condition)]
+            )
+        except TransactionConflict:
+            current = self.store.get(write.pk, write.sk)
+            if current is not None:
+                state.put(StepRecord.from_item(current))
+            return False
+        before = seen.to_item() if seen.stored else {"pk": write.pk, "sk": write.sk}
+        state.put(StepRecord.from_item(write.update.apply(before)))
         return True
 
     def start(self, item: Item) -> Item | None:

@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from shepherd.conditions import Item
-from shepherd.definitions import Definition
 from shepherd.engine.listing import ListFilter, Position, list_page
 from shepherd.engine.scheduler import derived_id
 from shepherd.keys import WF_SK, wf_pk, workflow_id_of
-from shepherd.model import StepStatus, WorkflowState, WorkflowStatus, loads
-from shepherd.payloads import Payloads
+from shepherd.model import loads
 from shepherd.ports import Store
 
 
@@ -36,35 +34,6 @@ class WorkflowSummary:
 class WorkflowList:
     items: list[WorkflowSummary]
     next_position: Position | None
-
-
-def stored_output(state: WorkflowState, definition: Definition) -> dict[str, str | None] | None:
-    """A succeeded workflow's output as stored: each step's stored output (inline or a payload
-    reference) by step name; None before it succeeded.
-
-    Assembled from the step items on every read, never stored on the workflow item, so the
-    workflow item does not grow with its steps' outputs (shepherd.limits). A skipped step
-    has no output and is not listed.
-    """
-    if state.workflow.status is not WorkflowStatus.SUCCEEDED:
-        return None
-    return {
-        name: state.steps[name].output
-        for name in definition.topological_order
-        if name in state.steps and state.steps[name].status is not StepStatus.SKIPPED
-    }
-
-
-def workflow_output(
-    state: WorkflowState, definition: Definition, payloads: Payloads | None = None
-) -> Any:
-    """A succeeded workflow's output as a plain value (large step outputs fetched and verified
-    through `payloads`), None before that."""
-    stored = stored_output(state, definition)
-    if stored is None:
-        return None
-    resolve = payloads.value if payloads is not None else loads
-    return {name: resolve(text) for name, text in stored.items()}
 
 
 def _summary(item: Item) -> WorkflowSummary:

@@ -22,10 +22,13 @@ from shepherd import fanout, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import transitions as tx
+from shepherd.decisions.fanout import child_id as fanout_child_id
 from shepherd.decisions.planner import (
     AccountItem,
     Action,
     Cancel,
+    CancelChild,
+    ChildSucceeded,
     DecideMap,
     Dispatch,
     EndAttempt,
@@ -38,6 +41,7 @@ from shepherd.decisions.planner import (
     Pause,
     SendImplicit,
     Skip,
+    StartChild,
     StartCompensation,
     StartWait,
     TimeOutApproval,
@@ -50,14 +54,16 @@ from shepherd.decisions.planner import (
 )
 from shepherd.decisions.retry import RetryIn
 from shepherd.decisions.waits import RUNTIME_ERROR
-from shepherd.definitions import MAX_SQS_DELAY, Definition
+from shepherd.definitions import MAX_SQS_DELAY, Definition, StepSpec
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.executor import Executor
 from shepherd.engine.maps import PAGE_SK, Maps, outcome_of, page_pk, unit_task
+from shepherd.engine.outputs import workflow_output
 from shepherd.errors import (
     DeliveryError,
     IdempotencyConflict,
     InputInvalid,
+    InputPathNotFound,
     InputTooLarge,
     StepKindNotSupported,
     StoreUnavailable,
@@ -82,6 +88,7 @@ logger = logging.getLogger("shepherd.scheduler")
 
 MAX_ROUNDS = 64
 APPROVAL_TIMED_OUT = "ApprovalTimedOut"
+CHILD_INPUT_INVALID = "ChildInputInvalid"
 
 
 @dataclass(frozen=True)
@@ -250,19 +257,26 @@ class Scheduler:
             if existing.request_hash != rhash:
                 raise IdempotencyConflict(existing.workflow_id) from None
             return StartResult(existing, created=False)
+        self.dispatch_roots(workflow, definition, input_json)
+        return StartResult(workflow, created=True)
+
+    def dispatch_roots(
+        self, workflow: WorkflowRecord, definition: Definition, input_json: str
+    ) -> None:
+        """A new workflow's roots: sent (a plain task root), or skipped, rested or started as
+        their kind says (`_start_conditional`)."""
         if any(
-            definition.by_name[r].condition is not None or not definition.by_name[r].is_task
+            definition.by_name[r].condition is not None or not definition.by_name[r].runs_agent
             for r in definition.roots
         ):
             self._start_conditional(workflow, definition, input_json)
-            return StartResult(workflow, created=True)
+            return
         tasks = [
-            self.task(workflow_id, definition, "step", spec.name, 1)
+            self.task(workflow.workflow_id, definition, "step", spec.name, 1)
             for spec in definition.steps
             if not spec.depends_on
         ]
         self.deliver(tasks)
-        return StartResult(workflow, created=True)
 
     def _start_conditional(
         self, workflow: WorkflowRecord, definition: Definition, input_json: str
@@ -365,8 +379,25 @@ class Scheduler:
         if state is None:
             return None
         definition = self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
-        # The units in the windows of its running maps (at most MaxConcurrency each).
-        return self.maps.with_windows(state.complete(definition.topological_order)), definition
+        # The units in the windows of its running maps (at most MaxConcurrency each), and the
+        # children its waiting steps wait for (one item each).
+        state = self.maps.with_windows(state.complete(definition.topological_order))
+        return self.with_children(state), definition
+
+    def with_children(self, state: WorkflowState) -> WorkflowState:
+        """Read the workflow items of the children its units wait for (one BatchGetItem):
+        what decides those units' ends."""
+        ids = [
+            rec.child_id
+            for rec in (*state.steps.values(), *state.compensations.values())
+            if rec.child_id is not None and rec.status is StepStatus.WAITING
+        ]
+        for start in range(0, len(ids), 100):
+            keys = [(wf_pk(i), WF_SK) for i in ids[start : start + 100]]
+            for item in self.ports.store.get_many(keys):
+                child = WorkflowRecord.from_item(item)
+                state.children[child.workflow_id] = child
+        return state
 
     def load_item(self, message: TaskMessage) -> tuple[WorkflowState, Definition] | None:
         """What a map item's claim reads, in one consistent BatchGetItem: the workflow item,
@@ -749,17 +780,36 @@ class Scheduler:
                 return self._apply_wait(state, definition, action, now)
             case AccountItem() | OpenMore() | DecideMap() | HaltMap() | FinishMap():
                 return self._apply_map(state, definition, action, tasks)
-            case StartCompensation(name) if definition.by_name[name].map is not None:
-                opened, sent = self.maps.open_compensation(state, definition, name)
-                tasks.extend(sent)
-                return opened
+            case StartChild() | CancelChild() | ChildSucceeded():
+                return self._apply_child(state, definition, action, now)
             case StartCompensation(name):
-                item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
-                if not ex.create_step(state, item):
-                    return False
-                tasks.append(self.task(wf.workflow_id, definition, "compensation", name, 1))
-                return True
+                return self._start_compensation(state, definition, name, now, tasks)
         return self._apply_to_workflow(state, action, now)
+
+    def _start_compensation(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        """Unwinding reached `name`: its compensation's unit, a task sent to its pool (a map
+        step's: a map over its items that may have acted; a child-workflow step's: its child
+        undoing itself)."""
+        spec = definition.by_name[name]
+        if spec.workflow is not None:
+            return self._compensate_child(state, name, now)
+        if spec.map is not None:
+            opened, sent = self.maps.open_compensation(state, definition, name)
+            tasks.extend(sent)
+            return opened
+        wf = state.workflow
+        item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
+        if not self.executor.create_step(state, item):
+            return False
+        tasks.append(self.task(wf.workflow_id, definition, "compensation", name, 1))
+        return True
 
     def _apply_map(
         self,
@@ -795,6 +845,153 @@ class Scheduler:
             case FinishMap(seen):
                 return maps.finish(state, definition, seen)
         raise TypeError(f"not a map action {action!r}")  # pragma: no cover
+
+    # ------------------------------------------------------- child workflows (issue 24)
+
+    def _apply_child(
+        self, state: WorkflowState, definition: Definition, action: Action, now: int
+    ) -> bool:
+        ex = self.executor
+        match action:
+            case StartChild(seen):
+                return self.start_child(state, definition, seen, now)
+            case CancelChild(seen, child, reason):
+                if ex.step(state, tx.mark_child_cancel(seen, reason)) is None:
+                    return False
+                self._cancel_child(child, f"parent {seen.workflow_id}")
+                return True
+            case ChildSucceeded(seen, child):
+                if seen.kind == "compensation":
+                    output = jsonsafe.dumps({"compensated": child.workflow_id})
+                else:
+                    output = self._child_output(child)
+                write = tx.child_succeeded(seen, now, output, self.expires(now))
+                return ex.step(state, write) is not None
+        raise TypeError(f"not a child action {action!r}")  # pragma: no cover
+
+    def start_child(
+        self, state: WorkflowState, definition: Definition, seen: StepRecord, now: int
+    ) -> bool:
+        """Start the child workflow of a child-workflow step's attempt: the child's item and
+        the step's move to WAITING in one transaction, so a retried start, a duplicate or a
+        racing supervisor starts one child per attempt (its id derives from the attempt), and
+        a step cancelled meanwhile gets none. Then the child's roots are dispatched. A child
+        input its definition refuses fails the step for good (`ChildInputInvalid`)."""
+        spec = definition.by_name[seen.name]
+        assert spec.workflow is not None
+        parent = state.workflow
+        attempt = seen.attempt if seen.status is StepStatus.QUEUED else 1
+        child_def = self.catalog.current(spec.workflow)
+        child_id = fanout_child_id(parent.workflow_id, seen.name, None, attempt)
+        try:
+            value = self._child_input(state, spec, seen)
+            input_json = self.validated_input(child_def, value)
+        except (InputInvalid, InputTooLarge, InputPathNotFound) as exc:
+            error = tx.error_json(CHILD_INPUT_INVALID, f"the child's input: {exc}")
+            return (
+                self.executor.step(state, tx.fail_wait(seen, now, error, self.expires(now)))
+                is not None
+            )
+        self.catalog.ensure_snapshot(child_def)
+        child = WorkflowRecord(
+            workflow_id=child_id,
+            wf_type=child_def.name,
+            def_hash=child_def.content_hash,
+            status=WorkflowStatus.RUNNING,
+            input=self.keep(input_json, child_id, "input"),
+            owner=parent.owner,
+            request_hash=request_hash(child_def.name, value),
+            created_at=now,
+            updated_at=now,
+            watch_shard=self.shard(child_id),
+            due_at=now + child_def.start_gap_ms,
+            parent_id=parent.workflow_id,
+            parent_step=seen.name,
+        )
+        write = tx.start_child(seen, attempt, now, child_id)
+        if not self.executor.start_child(state, seen, child.to_item(), write):
+            return False
+        self.dispatch_roots(child, child_def, input_json)
+        return True
+
+    def _child_input(self, state: WorkflowState, spec: StepSpec, seen: StepRecord) -> Any:
+        """What a child starts with: the step's input (an operator's replacement, or the
+        workflow's), or what its `InputPath` selects there or in a dependency's output."""
+        own = state.steps[seen.name].input
+        if spec.input_path is None:
+            return self.value(own or state.workflow.input)
+        path = fanout.parse_path(spec.input_path)
+        if path.step is None:
+            whole = self.value(own or state.workflow.input)
+        else:
+            dep = state.steps.get(path.step)
+            stored = dep.output if dep is not None and dep.stored else None
+            whole = self.value(
+                stored if stored is not None else self.step_output(seen.workflow_id, path.step)
+            )
+        try:
+            return fanout.select(path, whole)
+        except fanout.PathError as exc:
+            raise InputPathNotFound(f"InputPath {spec.input_path}: {exc}") from None
+
+    def _child_output(self, child: WorkflowRecord) -> str:
+        """A child's output as its step keeps it: the child's workflow output (each of its
+        steps' outputs by name), in the payload bucket when large."""
+        loaded = self.load(child.workflow_id)
+        value = None if loaded is None else workflow_output(*loaded, self.ports.payloads)
+        text = jsonsafe.dumps(value, what="child output")
+        return self.keep(
+            text, child.parent_id or child.workflow_id, "child", child.workflow_id, "output"
+        )
+
+    def _cancel_child(self, child: WorkflowRecord, by: str) -> None:
+        """Ask a running or paused child to cancel (it undoes itself and ends CANCELLED);
+        nothing if it is unwinding or over already. Read again on a lost write."""
+        state = WorkflowState(child)
+        for _ in range(MAX_ROUNDS):
+            wf = state.workflow
+            if wf.status not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED):
+                return
+            now = self.ports.clock.now_ms()
+            write = tx.request_cancel(wf, now, self.shard(wf.workflow_id), by=by)
+            if self.executor.workflow(state, write):
+                return
+        raise StoreUnavailable("the child workflow kept changing; try again")
+
+    def _compensate_child(self, state: WorkflowState, name: str, now: int) -> bool:
+        """Unwinding reached a child-workflow step whose child SUCCEEDED: the child undoes
+        itself (SUCCEEDED -> COMPENSATING, due at once), then the step's compensation unit
+        waits for it to end COMPENSATED. Asked first, so a compensation unit never waits for a
+        child nobody asked."""
+        rec = state.steps[name]
+        child_id = rec.child_id
+        assert child_id is not None
+        item = self.ports.store.get(wf_pk(child_id), WF_SK)
+        if item is None:
+            raise StoreUnavailable(f"child workflow {child_id} is missing")
+        child = WorkflowRecord.from_item(item)
+        if child.status is WorkflowStatus.SUCCEEDED:
+            error = tx.error_json(
+                "ParentCompensation",
+                f"its parent {state.workflow.workflow_id} unwinds and undoes step '{name}'",
+            )
+            write = tx.compensate_child(child, now, self.shard(child_id), error)
+            self.executor.workflow(WorkflowState(child), write)  # lost: it moved on already
+        wf = state.workflow
+        comp = tx.child_compensation(wf.workflow_id, wf.wf_type, name, now, child_id)
+        return self.executor.create_step(state, comp)
+
+    def notify_parent(self, child: WorkflowRecord) -> int | None:
+        """Before (and again after) a child's finishing write: pull its parent's watch entry
+        to now, so the parent's look records the child's end (the deadline rule: the child's
+        end is a writer that creates a deadline no look counted). None: no parent to pull."""
+        if child.parent_id is None:
+            return None
+        item = self.ports.store.get(wf_pk(child.parent_id), WF_SK)
+        if item is None:
+            return None
+        parent = WorkflowState(WorkflowRecord.from_item(item))
+        return self.pull_due(parent, "step", child.parent_step or "", at=self.ports.clock.now_ms())
 
     def after_item(self, state: WorkflowState, definition: Definition, unit: StepRecord) -> None:
         """After a map unit's own process ended it (an item's result or failure for good, an
@@ -904,8 +1101,15 @@ class Scheduler:
             case GiveUp(error):
                 return ex.workflow(state, tx.give_up(wf, now, shard, error))
             case Finish(status, error):
+                pulled = self.notify_parent(wf)
                 write = tx.finish(wf, status, now, self.expires(now), error=error)
-                return ex.workflow(state, write)
+                won = ex.workflow(state, write)
+                if won and pulled is not None and wf.parent_id is not None:
+                    parent_item = self.ports.store.get(wf_pk(wf.parent_id), WF_SK)
+                    if parent_item is not None:
+                        parent = WorkflowState(WorkflowRecord.from_item(parent_item))
+                        self.pull_due_again(parent, "step", wf.parent_step or "", pulled)
+                return won
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
 
     def _end_attempt(
@@ -935,8 +1139,13 @@ class Scheduler:
                 else Eq("callback_token", seen.callback_token)
             )
             guard = armed if guard is None else all_of(guard, armed)
-        # Nothing is dispatched while the workflow is paused: the resume sends the retry.
-        dispatch = action.dispatch and state.workflow.status is not WorkflowStatus.PAUSED
+        # Nothing is dispatched while the workflow is paused: the resume sends the retry. A
+        # child step's retry is no message: its next child starts when its backoff ends.
+        dispatch = (
+            action.dispatch
+            and state.workflow.status is not WorkflowStatus.PAUSED
+            and seen.child_id is None
+        )
         full = {"full": action.full_error} if action.full_error else {}
         error = tx.error_json(action.error_type, action.message, **full)
         write = tx.end_attempt(
@@ -1050,6 +1259,8 @@ def _key(action: Action) -> tuple[Any, ...]:
                 seen.attempt,
                 seen.status,
             )
+        case StartChild(seen) | CancelChild(seen) | ChildSucceeded(seen):
+            return (type(action).__name__, seen.kind, seen.name, seen.attempt, seen.status)
         case AccountItem(seen, position):
             return ("AccountItem", seen.kind, seen.name, position)
         case OpenMore(seen) | DecideMap(seen) | HaltMap(seen) | FinishMap(seen):

@@ -578,7 +578,7 @@ class Supervisor:
         action = applied.action
         if self.breakers is None or not applied.won or not isinstance(action, EndAttempt):
             return
-        if action.outcome in ("timeout", "heartbeat_timeout"):
+        if action.outcome in ("timeout", "heartbeat_timeout") and action.seen.child_id is None:
             pool = definition.spec(action.seen.kind, action.seen.name).pool
             self.breakers.record(pool, failed=True)
 

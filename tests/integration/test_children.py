@@ -1,0 +1,256 @@
+"""Child workflows in the engine (issue 24): a step that runs a whole workflow, on the
+in-memory store and on DynamoDB (moto). One child per attempt, ever; the parent waits with no
+Lambda running; cancel and compensation reach down; a parent is never terminal while a child
+is not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from shepherd.decisions.fanout import child_id
+from shepherd.definitions import parse_definition
+from shepherd.engine.agent import AgentContext, AgentRegistry
+from shepherd.errors import PermanentError
+from shepherd.model import StepStatus, WorkflowStatus
+from support import DEFINITIONS, Harness, memory_harness, moto_harness
+
+CHILD = {
+    "Name": "region",
+    "Steps": [
+        {
+            "Name": "build",
+            "Agent": "build",
+            "Pool": "work",
+            "TimeoutSeconds": 30,
+            "Compensation": {"Agent": "unbuild", "Pool": "work", "TimeoutSeconds": 30},
+        },
+        {
+            "Name": "check",
+            "Agent": "check",
+            "Pool": "work",
+            "TimeoutSeconds": 30,
+            "DependsOn": ["build"],
+        },
+    ],
+}
+PARENT = {
+    "Name": "rollout",
+    "Steps": [
+        {
+            "Name": "plan",
+            "Agent": "plan",
+            "Pool": "work",
+            "TimeoutSeconds": 30,
+            "Compensation": {"Agent": "unplan", "Pool": "work", "TimeoutSeconds": 30},
+        },
+        {
+            "Name": "eu",
+            "Workflow": "region",
+            "TimeoutSeconds": 600,
+            "DependsOn": ["plan"],
+            "InputPath": "$.steps.plan.output.eu",
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 1},
+        },
+        {
+            "Name": "announce",
+            "Agent": "announce",
+            "Pool": "work",
+            "TimeoutSeconds": 30,
+            "DependsOn": ["eu"],
+        },
+    ],
+}
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.built: list[str] = []
+        self.unbuilt: list[str] = []
+        self.unplanned = 0
+        self.fail_check: int = 0  # child checks that fail for good, from the first
+        self.fail_announce = False
+        self.hang_build = False
+        self.announced: Any = None
+
+    def registry(self) -> AgentRegistry:
+        registry = AgentRegistry()
+
+        @registry.agent("plan")
+        def plan(ctx: AgentContext) -> Any:
+            return {"eu": {"region": "eu-west-1"}}
+
+        @registry.agent("unplan")
+        def unplan(ctx: AgentContext) -> Any:
+            self.unplanned += 1
+            return {}
+
+        @registry.agent("build")
+        def build(ctx: AgentContext) -> Any:
+            if self.hang_build:
+                from shepherd_examples.agents.faults import SimulatedHang
+
+                raise SimulatedHang
+            self.built.append(ctx.workflow_id)
+            return {"built": ctx.input["region"]}
+
+        @registry.agent("unbuild")
+        def unbuild(ctx: AgentContext) -> Any:
+            self.unbuilt.append(ctx.workflow_id)
+            return {}
+
+        @registry.agent("check")
+        def check(ctx: AgentContext) -> Any:
+            if self.fail_check > 0:
+                self.fail_check -= 1
+                raise PermanentError("region unhealthy", name="Unhealthy")
+            return {"healthy": True}
+
+        @registry.agent("announce")
+        def announce(ctx: AgentContext) -> Any:
+            if self.fail_announce:
+                raise PermanentError("no audience", name="NoAudience")
+            self.announced = ctx.dependencies["eu"]
+            return {"ok": True}
+
+        return registry
+
+
+def definitions() -> dict[str, Any]:
+    return {
+        **DEFINITIONS,
+        "region": parse_definition(CHILD, "region"),
+        "rollout": parse_definition(PARENT, "rollout"),
+    }
+
+
+@pytest.fixture(params=["memory", "moto"])
+def world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls]]:
+    calls = Calls()
+    if request.param == "memory":
+        yield memory_harness(definitions=definitions(), agents=calls.registry()), calls
+    else:
+        with moto_harness(definitions=definitions(), agents=calls.registry()) as h:
+            yield h, calls
+
+
+def test_a_child_runs_and_its_output_is_the_steps(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    wf = h.start("rollout", {"release": 7}, owner="ada")
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    eu = state.steps["eu"]
+    first = child_id(wf, "eu", None, 1)
+    assert eu.status is StepStatus.SUCCEEDED and eu.child_id == first
+    child = h.state(first).workflow
+    assert child.status is WorkflowStatus.SUCCEEDED
+    assert (child.parent_id, child.parent_step, child.owner) == (wf, "eu", "ada")
+    assert h.output(first)["build"] == {"built": "eu-west-1"}  # InputPath selected its input
+    assert calls.announced == h.output(first)  # the child's output is the step's
+
+
+def test_a_failed_child_fails_the_attempt_and_retry_starts_a_fresh_child(
+    world: tuple[Harness, Calls],
+) -> None:
+    h, calls = world
+    calls.fail_check = 1
+    wf = h.start("rollout", {})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    first, second = child_id(wf, "eu", None, 1), child_id(wf, "eu", None, 2)
+    assert h.status(first) is WorkflowStatus.COMPENSATED  # it undid its build
+    assert h.status(second) is WorkflowStatus.SUCCEEDED
+    assert state.steps["eu"].attempt == 2 and state.steps["eu"].child_id == second
+    assert calls.unbuilt == [first]
+    errors = [e.get("e") for e in state.steps["eu"].history]
+    assert errors == ["Unhealthy", None]  # the child's own error name, then its success
+
+
+def test_a_failing_parent_compensates_its_succeeded_child(world: tuple[Harness, Calls]) -> None:
+    h, calls = world
+    calls.fail_announce = True
+    wf = h.start("rollout", {})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    first = child_id(wf, "eu", None, 1)
+    assert h.status(first) is WorkflowStatus.COMPENSATED  # the child undid its steps
+    assert calls.unbuilt == [first] and calls.unplanned == 1
+    comp = state.compensations["eu"]
+    assert comp.status is StepStatus.SUCCEEDED and comp.child_id == first
+
+
+def test_cancelling_the_parent_cancels_its_running_child_and_waits_for_it(
+    world: tuple[Harness, Calls],
+) -> None:
+    h, calls = world
+    calls.hang_build = True
+    wf = h.start("rollout", {})
+    from shepherd_examples.agents.faults import SimulatedHang
+
+    for _ in range(5):
+        try:
+            h.pump()
+        except SimulatedHang:
+            break
+    first = child_id(wf, "eu", None, 1)
+    assert h.status(first) is WorkflowStatus.RUNNING
+    h.operations.cancel(wf)
+    calls.hang_build = False
+    # The parent cannot end before its child does, whatever the supervisor does meanwhile.
+    for _ in range(400):
+        h.pump()
+        parent, child = h.status(wf), h.status(first)
+        assert not (parent.terminal and not child.terminal)
+        if parent.terminal:
+            break
+        h.clock.advance(1)
+        h.sweep()
+    assert h.status(wf) is WorkflowStatus.CANCELLED
+    assert h.status(first) is WorkflowStatus.CANCELLED
+    assert h.state(wf).steps["eu"].status is StepStatus.FAILED
+
+
+def test_a_timed_out_child_is_cancelled_and_its_attempt_retried() -> None:
+    calls = Calls()
+    steps = [dict(s) for s in PARENT["Steps"]]  # type: ignore[union-attr]
+    steps[1]["TimeoutSeconds"] = 20  # less than the child's build may hang (30 s)
+    defs = {**definitions(), "rollout": parse_definition({**PARENT, "Steps": steps}, "rollout")}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    calls.hang_build = True
+    wf = h.start("rollout", {})
+    from shepherd_examples.agents.faults import SimulatedHang
+
+    for _ in range(5):
+        try:
+            h.pump()
+        except SimulatedHang:
+            break
+    first = child_id(wf, "eu", None, 1)
+    calls.hang_build = False
+    state = h.run(wf, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert h.status(first) is WorkflowStatus.CANCELLED
+    assert calls.unbuilt == [first]  # its hung build may have acted: undone
+    history = state.steps["eu"].history
+    assert [(e["a"], e["o"], e.get("e")) for e in history] == [
+        (1, "timeout", "States.Timeout"),
+        (2, "ok", None),
+    ]
+
+
+def test_racing_starters_start_one_child_per_attempt() -> None:
+    calls = Calls()
+    h = memory_harness(definitions=definitions(), agents=calls.registry())
+    wf = h.start("rollout", {})
+    h.pump(rounds=1)  # plan runs; its agent starts the child
+    state = h.state(wf)
+    eu = state.steps["eu"]
+    assert eu.status is StepStatus.WAITING
+    # A stale starter (planned on the step as it was before) loses and starts nothing.
+    from dataclasses import replace
+
+    stale = replace(eu, status=StepStatus.PENDING, attempt=0, child_id=None, stored=False)
+    assert not h.scheduler.start_child(state, h.catalog.current("rollout"), stale, 0)
+    children = [i for i in h.store.items() if i.get("parent_id") == wf and i["sk"] == "#WF"]
+    assert len(children) == 1
