@@ -32,7 +32,6 @@ from shepherd.errors import (
     OperatorOnly,
     PayloadTooLarge,
     ScheduleNotFound,
-    StepKindNotSupported,
     StepNotFound,
     StoreUnavailable,
     TaskTokenInvalid,
@@ -113,7 +112,6 @@ def _field(loc: Sequence[Any]) -> str:
 # Domain errors whose reply is fixed by their type: status, code, offending field.
 _BY_TYPE: dict[type[Exception], tuple[HTTPStatus, str, str | None]] = {
     UnknownWorkflowType: (HTTPStatus.BAD_REQUEST, "UnknownWorkflowType", "type"),
-    StepKindNotSupported: (HTTPStatus.BAD_REQUEST, "StepKindNotSupported", "type"),
     IdempotencyConflict: (HTTPStatus.CONFLICT, "IdempotencyConflict", "idempotency_key"),
     InvalidTransition: (HTTPStatus.CONFLICT, "InvalidTransition", None),
     WorkflowNotFound: (HTTPStatus.NOT_FOUND, "WorkflowNotFound", None),

@@ -111,7 +111,7 @@ class Calls:
         def announce(ctx: AgentContext) -> Any:
             if self.fail_announce:
                 raise PermanentError("no audience", name="NoAudience")
-            self.announced = ctx.dependencies["eu"]
+            self.announced = ctx.dependencies[next(iter(ctx.dependencies))]
             return {"ok": True}
 
         return registry
@@ -254,3 +254,78 @@ def test_racing_starters_start_one_child_per_attempt() -> None:
     assert not h.scheduler.start_child(state, h.catalog.current("rollout"), stale, 0)
     children = [i for i in h.store.items() if i.get("parent_id") == wf and i["sk"] == "#WF"]
     assert len(children) == 1
+
+
+FLEET = {
+    "Name": "fleet",
+    "Steps": [
+        {
+            "Name": "regions",
+            "Map": {"ItemsPath": "$.input.regions", "MaxConcurrency": 2},
+            "Workflow": "region",
+            "TimeoutSeconds": 600,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 1},
+        },
+        {
+            "Name": "announce",
+            "Agent": "announce",
+            "Pool": "work",
+            "TimeoutSeconds": 30,
+            "DependsOn": ["regions"],
+        },
+    ],
+}
+
+
+def fleet_harness(calls: Calls) -> Harness:
+    defs = {**definitions(), "fleet": parse_definition(FLEET, "fleet")}
+    return memory_harness(definitions=defs, agents=calls.registry())
+
+
+REGIONS = [{"region": f"r{i}"} for i in range(5)]
+
+
+def test_a_map_of_child_workflows_runs_one_child_per_item() -> None:
+    calls = Calls()
+    h = fleet_harness(calls)
+    wf = h.start("fleet", {"regions": REGIONS})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    children = [child_id(wf, "regions", i, 1) for i in range(5)]
+    assert [h.state(c).workflow.parent_item for c in children] == list(range(5))
+    assert all(h.status(c) is WorkflowStatus.SUCCEEDED for c in children)
+    assert [o["build"] for o in calls.announced] == [{"built": f"r{i}"} for i in range(5)]
+    assert sorted(calls.built) == sorted(children)
+
+
+def test_a_map_of_children_keeps_at_most_max_concurrency_children_running() -> None:
+    calls = Calls()
+    h = fleet_harness(calls)
+    wf = h.start("fleet", {"regions": REGIONS})
+    most = 0
+    for _ in range(400):
+        h.pump(rounds=1)
+        running = [
+            i
+            for i in h.store.items()
+            if i.get("parent_id") == wf and i["sk"] == "#WF" and i["status"] == "RUNNING"
+        ]
+        most = max(most, len(running))
+        if h.status(wf).terminal:
+            break
+        h.clock.advance(1)
+        h.sweep()
+    assert h.status(wf) is WorkflowStatus.SUCCEEDED
+    assert most == 2
+
+
+def test_a_parent_unwinding_past_a_map_of_children_undoes_each_succeeded_child() -> None:
+    calls = Calls()
+    calls.fail_announce = True
+    h = fleet_harness(calls)
+    wf = h.start("fleet", {"regions": REGIONS})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    children = [child_id(wf, "regions", i, 1) for i in range(5)]
+    assert all(h.status(c) is WorkflowStatus.COMPENSATED for c in children)
+    assert sorted(calls.unbuilt) == sorted(children)

@@ -41,3 +41,30 @@ def test_skipped_decided_and_resting_steps_say_so() -> None:
     assert skipped.strip().startswith("↷ fraud_review") and "SKIPPED" in skipped
     assert decided.rstrip().endswith("rejected by ada: card stolen")
     assert resting.rstrip().endswith("until 2026-01-02T09:00:00Z")
+
+
+def test_a_map_step_shows_its_progress_and_a_child_step_its_child() -> None:
+    counts = {
+        "total": 40,
+        "pending": 10,
+        "running": 5,
+        "succeeded": 23,
+        "failed": 2,
+        "cancelled": 0,
+        "compensated": 0,
+        "status": "RUNNING",
+        "max_concurrency": 5,
+    }
+    view = _view(
+        {"name": "encode", "status": "RUNNING", "attempt": 1, "map": counts},
+        {"name": "region", "status": "WAITING", "attempt": 2, "children": ["c1", "c2"]},
+    )
+    view["parent_id"], view["parent_step"] = "wf-0", "fleet"
+    lines = render.status_lines(view)
+    assert lines[1].strip() == "child of wf-0 (step fleet)"
+    encode, region = lines[3:]
+    # 25 of 40 ended: 12 of 20 marks; the counts that are not zero, in words.
+    assert encode.rstrip().endswith(
+        "[############........] 23/40 (5 running, 10 pending, 2 failed)"
+    )
+    assert region.rstrip().endswith("child c2")

@@ -42,8 +42,27 @@ def attempts(step: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def map_bar(counts: dict[str, Any], width: int = 20) -> str:
+    """A map step's progress: a bar of its ended items and the counts (issue 24)."""
+    total = int(counts["total"]) or 1
+    ended = counts["succeeded"] + counts["failed"] + counts["cancelled"]
+    filled = round(width * ended / total)
+    parts = [f"{counts[k]} {k}" for k in ("running", "pending", "failed", "cancelled") if counts[k]]
+    if counts.get("compensated"):
+        parts.append(f"{counts['compensated']} undone")
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return (
+        f"[{'#' * filled}{'.' * (width - filled)}] {counts['succeeded']}/{counts['total']}{detail}"
+    )
+
+
 def _rest(step: dict[str, Any]) -> str:
-    """A person's answer to an Approval step, or when a resting Wait (or Approval) ends."""
+    """A map step's progress, a child-workflow step's child, a person's answer to an Approval
+    step, or when a resting Wait (or Approval) ends."""
+    if step.get("map"):
+        return f"  {map_bar(step['map'])}"
+    if step.get("children"):
+        return f"  {DIM}child {step['children'][-1]}{RESET}"
     decision = step.get("decision")
     if decision:
         said = f": {decision['comment']}" if decision.get("comment") else ""
@@ -55,6 +74,8 @@ def _rest(step: dict[str, Any]) -> str:
 
 def status_lines(view: dict[str, Any]) -> list[str]:
     lines = [f"{BOLD}{view['workflow_id']}{RESET}  {view['type']}  {paint(view['status'])}"]
+    if view.get("parent_id"):
+        lines.append(f"  {DIM}child of {view['parent_id']} (step {view['parent_step']}){RESET}")
     lines.append(
         f"  created {view['created_at']}"
         + (f"  finished {view['finished_at']}" if view.get("finished_at") else "")

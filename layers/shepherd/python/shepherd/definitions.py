@@ -486,8 +486,10 @@ class Definition(_Model):
         return None if self.input_schema is None else fastjsonschema.compile(self.input_schema)
 
     def spec(self, kind: str, name: str) -> TaskSpec:
+        """A unit's settings: a step's own, its compensation's; a child-workflow step's
+        compensation is its child undoing itself, waited for under the step's settings."""
         step = self.by_name[name]
-        if kind == "step":
+        if kind == "step" or step.workflow is not None:
             return step
         if step.compensation is None:
             raise KeyError(f"step '{name}' has no compensation")

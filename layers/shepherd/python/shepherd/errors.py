@@ -59,20 +59,6 @@ class UnknownWorkflowType(ShepherdError):
         self.name = name
 
 
-class StepKindNotSupported(ShepherdError):
-    """A definition uses a step field this engine validates but does not run yet (`Map`,
-    `Workflow`: issue 24). Refused before anything is written, so such a step is
-    never run as a plain task."""
-
-    def __init__(self, wf_type: str, step: str, field: str) -> None:
-        super().__init__(
-            f"workflow type '{wf_type}': step '{step}' uses {field}, which this version of "
-            "Shepherd validates but does not run yet"
-        )
-        self.step = step
-        self.field = field
-
-
 class InputInvalid(ShepherdError):
     """The start input does not satisfy the definition's InputSchema."""
 

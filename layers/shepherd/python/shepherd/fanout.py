@@ -276,11 +276,3 @@ def check_steps(steps: Sequence[FanoutStep]) -> None:
                 check_path(step.map.items_path, "Map.ItemsPath", step.name, step.depends_on)
         except ValueError as exc:
             raise ValueError(f"{at}.{exc}") from None
-
-
-def first_unsupported(definition: FanoutDefinition) -> tuple[str, str] | None:
-    """The first step (and field) using what the engine does not run yet, or None."""
-    for step in definition.steps:
-        if step.workflow is not None and step.map is not None:
-            return step.name, "Map with Workflow"
-    return None

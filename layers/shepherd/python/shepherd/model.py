@@ -442,9 +442,10 @@ class WorkflowRecord:
     look_failed_at: int | None = None  # when the last of `look_failures` happened
     pause: str | None = None  # JSON: why it is PAUSED (reason, step, error, by, at)
     paused_at: int | None = None
-    # A child workflow: the workflow and step whose attempt started it.
+    # A child workflow: the workflow and step whose attempt started it (and the map item).
     parent_id: str | None = None
     parent_step: str | None = None
+    parent_item: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -510,6 +511,7 @@ _WF_OPTIONAL = (
     "paused_at",
     "parent_id",
     "parent_step",
+    "parent_item",
 )
 
 

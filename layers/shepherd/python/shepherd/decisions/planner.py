@@ -518,6 +518,10 @@ class _Planner:
                 actions.append(StartCompensation(name))
                 continue
             busy = True
+            if comp.fanout is not None and comp.status is StepStatus.RUNNING:
+                spec = definition.spec("compensation", name)
+                actions.extend(self._supervise_map(comp, spec, unwinding=False))
+                continue
             if comp.child_id is not None:  # the step's child undoing itself: its end decides
                 actions.extend(
                     self._supervise_child(comp, definition.by_name[name], unwinding=False)
@@ -666,7 +670,7 @@ class _Planner:
         if m.status == "RUNNING":
             if unwinding and rec.kind == "step":
                 return [HaltMap(rec)]
-            decided = map_outcome(m, spec)
+            decided = map_outcome(m, spec, rec.kind)
             if decided != "RUNNING":
                 return [DecideMap(rec, decided)]
         elif not m.window:
@@ -700,6 +704,8 @@ class _Planner:
             deadline = _lost_at(unit.dispatched_at or 0, pool, self.definition)
             if self.now < deadline:
                 return []
+            if _is_child_step(spec):  # its starter died after it entered: start its child
+                return [StartChild(unit)]
             return [Dispatch(unit, lost=True, overdue_ms=self.now - deadline)]
         actions = self._supervise(unit, spec, unwinding=unwinding)
         if self.paused_now:
@@ -749,13 +755,14 @@ _OUTCOMES = {
 
 
 def _is_child_step(spec: TaskSpec) -> bool:
-    return isinstance(spec, StepSpec) and spec.workflow is not None and spec.map is None
+    """A step whose attempts (a map's: whose items) start child workflows."""
+    return isinstance(spec, StepSpec) and spec.workflow is not None
 
 
-def map_outcome(m: MapState, spec: TaskSpec) -> str:
+def map_outcome(m: MapState, spec: TaskSpec, kind: Kind = "step") -> str:
     """What a map's counters decide: a map step by its tolerance (`decisions.fanout`); a
     map's compensation tolerates nothing (an undo that fails for good needs an operator)."""
-    if isinstance(spec, StepSpec) and spec.map is not None:
+    if kind == "step" and isinstance(spec, StepSpec) and spec.map is not None:
         return map_verdict(m, spec.map)
     if m.status != "RUNNING":
         return m.status
@@ -861,6 +868,8 @@ def compensated(rec: StepRecord, spec: StepSpec) -> bool:
         # Undone by its child's own compensations: only a child that SUCCEEDED has anything
         # left to undo (one that failed or was cancelled undid itself before the step ended).
         return rec.status is StepStatus.SUCCEEDED
+    if spec.workflow is not None:  # a map of children: each SUCCEEDED item's child undoes itself
+        return rec.fanout is not None
     if spec.compensation is None:
         return False
     if spec.map is not None:
@@ -1057,7 +1066,7 @@ def _map_deadlines(
     spec = definition.spec(kind, rec.name)
     if m.status == "RUNNING" and (
         (kind == "step" and not running and not paused)
-        or map_outcome(m, spec) != "RUNNING"
+        or map_outcome(m, spec, kind) != "RUNNING"
         or m.opened < min(m.total, m.stride)
     ):
         return [now]

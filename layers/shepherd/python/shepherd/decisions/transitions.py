@@ -606,6 +606,23 @@ def start_child(rec: StepRecord, attempt: int, now: int, child_id: str) -> Write
     return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
 
 
+def open_directly(rec: StepRecord, now: int, values: dict[str, Any]) -> Write:
+    """A ready map of child workflows opens with no claim (no pool carries it): PENDING (or
+    no item; QUEUED after a resume) -> RUNNING with its counters and first window, guarded as
+    a claim is (what was read, no hold), so racing openers open it once."""
+    update = Update(
+        set={
+            "status": StepStatus.RUNNING.value,
+            "attempt": max(rec.attempt, 1),
+            "claimed_at": now,
+            "heartbeat_at": now,
+            **values,
+        },
+        set_if_missing={"first_claimed_at": now},
+    )
+    return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
+
+
 def waiting_for(rec: StepRecord) -> Cond:
     """The unit still waits for the child it read (its attempt, that child)."""
     return all_of(_is(StepStatus.WAITING), _attempt(rec.attempt), Eq("child_id", rec.child_id))

@@ -901,7 +901,7 @@ def why_not_claimable_item(
     m = None if map_rec is None else map_rec.fanout
     if map_rec is None or m is None or map_rec.status is not StepStatus.RUNNING:
         return f"map '{name}' is not running"
-    if m.status != "RUNNING":
+    if m.status != "RUNNING":  # a map compensation's (a map's own status is not read)
         return f"map '{name}' is {m.status}: its queued items are cancelled"
     unit = state.windows.get((message.kind, name), {}).get(
         message.position if message.position is not None else message.item or 0

@@ -83,10 +83,13 @@ class ItemRow:
 
 @dataclass(frozen=True)
 class Accounted:
-    """An item's end counted on its map (None: it had been counted already)."""
+    """An item's end counted on its map (None: it had been counted already): the map as
+    the write left it, and the unit that entered its window in its place (its message, for
+    a map of agents; a map of child workflows starts its child instead)."""
 
     map_rec: StepRecord
     tasks: list[OutgoingTask]
+    entered: tuple[int, ...] = ()
 
 
 class Maps:
@@ -235,7 +238,7 @@ class Maps:
     # ------------------------------------------------------------------------- opening
 
     def open(
-        self, state: WorkflowState, definition: Definition, rec: StepRecord
+        self, state: WorkflowState, definition: Definition, rec: StepRecord, *, claimed: bool = True
     ) -> tuple[StepRecord | None, list[OutgoingTask]]:
         """Open the map of step `rec` (claimed by this process: RUNNING at its attempt):
         select its items, keep their pages, write its counters and first window, and return
@@ -256,24 +259,35 @@ class Maps:
             # Idempotent: a second opener writes the same values (the items are read from
             # recorded values), and nothing reads a page before the map's open write.
             self.ports.store.update(
-                page_pk(wf_id, rec.name, page), PAGE_SK, Update(set={"v": stored}), None
+                page_pk(wf_id, rec.name, page),
+                PAGE_SK,
+                Update(set={"v": stored, "t": len(items)}),
+                None,
             )
         now = self.ports.clock.now_ms()
         values, entered = fo.open_values(len(items), spec.map.max_concurrency, now)
-        write = tx.Write(
-            *rec.key,
-            Update(set={**values, PAGES: pages}),
-            all_of(
-                Eq("status", StepStatus.RUNNING.value),
-                Eq("attempt", rec.attempt),
-                Missing(fo.TOTAL),
-            ),
-        )
+        if claimed:  # a map of agents: its own message was claimed (RUNNING at its attempt)
+            write = tx.Write(
+                *rec.key,
+                Update(set={**values, PAGES: pages}),
+                all_of(
+                    Eq("status", StepStatus.RUNNING.value),
+                    Eq("attempt", rec.attempt),
+                    Missing(fo.TOTAL),
+                ),
+            )
+        else:  # a map of child workflows: opened by whoever saw it ready, as a child starts
+            write = tx.open_directly(rec, now, {**values, PAGES: pages})
         opened = self.executor.step(state, write)
         if opened is None:
             return None, []
-        tasks = [self.task(definition, opened, i) for i in entered]
-        return self.enter_rest(state, definition, opened, tasks)
+        tasks = (
+            []
+            if _children(definition, opened)
+            else [self.task(definition, opened, i) for i in entered]
+        )
+        current, more = self.enter_rest(state, definition, opened, tasks)
+        return current, more
 
     def enter_rest(
         self,
@@ -294,7 +308,8 @@ class Maps:
             written = self.executor.step(state, more.write)
             if written is None:
                 return state.record(rec.kind, rec.name), tasks  # another process entered it
-            tasks += [self.task(definition, written, p) for p in more.entered]
+            if not _children(definition, written):
+                tasks += [self.task(definition, written, p) for p in more.entered]
             current = written
         return current, tasks
 
@@ -368,7 +383,12 @@ class Maps:
                             rec.kind,
                             p if rec.kind == "compensation" else None,
                         )
-                return Accounted(rec, [self.task(definition, rec, p) for p in acc.entered])
+                tasks = (
+                    []
+                    if _children(definition, rec)
+                    else [self.task(definition, rec, p) for p in acc.entered]
+                )
+                return Accounted(rec, tasks, acc.entered)
             if current is None:
                 return None
             seen = StepRecord.from_item(current)
@@ -474,7 +494,7 @@ class Maps:
         window over positions in that order (one at a time under `CompensationOrder:
         REVERSE`, MaxConcurrency at a time under PARALLEL). False: it exists already."""
         spec = definition.by_name[name]
-        assert spec.compensation is not None
+        assert spec.compensation is not None or spec.workflow is not None
         assert spec.map is not None
         forward = state.steps[name]
         m = forward.fanout
@@ -491,7 +511,9 @@ class Maps:
             for u in self.units(forward.workflow_id, name, m.pages)
             if u.index is not None
         ]
-        order = fo.to_compensate(views, spec.compensation.when)
+        compensation = spec.compensation
+        when = "SUCCEEDED" if compensation is None else compensation.when
+        order = fo.to_compensate(views, when)
         wf = state.workflow
         for page in range(math.ceil(len(order) / MAP_ITEM_PAGE)):
             chunk = order[page * MAP_ITEM_PAGE : (page + 1) * MAP_ITEM_PAGE]
@@ -513,7 +535,9 @@ class Maps:
         if not self.executor.create_step(state, item):
             return False, []
         rec = state.compensations[name]
-        tasks = [self.task(definition, rec, p) for p in entered]
+        tasks = (
+            [] if _children(definition, rec) else [self.task(definition, rec, p) for p in entered]
+        )
         _, tasks = self.enter_rest(state, definition, rec, tasks, order.__getitem__)
         return True, tasks
 
@@ -535,6 +559,11 @@ class Maps:
             position=position if compensation else None,
         )
         return OutgoingTask(definition.spec(kind, map_rec.name).pool, message)
+
+
+def _children(definition: Definition, rec: StepRecord) -> bool:
+    """A map of child workflows: its units start children instead of getting messages."""
+    return definition.by_name[rec.name].workflow is not None
 
 
 def unit_task(definition: Definition, unit: StepRecord, delay: int = 0) -> OutgoingTask:

@@ -65,12 +65,14 @@ from shepherd.errors import (
     InputInvalid,
     InputPathNotFound,
     InputTooLarge,
-    StepKindNotSupported,
+    MapItemsInvalid,
+    MapTooLarge,
     StoreUnavailable,
     WorkflowNotFound,
 )
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
 from shepherd.model import (
+    MapState,
     OutgoingTask,
     PoolState,
     StepRecord,
@@ -227,9 +229,6 @@ class Scheduler:
         """Write a validated start (the workflow item) and dispatch its roots; a workflow that
         exists already is an idempotent replay (same request hash) or IdempotencyConflict."""
         wf_type = definition.name
-        unsupported = fanout.first_unsupported(definition)
-        if unsupported is not None:  # child workflows: validated, not run yet; nothing written
-            raise StepKindNotSupported(wf_type, *unsupported)
         now = self.ports.clock.now_ms()
         self.catalog.ensure_snapshot(definition)
         # A large input goes to the payload bucket first; if the put below loses
@@ -387,9 +386,10 @@ class Scheduler:
     def with_children(self, state: WorkflowState) -> WorkflowState:
         """Read the workflow items of the children its units wait for (one BatchGetItem):
         what decides those units' ends."""
+        units = [u for window in state.windows.values() for u in window.values()]
         ids = [
             rec.child_id
-            for rec in (*state.steps.values(), *state.compensations.values())
+            for rec in (*state.steps.values(), *state.compensations.values(), *units)
             if rec.child_id is not None and rec.status is StepStatus.WAITING
         ]
         for start in range(0, len(ids), 100):
@@ -401,31 +401,41 @@ class Scheduler:
 
     def load_item(self, message: TaskMessage) -> tuple[WorkflowState, Definition] | None:
         """What a map item's claim reads, in one consistent BatchGetItem: the workflow item,
-        its map step's unit (or its compensation's), the item's unit and its page, and for
-        an item's compensation the item it undoes. Never the map's other items. The item's
-        unit is in `state.windows` at its position (absent if the map's window does not hold
-        it); its page is `state.windows` too (see `item_page`)."""
+        the item's unit and its page (whose `t` says how many items the map has; its stride is
+        the definition's MaxConcurrency), never the map's unit nor its other items; for an
+        item's compensation also its map compensation's unit (its window holds the position)
+        and the item it undoes. The item's unit is in `state.windows` at its position; its
+        page in `state.pages`. The map's own status is not read: the claim's condition decides,
+        and the accounting's refill is conditioned on the map still running."""
         assert message.item is not None
         wf_id, name, index = message.workflow_id, message.step, message.item
         pk = wf_pk(wf_id)
         unit_key = map_item_key(wf_id, name, index, message.kind)
         forward_key = map_item_key(wf_id, name, index)
         page = (page_pk(wf_id, name, index // MAP_ITEM_PAGE), PAGE_SK)
-        keys = [(pk, WF_SK), (pk, item_sk(message.kind, name)), unit_key, page]
-        if message.kind == "compensation":
-            keys += [(pk, item_sk("step", name)), forward_key]
+        keys = [(pk, WF_SK), unit_key, page]
+        compensation = message.kind == "compensation"
+        if compensation:
+            keys += [(pk, item_sk("compensation", name)), (pk, item_sk("step", name)), forward_key]
         found = {(i["pk"], i["sk"]): i for i in self.ports.store.get_many(keys)}
         state = WorkflowState.from_items([i for k, i in found.items() if k[0] == pk])
         if state is None:
             return None
         definition = self.catalog.version(state.workflow.wf_type, state.workflow.def_hash)
         state.partial = True
-        state.complete([name] if name in definition.by_name else [])
+        spec = definition.by_name.get(name)
+        page_item = found.get(page)
+        if spec is None or spec.map is None or page_item is None:
+            return state, definition
+        if not compensation:
+            opened = MapState(total=int(page_item.get("t", 0)), stride=spec.map.max_concurrency)
+            state.put(StepRecord(wf_id, "step", name, StepStatus.RUNNING, attempt=1, fanout=opened))
         map_rec = state.record(message.kind, name)
         if map_rec is None or map_rec.fanout is None:
             return state, definition
         position = message.position if message.position is not None else index
-        if position not in map_rec.fanout.window:
+        entered_at = map_rec.fanout.window.get(position, 0)
+        if compensation and position not in map_rec.fanout.window:
             return state, definition
         item = found.get(unit_key)
         unit = (
@@ -436,16 +446,16 @@ class Scheduler:
                 name,
                 index,
                 state.workflow.wf_type,
-                map_rec.fanout.window[position],
+                entered_at,
                 message.kind,
                 message.position,
             )
         )
-        if message.kind == "compensation" and unit.position is None:
+        if compensation and unit.position is None:
             unit = replace(unit, position=position)
         state.windows[(message.kind, name)] = {position: unit}
-        state.pages[(name, index)] = found.get(page)
-        if message.kind == "compensation":
+        state.pages[(name, index)] = page_item
+        if compensation:
             forward = found.get(forward_key)
             if forward is not None:
                 state.windows[("step", name)] = {index: StepRecord.from_item(forward)}
@@ -798,11 +808,13 @@ class Scheduler:
         step's: a map over its items that may have acted; a child-workflow step's: its child
         undoing itself)."""
         spec = definition.by_name[name]
-        if spec.workflow is not None:
+        if spec.workflow is not None and spec.map is None:
             return self._compensate_child(state, name, now)
         if spec.map is not None:
             opened, sent = self.maps.open_compensation(state, definition, name)
             tasks.extend(sent)
+            if opened and spec.workflow is not None:
+                self._start_window(state, definition, state.compensations[name], now)
             return opened
         wf = state.workflow
         item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
@@ -826,6 +838,9 @@ class Scheduler:
                 if accounted is None:
                     return False
                 tasks.extend(accounted.tasks)
+                if definition.by_name[seen.name].workflow is not None:
+                    now = self.ports.clock.now_ms()
+                    self._start_window(state, definition, accounted.map_rec, now, accounted.entered)
                 return True
             case OpenMore(seen):
                 index_of = None
@@ -853,6 +868,10 @@ class Scheduler:
     ) -> bool:
         ex = self.executor
         match action:
+            case StartChild(seen) if seen.index is None and definition.by_name[seen.name].map:
+                return self._open_child_map(state, definition, seen, now)
+            case StartChild(seen) if seen.index is not None and seen.kind == "compensation":
+                return self._undo_item_child(state, definition, seen, now)
             case StartChild(seen):
                 return self.start_child(state, definition, seen, now)
             case CancelChild(seen, child, reason):
@@ -882,9 +901,13 @@ class Scheduler:
         parent = state.workflow
         attempt = seen.attempt if seen.status is StepStatus.QUEUED else 1
         child_def = self.catalog.current(spec.workflow)
-        child_id = fanout_child_id(parent.workflow_id, seen.name, None, attempt)
+        child_id = fanout_child_id(parent.workflow_id, seen.name, seen.index, attempt)
         try:
-            value = self._child_input(state, spec, seen)
+            value = (
+                self._item_value(seen)
+                if seen.index is not None
+                else self._child_input(state, spec, seen)
+            )
             input_json = self.validated_input(child_def, value)
         except (InputInvalid, InputTooLarge, InputPathNotFound) as exc:
             error = tx.error_json(CHILD_INPUT_INVALID, f"the child's input: {exc}")
@@ -907,12 +930,101 @@ class Scheduler:
             due_at=now + child_def.start_gap_ms,
             parent_id=parent.workflow_id,
             parent_step=seen.name,
+            parent_item=seen.index,
         )
         write = tx.start_child(seen, attempt, now, child_id)
         if not self.executor.start_child(state, seen, child.to_item(), write):
             return False
         self.dispatch_roots(child, child_def, input_json)
         return True
+
+    def _item_value(self, unit: StepRecord) -> Any:
+        """A map item's value (a map of children: each child starts with its item)."""
+        assert unit.index is not None
+        key = (page_pk(unit.workflow_id, unit.name, unit.index // MAP_ITEM_PAGE), PAGE_SK)
+        return self.maps.item_value(self.ports.store.get(*key), unit.index)
+
+    def _open_child_map(
+        self, state: WorkflowState, definition: Definition, seen: StepRecord, now: int
+    ) -> bool:
+        """A map of child workflows opens when it is ready (no pool carries its items): its
+        window's items then start their children, each as a child step's attempt does."""
+        try:
+            opened, _ = self.maps.open(state, definition, seen, claimed=False)
+        except (MapItemsInvalid, MapTooLarge) as exc:
+            error = tx.error_json(type(exc).__name__, str(exc))
+            return (
+                self.executor.step(state, tx.fail_wait(seen, now, error, self.expires(now)))
+                is not None
+            )
+        if opened is None:
+            return False
+        self._start_window(state, definition, opened, now)
+        return True
+
+    def _start_window(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        map_rec: StepRecord,
+        now: int,
+        positions: Iterable[int] | None = None,
+    ) -> None:
+        """Start the children of the units that entered a map of child workflows' window (or
+        of its compensation's: their children undo themselves). Whatever is not started here
+        (a starter that dies) the supervisor starts after the dispatch grace."""
+        m = map_rec.fanout
+        if m is None:
+            return
+        wf = state.workflow
+        compensation = map_rec.kind == "compensation"
+        for position in sorted(m.window if positions is None else positions):
+            if position not in m.window:
+                continue
+            unit = StepRecord.unstored_item(
+                wf.workflow_id,
+                map_rec.name,
+                m.index_of(position),
+                wf.wf_type,
+                m.window[position],
+                map_rec.kind,
+                position if compensation else None,
+            )
+            if compensation:
+                self._undo_item_child(state, definition, unit, now)
+            else:
+                self.start_child(state, definition, unit, now)
+
+    def _undo_item_child(
+        self, state: WorkflowState, definition: Definition, unit: StepRecord, now: int
+    ) -> bool:
+        """An item of a map of child workflows is undone by its child: the child (SUCCEEDED)
+        undoes itself, then the item's compensation unit waits for it to end COMPENSATED."""
+        assert unit.index is not None
+        forward = self.ports.store.get(*map_item_key(unit.workflow_id, unit.name, unit.index))
+        child_id = None if forward is None else forward.get("child_id")
+        if child_id is None:
+            raise StoreUnavailable(f"item {unit.index} of '{unit.name}' has no child to undo")
+        item = self.ports.store.get(wf_pk(child_id), WF_SK)
+        if item is not None and item.get("status") == WorkflowStatus.SUCCEEDED.value:
+            child = WorkflowRecord.from_item(item)
+            error = tx.error_json(
+                "ParentCompensation",
+                f"its parent {unit.workflow_id} unwinds and undoes item {unit.index} of "
+                f"'{unit.name}'",
+            )
+            write = tx.compensate_child(child, now, self.shard(child_id), error)
+            self.executor.workflow(WorkflowState(child), write)  # lost: it moved on already
+        waiting = replace(
+            unit,
+            status=StepStatus.WAITING,
+            attempt=1,
+            claimed_at=now,
+            first_claimed_at=now,
+            child_id=child_id,
+            stored=True,
+        )
+        return self.executor.create_step(state, waiting.to_item())
 
     def _child_input(self, state: WorkflowState, spec: StepSpec, seen: StepRecord) -> Any:
         """What a child starts with: the step's input (an operator's replacement, or the
@@ -1012,7 +1124,7 @@ class Scheduler:
             m = accounted.map_rec.fanout
             assert m is not None
             spec = definition.spec(unit.kind, unit.name)
-            decided = map_outcome(m, spec)
+            decided = map_outcome(m, spec, unit.kind)
             if m.status == "RUNNING" and decided != "RUNNING":
                 self.maps.decide(state, accounted.map_rec, decided)
             elif m.status == "RUNNING":
