@@ -33,8 +33,10 @@ from shepherd_handlers.models import (
     HistoryEventView,
     HistoryView,
     ListSort,
+    PayloadPreviewView,
     PoolListView,
     PoolView,
+    PreviewField,
     RejectRequest,
     ResumeRequest,
     ScheduleListView,
@@ -413,6 +415,87 @@ def _error_text(workflow_id: str, kind: str, name: str) -> ErrorTextView:
     )
 
 
+# A payload's preview: its first bytes (4 KiB unless asked), never more than 64 KiB.
+PREVIEW_BYTES = 4 * 1024
+MAX_PREVIEW_BYTES = 64 * 1024
+STEP_QUERY = Annotated[str | None, Query(min_length=1, max_length=64, pattern=NAME)]
+
+
+@app.get(
+    "/workflows/<workflow_id>/preview",
+    responses=errors.documented(
+        200, "The payload's first bytes, as text", PayloadPreviewView, 400, 404
+    ),
+    tags=["workflows"],
+)
+def preview_payload(
+    workflow_id: WORKFLOW_ID,
+    field: Annotated[PreviewField, Query()],
+    step: STEP_QUERY = None,
+    compensation: STEP_QUERY = None,
+    length: Annotated[int, Query(alias="bytes", ge=1, le=MAX_PREVIEW_BYTES)] = PREVIEW_BYTES,
+) -> PayloadPreviewView:
+    """The first `bytes` of one payload as text (4 KiB unless asked, 64 KiB at most): the
+    workflow's `input`, or a step's (`step=`) or compensation's (`compensation=`) `output`,
+    `details`, replacement `input` or full `error` text. A large one is read with a ranged GET
+    of its object: never more than `bytes` of it leaves the bucket. The caller's workflows
+    only (404 otherwise)."""
+    if step is not None and compensation is not None:
+        raise _BadQuery("name a step or a compensation, not both", "compensation")
+    state, _ = engine().scheduler.owned(workflow_id, caller())
+    name = step if step is not None else compensation
+    kind = "workflow" if name is None else ("step" if step is not None else "compensation")
+    stored: str | None
+    if name is None:
+        if field is not PreviewField.INPUT:
+            raise _BadQuery(
+                f"a workflow's own payload is its input: name the step (or compensation) "
+                f"whose {field.value} to preview",
+                "step",
+            )
+        stored = state.workflow.input
+    else:
+        rec = (state.steps if kind == "step" else state.compensations).get(name)
+        if rec is None:
+            raise _NotFound(
+                "StepNotFound", f"workflow {workflow_id} has no {kind} '{name}' yet", kind
+            )
+        error = loads(rec.error) if field is PreviewField.ERROR else None
+        stored = {
+            PreviewField.INPUT: rec.input,
+            PreviewField.OUTPUT: rec.output,
+            PreviewField.DETAILS: rec.details,
+            PreviewField.ERROR: error.get("full") if isinstance(error, dict) else None,
+        }[field]
+    if stored is None:
+        whose = f"workflow {workflow_id}" if name is None else f"{kind} '{name}'"
+        raise _NotFound("PayloadNotFound", f"{whose} has no {field.value} to preview", "field")
+    got = engine().ports.payloads.preview(stored, length)
+    text = _whole_characters(got.data)
+    return PayloadPreviewView(
+        workflow_id=workflow_id,
+        kind=kind,
+        step=name,
+        field=field,
+        size=got.size,
+        sha256=got.sha256,
+        large=got.large,
+        bytes=len(text.encode("utf-8")),
+        text=text,
+        truncated=got.truncated,
+    )
+
+
+def _whole_characters(data: bytes) -> str:
+    """UTF-8 bytes cut anywhere, as text: a character cut in two at the end is dropped."""
+    for cut in range(len(data), max(len(data) - 4, 0) - 1, -1):
+        try:
+            return data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return data.decode("utf-8", "replace")
+
+
 @app.post(
     "/workflows/<workflow_id>/cancel",
     responses=errors.documented(202, "Cancelling", WorkflowStatusView, 400, 404, 409),
@@ -678,6 +761,13 @@ class _NoError(Exception):
     pass
 
 
+class _NotFound(Exception):
+    def __init__(self, code: str, message: str, field: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+
+
 @app.exception_handler(_BadQuery)
 def _bad_query(exc: _BadQuery) -> Response[Any]:
     return errors.error_response(HTTPStatus.BAD_REQUEST, "ValidationError", str(exc), exc.field)
@@ -686,6 +776,11 @@ def _bad_query(exc: _BadQuery) -> Response[Any]:
 @app.exception_handler(_NoError)
 def _no_error(exc: _NoError) -> Response[Any]:
     return errors.error_response(HTTPStatus.NOT_FOUND, "ErrorNotFound", str(exc))
+
+
+@app.exception_handler(_NotFound)
+def _not_found(exc: _NotFound) -> Response[Any]:
+    return errors.error_response(HTTPStatus.NOT_FOUND, exc.code, str(exc), exc.field)
 
 
 @app.exception_handler(_NoDefinition)

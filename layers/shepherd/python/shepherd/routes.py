@@ -78,6 +78,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workflows/{workflow_id}/events", "api", query=("limit", "next_token")),
     Route("GET", "/workflows/{workflow_id}/steps/{step}/error", "api"),
     Route("GET", "/workflows/{workflow_id}/compensations/{step}/error", "api"),
+    # A payload's first bytes (a large one through a ranged read of its object).
+    Route(
+        "GET",
+        "/workflows/{workflow_id}/preview",
+        "api",
+        query=("field", "step", "compensation", "bytes"),
+    ),
     Route("POST", "/workflows/{workflow_id}/cancel", "api"),
     Route("POST", "/workflows/{workflow_id}/retry", "api"),
     Route("POST", "/workflows/{workflow_id}/pause", "api"),
