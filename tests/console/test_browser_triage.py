@@ -15,7 +15,7 @@ import boto3
 import pytest
 from browser_support import DESKTOP, shot
 from playwright.sync_api import expect
-from shepherd import keys
+from shepherd import jsonsafe, keys
 from shepherd.adapters.dynamodb import to_attr
 from shepherd.model import WorkflowRecord, WorkflowStatus
 from shepherd_cli.client import Api
@@ -440,6 +440,64 @@ def test_a_large_payload_downloads_as_a_named_file_from_a_fresh_link(page: Any, 
     page.clock.run_for(61_000)
     expect(link).not_to_have_attribute("href", first or "")
     expect(link).to_have_attribute("href", re.compile("response-content-disposition="))
+
+
+HOSTILE = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
+
+
+def test_a_large_payload_shows_its_first_kilobytes_as_text_beside_its_download(
+    page: Any, api: Api
+) -> None:
+    # A 20 KiB input that starts with markup, and a step returning 40 KiB: both in the bucket.
+    payload = {**ORDER, "a_note": HOSTILE + "n" * 20_000, "output_bytes": {"ship_order": 40_000}}
+    workflow_id = start(api, "order_fulfilment", payload)
+    previews: list[str] = []
+    page.on("request", lambda r: previews.append(r.url) if "/preview?" in r.url else None)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    view = api.call("GET", f"/workflows/{workflow_id}")
+    data = jsonsafe.dumps(payload).encode()
+    assert view["input_ref"]["size"] == len(data)
+
+    box = page.locator("#data .json", has_text="Input")
+    preview = box.locator('figure.payload-preview[data-preview="workflow:input"]')
+    preview.scroll_into_view_if_needed()
+    caption = preview.locator("figcaption")
+    expect(caption).to_have_text(
+        re.compile(r"^Truncated preview: the first 4\.0 KiB of 19\.\d KiB")
+    )
+    # The payload's first 4 KiB, exactly, as text (markup and all), the download beside it.
+    text = preview.locator("pre.preview-text")
+    expect(text).to_have_text(data[:4096].decode(), use_inner_text=False)
+    assert str(text.text_content()).startswith('{"a_note":"<img src=x onerror=')
+    expect(preview.locator(".cut-note")).to_contain_text("more in the download")
+    expect(box.locator("a.payload-link")).to_have_text(re.compile(r"Download large payload"))
+    # Never rendered: no element came of it, nothing ran.
+    expect(page.locator("main img")).to_have_count(0)
+    expect(page.locator("main script")).to_have_count(0)
+    assert page.evaluate("window.__pwned") is None
+
+    # The output's large member is its step's output: previewed once, shown in both places.
+    member = page.locator('#data figure.payload-preview[data-preview="ship_order:output"]')
+    member.scroll_into_view_if_needed()
+    expect(member.locator("figcaption")).to_contain_text("of 39.")
+    expect(member.locator("pre.preview-text")).to_contain_text('{"')
+    step = page.locator("#item-step-ship_order")
+    step.locator("summary").click()
+    inner = step.locator('figure.payload-preview[data-preview="ship_order:output"]')
+    inner.scroll_into_view_if_needed()
+    expect(inner.locator("pre.preview-text")).to_have_text(
+        str(member.locator("pre.preview-text").text_content()), use_inner_text=False
+    )
+    shot(page, "workflow-payload-preview", full_page=False)
+    # Two payloads, two reads of 4 KiB each through the API: none per redraw, none per place.
+    assert sorted(previews) == sorted(
+        [
+            f"{page.url.split('#')[0]}api/workflows/{workflow_id}/preview?field=input&bytes=4096",
+            f"{page.url.split('#')[0]}api/workflows/{workflow_id}/preview"
+            "?field=output&step=ship_order&bytes=4096",
+        ]
+    ), previews
 
 
 def test_a_steps_earlier_attempts_fold_under_its_latest(page: Any, api: Api) -> None:
