@@ -22,7 +22,7 @@ from shepherd.errors import OperatorOnly, UnknownWorkflowType
 from shepherd.keys import event_sk
 from shepherd.model import WorkflowRecord, WorkflowStatus, loads
 
-from shepherd_handlers import errors, pagination
+from shepherd_handlers import errors, pagination, series
 from shepherd_handlers.models import (
     ApprovalListView,
     ApproveRequest,
@@ -41,6 +41,7 @@ from shepherd_handlers.models import (
     ResumeRequest,
     ScheduleListView,
     ScheduleView,
+    SeriesBucketView,
     StartWorkflowRequest,
     StatusCountView,
     StepView,
@@ -49,6 +50,7 @@ from shepherd_handlers.models import (
     WorkflowAccepted,
     WorkflowCountsView,
     WorkflowListView,
+    WorkflowSeriesView,
     WorkflowStatusView,
     WorkflowView,
 )
@@ -245,6 +247,49 @@ def count_all(
         counts=[StatusCountView(status=c.status, count=c.count, capped=c.capped) for c in counts],
         total=sum(c.count for c in counts),
         capped=any(c.capped for c in counts),
+    )
+
+
+@app.get(
+    "/workflows/series",
+    responses=errors.documented(
+        200, "The caller's starts, successes and failures per time bucket", WorkflowSeriesView, 400
+    ),
+    tags=["workflows"],
+)
+def series_all(
+    created_after: Annotated[str, Query(min_length=16, max_length=40, pattern=INSTANT_PATTERN)],
+    type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    created_before: INSTANT = None,
+    buckets: Annotated[int, Query(ge=1, le=series.MAX_BUCKETS)] = series.DEFAULT_BUCKETS,
+) -> WorkflowSeriesView:
+    """The caller's workflows created in each of `buckets` equal parts of a time range (24
+    unless asked, 1-60; `created_before` defaults to now), and how many of each bucket's have
+    SUCCEEDED, FAILED or been COMPENSATED since (of one type if asked). Bounded: 128 index
+    queries; a series stops at 10,000 keys, newest first, and the buckets it did not read to
+    the end say `capped` ("at least")."""
+    if created_before is None:
+        created_before = iso(engine().ports.clock.now_ms()) or ""
+    filters = _filters(None, type, created_after, created_before, ListSort.NEWEST)
+    got = series.bucketed(engine().ports.store, caller(), filters, buckets)
+    logger.debug("series read", extra={"queries": got.queries, "keys_read": got.keys_read})
+    return WorkflowSeriesView(
+        created_after=iso(filters.created_after) or "",
+        created_before=iso(filters.created_before) or "",
+        bucket_seconds=got.width_ms / 1000,
+        buckets=[
+            SeriesBucketView(
+                start=iso(b.start) or "",
+                end=iso(b.end) or "",
+                started=b.counts["started"],
+                succeeded=b.counts["succeeded"],
+                failed=b.counts["failed"],
+                compensated=b.counts["compensated"],
+                capped=b.capped,
+            )
+            for b in got.buckets
+        ],
+        capped=any(b.capped for b in got.buckets),
     )
 
 

@@ -209,6 +209,29 @@ class PayloadPreviewView(BaseModel):
     truncated: Annotated[bool, Field(description="True: `text` is not the whole payload")]
 
 
+class SeriesBucketView(BaseModel):
+    start: Annotated[str, Field(description="The bucket's first instant (inclusive)")]
+    end: Annotated[str, Field(description="The bucket's last instant (inclusive)")]
+    started: Annotated[int, Field(description="Workflows created in the bucket")]
+    succeeded: Annotated[int, Field(description="Of those, how many are SUCCEEDED now")]
+    failed: Annotated[int, Field(description="Of those, how many are FAILED now")]
+    compensated: Annotated[int, Field(description="Of those, how many are COMPENSATED now")]
+    capped: Annotated[
+        bool,
+        Field(description="True: the counts are at least these (the read stopped at its cap)"),
+    ] = False
+
+
+class WorkflowSeriesView(BaseModel):
+    """The caller's starts, successes and failures per time bucket (by creation time)."""
+
+    created_after: str
+    created_before: str
+    bucket_seconds: Annotated[float, Field(description="Each bucket's width")]
+    buckets: list[SeriesBucketView]
+    capped: bool = False
+
+
 class DeadlineView(BaseModel):
     at: Annotated[str | None, Field(description="None: no deadline runs (a paused pool)")] = None
     why: Annotated[

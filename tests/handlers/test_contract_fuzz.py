@@ -12,8 +12,9 @@ What a schema cannot say, said here once:
   names a definition and must satisfy its InputSchema (deployment data, not the API's schema);
   a `next_token` is only valid if this deployment issued it to this caller for these filters
   (on `GET /workflows`, on a workflow's `GET .../events` and on `GET /approvals`); a time
-  range may not end before it starts (`GET /workflows`, `GET /workflows/counts`); and a
-  preview names at most one of a step and a compensation, and a step for any field but `input`.
+  range may not end before it starts (`GET /workflows`, `GET /workflows/counts`, `GET
+  /workflows/series`; a series' may not start later than now either); and a preview names
+  at most one of a step and a compensation, and a step for any field but `input`.
 * Generated path ids almost never exist: positive cases put a seeded workflow's id (or a
   waiting callback's token) in place of about half of the generated ones, so the 2xx paths
   are exercised too, and the rest still probe unknown ids.
@@ -57,6 +58,8 @@ CONFIG = SchemathesisConfig.from_dict(
                 # A time range whose created_after is later than its created_before is valid
                 # JSON Schema (it cannot say one field is later than another) and a 400.
                 "GET /workflows/counts",
+                # The same for a series, whose range may not start later than now either.
+                "GET /workflows/series",
                 "GET /workflows/{workflow_id}/events",
                 "GET /approvals",
                 # A preview names at most one of step and compensation, and a workflow's own
