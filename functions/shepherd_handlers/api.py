@@ -22,7 +22,7 @@ from shepherd.errors import OperatorOnly, StepNotFound, UnknownWorkflowType
 from shepherd.keys import event_sk
 from shepherd.model import StepStatus, WorkflowRecord, WorkflowStatus, loads
 
-from shepherd_handlers import errors, pagination
+from shepherd_handlers import errors, pagination, series
 from shepherd_handlers.models import (
     ApprovalListView,
     ApproveRequest,
@@ -34,12 +34,15 @@ from shepherd_handlers.models import (
     HistoryView,
     ListSort,
     MapItemsView,
+    PayloadPreviewView,
     PoolListView,
     PoolView,
+    PreviewField,
     RejectRequest,
     ResumeRequest,
     ScheduleListView,
     ScheduleView,
+    SeriesBucketView,
     StartWorkflowRequest,
     StatusCountView,
     StepView,
@@ -48,6 +51,7 @@ from shepherd_handlers.models import (
     WorkflowAccepted,
     WorkflowCountsView,
     WorkflowListView,
+    WorkflowSeriesView,
     WorkflowStatusView,
     WorkflowView,
 )
@@ -245,6 +249,49 @@ def count_all(
         counts=[StatusCountView(status=c.status, count=c.count, capped=c.capped) for c in counts],
         total=sum(c.count for c in counts),
         capped=any(c.capped for c in counts),
+    )
+
+
+@app.get(
+    "/workflows/series",
+    responses=errors.documented(
+        200, "The caller's starts, successes and failures per time bucket", WorkflowSeriesView, 400
+    ),
+    tags=["workflows"],
+)
+def series_all(
+    created_after: Annotated[str, Query(min_length=16, max_length=40, pattern=INSTANT_PATTERN)],
+    type: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    created_before: INSTANT = None,
+    buckets: Annotated[int, Query(ge=1, le=series.MAX_BUCKETS)] = series.DEFAULT_BUCKETS,
+) -> WorkflowSeriesView:
+    """The caller's workflows created in each of `buckets` equal parts of a time range (24
+    unless asked, 1-60; `created_before` defaults to now), and how many of each bucket's have
+    SUCCEEDED, FAILED or been COMPENSATED since (of one type if asked). Bounded: 128 index
+    queries; a series stops at 10,000 keys, newest first, and the buckets it did not read to
+    the end say `capped` ("at least")."""
+    if created_before is None:
+        created_before = iso(engine().ports.clock.now_ms()) or ""
+    filters = _filters(None, type, created_after, created_before, ListSort.NEWEST)
+    got = series.bucketed(engine().ports.store, caller(), filters, buckets)
+    logger.debug("series read", extra={"queries": got.queries, "keys_read": got.keys_read})
+    return WorkflowSeriesView(
+        created_after=iso(filters.created_after) or "",
+        created_before=iso(filters.created_before) or "",
+        bucket_seconds=got.width_ms / 1000,
+        buckets=[
+            SeriesBucketView(
+                start=iso(b.start) or "",
+                end=iso(b.end) or "",
+                started=b.counts["started"],
+                succeeded=b.counts["succeeded"],
+                failed=b.counts["failed"],
+                compensated=b.counts["compensated"],
+                capped=b.capped,
+            )
+            for b in got.buckets
+        ],
+        capped=any(b.capped for b in got.buckets),
     )
 
 
@@ -461,6 +508,87 @@ def _error_text(workflow_id: str, kind: str, name: str) -> ErrorTextView:
         traceback=traceback[:MAX_ERROR_TEXT] if isinstance(traceback, str) else None,
         truncated=cut,
     )
+
+
+# A payload's preview: its first bytes (4 KiB unless asked), never more than 64 KiB.
+PREVIEW_BYTES = 4 * 1024
+MAX_PREVIEW_BYTES = 64 * 1024
+STEP_QUERY = Annotated[str | None, Query(min_length=1, max_length=64, pattern=NAME)]
+
+
+@app.get(
+    "/workflows/<workflow_id>/preview",
+    responses=errors.documented(
+        200, "The payload's first bytes, as text", PayloadPreviewView, 400, 404
+    ),
+    tags=["workflows"],
+)
+def preview_payload(
+    workflow_id: WORKFLOW_ID,
+    field: Annotated[PreviewField, Query()],
+    step: STEP_QUERY = None,
+    compensation: STEP_QUERY = None,
+    length: Annotated[int, Query(alias="bytes", ge=1, le=MAX_PREVIEW_BYTES)] = PREVIEW_BYTES,
+) -> PayloadPreviewView:
+    """The first `bytes` of one payload as text (4 KiB unless asked, 64 KiB at most): the
+    workflow's `input`, or a step's (`step=`) or compensation's (`compensation=`) `output`,
+    `details`, replacement `input` or full `error` text. A large one is read with a ranged GET
+    of its object: never more than `bytes` of it leaves the bucket. The caller's workflows
+    only (404 otherwise)."""
+    if step is not None and compensation is not None:
+        raise _BadQuery("name a step or a compensation, not both", "compensation")
+    state, _ = engine().scheduler.owned(workflow_id, caller())
+    name = step if step is not None else compensation
+    kind = "workflow" if name is None else ("step" if step is not None else "compensation")
+    stored: str | None
+    if name is None:
+        if field is not PreviewField.INPUT:
+            raise _BadQuery(
+                f"a workflow's own payload is its input: name the step (or compensation) "
+                f"whose {field.value} to preview",
+                "step",
+            )
+        stored = state.workflow.input
+    else:
+        rec = (state.steps if kind == "step" else state.compensations).get(name)
+        if rec is None:
+            raise _NotFound(
+                "StepNotFound", f"workflow {workflow_id} has no {kind} '{name}' yet", kind
+            )
+        error = loads(rec.error) if field is PreviewField.ERROR else None
+        stored = {
+            PreviewField.INPUT: rec.input,
+            PreviewField.OUTPUT: rec.output,
+            PreviewField.DETAILS: rec.details,
+            PreviewField.ERROR: error.get("full") if isinstance(error, dict) else None,
+        }[field]
+    if stored is None:
+        whose = f"workflow {workflow_id}" if name is None else f"{kind} '{name}'"
+        raise _NotFound("PayloadNotFound", f"{whose} has no {field.value} to preview", "field")
+    got = engine().ports.payloads.preview(stored, length)
+    text = _whole_characters(got.data)
+    return PayloadPreviewView(
+        workflow_id=workflow_id,
+        kind=kind,
+        step=name,
+        field=field,
+        size=got.size,
+        sha256=got.sha256,
+        large=got.large,
+        bytes=len(text.encode("utf-8")),
+        text=text,
+        truncated=got.truncated,
+    )
+
+
+def _whole_characters(data: bytes) -> str:
+    """UTF-8 bytes cut anywhere, as text: a character cut in two at the end is dropped."""
+    for cut in range(len(data), max(len(data) - 4, 0) - 1, -1):
+        try:
+            return data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return data.decode("utf-8", "replace")
 
 
 @app.post(
@@ -728,6 +856,13 @@ class _NoError(Exception):
     pass
 
 
+class _NotFound(Exception):
+    def __init__(self, code: str, message: str, field: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+
+
 @app.exception_handler(_BadQuery)
 def _bad_query(exc: _BadQuery) -> Response[Any]:
     return errors.error_response(HTTPStatus.BAD_REQUEST, "ValidationError", str(exc), exc.field)
@@ -736,6 +871,11 @@ def _bad_query(exc: _BadQuery) -> Response[Any]:
 @app.exception_handler(_NoError)
 def _no_error(exc: _NoError) -> Response[Any]:
     return errors.error_response(HTTPStatus.NOT_FOUND, "ErrorNotFound", str(exc))
+
+
+@app.exception_handler(_NotFound)
+def _not_found(exc: _NotFound) -> Response[Any]:
+    return errors.error_response(HTTPStatus.NOT_FOUND, exc.code, str(exc), exc.field)
 
 
 @app.exception_handler(_NoDefinition)

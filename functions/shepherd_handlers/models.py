@@ -205,6 +205,59 @@ class ErrorTextView(BaseModel):
     truncated: Annotated[bool, Field(description="The traceback was cut at 1 MiB")] = False
 
 
+class PreviewField(StrEnum):
+    INPUT = "input"
+    OUTPUT = "output"
+    DETAILS = "details"
+    ERROR = "error"
+
+
+class PayloadPreviewView(BaseModel):
+    """The first bytes of one payload, as text (never the whole of a large one)."""
+
+    workflow_id: str
+    kind: Annotated[
+        Literal["workflow", "step", "compensation"], Field(description="Whose payload it is")
+    ]
+    step: Annotated[str | None, Field(description="The step's or compensation's name")] = None
+    field: Annotated[PreviewField, Field(description="input, output, details or error")]
+    size: Annotated[int, Field(description="Bytes of the whole payload's canonical JSON")]
+    sha256: Annotated[str, Field(description="The whole payload's sha256 (hex)")]
+    large: Annotated[
+        bool,
+        Field(description="Kept in the payload bucket: GET /workflows/{id} links it (`_ref`)"),
+    ]
+    bytes: Annotated[int, Field(description="Bytes of the payload that `text` holds")]
+    text: Annotated[
+        str,
+        Field(description="The payload's first bytes as UTF-8, cut at a whole character"),
+    ]
+    truncated: Annotated[bool, Field(description="True: `text` is not the whole payload")]
+
+
+class SeriesBucketView(BaseModel):
+    start: Annotated[str, Field(description="The bucket's first instant (inclusive)")]
+    end: Annotated[str, Field(description="The bucket's last instant (inclusive)")]
+    started: Annotated[int, Field(description="Workflows created in the bucket")]
+    succeeded: Annotated[int, Field(description="Of those, how many are SUCCEEDED now")]
+    failed: Annotated[int, Field(description="Of those, how many are FAILED now")]
+    compensated: Annotated[int, Field(description="Of those, how many are COMPENSATED now")]
+    capped: Annotated[
+        bool,
+        Field(description="True: the counts are at least these (the read stopped at its cap)"),
+    ] = False
+
+
+class WorkflowSeriesView(BaseModel):
+    """The caller's starts, successes and failures per time bucket (by creation time)."""
+
+    created_after: str
+    created_before: str
+    bucket_seconds: Annotated[float, Field(description="Each bucket's width")]
+    buckets: list[SeriesBucketView]
+    capped: bool = False
+
+
 class DeadlineView(BaseModel):
     at: Annotated[str | None, Field(description="None: no deadline runs (a paused pool)")] = None
     why: Annotated[

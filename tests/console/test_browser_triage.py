@@ -7,15 +7,17 @@ light and dark). Each test has its own caller (and console), apart from the othe
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from browser_support import DESKTOP, shot
+from browser_support import DESKTOP, NARROW, shot
 from playwright.sync_api import expect
-from shepherd import keys
+from shepherd import jsonsafe, keys
 from shepherd.adapters.dynamodb import to_attr
 from shepherd.model import WorkflowRecord, WorkflowStatus
 from shepherd_cli.client import Api
@@ -219,6 +221,113 @@ def test_triage_columns_bulk_cancel_and_every_button_legible(own: Any) -> None:
     expect(page.locator('#status-counts a[data-status="CANCELLED"]')).to_have_text(
         "CANCELLED 2", timeout=SLOW + 30_000
     )
+
+
+# ------------------------------------------- the chart of a time range (issue 29.8)
+
+CHART_STATUSES = ("SUCCEEDED", "SUCCEEDED", "FAILED", "RUNNING", "COMPENSATED", "SUCCEEDED")
+
+
+def test_the_chart_shows_starts_successes_and_failures_per_bucket_of_the_range(
+    own: Any, local_stack: LocalStack
+) -> None:
+    page, api = own("console-chart")
+    real = start(api, "provision_environment", ENV)
+    dynamodb = boto3.client("dynamodb", endpoint_url=local_stack.moto_url, region_name="us-east-1")
+    owner = dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": keys.wf_pk(real)}, "sk": {"S": keys.WF_SK}}
+    )["Item"]["owner"]["S"]
+    now = int(time.time() * 1000)
+    # 28 workflows over the last hour (one every 2 minutes, 1 to 55 minutes ago), in the
+    # real layout, with every outcome; and the real one, started now.
+    seeded: list[tuple[int, str]] = []
+    for n in range(28):
+        at = now - (1 + 2 * n) * 60_000
+        status = CHART_STATUSES[n % len(CHART_STATUSES)]
+        record = WorkflowRecord(
+            workflow_id=f"chart{n:03d}",
+            wf_type="order_fulfilment",
+            def_hash="h",
+            status=WorkflowStatus(status),
+            input="{}",
+            owner=owner,
+            request_hash="r",
+            created_at=at,
+            updated_at=at,
+        )
+        dynamodb.put_item(TableName=TABLE, Item=to_attr(record.to_item()))
+        seeded.append((at, status))
+    expect_done = api.call("GET", f"/workflows/{real}")
+    for _ in range(60):
+        if expect_done["status"] == "SUCCEEDED":
+            break
+        page.wait_for_timeout(500)
+        expect_done = api.call("GET", f"/workflows/{real}")
+    assert expect_done["status"] == "SUCCEEDED"
+    seeded.append(
+        (int(datetime.fromisoformat(expect_done["created_at"]).timestamp() * 1000), "SUCCEEDED")
+    )
+
+    series_reads: list[str] = []
+    page.on("request", lambda r: series_reads.append(r.url) if "/series?" in r.url else None)
+    page.goto("/#/workflows")
+    # Of every time: the three totals, and no series read.
+    expect(page.locator('#range-chart g[data-bar="Started"]')).to_have_attribute(
+        "data-count", "29", timeout=SLOW
+    )
+    page.get_by_label("Created").select_option("1h")
+    page.get_by_role("button", name="Apply filters").click()
+    expect(page).to_have_url(re.compile(r"range=1h&created_after="))
+    chart = page.locator("#range-chart svg.series")
+    expect(chart).to_have_attribute("data-buckets", "12", timeout=SLOW)
+    expect(page.locator("#range-chart figcaption")).to_have_text(
+        "Started, succeeded and failed per 5 min, by when each workflow started"
+    )
+    bars = chart.locator("g.series-bar")
+    expect(bars).to_have_count(12)
+    got = bars.evaluate_all(
+        "bs => bs.map(b => [Date.parse(b.dataset.start), +b.dataset.started,"
+        " +b.dataset.succeeded, +b.dataset.failed, b.dataset.capped])"
+    )
+    # Every bucket holds exactly the workflows started in it, split by what became of them.
+    starts = [g[0] for g in got] + [now + 3_600_000]
+    for i, (_, started, succeeded, failed, capped) in enumerate(got):
+        mine = [st for at, st in seeded if starts[i] <= at < starts[i + 1]]
+        assert started == len(mine), (i, got[i], mine)
+        assert succeeded == mine.count("SUCCEEDED"), (i, got[i], mine)
+        assert failed == mine.count("FAILED") + mine.count("COMPENSATED"), (i, got[i], mine)
+        assert capped == "false"
+    assert sum(g[1] for g in got) == 29
+    # In words: the SVG's label, a line under it, and every bucket in a table.
+    label = chart.get_attribute("aria-label") or ""
+    outcomes = [st for _, st in seeded]
+    words = (
+        f"29 started, {outcomes.count('SUCCEEDED')} succeeded, "
+        f"{outcomes.count('FAILED') + outcomes.count('COMPENSATED')} failed or undone, per 5 min"
+    )
+    assert words == "29 started, 15 succeeded, 9 failed or undone, per 5 min"
+    assert label.startswith(words), label
+    expect(page.locator("#series-total")).to_contain_text(words)
+    page.locator(".series-table summary").click()
+    table_rows = page.locator(".series-table tbody tr")
+    expect(table_rows).to_have_count(12)
+    first = table_rows.nth(0).locator("td")
+    expect(first.nth(0)).to_have_text(str(got[0][1]))
+    expect(first.nth(2)).to_have_text(str(got[0][3]))
+    # Read once and kept 30 s (as the counts are): live refreshes of the list read it again
+    # from the page's cache, not from the API.
+    page.wait_for_timeout(5_000)
+    assert len(series_reads) == 1, series_reads
+    assert "buckets=12" in series_reads[0]
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        ratio = page.locator("#series-total").evaluate(CONTRAST)
+        assert ratio >= 4.5, (scheme, ratio)
+        shot(page, f"list-chart-last-hour-{scheme}", full_page=False)
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size(NARROW)
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the chart scrolls sideways by {overflow}px at 400px"
 
 
 # ------------------------------------------------------- 2,000 workflows, a rare status
@@ -440,6 +549,64 @@ def test_a_large_payload_downloads_as_a_named_file_from_a_fresh_link(page: Any, 
     page.clock.run_for(61_000)
     expect(link).not_to_have_attribute("href", first or "")
     expect(link).to_have_attribute("href", re.compile("response-content-disposition="))
+
+
+HOSTILE = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
+
+
+def test_a_large_payload_shows_its_first_kilobytes_as_text_beside_its_download(
+    page: Any, api: Api
+) -> None:
+    # A 20 KiB input that starts with markup, and a step returning 40 KiB: both in the bucket.
+    payload = {**ORDER, "a_note": HOSTILE + "n" * 20_000, "output_bytes": {"ship_order": 40_000}}
+    workflow_id = start(api, "order_fulfilment", payload)
+    previews: list[str] = []
+    page.on("request", lambda r: previews.append(r.url) if "/preview?" in r.url else None)
+    page.goto(f"/#/workflows/{workflow_id}")
+    expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
+    view = api.call("GET", f"/workflows/{workflow_id}")
+    data = jsonsafe.dumps(payload).encode()
+    assert view["input_ref"]["size"] == len(data)
+
+    box = page.locator("#data .json", has_text="Input")
+    preview = box.locator('figure.payload-preview[data-preview="workflow:input"]')
+    preview.scroll_into_view_if_needed()
+    caption = preview.locator("figcaption")
+    expect(caption).to_have_text(
+        re.compile(r"^Truncated preview: the first 4\.0 KiB of 19\.\d KiB")
+    )
+    # The payload's first 4 KiB, exactly, as text (markup and all), the download beside it.
+    text = preview.locator("pre.preview-text")
+    expect(text).to_have_text(data[:4096].decode(), use_inner_text=False)
+    assert str(text.text_content()).startswith('{"a_note":"<img src=x onerror=')
+    expect(preview.locator(".cut-note")).to_contain_text("more in the download")
+    expect(box.locator("a.payload-link")).to_have_text(re.compile(r"Download large payload"))
+    # Never rendered: no element came of it, nothing ran.
+    expect(page.locator("main img")).to_have_count(0)
+    expect(page.locator("main script")).to_have_count(0)
+    assert page.evaluate("window.__pwned") is None
+
+    # The output's large member is its step's output: previewed once, shown in both places.
+    member = page.locator('#data figure.payload-preview[data-preview="ship_order:output"]')
+    member.scroll_into_view_if_needed()
+    expect(member.locator("figcaption")).to_contain_text("of 39.")
+    expect(member.locator("pre.preview-text")).to_contain_text('{"')
+    step = page.locator("#item-step-ship_order")
+    step.locator("summary").click()
+    inner = step.locator('figure.payload-preview[data-preview="ship_order:output"]')
+    inner.scroll_into_view_if_needed()
+    expect(inner.locator("pre.preview-text")).to_have_text(
+        str(member.locator("pre.preview-text").text_content()), use_inner_text=False
+    )
+    shot(page, "workflow-payload-preview", full_page=False)
+    # Two payloads, two reads of 4 KiB each through the API: none per redraw, none per place.
+    assert sorted(previews) == sorted(
+        [
+            f"{page.url.split('#')[0]}api/workflows/{workflow_id}/preview?field=input&bytes=4096",
+            f"{page.url.split('#')[0]}api/workflows/{workflow_id}/preview"
+            "?field=output&step=ship_order&bytes=4096",
+        ]
+    ), previews
 
 
 def test_a_steps_earlier_attempts_fold_under_its_latest(page: Any, api: Api) -> None:

@@ -107,3 +107,40 @@ def test_keys_are_write_once_by_content() -> None:
     second = payloads.keep(jsonsafe.dumps("b" * 50), "wf/w/step/s/1/details")
     assert first != second and len(store.objects) == 2
     assert payloads.value(first) == "a" * 50
+
+
+def test_head_reads_only_the_first_bytes_and_says_the_whole_size(store: PayloadStore) -> None:
+    data = b'{"big":"' + b"x" * 200_000 + b'"}'
+    store.put("wf/3/output/abc", data, _sha(data))
+    assert store.head("wf/3/output/abc", 4096) == (data[:4096], len(data))
+    assert store.head("wf/3/output/abc", 1) == (b"{", len(data))
+    assert store.head("wf/3/output/abc", 10 * len(data)) == (data, len(data))  # shorter: whole
+    assert store.head("wf/3/output/nothing", 4096) is None
+    if isinstance(store, MemoryPayloadStore):
+        assert store.bytes_read == 4096 + 1 + len(data)
+
+
+def test_a_preview_is_the_payloads_start_checked_against_its_reference(
+    store: PayloadStore,
+) -> None:
+    payloads = Payloads(store, inline_bytes=100)
+    small = jsonsafe.dumps({"ok": True})
+    got = payloads.preview(small, 4)
+    assert (got.data, got.size, got.large, got.truncated) == (b'{"ok', len(small), False, True)
+    assert got.sha256 == _sha(small.encode())
+    text = jsonsafe.dumps({"blob": "é" * 5000})
+    stored = payloads.keep(text, "wf/w4/input")
+    got = payloads.preview(stored, 1000)
+    assert got.data == text.encode()[:1000] and got.size == len(text.encode())
+    assert got.large and got.truncated and got.sha256 == _sha(text.encode())
+    whole = payloads.preview(stored, 64 * 1024)
+    assert whole.data == text.encode() and not whole.truncated
+    # An object that is not the size its reference says is refused, as a full read would be.
+    ref = ref_of(stored)
+    assert ref is not None
+    store.put(ref.key, b"[1]", _sha(b"[1]"))
+    with pytest.raises(PayloadMissing, match="size"):
+        payloads.preview(stored, 1000)
+    store.delete(ref.key)
+    with pytest.raises(PayloadMissing, match="missing"):
+        payloads.preview(stored, 1000)

@@ -8,10 +8,13 @@ undeclared method refused, missing or bogus auth refused) over a bounded number 
 per phase (examples, coverage, fuzzing).
 
 What a schema cannot say, said here once:
-* Schema-valid requests may still be refused with 400 on two operations: a start names a
-  definition and must satisfy its InputSchema (deployment data, not the API's schema), and a
-  `next_token` is only valid if this deployment issued it to this caller for these filters
-  (on `GET /workflows`, on a workflow's `GET .../events` and on `GET /approvals`).
+* Schema-valid requests may still be refused with 400 where a schema cannot say why: a start
+  names a definition and must satisfy its InputSchema (deployment data, not the API's schema);
+  a `next_token` is only valid if this deployment issued it to this caller for these filters
+  (on `GET /workflows`, on a workflow's `GET .../events` and on `GET /approvals`); a time
+  range may not end before it starts (`GET /workflows`, `GET /workflows/counts`, `GET
+  /workflows/series`; a series' may not start later than now either); and a preview names
+  at most one of a step and a compensation, and a step for any field but `input`.
 * Generated path ids almost never exist: positive cases put a seeded workflow's id (or a
   waiting callback's token) in place of about half of the generated ones, so the 2xx paths
   are exercised too, and the rest still probe unknown ids.
@@ -55,8 +58,13 @@ CONFIG = SchemathesisConfig.from_dict(
                 # A time range whose created_after is later than its created_before is valid
                 # JSON Schema (it cannot say one field is later than another) and a 400.
                 "GET /workflows/counts",
+                # The same for a series, whose range may not start later than now either.
+                "GET /workflows/series",
                 "GET /workflows/{workflow_id}/events",
                 "GET /approvals",
+                # A preview names at most one of step and compensation, and a workflow's own
+                # payload is its input (JSON Schema cannot say either of a query): 400.
+                "GET /workflows/{workflow_id}/preview",
             )
         ]
         # The former callback routes (token in the path) answer 410, naming their replacement.

@@ -1,5 +1,6 @@
-"""GET /workflows and GET /workflows/counts at 2,000 workflows with a rare status (issue 29.1),
-in process on moto: filters that never lie, signed and stable pages, bounded counts."""
+"""GET /workflows, GET /workflows/counts and GET /workflows/series at 2,000 workflows with a
+rare status (issues 29.1, 29.8), in process on moto: filters that never lie, signed and stable
+pages, bounded counts, and a time series exact per bucket in 128 queries (or capped, saying so)."""
 
 from __future__ import annotations
 
@@ -199,3 +200,128 @@ def test_counts_stop_at_the_cap(
     assert got["RUNNING"] == (100, True) and got["SUCCEEDED"] == (100, True)
     assert got["FAILED"] == (RARE, False)
     assert reply["capped"] is True
+
+
+# ------------------------------------------------- GET /workflows/series: the console's chart
+
+
+@pytest.fixture
+def queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every list-index query the API's engine makes (the series' cost)."""
+    from shepherd_handlers import runtime
+
+    store = runtime.engine().ports.store
+    made: list[str] = []
+    real = store.query_range
+
+    def counted(index: Any, partition: str, *args: Any, **kwargs: Any) -> Any:
+        made.append(f"{index.name} {partition}")
+        return real(index, partition, *args, **kwargs)
+
+    monkeypatch.setattr(store, "query_range", counted)
+    return made
+
+
+def _truth(
+    rows: list[dict[str, Any]], after: int, width: int, count: int, **match: Any
+) -> list[dict[str, int]]:
+    out = [{"started": 0, "succeeded": 0, "failed": 0, "compensated": 0} for _ in range(count)]
+    for r in rows:
+        if not all(r[k] == v for k, v in match.items()):
+            continue
+        at = (r["created_at"] - after) // width
+        if 0 <= at < count:
+            out[at]["started"] += 1
+            name = {"SUCCEEDED": "succeeded", "FAILED": "failed", "COMPENSATED": "compensated"}
+            if r["status"] in name:
+                out[at][name[r["status"]]] += 1
+    return out
+
+
+def _numbers(reply: dict[str, Any]) -> list[dict[str, int]]:
+    names = ("started", "succeeded", "failed", "compensated")
+    return [{n: b[n] for n in names} for b in reply["buckets"]]
+
+
+def test_a_series_counts_every_bucket_exactly_in_128_queries(
+    seeded: tuple[Stack, list[dict[str, Any]]], queries: list[str]
+) -> None:
+    stack, rows = seeded
+    after, before = BASE, BASE + TOTAL * 1_000 - 1
+    query = {"created_after": iso(after), "created_before": iso(before), "buckets": "20"}
+    status, _, reply = stack.api("GET", "/workflows/series", query=query)
+    assert status == 200, reply
+    assert reply["created_after"] == "2025-06-15T15:06:40.000Z"
+    assert reply["bucket_seconds"] == 100 and len(reply["buckets"]) == 20
+    assert reply["buckets"][0]["start"] == "2025-06-15T15:06:40.000Z"
+    assert reply["buckets"][0]["end"] == "2025-06-15T15:08:19.999Z"
+    assert _numbers(reply) == _truth(rows, after, 100_000, 20)
+    assert [b["started"] for b in reply["buckets"]] == [100] * 20
+    assert sum(b["failed"] for b in reply["buckets"]) == RARE
+    assert reply["capped"] is False and not any(b["capped"] for b in reply["buckets"])
+    # One keys-only query per series (4) and shard (32), whatever the range holds.
+    assert len(queries) == 4 * 32 == 128
+    assert {q.split()[0] for q in queries} == {"by_owner", "by_status"}
+
+    # Of one type: its own indexes, the same cost.
+    queries.clear()
+    typed_query = {**query, "type": "provision_environment"}
+    typed = stack.api("GET", "/workflows/series", query=typed_query)[2]
+    assert _numbers(typed) == _truth(rows, after, 100_000, 20, wf_type="provision_environment")
+    assert len(queries) == 128 and {q.split()[0] for q in queries} == {"by_type", "by_type_status"}
+    # Another caller's series is empty.
+    other = stack.api("GET", "/workflows/series", query=query, caller=BOB)[2]
+    assert sum(b["started"] for b in other["buckets"]) == 0
+
+
+def test_a_series_stops_at_its_cap_and_says_which_buckets_are_at_least(
+    seeded: tuple[Stack, list[dict[str, Any]]], queries: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shepherd_handlers import series
+
+    stack, rows = seeded
+    monkeypatch.setattr(series, "SERIES_CAP", 320)  # 10 keys a shard, newest first
+    after, before = BASE, BASE + TOTAL * 1_000 - 1
+    query = {"created_after": iso(after), "created_before": iso(before), "buckets": "20"}
+    reply = stack.api("GET", "/workflows/series", query=query)[2]
+    truth = _truth(rows, after, 100_000, 20)
+    got = _numbers(reply)
+    capped = [b["capped"] for b in reply["buckets"]]
+    assert reply["capped"] is True and capped[0] is True
+    # The newest buckets are exact; from the first capped one back, all are (a prefix).
+    assert capped == [True] * capped.count(True) + [False] * capped.count(False)
+    assert capped.count(False) >= 1
+    for bucket, want, at_least in zip(got, truth, capped, strict=True):
+        if at_least:
+            assert all(bucket[k] <= want[k] for k in want)
+        else:
+            assert bucket == want
+    # At most 10 keys per series and shard were read, in at most one query each.
+    assert sum(b["started"] for b in reply["buckets"]) <= 320
+    assert len(queries) == 128
+
+
+def test_a_series_refuses_what_is_not_a_time_range(stack: Stack) -> None:
+    for query, field in (
+        ({}, "created_after"),
+        ({"created_after": "2026-01-01T00:00"}, "created_after"),
+        (
+            {"created_after": "2026-01-02T00:00Z", "created_before": "2026-01-01T00:00Z"},
+            "created_after",
+        ),
+        ({"created_after": "2999-01-01T00:00Z"}, "created_after"),  # later than now
+        ({"created_after": "2026-01-01T00:00Z", "buckets": "0"}, "buckets"),
+        ({"created_after": "2026-01-01T00:00Z", "buckets": "61"}, "buckets"),
+        ({"created_after": "2026-01-01T00:00Z", "status": "FAILED"}, "status"),
+    ):
+        status, _, reply = stack.api("GET", "/workflows/series", query=query)
+        assert status == 400 and reply["error"]["code"] == "ValidationError", (query, reply)
+        assert reply["error"]["field"] == field, (query, reply)
+    # created_before defaults to now; a range shorter than its buckets has fewer.
+    status, _, reply = stack.api(
+        "GET", "/workflows/series", query={"created_after": "2026-01-01T00:00Z"}
+    )
+    assert status == 200 and len(reply["buckets"]) == 24
+    tiny = {"created_after": "2026-01-01T00:00:00Z", "created_before": "2026-01-01T00:00:00.004Z"}
+    reply = stack.api("GET", "/workflows/series", query=tiny)[2]
+    assert len(reply["buckets"]) == 5 and reply["bucket_seconds"] == 0.001

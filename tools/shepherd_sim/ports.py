@@ -344,6 +344,9 @@ class FaultyPayloadStore:
             raise PayloadUnavailable(f"payload {key} not read")
         return self.inner.get(key)
 
+    def head(self, key: str, length: int) -> tuple[bytes, int] | None:
+        return self.inner.head(key, length)
+
     def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
         return str(self.inner.url(key, expires_seconds, filename))
 

@@ -52,6 +52,21 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Preview:
+    """The start of a payload's canonical JSON: `data` is its first bytes (all of them when
+    `data` is as long as `size`), `large` whether it lives in the payload bucket."""
+
+    data: bytes
+    size: int
+    sha256: str
+    large: bool
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.data) < self.size
+
+
+@dataclass(frozen=True)
 class PresignedUpload:
     """A presigned POST: the form `fields` (and the file, last) posted to `url`."""
 
@@ -66,6 +81,12 @@ class PayloadStore(Protocol):
 
     def get(self, key: str) -> bytes | None:
         """The object's bytes, or None if there is no such object."""
+        ...
+
+    def head(self, key: str, length: int) -> tuple[bytes, int] | None:
+        """The object's first `length` bytes (fewer if it is shorter) and its whole size,
+        reading no more than that (an HTTP Range request on S3), or None if there is no such
+        object."""
         ...
 
     def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
@@ -138,6 +159,23 @@ class Payloads:
         """The payload as a plain value (None if absent)."""
         return None if stored is None else json.loads(self.text(stored))
 
+    def preview(self, stored: str, length: int) -> Preview:
+        """The first `length` bytes of the payload a stored value stands for, reading no more
+        of a large one than that (the bucket's object is never fetched whole). Unverified, as
+        any part of an object is: its size is checked against the reference, and the sha256
+        given is the reference's, for whoever downloads the whole."""
+        ref = ref_of(stored)
+        if ref is None:
+            data = stored.encode("utf-8")
+            return Preview(data[:length], len(data), hashlib.sha256(data).hexdigest(), False)
+        got = self.store.head(ref.key, length)
+        if got is None:
+            raise PayloadMissing(f"payload {ref.key} is missing")
+        data, size = got
+        if size != ref.size or len(data) > length:
+            raise PayloadMissing(f"payload {ref.key} does not match its reference's size")
+        return Preview(data, size, ref.sha256, True)
+
     def discard(self, stored: str | None) -> None:
         """Delete the object a superseded reference names (nothing for an inline value).
 
@@ -174,6 +212,9 @@ class NoPayloadStore:
     def get(self, key: str) -> bytes | None:
         return None
 
+    def head(self, key: str, length: int) -> tuple[bytes, int] | None:
+        return None
+
     def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
         raise PayloadStoreMissing("no payload bucket is configured (SHEPHERD_PAYLOAD_BUCKET)")
 
@@ -196,6 +237,7 @@ class MemoryPayloadStore:
         self._lock = threading.Lock()
         self.puts = 0
         self.gets = 0
+        self.bytes_read = 0  # by get and head: what a reader fetched from the bucket
 
     def put(self, key: str, data: bytes, sha256: str) -> None:
         with self._lock:
@@ -205,7 +247,18 @@ class MemoryPayloadStore:
     def get(self, key: str) -> bytes | None:
         with self._lock:
             self.gets += 1
-            return self.objects.get(key)
+            data = self.objects.get(key)
+            self.bytes_read += len(data or b"")
+            return data
+
+    def head(self, key: str, length: int) -> tuple[bytes, int] | None:
+        with self._lock:
+            self.gets += 1
+            data = self.objects.get(key)
+            if data is None:
+                return None
+            self.bytes_read += min(length, len(data))
+            return data[:length], len(data)
 
     def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
         named = f"&filename={filename}" if filename else ""

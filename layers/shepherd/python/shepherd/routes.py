@@ -74,6 +74,13 @@ ROUTES: tuple[Route, ...] = (
     ),
     # Before /workflows/{workflow_id}: a literal segment wins over a parameter.
     Route("GET", "/workflows/counts", "api", query=("type", "created_after", "created_before")),
+    # Starts, successes and failures per time bucket (the console's chart): bounded reads.
+    Route(
+        "GET",
+        "/workflows/series",
+        "api",
+        query=("type", "created_after", "created_before", "buckets"),
+    ),
     Route("GET", "/workflows/{workflow_id}", "api"),
     Route("GET", "/workflows/{workflow_id}/events", "api", query=("limit", "next_token")),
     Route("GET", "/workflows/{workflow_id}/steps/{step}/error", "api"),
@@ -85,6 +92,13 @@ ROUTES: tuple[Route, ...] = (
         query=("status", "limit", "next_token"),
     ),
     Route("GET", "/workflows/{workflow_id}/compensations/{step}/error", "api"),
+    # A payload's first bytes (a large one through a ranged read of its object).
+    Route(
+        "GET",
+        "/workflows/{workflow_id}/preview",
+        "api",
+        query=("field", "step", "compensation", "bytes"),
+    ),
     Route("POST", "/workflows/{workflow_id}/cancel", "api"),
     Route("POST", "/workflows/{workflow_id}/retry", "api"),
     Route("POST", "/workflows/{workflow_id}/pause", "api"),

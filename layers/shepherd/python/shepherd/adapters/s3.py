@@ -61,6 +61,32 @@ class S3PayloadStore:
         body: bytes = response["Body"].read()
         return body
 
+    def head(self, key: str, length: int) -> tuple[bytes, int] | None:
+        """A ranged GET (`Range: bytes=0-<length - 1>`): S3 sends those bytes only, and says
+        the object's size in `Content-Range`. Never more than `length` bytes are read, even
+        from a reply that ignored the range."""
+        try:
+            response = self._client.get_object(
+                Bucket=self._bucket, Key=key, Range=f"bytes=0-{max(length, 1) - 1}"
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code in MISSING or (code in DENIED and key.startswith(self._readable)):
+                return None
+            if code == "InvalidRange":  # an empty object: no byte 0
+                return b"", 0
+            raise StoreUnavailable(f"payload {key} not read: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StoreUnavailable(f"payload {key} not read: {exc}") from exc
+        body = response["Body"]
+        try:
+            data: bytes = body.read(length) if length > 0 else b""
+        finally:
+            body.close()
+        whole = str(response.get("ContentRange") or "").rpartition("/")[2]
+        size = int(whole) if whole.isdigit() else int(response.get("ContentLength") or 0)
+        return data, size
+
     def url(self, key: str, expires_seconds: int, filename: str | None = None) -> str:
         params = {"Bucket": self._bucket, "Key": key}
         if filename:

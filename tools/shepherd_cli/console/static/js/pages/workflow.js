@@ -285,6 +285,8 @@ function present(value, ref) {
 
 function itemDetails(kind, item, workflowId) {
   const key = `${kind}:${item.name}`;
+  // Where a large payload of this step (or compensation) is previewed from.
+  const source = (field) => (workflowId ? { workflowId, [kind === "step" ? "step" : "compensation"]: item.name, field } : null);
   const retryWait = item.available_at && item.available_at !== item.dispatched_at;
   return h(
     "section",
@@ -307,9 +309,9 @@ function itemDetails(kind, item, workflowId) {
       // The full text (message uncut, traceback) read through the API and shown as text.
       item.error ? jsonView("Error", item.error, { key: `${key}:error` }) : null,
       item.error && workflowId ? tracebackView(workflowId, kind, item.name, item.attempt) : null,
-      present(item.output, item.output_ref) ? jsonView("Output", item.output, { key: `${key}:output`, ref: item.output_ref }) : null,
-      present(item.details, item.details_ref) ? jsonView("Progress details", item.details, { key: `${key}:details`, ref: item.details_ref }) : null,
-      present(item.input, item.input_ref) ? jsonView("Replacement input", item.input, { key: `${key}:input`, ref: item.input_ref }) : null,
+      present(item.output, item.output_ref) ? jsonView("Output", item.output, { key: `${key}:output`, ref: item.output_ref, preview: source("output") }) : null,
+      present(item.details, item.details_ref) ? jsonView("Progress details", item.details, { key: `${key}:details`, ref: item.details_ref, preview: source("details") }) : null,
+      present(item.input, item.input_ref) ? jsonView("Replacement input", item.input, { key: `${key}:input`, ref: item.input_ref, preview: source("input") }) : null,
     ),
   );
 }
@@ -501,8 +503,9 @@ export async function workflowPage(ctx, { id }) {
     drawTimeline();
     redraw(
       dataHost,
-      jsonView("Input", view.input, { key: "wf:input", ref: view.input_ref }),
-      jsonView("Output", view.output, { key: "wf:output", links: view.output_ref, empty: view.status === "SUCCEEDED" ? "null" : "none yet (a workflow has an output once it SUCCEEDED)" }),
+      jsonView("Input", view.input, { key: "wf:input", ref: view.input_ref, preview: { workflowId: view.workflow_id, field: "input" } }),
+      // A large member of the output is its step's output: previewed as that.
+      jsonView("Output", view.output, { key: "wf:output", links: view.output_ref, preview: (step) => ({ workflowId: view.workflow_id, step, field: "output" }), empty: view.status === "SUCCEEDED" ? "null" : "none yet (a workflow has an output once it SUCCEEDED)" }),
       view.error ? jsonView("Error", view.error, { key: "wf:error" }) : null,
     );
     redraw(

@@ -5,7 +5,7 @@
 
 import { ApiError, get, post, seg } from "../api.js";
 import { confirmAction } from "../confirm.js";
-import { ago, badge, duration, h, replace, s, table } from "../dom.js";
+import { ago, badge, duration, h, redraw, replace, s, table } from "../dom.js";
 
 export const WORKFLOW_STATUSES = ["RUNNING", "PAUSED", "COMPENSATING", "CANCELLING", "SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"];
 const PAGE_SIZE = 20;
@@ -16,6 +16,10 @@ const COUNTS_MS = 30_000;
 const WORKFLOW_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const RANGES = { "": "any time", "1h": "last hour", "1d": "last day", "7d": "last week", custom: "custom…" };
 const RANGE_MS = { "1h": 3_600_000, "1d": 86_400_000, "7d": 604_800_000 };
+// The chart of a time range: its buckets (5 min over an hour, an hour over a day, 6 h over a
+// week, 24 over a custom range), from GET /workflows/series (128 index queries a read, at most
+// 10,000 keys a series: docs/architecture.md), fetched as the counts are, at most every 30 s.
+const SERIES_BUCKETS = { "1h": 12, "1d": 24, "7d": 28, custom: 24 };
 const FILTER_KEYS = ["status", "type", "range", "created_after", "created_before", "sort", "limit"];
 // The bulk actions: the API route and the statuses each applies to (docs/api.md).
 const BULK = {
@@ -121,7 +125,7 @@ function tokenTrail(filters) {
   };
 }
 
-/** Starts, successes and failures in the list's time range as a small bar chart (from the
+/** Starts, successes and failures of every time (no range chosen) as three bars (from the
     counts: no extra request), every bar labelled with its number. */
 function chart(data) {
   const of = (status) => data.counts.find((c) => c.status === status)?.count || 0;
@@ -134,7 +138,7 @@ function chart(data) {
   const width = 260;
   const row = 22;
   return [
-    h("figcaption", {}, "In this time range"),
+    h("figcaption", {}, "Of every time (choose a time range to see them over time)"),
     s(
       "svg",
       { viewBox: `0 0 ${width} ${bars.length * row}`, width, height: bars.length * row, role: "img", "aria-label": bars.map(([label, n]) => `${label} ${n}`).join(", ") },
@@ -147,6 +151,114 @@ function chart(data) {
           s("text", { x: 116 + Math.max(2, Math.round((n / most) * 100)), y: 15, class: "bar-label" }, n.toLocaleString()),
         ),
       ),
+    ),
+  ];
+}
+
+const pad2 = (n) => String(n).padStart(2, "0");
+
+/** A bucket's start in the browser's clock: "14:05", or "Mar 3 14:00" over more than a day. */
+function bucketTime(iso, withDay) {
+  const d = new Date(iso);
+  const clock = `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
+  return withDay ? `${d.toLocaleDateString(undefined, { month: "short", day: "numeric" })} ${clock}` : clock;
+}
+
+/** "5 min", "1 h", "6 h", "1 d 2 h": a bucket's width in words. */
+function widthText(seconds) {
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 86_400) return `${+(seconds / 3600).toFixed(1)} h`;
+  return `${+(seconds / 86_400).toFixed(1)} d`;
+}
+
+/**
+ * Starts, successes and failures per time bucket as a small SVG bar chart (issue 29.8): one bar
+ * per bucket, as tall as the workflows started in it, split into those that have since
+ * succeeded, failed or been undone, and the rest. Said in words too: the SVG's label sums it
+ * up, every bar has a title, and a table below gives every bucket's numbers.
+ */
+function seriesChart(data) {
+  const buckets = data.buckets;
+  const withDay = Date.parse(data.created_before) - Date.parse(data.created_after) > 86_400_000;
+  const failedOf = (b) => b.failed + b.compensated;
+  const plus = (b) => (b.capped ? "+" : "");
+  const total = (key) => buckets.reduce((n, b) => n + (typeof key === "function" ? key(b) : b[key]), 0);
+  const started = total("started");
+  const succeeded = total("succeeded");
+  const failed = total(failedOf);
+  const busiest = buckets.reduce((best, b) => (b.started > (best?.started ?? -1) ? b : best), null);
+  const most = Math.max(1, ...buckets.map((b) => b.started));
+  const per = widthText(data.bucket_seconds);
+  const [W, H, left, top, bottom] = [480, 150, 34, 8, 22];
+  const plotH = H - top - bottom;
+  const step = (W - left - 4) / Math.max(1, buckets.length);
+  const barW = Math.max(2, step - 2);
+  const y = (n) => top + plotH - (n / most) * plotH;
+  const summary =
+    `${started.toLocaleString()}${data.capped ? "+" : ""} started, ${succeeded.toLocaleString()} succeeded, ${failed.toLocaleString()} failed or undone, ` +
+    `per ${per} from ${bucketTime(data.created_after, withDay)} to ${bucketTime(data.created_before, withDay)}` +
+    (busiest && busiest.started ? `; the most starts (${busiest.started}) at ${bucketTime(busiest.start, withDay)}` : "");
+  const bars = buckets.map((b, i) => {
+    const x = left + i * step + 1;
+    const parts = [
+      ["seg st-SUCCEEDED", b.succeeded],
+      ["seg st-FAILED", failedOf(b)],
+      ["seg seg-other", Math.max(0, b.started - b.succeeded - failedOf(b))],
+    ];
+    let base = 0;
+    const rects = [];
+    for (const [cls, n] of parts) {
+      if (n > 0) rects.push(s("rect", { class: cls, x: x.toFixed(1), y: y(base + n).toFixed(1), width: barW.toFixed(1), height: Math.max(1, y(base) - y(base + n)).toFixed(1) }));
+      base += n;
+    }
+    return s(
+      "g",
+      { class: "series-bar", "data-start": b.start, "data-started": String(b.started), "data-succeeded": String(b.succeeded), "data-failed": String(failedOf(b)), "data-capped": String(b.capped) },
+      s("title", {}, `${bucketTime(b.start, withDay)}: ${b.started}${plus(b)} started, ${b.succeeded} succeeded, ${failedOf(b)} failed or undone`),
+      // The whole bucket's height answers a hover, even where its bar is short or empty.
+      s("rect", { class: "hit", x: x.toFixed(1), y: top, width: barW.toFixed(1), height: plotH }),
+      rects,
+    );
+  });
+  const last = buckets[buckets.length - 1];
+  const rows = buckets.map((b) =>
+    h(
+      "tr",
+      { "data-start": b.start },
+      h("th", { scope: "row" }, h("time", { datetime: b.start, title: `${b.start} – ${b.end}` }, bucketTime(b.start, withDay))),
+      h("td", { class: "num" }, `${b.started.toLocaleString()}${plus(b)}`),
+      h("td", { class: "num" }, `${b.succeeded.toLocaleString()}${plus(b)}`),
+      h("td", { class: "num" }, `${failedOf(b).toLocaleString()}${plus(b)}`),
+    ),
+  );
+  return [
+    h("figcaption", { id: "series-caption" }, `Started, succeeded and failed per ${per}, by when each workflow started`),
+    s(
+      "svg",
+      { class: "series", viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": summary, "data-buckets": String(buckets.length) },
+      s("line", { class: "axis", x1: left, x2: W - 2, y1: top + plotH + 0.5, y2: top + plotH + 0.5 }),
+      s("line", { class: "grid", x1: left, x2: W - 2, y1: top + 0.5, y2: top + 0.5 }),
+      s("text", { class: "tick", x: left - 4, y: top + 4, "text-anchor": "end" }, most.toLocaleString()),
+      s("text", { class: "tick", x: left - 4, y: top + plotH, "text-anchor": "end" }, "0"),
+      bars,
+      s("text", { class: "tick", x: left, y: H - 6 }, bucketTime(buckets[0].start, withDay)),
+      s("text", { class: "tick", x: W - 2, y: H - 6, "text-anchor": "end" }, bucketTime(last.end, withDay)),
+    ),
+    h(
+      "ul",
+      { class: "legend" },
+      h("li", {}, h("span", { class: "swatch st-SUCCEEDED" }), "Succeeded"),
+      h("li", {}, h("span", { class: "swatch st-FAILED" }), "Failed or undone"),
+      h("li", {}, h("span", { class: "swatch seg-other" }), "Not finished, paused or cancelled"),
+    ),
+    h("p", { class: "series-total", id: "series-total" }, summary, "."),
+    data.capped ? h("p", { class: "muted", id: "series-capped" }, "Buckets marked + are “at least”: the read stops at 10,000 workflows a series, newest first.") : null,
+    h(
+      "details",
+      { class: "series-table", dataset: { key: "series-table" } },
+      h("summary", {}, "Every bucket as a table"),
+      table(`Per ${per}, by start time`, ["From", "Started", "Succeeded", "Failed or undone"], rows),
     ),
   ];
 }
@@ -184,6 +296,7 @@ export async function workflowsPage(ctx, { query }) {
   let lastText = "";
   let generation = 0; // a reply older than the newest request is dropped, never drawn
   let counting = false;
+  let charting = false;
   let shown = [];
   const selected = new Set();
 
@@ -195,7 +308,7 @@ export async function workflowsPage(ctx, { query }) {
   const found = h("p", { class: "lookup-result", role: "status" });
   const countsHost = h("nav", { class: "counts", id: "status-counts", "aria-label": "Workflows per status" }, h("span", { class: "muted" }, "Counting…"));
   const bulkHost = h("div", { class: "bulk toolbar", id: "bulk-actions" });
-  const chartHost = h("figure", { class: "mini-chart", id: "range-chart" });
+  const chartHost = h("figure", { class: "mini-chart", id: "range-chart" }, filters.created_after ? h("figcaption", { class: "muted loading" }, "Reading the chart of this range…") : null);
   const bulkOutcome = h("p", { class: "outcome", role: "status", id: "bulk-outcome", hidden: true });
 
   // ------------------------------------------------------------------------ filters form
@@ -280,6 +393,7 @@ export async function workflowsPage(ctx, { query }) {
     }
     rowsHost.setAttribute("aria-busy", "false");
     refreshCounts();
+    refreshSeries();
   }
 
   async function refreshCounts() {
@@ -309,6 +423,49 @@ export async function workflowsPage(ctx, { query }) {
     if (ctx.alive) drawCounts(data);
   }
 
+  // The chart of a time range, from GET /workflows/series: cached per filters, at most every
+  // 30 s (the same cadence as the counts), never awaited by a page.
+  async function refreshSeries() {
+    if (!filters.created_after) return;
+    const key = `shepherd-series:${listHash({ ...filters, status: "" })}`;
+    let cached = null;
+    try {
+      cached = JSON.parse(window.sessionStorage.getItem(key) || "null");
+    } catch {
+      cached = null;
+    }
+    if (cached && Date.now() - cached.at < COUNTS_MS) {
+      drawSeries(cached.data);
+      return;
+    }
+    if (charting) return;
+    charting = true;
+    let data;
+    try {
+      ({ data } = await get("/workflows/series", {
+        type: filters.type,
+        created_after: filters.created_after,
+        created_before: filters.created_before,
+        buckets: SERIES_BUCKETS[filters.range] || SERIES_BUCKETS.custom,
+      }));
+    } catch (exc) {
+      if (ctx.alive) replace(chartHost, h("figcaption", {}, "Over time"), h("p", { class: "problem" }, `chart unavailable: ${exc.describe ? exc.describe() : exc}`));
+      return;
+    } finally {
+      charting = false;
+    }
+    window.sessionStorage.setItem(key, JSON.stringify({ at: Date.now(), data }));
+    if (ctx.alive) drawSeries(data);
+  }
+
+  let seriesText = "";
+  function drawSeries(data) {
+    const text = JSON.stringify(data);
+    if (text === seriesText) return; // unchanged: the table's fold and focus stay as they are
+    seriesText = text;
+    redraw(chartHost, seriesChart(data));
+  }
+
   function drawCounts(data) {
     const chip = (status, count, capped) => {
       const label = `${status} ${count.toLocaleString()}${capped ? "+" : ""}`;
@@ -321,7 +478,7 @@ export async function workflowsPage(ctx, { query }) {
       data.counts.filter((c) => c.count > 0 || c.status === filters.status).map((c) => chip(c.status, c.count, c.capped)),
     );
     countsHost.dataset.total = String(data.total);
-    replace(chartHost, chart(data));
+    if (!filters.created_after) replace(chartHost, chart(data));
   }
 
   function drawRows(items) {
@@ -418,6 +575,7 @@ export async function workflowsPage(ctx, { query }) {
     selected.clear();
     lastText = "";
     window.sessionStorage.removeItem(`shepherd-counts:${listHash({ ...filters, status: "" })}`);
+    window.sessionStorage.removeItem(`shepherd-series:${listHash({ ...filters, status: "" })}`);
     await refresh();
   }
 
