@@ -94,7 +94,9 @@ class PoolLimiter:
                 if slot <= now_us:
                     return RUN
                 return Admission(*admission(-(-slot // 1000), now_ms))
-            if current is not None and not Buckets.idle(current, now_us):
+            if Buckets.full(current, now_us):
                 # Reserved past the horizon: wait the longest delay, ask again then.
                 return Admission(MAX_DELAY_S)
+            # Lost a race (another take moved `tat` first, an idle take's too): the bucket
+            # is busy now, and the next busy take gets the next slot.
         return Admission(1)  # lost every race: ask again in a second
