@@ -171,6 +171,20 @@ def test_a_task_that_loses_the_race_for_an_idle_bucket_gets_the_next_slot() -> N
     assert got.delay_seconds == 0
 
 
+def test_reserved_until_is_the_furthest_slot_any_shard_has_handed_out() -> None:
+    """What the supervisor waits for before a held task looks lost: no reservation of the
+    pool's is later than its largest `tat` (here 2 shards, a slot every 8 ms in each)."""
+    clock = ManualClock()
+    store = CountingStore()
+    pool = limiter(store, clock, per_second=500, burst=2)
+    assert pool.reserved_until("pay") is None  # no bucket written yet
+    tickets = [pool.admit("pay").ticket for _ in range(2000)]
+    furthest = max(t for t in tickets if t is not None)
+    until = pool.reserved_until("pay")
+    assert until is not None and furthest <= until <= furthest + 8
+    assert pool.reserved_until("other-pool") is None
+
+
 def test_a_slot_within_a_second_is_paced_later_ones_wait_in_the_queue() -> None:
     assert admission(1_000_500, 1_000_000) == (0, 1_000_500)
     assert admission(1_001_000, 1_000_000) == (0, 1_001_000)
