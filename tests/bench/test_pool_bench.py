@@ -34,3 +34,16 @@ def test_a_breaker_lets_workflows_ride_out_an_outage_and_consumes_nothing_while_
     assert with_breaker["calls_while_open"] == 0
     assert with_breaker["payment_calls_failed"] < without["payment_calls_failed"] / 3
     assert with_breaker["circuit_transitions"] >= 3  # opened, probed, closed
+
+
+def test_the_local_stack_benchmark_measures_the_steady_rate_after_the_burst() -> None:
+    """`local_rate.summarize`: the first `burst` runs (a full bucket's) are left out, the rate
+    is (runs - 1) over the stretch, and whole seconds leave out the partial first and last."""
+    from shepherd_bench.local_rate import summarize
+
+    times = [100.0, 100.0] + [100.5 + 0.2 * k for k in range(26)]  # burst 2, then 5/s
+    row = summarize(times, per_second=5, burst=2)
+    assert row["achieved_per_second"] == 5.0 and row["error_vs_limit"] == 0
+    assert (row["whole_seconds"], row["per_second_min"], row["per_second_max"]) == (4, 5, 5)
+    slow = summarize([100.0] + [101.0 + 0.25 * k for k in range(9)], per_second=5, burst=1)
+    assert slow["achieved_per_second"] == 4.0 and slow["error_vs_limit"] == 0.2

@@ -171,6 +171,9 @@ def test_the_runs_differ_from_the_design_load_only_where_they_say() -> None:
     assert replace(runs["groups_32"], name="x", minutes=0.0, groups=DESIGN_GROUPS) == same
     assert replace(runs["interval_4s"], name="x", minutes=0.0, sweep_interval_s=None) == same
     assert runs["stall"].stall == ("inventory", 60.0, 300.0)
+    limited = runs["rate_limited"]
+    assert replace(limited, name="x", minutes=0.0, rate_limit=None) == same
+    assert limited.rate_limit == ("checks", 2500.0, 100)
 
 
 def test_a_sweep_interval_what_if_fills_the_minute_with_ticks() -> None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from shepherd.engine.scheduler import derived_id
-from shepherd.keys import watch_shard
+from shepherd.keys import rate_pk, watch_shard
 from shepherd.model import WorkflowRecord
 from shepherd.topology import TABLE
 from shepherd_bench.scale import figures
@@ -190,3 +190,22 @@ def test_a_run_is_deterministic_from_its_seed() -> None:
     assert first.kernel.events == second.kernel.events
     assert first.store.stats.requests == second.store.stats.requests
     assert first.steps_succeeded == second.steps_succeeded
+
+
+def test_a_rate_limited_pool_claims_its_share_of_the_limit_through_the_whole_systems_items() -> (
+    None
+):
+    """The checks pool limited to half what the design load sends it: the subset's claims a
+    second are the limit x f (within 10 % over the run, every 10 s too), spread over the whole
+    system's bucket items, and every task took one limiter write and waited with a ticket."""
+    run = Run(replace(SMALL, shard_list=True, rate_limit=("checks", 2500.0, 100)))
+    buckets = run.subset_buckets()
+    assert buckets.shards == 10  # 2,500 / 250, as at full size
+    assert buckets.shards * 1_000_000 / buckets.interval_us == pytest.approx(2500 / 256, 0.01)
+    run.run()
+    rate = figures.rate_limit(run)
+    assert rate is not None and rate["whole_seconds"] >= 20
+    assert rate["error_vs_limit"] <= 0.10
+    assert 2250 <= rate["per_10s_min"] <= rate["per_10s_max"] <= 2750
+    assert rate["held"] > 0 and rate["limiter_writes_per_task"] < 1.1
+    assert all(run.store.peek(rate_pk("checks", shard)[0]) for shard in range(10))

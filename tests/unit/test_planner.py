@@ -22,7 +22,14 @@ from shepherd.decisions.planner import (
     plan,
 )
 from shepherd.decisions.retry import GiveUp, RetryIn
-from shepherd.model import StepRecord, StepStatus, WorkflowRecord, WorkflowState, WorkflowStatus
+from shepherd.model import (
+    PoolState,
+    StepRecord,
+    StepStatus,
+    WorkflowRecord,
+    WorkflowState,
+    WorkflowStatus,
+)
 from support import DEFINITIONS, order_tasks_only
 
 ORDER = order_tasks_only()  # reserve -> charge -> ship -> notify, DispatchTimeout 10
@@ -313,6 +320,30 @@ def test_next_due_is_never_later_than_any_deadline() -> None:
 def test_next_due_covers_a_ready_step_whose_message_may_be_lost() -> None:
     s = state(done("reserve_inventory", T0))
     assert next_due(s, ORDER, T0 + 9 * S) == T0 + 10 * S  # dispatch deadline before now + G
+
+
+def test_a_task_a_rate_limiter_holds_is_lost_only_a_grace_after_the_furthest_reserved_slot() -> (
+    None
+):
+    """A rate-limited pool's task may wait with a ticket for a slot up to the furthest its
+    limiter reserved (`reserved_until`, as the sweep read it): not lost before a grace after
+    that, nor later than a grace after a reservation's horizon (issue 26.1: a copy sent
+    earlier reserved a slot nobody used). A pool reserved nothing ahead: the grace alone."""
+    queued = step("charge_payment", StepStatus.QUEUED, dispatched_at=T0, available_at=T0)
+    ready = state(done("reserve_inventory", T0))  # sent when it became ready (PENDING)
+    for s, rec in ((state(done("reserve_inventory", T0 - S), queued), queued),
+                   (ready, ready.steps["charge_payment"])):  # fmt: skip
+        pool = ORDER.by_name["charge_payment"].pool
+        ahead = {pool: PoolState(pool, reserved_until=T0 + 300 * S)}
+        assert plan(s, ORDER, T0 + 10 * S, supervisor=True, rng=random.Random(1), pools=ahead) == []
+        assert plan(s, ORDER, T0 + 310 * S, supervisor=True, rng=random.Random(1), pools=ahead) == [
+            Dispatch(rec, lost=True, overdue_ms=0)
+        ]
+        assert next_due(s, ORDER, T0 + 309 * S, ahead) == T0 + 310 * S
+        far = {pool: PoolState(pool, reserved_until=T0 + 10_000 * S)}
+        assert next_due(s, ORDER, T0 + 908 * S, far) == T0 + (899 + 10) * S
+        idle = {pool: PoolState(pool, reserved_until=T0 - S)}
+        assert next_due(s, ORDER, T0 + 9 * S, idle) == T0 + 10 * S
 
 
 def test_terminal_workflows_have_no_due() -> None:

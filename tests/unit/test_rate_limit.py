@@ -135,6 +135,56 @@ def test_a_limiter_shared_by_processes_through_the_store() -> None:
     assert len(set(tickets)) == len(tickets) == 4  # one slot each, none given twice
 
 
+class RacingStore(MemoryStore):
+    """Runs `cut_in` just before the write numbered `at`: another process's take landing
+    between this one's lost busy take and its idle take."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+        self.cut_in: Any = None
+        self.calls = 0
+
+    def update(self, pk: str, sk: str, update: Any, condition: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.at and self.cut_in is not None:
+            cut_in, self.cut_in = self.cut_in, None
+            cut_in()
+        return super().update(pk, sk, update, condition)
+
+
+def test_a_task_that_loses_the_race_for_an_idle_bucket_gets_the_next_slot() -> None:
+    """Two agents find a bucket idle at once: one wins the idle take, the other's idle take
+    loses to it. The loser gets the next slot (one interval on), never SQS's longest delay:
+    the bucket is busy, not reserved past the horizon (issue 26.1: on the local stack 5 of 100
+    tasks were parked 900 s this way, and came back only when the supervisor re-sent them a
+    DispatchTimeoutSeconds later)."""
+    clock = ManualClock()
+    store = RacingStore(at=2)  # write 1: a's busy take (lost: idle); write 2: a's idle take
+    a, b = limiter(store, clock, 5, 1), limiter(store, clock, 5, 1)
+    other: list[Any] = []
+    store.cut_in = lambda: other.append(b.admit("pay"))
+    now = clock.now_ms()
+    got = a.admit("pay")
+    assert other == [RUN]  # b won the idle bucket
+    assert got.run and got.ticket == now + 200  # a: the next slot, waited for in-process
+    assert got.delay_seconds == 0
+
+
+def test_reserved_until_is_the_furthest_slot_any_shard_has_handed_out() -> None:
+    """What the supervisor waits for before a held task looks lost: no reservation of the
+    pool's is later than its largest `tat` (here 2 shards, a slot every 8 ms in each)."""
+    clock = ManualClock()
+    store = CountingStore()
+    pool = limiter(store, clock, per_second=500, burst=2)
+    assert pool.reserved_until("pay") is None  # no bucket written yet
+    tickets = [pool.admit("pay").ticket for _ in range(2000)]
+    furthest = max(t for t in tickets if t is not None)
+    until = pool.reserved_until("pay")
+    assert until is not None and furthest <= until <= furthest + 8
+    assert pool.reserved_until("other-pool") is None
+
+
 def test_a_slot_within_a_second_is_paced_later_ones_wait_in_the_queue() -> None:
     assert admission(1_000_500, 1_000_000) == (0, 1_000_500)
     assert admission(1_001_000, 1_000_000) == (0, 1_001_000)

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # docs/architecture.md first gave, cannot keep up with the design load's looks at 256 MB (run
 # `groups_32`). The tick mapping as the CDK app deploys it for that many groups.
 DESIGN_GROUPS = 128
+RATE_LIMITED_MINUTES = 6.0
 
 
 def _log(message: str) -> None:
@@ -64,6 +65,7 @@ def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
         base = RunConfig("quick", minutes=minutes, groups=256, shard_list=True)
         return {
             "design_load": base,
+            "rate_limited": replace(rate_limited(base), minutes=minutes),
             "subset_1": replace(base, name="quick, 1 group"),
             "subset_2": replace(base, name="quick, 2 groups", modelled=(0, 1)),
             "list_unsharded": replace(base, name="quick, list unsharded", shard_list=False),
@@ -85,7 +87,21 @@ def scenarios(quick: bool, minutes: float) -> dict[str, RunConfig]:
         # What-if: a sweep every 4 s instead of 5 (the detection target leaves 5 s after a
         # deadline, which the tick interval alone can take).
         "interval_4s": replace(design, name="sweeps every 4 s", sweep_interval_s=4.0),
+        "rate_limited": rate_limited(design),
     }
+
+
+def rate_limited(design: RunConfig) -> RunConfig:
+    """The design load with its first pool limited to half its 5,000 tasks a second (issue
+    26.1): the limit binds every second, tasks wait for their slots with tickets, and the
+    waits grow past DispatchTimeoutSeconds (60 s) after the first minutes (a backlog growing
+    2,500 a second)."""
+    return replace(
+        design,
+        name="checks limited to 2,500/s",
+        minutes=RATE_LIMITED_MINUTES,
+        rate_limit=("checks", 2500.0, 100),
+    )
 
 
 def overloads(designed: dict[str, Any], minutes: float) -> dict[str, RunConfig]:

@@ -215,6 +215,50 @@ def stall(run: Run) -> dict[str, Any] | None:
     }
 
 
+RATE_WARMUP_S = 5  # seconds left out at the start: the buckets' burst, the first asks
+
+
+def rate_limit(run: Run) -> dict[str, Any] | None:
+    """A limited pool's claims a second against its limit, at full size (subset counts / f):
+    over the whole seconds after the first RATE_WARMUP_S, and the limiter's cost per task."""
+    if run.config.rate_limit is None:
+        return None
+    pool, per_second, burst = run.config.rate_limit
+    f = run.config.fraction
+    last = int((run.end_ms - START_MS) // 1000)  # the last second is partial
+    whole = [run.limited_claims[s] / f for s in range(RATE_WARMUP_S, last)]
+    achieved = sum(whole) / max(1, len(whole))
+    # A subset's second holds ~2 slots a shard (a whole-system shard: 250): per second its
+    # counts / f carry a quantization the whole system does not have. Ten seconds hold ~20.
+    tens = [sum(whole[i : i + 10]) / 10 for i in range(0, len(whole) - 9, 10)]
+    minutes = [sum(whole[i : i + 60]) / 60 for i in range(0, len(whole) - 59, 60)]
+    sends = run.queue_port.sends[pool]
+    tasks = len(sends)
+    buckets = run.subset_buckets()
+    return {
+        "pool": pool,
+        "per_second": per_second,
+        "burst": burst,
+        "shards": buckets.shards,
+        "whole_seconds": len(whole),
+        "achieved_per_second": round(achieved),
+        "error_vs_limit": round(abs(achieved - per_second) / per_second, 4),
+        "per_second_min": round(min(whole, default=0)),
+        "per_second_max": round(max(whole, default=0)),
+        "worst_second_error": round(
+            max((abs(w - per_second) / per_second for w in whole), default=0), 4
+        ),
+        "per_10s_min": round(min(tens, default=0)),
+        "per_10s_max": round(max(tens, default=0)),
+        "per_minute": [round(m) for m in minutes],
+        "tasks": round(tasks / f),
+        "messages_per_task": round(sum(sends.values()) / max(1, tasks), 3),
+        "limiter_writes_per_task": round(run.limiter_writes / max(1, tasks), 3),
+        "held": round(run.outcomes["held"] / f),
+        "dropped": round(run.outcomes["dropped"] / f),
+    }
+
+
 def _function_usd(fn: Function) -> float:
     return usd("lambda_request", fn.stats.invocations) + usd("lambda_gb_s_arm", fn.stats.gb_seconds)
 
@@ -350,6 +394,7 @@ def summary(run: Run, wall_s: float) -> dict[str, Any]:
             "pool_max_concurrency": config.pool_concurrency,
             "account_concurrency": config.account_concurrency,
             "stall": config.stall,
+            "rate_limit": config.rate_limit,
             "single_caller": True,  # every start and callback is load.OWNER's
             "list_sharded_what_if": run.list_patched,
             "list_sharded_by_engine": engine_shards_list(),
@@ -362,6 +407,7 @@ def summary(run: Run, wall_s: float) -> dict[str, Any]:
         "dynamodb": dynamodb(run),
         "lambda": lambdas(run),
         "stall": stall(run),
+        "rate_limit": rate_limit(run),
         "cost": cost(run),
         "wall_seconds": round(wall_s, 1),
         "events": run.kernel.events,

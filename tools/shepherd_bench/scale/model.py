@@ -22,15 +22,17 @@ from typing import Any
 import yaml
 from shepherd.changes import Change, events_of
 from shepherd.conditions import Item
+from shepherd.decisions.ratelimit import Buckets
 from shepherd.definitions import Definition, parse_definition
 from shepherd.engine.build import build_engine
 from shepherd.engine.scheduler import EngineConfig, Ports, derived_id
 from shepherd.engine.supervisor import Supervisor
 from shepherd.ids import RandomIds
-from shepherd.keys import COMP_PREFIX, STEP_PREFIX, WF_SK, wf_pk, workflow_id_of
+from shepherd.keys import COMP_PREFIX, RATE_PREFIX, STEP_PREFIX, WF_SK, wf_pk, workflow_id_of
 from shepherd.limits import item_size
 from shepherd.model import OutgoingTask, StepStatus, WorkflowRecord, WorkflowStatus
 from shepherd.payloads import MemoryPayloadStore, Payloads
+from shepherd.pool_policy import PoolPolicy, RateLimit, parse_policies
 from shepherd.ports import Backlog
 from shepherd.topology import TABLE, pools
 from shepherd_bench.scale.capacity import Capacity
@@ -81,6 +83,8 @@ class RunConfig:
     shard_list: bool = False  # what-if: the list index sharded per caller (whatif.py)
     # What-if: seconds between sweeps (None: the CDK app's); its window fills the minute.
     sweep_interval_s: float | None = None
+    # A pool's RateLimit at the whole system's size: (pool, PerSecond, Burst).
+    rate_limit: tuple[str, float, int] | None = None
 
     @property
     def fraction(self) -> float:
@@ -249,13 +253,29 @@ class Run:
         self.waiting_workflows = self.waiting_items = self.waiting_bytes = 0
         self.seeded = 0
         self.list_patched = False
+        # The limited pool (config.rate_limit): its claims per simulated second and the
+        # limiter's writes.
+        limited = None if config.rate_limit is None else config.rate_limit[0]
+        self.limited_units = {
+            f"{STEP_PREFIX}{s.name}"
+            for s in self.definition.steps
+            if s.is_task and s.pool == limited
+        } | {
+            f"{COMP_PREFIX}{s.name}"
+            for s in self.definition.steps
+            if s.compensation is not None and s.compensation.pool == limited
+        }
+        self.limited_claims: Counter[int] = Counter()
+        self.limiter_writes = 0
+        if limited is not None:
+            self.queue_port.tracked.add(limited)
         self.store.observers.append(self._observe)
         self.store.load_observers.append(self._observe_load)
 
     # ------------------------------------------------------------------------ building
 
     def _engine(self) -> Any:
-        return build_engine(
+        engine = build_engine(
             self.ports,
             self.definitions,
             agents=self.world.registry(),
@@ -263,6 +283,42 @@ class Run:
             sweep_groups=self.config.groups,
             looks=GreenletLooks(self.kernel, LOOKS_IN_FLIGHT),
             background_heartbeats=False,
+            pool_policies=self._policies(),
+        )
+        limiter = engine.agent_runtime.limiter
+        if self.config.rate_limit is not None and limiter is not None:
+            pool = self.config.rate_limit[0]
+            limiter._buckets[pool] = self.subset_buckets()
+        return engine
+
+    def _policies(self) -> dict[str, PoolPolicy]:
+        if self.config.rate_limit is None:
+            return {}
+        pool, per_second, burst = self.config.rate_limit
+        share = per_second * self.config.fraction
+        body = {
+            pool: {
+                "RateLimit": {
+                    "PerSecond": share,
+                    "Burst": max(1, round(burst * self.config.fraction)),
+                }
+            }
+        }
+        return parse_policies(body, source="scale model")
+
+    def subset_buckets(self) -> Buckets:
+        """The whole system's buckets, each handing out its share f of its tokens: the subset's
+        tasks pick among as many items as the whole system's do, so each item is written as
+        often as at full size (a shared partition, counted over 1 / f seconds), and the
+        subset's tokens a second are the limit x f."""
+        assert self.config.rate_limit is not None
+        _, per_second, burst = self.config.rate_limit
+        whole = Buckets.of(RateLimit(per_second=per_second, burst=burst))
+        f = self.config.fraction
+        return Buckets(
+            shards=whole.shards,
+            interval_us=round(whole.interval_us / f),
+            burst=max(1, round(whole.burst * f)),
         )
 
     def _supervisor(self) -> Supervisor:
@@ -320,6 +376,16 @@ class Run:
     def _observe(self, old: Item | None, new: Item) -> None:
         sk = new["sk"]
         status = new.get("status")
+        if sk in self.limited_units and status == StepStatus.RUNNING.value:
+            if (
+                old is None
+                or old.get("status") != status
+                or old.get("attempt") != new.get("attempt")
+            ):
+                self.limited_claims[int((self.kernel.now - START_MS) // 1000)] += 1
+        elif new["pk"].startswith(RATE_PREFIX):
+            self.limiter_writes += 1
+            return
         if sk == WF_SK:
             self.stream_records += 1
             self.events_out += len(events_of(Change(old, new, "0")))

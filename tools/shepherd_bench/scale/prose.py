@@ -30,6 +30,26 @@ def _number(value: Any) -> str:
     return f"{value:g}"
 
 
+def _rate_paragraph(rate: dict[str, Any], minutes: float) -> str:
+    """The rate-limited run (issue 26.1): its claims a second against the limit."""
+    per_minute = ", ".join(f"{m:,}" for m in rate["per_minute"])
+    return (
+        f"**rate_limited**: the `{rate['pool']}` pool limited to {rate['per_second']:,g} a "
+        f"second (burst {rate['burst']}; {rate['shards']} bucket items, each handing out its "
+        f"share f of its tokens in the subset) while the design load sends it 5,000 tasks a "
+        f"second, for {minutes:g} simulated minutes: claims **{rate['achieved_per_second']:,} "
+        f"a second** over {rate['whole_seconds']} whole seconds "
+        f"({100 * rate['error_vs_limit']:.1f} % off the limit), "
+        f"{rate['per_10s_min']:,}..{rate['per_10s_max']:,} a second over each 10 s, "
+        f"by minute {per_minute} (single seconds {rate['per_second_min']:,}.."
+        f"{rate['per_second_max']:,}: a subset's second holds about 2 slots of each item, "
+        "so its single seconds are coarse where the whole system's, 250 a second an item, "
+        f"are not). {rate['tasks']:,} tasks: {rate['messages_per_task']} messages and "
+        f"{rate['limiter_writes_per_task']} limiter writes a task, {rate['held']:,} holds "
+        f"with a ticket, {rate['dropped']:,} duplicates dropped."
+    )
+
+
 def _run_rows(runs: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for key, s in runs.items():
@@ -167,7 +187,8 @@ def section_text(
         "32 groups of 8 shards, at the same budget per shard); `list_unsharded` drops "
         "the list-index what-if (a no-op since the engine shards the list index itself: the "
         "same engine as `design_load`, shorter); `groups_32` deploys 32 sweep groups; "
-        "`interval_4s` sweeps every 4 s instead of 5. Every run applies the agent handler's "
+        "`interval_4s` sweeps every 4 s instead of 5; `rate_limited` limits the checks pool to "
+        "half the tasks it is sent (issue 26.1). Every run applies the agent handler's "
         "time-left check as deployed.",
         "",
         "### Targets",
@@ -244,6 +265,10 @@ def section_text(
             f"messages: **{stall['extra_messages_per_task']} extra per task** (every task of the pool "
             f"in the run: {stall['all_tasks_extra']}).",
         ]
+    rate = runs.get("rate_limited", {}).get("rate_limit")
+    if rate:
+        minutes = runs["rate_limited"]["config"]["simulated_minutes"]
+        lines += ["", _rate_paragraph(rate, minutes)]
     cost = runs["design_load"]["cost"]
     other = runs.get("list_unsharded")
     ocost = None if other is None else other["cost"]

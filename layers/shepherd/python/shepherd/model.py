@@ -609,6 +609,9 @@ class PoolState:
     # Messages its queue holds (visible, in flight or delayed), as a sweep read them when it
     # had to decide whether a task that was sent twice may be waiting; None: not read.
     waiting: int | None = None
+    # The furthest slot its rate limiter has reserved (epoch ms), as a sweep read it when one
+    # of its tasks was waiting; None: not read, or no limit. A held task's slot is no later.
+    reserved_until: int | None = None
     operator_paused: bool = False
     circuit: str = "closed"  # closed | open | half_open (docs/architecture.md, the breaker)
     circuit_since: int | None = None

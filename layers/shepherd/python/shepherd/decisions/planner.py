@@ -18,6 +18,7 @@ from typing import Any
 from shepherd.decisions import choice, retry, waits
 from shepherd.decisions.fanout import child_end
 from shepherd.decisions.fanout import verdict as map_verdict
+from shepherd.decisions.ratelimit import HORIZON_US
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import (
@@ -803,8 +804,15 @@ def _copy_may_wait(rec: StepRecord, pool: PoolState | None) -> bool:
 
 def _lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> int:
     """When a task sent at `sent_at` counts as lost: after the dispatch grace, which a pool's
-    resume restarts (and never while its pool is paused: the callers check `_paused`)."""
-    return max(sent_at, _resumed(pool)) + definition.dispatch_timeout_seconds * 1000
+    resume restarts (and never while its pool is paused: the callers check `_paused`). In a
+    rate-limited pool the task may be waiting with a ticket for its slot, which is no later
+    than the furthest slot the limiter has reserved, nor than a reservation's horizon after
+    it was sent: the grace counts from there. A copy sent sooner would ask the limiter too and
+    reserve a slot nobody uses (issue 26.1)."""
+    start = max(sent_at, _resumed(pool))
+    if pool is not None and pool.reserved_until is not None:
+        start = max(start, min(pool.reserved_until, sent_at + HORIZON_US // 1000))
+    return start + definition.dispatch_timeout_seconds * 1000
 
 
 def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:

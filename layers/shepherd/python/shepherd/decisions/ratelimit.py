@@ -77,6 +77,13 @@ class Buckets:
         tat = None if item is None else item.get(TAT)
         return tat is None or int(tat) < now_us
 
+    @staticmethod
+    def full(item: Item | None, now_us: int) -> bool:
+        """After a lost take: whether the bucket is reserved past the horizon (no slot to
+        give). Any other lost take lost a race, and the next take gets the next slot."""
+        tat = None if item is None else item.get(TAT)
+        return tat is not None and int(tat) >= now_us + HORIZON_US
+
 
 def admission(slot_ms: int, now_ms: int) -> tuple[int, int]:
     """What a task whose slot is `slot_ms` does now: (0, slot) runs at its slot, pacing the

@@ -131,6 +131,7 @@ def build_engine(
         groups=sweep_groups,
         looks=looks,
         breakers=breakers,
+        limiter=limiter,
     )
     uploads = Uploads(scheduler)
     return Engine(

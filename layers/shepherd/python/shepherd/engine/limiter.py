@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 from shepherd.clock import Clock
 from shepherd.decisions import transitions as tx
-from shepherd.decisions.ratelimit import MAX_DELAY_S, Buckets, admission
+from shepherd.decisions.ratelimit import MAX_DELAY_S, TAT, Buckets, admission
 from shepherd.engine.executor import Executor
 from shepherd.keys import rate_pk
 from shepherd.pool_policy import PoolPolicy
+from shepherd.ports import MAX_BATCH_GET
 
 TRIES = 3  # writes one take makes at most (a race with another take on the same shard)
 
@@ -68,6 +69,22 @@ class PoolLimiter:
     def limits(self, pool: str) -> bool:
         return pool in self._buckets
 
+    def reserved_until(self, pool: str) -> int | None:
+        """The furthest slot `pool`'s buckets have reserved (epoch ms: the largest `tat`, which
+        no reservation passes), one batch read of its items per 100 shards; None without a
+        limit or a bucket yet. What the supervisor waits for before a held task looks lost."""
+        buckets = self._buckets.get(pool)
+        if buckets is None:
+            return None
+        keys = [rate_pk(pool, shard) for shard in range(buckets.shards)]
+        tats = [
+            int(item[TAT])
+            for first in range(0, len(keys), MAX_BATCH_GET)
+            for item in self._executor.store.get_many(keys[first : first + MAX_BATCH_GET])
+            if item.get(TAT) is not None
+        ]
+        return -(-max(tats) // 1000) if tats else None
+
     def admit(self, pool: str, ticket: int | None = None) -> Admission:
         """Whether a task of `pool` may be claimed now; a task holding a `ticket` whose slot
         has come runs without a write."""
@@ -94,7 +111,9 @@ class PoolLimiter:
                 if slot <= now_us:
                     return RUN
                 return Admission(*admission(-(-slot // 1000), now_ms))
-            if current is not None and not Buckets.idle(current, now_us):
+            if Buckets.full(current, now_us):
                 # Reserved past the horizon: wait the longest delay, ask again then.
                 return Admission(MAX_DELAY_S)
+            # Lost a race (another take moved `tat` first, an idle take's too): the bucket
+            # is busy now, and the next busy take gets the next slot.
         return Admission(1)  # lost every race: ask again in a second

@@ -42,6 +42,7 @@ from shepherd.decisions import transitions as tx
 from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
 from shepherd.definitions import Definition
 from shepherd.engine.circuit import CircuitBreakers
+from shepherd.engine.limiter import PoolLimiter
 from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import Applied, Scheduler
 from shepherd.errors import ConditionFailed, StoreUnavailable
@@ -213,10 +214,13 @@ class Supervisor:
         looks: LookRunner | None = None,
         lease_ms: int = 10_000,
         breakers: CircuitBreakers | None = None,
+        limiter: PoolLimiter | None = None,
     ) -> None:
         self.scheduler = scheduler
         # Pools' circuit breakers: evaluated by group 0's sweep, fed with timeouts.
         self.breakers = breakers
+        # Rate-limited pools' buckets: how far ahead a held task's slot may be.
+        self.limiter = limiter
         self.max_workflows = max_workflows
         # How often sweeps run (0: unknown). A look whose next deadline falls before the next
         # sweep leaves the entry where it is, still due (the move would buy nothing), unless
@@ -230,6 +234,7 @@ class Supervisor:
         self.lease_ms = lease_ms
         self._pools: dict[str, PoolState] = {}
         self._backlogs: dict[str, int | None] = {}  # read this sweep (see _with_backlogs)
+        self._reserved: dict[str, int | None] = {}  # read this sweep (see _with_backlogs)
         self._backlog_lock = threading.Lock()
         self._turn = 0
         self._shard_span: int | None = None
@@ -349,6 +354,7 @@ class Supervisor:
 
     def _read_pools(self, report: SweepReport) -> None:
         self._backlogs = {}
+        self._reserved = {}
         try:  # paused pools: one consistent query per sweep
             self._pools = pool_states(self.scheduler.ports.store)
         except StoreUnavailable:
@@ -499,7 +505,8 @@ class Supervisor:
     ) -> dict[str, PoolState]:
         """The pools as this look plans with: for a pool where a task that was sent twice
         looks lost again, how many messages its queue holds (read once per sweep and pool,
-        only then: a backlog read costs an SQS request)."""
+        only then: a backlog read costs an SQS request); for a rate-limited pool with a task
+        not claimed yet, how far its limiter has reserved (read once per sweep and pool)."""
         pools = self._pools
         grace = definition.dispatch_timeout_seconds * 1000
         for kind, rec in (
@@ -507,6 +514,13 @@ class Supervisor:
             *(("compensation", r) for r in state.compensations.values()),
             *((k, u) for (k, _), units in state.windows.items() for u in units.values()),
         ):
+            limited = self._limited_pool(definition, kind, rec.name)
+            if limited is not None and rec.status in (StepStatus.QUEUED, StepStatus.PENDING):
+                pool = pools.get(limited, PoolState(limited))
+                if pool.reserved_until is None:
+                    if pools is self._pools:
+                        pools = dict(self._pools)
+                    pools[limited] = replace(pool, reserved_until=self._reserved_until(limited))
             if rec.status is not StepStatus.QUEUED or rec.resent_at is None:
                 continue
             if rec.dispatched_at is None or now < rec.dispatched_at + grace:
@@ -519,6 +533,27 @@ class Supervisor:
                 pools = dict(self._pools)
             pools[name] = replace(pool, waiting=self._waiting(name))
         return pools
+
+    def _limited_pool(self, definition: Definition, kind: str, step: str) -> str | None:
+        """The rate-limited pool a task unit runs in, if it is one."""
+        spec = definition.by_name.get(step)
+        if self.limiter is None or spec is None:
+            return None
+        task = spec if kind == "step" else spec.compensation
+        if task is None or (task is spec and not spec.is_task):
+            return None
+        return task.pool if self.limiter.limits(task.pool) else None
+
+    def _reserved_until(self, pool: str) -> int | None:
+        assert self.limiter is not None
+        with self._backlog_lock:
+            if pool not in self._reserved:
+                try:
+                    self._reserved[pool] = self.limiter.reserved_until(pool)
+                except StoreUnavailable:  # unknown: the grace alone, as before (a copy at worst)
+                    logger.warning("rate limiter not read: pool %s", pool, exc_info=True)
+                    self._reserved[pool] = None
+            return self._reserved[pool]
 
     def _waiting(self, pool: str) -> int | None:
         with self._backlog_lock:
