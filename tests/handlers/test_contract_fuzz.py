@@ -11,7 +11,8 @@ What a schema cannot say, said here once:
 * Schema-valid requests may still be refused with 400 where a schema cannot say why: a start
   names a definition and must satisfy its InputSchema (deployment data, not the API's schema);
   a `next_token` is only valid if this deployment issued it to this caller for these filters
-  (on `GET /workflows`, on a workflow's `GET .../events` and on `GET /approvals`); a time
+  (on `GET /workflows`, on a workflow's `GET .../events` and `GET .../items`, and on `GET
+  /approvals`); a time
   range may not end before it starts (`GET /workflows`, `GET /workflows/counts`, `GET
   /workflows/series`; a series' may not start later than now either); and a preview names
   at most one of a step and a compensation, and a step for any field but `input`.
@@ -65,6 +66,8 @@ CONFIG = SchemathesisConfig.from_dict(
                 # A preview names at most one of step and compensation, and a workflow's own
                 # payload is its input (JSON Schema cannot say either of a query): 400.
                 "GET /workflows/{workflow_id}/preview",
+                # A map's next_token is only valid for this caller, workflow, step and filter.
+                "GET /workflows/{workflow_id}/steps/{step}/items",
             )
         ]
         # The former callback routes (token in the path) answer 410, naming their replacement.
@@ -105,6 +108,18 @@ Schedules:
 """
 
 
+# A definition with a map step beside them: the items route's success path.
+FANOUT = """\
+Name: fuzz_fanout
+Steps:
+  - Name: each
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+    Map: {ItemsPath: $.input.items, MaxConcurrency: 2}
+"""
+
+
 @pytest.fixture
 def seeded(
     stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -119,6 +134,7 @@ def seeded(
     definitions = tmp_path / "statemachines"
     shutil.copytree(ROOT / "statemachines", definitions)
     (definitions / "fuzz_review.yaml").write_text(APPROVAL)
+    (definitions / "fuzz_fanout.yaml").write_text(FANOUT)
     monkeypatch.setenv(ENV_DEFINITIONS_DIR, str(definitions))
     monkeypatch.setenv(ENV_OPERATORS, ALICE)
     breaker = {
@@ -135,6 +151,9 @@ def seeded(
     _, _, accepted = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
     )
+    _, _, fanout = stack.api(
+        "POST", "/workflows", body={"type": "fuzz_fanout", "input": ORDER}, caller=ALICE
+    )
     stack.run_agents()
     assert callback_ship, "the callback step did not start"
     return {
@@ -145,6 +164,7 @@ def seeded(
         "approval_workflow": review["workflow_id"],
         "step": "sign_off",
         "schedule": "fuzz_nightly",
+        "map_workflow": fanout["workflow_id"],
     }
 
 
@@ -170,6 +190,12 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
     """Point about half of the positive cases at the seeded workflow, token or definition."""
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
+        return
+    if case.path.endswith("/items") and case.path_parameters:
+        # A map step's items: always the workflow with a map, so their success path is
+        # reached however the examples fall.
+        case.path_parameters["workflow_id"] = seeded["map_workflow"]
+        case.path_parameters["step"] = "each"
         return
     if "/steps/" in case.path and case.path_parameters:
         # The approval routes: always the workflow waiting for a person, so their success

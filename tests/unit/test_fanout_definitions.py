@@ -263,6 +263,23 @@ def test_items_must_be_an_array_of_at_most_the_cap() -> None:
 # ---------------------------------------------------------- tools that read every step
 
 
+def test_a_workflow_step_takes_no_compensation_its_child_undoes_itself() -> None:
+    with pytest.raises(DefinitionError, match=r"Steps\[1\] \(each\)\.Compensation: a Workflow step"):
+        parse_definition(
+            definition(
+                SPLIT,
+                {
+                    "Name": "each",
+                    "DependsOn": ["split"],
+                    "Workflow": "child",
+                    "TimeoutSeconds": 60,
+                    "Compensation": {"Agent": "undo", "Pool": "q", "TimeoutSeconds": 5},
+                },
+            ),
+            "wf.yaml",
+        )
+
+
 def test_the_synth_check_and_the_graph_know_a_child_workflow_step() -> None:
     from shepherd_cli.render import graph
     from shepherd_infra.agent_check import needed_agents
@@ -276,15 +293,12 @@ def test_the_synth_check_and_the_graph_know_a_child_workflow_step() -> None:
                 "Map": {"ItemsPath": "$.steps.split.output", "MaxConcurrency": 7},
                 "Workflow": "child",
                 "TimeoutSeconds": 60,
-                "Compensation": {"Agent": "undo", "Pool": "q", "TimeoutSeconds": 5},
             },
         ),
         "wf.yaml",
     )
-    assert needed_agents({"wf": parsed}) == {
-        "p": {"do": "wf: Steps[0] (split).Agent"},
-        "q": {"undo": "wf: Steps[1] (each).Compensation.Agent"},
-    }
+    # A child-workflow step needs no agent of its own: its child's steps run theirs.
+    assert needed_agents({"wf": parsed}) == {"p": {"do": "wf: Steps[0] (split).Agent"}}
     text = graph(parsed)
     assert 'each["each<br/><small>map ≤7 · workflow child</small>"]' in text
     assert 'split["split<br/><small>p · do</small>"]' in text
