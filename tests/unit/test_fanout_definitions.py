@@ -264,7 +264,9 @@ def test_items_must_be_an_array_of_at_most_the_cap() -> None:
 
 
 def test_a_workflow_step_takes_no_compensation_its_child_undoes_itself() -> None:
-    with pytest.raises(DefinitionError, match=r"Steps\[1\] \(each\)\.Compensation: a Workflow step"):
+    with pytest.raises(
+        DefinitionError, match=r"Steps\[1\] \(each\)\.Compensation: a Workflow step"
+    ):
         parse_definition(
             definition(
                 SPLIT,
