@@ -14,6 +14,12 @@ order), and looks at them on a bounded pool (`LookRunner`) until its budget (`ma
 looks, or its deadline) runs out: past its capacity every shard falls behind evenly, and
 `SweepReport.oldest_due_age_ms` says by how much.
 
+**Looking ahead** (`until_ms`, a little before the next sweep): a sweep also reads the entries
+due by then and looks at each one at its due time, sleeping on the clock in between, so a
+deadline is acted on a look's latency after it passes instead of up to a sweep interval later.
+A look at an entry before its deadline does nothing, as any early look; nothing due by then,
+the sweep makes the same reads as without.
+
 One workflow can never stall the others: each look runs on its own. A store error that
 passes (throttling, a timeout: `StoreUnavailable`) is logged and the workflow is simply looked
 at again by the next sweep (its entry stays due). Any other error is unexpected: it is logged
@@ -59,6 +65,10 @@ PARKED = "SupervisorGaveUp"
 # A sweep under pressure (this many due entries in its shards' first pages, or more) moves
 # every entry it looks at: an entry left due keeps its old due_at and sorts first.
 PRESSURE_SHARE = 2  # max_workflows // PRESSURE_SHARE
+# A sweep that looks ahead stops this long before the next sweep comes (a tenth of the interval
+# at most), so it has released its group's lease when that one starts: an entry due in the
+# margin waits for the next sweep, at most this long.
+LOOK_AHEAD_MARGIN_MS = 500
 
 
 def look_backoff_ms(failures: int) -> int:
@@ -79,6 +89,13 @@ def pools_unread(last: dict[str, PoolState]) -> dict[str, PoolState]:
     kept (a resume only restarts a grace later), so no deadline comes later than the truth.
     """
     return {name: replace(pool, paused=False) for name, pool in last.items()}
+
+
+def look_ahead_until(next_sweep_ms: int, interval_ms: int) -> int:
+    """The horizon of a sweep whose next sweep comes at `next_sweep_ms` (`until_ms` of
+    `Supervisor.sweep_group`): `LOOK_AHEAD_MARGIN_MS` before it, a tenth of the interval at
+    most."""
+    return next_sweep_ms - min(LOOK_AHEAD_MARGIN_MS, interval_ms // 10)
 
 
 def group_shards(shards: int, groups: int, group: int) -> list[int]:
@@ -403,10 +420,12 @@ class Supervisor:
             passes.append(run)
             first = self._first_pages(shards, run.upto, report)
             if not first:
+                report.finished_at = clock.now_ms()
                 continue
             due_now = [e.due_at for e, _ in first if e.due_at <= now]
             report.oldest_due_age_ms = max(0, now - min(due_now)) if due_now else 0
             if owner is not None and not self._lease(group, owner, now, report):
+                report.finished_at = clock.now_ms()
                 continue
             run.due = _DueQueue(first)
             run.pressed = len(due_now) >= self.max_workflows // PRESSURE_SHARE
@@ -527,8 +546,14 @@ class Supervisor:
         if run.report.due >= self.max_workflows or (deadline_ms is not None and t >= deadline_ms):
             run.report.truncated = head <= max(run.now, t)
             return True
-        # Nothing due in its backlog, and its horizon passed or not reached by the next entry.
-        return head > run.now and (run.until is None or t > run.until or head > run.until)
+        # Nothing due in its backlog, and its horizon passed or not reached by the next entry
+        # (or it slept as long as its horizon allows: a clock that stood still meanwhile).
+        return head > run.now and (
+            run.until is None
+            or t > run.until
+            or head > run.until
+            or run.report.waited_ms > run.until - run.now
+        )
 
     def _batch(self, live: list[_Pass], t: int, size: int) -> list[tuple[_Pass, str, int]]:
         """Up to `size` entries due by `t` (each sweep's backlog regardless), earliest first
