@@ -81,6 +81,8 @@ class RunConfig:
     shard_list: bool = False  # what-if: the list index sharded per caller (whatif.py)
     # What-if: seconds between sweeps (None: the CDK app's); its window fills the minute.
     sweep_interval_s: float | None = None
+    # SHEPHERD_SWEEP_LOOK_AHEAD: a sweep looks ahead until just before the next (as deployed).
+    look_ahead: bool = True
 
     @property
     def fraction(self) -> float:
@@ -235,6 +237,7 @@ class Run:
             tick_concurrency=config.tick_concurrency,
             tick_batch=config.tick_batch,
             fraction=f,
+            look_ahead=config.look_ahead,
         )
         self.detections: dict[AttemptKey, Detection] = {}
         self.terminal: dict[str, tuple[str, float]] = {}
