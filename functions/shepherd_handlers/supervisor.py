@@ -18,10 +18,11 @@ by the sweep interval instead of the schedule. How the sweeps after the first ar
 
 **Looking ahead** (`SHEPHERD_SWEEP_LOOK_AHEAD`, on by default): each sweep also reads the watch
 entries due before the next sweep and looks at each one at its due time, sleeping in between
-(`Supervisor.sweep_group`'s `until_ms`: `LOOK_AHEAD_MARGIN_MS` before the next sweep's planned
-moment, which every tick carries as `at`), so a deadline is acted on when it passes instead
-of up to an interval later. An idle sweep (nothing due before then) is as short as before; one
-with something due soon lasts until that entry's time, up to the interval less the margin.
+(`Supervisor.sweep_group`'s `until_ms`: `LOOK_AHEAD_MARGIN_MS` before its group's next sweep,
+which every tick names as `next`: the next tick, or after the minute's last, the next scheduled
+run), so a deadline is acted on when it passes instead of up to an interval later. An idle sweep
+(nothing due before then) is as short as before; one with something due soon lasts until that
+entry's time, up to the interval less the margin.
 
 Two sweeps may overlap; that is safe, every action is a conditional write. A run that cannot
 start within a minute is dropped rather than queued (see infra/shepherd_infra/supervisor.py),
@@ -48,6 +49,9 @@ from shepherd.observability import NAMESPACE, Metric
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, service, tracer
 
 SAFETY_MARGIN_MS = 10_000  # stop sweeping this long before the Lambda timeout
+# EventBridge Scheduler's rate (infra/shepherd_infra/config.py, SUPERVISOR_SCHEDULE): the next
+# scheduled run, whose own sweep follows the minute's last tick.
+SCHEDULE_PERIOD_MS = 60_000
 SQS_MAX_DELAY_S = 900
 SQS_BATCH = 10
 
@@ -57,6 +61,12 @@ def tick_delays(interval: float, window: float) -> list[int]:
     interval, ... up to `window`. Rounded up, so a tick never sweeps before its moment."""
     planned = 1 + int(window / interval + 1e-9)
     return [min(SQS_MAX_DELAY_S, math.ceil(k * interval - 1e-9)) for k in range(1, planned)]
+
+
+def following(delays: list[int]) -> dict[int, int | None]:
+    """For each sweep of a minute (delay 0: the scheduled run's own, and the other groups'
+    first ticks), the delay of its group's next sweep (None: the next minute's run)."""
+    return dict(zip([0, *delays], [*delays, None], strict=True))
 
 
 def ticks(groups: int, delays: list[int]) -> list[tuple[int, int]]:
@@ -69,29 +79,39 @@ def send_ticks(
     queue_url: str,
     planned: list[tuple[int, int]],
     now: Callable[[], int],
+    start_ms: int,
     sqs: Any | None = None,
 ) -> int:
     """Send the minute's ticks (at most 10 per request); returns how many were accepted.
-    Each names its group and the moment it is due (`at`: its request's time, `now()`, plus
-    its delay), from which its sweep knows when the next one comes.
+    Each names its group, the moment it is due (`at`: its request's time plus its delay) and
+    the moment its group's next sweep is (`next`: the next tick's delay from the same time,
+    which it is sent no earlier than, or the next scheduled run, a minute after `start_ms`),
+    from which its sweep knows how far to look ahead.
 
     A tick that could not be sent costs its sweep only: logged, never raised, so the
     scheduled invocation still sweeps.
     """
     sqs = sqs or wiring.client("sqs")
+    after = following(sorted({d for _, d in planned if d}))
     sent = 0
     for first in range(0, len(planned), SQS_BATCH):
         sent_at = now()
-        entries = [
-            {
-                "Id": str(i),
-                "MessageBody": json.dumps(
-                    {"tick": d, "group": g, "at": sent_at + d * 1000}, separators=(",", ":")
-                ),
-                "DelaySeconds": d,
+        entries = []
+        for i, (g, d) in enumerate(planned[first : first + SQS_BATCH], start=first):
+            then = after.get(d)
+            body = {
+                "tick": d,
+                "group": g,
+                "at": sent_at + d * 1000,
+                "next": start_ms + SCHEDULE_PERIOD_MS if then is None else sent_at + then * 1000,
             }
-            for i, (g, d) in enumerate(planned[first : first + SQS_BATCH], start=first)
-        ]
+            entries.append(
+                {
+                    "Id": str(i),
+                    "MessageBody": json.dumps(body, separators=(",", ":")),
+                    "DelaySeconds": d,
+                }
+            )
         try:
             reply = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except Exception:
@@ -111,31 +131,33 @@ def groups_of(records: list[Any], groups: int) -> list[int]:
 
 
 def planned_at(records: list[Any], groups: int) -> dict[int, int | None]:
-    """The groups a batch of ticks names, each once, with the latest moment any of its ticks
-    was planned for (`at`; None: a tick from before ticks carried it)."""
+    """The groups a batch of ticks names, each once, with the moment its next sweep is
+    planned for (`next`, or `at` plus the interval: the tick's `at` + `interval_ms` is left to
+    `horizon`, here the latest of the group's ticks; None: a tick from before ticks carried
+    either)."""
     out: dict[int, int | None] = {}
     for record in records:
         try:
             body = json.loads(record.get("body", "{}"))
             group = int(body.get("group", 0))
-            at = body.get("at")
-            at = int(at) if at is not None else None
+            nxt = body.get("next")
+            nxt = int(nxt) if nxt is not None else None
         except (ValueError, TypeError, AttributeError):
-            group, at = 0, None
+            group, nxt = 0, None
         group = group if 0 <= group < groups else 0
         if group not in out:
-            out[group] = at
-        elif at is not None:
-            out[group] = max(at, out[group] or at)
+            out[group] = nxt
+        elif nxt is not None:
+            out[group] = max(nxt, out[group] or nxt)
     return out
 
 
-def horizon(planned: list[int | None], interval: float, now_ms: int) -> int:
-    """How far a sweep planned for `planned` (its ticks' moments) looks ahead: to just before
-    the next sweep, the earliest planned moment plus the interval (a tick without one: now)."""
+def horizon(following: list[int | None], interval: float, now_ms: int) -> int:
+    """How far a sweep looks ahead: to just before the next sweep of its groups (the earliest
+    of `following`, their ticks' `next`; a tick without one: an interval from now)."""
     interval_ms = round(interval * 1000)
-    first = min((at if at is not None else now_ms) for at in planned) if planned else now_ms
-    return look_ahead_until(first + interval_ms, interval_ms)
+    nexts = [n if n is not None else now_ms + interval_ms for n in following]
+    return look_ahead_until(min(nexts, default=now_ms + interval_ms), interval_ms)
 
 
 def record(report: SweepReport) -> None:
@@ -232,13 +254,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except Exception:  # a metric never stops the sweeps
         logger.warning("circuit metrics not emitted", exc_info=True)
     if ticks_url:
-        minute = ticks(settings.sweep_groups, tick_delays(interval, window))
+        delays = tick_delays(interval, window)
+        minute = ticks(settings.sweep_groups, delays)
+        then = following(delays)[0]  # group 0's next sweep: its first tick, or the next run
+        nxt = start + (SCHEDULE_PERIOD_MS if then is None else then * 1000)
         sqs = wiring.client("sqs")  # made here: boto3 makes clients on one thread at a time
         with ThreadPoolExecutor(max_workers=1) as sender:
             # The minute's ticks go out while group 0 is swept: with many groups they take many
             # requests (154 at 128 groups), which would hold the minute's first sweep back.
-            sending = sender.submit(send_ticks, ticks_url, minute, _now, sqs)
-            swept = _sweep_groups(interval, {0: start}, context, {})
+            sending = sender.submit(send_ticks, ticks_url, minute, _now, start, sqs)
+            swept = _sweep_groups(interval, {0: nxt}, context, {})
             return {**swept, "ticks_sent": sending.result()}
     return _sweep_window(interval, window, context)
 
@@ -261,9 +286,9 @@ def _sweep_groups(
     extra: dict[str, Any],
 ) -> dict[str, Any]:
     """Sweep each group once under its lease (this invocation's request id holds it); the
-    groups together, looking ahead until just before the next sweep (`planned`: each group's
-    planned moment). The CDK app delivers one tick per invocation when there are several
-    groups, so this is one group but for a backlog of ticks."""
+    groups together, looking ahead until just before the next sweep (`planned`: when each
+    group's next sweep is planned). The CDK app delivers one tick per invocation when there
+    are several groups, so this is one group but for a backlog of ticks."""
     supervisor = engine().supervisor
     supervisor.sweep_interval_ms = round(interval * 1000)  # the next sweep comes this soon
     owner = str(getattr(context, "aws_request_id", "") or "supervisor")

@@ -1,7 +1,8 @@
 """The supervisor handler looks ahead (issue 23's detection lag): every tick names the moment
-it was planned for (`at`), and its sweep looks ahead until just before the next sweep (that
-moment plus the interval, less the margin); the scheduled run's own sweep likewise from its
-start. `SHEPHERD_SWEEP_LOOK_AHEAD=false` turns it off."""
+it is due (`at`) and its group's next sweep (`next`: the next tick, or after the minute's last
+the next scheduled run), and its sweep looks ahead until just before that (less the margin);
+the scheduled run's own sweep until just before its group's first tick.
+`SHEPHERD_SWEEP_LOOK_AHEAD=false` turns it off."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from aws_stack import LambdaContext, Stack
 from shepherd.engine.supervisor import LOOK_AHEAD_MARGIN_MS, Supervisor
 
 
-def _tick(group: int, at: int | None = None, delay: int = 5) -> dict[str, Any]:
+def _tick(group: int, nxt: int | None = None, delay: int = 5) -> dict[str, Any]:
     body: dict[str, Any] = {"tick": delay, "group": group}
-    if at is not None:
-        body["at"] = at
+    if nxt is not None:
+        body["at"], body["next"] = nxt - 5_000, nxt
     return {"eventSource": "aws:sqs", "body": json.dumps(body)}
 
 
@@ -68,7 +69,8 @@ def test_ticks_carry_their_planned_moment_and_the_scheduled_sweep_looks_ahead_fr
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)
             ],
         )
-    assert bodies == [{"tick": 0, "group": 1, "at": start}]  # the delayed ones come later
+    # The delayed ones come later.
+    assert bodies == [{"tick": 0, "group": 1, "at": start, "next": start + 5_000}]
 
 
 def test_send_ticks_names_each_ones_moment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,15 +84,19 @@ def test_send_ticks_names_each_ones_moment(monkeypatch: pytest.MonkeyPatch) -> N
             return {}
 
     monkeypatch.setattr(supervisor.wiring, "client", lambda name: Sqs())
+    clock = iter(range(1_000_000, 2_000_000, 10))  # each request 10 ms after the one before
     planned = supervisor.ticks(2, supervisor.tick_delays(5, 55))
-    assert supervisor.send_ticks("url", planned, lambda: 1_000_000) == len(planned) == 23
+    assert supervisor.send_ticks("url", planned, lambda: next(clock), 999_990) == 23
+    assert len(sent) == len(planned) == 23
     for entry in sent:
         body = json.loads(entry["MessageBody"])
-        assert (
-            body["at"]
-            == 1_000_000 + body["tick"] * 1000
-            == 1_000_000 + entry["DelaySeconds"] * 1000
-        )
+        sent_at = 1_000_000 + 10 * (int(entry["Id"]) // 10)
+        assert body["at"] == sent_at + body["tick"] * 1000 == sent_at + entry["DelaySeconds"] * 1000
+        # Its group's next sweep: the next tick (sent no earlier), or the next minute's run.
+        if body["tick"] == 55:
+            assert body["next"] == 999_990 + 60_000
+        else:
+            assert body["next"] == sent_at + (body["tick"] + 5) * 1000
 
 
 def test_a_tick_looks_ahead_until_just_before_the_next_one(
@@ -101,14 +107,14 @@ def test_a_tick_looks_ahead_until_just_before_the_next_one(
 
     _settings(monkeypatch)
     now = SystemClock().now_ms()
-    planned = now - 200  # delivered 200 ms after its moment
-    supervisor.handler({"Records": [_tick(0, planned)]}, LambdaContext())
-    assert horizons[-1]["until_ms"] == planned + 5_000 - LOOK_AHEAD_MARGIN_MS
-    # Two ticks of one group (a backlog): planned from the later one.
-    supervisor.handler({"Records": [_tick(0, planned - 5_000), _tick(0, planned)]}, LambdaContext())
+    nxt = now + 4_800  # delivered 200 ms after its moment
+    supervisor.handler({"Records": [_tick(0, nxt)]}, LambdaContext())
+    assert horizons[-1]["until_ms"] == nxt - LOOK_AHEAD_MARGIN_MS
+    # Two ticks of one group (a backlog): until just before the later one's next.
+    supervisor.handler({"Records": [_tick(0, nxt - 5_000), _tick(0, nxt)]}, LambdaContext())
     assert horizons[-1]["groups"] == [0]
-    assert horizons[-1]["until_ms"] == planned + 5_000 - LOOK_AHEAD_MARGIN_MS
-    # A tick sent before ticks carried their moment: from now.
+    assert horizons[-1]["until_ms"] == nxt - LOOK_AHEAD_MARGIN_MS
+    # A tick sent before ticks named their next sweep: an interval from now.
     supervisor.handler({"Records": [_tick(0)]}, LambdaContext())
     assert horizons[-1]["until_ms"] >= now + 5_000 - LOOK_AHEAD_MARGIN_MS
     # A tick too late for its horizon: no look-ahead at all (the sweep takes what is due).
@@ -123,7 +129,7 @@ def test_look_ahead_can_be_turned_off(
     from shepherd_handlers import supervisor
 
     _settings(monkeypatch, SHEPHERD_SWEEP_LOOK_AHEAD="false")
-    supervisor.handler({"Records": [_tick(0, SystemClock().now_ms())]}, LambdaContext())
+    supervisor.handler({"Records": [_tick(0, SystemClock().now_ms() + 5_000)]}, LambdaContext())
     assert horizons[-1]["until_ms"] is None
 
 
@@ -150,7 +156,7 @@ def test_a_handler_sweep_acts_on_a_deadline_when_it_passes(
     real_now = SystemClock.now_ms
     monkeypatch.setattr(SystemClock, "now_ms", lambda self: real_now(self) + offset)
     at = SystemClock().now_ms()
-    reply = supervisor.handler({"Records": [_tick(0, at)]}, LambdaContext())
+    reply = supervisor.handler({"Records": [_tick(0, at + 1_000)]}, LambdaContext())
     assert reply["actions"] >= 1
     (again,) = stack.receive("inventory")
     assert json.loads(again["Body"]) == json.loads(lost["Body"])

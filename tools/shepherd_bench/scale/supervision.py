@@ -34,6 +34,7 @@ from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueu
 ROOT = Path(__file__).resolve().parents[3]
 SAFETY_MARGIN_MS = 10_000  # the handler stops sweeping this long before its timeout
 SQS_BATCH = 10
+SCHEDULE_PERIOD_MS = 60_000  # EventBridge Scheduler's rate (SUPERVISOR_SCHEDULE)
 LOOK_CPU_MS = 0.1  # engine logic per look on one full core (measured: 0.04-0.14 ms)
 
 
@@ -100,6 +101,11 @@ def tick_delays(interval: float, window: float) -> list[int]:
     """As the handler: the SQS delays of a minute's sweeps after the first."""
     planned = 1 + int(window / interval + 1e-9)
     return [math.ceil(k * interval - 1e-9) for k in range(1, planned)]
+
+
+def following(delays: list[int]) -> dict[int, int | None]:
+    """As the handler: each sweep's group's next sweep (None: the next minute's run)."""
+    return dict(zip([0, *delays], [*delays, None], strict=True))
 
 
 def planned_ticks(groups: int, delays: list[int]) -> list[tuple[int, int]]:
@@ -214,16 +220,22 @@ class SupervisorModel:
         try:
             if event == "scheduled":
                 self.log.invocations.append((inv.started_ms, "scheduled", 1))
-                # It sends the minute's ticks while it sweeps group 0, as the handler does.
+                # It sends the minute's ticks while it sweeps group 0, as the handler does,
+                # looking ahead until just before group 0's first tick.
                 start = self.kernel.now
+                then = following(self._delays())[0]
+                nxt = start + (SCHEDULE_PERIOD_MS if then is None else then * 1000)
                 self.kernel.join(
-                    [self._send_ticks, partial(self._sweep, supervisor, inv, {0: start})]
+                    [
+                        partial(self._send_ticks, start),
+                        partial(self._sweep, supervisor, inv, {0: nxt}),
+                    ]
                 )
             else:
                 groups: dict[int, float] = {}
                 for message in event:
                     group = int(message.body["group"])
-                    groups[group] = max(groups.get(group, 0.0), float(message.body["at"]))
+                    groups[group] = max(groups.get(group, 0.0), float(message.body["next"]))
                 self.log.invocations.append((inv.started_ms, "ticks", len(groups)))
                 self._sweep(supervisor, inv, groups)
             if event != "scheduled":
@@ -234,17 +246,22 @@ class SupervisorModel:
         finally:
             self._free.append(supervisor)
 
-    def _send_ticks(self) -> None:
-        """The minute's ticks, ten a request, each naming the moment it is due (`at`)."""
-        planned = planned_ticks(
-            self.groups, tick_delays(self.deployed.interval_s, self.deployed.window_s)
-        )
+    def _delays(self) -> list[int]:
+        return tick_delays(self.deployed.interval_s, self.deployed.window_s)
+
+    def _send_ticks(self, start: float) -> None:
+        """The minute's ticks, ten a request, each naming the moment it is due (`at`) and its
+        group's next sweep (`next`), as the handler's."""
+        planned = planned_ticks(self.groups, self._delays())
+        after = following(self._delays())
         for first in range(0, len(planned), SQS_BATCH):
             sent_at = self.kernel.now
             sqs_call(self.kernel)
             self.ticks.stats.send_requests += 1
             for group, delay in planned[first : first + SQS_BATCH]:
-                self.ticks.put({"group": group, "at": sent_at + delay * 1000}, delay)
+                then = after.get(delay)
+                nxt = start + SCHEDULE_PERIOD_MS if then is None else sent_at + then * 1000
+                self.ticks.put({"group": group, "at": sent_at + delay * 1000, "next": nxt}, delay)
 
     def _cold(self) -> Supervisor:
         self.log.cold_starts += 1
@@ -254,13 +271,13 @@ class SupervisorModel:
 
     def _sweep(self, supervisor: Supervisor, inv: Invocation, groups: dict[int, float]) -> None:
         """The invocation's groups together (`Supervisor.sweep_groups`), looking ahead until
-        just before the next sweep (the earliest planned moment plus the interval); a group
-        outside the subset takes as long as a recent real sweep, alongside."""
+        just before the next sweep (the earliest of their ticks' `next`); a group outside the
+        subset takes as long as a recent real sweep, alongside."""
         kernel = self.kernel
         interval_ms = round(self.deployed.interval_s * 1000)
         until = None
         if self.look_ahead:
-            until = look_ahead_until(int(min(groups.values())) + interval_ms, interval_ms)
+            until = look_ahead_until(int(min(groups.values())), interval_ms)
         modelled = [g for g in groups if g in self.modelled]
         stand_ins = [g for g in groups if g not in self.modelled]
         bodies: list[Callable[[], None]] = [self._stand_in for _ in stand_ins]
