@@ -248,3 +248,25 @@ def test_the_backlog_comes_first_and_the_budget_counts_what_is_looked_at_ahead()
     assert report.oldest_due_age_ms == 1_000
     done = [wf for wf in soon if _redispatched_at(h, wf) is not None]
     assert len(done) == 1 and _redispatched_at(h, done[0]) == _deadline(h, done[0])
+
+
+def test_no_look_ahead_while_a_pool_is_paused() -> None:
+    """A look watches a paused pool's tasks every g from its `now`, which must not be later
+    than the sweep's read of the pools (a resume since starts their dispatch grace earlier:
+    `make sim` seed 10008 at x4, a sweep that read a pool paused looked 0.7 s later, after
+    its resume, and moved an entry past the re-sent task's deadline). So while a pool is
+    paused a sweep takes only what was due when it started, as without a horizon."""
+    h = memory_harness()
+    wf = _lost_root(h)
+    _watched_at_deadline(h, wf)
+    h.pools.pause("payments", by="ops")  # any pool
+    deadline = _deadline(h, wf)
+    h.clock.set(deadline - 3_000)
+    start = h.clock.now_ms()
+    supervisor = Supervisor(h.scheduler, sweep_interval_ms=INTERVAL)
+    report = supervisor.sweep(until_ms=start + INTERVAL - MARGIN)
+    assert report.held_back and report.due == 0 and report.waited_ms == 0
+    assert h.clock.now_ms() == start and _redispatched_at(h, wf) is None
+    h.pools.resume("payments", by="ops")
+    report = supervisor.sweep(until_ms=start + INTERVAL - MARGIN)
+    assert not report.held_back and _redispatched_at(h, wf) == deadline

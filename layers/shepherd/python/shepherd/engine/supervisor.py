@@ -157,6 +157,9 @@ class SweepReport:
     # its duration).
     looked_ahead: int = 0
     waited_ms: int = 0
+    # It was to look ahead, but a pool was paused when it read them: it did not (see
+    # `sweep_groups`).
+    held_back: bool = False
     actions: Counter[str] = field(default_factory=Counter)
     lags_ms: list[int] = field(default_factory=list)
     truncated: bool = False
@@ -220,6 +223,7 @@ def total_report(reports: Sequence[SweepReport]) -> SweepReport:
         total.lags_ms += report.lags_ms
         total.truncated = total.truncated or report.truncated
         total.pools_unread = total.pools_unread or report.pools_unread
+        total.held_back = total.held_back or report.held_back
         total.oldest_due_age_ms = max(total.oldest_due_age_ms, report.oldest_due_age_ms)
         total.finished_at = max(total.finished_at, report.finished_at)
     return total
@@ -435,6 +439,15 @@ class Supervisor:
         try:
             if working:
                 self._read_pools(working)
+                if until is not None and any(pool.paused for pool in self._pools.values()):
+                    # A look plans with the pools as this sweep read them, and watches a
+                    # paused pool's tasks every g from its own `now`: that must not be later
+                    # than the read (a resume since started their dispatch grace earlier).
+                    # Looking ahead, a look's `now` is its own time; so while a pool is
+                    # paused, the sweep takes what was due when it started, as before.
+                    for run in working:
+                        run.until = None
+                        run.report.held_back = True
                 self._work(working, deadline_ms)
         finally:
             for run in working:
