@@ -8,13 +8,21 @@ by the sweep interval instead of the schedule. How the sweeps after the first ar
 * **Ticks** (deployed, `SHEPHERD_SWEEP_TICKS_URL` set): the scheduled invocation sends one
   message per group and per sweep of its minute to the supervisor's tick queue (SQS delays of
   0 — the groups after the first —, 5, 10, ..., 55 s, in batches of ten), sweeps group 0 once
-  and returns; the ticks invoke the function through its event source mapping (at most
+  meanwhile and returns; the ticks invoke the function through its event source mapping (at most
   `groups` at a time), and each sweeps the groups its ticks name, once each, under each
   group's lease. Nothing sleeps: an idle minute costs 12 short invocations per group instead
   of one that lasts the minute (docs/benchmarks.md, fixed monthly cost). A lost or failed
   tick costs one sweep of its group; the next one is 5 s later.
 * **Sleeping** (unset: the local stack, tests): the invocation sweeps, sleeps until the next
   sweep, and so on up to the window.
+
+**Looking ahead** (`SHEPHERD_SWEEP_LOOK_AHEAD`, on by default): each sweep also reads the watch
+entries due before the next sweep and looks at each one at its due time, sleeping in between
+(`Supervisor.sweep_group`'s `until_ms`: `LOOK_AHEAD_MARGIN_MS` before its group's next sweep,
+which every tick names as `next`: the next tick, or after the minute's last, the next scheduled
+run), so a deadline is acted on when it passes instead of up to an interval later. An idle sweep
+(nothing due before then) is as short as before; one with something due soon lasts until that
+entry's time, up to the interval less the margin.
 
 Two sweeps may overlap; that is safe, every action is a conditional write. A run that cannot
 start within a minute is dropped rather than queued (see infra/shepherd_infra/supervisor.py),
@@ -26,19 +34,24 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd import wiring
 from shepherd.engine.pools import pool_states
-from shepherd.engine.supervisor import SweepReport
+from shepherd.engine.supervisor import SweepReport, look_ahead_until
 from shepherd.errors import DeliveryError
 from shepherd.observability import NAMESPACE, Metric
 
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, service, tracer
 
 SAFETY_MARGIN_MS = 10_000  # stop sweeping this long before the Lambda timeout
+# EventBridge Scheduler's rate (infra/shepherd_infra/config.py, SUPERVISOR_SCHEDULE): the next
+# scheduled run, whose own sweep follows the minute's last tick.
+SCHEDULE_PERIOD_MS = 60_000
 SQS_MAX_DELAY_S = 900
 SQS_BATCH = 10
 
@@ -50,29 +63,55 @@ def tick_delays(interval: float, window: float) -> list[int]:
     return [min(SQS_MAX_DELAY_S, math.ceil(k * interval - 1e-9)) for k in range(1, planned)]
 
 
+def following(delays: list[int]) -> dict[int, int | None]:
+    """For each sweep of a minute (delay 0: the scheduled run's own, and the other groups'
+    first ticks), the delay of its group's next sweep (None: the next minute's run)."""
+    return dict(zip([0, *delays], [*delays, None], strict=True))
+
+
 def ticks(groups: int, delays: list[int]) -> list[tuple[int, int]]:
     """(group, delay) of every tick a scheduled invocation sends: the groups after the first
     at once (it sweeps the first itself), then every group at each later delay."""
     return [(g, 0) for g in range(1, groups)] + [(g, d) for d in delays for g in range(groups)]
 
 
-def send_ticks(queue_url: str, planned: list[tuple[int, int]]) -> int:
+def send_ticks(
+    queue_url: str,
+    planned: list[tuple[int, int]],
+    now: Callable[[], int],
+    start_ms: int,
+    sqs: Any | None = None,
+) -> int:
     """Send the minute's ticks (at most 10 per request); returns how many were accepted.
+    Each names its group, the moment it is due (`at`: its request's time plus its delay) and
+    the moment its group's next sweep is (`next`: the next tick's delay from the same time,
+    which it is sent no earlier than, or the next scheduled run, a minute after `start_ms`),
+    from which its sweep knows how far to look ahead.
 
     A tick that could not be sent costs its sweep only: logged, never raised, so the
     scheduled invocation still sweeps.
     """
-    sqs = wiring.client("sqs")
+    sqs = sqs or wiring.client("sqs")
+    after = following(sorted({d for _, d in planned if d}))
     sent = 0
     for first in range(0, len(planned), SQS_BATCH):
-        entries = [
-            {
-                "Id": str(i),
-                "MessageBody": json.dumps({"tick": d, "group": g}, separators=(",", ":")),
-                "DelaySeconds": d,
+        sent_at = now()
+        entries = []
+        for i, (g, d) in enumerate(planned[first : first + SQS_BATCH], start=first):
+            then = after.get(d)
+            body = {
+                "tick": d,
+                "group": g,
+                "at": sent_at + d * 1000,
+                "next": start_ms + SCHEDULE_PERIOD_MS if then is None else sent_at + then * 1000,
             }
-            for i, (g, d) in enumerate(planned[first : first + SQS_BATCH], start=first)
-        ]
+            entries.append(
+                {
+                    "Id": str(i),
+                    "MessageBody": json.dumps(body, separators=(",", ":")),
+                    "DelaySeconds": d,
+                }
+            )
         try:
             reply = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except Exception:
@@ -88,16 +127,37 @@ def send_ticks(queue_url: str, planned: list[tuple[int, int]]) -> int:
 def groups_of(records: list[Any], groups: int) -> list[int]:
     """The groups a batch of ticks names, each once (a tick from before groups existed, or
     one naming a group this deployment no longer has, sweeps group 0)."""
-    out: list[int] = []
+    return list(planned_at(records, groups))
+
+
+def planned_at(records: list[Any], groups: int) -> dict[int, int | None]:
+    """The groups a batch of ticks names, each once, with the moment its next sweep is
+    planned for (`next`, or `at` plus the interval: the tick's `at` + `interval_ms` is left to
+    `horizon`, here the latest of the group's ticks; None: a tick from before ticks carried
+    either)."""
+    out: dict[int, int | None] = {}
     for record in records:
         try:
-            group = int(json.loads(record.get("body", "{}")).get("group", 0))
+            body = json.loads(record.get("body", "{}"))
+            group = int(body.get("group", 0))
+            nxt = body.get("next")
+            nxt = int(nxt) if nxt is not None else None
         except (ValueError, TypeError, AttributeError):
-            group = 0
+            group, nxt = 0, None
         group = group if 0 <= group < groups else 0
         if group not in out:
-            out.append(group)
+            out[group] = nxt
+        elif nxt is not None:
+            out[group] = max(nxt, out[group] or nxt)
     return out
+
+
+def horizon(following: list[int | None], interval: float, now_ms: int) -> int:
+    """How far a sweep looks ahead: to just before the next sweep of its groups (the earliest
+    of `following`, their ticks' `next`; a tick without one: an interval from now)."""
+    interval_ms = round(interval * 1000)
+    nexts = [n if n is not None else now_ms + interval_ms for n in following]
+    return look_ahead_until(min(nexts, default=now_ms + interval_ms), interval_ms)
 
 
 def record(report: SweepReport) -> None:
@@ -184,8 +244,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     ticks_url = settings.sweep_ticks_url
     records = event.get("Records")
     if isinstance(records, list):  # ticks from the queue: one sweep per group they name
-        groups = groups_of(records, settings.sweep_groups)
-        return _sweep_groups(interval, groups, context, {"ticks": len(records)})
+        planned = planned_at(records, settings.sweep_groups)
+        return _sweep_groups(interval, planned, context, {"ticks": len(records)})
+    start = _now()  # the minute's first sweep: its ticks are planned from here
     metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
     hold_paused_pools()
     try:
@@ -193,10 +254,22 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except Exception:  # a metric never stops the sweeps
         logger.warning("circuit metrics not emitted", exc_info=True)
     if ticks_url:
-        planned = ticks(settings.sweep_groups, tick_delays(interval, window))
-        sent = send_ticks(ticks_url, planned)
-        return _sweep_groups(interval, [0], context, {"ticks_sent": sent})
+        delays = tick_delays(interval, window)
+        minute = ticks(settings.sweep_groups, delays)
+        then = following(delays)[0]  # group 0's next sweep: its first tick, or the next run
+        nxt = start + (SCHEDULE_PERIOD_MS if then is None else then * 1000)
+        sqs = wiring.client("sqs")  # made here: boto3 makes clients on one thread at a time
+        with ThreadPoolExecutor(max_workers=1) as sender:
+            # The minute's ticks go out while group 0 is swept: with many groups they take many
+            # requests (154 at 128 groups), which would hold the minute's first sweep back.
+            sending = sender.submit(send_ticks, ticks_url, minute, _now, start, sqs)
+            swept = _sweep_groups(interval, {0: nxt}, context, {})
+            return {**swept, "ticks_sent": sending.result()}
     return _sweep_window(interval, window, context)
+
+
+def _now() -> int:
+    return int(engine().supervisor.scheduler.ports.clock.now_ms())
 
 
 def _budget(context: LambdaContext) -> int:
@@ -207,15 +280,25 @@ def _budget(context: LambdaContext) -> int:
 
 
 def _sweep_groups(
-    interval: float, groups: list[int], context: LambdaContext, extra: dict[str, Any]
+    interval: float,
+    planned: dict[int, int | None],
+    context: LambdaContext,
+    extra: dict[str, Any],
 ) -> dict[str, Any]:
-    """Sweep each group once under its lease (this invocation's request id holds it)."""
+    """Sweep each group once under its lease (this invocation's request id holds it); the
+    groups together, looking ahead until just before the next sweep (`planned`: when each
+    group's next sweep is planned). The CDK app delivers one tick per invocation when there
+    are several groups, so this is one group but for a backlog of ticks."""
     supervisor = engine().supervisor
     supervisor.sweep_interval_ms = round(interval * 1000)  # the next sweep comes this soon
     owner = str(getattr(context, "aws_request_id", "") or "supervisor")
+    until = horizon(list(planned.values()), interval, _now()) if _looks_ahead() else None
+    reports = supervisor.sweep_groups(
+        list(planned), owner=owner, deadline_ms=_budget(context), until_ms=until
+    )
     due, acted, busy = 0, 0, 0
-    for group in groups:
-        report = supervisor.sweep_group(group, owner=owner, deadline_ms=_budget(context))
+    for report in reports:
+        group = report.group
         record(report)
         due += report.due
         acted += sum(report.actions.values())
@@ -229,9 +312,15 @@ def _sweep_groups(
                     "due": report.due,
                     "truncated": report.truncated,
                     "oldest_due_age_ms": report.oldest_due_age_ms,
+                    "looked_ahead": report.looked_ahead,
+                    "waited_ms": report.waited_ms,
                 },
             )
-    return {"sweeps": len(groups), "due": due, "actions": acted, "busy": busy, **extra}
+    return {"sweeps": len(reports), "due": due, "actions": acted, "busy": busy, **extra}
+
+
+def _looks_ahead() -> bool:
+    return bool(engine().settings.sweep_look_ahead)
 
 
 def _sweep_window(interval: float, window: float, context: LambdaContext) -> dict[str, Any]:
@@ -242,7 +331,13 @@ def _sweep_window(interval: float, window: float, context: LambdaContext) -> dic
     supervisor = engine().supervisor
     supervisor.sweep_interval_ms = round(interval * 1000)  # the next sweep comes this soon
     while True:
-        report = supervisor.sweep(deadline_ms=_budget(context))
+        # The next sweep: this window's next one, or (after its last) the next invocation's,
+        # taken as an interval away.
+        until = None
+        if _looks_ahead():
+            ahead = max(0.0, started + sweeps * interval + interval - time.monotonic())
+            until = look_ahead_until(_now() + round(ahead * 1000), round(interval * 1000))
+        report = supervisor.sweep(deadline_ms=_budget(context), until_ms=until)
         record(report)
         sweeps += 1
         due += report.due

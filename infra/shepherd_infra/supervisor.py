@@ -58,6 +58,19 @@ DROPPED_RUN = (
 # scheduled run sends a fresh minute of them.
 TICK_RETENTION = Duration.minutes(5)
 TICK_BATCH = 10  # a backlog of ticks (a throttled function) collapses into one sweep
+
+
+def tick_batch(groups: int) -> int:
+    """The tick mapping's batch size: with several groups, one tick (one group) per invocation.
+    A batch of ten would sweep up to ten groups in one invocation: one after another, the last
+    one swept several seconds late (at the design load a group's sweep takes about 2 s); and
+    together, they would share one function's CPU, which at 256 MB carries the looks of about
+    two groups at the design load. A sweep looks ahead until the next one, so it lasts up to an
+    interval whenever something comes due: one group per invocation is what keeps the groups
+    apart. One group: a backlog of its ticks still collapses into one sweep."""
+    return TICK_BATCH if groups == 1 else 1
+
+
 TICK_CONCURRENCY = 2  # the event source's minimum; two overlapping sweeps are safe
 STALE_TICK = (
     "A supervisor tick is only a prompt to sweep now; one that fails is replaced by the next "
@@ -147,7 +160,7 @@ class Supervisor(Construct):
             "TickMapping",
             target=self.function,
             event_source_arn=self.ticks.queue_arn,
-            batch_size=TICK_BATCH,
+            batch_size=tick_batch(groups),
             # One invocation per group at a time (the groups sweep in parallel), at least the
             # event source's minimum of two.
             max_concurrency=min(1000, max(TICK_CONCURRENCY, groups)),

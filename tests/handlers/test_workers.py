@@ -325,6 +325,9 @@ def test_each_group_of_shards_gets_its_own_ticks_and_sweeps_under_a_lease(
     monkeypatch.setenv(ENV_SWEEP_GROUPS, "4")
     monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "5")
     monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "55")
+    # The clock stands still below: a sweep looking ahead would wait in vain (see
+    # tests/handlers/test_supervisor_look_ahead.py).
+    monkeypatch.setenv("SHEPHERD_SWEEP_LOOK_AHEAD", "false")
     runtime.engine.cache_clear()
     assert supervisor.ticks(4, [5, 10]) == [
         (1, 0), (2, 0), (3, 0), (0, 5), (1, 5), (2, 5), (3, 5), (0, 10), (1, 10), (2, 10), (3, 10),

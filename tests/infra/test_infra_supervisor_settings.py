@@ -26,9 +26,10 @@ def test_the_design_loads_supervisor_settings_reach_every_function_and_the_tick_
         assert env[ENV_WATCH_SHARDS] == "256"
         assert env[ENV_SWEEP_GROUPS] == "32"
         assert env[ENV_SWEEP_LOOKS] == "16"
-    concurrency = sorted(
-        r["Properties"].get("ScalingConfig", {}).get("MaximumConcurrency", 0)
-        for r in resources
-        if r["Type"] == "AWS::Lambda::EventSourceMapping"
-    )
-    assert 32 in concurrency  # the tick queue: one invocation per group at once
+    mappings = [
+        r["Properties"] for r in resources if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
+    ticks = [m for m in mappings if m.get("ScalingConfig", {}).get("MaximumConcurrency") == 32]
+    assert ticks  # the tick queue: one invocation per group at once
+    # One tick per invocation: each group swept in an invocation (and on a CPU) of its own.
+    assert [m["BatchSize"] for m in ticks] == [1]

@@ -443,6 +443,10 @@ class LocalStack:
             agent_modules=self.project.agent_modules,
             payload_bucket=PAYLOAD_BUCKET,
             pool_policies=self.pool_policies,
+            # The local supervisor is invoked every `sweep_interval` (1 s), one background
+            # handler at a time: a sweep that waited for what comes due before the next one
+            # would hold the relay and the events handler up for as long.
+            sweep_look_ahead=False,
         )
         self.settings_env = settings.to_env()
         self.env.update(self.settings_env)

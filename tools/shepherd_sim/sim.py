@@ -32,6 +32,7 @@ from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pen
 from shepherd.engine.build import Engine, build_engine
 from shepherd.engine.pools import pool_states
 from shepherd.engine.scheduler import EngineConfig, Ports, derived_id
+from shepherd.engine.supervisor import look_ahead_until
 from shepherd.errors import (
     InvalidTransition,
     PermanentError,
@@ -682,6 +683,11 @@ class SimConfig:
     """The supervisors know the sweep interval, so a look may leave a near watch entry due
     (the deployed rule). Off: every look moves its entry, as before that rule (the recorded
     regression seeds replay the trajectories they were found on)."""
+    look_ahead: bool = True
+    """Each sweep looks ahead until just before the next one (the deployed rule, `until_ms`):
+    it looks at every entry due by then at its due time, sleeping in its fiber meanwhile. Only
+    with `leave_due` (the supervisors know the interval); off, a sweep takes what is due when
+    it starts (the recorded regression seeds replay the trajectories they were found on)."""
 
 
 # Rolled in this order, at most one per attempt: a kind added later goes last, so it never
@@ -1462,6 +1468,14 @@ class Simulation:
         Without those, the dice decide."""
         self.spawn(lambda: self._sweep(crash_at, crash_after, double_at))
 
+    def horizon(self) -> int | None:
+        """A sweep starting now looks ahead until just before the next tick (or not at all)."""
+        cfg = self.config
+        if not (cfg.look_ahead and cfg.leave_due):
+            return None
+        every = round(cfg.sweep_interval_s * 1000)
+        return look_ahead_until(self.now() + every, every)
+
     def current_plan(self) -> SweepPlan | None:
         fiber = current()
         return self._plans.get(fiber.name if fiber else None)
@@ -1489,11 +1503,13 @@ class Simulation:
         self._plans[key] = plan
         try:
             if group is None:
-                report = self.supervisors["supA"].sweep()
+                report = self.supervisors["supA"].sweep(until_ms=self.horizon())
             else:
                 self._sweeps += 1
                 owner = f"supA-{self._sweeps}"
-                report = self.group_supervisors[group].sweep_group(group, owner=owner)
+                report = self.group_supervisors[group].sweep_group(
+                    group, owner=owner, until_ms=self.horizon()
+                )
                 if report.lease == "busy":
                     self.trace(None, f"supA    group {group} lease busy")
             if report.actions:
@@ -1520,10 +1536,12 @@ class Simulation:
         self.fault("double_sweep", None, f"{other} sweeps while {role} waits before {op}")
         try:
             if group is None:
-                report = self.supervisors[other].sweep()
+                report = self.supervisors[other].sweep(until_ms=self.horizon())
             else:
                 self._sweeps += 1
-                report = self.supervisors[other].sweep_group(group, owner=f"{other}-{self._sweeps}")
+                report = self.supervisors[other].sweep_group(
+                    group, owner=f"{other}-{self._sweeps}", until_ms=self.horizon()
+                )
             self.trace(None, f"{other}    sweep {dict(sorted(report.actions.items()))}")
         except Exception as exc:
             self.trace(None, f"{other}    sweep failed: {type(exc).__name__}")

@@ -89,11 +89,14 @@ ASSUMPTIONS: list[tuple[str, str, str]] = [
     ),
     (
         "The supervisor",
-        "EventBridge Scheduler every minute; its run sends the minute's ticks (batches of 10) "
-        "and sweeps group 0; the tick queue's mapping (batch and concurrency as the CDK app "
-        "deploys them for the run's groups) invokes it; each invocation sweeps its ticks' "
-        "groups one after another with the real Supervisor.sweep_group, 8 looks in flight; a group outside the subset is swept by "
-        "a stand-in that takes as long as a recent real sweep",
+        "EventBridge Scheduler every minute; its run sends the minute's ticks (batches of 10, "
+        "each naming the moment it is due) while it sweeps group 0; the tick queue's mapping "
+        "(batch and concurrency as the CDK app deploys them for the run's groups: one tick per "
+        "invocation with several groups) invokes it; each invocation sweeps its ticks' groups "
+        "with the real Supervisor.sweep_groups, looking ahead until 0.5 s before the next "
+        "sweep, 8 looks in flight; a group outside the subset is swept by a stand-in that "
+        "takes as long as a recent real sweep (its time, not its CPU: in its own invocation, as "
+        "deployed, a group's looks use that invocation's CPU alone)",
         "functions/shepherd_handlers/supervisor.py, infra/shepherd_infra/supervisor.py; the "
         "groups share the mapping's concurrency, so the fan-out runs at full size",
     ),
@@ -149,8 +152,14 @@ WRONG: list[str] = [
     "its peaks are read from whole windows only (the list index without its what-if is "
     "throttled sooner on AWS than in `list_unsharded`'s first two minutes).",
     "Detection lags rest on about a hundred dead packers per 10-minute run (1 of 128 groups): "
-    "a p99 of 102 samples is near their maximum, so 65.15 s against a 65 s target is within "
-    "the run's noise either way; the what-if `interval_4s` moves it by a second.",
+    "a p99 of about a hundred samples is near their maximum. Before sweeps looked ahead, the "
+    "p99 was 65.13 s against the 65 s target, within the run's noise either way; looking "
+    "ahead takes the sweep interval out of it, which no amount of noise puts back.",
+    "Only group 0 is modelled, and the scheduled run sweeps it itself: its first sweep of a "
+    "minute starts with the run, the others' a tick's delivery later. Before one tick per "
+    "invocation, a batch of ten ticks swept ten groups one after another: the model's group "
+    "came first, so it never saw that the tenth was swept about 18 s late at the design load "
+    "(2 s a sweep).",
     "`missed` calls a dead attempt not found if its deadline passed more than the sweeps' "
     "oldest due age p99 (or a minute) before the end; under overload an attempt a little "
     "older than that p99 may only be late, not starved (`overload_2x_8_shards`: one Lambda "

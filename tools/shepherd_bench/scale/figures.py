@@ -126,6 +126,8 @@ def supervisor(run: Run) -> dict[str, Any]:
         "lease_busy": sum(r.lease == "busy" for r in reports),
         "stale_entries": sum(r.stale_entries for r in reports),
         "left_due": sum(r.left_due for r in reports),
+        "looked_ahead": sum(r.looked_ahead for r in reports),
+        "sweep_wait_s": _dist([float(r.waited_ms) for r in held]),
         "moved": sum(r.moved for r in reports),
         "unavailable_looks": sum(r.unavailable for r in reports),
         "failed_looks": sum(r.failed_looks for r in reports),

@@ -85,6 +85,8 @@ class RunConfig:
     sweep_interval_s: float | None = None
     # A pool's RateLimit at the whole system's size: (pool, PerSecond, Burst).
     rate_limit: tuple[str, float, int] | None = None
+    # SHEPHERD_SWEEP_LOOK_AHEAD: a sweep looks ahead until just before the next (as deployed).
+    look_ahead: bool = True
 
     @property
     def fraction(self) -> float:
@@ -239,6 +241,7 @@ class Run:
             tick_concurrency=config.tick_concurrency,
             tick_batch=config.tick_batch,
             fraction=f,
+            look_ahead=config.look_ahead,
         )
         self.detections: dict[AttemptKey, Detection] = {}
         self.terminal: dict[str, tuple[str, float]] = {}

@@ -123,25 +123,41 @@ def _findings(scale: dict[str, Any]) -> list[str]:
     head_lag = head["detection"]["packer"]["last_sign_to_acted_s"]
     target = head["detection"]["packer"]["target_s"]
     quick = runs.get("interval_4s")
+    interval = hsup.get("interval_s", 5)
     if head_lag["p99"] > target:
         line = (
             f"**Detection lag misses its target by {head_lag['p99'] - target:.2f} s** (p99 "
             f"{head_lag['p99']} s of {head_lag['count']:,} dead packers, target {target} s). "
             "A dead attempt's deadline is its last heartbeat + 60 s; the next sweep of its "
-            f"group comes up to {head['supervisor'].get('interval_s', 5):g} s later and its "
+            f"group comes up to {interval:g} s later and its "
             "look takes its own latency, so the tick interval alone uses the 5 s the target "
             "leaves."
         )
-        if quick is not None:
-            q = quick["detection"]["packer"]["last_sign_to_acted_s"]
-            line += (
-                f" With a sweep every 4 s (`interval_4s`, a what-if of the CDK app's "
-                f"SWEEP_INTERVAL_SECONDS): p99 {q['p99']} s "
-                f"({'holds' if q['p99'] <= target else 'still missed'}), at "
-                f"${quick['cost']['usd_per_hour']:,.0f} an hour against "
-                f"${head['cost']['usd_per_hour']:,.0f}."
-            )
-        out.append(line)
+    else:
+        engine_lag = head["detection"].get("engine_detection_lag_s", {})
+        line = (
+            f"**Detection lag holds** (p99 {head_lag['p99']} s of {head_lag['count']:,} dead "
+            f"packers, target {target} s; Lambda steps p99 "
+            f"{head['detection']['lambda']['last_sign_to_acted_s']['p99']} s, target "
+            f"{head['detection']['lambda']['target_s']} s). Each sweep looks ahead: it reads "
+            "the entries due before the next sweep too and looks at each one at its due time "
+            f"({hsup.get('looked_ahead', 0):,} of the run's looks were taken that way), so a "
+            "deadline is acted on a look's latency after it passes (the engine's own "
+            f"`DetectionLag` p99 {engine_lag.get('p99', 0)} s) instead of up to {interval:g} s "
+            "later; an entry due in the last 0.5 s before the next sweep waits for it. A sweep "
+            f"lasts {hsup['sweep_duration_s']['p50']} s (p50) of the {interval:g}-second "
+            f"interval, {hsup.get('sweep_wait_s', {}).get('p50', 0)} s of it waiting."
+        )
+    if quick is not None:
+        q = quick["detection"]["packer"]["last_sign_to_acted_s"]
+        line += (
+            f" With a sweep every 4 s (`interval_4s`, a what-if of the CDK app's "
+            f"SWEEP_INTERVAL_SECONDS): p99 {q['p99']} s "
+            f"({'holds' if q['p99'] <= target else 'still missed'}), at "
+            f"${quick['cost']['usd_per_hour']:,.0f} an hour against "
+            f"${head['cost']['usd_per_hour']:,.0f}."
+        )
+    out.append(line)
     return out
 
 
@@ -189,7 +205,8 @@ def section_text(
         "same engine as `design_load`, shorter); `groups_32` deploys 32 sweep groups; "
         "`interval_4s` sweeps every 4 s instead of 5; `rate_limited` limits the checks pool to "
         "half the tasks it is sent (issue 26.1). Every run applies the agent handler's "
-        "time-left check as deployed.",
+        "time-left check as deployed, and every sweep looks ahead until just before the next "
+        "one, as the supervisor handler does.",
         "",
         "### Targets",
         "",

@@ -64,6 +64,9 @@ ENV_SWEEP_TICKS = "SHEPHERD_SWEEP_TICKS_URL"
 # invocation overlaps.
 ENV_SWEEP_GROUPS = "SHEPHERD_SWEEP_GROUPS"
 ENV_SWEEP_LOOKS = "SHEPHERD_SWEEP_LOOKS"
+# "false": a sweep looks at what is due when it starts only, not ahead at what comes due before
+# the next sweep (docs/architecture.md, the supervisor at load).
+ENV_SWEEP_LOOK_AHEAD = "SHEPHERD_SWEEP_LOOK_AHEAD"
 ENV_TRACING = "SHEPHERD_TRACING"  # "true": Powertools Tracer (X-Ray SDK) in every handler
 # Set by Lambda, not by Shepherd: the sandbox's log stream names the agent worker.
 ENV_LOG_STREAM = "AWS_LAMBDA_LOG_STREAM_NAME"
@@ -176,6 +179,9 @@ class Settings(BaseModel):
     sweep_ticks_url: str | None = None
     sweep_groups: Annotated[int, Field(ge=1, le=1024)] = 1
     sweep_looks: Annotated[int, Field(ge=1, le=64)] = 8
+    # Whether a sweep also looks ahead: at each entry due before the next sweep, at its due
+    # time, in the same invocation (SHEPHERD_SWEEP_LOOK_AHEAD, on by default).
+    sweep_look_ahead: bool = True
     # SHEPHERD_TRACING: the Powertools Tracer (X-Ray SDK) in every handler. The handlers decide
     # it at import, before the rest of the settings: `Settings.tracing_from_env`.
     tracing: bool = False
@@ -187,6 +193,11 @@ class Settings(BaseModel):
     @classmethod
     def _tracing_flag(cls, value: Any) -> Any:
         return parse_flag(ENV_TRACING, value) if isinstance(value, str) else value
+
+    @field_validator("sweep_look_ahead", mode="before")
+    @classmethod
+    def _look_ahead_flag(cls, value: Any) -> Any:
+        return parse_flag(ENV_SWEEP_LOOK_AHEAD, value) if isinstance(value, str) else value
 
     @field_validator("queue_urls", "pool_mappings", "event_owners", mode="before")
     @classmethod
@@ -249,6 +260,7 @@ class Settings(BaseModel):
             "sweep_window_seconds": ENV_SWEEP_WINDOW,
             "sweep_groups": ENV_SWEEP_GROUPS,
             "sweep_looks": ENV_SWEEP_LOOKS,
+            "sweep_look_ahead": ENV_SWEEP_LOOK_AHEAD,
             "tracing": ENV_TRACING,
             "worker_id": ENV_LOG_STREAM,
         }
@@ -317,6 +329,7 @@ class Settings(BaseModel):
             ENV_SWEEP_TICKS: self.sweep_ticks_url,
             ENV_SWEEP_GROUPS: str(self.sweep_groups) if self.sweep_groups != 1 else "",
             ENV_SWEEP_LOOKS: str(self.sweep_looks) if self.sweep_looks != 8 else "",
+            ENV_SWEEP_LOOK_AHEAD: "" if self.sweep_look_ahead else "false",
             ENV_TRACING: "true" if self.tracing else "",
         }
         env.update({name: value for name, value in optional.items() if value})

@@ -14,6 +14,12 @@ order), and looks at them on a bounded pool (`LookRunner`) until its budget (`ma
 looks, or its deadline) runs out: past its capacity every shard falls behind evenly, and
 `SweepReport.oldest_due_age_ms` says by how much.
 
+**Looking ahead** (`until_ms`, a little before the next sweep): a sweep also reads the entries
+due by then and looks at each one at its due time, sleeping on the clock in between, so a
+deadline is acted on a look's latency after it passes instead of up to a sweep interval later.
+A look at an entry before its deadline does nothing, as any early look; nothing due by then,
+the sweep makes the same reads as without.
+
 One workflow can never stall the others: each look runs on its own. A store error that
 passes (throttling, a timeout: `StoreUnavailable`) is logged and the workflow is simply looked
 at again by the next sweep (its entry stays due). Any other error is unexpected: it is logged
@@ -31,7 +37,7 @@ import heapq
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -60,6 +66,10 @@ PARKED = "SupervisorGaveUp"
 # A sweep under pressure (this many due entries in its shards' first pages, or more) moves
 # every entry it looks at: an entry left due keeps its old due_at and sorts first.
 PRESSURE_SHARE = 2  # max_workflows // PRESSURE_SHARE
+# A sweep that looks ahead stops this long before the next sweep comes (a tenth of the interval
+# at most), so it has released its group's lease when that one starts: an entry due in the
+# margin waits for the next sweep, at most this long.
+LOOK_AHEAD_MARGIN_MS = 500
 
 
 def look_backoff_ms(failures: int) -> int:
@@ -80,6 +90,13 @@ def pools_unread(last: dict[str, PoolState]) -> dict[str, PoolState]:
     kept (a resume only restarts a grace later), so no deadline comes later than the truth.
     """
     return {name: replace(pool, paused=False) for name, pool in last.items()}
+
+
+def look_ahead_until(next_sweep_ms: int, interval_ms: int) -> int:
+    """The horizon of a sweep whose next sweep comes at `next_sweep_ms` (`until_ms` of
+    `Supervisor.sweep_group`): `LOOK_AHEAD_MARGIN_MS` before it, a tenth of the interval at
+    most."""
+    return next_sweep_ms - min(LOOK_AHEAD_MARGIN_MS, interval_ms // 10)
 
 
 def group_shards(shards: int, groups: int, group: int) -> list[int]:
@@ -135,11 +152,21 @@ class SweepReport:
     parked: int = 0
     left_due: int = 0  # looked at, entry left due for the next sweep (no write)
     moved: int = 0  # watch entries moved (a write on the workflow item and its index entry)
+    # Looking ahead (a sweep with a horizon, `until_ms`): entries taken at their due time,
+    # after the sweep started (not yet due when it read them, or left due by one of its looks
+    # with a deadline before the horizon), and how long it slept waiting for them (part of
+    # its duration).
+    looked_ahead: int = 0
+    waited_ms: int = 0
+    # It was to look ahead, but a pool was paused when it read them: it did not (see
+    # `sweep_groups`).
+    held_back: bool = False
     actions: Counter[str] = field(default_factory=Counter)
     lags_ms: list[int] = field(default_factory=list)
     truncated: bool = False
     # How long the oldest entry this sweep found due had been due (0: nothing was due): how
-    # far behind the supervisor is, shard by shard evenly once it is past its capacity.
+    # far behind the supervisor is, shard by shard evenly once it is past its capacity. An
+    # entry it found not yet due (looking ahead) is not late and never counts.
     oldest_due_age_ms: int = 0
     # The lease of the group: "held" (this sweep held it), "busy" (another sweeper held it:
     # this sweep did nothing), "none" (no lease asked for, or nothing was due).
@@ -148,6 +175,7 @@ class SweepReport:
     # measured from the earliest deadline it could have had, not its real one (not recorded).
     pools_unread: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _again: list[tuple[int, str]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def duration_ms(self) -> int:
@@ -164,6 +192,43 @@ class SweepReport:
             if lag_ms is not None:
                 self.lags_ms.append(lag_ms)
 
+    def leave_due(self, workflow_id: str, due: int) -> None:
+        """A look left the entry due (no write): its next deadline, `due`, comes before the
+        next sweep. A sweep looking ahead looks at it again then if that is before its
+        horizon; otherwise the next sweep finds it due."""
+        with self._lock:
+            self.left_due += 1
+            self._again.append((due, workflow_id))
+
+    def take_again(self) -> list[tuple[int, str]]:
+        """The entries left due since the last call, with their next deadlines."""
+        with self._lock:
+            out, self._again = self._again, []
+        return out
+
+
+SUMMED = (
+    "shards", "index_queries", "index_items_read", "due", "looked_at", "stale_entries",
+    "failed_looks", "unavailable", "backing_off", "failed_queries", "parked", "left_due",
+    "moved", "looked_ahead", "waited_ms",
+)  # fmt: skip
+
+
+def total_report(reports: Sequence[SweepReport]) -> SweepReport:
+    """Several groups' sweeps as one report: counts added up, the oldest age the largest."""
+    total = reports[0]
+    for report in reports[1:]:
+        for name in SUMMED:
+            setattr(total, name, getattr(total, name) + getattr(report, name))
+        total.actions.update(report.actions)
+        total.lags_ms += report.lags_ms
+        total.truncated = total.truncated or report.truncated
+        total.pools_unread = total.pools_unread or report.pools_unread
+        total.held_back = total.held_back or report.held_back
+        total.oldest_due_age_ms = max(total.oldest_due_age_ms, report.oldest_due_age_ms)
+        total.finished_at = max(total.finished_at, report.finished_at)
+    return total
+
 
 @dataclass
 class _Shard:
@@ -174,9 +239,13 @@ class _Shard:
     done: bool = False
 
 
+AGAIN = -1  # the "shard" of an entry a look left due, queued again by its sweep
+
+
 class _DueQueue:
     """The due entries of a group's shards, earliest first across them; a shard's next page
-    is read when its last entry read so far is taken (one page per shard at a time)."""
+    is read when its last entry read so far is taken (one page per shard at a time), so the
+    head is always the earliest entry the shards hold."""
 
     def __init__(self, first: list[tuple[DueEntry, int]]) -> None:
         self._heap = [(e.due_at, i, n, e.workflow_id) for n, (e, i) in enumerate(first)]
@@ -187,11 +256,20 @@ class _DueQueue:
     def __bool__(self) -> bool:
         return bool(self._heap)
 
-    def pop(self, n: int, next_page: Callable[[int], list[DueEntry]]) -> list[str]:
+    def head(self) -> int | None:
+        """The earliest `due_at` left (None: none left)."""
+        return self._heap[0][0] if self._heap else None
+
+    def pop(
+        self, n: int, next_page: Callable[[int], list[DueEntry]], upto: int | None = None
+    ) -> list[str]:
+        """Up to `n` entries, earliest first (with `upto`: only those due by then)."""
         out: list[str] = []
-        while self._heap and len(out) < n:
+        while self._heap and len(out) < n and (upto is None or self._heap[0][0] <= upto):
             _, shard, _, workflow_id = heapq.heappop(self._heap)
             out.append(workflow_id)
+            if shard == AGAIN:
+                continue
             self._left[shard] -= 1
             if self._left[shard] == 0:
                 for entry in next_page(shard):
@@ -201,6 +279,44 @@ class _DueQueue:
                     )
                     self._left[shard] += 1
         return out
+
+    def push(self, due_at: int, workflow_id: str) -> None:
+        """Queue an entry again, to be taken at `due_at` (a look left it due)."""
+        self._count += 1
+        heapq.heappush(self._heap, (due_at, AGAIN, self._count, workflow_id))
+
+
+@dataclass
+class _Pass:
+    """One group's sweep under way (an invocation may have several at once, see
+    `Supervisor.sweep_groups`)."""
+
+    group: int
+    report: SweepReport
+    shards: list[_Shard]
+    now: int  # when it started: the entries due by then are its backlog
+    until: int | None  # its horizon: it looks ahead at entries due up to then (None: no)
+    owner: str | None = None
+    due: _DueQueue | None = None
+    pressed: bool = False
+    renewed_at: int = 0
+    open: bool = False
+    again: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def upto(self) -> int:
+        """How far its index queries read."""
+        return self.now if self.until is None else self.until
+
+    def limit(self, t: int) -> int:
+        """The latest `due_at` it may take at time `t`: its backlog always; while looking
+        ahead (up to its horizon), whatever is due by `t`."""
+        if self.until is not None and t <= self.until:
+            return max(self.now, t)
+        return self.now
+
+
+MAX_AGAIN = 3  # looks of one workflow a sweep queues again after it left the entry due
 
 
 class Supervisor:
@@ -241,29 +357,26 @@ class Supervisor:
 
     # ---------------------------------------------------------------------------- sweeps
 
-    def sweep(self, now: int | None = None, *, deadline_ms: int | None = None) -> SweepReport:
-        """Every group in turn, with no lease: one sweeper for the whole index (the local
-        stack, tests). The report adds the groups' numbers up."""
-        total: SweepReport | None = None
-        for group in range(self.groups):
-            report = self.sweep_group(group, now=now, deadline_ms=deadline_ms)
-            if total is None:
-                total = report
-                continue
-            for name in (
-                "shards", "index_queries", "index_items_read", "due", "looked_at",
-                "stale_entries", "failed_looks", "unavailable", "backing_off",
-                "failed_queries", "parked", "left_due", "moved",
-            ):  # fmt: skip
-                setattr(total, name, getattr(total, name) + getattr(report, name))
-            total.actions.update(report.actions)
-            total.lags_ms += report.lags_ms
-            total.truncated = total.truncated or report.truncated
-            total.pools_unread = total.pools_unread or report.pools_unread
-            total.oldest_due_age_ms = max(total.oldest_due_age_ms, report.oldest_due_age_ms)
-            total.finished_at = report.finished_at
-        assert total is not None
-        return total
+    def sweep(
+        self,
+        now: int | None = None,
+        *,
+        deadline_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> SweepReport:
+        """Every group, with no lease: one sweeper for the whole index (the local stack,
+        tests). The report adds the groups' numbers up. Looking ahead (`until_ms`), the
+        groups are swept together (see `sweep_groups`), else one after another."""
+        if until_ms is None:
+            reports = [
+                self.sweep_group(group, now=now, deadline_ms=deadline_ms)
+                for group in range(self.groups)
+            ]
+        else:
+            reports = self.sweep_groups(
+                range(self.groups), now=now, deadline_ms=deadline_ms, until_ms=until_ms
+            )
+        return total_report(reports)
 
     def sweep_group(
         self,
@@ -272,30 +385,82 @@ class Supervisor:
         owner: str | None = None,
         now: int | None = None,
         deadline_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> SweepReport:
         """Look at the due workflows of one group's shards, oldest first, until the budget
-        runs out. With `owner`, only under the group's lease (another holder: nothing)."""
+        runs out. With `owner`, only under the group's lease (another holder: nothing).
+
+        With `until_ms` (a little before the next sweep comes) it also looks ahead: it reads
+        the entries due up to then as well, and looks at each one at its due time, sleeping
+        on the clock in between, so a deadline is acted on a look's latency after it passes
+        instead of up to a sweep interval later (docs/architecture.md, the supervisor at
+        load). Nothing due by then: the same reads as without."""
+        (report,) = self.sweep_groups(
+            [group], owner=owner, now=now, deadline_ms=deadline_ms, until_ms=until_ms
+        )
+        return report
+
+    def sweep_groups(
+        self,
+        groups: Iterable[int],
+        *,
+        owner: str | None = None,
+        now: int | None = None,
+        deadline_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[SweepReport]:
+        """Sweep several groups together, a report each (an invocation whose ticks name
+        several): each group's first pages and lease in turn, then their entries earliest
+        first across all of them, each group within its own budget, so one group's wait for
+        its next entry never delays another's. Each lease is released when its group is
+        done. One group: `sweep_group`."""
         clock = self.scheduler.ports.clock
         now = clock.now_ms() if now is None else now
-        report = SweepReport(started_at=clock.now_ms(), group=group)
-        if group == 0 and self.breakers is not None:
-            for pool, to in self.breakers.evaluate().items():
-                report.act(f"Circuit:{pool}:{to}")
-        shards = self._shards(group)
-        report.shards = len(shards)
-        first = self._first_pages(shards, now, report)
-        if first:
-            report.oldest_due_age_ms = max(0, now - min(e.due_at for e, _ in first))
-            if owner is None or self._lease(group, owner, now, report):
-                self._read_pools(report)
-                renew = None if owner is None else (lambda: self.renew(group, owner))
-                try:
-                    self._work(first, shards, now, deadline_ms, report, renew)
-                finally:
-                    if owner is not None:
-                        self._release(group, owner)
-        report.finished_at = clock.now_ms()
-        return report
+        until = until_ms if until_ms is not None and until_ms > now else None
+        passes: list[_Pass] = []
+        for group in groups:
+            report = SweepReport(started_at=clock.now_ms(), group=group)
+            if group == 0 and self.breakers is not None:
+                for pool, to in self.breakers.evaluate().items():
+                    report.act(f"Circuit:{pool}:{to}")
+            shards = self._shards(group)
+            report.shards = len(shards)
+            run = _Pass(group, report, shards, now, until, owner)
+            passes.append(run)
+            first = self._first_pages(shards, run.upto, report)
+            if not first:
+                report.finished_at = clock.now_ms()
+                continue
+            due_now = [e.due_at for e, _ in first if e.due_at <= now]
+            report.oldest_due_age_ms = max(0, now - min(due_now)) if due_now else 0
+            if owner is not None and not self._lease(group, owner, now, report):
+                report.finished_at = clock.now_ms()
+                continue
+            run.due = _DueQueue(first)
+            run.pressed = len(due_now) >= self.max_workflows // PRESSURE_SHARE
+            run.renewed_at = clock.now_ms()
+            run.open = True
+        working = [run for run in passes if run.open]
+        try:
+            if working:
+                self._read_pools(working)
+                if until is not None and any(pool.paused for pool in self._pools.values()):
+                    # A look plans with the pools as this sweep read them, and watches a
+                    # paused pool's tasks every g from its own `now`: that must not be later
+                    # than the read (a resume since started their dispatch grace earlier).
+                    # Looking ahead, a look's `now` is its own time; so while a pool is
+                    # paused, the sweep takes what was due when it started, as before.
+                    for run in working:
+                        run.until = None
+                        run.report.held_back = True
+                self._work(working, deadline_ms)
+        finally:
+            for run in working:
+                self._close(run)
+        for run in passes:
+            if not run.report.finished_at:
+                run.report.finished_at = clock.now_ms()
+        return [run.report for run in passes]
 
     def _shards(self, group: int) -> list[_Shard]:
         """The group's shards, starting at a shard that turns with every sweep (fair among
@@ -328,19 +493,19 @@ class Supervisor:
         return self._shard_span
 
     def _first_pages(
-        self, shards: list[_Shard], now: int, report: SweepReport
+        self, shards: list[_Shard], upto: int, report: SweepReport
     ) -> list[tuple[DueEntry, int]]:
         out: list[tuple[DueEntry, int]] = []
         for i, shard in enumerate(shards):
-            out += [(e, i) for e in self._page(shard, now, report)]
+            out += [(e, i) for e in self._page(shard, upto, report)]
         return out
 
-    def _page(self, shard: _Shard, now: int, report: SweepReport) -> list[DueEntry]:
-        """The shard's next page of due entries (none once it is read to its end)."""
+    def _page(self, shard: _Shard, upto: int, report: SweepReport) -> list[DueEntry]:
+        """The shard's next page of entries due by `upto` (none once it is read to its end)."""
         if shard.done:
             return []
         try:
-            page = self.scheduler.ports.store.query_due(shard.key, now, PAGE_SIZE, shard.cursor)
+            page = self.scheduler.ports.store.query_due(shard.key, upto, PAGE_SIZE, shard.cursor)
         except Exception:  # a failed index query costs this shard one sweep, no more
             report.failed_queries += 1
             logger.warning("watch index query failed", exc_info=True, extra={"shard": shard.key})
@@ -352,7 +517,7 @@ class Supervisor:
         shard.done = page.cursor is None
         return page.entries
 
-    def _read_pools(self, report: SweepReport) -> None:
+    def _read_pools(self, runs: list[_Pass]) -> None:
         self._backlogs = {}
         self._reserved = {}
         try:  # paused pools: one consistent query per sweep
@@ -360,40 +525,136 @@ class Supervisor:
         except StoreUnavailable:
             logger.warning("pool states not read; every pool taken as running", exc_info=True)
             self._pools = pools_unread(self._pools)
-            report.pools_unread = True
+            for run in runs:
+                run.report.pools_unread = True
 
-    def _work(
-        self,
-        first: list[tuple[DueEntry, int]],
-        shards: list[_Shard],
-        now: int,
-        deadline_ms: int | None,
-        report: SweepReport,
-        renew: Callable[[], bool] | None = None,
-    ) -> None:
-        """Oldest due first across the shards, in batches the look runner overlaps, until
-        the budget: `max_workflows` looks, or the deadline (a Lambda's remaining time). The
-        lease (`renew`) is renewed at half its length; a sweep that lost it stops."""
+    def _work(self, runs: list[_Pass], deadline_ms: int | None) -> None:
+        """Earliest due first across the sweeps, in batches the look runner overlaps, each
+        sweep until its budget (`max_workflows` looks, or the deadline: a Lambda's remaining
+        time) or, looking ahead, its horizon. Between entries not yet due it sleeps until the
+        next one is. Each lease is renewed at half its length; a sweep that lost it stops."""
         clock = self.scheduler.ports.clock
-        renewed_at = clock.now_ms()
-        due = _DueQueue(first)
-        pressed = len(first) >= self.max_workflows // PRESSURE_SHARE
         batch_size = max(1, getattr(self.looks, "workers", 1))
-        while due:
-            if report.due >= self.max_workflows or (
-                deadline_ms is not None and clock.now_ms() >= deadline_ms
-            ):
-                report.truncated = True
+        while True:
+            t = clock.now_ms()
+            for run in runs:
+                if run.open and self._spent(run, t, deadline_ms):
+                    self._close(run)
+            live = [run for run in runs if run.open]
+            if not live:
                 return
-            room = min(batch_size, self.max_workflows - report.due)
-            batch = due.pop(room, lambda i: self._page(shards[i], now, report))
-            report.due += len(batch)
-            self.looks.run([self._guarded(wf, now, report, pressed) for wf in batch])
-            if renew is not None and clock.now_ms() - renewed_at >= self.lease_ms // 2:
-                renewed_at = clock.now_ms()
-                if not renew():
-                    report.truncated = bool(due)  # another sweeper has the group now
-                    return
+            batch = self._batch(live, t, batch_size)
+            if batch:
+                self.looks.run(
+                    [self._guarded(wf, now, run.report, run.pressed) for run, wf, now in batch]
+                )
+                for run in live:
+                    self._queue_again(run)
+            else:
+                self._wait(live, t, deadline_ms)
+            for run in live:
+                self._renew(run)
+
+    def _spent(self, run: _Pass, t: int, deadline_ms: int | None) -> bool:
+        """Whether a sweep is done: nothing left to take now or later, its budget or the
+        deadline spent (truncated if something due was left)."""
+        assert run.due is not None
+        head = run.due.head()
+        if head is None:
+            return True
+        if run.report.due >= self.max_workflows or (deadline_ms is not None and t >= deadline_ms):
+            run.report.truncated = head <= max(run.now, t)
+            return True
+        # Nothing due in its backlog, and its horizon passed or not reached by the next entry
+        # (or it slept as long as its horizon allows: a clock that stood still meanwhile).
+        return head > run.now and (
+            run.until is None
+            or t > run.until
+            or head > run.until
+            or run.report.waited_ms > run.until - run.now
+        )
+
+    def _batch(self, live: list[_Pass], t: int, size: int) -> list[tuple[_Pass, str, int]]:
+        """Up to `size` entries due by `t` (each sweep's backlog regardless), earliest first
+        across the sweeps, each within its budget; with the `now` each look plans with (the
+        sweep's start, or looking ahead, the time it is taken)."""
+        out: list[tuple[_Pass, str, int]] = []
+        while len(out) < size:
+            best: _Pass | None = None
+            best_at = 0
+            for run in live:
+                assert run.due is not None
+                head = run.due.head()
+                if head is None or head > run.limit(t) or run.report.due >= self.max_workflows:
+                    continue
+                if best is None or head < best_at:
+                    best, best_at = run, head
+            if best is None:
+                return out
+            assert best.due is not None
+            report = best.report
+            (workflow_id,) = best.due.pop(1, self._pager(best))
+            report.due += 1
+            if best_at > best.now:
+                report.looked_ahead += 1
+            out.append((best, workflow_id, best.now if best.until is None else max(best.now, t)))
+        return out
+
+    def _pager(self, run: _Pass) -> Callable[[int], list[DueEntry]]:
+        """Reads the next page of one of the sweep's shards (by its place in the sweep)."""
+        return lambda i: self._page(run.shards[i], run.upto, run.report)
+
+    def _queue_again(self, run: _Pass) -> None:
+        """An entry one of its looks left due, whose next deadline comes before its horizon:
+        taken again then (a few times per workflow at most)."""
+        assert run.due is not None
+        for due, workflow_id in run.report.take_again():
+            if run.until is None or due > run.until or run.again[workflow_id] >= MAX_AGAIN:
+                continue
+            run.again[workflow_id] += 1
+            run.due.push(max(due, run.now + 1), workflow_id)
+
+    def _wait(self, live: list[_Pass], t: int, deadline_ms: int | None) -> None:
+        """Nothing is due yet: sleep until the next entry is (or a lease needs renewing, or
+        the deadline)."""
+        wake: list[int] = []
+        for run in live:
+            assert run.due is not None
+            head = run.due.head()
+            if head is not None:
+                wake.append(head)
+            if run.owner is not None:
+                wake.append(run.renewed_at + self.lease_ms // 2)
+        if deadline_ms is not None:
+            wake.append(deadline_ms)
+        pause = min(wake) - t
+        if pause > 0:
+            self.scheduler.ports.clock.sleep(pause / 1000)
+            for run in live:
+                run.report.waited_ms += pause
+
+    def _renew(self, run: _Pass) -> None:
+        if not run.open or run.owner is None:
+            return
+        clock = self.scheduler.ports.clock
+        if clock.now_ms() - run.renewed_at < self.lease_ms // 2:
+            return
+        run.renewed_at = clock.now_ms()
+        if not self.renew(run.group, run.owner):
+            assert run.due is not None
+            head = run.due.head()  # another sweeper has the group now
+            run.report.truncated = head is not None and head <= max(run.now, clock.now_ms())
+            run.open = False
+            run.report.finished_at = clock.now_ms()
+
+    def _close(self, run: _Pass) -> None:
+        """Done: its lease released (the next tick's sweeper may take the group at once)."""
+        if not run.open:
+            return
+        run.open = False
+        if run.owner is not None:
+            self._release(run.group, run.owner)
+        run.report.finished_at = self.scheduler.ports.clock.now_ms()
 
     def _guarded(
         self, workflow_id: str, now: int, report: SweepReport, pressed: bool
@@ -587,7 +848,7 @@ class Supervisor:
         if due is not None and not wf.look_failures and not rehome and not pressed:
             every = self.sweep_interval_ms
             if every > 0 and due <= now + every:
-                report.add("left_due")  # the next sweep looks again: no write
+                report.leave_due(wf.workflow_id, due)  # looked at again in time: no write
                 return
         records = [*state.steps.values(), *state.compensations.values()]
         if wf.status is WorkflowStatus.PAUSED and not any(r.status.in_flight for r in records):
