@@ -1841,6 +1841,15 @@ class Simulation:
         fiber = current()
         return fiber.name if fiber is not None else "main"
 
+    def who(self) -> str:
+        """The fiber running now (its writes and sends are observed under this name)."""
+        return self._who()
+
+    def client_calls(self, delta: int) -> None:
+        """A client call is planned (+1) or has begun (-1): the run is not over while any is
+        pending (`_quiescent`)."""
+        self._pending_client += delta
+
     @contextmanager
     def acting(self, label: str) -> Iterator[None]:
         """Label what the current fiber (or the test's own thread) does, for the observers."""
