@@ -351,3 +351,80 @@ def test_a_failed_map_is_not_run_again_by_a_resume() -> None:
     assert h.status(wf) is WorkflowStatus.PAUSED  # nothing changed
     h.operations.compensate(wf)
     assert h.run(wf).workflow.status is WorkflowStatus.COMPENSATED
+
+
+def _last_attempt_map() -> Definition:
+    """`batch` whose map step has no retry: an attempt that ends fails the step for good."""
+    steps = [dict(s) for s in MAP["Steps"]]  # type: ignore[union-attr]
+    steps[1] = {**steps[1], "Retry": {"MaxAttempts": 0}}
+    return parse_definition({**MAP, "Steps": steps}, "batch")
+
+
+def test_an_open_write_that_timed_out_after_it_landed_does_not_end_the_opener() -> None:
+    """Found by the fault simulator (`make sim`, seeds 24 and 217 with `--types sim_map`): the
+    map's open write landed, then the call timed out; the opener took the error for its
+    attempt's and ended it, leaving the map open under a step failed for good (its items
+    entered the window, never sent, never counted; with retries left, queued again with its
+    map's deadlines unwatched). The write that ends an opener's attempt now requires the map
+    unopened: it loses, and the open map runs (its items sent again after the dispatch
+    grace, as for an opener that died after opening)."""
+    from shepherd.errors import StoreUnavailable
+
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": _last_attempt_map()}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    update = h.store.update
+    timed_out: list[str] = []
+
+    def open_then_time_out(pk: str, sk: str, change: Any, condition: Any) -> Any:
+        item = update(pk, sk, change, condition)
+        if fo.TOTAL in change.set and not timed_out:
+            timed_out.append(sk)
+            raise StoreUnavailable("timed out after it was applied")
+        return item
+
+    h.store.update = open_then_time_out  # type: ignore[method-assign]
+    wf = h.start("batch", {"items": 5})
+    h.pump()
+    assert timed_out == ["S#each"]
+    each = h.step(wf, "each")
+    assert each.status is StepStatus.RUNNING and each.attempt == 1  # the attempt goes on
+    assert each.fanout is not None and sorted(each.fanout.window) == [0, 1, 2]
+    state = h.run(wf, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(5)]
+    assert [h["o"] for h in state.steps["each"].history] == ["ok"]
+
+
+def test_a_timeout_planned_before_the_map_opened_loses_to_the_open() -> None:
+    """The same end by another writer: a look read the opener RUNNING, unopened, past its
+    TimeoutSeconds, and planned its timeout; the open write landed before the timeout's. The
+    timeout loses and is planned again on the open map (its window supervised), instead of
+    queueing the step again over an open map."""
+    from shepherd.decisions.planner import EndAttempt, plan
+
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": _last_attempt_map()}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 5})
+    real_open = h.scheduler.maps.open
+    looks: list[Any] = []
+
+    def open_late(state: Any, definition: Definition, rec: Any) -> Any:
+        h.clock.advance(31)  # the opener is slow: past TimeoutSeconds (30) ...
+        looks.append(h.scheduler.load(wf))  # ... when a look reads it, not yet open
+        return real_open(state, definition, rec)
+
+    h.scheduler.maps.open = open_late  # type: ignore[method-assign]
+    h.pump(rounds=2)  # split, then the open (its items are sent, not yet run)
+    (look,) = looks
+    state, definition = look
+    now = h.clock.now_ms()
+    planned = plan(state, definition, now, supervisor=True, rng=h.ports.rng)
+    assert [type(a) for a in planned] == [EndAttempt]  # the timeout, on the read before it
+    h.scheduler.run(state, definition, supervisor=True, now=now)
+    each = h.step(wf, "each")
+    assert each.status is StepStatus.RUNNING and each.attempt == 1 and each.fanout is not None
+    state = h.run(wf, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(5)]
