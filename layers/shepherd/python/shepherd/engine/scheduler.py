@@ -936,16 +936,16 @@ class Scheduler:
                 else Eq("callback_token", seen.callback_token)
             )
             guard = armed if guard is None else all_of(guard, armed)
-        if seen.kind == "step" and seen.index is None and seen.fanout is None:
-            if definition.by_name[seen.name].map is not None:
-                # A map step's attempt opens its map: once the open write has landed (one that
-                # timed out after it was applied, or a timeout planned on a read from before
-                # it), the map's window is what runs and is supervised, so this write loses and
-                # is planned again. Ending the attempt would leave the map open under a step
-                # queued again or failed: its items unsent, or running unwatched while the
-                # workflow unwinds (found by the fault simulator).
-                unopened = Missing(TOTAL)
-                guard = unopened if guard is None else all_of(guard, unopened)
+        opener = seen.kind == "step" and seen.index is None and seen.fanout is None
+        if opener and definition.by_name[seen.name].map is not None:
+            # A map step's attempt opens its map: once the open write has landed (one that
+            # timed out after it was applied, or a timeout planned on a read from before it),
+            # the map's window is what runs and is supervised, so this write loses and is
+            # planned again. Ending the attempt would leave the map open under a step queued
+            # again or failed: its items unsent, or running unwatched while the workflow
+            # unwinds (found by the fault simulator).
+            unopened = Missing(TOTAL)
+            guard = unopened if guard is None else all_of(guard, unopened)
         # Nothing is dispatched while the workflow is paused: the resume sends the retry.
         dispatch = action.dispatch and state.workflow.status is not WorkflowStatus.PAUSED
         full = {"full": action.full_error} if action.full_error else {}
