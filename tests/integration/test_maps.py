@@ -428,3 +428,39 @@ def test_a_timeout_planned_before_the_map_opened_loses_to_the_open() -> None:
     state = h.run(wf, step_seconds=5)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     assert calls.joined == [{"doubled": 2 * i} for i in range(5)]
+
+
+def test_a_look_at_a_paused_workflow_counts_an_ended_item_and_sends_nothing() -> None:
+    """Found by the fault simulator (`make sim SEEDS=2000`, seed 1601, `paused`): a look at a
+    PAUSED workflow counted an item its process had not (it died, or was timed out), and the
+    accounting brought the stripe's next item into the window and sent its message: a task
+    sent while paused, by a supervisor that had read the pause. The item still enters the
+    window; its message waits for the resume (a look sends it then, its grace run out)."""
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=1)}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    original = h.scheduler.after_item
+    skipped: list[int] = []
+
+    def dies_before_counting(state: Any, definition: Any, unit: Any) -> None:
+        if unit.index == 0 and not skipped:
+            skipped.append(0)
+            return  # the process died between the item's result and its map's accounting
+        original(state, definition, unit)
+
+    h.scheduler.after_item = dies_before_counting  # type: ignore[method-assign]
+    wf = h.start("batch", {"items": 3})
+    h.pump()  # split, the open, item 0 (its process dies before counting it)
+    assert skipped == [0]
+    h.operations.pause(wf)
+    before = len(h.queue.sent)
+    h.clock.advance(31)
+    h.sweep()  # the look counts item 0; item 1 enters the window
+    each = h.step(wf, "each")
+    assert each.fanout is not None and each.fanout.succeeded == 1
+    assert sorted(each.fanout.window) == [1]
+    assert [t.message for t in h.queue.sent[before:] if t.message.workflow_id == wf] == []
+    h.operations.resume(wf)
+    state = h.run(wf, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(3)]

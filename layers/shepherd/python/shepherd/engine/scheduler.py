@@ -771,12 +771,16 @@ class Scheduler:
     ) -> bool:
         """A map's own writes (shepherd.engine.maps)."""
         maps = self.maps
+        # Nothing is sent while the workflow is paused (an item that enters the window now is
+        # sent by a look after the resume, its dispatch grace run out).
+        send = state.workflow.status is not WorkflowStatus.PAUSED
         match action:
             case AccountItem(seen, position, outcome):
                 accounted = maps.account(state, definition, seen, position, outcome)
                 if accounted is None:
                     return False
-                tasks.extend(accounted.tasks)
+                if send:
+                    tasks.extend(accounted.tasks)
                 return True
             case OpenMore(seen):
                 index_of = None
@@ -787,7 +791,8 @@ class Scheduler:
 
                 before = seen.fanout.opened if seen.fanout else 0
                 rec, sent = maps.enter_rest(state, definition, seen, index_of=index_of)
-                tasks.extend(sent)
+                if send:
+                    tasks.extend(sent)
                 return rec is not None and rec.fanout is not None and rec.fanout.opened > before
             case DecideMap(seen, verdict):
                 return maps.decide(state, seen, verdict)
