@@ -38,7 +38,8 @@ MAPS = SimConfig(workflow_types=(MAP_TYPE,))
 def test_maps_run_in_every_way_across_seeds() -> None:
     """Across seeds: maps succeed (some with failures their tolerance lets pass), fail past
     their tolerance, are halted by an unwinding; items are retried, timed out, sent again by a
-    supervisor; items that may have acted are undone, one at a time and in parallel."""
+    supervisor, their duplicate and stale messages dropped; items that may have acted are
+    undone, one at a time and in parallel."""
     stats: Counter[str] = Counter()
     for seed in range(12):
         result = run_seed(seed, Faults(), MAPS)
@@ -52,6 +53,7 @@ def test_maps_run_in_every_way_across_seeds() -> None:
         "map_items_retried",
         "map_items_timed_out",
         "map_items_sent_again",
+        "map_item_messages_dropped",
         "map_item_undos_succeeded",
         "map_compensations_reverse",
         "map_compensations_parallel",

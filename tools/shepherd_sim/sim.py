@@ -2549,6 +2549,9 @@ class Simulation:
         self.stats["map_items_sent_again"] += sum(
             1 for r in record.redispatches if r.item is not None
         )
+        self.stats["map_item_messages_dropped"] += sum(
+            1 for h in record.handled if h.item is not None and h.outcome == "dropped"
+        )
 
     def _approvals_stats(self, record: RunRecord) -> None:
         """How approvals ended (approved, rejected, timed out, cancelled), how many a person
