@@ -228,6 +228,32 @@ def _opener_ends_its_attempt_over_an_open_map() -> Iterator[None]:
         scheduler.TOTAL = real
 
 
+@contextlib.contextmanager
+def _paused_look_sends_the_next_item() -> Iterator[None]:
+    """feaf032: a look at a PAUSED workflow that counted an ended map item sent the message of
+    the item its accounting brought into the window (the look's map writes planned as for a
+    running workflow)."""
+    from shepherd.engine.scheduler import Scheduler
+
+    real = Scheduler._apply_map
+
+    def old(self: Scheduler, state: WorkflowState, *args: Any) -> bool:
+        wf = state.workflow
+        if wf.status is not WorkflowStatus.PAUSED:
+            return real(self, state, *args)
+        state.workflow = replace(wf, status=WorkflowStatus.RUNNING)
+        try:
+            return real(self, state, *args)
+        finally:
+            state.workflow = wf
+
+    Scheduler._apply_map = old  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Scheduler._apply_map = real  # type: ignore[method-assign]
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -369,6 +395,17 @@ REGRESSIONS = [
         _opener_ends_its_attempt_over_an_open_map,
         "a map's open write landed and timed out; the opener failed its attempt, queueing the "
         "step again over the open map: its items, entered and never sent, were unwatched",
+        SimConfig(workflow_types=("sim_map",)),
+    ),
+    Regression(
+        # Found as seed 1601 of the default mix (issue 24, the first 2,000-seed run with maps);
+        # this seed reaches it in the replay mode below.
+        502,
+        MIX_5,
+        "paused",
+        _paused_look_sends_the_next_item,
+        "a look at a PAUSED workflow counted a map item and sent the next item's message, "
+        "having read the pause",
         SimConfig(workflow_types=("sim_map",)),
     ),
     Regression(
