@@ -59,6 +59,7 @@ class Calls:
         self.fail: dict[int, int] = {}  # index -> attempts that raise
         self.permanent: set[int] = set()
         self.hang: set[int] = set()  # indexes whose first attempt hangs
+        self.undo_fails: set[int] = set()  # indexes whose undo fails for good
         self.joined: Any = None
 
     def registry(self) -> AgentRegistry:
@@ -86,6 +87,8 @@ class Calls:
         def undo_each(ctx: AgentContext) -> Any:
             assert ctx.item_index is not None and ctx.forward is not None
             self.undone.append(ctx.item_index)
+            if ctx.item_index in self.undo_fails:
+                raise PermanentError(f"the undo of item {ctx.item_index} is impossible")
             return {"undone": ctx.item["n"], "key": ctx.forward.idempotency_key}
 
         @registry.agent("join")
@@ -464,3 +467,43 @@ def test_a_look_at_a_paused_workflow_counts_an_ended_item_and_sends_nothing() ->
     state = h.run(wf, step_seconds=5)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     assert calls.joined == [{"doubled": 2 * i} for i in range(3)]
+
+
+def test_reverse_undo_stops_at_an_item_whose_undo_failed() -> None:
+    """Found by the fault simulator (`make sim SEEDS=10000`, seeds 2712, 6311 and 6319,
+    `item_compensation`): under REVERSE the items are undone one at a time, each after the one
+    before it succeeded; when an item's undo failed for good, the write that counted it still
+    brought the next item into the compensation's window and sent it, so an item was undone
+    after an undo that had failed (the workflow ended FAILED for an operator, with more undone
+    than the order allows). A map's compensation tolerates no failure: its failure refills
+    nothing."""
+    calls = Calls()
+    calls.permanent = {5}
+    calls.undo_fails = {3}
+    defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=1)}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 8})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.FAILED  # an operator is needed
+    assert calls.undone == [5, 4, 3]  # in reverse order, none after the undo that failed
+    sent = [t.message.item for t in h.queue.sent if t.message.kind == "compensation"]
+    assert sorted(set(sent)) == [3, 4, 5]
+    comp = state.compensations["each"]
+    assert comp.status is StepStatus.FAILED and comp.fanout is not None
+    assert comp.fanout.failed == 1 and sorted(comp.fanout.window) == []
+
+
+def test_the_failure_that_fails_a_map_brings_no_item_into_its_window() -> None:
+    """The same write for a map step: past its tolerance the map fails at once, so the failure
+    that decides it sends no further item (with a tolerance of one failure, the first failure
+    still does)."""
+    for tolerance, never_sent in (({}, [2, 3]), ({"ToleratedFailureCount": 1}, [3])):
+        calls = Calls()
+        calls.permanent = {0, 1}
+        defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=2, **tolerance)}
+        h = memory_harness(definitions=defs, agents=calls.registry())
+        wf = h.start("batch", {"items": 4})
+        state = h.run(wf)
+        assert state.workflow.status is WorkflowStatus.COMPENSATED
+        sent = {t.message.item for t in h.queue.sent if t.message.kind == "step"}
+        assert not sent & set(never_sent), (tolerance, sorted(i for i in sent if i is not None))
