@@ -254,6 +254,21 @@ def _paused_look_sends_the_next_item() -> Iterator[None]:
         Scheduler._apply_map = real  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _a_failed_undo_refills_the_next() -> Iterator[None]:
+    """18dade6: a failure's accounting refilled its stripe whatever the tolerance, so the
+    failure that decided a map sent one more item, and a map compensation undid the next item
+    after an undo that had failed (the failure bound left out: `fanout.tolerated` unbounded)."""
+    from shepherd.decisions import fanout as fo
+
+    real = fo.tolerated
+    fo.tolerated = lambda total, spec: None  # type: ignore[assignment,return-value]
+    try:
+        yield
+    finally:
+        fo.tolerated = real
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -406,6 +421,17 @@ REGRESSIONS = [
         _paused_look_sends_the_next_item,
         "a look at a PAUSED workflow counted a map item and sent the next item's message, "
         "having read the pause",
+        SimConfig(workflow_types=("sim_map",)),
+    ),
+    Regression(
+        # Found as seeds 2712, 6311 and 6319 of the default mix (issue 24, the first 10,000-seed
+        # run with maps); this seed reaches it in the replay mode below.
+        150,
+        MIX_5,
+        "item_compensation",
+        _a_failed_undo_refills_the_next,
+        "under REVERSE an item's undo failed for good, and the write that counted it sent the "
+        "next item's undo, which ran",
         SimConfig(workflow_types=("sim_map",)),
     ),
     Regression(
