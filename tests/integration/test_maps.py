@@ -59,6 +59,7 @@ class Calls:
         self.fail: dict[int, int] = {}  # index -> attempts that raise
         self.permanent: set[int] = set()
         self.hang: set[int] = set()  # indexes whose first attempt hangs
+        self.undo_fails: set[int] = set()  # indexes whose undo fails for good
         self.joined: Any = None
 
     def registry(self) -> AgentRegistry:
@@ -86,6 +87,8 @@ class Calls:
         def undo_each(ctx: AgentContext) -> Any:
             assert ctx.item_index is not None and ctx.forward is not None
             self.undone.append(ctx.item_index)
+            if ctx.item_index in self.undo_fails:
+                raise PermanentError(f"the undo of item {ctx.item_index} is impossible")
             return {"undone": ctx.item["n"], "key": ctx.forward.idempotency_key}
 
         @registry.agent("join")
@@ -351,3 +354,156 @@ def test_a_failed_map_is_not_run_again_by_a_resume() -> None:
     assert h.status(wf) is WorkflowStatus.PAUSED  # nothing changed
     h.operations.compensate(wf)
     assert h.run(wf).workflow.status is WorkflowStatus.COMPENSATED
+
+
+def _last_attempt_map() -> Definition:
+    """`batch` whose map step has no retry: an attempt that ends fails the step for good."""
+    steps = [dict(s) for s in MAP["Steps"]]  # type: ignore[union-attr]
+    steps[1] = {**steps[1], "Retry": {"MaxAttempts": 0}}
+    return parse_definition({**MAP, "Steps": steps}, "batch")
+
+
+def test_an_open_write_that_timed_out_after_it_landed_does_not_end_the_opener() -> None:
+    """Found by the fault simulator (`make sim`, seeds 24 and 217 with `--types sim_map`): the
+    map's open write landed, then the call timed out; the opener took the error for its
+    attempt's and ended it, leaving the map open under a step failed for good (its items
+    entered the window, never sent, never counted; with retries left, queued again with its
+    map's deadlines unwatched). The write that ends an opener's attempt now requires the map
+    unopened: it loses, and the open map runs (its items sent again after the dispatch
+    grace, as for an opener that died after opening)."""
+    from shepherd.errors import StoreUnavailable
+
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": _last_attempt_map()}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    update = h.store.update
+    timed_out: list[str] = []
+
+    def open_then_time_out(pk: str, sk: str, change: Any, condition: Any) -> Any:
+        item = update(pk, sk, change, condition)
+        if fo.TOTAL in change.set and not timed_out:
+            timed_out.append(sk)
+            raise StoreUnavailable("timed out after it was applied")
+        return item
+
+    h.store.update = open_then_time_out  # type: ignore[method-assign]
+    wf = h.start("batch", {"items": 5})
+    h.pump()
+    assert timed_out == ["S#each"]
+    each = h.step(wf, "each")
+    assert each.status is StepStatus.RUNNING and each.attempt == 1  # the attempt goes on
+    assert each.fanout is not None and sorted(each.fanout.window) == [0, 1, 2]
+    state = h.run(wf, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(5)]
+    assert [h["o"] for h in state.steps["each"].history] == ["ok"]
+
+
+def test_a_timeout_planned_before_the_map_opened_loses_to_the_open() -> None:
+    """The same end by another writer: a look read the opener RUNNING, unopened, past its
+    TimeoutSeconds, and planned its timeout; the open write landed before the timeout's. The
+    timeout loses and is planned again on the open map (its window supervised), instead of
+    queueing the step again over an open map."""
+    from shepherd.decisions.planner import EndAttempt, plan
+
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": _last_attempt_map()}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 5})
+    real_open = h.scheduler.maps.open
+    looks: list[Any] = []
+
+    def open_late(state: Any, definition: Definition, rec: Any) -> Any:
+        h.clock.advance(31)  # the opener is slow: past TimeoutSeconds (30) ...
+        looks.append(h.scheduler.load(wf))  # ... when a look reads it, not yet open
+        return real_open(state, definition, rec)
+
+    h.scheduler.maps.open = open_late  # type: ignore[method-assign]
+    h.pump(rounds=2)  # split, then the open (its items are sent, not yet run)
+    (look,) = looks
+    state, definition = look
+    now = h.clock.now_ms()
+    planned = plan(state, definition, now, supervisor=True, rng=h.ports.rng)
+    assert [type(a) for a in planned] == [EndAttempt]  # the timeout, on the read before it
+    h.scheduler.run(state, definition, supervisor=True, now=now)
+    each = h.step(wf, "each")
+    assert each.status is StepStatus.RUNNING and each.attempt == 1 and each.fanout is not None
+    state = h.run(wf, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(5)]
+
+
+def test_a_look_at_a_paused_workflow_counts_an_ended_item_and_sends_nothing() -> None:
+    """Found by the fault simulator (`make sim SEEDS=2000`, seed 1601, `paused`): a look at a
+    PAUSED workflow counted an item its process had not (it died, or was timed out), and the
+    accounting brought the stripe's next item into the window and sent its message: a task
+    sent while paused, by a supervisor that had read the pause. The item still enters the
+    window; its message waits for the resume (a look sends it then, its grace run out)."""
+    calls = Calls()
+    defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=1)}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    original = h.scheduler.after_item
+    skipped: list[int] = []
+
+    def dies_before_counting(state: Any, definition: Any, unit: Any) -> None:
+        if unit.index == 0 and not skipped:
+            skipped.append(0)
+            return  # the process died between the item's result and its map's accounting
+        original(state, definition, unit)
+
+    h.scheduler.after_item = dies_before_counting  # type: ignore[method-assign]
+    wf = h.start("batch", {"items": 3})
+    h.pump()  # split, the open, item 0 (its process dies before counting it)
+    assert skipped == [0]
+    h.operations.pause(wf)
+    before = len(h.queue.sent)
+    h.clock.advance(31)
+    h.sweep()  # the look counts item 0; item 1 enters the window
+    each = h.step(wf, "each")
+    assert each.fanout is not None and each.fanout.succeeded == 1
+    assert sorted(each.fanout.window) == [1]
+    assert [t.message for t in h.queue.sent[before:] if t.message.workflow_id == wf] == []
+    h.operations.resume(wf)
+    state = h.run(wf, step_seconds=5)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.joined == [{"doubled": 2 * i} for i in range(3)]
+
+
+def test_reverse_undo_stops_at_an_item_whose_undo_failed() -> None:
+    """Found by the fault simulator (`make sim SEEDS=10000`, seeds 2712, 6311 and 6319,
+    `item_compensation`): under REVERSE the items are undone one at a time, each after the one
+    before it succeeded; when an item's undo failed for good, the write that counted it still
+    brought the next item into the compensation's window and sent it, so an item was undone
+    after an undo that had failed (the workflow ended FAILED for an operator, with more undone
+    than the order allows). A map's compensation tolerates no failure: its failure refills
+    nothing."""
+    calls = Calls()
+    calls.permanent = {5}
+    calls.undo_fails = {3}
+    defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=1)}
+    h = memory_harness(definitions=defs, agents=calls.registry())
+    wf = h.start("batch", {"items": 8})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.FAILED  # an operator is needed
+    assert calls.undone == [5, 4, 3]  # in reverse order, none after the undo that failed
+    sent = [t.message.item for t in h.queue.sent if t.message.kind == "compensation"]
+    assert sorted(set(sent)) == [3, 4, 5]
+    comp = state.compensations["each"]
+    assert comp.status is StepStatus.FAILED and comp.fanout is not None
+    assert comp.fanout.failed == 1 and sorted(comp.fanout.window) == []
+
+
+def test_the_failure_that_fails_a_map_brings_no_item_into_its_window() -> None:
+    """The same write for a map step: past its tolerance the map fails at once, so the failure
+    that decides it sends no further item (with a tolerance of one failure, the first failure
+    still does)."""
+    for tolerance, never_sent in (({}, [2, 3]), ({"ToleratedFailureCount": 1}, [3])):
+        calls = Calls()
+        calls.permanent = {0, 1}
+        defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=2, **tolerance)}
+        h = memory_harness(definitions=defs, agents=calls.registry())
+        wf = h.start("batch", {"items": 4})
+        state = h.run(wf)
+        assert state.workflow.status is WorkflowStatus.COMPENSATED
+        sent = {t.message.item for t in h.queue.sent if t.message.kind == "step"}
+        assert not sent & set(never_sent), (tolerance, sorted(i for i in sent if i is not None))

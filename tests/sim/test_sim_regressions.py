@@ -213,6 +213,62 @@ def _pause_unguarded_when_due() -> Iterator[None]:
         tx.pause = real  # type: ignore[assignment]
 
 
+@contextlib.contextmanager
+def _opener_ends_its_attempt_over_an_open_map() -> Iterator[None]:
+    """591b8a5: the write ending a map step's opener attempt (its error, a look's timeout) did
+    not require the map unopened: an open write that timed out after it landed was taken for
+    the attempt's failure, and the map stayed open under a step queued again or failed."""
+    from shepherd.engine import scheduler
+
+    real = scheduler.TOTAL
+    scheduler.TOTAL = "m_total_put_back"  # the guard then asks for an attribute never written
+    try:
+        yield
+    finally:
+        scheduler.TOTAL = real
+
+
+@contextlib.contextmanager
+def _paused_look_sends_the_next_item() -> Iterator[None]:
+    """feaf032: a look at a PAUSED workflow that counted an ended map item sent the message of
+    the item its accounting brought into the window (the look's map writes planned as for a
+    running workflow)."""
+    from shepherd.engine.scheduler import Scheduler
+
+    real = Scheduler._apply_map
+
+    def old(self: Scheduler, state: WorkflowState, *args: Any) -> bool:
+        wf = state.workflow
+        if wf.status is not WorkflowStatus.PAUSED:
+            return real(self, state, *args)
+        state.workflow = replace(wf, status=WorkflowStatus.RUNNING)
+        try:
+            return real(self, state, *args)
+        finally:
+            state.workflow = wf
+
+    Scheduler._apply_map = old  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Scheduler._apply_map = real  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _a_failed_undo_refills_the_next() -> Iterator[None]:
+    """18dade6: a failure's accounting refilled its stripe whatever the tolerance, so the
+    failure that decided a map sent one more item, and a map compensation undid the next item
+    after an undo that had failed (the failure bound left out: `fanout.tolerated` unbounded)."""
+    from shepherd.decisions import fanout as fo
+
+    real = fo.tolerated
+    fo.tolerated = lambda total, spec: None  # type: ignore[assignment,return-value]
+    try:
+        yield
+    finally:
+        fo.tolerated = real
+
+
 @dataclass(frozen=True)
 class Regression:
     seed: int
@@ -262,6 +318,15 @@ MIX_4 = Faults.parse(
     "pause=0.12,hang=0.08,retryable=0.32,permanent=0.12,oversize=0.08,store_before=0.016,"
     "store_after=0.016,slow=0.12,index_lag=0.8,double_sweep=0.12,sweep_crash=0.08,"
     "clock_jump=0.02,cancel=0.2,redrive=1,operator=0.4,pool_pause=0.04"
+)
+# The default mix when maps joined the simulator (issue 24), spelled out.
+MIX_5 = Faults.parse(
+    "none,delay=0.05,dup=0.05,reorder=0.08,lose=0.04,crash_before=0.03,crash_after=0.03,"
+    "pause=0.03,hang=0.02,retryable=0.08,permanent=0.03,oversize=0.02,store_before=0.004,"
+    "store_after=0.004,slow=0.03,payload_slow=0.02,payload_put=0.01,payload_get=0.01,"
+    "index_lag=0.2,double_sweep=0.03,sweep_crash=0.02,lease_expiry=0.5,clock_jump=0.005,"
+    "cancel=0.05,redrive=0.5,operator=0.1,pool_pause=0.01,outage=0.01,schedule_dup=0.2,"
+    "relay_delay=0.02,relay_crash=0.03,relay_fail=0.01"
 )
 OPERATOR_TYPES = SimConfig(
     workflow_types=(
@@ -335,6 +400,39 @@ REGRESSIONS = [
         "planned on the RUNNING workflow moved the entry 2 s on; the pause landed on the status "
         "alone, and its 1 s pause timeout was found late",
         OPERATOR_TYPES,
+    ),
+    Regression(
+        # Found as seeds 24 and 217 of `--types sim_map` (issue 24), in the deployed mode;
+        # this seed reaches it in the replay mode below.
+        115,
+        MIX_5,
+        "findable",
+        _opener_ends_its_attempt_over_an_open_map,
+        "a map's open write landed and timed out; the opener failed its attempt, queueing the "
+        "step again over the open map: its items, entered and never sent, were unwatched",
+        SimConfig(workflow_types=("sim_map",)),
+    ),
+    Regression(
+        # Found as seed 1601 of the default mix (issue 24, the first 2,000-seed run with maps);
+        # this seed reaches it in the replay mode below.
+        502,
+        MIX_5,
+        "paused",
+        _paused_look_sends_the_next_item,
+        "a look at a PAUSED workflow counted a map item and sent the next item's message, "
+        "having read the pause",
+        SimConfig(workflow_types=("sim_map",)),
+    ),
+    Regression(
+        # Found as seeds 2712, 6311 and 6319 of the default mix (issue 24, the first 10,000-seed
+        # run with maps); this seed reaches it in the replay mode below.
+        150,
+        MIX_5,
+        "item_compensation",
+        _a_failed_undo_refills_the_next,
+        "under REVERSE an item's undo failed for good, and the write that counted it sent the "
+        "next item's undo, which ran",
+        SimConfig(workflow_types=("sim_map",)),
     ),
     Regression(
         36,

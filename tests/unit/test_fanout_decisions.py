@@ -120,6 +120,49 @@ def test_the_tolerance_follows_asl(
     assert fo.exceeded(failed, total, spec(3, count, pct)) is over
 
 
+@pytest.mark.parametrize(
+    ("count", "pct", "total", "most"),
+    [
+        (None, None, 10, 0),
+        (2, None, 10, 2),
+        (None, 25, 8, 2),
+        (None, 33.3, 10, 3),
+        (5, 10, 10, 1),
+        (None, 100, 10, 10),
+        (20, None, 4, 4),
+    ],
+)
+def test_tolerated_is_the_most_failures_within_the_tolerance(
+    count: int | None, pct: float | None, total: int, most: int
+) -> None:
+    s = spec(3, count, pct)
+    assert fo.tolerated(total, s) == most
+    assert fo.tolerated(total, None) == 0  # a map's compensation tolerates none
+    assert not fo.exceeded(most, total, s) or most == 0
+    assert most == total or fo.exceeded(most + 1, total, s)
+
+
+def test_the_failure_that_decides_a_map_refills_nothing() -> None:
+    """A failure refills its stripe only while the failures stay within the tolerance after
+    it (a condition on m_failed as it is); the one that passes it is counted without."""
+    store = MemoryStore()
+    s = spec(3, count=1)
+    seen = opened(store, 9, s)
+    most = fo.tolerated(9, s)
+    first = fo.account(KEY, seen, 0, "failed", now=20, tolerated_failures=most)
+    assert first.entered == (3,)  # within the tolerance after it: its stripe goes on
+    state = apply(store, first.write)
+    second = fo.account(KEY, seen, 1, "failed", now=21, tolerated_failures=most)
+    with pytest.raises(ConditionFailed):  # the read it planned on was older: m_failed is 1
+        apply(store, second.write)
+    again = fo.account(KEY, state, 1, "failed", now=21, tolerated_failures=most, refill=False)
+    assert again.entered == ()
+    state = apply(store, again.write)
+    assert state.failed == 2 and 4 not in state.window and fo.verdict(state, s) == "FAILED"
+    strict = fo.account(KEY, state, 2, "failed", now=22, tolerated_failures=0)
+    assert strict.entered == ()  # no tolerance: no failure refills
+
+
 def test_the_verdict_waits_for_every_item_unless_the_tolerance_is_passed() -> None:
     s = spec(2, count=1)
     running = fo.MapState(total=4, stride=2, succeeded=2, failed=1, window={3: 0})

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shepherd.definitions import Definition, TaskSpec
-from shepherd.model import WorkflowState
+from shepherd.model import StepRecord, WorkflowState
 
 from shepherd_sim.invariants import SUPERVISORS, StatusWrite
 
@@ -82,14 +82,21 @@ def attempt_cost_ms(spec: TaskSpec, definition: Definition, timing: Timing) -> i
     return round(seconds * 1000)
 
 
-def used_budget_ms(state: WorkflowState, definition: Definition, timing: Timing) -> int:
+def used_budget_ms(
+    state: WorkflowState,
+    definition: Definition,
+    timing: Timing,
+    units: Sequence[StepRecord] = (),
+) -> int:
     """The bound from the attempts the workflow actually made: each step and compensation
     that was dispatched costs at most `attempt_cost` per attempt it used plus the largest
-    backoff before each retry; one more look (G + a sweep) finishes the workflow."""
+    backoff before each retry; one more look (G + a sweep) finishes the workflow. A map's
+    items (`units`: each item's unit and each item compensation's) are counted the same way,
+    one after another, although up to MaxConcurrency of them run at once."""
     total = definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
     total += waits_budget_ms(definition, timing)
     total += approvals_budget_ms(state, definition, timing)
-    for rec in [*state.steps.values(), *state.compensations.values()]:
+    for rec in [*state.steps.values(), *state.compensations.values(), *units]:
         if rec.attempt < 1 or (rec.kind == "step" and not definition.by_name[rec.name].is_task):
             continue
         spec = definition.spec(rec.kind, rec.name)

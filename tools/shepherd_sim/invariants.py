@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd import limits
@@ -28,7 +28,20 @@ from shepherd.decisions.planner import (
     plan,
 )
 from shepherd.definitions import Definition
-from shepherd.keys import POOLS_PK, inbox_item_sk, inbox_pk, inbox_shard, inbox_sk
+from shepherd.keys import (
+    ITEM_COMP_PREFIX,
+    ITEM_PREFIX,
+    MAP_PREFIX,
+    POOLS_PK,
+    WF_SK,
+    inbox_item_sk,
+    inbox_pk,
+    inbox_shard,
+    inbox_sk,
+    item_sk,
+    map_item_key,
+    map_item_of,
+)
 from shepherd.model import (
     DomainEvent,
     PoolState,
@@ -42,6 +55,11 @@ from shepherd.payloads import MemoryPayloadStore, PayloadMissing, Payloads, ref_
 
 from shepherd_sim.relay import Delivery
 from shepherd_sim.service import Call, Effect
+
+
+def unit_name(step: str, item: int | None) -> str:
+    """How a unit is named in traces and messages: a step, or a map's item `<step>[<index>]`."""
+    return step if item is None else f"{step}[{item}]"
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,7 @@ class Handled:
     step: str
     attempt: int
     outcome: str  # an agent.Outcome value, or crashed / killed / error
+    item: int | None = None  # a map item's index (its compensation's: the item it undoes)
 
 
 @dataclass(frozen=True)
@@ -101,6 +120,8 @@ class Claim:
     """The version of the write that moved the circuit into `circuit`."""
     circuit_left_closed_by: int | None = None
     """The version of the write that moved the circuit out of `closed` (None: closed)."""
+    item: int | None = None
+    """A map item's index (an item's claim, or its compensation's); None: a step's."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,7 @@ class Sent:
     paused_by: int | None
     read: int | None
     read_at: int | None = None
+    item: int | None = None  # a map item's message
 
 
 @dataclass(frozen=True)
@@ -162,6 +184,7 @@ class Redispatch:
     pool: str
     pool_paused_by: int | None
     pool_read: int | None
+    item: int | None = None  # a map item's
 
 
 @dataclass(frozen=True)
@@ -276,6 +299,48 @@ def _definition(record: RunRecord, state: WorkflowState) -> Definition:
     return record.definitions[state.workflow.wf_type]
 
 
+Units = dict[tuple[str, str, str], dict[int, StepRecord]]
+
+
+def item_units(items: Sequence[Item]) -> Units:
+    """Map items' units as the table holds them: (workflow, kind, step) -> index -> unit (an
+    item's `I#`, kind `step`; an item compensation's `IC#`, kind `compensation`)."""
+    out: Units = defaultdict(dict)
+    for item in items:
+        pk, sk = str(item.get("pk", "")), str(item.get("sk", ""))
+        if pk.startswith(MAP_PREFIX) and sk.startswith((ITEM_PREFIX, ITEM_COMP_PREFIX)):
+            rec = StepRecord.from_item(item)
+            assert rec.index is not None
+            out[(rec.workflow_id, rec.kind, rec.name)][rec.index] = rec
+    return dict(out)
+
+
+def _all_units(record: RunRecord) -> list[StepRecord]:
+    """Every map item's unit (and item compensation's) in the table."""
+    return [u for units in item_units(record.items).values() for u in units.values()]
+
+
+def _unit_of(
+    states: Mapping[str, WorkflowState],
+    units: Units,
+    workflow_id: str,
+    kind: str,
+    name: str,
+) -> StepRecord | None:
+    """The unit a name denotes: a step or compensation (`name`), or a map item's (or its
+    compensation's) unit (`name[index]`, `unit_name`)."""
+    step, bracket, rest = name.partition("[")
+    if bracket:
+        return units.get((workflow_id, kind, step), {}).get(int(rest.rstrip("]")))
+    state = states.get(workflow_id)
+    return None if state is None else state.record(kind, name)  # type: ignore[arg-type]
+
+
+def _is_map(rec: StepRecord) -> bool:
+    """A map step's unit (or a map compensation's), opened: its items are units of their own."""
+    return rec.fanout is not None and rec.index is None
+
+
 # ------------------------------------------------------------------------- 1. termination
 
 
@@ -316,7 +381,7 @@ def check_effects_once(record: RunRecord) -> list[Violation]:
     out = []
     keys: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for call in record.calls:
-        keys[(call.workflow_id, call.kind, call.step)].add(call.key)
+        keys[(call.workflow_id, call.kind, unit_name(call.step, call.item))].add(call.key)
     for (wf_id, kind, step), found in sorted(keys.items()):
         if len(found) > 1:
             out.append(
@@ -329,7 +394,9 @@ def check_effects_once(record: RunRecord) -> list[Violation]:
             )
     effects: dict[tuple[str, str, str], list[Effect]] = defaultdict(list)
     for effect in record.effects:
-        effects[(effect.workflow_id, effect.kind, effect.step)].append(effect)
+        effects[(effect.workflow_id, effect.kind, unit_name(effect.step, effect.item))].append(
+            effect
+        )
     for (wf_id, kind, step), applied in sorted(effects.items()):
         if len(applied) > 1:
             out.append(
@@ -383,10 +450,20 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
     out: list[Violation] = []
     comp_effects: dict[tuple[str, str], Effect] = {}
     step_effects: dict[tuple[str, str], Effect] = {}
+    # A map's items are undone one by one (`check_item_compensation`): here a map step's undo
+    # is the span from its first item undo to its last, placed among the other steps' undos.
+    item_undos: dict[tuple[str, str], tuple[int, int]] = {}
     for effect in record.effects:
+        key = (effect.workflow_id, effect.step)
+        if effect.item is not None:
+            if effect.kind == "compensation":
+                first, last = item_undos.get(key, (effect.seq, effect.seq))
+                item_undos[key] = (min(first, effect.seq), max(last, effect.seq))
+            continue
         target = comp_effects if effect.kind == "compensation" else step_effects
-        target.setdefault((effect.workflow_id, effect.step), effect)
-    comp_claims: dict[tuple[str, str], int] = {}  # the first claim of each compensation
+        target.setdefault(key, effect)
+    # The first claim of each compensation (a map's: of its first item's compensation).
+    comp_claims: dict[tuple[str, str], int] = {}
     for claim in record.claims:
         if claim.kind == "compensation":
             comp_claims.setdefault((claim.workflow_id, claim.step), claim.at)
@@ -394,10 +471,13 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
         definition = _definition(record, state)
         status = state.workflow.status
         undone = {s: e for (w, s), e in comp_effects.items() if w == wf_id}
+        spans = {s: (e.seq, e.seq) for s, e in undone.items()}
+        spans.update({s: span for (w, s), span in item_undos.items() if w == wf_id})
+        maps = {name for name, rec in state.steps.items() if _is_map(rec)}
         owed = {
             name for name, rec in state.steps.items() if compensated(rec, definition.by_name[name])
         }
-        for name in sorted(set(undone) - owed):
+        for name in sorted(set(spans) - owed):
             rec = state.steps.get(name)
             out.append(
                 Violation(
@@ -409,7 +489,7 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
                 )
             )
         if status in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
-            for name in sorted(owed - set(undone)):
+            for name in sorted(owed - set(undone) - maps):
                 out.append(
                     Violation(
                         "compensation",
@@ -419,7 +499,7 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
                     )
                 )
         for name, comp in sorted(state.compensations.items()):
-            if comp.status is StepStatus.SUCCEEDED and name not in undone:
+            if comp.status is StepStatus.SUCCEEDED and name not in undone and not _is_map(comp):
                 out.append(
                     Violation(
                         "compensation",
@@ -437,25 +517,29 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
             for name, effect in sorted(undone.items())
             if (wf_id, name) in step_effects and step_effects[(wf_id, name)].seq > effect.seq
         ]
-        out += _undone_in_order(state, definition, owed, undone)
+        out += _undone_in_order(state, definition, owed, spans)
         out += _compensations_started_in_order(state, definition, owed, comp_claims)
     return out
 
 
 def _undone_in_order(
-    state: WorkflowState, definition: Definition, owed: set[str], undone: Mapping[str, Effect]
+    state: WorkflowState,
+    definition: Definition,
+    owed: set[str],
+    spans: Mapping[str, tuple[int, int]],
 ) -> list[Violation]:
-    """Every undo that must come first (`must_undo_first`) was applied first."""
+    """Every undo that must come first (`must_undo_first`) was applied first: a step's undo
+    is one call; a map's, every call of its items' undos (its first to its last)."""
     out = []
-    names = sorted(n for n in undone if n in owed)
+    names = sorted(n for n in spans if n in owed)
     for a, b in itertools.permutations(names, 2):
-        if must_undo_first(state, definition, a, b) and undone[a].seq > undone[b].seq:
+        if must_undo_first(state, definition, a, b) and spans[a][1] > spans[b][0]:
             out.append(
                 Violation(
                     "compensation",
                     state.workflow.workflow_id,
-                    f"'{b}' was undone (call #{undone[b].seq}) before '{a}' "
-                    f"(call #{undone[a].seq}); '{a}' finished later or depends on '{b}'",
+                    f"'{b}' was undone (call #{spans[b][0]}) before '{a}' "
+                    f"(call #{spans[a][1]}); '{a}' finished later or depends on '{b}'",
                 )
             )
     return out
@@ -512,7 +596,7 @@ NOT_AN_END = ("input_replaced", "undeliverable")
 
 
 def _history_problems(rec: StepRecord, record: RunRecord) -> list[str]:
-    what = f"{rec.kind} '{rec.name}'"
+    what = f"{rec.kind} '{unit_name(rec.name, rec.index)}'"
     out = []
     ended: dict[int, int] = defaultdict(int)
     for entry in rec.history:
@@ -538,17 +622,16 @@ def _history_problems(rec: StepRecord, record: RunRecord) -> list[str]:
     return out
 
 
-def _reported_successes(record: RunRecord, states: Mapping[str, WorkflowState]) -> list[Violation]:
+def _reported_successes(
+    record: RunRecord, states: Mapping[str, WorkflowState], units: Units
+) -> list[Violation]:
     out = []
     succeeded: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for h in record.handled:
         if h.outcome == "succeeded":
-            succeeded[(h.workflow_id, h.kind, h.step)].append(h.attempt)
+            succeeded[(h.workflow_id, h.kind, unit_name(h.step, h.item))].append(h.attempt)
     for (wf_id, kind, step), attempts in sorted(succeeded.items()):
-        st = states.get(wf_id)
-        rec = None
-        if st is not None:
-            rec = (st.steps if kind == "step" else st.compensations).get(step)
+        rec = _unit_of(states, units, wf_id, kind, step)
         if len(set(attempts)) > 1:
             message = f"{kind} '{step}': results accepted for attempts {attempts}"
             out.append(Violation("superseded", wf_id, message))
@@ -562,19 +645,20 @@ def _reported_successes(record: RunRecord, states: Mapping[str, WorkflowState]) 
     return out
 
 
-def _consumed_inputs(record: RunRecord, states: Mapping[str, WorkflowState]) -> list[Violation]:
+def _consumed_inputs(
+    record: RunRecord, states: Mapping[str, WorkflowState], units: Units
+) -> list[Violation]:
     out = []
     for call in record.calls:
-        st = states.get(call.workflow_id)
-        if st is None:
+        if states.get(call.workflow_id) is None:
             continue
         for name, attempt in call.inputs:
-            dep = st.steps.get(name)
+            dep = _unit_of(states, units, call.workflow_id, "step", name)
             if dep is None or dep.status is not StepStatus.SUCCEEDED or dep.attempt != attempt:
                 now = f"{dep.status.value} at attempt {dep.attempt}" if dep else "missing"
                 message = (
-                    f"{call.kind} '{call.step}' attempt {call.attempt} was given the output of "
-                    f"'{name}' attempt {attempt}, but '{name}' is {now}"
+                    f"{call.kind} '{unit_name(call.step, call.item)}' attempt {call.attempt} was "
+                    f"given the output of '{name}' attempt {attempt}, but '{name}' is {now}"
                 )
                 out.append(Violation("superseded", call.workflow_id, message))
     return out
@@ -612,16 +696,23 @@ def check_no_superseded_result(record: RunRecord) -> list[Violation]:
     twice; the runtime reported success only for that attempt; nobody was given a result
     that is not the accepted one."""
     states = record.states()
+    units = item_units(record.items)
     out = [
         Violation("superseded", wf_id, problem)
         for wf_id, state in states.items()
         for rec in _records(state)
         for problem in _history_problems(rec, record)
     ]
+    out += [
+        Violation("superseded", unit.workflow_id, problem)
+        for by_index in units.values()
+        for unit in by_index.values()
+        for problem in _history_problems(unit, record)
+    ]
     return (
         out
-        + _reported_successes(record, states)
-        + _consumed_inputs(record, states)
+        + _reported_successes(record, states, units)
+        + _consumed_inputs(record, states, units)
         + _genuine_tokens_known(record, states)
     )
 
@@ -643,9 +734,11 @@ def check_no_lost_workflow(record: RunRecord) -> list[Violation]:
 
 def check_attempts_within_policy(record: RunRecord) -> list[Violation]:
     out = []
-    for wf_id, state in record.states().items():
+    states = record.states()
+    units = _all_units(record)
+    for wf_id, state in states.items():
         definition = _definition(record, state)
-        for rec in _records(state):
+        for rec in [*_records(state), *(u for u in units if u.workflow_id == wf_id)]:
             spec = definition.spec(rec.kind, rec.name)
             limit = 1 + spec.retry.max_attempts + rec.budget_from
             if rec.attempt > limit:
@@ -653,8 +746,9 @@ def check_attempts_within_policy(record: RunRecord) -> list[Violation]:
                     Violation(
                         "attempts",
                         wf_id,
-                        f"{rec.kind} '{rec.name}' reached attempt {rec.attempt}; its policy "
-                        f"allows {limit} (1 + MaxAttempts {spec.retry.max_attempts})",
+                        f"{rec.kind} '{unit_name(rec.name, rec.index)}' reached attempt "
+                        f"{rec.attempt}; its policy allows {limit} (1 + MaxAttempts "
+                        f"{spec.retry.max_attempts})",
                     )
                 )
     return out
@@ -777,7 +871,7 @@ def check_findable(
             continue
         what = type(action).__name__
         if isinstance(action, Dispatch | EndAttempt | TimeOutApproval):
-            what = f"{what} of '{action.seen.name}'"
+            what = f"{what} of '{unit_name(action.seen.name, action.seen.index)}'"
         late = 0 if slack is None else _lateness(action, wf.key, definition, slack)
         if isinstance(action, Dispatch) and action.lost and action.seen.resent_at is not None:
             # A task sent twice is sent a third time only once its queue holds nothing, which
@@ -799,12 +893,49 @@ def check_findable(
     return out
 
 
+def with_windows(state: WorkflowState, peek: Callable[[str, str], Item | None]) -> WorkflowState:
+    """`state` with the units in the windows of its running maps as the table holds them (a
+    look reads them with the workflow: `Maps.with_windows`), so `check_findable` plans every
+    item's deadlines as a look would. An entry whose unit is not written yet is an item whose
+    message went out when it entered the window."""
+    for rec in (*state.steps.values(), *state.compensations.values()):
+        m = rec.fanout
+        if m is None or rec.index is not None or rec.status is not StepStatus.RUNNING:
+            continue
+        window = state.windows[(rec.kind, rec.name)] = {}
+        compensation = rec.kind == "compensation"
+        for position in sorted(m.window):
+            index = m.index_of(position)
+            item = peek(*map_item_key(rec.workflow_id, rec.name, index, rec.kind))
+            unit = (
+                StepRecord.from_item(item)
+                if item is not None
+                else StepRecord.unstored_item(
+                    rec.workflow_id,
+                    rec.name,
+                    index,
+                    state.workflow.wf_type,
+                    m.window[position],
+                    rec.kind,
+                    position if compensation else None,
+                )
+            )
+            if compensation and unit.position is None:
+                unit = replace(unit, position=position)
+            window[position] = unit
+    return state
+
+
 def _lateness(
     action: Any, wf_key: tuple[str, str], definition: Definition, slack: Callable[..., int]
 ) -> int:
-    """How late the writes `action`'s deadline was computed from may have landed."""
+    """How late the writes `action`'s deadline was computed from may have landed (a map
+    item's: its unit's writes, and its map's, whose window entry stamps when it was sent)."""
     if isinstance(action, Dispatch | EndAttempt):
         late = slack(action.seen.key)
+        if action.seen.index is not None:
+            map_key = (wf_key[0], item_sk(action.seen.kind, action.seen.name))
+            late = max(late, slack(map_key))
     elif isinstance(action, TimeOutApproval):  # its deadline is stamped by its rest
         late = max(slack(wf_key), slack(action.seen.key))
     else:
@@ -1043,24 +1174,43 @@ def check_claims(record: RunRecord) -> list[Violation]:
     never claimed, and the engine's `first_claimed_at` (its evidence that a step may have
     acted) is exactly the first claim that landed, or absent if none did."""
     out: list[Violation] = []
+    # By unit: a step, a compensation, a map item (`each[3]`) or an item's compensation.
     claimed: dict[tuple[str, str, str], list[Claim]] = defaultdict(list)
     for claim in record.claims:
-        claimed[(claim.workflow_id, claim.kind, claim.step)].append(claim)
+        claimed[(claim.workflow_id, claim.kind, unit_name(claim.step, claim.item))].append(claim)
     states = record.states()
+    units = _all_units(record)
     ran: dict[tuple[str, str], str] = {}
     for wf_id, state in states.items():
         for name in state.compensations:
             ran.setdefault((wf_id, name), "its compensation was created")
+    for unit in units:
+        if unit.kind == "compensation":
+            ran.setdefault(
+                (unit.workflow_id, unit_name(unit.name, unit.index)),
+                "its compensation was created",
+            )
     for claim in record.claims:
         if claim.kind == "compensation":
-            ran.setdefault((claim.workflow_id, claim.step), "its compensation was claimed")
+            ran.setdefault(
+                (claim.workflow_id, unit_name(claim.step, claim.item)),
+                "its compensation was claimed",
+            )
     for call in record.calls:
         if call.kind == "compensation":
-            ran.setdefault((call.workflow_id, call.step), "its compensation called the service")
-    for (wf_id, name), what in sorted(ran.items()):
+            ran.setdefault(
+                (call.workflow_id, unit_name(call.step, call.item)),
+                "its compensation called the service",
+            )
+    for (wf_id, name), how in sorted(ran.items()):
         if not claimed.get((wf_id, "step", name)):
-            out.append(Violation("claims", wf_id, f"step '{name}' was never claimed, but {what}"))
-    return out + _first_claims_recorded(states, claimed) + _ended_attempts_claimed(states, claimed)
+            what = f"{'item' if '[' in name else 'step'} '{name}' was never claimed, but {how}"
+            out.append(Violation("claims", wf_id, what))
+    return (
+        out
+        + _first_claims_recorded(states, units, claimed)
+        + _ended_attempts_claimed(states, units, claimed)
+    )
 
 
 def check_skips_and_waits(record: RunRecord) -> list[Violation]:
@@ -1127,50 +1277,64 @@ def check_dependencies_first(record: RunRecord) -> list[Violation]:
     return out
 
 
+def _claimable(
+    states: Mapping[str, WorkflowState], units: Sequence[StepRecord]
+) -> list[StepRecord]:
+    """Every unit an agent claims: steps, compensations, map items and their compensations;
+    not a map's compensation (`C#<step>`), which its creator opens RUNNING and no agent ever
+    claims (its items are claimed)."""
+    out = [r for state in states.values() for r in _records(state)]
+    return [r for r in [*out, *units] if not (_is_map(r) and r.kind == "compensation")]
+
+
 def _ended_attempts_claimed(
-    states: Mapping[str, WorkflowState], claimed: Mapping[tuple[str, str, str], list[Claim]]
+    states: Mapping[str, WorkflowState],
+    units: Sequence[StepRecord],
+    claimed: Mapping[tuple[str, str, str], list[Claim]],
 ) -> list[Violation]:
     """No attempt is spent without running: every attempt a history says ended (a result,
     an error, a timeout) was claimed. A task waiting in a queue, for a paused pool or a paused
     workflow, never burns an attempt. A Wait step's attempt is started by its rest (no agent
     claims it: `check_skips_and_waits`), so its wake is checked there, not here."""
     out = []
-    for wf_id, state in states.items():
-        for rec in _records(state):
-            if rec.wake_at is not None:
-                continue
-            ran = {c.attempt for c in claimed.get((wf_id, rec.kind, rec.name), [])}
-            for entry in rec.history:
-                if entry.get("o") not in NOT_AN_END and int(entry["a"]) not in ran:
-                    out.append(
-                        Violation(
-                            "claims",
-                            wf_id,
-                            f"{rec.kind} '{rec.name}' attempt {entry['a']} ended "
-                            f"({entry.get('o')}) but was never claimed",
-                        )
+    for rec in _claimable(states, units):
+        if rec.wake_at is not None:
+            continue
+        name = unit_name(rec.name, rec.index)
+        ran = {c.attempt for c in claimed.get((rec.workflow_id, rec.kind, name), [])}
+        for entry in rec.history:
+            if entry.get("o") not in NOT_AN_END and int(entry["a"]) not in ran:
+                out.append(
+                    Violation(
+                        "claims",
+                        rec.workflow_id,
+                        f"{rec.kind} '{name}' attempt {entry['a']} ended "
+                        f"({entry.get('o')}) but was never claimed",
                     )
+                )
     return out
 
 
 def _first_claims_recorded(
-    states: Mapping[str, WorkflowState], claimed: Mapping[tuple[str, str, str], list[Claim]]
+    states: Mapping[str, WorkflowState],
+    units: Sequence[StepRecord],
+    claimed: Mapping[tuple[str, str, str], list[Claim]],
 ) -> list[Violation]:
     """The engine's `first_claimed_at` is the stamp of the first claim that landed."""
     out = []
-    for wf_id, state in states.items():
-        for rec in _records(state):
-            seen = claimed.get((wf_id, rec.kind, rec.name), [])
-            first = seen[0].claimed_at if seen else None
-            if rec.first_claimed_at != first:
-                out.append(
-                    Violation(
-                        "claims",
-                        wf_id,
-                        f"{rec.kind} '{rec.name}' records first_claimed_at="
-                        f"{rec.first_claimed_at}, but the first claim that landed wrote {first}",
-                    )
+    for rec in _claimable(states, units):
+        name = unit_name(rec.name, rec.index)
+        seen = claimed.get((rec.workflow_id, rec.kind, name), [])
+        first = seen[0].claimed_at if seen else None
+        if rec.first_claimed_at != first:
+            out.append(
+                Violation(
+                    "claims",
+                    rec.workflow_id,
+                    f"{rec.kind} '{name}' records first_claimed_at="
+                    f"{rec.first_claimed_at}, but the first claim that landed wrote {first}",
                 )
+            )
     return out
 
 
@@ -1178,7 +1342,9 @@ def check_inputs_given(record: RunRecord) -> list[Violation]:
     """Every agent function ran only after its attempt's claim landed, with the step's input
     as claimed (an operator's replacement input, once stored, reaches every later attempt)."""
     out = []
-    claims = {(c.workflow_id, c.kind, c.step, c.attempt): c for c in record.claims}
+    claims = {
+        (c.workflow_id, c.kind, unit_name(c.step, c.item), c.attempt): c for c in record.claims
+    }
     for (wf_id, kind, step, attempt), tag in sorted(record.given_inputs.items()):
         claim = claims.get((wf_id, kind, step, attempt))
         who = f"{kind} '{step}' attempt {attempt}"
@@ -1192,6 +1358,438 @@ def check_inputs_given(record: RunRecord) -> list[Violation]:
                     f"{who} was given input {tag!r}, but the step held {claim.input_tag!r} "
                     "when it was claimed",
                 )
+            )
+    return out
+
+
+# ------------------------------------------------------------------ map steps (issue 24)
+
+_COUNTERS = {"m_succeeded": "SUCCEEDED", "m_failed": "FAILED", "m_cancelled": "CANCELLED"}
+_UNIT_PREFIXES = ("S#", "C#")
+
+
+def _window(image: Mapping[str, Any] | None) -> dict[int, int | None]:
+    """A map unit's window as an image holds it: position -> the item it is for (a
+    compensation's entry names it; an item's entry is its own index: None)."""
+    out: dict[int, int | None] = {}
+    for k, v in (image or {}).items():
+        if k.startswith("w_"):
+            out[int(k[2:])] = int(v[1]) if isinstance(v, list | tuple) else None
+    return out
+
+
+@dataclass
+class _Map:
+    """One map (a map step's or a map compensation's) as its stream showed it."""
+
+    workflow_id: str
+    kind: str
+    name: str
+    stride: int = 0
+    total: int = 0
+    window: dict[int, int | None] = field(default_factory=dict)
+    entered: dict[int, int] = field(default_factory=dict)  # position -> times entered
+    item_of: dict[int, int] = field(default_factory=dict)  # position -> item index
+    accounted: dict[int, str] = field(default_factory=dict)  # position -> outcome counted
+    running: set[int] = field(default_factory=set)  # item indexes whose unit is RUNNING
+
+    def what(self, index: int | None = None) -> str:
+        who = "the compensation of map" if self.kind == "compensation" else "map"
+        where = f" item {index}" if index is not None else ""
+        return f"{who} '{self.name}'{where}"
+
+
+class _MapWalk:
+    """The table's stream, replayed write by write: every map unit's window and counters,
+    and every item unit's status, as each write left them. Ground truth for the map
+    invariants (the engine's final counters are checked against it, not trusted)."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.accounting: list[Violation] = []
+        self.concurrency: list[Violation] = []
+        self.maps: dict[tuple[str, str, str], _Map] = {}
+        self.units: dict[tuple[str, str, str, int], Mapping[str, Any]] = {}
+        self.definitions = record.definitions
+        self.types: dict[str, str] = {}  # workflow -> its type (from its item's writes)
+        for change in record.changes:
+            item = change.new or change.old
+            if item is None:
+                continue
+            pk, sk = str(item.get("pk", "")), str(item.get("sk", ""))
+            if pk.startswith("WF#") and sk == WF_SK and "wf_type" in item:
+                self.types[pk[3:]] = str(item["wf_type"])
+            elif pk.startswith("WF#") and sk.startswith(_UNIT_PREFIXES):
+                if "m_total" in (change.new or {}) or "m_total" in (change.old or {}):
+                    self._map_write(pk[3:], sk, change)
+            elif pk.startswith(MAP_PREFIX) and sk.startswith((ITEM_PREFIX, ITEM_COMP_PREFIX)):
+                self._unit_write(pk, sk, change)
+                if events_of(change):
+                    self.accounting.append(
+                        Violation(
+                            "map_accounting",
+                            pk[len(MAP_PREFIX) :].split("#", 1)[0],
+                            f"a write of item unit {pk} {sk} announced events: items emit "
+                            "no lifecycle events (their map step does)",
+                        )
+                    )
+
+    def _map(self, workflow_id: str, kind: str, name: str) -> _Map:
+        key = (workflow_id, kind, name)
+        if key not in self.maps:
+            self.maps[key] = _Map(workflow_id, kind, name, self._stride(workflow_id, kind, name))
+        return self.maps[key]
+
+    def _stride(self, workflow_id: str, kind: str, name: str) -> int:
+        """How many items of this map may be in flight, from its definition (never from the
+        engine's own `m_stride`): MaxConcurrency; a compensation's under REVERSE, one."""
+        wf_type = self.types.get(workflow_id)
+        definition = self.definitions.get(wf_type) if wf_type else None
+        spec = None if definition is None else definition.by_name.get(name)
+        if definition is None or spec is None or spec.map is None:
+            return 0
+        if kind == "compensation" and definition.compensation_order == "REVERSE":
+            return 1
+        return spec.map.max_concurrency
+
+    def _map_write(self, workflow_id: str, sk: str, change: Change) -> None:
+        kind = "step" if sk.startswith("S#") else "compensation"
+        m = self._map(workflow_id, kind, sk[2:])
+        old, new = change.old or {}, change.new or {}
+        if "m_stride" in new and int(new["m_stride"]) != m.stride:
+            self._fail(
+                "map_concurrency",
+                m,
+                f"its stride is {new['m_stride']}, but its definition allows {m.stride} "
+                "items in flight",
+            )
+        m.total = int(new.get("m_total", m.total) or 0)
+        before, after = _window(old), _window(new)
+        removed = sorted(set(before) - set(after))
+        for position in sorted(set(after) - set(before)):
+            m.entered[position] = m.entered.get(position, 0) + 1
+            index = after[position]
+            m.item_of[position] = position if index is None else index
+            if m.entered[position] > 1:
+                self._fail("map_accounting", m, f"entered position {position} twice")
+        deltas = {c: int(new.get(c, 0) or 0) - int(old.get(c, 0) or 0) for c in _COUNTERS}
+        if any(d < 0 for d in deltas.values()):
+            self._fail("map_accounting", m, f"a counter went down: {deltas}")
+        moved = sum(d for d in deltas.values() if d > 0)
+        if moved != len(removed):
+            self._fail(
+                "map_accounting",
+                m,
+                f"one write counted {moved} item(s) but took {len(removed)} out of the window "
+                f"({removed}): an item counted without its window entry, or the reverse",
+            )
+        for position in removed:
+            if position in m.accounted:
+                self._fail("map_accounting", m, f"position {position} counted twice")
+            index = m.item_of.get(position, position)
+            unit = self.units.get((workflow_id, kind, m.name, index)) or {}
+            status = str(unit.get("status", "missing"))
+            m.accounted[position] = status
+            if status not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                self._fail("map_accounting", m, f"counted item {index} while its unit was {status}")
+            elif len(removed) == 1 and deltas.get(_counter(status), 0) != 1:
+                self._fail(
+                    "map_accounting",
+                    m,
+                    f"counted item {index} as {[c for c, d in deltas.items() if d]}, but its "
+                    f"unit is {status}",
+                )
+        m.window = after
+        if m.stride and len(after) > m.stride:
+            self._fail(
+                "map_concurrency",
+                m,
+                f"{len(after)} items in its window (MaxConcurrency {m.stride}): {sorted(after)}",
+            )
+        if m.stride and len({p % m.stride for p in after}) < len(after):
+            self._fail("map_concurrency", m, f"two items of one stripe in flight: {sorted(after)}")
+
+    def _unit_write(self, pk: str, sk: str, change: Change) -> None:
+        workflow_id, name, index, kind = map_item_of(pk, sk)
+        old, new = change.old or {}, change.new or {}
+        self.units[(workflow_id, kind, name, index)] = new
+        m = self._map(workflow_id, kind, name)
+        position = index if kind == "step" else new.get("position", old.get("position"))
+        changed = (old.get("status"), old.get("attempt")) != (new.get("status"), new.get("attempt"))
+        if position is not None and int(position) in m.accounted and changed:
+            self._fail(
+                "map_accounting",
+                m,
+                f"item {index} changed after it was counted "
+                f"({old.get('status')} -> {new.get('status')}): it ended twice",
+                index,
+            )
+        claim = new.get("status") == "RUNNING" and (
+            old.get("status") != "RUNNING" or old.get("attempt") != new.get("attempt")
+        )
+        if (claim or not old) and (position is None or int(position) not in m.window):
+            what = "claimed" if claim else f"written ({new.get('status')})"
+            self._fail(
+                "map_concurrency",
+                m,
+                f"{what} while it was not in its map's window {sorted(m.window)}",
+                index,
+            )
+        if new.get("status") == "RUNNING":
+            m.running.add(index)
+        else:
+            m.running.discard(index)
+        if m.stride and len(m.running) > m.stride:
+            self._fail(
+                "map_concurrency",
+                m,
+                f"{len(m.running)} items running at once (MaxConcurrency {m.stride}): "
+                f"{sorted(m.running)}",
+            )
+
+    def _fail(self, invariant: str, m: _Map, text: str, index: int | None = None) -> None:
+        target = self.accounting if invariant == "map_accounting" else self.concurrency
+        target.append(Violation(invariant, m.workflow_id, f"{m.what(index)}: {text}"))
+
+
+def _counter(status: str) -> str:
+    return {v: k for k, v in _COUNTERS.items()}.get(status, "")
+
+
+def tolerance_exceeded(
+    failed: int, total: int, count: int | None, percentage: float | None
+) -> bool:
+    """ASL's rule, written out again (not the engine's): a tolerance left out does not apply;
+    with neither, any failure is too many."""
+    if count is None and percentage is None:
+        return failed > 0
+    return (count is not None and failed > count) or (
+        percentage is not None and failed * 100 > percentage * total
+    )
+
+
+def check_map_accounting(record: RunRecord) -> list[Violation]:
+    """Every item ends exactly once in its map's accounting (issue 24): from the table's
+    stream, a window entry is entered once and taken out once, by the write that counts its
+    item, with the outcome its unit ended with, and an item unit never changes after it was
+    counted. From the final table: a map whose step ended has an empty window, every item it
+    sent was counted, its counters equal its items' terminal units (no item counted twice,
+    none left unaccounted), its verdict agrees with its tolerance and its output lists the
+    items' outputs in item order; a terminal workflow has no item still in progress; items
+    announce no events."""
+    walk = _MapWalk(record)
+    out = list(walk.accounting)
+    states = record.states()
+    units = item_units(record.items)
+    for wf_id, state in states.items():
+        definition = _definition(record, state)
+        for rec in _records(state):
+            if not _is_map(rec):
+                continue
+            out += _map_end_problems(record, definition, rec, walk, units)
+        for (w, kind, name), by_index in units.items():
+            if w != wf_id or not state.workflow.status.terminal:
+                continue
+            for index, unit in sorted(by_index.items()):
+                if unit.status in IN_PROGRESS:
+                    out.append(
+                        Violation(
+                            "map_accounting",
+                            wf_id,
+                            f"{state.workflow.status.value} but {kind} "
+                            f"'{unit_name(name, index)}' is still {unit.status.value}",
+                        )
+                    )
+    return out
+
+
+def _map_end_problems(
+    record: RunRecord, definition: Definition, rec: StepRecord, walk: _MapWalk, units: Units
+) -> list[Violation]:
+    m = rec.fanout
+    assert m is not None
+    wf_id = rec.workflow_id
+    seen = walk.maps.get((wf_id, rec.kind, rec.name))
+    what = f"{'the compensation of ' if rec.kind == 'compensation' else ''}map '{rec.name}'"
+    out: list[str] = []
+    mine = units.get((wf_id, rec.kind, rec.name), {})
+    entered = {} if seen is None else seen.item_of
+    ever = set(entered.values())
+    out += [f"item {i} has a unit but never entered the window" for i in sorted(set(mine) - ever)]
+    if rec.status.terminal:
+        if m.window:
+            out.append(f"{rec.status.value} with items still in its window: {sorted(m.window)}")
+        counted = {} if seen is None else seen.accounted
+        lost = sorted(p for p in entered if p not in counted)
+        if lost:
+            out.append(f"{rec.status.value} but positions {lost} were sent and never counted")
+        by_status = {
+            "m_succeeded": sum(1 for s in counted.values() if s == "SUCCEEDED"),
+            "m_failed": sum(1 for s in counted.values() if s == "FAILED"),
+            "m_cancelled": sum(1 for s in counted.values() if s == "CANCELLED"),
+        }
+        counters = {"m_succeeded": m.succeeded, "m_failed": m.failed, "m_cancelled": m.cancelled}
+        if counters != by_status:
+            out.append(f"its counters are {counters}, its counted items' units {by_status}")
+        if m.accounted > m.total:
+            out.append(f"{m.accounted} items counted, more than its {m.total}")
+    spec = definition.by_name[rec.name].map if rec.kind == "step" else None
+    if spec is not None and m.status in ("SUCCEEDED", "FAILED"):
+        over = tolerance_exceeded(
+            m.failed, m.total, spec.tolerated_failure_count, spec.tolerated_failure_percentage
+        )
+        if m.status == "SUCCEEDED" and (over or m.accounted != m.total):
+            out.append(
+                f"decided SUCCEEDED with {m.failed} of {m.total} failed, {m.accounted} counted"
+            )
+        if m.status == "FAILED" and not over:
+            out.append(f"decided FAILED with {m.failed} of {m.total} failed, within tolerance")
+    if rec.kind == "step" and rec.status is StepStatus.SUCCEEDED:
+        output = record.value(rec.output)
+        ok = [
+            mine.get(i) is not None and mine[i].status is StepStatus.SUCCEEDED
+            for i in range(m.total)
+        ]
+        if not isinstance(output, list) or len(output) != m.total:
+            out.append(f"its output is not a list of its {m.total} items' outputs")
+        elif any((o is not None) != k for o, k in zip(output, ok, strict=True)):
+            out.append("its output does not hold exactly its succeeded items' outputs")
+    return [Violation("map_accounting", wf_id, f"{what}: {text}") for text in out]
+
+
+def check_map_concurrency(record: RunRecord) -> list[Violation]:
+    """At most MaxConcurrency items of a map are in flight at once (issue 24): from the
+    table's stream, after every write a map's window holds at most its stride (MaxConcurrency;
+    a map compensation's: 1 under REVERSE), at most one item per stripe; no item unit is
+    created or claimed while its item is outside the window; and at no moment are more item
+    units RUNNING than the stride."""
+    return _MapWalk(record).concurrency
+
+
+def check_item_compensation(record: RunRecord) -> list[Violation]:
+    """Every item that may have acted is compensated when its workflow unwinds, and no other
+    (issue 24): from the claims that landed, under `When: ATTEMPTED` an item claimed at least
+    once (under `When: SUCCEEDED` one that succeeded) has, in a COMPENSATED or CANCELLED
+    workflow, a compensation that SUCCEEDED; no item compensation is created, claimed or
+    calls the service for any other item; each item's undo comes after its effect; under
+    `CompensationOrder: REVERSE` the items are undone one at a time, in reverse order of
+    completion (a success by its `finished_at`, an ambiguous item by its first claim; later
+    first, ties by the higher index), each claimed only after the one before it succeeded."""
+    out: list[Violation] = []
+    units = item_units(record.items)
+    claims = _ItemClaims(record)
+    for state in record.states().values():
+        definition = _definition(record, state)
+        for spec in definition.steps:
+            if spec.map is not None and spec.compensation is not None:
+                out += _item_compensation_problems(record, state, spec, units, claims)
+    for effect in record.effects:
+        undo = record.undone.get(effect.key, effect.seq)
+        if effect.kind == "step" and effect.item is not None and undo < effect.seq:
+            out.append(
+                Violation(
+                    "item_compensation",
+                    effect.workflow_id,
+                    f"item '{unit_name(effect.step, effect.item)}' was undone (call "
+                    f"#{undo}) before its effect was applied (call #{effect.seq})",
+                )
+            )
+    return out
+
+
+class _ItemClaims:
+    """The first claim that landed of each map item and of each item compensation, and what
+    touched each item compensation (created, claimed, a service call)."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.item: dict[tuple[str, str, int], Claim] = {}
+        self.undo: dict[tuple[str, str, int], Claim] = {}
+        for c in record.claims:
+            if c.item is not None:
+                target = self.item if c.kind == "step" else self.undo
+                target.setdefault((c.workflow_id, c.step, c.item), c)
+        self.calls: dict[tuple[str, str], set[int]] = defaultdict(set)
+        for call in record.calls:
+            if call.kind == "compensation" and call.item is not None:
+                self.calls[(call.workflow_id, call.step)].add(call.item)
+
+    def touched(self, wf_id: str, name: str, comps: Mapping[int, StepRecord]) -> dict[int, str]:
+        out = {i: "its compensation was created" for i in comps}
+        for w, s, i in self.undo:
+            if (w, s) == (wf_id, name):
+                out.setdefault(i, "its compensation was claimed")
+        for i in self.calls.get((wf_id, name), ()):
+            out.setdefault(i, "its compensation called the service")
+        return out
+
+
+def _item_compensation_problems(
+    record: RunRecord, state: WorkflowState, spec: Any, units: Units, claims: _ItemClaims
+) -> list[Violation]:
+    wf_id, name, when = state.workflow.workflow_id, spec.name, spec.compensation.when
+    items = units.get((wf_id, "step", name), {})
+    if when == "ATTEMPTED":
+        acted = {i for (w, s, i) in claims.item if (w, s) == (wf_id, name)}
+    else:
+        acted = {i for i, u in items.items() if u.status is StepStatus.SUCCEEDED}
+    comps = units.get((wf_id, "compensation", name), {})
+    out = [
+        f"item '{unit_name(name, i)}' may not have acted (When: {when}), but {how}"
+        for i, how in sorted(claims.touched(wf_id, name, comps).items())
+        if i not in acted
+    ]
+    status = state.workflow.status
+    if status in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
+        for i in sorted(acted):
+            comp = comps.get(i)
+            if comp is None or comp.status is not StepStatus.SUCCEEDED:
+                now = comp.status.value if comp is not None else "missing"
+                out.append(
+                    f"{status.value} but item '{unit_name(name, i)}', which may have acted "
+                    f"(When: {when}), was never undone: its compensation is {now}"
+                )
+    definition = _definition(record, state)
+    out += _items_undone_in_order(definition, state, name, items, comps, acted, claims)
+    return [Violation("item_compensation", wf_id, text) for text in out]
+
+
+def _items_undone_in_order(
+    definition: Definition,
+    state: WorkflowState,
+    name: str,
+    items: Mapping[int, StepRecord],
+    comps: Mapping[int, StepRecord],
+    acted: set[int],
+    claims: _ItemClaims,
+) -> list[str]:
+    """REVERSE: the item compensations were claimed one at a time, in reverse order of
+    completion, each after the one before it succeeded (PARALLEL: in any order, at most
+    MaxConcurrency at once, which `check_map_concurrency` checks on the compensation's map)."""
+    if definition.compensation_order != "REVERSE":
+        return []
+    wf_id = state.workflow.workflow_id
+
+    def completed(i: int) -> int:
+        unit = items.get(i)
+        if unit is not None and unit.status is StepStatus.SUCCEEDED and unit.finished_at:
+            return unit.finished_at
+        claim = claims.item.get((wf_id, name, i))
+        return claim.claimed_at if claim is not None else 0
+
+    order = sorted(acted, key=lambda i: (completed(i), i), reverse=True)
+    out = []
+    for before, after in itertools.pairwise(order):
+        started = claims.undo.get((wf_id, name, after))
+        if started is None:
+            continue
+        comp = comps.get(before)
+        done = (
+            comp.finished_at if comp is not None and comp.status is StepStatus.SUCCEEDED else None
+        )
+        if done is None or started.at < done:
+            out.append(
+                f"the compensation of item '{unit_name(name, after)}' was claimed at "
+                f"{started.at}, but that of '{unit_name(name, before)}' (completed later, "
+                f"undone first under REVERSE) succeeded {'never' if done is None else f'at {done}'}"
             )
     return out
 
@@ -1265,7 +1863,7 @@ def check_paused_starts_nothing(record: RunRecord) -> list[Violation]:
                     "paused",
                     s.workflow_id,
                     f"{s.role} ({s.label or 'no operator action'}) sent {s.kind} "
-                    f"{s.step}#{s.attempt} while the workflow was PAUSED (since version "
+                    f"{unit_name(s.step, s.item)}#{s.attempt} while the workflow was PAUSED (since version "
                     f"{s.paused_by}), deciding on a read of version {s.read}",
                 )
             )
@@ -1275,7 +1873,8 @@ def check_paused_starts_nothing(record: RunRecord) -> list[Violation]:
                 Violation(
                     "paused",
                     c.workflow_id,
-                    f"{c.kind} {c.step}#{c.attempt} was claimed while the workflow was PAUSED "
+                    f"{c.kind} {unit_name(c.step, c.item)}#{c.attempt} was claimed while the "
+                    "workflow was PAUSED "
                     f"(since version {c.paused_by}) on a read of version {c.read}",
                 )
             )
@@ -1290,7 +1889,8 @@ def check_paused_pools_wait(record: RunRecord) -> list[Violation]:
         Violation(
             "pools",
             r.workflow_id,
-            f"{r.role} ({r.label or 'no operator action'}) sent {r.kind} {r.step}#{r.attempt} "
+            f"{r.role} ({r.label or 'no operator action'}) sent {r.kind} "
+            f"{unit_name(r.step, r.item)}#{r.attempt} "
             f"again while its pool '{r.pool}' was paused (since version {r.pool_paused_by}), "
             f"having read the pools at version {r.pool_read}",
         )
@@ -1321,8 +1921,9 @@ def check_open_circuit_claims_nothing(record: RunRecord) -> list[Violation]:
     one that lands while `half_open` took a probe, or decided while the circuit was still
     closed. Attempts in flight when it opened end normally (they were claimed before)."""
     out = []
+    states = record.states()
     for c in record.claims:
-        if c.circuit == "closed":
+        if c.circuit == "closed" or _opens_a_map(record, states, c):
             continue
         seen = [v for v in (c.circuit_read, c.circuit_probe) if v is not None]
         decided = max(seen) if seen else None
@@ -1342,11 +1943,22 @@ def check_open_circuit_claims_nothing(record: RunRecord) -> list[Violation]:
             Violation(
                 "circuit",
                 c.workflow_id,
-                f"{c.kind} {c.step}#{c.attempt} was claimed while {why}, deciding on a read "
+                f"{c.kind} {unit_name(c.step, c.item)}#{c.attempt} was claimed while {why}, "
+                "deciding on a read "
                 f"of version {decided}",
             )
         )
     return out
+
+
+def _opens_a_map(record: RunRecord, states: Mapping[str, WorkflowState], c: Claim) -> bool:
+    """A map step's own claim opens its map: it runs no agent, takes no rate-limit token and
+    consults no breaker (docs/architecture.md: its items do, each claim of its own)."""
+    state = states.get(c.workflow_id)
+    if state is None or c.item is not None or c.kind != "step":
+        return False
+    spec = record.definitions[state.workflow.wf_type].by_name.get(c.step)
+    return spec is not None and spec.map is not None
 
 
 def check_circuit_moves(record: RunRecord) -> list[Violation]:
@@ -1388,11 +2000,18 @@ def check_payloads_resolve(record: RunRecord) -> list[Violation]:
     (an object a lost write left behind is allowed: nothing references it). A reference to a
     missing object would be a silent loss of a payload."""
     out: list[Violation] = []
+    units = _all_units(record)
+    pages: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    for item in record.items:  # a map's items pages (its order pages hold indexes, no payload)
+        pk = str(item.get("pk", ""))
+        if pk.startswith(MAP_PREFIX) and item.get("sk") == "P":
+            pages[pk[len(MAP_PREFIX) :].split("#", 1)[0]].append((f"items page {pk}", item["v"]))
     for wf_id, state in record.states().items():
-        stored = [("input", state.workflow.input)]
-        for rec in _records(state):
+        stored = [("input", state.workflow.input), *pages.get(wf_id, [])]
+        for rec in [*_records(state), *(u for u in units if u.workflow_id == wf_id)]:
             for name in ("output", "details", "input"):
-                stored.append((f"{rec.kind} '{rec.name}' {name}", getattr(rec, name)))
+                what = f"{rec.kind} '{unit_name(rec.name, rec.index)}' {name}"
+                stored.append((what, getattr(rec, name)))
         for what, text in stored:
             if ref_of(text) is None:
                 continue
@@ -1808,6 +2427,9 @@ CHECKERS: Sequence[Checker] = (
     check_circuit_moves,
     check_online,
     check_payloads_resolve,
+    check_map_accounting,
+    check_map_concurrency,
+    check_item_compensation,
 )
 
 

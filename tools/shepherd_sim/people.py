@@ -26,23 +26,25 @@ no approval and no schedule runs exactly as before they existed.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from shepherd.changes import Change
-from shepherd.engine.scheduler import derived_id
+from shepherd.definitions import Definition
+from shepherd.engine.approvals import Approvals
+from shepherd.engine.scheduler import Scheduler, derived_id
+from shepherd.engine.schedules import Schedules
 from shepherd.errors import ApprovalNotPending, WorkflowNotFound
 from shepherd.keys import WF_SK, wf_pk
 from shepherd.settings import DEFAULT_SCHEDULE_OWNER
 
 from shepherd_sim.fibers import current
 from shepherd_sim.invariants import ApprovalCall, Firing, approval_principals
-from shepherd_sim.ports import FaultyStore
-
-if TYPE_CHECKING:
-    from shepherd_sim.sim import Simulation
+from shepherd_sim.ports import FaultyStore, SimHooks
 
 INTRUDER = "mallory"  # in no Approvers list, owns no workflow: must be told "not found"
 SCHEDULE_OWNER = DEFAULT_SCHEDULE_OWNER
@@ -55,11 +57,49 @@ RETRIES = 3  # a person clicks again after a failed answer; Scheduler retries a 
 ROUND_TRIPS = (0.005, 0.02, 0.08, 0.3)
 
 
+class _StartWindow(Protocol):
+    @property
+    def start_window_s(self) -> float: ...
+
+
+class Crowd(SimHooks, Protocol):
+    """What the people and the schedule ask of the simulation they live in (besides what the
+    faulty ports ask, `SimHooks`): its definitions, the client's APIs, its event queue and
+    fibers, and where it keeps what their calls were told. A protocol, so this module imports
+    nothing of `shepherd_sim.sim` (which imports it): `Simulation` is one."""
+
+    t0: int
+    stats: Counter[str]
+    known: dict[str, str]
+    accepted: dict[str, int]
+    approval_calls: list[ApprovalCall]
+    firings: list[Firing]
+    writes_by: Counter[str]
+
+    @property
+    def defs(self) -> Mapping[str, Definition]: ...
+    @property
+    def config(self) -> _StartWindow: ...
+    @property
+    def people(self) -> People: ...
+    @property
+    def approvals(self) -> Approvals: ...
+    @property
+    def schedules_api(self) -> Schedules: ...
+    @property
+    def client(self) -> Scheduler: ...
+    def schedule(self, at: int, kind: str, data: Any = None) -> None: ...
+    def spawn(self, body: Callable[[], None], label: str = "") -> None: ...
+    def acting(self, label: str) -> AbstractContextManager[None]: ...
+    def who(self) -> str: ...
+    def client_calls(self, delta: int) -> None: ...
+
+
 class PersonStore(FaultyStore):
     """The store as a person's API request sees it: every call a round trip away (drawn from
     the person's stream, `ROUND_TRIPS`), then the faults every role meets."""
 
-    sim: Simulation
+    sim: Crowd
 
     def _before(self, op: str, pk: str | None, keys: Sequence[tuple[str, str]] = ()) -> None:
         sim = self.sim
@@ -96,7 +136,7 @@ class Delivery:
 class People:
     """The approvers (and the intruder) and the schedule's deliveries of one simulation."""
 
-    def __init__(self, sim: Simulation, seed: int) -> None:
+    def __init__(self, sim: Crowd, seed: int) -> None:
         self.sim = sim
         self.rng = random.Random(f"person:{seed}")
         self.clock_rng = random.Random(f"schedule:{seed}")
@@ -156,14 +196,14 @@ class People:
             self.later(at, Answer(wf_id, step, INTRUDER, rng.random() < 0.5))
 
     def later(self, at: int, answer: Answer) -> None:
-        self.sim._pending_client += 1
+        self.sim.client_calls(+1)
         self.sim.schedule(at, "answer", answer)
 
     def on_answer(self, answer: Answer) -> None:
         label = "approve" if answer.approve else "reject"
 
         def body() -> None:
-            self.sim._pending_client -= 1
+            self.sim.client_calls(-1)
             self.answer(answer)
 
         self.sim.spawn(body, label)
@@ -171,7 +211,7 @@ class People:
     def answer(self, answer: Answer) -> ApprovalCall:
         """One answer through the client's `Approvals.decide`, recorded as it came back."""
         sim = self.sim
-        who = sim._who()
+        who = sim.who()
         step = sim.memory.peek(wf_pk(answer.workflow_id), f"S#{answer.step}") or {}
         waiting = int(step["attempt"]) if step.get("status") == "WAITING" else None
         started, writes = sim.now(), sim.writes_by[who]
@@ -251,13 +291,13 @@ class People:
                 offset = rng.randint(0, 30)  # at once: the starts interleave
             else:
                 offset = rng.randint(500, 15_000)  # Scheduler's retry, seconds later
-            sim._pending_client += 1
+            sim.client_calls(+1)
             delivery = Delivery(SCHEDULED_TYPE, spec.name, key, spec.input)
             sim.schedule(at + offset, "fire", delivery)
 
     def on_fire(self, delivery: Delivery) -> None:
         def body() -> None:
-            self.sim._pending_client -= 1
+            self.sim.client_calls(-1)
             self.fire(delivery)
 
         self.sim.spawn(body, "schedule")
@@ -287,7 +327,7 @@ class People:
         traced = wf_id or derived_id(SCHEDULE_OWNER, delivery.key)
         sim.trace(traced, f"sched   {delivery.key} -> {outcome} (created={created})")
         if outcome.startswith("error") and delivery.tries < RETRIES:
-            sim._pending_client += 1
+            sim.client_calls(+1)
             again = Delivery(
                 delivery.wf_type, delivery.name, delivery.key, delivery.payload, delivery.tries + 1
             )

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from shepherd.conditions import Cond, Item, Update
 from shepherd.errors import DeliveryError, StoreUnavailable
 from shepherd.keys import POOLS_PK, WF_SK
-from shepherd.model import OutgoingTask, TaskMessage
+from shepherd.model import WINDOW, OutgoingTask, TaskMessage
 from shepherd.payloads import MemoryPayloadStore, PresignedUpload
 from shepherd.ports import Backlog, DuePage, ListPage, Store
 from shepherd.testing import MemoryQueue
@@ -98,9 +98,16 @@ CLOCK_STAMPS = (
 )
 
 
+# The sort keys of units an agent claims: a step, a compensation, a map item and an item's
+# compensation (`shepherd.keys`).
+UNIT_PREFIXES = ("S#", "C#", "I#", "IC#")
+
+
 def workflow_of(pk: str | None) -> str | None:
     if pk and pk.startswith("WF#"):
         return pk[3:]
+    if pk and pk.startswith("MAP#"):  # a map's items partition: MAP#<wf>#<step>#<page>
+        return pk[4:].split("#", 1)[0]
     return None
 
 
@@ -190,6 +197,13 @@ class FaultyStore:
         latency): a slow call, or a supervisor run that stamps every write with its look's
         `now` after an earlier slow call in the same run."""
         stamps = [v for k, v in values.items() if k in CLOCK_STAMPS and isinstance(v, int)]
+        # A map's window entry (`w_<i>`: when item i entered, the time its message's dispatch
+        # grace runs from; a compensation's is [entered_at, index]).
+        stamps += [
+            v[0] if isinstance(v, list | tuple) else v
+            for k, v in values.items()
+            if k.startswith(WINDOW) and isinstance(v, int | list | tuple)
+        ]
         if stamps:
             late = self.sim.now() - min(stamps)
             latency = self.sim.write_latency
@@ -230,7 +244,7 @@ class FaultyStore:
         self._after("transact", pk)
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
-        claim = sk[:2] in ("S#", "C#") and update.set.get("status") == "RUNNING"
+        claim = sk.startswith(UNIT_PREFIXES) and update.set.get("status") == "RUNNING"
         if claim:  # what the claimer decided on, before a slow call lets anything happen
             self.sim.observe_claim_start(self.role)
         self._before("update", pk, [(pk, sk)])
@@ -240,7 +254,7 @@ class FaultyStore:
         self._stamped((pk, sk), update.set)
         if pk == POOLS_PK and update.add.get("probes", 0) < 0:
             self.sim.observe_probe(self.role, sk)  # a half-open circuit's probe, taken
-        if sk[:2] in ("S#", "C#"):
+        if sk.startswith(UNIT_PREFIXES):
             if claim:
                 self.sim.observe_claim(self.role, item)
             elif "dispatches" in update.add and "status" not in update.set:
@@ -384,7 +398,7 @@ class FaultyQueue:
         sim = self.sim
         for task in tasks:
             m = task.message
-            who = f"{m.kind} {m.step}#{m.attempt}"
+            who = f"{m.kind} {m.step if m.item is None else f'{m.step}[{m.item}]'}#{m.attempt}"
             sim.observe_send(self.role, m)
             if sim.roll("lose"):
                 if sim.rng.random() < 0.5:

@@ -25,7 +25,9 @@ class Call:
     key: str
     # What the attempt was given: attempts of the dependency outputs (steps) or of the
     # undone step's output (compensations); the checkers prove these were accepted results.
+    # A map item's output is named `<step>[<index>]` (`invariants.unit_name`).
     inputs: tuple[tuple[str, int], ...] = ()
+    item: int | None = None  # a map item's index (of the item, or of the item it undoes)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Effect:
     step: str
     attempt: int
     key: str
+    item: int | None = None  # a map item's index
 
 
 @dataclass
@@ -60,6 +63,7 @@ class FakeService:
         key: str,
         inputs: tuple[tuple[str, int], ...] = (),
         undoes: str | None = None,
+        item: int | None = None,
     ) -> Effect | None:
         """Record the call; apply the effect only the first time this key is seen.
 
@@ -67,14 +71,14 @@ class FakeService:
         forward call whose key was undone applies nothing and returns None.
         """
         self._seq += 1
-        call = Call(self._seq, at, workflow_id, kind, step, attempt, key, inputs)
+        call = Call(self._seq, at, workflow_id, kind, step, attempt, key, inputs, item)
         self.calls.append(call)
         if undoes is None and key in self.undone:
             self.refused.append(call)
             return None
         found = self.effects.get(key)
         if found is None:
-            found = Effect(self._seq, at, workflow_id, kind, step, attempt, key)
+            found = Effect(self._seq, at, workflow_id, kind, step, attempt, key, item)
             self.effects[key] = found
         if undoes is not None:
             self.undone.setdefault(undoes, found.seq)

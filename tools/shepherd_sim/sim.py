@@ -74,8 +74,11 @@ from shepherd_sim.invariants import (
     check_all,
     check_findable,
     inbox_problems,
+    item_units,
     missing_events,
     orphaned_effects,
+    unit_name,
+    with_windows,
 )
 from shepherd_sim.people import SCHEDULED_TYPE, People, PersonStore
 from shepherd_sim.ports import (
@@ -447,7 +450,121 @@ APPROVAL: dict[str, Any] = {
     ],
 }
 
-SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL)
+# A map (issue 24): `split` returns the items (as many as the input's `items` says, 0 to 40),
+# `each` runs once per item in pool `sim-b` (the outage pool, behind its circuit breaker), at
+# most MaxConcurrency at a time, then `report`. Every step is undone When: ATTEMPTED; `each`
+# per item (each item that was claimed). The map's MaxConcurrency, tolerance and the
+# definition's CompensationOrder are drawn per seed (`map_definition`): the base below is one
+# of the variants.
+MAP_STEP = "each"
+MAP_SOURCE = "split"  # the step whose output holds the items
+MAP: dict[str, Any] = {
+    "Name": "sim_map",
+    "DispatchTimeoutSeconds": 2,
+    "CompensationOrder": "REVERSE",
+    "Steps": [
+        {
+            "Name": MAP_SOURCE,
+            "Agent": "sim_split",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_split",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": MAP_STEP,
+            "DependsOn": [MAP_SOURCE],
+            "Map": {"ItemsPath": f"$.steps.{MAP_SOURCE}.output.items", "MaxConcurrency": 2},
+            "Agent": "sim_each",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "When": "ATTEMPTED",
+                "Agent": "sim_undo_each",
+                "Pool": "sim-b",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "report",
+            "DependsOn": [MAP_STEP],
+            "Agent": "sim_map_report",
+            "Pool": "sim",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+            "Compensation": {
+                "Agent": "sim_undo_map_report",
+                "Pool": "sim",
+                "TimeoutSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+    ],
+}
+MAP_TYPE = "sim_map"
+
+SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL, MAP)
+
+
+@dataclass(frozen=True)
+class MapVariant:
+    """What a seed draws for `sim_map` (its own stream, `map:{seed}`): the map's
+    MaxConcurrency, its tolerance (none, a count, a percentage, or both) and the order its
+    items (and the steps) are undone in."""
+
+    concurrency: int
+    count: int | None
+    percentage: int | None
+    order: str
+
+    @classmethod
+    def draw(cls, seed: int) -> MapVariant:
+        rng = random.Random(f"map:{seed}")
+        concurrency = rng.choice((1, 2, 3, 4, 5))
+        tolerance = rng.choice(("none", "none", "count", "percentage", "both"))
+        count = rng.choice((0, 1, 3)) if tolerance in ("count", "both") else None
+        percentage = rng.choice((10, 25, 50)) if tolerance in ("percentage", "both") else None
+        return cls(concurrency, count, percentage, rng.choice(("REVERSE", "PARALLEL")))
+
+    def data(self) -> dict[str, Any]:
+        steps = [dict(s) for s in MAP["Steps"]]
+        fields: dict[str, Any] = {"ItemsPath": steps[1]["Map"]["ItemsPath"]}
+        fields["MaxConcurrency"] = self.concurrency
+        if self.count is not None:
+            fields["ToleratedFailureCount"] = self.count
+        if self.percentage is not None:
+            fields["ToleratedFailurePercentage"] = self.percentage
+        steps[1] = {**steps[1], "Map": fields}
+        return {**MAP, "CompensationOrder": self.order, "Steps": steps}
+
+
+@functools.cache
+def map_definition(variant: MapVariant) -> Definition:
+    return parse_definition(variant.data(), f"shepherd_sim.{MAP_TYPE}")
+
+
+def map_items(seed: int, n: int) -> int:
+    """How many items start `n` of seed `seed` maps over (its own stream): none now and then,
+    a few often, up to 40."""
+    rng = random.Random(f"map:{seed}:{n}")
+    r = rng.random()
+    if r < 0.1:
+        return 0
+    if r < 0.4:
+        return rng.randint(1, 5)
+    return rng.randint(6, 40)
+
 
 # The pools whose downstream service an `outage` takes down, and the circuit breaker they
 # declare (issue 26), scaled to the simulator's time: its steps time out in 2-3 s and a seed's
@@ -498,7 +615,9 @@ def definitions() -> dict[str, Definition]:
     return _DEFINITIONS
 
 
-def payload_for(wf_type: str, n: int) -> Any:
+def payload_for(wf_type: str, n: int, items: int = 0) -> Any:
+    if wf_type == MAP_TYPE:
+        return {"n": n, "items": items}
     if wf_type == "order_fulfilment":
         # Small orders naming no remind_at: the fraud review (an Approval, which nobody here
         # answers) and the reminder are skipped (`sim_branch` has the conditions and waits).
@@ -815,6 +934,9 @@ class Simulation:
         self.config = config or SimConfig()
         self.auto = auto
         self.defs = dict(defs or definitions())
+        if defs is None and MAP_TYPE in self.defs:
+            self.map_variant = MapVariant.draw(seed)
+            self.defs[MAP_TYPE] = map_definition(self.map_variant)
         self.rng = random.Random(seed)
         self._fault_rngs: dict[str, random.Random] = {}
         self.write_latency: dict[tuple[str, str], int] = {}  # item -> slowest write's lateness
@@ -1052,9 +1174,8 @@ class Simulation:
         result = None
         for _ in range(submits):
             try:
-                result = self.client.start(
-                    wf_type, payload_for(wf_type, n), idempotency_key=key, owner=OWNER
-                )
+                payload = payload_for(wf_type, n, map_items(self.seed, n))
+                result = self.client.start(wf_type, payload, idempotency_key=key, owner=OWNER)
             except Exception as exc:
                 self.trace(wf_id, f"client  start {wf_type} failed: {type(exc).__name__}")
                 return None
@@ -1118,7 +1239,7 @@ class Simulation:
 
     def _received(self, pool: str, received: Received) -> None:
         task = received.task
-        who = f"{task.kind} {task.step}#{task.attempt}"
+        who = f"{task.kind} {unit_name(task.step, task.item)}#{task.attempt}"
         # If nobody deletes it, it comes back after the visibility timeout.
         self._poll_at(pool, self.now() + self.config.visibility_s * 1000 + 1)
         if self.roll("lose"):
@@ -1155,7 +1276,7 @@ class Simulation:
 
     def _invoke(self, runtime: AgentRuntime, received: Received) -> None:
         task = received.task
-        who = f"{task.kind} {task.step}#{task.attempt}"
+        who = f"{task.kind} {unit_name(task.step, task.item)}#{task.attempt}"
         self.trace(
             task.workflow_id,
             f"{runtime.worker_id:7} deliver {who} (receive {received.receive_count})",
@@ -1173,7 +1294,15 @@ class Simulation:
         except Exception as exc:
             outcome = f"error:{type(exc).__name__}"
         self.handled.append(
-            Handled(self.now(), task.workflow_id, task.kind, task.step, task.attempt, outcome)
+            Handled(
+                self.now(),
+                task.workflow_id,
+                task.kind,
+                task.step,
+                task.attempt,
+                outcome,
+                task.item,
+            )
         )
         self.trace(task.workflow_id, f"{runtime.worker_id:7} {who} -> {outcome}")
         if delete:
@@ -1221,13 +1350,15 @@ class Simulation:
         definition = self.defs[ctx.workflow_type]
         spec: TaskSpec = definition.spec(ctx.kind, ctx.step)
         wf = ctx.workflow_id
-        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
-        self.given_inputs[(wf, ctx.kind, ctx.step, ctx.attempt)] = input_tag(ctx.input)
+        who = f"{ctx.kind} {unit_name(ctx.step, ctx.item_index)}#{ctx.attempt}"
+        unit = unit_name(ctx.step, ctx.item_index)
+        self.given_inputs[(wf, ctx.kind, unit, ctx.attempt)] = input_tag(ctx.input)
         fault = self._agent_fault()
         duration = 0.0 if rng.random() < 0.25 else rng.uniform(0.05, spec.timeout_seconds * 0.3)
         where = rng.choice(("before", "after"))
         obeys_cancel = rng.random() < 0.5
-        callback = rng.random() < self.config.callback_share
+        # A map item cannot wait for a callback (`CallbackNotSupported`): items never do.
+        callback = rng.random() < self.config.callback_share and ctx.item_index is None
         if fault is not None:
             detail = f" {where} the effect" if fault in ("pause", "retryable", "oversize") else ""
             self.fault(fault, wf, f"{who}{detail}")
@@ -1252,9 +1383,13 @@ class Simulation:
         if fault == "pause":
             self._freeze(ctx, spec)
         seq = None if effect is None else effect.seq
+        output: dict[str, Any] = {"attempt": ctx.attempt, "effect": seq}
         if fault == "oversize":
-            return {"attempt": ctx.attempt, "effect": seq, "blob": "x" * oversize()}
-        return {"attempt": ctx.attempt, "effect": seq}
+            output["blob"] = "x" * oversize()
+        if ctx.kind == "step" and ctx.step == MAP_SOURCE and ctx.workflow_type == MAP_TYPE:
+            # The map's items: as many as the input says (drawn per start, `map_items`).
+            output["items"] = [{"i": i} for i in range(int(ctx.input.get("items", 0)))]
+        return output
 
     def _before_effect(
         self,
@@ -1266,7 +1401,7 @@ class Simulation:
         obeys_cancel: bool,
     ) -> None:
         """Faults that strike after the work, before the effect."""
-        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        who = f"{ctx.kind} {unit_name(ctx.step, ctx.item_index)}#{ctx.attempt}"
         if fault == "pause" and where == "before":
             self._freeze(ctx, spec)
         if ctx.cancelled and obeys_cancel:
@@ -1287,7 +1422,7 @@ class Simulation:
         """A callback step: give the task token to the external system and return Pending.
         The external system works (heartbeating through the callback API), applies the effect
         and calls back; it may also fail, and its callbacks may be lost, doubled or late."""
-        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        who = f"{ctx.kind} {unit_name(ctx.step, ctx.item_index)}#{ctx.attempt}"
         # What the external system is handed is read now, in the attempt (a large value from
         # the payload bucket, whose read may fail): it works from that copy later.
         dict(ctx.dependencies) if ctx.kind == "step" else ctx.step_output
@@ -1331,7 +1466,7 @@ class Simulation:
 
     def _send_callback(self, ext: External, action: str, payload: Any, tries: int) -> None:
         ctx = ext.ctx
-        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        who = f"{ctx.kind} {unit_name(ctx.step, ctx.item_index)}#{ctx.attempt}"
         if tries == 0:
             if self.roll("lose"):
                 self.fault("lose", ctx.workflow_id, f"callback {action} of {who} lost")
@@ -1369,7 +1504,7 @@ class Simulation:
     def _callback(self, ext: External, action: str, *, payload: Any = None, tries: int = 0) -> bool:
         """One call to the callback API; False once the token's attempt is over."""
         ctx = ext.ctx
-        who = f"{ctx.kind} {ctx.step}#{ctx.attempt}"
+        who = f"{ctx.kind} {unit_name(ctx.step, ctx.item_index)}#{ctx.attempt}"
         try:
             if action == "success":
                 rec = self.callbacks.callback(ext.token, "success", output=payload)
@@ -1407,15 +1542,22 @@ class Simulation:
         accepted results this attempt was given (None: refused, its key was undone)."""
         if ctx.kind == "step":
             by_name = self.defs[ctx.workflow_type].by_name
-            inputs = tuple(  # a skipped dependency and a wait have no output; an approval's
-                sorted(  # is a person's (checked by `check_approvals`)
-                    (dep, int(out["attempt"]))
-                    for dep, out in ctx.dependencies.items()
-                    if out is not None and by_name[dep].is_task
-                )
-            )
+            given: list[tuple[str, int]] = []
+            for dep, out in ctx.dependencies.items():
+                # A skipped dependency and a wait have no output; an approval's is a
+                # person's (checked by `check_approvals`); a map's is its items' outputs, in
+                # item order (None: a failed item its tolerance let pass).
+                if out is None or not by_name[dep].is_task:
+                    continue
+                if isinstance(out, list):
+                    given += [
+                        (unit_name(dep, i), int(o["attempt"])) for i, o in enumerate(out) if o
+                    ]
+                else:
+                    given.append((dep, int(out["attempt"])))
+            inputs = tuple(sorted(given))
         elif ctx.step_output is not None:  # undoing a recorded success: given its output
-            inputs = ((ctx.step, int(ctx.step_output["attempt"])),)
+            inputs = ((unit_name(ctx.step, ctx.item_index), int(ctx.step_output["attempt"])),)
         else:  # undoing a step whose outcome is ambiguous: given no output
             inputs = ()
         effect = self.service.apply(
@@ -1427,14 +1569,16 @@ class Simulation:
             key=ctx.idempotency_key,
             inputs=inputs,
             undoes=None if ctx.forward is None else ctx.forward.idempotency_key,
+            item=ctx.item_index,
         )
         if effect is None:
             what = "REFUSED (its key was undone)"
         else:
             what = "APPLIED" if effect.seq == self.service.calls[-1].seq else "already applied"
+        unit = unit_name(ctx.step, ctx.item_index)
         self.trace(
             ctx.workflow_id,
-            f"service {ctx.kind} {ctx.step}#{ctx.attempt} key={ctx.idempotency_key} {what}",
+            f"service {ctx.kind} {unit}#{ctx.attempt} key={ctx.idempotency_key} {what}",
         )
         return effect
 
@@ -1705,10 +1849,22 @@ class Simulation:
         if tries >= 30:  # give up; the on-call operator takes the pause again
             self._responding.pop((wf_id, paused_at), None)
             return
-        if outcome == "refused":
+        if outcome == "refused" and action == "resume" and self._failed_map(wf_id):
+            # A failed map is not run again (409, docs/architecture.md): the operator is told
+            # to compensate or cancel the workflow, and does.
+            self.stats["operator_told_a_failed_map_is_not_run_again"] += 1
+            decision = (self.ops.choice(("compensate", "cancel")), None, None)
+        elif outcome == "refused":
             decision = (action, None, None)
         self._pending_client += 1
         self.schedule(self.now() + 1000, "respond", (wf_id, paused_at, decision, tries + 1))
+
+    def _failed_map(self, wf_id: str) -> bool:
+        """Whether a map step of the workflow failed after it opened (a resume is refused)."""
+        return any(
+            i["sk"].startswith("S#") and i["status"] == "FAILED" and "m_total" in i
+            for i in self.memory.by_workflow().get(wf_id, [])
+        )
 
     def _decide(self, wf_id: str, item: Item) -> Decision:
         """Resume (60 %, a third of them with a replacement input for a step that has not
@@ -1859,6 +2015,15 @@ class Simulation:
         fiber = current()
         return fiber.name if fiber is not None else "main"
 
+    def who(self) -> str:
+        """The fiber running now (its writes and sends are observed under this name)."""
+        return self._who()
+
+    def client_calls(self, delta: int) -> None:
+        """A client call is planned (+1) or has begun (-1): the run is not over while any is
+        pending (`_quiescent`)."""
+        self._pending_client += delta
+
     @contextmanager
     def acting(self, label: str) -> Iterator[None]:
         """Label what the current fiber (or the test's own thread) does, for the observers."""
@@ -1925,6 +2090,7 @@ class Simulation:
                 pool=pool,
                 pool_paused_by=self.memory.pool_paused_by.get(pool),
                 pool_read=read,
+                item=rec.index,
             )
         )
 
@@ -1976,6 +2142,10 @@ class Simulation:
         pool = self.defs[wf["wf_type"]].spec(rec.kind, rec.name).pool if wf else ""
         probe = self._probes.pop(self._who(), None)
         circuit = (self.memory.peek(POOLS_PK, pool) or {}).get("circuit", "closed")
+        given = rec.input
+        if rec.index is not None and rec.kind == "step":
+            # A map item is given its step's input (an operator's replacement, if any).
+            given = (self.memory.peek(pk, f"S#{rec.name}") or {}).get("input")
         self.claims.append(
             Claim(
                 at=self.now(),
@@ -1987,13 +2157,14 @@ class Simulation:
                 role=role,
                 paused_by=self.memory.paused_by.get(pk),
                 read=None if read is None else read[0],
-                input_tag=input_tag(self.payloads.value(rec.input)) if rec.kind == "step" else None,
+                input_tag=input_tag(self.payloads.value(given)) if rec.kind == "step" else None,
                 pool=pool,
                 circuit=str(circuit),
                 circuit_read=self._claim_basis.pop(self._who(), {}).get(pool),
                 circuit_probe=probe[1] if probe is not None and probe[0] == pool else None,
                 circuit_entered_by=self.memory.circuit_entered_by.get(pool),
                 circuit_left_closed_by=self.memory.circuit_left_closed_by.get(pool),
+                item=rec.index,
             )
         )
 
@@ -2013,6 +2184,7 @@ class Simulation:
                 paused_by=self.memory.paused_by.get(pk),
                 read=None if read is None else read[0],
                 read_at=None if read is None else read[1],
+                item=message.item,
             )
         )
 
@@ -2025,6 +2197,7 @@ class Simulation:
                 continue
             definition = self.defs[state.workflow.wf_type]
             state.complete(definition.topological_order)
+            with_windows(state, self.memory.peek)  # its maps' items, as a look reads them
             resumed = self._resumed_at.get(wf_id)
             strict = check_findable(
                 state,
@@ -2253,8 +2426,14 @@ class Simulation:
 
     # ========================================================================== results
 
-    def bounds(self, states: Mapping[str, WorkflowState]) -> dict[str, int]:
-        """When each workflow must have been terminal (see `bounds.py`)."""
+    def bounds(
+        self, states: Mapping[str, WorkflowState], items: Sequence[Item] = ()
+    ) -> dict[str, int]:
+        """When each workflow must have been terminal (see `bounds.py`); `items`: the table's,
+        whose map item units count like steps."""
+        units: dict[str, list[StepRecord]] = {}
+        for (wf_id, _, _), by_index in item_units(items).items():
+            units.setdefault(wf_id, []).extend(by_index.values())
         out = {}
         for wf_id, state in states.items():
             wf = state.workflow
@@ -2286,7 +2465,7 @@ class Simulation:
             ]
             out[wf_id] = (
                 origin
-                + bounds.used_budget_ms(state, definition, self.timing)
+                + bounds.used_budget_ms(state, definition, self.timing, units.get(wf_id, ()))
                 + faults * bounds.fault_penalty_ms(definition, self.timing)
                 + round(extra * 1000)
                 + bounds.paused_wait_ms(writes, definition, self.timing, end)
@@ -2316,7 +2495,7 @@ class Simulation:
             approval_calls=list(self.approval_calls),
             firings=list(self.firings),
         )
-        record.bounds = self.bounds(record.states())
+        record.bounds = self.bounds(record.states(), record.items)
         return record
 
     def result(self) -> SimResult:
@@ -2328,6 +2507,7 @@ class Simulation:
         self._operations(record, states)
         self._events_stats(record)
         self._approvals_stats(record)
+        self._maps_stats(record, states)
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -2347,6 +2527,48 @@ class Simulation:
             workflows=sorted(states),
             trace=list(self.trace_lines),
             stats=Counter(self.stats),
+        )
+
+    def _maps_stats(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
+        """How maps went (issue 24): opened, their items, how each ended (succeeded, within
+        or without failed items; failed past its tolerance; halted by an unwinding), items
+        retried and timed out, sent again by a supervisor, and items undone (in REVERSE, one
+        at a time, or in PARALLEL)."""
+        for state in states.values():
+            definition = self.defs[state.workflow.wf_type]
+            for rec in (*state.steps.values(), *state.compensations.values()):
+                m = rec.fanout
+                if m is None:
+                    continue
+                if rec.kind == "compensation":
+                    order = definition.compensation_order.lower()
+                    self.stats[f"map_compensations_{order}"] += 1
+                    continue
+                self.stats["maps_opened"] += 1
+                self.stats["map_items"] += m.total
+                ended = {"SUCCEEDED": "succeeded", "FAILED": "failed_past_their_tolerance"}
+                self.stats[f"maps_{ended.get(m.status, 'halted_by_an_unwinding')}"] += 1
+                if m.status == "SUCCEEDED" and m.failed:
+                    self.stats["maps_succeeded_with_tolerated_failures"] += 1
+        for units in item_units(record.items).values():
+            for unit in units.values():
+                if unit.kind == "compensation":
+                    self.stats[f"map_item_undos_{unit.status.value.lower()}"] += 1
+                    continue
+                self.stats[f"map_items_{unit.status.value.lower()}"] += 1
+                self.stats["map_item_attempts"] += unit.attempt
+                self.stats["map_items_retried"] += unit.attempt > 1
+                self.stats["map_items_timed_out"] += sum(
+                    1 for h in unit.history if h.get("o") in ("timeout", "heartbeat_timeout")
+                )
+        for c in record.claims:
+            if c.item is not None:
+                self.stats["map_item_claims" if c.kind == "step" else "map_item_undo_claims"] += 1
+        self.stats["map_items_sent_again"] += sum(
+            1 for r in record.redispatches if r.item is not None
+        )
+        self.stats["map_item_messages_dropped"] += sum(
+            1 for h in record.handled if h.item is not None and h.outcome == "dropped"
         )
 
     def _approvals_stats(self, record: RunRecord) -> None:

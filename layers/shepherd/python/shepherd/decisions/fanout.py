@@ -27,12 +27,13 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from shepherd import limits
-from shepherd.conditions import Eq, Exists, Item, Missing, Update, all_of
+from shepherd.conditions import Cond, Eq, Exists, Item, Lt, Missing, Update, all_of
 from shepherd.decisions.transitions import Write
 from shepherd.fanout import MapSpec
 from shepherd.keys import Kind, map_item_key, map_item_of
@@ -75,6 +76,24 @@ def exceeded(failed: int, total: int, spec: MapSpec) -> bool:
     over_count = count is not None and failed > count
     over_percentage = percentage is not None and failed * 100 > percentage * total
     return over_count or over_percentage
+
+
+def tolerated(total: int, spec: MapSpec | None) -> int:
+    """The most failed items a map of `total` items may have and still run (`exceeded` is
+    false for it, true for one more); a map's compensation (`spec` None) tolerates none."""
+    if spec is None:
+        return 0
+    count, percentage = spec.tolerated_failure_count, spec.tolerated_failure_percentage
+    if count is None and percentage is None:
+        return 0
+    most = total if count is None else min(count, total)
+    if percentage is not None:
+        most = min(most, math.floor(percentage * total / 100))
+    while most > 0 and exceeded(most, total, spec):  # a float's rounding: a step at most
+        most -= 1
+    while most < total and not exceeded(most + 1, total, spec):
+        most += 1
+    return most
 
 
 def verdict(state: MapState, spec: MapSpec) -> Verdict:
@@ -164,6 +183,9 @@ def account(
     outcome: Outcome,
     now: int,
     follower_index: int | None = None,
+    *,
+    tolerated_failures: int | None = None,
+    refill: bool = True,
 ) -> Accounting:
     """The write that counts item `index`'s end and, while the map runs, brings the next item
     of its stripe into the window. No read is needed before it: `state` may be any earlier
@@ -171,16 +193,33 @@ def account(
     Conditioned on the item's window entry (and, when it refills, on the map still running).
     When it loses, re-read: an item no longer in the window was accounted already (a
     duplicate, a late result, a racing look) and nothing is counted twice; a map that stopped
-    running is accounted again without the refill."""
+    running, or a failure that decides it, is accounted again without the refill (`refill`
+    False).
+
+    A failure refills only while the map's failures stay within `tolerated_failures` (`tolerated`;
+    None: unbounded) after it, a condition on `m_failed` as it is: the failure that decides
+    the map brings no item into the window (with no tolerance, no failure does), so a failed
+    map sends nothing more, and a map compensation (which tolerates none) never undoes an item
+    after an undo that failed."""
     entry = WINDOW + str(index)
     follower = index + state.stride
-    refill = state.status == "RUNNING" and follower < state.total
+    bounded = outcome == "failed" and tolerated_failures is not None
+    refill = (
+        refill
+        and state.status == "RUNNING"
+        and follower < state.total
+        and not (bounded and not tolerated_failures)
+    )
     update = Update(
         set={WINDOW + str(follower): entry_value(now, follower_index)} if refill else {},
         remove=(entry,),
         add={_COUNTER[outcome]: 1},
     )
-    condition = all_of(Exists(entry), Eq(STATUS, "RUNNING")) if refill else Exists(entry)
+    condition: Cond = Exists(entry)
+    if refill:
+        condition = all_of(condition, Eq(STATUS, "RUNNING"))
+        if bounded:
+            condition = all_of(condition, Lt(FAILED, tolerated_failures))
     return Accounting(Write(*key, update, condition), (follower,) if refill else ())
 
 

@@ -356,7 +356,9 @@ class Maps:
         bring the next of its stripe into the window (whose message is returned). Needs no
         read: the write returns the counters. None if it was counted already."""
         seen = map_rec
-        for _ in range(2):  # a refill that meets a stopped map is written again without it
+        refill = True
+        spec = definition.by_name[map_rec.name].map if map_rec.kind == "step" else None
+        for _ in range(2):  # a refill that met a stopped (or decided) map: again without it
             m = seen.fanout
             if m is None:
                 return None
@@ -365,7 +367,16 @@ class Maps:
             if seen.kind == "compensation" and m.status == "RUNNING" and follower < m.total:
                 follower_index = self.order_index(seen.workflow_id, seen.name, follower)
             now = self.ports.clock.now_ms()
-            acc = fo.account(seen.key, m, position, outcome, now, follower_index)  # type: ignore[arg-type]
+            acc = fo.account(
+                seen.key,
+                m,
+                position,
+                outcome,  # type: ignore[arg-type]
+                now,
+                follower_index,
+                tolerated_failures=fo.tolerated(m.total, spec),
+                refill=refill,
+            )
             new, current = self.executor.raw_or_current(acc.write)
             if new is not None:
                 rec = StepRecord.from_item(new)
@@ -396,6 +407,7 @@ class Maps:
             fresh = seen.fanout
             if fresh is None or position not in fresh.window:
                 return None  # counted already (a duplicate, a late result, a racing look)
+            refill = False  # its entry holds: the refill's condition lost
         return None
 
     def order_index(self, workflow_id: str, step: str, position: int) -> int:

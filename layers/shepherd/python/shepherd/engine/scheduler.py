@@ -72,6 +72,7 @@ from shepherd.errors import (
 )
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
 from shepherd.model import (
+    TOTAL,
     MapState,
     OutgoingTask,
     PoolState,
@@ -832,15 +833,23 @@ class Scheduler:
     ) -> bool:
         """A map's own writes (shepherd.engine.maps)."""
         maps = self.maps
+        # Nothing is sent while the workflow is paused (an item that enters the window now is
+        # sent by a look after the resume, its dispatch grace run out).
+        send = state.workflow.status is not WorkflowStatus.PAUSED
         match action:
             case AccountItem(seen, position, outcome):
                 accounted = maps.account(state, definition, seen, position, outcome)
                 if accounted is None:
                     return False
-                tasks.extend(accounted.tasks)
-                if definition.by_name[seen.name].workflow is not None:
-                    now = self.ports.clock.now_ms()
-                    self._start_window(state, definition, accounted.map_rec, now, accounted.entered)
+                if send:
+                    # A look at a paused workflow counts the item and enters the next one
+                    # unsent, unstarted: the first look after the resume sends or starts it.
+                    tasks.extend(accounted.tasks)
+                    if definition.by_name[seen.name].workflow is not None:
+                        now = self.ports.clock.now_ms()
+                        self._start_window(
+                            state, definition, accounted.map_rec, now, accounted.entered
+                        )
                 return True
             case OpenMore(seen):
                 index_of = None
@@ -851,7 +860,8 @@ class Scheduler:
 
                 before = seen.fanout.opened if seen.fanout else 0
                 rec, sent = maps.enter_rest(state, definition, seen, index_of=index_of)
-                tasks.extend(sent)
+                if send:
+                    tasks.extend(sent)
                 return rec is not None and rec.fanout is not None and rec.fanout.opened > before
             case DecideMap(seen, verdict):
                 return maps.decide(state, seen, verdict)
@@ -1251,6 +1261,16 @@ class Scheduler:
                 else Eq("callback_token", seen.callback_token)
             )
             guard = armed if guard is None else all_of(guard, armed)
+        opener = seen.kind == "step" and seen.index is None and seen.fanout is None
+        if opener and definition.by_name[seen.name].map is not None:
+            # A map step's attempt opens its map: once the open write has landed (one that
+            # timed out after it was applied, or a timeout planned on a read from before it),
+            # the map's window is what runs and is supervised, so this write loses and is
+            # planned again. Ending the attempt would leave the map open under a step queued
+            # again or failed: its items unsent, or running unwatched while the workflow
+            # unwinds (found by the fault simulator).
+            unopened = Missing(TOTAL)
+            guard = unopened if guard is None else all_of(guard, unopened)
         # Nothing is dispatched while the workflow is paused: the resume sends the retry. A
         # child step's retry is no message: its next child starts when its backoff ends.
         dispatch = (
