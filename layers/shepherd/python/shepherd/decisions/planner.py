@@ -455,8 +455,12 @@ class _Planner:
                 actions.append(StartCompensation(name))
                 continue
             busy = True
-            if self.options.supervisor:
-                spec = definition.spec("compensation", name)
+            spec = definition.spec("compensation", name)
+            if comp.fanout is not None and comp.status is StepStatus.RUNNING:
+                # A map's undo, as a running map (`running`): whoever read it may account,
+                # decide and end it; time-based actions stay the supervisor's.
+                actions.extend(self._supervise_map(comp, spec, unwinding=False))
+            elif self.options.supervisor:
                 actions.extend(self._supervise(comp, spec, unwinding=False))
         if actions or busy or failed is None:
             return actions
