@@ -155,8 +155,8 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
             # claims (the workflow, the map unit, the item's unit and its page: 4 keys), the
             # map's end's advance, package_video's claim and advance. GetItem: the opener reads
             # split's output (ItemsPath), the packager the map's. Query: the map's end reads
-            # the workflow partition (consistent) and assembles the output from the item
-            # partition. UpdateItem: split 2; the opening 3 (claim, the items' page, the
+            # the workflow partition and assembles the output from the item partition (both
+            # consistent). UpdateItem: split 2; the opening 3 (claim, the items' page, the
             # counters with the first window); per item 3 (claim, result, its accounting with
             # the refill); the verdict and the step's end; package_video 2; the finish.
             # Messages: the opening, the first window (3 in one batch), 5 refills one by one,
@@ -198,7 +198,7 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
                 "batch get step": 16.0,
                 "batch get workflow": 14.0,
                 "get step": 2.0,
-                "query table": 1.5,
+                "query table": 2.0,
             },
             "sqs_messages": {"shepherd-media": 10},
             "events": {},
