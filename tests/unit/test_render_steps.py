@@ -41,3 +41,14 @@ def test_skipped_decided_and_resting_steps_say_so() -> None:
     assert skipped.strip().startswith("↷ fraud_review") and "SKIPPED" in skipped
     assert decided.rstrip().endswith("rejected by ada: card stolen")
     assert resting.rstrip().endswith("until 2026-01-02T09:00:00Z")
+
+
+def test_a_map_step_shows_its_items_by_where_they_are() -> None:
+    counts = {"total": 8, "pending": 2, "running": 3, "succeeded": 3, "failed": 0}
+    counts |= {"cancelled": 0, "compensated": 0, "status": "RUNNING", "max_concurrency": 3}
+    (line,) = render.status_lines(
+        _view({"name": "encode_chunks", "status": "RUNNING", "attempt": 1, "map": counts})
+    )[2:]
+    assert line.endswith("3/8 items succeeded, 3 in flight")
+    unwound = counts | {"running": 0, "failed": 2, "cancelled": 3, "compensated": 5}
+    assert render.map_progress(unwound) == ("3/8 items succeeded, 2 failed, 3 cancelled, 5 undone")

@@ -42,8 +42,25 @@ def attempts(step: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def map_progress(counts: dict[str, Any]) -> str:
+    """A map step's items by where they are (its `map` in a workflow's view)."""
+    parts = [f"{counts['succeeded']}/{counts['total']} items succeeded"]
+    for key, label in (
+        ("running", "in flight"),
+        ("failed", "failed"),
+        ("cancelled", "cancelled"),
+        ("compensated", "undone"),
+    ):
+        if counts.get(key):
+            parts.append(f"{counts[key]} {label}")
+    return ", ".join(parts)
+
+
 def _rest(step: dict[str, Any]) -> str:
-    """A person's answer to an Approval step, or when a resting Wait (or Approval) ends."""
+    """A person's answer to an Approval step, when a resting Wait (or Approval) ends, or a
+    map step's items."""
+    if step.get("map"):
+        return f"  {DIM}{map_progress(step['map'])}{RESET}"
     decision = step.get("decision")
     if decision:
         said = f": {decision['comment']}" if decision.get("comment") else ""
