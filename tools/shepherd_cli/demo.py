@@ -231,14 +231,19 @@ def _show_map(t: Tracked) -> None:
 OPERATOR_POLL_SECONDS = 0.2
 
 
+def _pause_at_start(api: Api, t: Tracked) -> None:
+    """The operator of a `pause_at_start` scenario pauses it as soon as it is started: at once,
+    not when the operators start watching (after every start and the schedule's firing), by
+    which time a busy machine may have finished it."""
+    try:
+        api.call("POST", f"/workflows/{t.workflow_id}/pause")
+    except ApiError as exc:
+        t.note = f"pause refused: {exc}"
+
+
 def _operate(api: Api, t: Tracked, deadline: float) -> None:
     """One operator (or carrier) per scenario that needs one, watching only its workflow, so
     it acts within a fraction of a second however many workflows the demo follows."""
-    if t.scenario.pause_at_start:
-        try:
-            api.call("POST", f"/workflows/{t.workflow_id}/pause")
-        except ApiError as exc:
-            t.note = f"pause refused: {exc}"
     if t.scenario.carrier_bytes is not None:
         t.upload = _carrier_upload(api, t)
     while time.monotonic() < deadline:
@@ -648,6 +653,8 @@ def main(argv: list[str] | None = None) -> int:
             workflow_id = _start(api, stack, s, payload)
             _seen.add(workflow_id)
             tracked.append(Tracked(s, workflow_id, time.monotonic(), payload=payload))
+            if s.pause_at_start:
+                _pause_at_start(api, tracked[-1])
             print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
         scheduled = _scheduled(api, time.monotonic() + 30)
         if scheduled is not None:
