@@ -648,7 +648,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  watch it in the web console: {console.url}  (while the demo runs)\n", flush=True)
         tracked = []
-        for s in SCENARIOS:
+        # The maps start first: theirs are the longest runs (a pool of their own, a hang, an
+        # unwinding of many items), which then overlap the other starts.
+        for s in sorted(SCENARIOS, key=lambda s: s.map is None):
             payload = s.payload_now()
             workflow_id = _start(api, stack, s, payload)
             _seen.add(workflow_id)
@@ -656,6 +658,7 @@ def main(argv: list[str] | None = None) -> int:
             if s.pause_at_start:
                 _pause_at_start(api, tracked[-1])
             print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
+        tracked.sort(key=lambda t: SCENARIOS.index(t.scenario))  # shown in the scenarios' order
         scheduled = _scheduled(api, time.monotonic() + 30)
         if scheduled is not None:
             tracked.append(scheduled)
