@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from shepherd.clock import ManualClock
 from shepherd.definitions import load_directory
-from shepherd_bench.cost import SCENARIOS, Scenario, run_workflow
+from shepherd_bench.cost import MAP_SCENARIOS, SCENARIOS, Scenario, run_workflow
 from shepherd_bench.meter import Meter
 from shepherd_bench.stack import handler_stack
 
-CLEAN = {s.name: s for s in SCENARIOS if "clean" in s.name}
+CLEAN = {s.name: s for s in (*SCENARIOS, *MAP_SCENARIOS) if "clean" in s.name}
 
 # Per component: every request by service.operation, table write units by item transition,
 # index write units, read units, messages by queue, events out by detail-type.
@@ -125,6 +125,85 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
         "relay": {
             # Each event it publishes it also keeps in the workflow's history (EV#<id>); both
             # events go out in one PutEvents call (issue 23.7).
+            "requests": {"dynamodb.PutItem": 2, "events.PutEvents": 1},
+            "wru": {"item put: create": 2},
+            "gsi_wru": {},
+            "rru": {},
+            "sqs_messages": {},
+            "events": {"WorkflowStarted": 1, "WorkflowSucceeded": 1},
+        },
+    },
+    # A map (issue 24): split_video, then encode_chunks over 8 chunks at MaxConcurrency 3,
+    # then package_video. Items emit no events; each costs the same whatever the map's size.
+    "transcode clean": {
+        "api": {
+            "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
+            "wru": {"definition put: create": 3, "workflow put: create": 1},
+            "gsi_wru": {
+                "by_owner add": 1,
+                "by_status add": 1,
+                "by_type add": 1,
+                "by_type_status add": 1,
+                "watch add": 1,
+            },
+            "rru": {},
+            "sqs_messages": {"shepherd-media": 1},
+            "events": {},
+        },
+        "agent": {
+            # Batch reads: split's claim and advance, the map's claim (its opening), 8 item
+            # claims (the workflow, the map unit, the item's unit and its page: 4 keys), the
+            # map's end's advance, package_video's claim and advance. GetItem: the opener reads
+            # split's output (ItemsPath), the packager the map's. Query: the map's end reads
+            # the workflow partition and assembles the output from the item partition (both
+            # consistent). UpdateItem: split 2; the opening 3 (claim, the items' page, the
+            # counters with the first window); per item 3 (claim, result, its accounting with
+            # the refill); the verdict and the step's end; package_video 2; the finish.
+            # Messages: the opening, the first window (3 in one batch), 5 refills one by one,
+            # package_video.
+            "requests": {
+                "dynamodb.BatchGetItem": 14,
+                "dynamodb.GetItem": 2,
+                "dynamodb.Query": 2,
+                "dynamodb.UpdateItem": 34,
+                "sqs.SendMessageBatch": 8,
+            },
+            "wru": {
+                # 8 item units created by their claims, and the page of items (1 WRU).
+                "item update: create": 9,
+                "item update: RUNNING->SUCCEEDED": 8,
+                # The opening: counters and the first window (w_0..w_2), one write.
+                "step update: RUNNING (m_cancelled, m_compensated, m_failed, m_opened, "
+                "m_pages, m_status, m_stride, m_succeeded, m_total, w_0, w_1, w_2)": 1,
+                # Each item's accounting removes its entry and, while one is left in its
+                # stripe, enters the next (i + 3).
+                "step update: RUNNING (m_succeeded, w_0, w_3)": 1,
+                "step update: RUNNING (m_succeeded, w_1, w_4)": 1,
+                "step update: RUNNING (m_succeeded, w_2, w_5)": 1,
+                "step update: RUNNING (m_succeeded, w_3, w_6)": 1,
+                "step update: RUNNING (m_succeeded, w_4, w_7)": 1,
+                "step update: RUNNING (m_succeeded, w_5)": 1,
+                "step update: RUNNING (m_succeeded, w_6)": 1,
+                "step update: RUNNING (m_succeeded, w_7)": 1,
+                "step update: RUNNING (m_status)": 1,  # the verdict
+                "step update: create": 3,  # the claims of split, the map and package
+                # split and package 1 each; the map's end 2 (its unit holds the counters and
+                # the 8 outputs).
+                "step update: RUNNING->SUCCEEDED": 4,
+                "workflow update: RUNNING->SUCCEEDED": 1,
+            },
+            "gsi_wru": {"by_status move": 2, "by_type_status move": 2, "watch remove": 1},
+            "rru": {
+                "batch get item": 16.0,
+                "batch get step": 16.0,
+                "batch get workflow": 14.0,
+                "get step": 2.0,
+                "query table": 2.0,
+            },
+            "sqs_messages": {"shepherd-media": 10},
+            "events": {},
+        },
+        "relay": {
             "requests": {"dynamodb.PutItem": 2, "events.PutEvents": 1},
             "wru": {"item put: create": 2},
             "gsi_wru": {},

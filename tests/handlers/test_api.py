@@ -277,7 +277,11 @@ def _refund_ok(ctx: Any) -> Any:
 
 def test_definitions_routes(stack: Stack) -> None:
     listing = stack.api("GET", "/definitions")[2]["items"]
-    assert {d["name"] for d in listing} == {"order_fulfilment", "provision_environment"}
+    assert {d["name"] for d in listing} == {
+        "order_fulfilment",
+        "provision_environment",
+        "transcode_video",
+    }
     env = stack.api("GET", "/definitions/provision_environment")[2]
     assert env["steps"] == [
         "create_network",
@@ -289,6 +293,10 @@ def test_definitions_routes(stack: Stack) -> None:
     assert env["pools"] == ["cloud", "config"]
     assert env["definition"]["Steps"][2]["DependsOn"] == ["create_network", "create_storage"]
     assert len(env["hash"]) == 20
+    video = stack.api("GET", "/definitions/transcode_video")[2]
+    assert video["steps"] == ["split_video", "encode_chunks", "package_video"]
+    assert video["pools"] == ["media"]
+    assert video["definition"]["Steps"][1]["Map"]["MaxConcurrency"] == 3
 
 
 def test_metrics_are_emitted_as_emf(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:

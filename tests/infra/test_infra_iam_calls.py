@@ -256,9 +256,26 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert stack.api("POST", f"{held['location']}/pause")[0] == 202
         replacement = {"step": "charge_payment", "input": {**ORDER, "amount": 1}}
         assert stack.api("POST", f"{held['location']}/resume", body=replacement)[0] == 202
+        # A map (the transcode example on the media pool): its opening, item units, their
+        # accounting and output; two corrupt chunks, one past its tolerance, so the items
+        # that acted are undone too (the undo order's pages, item compensations).
+        corrupt = {"mode": "permanent"}
+        video = {
+            "video_id": "iam",
+            "duration_seconds": 30,
+            "chunk_seconds": 6,
+            "faults": {"encode_chunks[1]": corrupt, "encode_chunks[3]": corrupt},
+        }
+        status, _, mapped = stack.api(
+            "POST", "/workflows", body={"type": "transcode_video", "input": video}
+        )
+        assert status == 202
     _deliver(stack, recorder)
     with recorder.acting_as("api"):
         assert stack.api("GET", held["location"])[2]["status"] == "SUCCEEDED"
+        assert stack.api("GET", mapped["location"])[2]["status"] == "COMPENSATED"
+        items = stack.api("GET", f"{mapped['location']}/steps/encode_chunks/items")
+        assert items[0] == 200 and items[2]["total"] == 5
     # The table's changes through the relay, as its stream mapping delivers them.
     with recorder.acting_as("relay"):
         assert stack.relay() > 0

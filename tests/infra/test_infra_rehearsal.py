@@ -129,6 +129,16 @@ def test_every_function_starts_from_its_deployed_filesystem_and_does_its_job(
             body={"type": "order_fulfilment", "input": ORDER},
         )
         assert status == 202, accepted
+        # The media pool's function: the transcode example's map, over one chunk (an item).
+        video = {"video_id": "rehearsal", "duration_seconds": 6, "chunk_seconds": 6}
+        status, mapped = _api(
+            api,
+            "POST",
+            "/workflows",
+            "/workflows",
+            body={"type": "transcode_video", "input": video},
+        )
+        assert status == 202, mapped
         assert _api(api, "GET", "/definitions", "/definitions")[0] == 200
         started = boxes["events"].invoke(
             _start_event({"type": "provision_environment", "input": ENV})
@@ -137,7 +147,12 @@ def test_every_function_starts_from_its_deployed_filesystem_and_does_its_job(
 
         ran = _run_agents(world, boxes)
         assert ran == {role.removeprefix("agent:") for role in roles if role.startswith("agent:")}
-        for location in (accepted["location"], f"/workflows/{started['workflow_id']}"):
+        locations = (
+            accepted["location"],
+            mapped["location"],
+            f"/workflows/{started['workflow_id']}",
+        )
+        for location in locations:
             status, view = _api(
                 api,
                 "GET",

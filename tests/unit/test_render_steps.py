@@ -68,3 +68,11 @@ def test_a_map_step_shows_its_progress_and_a_child_step_its_child() -> None:
         "[############........] 23/40 (5 running, 10 pending, 2 failed)"
     )
     assert region.rstrip().endswith("child c2")
+
+
+def test_the_demo_note_names_a_map_items_by_where_they_are() -> None:
+    counts = {"total": 8, "pending": 2, "running": 3, "succeeded": 3, "failed": 0}
+    counts |= {"cancelled": 0, "compensated": 0, "status": "RUNNING", "max_concurrency": 3}
+    assert render.map_progress(counts) == "3/8 items succeeded, 3 in flight"
+    unwound = counts | {"running": 0, "failed": 2, "cancelled": 3, "compensated": 5}
+    assert render.map_progress(unwound) == ("3/8 items succeeded, 2 failed, 3 cancelled, 5 undone")

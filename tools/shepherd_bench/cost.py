@@ -94,6 +94,14 @@ SCENARIOS = (
 )
 
 
+# A map (issue 24): the transcode example, 8 chunks encoded 3 at a time. Not in SCENARIOS:
+# its items are not steps, so a cost per step would say nothing; what an item costs is
+# `shepherd_bench.maps`'s (docs/benchmarks.md, Map items). Its clean run's requests are pinned
+# like the other examples' (tests/bench/test_handler_accounting.py).
+VIDEO = {"video_id": "v-2048", "duration_seconds": 47, "chunk_seconds": 6, "profile": "720p"}
+MAP_SCENARIOS = (Scenario("transcode clean", "transcode_video", VIDEO, "SUCCEEDED"),)
+
+
 KIB = 1024
 # Large payloads (docs/architecture.md, Large payloads): one step returns a large value with no
 # change to its agent (the demo agents' `output_bytes`); its object is written once and read by

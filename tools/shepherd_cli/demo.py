@@ -3,22 +3,27 @@
 Starts moto, the control process (HTTP API, supervisor, events, the schedules' clock) and one
 process per agent worker; starts every scenario over HTTP (one through an EventBridge event);
 shows live progress; a fraud desk approves one large order and rejects another through the
-API, one order's Wait step rests until its reminder is due, and the provision example's
-`smoke-environment` schedule fires once. Then the e-mail provider goes down for a while: the
-`notifications` pool's circuit breaker opens, probes and closes, and the orders caught in the
-outage finish. Prints a summary; exits 0 only if every workflow ended as expected (its status,
-the steps its scenario names, small orders never reviewed, approvals recorded as given, a wait
-never woken early, the schedule's firing started its workflow, the circuit opened and closed
+API, one order's Wait step rests until its reminder is due, the provision example's
+`smoke-environment` schedule fires once, and three videos are transcoded by a Map step (one
+clean, one with a flaky and a hanging chunk, one with more corrupt chunks than it tolerates,
+unwound). Then the e-mail provider goes down for a while: the `notifications` pool's circuit
+breaker opens, probes and closes, and the orders caught in the outage finish. Prints a summary;
+exits 0 only if every workflow ended as expected (its status, the steps its scenario names,
+small orders never reviewed, approvals recorded as given, a wait never woken early, each map's
+items and undos, the schedule's firing started its workflow, the circuit opened and closed
 again).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +47,7 @@ from shepherd_cli.scenarios import (
     SCENARIOS,
     SCHEDULE,
     SCHEDULE_FIRES_AFTER_SECONDS,
+    MapExpect,
     Scenario,
 )
 
@@ -54,6 +60,7 @@ TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 # Steps a small order must never reach: the fraud review is asked only over its threshold.
 REVIEWED = {"WAITING", "SUCCEEDED", "FAILED"}
 VERDICT = {"approve": "approved", "reject": "rejected"}  # a decision's record of each answer
+TIMEOUTS = {"States.Timeout", "States.HeartbeatTimeout"}
 
 
 @dataclass
@@ -70,6 +77,10 @@ class Tracked:
     note: str = ""  # what an operator (or the carrier, or the fraud desk) did to it
     payload: dict[str, Any] = field(default_factory=dict)  # the input as started
     decided: bool = False
+    # A map scenario's items as GET .../steps/{step}/items shows them, and what each item's
+    # key did in the example ledger (index -> undone or not), read before the stack stops.
+    items: list[dict[str, Any]] = field(default_factory=list)
+    effects: dict[int, bool] = field(default_factory=dict)
 
 
 def _start(api: Api, stack: LocalStack, s: Scenario, payload: dict[str, Any]) -> str:
@@ -208,17 +219,31 @@ def _show_wait(t: Tracked) -> None:
         )
 
 
+def _show_map(t: Tracked) -> None:
+    """A map step's progress: its items by where they are."""
+    if t.scenario.map is None:
+        return
+    counts = _step(t.view, t.scenario.map.step).get("map")
+    if counts:
+        t.note = f"{t.scenario.map.step}: {render.map_progress(counts)}"
+
+
 OPERATOR_POLL_SECONDS = 0.2
+
+
+def _pause_at_start(api: Api, t: Tracked) -> None:
+    """The operator of a `pause_at_start` scenario pauses it as soon as it is started: at once,
+    not when the operators start watching (after every start and the schedule's firing), by
+    which time a busy machine may have finished it."""
+    try:
+        api.call("POST", f"/workflows/{t.workflow_id}/pause")
+    except ApiError as exc:
+        t.note = f"pause refused: {exc}"
 
 
 def _operate(api: Api, t: Tracked, deadline: float) -> None:
     """One operator (or carrier) per scenario that needs one, watching only its workflow, so
     it acts within a fraction of a second however many workflows the demo follows."""
-    if t.scenario.pause_at_start:
-        try:
-            api.call("POST", f"/workflows/{t.workflow_id}/pause")
-        except ApiError as exc:
-            t.note = f"pause refused: {exc}"
     if t.scenario.carrier_bytes is not None:
         t.upload = _carrier_upload(api, t)
     while time.monotonic() < deadline:
@@ -297,6 +322,72 @@ def _problems(t: Tracked, threshold: float) -> list[str]:
     return found
 
 
+def _map_problems(t: Tracked) -> list[str]:
+    """What in a map step's end differs from its scenario: the verdict and counts, the items
+    it names (status, attempts, the last failed attempt's error), the others, and the undos,
+    as the engine counts them and as the example ledger holds them."""
+    expect = t.scenario.map
+    if expect is None:
+        return []
+    counts = _step(t.view, expect.step).get("map") or {}
+    found = []
+    if (counts.get("status"), counts.get("total")) != (expect.status, expect.items):
+        found.append(
+            f"{expect.step}'s map ended {counts.get('status')} with {counts.get('total')} "
+            f"items, expected {expect.status} with {expect.items}"
+        )
+    items = {i["index"]: i for i in t.items}
+    if sorted(items) != list(range(expect.items)):
+        return [*found, f"{expect.step}'s items read: {sorted(items)}"]
+    found += _item_problems(items, expect)
+    claimed = {i for i, item in items.items() if item["attempt"] > 0}
+    return found + _undo_problems(t, claimed, counts.get("compensated"))
+
+
+def _item_problems(items: dict[int, dict[str, Any]], expect: MapExpect) -> list[str]:
+    """The items a map scenario names end as it says; the others as the verdict implies."""
+    marked = {m.index: m for m in expect.marked}
+    found = []
+    for index, item in items.items():
+        m = marked.get(index)
+        if m is None:
+            if expect.status == "SUCCEEDED" and item["status"] != "SUCCEEDED":
+                found.append(f"item {index} ended {item['status']}, expected SUCCEEDED")
+            continue
+        if item["status"] != m.status or item["attempt"] < m.min_attempts:
+            found.append(
+                f"item {index} ended {item['status']} after {item['attempt']} attempts, "
+                f"expected {m.status} after at least {m.min_attempts}"
+            )
+        error = (item.get("error") or {}).get("type")
+        # A busy machine may add an attempt (one timed out while starved): its timeout is then
+        # the last error, which is no fault of the scenario's.
+        added = item["attempt"] > m.min_attempts and error in TIMEOUTS
+        if m.error is not None and error != m.error and not added:
+            found.append(f"item {index}'s last error is {error}, expected {m.error}")
+    return found
+
+
+def _undo_problems(t: Tracked, claimed: set[int], compensated: int | None) -> list[str]:
+    """An unwound map undid every item that may have acted (the engine's count) and left no
+    effect behind (the ledger); a map that was not unwound undid nothing, and each of its
+    items acted once."""
+    assert t.scenario.map is not None
+    if not t.scenario.map.undone:
+        if sorted(t.effects) != sorted(claimed) or any(t.effects.values()):
+            return [f"the ledger holds {t.effects} for the items {sorted(claimed)}"]
+        return []
+    found = []
+    if compensated != len(claimed):
+        found.append(f"{compensated} items undone, expected the {len(claimed)} that may have acted")
+    left = sorted(i for i, undone in t.effects.items() if not undone)
+    if left:
+        found.append(f"items {left} acted and were never undone")
+    if not set(t.effects) <= claimed:
+        found.append(f"items {sorted(set(t.effects) - claimed)} acted but were never claimed")
+    return found
+
+
 def _story(t: Tracked) -> str | None:
     """One line on what a condition, an approval or a wait did in this workflow."""
     view, s = t.view, t.scenario
@@ -309,6 +400,27 @@ def _story(t: Tracked) -> str | None:
             late = _at(wait["finished_at"]) - _at(t.payload["remind_at"])
             return f"until_reminder rested until {t.payload['remind_at']}, woke {late:.1f}s after it; send_reminder {_step(view, 'send_reminder').get('status')}"
     return None
+
+
+def _map_story(t: Tracked) -> str:
+    """One line on a map: its verdict, its items' attempts and errors, what was undone."""
+    assert t.scenario.map is not None
+    step = t.scenario.map.step
+    counts = _step(t.view, step).get("map") or {}
+    retried = [
+        f"item {i['index']} {i['status']} after {i['attempt']} attempts "
+        f"(last error {(i.get('error') or {}).get('type')})"
+        for i in t.items
+        if i["attempt"] > 1 or i["status"] == "FAILED"
+    ]
+    acted = len(t.effects)
+    undone = sum(t.effects.values())
+    return (
+        f"{step} {counts.get('status')}, at most {counts.get('max_concurrency')} at once: "
+        f"{render.map_progress(counts) if counts else 'no counts'}"
+        f"{'; ' + '; '.join(retried) if retried else '; every item took one attempt'}"
+        f"; the ledger: {acted} items acted, {undone} of them undone"
+    )
 
 
 def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
@@ -330,6 +442,7 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
                 continue
             if not _operated(t.scenario):  # an operator's thread keeps its view
                 t.view = api.call("GET", f"/workflows/{t.workflow_id}")
+                _show_map(t)
             if t.view.get("status") in TERMINAL:
                 t.finished = now
         if tty:
@@ -366,7 +479,7 @@ def _report(tracked: list[Tracked], threshold: float) -> bool:
     for t in tracked:
         c = _counts(t.view)
         status = t.view["status"]
-        problems[t.scenario.label] = found = _problems(t, threshold)
+        problems[t.scenario.label] = found = _problems(t, threshold) + _map_problems(t)
         good = status == t.scenario.expected and not found
         ok &= good
         mark = "" if good else f"  {render.RED}<- unexpected{render.RESET}"
@@ -389,6 +502,11 @@ def _report(tracked: list[Tracked], threshold: float) -> bool:
     for t in tracked:
         if (story := _story(t)) is not None:
             print(f"  {t.scenario.label}: {story}")
+    mapped = [t for t in tracked if t.scenario.map is not None]
+    if mapped:
+        print(f"\n{render.BOLD}Map steps{render.RESET}")
+    for t in mapped:
+        print(f"  {t.scenario.label}: {_map_story(t)}")
     for label, found in problems.items():
         for problem in found:
             print(f"  {render.RED}{label}: {problem}  <- unexpected{render.RESET}")
@@ -427,23 +545,54 @@ def _scheduled(api: Api, deadline: float) -> Tracked | None:
     return None
 
 
-def _outage(api: Api, stack: LocalStack) -> tuple[list[Tracked], dict[str, Any], list[str]]:
-    """Phase two: the e-mail provider down for OUTAGE_SECONDS while OUTAGE_SCENARIOS reach
-    notify_customer; what the breaker did, and what is wrong with it."""
-    from shepherd_examples.agents import ledger  # the workers' fake services
+@contextlib.contextmanager
+def _workers_ledger(stack: LocalStack) -> Iterator[Any]:
+    """The example ledger the workers' fake services write (shepherd_examples.agents.ledger),
+    for the calls made inside: left set, it would send every later in-process agent of this
+    process (the test suite runs the demo in process) to a file that is gone with the stack."""
+    from shepherd_examples.agents import ledger
 
-    # The workers' own ledger file, for this one call: left set, it would send every later
-    # in-process agent of this process (the test suite runs the demo in process) to a file
-    # that is gone with the stack.
     previous = os.environ.get("SHEPHERD_LEDGER")
     os.environ["SHEPHERD_LEDGER"] = stack.env["SHEPHERD_LEDGER"]
     try:
-        ledger.start_outage("email", OUTAGE_SECONDS)
+        yield ledger
     finally:
         if previous is None:
             del os.environ["SHEPHERD_LEDGER"]
         else:
             os.environ["SHEPHERD_LEDGER"] = previous
+
+
+def _read_maps(api: Api, stack: LocalStack, tracked: list[Tracked]) -> None:
+    """For each map scenario, its items (every page) and what each item's key did in the
+    example ledger, read while the stack still runs."""
+    for t in tracked:
+        expect = t.scenario.map
+        if expect is None:
+            continue
+        path = f"/workflows/{t.workflow_id}/steps/{expect.step}/items"
+        query: dict[str, Any] = {"limit": 100}
+        t.items = []
+        while True:
+            page = api.call("GET", path, query=query)
+            t.items += page["items"]
+            if not page.get("next_token"):
+                break
+            query = {"limit": 100, "next_token": page["next_token"]}
+        # An item's effect is recorded under its idempotency key, <workflow id>:<step>[<i>].
+        own = re.compile(rf"{re.escape(t.workflow_id)}:{re.escape(expect.step)}\[(\d+)\]")
+        with _workers_ledger(stack) as ledger:
+            for service, key, _ in ledger.effects(t.workflow_id):
+                if (matched := own.fullmatch(key)) is not None:
+                    effect = ledger.find(service, key) or {}
+                    t.effects[int(matched.group(1))] = "undone_by" in effect
+
+
+def _outage(api: Api, stack: LocalStack) -> tuple[list[Tracked], dict[str, Any], list[str]]:
+    """Phase two: the e-mail provider down for OUTAGE_SECONDS while OUTAGE_SCENARIOS reach
+    notify_customer; what the breaker did, and what is wrong with it."""
+    with _workers_ledger(stack) as ledger:  # the workers' fake services
+        ledger.start_outage("email", OUTAGE_SECONDS)
     print(
         f"\n{render.BOLD}An outage{render.RESET}: the e-mail provider is down for "
         f"{OUTAGE_SECONDS} s; pool {OUTAGE_POOL} has a circuit breaker {OUTAGE_BREAKER['CircuitBreaker']}",
@@ -499,12 +648,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  watch it in the web console: {console.url}  (while the demo runs)\n", flush=True)
         tracked = []
-        for s in SCENARIOS:
+        # The maps start first: theirs are the longest runs (a pool of their own, a hang, an
+        # unwinding of many items), which then overlap the other starts.
+        for s in sorted(SCENARIOS, key=lambda s: s.map is None):
             payload = s.payload_now()
             workflow_id = _start(api, stack, s, payload)
             _seen.add(workflow_id)
             tracked.append(Tracked(s, workflow_id, time.monotonic(), payload=payload))
+            if s.pause_at_start:
+                _pause_at_start(api, tracked[-1])
             print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
+        tracked.sort(key=lambda t: SCENARIOS.index(t.scenario))  # shown in the scenarios' order
         scheduled = _scheduled(api, time.monotonic() + 30)
         if scheduled is not None:
             tracked.append(scheduled)
@@ -516,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         # The time limit counts from the workflows' start: a slow start-up (a loaded machine)
         # must not eat the time the workflows have.
         _follow(api, tracked, time.monotonic())
+        _read_maps(api, stack, tracked)
         outage, circuit, outage_problems = _outage(api, stack)
         restarts = stack.restarts
     print()

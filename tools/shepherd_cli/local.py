@@ -51,10 +51,14 @@ def free_port() -> int:
 
 
 def _wait_http(url: str, seconds: float) -> None:
+    """Until `url` answers (any status). A server that listens but has not answered yet is
+    waited for, not asked again: the API's first request cold-starts a handler sandbox, and
+    on a busy machine each request given up after a second took another sandbox (up to four,
+    each starting from cold at once), so none answered within the minute."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while (left := deadline - time.monotonic()) > 0:
         try:
-            with urllib.request.urlopen(url, timeout=1):  # noqa: S310 - a local URL we built
+            with urllib.request.urlopen(url, timeout=max(1.0, left)):  # noqa: S310 - ours
                 return
         except urllib.error.HTTPError:
             return  # it answers

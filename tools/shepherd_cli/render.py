@@ -56,6 +56,20 @@ def map_bar(counts: dict[str, Any], width: int = 20) -> str:
     )
 
 
+def map_progress(counts: dict[str, Any]) -> str:
+    """A map step's items by where they are (its `map` in a workflow's view)."""
+    parts = [f"{counts['succeeded']}/{counts['total']} items succeeded"]
+    for key, label in (
+        ("running", "in flight"),
+        ("failed", "failed"),
+        ("cancelled", "cancelled"),
+        ("compensated", "undone"),
+    ):
+        if counts.get(key):
+            parts.append(f"{counts[key]} {label}")
+    return ", ".join(parts)
+
+
 def _rest(step: dict[str, Any]) -> str:
     """A map step's progress, a child-workflow step's child, a person's answer to an Approval
     step, or when a resting Wait (or Approval) ends."""

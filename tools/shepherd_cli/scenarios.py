@@ -1,5 +1,5 @@
 """The demo's workflows: some clean, some with faults injected, one or two for each kind of step
-(conditions, approvals, waits), each with the ending it must reach."""
+(conditions, approvals, waits, maps), each with the ending it must reach."""
 
 from __future__ import annotations
 
@@ -14,6 +14,44 @@ ORDER = {
     "items": [{"sku": "BOOK-42", "qty": 1}, {"sku": "MUG-7", "qty": 2}],
 }
 ENV = {"env_name": "demo-env", "region": "eu-west-1", "size": "medium"}
+# 47 s in chunks of 6 s: eight chunks (the last one 5 s), encoded three at a time.
+VIDEO = {
+    "video_id": "keynote",
+    "source": "s3://uploads/keynote.mov",
+    "duration_seconds": 47,
+    "chunk_seconds": 6,
+    "profile": "1080p",
+}
+VIDEO_CHUNKS = 8
+MAP_STEP = "encode_chunks"  # transcode_video's map step
+FLAKY_CHUNK = 2  # fails twice, then succeeds
+HUNG_CHUNK = 5  # hangs once: timed out by its heartbeat, retried
+CORRUPT_CHUNKS = (4, 6)  # fail for good: one more than encode_chunks tolerates
+
+
+@dataclass(frozen=True)
+class ItemExpect:
+    """What one item of a map must end with: its status, at least this many attempts (faults
+    add attempts; a busy machine may add one, never take one away), and the error type its
+    last failed attempt left (None: no check)."""
+
+    index: int
+    status: str
+    min_attempts: int = 1
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class MapExpect:
+    """How a map step must end: its verdict, its item count, the items named (every other item
+    ends as the verdict implies: SUCCEEDED when the map did), and with `undone`, every item
+    that may have acted undone (the engine's count, and nothing it encoded left behind)."""
+
+    step: str
+    status: str
+    items: int
+    marked: tuple[ItemExpect, ...] = ()
+    undone: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,6 +79,8 @@ class Scenario:
     # Steps that must end in these states, and exactly the compensations that must succeed.
     steps: tuple[tuple[str, str], ...] = ()
     undone: tuple[str, ...] | None = None
+    # A map step's ending, item by item (GET /workflows/{id}/steps/{step}/items).
+    map: MapExpect | None = None
 
     def payload_now(self) -> dict[str, Any]:
         """The input as started now (a reminder's time counts from the start)."""
@@ -212,6 +252,72 @@ SCENARIOS = [
         via_event=True,
     ),
 ]
+
+TRANSCODED = (
+    ("split_video", "SUCCEEDED"),
+    ("encode_chunks", "SUCCEEDED"),
+    ("package_video", "SUCCEEDED"),
+)
+TRANSCODE_SCENARIOS = [
+    Scenario(
+        "video-clean",
+        "transcode_video",
+        VIDEO,
+        "SUCCEEDED",
+        "8 chunks encoded 3 at a time (a Map step), then packaged",
+        steps=TRANSCODED,
+        undone=(),
+        map=MapExpect(MAP_STEP, "SUCCEEDED", VIDEO_CHUNKS),
+    ),
+    Scenario(
+        "video-flaky-chunks",
+        "transcode_video",
+        _faults(
+            {**VIDEO, "video_id": "keynote-flaky"},
+            **{
+                f"{MAP_STEP}[{FLAKY_CHUNK}]": {"mode": "error", "times": 2},
+                f"{MAP_STEP}[{HUNG_CHUNK}]": {"mode": "hang", "times": 1},
+            },
+        ),
+        "SUCCEEDED",
+        f"chunk {FLAKY_CHUNK} fails twice; chunk {HUNG_CHUNK} hangs: heartbeat timeout, retried",
+        steps=TRANSCODED,
+        undone=(),
+        map=MapExpect(
+            MAP_STEP,
+            "SUCCEEDED",
+            VIDEO_CHUNKS,
+            marked=(
+                ItemExpect(FLAKY_CHUNK, "SUCCEEDED", 3, "TransientServiceError"),
+                ItemExpect(HUNG_CHUNK, "SUCCEEDED", 2, "States.HeartbeatTimeout"),
+            ),
+        ),
+    ),
+    Scenario(
+        "video-corrupt-chunks",
+        "transcode_video",
+        _faults(
+            {**VIDEO, "video_id": "keynote-damaged"},
+            **{f"{MAP_STEP}[{i}]": {"mode": "permanent"} for i in CORRUPT_CHUNKS},
+        ),
+        "COMPENSATED",
+        "two corrupt chunks, one past the tolerance: every encoded chunk deleted",
+        steps=(
+            ("split_video", "SUCCEEDED"),
+            ("encode_chunks", "FAILED"),
+            ("package_video", "CANCELLED"),
+        ),
+        undone=("encode_chunks",),
+        map=MapExpect(
+            MAP_STEP,
+            "FAILED",
+            VIDEO_CHUNKS,
+            marked=tuple(ItemExpect(i, "FAILED", 1, "CorruptChunk") for i in CORRUPT_CHUNKS),
+            undone=True,
+        ),
+    ),
+]
+SCENARIOS += TRANSCODE_SCENARIOS
 
 # Phase two of `make demo`: the e-mail provider is down for OUTAGE_SECONDS while these orders
 # reach notify_customer. The `notifications` pool's circuit breaker (OUTAGE_BREAKER) opens after

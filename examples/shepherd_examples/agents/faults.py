@@ -7,6 +7,11 @@ every attempt (set `times` to see a resume after a "fix" succeed). `crash_after_
 effect lands, then the worker dies before it can record anything (the outcome the engine
 cannot know). Only demo agents read `faults`.
 
+In a map step, `"<step>[<index>]"` targets the one item at that index (the notation of the
+item's idempotency key, `<workflow id>:<step>[<index>]`), and `"<step>[<index>]:compensation"`
+its undo; a plain `"<step>"` targets every item. `times` counts the item's own attempts,
+which each item has apart from the others.
+
 `"output_bytes": {"<step>": N}` makes that step return a value of at least N bytes (its
 result plus a `padding` string): a large output, kept in the payload bucket by the engine
 with no change to the agent (docs/architecture.md, Large payloads).
@@ -51,8 +56,12 @@ def _fault(ctx: AgentContext) -> dict[str, Any] | None:
     faults = ctx.input.get("faults") if isinstance(ctx.input, dict) else None
     if not isinstance(faults, dict):
         return None
-    key = ctx.step if ctx.kind == "step" else f"{ctx.step}:compensation"
-    fault = faults.get(key)
+    suffix = "" if ctx.kind == "step" else ":compensation"
+    # A map item's own fault first, then its step's (which applies to every item).
+    keys = [f"{ctx.step}{suffix}"]
+    if ctx.item_index is not None:
+        keys.insert(0, f"{ctx.step}[{ctx.item_index}]{suffix}")
+    fault = next((f for f in map(faults.get, keys) if f is not None), None)
     if not isinstance(fault, dict):
         return None
     default = None if fault.get("mode") == "permanent" else 1

@@ -226,8 +226,8 @@ class StepSpec(TaskSpec):
 
     @property
     def is_task(self) -> bool:
-        """Not a Wait, not an Approval: sent to an agent pool (or, with `Workflow`, a child
-        workflow, which the engine does not run yet)."""
+        """Not a Wait, not an Approval: sent to an agent pool (or, with `Workflow`, run as a
+        child workflow)."""
         return self.wait is None and self.approval is None
 
     @property

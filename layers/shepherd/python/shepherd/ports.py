@@ -104,7 +104,8 @@ class Store(Protocol):
 
     def query_after(self, pk: str, after_sk: str, limit: int) -> ListPage:
         """Items of one table partition whose sort key sorts after `after_sk`, in sort-key
-        order, at most `limit` (a workflow's history, page by page)."""
+        order, at most `limit` (a workflow's history, a map's item units, page by page);
+        consistent: every write made before the call is seen."""
         ...
 
     def count_range(self, index: IndexSpec, partition: str, low: str, high: str, cap: int) -> int:

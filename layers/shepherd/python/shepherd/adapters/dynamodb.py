@@ -427,6 +427,10 @@ class DynamoStore:
             KeyConditionExpression=condition,
             ExpressionAttributeValues=values,
             Limit=limit,
+            # As every read of the table's own items here: a map's output and its undo order
+            # are read right after its items' last writes (an eventually consistent Query may
+            # miss them: the last item's output read as null).
+            ConsistentRead=True,
         )
         items = [i for i in (from_attr(a) for a in response.get("Items", [])) if i]
         return ListPage(items, response.get("LastEvaluatedKey"))

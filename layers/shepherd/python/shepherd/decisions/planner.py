@@ -519,17 +519,16 @@ class _Planner:
                 actions.append(StartCompensation(name))
                 continue
             busy = True
+            spec = definition.spec("compensation", name)
             if comp.fanout is not None and comp.status is StepStatus.RUNNING:
-                spec = definition.spec("compensation", name)
+                # A map's undo, as a running map (`running`): whoever read it may account,
+                # decide and end it; time-based actions stay the supervisor's.
                 actions.extend(self._supervise_map(comp, spec, unwinding=False))
-                continue
-            if comp.child_id is not None:  # the step's child undoing itself: its end decides
+            elif comp.child_id is not None:  # the step's child undoing itself: its end decides
                 actions.extend(
                     self._supervise_child(comp, definition.by_name[name], unwinding=False)
                 )
-                continue
-            if self.options.supervisor:
-                spec = definition.spec("compensation", name)
+            elif self.options.supervisor:
                 actions.extend(self._supervise(comp, spec, unwinding=False))
         if actions or busy or failed is None:
             return actions
