@@ -11,10 +11,11 @@ What a schema cannot say, said here once:
 * Schema-valid requests may still be refused with 400 where a schema cannot say why: a start
   names a definition and must satisfy its InputSchema (deployment data, not the API's schema);
   a `next_token` is only valid if this deployment issued it to this caller for these filters
-  (on `GET /workflows`, on a workflow's `GET .../events` and on `GET /approvals`); a time
-  range may not end before it starts (`GET /workflows`, `GET /workflows/counts`, `GET
-  /workflows/series`; a series' may not start later than now either); and a preview names
-  at most one of a step and a compensation, and a step for any field but `input`.
+  (on `GET /workflows`, on a workflow's `GET .../events`, on a map's `GET .../items` and on
+  `GET /approvals`); a time range may not end before it starts (`GET /workflows`, `GET
+  /workflows/counts`, `GET /workflows/series`; a series' may not start later than now either);
+  and a preview names at most one of a step and a compensation, and a step for any field but
+  `input`.
 * Generated path ids almost never exist: positive cases put a seeded workflow's id (or a
   waiting callback's token) in place of about half of the generated ones, so the 2xx paths
   are exercised too, and the rest still probe unknown ids.
@@ -61,6 +62,7 @@ CONFIG = SchemathesisConfig.from_dict(
                 # The same for a series, whose range may not start later than now either.
                 "GET /workflows/series",
                 "GET /workflows/{workflow_id}/events",
+                "GET /workflows/{workflow_id}/steps/{step}/items",
                 "GET /approvals",
                 # A preview names at most one of step and compensation, and a workflow's own
                 # payload is its input (JSON Schema cannot say either of a query): 400.
@@ -103,6 +105,16 @@ Steps:
 Schedules:
   - {Name: fuzz_nightly, Expression: "cron(0 2 * * ? *)"}
 """
+# A map step, for the items route's success path.
+MAP = """\
+Name: fuzz_map
+Steps:
+  - Name: each
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+    Map: {ItemsPath: $.input.items, MaxConcurrency: 2}
+"""
 
 
 @pytest.fixture
@@ -110,7 +122,7 @@ def seeded(
     stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> dict[str, str]:
     """ALICE's workflow waiting on a callback step: a real workflow id, a live token, and a
-    definition that exists; and her workflow waiting on an Approval step. ALICE is an
+    definition that exists; her workflow waiting on an Approval step; and her map. ALICE is an
     operator (pool and schedule routes reach their success path), and `inventory` has a circuit breaker
     (its circuit route too)."""
     from shepherd.settings import ENV_DEFINITIONS_DIR, ENV_OPERATORS, ENV_POOL_POLICIES
@@ -119,6 +131,7 @@ def seeded(
     definitions = tmp_path / "statemachines"
     shutil.copytree(ROOT / "statemachines", definitions)
     (definitions / "fuzz_review.yaml").write_text(APPROVAL)
+    (definitions / "fuzz_map.yaml").write_text(MAP)
     monkeypatch.setenv(ENV_DEFINITIONS_DIR, str(definitions))
     monkeypatch.setenv(ENV_OPERATORS, ALICE)
     breaker = {
@@ -135,6 +148,9 @@ def seeded(
     _, _, accepted = stack.api(
         "POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER}, caller=ALICE
     )
+    _, _, mapped = stack.api(
+        "POST", "/workflows", body={"type": "fuzz_map", "input": ORDER}, caller=ALICE
+    )
     stack.run_agents()
     assert callback_ship, "the callback step did not start"
     return {
@@ -145,6 +161,8 @@ def seeded(
         "approval_workflow": review["workflow_id"],
         "step": "sign_off",
         "schedule": "fuzz_nightly",
+        "map_workflow": mapped["workflow_id"],
+        "map_step": "each",
     }
 
 
@@ -170,6 +188,11 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
     """Point about half of the positive cases at the seeded workflow, token or definition."""
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
+        return
+    if case.path.endswith("/items") and case.path_parameters:
+        # A map's items: always the seeded map (a generated filter or token may still refuse).
+        case.path_parameters["workflow_id"] = seeded["map_workflow"]
+        case.path_parameters["step"] = seeded["map_step"]
         return
     if "/steps/" in case.path and case.path_parameters:
         # The approval routes: always the workflow waiting for a person, so their success
