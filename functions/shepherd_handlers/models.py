@@ -187,6 +187,13 @@ class MapItemView(BaseModel):
     error: dict[str, Any] | None = None
     output: Any = None
     output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None
+    children: Annotated[
+        list[str],
+        Field(
+            description="A map of child workflows: the ids of the children the item's attempts "
+            "started, oldest first (the last is the current one)"
+        ),
+    ] = []
 
 
 class MapItemsView(BaseModel):
@@ -358,6 +365,10 @@ class WorkflowView(BaseModel):
         str | None, Field(description="A child workflow: the workflow whose step started it")
     ] = None
     parent_step: Annotated[str | None, Field(description="A child workflow: that step")] = None
+    parent_item: Annotated[
+        int | None,
+        Field(description="A child workflow of a map's item: that item's index"),
+    ] = None
     definition_hash: str
     created_at: str
     updated_at: str

@@ -84,15 +84,19 @@ def item_view(row: ItemRow, payloads: Payloads) -> MapItemView:
         error=public_error(unit.error),
         output=output,
         output_ref=output_ref,
+        children=children_of(unit),
     )
 
 
 def children_of(rec: StepRecord) -> list[str]:
-    """A child-workflow step's children, by attempt: their ids derive from the workflow, the
-    step and the attempt (`child_id`), one per attempt that started one."""
+    """A child-workflow step's (or a map of children's item's) children, by attempt: their
+    ids derive from the workflow, the step, the item and the attempt (`child_id`), one per
+    attempt that started one."""
     if rec.child_id is None or rec.kind != "step":
         return []
-    return [child_id(rec.workflow_id, rec.name, None, a) for a in range(1, rec.attempt + 1)]
+    ids = [child_id(rec.workflow_id, rec.name, rec.index, a) for a in range(1, rec.attempt + 1)]
+    # A retry queued before its child started: the current child is still the last attempt's.
+    return ids[: ids.index(rec.child_id) + 1] if rec.child_id in ids else ids
 
 
 def step_view(
@@ -195,6 +199,7 @@ def workflow_view(
         status=wf.status.value,
         parent_id=wf.parent_id,
         parent_step=wf.parent_step,
+        parent_item=wf.parent_item,
         definition_hash=wf.def_hash,
         created_at=iso(wf.created_at) or "",
         updated_at=iso(wf.updated_at) or "",

@@ -418,6 +418,11 @@ def test_a_person_approves_from_the_inbox_and_rejects_from_the_workflow_page(
     )
     assert (review["status"], review["decision"]["verdict"]) == ("FAILED", "rejected")
     assert review["decision"]["comment"] == "card reported stolen"
+    # The answer is on the page too: who, when, and the comment (issue 29.9).
+    decision = page.locator("#item-step-fraud_review .decision")
+    expect(decision).to_have_attribute("data-verdict", "rejected")
+    expect(decision).to_contain_text("rejected by ")
+    expect(decision).to_contain_text(": “card reported stolen”")
 
 
 def test_the_list_filters_pages_and_finds_by_id_or_idempotency_key(page: Any, api: Api) -> None:
@@ -488,6 +493,17 @@ def test_definitions_show_each_graph_and_every_field(page: Any) -> None:
     expect(page.locator("h2#def-title")).to_have_text("order_fulfilment")
     notify = page.locator('section[data-step="notify_customer"]')
     expect(field(notify, "Compensation")).to_have_text("none")
+    # An Approval and a Wait say what they are, in the graph and on their cards (issue 29.9).
+    order = page.locator(".definition svg.dag")
+    expect(order).not_to_contain_text("undefined")
+    review = order.locator('g.node[data-name="fraud_review"]')
+    expect(review.locator("text.node-status")).to_have_text("approval by a person")
+    expect(review).to_have_attribute("data-step-kind", "approval")
+    reminder = order.locator('g.node[data-name="until_reminder"] text.node-status')
+    expect(reminder).to_have_text("wait until $.input.remind_at")
+    review_card = page.locator('section[data-step="fraud_review"]')
+    expect(field(review_card, "Approval")).to_have_text("answered within 3600 s by the owner")
+    expect(field(review_card, "Condition")).to_contain_text('"NumericGreaterThan":1000')
 
 
 @pytest.mark.parametrize("width", [1280, 400])

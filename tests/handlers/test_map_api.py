@@ -112,3 +112,73 @@ def test_item_pages_are_the_callers_and_refuse_what_is_not_theirs(stack: Stack) 
         status, _, reply = stack.api("GET", path, query=query, caller=ALICE)
         assert status == 400, (query, reply)
         assert set(reply) == {"error"}
+
+
+CHILD = """\
+Name: one_reservation
+Comment: A test definition (handlers) - a child workflow of reservations.
+Steps:
+  - Name: reserve
+    Agent: reserve_inventory
+    Pool: inventory
+    TimeoutSeconds: 10
+"""
+PARENT = """\
+Name: reservations
+Comment: A test definition (handlers) - one child, and a map of children.
+Steps:
+  - Name: whole
+    Workflow: one_reservation
+    TimeoutSeconds: 60
+  - Name: each_order
+    Workflow: one_reservation
+    TimeoutSeconds: 60
+    Map: {ItemsPath: $.input.orders, MaxConcurrency: 2}
+"""
+ORDERS = {
+    "items": [{"sku": "A", "qty": 1}],
+    "orders": [{"items": [{"sku": f"O{i}", "qty": 1}]} for i in range(3)],
+}
+
+
+def test_children_are_named_on_their_parent_and_their_parent_on_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A child-workflow step and each item of a map of children name their children (the
+    console links them); a child names its parent, the step and, for an item's child, the
+    item (`parent_item`)."""
+    files = {"one_reservation.yaml": CHILD, "reservations.yaml": PARENT}
+    with stack_with_definitions(monkeypatch, tmp_path, files) as stack:
+        reply = stack.api(
+            "POST", "/workflows", body={"type": "reservations", "input": ORDERS}, caller=ALICE
+        )[2]
+        wf = str(reply["workflow_id"])
+        for _ in range(30):
+            stack.run_agents(rounds=20)
+            stack.sweep()
+            view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
+            if view["status"] == "SUCCEEDED":
+                break
+        assert view["status"] == "SUCCEEDED", view
+        whole = next(s for s in view["steps"] if s["name"] == "whole")
+        assert len(whole["children"]) == 1
+        child = stack.api("GET", f"/workflows/{whole['children'][0]}", caller=ALICE)[2]
+        assert (child["parent_id"], child["parent_step"], child["parent_item"]) == (
+            wf,
+            "whole",
+            None,
+        )
+        assert child["status"] == "SUCCEEDED"
+
+        page = stack.api("GET", f"/workflows/{wf}/steps/each_order/items", caller=ALICE)[2]
+        assert [i["index"] for i in page["items"]] == [0, 1, 2]
+        for item in page["items"]:
+            assert len(item["children"]) == 1, item
+            child = stack.api("GET", f"/workflows/{item['children'][0]}", caller=ALICE)[2]
+            assert (child["parent_id"], child["parent_step"], child["parent_item"]) == (
+                wf,
+                "each_order",
+                item["index"],
+            )
+        # A map of agents' items start no children.
+        assert view["parent_id"] is None and view["parent_item"] is None

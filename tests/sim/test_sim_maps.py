@@ -232,7 +232,8 @@ BROKEN = [
         "an item claimed and ended without success was never undone in a COMPENSATED workflow",
     ),
     Broken(
-        0,
+        # Seed 0 reached it before the supervisor looked ahead (which moved its timings).
+        3,
         "item_compensation",
         _undo_every_item_written,
         "an item cancelled before it was claimed was compensated",

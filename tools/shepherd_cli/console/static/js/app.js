@@ -18,7 +18,7 @@ function route() {
   const [path, queryText = ""] = raw.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const query = Object.fromEntries(new URLSearchParams(queryText));
-  if (parts[0] === "workflows" && parts.length === 2) return { page: workflowPage, args: { id: parts[1] }, nav: "workflows" };
+  if (parts[0] === "workflows" && parts.length === 2) return { page: workflowPage, args: { id: parts[1], query }, nav: "workflows" };
   if (parts[0] === "workflows" && parts.length === 1) return { page: workflowsPage, args: { query }, nav: "workflows" };
   if (parts[0] === "definitions") return { page: definitionsPage, args: { name: parts[1] || null }, nav: "definitions" };
   if (parts[0] === "pools") return { page: poolsPage, args: {}, nav: "pools" };
@@ -72,8 +72,12 @@ async function render() {
     const heading = main.querySelector("h1");
     document.title = heading ? `${heading.textContent} · Shepherd console` : "Shepherd console";
     // After a navigation, focus the new page's heading (keyboard and screen reader users
-    // land on it, as on a page load).
-    if (heading && navigated) heading.focus();
+    // land on it, as on a page load), or the part of it the page names (a map's items,
+    // after paging them).
+    if (navigated && ctx.focusOn) {
+      ctx.focusOn.focus({ preventScroll: true });
+      ctx.focusOn.scrollIntoView({ block: "start" });
+    } else if (heading && navigated) heading.focus();
     navigated = true;
   }
 }

@@ -16,7 +16,8 @@ const PAD = 12;
 
 let instances = 0;
 
-export const STEP_STATUSES = ["PENDING", "QUEUED", "RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED"];
+export const STEP_STATUSES = ["PENDING", "QUEUED", "RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED"];
+const STATUS_CHAR_W = 6.9; // an 11.5 px status line's widest average character
 
 // Full names, never cut (issue 29): the boxes grow to the longest one (see drawGraph).
 const clip = (text) => text;
@@ -44,6 +45,58 @@ function statusText(item, fallback) {
   return `${item.status}${attempt}`;
 }
 
+/** What runs a step: a task, a map (of agents or of child workflows), a child workflow, a
+    Wait or an Approval (docs/definitions.md). */
+export function stepKind(st) {
+  if (st.Map) return st.Workflow ? "map-of-children" : "map";
+  if (st.Workflow) return "child";
+  if (st.Wait) return "wait";
+  if (st.Approval) return "approval";
+  return "task";
+}
+
+function waitText(wait) {
+  if (wait.Seconds !== undefined && wait.Seconds !== null) return `wait ${wait.Seconds} s`;
+  if (wait.Until) return `wait until ${wait.Until}`;
+  return `wait until ${wait.UntilPath}`;
+}
+
+/** A step's second line in a definition's graph: where and what it runs. */
+export function definitionLine(st) {
+  switch (stepKind(st)) {
+    case "map":
+      return `map · ${st.Pool} · ${st.Agent}`;
+    case "map-of-children":
+      return `map of child workflows ${st.Workflow}`;
+    case "child":
+      return `child workflow ${st.Workflow}`;
+    case "wait":
+      return waitText(st.Wait);
+    case "approval":
+      return "approval by a person";
+    default:
+      return `${st.Pool} · ${st.Agent}`;
+  }
+}
+
+const KIND_WORDS = { map: "map", "map-of-children": "map of child workflows", child: "child workflow", wait: "wait", approval: "approval" };
+
+/** A step's second line in a workflow's graph: its status, and for a map its items. */
+function viewLine(st, item) {
+  const kind = stepKind(st);
+  const m = item?.map;
+  if (m) return `${item.status} · ${m.succeeded.toLocaleString()}/${m.total.toLocaleString()} items${m.failed ? ` · ${m.failed.toLocaleString()} failed` : ""}`;
+  const text = statusText(item, "PENDING");
+  return kind === "task" ? text : `${KIND_WORDS[kind]} · ${text}`;
+}
+
+/** The widest a step's second line gets (a map's counts at their full width), in characters. */
+function widestLine(st, item) {
+  if (!item?.map) return viewLine(st, item).length;
+  const m = item.map;
+  const full = { ...m, succeeded: m.total, failed: m.total };
+  return viewLine(st, { ...item, map: full }).length;
+}
 /**
  * The graph of `definition` (the API's `definition` object, ASL field names).
  * `view` (optional): a workflow view; `onSelect(kind, name)`: a box was chosen (click, Enter).
@@ -52,8 +105,11 @@ export function drawGraph(definition, { view, onSelect } = {}) {
   instances += 1;
   const id = `g${instances}`;
   const steps = definition.Steps || [];
+  const stepsByName = new Map((view?.steps || []).map((x) => [x.name, x]));
+  const compsByName = new Map((view?.compensations || []).map((x) => [x.name, x]));
   const longest = Math.max(0, ...steps.flatMap((st) => [st.Name.length, st.Compensation ? `undo: ${st.Compensation.Agent}`.length + 2 : 0]));
-  NODE_W = Math.max(MIN_NODE_W, Math.ceil(longest * CHAR_W) + 24);
+  const longestLine = Math.max(0, ...steps.map((st) => (view ? widestLine(st, stepsByName.get(st.Name)) : definitionLine(st).length)));
+  NODE_W = Math.max(MIN_NODE_W, Math.ceil(longest * CHAR_W) + 24, Math.ceil(longestLine * STATUS_CHAR_W) + 24);
   const col = depths(steps);
   const columns = [];
   for (const st of steps) (columns[col.get(st.Name)] ||= []).push(st);
@@ -62,8 +118,6 @@ export function drawGraph(definition, { view, onSelect } = {}) {
   const rows = Math.max(1, ...columns.map((c) => (c ? c.length : 0)));
   const width = PAD * 2 + columns.length * NODE_W + Math.max(0, columns.length - 1) * COL_GAP;
   const height = PAD * 2 + rows * blockH + (rows - 1) * ROW_GAP;
-  const stepsByName = new Map((view?.steps || []).map((x) => [x.name, x]));
-  const compsByName = new Map((view?.compensations || []).map((x) => [x.name, x]));
 
   const pos = new Map();
   columns.forEach((column, c) => {
@@ -118,8 +172,10 @@ export function drawGraph(definition, { view, onSelect } = {}) {
     const { x, y } = pos.get(st.Name);
     const item = stepsByName.get(st.Name);
     const status = view ? item?.status || "PENDING" : "NONE";
-    const second = view ? statusText(item, "PENDING") : `${st.Pool} · ${st.Agent}`;
-    svg.append(box("step", st.Name, st.Name, second, status, x, y, NODE_W, NODE_H, onSelect));
+    const second = view ? viewLine(st, item) : definitionLine(st);
+    const kind = stepKind(st);
+    const g = box("step", st.Name, st.Name, second, status, x, y, NODE_W, NODE_H, onSelect, { kind, map: item?.map });
+    svg.append(g);
     if (st.Compensation) {
       const comp = compsByName.get(st.Name);
       const compStatus = view ? comp?.status || "NOT_STARTED" : "NONE";
@@ -134,14 +190,40 @@ export function drawGraph(definition, { view, onSelect } = {}) {
   return h("div", { class: "dag-wrap" }, svg);
 }
 
-function box(kind, name, title, second, status, x, y, w, hgt, onSelect) {
-  const label = kind === "step" ? `Step ${name}: ${second}` : `Compensation of ${name}: ${second}`;
+/** A map's items as a thin bar along a node's foot: a part per status (the words are in the
+    node's label and on the page). */
+function nodeBar(m, w, hgt) {
+  const x0 = 10;
+  const width = w - 20;
+  const y = hgt - 8;
+  const parts = [
+    ["succeeded", m.succeeded],
+    ["failed", m.failed],
+    ["cancelled", m.cancelled],
+    ["running", m.running],
+  ];
+  const g = s("g", { class: "node-bar", "aria-hidden": "true" }, s("rect", { class: "node-bar-track", x: x0, y, width, height: 4, rx: 1.5 }));
+  let at = x0;
+  for (const [key, n] of parts) {
+    if (n <= 0) continue;
+    const part = (width * n) / Math.max(1, m.total);
+    g.append(s("rect", { class: `node-bar-part part-${key}`, x: at.toFixed(2), y, width: Math.max(1, part).toFixed(2), height: 4, "data-part": key }));
+    at += part;
+  }
+  return g;
+}
+
+function box(kind, name, title, second, status, x, y, w, hgt, onSelect, { kind: stepKindName = "task", map = null } = {}) {
+  const what = { map: "a map", "map-of-children": "a map of child workflows", child: "a child workflow", wait: "a wait", approval: "an approval" }[stepKindName];
+  const counts = map ? ` · ${map.succeeded} succeeded, ${map.failed} failed, ${map.cancelled} cancelled, ${map.running} in flight, ${map.pending} not started of ${map.total} items` : "";
+  const label = kind === "step" ? `Step ${name}${what ? ` (${what})` : ""}: ${second}${counts}` : `Compensation of ${name}: ${second}`;
   const g = s("g", {
     class: `node ${kind} st-${status}`,
     transform: `translate(${x} ${y})`,
     "data-kind": kind,
     "data-name": name,
     "data-status": status,
+    "data-step-kind": kind === "step" ? stepKindName : null,
     "aria-label": label,
   });
   if (onSelect) {
@@ -161,8 +243,9 @@ function box(kind, name, title, second, status, x, y, w, hgt, onSelect) {
     s("title", {}, label),
     s("rect", { width: w, height: hgt, rx: 7, ry: 7 }),
     s("text", { x: 10, y: kind === "step" ? 20 : 16, class: "node-name" }, clip(title)),
-    s("text", { x: 10, y: kind === "step" ? 38 : 31, class: "node-status" }, clip(second)),
+    s("text", { x: 10, y: kind === "step" ? (map ? 35 : 38) : 31, class: "node-status" }, clip(second)),
   );
+  if (map) g.append(nodeBar(map, w, hgt));
   return g;
 }
 

@@ -168,6 +168,13 @@ function node(value, depth, key, folded = false, links = null, preview = null) {
   );
 }
 
+/** A large payload's download link alone (no preview: a map item's output, which the
+    preview route does not read), or its data as text when it is no link to follow. */
+export function refLink(ref) {
+  const safe = payloadRef(ref);
+  return safe ? payloadLink(safe, null) : node(ref, 1, "ref");
+}
+
 /** A large payload's link and preview, or (a link the console will not follow) its data as
     text. `preview`: where its preview is read ({workflowId, field, step?, compensation?}). */
 function refView(ref, preview = null) {

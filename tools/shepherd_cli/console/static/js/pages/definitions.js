@@ -3,7 +3,7 @@
 
 import { get, seg } from "../api.js";
 import { fields, h, replace } from "../dom.js";
-import { drawGraph } from "../graph.js";
+import { definitionLine, drawGraph, stepKind } from "../graph.js";
 import { jsonView } from "../json.js";
 
 const seconds = (n) => (n === undefined || n === null ? "—" : `${n} s`);
@@ -28,22 +28,50 @@ function compensationText(c) {
   return `${c.Agent} on ${c.Pool}; timeout ${seconds(c.TimeoutSeconds)}, heartbeat ${seconds(c.HeartbeatSeconds)}; retry: ${retryText(c.Retry)}; when ${c.When || "ATTEMPTED"}`;
 }
 
+/** A Map block in one line: "each of $.input.items, at most 20 at once; tolerates 1 failed". */
+export function mapText(m) {
+  if (!m) return null;
+  const tolerated = [
+    m.ToleratedFailurePercentage !== undefined && m.ToleratedFailurePercentage !== null ? `${m.ToleratedFailurePercentage} %` : null,
+    m.ToleratedFailureCount !== undefined && m.ToleratedFailureCount !== null ? `${m.ToleratedFailureCount} failed` : null,
+  ].filter(Boolean);
+  return `each item of ${m.ItemsPath}, at most ${m.MaxConcurrency ?? 100} at once; ${tolerated.length ? `tolerates ${tolerated.join(" and ")}` : "no failure tolerated"}`;
+}
+
+const KINDS = {
+  task: "task",
+  map: "map: the agent runs once per item",
+  "map-of-children": "map of child workflows: one child per item",
+  child: "child workflow",
+  wait: "wait",
+  approval: "approval by a person",
+};
+
 function stepCard(def, st) {
   const c = st.Compensation;
+  const kind = stepKind(st);
+  const approval = st.Approval;
   return h(
     "section",
     { class: "step-card", "data-step": st.Name, "aria-label": `Step ${st.Name}` },
     h("h4", {}, st.Name),
     st.Comment ? h("p", { class: "muted" }, st.Comment) : null,
     fields([
+      ["Kind", KINDS[kind]],
       ["Agent", st.Agent],
       ["Pool", st.Pool],
+      ["Workflow", st.Workflow ? h("a", { href: `#/definitions/${seg(st.Workflow)}` }, st.Workflow) : null],
+      ["Map", mapText(st.Map)],
+      ["Wait", kind === "wait" ? definitionLine(st) : null],
+      ["Approval", approval ? `answered within ${seconds(approval.TimeoutSeconds)}${approval.Approvers?.length ? ` by the owner or ${approval.Approvers.join(", ")}` : " by the owner"}` : null],
       ["DependsOn", (st.DependsOn || []).join(", ") || "—"],
-      ["TimeoutSeconds", seconds(st.TimeoutSeconds)],
-      ["HeartbeatSeconds", seconds(st.HeartbeatSeconds)],
-      ["Retry", retryText(st.Retry)],
+      ["InputPath", st.InputPath],
+      ["Condition", st.Condition ? h("code", {}, JSON.stringify(st.Condition)) : null],
+      ["TimeoutSeconds", st.TimeoutSeconds === undefined ? null : seconds(st.TimeoutSeconds)],
+      ["HeartbeatSeconds", kind === "task" || kind === "map" ? seconds(st.HeartbeatSeconds) : null],
+      ["Retry", kind === "wait" || kind === "approval" ? null : retryText(st.Retry)],
       ["OnFailure", st.OnFailure || `${def.OnFailure || "COMPENSATE"} (the definition's)`],
-      ["Compensation", compensationText(c)],
+      ["Compensation", kind === "child" ? "none (the child undoes itself)" : kind === "wait" || kind === "approval" ? null : compensationText(c)],
     ]),
   );
 }

@@ -6,8 +6,9 @@ import { answerButtons, awaitsAnswer } from "../approvals.js";
 import { ApiError, get, post, seg } from "../api.js";
 import { confirmAction, showOutcome } from "../confirm.js";
 import { ago, badge, duration, fields, h, redraw, replace, table, time } from "../dom.js";
-import { STEP_STATUSES, drawGraph, legend } from "../graph.js";
+import { STEP_STATUSES, drawGraph, legend, stepKind } from "../graph.js";
 import { jsonView } from "../json.js";
+import { itemsHash, mapProgress, mapSection } from "../mapitems.js";
 import { liveToggle } from "./workflows.js";
 
 export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"]);
@@ -161,6 +162,14 @@ function rootCause(view) {
   );
 }
 
+/** Who ends a unit's attempt when the supervisor does not: its agent, its child workflow
+    (a child-workflow step), or its items' verdict (a map step). */
+function endedBy(kind, item) {
+  if (item.children?.length) return "child workflow";
+  if (kind === "step" && item.map) return "its items";
+  return "agent";
+}
+
 /** Every attempt of every step and compensation, in the order they started. */
 export function attemptRows(view) {
   const rows = [];
@@ -179,7 +188,7 @@ export function attemptRows(view) {
           ended: a.at,
           error: a.error,
           message: a.message,
-          by: a.outcome.endsWith("timeout") ? "supervisor" : a.outcome === "input_replaced" ? `operator ${a.by || ""}`.trim() : "agent",
+          by: a.outcome.endsWith("timeout") ? "supervisor" : a.outcome === "input_replaced" ? `operator ${a.by || ""}`.trim() : endedBy(kind, item),
         });
       }
       if (IN_FLIGHT.has(item.status) && item.attempt > 0) {
@@ -209,7 +218,15 @@ function fallbackDefinition(view) {
   const comps = new Set(view.compensations.map((c) => c.name));
   return {
     Name: view.type,
-    Steps: view.steps.map((st) => ({ Name: st.name, DependsOn: [], Agent: "?", Pool: "?", Compensation: comps.has(st.name) ? { Agent: "?", Pool: "?" } : undefined })),
+    Steps: view.steps.map((st) => ({
+      Name: st.name,
+      DependsOn: [],
+      Agent: "?",
+      Pool: "?",
+      Map: st.map ? {} : undefined,
+      Workflow: st.children?.length ? "?" : undefined,
+      Compensation: comps.has(st.name) ? { Agent: "?", Pool: "?" } : undefined,
+    })),
   };
 }
 
@@ -283,8 +300,43 @@ function present(value, ref) {
   return (value !== null && value !== undefined) || Boolean(ref);
 }
 
-function itemDetails(kind, item, workflowId) {
+/** An Approval's answer in words: "APPROVED by ops at 12:03:04.120: “looks fine”". */
+function decisionText(decision) {
+  if (!decision) return null;
+  const at = Number.isFinite(decision.at) ? new Date(decision.at).toISOString() : decision.at;
+  return h(
+    "span",
+    { class: "decision", "data-verdict": decision.verdict || "" },
+    h("strong", {}, String(decision.verdict || "answered")),
+    decision.by ? ` by ${decision.by}` : "",
+    at ? [" at ", time(at, { date: true })] : "",
+    decision.comment ? `: “${decision.comment}”` : "",
+  );
+}
+
+/** A child-workflow step's children: the current one, and the earlier attempts' (issue 24). */
+function childLinks(item) {
+  const ids = item.children || [];
+  if (!ids.length) return [];
+  const link = (id) => h("a", { href: `#/workflows/${seg(id)}`, class: "mono", "data-child": id }, id);
+  return [
+    ["Child workflow", h("span", { id: `child-of-${item.name}`, class: "current-child" }, link(ids[ids.length - 1]), h("span", { class: "muted" }, ` (attempt ${ids.length}, the current one)`))],
+    [
+      "Earlier children",
+      ids.length > 1
+        ? h(
+            "ul",
+            { class: "earlier-children", id: `earlier-children-${item.name}` },
+            ids.slice(0, -1).map((id, i) => h("li", {}, link(id), h("span", { class: "muted" }, ` (attempt ${i + 1})`))),
+          )
+        : null,
+    ],
+  ];
+}
+
+function itemDetails(kind, item, workflowId, spec = null) {
   const key = `${kind}:${item.name}`;
+  const stepType = kind === "step" && spec ? stepKind(spec) : "task";
   // Where a large payload of this step (or compensation) is previewed from.
   const source = (field) => (workflowId ? { workflowId, [kind === "step" ? "step" : "compensation"]: item.name, field } : null);
   const retryWait = item.available_at && item.available_at !== item.dispatched_at;
@@ -305,6 +357,10 @@ function itemDetails(kind, item, workflowId) {
         ["Last heartbeat", item.heartbeat_at && time(item.heartbeat_at)],
         ["Finished", item.finished_at && time(item.finished_at)],
         ["Next deadline", deadlineText(item.next_deadline)],
+        [stepType === "approval" ? "Answer due by" : "Wakes", item.wake_at && time(item.wake_at, { date: true })],
+        ["Decision", decisionText(item.decision)],
+        ["Items", item.map ? h("div", {}, mapProgress(item.map), h("a", { href: itemsHash(workflowId, item.name), "data-items-link": item.name }, "Page through the items")) : ""],
+        ...childLinks(item),
       ]),
       // The full text (message uncut, traceback) read through the API and shown as text.
       item.error ? jsonView("Error", item.error, { key: `${key}:error` }) : null,
@@ -376,7 +432,41 @@ function nextActs(view) {
   );
 }
 
-export async function workflowPage(ctx, { id }) {
+/** Each child-workflow step's current child, as a link (the earlier ones are in its details). */
+function childrenSummary(view) {
+  const parents = view.steps.filter((st) => st.children?.length);
+  if (!parents.length) return "";
+  return h(
+    "ul",
+    { class: "children-summary", id: "children-summary" },
+    parents.map((st) => {
+      const current = st.children[st.children.length - 1];
+      return h(
+        "li",
+        { "data-step": st.name },
+        h("span", { class: "step-name" }, st.name),
+        ": ",
+        h("a", { href: `#/workflows/${seg(current)}`, class: "mono", "data-child": current }, current),
+        st.children.length > 1 ? h("span", { class: "muted" }, ` (attempt ${st.children.length}; ${st.children.length - 1} earlier in its details)`) : null,
+      );
+    }),
+  );
+}
+
+/** The workflow a child workflow's step started it from, as a link (issue 24). */
+function parentLine(view) {
+  if (!view.parent_id) return null;
+  const item = view.parent_item !== null && view.parent_item !== undefined ? `, item ${view.parent_item}` : "";
+  return h(
+    "p",
+    { class: "lineage", id: "parent-link" },
+    "A child workflow of ",
+    h("a", { href: `#/workflows/${seg(view.parent_id)}`, class: "mono", "data-parent": view.parent_id }, view.parent_id),
+    ` (step ${view.parent_step}${item}).`,
+  );
+}
+
+export async function workflowPage(ctx, { id, query = {} }) {
   let view = (await get(`/workflows/${seg(id)}`)).data;
   let definition = null;
   let definitionNote = "";
@@ -395,6 +485,16 @@ export async function workflowPage(ctx, { id }) {
     paintLive();
     if (on) refresh();
   });
+  const shown = definition?.definition || fallbackDefinition(view);
+  const specs = new Map((shown.Steps || []).map((st) => [st.Name, st]));
+  // Each map step's progress and items (the URL's `items` names the one being paged).
+  const maps = new Map();
+  for (const st of shown.Steps || []) {
+    const seen = view.steps.find((x) => x.name === st.Name);
+    if (!st.Map && !seen?.map) continue;
+    const state = query.items === st.Name ? query : {};
+    maps.set(st.Name, mapSection(ctx, { workflowId: view.workflow_id, step: st.Name, state, live: () => live.isOn(), children: Boolean(st.Workflow) }));
+  }
   const liveState = h("span", { class: "muted", id: "live-state" });
   const paintLive = () =>
     replace(liveState, TERMINAL.has(view.status) ? "Finished: not refreshing." : live.isOn() ? "Live: refreshing every second." : "Live refresh is off.");
@@ -407,6 +507,7 @@ export async function workflowPage(ctx, { id }) {
   const timelineHost = h("div", { id: "timeline" });
   const dataHost = h("div", { id: "data" });
   const itemsHost = h("div", { id: "items" });
+  const mapsHost = h("div", { id: "maps" });
   const eventsHost = h("div", { id: "events" });
   const problem = h("p", { class: "problem", role: "alert" });
   let lastText = "";
@@ -453,6 +554,7 @@ export async function workflowPage(ctx, { id }) {
         ["Paused at", view.paused_at && time(view.paused_at, { date: true })],
         ["Pause times out", view.pause_timeout_at && ago(view.pause_timeout_at)],
         ["Supervisor acts next", nextActs(view)],
+        ["Child workflows", childrenSummary(view)],
         ["Redrives", view.redrives ? String(view.redrives) : ""],
         ["Definition", h("code", { title: view.definition_hash }, view.definition_hash.slice(0, 12))],
       ]),
@@ -492,7 +594,6 @@ export async function workflowPage(ctx, { id }) {
           )
         : null,
     );
-    const shown = definition?.definition || fallbackDefinition(view);
     redraw(
       graphHost,
       definitionNote ? h("p", { class: "note" }, definitionNote) : null,
@@ -508,9 +609,10 @@ export async function workflowPage(ctx, { id }) {
       jsonView("Output", view.output, { key: "wf:output", links: view.output_ref, preview: (step) => ({ workflowId: view.workflow_id, step, field: "output" }), empty: view.status === "SUCCEEDED" ? "null" : "none yet (a workflow has an output once it SUCCEEDED)" }),
       view.error ? jsonView("Error", view.error, { key: "wf:error" }) : null,
     );
+    for (const [name, section] of maps) section.update(view.steps.find((x) => x.name === name), TERMINAL.has(view.status));
     redraw(
       itemsHost,
-      view.steps.map((st) => itemDetails("step", st, view.workflow_id)),
+      view.steps.map((st) => itemDetails("step", st, view.workflow_id, specs.get(st.name))),
       view.compensations.length ? h("h3", { class: "sub" }, "Compensations") : null,
       view.compensations.map((c) => itemDetails("compensation", c, view.workflow_id)),
     );
@@ -579,20 +681,26 @@ export async function workflowPage(ctx, { id }) {
   replace(
     ctx.main,
     h("p", { class: "crumbs" }, h("a", { href: "#/workflows" }, "← Workflows")),
-    h("h1", { tabindex: "-1" }, "Workflow ", h("code", { class: "wf-id" }, view.workflow_id)),
+    h("h1", { tabindex: "-1" }, view.parent_id ? "Child workflow " : "Workflow ", h("code", { class: "wf-id" }, view.workflow_id)),
+    parentLine(view),
     h("div", { class: "toolbar" }, live.button, liveState),
     problem,
     bannerHost,
     summary,
     h("section", { "aria-labelledby": "h-actions" }, h("h2", { id: "h-actions" }, "Actions"), answers, actions, outcome),
     h("section", { "aria-labelledby": "h-graph" }, h("h2", { id: "h-graph" }, "Steps"), graphHost),
+    maps.size ? h("section", { "aria-labelledby": "h-maps" }, h("h2", { id: "h-maps" }, "Map items"), mapsHost) : null,
     h("section", { "aria-labelledby": "h-timeline" }, h("h2", { id: "h-timeline" }, "Attempts"), timelineHost),
     h("section", { "aria-labelledby": "h-data" }, h("h2", { id: "h-data" }, "Input and output"), dataHost),
     h("section", { "aria-labelledby": "h-items" }, h("h2", { id: "h-items" }, "Step details"), itemsHost),
     h("section", { "aria-labelledby": "h-events" }, h("h2", { id: "h-events" }, "Events"), eventsHost),
   );
   lastText = JSON.stringify(view);
+  replace(mapsHost, [...maps.values()].map((section) => section.node));
   draw();
+  // Came here by paging (or filtering) a map's items: the keyboard lands on that table.
+  const paged = maps.get(query.items);
+  if (paged) ctx.focusOn = paged.heading;
   loadHistory().catch((exc) => {
     if (ctx.alive) redraw(eventsHost, h("p", { class: "problem" }, `The history could not be read: ${exc.describe ? exc.describe() : exc}`));
   });
