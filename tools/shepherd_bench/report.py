@@ -895,8 +895,17 @@ def _coldstart(results: dict[str, Any]) -> list[str]:
     ]
 
 
+MAP_KEY_KINDS = (
+    ("look", "a look"),
+    ("claim", "a claim"),
+    ("view", "GET workflow"),
+    ("items", "GET items"),
+)
+
+
 def _maps(results: dict[str, Any]) -> list[str]:
-    """Map items (issue 24): the map protocol's requests per item, priced, beside a step."""
+    """Map items (issue 24): the engine's maps through the handlers, priced per item beside a
+    plain step and Step Functions; the keys a look, a claim and the console's reads take."""
     maps = results.get("maps")
     if not maps:
         return []
@@ -904,26 +913,98 @@ def _maps(results: dict[str, Any]) -> list[str]:
     lines = [
         "## Map items (issue 24)",
         "",
-        "The map protocol (`shepherd_sim.mapsim`, fault-free: open, claim, result, accounting "
-        "with refill, verdict) on DynamoDB (moto) under the request meter, priced as a plain "
-        "step's core is (one agent invocation, a send and the event source's receive and delete "
-        "per item; items announce no events). The engine does not run maps on this branch: "
-        "these are the protocol's requests; the map's opening and output assembly (once per "
-        "map) are not in them. `tools/shepherd_bench/maps.py`.",
+        "The engine's maps through the real Lambda handlers on moto under the request meter, "
+        "as a plain step is measured (`tools/shepherd_bench/maps.py`): a workflow of one map "
+        'step over N small items (`{"id": "item-000042"}`, a small output each), '
+        "started through the API handler, every message through the agent handler, the "
+        "supervisor swept on its deployed schedule, the relay on the table's stream. Time "
+        "moves in rounds: the messages visible at a round's start are delivered "
+        f"{maps.get('hop_ms', 50)} ms later in invocations of up to 10 (as the event source "
+        f"batches them), and each item takes {maps.get('item_ms', 70)} ms. Priced as the plain "
+        "step is, worst case: an invocation, a receive and a delete per message. *Items alone*: "
+        "what each item's messages, claim, result and accounting cost, the first window's "
+        "messages and the supervisor's looks at the running map included; *per map*: the "
+        "start, the opening (the map step's message and claim, the items pages, counters and "
+        "first window) and the end (the verdict, the output assembled from the item "
+        "partitions, the step's and the workflow's ends); *all in*: both, the map's share "
+        "spread over its items, as a plain step's share of its workflow's start and end is in "
+        "its price. S3: each of the window's C sandboxes reads an items page once (the bench's "
+        "one process read it once).",
         "",
-        "| items | MaxConcurrency | WRU / item | RRU / item | $ / M items (core) | vs a plain step"
-        f"{f' (${plain:.2f} / M)' if plain else ''} | most keys read: claim |",
-        "|---|---|---|---|---|---|---|",
+        "| items | MaxConcurrency | WRU / item | RRU / item | sends / item | items alone "
+        "($ / M) | per map ($ / M maps) | all in ($ / M items) | vs a plain step"
+        f"{f' (${plain:.2f} / M)' if plain else ''} | looks | most keys read: look, claim, "
+        "GET workflow, GET items |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in maps["rows"]:
         units = row["units_per_item"]
         ratio = row.get("ratio_to_plain_step")
+        keys = row["max_keys_read"]
+        alone = row.get("usd_per_million_items_variable", row["usd_per_million_items"])
+        fixed = row.get("fixed_usd_per_map")
         lines.append(
             f"| {row['items']:,} | {row['max_concurrency']:,} | "
-            f"{units['dynamodb_wru_table']:.2f} | {units['dynamodb_rru']:.2f} | "
+            f"{units['dynamodb_wru_table'] + units.get('dynamodb_wru_index', 0):.2f} | "
+            f"{units['dynamodb_rru']:.2f} | {units.get('sqs_send', 0):.2f} | {alone:.2f} | "
+            f"{'' if fixed is None else f'{fixed * 1e6:.2f}'} | "
             f"{row['usd_per_million_items']:.2f} | "
-            f"{'' if ratio is None else f'{ratio:.2f}x'} | {row['max_keys_read']['claim']} |"
+            f"{'' if ratio is None else f'{ratio:.2f}x'} | {row.get('looks', '')} | "
+            + ", ".join(str(keys.get(k, "")) for k, _ in MAP_KEY_KINDS)
+            + " |"
         )
+    where = next(
+        (r for r in maps["rows"] if r["max_concurrency"] == 100 and r["items"] == 1000), None
+    )
+    if where is not None and "per_item_by_request" in where:
+        lines += [
+            "",
+            "Where an item's cost goes (1,000 items at MaxConcurrency 100, per item; `w_i` a "
+            "window entry):",
+            "",
+            "| request | units per item |",
+            "|---|---|",
+        ]
+        by = where["per_item_by_request"]
+        for label, value in sorted(by["wru"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"| write: {label} | {value:.3f} WRU |")
+        for label, value in sorted(by["rru"].items(), key=lambda kv: -kv[1]):
+            if label not in ("query index watch",):
+                lines.append(f"| read: {label} | {value:.3f} RRU |")
+        units = where["units_per_item"]
+        lines += [
+            f"| SQS sends | {units['sqs_send']:.3f} |",
+            f"| event source receive and delete | {units['sqs_event_source']:.3f} |",
+            f"| agent invocations | {units['lambda_agent']:.3f} |",
+            f"| S3 GETs (items page) and PUTs | {units['s3_get']:.3f}, {units['s3_put']:.3f} |",
+        ]
+    bounded = maps.get("bounded_reads") or []
+    if bounded:
+        lines += [
+            "",
+            "**Bounded reads** (`bounded_requests` in `tools/shepherd_bench/maps.py`): on maps "
+            "of "
+            + " and ".join(f"{case['items']:,}" for case in bounded)
+            + " items at the same MaxConcurrency, opened, one item run, the supervisor swept "
+            "until it looks at the running map, then the console's reads (GET items: a page of "
+            "100); each operation metered apart on moto (requests, read and write units) and "
+            "the keys it reads counted on the engine's store port (items a query returns, keys "
+            "a `BatchGetItem` asks for). A claim reads its workflow item, its unit and its "
+            "items page; a result and the accounting read nothing (the writes return what "
+            "they need); a look and GET /workflows/{id} read the workflow's partition and the "
+            "window's units: bounded by MaxConcurrency and the steps, not the items.",
+            "",
+            "| items | MaxConcurrency | operation | requests | RRU | WRU | keys read |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for case in bounded:
+            keys = case["max_keys_read"]
+            for op, spent in case["operations"].items():
+                lines.append(
+                    f"| {case['items']:,} | {case['max_concurrency']:,} | {op} | "
+                    f"{spent['requests']} | {spent['rru']:g} | {spent['wru']:g} | "
+                    f"{keys.get(op, '')} |"
+                )
     sfn = maps["step_functions"]
     lines += [
         "",

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -59,15 +59,25 @@ class LambdaContext(lambda_kit.LambdaContext):
     account: str = ACCOUNT
 
 
-def rest_event(method: str, path: str, resource: str, body: Any = None) -> dict[str, Any]:
-    """An API Gateway REST proxy event as an IAM-authorized request produces it."""
-    params = {"workflow_id": path.rsplit("/", 1)[-1]} if "{workflow_id}" in resource else None
+def rest_event(
+    method: str,
+    path: str,
+    resource: str,
+    body: Any = None,
+    *,
+    params: dict[str, str] | None = None,
+    query: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event as an IAM-authorized request produces it (the path's
+    parameters: `params`, else a workflow id as its last part)."""
+    if params is None and "{workflow_id}" in resource:
+        params = {"workflow_id": path.rsplit("/", 1)[-1]}
     return lambda_kit.rest_event(
         method,
         path,
         resource=resource,
         path_parameters=params,
-        query=None,
+        query=query,
         headers={"Content-Type": "application/json"},
         body=None if body is None else json.dumps(body),
         caller_arn=CALLER,
@@ -113,12 +123,29 @@ class Held:
 
 
 class HandlerStack:
-    """Use inside `moto.mock_aws()`; `close()` restores the environment and the demo agents."""
+    """Use inside `moto.mock_aws()`; `close()` restores the environment and the demo agents.
 
-    def __init__(self, meter: Meter, clock: ManualClock, *, watch_shards: int = 8) -> None:
+    `definitions` (a benchmark's own workflows, by name) run beside the repository's, as if
+    they were in its definitions directory: their pools get queues, the engine plans with
+    them; `agent_modules` name the modules of their agents (`pkg.mod`, as
+    `SHEPHERD_AGENT_MODULES` does), loaded beside the demo agents."""
+
+    def __init__(
+        self,
+        meter: Meter,
+        clock: ManualClock,
+        *,
+        watch_shards: int = 8,
+        definitions: Mapping[str, Definition] | None = None,
+        agent_modules: Sequence[str] = (),
+    ) -> None:
         self.meter = meter
         self.clock = clock
-        self.definitions: dict[str, Definition] = load_directory(ROOT / "statemachines")
+        repository = load_directory(ROOT / "statemachines")
+        clash = sorted(set(repository) & set(definitions or {}))
+        if clash:
+            raise ValueError(f"definitions {clash} are the repository's already")
+        self.definitions: dict[str, Definition] = {**repository, **(definitions or {})}
         self._saved_env = {k: os.environ.get(k) for k in FAKE_ENV}
         os.environ.update(FAKE_ENV)
         raw = boto3.session.Session(region_name=REGION)
@@ -133,7 +160,7 @@ class HandlerStack:
             event_bus=BUS,
             definitions_dir=ROOT / "statemachines",
             watch_shards=watch_shards,
-            agent_modules=AGENT_MODULES,
+            agent_modules=(*AGENT_MODULES, *agent_modules),
             payload_bucket=PAYLOAD_BUCKET,
         )
         env = {
@@ -158,6 +185,9 @@ class HandlerStack:
 
         runtime.engine.cache_clear()
         self.engine = runtime.engine()
+        # The settings name the repository's directory; the engine plans with every
+        # definition here (a cached property, set before the engine is built on first use).
+        self.engine.definitions = self.definitions
         self.engine.ports.clock = clock  # builds the (metered) clients now
         # The demo agents' work takes simulated time only, so no heartbeat would ever be due.
         self.engine.agent_runtime.background_heartbeats = False
@@ -223,25 +253,53 @@ class HandlerStack:
             raise RuntimeError(f"start failed: {reply}")
         return str(json.loads(reply["body"])["workflow_id"])
 
+    def read(
+        self,
+        path: str,
+        resource: str,
+        params: dict[str, str],
+        query: dict[str, str] | None = None,
+        *,
+        component: str = "reads",
+    ) -> Any:
+        """A GET through the API handler (its requests tallied under `component`): the body."""
+        from shepherd_handlers import api
+
+        event = rest_event("GET", path, resource, params=params, query=query)
+        with self.meter.component(component):
+            reply = api.handler(event, LambdaContext())
+        _drop_metrics()
+        if int(reply["statusCode"]) != 200:
+            raise RuntimeError(f"GET {path} failed: {reply}")
+        return json.loads(reply["body"])
+
     def receive(self) -> list[Held]:
         """Every visible message of every pool (unmetered: the event source's polls are modelled)."""
         out: list[Held] = []
         for pool, url in self.queue_urls.items():
-            got = self.raw["sqs"].receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0
-            )
-            for m in got.get("Messages", []):
-                times = self._visible.get(m["Body"]) or [self.clock.now_ms()]
-                out.append(Held(pool, m, times.pop(0)))
+            while True:  # ten at most a receive: a map's window holds more
+                got = (
+                    self.raw["sqs"]
+                    .receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+                    .get("Messages", [])
+                )
+                for m in got:
+                    times = self._visible.get(m["Body"]) or [self.clock.now_ms()]
+                    out.append(Held(pool, m, times.pop(0)))
+                if len(got) < 10:
+                    break
         return out
 
-    def deliver(self, pool: str, messages: list[dict[str, Any]]) -> None:
-        """One invocation of the pool's function with these messages; delete what succeeded."""
+    def deliver(
+        self, pool: str, messages: list[dict[str, Any]], *, component: str = "agent"
+    ) -> None:
+        """One invocation of the pool's function with these messages; delete what succeeded.
+        Its requests are tallied under `component`."""
         from shepherd_handlers import agent
 
         self.agent_invocations += 1
         self.agent_messages[pool] += len(messages)
-        with self.meter.component("agent"):
+        with self.meter.component(component):
             reply = agent.handler(sqs_event(pool, messages), LambdaContext())
         _drop_metrics()
         failed = {f["itemIdentifier"] for f in reply["batchItemFailures"]}
@@ -282,18 +340,21 @@ class HandlerStack:
         )
         return str(got["Item"]["status"]["S"])
 
-    def forget(self, workflow_id: str) -> None:
-        """Delete a measured workflow's items (unmetered): moto copies the whole table on
-        every transaction, so a small table keeps the bench fast."""
-        got = self.raw["dynamodb"].query(
-            TableName=TABLE,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": f"WF#{workflow_id}"}},
-            ProjectionExpression="pk, sk",
-            ConsistentRead=True,
-        )
-        for key in got["Items"]:
-            self.raw["dynamodb"].delete_item(TableName=TABLE, Key=key)
+    def forget(self, workflow_id: str, partitions: Sequence[str] = ()) -> None:
+        """Delete a measured workflow's items, and those of its other `partitions` (a map's
+        item partitions), unmetered: moto copies the whole table on every transaction, so a
+        small table keeps the bench fast."""
+        pages = self.raw["dynamodb"].get_paginator("query")
+        for pk in (f"WF#{workflow_id}", *partitions):
+            for page in pages.paginate(
+                TableName=TABLE,
+                KeyConditionExpression="pk = :p",
+                ExpressionAttributeValues={":p": {"S": pk}},
+                ProjectionExpression="pk, sk",
+                ConsistentRead=True,
+            ):
+                for key in page["Items"]:
+                    self.raw["dynamodb"].delete_item(TableName=TABLE, Key=key)
 
     def payload_bytes(self) -> int:
         """Bytes in the payload bucket so far (unmetered)."""
