@@ -400,7 +400,15 @@ def test_pools_list_pause_and_resume(stack: Stack, monkeypatch: pytest.MonkeyPat
     status, _, pools = stack.api("GET", "/pools")
     assert status == 200
     by_name = {p["name"]: p for p in pools["items"]}
-    assert set(by_name) == {"inventory", "payments", "shipping", "notifications", "cloud", "config"}
+    assert set(by_name) == {
+        "inventory",
+        "payments",
+        "shipping",
+        "notifications",
+        "cloud",
+        "config",
+        "media",
+    }
     assert by_name["inventory"]["paused"] is False
     assert by_name["inventory"]["backlog"]["visible"] == 1
     status, _, pool = stack.api("POST", "/pools/inventory/pause")
