@@ -60,6 +60,7 @@ class Calls:
         self.permanent: set[int] = set()
         self.hang: set[int] = set()  # indexes whose first attempt hangs
         self.undo_fails: set[int] = set()  # indexes whose undo fails for good
+        self.inputs: dict[int, Any] = {}  # index -> the ctx.input its last attempt was given
         self.joined: Any = None
 
     def registry(self) -> AgentRegistry:
@@ -73,6 +74,7 @@ class Calls:
         def each(ctx: AgentContext) -> Any:
             assert ctx.item_index is not None
             self.items.append((ctx.item_index, ctx.attempt, ctx.idempotency_key))
+            self.inputs[ctx.item_index] = ctx.input
             if ctx.item_index in self.hang and ctx.attempt == 1:
                 from shepherd_examples.agents.faults import SimulatedHang
 
@@ -467,6 +469,32 @@ def test_a_look_at_a_paused_workflow_counts_an_ended_item_and_sends_nothing() ->
     state = h.run(wf, step_seconds=5)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     assert calls.joined == [{"doubled": 2 * i} for i in range(3)]
+
+
+def test_a_replacement_input_for_a_map_step_reaches_every_item(
+    world: tuple[Harness, Calls],
+) -> None:
+    """Found by the fault simulator (`make sim SEEDS=10000`, seeds 4578, 5171, 5173 and 7208,
+    `inputs`): an operator resumed a workflow with a new input for its map step before the map
+    opened, and its items were given the workflow's input instead (an item's claim reads its
+    page, not the map's unit, which holds the replacement). The open copies it onto the pages."""
+    h, calls = world
+    wf = h.start("batch", {"items": 4})
+    h.operations.pause(wf)
+    h.pump()  # split's message is dropped while paused
+    h.operations.resume(wf, step="each", step_input={"fixed": True})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.inputs == {i: {"fixed": True} for i in range(4)}
+
+
+def test_items_are_given_the_workflow_input_when_no_replacement_was_made(
+    world: tuple[Harness, Calls],
+) -> None:
+    h, calls = world
+    wf = h.start("batch", {"items": 2})
+    assert h.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+    assert calls.inputs == {0: {"items": 2}, 1: {"items": 2}}
 
 
 def test_reverse_undo_stops_at_an_item_whose_undo_failed() -> None:

@@ -54,6 +54,7 @@ logger = logging.getLogger("shepherd.maps")
 
 PAGE_SK = "P"  # an items page: pk MAP#<wf>#<step>#<page>, `v` the page's values (stored)
 ORDER_SK = "O"  # a map compensation's order page: `v` the item indexes of its positions
+PAGE_INPUT = "in"  # on an items page: the map step's replacement input (an operator's), if any
 HALTED = "MapHalted"
 ITEM_COMPENSATION_FAILED = "ItemCompensationFailed"
 _PAGE_CACHE = 32  # resolved items pages kept per process (a claim reads its item's page)
@@ -257,12 +258,15 @@ class Maps:
                 text, payload_key(wf_id, "map", rec.name, "items", page)
             )
             # Idempotent: a second opener writes the same values (the items are read from
-            # recorded values), and nothing reads a page before the map's open write.
+            # recorded values), and nothing reads a page before the map's open write. An
+            # operator's replacement input for the map step (stored before it opened, fixed
+            # while it runs) goes on each page: an item's claim reads its page, not the
+            # map's unit, and every item is given it as `ctx.input`.
+            fields: dict[str, Any] = {"v": stored, "t": len(items)}
+            if rec.input is not None:
+                fields[PAGE_INPUT] = rec.input
             self.ports.store.update(
-                page_pk(wf_id, rec.name, page),
-                PAGE_SK,
-                Update(set={"v": stored, "t": len(items)}),
-                None,
+                page_pk(wf_id, rec.name, page), PAGE_SK, Update(set=fields), None
             )
         now = self.ports.clock.now_ms()
         values, entered = fo.open_values(len(items), spec.map.max_concurrency, now)

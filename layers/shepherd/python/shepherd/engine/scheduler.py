@@ -57,7 +57,7 @@ from shepherd.decisions.waits import RUNTIME_ERROR
 from shepherd.definitions import MAX_SQS_DELAY, Definition, StepSpec
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.executor import Executor
-from shepherd.engine.maps import PAGE_SK, Maps, outcome_of, page_pk, unit_task
+from shepherd.engine.maps import PAGE_INPUT, PAGE_SK, Maps, outcome_of, page_pk, unit_task
 from shepherd.engine.outputs import workflow_output
 from shepherd.errors import (
     DeliveryError,
@@ -430,7 +430,13 @@ class Scheduler:
             return state, definition
         if not compensation:
             opened = MapState(total=int(page_item.get("t", 0)), stride=spec.map.max_concurrency)
-            state.put(StepRecord(wf_id, "step", name, StepStatus.RUNNING, attempt=1, fanout=opened))
+            # The map step's replacement input, if an operator gave one, is on the page.
+            given = page_item.get(PAGE_INPUT)
+            state.put(
+                StepRecord(
+                    wf_id, "step", name, StepStatus.RUNNING, attempt=1, fanout=opened, input=given
+                )
+            )
         map_rec = state.record(message.kind, name)
         if map_rec is None or map_rec.fanout is None:
             return state, definition
