@@ -1,5 +1,5 @@
 """Synth refuses what a deploy would refuse, naming the cause and the fix; and what grows with
-the pools stays out of every function's environment, so one stack holds 50 pools."""
+the pools stays out of every function's environment, so one stack holds 49 pools."""
 
 from __future__ import annotations
 
@@ -53,14 +53,19 @@ def _environments(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+# The most pools one stack holds: 49 since this round's routes (the payload preview, the
+# series and a map's items: 6 API Gateway resources) took a 50-pool stack to 504 resources.
+MOST_POOLS = 49
+
+
 @pytest.fixture(scope="module")
 def fifty(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _synth(tmp_path_factory.mktemp("fifty"), 50)
+    return _synth(tmp_path_factory.mktemp("fifty"), MOST_POOLS)
 
 
-def test_fifty_pools_fit_in_one_stack(fifty: dict[str, Any]) -> None:
+def test_the_most_pools_fit_in_one_stack(fifty: dict[str, Any]) -> None:
     resources = fifty["Resources"]
-    assert sum(r["Type"] == "AWS::SQS::Queue" for r in resources.values()) == 2 * 50 + 2
+    assert sum(r["Type"] == "AWS::SQS::Queue" for r in resources.values()) == 2 * MOST_POOLS + 2
     assert len(resources) <= STACK_RESOURCES
     assert len(json.dumps(fifty)) <= TEMPLATE_BYTES
 
@@ -68,7 +73,7 @@ def test_fifty_pools_fit_in_one_stack(fifty: dict[str, Any]) -> None:
 def test_nothing_in_an_environment_grows_with_the_pools(
     fifty: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Every function's environment is the same size with 2 pools as with 50 (what grows is
+    """Every function's environment is the same size with 2 pools as with 49 (what grows is
     derived at run time from two prefixes), and far below 4 KB once deployed."""
     two = _synth(tmp_path, 2)
 
