@@ -294,20 +294,27 @@ def test_a_hung_item_is_timed_out_by_its_heartbeat_and_retried(
     assert sorted(a for i, a, _ in calls.items if i == 2) == [1, 2]
 
 
+def _dies_before_counting(h: Harness, index: int) -> list[int]:
+    """The process of item `index`'s first result dies between the item's write and its map's
+    accounting (once); returns the list it records that in."""
+    original = h.scheduler.after_item
+    skipped: list[int] = []
+
+    def after_item(state: Any, definition: Any, unit: Any) -> None:
+        if unit.index == index and not skipped:
+            skipped.append(index)
+            return
+        original(state, definition, unit)
+
+    h.scheduler.after_item = after_item  # type: ignore[method-assign]
+    return skipped
+
+
 def test_an_item_whose_process_died_before_counting_it_is_counted_by_a_look() -> None:
     calls = Calls()
     defs = {**DEFINITIONS, "batch": definition()}
     h = memory_harness(definitions=defs, agents=calls.registry())
-    original = h.scheduler.after_item
-    skipped: list[int] = []
-
-    def dies_before_counting(state: Any, definition: Any, unit: Any) -> None:
-        if unit.index == 1 and not skipped:
-            skipped.append(1)
-            return  # the process died between the item's result and its map's accounting
-        original(state, definition, unit)
-
-    h.scheduler.after_item = dies_before_counting  # type: ignore[method-assign]
+    skipped = _dies_before_counting(h, 1)
     wf = h.start("batch", {"items": 6})
     state = h.run(wf, step_seconds=5)
     assert skipped == [1]
@@ -444,16 +451,7 @@ def test_a_look_at_a_paused_workflow_counts_an_ended_item_and_sends_nothing() ->
     calls = Calls()
     defs = {**DEFINITIONS, "batch": definition(MaxConcurrency=1)}
     h = memory_harness(definitions=defs, agents=calls.registry())
-    original = h.scheduler.after_item
-    skipped: list[int] = []
-
-    def dies_before_counting(state: Any, definition: Any, unit: Any) -> None:
-        if unit.index == 0 and not skipped:
-            skipped.append(0)
-            return  # the process died between the item's result and its map's accounting
-        original(state, definition, unit)
-
-    h.scheduler.after_item = dies_before_counting  # type: ignore[method-assign]
+    skipped = _dies_before_counting(h, 0)
     wf = h.start("batch", {"items": 3})
     h.pump()  # split, the open, item 0 (its process dies before counting it)
     assert skipped == [0]

@@ -161,13 +161,6 @@ class StartCompensation:
     name: str
 
 
-# --------------------------------------------------------------- map steps (issue 24)
-# A map step's items are units of their own (`StepRecord.index`): the step actions above
-# (Dispatch, EndAttempt, Cancel) apply to them as to steps; these are the map's own writes
-# (docs/architecture.md, "Map steps and child workflows"). `seen` is the map step's unit (or
-# its compensation's, `C#<step>`, whose window is over positions in its order).
-
-
 # ---------------------------------------------------- child-workflow steps (issue 24)
 
 
@@ -198,6 +191,13 @@ class ChildSucceeded:
 
     seen: StepRecord
     child: WorkflowRecord
+
+
+# --------------------------------------------------------------- map steps (issue 24)
+# A map step's items are units of their own (`StepRecord.index`): the step actions above
+# (Dispatch, EndAttempt, Cancel) apply to them as to steps; these are the map's own writes
+# (docs/architecture.md, "Map steps and child workflows"). `seen` is the map step's unit (or
+# its compensation's, `C#<step>`, whose window is over positions in its order).
 
 
 @dataclass(frozen=True)
