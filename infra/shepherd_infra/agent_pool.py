@@ -1,9 +1,10 @@
 """One agent pool: a queue, its DLQ and one Lambda consuming it. All numbers from the PoolSpec.
 
-Seven resources a pool, so one stack holds 50 pools and more (docs/benchmarks.md): the two
-queues, one queue policy for both, the function, its role (its policy inline), its log group and
-its event source mapping. Nothing about a pool goes into any function's environment: the
-runtime derives a pool's queue URL and function name from two prefixes (`naming.PoolNames`).
+Six resources a pool, so one stack holds 50 pools and more (docs/benchmarks.md): the two
+queues, one queue policy for both, the function, its role (its policy inline) and its event
+source mapping; the pools' functions share one log group. Nothing about a pool goes into any
+function's environment: the runtime derives a pool's queue URL and function name from two
+prefixes (`naming.PoolNames`).
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ class AgentPool(Construct):
                 vpc_subnets=settings.vpc_subnets,
                 security_groups=tuple(settings.security_groups),
                 reserved_concurrency=settings.reserved_concurrency,
+                log_group=runtime.pool_logs,
             ),
         )
         # The event source mapping consumes this queue only: an agent receives nothing else.

@@ -38,7 +38,8 @@ from shepherd_infra.naming import STACK_UUID_PART
 LAMBDA_ENVIRONMENT_BYTES = 4 * 1024  # Lambda: "Total size of all environment variables: 4 KB"
 STACK_RESOURCES = 500  # CloudFormation: resources declared in a template
 TEMPLATE_BYTES = 1_000_000  # CloudFormation: a template body from S3, 1 MB
-POOL_RESOURCES = 7  # queue, DLQ, queue policy, function, role, log group, event source mapping
+# queue, DLQ, queue policy, function, role, event source mapping (the pools share a log group)
+POOL_RESOURCES = 6
 SCHEDULES_RESOURCES = 5  # with any schedule: group, role, its policy, dead-letter queue, policy
 
 # The longest a pseudo parameter resolves to (region `ap-southeast-4`, partition `aws-us-gov`,

@@ -162,6 +162,9 @@ class FunctionSpec:
     vpc_subnets: aws_ec2.SubnetSelection | None = None
     security_groups: tuple[aws_ec2.ISecurityGroup, ...] = ()
     reserved_concurrency: int | None = None
+    # A log group shared with other functions (the agent pools'); default: one of its own.
+    # Lambda names each stream after its function in a shared group, so nothing is mixed up.
+    log_group: aws_logs.ILogGroup | None = None
 
 
 class LambdaRuntime(Construct):
@@ -228,6 +231,7 @@ class LambdaRuntime(Construct):
         # Each function's environment as given (the checks at synth read it: a function keeps
         # its own behind a lazy value).
         self.environments: dict[str, Mapping[str, str]] = {}
+        self._pool_logs: aws_logs.LogGroup | None = None
 
     def layers_for(self, architecture: aws_lambda.Architecture) -> list[aws_lambda.ILayerVersion]:
         """Powertools (its layer is built per architecture), the core and the definitions."""
@@ -246,18 +250,31 @@ class LambdaRuntime(Construct):
             )
         return [self._powertools[architecture.name], *self._shepherd_layers]
 
-    def function(
-        self, scope: Construct, construct_id: str, spec: FunctionSpec
-    ) -> aws_lambda.Function:
-        """A function with its own role (no managed policies) and its own log group."""
-        holder = Construct(scope, construct_id)
-        role = InlineRole(holder, "Role", description=f"Shepherd {spec.description}")
-        log_group = aws_logs.LogGroup(
-            holder,
-            "Logs",
+    def _log_group(self, scope: Construct, construct_id: str) -> aws_logs.LogGroup:
+        return aws_logs.LogGroup(
+            scope,
+            construct_id,
             retention=config.LOG_RETENTION,
             removal_policy=RemovalPolicy.DESTROY,
         )
+
+    @property
+    def pool_logs(self) -> aws_logs.LogGroup:
+        """One log group for every agent pool's function: a resource per pool less, so a
+        stack holds more pools (docs/benchmarks.md, What one stack holds). Lambda names
+        each stream `<date>/<function>[<version>]<id>` in a shared group."""
+        if self._pool_logs is None:
+            self._pool_logs = self._log_group(self, "PoolLogs")
+        return self._pool_logs
+
+    def function(
+        self, scope: Construct, construct_id: str, spec: FunctionSpec
+    ) -> aws_lambda.Function:
+        """A function with its own role (no managed policies) and its own log group, or the
+        shared one its spec names."""
+        holder = Construct(scope, construct_id)
+        role = InlineRole(holder, "Role", description=f"Shepherd {spec.description}")
+        log_group = spec.log_group or self._log_group(holder, "Logs")
         log_group.grant_write(role)
         fn = aws_lambda.Function(
             holder,

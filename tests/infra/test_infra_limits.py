@@ -1,5 +1,5 @@
 """Synth refuses what a deploy would refuse, naming the cause and the fix; and what grows with
-the pools stays out of every function's environment, so one stack holds 49 pools."""
+the pools stays out of every function's environment, so one stack holds 57 pools."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from infra_support import agent_package, render
 from shepherd_infra import AgentCode, Shepherd
 from shepherd_infra.limits import (
     LAMBDA_ENVIRONMENT_BYTES,
+    POOL_RESOURCES,
     STACK_RESOURCES,
     TEMPLATE_BYTES,
     TemplateSize,
@@ -53,14 +54,33 @@ def _environments(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-# The most pools one stack holds: 49 since this round's routes (the payload preview, the
-# series and a map's items: 6 API Gateway resources) took a 50-pool stack to 504 resources.
-MOST_POOLS = 49
+# The most pools one stack holds: 57 since the pools' functions share one log group (six
+# resources a pool); 58 come to 505 resources.
+MOST_POOLS = 57
 
 
 @pytest.fixture(scope="module")
 def fifty(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _synth(tmp_path_factory.mktemp("fifty"), MOST_POOLS)
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _synth(tmp_path_factory.mktemp("two"), 2)
+
+
+def test_a_pool_takes_the_resources_the_refusal_names(
+    fifty: dict[str, Any], two: dict[str, Any]
+) -> None:
+    """POOL_RESOURCES, which the refusal quotes, is what a pool adds (alarms aside: a pool
+    shares its alarms with up to eight others); the pools' functions share one log group."""
+
+    def counted(template: dict[str, Any]) -> int:
+        return sum(r["Type"] != "AWS::CloudWatch::Alarm" for r in template["Resources"].values())
+
+    assert counted(fifty) - counted(two) == (MOST_POOLS - 2) * POOL_RESOURCES
+    groups = [r for r in fifty["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert len(groups) < 10  # not one a pool
 
 
 def test_the_most_pools_fit_in_one_stack(fifty: dict[str, Any]) -> None:
@@ -71,11 +91,10 @@ def test_the_most_pools_fit_in_one_stack(fifty: dict[str, Any]) -> None:
 
 
 def test_nothing_in_an_environment_grows_with_the_pools(
-    fifty: dict[str, Any], tmp_path: Path
+    fifty: dict[str, Any], two: dict[str, Any]
 ) -> None:
-    """Every function's environment is the same size with 2 pools as with 49 (what grows is
+    """Every function's environment is the same size with 2 pools as with 57 (what grows is
     derived at run time from two prefixes), and far below 4 KB once deployed."""
-    two = _synth(tmp_path, 2)
 
     def sizes(template: dict[str, Any]) -> dict[str, int]:
         out = {}
@@ -91,10 +110,10 @@ def test_nothing_in_an_environment_grows_with_the_pools(
 
 def test_too_many_pools_for_one_stack_is_refused_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError) as refused:
-        _synth(tmp_path, 60)
+        _synth(tmp_path, MOST_POOLS + 1)
     message = str(refused.value)
     assert "CloudFormation refuses a stack of more than 500" in message
-    assert "this Shepherd has 60" in message
+    assert f"this Shepherd has {MOST_POOLS + 1}" in message
     assert "second Shepherd construct in another stack" in message  # the fix
     assert "TooManyResourcesInStack" not in message  # ours, before the CDK's own
 

@@ -508,8 +508,9 @@ def _capacity(results: dict[str, Any]) -> list[str]:
         "",
         f"**One stack holds {cap['most_pools']} pools**; at {cap['refused_at']} the synth "
         "refuses with the cause and the fix (a second Shepherd in another stack). A pool takes "
-        "7 resources (queue, DLQ, one queue policy for both, function, role with its policy "
-        "inline, log group, event source mapping) and shares its alarms with up to eight other "
+        "6 resources (queue, DLQ, one queue policy for both, function, role with its policy "
+        "inline, event source mapping; the pools' functions share one log group) and shares "
+        "its alarms with up to eight other "
         "pools; no environment grows with the pools (each function's is the same size with 1 "
         f"pool or {cap['most_pools']}: the runtime derives a pool's queue URL and function "
         "name from two prefixes). Before issue 28: the API's environment passed 4 KB at about 20 pools "
