@@ -380,3 +380,29 @@ def test_a_paused_parent_starts_no_retry_child_of_a_map_item_until_it_is_resumed
     state = h.run(wf)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     assert h.status(retry) is WorkflowStatus.SUCCEEDED
+
+
+def test_a_cancel_over_a_child_that_just_succeeded_undoes_it(
+    world: tuple[Harness, Calls],
+) -> None:
+    """The parent is cancelled after its child SUCCEEDED, before a look recorded it: the
+    cancel's advance records the step's success, asks the child to undo itself and waits for
+    it. Found by the fault simulator (seed 5 of `--types sim_parent,sim_fleet`): the unit
+    created to wait was planned on the child as read before the ask, SUCCEEDED, and failed at
+    once as a failed undo, so the parent ended FAILED over a child still undoing itself."""
+    h, calls = world
+    wf = h.start("rollout", {})
+    first = child_id(wf, "eu", None, 1)
+    for _ in range(20):
+        h.pump()
+        if h.store.get(f"WF#{first}", "#WF") is not None and h.status(first).terminal:
+            break
+    assert h.status(first) is WorkflowStatus.SUCCEEDED
+    assert h.step(wf, "eu").status is StepStatus.WAITING  # no look recorded it yet
+    h.operations.cancel(wf)
+    assert h.status(wf) is not WorkflowStatus.FAILED
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.CANCELLED
+    assert h.status(first) is WorkflowStatus.COMPENSATED
+    assert state.compensations["eu"].status is StepStatus.SUCCEEDED
+    assert calls.unbuilt == [first]
