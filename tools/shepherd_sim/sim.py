@@ -2716,6 +2716,7 @@ class Simulation:
         self._events_stats(record)
         self._approvals_stats(record)
         self._maps_stats(record, states)
+        self._children_stats(record, states)
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -2778,6 +2779,31 @@ class Simulation:
         self.stats["map_item_messages_dropped"] += sum(
             1 for h in record.handled if h.item is not None and h.outcome == "dropped"
         )
+
+    def _children_stats(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
+        """How child workflows went (issue 24): started, how each ended, undone by a parent
+        that unwound; children started by a retry (attempt 2 or later) and attempts ended by
+        their TimeoutSeconds (the child asked to cancel), of child steps and map items."""
+        for state in states.values():
+            wf = state.workflow
+            if wf.parent_id is None:
+                continue
+            self.stats["children_started"] += 1
+            self.stats[f"children_{wf.status.value.lower()}"] += 1
+            if (loads(wf.error) or {}).get("type") == "ParentCompensation" if wf.error else False:
+                self.stats["children_undone_by_their_parent"] += 1
+        units = [r for s in states.values() for r in s.steps.values() if r.child_id is not None]
+        units += [
+            u
+            for forward in item_units(record.items).values()
+            for u in forward.values()
+            if u.child_id is not None and u.kind == "step"
+        ]
+        for rec in units:
+            self.stats["children_cancelled_by_a_timeout"] += sum(
+                1 for h in rec.history if h.get("o") == "timeout"
+            )
+            self.stats["children_of_a_retry"] += max(0, rec.attempt - 1)
 
     def _approvals_stats(self, record: RunRecord) -> None:
         """How approvals ended (approved, rejected, timed out, cancelled), how many a person
