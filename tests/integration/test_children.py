@@ -332,7 +332,6 @@ def test_a_parent_unwinding_past_a_map_of_children_undoes_each_succeeded_child()
     assert sorted(calls.unbuilt) == sorted(children)
 
 
-
 @pytest.fixture(params=["memory", "moto"])
 def fleet_world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls]]:
     calls = Calls()

@@ -2340,10 +2340,13 @@ class Simulation:
         pool = (self.defs[wf["wf_type"]].spec(rec.kind, rec.name).pool or "") if wf else ""
         probe = self._probes.pop(self._who(), None)
         circuit = (self.memory.peek(POOLS_PK, pool) or {}).get("circuit", "closed")
-        given = rec.input
+        given = rec.input if rec.kind == "step" else None
         if rec.index is not None and rec.kind == "step":
             # A map item is given its step's input (an operator's replacement, if any).
             given = (self.memory.peek(pk, f"S#{rec.name}") or {}).get("input")
+        elif given is None:
+            # Else the workflow's: a child's is its parent step's (a replacement, if any).
+            given = wf.get("input")
         self.claims.append(
             Claim(
                 at=self.now(),
@@ -2355,7 +2358,7 @@ class Simulation:
                 role=role,
                 paused_by=self.memory.paused_by.get(pk),
                 read=None if read is None else read[0],
-                input_tag=input_tag(self.payloads.value(given)) if rec.kind == "step" else None,
+                input_tag=input_tag(self.payloads.value(given)),
                 pool=pool,
                 circuit=str(circuit),
                 circuit_read=self._claim_basis.pop(self._who(), {}).get(pool),
