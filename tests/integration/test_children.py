@@ -13,6 +13,7 @@ from shepherd.decisions.fanout import child_id
 from shepherd.definitions import parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry
 from shepherd.errors import PermanentError
+from shepherd.keys import map_item_key
 from shepherd.model import StepStatus, WorkflowStatus
 from support import DEFINITIONS, Harness, memory_harness, moto_harness
 
@@ -329,3 +330,78 @@ def test_a_parent_unwinding_past_a_map_of_children_undoes_each_succeeded_child()
     children = [child_id(wf, "regions", i, 1) for i in range(5)]
     assert all(h.status(c) is WorkflowStatus.COMPENSATED for c in children)
     assert sorted(calls.unbuilt) == sorted(children)
+
+
+@pytest.fixture(params=["memory", "moto"])
+def fleet_world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls]]:
+    calls = Calls()
+    defs = {**definitions(), "fleet": parse_definition(FLEET, "fleet")}
+    if request.param == "memory":
+        yield memory_harness(definitions=defs, agents=calls.registry()), calls
+    else:
+        with moto_harness(definitions=defs, agents=calls.registry()) as h:
+            yield h, calls
+
+
+def test_a_paused_parent_starts_no_retry_child_of_a_map_item_until_it_is_resumed(
+    fleet_world: tuple[Harness, Calls],
+) -> None:
+    """A map item's retry starts its next child when a look finds its backoff over, but not
+    while the workflow is paused: a pause starts nothing, the first look after the resume
+    does (as an agent item's retry is not sent). Found by the fault simulator (seeds 123 and
+    133 of `--types sim_parent,sim_fleet`: a look started a queued item's child under a
+    pause, on a read that saw the pause)."""
+    h, calls = fleet_world
+    calls.fail_check = 1  # the first child to run its check fails: its item is retried
+    wf = h.start("fleet", {"regions": REGIONS})
+    queued: int | None = None
+    for _ in range(40):
+        h.pump()
+        for i in range(len(REGIONS)):
+            unit = h.store.get(*map_item_key(wf, "regions", i))
+            if unit is not None and unit.get("status") == StepStatus.QUEUED.value:
+                queued = i
+        if queued is not None:
+            break
+        h.clock.advance(1)
+        h.sweep()
+    assert queued is not None
+    retry = child_id(wf, "regions", queued, 2)
+    h.operations.pause(wf)
+    for _ in range(5):
+        h.clock.advance(1)  # the backoff (1 s) is long over
+        h.sweep()
+        h.pump()
+    assert h.store.get(f"WF#{retry}", "#WF") is None  # no child started under the pause
+    unit = h.store.get(*map_item_key(wf, "regions", queued))
+    assert unit is not None and unit["status"] == StepStatus.QUEUED.value
+    h.operations.resume(wf)
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    assert h.status(retry) is WorkflowStatus.SUCCEEDED
+
+
+def test_a_cancel_over_a_child_that_just_succeeded_undoes_it(
+    world: tuple[Harness, Calls],
+) -> None:
+    """The parent is cancelled after its child SUCCEEDED, before a look recorded it: the
+    cancel's advance records the step's success, asks the child to undo itself and waits for
+    it. Found by the fault simulator (seed 5 of `--types sim_parent,sim_fleet`): the unit
+    created to wait was planned on the child as read before the ask, SUCCEEDED, and failed at
+    once as a failed undo, so the parent ended FAILED over a child still undoing itself."""
+    h, calls = world
+    wf = h.start("rollout", {})
+    first = child_id(wf, "eu", None, 1)
+    for _ in range(20):
+        h.pump()
+        if h.store.get(f"WF#{first}", "#WF") is not None and h.status(first).terminal:
+            break
+    assert h.status(first) is WorkflowStatus.SUCCEEDED
+    assert h.step(wf, "eu").status is StepStatus.WAITING  # no look recorded it yet
+    h.operations.cancel(wf)
+    assert h.status(wf) is not WorkflowStatus.FAILED
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.CANCELLED
+    assert h.status(first) is WorkflowStatus.COMPENSATED
+    assert state.compensations["eu"].status is StepStatus.SUCCEEDED
+    assert calls.unbuilt == [first]

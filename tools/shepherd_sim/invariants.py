@@ -474,6 +474,9 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
         spans = {s: (e.seq, e.seq) for s, e in undone.items()}
         spans.update({s: span for (w, s), span in item_undos.items() if w == wf_id})
         maps = {name for name, rec in state.steps.items() if _is_map(rec)}
+        # A child-workflow step is undone by its child, with no effect of its own
+        # (`check_children`); like a map's, it is left out of the effects and their order.
+        children = {n for n in state.steps if definition.by_name[n].workflow is not None}
         owed = {
             name for name, rec in state.steps.items() if compensated(rec, definition.by_name[name])
         }
@@ -489,7 +492,7 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
                 )
             )
         if status in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
-            for name in sorted(owed - set(undone) - maps):
+            for name in sorted(owed - set(undone) - maps - children):
                 out.append(
                     Violation(
                         "compensation",
@@ -499,7 +502,12 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
                     )
                 )
         for name, comp in sorted(state.compensations.items()):
-            if comp.status is StepStatus.SUCCEEDED and name not in undone and not _is_map(comp):
+            if (
+                comp.status is StepStatus.SUCCEEDED
+                and name not in undone
+                and not _is_map(comp)
+                and name not in children
+            ):
                 out.append(
                     Violation(
                         "compensation",
@@ -517,8 +525,8 @@ def check_compensation_exact(record: RunRecord) -> list[Violation]:
             for name, effect in sorted(undone.items())
             if (wf_id, name) in step_effects and step_effects[(wf_id, name)].seq > effect.seq
         ]
-        out += _undone_in_order(state, definition, owed, spans)
-        out += _compensations_started_in_order(state, definition, owed, comp_claims)
+        out += _undone_in_order(state, definition, owed - children, spans)
+        out += _compensations_started_in_order(state, definition, owed - children, comp_claims)
     return out
 
 
@@ -760,6 +768,15 @@ def check_attempts_within_policy(record: RunRecord) -> list[Violation]:
 # Why a workflow may be COMPENSATED with no failed step: an operator gave up on it, or it
 # stayed paused past its PauseTimeoutSeconds.
 GAVE_UP = ("OperatorGaveUp", PAUSE_TIMEOUT)
+# A SUCCEEDED child whose parent unwound undoes itself (SUCCEEDED -> COMPENSATING) with this
+# error: it ends COMPENSATED (or FAILED) though none of its steps failed.
+PARENT_COMPENSATION = "ParentCompensation"
+
+
+def undone_by_parent(state: WorkflowState) -> bool:
+    """A child workflow that SUCCEEDED and was then undone because its parent unwound."""
+    wf = state.workflow
+    return wf.parent_id is not None and (loads(wf.error) or {}).get("type") == PARENT_COMPENSATION
 
 
 def _undone_problems(state: WorkflowState, definition: Definition) -> list[str]:
@@ -795,7 +812,7 @@ def _status_problems(state: WorkflowState, definition: Definition) -> list[str]:
             out.append(f"SUCCEEDED but steps {not_ok} did not succeed")
         if comps:
             out.append(f"SUCCEEDED but compensations {sorted(comps)} exist")
-    given_up = (loads(wf.error) or {}).get("type") in GAVE_UP
+    given_up = (loads(wf.error) or {}).get("type") in GAVE_UP or undone_by_parent(state)
     if (
         status is WorkflowStatus.COMPENSATED
         and StepStatus.FAILED not in steps.values()
@@ -965,12 +982,29 @@ def _deadline(action: Any, now: int, resumed_at: int | None) -> int | None:
     return deadline
 
 
+def _has_deadlines(rec: StepRecord) -> bool:
+    """An attempt in flight has deadlines (its heartbeat, its timeout), except a unit waiting
+    for a child that its parent asked to cancel, or a compensation unit waiting for its child
+    to undo itself: only the child's end decides those, and it pulls the parent's entry."""
+    if rec.child_id is not None and rec.status is StepStatus.WAITING:
+        return rec.kind == "step" and rec.child_cancel is None  # its TimeoutSeconds
+    return rec.status.in_flight
+
+
 def watched_while_paused(state: WorkflowState, definition: Definition) -> bool:
-    """A PAUSED workflow needs watching while an attempt of it is in flight (its heartbeat
-    and timeout) or its definition has a pause timeout."""
-    return definition.pause_timeout_seconds is not None or any(
-        r.status.in_flight for r in _records(state)
-    )
+    """A PAUSED workflow needs watching while an attempt of it with deadlines is in flight
+    (its heartbeat and timeout; a map of children's: its window's) or its definition has a
+    pause timeout."""
+    if definition.pause_timeout_seconds is not None:
+        return True
+    for rec in _records(state):
+        window = state.windows.get((rec.kind, rec.name))
+        if _is_map(rec) and window is not None and definition.by_name[rec.name].workflow:
+            if rec.status.in_flight and any(_has_deadlines(u) for u in window.values()):
+                return True
+        elif _has_deadlines(rec):
+            return True
+    return False
 
 
 FINISH_EVENTS = {
@@ -1096,9 +1130,13 @@ def check_finish_events(record: RunRecord) -> list[Violation]:
     for wf_id, state in sorted(states.items()):
         types = ends.get(wf_id, [])
         status = state.workflow.status
-        if len(types) > 1 + state.workflow.redrives:
+        # A child its parent undid ended SUCCEEDED first, then as its undo ended (FAILED,
+        # then again after each redrive, or COMPENSATED).
+        again = state.workflow.parent_id is not None and types[:1] == ["WorkflowSucceeded"]
+        earlier = types[1:-1] if again else types[:-1]
+        if len(types) > 1 + again + state.workflow.redrives:
             out.append(Violation("events", wf_id, f"finished {len(types)} times: {types}"))
-        if any(t != "WorkflowFailed" for t in types[:-1]):
+        if any(t != "WorkflowFailed" for t in earlier):
             out.append(Violation("events", wf_id, f"ended before a redrive as {types[:-1]}"))
         if status.terminal and (not types or FINISH_EVENTS[types[-1]] is not status):
             out.append(Violation("events", wf_id, f"announced {types} but it is {status.value}"))
@@ -2400,6 +2438,234 @@ def check_schedule_firings(record: RunRecord) -> list[Violation]:
     return out
 
 
+# ------------------------------------------------------- child workflows (issue 24)
+
+
+_TERMINAL = {s.value for s in WorkflowStatus if s.terminal}
+UnitKey = tuple[str, str, int | None]  # (parent, step, item)
+
+
+@dataclass
+class _Child:
+    """A child workflow as the table's stream saw it: which unit of its parent, and the
+    attempt that unit was in as the child's item was created."""
+
+    workflow_id: str
+    unit: UnitKey
+    attempt: int
+    created_at: int  # the index of its creating change in the stream
+
+
+def _unit_key(item: Mapping[str, Any]) -> UnitKey | None:
+    """The forward unit a table item is (a step's `S#`, a map item's `I#`), or None."""
+    pk, sk = str(item.get("pk", "")), str(item.get("sk", ""))
+    if pk.startswith("WF#") and sk.startswith("S#"):
+        return (pk[3:], sk[2:], None)
+    if pk.startswith(MAP_PREFIX) and sk.startswith(ITEM_PREFIX):
+        rec = StepRecord.from_item(dict(item))
+        return (rec.workflow_id, rec.name, rec.index)
+    return None
+
+
+def _children_walk(record: RunRecord) -> tuple[list[_Child], dict[UnitKey, set[str]], list[str]]:
+    """Walk the table's stream: every child workflow created (with the attempt its parent's
+    unit was in at that moment: an attempt is QUEUED(a), or PENDING for the first, before the
+    move that starts its child), the children each unit ever waited for, and what broke (b)
+    as it happened: a parent that became terminal with a child that was not, a child created
+    or brought back to life under a terminal parent."""
+    units: dict[UnitKey, Mapping[str, Any]] = {}
+    waited: dict[UnitKey, set[str]] = defaultdict(set)
+    status: dict[str, str] = {}
+    parent_of: dict[str, str] = {}
+    kids: dict[str, list[str]] = defaultdict(list)
+    children: list[_Child] = []
+    problems: list[str] = []
+    for n, change in enumerate(record.changes):
+        new = change.new
+        if new is None:
+            continue
+        key = _unit_key(new)
+        if key is not None:
+            units[key] = new
+            if new.get("child_id") and new.get("status") == StepStatus.WAITING.value:
+                waited[key].add(str(new["child_id"]))
+            continue
+        if new.get("sk") != WF_SK or not str(new.get("pk", "")).startswith("WF#"):
+            continue
+        wf_id, now = str(new["pk"])[3:], str(new.get("status"))
+        was = status.get(wf_id)
+        status[wf_id] = now
+        parent = new.get("parent_id")
+        if change.old is None and parent:
+            unit = (str(parent), str(new.get("parent_step")), new.get("parent_item"))
+            seen = units.get(unit, {})
+            attempt = int(seen.get("attempt") or 0)
+            if seen.get("status") in (None, StepStatus.PENDING.value):
+                attempt = max(attempt, 1)
+            children.append(_Child(wf_id, unit, attempt, n))
+            parent_of[wf_id] = str(parent)
+            kids[str(parent)].append(wf_id)
+        if (
+            wf_id in parent_of
+            and now not in _TERMINAL
+            and status.get(parent_of[wf_id]) in _TERMINAL
+        ):
+            problems.append(
+                f"child {wf_id} is {now} under parent {parent_of[wf_id]}, which is already "
+                f"{status[parent_of[wf_id]]} (change {n})"
+            )
+        if now in _TERMINAL and was not in _TERMINAL:
+            live = [k for k in kids.get(wf_id, []) if status.get(k) not in _TERMINAL]
+            if live:
+                problems.append(
+                    f"parent {wf_id} became {now} while its children {live} were not terminal "
+                    f"(change {n})"
+                )
+    return children, dict(waited), problems
+
+
+def check_children(record: RunRecord) -> list[Violation]:
+    """Child workflows (issue 24), from the table's stream and the final table:
+
+    (a) no attempt starts two children: per parent unit (step, or map item) and attempt at
+    most one child exists; its id is the one derived from parent, step, item and attempt;
+    and the unit waited for it (a child its parent never waited for is an orphan);
+    (b) a terminal parent has only terminal children: at the end of the run, and at every
+    write (a parent becoming terminal over a live child, a child started or brought back
+    under a terminal parent);
+    (c) a parent that ended SUCCEEDED has each child step's (and item's) output equal to its
+    child's output (its steps' outputs by name), from a child that SUCCEEDED, its last
+    attempt's; a parent that unwound (COMPENSATED, CANCELLED) left every child that
+    SUCCEEDED COMPENSATED, and that step's compensation SUCCEEDED."""
+    from shepherd.decisions.fanout import child_id
+
+    out: list[Violation] = []
+    children, waited, problems = _children_walk(record)
+    states = record.states()
+    by_attempt: dict[tuple[UnitKey, int], list[str]] = defaultdict(list)
+    for child in children:
+        by_attempt[(child.unit, child.attempt)].append(child.workflow_id)
+        parent, step, item = child.unit
+        derived = child_id(parent, step, item, child.attempt)
+        if child.workflow_id != derived:
+            problems.append(
+                f"child {child.workflow_id} of '{unit_name(step, item)}' attempt "
+                f"{child.attempt} is not the id derived from it ({derived})"
+            )
+        if child.workflow_id not in waited.get(child.unit, set()):
+            problems.append(
+                f"child {child.workflow_id} of '{unit_name(step, item)}' attempt "
+                f"{child.attempt} was started but its parent's unit never waited for it"
+            )
+    for (unit, attempt), ids in sorted(by_attempt.items(), key=str):
+        if len(ids) > 1:
+            out.append(
+                Violation(
+                    "child_once",
+                    unit[0],
+                    f"'{unit_name(unit[1], unit[2])}' attempt {attempt} started "
+                    f"{len(ids)} children: {ids}",
+                )
+            )
+    out += [
+        Violation("child_once" if "derived" in p or "waited" in p else "child_terminal", None, p)
+        for p in problems
+    ]
+    kids: dict[str, list[str]] = defaultdict(list)
+    for child in children:
+        kids[child.unit[0]].append(child.workflow_id)
+    for wf_id, ids in sorted(kids.items()):
+        above = states.get(wf_id)
+        if above is None or not above.workflow.status.terminal:
+            continue
+        live = [i for i in ids if i in states and not states[i].workflow.status.terminal]
+        if live:
+            out.append(
+                Violation(
+                    "child_terminal",
+                    wf_id,
+                    f"{above.workflow.status.value} with children not terminal: {live}",
+                )
+            )
+    out += _child_outputs(record, states)
+    return out
+
+
+def _child_output(record: RunRecord, child: WorkflowState) -> Any:
+    """A SUCCEEDED child's output, independently: each of its steps' outputs by name (a
+    skipped step has none)."""
+    return {
+        name: record.value(rec.output)
+        for name, rec in sorted(child.steps.items())
+        if rec.status is StepStatus.SUCCEEDED
+    }
+
+
+def _child_outputs(record: RunRecord, states: Mapping[str, WorkflowState]) -> list[Violation]:
+    """(c): outputs of a SUCCEEDED parent's child units, and children an unwound parent left."""
+    out: list[Violation] = []
+    units = item_units(record.items)
+    for wf_id, state in states.items():
+        definition = _definition(record, state)
+        status = state.workflow.status
+        forward: list[StepRecord] = []
+        for name, rec in state.steps.items():
+            if definition.by_name[name].workflow is None:
+                continue
+            if definition.by_name[name].map is None:
+                forward.append(rec)
+            else:
+                forward += units.get((wf_id, "step", name), {}).values()
+        for rec in forward:
+            what = unit_name(rec.name, rec.index)
+            child = states.get(rec.child_id or "")
+            if status is WorkflowStatus.SUCCEEDED and rec.status is StepStatus.SUCCEEDED:
+                if child is None or child.workflow.status is not WorkflowStatus.SUCCEEDED:
+                    out.append(
+                        Violation(
+                            "child_output",
+                            wf_id,
+                            f"'{what}' SUCCEEDED but its child {rec.child_id} is "
+                            f"{child.workflow.status.value if child else 'missing'}",
+                        )
+                    )
+                elif record.value(rec.output) != _child_output(record, child):
+                    out.append(
+                        Violation(
+                            "child_output",
+                            wf_id,
+                            f"'{what}' output {record.value(rec.output)!r} is not its child "
+                            f"{rec.child_id}'s {_child_output(record, child)!r}",
+                        )
+                    )
+            if status not in (WorkflowStatus.COMPENSATED, WorkflowStatus.CANCELLED):
+                continue
+            if child is not None and child.workflow.status is WorkflowStatus.SUCCEEDED:
+                out.append(
+                    Violation(
+                        "child_output",
+                        wf_id,
+                        f"{status.value} but the child {rec.child_id} of '{what}' is still "
+                        "SUCCEEDED (never undone)",
+                    )
+                )
+            comp = state.compensations.get(rec.name)
+            if (
+                rec.index is None
+                and rec.status is StepStatus.SUCCEEDED
+                and (comp is None or comp.status is not StepStatus.SUCCEEDED)
+            ):
+                out.append(
+                    Violation(
+                        "child_output",
+                        wf_id,
+                        f"{status.value} but '{what}' (its child SUCCEEDED) has compensation "
+                        f"{comp.status.value if comp else 'missing'}",
+                    )
+                )
+    return out
+
+
 CHECKERS: Sequence[Checker] = (
     check_terminal_within_bound,
     check_effects_once,
@@ -2430,6 +2696,7 @@ CHECKERS: Sequence[Checker] = (
     check_map_accounting,
     check_map_concurrency,
     check_item_compensation,
+    check_children,
 )
 
 

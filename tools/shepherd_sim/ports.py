@@ -227,6 +227,8 @@ class FaultyStore:
         self._before("put_new", item["pk"], [(item["pk"], item["sk"])])
         self.inner.put_new(item)
         self._stamped((item["pk"], item["sk"]), item)
+        if _waits_for_a_child(item["sk"], item):  # a unit waiting for a child to undo itself
+            self.sim.observe_claim(self.role, item)
         self._write("put_new", item["pk"], item["sk"], str(item.get("status", "")))
         self._after("put_new", item["pk"])
 
@@ -239,6 +241,10 @@ class FaultyStore:
         self._landed(before)
         for w_pk, w_sk, w_update, _ in writes:
             self._stamped((w_pk, w_sk), w_update.set)
+            if _waits_for_a_child(w_sk, w_update.set):  # a child's start: its attempt's claim
+                item = self.sim.memory.peek(w_pk, w_sk)
+                assert item is not None
+                self.sim.observe_claim(self.role, item)
         for w_pk, sk, update, _ in writes:
             self._write("transact", w_pk, sk, _describe(update))
         self._after("transact", pk)
@@ -321,6 +327,17 @@ class FaultyStore:
     def count_range(self, *args: Any) -> int:
         self._before("count_range", None)
         return int(self.inner.count_range(*args))
+
+
+def _waits_for_a_child(sk: str, values: Mapping[str, Any]) -> bool:
+    """A write that moves a unit to WAIT for a child workflow: a child step's (or item's)
+    start, in the transaction that creates the child, or a compensation unit created to wait
+    for its child to undo itself. Both are the unit's claim: from then on it may have acted."""
+    return (
+        sk.startswith(UNIT_PREFIXES)
+        and values.get("status") == "WAITING"
+        and values.get("child_id") is not None
+    )
 
 
 class PayloadUnavailable(StoreUnavailable):

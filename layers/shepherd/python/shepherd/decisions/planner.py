@@ -709,7 +709,7 @@ class _Planner:
             return [Dispatch(unit, lost=True, overdue_ms=self.now - deadline)]
         actions = self._supervise(unit, spec, unwinding=unwinding)
         if self.paused_now:
-            actions = [a for a in actions if not isinstance(a, Dispatch)]
+            actions = [a for a in actions if not isinstance(a, Dispatch | StartChild)]
         return actions
 
     # --------------------------------------------------------------------------- waits

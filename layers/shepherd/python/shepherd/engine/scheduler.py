@@ -1030,7 +1030,11 @@ class Scheduler:
                 f"'{unit.name}'",
             )
             write = tx.compensate_child(child, now, self.shard(child_id), error)
-            self.executor.workflow(WorkflowState(child), write)  # lost: it moved on already
+            undoing = WorkflowState(child)
+            self.executor.workflow(undoing, write)  # lost: it moved on already
+            # What this state knows of the child is now what the write left (or met): the
+            # unit created below must not be planned on the child as it was, SUCCEEDED.
+            state.children[child_id] = undoing.workflow
         waiting = replace(
             unit,
             status=StepStatus.WAITING,
@@ -1104,7 +1108,13 @@ class Scheduler:
                 f"its parent {state.workflow.workflow_id} unwinds and undoes step '{name}'",
             )
             write = tx.compensate_child(child, now, self.shard(child_id), error)
-            self.executor.workflow(WorkflowState(child), write)  # lost: it moved on already
+            undoing = WorkflowState(child)
+            self.executor.workflow(undoing, write)  # lost: it moved on already
+            # The compensation unit created below waits for the child as this write left it
+            # (or as it met it): planned on the child read before, SUCCEEDED, the unit would
+            # end at once as a failed undo (found by the fault simulator: seed 5 of
+            # `--types sim_parent,sim_fleet`, a cancel over a child that had just SUCCEEDED).
+            state.children[child_id] = undoing.workflow
         wf = state.workflow
         comp = tx.child_compensation(wf.workflow_id, wf.wf_type, name, now, child_id)
         return self.executor.create_step(state, comp)
