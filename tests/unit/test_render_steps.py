@@ -63,9 +63,9 @@ def test_a_map_step_shows_its_progress_and_a_child_step_its_child() -> None:
     lines = render.status_lines(view)
     assert lines[1].strip() == "child of wf-0 (step fleet)"
     encode, region = lines[3:]
-    # 25 of 40 ended: 12 of 20 marks; the counts that are not zero, in words.
+    # 25 of 40 ended: 12 of 20 marks; the counts that are not zero, in the demo's words.
     assert encode.rstrip().endswith(
-        "[############........] 23/40 (5 running, 10 pending, 2 failed)"
+        "[############........] 23/40 items succeeded, 5 in flight, 10 to start, 2 failed"
     )
     assert region.rstrip().endswith("child c2")
 
@@ -73,6 +73,7 @@ def test_a_map_step_shows_its_progress_and_a_child_step_its_child() -> None:
 def test_the_demo_note_names_a_map_items_by_where_they_are() -> None:
     counts = {"total": 8, "pending": 2, "running": 3, "succeeded": 3, "failed": 0}
     counts |= {"cancelled": 0, "compensated": 0, "status": "RUNNING", "max_concurrency": 3}
-    assert render.map_progress(counts) == "3/8 items succeeded, 3 in flight"
-    unwound = counts | {"running": 0, "failed": 2, "cancelled": 3, "compensated": 5}
+    assert render.map_progress(counts) == "3/8 items succeeded, 3 in flight, 2 to start"
+    unwound = counts | {"running": 0, "pending": 0, "failed": 2, "cancelled": 3}
+    unwound["compensated"] = 5
     assert render.map_progress(unwound) == ("3/8 items succeeded, 2 failed, 3 cancelled, 5 undone")

@@ -43,17 +43,12 @@ def attempts(step: dict[str, Any]) -> str:
 
 
 def map_bar(counts: dict[str, Any], width: int = 20) -> str:
-    """A map step's progress: a bar of its ended items and the counts (issue 24)."""
+    """A map step's progress in `shepherd status`: a bar of its ended items, then the counts
+    in the words of `map_progress` (one wording for the CLI and the demo)."""
     total = int(counts["total"]) or 1
     ended = counts["succeeded"] + counts["failed"] + counts["cancelled"]
     filled = round(width * ended / total)
-    parts = [f"{counts[k]} {k}" for k in ("running", "pending", "failed", "cancelled") if counts[k]]
-    if counts.get("compensated"):
-        parts.append(f"{counts['compensated']} undone")
-    detail = f" ({', '.join(parts)})" if parts else ""
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {counts['succeeded']}/{counts['total']}{detail}"
-    )
+    return f"[{'#' * filled}{'.' * (width - filled)}] {map_progress(counts)}"
 
 
 def map_progress(counts: dict[str, Any]) -> str:
@@ -61,6 +56,7 @@ def map_progress(counts: dict[str, Any]) -> str:
     parts = [f"{counts['succeeded']}/{counts['total']} items succeeded"]
     for key, label in (
         ("running", "in flight"),
+        ("pending", "to start"),
         ("failed", "failed"),
         ("cancelled", "cancelled"),
         ("compensated", "undone"),
