@@ -131,10 +131,30 @@ def entry_value(now: int, index: int | None) -> Any:
 
 
 def open_values(
-    total: int, stride: int, now: int, index_of: Callable[[int], int] | None = None
+    total: int,
+    stride: int,
+    now: int,
+    index_of: Callable[[int], int] | None = None,
+    *,
+    sharded: bool = True,
 ) -> tuple[dict[str, Any], tuple[int, ...]]:
     """The attributes that open a map (counters, the stride, the first chunk of its first
-    window) and the positions that chunk enters. An empty map has succeeded."""
+    window) and the positions that chunk enters. An empty map has succeeded. `sharded`
+    (the engine's): the unit holds the counters' frame and K (`m_shards`), and the first
+    window is entered by creating its shards (`open_shard`), so none enters here."""
+    if not sharded:  # the window and the counters on the unit (maps opened before shards)
+        entered = tuple(range(min(total, stride, OPEN_CHUNK)))
+        return {
+            OPENED: len(entered),
+            TOTAL: total,
+            STRIDE: stride,
+            SUCCEEDED: 0,
+            FAILED: 0,
+            CANCELLED: 0,
+            COMPENSATED: 0,
+            STATUS: "SUCCEEDED" if total == 0 else "RUNNING",
+            **{WINDOW + str(i): entry_value(now, index_of and index_of(i)) for i in entered},
+        }, entered
     values: dict[str, Any] = {
         TOTAL: total,
         STRIDE: stride,
@@ -165,11 +185,12 @@ def unit_key(key: tuple[str, str], state: MapState, position: int) -> tuple[str,
 
 
 def open_map(key: tuple[str, str], total: int, spec: MapSpec, now: int) -> Opened:
-    """The write that opens a map over `total` items: counters, the stride, and the first
-    window's first `OPEN_CHUNK` stripes (`open_more` enters the rest). Conditioned on the map
-    not being open, so two openers (a duplicate advance, a racing look) open it once. An
-    empty map has succeeded."""
-    values, entered = open_values(total, spec.max_concurrency, now)
+    """The write that opens a map over `total` items with its window on its unit (the map
+    simulator's protocol model, and maps opened before window shards): counters, the stride,
+    and the first window's first `OPEN_CHUNK` stripes (`open_more` enters the rest).
+    Conditioned on the map not being open, so two openers (a duplicate advance, a racing
+    look) open it once. An empty map has succeeded."""
+    values, entered = open_values(total, spec.max_concurrency, now, sharded=False)
     return Opened(Write(*key, Update(set=values), Missing(TOTAL)), entered)
 
 
