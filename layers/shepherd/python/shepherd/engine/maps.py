@@ -496,10 +496,10 @@ class Maps:
             if (named is None and not m.loaded) or (named and (rec.kind, rec.name) in named):
                 wanted.append((rec.kind, rec.name))
         for kind, name in wanted:
-            rec = state.record(kind, name)
-            assert rec is not None
-            assert rec.fanout is not None
-            keys = [fo.shard_key(rec.key, s) for s in range(rec.fanout.shards)]
+            got = state.record(kind, name)
+            assert got is not None
+            assert got.fanout is not None
+            keys = [fo.shard_key(got.key, s) for s in range(got.fanout.shards)]
             found: list[Item] = []
             for start in range(0, len(keys), MAX_BATCH_GET):
                 found += self.ports.store.get_many(keys[start : start + MAX_BATCH_GET])
@@ -507,7 +507,7 @@ class Maps:
             state.shards_whole.add((kind, name))
             for item in found:
                 state.put_shard(kind, name, item)
-            state.put(rec)
+            state.put(got)
         return state
 
     def order_index(self, workflow_id: str, step: str, position: int) -> int:

@@ -464,9 +464,9 @@ class Scheduler:
             if shard is not None:
                 state.put_shard("compensation", name, shard)
             map_rec = state.record(message.kind, name) or map_rec
-            assert map_rec.fanout is not None
-        entered_at = map_rec.fanout.window.get(position, 0)
-        if compensation and position not in map_rec.fanout.window:
+            m = map_rec.fanout or m
+        entered_at = m.window.get(position, 0)
+        if compensation and position not in m.window:
             return state, definition
         item = found.get(unit_key)
         unit = (
