@@ -401,7 +401,8 @@ def test_an_open_write_that_timed_out_after_it_landed_does_not_end_the_opener() 
     assert timed_out == ["S#each"]
     each = h.step(wf, "each")
     assert each.status is StepStatus.RUNNING and each.attempt == 1  # the attempt goes on
-    assert each.fanout is not None and sorted(each.fanout.window) == [0, 1, 2]
+    # Its window is on its shards, which the opener did not get to write: a look enters it.
+    assert each.fanout is not None and each.fanout.window == {}
     state = h.run(wf, step_seconds=5)
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
     assert calls.joined == [{"doubled": 2 * i} for i in range(5)]

@@ -105,21 +105,21 @@ def _accounting_not_fenced_on_its_entry() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _open_enters_one_item_too_many() -> Iterator[None]:
-    """Opening a map enters MaxConcurrency + 1 items (its stride recorded as MaxConcurrency):
-    two items of one stripe in flight."""
+    """Opening a map enters MaxConcurrency + 1 items (its first window shard holds one
+    position past its stripes): two items of one stripe in flight."""
     from shepherd.decisions import fanout as fo
 
-    real = fo.open_values
+    real = fo.shard_stripes
 
-    def open_values(total: int, stride: int, *args: Any) -> Any:
-        values, entered = real(total, stride + 1, *args)
-        return {**values, fo.STRIDE: stride}, entered
+    def shard_stripes(state: fo.MapState, shard: int) -> tuple[int, ...]:
+        extra = (state.stride,) if shard == 0 and state.total > state.stride else ()
+        return real(state, shard) + extra
 
-    fo.open_values = open_values  # type: ignore[assignment]
+    fo.shard_stripes = shard_stripes  # type: ignore[assignment]
     try:
         yield
     finally:
-        fo.open_values = real
+        fo.shard_stripes = real
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from shepherd.keys import (
     ITEM_COMP_PREFIX,
     ITEM_PREFIX,
     MAP_PREFIX,
+    MAP_SHARD_PREFIX,
     POOLS_PK,
     WF_SK,
     inbox_item_sk,
@@ -41,6 +42,7 @@ from shepherd.keys import (
     item_sk,
     map_item_key,
     map_item_of,
+    map_shard_parts,
 )
 from shepherd.model import (
     DomainEvent,
@@ -1459,6 +1461,10 @@ class _MapWalk:
             elif pk.startswith("WF#") and sk.startswith(_UNIT_PREFIXES):
                 if "m_total" in (change.new or {}) or "m_total" in (change.old or {}):
                     self._map_write(pk[3:], sk, change)
+            elif pk.startswith("WF#") and sk.startswith(MAP_SHARD_PREFIX):
+                # A window shard: a part of its map's window and of its counts.
+                kind, name, _ = map_shard_parts(sk)
+                self._map_write(pk[3:], ("S#" if kind == "step" else "C#") + name, change)
             elif pk.startswith(MAP_PREFIX) and sk.startswith((ITEM_PREFIX, ITEM_COMP_PREFIX)):
                 self._unit_write(pk, sk, change)
                 if events_of(change):
@@ -1503,7 +1509,8 @@ class _MapWalk:
         m.total = int(new.get("m_total", m.total) or 0)
         before, after = _window(old), _window(new)
         removed = sorted(set(before) - set(after))
-        for position in sorted(set(after) - set(before)):
+        added = sorted(set(after) - set(before))
+        for position in added:
             m.entered[position] = m.entered.get(position, 0) + 1
             index = after[position]
             m.item_of[position] = position if index is None else index
@@ -1536,15 +1543,18 @@ class _MapWalk:
                     f"counted item {index} as {[c for c, d in deltas.items() if d]}, but its "
                     f"unit is {status}",
                 )
-        m.window = after
-        if m.stride and len(after) > m.stride:
+        # The write's own image holds its part of the window (all of it, or one shard's).
+        m.window = {p: v for p, v in m.window.items() if p not in removed}
+        m.window.update({p: after[p] for p in added})
+        window = m.window
+        if m.stride and len(window) > m.stride:
             self._fail(
                 "map_concurrency",
                 m,
-                f"{len(after)} items in its window (MaxConcurrency {m.stride}): {sorted(after)}",
+                f"{len(window)} items in its window (MaxConcurrency {m.stride}): {sorted(window)}",
             )
-        if m.stride and len({p % m.stride for p in after}) < len(after):
-            self._fail("map_concurrency", m, f"two items of one stripe in flight: {sorted(after)}")
+        if m.stride and len({p % m.stride for p in window}) < len(window):
+            self._fail("map_concurrency", m, f"two items of one stripe in flight: {sorted(window)}")
 
     def _unit_write(self, pk: str, sk: str, change: Change) -> None:
         workflow_id, name, index, kind = map_item_of(pk, sk)

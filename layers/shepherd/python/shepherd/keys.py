@@ -157,6 +157,36 @@ def map_item_of(pk: str, sk: str) -> tuple[str, str, int, Kind]:
     return workflow_id, step, int(sk.split("#", 1)[1]), kind
 
 
+# A map's window and counters live on window shards beside its unit in the workflow's partition
+# (docs/architecture.md, "Item layout and cost per item"): shard s holds the window entries of
+# the stripes j = i mod C with j mod K = s, and the counts of the items it accounted, so an
+# item's accounting write touches one item of at most MAP_SHARD_ENTRIES entries (under 1 KB:
+# one WRU) whatever MaxConcurrency is. A look reads them with the partition (K <= C / 32 + 1).
+MAP_SHARD_PREFIX = "MW#"  # sk of a window shard: MW#<S|C>#<shard>#<step>
+MAP_SHARD_ENTRIES = 32  # window entries a shard holds at most (~16 bytes each)
+
+
+def map_shard_count(stride: int) -> int:
+    """K: how many window shards a map of stride (MaxConcurrency) C has."""
+    return max(1, -(-stride // MAP_SHARD_ENTRIES))
+
+
+def map_shard_of(position: int, stride: int, shards: int) -> int:
+    """The shard of a window position: its stripe's (a stripe's items share one shard)."""
+    return (position % stride) % shards
+
+
+def map_shard_sk(kind: Kind, step: str, shard: int) -> str:
+    return f"{MAP_SHARD_PREFIX}{'S' if kind == 'step' else 'C'}#{shard}#{step}"
+
+
+def map_shard_parts(sk: str) -> tuple[Kind, str, int]:
+    """Kind, step and shard from a window shard's sort key (the inverse of map_shard_sk)."""
+    letter, shard, step = sk.removeprefix(MAP_SHARD_PREFIX).split("#", 2)
+    kind: Kind = "step" if letter == "S" else "compensation"
+    return kind, step, int(shard)
+
+
 RATE_PREFIX = "RATE#"  # a pool's rate-limiter shard: pk RATE#<pool>#<shard>, sk RATE
 RATE_SK = "RATE"
 

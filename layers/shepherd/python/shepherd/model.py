@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, NewType
 
@@ -19,6 +19,7 @@ from shepherd.conditions import Item
 from shepherd.keys import (
     COMP_PREFIX,
     MAP_PREFIX,
+    MAP_SHARD_PREFIX,
     STEP_PREFIX,
     WF_SK,
     Kind,
@@ -26,6 +27,7 @@ from shepherd.keys import (
     list_keys,
     map_item_key,
     map_item_of,
+    map_shard_parts,
     wf_pk,
     workflow_id_of,
 )
@@ -142,6 +144,11 @@ COMPENSATED_COUNT = "m_compensated"
 MAP_STATUS = "m_status"  # RUNNING until the verdict write (or a halt)
 OPENED = "m_opened"  # stripes entered so far: the first window is written in chunks
 PAGES = "m_pages"  # item pages written when it opened (one per MAP_ITEM_PAGE items)
+# Window shards (keys.map_shard_sk): a map opened with `m_shards` = K keeps its window entries
+# and its succeeded/failed/cancelled counts on K shard items, not on its unit; `m_done_<s>`
+# on the unit marks shard s whose items are all accounted (idempotent: a SET).
+SHARDS = "m_shards"
+DONE = "m_done_"
 Verdict = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
 
 
@@ -164,6 +171,12 @@ class MapState:
     # A map compensation's window is over positions in its order; each entry also names the
     # item it undoes (`w_<position> = [entered_at, index]`), so a look needs no order read.
     indexes: Mapping[int, int] = field(default_factory=dict)
+    # Window shards: K (0: the window and the counters are on the unit itself), which of them
+    # were read and folded in (`with_shards`), and which the unit marks done.
+    shards: int = 0
+    present: frozenset[int] = frozenset()
+    done: frozenset[int] = frozenset()
+    loaded: bool = True  # False: a sharded map's unit alone (its window and counts unread)
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> MapState | None:
@@ -191,10 +204,66 @@ class MapState:
             opened=int(item.get(OPENED, 0)),
             pages=int(item.get(PAGES, 0)),
             indexes=indexes,
+            shards=int(item.get(SHARDS, 0)),
+            done=frozenset(int(k[len(DONE) :]) for k in item if k.startswith(DONE)),
+            loaded=SHARDS not in item,
+        )
+
+    def with_shards(self, items: Iterable[Mapping[str, Any]], whole: bool = False) -> MapState:
+        """The map with its window shards folded in (every shard item that exists: a shard
+        not yet created holds nothing): the window is their union, the counters their sums,
+        `opened` the first window's stripes whose shard exists."""
+        if not self.shards:
+            return self
+        window: dict[int, int] = {}
+        indexes: dict[int, int] = {}
+        counts = {SUCCEEDED_COUNT: 0, FAILED_COUNT: 0, CANCELLED_COUNT: 0}
+        present: set[int] = set()
+        for item in items:
+            present.add(map_shard_parts(str(item["sk"]))[2])
+            part = MapState.from_item({TOTAL: 0, STRIDE: 1, **item})
+            assert part is not None
+            window.update(part.window)
+            indexes.update(part.indexes)
+            for name in counts:
+                counts[name] += int(item.get(name, 0))
+        stripes = min(self.total, self.stride)
+        opened = sum(1 for j in range(stripes) if j % self.shards in present)
+        return replace(
+            self,
+            window=window,
+            indexes=indexes,
+            succeeded=counts[SUCCEEDED_COUNT],
+            failed=counts[FAILED_COUNT],
+            cancelled=counts[CANCELLED_COUNT],
+            present=frozenset(present),
+            opened=opened,
+            # Every shard read (`whole`: a shard not found does not exist), or all K found;
+            # else a part of the window and the counts (lower bounds: enough for a verdict).
+            loaded=whole or len(present) == self.shards,
+        )
+
+    def shard_items(self, shard: int) -> int:
+        """How many of the map's positions belong to `shard` (its stripes' items)."""
+        return sum(
+            -(-(self.total - j) // self.stride)
+            for j in range(min(self.total, self.stride))
+            if j % self.shards == shard
         )
 
     def to_attributes(self) -> dict[str, Any]:
-        """The attributes `from_item` reads (a record rebuilt after a transaction)."""
+        """The attributes `from_item` reads (a record rebuilt after a transaction); a sharded
+        map's window and counts stay on its shards."""
+        if self.shards:
+            return {
+                TOTAL: self.total,
+                STRIDE: self.stride,
+                COMPENSATED_COUNT: self.compensated,
+                MAP_STATUS: self.status,
+                PAGES: self.pages,
+                SHARDS: self.shards,
+                **{DONE + str(s): 1 for s in self.done},
+            }
         return {
             TOTAL: self.total,
             STRIDE: self.stride,
@@ -235,7 +304,7 @@ class MapState:
     @property
     def drained(self) -> bool:
         """Decided, and nothing left in its window: its step may end."""
-        return self.status != "RUNNING" and not self.window
+        return self.status != "RUNNING" and not self.window and self.loaded
 
     def counts(self) -> dict[str, int]:
         """What `GET /workflows/{id}` shows of a map step: once it stopped (failed or halted),
@@ -535,12 +604,17 @@ class WorkflowState:
     # The child workflows its waiting child-workflow steps (and their compensations) wait
     # for, by id (`Scheduler.with_children`): one item each, read with the workflow.
     children: dict[str, WorkflowRecord] = field(default_factory=dict)
+    # The window shards of its maps, by map and shard number (read with the partition, or by
+    # `Maps.with_shards`), folded into each map record's `fanout` by `put`.
+    shards: dict[tuple[Kind, str], dict[int, Item]] = field(default_factory=dict)
+    shards_whole: set[tuple[Kind, str]] = field(default_factory=set)  # every shard was read
 
     @classmethod
     def from_items(cls, items: list[Item]) -> WorkflowState | None:
         workflow = None
         steps: dict[str, StepRecord] = {}
         comps: dict[str, StepRecord] = {}
+        shards: dict[tuple[Kind, str], dict[int, Item]] = {}
         for item in items:
             sk = item["sk"]
             if sk == WF_SK:
@@ -549,9 +623,25 @@ class WorkflowState:
                 steps[sk[2:]] = StepRecord.from_item(item)
             elif sk.startswith(COMP_PREFIX):
                 comps[sk[2:]] = StepRecord.from_item(item)
+            elif sk.startswith(MAP_SHARD_PREFIX):
+                kind, name, shard = map_shard_parts(sk)
+                shards.setdefault((kind, name), {})[shard] = item
         if workflow is None:
             return None
-        return cls(workflow, steps, comps)
+        state = cls(workflow, steps, comps, shards=shards)
+        for rec in (*steps.values(), *comps.values()):
+            if rec.fanout is not None and rec.fanout.shards:
+                state.shards.setdefault((rec.kind, rec.name), {})  # the whole partition: all
+                state.shards_whole.add((rec.kind, rec.name))
+                state.put(rec)
+        return state
+
+    def put_shard(self, kind: Kind, name: str, item: Item) -> None:
+        """Fold a window shard as a write left it into its map's record."""
+        self.shards.setdefault((kind, name), {})[map_shard_parts(str(item["sk"]))[2]] = item
+        rec = self.record(kind, name)
+        if rec is not None and rec.fanout is not None:
+            self.put(rec)
 
     def complete(self, step_names: Iterable[str]) -> WorkflowState:
         """Show each of the definition's steps that has no item yet as PENDING (unstored).
@@ -573,6 +663,12 @@ class WorkflowState:
         if record.index is not None:
             self.put_item(record)
             return
+        m = record.fanout
+        if m is not None and m.shards:
+            got = self.shards.get((record.kind, record.name))
+            if got is not None:  # read with the partition, or by `Maps.with_shards`
+                whole = (record.kind, record.name) in self.shards_whole
+                record = replace(record, fanout=m.with_shards(got.values(), whole))
         (self.steps if record.kind == "step" else self.compensations)[record.name] = record
 
     def unit(self, record: StepRecord) -> StepRecord | None:

@@ -36,13 +36,23 @@ from shepherd import limits
 from shepherd.conditions import Cond, Eq, Exists, Item, Lt, Missing, Update, all_of
 from shepherd.decisions.transitions import Write
 from shepherd.fanout import MapSpec
-from shepherd.keys import Kind, map_item_key, map_item_of
+from shepherd.keys import (
+    COMP_PREFIX,
+    Kind,
+    map_item_key,
+    map_item_of,
+    map_shard_count,
+    map_shard_of,
+    map_shard_sk,
+)
 from shepherd.model import (
     CANCELLED_COUNT,
     COMPENSATED_COUNT,
+    DONE,
     FAILED_COUNT,
     MAP_STATUS,
     OPENED,
+    SHARDS,
     STRIDE,
     SUCCEEDED_COUNT,
     TOTAL,
@@ -121,32 +131,109 @@ def entry_value(now: int, index: int | None) -> Any:
 
 
 def open_values(
-    total: int, stride: int, now: int, index_of: Callable[[int], int] | None = None
+    total: int,
+    stride: int,
+    now: int,
+    index_of: Callable[[int], int] | None = None,
+    *,
+    sharded: bool = True,
 ) -> tuple[dict[str, Any], tuple[int, ...]]:
     """The attributes that open a map (counters, the stride, the first chunk of its first
-    window) and the positions that chunk enters. An empty map has succeeded."""
-    entered = tuple(range(min(total, stride, OPEN_CHUNK)))
+    window) and the positions that chunk enters. An empty map has succeeded. `sharded`
+    (the engine's): the unit holds the counters' frame and K (`m_shards`), and the first
+    window is entered by creating its shards (`open_shard`), so none enters here."""
+    if not sharded:  # the window and the counters on the unit (maps opened before shards)
+        entered = tuple(range(min(total, stride, OPEN_CHUNK)))
+        return {
+            OPENED: len(entered),
+            TOTAL: total,
+            STRIDE: stride,
+            SUCCEEDED: 0,
+            FAILED: 0,
+            CANCELLED: 0,
+            COMPENSATED: 0,
+            STATUS: "SUCCEEDED" if total == 0 else "RUNNING",
+            **{WINDOW + str(i): entry_value(now, index_of and index_of(i)) for i in entered},
+        }, entered
     values: dict[str, Any] = {
-        OPENED: len(entered),
         TOTAL: total,
         STRIDE: stride,
-        SUCCEEDED: 0,
-        FAILED: 0,
-        CANCELLED: 0,
+        SHARDS: map_shard_count(stride),
         COMPENSATED: 0,
         STATUS: "SUCCEEDED" if total == 0 else "RUNNING",
-        **{WINDOW + str(i): entry_value(now, index_of and index_of(i)) for i in entered},
     }
-    return values, entered
+    return values, ()
+
+
+def shard_key(key: tuple[str, str], shard: int) -> tuple[str, str]:
+    """Window shard `shard` of the map whose unit is `key` (same partition)."""
+    pk, sk = key
+    kind: Kind = "compensation" if sk.startswith(COMP_PREFIX) else "step"
+    return pk, map_shard_sk(kind, sk[2:], shard)
+
+
+def shard_stripes(state: MapState, shard: int) -> tuple[int, ...]:
+    """The first window's positions (stripes) whose entries shard `shard` holds."""
+    return tuple(j for j in range(min(state.total, state.stride)) if j % state.shards == shard)
+
+
+def unit_key(key: tuple[str, str], state: MapState, position: int) -> tuple[str, str]:
+    """The item that holds `position`'s window entry: its shard (the unit, unsharded)."""
+    if not state.shards:
+        return key
+    return shard_key(key, map_shard_of(position, state.stride, state.shards))
 
 
 def open_map(key: tuple[str, str], total: int, spec: MapSpec, now: int) -> Opened:
-    """The write that opens a map over `total` items: counters, the stride, and the first
-    window's first `OPEN_CHUNK` stripes (`open_more` enters the rest). Conditioned on the map
-    not being open, so two openers (a duplicate advance, a racing look) open it once. An
-    empty map has succeeded."""
-    values, entered = open_values(total, spec.max_concurrency, now)
+    """The write that opens a map over `total` items with its window on its unit (the map
+    simulator's protocol model, and maps opened before window shards): counters, the stride,
+    and the first window's first `OPEN_CHUNK` stripes (`open_more` enters the rest).
+    Conditioned on the map not being open, so two openers (a duplicate advance, a racing
+    look) open it once. An empty map has succeeded."""
+    values, entered = open_values(total, spec.max_concurrency, now, sharded=False)
     return Opened(Write(*key, Update(set=values), Missing(TOTAL)), entered)
+
+
+def open_shard(
+    key: tuple[str, str],
+    state: MapState,
+    now: int,
+    index_of: Callable[[int], int] | None = None,
+) -> Opened | None:
+    """The next window shard of a sharded map to create (while the map runs), with its first
+    window's entries: by the opener after `open_map`, or by a look when the opener died.
+    Conditioned on the shard's absence (a halt's close creates a shard it finds missing, so
+    no shard is entered after its map stopped)."""
+    if state.status != "RUNNING":
+        return None
+    for shard in range(state.shards):
+        entered = shard_stripes(state, shard)
+        if shard in state.present or not entered:
+            continue
+        values = {
+            STATUS: "RUNNING",
+            SUCCEEDED: 0,
+            FAILED: 0,  # a failure's refill is conditioned on it
+            CANCELLED: 0,
+            **{WINDOW + str(i): entry_value(now, index_of and index_of(i)) for i in entered},
+        }
+        return Opened(Write(*shard_key(key, shard), Update(set=values), Missing(STATUS)), entered)
+    return None
+
+
+def close_shards(key: tuple[str, str], state: MapState, verdict: Verdict) -> list[Write]:
+    """A sharded map's stop (FAILED, or CANCELLED: a halt), written on each shard before its
+    unit's verdict: no refill lands on a closed shard (creating a shard not yet there)."""
+    return [
+        Write(*shard_key(key, shard), Update(set={STATUS: verdict}), None)
+        for shard in range(state.shards)
+    ]
+
+
+def mark_done(key: tuple[str, str], shard: int) -> Write:
+    """Shard `shard` accounted every item it holds: marked on the map's unit (a SET: any
+    number of markers of one shard are one)."""
+    return Write(*key, Update(set={DONE + str(shard): 1}), None)
 
 
 def open_more(
@@ -158,6 +245,8 @@ def open_more(
     """The next chunk of the first window, while stripes are left to enter and the map runs:
     by the opener right after `open_map`, or by a look when the opener died between chunks.
     Conditioned on `m_opened` as read, so a chunk is entered once."""
+    if state.shards:
+        return open_shard(key, state, now, index_of)
     stripes = min(state.total, state.stride)
     if state.status != "RUNNING" or state.opened >= stripes:
         return None
@@ -220,7 +309,8 @@ def account(
         condition = all_of(condition, Eq(STATUS, "RUNNING"))
         if bounded:
             condition = all_of(condition, Lt(FAILED, tolerated_failures))
-    return Accounting(Write(*key, update, condition), (follower,) if refill else ())
+    where = unit_key(key, state, index)
+    return Accounting(Write(*where, update, condition), (follower,) if refill else ())
 
 
 def decide(key: tuple[str, str], after: MapState, spec: MapSpec) -> tuple[Write, Verdict] | None:

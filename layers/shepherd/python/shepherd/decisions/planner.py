@@ -673,7 +673,7 @@ class _Planner:
             decided = map_outcome(m, spec, rec.kind)
             if decided != "RUNNING":
                 return [DecideMap(rec, decided)]
-        elif not m.window:
+        elif m.drained:
             return [FinishMap(rec)]
         actions: list[Action] = []
         if supervisor and m.status == "RUNNING" and m.opened < min(m.total, m.stride):
@@ -1077,7 +1077,7 @@ def _map_deadlines(
         or m.opened < min(m.total, m.stride)
     ):
         return [now]
-    if m.status != "RUNNING" and not m.window:
+    if m.status != "RUNNING" and (m.drained or not m.loaded):
         return [now]
     units = state.windows.get((kind, rec.name))
     if units is None:

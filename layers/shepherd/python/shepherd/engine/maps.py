@@ -30,13 +30,21 @@ from typing import Any, Protocol
 
 from shepherd import fanout as paths
 from shepherd import jsonsafe, limits
-from shepherd.conditions import Eq, Item, Missing, Update, all_of
+from shepherd.conditions import Eq, Exists, Item, Missing, Update, all_of
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
 from shepherd.definitions import MAX_SQS_DELAY, Definition
 from shepherd.engine.executor import Executor
 from shepherd.errors import MapItemsInvalid, MapTooLarge
-from shepherd.keys import ITEM_PREFIX, MAP_ITEM_PAGE, MAP_PREFIX, Kind, map_item_key
+from shepherd.keys import (
+    ITEM_PREFIX,
+    MAP_ITEM_PAGE,
+    MAP_PREFIX,
+    Kind,
+    map_item_key,
+    map_shard_count,
+    map_shard_of,
+)
 from shepherd.model import (
     PAGES,
     MapState,
@@ -55,6 +63,7 @@ logger = logging.getLogger("shepherd.maps")
 PAGE_SK = "P"  # an items page: pk MAP#<wf>#<step>#<page>, `v` the page's values (stored)
 ORDER_SK = "O"  # a map compensation's order page: `v` the item indexes of its positions
 PAGE_INPUT = "in"  # on an items page: the map step's replacement input (an operator's), if any
+PAGE_SHARDS = "k"  # on an items page: the map's window shards (absent: window on its unit)
 HALTED = "MapHalted"
 ITEM_COMPENSATION_FAILED = "ItemCompensationFailed"
 _PAGE_CACHE = 32  # resolved items pages kept per process (a claim reads its item's page)
@@ -262,7 +271,11 @@ class Maps:
             # operator's replacement input for the map step (stored before it opened, fixed
             # while it runs) goes on each page: an item's claim reads its page, not the
             # map's unit, and every item is given it as `ctx.input`.
-            fields: dict[str, Any] = {"v": stored, "t": len(items)}
+            fields: dict[str, Any] = {
+                "v": stored,
+                "t": len(items),
+                PAGE_SHARDS: map_shard_count(spec.map.max_concurrency),
+            }
             if rec.input is not None:
                 fields[PAGE_INPUT] = rec.input
             self.ports.store.update(
@@ -309,6 +322,16 @@ class Maps:
             more = fo.open_more(current.key, current.fanout, self.ports.clock.now_ms(), index_of)
             if more is None:
                 break
+            if current.fanout.shards:  # a window shard created (or found created)
+                new, found = self.executor.raw_or_current(more.write)
+                if new is None and found is None:
+                    break  # pragma: no cover - a store that returned nothing
+                state.put_shard(current.kind, current.name, new or found or {})
+                if new is not None and not _children(definition, current):
+                    after = state.record(current.kind, current.name) or current
+                    tasks += [self.task(definition, after, p) for p in more.entered]
+                current = state.record(current.kind, current.name)
+                continue
             written = self.executor.step(state, more.write)
             if written is None:
                 return state.record(rec.kind, rec.name), tasks  # another process entered it
@@ -382,9 +405,14 @@ class Maps:
                 refill=refill,
             )
             new, current = self.executor.raw_or_current(acc.write)
+            sharded = m.shards > 0
             if new is not None:
-                rec = StepRecord.from_item(new)
-                state.put(rec)
+                if sharded:
+                    state.put_shard(seen.kind, seen.name, new)
+                    rec = self._after_shard(state, definition, seen, position, new, outcome)
+                else:
+                    rec = StepRecord.from_item(new)
+                    state.put(rec)
                 window = state.windows.get((rec.kind, rec.name))
                 if window is not None:
                     window.pop(position, None)
@@ -406,13 +434,81 @@ class Maps:
                 return Accounted(rec, tasks, acc.entered)
             if current is None:
                 return None
-            seen = StepRecord.from_item(current)
-            state.put(seen)
+            if sharded:
+                state.put_shard(seen.kind, seen.name, current)
+                seen = state.record(seen.kind, seen.name) or seen
+            else:
+                seen = StepRecord.from_item(current)
+                state.put(seen)
             fresh = seen.fanout
             if fresh is None or position not in fresh.window:
                 return None  # counted already (a duplicate, a late result, a racing look)
             refill = False  # its entry holds: the refill's condition lost
         return None
+
+    def _after_shard(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        seen: StepRecord,
+        position: int,
+        shard_item: Item,
+        outcome: str,
+    ) -> StepRecord:
+        """After an accounting on a window shard: the map as far as this process knows it.
+        The shard's own counts are lower bounds of the map's, enough for most verdicts; when
+        the shard has accounted all its items it is marked done on the unit (a SET), and when
+        that made every shard done, or a failure may pass a tolerance the shard alone does
+        not, every shard is read (K keys) for the map's exact counts."""
+        rec = state.record(seen.kind, seen.name) or seen
+        m = rec.fanout
+        assert m is not None
+        shard = map_shard_of(position, m.stride, m.shards)
+        mine = sum(int(shard_item.get(c, 0)) for c in (fo.SUCCEEDED, fo.FAILED, fo.CANCELLED))
+        whole = False
+        if mine >= m.shard_items(shard) and shard not in m.done:
+            marked = self.executor.step(state, fo.mark_done(rec.key, shard))
+            rec = state.record(seen.kind, seen.name) or rec
+            whole = (
+                marked is not None
+                and marked.fanout is not None
+                and len(marked.fanout.done) >= m.shards
+            )
+        elif outcome == "failed" and m.shards > 1 and m.status == "RUNNING":
+            spec = definition.by_name[rec.name].map if rec.kind == "step" else None
+            whole = 0 < int(shard_item.get(fo.FAILED, 0)) <= fo.tolerated(m.total, spec)
+        if whole:
+            self.with_shards(state, [(rec.kind, rec.name)])
+            rec = state.record(seen.kind, seen.name) or rec
+        return rec
+
+    def with_shards(
+        self, state: WorkflowState, maps: Iterable[tuple[Kind, str]] | None = None
+    ) -> WorkflowState:
+        """Read every window shard of the state's sharded maps whose shards were not read with
+        it (or of `maps`): one BatchGetItem of K keys a map (K = MaxConcurrency / 32, up)."""
+        named = None if maps is None else set(maps)
+        wanted: list[tuple[Kind, str]] = []
+        for rec in (*state.steps.values(), *state.compensations.values()):
+            m = rec.fanout
+            if m is None or not m.shards or rec.status.terminal:
+                continue
+            if (named is None and not m.loaded) or (named and (rec.kind, rec.name) in named):
+                wanted.append((rec.kind, rec.name))
+        for kind, name in wanted:
+            got = state.record(kind, name)
+            assert got is not None
+            assert got.fanout is not None
+            keys = [fo.shard_key(got.key, s) for s in range(got.fanout.shards)]
+            found: list[Item] = []
+            for start in range(0, len(keys), MAX_BATCH_GET):
+                found += self.ports.store.get_many(keys[start : start + MAX_BATCH_GET])
+            state.shards[(kind, name)] = {}
+            state.shards_whole.add((kind, name))
+            for item in found:
+                state.put_shard(kind, name, item)
+            state.put(got)
+        return state
 
     def order_index(self, workflow_id: str, step: str, position: int) -> int:
         """The item a map compensation's `position` undoes (its order page, one read)."""
@@ -424,7 +520,14 @@ class Maps:
 
     def decide(self, state: WorkflowState, map_rec: StepRecord, verdict: str) -> bool:
         """RUNNING -> `verdict` on the map's own status (SUCCEEDED, FAILED, or CANCELLED: a
-        halt), once."""
+        halt), once. A sharded map's shards are closed first (FAILED, CANCELLED: no refill
+        lands after it; a SUCCEEDED map has nothing left to refill)."""
+        m = map_rec.fanout
+        if m is not None and m.shards and verdict != "SUCCEEDED":
+            for close in fo.close_shards(map_rec.key, m, verdict):  # type: ignore[arg-type]
+                new, _ = self.executor.raw_or_current(close)
+                if new is not None:
+                    state.put_shard(map_rec.kind, map_rec.name, new)
         write = tx.Write(*map_rec.key, Update(set={fo.STATUS: verdict}), Eq(fo.STATUS, "RUNNING"))
         return self.executor.step(state, write) is not None
 
@@ -437,6 +540,11 @@ class Maps:
         assert m is not None
         now = self.ports.clock.now_ms()
         expires = self.expires(now)
+        for shard in range(m.shards):  # its window shards expire with it (K small writes)
+            key = fo.shard_key(map_rec.key, shard)
+            self.executor.raw_or_current(
+                tx.Write(*key, Update(set={"expires_at": expires}), Exists(fo.STATUS))
+            )
         if m.status == "SUCCEEDED":
             output: str | None
             if map_rec.kind == "compensation":

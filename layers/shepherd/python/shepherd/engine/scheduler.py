@@ -21,6 +21,7 @@ from typing import Any
 from shepherd import fanout, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
+from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import child_id as fanout_child_id
 from shepherd.decisions.planner import (
@@ -57,7 +58,15 @@ from shepherd.decisions.waits import RUNTIME_ERROR
 from shepherd.definitions import MAX_SQS_DELAY, Definition, StepSpec
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.executor import Executor
-from shepherd.engine.maps import PAGE_INPUT, PAGE_SK, Maps, outcome_of, page_pk, unit_task
+from shepherd.engine.maps import (
+    PAGE_INPUT,
+    PAGE_SHARDS,
+    PAGE_SK,
+    Maps,
+    outcome_of,
+    page_pk,
+    unit_task,
+)
 from shepherd.engine.outputs import workflow_output
 from shepherd.errors import (
     DeliveryError,
@@ -429,7 +438,14 @@ class Scheduler:
         if spec is None or spec.map is None or page_item is None:
             return state, definition
         if not compensation:
-            opened = MapState(total=int(page_item.get("t", 0)), stride=spec.map.max_concurrency)
+            # Its window shards (`k`, on the page since the map opened; absent: a map opened
+            # with its window on its unit): the accounting writes the item's shard.
+            opened = MapState(
+                total=int(page_item.get("t", 0)),
+                stride=spec.map.max_concurrency,
+                shards=int(page_item.get(PAGE_SHARDS, 0)),
+                loaded=False,
+            )
             # The map step's replacement input, if an operator gave one, is on the page.
             given = page_item.get(PAGE_INPUT)
             state.put(
@@ -441,8 +457,16 @@ class Scheduler:
         if map_rec is None or map_rec.fanout is None:
             return state, definition
         position = message.position if message.position is not None else index
-        entered_at = map_rec.fanout.window.get(position, 0)
-        if compensation and position not in map_rec.fanout.window:
+        m = map_rec.fanout
+        if compensation and m.shards and map_rec.status is StepStatus.RUNNING:
+            # An item compensation's window entry is on its shard (one more read).
+            shard = self.ports.store.get(*fo.unit_key(map_rec.key, m, position))
+            if shard is not None:
+                state.put_shard("compensation", name, shard)
+            map_rec = state.record(message.kind, name) or map_rec
+            m = map_rec.fanout or m
+        entered_at = m.window.get(position, 0)
+        if compensation and position not in m.window:
             return state, definition
         item = found.get(unit_key)
         unit = (
@@ -487,6 +511,7 @@ class Scheduler:
         state.complete(
             name for kind, name in wanted if kind == "step" and name in definition.by_name
         )
+        self.maps.with_shards(state)  # a running map's window shards, if one was read
         return state, definition
 
     def step_output(self, workflow_id: str, name: str) -> str | None:
