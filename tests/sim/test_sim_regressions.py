@@ -15,7 +15,11 @@ workflow's look unwatching it without holding its claimable steps
 seeds 6520 and 1380); and, once the pools gained circuit breakers (issue 26), a sweep planning
 with the pools' last states after a failed read
 (`tests/integration/test_pause.py::test_a_sweep_that_cannot_read_the_pools_takes_every_pool_as_running`,
-seeds 26, 5157, 220).
+seeds 26, 5157, 220); and, once map windows moved to shards (issue 24; seeds 0-700 of
+`--types sim_map` with the bug put back), an opener ending its attempt over a map whose open
+write had landed and timed out
+(`tests/integration/test_maps.py::test_an_open_write_that_timed_out_after_it_landed_does_not_end_the_opener`,
+seeds 24, 217, 115).
 """
 
 from __future__ import annotations
@@ -214,21 +218,6 @@ def _pause_unguarded_when_due() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _opener_ends_its_attempt_over_an_open_map() -> Iterator[None]:
-    """591b8a5: the write ending a map step's opener attempt (its error, a look's timeout) did
-    not require the map unopened: an open write that timed out after it landed was taken for
-    the attempt's failure, and the map stayed open under a step queued again or failed."""
-    from shepherd.engine import scheduler
-
-    real = scheduler.TOTAL
-    scheduler.TOTAL = "m_total_put_back"  # the guard then asks for an attribute never written
-    try:
-        yield
-    finally:
-        scheduler.TOTAL = real
-
-
-@contextlib.contextmanager
 def _paused_look_sends_the_next_item() -> Iterator[None]:
     """feaf032: a look at a PAUSED workflow that counted an ended map item sent the message of
     the item its accounting brought into the window (the look's map writes planned as for a
@@ -400,17 +389,6 @@ REGRESSIONS = [
         "planned on the RUNNING workflow moved the entry 2 s on; the pause landed on the status "
         "alone, and its 1 s pause timeout was found late",
         OPERATOR_TYPES,
-    ),
-    Regression(
-        # Found as seeds 24 and 217 of `--types sim_map` (issue 24), in the deployed mode;
-        # this seed reaches it in the replay mode below.
-        115,
-        MIX_5,
-        "findable",
-        _opener_ends_its_attempt_over_an_open_map,
-        "a map's open write landed and timed out; the opener failed its attempt, queueing the "
-        "step again over the open map: its items, entered and never sent, were unwatched",
-        SimConfig(workflow_types=("sim_map",)),
     ),
     Regression(
         # Found as seed 1601 of the default mix (issue 24, the first 2,000-seed run with maps);
