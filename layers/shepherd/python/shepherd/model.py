@@ -726,6 +726,7 @@ EVENT_TYPES = frozenset(
         "StepCompensated",
         "StepSkipped",
         "ApprovalRequested",
+        "ApprovalAnswered",
     }
 )
 

@@ -69,10 +69,12 @@ const OUTCOMES = {
 
 const kindLabel = (kind, name) => (kind === "step" ? name : `undo ${name}`);
 
-/** One published event's detail in words: the step and attempt, who paused and why, the error. */
+/** One published event's detail in words: the step and attempt, who paused and why, an
+ * approval's answer, the error, and who did it (an operator action's `by`). */
 export function eventText(d) {
   const parts = [];
   if (d.step) parts.push(`${d.kind === "compensation" ? "undo " : ""}${d.step}${d.attempt ? ` attempt ${d.attempt}` : ""}`);
+  if (d.verdict) parts.push(`${d.verdict}${d.comment ? `: “${d.comment}”` : ""}`);
   if (d.pause) parts.push(`${d.pause.reason || "paused"}${d.pause.step ? ` at ${d.pause.step}` : ""}${d.pause.by ? ` by ${d.pause.by}` : ""}`);
   if (d.next_attempt) parts.push(`next attempt ${d.next_attempt} in ${d.delay_ms} ms`);
   if (d.error) parts.push(`${d.error.type || "Error"}: ${d.error.message || ""}`);
