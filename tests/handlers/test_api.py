@@ -390,6 +390,33 @@ def test_pause_resume_with_a_replacement_input_and_compensate(
     assert stack.api("POST", f"/workflows/{wf}/pause", caller=BOB)[0] == 404  # not BOB's
 
 
+def test_a_resume_whose_replacement_input_misfits_the_schema_is_400_and_writes_nothing(
+    stack: Stack,
+) -> None:
+    """Issue 29.7: the replacement stands in for the workflow input the step reads, so the
+    start's InputSchema check (the one validator) refuses it in the error shape, naming the
+    field, before any write: still PAUSED, no replacement, no history entry."""
+    wf = start(stack)["workflow_id"]
+    assert stack.api("POST", f"/workflows/{wf}/pause")[0] == 202
+    before = stack.api("GET", f"/workflows/{wf}")[2]
+    for bad, field in (
+        ({**ORDER, "amount": -5}, "input.amount"),
+        ({**ORDER, "items": [{"sku": "A", "qty": 0}]}, "input.items[0].qty"),
+        ({"order_id": "o-1"}, "input"),
+    ):
+        status, _, reply = stack.api(
+            "POST", f"/workflows/{wf}/resume", body={"step": "charge_payment", "input": bad}
+        )
+        assert status == 400, reply
+        assert reply["error"]["code"] == "InvalidInput" and reply["error"]["field"] == field
+        assert reply["error"]["message"].startswith(field), reply
+    assert stack.api("GET", f"/workflows/{wf}")[2] == before  # nothing written
+    status, _, reply = stack.api(
+        "POST", f"/workflows/{wf}/resume", body={"step": "charge_payment", "input": ORDER}
+    )
+    assert (status, reply["status"]) == (202, "RUNNING")
+
+
 def test_pools_list_pause_and_resume(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     from shepherd.settings import ENV_OPERATORS
     from shepherd_handlers import runtime
