@@ -69,7 +69,13 @@ def test_a_workflow_is_found_opened_and_watched_to_its_end(
     expect(node(page, "configure")).to_have_attribute("data-status", re.compile("PENDING|QUEUED"))
     expect(page.locator("#wf-status")).to_have_text("RUNNING")
     expect(attempt_row(page, "create_compute", 1)).to_have_attribute("data-outcome", "error")
-    expect(attempt_row(page, "create_compute", 1)).to_contain_text("TransientServiceError")
+    # Each attempt says why, name and message (issue 29.5), after the step moved on.
+    expect(attempt_row(page, "create_compute", 1).locator("td.error-text")).to_have_text(
+        "TransientServiceError: injected transient error on attempt 1"
+    )
+    expect(attempt_row(page, "create_compute", 1).locator(".attempt-message")).to_have_attribute(
+        "data-cut", "false"
+    )
     expect(attempt_row(page, "create_compute", 2)).to_have_attribute("data-outcome", "ok")
     expect(node(page, "configure")).to_contain_text(re.compile("PENDING|QUEUED"))  # in words too
     shot(page, "workflow-running")

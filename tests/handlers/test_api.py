@@ -271,6 +271,32 @@ def test_retry_redrives_a_failed_workflow_from_its_failed_compensation(
     assert stack.api("POST", f"/workflows/{wf}/retry")[0] == 409
 
 
+def test_each_attempt_shows_its_messages_start_and_the_error_route_the_whole(
+    stack: Stack, swap_agent: Any
+) -> None:
+    """Issue 29.5: every ended attempt in the view carries its error's name and its message,
+    cut to 100 characters (marked "…"); the step's last error is whole through
+    GET /workflows/{id}/steps/{step}/error."""
+    long = "the card processor said: " + "declined " * 40
+    swap_agent("charge_payment", _raise(PermanentError(long, name="CardDeclined")))
+    wf = start(stack)["workflow_id"]
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    charge = view_step(view, "charge_payment")
+    (attempt,) = charge["attempts"]
+    assert (attempt["outcome"], attempt["error"]) == ("error", "CardDeclined")
+    assert attempt["message"] == long[:99] + "…" and len(attempt["message"]) == 100
+    status, _, full = stack.api("GET", f"/workflows/{wf}/steps/charge_payment/error")
+    assert status == 200 and full["message"] == long and full["type"] == "CardDeclined"
+
+
+def _raise(exc: Exception) -> Any:
+    def agent(ctx: Any) -> Any:
+        raise exc
+
+    return agent
+
+
 def _refund_ok(ctx: Any) -> Any:
     return {"refunded": ctx.step_output["charge_id"]}
 

@@ -13,6 +13,7 @@ import { liveToggle } from "./workflows.js";
 
 export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"]);
 const REFRESH_MS = 1000;
+const MESSAGE_CHARS = 100; // an attempt's message as the API keeps it (limits.MAX_HISTORY_MESSAGE)
 const HISTORY_PAGES = 5; // up to 500 events on the page; the API pages the rest
 // A finished workflow's page re-reads its view this often while it shows large-payload links:
 // each read presigns them anew (they expire after 5 minutes), so a link is never stale.
@@ -232,6 +233,15 @@ function fallbackDefinition(view) {
   };
 }
 
+/** An ended attempt's message beside its error's name: the API keeps its first 100
+ * characters per attempt (cut with "…"; the step's last error is whole in its traceback). */
+function attemptMessage(r) {
+  if (!r.message) return "";
+  const cut = r.message.endsWith("…");
+  const title = cut ? `The first ${MESSAGE_CHARS} characters of its message; the step's last error is shown whole with its traceback.` : undefined;
+  return h("span", { class: "attempt-message", "data-cut": String(cut), title }, `: ${r.message}`);
+}
+
 // Units whose earlier attempts the operator unfolded (a unit with more than COLLAPSE_OVER
 // attempts shows its latest, the others behind a button).
 const COLLAPSE_OVER = 2;
@@ -285,7 +295,7 @@ function timeline(view, again = () => {}) {
       h("td", {}, time(r.heartbeat)),
       h("td", {}, time(r.ended)),
       h("td", { class: "num" }, r.claimed ? duration(r.claimed, r.ended) : "—"),
-      h("td", { class: "error-text" }, r.error || "", r.message ? h("span", { class: "attempt-message" }, `: ${r.message}`) : ""),
+      h("td", { class: "error-text" }, r.error || "", attemptMessage(r)),
       h("td", {}, r.by || ""),
     );
   });
