@@ -69,7 +69,13 @@ def test_a_workflow_is_found_opened_and_watched_to_its_end(
     expect(node(page, "configure")).to_have_attribute("data-status", re.compile("PENDING|QUEUED"))
     expect(page.locator("#wf-status")).to_have_text("RUNNING")
     expect(attempt_row(page, "create_compute", 1)).to_have_attribute("data-outcome", "error")
-    expect(attempt_row(page, "create_compute", 1)).to_contain_text("TransientServiceError")
+    # Each attempt says why, name and message (issue 29.5), after the step moved on.
+    expect(attempt_row(page, "create_compute", 1).locator("td.error-text")).to_have_text(
+        "TransientServiceError: injected transient error on attempt 1"
+    )
+    expect(attempt_row(page, "create_compute", 1).locator(".attempt-message")).to_have_attribute(
+        "data-cut", "false"
+    )
     expect(attempt_row(page, "create_compute", 2)).to_have_attribute("data-outcome", "ok")
     expect(node(page, "configure")).to_contain_text(re.compile("PENDING|QUEUED"))  # in words too
     shot(page, "workflow-running")
@@ -118,6 +124,10 @@ def test_cancel_from_the_page_through_the_confirmation_ends_cancelled(page: Any,
     expect(node(page, "charge_payment")).to_have_attribute("data-status", "CANCELLED")
     expect(attempt_row(page, "reserve_inventory", 1)).to_contain_text("supervisor")
     expect(page.locator('#events tr[data-event="WorkflowCancelled"]')).to_have_count(1)
+    # Who cancelled it, in the history (issue 29.4): the console's caller, as the API says.
+    expect(page.locator('#events tr[data-event="WorkflowCancelRequested"]')).to_contain_text(
+        re.compile(r"by \S+")
+    )
     expect(page.locator('#actions button[data-action="cancel"]')).to_be_disabled()
     assert api.call("GET", f"/workflows/{workflow_id}")["status"] == "CANCELLED"
 
@@ -423,6 +433,12 @@ def test_a_person_approves_from_the_inbox_and_rejects_from_the_workflow_page(
     expect(decision).to_have_attribute("data-verdict", "rejected")
     expect(decision).to_contain_text("rejected by ")
     expect(decision).to_contain_text(": “card reported stolen”")
+    # ... and in the history, as published (issue 29.4): the answer, who gave it, and when.
+    answered = page.locator('#events tr[data-event="ApprovalAnswered"]')
+    expect(answered).to_contain_text(
+        f"fraud_review attempt 1 — rejected: “card reported stolen” — by {review['decision']['by']}"
+    )
+    expect(answered.locator("time")).to_have_count(1)
 
 
 def test_the_list_filters_pages_and_finds_by_id_or_idempotency_key(page: Any, api: Api) -> None:

@@ -271,6 +271,32 @@ def test_retry_redrives_a_failed_workflow_from_its_failed_compensation(
     assert stack.api("POST", f"/workflows/{wf}/retry")[0] == 409
 
 
+def test_each_attempt_shows_its_messages_start_and_the_error_route_the_whole(
+    stack: Stack, swap_agent: Any
+) -> None:
+    """Issue 29.5: every ended attempt in the view carries its error's name and its message,
+    cut to 100 characters (marked "…"); the step's last error is whole through
+    GET /workflows/{id}/steps/{step}/error."""
+    long = "the card processor said: " + "declined " * 40
+    swap_agent("charge_payment", _raise(PermanentError(long, name="CardDeclined")))
+    wf = start(stack)["workflow_id"]
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    charge = view_step(view, "charge_payment")
+    (attempt,) = charge["attempts"]
+    assert (attempt["outcome"], attempt["error"]) == ("error", "CardDeclined")
+    assert attempt["message"] == long[:99] + "…" and len(attempt["message"]) == 100
+    status, _, full = stack.api("GET", f"/workflows/{wf}/steps/charge_payment/error")
+    assert status == 200 and full["message"] == long and full["type"] == "CardDeclined"
+
+
+def _raise(exc: Exception) -> Any:
+    def agent(ctx: Any) -> Any:
+        raise exc
+
+    return agent
+
+
 def _refund_ok(ctx: Any) -> Any:
     return {"refunded": ctx.step_output["charge_id"]}
 
@@ -388,6 +414,33 @@ def test_pause_resume_with_a_replacement_input_and_compensate(
         status, _, reply = stack.api("POST", f"/workflows/{other}/{action}")
         assert status == 409 and reply["error"]["code"] == "InvalidTransition"
     assert stack.api("POST", f"/workflows/{wf}/pause", caller=BOB)[0] == 404  # not BOB's
+
+
+def test_a_resume_whose_replacement_input_misfits_the_schema_is_400_and_writes_nothing(
+    stack: Stack,
+) -> None:
+    """Issue 29.7: the replacement stands in for the workflow input the step reads, so the
+    start's InputSchema check (the one validator) refuses it in the error shape, naming the
+    field, before any write: still PAUSED, no replacement, no history entry."""
+    wf = start(stack)["workflow_id"]
+    assert stack.api("POST", f"/workflows/{wf}/pause")[0] == 202
+    before = stack.api("GET", f"/workflows/{wf}")[2]
+    for bad, field in (
+        ({**ORDER, "amount": -5}, "input.amount"),
+        ({**ORDER, "items": [{"sku": "A", "qty": 0}]}, "input.items[0].qty"),
+        ({"order_id": "o-1"}, "input"),
+    ):
+        status, _, reply = stack.api(
+            "POST", f"/workflows/{wf}/resume", body={"step": "charge_payment", "input": bad}
+        )
+        assert status == 400, reply
+        assert reply["error"]["code"] == "InvalidInput" and reply["error"]["field"] == field
+        assert reply["error"]["message"].startswith(field), reply
+    assert stack.api("GET", f"/workflows/{wf}")[2] == before  # nothing written
+    status, _, reply = stack.api(
+        "POST", f"/workflows/{wf}/resume", body={"step": "charge_payment", "input": ORDER}
+    )
+    assert (status, reply["status"]) == (202, "RUNNING")
 
 
 def test_pools_list_pause_and_resume(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aws_stack import ALICE, BOB, Stack, stack_with_definitions
+from shepherd.clock import iso
 
 OPERATORS_ROLE = "arn:aws:iam::123456789012:role/Operators"  # BOB's sessions map to it
 CAROL = "arn:aws:iam::123456789012:user/carol"
@@ -88,6 +89,36 @@ def test_the_owner_rejects_and_the_workflow_unwinds(stack: Stack) -> None:
     assert reply["status"] == "FAILED" and reply["error"]["type"] == "Rejected"
     view = stack.api("GET", f"/workflows/{wf}", caller=ALICE)[2]
     assert view["status"] in ("COMPENSATING", "COMPENSATED")
+
+
+def test_who_answered_and_when_stays_in_the_history(stack: Stack) -> None:
+    """Issue 29.4: an answer is an operator action; GET /workflows/{id}/events keeps it
+    (ApprovalAnswered: verdict, who, when, comment) after the workflow ended, an approval
+    included, whose step's success announces nothing of its own."""
+    answered = {}
+    for action, verdict, caller in (("approve", "approved", BOB), ("reject", "rejected", ALICE)):
+        wf = _waiting(stack)
+        status, _, reply = stack.api(
+            "POST",
+            f"/workflows/{wf}/steps/sign_off/{action}",
+            body={"comment": "ok"},
+            caller=caller,
+        )
+        assert status == 200, reply
+        answered[wf] = (verdict, reply["decision"])
+    stack.run_agents()
+    stack.relay()
+    for wf, (verdict, decision) in answered.items():
+        status, _, reply = stack.api("GET", f"/workflows/{wf}/events", caller=ALICE)
+        assert status == 200, reply
+        types = [e["type"] for e in reply["items"]]
+        assert types[-1] in ("WorkflowSucceeded", "WorkflowCompensated"), types
+        (event,) = [e for e in reply["items"] if e["type"] == "ApprovalAnswered"]
+        assert event["detail"]["verdict"] == verdict == decision["verdict"]
+        assert event["detail"]["by"] == decision["by"]
+        assert event["detail"]["comment"] == "ok" and event["detail"]["step"] == "sign_off"
+        assert event["at"] == event["detail"]["at"] == iso(decision["at"])  # the view: ms
+    assert [d["by"] for _, d in answered.values()] == [OPERATORS_ROLE, ALICE]
 
 
 @pytest.mark.parametrize(

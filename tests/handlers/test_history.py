@@ -4,9 +4,14 @@ operator actions included, paged and signed; a redelivered stream record changes
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from aws_stack import BOB, Stack
+import pytest
+from aws_stack import ALICE, BOB, Stack
+from shepherd.clock import SystemClock, iso
+from shepherd.errors import PermanentError
+from shepherd_examples.agents import registry
 from support import ORDER
 
 
@@ -121,3 +126,74 @@ def test_a_retried_step_is_in_the_history_between_the_start_and_the_end(stack: S
     assert retried[0]["detail"]["attempt"] == 1 and retried[0]["at"]
     ats = [e["at"] for e in events]
     assert ats == sorted(ats)
+
+
+@pytest.fixture
+def refunds_down() -> Iterator[None]:
+    """refund_payment fails for good (a compensation exhausted: the workflow ends FAILED)."""
+    original = registry.get("refund_payment")
+
+    def down(ctx: Any) -> Any:
+        raise PermanentError("refunds are switched off", name="RefundsDisabled")
+
+    registry.register("refund_payment", down)
+    yield
+    registry.register("refund_payment", original)
+
+
+def test_every_operator_action_is_in_the_history_with_who_did_it_and_when(
+    stack: Stack, refunds_down: None
+) -> None:
+    """Issue 29.4: cancel, pause, resume (with a replacement input), give up (compensate) and
+    retry each stay in GET /workflows/{id}/events as the event they announced, with the
+    caller's principal and the time of the action, after the workflow moved on."""
+
+    def started(body: Any = None) -> str:
+        payload = body or {"type": "order_fulfilment", "input": ORDER}
+        status, _, reply = stack.api("POST", "/workflows", body=payload)
+        assert status == 202, reply
+        return str(reply["workflow_id"])
+
+    def act(workflow_id: str, action: str, **kwargs: Any) -> tuple[str, str]:
+        """When the action was asked for: between its request's start and its reply."""
+        before = iso(SystemClock().now_ms())
+        status, _, reply = stack.api("POST", f"/workflows/{workflow_id}/{action}", **kwargs)
+        assert status == 202, reply
+        return str(before), str(iso(SystemClock().now_ms()))
+
+    cancelled, given_up, resumed = started(), started(), started()
+    acted_at = {"WorkflowCancelRequested": act(cancelled, "cancel")}
+    act(given_up, "pause")
+    acted_at["WorkflowCompensationRequested"] = act(given_up, "compensate")
+    act(resumed, "pause")
+    acted_at["WorkflowResumed"] = act(
+        resumed, "resume", body={"step": "charge_payment", "input": {**ORDER, "amount": 7}}
+    )
+    failing = started(
+        {
+            "type": "order_fulfilment",
+            "input": {**ORDER, "faults": {"ship_order": {"mode": "permanent"}}},
+        }
+    )
+    stack.run_agents()
+    assert stack.api("GET", f"/workflows/{failing}")[2]["status"] == "FAILED"
+    acted_at["WorkflowRetried"] = act(failing, "retry")
+    stack.run_agents()
+    stack.relay()
+
+    for workflow_id, detail_type in (
+        (cancelled, "WorkflowCancelRequested"),
+        (given_up, "WorkflowCompensationRequested"),
+        (resumed, "WorkflowResumed"),
+        (failing, "WorkflowRetried"),
+    ):
+        events, _ = history(stack, workflow_id)
+        (event,) = [e for e in events if e["type"] == detail_type]
+        assert event["detail"]["by"] == ALICE, event
+        earliest, latest = acted_at[detail_type]
+        assert event["at"] == event["detail"]["at"], event
+        assert earliest <= event["at"] <= latest, (event, earliest, latest)
+        # The workflow moved on (it ended): the action is still there, before the end.
+        assert events[-1]["type"] != detail_type
+    paused = [e for e in history(stack, given_up)[0] if e["type"] == "WorkflowPaused"]
+    assert [p["detail"]["pause"]["by"] for p in paused] == [ALICE]

@@ -7,10 +7,13 @@ answer given twice, or as it times out, ends it once; anyone else is told it doe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import pytest
 from shepherd import AgentRegistry
+from shepherd.clock import iso
 from shepherd.definitions import parse_definition
 from shepherd.engine.agent import AgentContext
 from shepherd.errors import (
@@ -314,3 +317,35 @@ def test_a_definition_without_compensations_or_tasks_unwinds_after_a_rejection()
     wf = engine.start("ask", {})
     engine.engine.approvals.decide(wf, "s", principal="alice", approve=False)
     assert engine.run(wf, max_seconds=30).status is WorkflowStatus.COMPENSATED
+
+
+def test_each_answer_is_announced_with_who_answered_and_when_and_a_timeout_with_nobody() -> None:
+    """An answer is an operator action (issue 29.4): ApprovalAnswered says who and when, the
+    verdict and the comment; an approval's success announces nothing else, so without it the
+    history would not say who let the workflow through."""
+    approved = Run()
+    approved.engine.advance(5)
+    approved.decide(APPROVER, approve=True, comment="fine")
+    (answer,) = [e for e in approved.engine.events.published if e.detail_type == "ApprovalAnswered"]
+    decision = loads(approved.item()["decision"])
+    assert answer.detail["step"] == "sign_off" and answer.detail["attempt"] == 1
+    assert answer.detail["verdict"] == "approved" and answer.detail["by"] == APPROVER
+    assert answer.detail["comment"] == "fine"
+    assert answer.detail["at"] == iso(decision["at"])
+
+    rejected = Run()
+    rejected.decide("alice", approve=False)
+    answers = [e for e in rejected.engine.events.published if e.detail_type == "ApprovalAnswered"]
+    assert [(e.detail["verdict"], e.detail["by"]) for e in answers] == [("rejected", "alice")]
+    assert "comment" not in answers[0].detail
+    types = [e.detail_type for e in rejected.engine.events.published]
+    assert types.index("ApprovalAnswered") < types.index("StepFailed")  # why it failed, first
+    schema = Path(__file__).resolve().parents[2] / "docs/events/ApprovalAnswered.schema.json"
+    check = fastjsonschema.compile(json.loads(schema.read_text()))
+    for event in (answer, *answers):  # as documented
+        check(event.detail)
+
+    nobody = Run()
+    nobody.engine.advance(3600)
+    nobody.engine.sweep()
+    assert "ApprovalAnswered" not in [e.detail_type for e in nobody.engine.events.published]

@@ -12,7 +12,7 @@ import pytest
 from shepherd.decisions.fanout import child_id
 from shepherd.definitions import parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry
-from shepherd.errors import PermanentError
+from shepherd.errors import InputInvalid, PermanentError
 from shepherd.keys import map_item_key
 from shepherd.model import StepStatus, WorkflowStatus
 from support import DEFINITIONS, Harness, memory_harness, moto_harness
@@ -343,6 +343,32 @@ def fleet_world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls
             yield h, calls
 
 
+def _schema_world(kind: str) -> Iterator[tuple[Harness, Calls]]:
+    """The rollout with a child whose InputSchema wants a string region, and an eu step that
+    pauses its workflow when it fails for good (its first attempt)."""
+    child = {
+        **CHILD,
+        "InputSchema": {
+            "type": "object",
+            "required": ["region"],
+            "properties": {"region": {"type": "string"}},
+        },
+    }
+    parent = {**PARENT, "Steps": [dict(s) for s in PARENT["Steps"]]}
+    parent["Steps"][1] = {**parent["Steps"][1], "OnFailure": "PAUSE", "Retry": {"MaxAttempts": 0}}
+    defs = {
+        **DEFINITIONS,
+        "region": parse_definition(child, "region"),
+        "rollout": parse_definition(parent, "rollout"),
+    }
+    calls = Calls()
+    if kind == "memory":
+        yield memory_harness(definitions=defs, agents=calls.registry()), calls
+    else:
+        with moto_harness(definitions=defs, agents=calls.registry()) as h:
+            yield h, calls
+
+
 def test_a_paused_parent_starts_no_retry_child_of_a_map_item_until_it_is_resumed(
     fleet_world: tuple[Harness, Calls],
 ) -> None:
@@ -405,3 +431,32 @@ def test_a_cancel_over_a_child_that_just_succeeded_undoes_it(
     assert h.status(first) is WorkflowStatus.COMPENSATED
     assert state.compensations["eu"].status is StepStatus.SUCCEEDED
     assert calls.unbuilt == [first]
+
+
+@pytest.mark.parametrize("kind", ["memory", "moto"])
+def test_a_replacement_input_is_what_the_child_starts_with_and_must_fit_its_schema(
+    kind: str,
+) -> None:
+    """Issue 29.7: a resume's replacement input for a child-workflow step replaces the
+    selected input (as a task step's does; before, the child got InputPath's selection and
+    the replacement was lost), and the child's InputSchema, this step's own schema, checks it
+    before anything is written (not a ChildInputInvalid after the resume was accepted)."""
+    for h, calls in _schema_world(kind):
+        calls.fail_check = 1
+        wf = h.start("rollout", {})
+        for _ in range(40):  # its child unwinds, then the step fails and pauses the rollout
+            h.pump()
+            if h.status(wf) is WorkflowStatus.PAUSED:
+                break
+            h.clock.advance(0.5)
+            h.sweep()
+        assert h.status(wf) is WorkflowStatus.PAUSED
+        before = h.state(wf)
+        with pytest.raises(InputInvalid, match=r"input\.region") as refused:
+            h.operations.resume(wf, step="eu", step_input={"region": 5})
+        assert refused.value.field == "input.region"
+        assert h.state(wf) == before  # nothing written
+        h.operations.resume(wf, step="eu", step_input={"region": "us-east-1"})
+        state = h.run(wf)
+        assert state.workflow.status is WorkflowStatus.SUCCEEDED
+        assert h.output(str(state.steps["eu"].child_id))["build"] == {"built": "us-east-1"}

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from shepherd import limits
 from shepherd.decisions import fanout as fo
 from shepherd.definitions import Definition, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, Outcome
 from shepherd.errors import PermanentError
-from shepherd.model import StepStatus, WorkflowStatus
+from shepherd.model import StepStatus, WorkflowStatus, loads
 from support import DEFINITIONS, Harness, memory_harness, moto_harness
 
 MAP = {
@@ -163,6 +164,11 @@ def test_past_the_tolerance_the_map_fails_and_items_that_acted_are_undone(
     assert state.workflow.status is WorkflowStatus.COMPENSATED
     each = state.steps["each"]
     assert each.status is StepStatus.FAILED
+    # Its ended attempt says why, name and message, as any step's does (issue 29.5).
+    error = loads(each.error)
+    (ended,) = each.history
+    assert (ended["o"], ended["e"]) == ("error", error["type"])
+    assert ended["m"] == limits.truncate(error["message"], limits.MAX_HISTORY_MESSAGE)
     claimed = {i for i, _, _ in calls.items}
     # Every item claimed was undone (When: ATTEMPTED), never one that was not.
     assert sorted(calls.undone) == sorted(claimed)

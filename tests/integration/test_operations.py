@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from shepherd import limits
 from shepherd.engine.agent import AgentContext, Outcome, Pending
 from shepherd.errors import InvalidTransition, TaskTokenInvalid, TaskTokenStale, WorkflowNotFound
 from shepherd.model import StepStatus, WorkflowStatus, loads
@@ -301,5 +302,9 @@ def test_a_task_for_a_removed_pool_fails_its_step_once_and_never_loops(harness: 
     assert charge.status is StepStatus.FAILED and charge.first_claimed_at is None
     assert (loads(charge.error) or {})["type"] == "PoolRemoved"
     assert [h["o"] for h in charge.history] == ["undeliverable"]
+    # Why, in the attempts table too: the name and the start of the message (issue 29.5).
+    assert charge.history[0]["e"] == "PoolRemoved"
+    message = (loads(charge.error) or {})["message"]
+    assert charge.history[0]["m"] == limits.truncate(message, limits.MAX_HISTORY_MESSAGE)
     assert set(state.compensations) == {"reserve_inventory"}  # what had run is undone
     assert harness.sent(wf, "charge_payment") == []  # never sent, never re-sent

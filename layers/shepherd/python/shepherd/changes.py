@@ -244,6 +244,26 @@ def _acted(new: Mapping[str, Any]) -> dict[str, Any]:
 # -------------------------------------------------------------------------------- steps
 
 
+def _answered(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """A person's answer to a waiting Approval, if this write recorded it (the step's
+    `decision`, written by `transitions.decide` as it ends the wait): `{verdict, by, at,
+    comment?}`, else `{}`. An approval is an operator action like a cancel: the history says
+    who answered and when, even when the step's own end announces nothing (a success)."""
+    if (old or {}).get("status") != StepStatus.WAITING.value or not new.get("decision"):
+        return {}
+    decision = loads(new["decision"])
+    if not isinstance(decision, dict) or not decision.get("by"):
+        return {}
+    answer = {
+        "verdict": str(decision.get("verdict", "")),
+        "by": str(decision["by"]),
+        "at": iso(int(decision.get("at") or new.get("finished_at") or 0)),
+    }
+    if decision.get("comment"):
+        answer["comment"] = str(decision["comment"])
+    return answer
+
+
 def _ended(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Item]:
     """The history entries of the attempts this write ended (usually one, or none)."""
     count = int(new.get("attempts_total", 0)) - int((old or {}).get("attempts_total", 0))
@@ -288,6 +308,9 @@ def _step_events(
     skipped = StepStatus.SKIPPED.value
     if new.get("status") == skipped and (old or {}).get("status") != skipped:
         return [event("StepSkipped", 0)]  # its condition was false: never ran, no attempt
+    answer = _answered(old, new)
+    if answer:
+        out.append(event("ApprovalAnswered", int(new.get("attempt", 1)), **answer))
     error = public_error(new.get("error")) or {"type": "Unknown", "message": "no details"}
     for entry in _ended(old, new):
         attempt = int(entry["a"])

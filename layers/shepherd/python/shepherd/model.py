@@ -822,6 +822,7 @@ EVENT_TYPES = frozenset(
         "StepCompensated",
         "StepSkipped",
         "ApprovalRequested",
+        "ApprovalAnswered",
     }
 )
 

@@ -369,7 +369,7 @@ def fail_undeliverable(
     """QUEUED(a) (or a step with no item yet, sent implicitly) -> FAILED for good: its pool
     has no queue, so no message for it can ever be delivered. Never claimed: it had no
     effect, and its history says so (no attempt ended)."""
-    entry = {"a": attempt, "o": "undeliverable", "t": now, "e": "PoolRemoved"}
+    entry = _history(attempt, "undeliverable", now, "PoolRemoved", stored_error=error)
     update = Update(
         set={
             "status": StepStatus.FAILED.value,
@@ -1108,8 +1108,15 @@ def finish_map(
     SUCCEEDED with the item outputs (`output`), or -> FAILED (`error`). Guarded by the verdict
     it saw (`seen_status`): once decided, no item enters the window again, so a drained window
     stays drained, and the write needs no guard on it."""
+    # A failed map's attempt says why in its entry, as any ended attempt does (name, message).
+    name = None if error is None else (loads(error) or {}).get("type")
     entry = _history(
-        rec.attempt, "ok" if output is not None else "error", now, claimed_at=rec.claimed_at
+        rec.attempt,
+        "ok" if output is not None else "error",
+        now,
+        None if name is None else limits.truncate(str(name), limits.MAX_ERROR_NAME),
+        claimed_at=rec.claimed_at,
+        stored_error=error,
     )
     values: dict[str, Any] = {"finished_at": now, "expires_at": expires_at, **_ended(rec, entry)}
     if output is not None:

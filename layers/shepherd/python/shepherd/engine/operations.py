@@ -271,6 +271,11 @@ class Operations:
         text = scheduler.validated_input(
             definition, step_input, what="input", schema=spec.input_path is None
         )
+        if spec.workflow is not None and spec.map is None:
+            # A child-workflow step's child starts with it: the child's InputSchema is this
+            # step's own schema, checked now rather than by a child refused after the resume.
+            child = scheduler.catalog.current(spec.workflow)
+            scheduler.validated_input(child, step_input, what="input")
         # Keyed by the attempt it replaces: a large replacement goes to the payload bucket.
         stored = scheduler.keep_for(rec, "input", text)
         write = tx.replace_input(rec, now, stored, owner or "operator")

@@ -1072,14 +1072,17 @@ class Scheduler:
         return self.executor.create_step(state, waiting.to_item())
 
     def _child_input(self, state: WorkflowState, spec: StepSpec, seen: StepRecord) -> Any:
-        """What a child starts with: the step's input (an operator's replacement, or the
-        workflow's), or what its `InputPath` selects there or in a dependency's output."""
+        """What a child starts with: an operator's replacement input, as given (it replaces
+        the selected input, as a task step's does: docs/definitions.md, InputPath), else the
+        workflow's input or what its `InputPath` selects there or in a dependency's output."""
         own = state.steps[seen.name].input
+        if own is not None:
+            return self.value(own)
         if spec.input_path is None:
-            return self.value(own or state.workflow.input)
+            return self.value(state.workflow.input)
         path = fanout.parse_path(spec.input_path)
         if path.step is None:
-            whole = self.value(own or state.workflow.input)
+            whole = self.value(state.workflow.input)
         else:
             dep = state.steps.get(path.step)
             stored = dep.output if dep is not None and dep.stored else None

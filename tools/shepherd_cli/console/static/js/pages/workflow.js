@@ -13,6 +13,7 @@ import { liveToggle } from "./workflows.js";
 
 export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"]);
 const REFRESH_MS = 1000;
+const MESSAGE_CHARS = 100; // an attempt's message as the API keeps it (limits.MAX_HISTORY_MESSAGE)
 const HISTORY_PAGES = 5; // up to 500 events on the page; the API pages the rest
 // A finished workflow's page re-reads its view this often while it shows large-payload links:
 // each read presigns them anew (they expire after 5 minutes), so a link is never stale.
@@ -69,10 +70,12 @@ const OUTCOMES = {
 
 const kindLabel = (kind, name) => (kind === "step" ? name : `undo ${name}`);
 
-/** One published event's detail in words: the step and attempt, who paused and why, the error. */
+/** One published event's detail in words: the step and attempt, who paused and why, an
+ * approval's answer, the error, and who did it (an operator action's `by`). */
 export function eventText(d) {
   const parts = [];
   if (d.step) parts.push(`${d.kind === "compensation" ? "undo " : ""}${d.step}${d.attempt ? ` attempt ${d.attempt}` : ""}`);
+  if (d.verdict) parts.push(`${d.verdict}${d.comment ? `: “${d.comment}”` : ""}`);
   if (d.pause) parts.push(`${d.pause.reason || "paused"}${d.pause.step ? ` at ${d.pause.step}` : ""}${d.pause.by ? ` by ${d.pause.by}` : ""}`);
   if (d.next_attempt) parts.push(`next attempt ${d.next_attempt} in ${d.delay_ms} ms`);
   if (d.error) parts.push(`${d.error.type || "Error"}: ${d.error.message || ""}`);
@@ -230,6 +233,15 @@ function fallbackDefinition(view) {
   };
 }
 
+/** An ended attempt's message beside its error's name: the API keeps its first 100
+ * characters per attempt (cut with "…"; the step's last error is whole in its traceback). */
+function attemptMessage(r) {
+  if (!r.message) return "";
+  const cut = r.message.endsWith("…");
+  const title = cut ? `The first ${MESSAGE_CHARS} characters of its message; the step's last error is shown whole with its traceback.` : undefined;
+  return h("span", { class: "attempt-message", "data-cut": String(cut), title }, `: ${r.message}`);
+}
+
 // Units whose earlier attempts the operator unfolded (a unit with more than COLLAPSE_OVER
 // attempts shows its latest, the others behind a button).
 const COLLAPSE_OVER = 2;
@@ -283,7 +295,7 @@ function timeline(view, again = () => {}) {
       h("td", {}, time(r.heartbeat)),
       h("td", {}, time(r.ended)),
       h("td", { class: "num" }, r.claimed ? duration(r.claimed, r.ended) : "—"),
-      h("td", { class: "error-text" }, r.error || "", r.message ? h("span", { class: "attempt-message" }, `: ${r.message}`) : ""),
+      h("td", { class: "error-text" }, r.error || "", attemptMessage(r)),
       h("td", {}, r.by || ""),
     );
   });
