@@ -923,6 +923,9 @@ def redrive_child_undo(rec: StepRecord, now: int) -> Write:
             "attempt": rec.attempt + 1,
             "budget_from": rec.attempt,
             "claimed_at": now,
+            # Set again (the same child): like the unit's creation, this write is the
+            # attempt's claim, a wait for a child and no agent's.
+            "child_id": rec.child_id,
         },
         remove=(
             "finished_at",
