@@ -12,7 +12,7 @@ import pytest
 from shepherd.decisions.fanout import child_id
 from shepherd.definitions import parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry
-from shepherd.errors import InputInvalid, PermanentError
+from shepherd.errors import InputInvalid, InvalidTransition, PermanentError
 from shepherd.keys import map_item_key
 from shepherd.model import StepStatus, WorkflowStatus
 from support import DEFINITIONS, Harness, memory_harness, moto_harness
@@ -72,6 +72,7 @@ class Calls:
         self.unplanned = 0
         self.fail_check: int = 0  # child checks that fail for good, from the first
         self.fail_announce = False
+        self.fail_unbuild = 0  # child undos of build that fail for good, from the first
         self.hang_build = False
         self.announced: Any = None
 
@@ -98,6 +99,9 @@ class Calls:
 
         @registry.agent("unbuild")
         def unbuild(ctx: AgentContext) -> Any:
+            if self.fail_unbuild > 0:
+                self.fail_unbuild -= 1
+                raise PermanentError("cannot tear down", name="Stuck")
             self.unbuilt.append(ctx.workflow_id)
             return {}
 
@@ -460,3 +464,68 @@ def test_a_replacement_input_is_what_the_child_starts_with_and_must_fit_its_sche
         state = h.run(wf)
         assert state.workflow.status is WorkflowStatus.SUCCEEDED
         assert h.output(str(state.steps["eu"].child_id))["build"] == {"built": "us-east-1"}
+
+
+def _failed_over_a_failed_child_undo(h: Harness, calls: Calls) -> tuple[str, str]:
+    """A parent unwinds past its SUCCEEDED child, whose own undo fails for good: the child
+    ends FAILED, the parent's child-undo unit fails, the parent ends FAILED."""
+    calls.fail_announce = True
+    calls.fail_unbuild = 1
+    wf = h.start("rollout", {})
+    state = h.run(wf)
+    first = child_id(wf, "eu", None, 1)
+    assert state.workflow.status is WorkflowStatus.FAILED
+    assert h.status(first) is WorkflowStatus.FAILED
+    comp = state.compensations["eu"]
+    assert comp.status is StepStatus.FAILED and comp.child_id == first
+    return wf, first
+
+
+def test_redriving_a_parent_over_a_failed_child_undo_redrives_the_child(
+    world: tuple[Harness, Calls],
+) -> None:
+    """The redrive reaches down: the failed child-undo unit waits for its child again and the
+    child is redriven with it (one transaction), so both end COMPENSATED. Found by the fault
+    simulator (seed 244 of `--types sim_parent,sim_fleet`): the redrive re-queued the unit as
+    a task, a message to no pool, and the parent stayed COMPENSATING for ever."""
+    h, calls = world
+    wf, first = _failed_over_a_failed_child_undo(h, calls)
+    back = h.operations.redrive(wf)
+    assert back.status is WorkflowStatus.COMPENSATING
+    assert h.status(first) is WorkflowStatus.COMPENSATING  # brought back by its parent
+    unit = h.state(wf).compensations["eu"]
+    assert (unit.status, unit.attempt, unit.child_id) == (StepStatus.WAITING, 2, first)
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    assert h.status(first) is WorkflowStatus.COMPENSATED
+    assert state.compensations["eu"].status is StepStatus.SUCCEEDED
+    assert calls.unbuilt == [first] and calls.unplanned == 1
+    assert state.workflow.redrives == 1 and h.state(first).workflow.redrives == 1
+
+
+def test_a_redriven_child_undo_that_fails_again_fails_the_parent_again(
+    world: tuple[Harness, Calls],
+) -> None:
+    h, calls = world
+    wf, first = _failed_over_a_failed_child_undo(h, calls)
+    calls.fail_unbuild = 1
+    h.operations.redrive(wf)
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.FAILED  # not stuck COMPENSATING
+    assert h.status(first) is WorkflowStatus.FAILED
+    assert state.compensations["eu"].status is StepStatus.FAILED
+    h.operations.redrive(wf)  # and again, now that the undo works
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED
+    assert h.status(first) is WorkflowStatus.COMPENSATED
+
+
+def test_a_child_is_not_redriven_on_its_own(world: tuple[Harness, Calls]) -> None:
+    """Redriving the child directly would bring it back to life under its FAILED parent (a
+    parent is never terminal while a child is not): refused, naming the parent."""
+    h, calls = world
+    wf, first = _failed_over_a_failed_child_undo(h, calls)
+    with pytest.raises(InvalidTransition, match=f"child of workflow {wf}"):
+        h.operations.redrive(first)
+    assert h.status(first) is WorkflowStatus.FAILED
+    assert h.status(wf) is WorkflowStatus.FAILED

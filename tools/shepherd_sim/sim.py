@@ -1135,9 +1135,6 @@ class Simulation:
         self._pending_external = 0
         self._redrive_considered: set[str] = set()
         self.parent_cancel_rng = random.Random(f"parent_cancel:{seed}")
-        # Off: a FAILED workflow whose failed compensation waited for a child is not redriven
-        # (the engine gap in docs/simulation.md); the test that shows the gap turns it on.
-        self.redrive_child_undos = False
         # The operator: its own random stream, so its choices never move anything else.
         self.ops = random.Random(f"ops:{seed}")
         self._labels: dict[str, str] = {}  # fiber (or "main") -> the operation it performs
@@ -1863,17 +1860,15 @@ class Simulation:
             if status == "FAILED" and wf_id not in self._redrive_considered:
                 self._redrive_considered.add(wf_id)
                 if (self.memory.peek(wf_pk(wf_id), WF_SK) or {}).get("parent_id"):
-                    # The operator redrives the workflows it started, not a child on its own:
-                    # that would bring it back to life under its FAILED parent (a parent's
-                    # redrive does not reach down: docs/simulation.md, child workflows).
-                    continue
-                if self.failed_child_undo(wf_id) and not self.redrive_child_undos:
-                    # An engine gap (docs/simulation.md, child workflows): a redrive retries a
-                    # failed child-undo unit as a task (a message to no pool), and the parent
-                    # stays COMPENSATING for ever. Counted, not redriven.
-                    self.stats["redrive_withheld_over_a_failed_child_undo"] += 1
+                    # A child is redriven through its parent (its own redrive would bring it
+                    # back to life outside its parent's watch): the operator tries anyway, and
+                    # the engine must refuse (docs/simulation.md, child workflows).
+                    self.spawn(functools.partial(self.redrive_workflow, wf_id), "redrive")
                     continue
                 if self.roll("redrive"):
+                    if self.failed_child_undo(wf_id):
+                        # The redrive reaches down: the child is redriven with its parent.
+                        self.stats["redrives_over_a_failed_child_undo"] += 1
                     self.spawn(functools.partial(self.redrive_workflow, wf_id), "redrive")
             if status == "PAUSED":
                 self._on_call(wf_id)
@@ -1943,8 +1938,14 @@ class Simulation:
             self.trace(wf_id, f"client  redrive -> {wf.status.value}")
         except (InvalidTransition, WorkflowNotFound) as exc:
             self.trace(wf_id, f"client  redrive refused: {exc}")
+            if item.get("parent_id"):
+                self.stats["redrives_of_a_child_refused"] += 1
+            return
         except Exception as exc:
             self.trace(wf_id, f"client  redrive failed: {type(exc).__name__}")
+            return
+        if item.get("parent_id"):
+            self.stats["redrives_of_a_child_accepted"] += 1
 
     # ====================================================================== the operator
 

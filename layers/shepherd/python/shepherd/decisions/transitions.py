@@ -913,6 +913,33 @@ def redrive_step(rec: StepRecord, now: int) -> Write:
     return Write(*rec.key, update, all_of(_is(StepStatus.FAILED), _attempt(rec.attempt)))
 
 
+def redrive_child_undo(rec: StepRecord, now: int) -> Write:
+    """A failed child-undo unit (a child-workflow step's compensation, whose child's own undo
+    failed): FAILED(a) -> WAITING(a+1) for the same child, which the same redrive brings back
+    to undo itself again (no agent, no message: the child's end decides it, as before)."""
+    update = Update(
+        set={
+            "status": StepStatus.WAITING.value,
+            "attempt": rec.attempt + 1,
+            "budget_from": rec.attempt,
+            "claimed_at": now,
+            # Set again (the same child): like the unit's creation, this write is the
+            # attempt's claim, a wait for a child and no agent's.
+            "child_id": rec.child_id,
+        },
+        remove=(
+            "finished_at",
+            "expires_at",
+            "heartbeat_at",
+            "callback_token",
+            "callback_heartbeat_at",
+            "resent_at",
+        ),
+    )
+    condition = all_of(_is(StepStatus.FAILED), _attempt(rec.attempt), Eq("child_id", rec.child_id))
+    return Write(*rec.key, update, condition)
+
+
 def finish(
     wf: WorkflowRecord,
     to: WorkflowStatus,

@@ -19,6 +19,7 @@ from shepherd.conditions import Item, Missing, Update
 from shepherd.decisions import transitions as tx
 from shepherd.engine import listing
 from shepherd.errors import ConditionFailed, TransactionConflict
+from shepherd.keys import wf_pk
 from shepherd.model import StepRecord, WorkflowRecord, WorkflowState
 from shepherd.ports import Store
 
@@ -141,10 +142,18 @@ class Executor:
 
     # -------------------------------------------------------------------- several items
 
-    def together(self, writes: Sequence[tx.Write], wf: WorkflowRecord | None = None) -> bool:
+    def together(
+        self,
+        writes: Sequence[tx.Write],
+        wf: WorkflowRecord | None = None,
+        *,
+        also: Sequence[WorkflowRecord] = (),
+    ) -> bool:
         """Apply writes on distinct items in one transaction: all or nothing (`wf`: the
-        workflow they were decided on, needed when one sets its status)."""
-        writes = [listing.keyed(w, wf) for w in writes]
+        workflow they were decided on, needed when one sets its status; `also`: other
+        workflows whose status a write sets, each keyed by its own record)."""
+        others = {wf_pk(o.workflow_id): o for o in also}
+        writes = [listing.keyed(w, others.get(w.pk, wf)) for w in writes]
         for write in writes:
             if write.condition is None:
                 raise ValueError("every write in a transaction is conditional")

@@ -58,6 +58,9 @@ class Change:
 
     writes: list[tx.Write] = field(default_factory=list)
     tasks: list[OutgoingTask] = field(default_factory=list)  # sent once the writes won
+    # The workflows whose status the writes set (beyond the one acted on: a redrive's
+    # children), for the list indexes' keys.
+    listed: list[WorkflowRecord] = field(default_factory=list)
 
 
 Decide = Callable[[WorkflowState, Definition, int], Change]
@@ -94,7 +97,7 @@ class Operations:
             if len(change.writes) == 1:
                 won = scheduler.executor.workflow(state, change.writes[0])
             else:
-                won = scheduler.executor.together(change.writes, state.workflow)
+                won = scheduler.executor.together(change.writes, state.workflow, also=change.listed)
             if won:
                 scheduler.deliver(change.tasks)
                 return state, definition
@@ -210,38 +213,82 @@ class Operations:
 
         Succeeded steps and compensations are kept; the attempt numbers keep growing, so
         every attempt from before the retry stays fenced out.
+
+        The redrive reaches down: a failed compensation that waited for a child to undo
+        itself (the child's own undo failed, so the child ended FAILED) waits for it again,
+        and the child is redriven in the same transaction (and so, recursively, are its own
+        failed child undos). A child is never redriven on its own: that would bring it back
+        to life outside its parent's watch (under a FAILED parent, which breaks "a parent is
+        never terminal while a child is not"), so it is refused, naming the parent to redrive.
         """
-        shard = self.scheduler.shard(workflow_id)
+        by = owner or "operator"
 
         def decide(state: WorkflowState, definition: Definition, now: int) -> Change:
             wf = state.workflow
-            if wf.status is not WorkflowStatus.FAILED:
-                raise _refuse(wf, "retry", "FAILED")
-            cause = (loads(wf.error) or {}).get("cause")
-            cause_json = None if cause is None else dumps(cause)
-            if wf.parked_from is not None:
-                return Change([tx.unpark(wf, now, shard, cause_json, by=owner or "operator")])
-            failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
-            _refuse_failed_maps(failed)
-            if not failed:
-                raise InvalidTransition("workflow has no failed compensation to retry")
-            to = (
-                WorkflowStatus.CANCELLING if wf.cancel_requested_at else WorkflowStatus.COMPENSATING
-            )
-            due = now + definition.compensation_gap_ms  # the compensations it sends now
-            writes = [
-                tx.redrive_workflow(wf, to, now, shard, due, cause_json, by=owner or "operator"),
-                *(tx.redrive_step(c, now) for c in failed),
-            ]
-            tasks = [
-                self.scheduler.task(workflow_id, definition, c.kind, c.name, c.attempt + 1)
-                for c in failed
-            ]
-            return Change(writes, tasks)
+            if wf.parent_id is not None:
+                raise InvalidTransition(
+                    f"workflow {wf.workflow_id} is a child of workflow {wf.parent_id} (step "
+                    f"'{wf.parent_step}'): a child is redriven through its parent; retry "
+                    f"workflow {wf.parent_id} (a FAILED parent's retry redrives its failed "
+                    "child undos)"
+                )
+            return self._redrive_change(state, definition, now, by)
 
         self._act(workflow_id, owner, decide)
         state, _ = self.scheduler.owned(workflow_id, owner)
         return state.workflow
+
+    def _redrive_change(
+        self, state: WorkflowState, definition: Definition, now: int, by: str
+    ) -> Change:
+        """The writes (and tasks) that redrive the FAILED workflow `state` and, through its
+        failed child-undo units, its FAILED children, all in one transaction."""
+        wf = state.workflow
+        workflow_id = wf.workflow_id
+        if wf.status is not WorkflowStatus.FAILED:
+            raise _refuse(wf, "retry", "FAILED")
+        shard = self.scheduler.shard(workflow_id)
+        cause = (loads(wf.error) or {}).get("cause")
+        cause_json = None if cause is None else dumps(cause)
+        if wf.parked_from is not None:
+            return Change([tx.unpark(wf, now, shard, cause_json, by=by)], listed=[wf])
+        failed = [c for c in state.compensations.values() if c.status is StepStatus.FAILED]
+        _refuse_failed_maps(failed)
+        if not failed:
+            raise InvalidTransition(f"workflow {workflow_id} has no failed compensation to retry")
+        to = WorkflowStatus.CANCELLING if wf.cancel_requested_at else WorkflowStatus.COMPENSATING
+        due = now + definition.compensation_gap_ms  # the compensations it sends now
+        writes = [tx.redrive_workflow(wf, to, now, shard, due, cause_json, by=by)]
+        tasks: list[OutgoingTask] = []
+        listed = [wf]
+        for comp in failed:
+            if comp.child_id is None:
+                writes.append(tx.redrive_step(comp, now))
+                attempt = comp.attempt + 1
+                tasks.append(
+                    self.scheduler.task(workflow_id, definition, comp.kind, comp.name, attempt)
+                )
+                continue
+            # The unit waited for its child's undo, which failed: the child is redriven too
+            # (its failed compensations, recursively), and the unit waits for it again.
+            writes.append(tx.redrive_child_undo(comp, now))
+            down = self._child_redrive(comp.child_id, now, by)
+            writes.extend(down.writes)
+            tasks.extend(down.tasks)
+            listed.extend(down.listed)
+        return Change(writes, tasks, listed)
+
+    def _child_redrive(self, child_id: str, now: int, by: str) -> Change:
+        """A failed child-undo unit's child, as its parent's redrive redrives it: FAILED, its
+        own undo failed (or parked); anything else has nothing to redrive (an unwinding child
+        is still undoing itself, a COMPENSATED one has: the unit waiting again records it)."""
+        loaded = self.scheduler.load(child_id)
+        if loaded is None:
+            raise InvalidTransition(f"child workflow {child_id} is missing")
+        state, definition = loaded
+        if state.workflow.status is not WorkflowStatus.FAILED:
+            return Change()
+        return self._redrive_change(state, definition, now, by)
 
     # ------------------------------------------------------------------------ helpers
 
