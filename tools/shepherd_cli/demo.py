@@ -5,14 +5,15 @@ process per agent worker; starts every scenario over HTTP (one through an EventB
 shows live progress; a fraud desk approves one large order and rejects another through the API,
 one order's Wait step rests until its reminder is due, the provision example's
 `smoke-environment` schedule fires once, and three videos are transcoded by a Map step (one
-clean, one with a flaky and a hanging chunk, one with more corrupt chunks than it tolerates, unwound), and
-two tenants are onboarded with child workflows (one clean; one whose failing replica unwinds
-the tenant, its primary's child compensated). Then the e-mail provider goes down for a while:
-the `notifications` pool's circuit breaker opens, probes and closes, and the orders caught in
-the outage finish. Prints a summary; exits 0 only if every workflow ended as expected (its
-status, the steps its scenario names, small orders never reviewed, approvals recorded as given,
-a wait never woken early, each map's items and undos, each child's end and links to its parent,
-the schedule's firing started its workflow, the circuit opened and closed again).
+clean, one with a flaky and a hanging chunk, one with more corrupt chunks than it tolerates,
+unwound), and two tenants are onboarded with child workflows (one clean; one whose failing
+replica unwinds the tenant, its primary's child compensated). Then the e-mail provider goes
+down for a while: the `notifications` pool's circuit breaker opens, probes and closes, and the
+orders caught in the outage finish. Prints a summary; exits 0 only if every workflow ended as
+expected (its status, the steps its scenario names, small orders never reviewed, approvals
+recorded as given, a wait never woken early, each map's items and undos, each child's end and
+links to its parent, the schedule's firing started its workflow, the circuit opened and closed
+again).
 """
 
 from __future__ import annotations
