@@ -304,6 +304,7 @@ def _refund_ok(ctx: Any) -> Any:
 def test_definitions_routes(stack: Stack) -> None:
     listing = stack.api("GET", "/definitions")[2]["items"]
     assert {d["name"] for d in listing} == {
+        "onboard_tenant",
         "order_fulfilment",
         "provision_environment",
         "transcode_video",
@@ -323,6 +324,8 @@ def test_definitions_routes(stack: Stack) -> None:
     assert video["steps"] == ["split_video", "encode_chunks", "package_video"]
     assert video["pools"] == ["media"]
     assert video["definition"]["Steps"][1]["Map"]["MaxConcurrency"] == 3
+    tenant = stack.api("GET", "/definitions/onboard_tenant")[2]
+    assert tenant["pools"] == ["config", "notifications"]  # its children's are their own
 
 
 def test_metrics_are_emitted_as_emf(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:

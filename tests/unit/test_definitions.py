@@ -36,13 +36,21 @@ def variant(**changes: Any) -> dict[str, Any]:
 def test_the_examples_load_and_name_only_registered_agents() -> None:
     from shepherd_examples.agents import registry
 
-    assert set(DEFINITIONS) == {"order_fulfilment", "provision_environment", "transcode_video"}
+    assert set(DEFINITIONS) == {
+        "onboard_tenant",
+        "order_fulfilment",
+        "provision_environment",
+        "transcode_video",
+    }
     for name, definition in DEFINITIONS.items():
         check_agents(definition, registry.names(), name)
     compute = DEFINITIONS["provision_environment"].by_name["create_compute"]
     assert compute.depends_on == ("create_network", "create_storage")
     encode = DEFINITIONS["transcode_video"].by_name["encode_chunks"]
     assert encode.map is not None and encode.map.max_concurrency == 3
+    replicas = DEFINITIONS["onboard_tenant"].by_name["provision_replicas"]
+    assert replicas.workflow == "provision_environment"
+    assert replicas.map is not None and replicas.map.max_concurrency == 2
 
 
 @pytest.mark.parametrize(

@@ -2,15 +2,17 @@
 
 Starts moto, the control process (HTTP API, supervisor, events, the schedules' clock) and one
 process per agent worker; starts every scenario over HTTP (one through an EventBridge event);
-shows live progress; a fraud desk approves one large order and rejects another through the
-API, one order's Wait step rests until its reminder is due, the provision example's
+shows live progress; a fraud desk approves one large order and rejects another through the API,
+one order's Wait step rests until its reminder is due, the provision example's
 `smoke-environment` schedule fires once, and three videos are transcoded by a Map step (one
 clean, one with a flaky and a hanging chunk, one with more corrupt chunks than it tolerates,
-unwound). Then the e-mail provider goes down for a while: the `notifications` pool's circuit
-breaker opens, probes and closes, and the orders caught in the outage finish. Prints a summary;
-exits 0 only if every workflow ended as expected (its status, the steps its scenario names,
-small orders never reviewed, approvals recorded as given, a wait never woken early, each map's
-items and undos, the schedule's firing started its workflow, the circuit opened and closed
+unwound), and two tenants are onboarded with child workflows (one clean; one whose failing
+replica unwinds the tenant, its primary's child compensated). Then the e-mail provider goes
+down for a while: the `notifications` pool's circuit breaker opens, probes and closes, and the
+orders caught in the outage finish. Prints a summary; exits 0 only if every workflow ended as
+expected (its status, the steps its scenario names, small orders never reviewed, approvals
+recorded as given, a wait never woken early, each map's items and undos, each child's end and
+links to its parent, the schedule's firing started its workflow, the circuit opened and closed
 again).
 """
 
@@ -47,6 +49,7 @@ from shepherd_cli.scenarios import (
     SCENARIOS,
     SCHEDULE,
     SCHEDULE_FIRES_AFTER_SECONDS,
+    ChildExpect,
     MapExpect,
     Scenario,
 )
@@ -81,6 +84,10 @@ class Tracked:
     # key did in the example ledger (index -> undone or not), read before the stack stops.
     items: list[dict[str, Any]] = field(default_factory=list)
     effects: dict[int, bool] = field(default_factory=dict)
+    # A child-workflow scenario's children as GET /workflows/{child} shows them, by the step
+    # and item that started them (read once the parent ended: a parent is never terminal
+    # while a child is not, so they have ended too).
+    children: dict[tuple[str, int | None], list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _start(api: Api, stack: LocalStack, s: Scenario, payload: dict[str, Any]) -> str:
@@ -479,7 +486,9 @@ def _report(tracked: list[Tracked], threshold: float) -> bool:
     for t in tracked:
         c = _counts(t.view)
         status = t.view["status"]
-        problems[t.scenario.label] = found = _problems(t, threshold) + _map_problems(t)
+        problems[t.scenario.label] = found = (
+            _problems(t, threshold) + _map_problems(t) + _child_problems(t)
+        )
         good = status == t.scenario.expected and not found
         ok &= good
         mark = "" if good else f"  {render.RED}<- unexpected{render.RESET}"
@@ -507,6 +516,13 @@ def _report(tracked: list[Tracked], threshold: float) -> bool:
         print(f"\n{render.BOLD}Map steps{render.RESET}")
     for t in mapped:
         print(f"  {t.scenario.label}: {_map_story(t)}")
+    parents = [t for t in tracked if t.scenario.children]
+    if parents:
+        print(
+            f"\n{render.BOLD}Child workflows{render.RESET} (each child's parent_id names its parent)"
+        )
+    for t in parents:
+        print(f"  {t.scenario.label}: {_children_story(t)}")
     for label, found in problems.items():
         for problem in found:
             print(f"  {render.RED}{label}: {problem}  <- unexpected{render.RESET}")
@@ -586,6 +602,74 @@ def _read_maps(api: Api, stack: LocalStack, tracked: list[Tracked]) -> None:
                 if (matched := own.fullmatch(key)) is not None:
                     effect = ledger.find(service, key) or {}
                     t.effects[int(matched.group(1))] = "undone_by" in effect
+
+
+def _pages(api: Api, path: str) -> list[dict[str, Any]]:
+    query: dict[str, Any] = {"limit": 100}
+    rows: list[dict[str, Any]] = []
+    while True:
+        page = api.call("GET", path, query=query)
+        rows += page["items"]
+        if not page.get("next_token"):
+            return rows
+        query = {"limit": 100, "next_token": page["next_token"]}
+
+
+def _read_children(api: Api, tracked: list[Tracked]) -> None:
+    """For each child-workflow scenario, the children its Workflow steps name (a plain step's
+    `children`, a map's per item), each as its own view shows it."""
+    for t in tracked:
+        steps = {c.step: c.index is not None for c in t.scenario.children}
+        ids: dict[tuple[str, int | None], list[str]] = {}
+        for step, mapped in steps.items():
+            if mapped:
+                for item in _pages(api, f"/workflows/{t.workflow_id}/steps/{step}/items"):
+                    ids[(step, item["index"])] = item.get("children") or []
+            else:
+                ids[(step, None)] = _step(t.view, step).get("children") or []
+        t.children = {
+            key: [api.call("GET", f"/workflows/{child}") for child in children]
+            for key, children in ids.items()
+        }
+
+
+def _child_problems(t: Tracked) -> list[str]:
+    """Each child the scenario names was started once, ended as it says and names its parent,
+    step and item; no other child was started."""
+    found = []
+    expected = {(c.step, c.index): c for c in t.scenario.children}
+    for key, views in t.children.items():
+        where = key[0] if key[1] is None else f"{key[0]}[{key[1]}]"
+        expect: ChildExpect | None = expected.get(key)
+        if expect is None:
+            found.append(f"{where} started {len(views)} children, expected none")
+            continue
+        if len(views) != 1:
+            found.append(f"{where} started {len(views)} children, expected one")
+            continue
+        child = views[0]
+        if child["status"] != expect.status:
+            found.append(f"{where}'s child ended {child['status']}, expected {expect.status}")
+        link = (child.get("parent_id"), child.get("parent_step"), child.get("parent_item"))
+        if link != (t.workflow_id, expect.step, expect.index):
+            found.append(f"{where}'s child names its parent as {link}")
+    for key in expected.keys() - t.children.keys():
+        found.append(f"{key[0]}{'' if key[1] is None else f'[{key[1]}]'} started no child")
+    return found
+
+
+def _children_story(t: Tracked) -> str:
+    """One line on a scenario's children: each one's step, id, end and what it undid."""
+    parts = []
+    for (step, index), views in t.children.items():
+        for child in views:
+            undone = sum(1 for c in child.get("compensations", []) if c["status"] == "SUCCEEDED")
+            where = step if index is None else f"{step}[{index}]"
+            parts.append(
+                f"{where} -> {child['workflow_id'][:8]} {child['status']}"
+                + (f" ({undone} steps undone)" if undone else "")
+            )
+    return "; ".join(parts)
 
 
 def _outage(api: Api, stack: LocalStack) -> tuple[list[Tracked], dict[str, Any], list[str]]:
@@ -671,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
         # must not eat the time the workflows have.
         _follow(api, tracked, time.monotonic())
         _read_maps(api, stack, tracked)
+        _read_children(api, tracked)
         outage, circuit, outage_problems = _outage(api, stack)
         restarts = stack.restarts
     print()

@@ -55,6 +55,17 @@ class MapExpect:
 
 
 @dataclass(frozen=True)
+class ChildExpect:
+    """One child workflow a Workflow step must have started (`index`: the map item's, None for
+    a plain step), how it must end, and linked both ways: on the parent's step (or item) as
+    `children`, and on the child as `parent_id`, `parent_step`, `parent_item`."""
+
+    step: str
+    index: int | None
+    status: str
+
+
+@dataclass(frozen=True)
 class Scenario:
     label: str
     wf_type: str
@@ -81,6 +92,8 @@ class Scenario:
     undone: tuple[str, ...] | None = None
     # A map step's ending, item by item (GET /workflows/{id}/steps/{step}/items).
     map: MapExpect | None = None
+    # Every child workflow its Workflow steps must have started, one per step or item.
+    children: tuple[ChildExpect, ...] = ()
 
     def payload_now(self) -> dict[str, Any]:
         """The input as started now (a reminder's time counts from the start)."""
@@ -318,6 +331,60 @@ TRANSCODE_SCENARIOS = [
     ),
 ]
 SCENARIOS += TRANSCODE_SCENARIOS
+
+# onboard_tenant: each environment a provision_environment child workflow, the primary first,
+# then the replicas (a Map of children). A replica's faults travel in its item, the child's
+# input, as any scenario's do in its input.
+TENANT = {
+    "tenant_id": "acme",
+    "contact": "ops@acme.example",
+    "primary": {"env_name": "acme-eu", "region": "eu-west-1", "size": "medium"},
+    "replicas": [
+        {"env_name": "acme-us", "region": "us-east-1", "size": "small"},
+        {"env_name": "acme-ap", "region": "ap-southeast-2", "size": "small"},
+    ],
+}
+TENANT_FAILING = {
+    "tenant_id": "globex",
+    "contact": "ops@globex.example",
+    "primary": {"env_name": "globex-eu", "region": "eu-west-1", "size": "medium"},
+    "replicas": [
+        _faults({"env_name": "globex-us", "region": "us-east-1"}, verify={"mode": "permanent"})
+    ],
+}
+ONBOARD_SCENARIOS = [
+    Scenario(
+        "tenant-onboarded",
+        "onboard_tenant",
+        TENANT,
+        "SUCCEEDED",
+        "3 child workflows: the primary, then 2 replicas (a Map of children)",
+        steps=(("provision_primary", "SUCCEEDED"), ("provision_replicas", "SUCCEEDED")),
+        undone=(),
+        children=(
+            ChildExpect("provision_primary", None, "SUCCEEDED"),
+            ChildExpect("provision_replicas", 0, "SUCCEEDED"),
+            ChildExpect("provision_replicas", 1, "SUCCEEDED"),
+        ),
+    ),
+    Scenario(
+        "tenant-replica-fails",
+        "onboard_tenant",
+        TENANT_FAILING,
+        "COMPENSATED",
+        "the replica's child fails verify and undoes itself; the primary's child is torn down",
+        steps=(
+            ("provision_primary", "SUCCEEDED"),
+            ("provision_replicas", "FAILED"),
+            ("notify_tenant", "CANCELLED"),
+        ),
+        children=(
+            ChildExpect("provision_primary", None, "COMPENSATED"),
+            ChildExpect("provision_replicas", 0, "COMPENSATED"),
+        ),
+    ),
+]
+SCENARIOS += ONBOARD_SCENARIOS
 
 # Phase two of `make demo`: the e-mail provider is down for OUTAGE_SECONDS while these orders
 # reach notify_customer. The `notifications` pool's circuit breaker (OUTAGE_BREAKER) opens after

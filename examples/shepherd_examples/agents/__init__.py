@@ -6,7 +6,7 @@ from shepherd.engine.agent import AgentRegistry
 registry = AgentRegistry()
 
 # Importing the modules registers their agents.
-from shepherd_examples.agents import order, provision, transcode  # noqa: E402
+from shepherd_examples.agents import onboard, order, provision, transcode  # noqa: E402
 from shepherd_examples.agents.faults import with_callback, with_output_bytes  # noqa: E402
 
 # Any demo step can be asked to return a large value (input option `output_bytes`) or to wait
@@ -16,4 +16,4 @@ for _name in sorted(registry.names()):
     assert _fn is not None
     registry.register(_name, with_callback(with_output_bytes(_fn)))
 
-__all__ = ["order", "provision", "registry", "transcode"]
+__all__ = ["onboard", "order", "provision", "registry", "transcode"]
