@@ -242,6 +242,7 @@ def _issue16_rows(results: dict[str, Any]) -> list[list[str]]:
             _verdict(fixed <= 3.0),
         ],
         *_capacity_row(results),
+        *_map_cost_row(results),
     ]
     return rows
 
@@ -463,6 +464,25 @@ def _cost(results: dict[str, Any]) -> list[str]:
     ]
     lines += _monitoring(results)
     return lines
+
+
+def _map_cost_row(results: dict[str, Any]) -> list[list[str]]:
+    """Issue 24: a map item costs within 10 % of a plain step, at every MaxConcurrency."""
+    rows = (results.get("maps") or {}).get("rows") or []
+    if not rows:
+        return []
+    ratios = ", ".join(
+        f"{r['ratio_to_plain_step']:.2f}x at {r['items']:,} items, C = {r['max_concurrency']:,}"
+        for r in rows
+    )
+    worst = max(abs(r["ratio_to_plain_step"] - 1) for r in rows)
+    return [
+        [
+            "a map item costs within 10 % of a plain step (`make bench`, all in)",
+            f"{ratios} (see *Map items*)",
+            _verdict(worst <= 0.10),
+        ]
+    ]
 
 
 def _capacity_row(results: dict[str, Any]) -> list[list[str]]:
@@ -1012,9 +1032,10 @@ def _maps(results: dict[str, Any]) -> list[str]:
         f"Step Functions, per million items with a Lambda task each: inline `Map` (Standard) "
         f"${sfn['inline_map_standard']:.2f}; Distributed Map with Standard children "
         f"${sfn['distributed_map_standard_children']:.2f}, with Express children (100 ms, "
-        f"64 MB) ${sfn['distributed_map_express_children']:.2f}. The accounting write is "
-        "billed by the map unit's size, which holds the window: it grows with MaxConcurrency "
-        "(docs/architecture.md, Item layout and cost per item).",
+        f"64 MB) ${sfn['distributed_map_express_children']:.2f}. An item's accounting write "
+        "is billed by its window shard's size (at most 32 entries, under 1 KB), not by the map "
+        "unit's, so it does not grow with MaxConcurrency (docs/architecture.md, Item layout "
+        "and cost per item).",
         "",
     ]
     return lines
