@@ -1,6 +1,6 @@
 """Map items priced on the engine (issue 24): a small map through the real handlers on moto
 under the meter, pinned request by request where every item is under 1 KB and 4 KB; the
-accounting write billed by the window it carries; the keys a look, a claim and the console's
+accounting write billed by its window shard, whatever MaxConcurrency; the keys a look, a claim and the console's
 reads take, the same at 10 times the items; the Step Functions prices; the report's section."""
 
 from __future__ import annotations
@@ -53,22 +53,28 @@ def test_an_item_costs_a_claim_of_three_keys_a_result_an_accounting_and_a_messag
     # The claim: one consistent BatchGetItem of the workflow item, the item's unit (absent
     # before its first claim: still a unit) and its items page.
     # A supervisor look that falls in the run (a sweep looks ahead to an item's dispatch
-    # deadline) reads the workflow's partition (a query) and the window's C = 10 units.
+    # deadline) reads the workflow's partition (a query: with it the window's one shard,
+    # K = ceil(C / 32) = 1) and the window's C = 10 units; the accounting of the map's last
+    # item reads its K shards once.
     looks = row["looks"]
     assert by["rru"]["batch get workflow"] == 1.0
-    assert by["rru"]["batch get item"] == pytest.approx(2.0 + looks * 10 / items)
+    assert by["rru"]["batch get item"] == pytest.approx(2.0 + (looks * 10 + 1) / items)
     assert set(by["rru"]) <= {"batch get workflow", "batch get item", "query table"}
     assert row["max_keys_read"]["claim"] == 3
-    # The result and the accounting read nothing: their writes return what they need.
-    assert row["max_keys_read"]["result"] == row["max_keys_read"]["accounting"] == 0
+    # The result reads nothing; an accounting reads nothing either, but the one that counts
+    # the map's last item reads its K shards once (the verdict's sums).
+    assert row["max_keys_read"]["result"] == 0
+    assert row["max_keys_read"]["accounting"] == 1
     # The claim creates the item's unit, the result ends it, the accounting (and its refill)
-    # writes the map's unit: 1 WRU each at C = 10.
+    # writes the item's window shard: 1 WRU each; the shard's done marker on the map's unit
+    # once per shard.
     assert by["wru"]["item update: create"] == 1.0
     assert by["wru"]["item update: RUNNING->SUCCEEDED"] == 1.0
-    accounting = sum(v for k, v in by["wru"].items() if k.startswith("step update: RUNNING (m_"))
+    accounting = sum(v for k, v in by["wru"].items() if k.startswith("item update: None (m_"))
     assert accounting == pytest.approx(1.0)
-    assert by["requests"]["dynamodb.BatchGetItem"] == pytest.approx(1.0 + looks / items)
-    assert by["requests"]["dynamodb.UpdateItem"] == 3.0
+    assert by["wru"]["step update: RUNNING (m_done_0)"] == pytest.approx(1 / items)
+    assert by["requests"]["dynamodb.BatchGetItem"] == pytest.approx(1.0 + (looks + 1) / items)
+    assert by["requests"]["dynamodb.UpdateItem"] == pytest.approx(3.0 + 1 / items)
     # The map's requests, all told: every item's (and the looks'), then the map's own.
     assert row["requests"]["dynamodb.BatchGetItem"] >= items
     assert row["requests"]["dynamodb.UpdateItem"] >= 3 * items
@@ -86,17 +92,25 @@ def test_an_item_costs_a_claim_of_three_keys_a_result_an_accounting_and_a_messag
     )
 
 
-def test_the_accounting_write_is_billed_by_the_window_it_carries(
+def test_the_accounting_write_is_billed_by_its_shard_not_by_the_window(
     rows: dict[tuple[int, int], dict[str, Any]],
 ) -> None:
+    """A hundred entries of ~12 bytes took the map's unit past 1 KB while they sat on it (1.4
+    WRU an item at C = 100): on shards of at most 32 each write stays within 1 KB."""
+
     def accounting(row: dict[str, Any]) -> float:
         wru = row["per_item_by_request"]["wru"]
-        return sum(v for k, v in wru.items() if k.startswith("step update: RUNNING (m_"))
+        return sum(v for k, v in wru.items() if k.startswith("item update: None (m_"))
 
     narrow, wide = accounting(rows[(30, 10)]), accounting(rows[(100, 100)])
-    # A hundred entries of ~12 bytes: the map's unit passes 1 KB until the window drains.
-    assert wide > narrow + 0.3
+    assert narrow == pytest.approx(1.0) and wide == pytest.approx(1.0)
+    # Four shards at C = 100, each marked done on the map's unit once.
+    done = rows[(100, 100)]["per_item_by_request"]["wru"]
+    assert sorted(k for k in done if k.startswith("step update: RUNNING (m_done_")) == [
+        f"step update: RUNNING (m_done_{s})" for s in range(4)
+    ]
     assert rows[(100, 100)]["max_keys_read"]["claim"] == 3
+    assert rows[(100, 100)]["max_keys_read"]["accounting"] == 4  # the last one reads K = 4
 
 
 def test_reads_stay_bounded_as_the_items_grow_tenfold(
@@ -112,8 +126,9 @@ def test_reads_stay_bounded_as_the_items_grow_tenfold(
         assert ops["claim"]["by_request"] == {"dynamodb.BatchGetItem": 1}
         assert keys["result"] == keys["accounting"] == 0
         assert ops["result"]["rru"] == ops["accounting"]["rru"] == 0
-        # The workflow's partition (its item, the map's unit) and the window's 10 units.
-        assert keys["look"] == keys["view"] == 10 + 2
+        # The workflow's partition (its item, the map's unit, its window shard) and the
+        # window's 10 units.
+        assert keys["look"] == keys["view"] == 10 + 3
         assert ops["look"]["rru"] > 0 and ops["view"]["rru"] > 0
     # Ten times the items: the same requests and read units, operation by operation.
     for op in maps.OPERATIONS:
