@@ -135,6 +135,116 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
     },
     # A map (issue 24): split_video, then encode_chunks over 8 chunks at MaxConcurrency 3,
     # then package_video. Items emit no events; each costs the same whatever the map's size.
+    # A parent of two provision_environment children (the primary, then a map of one
+    # replica): each child is started in one transaction with its step's move (by the agent
+    # whose result makes the step ready, or by a look), runs its 4 steps as any workflow, and
+    # its end is recorded on the parent by a look (the supervisor); the relay announces 3
+    # workflows' starts and ends. Pinned as counted (deterministic on the manual clock).
+    "onboard clean": {
+        "api": {
+            "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
+            "wru": {"definition put: create": 3, "workflow put: create": 1},
+            "gsi_wru": {
+                "by_owner add": 1,
+                "by_status add": 1,
+                "by_type add": 1,
+                "by_type_status add": 1,
+                "watch add": 1,
+            },
+            "rru": {},
+            "sqs_messages": {"shepherd-config": 1},
+            "events": {},
+        },
+        "agent": {
+            "requests": {
+                "dynamodb.BatchGetItem": 24,
+                "dynamodb.GetItem": 12,
+                "dynamodb.PutItem": 1,
+                "dynamodb.TransactWriteItems": 1,
+                "dynamodb.UpdateItem": 33,
+                "sqs.SendMessageBatch": 7,
+            },
+            "wru": {
+                "definition put: create": 4,
+                "step transact: create": 2,
+                "step update: QUEUED->RUNNING": 3,
+                "step update: RUNNING->SUCCEEDED": 12,
+                "step update: create": 11,
+                "workflow transact: create": 2,
+                "workflow update: RUNNING (due_at)": 4,
+                "workflow update: RUNNING->SUCCEEDED": 3,
+            },
+            "gsi_wru": {
+                "by_owner add": 1,
+                "by_status add": 1,
+                "by_status move": 6,
+                "by_type add": 1,
+                "by_type_status add": 1,
+                "by_type_status move": 6,
+                "watch add": 1,
+                "watch move": 8,
+                "watch remove": 3,
+            },
+            "rru": {
+                "batch get step": 37.0,
+                "batch get workflow": 24.0,
+                "get step": 8.0,
+                "get workflow": 4.0,
+            },
+            "sqs_messages": {"shepherd-cloud": 4, "shepherd-config": 4},
+            "events": {},
+        },
+        "supervisor": {
+            "requests": {
+                "dynamodb.BatchGetItem": 7,
+                "dynamodb.GetItem": 1,
+                "dynamodb.Query": 50,
+                "dynamodb.TransactWriteItems": 1,
+                "dynamodb.UpdateItem": 13,
+                "sqs.SendMessageBatch": 2,
+            },
+            "wru": {
+                "item transact: create": 2,
+                "item update: None (expires_at)": 1,
+                "item update: None (m_succeeded, w_0)": 1,
+                "item update: WAITING->SUCCEEDED": 1,
+                "item update: create": 3,
+                "step update: RUNNING (m_done_0)": 1,
+                "step update: RUNNING (m_status)": 1,
+                "step update: RUNNING->SUCCEEDED": 1,
+                "step update: WAITING->SUCCEEDED": 1,
+                "step update: create": 2,
+                "workflow transact: create": 2,
+                "workflow update: RUNNING (due_at)": 1,
+            },
+            "gsi_wru": {
+                "by_owner add": 1,
+                "by_status add": 1,
+                "by_type add": 1,
+                "by_type_status add": 1,
+                "watch add": 1,
+                "watch move": 2,
+            },
+            "rru": {
+                "batch get item": 3.0,
+                "batch get step": 3.0,
+                "batch get workflow": 4.0,
+                "get item": 1.0,
+                "query index watch": 16.0,
+                "query table": 18.0,
+            },
+            "sqs_messages": {"shepherd-cloud": 2, "shepherd-notifications": 1},
+            "events": {},
+        },
+        "relay": {
+            "requests": {"dynamodb.PutItem": 6, "events.PutEvents": 1},
+            "wru": {"item put: create": 6},
+            "gsi_wru": {},
+            "rru": {},
+            "sqs_messages": {},
+            "events": {"WorkflowStarted": 3, "WorkflowSucceeded": 3},
+        },
+    },
     "transcode clean": {
         "api": {
             "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
@@ -153,48 +263,53 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
         "agent": {
             # Batch reads: split's claim and advance, the map's claim (its opening), 8 item
             # claims (the workflow, the map unit, the item's unit and its page: 4 keys), the
+            # last item's accounting (it reads the map's one window shard for the verdict), the
             # map's end's advance, package_video's claim and advance. GetItem: the opener reads
             # split's output (ItemsPath), the packager the map's. Query: the map's end reads
             # the workflow partition and assembles the output from the item partition (both
-            # consistent). UpdateItem: split 2; the opening 3 (claim, the items' page, the
-            # counters with the first window); per item 3 (claim, result, its accounting with
-            # the refill); the verdict and the step's end; package_video 2; the finish.
+            # consistent). UpdateItem: split 2; the opening 4 (claim, the items' page, the
+            # map's unit, its window shard with the first window); per item 3 (claim, result,
+            # its accounting with the refill, on the shard); the shard's done marker; the
+            # verdict, the shard's expiry and the step's end; package_video 2; the finish.
             # Messages: the opening, the first window (3 in one batch), 5 refills one by one,
             # package_video.
             "requests": {
-                "dynamodb.BatchGetItem": 14,
+                "dynamodb.BatchGetItem": 15,
                 "dynamodb.GetItem": 2,
                 "dynamodb.Query": 2,
-                "dynamodb.UpdateItem": 34,
+                "dynamodb.UpdateItem": 37,
                 "sqs.SendMessageBatch": 8,
             },
             "wru": {
-                # 8 item units created by their claims, and the page of items (1 WRU).
-                "item update: create": 9,
+                # 8 item units created by their claims, the page of items and the window
+                # shard (1 WRU each).
+                "item update: create": 10,
                 "item update: RUNNING->SUCCEEDED": 8,
-                # The opening: counters and the first window (w_0..w_2), one write.
-                "step update: RUNNING (m_cancelled, m_compensated, m_failed, m_opened, "
-                "m_pages, m_status, m_stride, m_succeeded, m_total, w_0, w_1, w_2)": 1,
-                # Each item's accounting removes its entry and, while one is left in its
-                # stripe, enters the next (i + 3).
-                "step update: RUNNING (m_succeeded, w_0, w_3)": 1,
-                "step update: RUNNING (m_succeeded, w_1, w_4)": 1,
-                "step update: RUNNING (m_succeeded, w_2, w_5)": 1,
-                "step update: RUNNING (m_succeeded, w_3, w_6)": 1,
-                "step update: RUNNING (m_succeeded, w_4, w_7)": 1,
-                "step update: RUNNING (m_succeeded, w_5)": 1,
-                "step update: RUNNING (m_succeeded, w_6)": 1,
-                "step update: RUNNING (m_succeeded, w_7)": 1,
+                # The opening: the map-wide fields on the map's unit (the window and its counts
+                # are on the shard, `MW#S#0#<step>`, created with w_0..w_2).
+                "step update: RUNNING (m_compensated, m_pages, m_shards, m_status, m_stride, "
+                "m_total)": 1,
+                # Each item's accounting, on the window shard, removes its entry and, while one
+                # is left in its stripe, enters the next (i + 3).
+                "item update: None (m_succeeded, w_0, w_3)": 1,
+                "item update: None (m_succeeded, w_1, w_4)": 1,
+                "item update: None (m_succeeded, w_2, w_5)": 1,
+                "item update: None (m_succeeded, w_3, w_6)": 1,
+                "item update: None (m_succeeded, w_4, w_7)": 1,
+                "item update: None (m_succeeded, w_5)": 1,
+                "item update: None (m_succeeded, w_6)": 1,
+                "item update: None (m_succeeded, w_7)": 1,
+                "step update: RUNNING (m_done_0)": 1,  # the shard's items all counted
                 "step update: RUNNING (m_status)": 1,  # the verdict
+                "item update: None (expires_at)": 1,  # the shard expires with the workflow
                 "step update: create": 3,  # the claims of split, the map and package
-                # split and package 1 each; the map's end 2 (its unit holds the counters and
-                # the 8 outputs).
+                # split and package 1 each; the map's end 2 (its unit holds the 8 outputs).
                 "step update: RUNNING->SUCCEEDED": 4,
                 "workflow update: RUNNING->SUCCEEDED": 1,
             },
             "gsi_wru": {"by_status move": 2, "by_type_status move": 2, "watch remove": 1},
             "rru": {
-                "batch get item": 16.0,
+                "batch get item": 17.0,
                 # An item's claim reads the workflow, its unit and its page, never the map's
                 # unit: the steps read are split's, the map's opener's and package's claims.
                 "batch get step": 8.0,

@@ -267,6 +267,19 @@ def test_a_write_that_announces_nothing_derives_nothing() -> None:
     )
 
 
+def test_moto_s_keys_only_insert_of_a_child_start_announces_nothing() -> None:
+    """moto streams an update that creates an item (a child's start, in a transaction) as a
+    keys-only INSERT, then the INSERT with the whole image: the first is read, announces
+    nothing and is not a failed record (the relay had retried it until its DLQ); the second
+    announces the start."""
+    keys = {"pk": "WF#c", "sk": "#WF"}
+    assert events_of(Change(None, keys, "1")) == []
+    whole = {**keys, "status": "RUNNING", "wf_type": "kid", "owner": "o", "created_at": 1}
+    whole |= {"updated_at": 1, "parent_id": "p", "parent_step": "kid"}
+    started = events_of(Change(None, whole, "2"))
+    assert [e.detail_type for e in started] == ["WorkflowStarted"]
+
+
 def test_a_callback_arriving_before_its_agent_returned_announces_nothing_twice() -> None:
     """A callback step's success arriving before its agent returned: still one event each."""
     from shepherd.engine.agent import AgentContext, Pending

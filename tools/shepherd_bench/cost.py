@@ -99,7 +99,18 @@ SCENARIOS = (
 # `shepherd_bench.maps`'s (docs/benchmarks.md, Map items). Its clean run's requests are pinned
 # like the other examples' (tests/bench/test_handler_accounting.py).
 VIDEO = {"video_id": "v-2048", "duration_seconds": 47, "chunk_seconds": 6, "profile": "720p"}
-MAP_SCENARIOS = (Scenario("transcode clean", "transcode_video", VIDEO, "SUCCEEDED"),)
+# Child workflows: the onboard example, a primary provision_environment child, then one
+# replica's (a map of children); each child is priced as the workflow it is.
+TENANT = {
+    "tenant_id": "acme",
+    "contact": "ops@acme.example",
+    "primary": {"env_name": "acme-eu", "region": "eu-west-1", "size": "small"},
+    "replicas": [{"env_name": "acme-us", "region": "us-east-1", "size": "small"}],
+}
+MAP_SCENARIOS = (
+    Scenario("transcode clean", "transcode_video", VIDEO, "SUCCEEDED"),
+    Scenario("onboard clean", "onboard_tenant", TENANT, "SUCCEEDED"),
+)
 
 
 KIB = 1024

@@ -132,6 +132,11 @@ def events_of(change: Change) -> list[DomainEvent]:
     if item.get("pk") == POOLS_PK:
         return _circuit_events(change.old, change.new, change.sequence)
     if sk == WF_SK:
+        if "status" not in change.new:
+            # No writer leaves a workflow item without its status; moto does, for a moment:
+            # an update that creates an item (a child's start, in a transaction) streams a
+            # keys-only INSERT before the INSERT with the whole image. Nothing to announce.
+            return []
         return _workflow_events(change.old, change.new, change.sequence)
     if sk.startswith((STEP_PREFIX, COMP_PREFIX)):
         return _step_events(change.old, change.new, change.sequence)
