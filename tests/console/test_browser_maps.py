@@ -355,7 +355,7 @@ SEEDED = (1_500, 2_200, 5_600)
 def big_map(own: Any, stack: LocalStack) -> tuple[Any, Api, str]:
     """A map of 6,000 items whose first item failed (so it stopped, the rest CANCELLED), and
     three more FAILED items far apart: copies of the engine's own failed item unit at indexes
-    1,500, 2,200 and 5,600 (written in the real layout), counted on the map."""
+    1,500, 2,200 and 5,600 (written in the real layout), counted on the map's window shard."""
     page, api = own("console-map-filter")
     items: list[dict[str, Any]] = [{} for _ in range(BIG)]
     items[0] = {"fail": "first"}
@@ -373,9 +373,10 @@ def big_map(own: Any, stack: LocalStack) -> tuple[Any, Api, str]:
             unit, index=index, error=error_json("ItemRefused", f"item {index} refused: far")
         )
         dynamodb.put_item(TableName=TABLE, Item=to_attr(copy.to_item()))
+    # Counted as the engine counts: on a window shard of the map (their counts are summed).
     dynamodb.update_item(
         TableName=TABLE,
-        Key={"pk": {"S": keys.wf_pk(wf)}, "sk": {"S": keys.item_sk("step", "each")}},
+        Key={"pk": {"S": keys.wf_pk(wf)}, "sk": {"S": keys.map_shard_sk("step", "each", 0)}},
         UpdateExpression="ADD m_failed :n",
         ExpressionAttributeValues={":n": {"N": str(len(SEEDED))}},
     )
