@@ -529,3 +529,41 @@ def test_a_child_is_not_redriven_on_its_own(world: tuple[Harness, Calls]) -> Non
         h.operations.redrive(first)
     assert h.status(first) is WorkflowStatus.FAILED
     assert h.status(wf) is WorkflowStatus.FAILED
+
+
+def test_a_stale_read_of_a_child_asked_to_undo_itself_fails_nothing() -> None:
+    """The parent's compensation of a child step waits for the child's undo; a planner whose
+    read of the child predates the ask (the child still SUCCEEDED: an operator's slow cancel,
+    `make sim` seeds 5632 and 9560) must not fail that undo, or the parent ends FAILED while
+    its child is still undoing itself. A read of the child as it is decides."""
+    import dataclasses
+    import random
+
+    from shepherd.decisions import planner
+
+    calls = Calls()
+    h = memory_harness(definitions=definitions(), agents=calls.registry())
+    wf = h.start("rollout", {})
+    first = child_id(wf, "eu", None, 1)
+    for _ in range(20):
+        h.pump()
+        if h.store.get(f"WF#{first}", "#WF") is not None and h.status(first).terminal:
+            break
+    assert h.status(first) is WorkflowStatus.SUCCEEDED
+    h.operations.cancel(wf)  # asks the child to undo itself, then waits for it
+    state = h.state(wf)
+    waiting = state.compensations["eu"]
+    assert waiting.status is StepStatus.WAITING and waiting.child_id == first
+    child = state.children[first]
+    assert child.status is not WorkflowStatus.SUCCEEDED  # the ask landed
+    stale = dataclasses.replace(
+        state, children={first: dataclasses.replace(child, status=WorkflowStatus.SUCCEEDED)}
+    )
+    now = h.clock.now_ms()
+    actions = planner.plan(
+        stale, h.definitions["rollout"], now, supervisor=True, rng=random.Random(0)
+    )
+    assert not [a for a in actions if getattr(a, "seen", None) is waiting], actions
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.CANCELLED
+    assert h.status(first) is WorkflowStatus.COMPENSATED

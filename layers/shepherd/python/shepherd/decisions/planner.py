@@ -623,6 +623,13 @@ class _Planner:
             # FAILED (its own undo failed) needs an operator, as any failed compensation.
             if child.status is WorkflowStatus.COMPENSATED:
                 return [ChildSucceeded(rec, child)]
+            if child.status is WorkflowStatus.SUCCEEDED:
+                # A read of the child from before the ask: the unit is created after the
+                # ask lands, and an asked child never ends SUCCEEDED again. Nothing to decide
+                # until a read sees its undo's end (found by `make sim`, seeds 5632 and 9560:
+                # an operator's slow cancel failed the undo on such a read, and the parent
+                # ended FAILED while its child was still undoing itself).
+                return []
             gave_up: retry.RetryDecision = retry.GiveUp("permanent")
             error_type, message = (
                 "ChildCompensationFailed",
