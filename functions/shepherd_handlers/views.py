@@ -11,6 +11,7 @@ from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
 from shepherd.decisions.fanout import child_id
+from shepherd.decisions.planner import compensation_order
 from shepherd.definitions import Definition
 from shepherd.engine.inbox import PendingApproval
 from shepherd.engine.maps import ItemRow
@@ -192,7 +193,13 @@ def workflow_view(
             # Named as the step's own output_ref (the same object, the same link).
             if (link := payload(payloads, t, f"{wf.workflow_id}-step-{n}-output")[1])
         }
-    comps = sorted(state.compensations.values(), key=lambda c: (c.dispatched_at or 0, c.name))
+    # In the order they are undone (the planner's), not by dispatch time: a look writes its
+    # sweep's `now`, which may be earlier than an undo an agent started meanwhile.
+    unwind = {name: i for i, name in enumerate(compensation_order(state, definition))}
+    comps = sorted(
+        state.compensations.values(),
+        key=lambda c: (unwind.get(c.name, len(unwind)), c.dispatched_at or 0, c.name),
+    )
     return WorkflowView(
         workflow_id=wf.workflow_id,
         type=wf.wf_type,

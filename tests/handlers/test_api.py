@@ -239,6 +239,32 @@ def test_cancel_compensates_what_succeeded_and_ends_cancelled(stack: Stack) -> N
     assert status == 409 and reply["error"]["code"] == "InvalidTransition"
 
 
+def test_compensations_are_listed_in_the_order_they_are_undone(stack: Stack) -> None:
+    """Not by their dispatch times: a look writes its sweep's `now`, which can be earlier
+    than an undo an agent started meanwhile (an e2e run listed reserve before charge)."""
+    from shepherd.conditions import Update
+    from shepherd.keys import item_sk, wf_pk
+    from shepherd_handlers import runtime
+
+    body = {
+        "type": "order_fulfilment",
+        "input": {**ORDER, "faults": {"ship_order": {"mode": "permanent"}}},
+    }
+    wf = start(stack, body)["workflow_id"]
+    stack.run_agents()
+    view = stack.api("GET", f"/workflows/{wf}")[2]
+    assert view["status"] == "COMPENSATED"
+    undone = [c["name"] for c in view["compensations"]]
+    assert undone[-2:] == ["charge_payment", "reserve_inventory"]
+    store = runtime.engine().ports.store
+    for at, name in enumerate(reversed(undone)):  # the first undone dispatched last
+        store.update(
+            wf_pk(wf), item_sk("compensation", name), Update(set={"dispatched_at": at}), None
+        )
+    again = stack.api("GET", f"/workflows/{wf}")[2]
+    assert [c["name"] for c in again["compensations"]] == undone
+
+
 def test_retry_redrives_a_failed_workflow_from_its_failed_compensation(
     stack: Stack, swap_agent: Any
 ) -> None:

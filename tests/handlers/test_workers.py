@@ -313,7 +313,7 @@ def test_each_group_of_shards_gets_its_own_ticks_and_sweeps_under_a_lease(
     tick does nothing); the sweep's metrics say how far behind it is."""
     from shepherd.clock import SystemClock
     from shepherd.conditions import Update
-    from shepherd.keys import lease_pk
+    from shepherd.keys import WATCH_PREFIX, lease_pk, watch_shard
     from shepherd.observability import ENV_SWEEP_TICKS
     from shepherd.settings import ENV_SWEEP_GROUPS, ENV_WATCH_SHARDS
     from shepherd_handlers import runtime, supervisor
@@ -334,13 +334,18 @@ def test_each_group_of_shards_gets_its_own_ticks_and_sweeps_under_a_lease(
     ]  # fmt: skip
     reply = stack.sweep()
     assert reply["ticks_sent"] == 3 + 4 * 11 and reply["sweeps"] == 1
-    # Workflows whose roots' messages were lost: due in every shard after a while.
-    for _ in range(12):
-        stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
-    for message in stack.receive("inventory") + stack.receive("inventory"):
-        sqs.delete_message(
-            QueueUrl=stack.queues["inventory"].url, ReceiptHandle=message["ReceiptHandle"]
-        )
+    # Workflows whose roots' messages were lost: due in their shards after a while. Ids
+    # are random, so start them until group 2 (shards 2 and 6) and another group hold one.
+    groups: list[int] = []
+    while len(groups) < 12 or (2 not in groups or set(groups) == {2}):
+        assert len(groups) < 200, "no workflow landed in group 2's shards"
+        created = stack.api("POST", "/workflows", body={"type": "order_fulfilment", "input": ORDER})
+        shard = watch_shard(created[2]["workflow_id"], 8)
+        groups.append(int(shard.removeprefix(WATCH_PREFIX)) % 4)
+        for message in stack.receive("inventory"):
+            sqs.delete_message(
+                QueueUrl=stack.queues["inventory"].url, ReceiptHandle=message["ReceiptHandle"]
+            )
     later = SystemClock().now_ms() + 11_000  # past DispatchTimeoutSeconds (10 s)
     monkeypatch.setattr(SystemClock, "now_ms", lambda self: later)
     # Another sweeper holds group 2's lease: that group is left to it.
@@ -351,13 +356,14 @@ def test_each_group_of_shards_gets_its_own_ticks_and_sweeps_under_a_lease(
     capsys.readouterr()
     reply = supervisor.handler({"Records": ticks}, LambdaContext())
     assert reply["sweeps"] == 4 and reply["busy"] == 1
-    assert 0 < reply["due"] < 12 and reply["actions"] == reply["due"]  # re-sent, group 2 left
+    assert reply["due"] == sum(g != 2 for g in groups)  # every due workflow but group 2's
+    assert reply["actions"] == reply["due"]  # each re-sent
     out = capsys.readouterr().out
     assert '"OldestDueAgeMs":[' in out and '"Truncated":[0.0' in out and '"Due":[' in out
     # Its lease expired (a dead sweeper): the next tick sweeps group 2 too.
     monkeypatch.setattr(SystemClock, "now_ms", lambda self: later + 6_000)
     reply = supervisor.handler({"Records": [ticks[2]]}, LambdaContext())
-    assert reply["busy"] == 0 and reply["due"] >= 1
+    assert reply["busy"] == 0 and reply["due"] == groups.count(2)
 
 
 def test_callback_step_success_heartbeat_and_stale_tokens(
