@@ -161,6 +161,9 @@ def test_cancel_through_the_cli(api: Api, stack: LocalStack) -> None:
         "charge_payment",
         "reserve_inventory",
     ]
+    actions = [action for _, action in effects(stack, workflow_id)]
+    assert actions.count("refund") == actions.count("release") == 1
+    assert actions.index("refund") < actions.index("release")  # undone in that order too
     again = cli(stack, "cancel", workflow_id)
     assert (
         again.returncode == 1
