@@ -630,6 +630,39 @@ def test_findable_tolerates_only_the_lateness_of_that_records_writes() -> None:
     assert check_findable(state, definition, now, random.Random(0)) != []
 
 
+def test_findable_gives_a_task_its_pool_held_one_look_after_the_release() -> None:
+    """A retry never sent (a long backoff) whose pool was held past its end (paused, or its
+    circuit open) is looked at every `g` while held: due at most `g` after the pool's
+    release, not at the backoff's end (seeds 4818, 6835 and 8924); a pool released long
+    before the backoff ended gives no such grace."""
+    from shepherd.decisions.planner import reach_gap
+    from shepherd.model import PoolState
+
+    definition = DEFS["order_fulfilment"]
+    pool = definition.by_name["reserve_inventory"].pool
+    gap = reach_gap(definition, "step", "reserve_inventory", True)
+    available = T0 + 1000
+    queued = step("reserve_inventory", StepStatus.QUEUED, available_at=available)
+    rest = [step(n, StepStatus.PENDING, attempt=0) for n in ORDER_STEPS[1:]]
+
+    def violations(due_at: int, released: int | None, now: int) -> list[Any]:
+        items = workflow(WorkflowStatus.RUNNING, [queued, *rest], watch_shard="W#0", due_at=due_at)
+        state = WorkflowState.from_items(items)
+        assert state is not None
+        pools = {pool: PoolState(pool, resumed_at=released)}
+        return check_findable(state, definition, now, random.Random(0), pools=pools)
+
+    released = available + 9_000  # its circuit went half-open 9 s after the backoff ended
+    now = released + 500
+    assert violations(released + gap, released, now) == []
+    (v,) = violations(released + gap + 1, released, now)
+    assert v.invariant == "findable" and "Dispatch of 'reserve_inventory'" in v.message
+    # Never held at its deadline: the backoff's end, exactly.
+    assert violations(available, available - gap, now) == []
+    assert violations(available + 1, available - gap, now) != []
+    assert violations(available + 1, None, now) != []
+
+
 # ---------------------------------------------------------------------- orphaned effects
 
 

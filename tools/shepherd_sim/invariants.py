@@ -26,6 +26,7 @@ from shepherd.decisions.planner import (
     Wake,
     compensated,
     plan,
+    reach_gap,
 )
 from shepherd.definitions import Definition
 from shepherd.keys import (
@@ -886,6 +887,8 @@ def check_findable(
     out = []
     for action in plan(state, definition, now, supervisor=True, rng=rng, pools=pools):
         deadline = _deadline(action, now, resumed_at)
+        if deadline is not None and isinstance(action, Dispatch):
+            deadline = _held_by_pool(action, deadline, state, definition, pools or {})
         if deadline is None or wf.due_at <= deadline:
             continue
         what = type(action).__name__
@@ -982,6 +985,31 @@ def _deadline(action: Any, now: int, resumed_at: int | None) -> int | None:
     if isinstance(action, Dispatch) and deadline is not None and resumed_at is not None:
         deadline = max(deadline, resumed_at)  # nothing is dispatched while it is paused
     return deadline
+
+
+def _held_by_pool(
+    action: Dispatch,
+    deadline: int,
+    state: WorkflowState,
+    definition: Definition,
+    pools: Mapping[str, PoolState],
+) -> int:
+    """A task never sent whose pool held it (paused, or its circuit open) at its deadline is
+    looked at every `g(u)` while held, and nothing pulls its workflow forward at the pool's
+    release (a write on the pool, not on the workflow: docs/architecture.md). A look that saw
+    it held is no earlier than `deadline - g`, so it was held until the pool's last release
+    (`resumed_at`, a resume or a circuit's half-open); the next look is due within `g` of
+    that look, so the dispatch is due at most `g` after both its deadline and the release."""
+    seen = action.seen
+    if seen.status is not StepStatus.QUEUED or seen.dispatched_at is not None:
+        return deadline
+    pool = pools.get(definition.spec(seen.kind, seen.name).pool)
+    released = None if pool is None else pool.resumed_at
+    running = state.workflow.status is WorkflowStatus.RUNNING
+    gap = reach_gap(definition, seen.kind, seen.name, running)
+    if released is None or released + gap <= deadline:
+        return deadline
+    return max(deadline, released) + gap
 
 
 def _has_deadlines(rec: StepRecord) -> bool:

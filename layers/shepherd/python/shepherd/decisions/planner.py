@@ -1026,7 +1026,7 @@ def _unit_deadlines(
         return _map_deadlines(state, definition, now, pools, kind, rec, running)
     if rec.child_id is not None and rec.status is StepStatus.WAITING:
         return _child_deadlines(state, definition, now, kind, rec)
-    gap = _reach_gap(definition, kind, rec.name, running)
+    gap = reach_gap(definition, kind, rec.name, running)
     if rec.status is StepStatus.QUEUED:
         pool = pools.get(definition.spec(kind, rec.name).pool)
         available = rec.available_at or now
@@ -1103,7 +1103,7 @@ def _map_deadlines(
             out.extend(_attempt_deadlines(definition, kind, unit, now))
         elif unit.status is StepStatus.PENDING:  # entered the window, no unit yet
             pool = pools.get(spec.pool)
-            gap = _reach_gap(definition, kind, rec.name, running)
+            gap = reach_gap(definition, kind, rec.name, running)
             lost = [] if _paused(pool) else [_lost_at(unit.dispatched_at or now, pool, definition)]
             out.extend([*lost, now + gap])
         else:
@@ -1126,7 +1126,7 @@ def _child_deadlines(
     return []
 
 
-def _reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> int:
+def reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> int:
     """`g(u)`: a step's reach while the workflow runs; while it unwinds, what an agent's
     write can start is a compensation (or the step's own attempt, already claimed)."""
     if kind == "step" and running:
