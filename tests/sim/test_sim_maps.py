@@ -194,7 +194,7 @@ def _item_deadlines_left_to_the_steps_reach() -> Iterator[None]:
         spec = definition.spec(kind, rec.name)
         settled = m.opened >= min(m.total, m.stride) and m.status == "RUNNING"
         if running and not paused and settled and planner.map_outcome(m, spec) == "RUNNING":
-            return [now + planner._reach_gap(definition, kind, rec.name, running)]
+            return [now + planner.reach_gap(definition, kind, rec.name, running)]
         return real(state, definition, now, pools, kind, rec, running, paused)
 
     planner._map_deadlines = blind
