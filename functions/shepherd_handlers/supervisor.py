@@ -163,7 +163,8 @@ def horizon(following: list[int | None], interval: float, now_ms: int) -> int:
 def record(report: SweepReport) -> None:
     # A sweep with nothing due takes a few index queries: its numbers are only emitted when it
     # had work (and a duplicate tick that found its group's lease held did nothing), so an
-    # idle stack pays for one custom metric (SupervisorRan), not six.
+    # idle stack pays for no custom metric (whether the supervisor runs at all is alarmed on
+    # Lambda's own invocation and error metrics of its function, which are free).
     if (report.due or report.actions) and report.lease != "busy":
         metrics.add_metric(
             name=Metric.SWEEP_DURATION, unit=MetricUnit.Milliseconds, value=report.duration_ms
@@ -247,7 +248,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         planned = planned_at(records, settings.sweep_groups)
         return _sweep_groups(interval, planned, context, {"ticks": len(records)})
     start = _now()  # the minute's first sweep: its ticks are planned from here
-    metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
     hold_paused_pools()
     try:
         circuit_metrics()

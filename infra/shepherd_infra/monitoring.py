@@ -17,13 +17,13 @@ from aws_cdk import (
     aws_dynamodb,
     aws_iam,
     aws_kms,
+    aws_lambda,
     aws_sns,
     aws_sns_subscriptions,
     aws_sqs,
 )
 from constructs import Construct
 from shepherd.observability import NAMESPACE, Metric
-from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.agent_pool import AgentPool
@@ -60,6 +60,19 @@ def engine_metric(
     )
 
 
+def throttles_metric(
+    service: str, aws_service: str, *, period: Duration = ONE_MINUTE
+) -> aws_cloudwatch.Metric:
+    """The engine's throttled attempts on one AWS service (`Throttles`, dimension `Service`)."""
+    return aws_cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=Metric.THROTTLES.value,
+        dimensions_map={"service": service, "Service": aws_service},
+        statistic="Sum",
+        period=period,
+    )
+
+
 def oldest_message_threshold_seconds(visibility_timeout: int, function_timeout: int) -> int:
     """A message redelivered once after a crash is `visibility_timeout` old; give it one more
     run. Older than that (and never less than the floor) means the pool is stuck or behind."""
@@ -77,6 +90,7 @@ class Monitoring(Construct):
         pools: Sequence[AgentPool],
         rest_api: aws_apigateway.RestApi,
         relay: EventRelay,
+        supervisor: aws_lambda.IFunction,
         alarm_email: str | None,
         webhooks: Sequence[Webhook] = (),
         dashboard: bool = False,
@@ -91,9 +105,20 @@ class Monitoring(Construct):
         # ------------------------------------------------------------------------------ alarms
         self._pool_alarms(pools)
         self._circuit_alarms(pools, service)
+        # Lambda's own metrics of the supervisor function (free), not a custom metric ($0.30 a
+        # month): a minute with no invocation that ended without an error, scheduled or tick,
+        # is a minute the supervisor did not run. A supervisor that crashes on every run (a
+        # broken deploy) is not running either.
+        runs = supervisor.metric_invocations(period=ONE_MINUTE, statistic="Sum")
+        errors = supervisor.metric_errors(period=ONE_MINUTE, statistic="Sum")
         self._alarm(
             "SupervisorNotRunning",
-            engine_metric(Metric.SUPERVISOR_RAN, service),
+            aws_cloudwatch.MathExpression(
+                expression="FILL(runs, 0) - FILL(errors, 0)",
+                using_metrics={"runs": runs, "errors": errors},
+                label="invocations without an error",
+                period=ONE_MINUTE,
+            ),
             threshold=1,
             comparison=aws_cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             evaluation_periods=SUPERVISOR_MISSED_PERIODS,
@@ -197,25 +222,17 @@ class Monitoring(Construct):
             threshold=config.WORKFLOW_FAILURE_RATE,
             description=f"More than {config.WORKFLOW_FAILURE_RATE:.0%} of started workflows failed",
         )
-        read_throttles = _table_metric(table, "ReadThrottleEvents")
-        write_throttles = _table_metric(table, "WriteThrottleEvents")
-        throttles: dict[str, aws_cloudwatch.IMetric] = {
-            "reads": read_throttles,
-            "writes": write_throttles,
-        }
-        for i, index in enumerate(TABLE.indexes):
-            # A GSI that cannot keep up throttles writes to the base table too.
-            throttles[f"gsi{i}"] = _table_metric(table, "WriteThrottleEvents", index=index.name)
+        # One metric, not the table's and each index's throttle events (eight metrics, $0.80 a
+        # month idle): every call to the table goes through a client made by
+        # `shepherd.wiring`, whose hook counts each attempt DynamoDB answered "slow down"
+        # (an index that cannot keep up throttles the base write, so it is counted too). The
+        # series has data only when something was throttled: idle, it costs nothing.
         self._alarm(
             "DynamoDbThrottling",
-            aws_cloudwatch.MathExpression(
-                expression=" + ".join(f"FILL({key}, 0)" for key in throttles),
-                using_metrics=throttles,
-                label="throttle events",
-                period=config.ALARM_PERIOD,
-            ),
+            throttles_metric(service, "dynamodb", period=config.ALARM_PERIOD),
             threshold=0,
-            description="DynamoDB throttled requests on the Shepherd table",
+            description="DynamoDB throttled the engine's requests on the Shepherd table "
+            "(each throttled attempt, retried or not)",
         )
 
         # ---------------------------------------------------------------------------- dashboard
@@ -312,9 +329,10 @@ class Monitoring(Construct):
             )
             board.add_widgets(
                 graph(
-                    "Supervisor runs and sweep duration (ms)",
+                    "Supervisor invocations, errors and sweep duration (ms)",
                     [
-                        engine_metric(Metric.SUPERVISOR_RAN, service),
+                        runs,
+                        errors,
                         engine_metric(Metric.SWEEP_DURATION, service, statistic="p50"),
                         engine_metric(Metric.SWEEP_DURATION, service, statistic="p99"),
                     ],
@@ -329,8 +347,8 @@ class Monitoring(Construct):
                 graph(
                     "DynamoDB throttles and conditional-check failures",
                     [
-                        read_throttles,
-                        write_throttles,
+                        _table_metric(table, "ReadThrottleEvents"),
+                        _table_metric(table, "WriteThrottleEvents"),
                         _table_metric(table, "ConditionalCheckFailedRequests"),
                     ],
                 ),
@@ -376,16 +394,7 @@ class Monitoring(Construct):
                 ),
                 graph(
                     "Throttled AWS calls, by service",
-                    [
-                        aws_cloudwatch.Metric(
-                            namespace=NAMESPACE,
-                            metric_name=Metric.THROTTLES.value,
-                            dimensions_map={"service": service, "Service": name},
-                            statistic="Sum",
-                            period=ONE_MINUTE,
-                        )
-                        for name in THROTTLED_SERVICES
-                    ],
+                    [throttles_metric(service, name) for name in THROTTLED_SERVICES],
                 ),
             )
             board.add_widgets(
@@ -556,16 +565,11 @@ def _alarms_of_this_account(scope: Construct) -> dict[str, Any]:
     }
 
 
-def _table_metric(
-    table: aws_dynamodb.Table, name: str, *, index: str | None = None
-) -> aws_cloudwatch.Metric:
-    dimensions = {"TableName": table.table_name}
-    if index is not None:
-        dimensions["GlobalSecondaryIndexName"] = index
+def _table_metric(table: aws_dynamodb.Table, name: str) -> aws_cloudwatch.Metric:
     return aws_cloudwatch.Metric(
         namespace="AWS/DynamoDB",
         metric_name=name,
-        dimensions_map=dimensions,
+        dimensions_map={"TableName": table.table_name},
         statistic="Sum",
         period=config.ALARM_PERIOD,
     )

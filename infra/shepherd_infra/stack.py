@@ -248,6 +248,7 @@ class Shepherd(Construct):
             pools=list(self.pools.values()),
             rest_api=self.api.rest_api,
             relay=self.relay,
+            supervisor=self.supervisor.function,
             webhooks=self.webhooks.hooks,
             alarm_email=alarm_email,
             dashboard=dashboard,

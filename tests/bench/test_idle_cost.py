@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from shepherd.observability import HANDLER_SUPERVISOR
+from shepherd.observability import HANDLER_SUPERVISOR, Metric
 from shepherd_bench import idle
 from shepherd_bench.cost import fixed_monthly
 
@@ -58,7 +58,7 @@ def test_an_idle_month_is_priced_item_by_item() -> None:
     invocations, runs = 525_600, 43_800
     q, lo = idle.monthly(quiet, invocations, runs), idle.monthly(loud, invocations, runs)
     assert q["cloudwatch_alarm_metrics"]["usd"] == pytest.approx(4 * 0.10)
-    assert q["cloudwatch_custom_metrics_idle"]["usd"] == pytest.approx(0.30)  # SupervisorRan
+    assert q["cloudwatch_custom_metrics_idle"]["usd"] == 0  # an idle supervisor publishes none
     assert q["cloudwatch_logs_supervisor_gb"]["usd"] == pytest.approx(runs * 200 / 1024**3 * 0.50)
     assert q["xray_traces_supervisor"]["usd"] == q["cloudwatch_dashboards"]["usd"] == 0
     assert q["kms_alarm_topic_keys"]["usd"] == 0
@@ -79,12 +79,15 @@ def test_the_fixed_cost_counts_monitoring_when_given() -> None:
     extra = {k: v for k, v in with_monitoring.items() if k not in without}
     assert set(extra) == set(idle.monthly(quiet, 1, 1))
     total = sum(v["usd"] for v in with_monitoring.values())
-    assert total == pytest.approx(sum(v["usd"] for v in without.values()) + 0.40 + 0.30, abs=0.01)
+    # four alarm metrics; no custom metric (an idle supervisor publishes none)
+    assert total == pytest.approx(sum(v["usd"] for v in without.values()) + 0.40, abs=0.01)
 
 
-def test_the_supervisors_idle_record_is_measured() -> None:
+def test_the_supervisors_idle_record_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert idle.emf_record_bytes("Shepherd-Shepherd") == 0  # no idle metric: no record
+    monkeypatch.setattr(idle, "IDLE_CUSTOM_METRICS", (Metric.SWEEP_DUE,))
     size = idle.emf_record_bytes("Shepherd-Shepherd")
-    assert 100 < size < 1000  # one EMF JSON record with one metric
+    assert 100 < size < 1000  # one EMF JSON record with one metric, as Powertools prints it
 
 
 def test_a_refresh_replaces_only_its_own_parts_of_the_page() -> None:

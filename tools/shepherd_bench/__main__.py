@@ -251,6 +251,7 @@ def fixed_cost(pools: int) -> dict[str, Any]:
         "fixed_monthly_all_options": cost.fixed_monthly(
             pools, monitoring=monitoring["all options"]
         ),
+        "fixed_monthly_one_pool": cost.fixed_monthly(1, monitoring=monitoring["one pool"]),
         "idle_monitoring": {name: m.describe() for name, m in monitoring.items()},
     }
 

@@ -14,15 +14,18 @@ import json
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from shepherd.observability import HANDLER_SUPERVISOR, NAMESPACE, Metric
 
 from shepherd_bench.prices import usd
 
-# What the supervisor publishes on an idle stack: SupervisorRan on each scheduled run; a sweep
-# with nothing due publishes nothing (tests/handlers/test_idle_metrics.py pins both).
-IDLE_CUSTOM_METRICS = (Metric.SUPERVISOR_RAN,)
+# What the supervisor publishes on an idle stack: nothing, neither its scheduled runs nor a
+# sweep with nothing due (tests/handlers/test_idle_metrics.py pins both); whether it runs is
+# alarmed on its function's own Lambda metrics. A pool with a circuit breaker adds one series
+# (`PoolCircuitOpen`, each scheduled run); the example app has none.
+IDLE_CUSTOM_METRICS: tuple[Metric, ...] = ()
 # Lambda's START and REPORT records in JSON log format, when the system log level lets them
 # through (INFO): about 150 and 450 bytes (a typical pair, with the platform's fields).
 PLATFORM_LOG_BYTES = 600
@@ -110,27 +113,45 @@ def emf_record_bytes(service: str) -> int:
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
+    if not IDLE_CUSTOM_METRICS:
+        return 0  # no record at all
     metrics = Metrics(namespace=NAMESPACE, service=service)
-    metrics.add_metric(name=Metric.SUPERVISOR_RAN, unit=MetricUnit.Count, value=1)
+    for metric in IDLE_CUSTOM_METRICS:
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         metrics.flush_metrics()
     return len(out.getvalue().encode())
 
 
+# The smallest stack the examples make: one definition whose steps all run in one pool.
+ONE_POOL_DEFINITION = "transcode_video.yaml"
+
+
 def example_templates() -> dict[str, dict[str, Any]]:
-    """The example app as deployed by default, and with every paid option on (the dashboard,
-    the supervisor's tracing, an alarm e-mail): what each option adds."""
+    """The example app as deployed by default, with every paid option on (the dashboard, the
+    supervisor's tracing, an alarm e-mail), and with one pool (`ONE_POOL_DEFINITION` alone):
+    what each option adds, and what the floor is."""
+    import shutil
+
+    from shepherd_infra import config
     from shepherd_infra.application import build_app
 
-    variants = {
+    variants: dict[str, dict[str, str]] = {
         "default": {},
         "all options": {"dashboard": "true", "tracing": "true", "alarm_email": "ops@example.com"},
+        "one pool": {},
     }
     out = {}
-    for name, context in variants.items():
+    for name, variant in variants.items():
         with tempfile.TemporaryDirectory() as outdir:
-            app, stack = build_app(context=context, outdir=outdir)
+            context = dict(variant)
+            if name == "one pool":
+                definitions = Path(outdir) / "definitions"
+                definitions.mkdir()
+                shutil.copy(config.DEFINITIONS_DIR / ONE_POOL_DEFINITION, definitions)
+                context[config.CTX_DEFINITIONS_DIR] = str(definitions)
+            app, stack = build_app(context=context, outdir=str(Path(outdir) / "cdk.out"))
             assembly = app.synth()
             out[name] = json.loads(
                 json.dumps(assembly.get_stack_by_name(stack.stack_name).template)

@@ -35,7 +35,6 @@ class Metric(StrEnum):
     DUPLICATES_DROPPED = "DuplicatesDropped"
     DETECTION_LAG = "DetectionLag"  # milliseconds, due -> acted
     SWEEP_DURATION = "SweepDuration"  # milliseconds
-    SUPERVISOR_RAN = "SupervisorRan"  # 1 on every run: its absence raises an alarm
     LOOK_FAILURES = "LookFailures"  # supervisor looks that raised unexpectedly (alarmed)
     WORKFLOWS_PARKED = "WorkflowsParked"  # workflows parked after their looks kept failing
     # Emitted by every group's sweep (no group dimension: a fixed number of custom metrics;
