@@ -115,15 +115,15 @@ def count_throttles(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         finally:
-            for service, count in wiring.THROTTLES.take().items():
+            for aws_service, count in wiring.THROTTLES.take().items():
                 with single_metric(
                     name=Metric.THROTTLES,
                     unit=MetricUnit.Count,
                     value=count,
                     namespace=NAMESPACE,
-                    default_dimensions={"service": SERVICE},
+                    default_dimensions={"service": service},  # the deployment's own
                 ) as metric:
-                    metric.add_dimension(name="Service", value=service)
+                    metric.add_dimension(name="Service", value=aws_service)
 
     return wrapped  # type: ignore[return-value]
 

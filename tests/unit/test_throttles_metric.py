@@ -52,9 +52,14 @@ def test_throttled_attempts_are_counted_per_service(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_handlers_emit_throttles_with_a_service_dimension(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Under the deployment's own `service` (what its stack's alarm and dashboard read), not
+    the library's default name."""
+    from shepherd_handlers import runtime
     from shepherd_handlers.runtime import count_throttles
+
+    monkeypatch.setattr(runtime, "service", "staging-Shepherd")
 
     @count_throttles
     def handler() -> str:
@@ -72,4 +77,5 @@ def test_the_handlers_emit_throttles_with_a_service_dimension(
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "Throttles" in ln]
     emf = json.loads(line)
     assert emf["Throttles"] == [1.0] and emf["Service"] == "dynamodb"
+    assert emf["service"] == "staging-Shepherd"
     assert ["service", "Service"] in emf["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
