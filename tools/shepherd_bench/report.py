@@ -167,16 +167,6 @@ MONITORING_ITEMS = (
     "xray_traces_supervisor",
     "kms_alarm_topic_keys",
 )
-# The supervisor's own idle work: its schedule, invocations, ticks and index reads.
-SUPERVISOR_ITEMS = (
-    "scheduler_invocations",
-    "supervisor_invocations",
-    "supervisor_duration_gb_s",
-    "supervisor_tick_sends",
-    "supervisor_tick_receive_and_delete",
-    "idle_sweep_index_queries_rru",
-    "idle_sweep_pool_state_reads_rru",
-)
 
 
 def _monitoring_usd(fixed: dict[str, Any]) -> float:
@@ -249,7 +239,7 @@ def _issue16_rows(results: dict[str, Any]) -> list[list[str]]:
             "and KMS counted since issue 28)",
             f"{_usd(fixed)} a month as deployed by default, of which CloudWatch "
             f"{_usd(_monitoring_usd(results['cost']['fixed_monthly']))}, with the example's "
-            f"seven pools (issue 28 found about $11.30 once monitoring was counted); "
+            f"{results['cost']['pools']} pools (issue 28 found about $11.30 once monitoring was counted); "
             f"{_one_pool_usd(results)} with one pool (see *Fixed monthly cost*)",
             _verdict(fixed <= 3.0),
         ],
@@ -554,11 +544,15 @@ def _capacity(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _total(fixed: dict[str, Any]) -> float:
+    return float(sum(v["usd"] for v in fixed.values()))
+
+
 def _one_pool_usd(results: dict[str, Any]) -> str:
     one = results["cost"].get("fixed_monthly_one_pool")
     if one is None:
         return "not measured"
-    total = sum(v["usd"] for v in one.values())
+    total = _total(one)
     return f"{_usd(total)} ({'within' if total <= 3.0 else 'over'} the target)"
 
 
@@ -584,20 +578,25 @@ def _monitoring(results: dict[str, Any]) -> list[str]:
     one = cost.get("fixed_monthly_one_pool")
     floor = []
     if one is not None:
-        one_total = sum(v["usd"] for v in one.values())
         one_mon = cost["idle_monitoring"]["one pool"]
+        polls = one["idle_event_source_polls"]["usd"]  # the pool's queue and the tick queue
+        # What is neither polling nor monitoring: the supervisor's schedule, ticks and reads.
+        sweeps = _total(one) - polls - _monitoring_usd(one)
+        queues = cost["pools"] + 1
+        engine_alarms = one_mon["alarm_metrics"] - 2  # a pool's: its dead letters, its backlog
         floor = [
             "",
             f"**The floor: one pool.** The same stack with one definition whose steps run in "
             f"one pool (`{ONE_POOL_DEFINITION}` alone; its two queues polled, "
-            f"{one_mon['alarm_metrics']} alarm metrics) costs **{_usd(one_total)}** a month "
-            f"idle: polling {_usd(one['idle_event_source_polls']['usd'])}, alarms "
+            f"{one_mon['alarm_metrics']} alarm metrics) costs **{_usd(_total(one))}** a month "
+            f"idle: polling {_usd(polls)}, alarms "
             f"{_usd(one['cloudwatch_alarm_metrics']['usd'])}, the supervisor's sweeps "
-            f"{_usd(sum(one[k]['usd'] for k in SUPERVISOR_ITEMS))}. Each further pool adds "
-            "its queue's idle polling ($0.26) and two alarm metrics, its dead letters and its "
-            "backlog ($0.20). Seven pools cannot come under $3 by tuning: the polling of "
-            f"eight queues ($2.10) and the engine's own {one_mon['alarm_metrics'] - 2} alarm "
-            "metrics (none of them redundant) already pass it.",
+            f"{_usd(sweeps)}. Each further pool adds its queue's idle polling "
+            f"({_usd(polls / 2)}) and two alarm metrics, its dead letters and its backlog "
+            f"({_usd(2 * PRICES['cloudwatch_alarm_metric'].usd)}). {cost['pools']} pools cannot "
+            f"come under $3 by tuning: the polling of {queues} queues "
+            f"({_usd(default['idle_event_source_polls']['usd'])}) and the engine's own "
+            f"{engine_alarms} alarm metrics (none of them redundant) already pass it.",
         ]
     return [
         "Monitoring, read from the synthesized example app (`shepherd_bench.idle`): as "
