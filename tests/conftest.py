@@ -73,6 +73,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
         # One pool with a rate limit and a breaker, for the console's pools page: generous
         # enough that no other test meets either (the breaker never opens on its own).
         pool_policies={"config": CONFIG_POOL_POLICY},
+        events_tap=True,  # the e2e tests read lifecycle events from it
     ) as running:
         yield running
     for pid in running.pids():

@@ -162,3 +162,38 @@ def test_shepherd_run_without_a_running_stack_starts_one_on_the_ports_given(
     logs = project / ".shepherd" / "run" / "logs"
     assert f"127.0.0.1:{port}" in (logs / "control.log").read_text()
     assert f"-p {moto_port}" in (logs / "moto.log").read_text()
+
+
+def test_a_default_stack_leaves_no_message_that_nobody_reads(stack: LocalStack) -> None:
+    """moto walks every message a queue holds on each send to it: a queue that fills for a
+    day (the old events tap did) makes every later step slower. Once a workflow has ended,
+    every queue of a stack started without `events_tap` is empty."""
+    import boto3
+
+    assert finish(Api(stack.api_url))["status"] == "SUCCEEDED"
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=stack.moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    urls = sqs.list_queues()["QueueUrls"]
+    assert urls and stack.events_tap_url == ""
+    held: dict[str, int] = {}
+    deadline = time.monotonic() + 20  # the last delete may still be on its way
+    while time.monotonic() < deadline:
+        held = {
+            url.rsplit("/", 1)[1]: sum(
+                int(value)
+                for value in sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)[
+                    "Attributes"
+                ].values()
+            )
+            for url in urls
+        }
+        if not any(held.values()):
+            break
+        time.sleep(0.5)
+    assert not any(held.values()), held

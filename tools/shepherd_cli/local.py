@@ -104,6 +104,11 @@ class LocalStack:
     # Each pool's rate limit and circuit breaker, as the construct's pool_settings give them
     # (shepherd.pool_policy: `{"payments": {"RateLimit": {"PerSecond": 5, "Burst": 5}}}`).
     pool_policies: dict[str, Any] = field(default_factory=dict)
+    # A queue that receives every lifecycle event the relay publishes (`events_tap_url`), for
+    # tests and local subscribers. Off unless asked: nobody drains it otherwise, and moto pays
+    # for every message a queue holds on each send to it (a day of events made every event,
+    # and so every step, slower by the hour: about 30 % of moto's time at 250 workflows).
+    events_tap: bool = False
 
     def __post_init__(self) -> None:
         self.definitions_dir = self.project.definitions_dir
@@ -117,6 +122,7 @@ class LocalStack:
         self._control_args: list[str] = []
         self.api_url = ""
         self.moto_url = ""
+        self.events_tap_url = ""  # set when `events_tap` is on
         self.env: dict[str, str] = {}
         self.reloads = 0  # times the stack took up changed definitions or agent code
         self._moto: subprocess.Popen[bytes] | None = None
@@ -417,8 +423,16 @@ class LocalStack:
         clients["events"].put_targets(
             Rule="start-workflow", EventBusName=BUS, Targets=[{"Id": "control", "Arn": start_arn}]
         )
-        # Shepherd's own lifecycle events (from the relay) -> a queue anyone local can read,
-        # standing in for a subscriber (`events_tap_url`).
+        if self.events_tap:
+            self._create_events_tap(clients)
+        return self._use_pools(definitions, queues), start_url
+
+    def _create_events_tap(self, clients: dict[str, Any]) -> None:
+        """Shepherd's own lifecycle events (from the relay) -> a queue anyone local can read,
+        standing in for a subscriber."""
+        from shepherd.observability import EVENT_SOURCE
+
+        sqs = clients["sqs"]
         self.events_tap_url = sqs.create_queue(QueueName=EVENTS_TAP_QUEUE)["QueueUrl"]
         tap_arn = sqs.get_queue_attributes(
             QueueUrl=self.events_tap_url, AttributeNames=["QueueArn"]
@@ -429,7 +443,6 @@ class LocalStack:
         clients["events"].put_targets(
             Rule="events-tap", EventBusName=BUS, Targets=[{"Id": "tap", "Arn": tap_arn}]
         )
-        return self._use_pools(definitions, queues), start_url
 
     def _use_pools(self, definitions: Any, queues: dict[str, Any]) -> dict[str, Any]:
         """The settings every process gets, for these definitions' pools and queues."""

@@ -101,8 +101,11 @@ def cmd_local(args: argparse.Namespace) -> int:
         reload=args.reload,
         advertise=True,
         pool_policies=_pool_policies(args.pool_policies),
+        events_tap=args.events_tap,
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
+        if stack.events_tap_url:
+            print(f"every lifecycle event is copied to {stack.events_tap_url}")
         if args.reload:
             print("changed definitions and agent code are taken up as you save them")
         console = None
@@ -613,6 +616,12 @@ def parser() -> argparse.ArgumentParser:
     )
     local.add_argument(
         "--no-console", dest="console", action="store_false", help="do not serve the web console"
+    )
+    local.add_argument(
+        "--events-tap",
+        action="store_true",
+        help="copy every lifecycle event to an SQS queue on moto, for a local subscriber "
+        "(drain it: a queue nobody reads slows moto down as it fills)",
     )
 
     console = sub.add_parser(
