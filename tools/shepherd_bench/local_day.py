@@ -2,7 +2,7 @@
 `shepherd local`, from C concurrent clients, on 127.0.0.1 only. Prints moto's peak memory and
 the latency of every API call (p50, p99, max), and the endings reached.
 
-    python -m shepherd_bench.local_day --workflows 10000 --payload-mb 100 --clients 24
+    python -m shepherd_bench.local_day --workflows 10000 --payload-mb 100 --clients 8 --write
 
 Bounded: it starts at most N workflows, stops starting at --time-limit, and waits at most
 --drain seconds for the ones still running. The mix: every 10th workflow's payment fails once
@@ -16,17 +16,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import sys
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from shepherd_cli.client import Api, ApiError
 from shepherd_cli.local import LocalStack
 from shepherd_cli.project import Project
+
+from shepherd_bench import results as bench_results
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
@@ -253,12 +257,20 @@ def main(argv: list[str] | None = None) -> int:
         help="first, this many starts at once over this many connections (e.g. 500,50)",
     )
     parser.add_argument("--out", type=Path, help="write the result as JSON here too")
+    parser.add_argument(
+        "--write", action="store_true", help="store it under `local_day` in docs/benchmarks.json"
+    )
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
     result = run(args)
+    result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    result["load_average_1min"] = {"start": load_before, "end": os.getloadavg()[0]}
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
+    if args.write:
+        bench_results.store("local_day", value=result)
     return 0
 
 

@@ -36,7 +36,8 @@ from shepherd_cli.client import Api
 from shepherd_cli.local import LocalStack
 from shepherd_cli.project import Project
 
-ROOT = Path(__file__).resolve().parents[2]
+from shepherd_bench import results as bench_results
+
 POOL = "limited"
 OPEN = "open"  # the same step without a limit: the stack's own rate
 DEFINITION = """\
@@ -203,10 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         f"held); the same step unlimited: {result['capacity_per_second']:.2f}/s"
     )
     if args.write:
-        path = ROOT / "docs" / "benchmarks.json"
-        results = json.loads(path.read_text())
-        results.setdefault("pools", {})[args.key] = result
-        path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        bench_results.store("pools", args.key, value=result)
     return 0 if result["error_vs_limit"] <= 0.1 else 1
 
 
