@@ -168,16 +168,8 @@ def test_a_default_stack_leaves_no_message_that_nobody_reads(stack: LocalStack) 
     """moto walks every message a queue holds on each send to it: a queue that fills for a
     day (the old events tap did) makes every later step slower. Once a workflow has ended,
     every queue of a stack started without `events_tap` is empty."""
-    import boto3
-
     assert finish(Api(stack.api_url))["status"] == "SUCCEEDED"
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=stack.moto_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    sqs = stack.client("sqs")
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     urls = sqs.list_queues()["QueueUrls"]
     assert urls and stack.events_tap_url == ""

@@ -344,17 +344,10 @@ def test_pause_and_resume_a_workflow_and_a_pool_through_the_cli(
 def test_the_local_relay_publishes_a_workflow_s_events_from_the_table_s_stream(
     api: Api, stack: LocalStack
 ) -> None:
-    import boto3
 
     workflow_id = start(api, "order_fulfilment", ORDER)
     assert wait(api, workflow_id)["status"] == "SUCCEEDED"
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=stack.moto_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    sqs = stack.client("sqs")
     seen: list[str] = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and "WorkflowSucceeded" not in seen:
@@ -440,14 +433,10 @@ def test_a_callback_step_is_answered_from_the_cli_with_an_uploaded_output(
 def test_the_relay_publishes_on_after_a_cancelled_transaction(api: Api, stack: LocalStack) -> None:
     """A cancelled transaction (a pause hold losing to a claim, say) is normal; on plain moto
     it swapped the table's stream shard and the relay never published another event."""
-    import boto3
     from shepherd_cli.local import TABLE
 
-    session = boto3.session.Session(
-        aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
-    )
-    dynamodb = session.client("dynamodb", endpoint_url=stack.moto_url)
-    sqs = session.client("sqs", endpoint_url=stack.moto_url)
+    dynamodb = stack.client("dynamodb")
+    sqs = stack.client("sqs")
     scratch = {"pk": {"S": "E2E#cancelled"}, "sk": {"S": "x"}}
     with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
         dynamodb.transact_write_items(
@@ -481,15 +470,8 @@ def test_the_relay_publishes_on_after_a_cancelled_transaction(api: Api, stack: L
 def _tap_events(stack: LocalStack, until: str, seconds: float = 60) -> list[tuple[str, str]]:
     """(workflow id, detail type) of every event on the tap, read until the workflow `until`
     has succeeded there (bounded)."""
-    import boto3
 
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=stack.moto_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    sqs = stack.client("sqs")
     seen: list[tuple[str, str]] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and (until, "WorkflowSucceeded") not in seen:

@@ -93,15 +93,7 @@ class Tracked:
 def _start(api: Api, stack: LocalStack, s: Scenario, payload: dict[str, Any]) -> str:
     if not s.via_event:
         return str(api.start(s.wf_type, payload, f"demo-{s.label}")["workflow_id"])
-    import boto3
-
-    events = boto3.client(
-        "events",
-        endpoint_url=stack.moto_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    events = stack.client("events")
     # The event names no owner: the stack maps its source to the demo caller (EVENT_OWNERS).
     detail = {"type": s.wf_type, "input": payload, "idempotency_key": f"demo-{s.label}"}
     events.put_events(

@@ -134,6 +134,14 @@ class LocalStack:
         self._deploys = 0
         self._standbys: dict[tuple[str, int], Worker] = {}  # (pool, index) -> a waiting worker
 
+    def client(self, service: str) -> Any:
+        """A boto3 client for this stack's moto (its fixed local credentials and region)."""
+        import boto3
+
+        return boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
+        ).client(service, endpoint_url=self.moto_url)
+
     # ---------------------------------------------------------------------------- running
 
     def __enter__(self) -> LocalStack:
@@ -391,19 +399,12 @@ class LocalStack:
         return env
 
     def _create_resources(self) -> tuple[dict[str, Any], str]:
-        import boto3
         from shepherd.definitions import load_directory
 
         from shepherd_cli.control import START_EVENTS_QUEUE
         from shepherd_cli.resources import create_all
 
-        session = boto3.session.Session(
-            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
-        )
-        clients = {
-            s: session.client(s, endpoint_url=self.moto_url)
-            for s in ("dynamodb", "sqs", "events", "s3")
-        }
+        clients = {s: self.client(s) for s in ("dynamodb", "sqs", "events", "s3")}
         definitions = load_directory(self.definitions_dir)
         self.deployed_dir = self._deploy_definitions()
         queues = create_all(clients, definitions, table=TABLE, bus=BUS, bucket=PAYLOAD_BUCKET)
@@ -474,15 +475,11 @@ class LocalStack:
 
     def _create_queues(self, definitions: Any) -> dict[str, Any]:
         """A reload's deploy: queues for the pools the definitions name (existing ones stay)."""
-        import boto3
         from shepherd.topology import pools
 
         from shepherd_cli.resources import create_queues
 
-        sqs = boto3.session.Session(
-            aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
-        ).client("sqs", endpoint_url=self.moto_url)
-        return self._use_pools(definitions, create_queues(sqs, pools(definitions)))
+        return self._use_pools(definitions, create_queues(self.client("sqs"), pools(definitions)))
 
     def _spawn(
         self, args: list[str], log_path: Path, env: dict[str, str] | None = None
