@@ -24,18 +24,16 @@ def test_a_result_is_stored_at_its_keys_and_every_other_result_stays(tmp_path: P
 def test_make_bench_keeps_what_the_hand_run_benchmarks_stored() -> None:
     """`make bench` rewrites benchmarks.json, and `--refresh-pools` its `pools`: the local
     day and the local rate limit (an hour's run each, by hand) stay."""
-    from shepherd_bench.__main__ import keep_hand_run
-
     before = {
         "local_day": {"workflows": 10_000},
         "pools": {"local_stack_rate": {"achieved_per_second": 4.8}, "rate_limit": {"old": 1}},
     }
-    results: dict[str, Any] = {"pools": {"rate_limit": {"new": 2}}}
-    keep_hand_run(before, results)
-    assert results == {
+    after: dict[str, Any] = {"pools": {"rate_limit": {"new": 2}}}
+    results.keep_hand_run(before, after)
+    assert after == {
         "local_day": {"workflows": 10_000},
         "pools": {"local_stack_rate": {"achieved_per_second": 4.8}, "rate_limit": {"new": 2}},
     }
     fresh: dict[str, Any] = {"pools": {}}
-    keep_hand_run({}, fresh)  # nothing stored by hand yet: nothing made up
+    results.keep_hand_run({}, fresh)  # nothing stored by hand yet: nothing made up
     assert fresh == {"pools": {}}

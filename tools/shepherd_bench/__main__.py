@@ -13,6 +13,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from shepherd_bench import results as bench_results
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -213,26 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# What the benchmarks run by hand (`local_day --write`, `local_rate --write`) store: an hour's
-# run each, which `make bench` does not repeat, so it keeps them.
-HAND_RUN = (("local_day",), ("pools", "local_stack_rate"))
-
-
-def keep_hand_run(before: dict[str, Any], results: dict[str, Any]) -> None:
-    """Copy the hand-run results of `before` into `results` (a new run that rewrites a
-    section holding one, e.g. `pools`, would drop it)."""
-    for keys in HAND_RUN:
-        node: Any = before
-        for key in keys:
-            node = node.get(key) if isinstance(node, dict) else None
-        if node is None:
-            continue
-        into = results
-        for key in keys[:-1]:
-            into = into.setdefault(key, {})
-        into[keys[-1]] = node
-
-
 def _write(out: Path, results: dict[str, Any]) -> None:
     """benchmarks.json and benchmarks.md; what other commands wrote there stays: the payloads
     run, the scale model (`make scale`) and its costs, and the scale model's section."""
@@ -246,7 +228,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     for key in ("payloads", "scale"):
         if key in before:
             results[key] = before[key]
-    keep_hand_run(before, results)
+    bench_results.keep_hand_run(before, results)
     for key in ("at_load", "waiting_workflow_day_usd", "waiting_workflow_day"):
         if key in before.get("cost", {}):
             results["cost"][key] = before["cost"][key]
@@ -294,7 +276,7 @@ def _refresh_pools(out: Path) -> int:
     results = json.loads(path.read_text())
     before = dict(results)
     results["pools"] = pool_bench.run_pools()
-    keep_hand_run(before, results)
+    bench_results.keep_hand_run(before, results)
     _log_pools(results["pools"])
     results["meta"]["pools_refreshed"] = datetime.datetime.now(datetime.UTC).strftime(
         "%Y-%m-%d %H:%M UTC"
