@@ -760,7 +760,16 @@ DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def definition_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.suffix in DEFINITION_SUFFIXES)
+    """The native definitions of a folder: Amazon States Language files (`*.asl.json`,
+    `*.asl.yaml`) beside them are `shepherd.asl`'s, not parsed here."""
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.suffix in DEFINITION_SUFFIXES and not p.name.endswith(_ASL_SUFFIXES)
+    )
+
+
+_ASL_SUFFIXES = (".asl.json", ".asl.yaml", ".asl.yml")  # shepherd.asl.ASL_SUFFIXES
 
 
 def load_directory(directory: Path) -> dict[str, Definition]:

@@ -1,0 +1,457 @@
+"""The intrinsic functions `States.*` of JSONPath states (the developer guide's "Intrinsic
+functions"): a small parser for `States.Name(arg, ...)` (string literals in single quotes with
+the escapes `\\'`, `\\{`, `\\}`, `\\\\`; numbers; true, false, null; paths `$...`, `$$...`,
+`$variable`; nested calls) and the functions. A wrong argument raises
+States.IntrinsicFailure naming the function.
+
+Randomness (MathRandom without a seed, UUID) comes from the `random.Random` the caller passes,
+so an execution is deterministic per seed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random as _random
+import uuid as _uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import paths
+from .errors import INTRINSIC_FAILURE, StatesError
+from .values import dumps, is_integer, is_number, normalize
+
+MAX_STRING = 10_000  # Base64Encode/Decode and Hash take at most 10,000 characters
+MAX_RANGE = 1_000  # ArrayRange makes at most 1,000 elements
+
+
+@dataclass(frozen=True)
+class _Literal:
+    value: Any
+    raw: str | None = None  # a string literal as written (escapes kept), for States.Format
+
+
+@dataclass(frozen=True)
+class _Path:
+    path: str
+
+
+@dataclass(frozen=True)
+class _Call:
+    name: str
+    args: tuple[Any, ...]
+
+
+def is_intrinsic(text: object) -> bool:
+    return isinstance(text, str) and text.startswith("States.")
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.i = 0
+
+    def fail(self, why: str) -> StatesError:
+        return StatesError(INTRINSIC_FAILURE, f"'{self.text}': {why} at {self.i}")
+
+    def skip(self) -> None:
+        while self.i < len(self.text) and self.text[self.i] == " ":
+            self.i += 1
+
+    def call(self) -> _Call:
+        start = self.i
+        while self.i < len(self.text) and (
+            self.text[self.i].isalnum() or self.text[self.i] in "._"
+        ):
+            self.i += 1
+        name = self.text[start : self.i]
+        if name not in FUNCTIONS:
+            raise StatesError(INTRINSIC_FAILURE, f"'{name}' is not an intrinsic function")
+        if not self.text.startswith("(", self.i):
+            raise self.fail("'(' expected")
+        self.i += 1
+        args: list[Any] = []
+        self.skip()
+        if self.text.startswith(")", self.i):
+            self.i += 1
+            return _Call(name, ())
+        while True:
+            self.skip()
+            args.append(self.arg())
+            self.skip()
+            if self.text.startswith(")", self.i):
+                self.i += 1
+                return _Call(name, tuple(args))
+            if not self.text.startswith(",", self.i):
+                raise self.fail("',' or ')' expected")
+            self.i += 1
+
+    def arg(self) -> Any:
+        rest = self.text[self.i :]
+        if rest.startswith("'"):
+            return self.string()
+        if rest.startswith("States."):
+            return self.call()
+        if rest.startswith("$"):
+            return self.path()
+        return self.scalar()
+
+    def string(self) -> _Literal:
+        self.i += 1
+        out, raw = [], []
+        while self.i < len(self.text):
+            c = self.text[self.i]
+            if c == "\\" and self.i + 1 < len(self.text):
+                nxt = self.text[self.i + 1]
+                out.append(nxt)
+                raw.append(c + nxt)
+                self.i += 2
+                continue
+            if c == "'":
+                self.i += 1
+                return _Literal("".join(out), "".join(raw))
+            out.append(c)
+            raw.append(c)
+            self.i += 1
+        raise self.fail("unclosed string")
+
+    def path(self) -> _Path:
+        start, depth, quote = self.i, 0, ""
+        while self.i < len(self.text):
+            c = self.text[self.i]
+            if quote:
+                quote = "" if c == quote else quote
+            elif c in "'\"" and depth:
+                quote = c
+            elif c in "[(":
+                depth += 1
+            elif c in "])":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif c == "," and depth == 0:
+                break
+            self.i += 1
+        text = self.text[start : self.i].strip()
+        if not paths.is_path(text):
+            raise self.fail(f"'{text}' is not a path")
+        return _Path(text)
+
+    def scalar(self) -> _Literal:
+        start = self.i
+        while self.i < len(self.text) and self.text[self.i] not in ",)":
+            self.i += 1
+        text = self.text[start : self.i].strip()
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise self.fail(f"'{text}' is not a value") from None
+        if isinstance(value, dict | list | str):
+            raise self.fail(f"'{text}' is not a value")
+        return _Literal(value)
+
+
+def parse(text: str) -> _Call:
+    parser = _Parser(text.strip())
+    call = parser.call()
+    parser.skip()
+    if parser.i != len(parser.text):
+        raise parser.fail("unexpected text after the call")
+    return call
+
+
+def evaluate(
+    text: str,
+    data: Any,
+    *,
+    context: Any = None,
+    variables: Mapping[str, Any] | None = None,
+    rng: _random.Random | None = None,
+) -> Any:
+    """The value of an intrinsic function call on a state's data."""
+    env = _Env(data, context, variables or {}, rng or _random.Random(0))
+    return env.call(parse(text))
+
+
+@dataclass
+class _Env:
+    data: Any
+    context: Any
+    variables: Mapping[str, Any]
+    rng: _random.Random
+
+    def value(self, arg: Any) -> Any:
+        if isinstance(arg, _Literal):
+            return arg.value
+        if isinstance(arg, _Path):
+            try:
+                return paths.select(
+                    arg.path, self.data, context=self.context, variables=self.variables
+                )
+            except paths.PathNotFound:
+                raise StatesError(
+                    INTRINSIC_FAILURE, f"The path '{arg.path}' could not be found"
+                ) from None
+        return self.call(arg)
+
+    def call(self, call: _Call) -> Any:
+        if call.name == "States.Format":
+            return _format(self, call.args)
+        args = [self.value(a) for a in call.args]
+        function = FUNCTIONS[call.name]
+        if call.name in ("States.MathRandom", "States.UUID"):
+            return function(self.rng, *args)
+        return function(*args)
+
+
+def _fail(function: str, why: str) -> StatesError:
+    return StatesError(INTRINSIC_FAILURE, f"Invalid arguments in {function}: {why}")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    return dumps(normalize(value) if isinstance(value, float) else value)
+
+
+def _format(env: _Env, args: tuple[Any, ...]) -> str:
+    name = "States.Format"
+    if not args or not isinstance(args[0], _Literal) or args[0].raw is None:
+        raise _fail(name, "the first argument must be a string literal")
+    raw = args[0].raw
+    values = [env.value(a) for a in args[1:]]
+    out, used, i = [], 0, 0
+    while i < len(raw):
+        if raw[i] == "\\" and i + 1 < len(raw):
+            out.append(raw[i + 1])
+            i += 2
+        elif raw.startswith("{}", i):
+            if used >= len(values):
+                raise _fail(name, "more placeholders '{}' than arguments")
+            out.append(_text(values[used]))
+            used += 1
+            i += 2
+        else:
+            out.append(raw[i])
+            i += 1
+    if used != len(values):
+        raise _fail(name, "more arguments than placeholders '{}'")
+    return "".join(out)
+
+
+def _json_key(value: Any) -> str:
+    """Equality as JSON has it: `true` is not `1`, `1` is `1.0`."""
+    return json.dumps(normalize(value), sort_keys=True)
+
+
+def _array(name: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(name, f"{dumps(value)} is not an array")
+    return value
+
+
+def _int(name: str, value: Any) -> int:
+    if not is_integer(value):
+        raise _fail(name, f"{dumps(value)} is not an integer")
+    return int(value)
+
+
+def _string(name: str, value: Any, limit: int | None = None) -> str:
+    if not isinstance(value, str):
+        raise _fail(name, f"{dumps(value)} is not a string")
+    if limit is not None and len(value) > limit:
+        raise _fail(name, f"the string is longer than {limit} characters")
+    return value
+
+
+def _arity(name: str, args: tuple[Any, ...], n: int) -> None:
+    if len(args) != n:
+        raise _fail(name, f"takes {n} arguments, {len(args)} given")
+
+
+def f_array(*args: Any) -> list[Any]:
+    return list(args)
+
+
+def f_array_partition(*args: Any) -> list[list[Any]]:
+    name = "States.ArrayPartition"
+    _arity(name, args, 2)
+    array, size = _array(name, args[0]), _int(name, args[1])
+    if size <= 0:
+        raise _fail(name, "the chunk size must be a positive integer")
+    return [array[i : i + size] for i in range(0, len(array), size)]
+
+
+def f_array_contains(*args: Any) -> bool:
+    name = "States.ArrayContains"
+    _arity(name, args, 2)
+    key = _json_key(args[1])
+    return any(_json_key(v) == key for v in _array(name, args[0]))
+
+
+def f_array_range(*args: Any) -> list[int]:
+    name = "States.ArrayRange"
+    _arity(name, args, 3)
+    start, end, step = (_int(name, a) for a in args)
+    if step == 0:
+        raise _fail(name, "the step must not be 0")
+    out = list(range(start, end + (1 if step > 0 else -1), step))
+    if len(out) > MAX_RANGE:
+        raise _fail(name, f"the range has more than {MAX_RANGE} elements")
+    return out
+
+
+def f_array_get_item(*args: Any) -> Any:
+    name = "States.ArrayGetItem"
+    _arity(name, args, 2)
+    array, index = _array(name, args[0]), _int(name, args[1])
+    if not 0 <= index < len(array):
+        raise _fail(name, f"index {index} is out of bounds")
+    return array[index]
+
+
+def f_array_length(*args: Any) -> int:
+    name = "States.ArrayLength"
+    _arity(name, args, 1)
+    return len(_array(name, args[0]))
+
+
+def f_array_unique(*args: Any) -> list[Any]:
+    name = "States.ArrayUnique"
+    _arity(name, args, 1)
+    seen: set[str] = set()
+    out = []
+    for v in _array(name, args[0]):
+        key = _json_key(v)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out
+
+
+def f_base64_encode(*args: Any) -> str:
+    name = "States.Base64Encode"
+    _arity(name, args, 1)
+    return base64.b64encode(_string(name, args[0], MAX_STRING).encode()).decode()
+
+
+def f_base64_decode(*args: Any) -> str:
+    name = "States.Base64Decode"
+    _arity(name, args, 1)
+    text = _string(name, args[0], MAX_STRING)
+    try:
+        return base64.b64decode(text, validate=True).decode()
+    except ValueError:
+        raise _fail(name, "not valid base64") from None
+
+
+_HASHES = {
+    "MD5": "md5",
+    "SHA-1": "sha1",
+    "SHA-256": "sha256",
+    "SHA-384": "sha384",
+    "SHA-512": "sha512",
+}
+
+
+def f_hash(*args: Any) -> str:
+    name = "States.Hash"
+    _arity(name, args, 2)
+    data = args[0] if isinstance(args[0], str) else _text(args[0])
+    if len(data) > MAX_STRING:
+        raise _fail(name, f"the data is longer than {MAX_STRING} characters")
+    algorithm = _string(name, args[1])
+    if algorithm not in _HASHES:
+        raise _fail(name, f"the algorithm must be one of {', '.join(_HASHES)}")
+    return hashlib.new(_HASHES[algorithm], data.encode()).hexdigest()
+
+
+def f_json_merge(*args: Any) -> dict[str, Any]:
+    name = "States.JsonMerge"
+    _arity(name, args, 3)
+    a, b, deep = args
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        raise _fail(name, "both values to merge must be JSON objects")
+    if deep is not False:
+        raise _fail(name, "only a shallow merge (false) is supported")
+    return {**a, **b}
+
+
+def f_string_to_json(*args: Any) -> Any:
+    name = "States.StringToJson"
+    _arity(name, args, 1)
+    try:
+        return json.loads(_string(name, args[0]))
+    except ValueError:
+        raise _fail(name, "not valid JSON text") from None
+
+
+def f_json_to_string(*args: Any) -> str:
+    _arity("States.JsonToString", args, 1)
+    return dumps(args[0])
+
+
+def f_math_random(rng: _random.Random, *args: Any) -> int:
+    name = "States.MathRandom"
+    if len(args) not in (2, 3):
+        raise _fail(name, f"takes 2 or 3 arguments, {len(args)} given")
+    start, end = _int(name, args[0]), _int(name, args[1])
+    if end <= start:
+        raise _fail(name, "the end must be greater than the start")
+    source = _random.Random(_int(name, args[2])) if len(args) == 3 else rng
+    return source.randrange(start, end)
+
+
+def f_math_add(*args: Any) -> Any:
+    name = "States.MathAdd"
+    _arity(name, args, 2)
+    if not all(is_number(a) for a in args):
+        raise _fail(name, "both values must be numbers")
+    return normalize(args[0] + args[1])
+
+
+def f_string_split(*args: Any) -> list[str]:
+    name = "States.StringSplit"
+    _arity(name, args, 2)
+    text, delimiters = _string(name, args[0]), _string(name, args[1])
+    tokens: list[str] = []
+    current: list[str] = []
+    for c in text:
+        if c in delimiters:
+            tokens.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+    tokens.append("".join(current))
+    return [t for t in tokens if t]  # each delimiter character splits; empty tokens drop
+
+
+def f_uuid(rng: _random.Random, *args: Any) -> str:
+    _arity("States.UUID", args, 0)
+    return str(_uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "States.Format": lambda *a: None,  # evaluated by _format: it needs its raw template
+    "States.StringToJson": f_string_to_json,
+    "States.JsonToString": f_json_to_string,
+    "States.Array": f_array,
+    "States.ArrayPartition": f_array_partition,
+    "States.ArrayContains": f_array_contains,
+    "States.ArrayRange": f_array_range,
+    "States.ArrayGetItem": f_array_get_item,
+    "States.ArrayLength": f_array_length,
+    "States.ArrayUnique": f_array_unique,
+    "States.Base64Encode": f_base64_encode,
+    "States.Base64Decode": f_base64_decode,
+    "States.Hash": f_hash,
+    "States.JsonMerge": f_json_merge,
+    "States.MathRandom": f_math_random,
+    "States.MathAdd": f_math_add,
+    "States.StringSplit": f_string_split,
+    "States.UUID": f_uuid,
+}

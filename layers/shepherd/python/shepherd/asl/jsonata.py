@@ -1,0 +1,152 @@
+"""JSONata in Step Functions (the developer guide's "Transforming data with JSONata"): a
+string `{% expression %}` is evaluated with `$states` (input, result, errorOutput, context)
+and the workflow variables bound, plus the functions Step Functions adds: `$partition`,
+`$range`, `$hash`, `$random`, `$uuid`, `$parse`. The evaluator is the `jsonata-python`
+package; a failed evaluation, or an expression that yields nothing where a value is needed,
+is States.QueryEvaluationError.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random as _random
+from collections.abc import Mapping
+from typing import Any
+
+from jsonata import Jsonata  # type: ignore[import-untyped]
+from jsonata.utils import Utils  # type: ignore[import-untyped]
+
+from . import intrinsics
+from .errors import QUERY_EVALUATION_ERROR, StatesError
+from .values import normalize
+
+OPEN, CLOSE = "{%", "%}"
+
+
+def is_expression(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and value.startswith(OPEN)
+        and value.endswith(CLOSE)
+        and len(value) >= 4
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(expression: str) -> Any:
+    try:
+        compiled = Jsonata(expression)
+    except Exception as exc:
+        raise StatesError(QUERY_EVALUATION_ERROR, f"'{expression}': {exc}") from None
+    compiled.set_output_convert_nulls(False)
+    return compiled
+
+
+def check(expression: str) -> None:
+    """Raise StatesError when an expression does not parse (for the document's validation)."""
+    _compiled(expression[len(OPEN) : -len(CLOSE)].strip())
+
+
+def _to_jsonata(value: Any) -> Any:
+    if value is None:
+        return Utils.NULL_VALUE
+    if isinstance(value, dict):
+        return {k: _to_jsonata(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_jsonata(v) for v in value]
+    return value
+
+
+_UNDEFINED = object()
+
+
+def _from_jsonata(value: Any) -> Any:
+    if value is Utils.NULL_VALUE:
+        return None
+    if isinstance(value, dict):
+        return {k: _from_jsonata(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_from_jsonata(v) for v in value if v is not None]
+    if callable(value):
+        return _UNDEFINED
+    return normalize(value)
+
+
+def _functions(rng: _random.Random) -> dict[str, Any]:
+    def partition(array: Any, size: Any) -> Any:
+        return intrinsics.f_array_partition(list(array), size)
+
+    def range_(start: Any, end: Any, step: Any) -> Any:
+        return intrinsics.f_array_range(start, end, step)
+
+    def hash_(value: Any, algorithm: Any) -> Any:
+        return intrinsics.f_hash(value, algorithm)
+
+    def random(seed: Any = None) -> float:
+        return (_random.Random(seed) if seed is not None else rng).random()
+
+    def uuid() -> str:
+        return intrinsics.f_uuid(rng)
+
+    def parse(text: Any) -> Any:
+        try:
+            return _to_jsonata(json.loads(text))
+        except (TypeError, ValueError):
+            raise StatesError(QUERY_EVALUATION_ERROR, "$parse: not valid JSON text") from None
+
+    return {
+        "partition": partition,
+        "range": range_,
+        "hash": hash_,
+        "random": random,
+        "uuid": uuid,
+        "parse": parse,
+    }
+
+
+def evaluate(
+    text: str,
+    states: Mapping[str, Any],
+    variables: Mapping[str, Any],
+    rng: _random.Random,
+) -> Any:
+    """The value of one `{% ... %}` string; raises when it yields nothing."""
+    expression = text[len(OPEN) : -len(CLOSE)].strip()
+    compiled = _compiled(expression)
+    bindings: dict[str, Any] = {k: _to_jsonata(v) for k, v in variables.items()}
+    bindings["states"] = _to_jsonata(dict(states))
+    try:
+        for name, function in _functions(rng).items():
+            compiled.register_lambda(name, function)
+        raw = compiled.evaluate(bindings["states"].get("input"), bindings)
+    except StatesError:
+        raise
+    except Exception as exc:
+        raise StatesError(QUERY_EVALUATION_ERROR, f"'{expression}': {exc}") from None
+    if raw is None:
+        raise StatesError(
+            QUERY_EVALUATION_ERROR,
+            f"The JSONata expression '{expression}' returned nothing (undefined)",
+        )
+    value = _from_jsonata(raw)
+    if value is _UNDEFINED:
+        raise StatesError(QUERY_EVALUATION_ERROR, f"'{expression}' returned a function")
+    return value
+
+
+def render(
+    template: Any,
+    states: Mapping[str, Any],
+    variables: Mapping[str, Any],
+    rng: _random.Random,
+) -> Any:
+    """A JSONata field (Arguments, Output, Assign values, Items...): every `{% %}` string in
+    it, at any depth, replaced by its value; everything else as written."""
+    if is_expression(template):
+        return evaluate(template, states, variables, rng)
+    if isinstance(template, dict):
+        return {k: render(v, states, variables, rng) for k, v in template.items()}
+    if isinstance(template, list):
+        return [render(v, states, variables, rng) for v in template]
+    return template

@@ -1,0 +1,100 @@
+"""Lambda tasks as Step Functions runs them: which function a Task names, what it is given,
+and how its result or its exception comes back (pure; the runner calls the function).
+
+* `arn:aws:states:::lambda:invoke` (optionally `.waitForTaskToken`): the function is
+  Parameters/Arguments `FunctionName`, it gets `Payload`, and the result is the Invoke API's
+  response: `{"ExecutedVersion", "Payload", "SdkHttpMetadata", "SdkResponseMetadata",
+  "StatusCode"}`.
+* a Lambda function ARN `arn:aws:lambda:region:account:function:NAME[:alias]` or a bare name:
+  the function gets the effective input and its result is the payload itself.
+
+A function is found by its NAME: the last part of the ARN, without version or alias.
+An exception becomes a Lambda error: the class name as the error and the runtime's error JSON
+(`errorMessage`, `errorType`, `requestId`, `stackTrace`) as the cause.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import RUNTIME, StatesError
+from .values import dumps
+
+INVOKE = "arn:aws:states:::lambda:invoke"
+WAIT_FOR_TOKEN = ".waitForTaskToken"  # noqa: S105 - a resource suffix, not a secret
+
+
+@dataclass(frozen=True)
+class Invocation:
+    function: str  # the registered name
+    payload: Any
+    shaped: bool  # lambda:invoke: wrap the result in the Invoke response
+    callback: bool  # .waitForTaskToken: the task ends when its token is completed
+
+
+def function_name(reference: str) -> str:
+    """NAME from `arn:aws:lambda:r:a:function:NAME[:alias]`, `NAME[:alias]` or `a:function:NAME`."""
+    parts = reference.split(":")
+    if "function" in parts:
+        return parts[parts.index("function") + 1]
+    return parts[0]
+
+
+def invocation(resource: str, payload: Any) -> Invocation:
+    callback = resource.endswith(WAIT_FOR_TOKEN)
+    base = resource.removesuffix(WAIT_FOR_TOKEN)
+    if base == INVOKE:
+        if not isinstance(payload, dict) or not isinstance(payload.get("FunctionName"), str):
+            raise StatesError(RUNTIME, "lambda:invoke needs Parameters.FunctionName")
+        return Invocation(
+            function_name(payload["FunctionName"]), payload.get("Payload"), True, callback
+        )
+    if base.startswith("arn:aws:states:::"):
+        raise StatesError(
+            RUNTIME, f"The resource '{resource}' is not a Lambda task this runner can run"
+        )
+    if base.startswith("arn:") and ":lambda:" not in base:
+        raise StatesError(RUNTIME, f"The resource '{resource}' is not a Lambda function")
+    return Invocation(function_name(base), payload, False, callback)
+
+
+def shape(invoked: Invocation, result: Any, request_id: str, date: str) -> Any:
+    """The task's result as Step Functions gives it."""
+    if not invoked.shaped or invoked.callback:
+        return result
+    length = str(len(dumps(result).encode()))
+    headers = {
+        "Connection": "keep-alive",
+        "Content-Length": length,
+        "Content-Type": "application/json",
+        "Date": date,
+        "X-Amz-Executed-Version": "$LATEST",
+        "x-amzn-Remapped-Content-Length": "0",
+        "x-amzn-RequestId": request_id,
+        "X-Amzn-Trace-Id": f"Root={request_id}",
+    }
+    return {
+        "ExecutedVersion": "$LATEST",
+        "Payload": result,
+        "SdkHttpMetadata": {
+            "AllHttpHeaders": {k: [v] for k, v in headers.items()},
+            "HttpHeaders": headers,
+            "HttpStatusCode": 200,
+        },
+        "SdkResponseMetadata": {"RequestId": request_id},
+        "StatusCode": 200,
+    }
+
+
+def error_of(exc: BaseException, request_id: str) -> StatesError:
+    """A function's exception as the Lambda error Step Functions reports."""
+    name = getattr(exc, "name", None) or type(exc).__name__
+    cause = {
+        "errorMessage": str(exc),
+        "errorType": name,
+        "requestId": request_id,
+        "stackTrace": traceback.format_tb(exc.__traceback__),
+    }
+    return StatesError(name, dumps(cause))

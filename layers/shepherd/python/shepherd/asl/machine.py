@@ -1,0 +1,745 @@
+"""The interpreter as a pure transition function.
+
+An execution of one states list (the top level, a Parallel branch or a Map iteration) is a
+`Frame`: the current state, its raw input, the variables it can read and assign, counters.
+`Interpreter.start` and `Interpreter.advance` take a frame and an event (a task's result or
+error, a wait's end, the branches' outcomes) and give the new frame and the actions to carry
+out (run a task, wait until a time, run branches, or the frame's end: succeeded or failed).
+
+Control states (Pass, Choice, Succeed, Fail, a Wait that is already due) are evaluated inside
+one transition, several in a row. A loop is a Next back to an earlier state; every state
+entered counts one transition and a frame stops with States.Runtime past `max_transitions`
+(Step Functions' own bound is 25,000 history events per execution).
+
+No clock, no I/O and no global randomness: the caller passes `now`, and every random number
+(jitter, States.UUID, $random, task tokens) is drawn from a generator seeded by the frame's
+seed and its transition count, so an execution replays identically.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random as _random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import errors, jsonata, paths, rules, templates
+from .document import JSONATA, State, StateMachine
+from .errors import RUNTIME, StatesError
+from .values import dumps, is_number
+
+MAX_TRANSITIONS = 25_000
+
+
+# --- the execution's facts for $$ ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the context object says about the execution (`$$.Execution`, `$$.StateMachine`)."""
+
+    execution_id: str = "arn:aws:states:us-east-1:123456789012:execution:machine:execution"
+    execution_name: str = "execution"
+    state_machine_id: str = "arn:aws:states:us-east-1:123456789012:stateMachine:machine"
+    state_machine_name: str = "machine"
+    role_arn: str = "arn:aws:iam::123456789012:role/shepherd"
+    start_time: str = "1970-01-01T00:00:00.000Z"
+    input: Any = None
+    seed: int = 0
+
+
+def iso(now: _dt.datetime) -> str:
+    """A timestamp as Step Functions writes it: UTC, milliseconds, `Z`."""
+    utc = now.astimezone(_dt.UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSucceeded:
+    output: Any
+
+
+@dataclass(frozen=True)
+class TaskFailed:
+    error: str
+    cause: str = ""
+
+
+@dataclass(frozen=True)
+class WaitElapsed:
+    pass
+
+
+@dataclass(frozen=True)
+class BranchOutcome:
+    """One Parallel branch's or Map item's end: its output, or its error and cause."""
+
+    output: Any = None
+    error: str | None = None
+    cause: str = ""
+
+
+@dataclass(frozen=True)
+class BranchesFinished:
+    outcomes: tuple[BranchOutcome, ...]
+
+
+Event = TaskSucceeded | TaskFailed | WaitElapsed | BranchesFinished
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunTask:
+    state: str
+    visit: int
+    attempt: int
+    resource: str
+    payload: Any
+    timeout_seconds: float | None
+    heartbeat_seconds: float | None
+    token: str | None
+
+
+@dataclass(frozen=True)
+class StartWait:
+    until: _dt.datetime
+    retry: bool = False
+
+
+@dataclass(frozen=True)
+class RunBranches:
+    """Run each machine on its input (a Parallel's branches, or a Map's one processor once per
+    item), at most `max_concurrency` at a time (0: no limit), with `variables` readable."""
+
+    state: str
+    kind: str  # "Parallel" or "Map"
+    machines: tuple[StateMachine, ...]
+    inputs: tuple[Any, ...]
+    max_concurrency: int
+    variables: Mapping[str, Any]
+    tolerated_count: int | None = None
+    tolerated_percentage: float | None = None
+
+
+@dataclass(frozen=True)
+class Entered:
+    """A state was entered (for the execution's path; nothing to carry out)."""
+
+    state: str
+    visit: int
+    input: Any
+
+
+@dataclass(frozen=True)
+class Exited:
+    """A state ended with `output` (for the execution's path)."""
+
+    state: str
+    output: Any
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    output: Any
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: str
+    cause: str
+
+
+Action = RunTask | StartWait | RunBranches | Entered | Exited | Succeeded | Failed
+
+
+# --- the frame -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Frame:
+    state: str
+    raw_input: Any = None
+    effective_input: Any = None
+    own: Mapping[str, Any] = field(default_factory=dict)  # variables this frame assigns
+    outer: Mapping[str, Any] = field(default_factory=dict)  # variables it can only read
+    transitions: int = 0
+    visits: Mapping[str, int] = field(default_factory=dict)
+    retries: tuple[int, ...] = ()
+    attempt: int = 0
+    entered_time: str = ""
+    pending: str = ""  # "task", "wait", "retry", "branches", "" when ended
+    token: str | None = None
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        return {**self.outer, **self.own}
+
+
+@dataclass(frozen=True)
+class _Next:
+    """A state's own end: go to `next` (or end) with `output`, assigning `assign`."""
+
+    output: Any
+    next: str | None
+    assign: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Interpreter:
+    def __init__(
+        self,
+        machine: StateMachine,
+        context: Context | None = None,
+        *,
+        max_transitions: int = MAX_TRANSITIONS,
+        map_item: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.machine = machine
+        self.context = context or Context()
+        self.max_transitions = max_transitions
+        self.map_item = map_item
+        self._trail: list[Action] = []  # the Entered/Exited of the call in progress
+
+    # -- entry points --
+
+    def start(
+        self, input: Any, now: _dt.datetime, variables: Mapping[str, Any] | None = None
+    ) -> tuple[Frame, list[Action]]:
+        frame = Frame(state=self.machine.start_at, outer=dict(variables or {}))
+        self._trail = []
+        frame, actions = self._enter(frame, self.machine.start_at, input, now)
+        return frame, [*self._trail, *actions]
+
+    def advance(self, frame: Frame, event: Event, now: _dt.datetime) -> tuple[Frame, list[Action]]:
+        self._trail = []
+        frame, actions = self._advance(frame, event, now)
+        return frame, [*self._trail, *actions]
+
+    def _advance(self, frame: Frame, event: Event, now: _dt.datetime) -> tuple[Frame, list[Action]]:
+        state = self.machine.states[frame.state]
+        try:
+            if isinstance(event, WaitElapsed) and frame.pending == "retry":
+                return self._execute(replace(frame, attempt=frame.attempt + 1), state, now)
+            if isinstance(event, WaitElapsed) and frame.pending == "wait":
+                return self._finish(frame, state, self._wait_done(frame, state), now)
+            if isinstance(event, TaskFailed) and frame.pending == "task":
+                raise StatesError(event.error, event.cause)
+            if isinstance(event, TaskSucceeded) and frame.pending == "task":
+                return self._finish(frame, state, self._task_done(frame, state, event.output), now)
+            if isinstance(event, BranchesFinished) and frame.pending == "branches":
+                result = self._branches_done(frame, state, event.outcomes)
+                return self._finish(frame, state, self._task_done(frame, state, result), now)
+        except StatesError as exc:
+            return self._error(frame, state, exc, now)
+        raise ValueError(f"{type(event).__name__} does not apply to a frame {frame.pending!r}")
+
+    # -- helpers shared by every state --
+
+    def _rng(self, frame: Frame, salt: str = "") -> _random.Random:
+        return _random.Random(f"{self.context.seed}:{frame.transitions}:{frame.attempt}:{salt}")
+
+    def _context(self, frame: Frame, state: State) -> dict[str, Any]:
+        ctx: dict[str, Any] = {
+            "Execution": {
+                "Id": self.context.execution_id,
+                "Input": self.context.input,
+                "Name": self.context.execution_name,
+                "RoleArn": self.context.role_arn,
+                "StartTime": self.context.start_time,
+                "RedriveCount": 0,
+            },
+            "State": {
+                "EnteredTime": frame.entered_time,
+                "Name": state.name,
+                "RetryCount": frame.attempt,
+            },
+            "StateMachine": {
+                "Id": self.context.state_machine_id,
+                "Name": self.context.state_machine_name,
+            },
+        }
+        if frame.token is not None:
+            ctx["Task"] = {"Token": frame.token}
+        return ctx
+
+    def _states(self, frame: Frame, state: State, **extra: Any) -> dict[str, Any]:
+        return {"input": frame.raw_input, "context": self._context(frame, state), **extra}
+
+    def _jsonata(self, frame: Frame, state: State, template: Any, **extra: Any) -> Any:
+        return jsonata.render(
+            template, self._states(frame, state, **extra), frame.variables, self._rng(frame)
+        )
+
+    def _template(self, frame: Frame, state: State, template: Any, data: Any, name: str) -> Any:
+        return templates.render(
+            template,
+            data,
+            context=self._context(frame, state),
+            variables=frame.variables,
+            rng=self._rng(frame),
+            field=name,
+        )
+
+    def _path(self, frame: Frame, state: State, name: str, data: Any) -> Any:
+        """InputPath/OutputPath/ItemsPath...: null gives `{}` (for the two I/O paths)."""
+        path = state.get(name, "$")
+        if path is None:
+            return {}
+        try:
+            return paths.select(
+                path, data, context=self._context(frame, state), variables=frame.variables
+            )
+        except paths.PathNotFound:
+            raise paths.runtime_not_found(path, name, data) from None
+
+    # -- entering states: control states run here, in a row --
+
+    def _enter(
+        self, frame: Frame, name: str, raw_input: Any, now: _dt.datetime
+    ) -> tuple[Frame, list[Action]]:
+        while True:
+            if frame.transitions >= self.max_transitions:
+                return frame, [
+                    Failed(
+                        RUNTIME,
+                        f"The execution entered more than {self.max_transitions} states",
+                    )
+                ]
+            state = self.machine.states[name]
+            visits = {**frame.visits, name: frame.visits.get(name, 0) + 1}
+            frame = replace(
+                frame,
+                state=name,
+                raw_input=raw_input,
+                effective_input=None,
+                transitions=frame.transitions + 1,
+                visits=visits,
+                retries=tuple(0 for _ in state.retriers),
+                attempt=0,
+                entered_time=iso(now),
+                pending="",
+                token=None,
+            )
+            self._trail.append(Entered(name, visits[name], raw_input))
+            try:
+                outcome = self._control(frame, state, now)
+            except StatesError as exc:
+                return self._error(frame, state, exc, now)
+            if not isinstance(outcome, _Next):
+                return self._execute(frame, state, now)
+            frame = replace(frame, own={**frame.own, **outcome.assign})
+            if state.type != "Fail":
+                self._trail.append(Exited(name, outcome.output))
+            if outcome.next is None:
+                if state.type == "Fail":
+                    return frame, [Failed(*outcome.output)]
+                return frame, [Succeeded(outcome.output)]
+            name, raw_input = outcome.next, outcome.output
+
+    def _control(self, frame: Frame, state: State, now: _dt.datetime) -> _Next | None:
+        """A control state's end, or None for a state that waits or works."""
+        if state.type == "Pass":
+            return self._pass(frame, state)
+        if state.type == "Choice":
+            return self._choice(frame, state)
+        if state.type == "Succeed":
+            return _Next(self._plain_output(frame, state, frame.raw_input), None)
+        if state.type == "Fail":
+            return _Next(self._fail(frame, state), None)
+        if state.type == "Wait":
+            until = self._wait_until(frame, state, now)
+            if until <= now:
+                return self._wait_done(frame, state)
+        return None
+
+    def _execute(self, frame: Frame, state: State, now: _dt.datetime) -> tuple[Frame, list[Action]]:
+        """Start the work of a Task, Wait, Parallel or Map (again, on a retry)."""
+        try:
+            if state.type == "Wait":
+                return replace(frame, pending="wait"), [
+                    StartWait(self._wait_until(frame, state, now))
+                ]
+            if state.type == "Task":
+                return self._task(frame, state)
+            return self._branches(frame, state)
+        except StatesError as exc:
+            return self._error(frame, state, exc, now)
+
+    def _finish(
+        self, frame: Frame, state: State, outcome: _Next, now: _dt.datetime
+    ) -> tuple[Frame, list[Action]]:
+        frame = replace(frame, own={**frame.own, **outcome.assign}, pending="")
+        self._trail.append(Exited(state.name, outcome.output))
+        if outcome.next is None:
+            return frame, [Succeeded(outcome.output)]
+        return self._enter(frame, outcome.next, outcome.output, now)
+
+    # -- data flow --
+
+    def _effective_input(self, frame: Frame, state: State) -> Any:
+        """InputPath then Parameters (JSONPath), or Arguments (JSONata)."""
+        if state.query_language == JSONATA:
+            if state.has("Arguments"):
+                return self._jsonata(frame, state, state.raw["Arguments"])
+            return frame.raw_input
+        data = self._path(frame, state, "InputPath", frame.raw_input)
+        if state.has("Parameters"):
+            return self._template(frame, state, state.raw["Parameters"], data, "Parameters")
+        return data
+
+    def _plain_output(self, frame: Frame, state: State, data: Any) -> Any:
+        """A state without a result (Succeed, Wait): InputPath then OutputPath, or Output."""
+        if state.query_language == JSONATA:
+            if state.has("Output"):
+                return self._jsonata(frame, state, state.raw["Output"])
+            return frame.raw_input
+        return self._path(frame, state, "OutputPath", self._path(frame, state, "InputPath", data))
+
+    def _assign(self, frame: Frame, state: State, template: Any, data: Any, **extra: Any) -> Any:
+        if template is None:
+            return {}
+        if state.query_language == JSONATA:
+            return self._jsonata(frame, state, template, **extra)
+        return self._template(frame, state, template, data, "Assign")
+
+    def _result_output(self, frame: Frame, state: State, result: Any) -> _Next:
+        """A state with a result (Pass, Task, Parallel, Map): ResultSelector, Assign,
+        ResultPath, OutputPath; or, in JSONata, Output and Assign (both see the variables as
+        they were before the state)."""
+        if state.query_language == JSONATA:
+            output = (
+                self._jsonata(frame, state, state.raw["Output"], result=result)
+                if state.has("Output")
+                else result
+            )
+            assign = self._assign(frame, state, state.get("Assign"), None, result=result)
+            return _Next(output, state.next, assign)
+        if state.has("ResultSelector"):
+            result = self._template(
+                frame, state, state.raw["ResultSelector"], result, "ResultSelector"
+            )
+        assign = self._assign(frame, state, state.get("Assign"), result)
+        output = paths.put(state.get("ResultPath", "$"), frame.raw_input, result)
+        return _Next(self._path(frame, state, "OutputPath", output), state.next, assign)
+
+    # -- the states --
+
+    def _pass(self, frame: Frame, state: State) -> _Next:
+        if state.query_language == JSONATA:
+            output = (
+                self._jsonata(frame, state, state.raw["Output"])
+                if state.has("Output")
+                else frame.raw_input
+            )
+            return _Next(output, state.next, self._assign(frame, state, state.get("Assign"), None))
+        effective = self._effective_input(frame, state)
+        result = state.raw["Result"] if state.has("Result") else effective
+        assign = self._assign(frame, state, state.get("Assign"), result)
+        output = paths.put(state.get("ResultPath", "$"), frame.raw_input, result)
+        return _Next(self._path(frame, state, "OutputPath", output), state.next, assign)
+
+    def _choice(self, frame: Frame, state: State) -> _Next:
+        if state.query_language == JSONATA:
+            return self._choice_jsonata(frame, state)
+        data = self._path(frame, state, "InputPath", frame.raw_input)
+        evaluator = rules.Evaluator(
+            data, context=self._context(frame, state), variables=frame.variables
+        )
+        output = self._path(frame, state, "OutputPath", data)
+        for rule in state.raw["Choices"]:
+            if evaluator.test(rule):
+                assign = self._assign(frame, state, rule.get("Assign"), data)
+                return _Next(output, rule["Next"], assign)
+        if not state.has("Default"):
+            raise StatesError(
+                errors.NO_CHOICE_MATCHED, f"No Choice rule matched in state '{state.name}'"
+            )
+        assign = self._assign(frame, state, state.get("Assign"), data)
+        return _Next(output, state.raw["Default"], assign)
+
+    def _choice_jsonata(self, frame: Frame, state: State) -> _Next:
+        for rule in state.raw["Choices"]:
+            condition = self._jsonata(frame, state, rule["Condition"])
+            if not isinstance(condition, bool):
+                raise StatesError(
+                    errors.QUERY_EVALUATION_ERROR,
+                    f"The Condition of a choice rule of '{state.name}' must be a boolean, got "
+                    f"{dumps(condition)}",
+                )
+            if condition:
+                return self._choice_end(frame, state, rule, rule["Next"])
+        if not state.has("Default"):
+            raise StatesError(
+                errors.NO_CHOICE_MATCHED, f"No Choice rule matched in state '{state.name}'"
+            )
+        return self._choice_end(frame, state, state.raw, state.raw["Default"])
+
+    def _choice_end(
+        self, frame: Frame, state: State, holder: Mapping[str, Any], target: str
+    ) -> _Next:
+        source = holder if "Output" in holder else state.raw
+        output = (
+            self._jsonata(frame, state, source["Output"]) if "Output" in source else frame.raw_input
+        )
+        assign_source = holder if "Assign" in holder else state.raw
+        assign = self._assign(frame, state, assign_source.get("Assign"), None)
+        return _Next(output, target, assign)
+
+    def _fail(self, frame: Frame, state: State) -> tuple[str, str]:
+        def text(name: str) -> str:
+            if state.has(f"{name}Path"):
+                value = templates.resolve(
+                    state.raw[f"{name}Path"],
+                    frame.raw_input,
+                    context=self._context(frame, state),
+                    variables=frame.variables,
+                    rng=self._rng(frame),
+                    field=f"{name}Path",
+                )
+            elif state.query_language == JSONATA and state.has(name):
+                value = self._jsonata(frame, state, state.raw[name])
+            else:
+                value = state.get(name, "")
+            if not isinstance(value, str):
+                raise StatesError(RUNTIME, f"The {name} of '{state.name}' must be a string")
+            return value
+
+        return text("Error"), text("Cause")
+
+    def _wait_until(self, frame: Frame, state: State, now: _dt.datetime) -> _dt.datetime:
+        raw = state.raw
+        seconds: Any
+        if state.query_language == JSONATA:
+            seconds = self._jsonata(frame, state, raw["Seconds"]) if "Seconds" in raw else None
+            stamp = self._jsonata(frame, state, raw["Timestamp"]) if "Timestamp" in raw else None
+        else:
+            data = self._path(frame, state, "InputPath", frame.raw_input)
+            seconds = raw.get("Seconds")
+            stamp = raw.get("Timestamp")
+            if "SecondsPath" in raw:
+                seconds = self._path(frame, state, "SecondsPath", data)
+            if "TimestampPath" in raw:
+                stamp = self._path(frame, state, "TimestampPath", data)
+        if "Seconds" in raw or "SecondsPath" in raw:
+            if not is_number(seconds) or seconds < 0:
+                raise StatesError(
+                    RUNTIME, f"The Wait '{state.name}' needs a non-negative number of seconds"
+                )
+            delay: float = seconds
+            return now + _dt.timedelta(seconds=delay)
+        parsed = rules.parse_timestamp(stamp)
+        if parsed is None:
+            raise StatesError(RUNTIME, f"The Wait '{state.name}' needs an ISO-8601 timestamp")
+        return parsed
+
+    def _wait_done(self, frame: Frame, state: State) -> _Next:
+        output = self._plain_output(frame, state, frame.raw_input)
+        data = frame.raw_input
+        if state.query_language != JSONATA:
+            data = self._path(frame, state, "InputPath", frame.raw_input)
+        return _Next(output, state.next, self._assign(frame, state, state.get("Assign"), data))
+
+    def _seconds(self, frame: Frame, state: State, name: str) -> float | None:
+        if state.has(f"{name}Path"):
+            value = self._path(frame, state, f"{name}Path", frame.raw_input)
+        elif state.query_language == JSONATA and jsonata.is_expression(state.get(name)):
+            value = self._jsonata(frame, state, state.raw[name])
+        else:
+            value = state.get(name)
+        if value is not None and (not is_number(value) or value <= 0):
+            raise StatesError(RUNTIME, f"The {name} of '{state.name}' must be a positive number")
+        return None if value is None else float(value)
+
+    def _task(self, frame: Frame, state: State) -> tuple[Frame, list[Action]]:
+        resource = state.raw["Resource"]
+        token = None
+        if resource.endswith(".waitForTaskToken"):
+            token = str(
+                _random.Random(
+                    f"{self.context.seed}:token:{frame.transitions}:{frame.attempt}"
+                ).getrandbits(128)
+            )
+            frame = replace(frame, token=f"{state.name}-{token}")
+        payload = self._effective_input(frame, state)
+        frame = replace(frame, effective_input=payload, pending="task")
+        return frame, [
+            RunTask(
+                state=state.name,
+                visit=frame.visits[state.name],
+                attempt=frame.attempt,
+                resource=resource,
+                payload=payload,
+                timeout_seconds=self._seconds(frame, state, "TimeoutSeconds"),
+                heartbeat_seconds=self._seconds(frame, state, "HeartbeatSeconds"),
+                token=frame.token,
+            )
+        ]
+
+    def _task_done(self, frame: Frame, state: State, result: Any) -> _Next:
+        return self._result_output(frame, state, result)
+
+    def _branches(self, frame: Frame, state: State) -> tuple[Frame, list[Action]]:
+        effective = self._effective_input(frame, state) if state.type == "Parallel" else None
+        if state.type == "Parallel":
+            action = RunBranches(
+                state=state.name,
+                kind="Parallel",
+                machines=state.branches,
+                inputs=tuple(effective for _ in state.branches),
+                max_concurrency=0,
+                variables=frame.variables,
+            )
+            return replace(frame, effective_input=effective, pending="branches"), [action]
+        items = self._map_items(frame, state)
+        action = RunBranches(
+            state=state.name,
+            kind="Map",
+            machines=state.branches,
+            inputs=tuple(items),
+            max_concurrency=self._concurrency(frame, state),
+            variables=frame.variables,
+            tolerated_count=self._tolerance(frame, state, "ToleratedFailureCount"),
+            tolerated_percentage=self._tolerance(frame, state, "ToleratedFailurePercentage"),
+        )
+        return replace(frame, pending="branches"), [action]
+
+    def _map_items(self, frame: Frame, state: State) -> list[Any]:
+        if state.query_language == JSONATA:
+            items = (
+                self._jsonata(frame, state, state.raw["Items"])
+                if state.has("Items")
+                else frame.raw_input
+            )
+            data = frame.raw_input
+        else:
+            data = self._path(frame, state, "InputPath", frame.raw_input)
+            items = self._path(frame, state, "ItemsPath", data)
+        if not isinstance(items, list):
+            raise StatesError(
+                RUNTIME,
+                f"The Map '{state.name}' needs an array of items, got {dumps(items)}",
+            )
+        selector = state.get("ItemSelector", state.get("Parameters"))
+        if selector is None:
+            return items
+        out = []
+        for index, item in enumerate(items):
+            ctx = self._context(frame, state)
+            ctx["Map"] = {"Item": {"Index": index, "Value": item}}
+            if state.query_language == JSONATA:
+                states = {"input": frame.raw_input, "context": ctx}
+                out.append(jsonata.render(selector, states, frame.variables, self._rng(frame)))
+            else:
+                out.append(
+                    templates.render(
+                        selector,
+                        data,
+                        context=ctx,
+                        variables=frame.variables,
+                        rng=self._rng(frame),
+                        field="ItemSelector",
+                    )
+                )
+        return out
+
+    def _concurrency(self, frame: Frame, state: State) -> int:
+        if state.has("MaxConcurrencyPath"):
+            value = self._path(frame, state, "MaxConcurrencyPath", frame.raw_input)
+        elif state.query_language == JSONATA and jsonata.is_expression(state.get("MaxConcurrency")):
+            value = self._jsonata(frame, state, state.raw["MaxConcurrency"])
+        else:
+            value = state.get("MaxConcurrency", 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise StatesError(RUNTIME, f"MaxConcurrency of '{state.name}' must be an integer >= 0")
+        return value
+
+    def _tolerance(self, frame: Frame, state: State, name: str) -> Any:
+        if state.has(f"{name}Path"):
+            return self._path(frame, state, f"{name}Path", frame.raw_input)
+        if state.query_language == JSONATA and jsonata.is_expression(state.get(name)):
+            return self._jsonata(frame, state, state.raw[name])
+        return state.get(name)
+
+    def _branches_done(
+        self, frame: Frame, state: State, outcomes: Sequence[BranchOutcome]
+    ) -> list[Any]:
+        failed = [o for o in outcomes if o.error is not None]
+        if state.type == "Map" and failed and self._tolerates(state, frame, len(failed), outcomes):
+            return [
+                o.output if o.error is None else errors.error_output(o.error, o.cause)
+                for o in outcomes
+            ]
+        if failed:
+            first = failed[0]
+            if state.type == "Map" and (
+                state.has("ToleratedFailureCount") or state.has("ToleratedFailurePercentage")
+            ):
+                raise StatesError(
+                    errors.EXCEED_TOLERATED_FAILURE_THRESHOLD,
+                    f"The Map '{state.name}' failed: {len(failed)} of {len(outcomes)} items "
+                    "failed, more than it tolerates",
+                )
+            raise StatesError(first.error or errors.BRANCH_FAILED, first.cause)
+        return [o.output for o in outcomes]
+
+    def _tolerates(
+        self, state: State, frame: Frame, failures: int, outcomes: Sequence[BranchOutcome]
+    ) -> bool:
+        count = self._tolerance(frame, state, "ToleratedFailureCount")
+        percentage = self._tolerance(frame, state, "ToleratedFailurePercentage")
+        if count is None and percentage is None:
+            return False
+        ok_count = count is not None and failures <= count
+        ok_share = percentage is not None and 100.0 * failures / len(outcomes) <= percentage
+        return ok_count or ok_share
+
+    # -- errors: Retry, then Catch, then the frame fails --
+
+    def _error(
+        self, frame: Frame, state: State, exc: StatesError, now: _dt.datetime
+    ) -> tuple[Frame, list[Action]]:
+        if state.type not in ("Task", "Parallel", "Map") or exc.error in errors.TERMINAL:
+            return replace(frame, pending=""), [Failed(exc.error, exc.cause)]
+        index = errors.pick_retrier(state.retriers, exc.error)
+        if index is not None and frame.retries[index] < state.retriers[index].max_attempts:
+            retrier = state.retriers[index]
+            done = frame.retries[index]
+            delay = errors.retry_delay(retrier, done, self._rng(frame, "jitter").random())
+            retries = tuple(n + 1 if i == index else n for i, n in enumerate(frame.retries))
+            frame = replace(frame, retries=retries, pending="retry")
+            return frame, [StartWait(now + _dt.timedelta(seconds=delay), retry=True)]
+        for catcher in state.catchers:
+            if errors.matches(catcher.error_equals, exc.error):
+                return self._catch(frame, state, catcher, exc, now)
+        return replace(frame, pending=""), [Failed(exc.error, exc.cause)]
+
+    def _catch(
+        self,
+        frame: Frame,
+        state: State,
+        catcher: Any,
+        exc: StatesError,
+        now: _dt.datetime,
+    ) -> tuple[Frame, list[Action]]:
+        error_output = errors.error_output(exc.error, exc.cause)
+        try:
+            if state.query_language == JSONATA:
+                output = (
+                    self._jsonata(frame, state, catcher.output, errorOutput=error_output)
+                    if catcher.has_output
+                    else error_output
+                )
+                assign = self._assign(frame, state, catcher.assign, None, errorOutput=error_output)
+            else:
+                assign = self._assign(frame, state, catcher.assign, error_output)
+                output = paths.put(catcher.result_path, frame.raw_input, error_output)
+        except StatesError as inner:
+            return replace(frame, pending=""), [Failed(inner.error, inner.cause)]
+        frame = replace(frame, own={**frame.own, **assign}, pending="")
+        self._trail.append(Exited(state.name, output))
+        return self._enter(frame, catcher.next, output, now)

@@ -1,0 +1,212 @@
+"""An in-process driver for the interpreter: runs a state machine to its end with Python
+callables as its Lambda functions, Parallel branches and Map items run one after another
+(recursively), and simulated time (a Wait or a retry's delay moves the clock; nothing sleeps).
+
+For tests, `shepherd asl run` and the conformance suite. The engine's supervised run of ASL
+tasks drives the same `machine.Interpreter` through its own steps.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random as _random
+import uuid as _uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import lambdas
+from .document import StateMachine
+from .errors import RUNTIME, TIMEOUT, StatesError
+from .machine import (
+    Action,
+    BranchesFinished,
+    BranchOutcome,
+    Context,
+    Entered,
+    Event,
+    Exited,
+    Failed,
+    Interpreter,
+    RunBranches,
+    RunTask,
+    StartWait,
+    Succeeded,
+    TaskFailed,
+    TaskSucceeded,
+    WaitElapsed,
+    iso,
+)
+
+EPOCH = _dt.datetime(2024, 1, 1, tzinfo=_dt.UTC)
+
+
+@dataclass
+class Visit:
+    """One state entered: its input and (once it ended) its output."""
+
+    state: str
+    visit: int
+    input: Any
+    output: Any = None
+    ended: bool = False
+    depth: int = 0
+
+
+@dataclass
+class ExecutionResult:
+    status: str  # SUCCEEDED or FAILED
+    output: Any = None
+    error: str | None = None
+    cause: str | None = None
+    path: list[Visit] = field(default_factory=list)
+    transitions: int = 0
+    seconds: float = 0.0  # simulated time the execution took
+
+
+class Callbacks:
+    """Task tokens of `.waitForTaskToken` tasks: a function completes its token (during its
+    call or later, before the runner needs it) as SendTaskSuccess/SendTaskFailure would."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, Event] = {}
+
+    def succeed(self, token: str, output: Any) -> None:
+        self._done[token] = TaskSucceeded(output)
+
+    def fail(self, token: str, error: str, cause: str = "") -> None:
+        self._done[token] = TaskFailed(error, cause)
+
+    def take(self, token: str) -> Event | None:
+        return self._done.pop(token, None)
+
+
+class _Run:
+    def __init__(
+        self,
+        functions: Mapping[str, Callable[[Any], Any]],
+        context: Context,
+        now: _dt.datetime,
+        callbacks: Callbacks,
+        deadline: _dt.datetime | None,
+    ) -> None:
+        self.functions = functions
+        self.context = context
+        self.now = now
+        self.start = now
+        self.callbacks = callbacks
+        self.deadline = deadline
+        self.path: list[Visit] = []
+        self.transitions = 0
+        self.open: dict[tuple[int, str], Visit] = {}
+        self.rng = _random.Random(f"{context.seed}:requests")
+
+    def run(
+        self, machine: StateMachine, input: Any, variables: Mapping[str, Any], depth: int
+    ) -> BranchOutcome:
+        interpreter = Interpreter(machine, self.context)
+        frame, actions = interpreter.start(input, self.now, variables)
+        while True:
+            event: Event | None = None
+            for action in actions:
+                ended = self.record(action, depth)
+                if ended is not None:
+                    self.transitions += frame.transitions
+                    return ended
+                event = self.carry_out(action, depth) or event
+            if event is None:
+                raise AssertionError(f"no event after {actions}")
+            if self.deadline is not None and self.now > self.deadline:
+                return BranchOutcome(error=TIMEOUT, cause="The execution timed out")
+            frame, actions = interpreter.advance(frame, event, self.now)
+
+    def record(self, action: Action, depth: int) -> BranchOutcome | None:
+        if isinstance(action, Entered):
+            visit = Visit(action.state, action.visit, action.input, depth=depth)
+            self.path.append(visit)
+            self.open[(depth, action.state)] = visit
+        elif isinstance(action, Exited):
+            if (depth, action.state) in self.open:
+                visit = self.open.pop((depth, action.state))
+                visit.output, visit.ended = action.output, True
+        elif isinstance(action, Succeeded):
+            return BranchOutcome(output=action.output)
+        elif isinstance(action, Failed):
+            return BranchOutcome(error=action.error, cause=action.cause)
+        return None
+
+    def carry_out(self, action: Action, depth: int) -> Event | None:
+        if isinstance(action, StartWait):
+            self.now = max(self.now, action.until)
+            return WaitElapsed()
+        if isinstance(action, RunTask):
+            return self.task(action)
+        if isinstance(action, RunBranches):
+            outcomes = [
+                self.run(
+                    action.machines[0] if action.kind == "Map" else action.machines[i],
+                    item,
+                    action.variables,
+                    depth + 1,
+                )
+                for i, item in enumerate(action.inputs)
+            ]
+            return BranchesFinished(tuple(outcomes))
+        return None
+
+    def task(self, action: RunTask) -> Event:
+        request_id = str(_uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        try:
+            invoked = lambdas.invocation(action.resource, action.payload)
+        except StatesError as exc:
+            return TaskFailed(exc.error, exc.cause)
+        function = self.functions.get(invoked.function)
+        if function is None:
+            known = ", ".join(sorted(self.functions)) or "none"
+            return TaskFailed(
+                "Lambda.ResourceNotFoundException",
+                f"Function not found: {invoked.function} (registered: {known})",
+            )
+        try:
+            result = function(invoked.payload)
+        except Exception as exc:
+            error = lambdas.error_of(exc, request_id)
+            return TaskFailed(error.error, error.cause)
+        if invoked.callback:
+            done = self.callbacks.take(action.token or "")
+            if done is None:
+                return TaskFailed(
+                    TIMEOUT if action.timeout_seconds else RUNTIME,
+                    f"The task token of '{action.state}' was never completed",
+                )
+            return done
+        return TaskSucceeded(lambdas.shape(invoked, result, request_id, iso(self.now)))
+
+
+def run_state_machine(
+    machine: StateMachine,
+    input: Any,
+    *,
+    functions: Mapping[str, Callable[[Any], Any]] | None = None,
+    clock: _dt.datetime = EPOCH,
+    context: Context | None = None,
+    callbacks: Callbacks | None = None,
+) -> ExecutionResult:
+    """Run `machine` on `input` to its end, in process, with simulated time from `clock`."""
+    context = context or Context()
+    context = Context(
+        **{**context.__dict__, "input": input, "start_time": iso(clock)},
+    )
+    deadline = (
+        clock + _dt.timedelta(seconds=machine.timeout_seconds) if machine.timeout_seconds else None
+    )
+    run = _Run(functions or {}, context, clock, callbacks or Callbacks(), deadline)
+    outcome = run.run(machine, input, {}, 0)
+    seconds = (run.now - clock).total_seconds()
+    if outcome.error is not None:
+        return ExecutionResult(
+            "FAILED", None, outcome.error, outcome.cause, run.path, run.transitions, seconds
+        )
+    return ExecutionResult(
+        "SUCCEEDED", outcome.output, None, None, run.path, run.transitions, seconds
+    )

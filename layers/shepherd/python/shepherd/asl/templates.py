@@ -1,0 +1,62 @@
+"""Payload templates (Parameters, ResultSelector, ItemSelector, Assign, Arguments of JSONPath
+states): a JSON value whose object keys ending in `.$` take their value from a path, the
+context object, a variable or an intrinsic function; the key loses its `.$`."""
+
+from __future__ import annotations
+
+import random as _random
+from collections.abc import Mapping
+from typing import Any
+
+from . import intrinsics, paths
+from .errors import RUNTIME, StatesError
+
+
+def render(
+    template: Any,
+    data: Any,
+    *,
+    context: Any = None,
+    variables: Mapping[str, Any] | None = None,
+    rng: _random.Random | None = None,
+    field: str = "Parameters",
+) -> Any:
+    if isinstance(template, dict):
+        out: dict[str, Any] = {}
+        for key, value in template.items():
+            if key.endswith(".$"):
+                out[key[:-2]] = resolve(
+                    value, data, context=context, variables=variables, rng=rng, field=key
+                )
+            else:
+                out[key] = render(
+                    value, data, context=context, variables=variables, rng=rng, field=field
+                )
+        return out
+    if isinstance(template, list):
+        return [
+            render(v, data, context=context, variables=variables, rng=rng, field=field)
+            for v in template
+        ]
+    return template
+
+
+def resolve(
+    expression: Any,
+    data: Any,
+    *,
+    context: Any = None,
+    variables: Mapping[str, Any] | None = None,
+    rng: _random.Random | None = None,
+    field: str,
+) -> Any:
+    """One `.$` value: a path, `$$...`, `$variable` or `States.*(...)`."""
+    if not isinstance(expression, str):
+        raise StatesError(RUNTIME, f"The value of the field '{field}' must be a path")
+    if intrinsics.is_intrinsic(expression):
+        return intrinsics.evaluate(expression, data, context=context, variables=variables, rng=rng)
+    try:
+        return paths.select(expression, data, context=context, variables=variables)
+    except paths.PathNotFound:
+        source = context if expression.startswith("$$") else data
+        raise paths.runtime_not_found(expression, field, source) from None
