@@ -73,6 +73,12 @@ JOBS ?= 1
 sim: $(STAMP)
 	$(BIN)/python -m shepherd_sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
 
+# The Amazon States Language conformance suite (issue 42, tests/asl/conformance): passed and
+# failed per feature; exit 1 on any failure.
+.PHONY: conformance
+conformance: $(STAMP)
+	$(BIN)/python -m shepherd_asl_conformance
+
 # The map protocol's fault simulator (issue 24, docs/simulation.md "Maps"): `make mapsim
 # SEEDS=500`, one large map with its bounded-read figures: `make mapsim ITEMS=10000`.
 .PHONY: mapsim

@@ -1,7 +1,9 @@
-"""StringMatches: `*` matches any run of characters, `\\*` a literal star, `\\\\` a backslash.
+"""StringMatches: `*` matches any run of characters; `\\*` is a literal star and `\\\\` a
+backslash.
 
 No backtracking: the greedy two-pointer algorithm remembers only the last star, so a match
-costs at most len(text) x len(pattern) steps whatever the pattern (never exponential). The lead will unify this with
+costs at most len(text) x len(pattern) steps whatever the pattern (never exponential).
+The lead will unify this with
 `shepherd.decisions.wildcard` (written on another branch) when both are merged.
 """
 

@@ -1,0 +1,289 @@
+"""Unit tests of shepherd.asl's pieces: paths, intrinsics, rules, errors, the document's
+validation, the interpreter's purity, the Lambda shaping and the loaders."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shepherd.asl import errors as asl_errors
+from shepherd.asl import intrinsics, lambdas, load_directory, load_file, paths, wildcard
+from shepherd.asl.document import parse
+from shepherd.asl.errors import StatesError
+from shepherd.asl.machine import Failed, Interpreter, RunTask, TaskSucceeded
+from shepherd.asl.runner import Callbacks, run_state_machine
+from shepherd.definitions import definition_files
+from shepherd.errors import DefinitionError
+
+NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+
+
+def test_paths_select_and_put() -> None:
+    data = {"a": {"b": [1, 2, 3]}, "c d": 1}
+    assert paths.select("$.a.b[1]", data) == 2
+    assert paths.select("$.a.b[-1]", data) == 3
+    assert paths.select("$['c d']", data) == 1
+    assert paths.select("$.a.b[0:2]", data) == [1, 2]
+    assert paths.select("$..b", data) == [[1, 2, 3]]
+    with pytest.raises(paths.PathNotFound):
+        paths.select("$.a.x", data)
+    assert paths.put("$.a.b", {"a": {}}, 5) == {"a": {"b": 5}}
+    original: dict[str, Any] = {"a": {}}
+    paths.put("$.a.b", original, 5)
+    assert original == {"a": {}}  # ResultPath never changes the state's input in place
+
+
+def test_intrinsic_uuid_and_random_are_seeded() -> None:
+    first = intrinsics.evaluate("States.UUID()", {}, rng=random.Random(1))
+    assert first == intrinsics.evaluate("States.UUID()", {}, rng=random.Random(1))
+    assert first[14] == "4" and len(first) == 36
+    value = intrinsics.evaluate("States.MathRandom(1, 3)", {}, rng=random.Random(2))
+    assert value in (1, 2)
+    seeded = intrinsics.evaluate("States.MathRandom(1, 1000, 7)", {})
+    assert seeded == intrinsics.evaluate("States.MathRandom(1, 1000, 7)", {}, rng=random.Random(9))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "States.ArrayRange(1, 2000, 1)",  # more than 1,000 elements
+        "States.ArrayPartition($.a, 0)",
+        "States.JsonMerge($.o, $.o, true)",  # only the shallow merge exists
+        "States.Hash('x', 'SHA-999')",
+        "States.Nope(1)",
+        "States.StringToJson('{')",
+    ],
+)
+def test_intrinsic_failures(expression: str) -> None:
+    with pytest.raises(StatesError) as raised:
+        intrinsics.evaluate(expression, {"a": [1], "o": {}})
+    assert raised.value.error == "States.IntrinsicFailure"
+
+
+def test_wildcard_is_fast_on_hostile_patterns() -> None:
+    assert wildcard.matches("a" * 5000 + "b", "*a*a*a*a*a*b")
+    assert not wildcard.matches("a" * 5000, "*a*a*a*a*a*b")
+    assert wildcard.matches("a*b", "a\\*b")
+    assert not wildcard.matches("axb", "a\\*b")
+
+
+def test_error_matching() -> None:
+    assert asl_errors.matches(["States.ALL"], "MyError")
+    assert not asl_errors.matches(["States.ALL"], "States.Runtime")
+    assert asl_errors.matches(["States.TaskFailed"], "MyError")
+    assert not asl_errors.matches(["States.TaskFailed"], "States.Timeout")
+    retrier = asl_errors.Retrier(("X",), 2.0, 3, 3.0, 10, "NONE")
+    assert [asl_errors.retry_delay(retrier, n, 0.5) for n in range(3)] == [2.0, 6.0, 10]
+    full = asl_errors.Retrier(("X",), 2.0, 3, 1.0, None, "FULL")
+    assert asl_errors.retry_delay(full, 0, 0.25) == 0.5
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"StartAt": "X", "States": {"A": {"Type": "Succeed"}}}, "StartAt"),
+        ({"StartAt": "A", "States": {"A": {"Type": "Bogus"}}}, "States.A.Type"),
+        ({"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "Z"}}}, "States.A.Next"),
+        ({"StartAt": "A", "States": {"A": {"Type": "Pass"}}}, "exactly one of Next and End"),
+        (
+            {"StartAt": "A", "States": {"A": {"Type": "Pass", "Output": 1, "End": True}}},
+            "States.A.Output",
+        ),
+        (
+            {
+                "StartAt": "A",
+                "States": {
+                    "A": {
+                        "Type": "Map",
+                        "ItemReader": {"Resource": "arn:aws:states:::s3:getObject"},
+                        "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Succeed"}}},
+                        "End": True,
+                    }
+                },
+            },
+            "States.A.ItemReader: the distributed Map's ItemReader",
+        ),
+        (
+            {
+                "StartAt": "A",
+                "States": {
+                    "A": {
+                        "Type": "Task",
+                        "Resource": "arn:aws:lambda:us-east-1:1:function:f",
+                        "Retry": [{"ErrorEquals": ["States.ALL", "X"]}],
+                        "End": True,
+                    }
+                },
+            },
+            "States.A.Retry[0].ErrorEquals",
+        ),
+        (
+            {
+                "StartAt": "A",
+                "States": {
+                    "A": {
+                        "Type": "Choice",
+                        "Choices": [{"Variable": "$.a", "NumericEqualz": 1, "Next": "A"}],
+                    }
+                },
+            },
+            "States.A.Choices[0]",
+        ),
+        (
+            {
+                "StartAt": "A",
+                "States": {
+                    "A": {"Type": "Pass", "Assign": {"x": 1}, "Next": "P"},
+                    "P": {
+                        "Type": "Parallel",
+                        "Branches": [
+                            {
+                                "StartAt": "B",
+                                "States": {"B": {"Type": "Pass", "Assign": {"x": 2}, "End": True}},
+                            }
+                        ],
+                        "End": True,
+                    },
+                },
+            },
+            "the variable 'x' is assigned in an outer scope",
+        ),
+    ],
+)
+def test_document_errors_name_the_state_and_field(document: dict[str, Any], message: str) -> None:
+    with pytest.raises(DefinitionError) as raised:
+        parse(document, "flow.asl.json")
+    assert str(raised.value).startswith("flow.asl.json: ")
+    assert message in str(raised.value)
+
+
+def test_interpreter_is_a_pure_function_of_frame_and_event() -> None:
+    machine = parse(
+        {
+            "StartAt": "T",
+            "States": {
+                "T": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:lambda:us-east-1:1:function:f",
+                    "ResultPath": "$.r",
+                    "Next": "P",
+                },
+                "P": {"Type": "Pass", "Parameters": {"id.$": "States.UUID()"}, "End": True},
+            },
+        }
+    )
+    interpreter = Interpreter(machine)
+    frame, actions = interpreter.start({"a": 1}, NOW)
+    task = next(a for a in actions if isinstance(a, RunTask))
+    assert task.payload == {"a": 1} and task.visit == 1
+    one = interpreter.advance(frame, TaskSucceeded("x"), NOW)
+    two = interpreter.advance(frame, TaskSucceeded("x"), NOW)
+    assert one == two  # same frame, same event: same result (the random UUID included)
+
+
+def test_transition_cap_stops_an_endless_loop() -> None:
+    machine = parse({"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "A"}}})
+    frame, actions = Interpreter(machine, max_transitions=50).start({}, NOW)
+    assert isinstance(actions[-1], Failed) and actions[-1].error == "States.Runtime"
+    assert frame.transitions == 50
+
+
+def test_lambda_invoke_result_shape_and_names() -> None:
+    assert lambdas.function_name("arn:aws:lambda:us-east-1:1:function:name:alias") == "name"
+    assert lambdas.function_name("name:3") == "name"
+    machine = parse(
+        {
+            "StartAt": "T",
+            "States": {
+                "T": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::lambda:invoke",
+                    "Parameters": {"FunctionName": "f", "Payload.$": "$"},
+                    "End": True,
+                }
+            },
+        }
+    )
+    out = run_state_machine(machine, {"a": 1}, functions={"f": lambda p: {"got": p}}).output
+    assert out["Payload"] == {"got": {"a": 1}}
+    assert out["StatusCode"] == 200 and out["ExecutedVersion"] == "$LATEST"
+    assert out["SdkHttpMetadata"]["HttpStatusCode"] == 200
+    assert out["SdkResponseMetadata"]["RequestId"]
+
+
+def test_wait_for_task_token_completes_through_callbacks() -> None:
+    callbacks = Callbacks()
+
+    def ask(payload: dict[str, Any]) -> None:
+        callbacks.succeed(payload["token"], {"approved": True})
+
+    machine = parse(
+        {
+            "StartAt": "T",
+            "States": {
+                "T": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                    "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token"}},
+                    "End": True,
+                }
+            },
+        }
+    )
+    run = run_state_machine(machine, {}, functions={"ask": ask}, callbacks=callbacks)
+    assert run.status == "SUCCEEDED" and run.output == {"approved": True}
+
+
+def test_execution_timeout_on_simulated_time() -> None:
+    machine = parse(
+        {
+            "TimeoutSeconds": 60,
+            "StartAt": "W",
+            "States": {"W": {"Type": "Wait", "Seconds": 120, "End": True}},
+        }
+    )
+    run = run_state_machine(machine, {})
+    assert (run.status, run.error) == ("FAILED", "States.Timeout")
+
+
+def test_path_records_each_visit() -> None:
+    machine = parse(
+        {
+            "StartAt": "A",
+            "States": {
+                "A": {"Type": "Pass", "Result": 1, "Next": "B"},
+                "B": {"Type": "Pass", "End": True},
+            },
+        }
+    )
+    run = run_state_machine(machine, {"x": 0})
+    assert [(v.state, v.input, v.output) for v in run.path] == [("A", {"x": 0}, 1), ("B", 1, 1)]
+
+
+def test_loaders_and_native_loader_skip_asl(tmp_path: Path) -> None:
+    body = {"StartAt": "A", "States": {"A": {"Type": "Succeed"}}}
+    (tmp_path / "hello.asl.json").write_text(json.dumps(body))
+    (tmp_path / "other.asl.yaml").write_text("StartAt: A\nStates:\n  A:\n    Type: Succeed\n")
+    (tmp_path / "native.yaml").write_text("Name: native\n")
+    assert sorted(load_directory(tmp_path)) == ["hello", "other"]
+    assert load_file(tmp_path / "hello.asl.json").start_at == "A"
+    assert [p.name for p in definition_files(tmp_path)] == ["native.yaml"]
+    (tmp_path / "bad.asl.json").write_text("{")
+    with pytest.raises(DefinitionError, match=r"bad\.asl\.json: not valid JSON"):
+        load_directory(tmp_path)
+
+
+def test_statemachines_folder_still_loads() -> None:
+    from shepherd.definitions import load_directory as load_native
+
+    folder = Path(__file__).resolve().parents[2] / "statemachines"
+    assert set(load_native(folder)) == {
+        "onboard_tenant",
+        "order_fulfilment",
+        "provision_environment",
+        "transcode_video",
+    }

@@ -1,0 +1,104 @@
+"""The ASL conformance suite (issue 42): state machines with the inputs and the outputs or
+errors the Step Functions developer guide and the States Language specification state, run
+through `shepherd.asl.run_state_machine`. `make conformance` prints passed/failed per feature.
+
+Each file `tests/asl/conformance/<feature>.json` is a list of cases: `name`, `definition`,
+`input`, and `output` or `error` (optionally `cause`, the simulated `seconds` the run took,
+its `transitions`). The Lambda functions the cases name are the fixtures below, each as the
+guide's examples describe it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shepherd.asl import parse, run_state_machine
+
+CASES = Path(__file__).resolve().parents[2] / "tests" / "asl" / "conformance"
+
+
+class CustomError(Exception):
+    """The guide's Catch example raises an error named CustomError."""
+
+
+class Flaky(Exception):
+    """FailTwice's error."""
+
+
+def functions() -> dict[str, Callable[[Any], Any]]:
+    """Fresh fixtures for one case (FailTwice counts its calls)."""
+    calls = {"FailTwice": 0}
+
+    def fail_twice(payload: Any) -> Any:
+        calls["FailTwice"] += 1
+        if calls["FailTwice"] <= 2:
+            raise Flaky("not yet")
+        return "third time"
+
+    def custom_error(payload: Any) -> Any:
+        raise CustomError("This is a custom error!")
+
+    return {
+        "Echo": lambda payload: payload,
+        "HelloFunction": lambda payload: "Hello, AWS Step Functions!",
+        "CustomErrorFunction": custom_error,
+        "FailTwice": fail_twice,
+    }
+
+
+@dataclass(frozen=True)
+class Result:
+    feature: str
+    name: str
+    problem: str | None  # None: passed
+
+
+def load() -> dict[str, list[dict[str, Any]]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(CASES.glob("*.json"))}
+
+
+def check(case: dict[str, Any]) -> str | None:
+    """Why a case fails, or None."""
+    machine = parse(case["definition"], case["name"])
+    run = run_state_machine(machine, case["input"], functions=functions())
+    if "error" in case:
+        if run.status != "FAILED" or run.error != case["error"]:
+            return f"expected error {case['error']}, got {run.status} {run.error} {run.output!r}"
+        if "cause" in case and run.cause != case["cause"]:
+            return f"expected cause {case['cause']!r}, got {run.cause!r}"
+    elif run.status != "SUCCEEDED" or run.output != case["output"]:
+        return f"expected output {case['output']!r}, got {run.status} {run.output!r} {run.error} {run.cause}"
+    if "seconds" in case and run.seconds != case["seconds"]:
+        return f"expected {case['seconds']} s, took {run.seconds}"
+    if "transitions" in case and run.transitions != case["transitions"]:
+        return f"expected {case['transitions']} transitions, made {run.transitions}"
+    return None
+
+
+def run_all() -> list[Result]:
+    results = []
+    for feature, cases in load().items():
+        for case in cases:
+            try:
+                problem = check(case)
+            except Exception as exc:  # a crash is a failed case, reported with the others
+                problem = f"{type(exc).__name__}: {exc}"
+            results.append(Result(feature, case["name"], problem))
+    return results
+
+
+def table(results: list[Result]) -> str:
+    features = sorted({r.feature for r in results})
+    lines = [f"{'feature':<12} {'passed':>6} {'failed':>6}"]
+    for feature in features:
+        mine = [r for r in results if r.feature == feature]
+        failed = sum(1 for r in mine if r.problem)
+        lines.append(f"{feature:<12} {len(mine) - failed:>6} {failed:>6}")
+    failed = sum(1 for r in results if r.problem)
+    lines.append(f"{'total':<12} {len(results) - failed:>6} {failed:>6}")
+    lines += [f"FAILED {r.feature}: {r.name}: {r.problem}" for r in results if r.problem]
+    return "\n".join(lines)
