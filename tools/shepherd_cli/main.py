@@ -486,6 +486,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Every mistake a person can make in a definition or in `[tool.shepherd]` is one line
     naming the file, the step and the field (exit 1), never a traceback."""
+    from shepherd.asl import is_asl_file
     from shepherd.definitions import check_agents, load_file
     from shepherd.errors import DefinitionError
     from shepherd.user_code import AgentModuleError, load_agents
@@ -506,6 +507,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
     names: dict[str, Path] = {}
     for path in [Path(f) for f in args.files] or _definition_files(project.definitions_dir):
+        if is_asl_file(path):
+            failed = _validate_asl(path, known, names) or failed
+            continue
         try:
             definition = load_file(path)
             if known is not None:
@@ -528,19 +532,63 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _validate_asl(path: Path, known: set[str] | None, names: dict[str, Path]) -> bool:
+    """One ASL file for `shepherd validate`: its errors, or `ok`; True when it failed."""
+    from shepherd.asl import load_file as load_asl
+    from shepherd.asl import workflow_type
+    from shepherd.errors import DefinitionError
+
+    from shepherd_cli.asl import check_functions
+
+    try:
+        machine = load_asl(path)
+    except DefinitionError as exc:
+        print(str(exc), file=sys.stderr)
+        return True
+    problems = check_functions(machine, known, str(path)) if known is not None else []
+    name = workflow_type(path)
+    if name in names:
+        problems.append(f"{path}: workflow type '{name}' is defined twice (also {names[name]})")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return True
+    names[name] = path
+    print(f"{path}: ok ({name}, Amazon States Language, {len(machine.states)} states)")
+    return False
+
+
 def _definition_files(folder: Path) -> list[Path]:
+    from shepherd.asl import ASL_SUFFIXES, asl_files
     from shepherd.definitions import DEFINITION_SUFFIXES, definition_files
 
     if not folder.is_dir():
         raise CliError(
             f"no definitions folder {folder} ([tool.shepherd] definitions, or --definitions)"
         )
-    files = definition_files(folder)
+    files = sorted(definition_files(folder) + asl_files(folder))
     if not files:
         raise CliError(
-            f"no definitions in {folder} (files ending {', '.join(DEFINITION_SUFFIXES)})"
+            f"no definitions in {folder} (files ending "
+            f"{', '.join(DEFINITION_SUFFIXES + ASL_SUFFIXES)})"
         )
     return files
+
+
+def cmd_asl(args: argparse.Namespace) -> int:
+    """`shepherd asl run FILE`: an ASL state machine in process (shepherd_cli.asl)."""
+    from shepherd.errors import DefinitionError
+    from shepherd.user_code import AgentModuleError, load_agents
+
+    from shepherd_cli.asl import cmd_asl_run
+
+    args.input = _input(args.input)
+    project = _project(args)
+    try:
+        registry = load_agents(project.agent_modules)
+        return cmd_asl_run(args, registry)
+    except (DefinitionError, AgentModuleError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -754,6 +802,10 @@ def parser() -> argparse.ArgumentParser:
         "--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules"
     )
 
+    from shepherd_cli.asl import add_parser as add_asl_parser
+
+    add_asl_parser(sub)
+
     gr = sub.add_parser("graph", help="Mermaid flowchart of a definition, with compensations")
     gr.add_argument("type")
     gr.add_argument("--definitions", help="default: [tool.shepherd] definitions")
@@ -775,6 +827,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_init(args)
         if args.command == "graph":
             return cmd_graph(args)
+        if args.command == "asl":
+            return cmd_asl(args)
         if args.command == "events":
             return cmd_events(args)
         api = Api(args.api, caller=args.caller or os.environ.get("SHEPHERD_CALLER"))

@@ -24,6 +24,7 @@ __all__ = [
     "Callbacks",
     "ExecutionResult",
     "StateMachine",
+    "asl_files",
     "is_asl_file",
     "load_directory",
     "load_file",

@@ -19,6 +19,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from shepherd.errors import PermanentError
+
 from .errors import RUNTIME, StatesError
 from .values import dumps
 
@@ -90,7 +92,9 @@ def shape(invoked: Invocation, result: Any, request_id: str, date: str) -> Any:
 
 def error_of(exc: BaseException, request_id: str) -> StatesError:
     """A function's exception as the Lambda error Step Functions reports."""
-    name = getattr(exc, "name", None) or type(exc).__name__
+    # A Shepherd agent names its error with PermanentError(name=...): that name, as a Python
+    # Lambda's errorType is its exception's class name otherwise.
+    name = exc.name if isinstance(exc, PermanentError) else type(exc).__name__
     cause = {
         "errorMessage": str(exc),
         "errorType": name,

@@ -1,0 +1,108 @@
+"""`shepherd asl run FILE`: run an Amazon States Language state machine in process, with the
+project's registered agents as its Lambda functions (each Task runs the agent registered under
+the function's name), simulated time, and the output or the error printed. `shepherd validate`
+checks ASL files with the same loader.
+
+This runs no engine: nothing is supervised or stored. It is for trying a state machine copied
+from Step Functions before it runs on the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from shepherd.asl import StateMachine, load_file, run_state_machine, workflow_type
+from shepherd.asl.lambdas import INVOKE, WAIT_FOR_TOKEN, function_name
+from shepherd.engine.agent import AgentContext, AgentRegistry
+
+
+def lambda_functions(machine: StateMachine) -> set[str]:
+    """The function names a state machine's Lambda tasks name statically (a FunctionName
+    taken from the input at run time cannot be checked before)."""
+    found: set[str] = set()
+    for state in machine.states.values():
+        for branch in state.branches:
+            found |= lambda_functions(branch)
+        if state.type != "Task":
+            continue
+        resource = str(state.raw["Resource"]).removesuffix(WAIT_FOR_TOKEN)
+        if resource == INVOKE:
+            args = state.get("Parameters") or state.get("Arguments") or {}
+            name = args.get("FunctionName") if isinstance(args, dict) else None
+            if isinstance(name, str) and not name.startswith("{%"):
+                found.add(function_name(name))
+        elif not resource.startswith("arn:aws:states:::"):
+            found.add(function_name(resource))
+    return found
+
+
+def check_functions(machine: StateMachine, known: Iterable[str], source: str) -> list[str]:
+    """One line per Lambda function no agent is registered for."""
+    names = set(known)
+    return [
+        f"{source}: Resource: no agent is registered for the Lambda function '{name}'"
+        for name in sorted(lambda_functions(machine) - names)
+    ]
+
+
+def as_functions(registry: AgentRegistry, wf_type: str) -> dict[str, Callable[[Any], Any]]:
+    """Each registered agent as a Lambda function: it gets the payload as `ctx.input`."""
+
+    def wrap(name: str) -> Callable[[Any], Any]:
+        fn = registry.get(name)
+        assert fn is not None
+        counter = {"calls": 0}
+
+        def call(payload: Any) -> Any:
+            counter["calls"] += 1
+            ctx = AgentContext(
+                workflow_id="asl-run",
+                workflow_type=wf_type,
+                step=name,
+                kind="step",
+                attempt=counter["calls"],
+                idempotency_key=f"asl-run:{name}",
+                deadline_ms=2**62,
+                _input_from=lambda: payload,
+            )
+            return fn(ctx)
+
+        return call
+
+    return {name: wrap(name) for name in registry.names()}
+
+
+def cmd_asl_run(args: argparse.Namespace, registry: AgentRegistry) -> int:
+    path = Path(args.file)
+    machine = load_file(path)
+    result = run_state_machine(
+        machine, args.input, functions=as_functions(registry, workflow_type(path))
+    )
+    if args.path:
+        for visit in result.path:
+            pad = "  " * visit.depth
+            print(f"{pad}{visit.state} #{visit.visit}: {json.dumps(visit.input)}", file=sys.stderr)
+    if result.status == "SUCCEEDED":
+        print(json.dumps(result.output, indent=2))
+        return 0
+    print(f"FAILED {result.error}: {result.cause}", file=sys.stderr)
+    return 1
+
+
+def add_parser(sub: Any) -> None:
+    asl = sub.add_parser("asl", help="Amazon States Language state machines")
+    asl_sub = asl.add_subparsers(dest="asl_command", required=True)
+    run = asl_sub.add_parser(
+        "run",
+        help="run an .asl.json in process, the project's agents as its Lambda functions "
+        "(exit 0: SUCCEEDED)",
+    )
+    run.add_argument("file")
+    run.add_argument("--input", default="{}", help="JSON, or @file")
+    run.add_argument("--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules")
+    run.add_argument("--path", action="store_true", help="print the states entered (stderr)")
