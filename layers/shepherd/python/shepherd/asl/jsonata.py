@@ -127,11 +127,14 @@ def evaluate(
     if raw is None:
         raise StatesError(
             QUERY_EVALUATION_ERROR,
-            f"The JSONata expression '{expression}' returned nothing (undefined)",
+            f"The JSONata expression '{expression}' returned nothing (undefined).",
         )
     value = _from_jsonata(raw)
     if value is _UNDEFINED:
-        raise StatesError(QUERY_EVALUATION_ERROR, f"'{expression}' returned a function")
+        raise StatesError(
+            QUERY_EVALUATION_ERROR,
+            f"The JSONata expression '{expression}' returned an unsupported result type.",
+        )
     return value
 
 

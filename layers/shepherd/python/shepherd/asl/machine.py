@@ -79,8 +79,9 @@ class BranchOutcome:
     """One Parallel branch's or Map item's end: its output, or its error and cause."""
 
     output: Any = None
+    failed: bool = False
     error: str | None = None
-    cause: str = ""
+    cause: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,8 @@ class Succeeded:
 
 @dataclass(frozen=True)
 class Failed:
-    error: str
-    cause: str
+    error: str | None  # None: a Fail state without an Error
+    cause: str | None
 
 
 Action = RunTask | StartWait | RunBranches | Entered | Exited | Succeeded | Failed
@@ -253,16 +254,14 @@ class Interpreter:
                 "StartTime": self.context.start_time,
                 "RedriveCount": 0,
             },
-            "State": {
-                "EnteredTime": frame.entered_time,
-                "Name": state.name,
-                "RetryCount": frame.attempt,
-            },
+            "State": {"EnteredTime": frame.entered_time, "Name": state.name},
             "StateMachine": {
                 "Id": self.context.state_machine_id,
                 "Name": self.context.state_machine_name,
             },
         }
+        if state.type in ("Task", "Parallel", "Map"):  # the states that retry
+            ctx["State"]["RetryCount"] = frame.attempt
         if frame.token is not None:
             ctx["Task"] = {"Token": frame.token}
         return ctx
@@ -419,11 +418,12 @@ class Interpreter:
             )
             assign = self._assign(frame, state, state.get("Assign"), None, result=result)
             return _Next(output, state.next, assign)
+        # Assign reads the raw result, before ResultSelector (Step Functions' evaluation order).
+        assign = self._assign(frame, state, state.get("Assign"), result)
         if state.has("ResultSelector"):
             result = self._template(
                 frame, state, state.raw["ResultSelector"], result, "ResultSelector"
             )
-        assign = self._assign(frame, state, state.get("Assign"), result)
         output = paths.put(state.get("ResultPath", "$"), frame.raw_input, result)
         return _Next(self._path(frame, state, "OutputPath", output), state.next, assign)
 
@@ -490,8 +490,13 @@ class Interpreter:
         assign = self._assign(frame, state, assign_source.get("Assign"), None)
         return _Next(output, target, assign)
 
-    def _fail(self, frame: Frame, state: State) -> tuple[str, str]:
-        def text(name: str) -> str:
+    def _fail(self, frame: Frame, state: State) -> tuple[str | None, str | None]:
+        """A Fail state's Error and Cause; one it does not give is absent (None), as in
+        Step Functions' ExecutionFailed event."""
+
+        def text(name: str) -> str | None:
+            if not state.has(name) and not state.has(f"{name}Path"):
+                return None
             if state.has(f"{name}Path"):
                 value = templates.resolve(
                     state.raw[f"{name}Path"],
@@ -504,7 +509,7 @@ class Interpreter:
             elif state.query_language == JSONATA and state.has(name):
                 value = self._jsonata(frame, state, state.raw[name])
             else:
-                value = state.get(name, "")
+                value = state.raw[name]
             if not isinstance(value, str):
                 raise StatesError(RUNTIME, f"The {name} of '{state.name}' must be a string")
             return value
@@ -668,10 +673,10 @@ class Interpreter:
     def _branches_done(
         self, frame: Frame, state: State, outcomes: Sequence[BranchOutcome]
     ) -> list[Any]:
-        failed = [o for o in outcomes if o.error is not None]
+        failed = [o for o in outcomes if o.failed]
         if state.type == "Map" and failed and self._tolerates(state, frame, len(failed), outcomes):
             return [
-                o.output if o.error is None else errors.error_output(o.error, o.cause)
+                o.output if not o.failed else errors.error_output(o.error or "", o.cause or "")
                 for o in outcomes
             ]
         if failed:
@@ -684,7 +689,7 @@ class Interpreter:
                     f"The Map '{state.name}' failed: {len(failed)} of {len(outcomes)} items "
                     "failed, more than it tolerates",
                 )
-            raise StatesError(first.error or errors.BRANCH_FAILED, first.cause)
+            raise StatesError(first.error or errors.BRANCH_FAILED, first.cause or "")
         return [o.output for o in outcomes]
 
     def _tolerates(

@@ -117,7 +117,7 @@ class _Run:
             if event is None:
                 raise AssertionError(f"no event after {actions}")
             if self.deadline is not None and self.now > self.deadline:
-                return BranchOutcome(error=TIMEOUT, cause="The execution timed out")
+                return BranchOutcome(failed=True, error=TIMEOUT, cause="The execution timed out")
             frame, actions = interpreter.advance(frame, event, self.now)
 
     def record(self, action: Action, depth: int) -> BranchOutcome | None:
@@ -132,7 +132,7 @@ class _Run:
         elif isinstance(action, Succeeded):
             return BranchOutcome(output=action.output)
         elif isinstance(action, Failed):
-            return BranchOutcome(error=action.error, cause=action.cause)
+            return BranchOutcome(failed=True, error=action.error, cause=action.cause)
         return None
 
     def carry_out(self, action: Action, depth: int) -> Event | None:
@@ -203,7 +203,7 @@ def run_state_machine(
     run = _Run(functions or {}, context, clock, callbacks or Callbacks(), deadline)
     outcome = run.run(machine, input, {}, 0)
     seconds = (run.now - clock).total_seconds()
-    if outcome.error is not None:
+    if outcome.failed:
         return ExecutionResult(
             "FAILED", None, outcome.error, outcome.cause, run.path, run.transitions, seconds
         )
