@@ -393,8 +393,8 @@ class _Parser:
 
     def check_kind(self, state: State) -> None:
         at, raw = state.where, state.raw
-        if state.type == "Task" and not isinstance(raw.get("Resource"), str):
-            raise self.fail(f"{at}.Resource", "a resource ARN is required")
+        if state.type == "Task":
+            self.check_task(state)
         if state.type == "Choice":
             self.check_choices(state)
         if state.type == "Wait":
@@ -413,6 +413,21 @@ class _Parser:
             raise self.fail(at, "Items and ItemsPath are exclusive")
         if state.type == "Pass" and state.query_language == JSONATA and "Result" in raw:
             raise self.fail(f"{at}.Result", "a JSONPath field, in a JSONata state (use Output)")
+
+    def check_task(self, state: State) -> None:
+        at, raw = state.where, state.raw
+        if not isinstance(raw.get("Resource"), str):
+            raise self.fail(f"{at}.Resource", "a resource ARN is required")
+        for name in ("TimeoutSeconds", "HeartbeatSeconds"):
+            if name in raw and f"{name}Path" in raw:
+                raise self.fail(at, f"{name} and {name}Path are exclusive")
+            value = raw.get(name)
+            if value is not None and not jsonata.is_expression(value) and not _positive_int(value):
+                raise self.fail(f"{at}.{name}", "must be a positive integer")
+        timeout: Any = raw.get("TimeoutSeconds")
+        heartbeat: Any = raw.get("HeartbeatSeconds")
+        if _positive_int(timeout) and _positive_int(heartbeat) and heartbeat >= timeout:
+            raise self.fail(f"{at}.HeartbeatSeconds", "must be smaller than TimeoutSeconds")
 
     def check_choices(self, state: State) -> None:
         choices = state.raw.get("Choices")

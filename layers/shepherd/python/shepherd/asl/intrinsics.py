@@ -186,14 +186,9 @@ class _Env:
         if isinstance(arg, _Literal):
             return arg.value
         if isinstance(arg, _Path):
-            try:
-                return paths.select(
-                    arg.path, self.data, context=self.context, variables=self.variables
-                )
-            except paths.PathNotFound:
-                raise StatesError(
-                    INTRINSIC_FAILURE, f"The path '{arg.path}' could not be found"
-                ) from None
+            # A path that selects nothing raises PathNotFound: the field holding the call
+            # reports it as States.Runtime, as it does for a plain path.
+            return paths.select(arg.path, self.data, context=self.context, variables=self.variables)
         return self.call(arg)
 
     def call(self, call: _Call) -> Any:
@@ -220,9 +215,14 @@ def _text(value: Any) -> str:
 
 def _format(env: _Env, args: tuple[Any, ...]) -> str:
     name = "States.Format"
-    if not args or not isinstance(args[0], _Literal) or args[0].raw is None:
-        raise _fail(name, "the first argument must be a string literal")
-    raw = args[0].raw
+    if not args:
+        raise _fail(name, "a template string is required")
+    # A literal keeps its escapes for the placeholders; a template from a path or a variable
+    # is taken as it is.
+    first = args[0]
+    raw = first.raw if isinstance(first, _Literal) else env.value(first)
+    if not isinstance(raw, str):
+        raise _fail(name, "the template must be a string")
     values = [env.value(a) for a in args[1:]]
     out, used, i = [], 0, 0
     while i < len(raw):

@@ -482,12 +482,12 @@ class Interpreter:
     def _choice_end(
         self, frame: Frame, state: State, holder: Mapping[str, Any], target: str
     ) -> _Next:
-        source = holder if "Output" in holder else state.raw
+        """A matched rule's own Output and Assign, or for the Default the state's: a rule
+        without them passes the input on and assigns nothing."""
         output = (
-            self._jsonata(frame, state, source["Output"]) if "Output" in source else frame.raw_input
+            self._jsonata(frame, state, holder["Output"]) if "Output" in holder else frame.raw_input
         )
-        assign_source = holder if "Assign" in holder else state.raw
-        assign = self._assign(frame, state, assign_source.get("Assign"), None)
+        assign = self._assign(frame, state, holder.get("Assign"), None)
         return _Next(output, target, assign)
 
     def _fail(self, frame: Frame, state: State) -> tuple[str | None, str | None]:

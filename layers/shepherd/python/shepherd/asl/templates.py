@@ -53,10 +53,13 @@ def resolve(
     """One `.$` value: a path, `$$...`, `$variable` or `States.*(...)`."""
     if not isinstance(expression, str):
         raise StatesError(RUNTIME, f"The value of the field '{field}' must be a path")
-    if intrinsics.is_intrinsic(expression):
-        return intrinsics.evaluate(expression, data, context=context, variables=variables, rng=rng)
     try:
+        if intrinsics.is_intrinsic(expression):
+            return intrinsics.evaluate(
+                expression, data, context=context, variables=variables, rng=rng
+            )
         return paths.select(expression, data, context=context, variables=variables)
-    except paths.PathNotFound:
-        source = context if expression.startswith("$$") else data
-        raise paths.runtime_not_found(expression, field, source) from None
+    except paths.PathNotFound as missing:
+        path = str(missing)
+        source = context if path.startswith("$$") else data
+        raise paths.runtime_not_found(path, field, source) from None
