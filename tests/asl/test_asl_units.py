@@ -152,6 +152,37 @@ def test_error_matching() -> None:
             },
             "the variable 'x' is assigned in an outer scope",
         ),
+        (
+            {
+                "StartAt": "A",
+                "States": {
+                    "A": {
+                        "Type": "Task",
+                        "Resource": "arn:aws:lambda:us-east-1:1:function:f",
+                        "TimeoutSeconds": 10,
+                        "HeartbeatSeconds": 10,
+                        "End": True,
+                    }
+                },
+            },
+            "States.A.HeartbeatSeconds: must be smaller than TimeoutSeconds",
+        ),
+        (
+            {
+                "StartAt": "A",
+                "States": {"A": {"Type": "Pass", "Parameters": {"x": {"y.$": 5}}, "End": True}},
+            },
+            "States.A.Parameters.x.y.$: 5 is not a path",
+        ),
+        (
+            {
+                "StartAt": "A",
+                "States": {
+                    "A": {"Type": "Pass", "Parameters": {"y.$": "States.Nope(1)"}, "End": True}
+                },
+            },
+            "States.A.Parameters.y.$: 'States.Nope' is not an intrinsic function",
+        ),
     ],
 )
 def test_document_errors_name_the_state_and_field(document: dict[str, Any], message: str) -> None:
@@ -287,3 +318,37 @@ def test_statemachines_folder_still_loads() -> None:
         "provision_environment",
         "transcode_video",
     }
+
+
+def test_map_tolerated_failures() -> None:
+    def machine(tolerated: int) -> Any:
+        return parse(
+            {
+                "StartAt": "M",
+                "States": {
+                    "M": {
+                        "Type": "Map",
+                        "ToleratedFailureCount": tolerated,
+                        "ItemProcessor": {
+                            "ProcessorConfig": {"Mode": "DISTRIBUTED"},
+                            "StartAt": "C",
+                            "States": {
+                                "C": {
+                                    "Type": "Choice",
+                                    "Choices": [{"Variable": "$", "NumericEquals": 2, "Next": "F"}],
+                                    "Default": "S",
+                                },
+                                "F": {"Type": "Fail", "Error": "Two", "Cause": "two"},
+                                "S": {"Type": "Succeed"},
+                            },
+                        },
+                        "End": True,
+                    }
+                },
+            }
+        )
+
+    ok = run_state_machine(machine(1), [1, 2, 3])
+    assert ok.output == [1, {"Error": "Two", "Cause": "two"}, 3]
+    failed = run_state_machine(machine(0), [1, 2, 3])
+    assert failed.error == "States.ExceedToleratedFailureThreshold"

@@ -15,7 +15,7 @@ from typing import Any
 
 from shepherd.errors import DefinitionError
 
-from . import jsonata, paths, rules
+from . import intrinsics, jsonata, paths, rules
 from .errors import Retrier, StatesError
 
 JSONPATH, JSONATA = "JSONPath", "JSONata"
@@ -248,16 +248,7 @@ class _Parser:
 
     def check_fields(self, at: str, kind: str, language: str, body: Mapping[str, Any]) -> None:
         for key in body:
-            if key in _COMMON:
-                continue
-            if key not in _FIELDS[kind]:
-                raise self.fail(f"{at}.{key}", f"not a field of a {kind} state")
-            if key in _UNSUPPORTED:
-                raise self.fail(f"{at}.{key}", _UNSUPPORTED[key])
-            if language == JSONATA and key in _JSONPATH_ONLY:
-                raise self.fail(f"{at}.{key}", "a JSONPath field, in a JSONata state")
-            if language == JSONPATH and key in _JSONATA_ONLY:
-                raise self.fail(f"{at}.{key}", "a JSONata field, in a JSONPath state")
+            self.check_field(at, kind, language, key)
         for key in ("InputPath", "OutputPath", "ItemsPath"):
             value = body.get(key)
             if value is not None and not paths.is_path(value):
@@ -269,6 +260,41 @@ class _Parser:
                 raise self.fail(f"{at}.ResultPath", str(exc)) from None
         if language == JSONATA:
             self.check_expressions(at, body)
+        else:
+            for key in ("Parameters", "ResultSelector", "ItemSelector", "Assign"):
+                if key in body:
+                    self.check_template(f"{at}.{key}", body[key])
+
+    def check_field(self, at: str, kind: str, language: str, key: str) -> None:
+        if key in _COMMON:
+            return
+        if key not in _FIELDS[kind]:
+            raise self.fail(f"{at}.{key}", f"not a field of a {kind} state")
+        if key in _UNSUPPORTED:
+            raise self.fail(f"{at}.{key}", _UNSUPPORTED[key])
+        if language == JSONATA and key in _JSONPATH_ONLY:
+            raise self.fail(f"{at}.{key}", "a JSONPath field, in a JSONata state")
+        if language == JSONPATH and key in _JSONATA_ONLY:
+            raise self.fail(f"{at}.{key}", "a JSONata field, in a JSONPath state")
+
+    def check_template(self, at: str, template: Any) -> None:
+        """Every `.$` value of a payload template is a path or an intrinsic function call."""
+        if isinstance(template, list):
+            for i, item in enumerate(template):
+                self.check_template(f"{at}[{i}]", item)
+            return
+        if not isinstance(template, dict):
+            return
+        for key, value in template.items():
+            if not key.endswith(".$"):
+                self.check_template(f"{at}.{key}", value)
+            elif intrinsics.is_intrinsic(value):
+                try:
+                    intrinsics.parse(value)
+                except StatesError as exc:
+                    raise self.fail(f"{at}.{key}", exc.cause) from None
+            elif not paths.is_path(value):
+                raise self.fail(f"{at}.{key}", f"{value!r} is not a path or an intrinsic function")
 
     def check_expressions(self, at: str, value: Any) -> None:
         if jsonata.is_expression(value):
