@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable, Mapping
@@ -206,11 +207,16 @@ def _fail(function: str, why: str) -> StatesError:
 
 
 def _text(value: Any) -> str:
+    """An argument of States.Format as Step Functions writes it: a string as it is, an array
+    as `[a, b]` and an object as `{key=value, ...}` (Java's notation, strings unquoted), any
+    other value as its JSON."""
     if isinstance(value, str):
         return value
-    if value is None:
-        return "null"
-    return dumps(normalize(value) if isinstance(value, float) else value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_text(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
 
 
 def _format(env: _Env, args: tuple[Any, ...]) -> str:
@@ -406,12 +412,13 @@ def f_math_random(rng: _random.Random, *args: Any) -> int:
     return source.randrange(start, end)
 
 
-def f_math_add(*args: Any) -> Any:
+def f_math_add(*args: Any) -> int:
     name = "States.MathAdd"
     _arity(name, args, 2)
     if not all(is_number(a) for a in args):
         raise _fail(name, "both values must be numbers")
-    return normalize(args[0] + args[1])
+    # A non-integer is rounded to the nearest integer first, halves up (Java's Math.round).
+    return sum(math.floor(a + 0.5) for a in args)
 
 
 def f_string_split(*args: Any) -> list[str]:
