@@ -352,3 +352,18 @@ def test_map_tolerated_failures() -> None:
     assert ok.output == [1, {"Error": "Two", "Cause": "two"}, 3]
     failed = run_state_machine(machine(0), [1, 2, 3])
     assert failed.error == "States.ExceedToleratedFailureThreshold"
+
+
+def test_context_state_has_retry_count_only_where_states_retry() -> None:
+    def state_context(state: dict[str, Any]) -> Any:
+        machine = parse({"StartAt": "S", "States": {"S": state}})
+        return run_state_machine(machine, {}, functions={"echo": lambda p: p}).output["s"]
+
+    pass_state = {"Type": "Pass", "Parameters": {"s.$": "$$.State"}, "End": True}
+    task = {"Type": "Task", "Resource": "echo", "Parameters": {"s.$": "$$.State"}, "End": True}
+    assert set(state_context(pass_state)) == {"EnteredTime", "Name"}
+    assert state_context(task) == {
+        "EnteredTime": "2024-01-01T00:00:00.000Z",
+        "Name": "S",
+        "RetryCount": 0,
+    }
