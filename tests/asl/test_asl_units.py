@@ -367,3 +367,24 @@ def test_context_state_has_retry_count_only_where_states_retry() -> None:
         "Name": "S",
         "RetryCount": 0,
     }
+
+
+def test_output_over_256_kib_is_data_limit_exceeded() -> None:
+    machine = parse(
+        {
+            "StartAt": "T",
+            "States": {
+                "T": {
+                    "Type": "Task",
+                    "Resource": "big",
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "H"}],
+                    "End": True,
+                },
+                "H": {"Type": "Succeed"},
+            },
+        }
+    )
+    run = run_state_machine(machine, {}, functions={"big": lambda p: "x" * 300_000})
+    assert (run.status, run.error) == ("FAILED", "States.DataLimitExceeded")
+    small = run_state_machine(machine, {}, functions={"big": lambda p: "x" * 1000})
+    assert small.status == "SUCCEEDED"

@@ -30,6 +30,17 @@ from .errors import RUNTIME, StatesError
 from .values import dumps, is_number
 
 MAX_TRANSITIONS = 25_000
+MAX_PAYLOAD_BYTES = 256 * 1024  # Step Functions' limit on a state's input, output or result
+
+
+def check_size(state: str, value: Any) -> None:
+    """A state's output over 256 KiB is States.DataLimitExceeded (never retried or caught)."""
+    if len(dumps(value).encode()) > MAX_PAYLOAD_BYTES:
+        raise StatesError(
+            errors.DATA_LIMIT_EXCEEDED,
+            f"The state/task '{state}' returned a result with a size exceeding the maximum "
+            "number of bytes service limit.",
+        )
 
 
 # --- the execution's facts for $$ ----------------------------------------------------------
@@ -327,6 +338,8 @@ class Interpreter:
             self._trail.append(Entered(name, visits[name], raw_input))
             try:
                 outcome = self._control(frame, state, now)
+                if isinstance(outcome, _Next) and state.type != "Fail":
+                    check_size(name, outcome.output)
             except StatesError as exc:
                 return self._error(frame, state, exc, now)
             if not isinstance(outcome, _Next):
@@ -372,6 +385,10 @@ class Interpreter:
     def _finish(
         self, frame: Frame, state: State, outcome: _Next, now: _dt.datetime
     ) -> tuple[Frame, list[Action]]:
+        try:
+            check_size(state.name, outcome.output)
+        except StatesError as exc:
+            return replace(frame, pending=""), [Failed(exc.error, exc.cause)]
         frame = replace(frame, own={**frame.own, **outcome.assign}, pending="")
         self._trail.append(Exited(state.name, outcome.output))
         if outcome.next is None:
