@@ -388,3 +388,16 @@ def test_output_over_256_kib_is_data_limit_exceeded() -> None:
     assert (run.status, run.error) == ("FAILED", "States.DataLimitExceeded")
     small = run_state_machine(machine, {}, functions={"big": lambda p: "x" * 1000})
     assert small.status == "SUCCEEDED"
+
+
+def test_importing_shepherd_asl_needs_no_jsonata() -> None:
+    """The Lambda layer does not ship jsonata-python yet: a state machine without JSONata must
+    run without it, so the package is imported on first use only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, shepherd.asl, shepherd.asl.machine, shepherd.asl.runner;"
+        "assert 'jsonata' not in sys.modules, 'jsonata imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

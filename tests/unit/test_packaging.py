@@ -20,7 +20,16 @@ def _names(requirements: list[str]) -> set[str]:
 
 def test_the_runtime_depends_on_what_lambda_imports_only() -> None:
     runtime = _names(PYPROJECT["project"]["dependencies"])
-    assert runtime == {"boto3", "aws-lambda-powertools", "pydantic", "fastjsonschema", "pyyaml"}
+    # jsonata-python: shepherd.asl's JSONata states (imported on first use, see
+    # tests/asl/test_asl_units.py::test_importing_shepherd_asl_needs_no_jsonata).
+    assert runtime == {
+        "boto3",
+        "aws-lambda-powertools",
+        "pydantic",
+        "fastjsonschema",
+        "pyyaml",
+        "jsonata-python",
+    }
 
 
 def test_the_construct_and_the_cli_are_extras() -> None:

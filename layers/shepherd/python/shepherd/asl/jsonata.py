@@ -14,14 +14,21 @@ import random as _random
 from collections.abc import Mapping
 from typing import Any
 
-from jsonata import Jsonata  # type: ignore[import-untyped]
-from jsonata.utils import Utils  # type: ignore[import-untyped]
-
 from . import intrinsics
 from .errors import QUERY_EVALUATION_ERROR, StatesError
 from .values import normalize
 
 OPEN, CLOSE = "{%", "%}"
+
+
+@functools.cache
+def _library() -> tuple[Any, Any]:
+    """The evaluator and its null marker, imported on first use: a state machine without
+    JSONata (and the Lambda layer, until it ships the package) never needs it."""
+    from jsonata import Jsonata  # type: ignore[import-untyped]  # noqa: PLC0415
+    from jsonata.utils import Utils  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    return Jsonata, Utils.NULL_VALUE
 
 
 def is_expression(value: object) -> bool:
@@ -36,7 +43,7 @@ def is_expression(value: object) -> bool:
 @functools.lru_cache(maxsize=512)
 def _compiled(expression: str) -> Any:
     try:
-        compiled = Jsonata(expression)
+        compiled = _library()[0](expression)
     except Exception as exc:
         raise StatesError(QUERY_EVALUATION_ERROR, f"'{expression}': {exc}") from None
     compiled.set_output_convert_nulls(False)
@@ -50,7 +57,7 @@ def check(expression: str) -> None:
 
 def _to_jsonata(value: Any) -> Any:
     if value is None:
-        return Utils.NULL_VALUE
+        return _library()[1]
     if isinstance(value, dict):
         return {k: _to_jsonata(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -62,7 +69,7 @@ _UNDEFINED = object()
 
 
 def _from_jsonata(value: Any) -> Any:
-    if value is Utils.NULL_VALUE:
+    if value is _library()[1]:
         return None
     if isinstance(value, dict):
         return {k: _from_jsonata(v) for k, v in value.items() if v is not None}
