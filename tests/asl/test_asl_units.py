@@ -401,3 +401,26 @@ def test_importing_shepherd_asl_needs_no_jsonata() -> None:
         "assert 'jsonata' not in sys.modules, 'jsonata imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "received"),
+    [({}, {}), ({"Payload": '{"a": 1}'}, {"a": 1}), ({"Payload": "text"}, "text")],
+)
+def test_lambda_invoke_payload(parameters: dict[str, Any], received: Any) -> None:
+    got: list[Any] = []
+    machine = parse(
+        {
+            "StartAt": "T",
+            "States": {
+                "T": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::lambda:invoke",
+                    "Parameters": {"FunctionName": "f", **parameters},
+                    "End": True,
+                }
+            },
+        }
+    )
+    run_state_machine(machine, {}, functions={"f": got.append})
+    assert got == [received]

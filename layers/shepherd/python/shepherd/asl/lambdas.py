@@ -15,6 +15,7 @@ An exception becomes a Lambda error: the class name as the error and the runtime
 
 from __future__ import annotations
 
+import json
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ def invocation(resource: str, payload: Any) -> Invocation:
         if not isinstance(payload, dict) or not isinstance(payload.get("FunctionName"), str):
             raise StatesError(RUNTIME, "lambda:invoke needs Parameters.FunctionName")
         return Invocation(
-            function_name(payload["FunctionName"]), payload.get("Payload"), True, callback
+            function_name(payload["FunctionName"]), _event(payload.get("Payload")), True, callback
         )
     if base.startswith("arn:aws:states:::"):
         raise StatesError(
@@ -60,6 +61,19 @@ def invocation(resource: str, payload: Any) -> Invocation:
     if base.startswith("arn:") and ":lambda:" not in base:
         raise StatesError(RUNTIME, f"The resource '{resource}' is not a Lambda function")
     return Invocation(function_name(base), payload, False, callback)
+
+
+def _event(payload: Any) -> Any:
+    """What the function receives from `Payload`: `{}` when there is none, and a string that
+    is JSON text as the value it spells (Lambda is sent the bytes as they are)."""
+    if payload is None:
+        return {}
+    if isinstance(payload, str):
+        try:
+            return json.loads(payload)
+        except ValueError:
+            return payload
+    return payload
 
 
 def shape(invoked: Invocation, result: Any, request_id: str, date: str) -> Any:
