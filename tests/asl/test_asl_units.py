@@ -424,3 +424,12 @@ def test_lambda_invoke_payload(parameters: dict[str, Any], received: Any) -> Non
     )
     run_state_machine(machine, {}, functions={"f": got.append})
     assert got == [received]
+
+
+def test_string_ordering_is_javas() -> None:
+    from shepherd.asl.rules import compare
+
+    # U+FFFF sorts after U+1F600 in UTF-16 code units (0xFFFF > 0xD83D), before it in code points.
+    assert compare("StringGreaterThan", "\uffff", "\U0001f600")
+    assert compare("StringLessThan", "abc", "abd")
+    assert not compare("StringLessThan", "b", 1)

@@ -46,7 +46,8 @@ def parse_timestamp(value: Any) -> _dt.datetime | None:
 def _typed(kind: str, value: Any) -> Any:
     """`value` as a comparable of `kind`, or None when it is not one."""
     if kind == "String":
-        return value if isinstance(value, str) else None
+        # Ordered as Java orders strings (UTF-16 code units), which UTF-16BE bytes preserve.
+        return value.encode("utf-16-be", "surrogatepass") if isinstance(value, str) else None
     if kind == "Numeric":
         return value if is_number(value) else None
     if kind == "Boolean":
