@@ -433,3 +433,19 @@ def test_string_ordering_is_javas() -> None:
     assert compare("StringGreaterThan", "\uffff", "\U0001f600")
     assert compare("StringLessThan", "abc", "abd")
     assert not compare("StringLessThan", "b", 1)
+
+
+def test_lambda_error_cause_is_the_python_runtimes() -> None:
+    def handler(payload: Any) -> Any:
+        raise Exception("Some exception was raised.")
+
+    machine = parse(
+        {"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": "f", "End": True}}}
+    )
+    run = run_state_machine(machine, {}, functions={"f": handler})
+    cause = json.loads(run.cause or "")
+    assert run.error == "Exception"
+    assert list(cause) == ["errorMessage", "errorType", "requestId", "stackTrace"]
+    assert cause["errorMessage"] == "Some exception was raised."
+    assert len(cause["stackTrace"]) == 1  # the function's frame only, not the runner's
+    assert "in handler\n    raise Exception(" in cause["stackTrace"][0]

@@ -113,6 +113,8 @@ def error_of(exc: BaseException, request_id: str) -> StatesError:
         "errorMessage": str(exc),
         "errorType": name,
         "requestId": request_id,
-        "stackTrace": traceback.format_tb(exc.__traceback__),
+        # The function's own frames, as the Python runtime lists them (the caller's first frame
+        # is the runner's, not the function's).
+        "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)[1:]),
     }
     return StatesError(name, dumps(cause))
