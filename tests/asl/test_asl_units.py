@@ -449,3 +449,36 @@ def test_lambda_error_cause_is_the_python_runtimes() -> None:
     assert cause["errorMessage"] == "Some exception was raised."
     assert len(cause["stackTrace"]) == 1  # the function's frame only, not the runner's
     assert "in handler\n    raise Exception(" in cause["stackTrace"][0]
+
+
+def test_a_frame_survives_json_between_events() -> None:
+    """A driver that stores the frame (the engine) gets the same next step from its copy."""
+    from shepherd.asl.machine import WaitElapsed, frame_from_json, frame_to_json
+
+    machine = parse(
+        {
+            "StartAt": "A",
+            "States": {
+                "A": {"Type": "Pass", "Assign": {"n": 1}, "Next": "W"},
+                "W": {"Type": "Wait", "Seconds": 5, "Next": "B"},
+                "B": {"Type": "Pass", "Parameters": {"n.$": "$n"}, "End": True},
+            },
+        }
+    )
+    interpreter = Interpreter(machine)
+    frame, _ = interpreter.start({}, NOW)
+    stored = json.loads(json.dumps(frame_to_json(frame)))
+    restored = frame_from_json(stored)
+    assert restored == frame
+    later = NOW + dt.timedelta(seconds=5)
+    assert interpreter.advance(restored, WaitElapsed(), later) == interpreter.advance(
+        frame, WaitElapsed(), later
+    )
+    _, actions = interpreter.advance(restored, WaitElapsed(), later)
+    assert actions[-1] == machine_succeeded({"n": 1})
+
+
+def machine_succeeded(output: Any) -> Any:
+    from shepherd.asl.machine import Succeeded
+
+    return Succeeded(output)

@@ -193,6 +193,41 @@ class Frame:
         return {**self.outer, **self.own}
 
 
+def frame_to_json(frame: Frame) -> dict[str, Any]:
+    """A frame as a JSON object, for a driver that stores it between events (the engine)."""
+    return {
+        "state": frame.state,
+        "raw_input": frame.raw_input,
+        "effective_input": frame.effective_input,
+        "own": dict(frame.own),
+        "outer": dict(frame.outer),
+        "transitions": frame.transitions,
+        "visits": dict(frame.visits),
+        "retries": list(frame.retries),
+        "attempt": frame.attempt,
+        "entered_time": frame.entered_time,
+        "pending": frame.pending,
+        "token": frame.token,
+    }
+
+
+def frame_from_json(data: Mapping[str, Any]) -> Frame:
+    return Frame(
+        state=data["state"],
+        raw_input=data["raw_input"],
+        effective_input=data["effective_input"],
+        own=dict(data["own"]),
+        outer=dict(data["outer"]),
+        transitions=data["transitions"],
+        visits=dict(data["visits"]),
+        retries=tuple(data["retries"]),
+        attempt=data["attempt"],
+        entered_time=data["entered_time"],
+        pending=data["pending"],
+        token=data["token"],
+    )
+
+
 @dataclass(frozen=True)
 class _Next:
     """A state's own end: go to `next` (or end) with `output`, assigning `assign`."""
