@@ -17,6 +17,7 @@ from shepherd.errors import DefinitionError
 
 from . import jsonata, paths, rules
 from .errors import Retrier, StatesError
+from .integrations import validate_resource
 
 JSONPATH, JSONATA = "JSONPath", "JSONata"
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
@@ -395,6 +396,10 @@ class _Parser:
         at, raw = state.where, state.raw
         if state.type == "Task" and not isinstance(raw.get("Resource"), str):
             raise self.fail(f"{at}.Resource", "a resource ARN is required")
+        if state.type == "Task" and not str(raw["Resource"]).startswith("{%"):
+            refused = validate_resource(str(raw["Resource"]))
+            if refused is not None:
+                raise self.fail(f"{at}.Resource", refused)
         if state.type == "Choice":
             self.check_choices(state)
         if state.type == "Wait":
