@@ -17,6 +17,7 @@ from shepherd.errors import DefinitionError
 
 from . import intrinsics, jsonata, paths, rules
 from .errors import Retrier, StatesError
+from .integrations import validate_resource
 
 JSONPATH, JSONATA = "JSONPath", "JSONata"
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
@@ -444,6 +445,10 @@ class _Parser:
         at, raw = state.where, state.raw
         if not isinstance(raw.get("Resource"), str):
             raise self.fail(f"{at}.Resource", "a resource ARN is required")
+        if not jsonata.is_expression(raw["Resource"]):
+            refused = validate_resource(raw["Resource"])
+            if refused is not None:
+                raise self.fail(f"{at}.Resource", refused)
         for name in ("TimeoutSeconds", "HeartbeatSeconds"):
             if name in raw and f"{name}Path" in raw:
                 raise self.fail(at, f"{name} and {name}Path are exclusive")

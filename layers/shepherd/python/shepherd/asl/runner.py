@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import lambdas
+from . import integrations, lambdas, services
 from .document import StateMachine
 from .errors import RUNTIME, TIMEOUT, StatesError
 from .machine import (
@@ -89,7 +89,11 @@ class _Run:
         now: _dt.datetime,
         callbacks: Callbacks,
         deadline: _dt.datetime | None,
+        tasks: integrations.Integrations | None = None,
+        machines: Mapping[str, StateMachine] | None = None,
     ) -> None:
+        self.tasks = tasks or integrations.Integrations()
+        self.machines = machines or {}
         self.functions = functions
         self.context = context
         self.now = now
@@ -156,6 +160,8 @@ class _Run:
 
     def task(self, action: RunTask) -> Event:
         request_id = str(_uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        if integrations.is_start_execution(action.resource) or services.is_service(action.resource):
+            return self.integration(action)
         try:
             invoked = lambdas.invocation(action.resource, action.payload)
         except StatesError as exc:
@@ -182,6 +188,66 @@ class _Run:
             return done
         return TaskSucceeded(lambdas.shape(invoked, result, request_id, iso(self.now)))
 
+    def integration(self, action: RunTask) -> Event:
+        """A service call or another state machine, instead of a Lambda function."""
+        try:
+            if integrations.is_start_execution(action.resource):
+                result = self.tasks.start_execution(action.resource, action.payload, self.child)
+            else:
+                key = f"{self.context.execution_id}/{action.state}/{action.visit}"
+                result = self.tasks.service(action.resource, action.payload, key)
+        except StatesError as exc:
+            return TaskFailed(exc.error, exc.cause)
+        if action.resource.endswith(lambdas.WAIT_FOR_TOKEN):
+            done = self.callbacks.take(action.token or "")
+            if done is None:
+                return TaskFailed(
+                    TIMEOUT if action.timeout_seconds else RUNTIME,
+                    f"The task token of '{action.state}' was never completed",
+                )
+            return done
+        return TaskSucceeded(result)
+
+    def child(self, name: str, value: Any, execution: str | None) -> integrations.ChildRun:
+        """Run the state machine `name` to its end, on this run's clock."""
+        machine = self.machines.get(name)
+        if machine is None:
+            raise StatesError(
+                "StepFunctions.StateMachineDoesNotExistException",
+                f"State Machine Does Not Exist: '{name}' "
+                f"(known: {integrations.known_machines(self.machines)})",
+            )
+        execution = execution or str(_uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        started = self.now
+        result = run_state_machine(
+            machine,
+            value,
+            functions=self.functions,
+            clock=self.now,
+            context=Context(
+                execution_id=f"arn:aws:states:{self.tasks.region}:{self.tasks.account}"
+                f":execution:{name}:{execution}",
+                execution_name=execution,
+                state_machine_id=f"arn:aws:states:{self.tasks.region}:{self.tasks.account}"
+                f":stateMachine:{name}",
+                state_machine_name=name,
+                seed=self.rng.getrandbits(32),
+            ),
+            callbacks=self.callbacks,
+            tasks=self.tasks,
+            machines=self.machines,
+        )
+        self.now = started + _dt.timedelta(seconds=result.seconds)
+        return integrations.ChildRun(
+            name=execution,
+            status=result.status,
+            output=result.output,
+            error=result.error,
+            cause=result.cause,
+            start_ms=int(started.timestamp() * 1000),
+            stop_ms=int(self.now.timestamp() * 1000),
+        )
+
 
 def run_state_machine(
     machine: StateMachine,
@@ -191,6 +257,8 @@ def run_state_machine(
     clock: _dt.datetime = EPOCH,
     context: Context | None = None,
     callbacks: Callbacks | None = None,
+    tasks: integrations.Integrations | None = None,
+    machines: Mapping[str, StateMachine] | None = None,
 ) -> ExecutionResult:
     """Run `machine` on `input` to its end, in process, with simulated time from `clock`."""
     context = context or Context()
@@ -200,7 +268,7 @@ def run_state_machine(
     deadline = (
         clock + _dt.timedelta(seconds=machine.timeout_seconds) if machine.timeout_seconds else None
     )
-    run = _Run(functions or {}, context, clock, callbacks or Callbacks(), deadline)
+    run = _Run(functions or {}, context, clock, callbacks or Callbacks(), deadline, tasks, machines)
     outcome = run.run(machine, input, {}, 0)
     seconds = (run.now - clock).total_seconds()
     if outcome.failed:
