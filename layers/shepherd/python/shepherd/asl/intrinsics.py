@@ -390,8 +390,11 @@ def f_json_merge(*args: Any) -> dict[str, Any]:
 def f_string_to_json(*args: Any) -> Any:
     name = "States.StringToJson"
     _arity(name, args, 1)
+    text = _string(name, args[0])
+    if not text.strip():
+        return None  # AWS answers null for an empty or blank string, not a failure
     try:
-        return json.loads(_string(name, args[0]))
+        return json.loads(text)
     except ValueError:
         raise _fail(name, "not valid JSON text") from None
 
