@@ -591,6 +591,13 @@ class Interpreter:
             return now + _dt.timedelta(seconds=delay)
         parsed = rules.parse_timestamp(stamp)
         if parsed is None:
+            if "TimestampPath" in raw:  # Step Functions' words for this case (its recorded cause)
+                shown = stamp if isinstance(stamp, str) else dumps(stamp)
+                raise StatesError(
+                    RUNTIME,
+                    "The TimestampPath parameter does not reference a valid ISO-8601 extended "
+                    f"offset date-time format string: {raw['TimestampPath']} == {shown}",
+                )
             raise StatesError(RUNTIME, f"The Wait '{state.name}' needs an ISO-8601 timestamp")
         return parsed
 
