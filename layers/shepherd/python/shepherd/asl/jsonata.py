@@ -117,8 +117,10 @@ def evaluate(
     states: Mapping[str, Any],
     variables: Mapping[str, Any],
     rng: _random.Random,
+    field: str | None = None,
 ) -> Any:
-    """The value of one `{% ... %}` string; raises when it yields nothing."""
+    """The value of one `{% ... %}` string; raises when it yields nothing, naming the field it
+    was written in as Step Functions does (`Output`, `Arguments/Input/key`, `Items[0]`)."""
     expression = text[len(OPEN) : -len(CLOSE)].strip()
     compiled = _compiled(expression)
     bindings: dict[str, Any] = {k: _to_jsonata(v) for k, v in variables.items()}
@@ -132,9 +134,10 @@ def evaluate(
     except Exception as exc:
         raise StatesError(QUERY_EVALUATION_ERROR, f"'{expression}': {exc}") from None
     if raw is None:
+        where = f" specified for the field '{field}'" if field else ""
         raise StatesError(
             QUERY_EVALUATION_ERROR,
-            f"The JSONata expression '{expression}' returned nothing (undefined).",
+            f"The JSONata expression '{expression}'{where} returned nothing (undefined).",
         )
     value = _from_jsonata(raw)
     if value is _UNDEFINED:
@@ -150,13 +153,21 @@ def render(
     states: Mapping[str, Any],
     variables: Mapping[str, Any],
     rng: _random.Random,
+    field: str | None = None,
 ) -> Any:
     """A JSONata field (Arguments, Output, Assign values, Items...): every `{% %}` string in
-    it, at any depth, replaced by its value; everything else as written."""
+    it, at any depth, replaced by its value; everything else as written. `field` names it for
+    an error's cause; a key inside adds `/key`, an array index `[i]`."""
     if is_expression(template):
-        return evaluate(template, states, variables, rng)
+        return evaluate(template, states, variables, rng, field)
     if isinstance(template, dict):
-        return {k: render(v, states, variables, rng) for k, v in template.items()}
+        return {
+            k: render(v, states, variables, rng, f"{field}/{k}" if field else None)
+            for k, v in template.items()
+        }
     if isinstance(template, list):
-        return [render(v, states, variables, rng) for v in template]
+        return [
+            render(v, states, variables, rng, f"{field}[{i}]" if field else None)
+            for i, v in enumerate(template)
+        ]
     return template

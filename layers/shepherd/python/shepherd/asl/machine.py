@@ -315,9 +315,11 @@ class Interpreter:
     def _states(self, frame: Frame, state: State, **extra: Any) -> dict[str, Any]:
         return {"input": frame.raw_input, "context": self._context(frame, state), **extra}
 
-    def _jsonata(self, frame: Frame, state: State, template: Any, **extra: Any) -> Any:
+    def _jsonata(
+        self, frame: Frame, state: State, template: Any, *, field: str | None = None, **extra: Any
+    ) -> Any:
         return jsonata.render(
-            template, self._states(frame, state, **extra), frame.variables, self._rng(frame)
+            template, self._states(frame, state, **extra), frame.variables, self._rng(frame), field
         )
 
     def _template(self, frame: Frame, state: State, template: Any, data: Any, name: str) -> Any:
@@ -436,7 +438,7 @@ class Interpreter:
         """InputPath then Parameters (JSONPath), or Arguments (JSONata)."""
         if state.query_language == JSONATA:
             if state.has("Arguments"):
-                return self._jsonata(frame, state, state.raw["Arguments"])
+                return self._jsonata(frame, state, state.raw["Arguments"], field="Arguments")
             return frame.raw_input
         data = self._path(frame, state, "InputPath", frame.raw_input)
         if state.has("Parameters"):
@@ -447,7 +449,7 @@ class Interpreter:
         """A state without a result (Succeed, Wait): InputPath then OutputPath, or Output."""
         if state.query_language == JSONATA:
             if state.has("Output"):
-                return self._jsonata(frame, state, state.raw["Output"])
+                return self._jsonata(frame, state, state.raw["Output"], field="Output")
             return frame.raw_input
         return self._path(frame, state, "OutputPath", self._path(frame, state, "InputPath", data))
 
@@ -455,7 +457,7 @@ class Interpreter:
         if template is None:
             return {}
         if state.query_language == JSONATA:
-            return self._jsonata(frame, state, template, **extra)
+            return self._jsonata(frame, state, template, field="Assign", **extra)
         return self._template(frame, state, template, data, "Assign")
 
     def _result_output(self, frame: Frame, state: State, result: Any) -> _Next:
@@ -464,7 +466,7 @@ class Interpreter:
         they were before the state)."""
         if state.query_language == JSONATA:
             output = (
-                self._jsonata(frame, state, state.raw["Output"], result=result)
+                self._jsonata(frame, state, state.raw["Output"], field="Output", result=result)
                 if state.has("Output")
                 else result
             )
@@ -484,7 +486,7 @@ class Interpreter:
     def _pass(self, frame: Frame, state: State) -> _Next:
         if state.query_language == JSONATA:
             output = (
-                self._jsonata(frame, state, state.raw["Output"])
+                self._jsonata(frame, state, state.raw["Output"], field="Output")
                 if state.has("Output")
                 else frame.raw_input
             )
@@ -559,7 +561,7 @@ class Interpreter:
                     field=f"{name}Path",
                 )
             elif state.query_language == JSONATA and state.has(name):
-                value = self._jsonata(frame, state, state.raw[name])
+                value = self._jsonata(frame, state, state.raw[name], field=name)
             else:
                 value = state.raw[name]
             if not isinstance(value, str):
@@ -572,8 +574,16 @@ class Interpreter:
         raw = state.raw
         seconds: Any
         if state.query_language == JSONATA:
-            seconds = self._jsonata(frame, state, raw["Seconds"]) if "Seconds" in raw else None
-            stamp = self._jsonata(frame, state, raw["Timestamp"]) if "Timestamp" in raw else None
+            seconds = (
+                self._jsonata(frame, state, raw["Seconds"], field="Seconds")
+                if "Seconds" in raw
+                else None
+            )
+            stamp = (
+                self._jsonata(frame, state, raw["Timestamp"], field="Timestamp")
+                if "Timestamp" in raw
+                else None
+            )
         else:
             data = self._path(frame, state, "InputPath", frame.raw_input)
             seconds = raw.get("Seconds")
@@ -612,7 +622,7 @@ class Interpreter:
         if state.has(f"{name}Path"):
             value = self._path(frame, state, f"{name}Path", frame.raw_input)
         elif state.query_language == JSONATA and jsonata.is_expression(state.get(name)):
-            value = self._jsonata(frame, state, state.raw[name])
+            value = self._jsonata(frame, state, state.raw[name], field=name)
         else:
             value = state.get(name)
         if value is not None and (not is_number(value) or value <= 0):
@@ -675,7 +685,7 @@ class Interpreter:
     def _map_items(self, frame: Frame, state: State) -> list[Any]:
         if state.query_language == JSONATA:
             items = (
-                self._jsonata(frame, state, state.raw["Items"])
+                self._jsonata(frame, state, state.raw["Items"], field="Items")
                 if state.has("Items")
                 else frame.raw_input
             )
@@ -697,7 +707,11 @@ class Interpreter:
             ctx["Map"] = {"Item": {"Index": index, "Value": item}}
             if state.query_language == JSONATA:
                 states = {"input": frame.raw_input, "context": ctx}
-                out.append(jsonata.render(selector, states, frame.variables, self._rng(frame)))
+                out.append(
+                    jsonata.render(
+                        selector, states, frame.variables, self._rng(frame), "ItemSelector"
+                    )
+                )
             else:
                 out.append(
                     templates.render(
@@ -715,7 +729,7 @@ class Interpreter:
         if state.has("MaxConcurrencyPath"):
             value = self._path(frame, state, "MaxConcurrencyPath", frame.raw_input)
         elif state.query_language == JSONATA and jsonata.is_expression(state.get("MaxConcurrency")):
-            value = self._jsonata(frame, state, state.raw["MaxConcurrency"])
+            value = self._jsonata(frame, state, state.raw["MaxConcurrency"], field="MaxConcurrency")
         else:
             value = state.get("MaxConcurrency", 0)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -726,7 +740,7 @@ class Interpreter:
         if state.has(f"{name}Path"):
             return self._path(frame, state, f"{name}Path", frame.raw_input)
         if state.query_language == JSONATA and jsonata.is_expression(state.get(name)):
-            return self._jsonata(frame, state, state.raw[name])
+            return self._jsonata(frame, state, state.raw[name], field=name)
         return state.get(name)
 
     def _branches_done(
