@@ -342,6 +342,8 @@ class Interpreter:
                 path, data, context=self._context(frame, state), variables=frame.variables
             )
         except paths.PathNotFound:
+            if name in ("InputPath", "OutputPath"):
+                raise paths.invalid_path(path) from None
             raise paths.runtime_not_found(path, name, data) from None
 
     # -- entering states: control states run here, in a row --

@@ -374,6 +374,31 @@ def _match_failure(path: str, data: Any) -> StatesError:
     )
 
 
+def _normalized(path: str) -> str:
+    """A path as the Jayway JSONPath library behind Step Functions spells it in its errors:
+    `$.a.b[0]` is `$['a']['b'][0]`."""
+    root, steps = parse(path)
+    out = "$" if root == "$" else root if root == "$$" else f"${root}"
+    for step in steps:
+        if step.kind == "key":
+            out += f"['{step.arg}']"
+        elif step.kind == "index":
+            out += f"[{step.arg}]"
+        elif step.kind == "wild":
+            out += "[*]"
+        elif step.kind == "descend":
+            out += ".."
+        else:
+            out += "[?]"
+    return out
+
+
+def invalid_path(path: str) -> StatesError:
+    """The error InputPath or OutputPath raises when its path selects nothing, in Step
+    Functions' words (its recorded cause for an OutputPath `$.Payload` that was not there)."""
+    return StatesError(RUNTIME, f"Invalid path '{path}' : No results for path: {_normalized(path)}")
+
+
 def runtime_not_found(path: str, field: str, data: Any) -> StatesError:
     """The error a JSONPath field raises when its path selects nothing."""
     return StatesError(
