@@ -1,8 +1,9 @@
 """The intrinsic functions `States.*` of JSONPath states (the developer guide's "Intrinsic
 functions"): a small parser for `States.Name(arg, ...)` (string literals in single quotes with
 the escapes `\\'`, `\\{`, `\\}`, `\\\\`; numbers; true, false, null; paths `$...`, `$$...`,
-`$variable`; nested calls) and the functions. A wrong argument raises
-States.IntrinsicFailure naming the function.
+`$variable`; nested calls) and the functions. A wrong argument raises States.Runtime with the
+cause `Invalid arguments in States.<Name>...`: that is what Step Functions reports when it
+runs (not the States.IntrinsicFailure its error table lists), so no Retry or Catch sees it.
 
 Randomness (MathRandom without a seed, UUID) comes from the `random.Random` the caller passes,
 so an execution is deterministic per seed.
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import paths
-from .errors import INTRINSIC_FAILURE, StatesError
+from .errors import RUNTIME, StatesError
 from .values import dumps, is_integer, is_number, normalize
 
 MAX_STRING = 10_000  # Base64Encode/Decode and Hash take at most 10,000 characters
@@ -55,7 +56,7 @@ class _Parser:
         self.i = 0
 
     def fail(self, why: str) -> StatesError:
-        return StatesError(INTRINSIC_FAILURE, f"'{self.text}': {why} at {self.i}")
+        return StatesError(RUNTIME, f"'{self.text}': {why} at {self.i}")
 
     def skip(self) -> None:
         while self.i < len(self.text) and self.text[self.i] == " ":
@@ -69,7 +70,7 @@ class _Parser:
             self.i += 1
         name = self.text[start : self.i]
         if name not in FUNCTIONS:
-            raise StatesError(INTRINSIC_FAILURE, f"'{name}' is not an intrinsic function")
+            raise StatesError(RUNTIME, f"'{name}' is not an intrinsic function")
         if not self.text.startswith("(", self.i):
             raise self.fail("'(' expected")
         self.i += 1
@@ -203,7 +204,7 @@ class _Env:
 
 
 def _fail(function: str, why: str) -> StatesError:
-    return StatesError(INTRINSIC_FAILURE, f"Invalid arguments in {function}: {why}")
+    return StatesError(RUNTIME, f"Invalid arguments in {function}: {why}")
 
 
 def _text(value: Any) -> str:
