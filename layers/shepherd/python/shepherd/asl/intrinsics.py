@@ -416,13 +416,21 @@ def f_math_random(rng: _random.Random, *args: Any) -> int:
     return source.randrange(start, end)
 
 
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
 def f_math_add(*args: Any) -> int:
     name = "States.MathAdd"
     _arity(name, args, 2)
     if not all(is_number(a) for a in args):
         raise _fail(name, "both values must be numbers")
-    # A non-integer is rounded to the nearest integer first, halves up (Java's Math.round).
-    return sum(math.floor(a + 0.5) for a in args)
+    # A non-integer is rounded to the nearest integer first, halves up (Java's Math.round);
+    # the operands and the sum are Java ints (32 bits): past them is a bad argument.
+    rounded: list[int] = [math.floor(a + 0.5) for a in args]
+    total: int = sum(rounded)
+    if any(not _INT_MIN <= v <= _INT_MAX for v in (*rounded, total)):
+        raise _fail(name, "the values and their sum must be 32-bit integers")
+    return total
 
 
 def f_string_split(*args: Any) -> list[str]:
