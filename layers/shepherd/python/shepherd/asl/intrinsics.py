@@ -23,7 +23,7 @@ from typing import Any
 
 from . import paths
 from .errors import RUNTIME, StatesError
-from .values import dumps, is_integer, is_number, normalize
+from .values import dumps, is_number, normalize
 
 MAX_STRING = 10_000  # Base64Encode/Decode and Hash take at most 10,000 characters
 MAX_RANGE = 1_000  # ArrayRange makes at most 1,000 elements
@@ -262,8 +262,11 @@ def _array(name: str, value: Any) -> list[Any]:
 
 
 def _int(name: str, value: Any) -> int:
-    if not is_integer(value):
-        raise _fail(name, f"{dumps(value)} is not an integer")
+    """An integer argument (a size, an index, a bound): a fraction is cut toward zero, as
+    Step Functions' Java does (`ArrayPartition(.., 2.6)` chunks by 2; `ArrayRange(1.6, 1.4,
+    1)` is `[1]`). Only States.MathAdd rounds."""
+    if not is_number(value) or not math.isfinite(value):
+        raise _fail(name, f"{dumps(value)} is not a number")
     return int(value)
 
 
