@@ -242,6 +242,8 @@ def _format(env: _Env, args: tuple[Any, ...]) -> str:
             out.append(_text(values[used]))
             used += 1
             i += 2
+        elif raw[i] in "{}":  # a brace that is not part of `{}` must be escaped (AWS refuses it)
+            raise _fail(name, f"an unescaped '{raw[i]}' in the template")
         else:
             out.append(raw[i])
             i += 1
