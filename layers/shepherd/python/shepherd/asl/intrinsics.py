@@ -301,8 +301,15 @@ def f_array_partition(*args: Any) -> list[list[Any]]:
 def f_array_contains(*args: Any) -> bool:
     name = "States.ArrayContains"
     _arity(name, args, 2)
-    key = _json_key(args[1])
-    return any(_json_key(v) == key for v in _array(name, args[0]))
+    key = _contains_key(args[1])
+    return any(_contains_key(v) == key for v in _array(name, args[0]))
+
+
+def _contains_key(value: Any) -> str:
+    """What States.ArrayContains compares, as AWS was seen to: a string as its text, anything
+    else as its JSON with the keys in their order (so `true` finds "true", and {"a":1,"b":2}
+    does not find {"b":2,"a":1})."""
+    return value if isinstance(value, str) else json.dumps(normalize(value), separators=(",", ":"))
 
 
 def f_array_range(*args: Any) -> list[int]:
@@ -321,6 +328,8 @@ def f_array_get_item(*args: Any) -> Any:
     name = "States.ArrayGetItem"
     _arity(name, args, 2)
     array, index = _array(name, args[0]), _int(name, args[1])
+    if not array:
+        return None  # AWS answers null for any index into an empty array
     if not 0 <= index < len(array):
         raise _fail(name, f"index {index} is out of bounds")
     return array[index]
