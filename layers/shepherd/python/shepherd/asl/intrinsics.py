@@ -364,10 +364,12 @@ def f_base64_decode(*args: Any) -> str:
     name = "States.Base64Decode"
     _arity(name, args, 1)
     text = _string(name, args[0], MAX_STRING)
-    try:
-        return base64.b64decode(text, validate=True).decode()
-    except ValueError:
-        raise _fail(name, "not valid base64") from None
+    # AWS decodes leniently (seen: ' YWJjZA== ', 'abc', 'ab==cd' and '!!!invalid!!!' all give
+    # a value): characters outside the alphabet and padding are skipped, a dangling sixth of
+    # a byte dropped, and bytes that are not UTF-8 become U+FFFD.
+    digits = "".join(c for c in text if c.isascii() and (c.isalnum() or c in "+/"))
+    digits = digits[: len(digits) - len(digits) % 4] if len(digits) % 4 == 1 else digits
+    return base64.b64decode(digits + "=" * (-len(digits) % 4)).decode(errors="replace")
 
 
 _HASHES = {
