@@ -399,7 +399,7 @@ def f_json_merge(*args: Any) -> dict[str, Any]:
     a, b, deep = args
     if not isinstance(a, dict) or not isinstance(b, dict):
         raise _fail(name, "both values to merge must be JSON objects")
-    if deep is not False:
+    if deep is True:  # anything else (even the string 'false') merges shallowly on AWS
         raise _fail(name, "only a shallow merge (false) is supported")
     return {**a, **b}
 
