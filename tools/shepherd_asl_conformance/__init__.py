@@ -4,7 +4,8 @@ through `shepherd.asl.run_state_machine`. `make conformance` prints passed/faile
 
 Each file `tests/asl/conformance/<feature>.json` is a list of cases: `name`, `definition`,
 `input`, and `output` or `error` (optionally `cause`, the simulated `seconds` the run took,
-its `transitions`). The Lambda functions the cases name are the fixtures below, each as the
+its `transitions`, and a `description` naming where the expected result comes from: the guide,
+or an execution recorded against AWS). The Lambda functions the cases name are the fixtures below, each as the
 guide's examples describe it.
 """
 
