@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import random as _random
+import struct
 import uuid as _uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -342,16 +343,57 @@ def f_array_length(*args: Any) -> int:
 
 
 def f_array_unique(*args: Any) -> list[Any]:
+    """The distinct values, in the order a Java HashSet of the values gives them back (what
+    AWS returns: [true, false, true] is [false, true]; [[1, 2], [2, 1]] is [[2, 1], [1, 2]];
+    [null, 1] keeps null first)."""
     name = "States.ArrayUnique"
     _arity(name, args, 1)
     seen: set[str] = set()
-    out = []
+    kept: list[tuple[int, Any]] = []
+    capacity = 16
     for v in _array(name, args[0]):
         key = _json_key(v)
         if key not in seen:
             seen.add(key)
-            out.append(v)
-    return out
+            h = _java_hash(v)
+            kept.append((h ^ (h >> 16), v))  # HashMap.hash: the high bits folded in
+            if len(kept) > capacity * 3 // 4:  # the load factor 0.75 doubles the table
+                capacity *= 2
+    return [v for _, v in sorted(kept, key=lambda e: e[0] & (capacity - 1))]
+
+
+def _int32(value: int) -> int:
+    """A Java int's 32 bits, as an unsigned number (enough for hashing and bucketing)."""
+    return value & 0xFFFFFFFF
+
+
+def _java_hash(value: Any) -> int:
+    """Java's hashCode (as 32 unsigned bits) of a JSON value read into plain Java objects:
+    null, Boolean, Integer/Long/Double, String, List, Map."""
+    if value is None:
+        return 0  # HashMap hashes a null key as 0
+    if isinstance(value, bool):
+        return 1231 if value else 1237
+    if isinstance(value, int):
+        if -(2**31) <= value < 2**31:
+            return _int32(value)  # Integer
+        return _int32(value ^ (value >> 32))  # Long
+    if isinstance(value, float):
+        bits = int.from_bytes(struct.pack(">d", value), "big", signed=True)
+        return _int32(bits ^ (bits >> 32))  # Double
+    if isinstance(value, str):
+        h = 0
+        for unit in struct.unpack(
+            f">{len(value.encode('utf-16-be')) // 2}H", value.encode("utf-16-be")
+        ):
+            h = _int32(31 * h + unit)
+        return h
+    if isinstance(value, list):
+        h = 1
+        for item in value:
+            h = _int32(31 * h + _java_hash(item))
+        return h
+    return _int32(sum(_java_hash(k) ^ _java_hash(v) for k, v in value.items()))
 
 
 def f_base64_encode(*args: Any) -> str:
