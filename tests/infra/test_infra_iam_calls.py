@@ -167,13 +167,15 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
             fired = events.handler(
                 schedules.firing_event(
                     "provision_environment",
-                    "nightly",
-                    {**ENV, "env_name": "nightly"},
+                    "nightly-staging",  # the example's own schedule, as it really fires:
+                    {"env_name": "staging-nightly", "region": "eu-west-1", "size": "medium"},
                     account="123456789012",
                     region="us-east-1",
-                    scheduled_time="2026-11-21T17:00:00Z",
+                    scheduled_time="2026-11-21T01:00:00Z",  # 02:00 in Paris
                     execution_id="6a7e8feb-b491-4cf7-a9f1-bf3703467719",
-                    schedule_arn="arn:aws:scheduler:us-east-1:123456789012:schedule/g/nightly",
+                    schedule_arn=(
+                        "arn:aws:scheduler:us-east-1:123456789012:schedule/g/nightly-staging"
+                    ),
                 ),
                 LambdaContext(),
             )
