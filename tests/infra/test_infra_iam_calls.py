@@ -401,6 +401,12 @@ def _documented(function: str, action: str, resource: str) -> str | None:
             "mapping, which moto does not run: tests/unit/test_pool_control.py, "
             "tests/handlers/test_paused_pools_held.py"
         )
+    if action == "s3:ListBucket":
+        return (
+            "S3 answers a missing key 404 only to a role that may list the bucket (403 "
+            "otherwise), so a 403 is always a denial, retried, never read as missing "
+            "(shepherd.adapters.s3); moto answers 404 to anyone"
+        )
     if function == "supervisor" and action == "sqs:SendMessage" and "Ticks" in resource:
         return (
             "the scheduled run sends the minute's ticks; the flows run it without a tick queue "
