@@ -370,3 +370,56 @@ def test_an_uncomputable_stored_schedule_breaks_no_ones_reads(
             status, _, reply = stack.api("POST", f"/schedules/doomsday/{action}", caller=BOB)
             assert status == 200 and reply["next"] == [], reply
         assert _fire("2026-11-26T01:00:00Z")["created"] is True
+
+
+def test_a_put_on_the_local_bus_cannot_forge_a_firing(stack: Stack) -> None:
+    """Issue 35.1, locally: the local stack relays every StartWorkflow put on its bus (no
+    authentication) to the events handler (`control.relay_start_events`). A forged
+    `shepherd.schedule` event (another input, under the key of a real future firing) starts
+    nothing; the genuine firing, relayed the same way, starts its workflow."""
+    import json
+    import threading
+    import time
+
+    import boto3
+    from shepherd import schedules
+    from shepherd_cli import control
+
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="local-start-events")["QueueUrl"]
+
+    def put(input_value: Any, at: str) -> None:
+        event = schedules.firing_event(
+            "nightly_check", "nightly", input_value, account="000000000000",
+            region="us-east-1", scheduled_time=at, execution_id="x", schedule_arn="arn",
+        )  # fmt: skip
+        event.pop("account")  # as moto's EventBridge delivers it
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(event))
+
+    def relayed() -> None:
+        stop = threading.Event()
+        thread = threading.Thread(target=control.relay_start_events, args=(url, stop))
+        thread.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            attributes = sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"]
+            if not any(int(v) for v in attributes.values()):
+                break
+            time.sleep(0.05)
+        stop.set()
+        thread.join(timeout=10)
+
+    put({"amount": 10**9}, "2026-11-26T01:00:00Z")  # a past firing, forged input
+    put(None, "2199-11-26T01:00:00Z")  # the key of a real future firing
+    relayed()
+    assert _workflows() == []
+    put(None, "2026-11-26T01:00:00Z")
+    relayed()
+    (started,) = _workflows()
+    assert started["idempotency_key"] == "schedule:nightly:2026-11-26T01:00:00Z"
