@@ -126,6 +126,12 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m shepherd_bench $(BENCH_ARGS)
 
+# Hostile patterns (issue 35.1): StringMatches against a 5 MiB value, the worst patterns the
+# caps allow; prints each case and exits 1 if the slowest takes a second (also a line of make bench).
+.PHONY: bench-patterns
+bench-patterns: $(STAMP)
+	$(BIN)/python -m shepherd_bench.patterns
+
 # The scale model (issue 23.9; docs/benchmarks.md, "Scale model"): the real engine over a
 # modelled DynamoDB, SQS and Lambda at the design load, in simulated time, a subset of shard
 # groups at full density -> `scale` and `cost.at_load` in docs/benchmarks.json and its section of

@@ -3,7 +3,7 @@
 
 The token is the capability: it names one attempt and is fenced like an agent's write. It never
 travels in the URL: API Gateway's X-Ray traces and access logs keep the path. The former routes,
-`POST /tasks/{token}/...`, answer `410 TaskTokenInPath` naming the new one, and change nothing. A
+`POST /tasks/{token}/...`, are gone (no route takes a token in its path). A
 forged or unknown token gets 404 whatever state its attempt is in; only the genuine token of
 an attempt that is over gets 409, and neither changes anything. Payloads obey the agents'
 caps: details over MAX_DETAILS_BYTES are 413 DetailsTooLarge (nothing written); an output over
@@ -16,8 +16,7 @@ import json
 from http import HTTPStatus
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Header, Path
+from aws_lambda_powertools.event_handler.openapi.params import Header
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.model import StepRecord
@@ -25,7 +24,6 @@ from shepherd.routes import TASK_TOKEN_HEADER
 
 from shepherd_handlers import errors
 from shepherd_handlers.models import (
-    ErrorBody,
     ErrorDetail,
     FailureRequest,
     HeartbeatBatchReply,
@@ -38,7 +36,6 @@ from shepherd_handlers.models import (
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
 
 TOKEN = Annotated[str, Header(alias=TASK_TOKEN_HEADER.lower(), min_length=8, max_length=1024)]
-PATH_TOKEN = Annotated[str, Path()]
 
 app = errors.resolver()
 
@@ -110,39 +107,6 @@ def success(token: TOKEN, body: SuccessRequest) -> TaskView:
 def failure(token: TOKEN, body: FailureRequest) -> TaskView:
     """Fail the attempt: retried under the step's policy unless `error` is non-retryable."""
     return _view(engine().callbacks.callback(token, "failure", error=body.error, cause=body.cause))
-
-
-def _moved(action: str) -> Response[Any]:
-    return errors.error_response(
-        HTTPStatus.GONE,
-        "TaskTokenInPath",
-        "task tokens no longer travel in the URL path (API Gateway's traces and access logs "
-        f"keep it): POST /tasks/{action} with the token in the {TASK_TOKEN_HEADER} header; "
-        "nothing was recorded",
-        "token",
-    )
-
-
-# Their one answer: 410 in the error shape (and the gateway's and the API's common errors).
-_GONE = errors.documented(410, "Replaced: the task token goes in a header", ErrorBody, 404, 415)
-
-
-@app.post("/tasks/<token>/heartbeat", responses=_GONE, tags=["tasks"], deprecated=True)
-def heartbeat_in_path(token: PATH_TOKEN) -> Response[Any]:
-    """Replaced by POST /tasks/heartbeat (the token in the X-Shepherd-Task-Token header)."""
-    return _moved("heartbeat")
-
-
-@app.post("/tasks/<token>/success", responses=_GONE, tags=["tasks"], deprecated=True)
-def success_in_path(token: PATH_TOKEN) -> Response[Any]:
-    """Replaced by POST /tasks/success (the token in the X-Shepherd-Task-Token header)."""
-    return _moved("success")
-
-
-@app.post("/tasks/<token>/failure", responses=_GONE, tags=["tasks"], deprecated=True)
-def failure_in_path(token: PATH_TOKEN) -> Response[Any]:
-    """Replaced by POST /tasks/failure (the token in the X-Shepherd-Task-Token header)."""
-    return _moved("failure")
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

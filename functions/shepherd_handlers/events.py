@@ -29,6 +29,7 @@ an infrastructure error (DynamoDB, SQS) raises, for Lambda's bounded asynchronou
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -41,6 +42,7 @@ from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
     PayloadTooLarge,
+    ScheduleNotFound,
     UnknownWorkflowType,
     UploadError,
 )
@@ -52,6 +54,10 @@ from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, 
 
 REJECTED_METRIC = "StartEventsRejected"
 SKIPPED_METRIC = "ScheduleSkipped"  # a paused schedule's firing, acknowledged
+# How far ahead of this function's clock a firing's time may be (Scheduler's clock and
+# Lambda's differ a little; a rejected firing is never retried). Harmless to a forger: the
+# type and input must be the definition's, so the genuine firing finds the same workflow.
+FIRING_SKEW = timedelta(minutes=1)
 
 
 class StartWorkflowDetail(BaseModel):
@@ -108,14 +114,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             "maps no owner to it (event_owners; see docs/api.md, Events)",
         )
     if parsed.source == schedules.SOURCE:
-        schedule = schedules.name_of(detail.idempotency_key)
-        if schedule is None:
-            return _rejected(
-                "InvalidEvent",
-                f"a {schedules.SOURCE} event's idempotency_key is schedule:<name>:<time>",
-            )
-        if engine().schedules.paused(detail.type, schedule):
-            return _skipped(detail.type, schedule, detail.idempotency_key)
+        answered = _firing(detail)
+        if answered is not None:
+            return answered
     scheduler = engine().scheduler
     try:
         if detail.input_upload is not None:
@@ -140,6 +141,59 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         extra={"workflow_id": result.workflow_id, "new_workflow": result.created},
     )
     return {"status": "accepted", "workflow_id": result.workflow_id, "created": result.created}
+
+
+def _firing(detail: StartWorkflowDetail) -> dict[str, Any] | None:
+    """A schedule's firing: rejected unless it is one of the definition's own schedule, and
+    skipped while that schedule is paused (None: start it)."""
+    schedule = schedules.name_of(detail.idempotency_key)
+    if schedule is None:
+        return _rejected(
+            "InvalidEvent",
+            f"a {schedules.SOURCE} event's idempotency_key is schedule:<name>:<time>",
+        )
+    forged = _not_a_firing(detail, schedule)
+    if forged is not None:
+        return _rejected("NotAFiring", forged)
+    if engine().schedules.paused(detail.type, schedule):
+        return _skipped(detail.type, schedule, detail.idempotency_key)
+    return None
+
+
+def _not_a_firing(detail: StartWorkflowDetail, name: str) -> str | None:
+    """Why a `shepherd.schedule` start is no firing of the definition's own schedule `name`
+    (None: it is one). Its workflow type and input must be the definition's, and its time one
+    the expression produces and not in the future, so nobody who can reach this function (the
+    local stack's bus takes any put) starts a schedule-owned workflow with an input of their
+    choosing, or takes the key of a real future firing (issue 35.1). A rate's firings count
+    from when its schedule was created, which this function cannot know: its time is only
+    checked to be whole seconds and past."""
+    try:
+        state = engine().schedules.get(name)
+    except ScheduleNotFound:
+        return f"no current definition has a schedule '{name}'"
+    spec = state.spec
+    if detail.type != state.workflow_type:
+        return f"schedule '{name}' starts '{state.workflow_type}', not '{detail.type}'"
+    if detail.input_upload is not None or detail.input != spec.input:
+        return f"a firing of schedule '{name}' carries the definition's Input, not its own"
+    text = schedules.time_of(detail.idempotency_key) or ""
+    try:
+        when = datetime.strptime(text, schedules.TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return f"a firing's time is written {schedules.TIME_FORMAT} (got '{text:.40}')"
+    now = datetime.fromtimestamp(engine().ports.clock.now_ms() / 1000, UTC)
+    if when > now + FIRING_SKEW:
+        return f"schedule '{name}' has not fired at {text} yet"
+    expression = schedules.parse(spec.expression)
+    if isinstance(expression, schedules.Rate):
+        return None
+    produced = schedules.next_firings(
+        expression, schedules.zone(spec.timezone), when - timedelta(seconds=1), 1
+    )
+    if produced != [when]:
+        return f"schedule '{name}' ({spec.expression}) does not fire at {text}"
+    return None
 
 
 def _skipped(workflow_type: str, schedule: str, key: str | None) -> dict[str, Any]:

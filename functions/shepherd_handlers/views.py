@@ -43,6 +43,7 @@ from shepherd_handlers.models import (
     WorkflowView,
 )
 from shepherd_handlers.models import PoolView as PoolBody
+from shepherd_handlers.runtime import logger
 
 
 def payload(
@@ -301,16 +302,29 @@ def pool_view(pool: PoolView, *, show_by: bool) -> PoolBody:
     )
 
 
+def _upcoming(state: ScheduleState, now: datetime) -> list[datetime]:
+    """The next three firings of a cron or at schedule (none for a rate). A schedule whose
+    firings cannot be computed (validation refuses one now; a definition stored before it
+    did may remain) shows none rather than failing every caller's read (issue 35.1)."""
+    spec = state.spec
+    try:
+        expression = schedules.parse(spec.expression)
+        if isinstance(expression, schedules.Rate):
+            return []
+        return schedules.next_firings(expression, schedules.zone(spec.timezone), now, 3)
+    except (ValueError, OverflowError) as exc:
+        logger.warning(
+            "schedule's firings cannot be computed",
+            extra={"workflow_type": state.workflow_type, "schedule": spec.name, "error": str(exc)},
+        )
+        return []
+
+
 def schedule_view(state: ScheduleState, now: datetime, *, show_by: bool) -> ScheduleView:
     """A schedule, its state and its next three firings (none for a rate: they count from its
     deploy; none while disabled or paused). `by` (an IAM ARN) only for an operator."""
     spec = state.spec
-    expression = schedules.parse(spec.expression)
-    upcoming = (
-        []
-        if not spec.enabled or state.paused or isinstance(expression, schedules.Rate)
-        else schedules.next_firings(expression, schedules.zone(spec.timezone), now, 3)
-    )
+    upcoming = [] if not spec.enabled or state.paused else _upcoming(state, now)
     return ScheduleView(
         workflow_type=state.workflow_type,
         name=spec.name,

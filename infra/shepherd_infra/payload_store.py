@@ -39,6 +39,7 @@ class PayloadStore(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.expiration_days = retention_days + live_days
+        self._listers: set[str] = set()  # the functions granted ListBucket (once each)
         self.bucket = aws_s3.Bucket(
             self,
             "Bucket",
@@ -94,6 +95,7 @@ class PayloadStore(Construct):
         success reads it), DeleteObject (removes it once used), and if `sign` PutObject (what
         POST /payloads signs the presigned POST with: the caller writes as this role)."""
         actions = ["s3:GetObject", "s3:DeleteObject"]
+        self._grant_list(fn)
         allow(
             fn,
             aws_iam.PolicyStatement(
@@ -131,6 +133,23 @@ class PayloadStore(Construct):
             fn, aws_iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.payload_objects])
         )
         self._acknowledge_prefix(fn)
+        self._grant_list(fn)
+
+    def _grant_list(self, fn: aws_lambda.Function) -> None:
+        """ListBucket on the bucket, for every role that reads it: S3 answers a missing key 404
+        (NoSuchKey) only to a caller that may list the bucket, and 403 to anyone else, so
+        without it a permission mistake and a missing object look alike, and the engine had to
+        read every 403 as "missing" (a step or a start failed for good). With it, a 403 is
+        always a denial: a store error, retried (shepherd.adapters.s3; issue 35.1). The key
+        names it lists are workflow ids, which the role may read the objects of anyway."""
+        path = fn.node.path
+        if path in self._listers:
+            return
+        self._listers.add(path)
+        allow(
+            fn,
+            aws_iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn]),
+        )
 
     def grant_write(self, fn: aws_lambda.Function) -> None:
         """PutObject on workflow payloads only: never a delete, never another prefix."""

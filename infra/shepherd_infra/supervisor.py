@@ -22,6 +22,7 @@ import jsii
 from aws_cdk import (
     AspectPriority,
     Aspects,
+    Aws,
     CfnResource,
     Duration,
     IAspect,
@@ -177,7 +178,12 @@ class Supervisor(Construct):
         scheduler_role = aws_iam.Role(
             self,
             "SchedulerRole",
-            assumed_by=aws_iam.ServicePrincipal("scheduler.amazonaws.com"),
+            # Only this account's schedules may assume it (the confused deputy: a schedule of
+            # another account naming this role's ARN).
+            assumed_by=aws_iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            ),
             description="EventBridge Scheduler: invoke the Shepherd supervisor",
         )
         acknowledge(

@@ -12,6 +12,7 @@ from moto import mock_aws
 from s3_without_list import without_list_bucket
 from shepherd import jsonsafe
 from shepherd.adapters.s3 import S3PayloadStore
+from shepherd.errors import StoreUnavailable
 from shepherd.payloads import (
     REF_PREFIX,
     MemoryPayloadStore,
@@ -26,18 +27,32 @@ from shepherd.payloads import (
 BUCKET = "shepherd-payloads-test"
 
 
-@pytest.fixture(params=["memory", "s3", "s3-without-list-bucket"])
+@pytest.fixture(params=["memory", "s3"])
 def store(request: pytest.FixtureRequest) -> Iterator[PayloadStore]:
-    """The fake, S3, and S3 as the deployed roles see it (no ListBucket: a missing key is 403)."""
+    """The fake, and S3 as the deployed roles see it (they may list the bucket: a missing key
+    is 404)."""
     if request.param == "memory":
         yield MemoryPayloadStore()
         return
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket=BUCKET)
-        if request.param == "s3-without-list-bucket":
-            without_list_bucket(client)
         yield S3PayloadStore(client, BUCKET)
+
+
+def test_a_403_is_a_store_error_never_missing() -> None:
+    """Issue 35.1: S3 answers 403 to a role that may not read or list (a policy mistake, a key
+    policy, an SCP). Read as "missing", it failed a step or a start for good; it is a store
+    error, which every caller retries, and never None."""
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        store = S3PayloadStore(without_list_bucket(client), BUCKET)
+        for key in ("wf/w1/input", "uploads/u1", "elsewhere/k"):
+            with pytest.raises(StoreUnavailable):
+                store.get(key)
+            with pytest.raises(StoreUnavailable):
+                store.head(key, 10)
 
 
 def _sha(data: bytes) -> str:

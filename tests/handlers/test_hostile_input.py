@@ -482,3 +482,50 @@ def test_a_throttled_store_is_503_with_retry_after_in_the_error_shape(
     assert_nothing_written(stack)
     status, _, accepted = call(stack, "POST", "/workflows", raw=raw)
     assert status == 202 and accepted["created"] is True
+
+
+# ------------------------------------------------------------------ issue 35.1
+
+
+MATCHING = """\
+Name: matching
+Steps:
+  - Name: first
+    Wait: {Seconds: 0}
+  - Name: only_if_it_matches
+    DependsOn: [first]
+    Condition: {Variable: $.input.s, StringMatches: "*a*a*a*a*a*a*a*a*a*a*a*a*b"}
+    Wait: {Seconds: 0}
+"""
+
+
+def test_a_pattern_against_a_huge_caller_string_is_decided_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A condition with many stars on the caller's 1 MiB string: the start is accepted, the
+    scheduler decides the condition and the supervisor's sweep reads it again, all at once
+    (a backtracking match took 46 s on 130,000 characters: a 504, and every sweep repeated
+    it). Fails rather than hangs (SIGALRM)."""
+    import signal
+
+    from aws_stack import stack_with_definitions
+
+    def _expired(*_: object) -> None:
+        raise AssertionError("the pattern is still being matched after 60 s: not linear")
+
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.alarm(60)
+    try:
+        with stack_with_definitions(monkeypatch, tmp_path, {"matching.yaml": MATCHING}) as s:
+            body = {"type": "matching", "input": {"s": "a" * (1 << 20)}}
+            status, _, accepted = s.api("POST", "/workflows", body=body)
+            assert status == 202, accepted
+            s.run_agents()
+            s.sweep()
+            status, _, view = s.api("GET", f"/workflows/{accepted['workflow_id']}")
+            assert status == 200, view
+            steps = {step["name"]: step["status"] for step in view["steps"]}
+            assert steps["only_if_it_matches"] == "SKIPPED", steps
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -70,7 +70,7 @@ def test_a_firing_delivered_twice_starts_one_workflow(
     runtime.engine.cache_clear()
 
     def fire(at: str) -> dict[str, object]:
-        detail = schedules.start_detail("nightly_check", "nightly", {}, at)
+        detail = schedules.start_detail("nightly_check", "nightly", None, at)
         event = lambda_kit.eventbridge_event(
             "StartWorkflow",
             detail,
@@ -134,7 +134,7 @@ def _fire(at: str, name: str = "nightly") -> dict[str, object]:
     event = schedules.firing_event(
         "nightly_check",
         name,
-        {},
+        None,  # the definition's Input (none given)
         account="123456789012",
         region="us-east-1",
         scheduled_time=at,
@@ -227,7 +227,7 @@ def test_a_schedule_firing_without_its_key_is_rejected(stack: Stack) -> None:
     from shepherd_handlers import events
 
     event = schedules.firing_event(
-        "nightly_check", "nightly", {}, account="123456789012", region="us-east-1",
+        "nightly_check", "nightly", None, account="123456789012", region="us-east-1",
         scheduled_time="2026-11-26T01:00:00Z", execution_id="x", schedule_arn="arn",
     )  # fmt: skip
     event["detail"].pop("idempotency_key")
@@ -295,3 +295,131 @@ def test_the_local_clock_starts_through_the_events_path_and_honours_a_pause(
         stop.set()
         thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+# ------------------------------------------------------------------ hostile (issue 35.1)
+
+
+def _workflows() -> list[dict[str, Any]]:
+    return [i for i in _table().scan()["Items"] if i["sk"] == "#WF"]
+
+
+def _forge(**change: Any) -> dict[str, Any]:
+    """A `shepherd.schedule` StartWorkflow event as anyone who can reach the events function
+    (the local stack's bus takes any put) could write one, from a genuine firing."""
+    from shepherd import schedules
+    from shepherd_handlers import events
+
+    at = change.pop("at", "2026-11-26T01:00:00Z")
+    event = schedules.firing_event(
+        "nightly_check", "nightly", None, account="123456789012", region="us-east-1",
+        scheduled_time=at, execution_id="x", schedule_arn="arn",
+    )  # fmt: skip
+    event["detail"].update(change)
+    return dict(events.handler(event, LambdaContext()))
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"input": {"amount": 10**9}}, "carries the definition's Input"),
+        ({"type": "order_fulfilment"}, "starts 'nightly_check', not 'order_fulfilment'"),
+        ({"idempotency_key": "schedule:nope:2026-11-26T01:00:00Z"}, "has a schedule 'nope'"),
+        # A real firing of the schedule, but in the future: its key would be taken over.
+        ({"idempotency_key": "schedule:nightly:2199-11-26T01:00:00Z"}, "has not fired at"),
+        # Not a time `cron(0 2 * * ? *)` in Paris produces (02:00 there is 01:00 UTC).
+        ({"idempotency_key": "schedule:nightly:2026-11-26T02:00:00Z"}, "does not fire at"),
+        ({"idempotency_key": "schedule:nightly:2026-11-26 01:00:00"}, "a firing's time"),
+    ],
+)
+def test_a_forged_schedule_firing_starts_nothing(
+    stack: Stack, change: dict[str, Any], why: str
+) -> None:
+    """A firing is accepted only if it is one of the definition's own schedule: its type, its
+    Input and a time the expression produces, not in the future."""
+    reply = _forge(**change)
+    assert reply["status"] == "rejected" and reply["code"] == "NotAFiring", reply
+    assert why in reply["message"]
+    assert _workflows() == []
+    assert _forge()["created"] is True  # the genuine firing still starts its workflow
+
+
+def test_an_uncomputable_stored_schedule_breaks_no_ones_reads(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A definition validated before these schedules were refused (an `at` in year 10000 in
+    UTC) is listed with no next firing, beside every other schedule; a resume of it answers;
+    and the firings of the others still start (GET /schedules used to be a 500 for all)."""
+    from shepherd import schedules
+
+    bad = NIGHTLY + (
+        '  - {Name: doomsday, Expression: "at(9999-12-31T23:59:59)", '
+        "Timezone: America/Los_Angeles}\n"
+    )
+    # What an older release accepted, bypassing today's checks while the stack loads it.
+    monkeypatch.setattr(schedules, "check", lambda e, t: None, raising=False)
+    monkeypatch.setattr(schedules, "LAST_YEAR", 9999, raising=False)
+    with stack_with_definitions(monkeypatch, tmp_path, {"nightly_check.yaml": bad}) as stack:
+        _operators(monkeypatch, BOB)
+        status, _, reply = stack.api("GET", "/schedules", caller=ALICE)
+        assert status == 200, reply
+        items = {i["name"]: i for i in reply["items"]}
+        assert items["doomsday"]["next"] == []
+        assert len(items["nightly"]["next"]) == 3
+        for action in ("pause", "resume"):
+            status, _, reply = stack.api("POST", f"/schedules/doomsday/{action}", caller=BOB)
+            assert status == 200 and reply["next"] == [], reply
+        assert _fire("2026-11-26T01:00:00Z")["created"] is True
+
+
+def test_a_put_on_the_local_bus_cannot_forge_a_firing(stack: Stack) -> None:
+    """Issue 35.1, locally: the local stack relays every StartWorkflow put on its bus (no
+    authentication) to the events handler (`control.relay_start_events`). A forged
+    `shepherd.schedule` event (another input, under the key of a real future firing) starts
+    nothing; the genuine firing, relayed the same way, starts its workflow."""
+    import json
+    import threading
+    import time
+
+    import boto3
+    from shepherd import schedules
+    from shepherd_cli import control
+
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="local-start-events")["QueueUrl"]
+
+    def put(input_value: Any, at: str) -> None:
+        event = schedules.firing_event(
+            "nightly_check", "nightly", input_value, account="000000000000",
+            region="us-east-1", scheduled_time=at, execution_id="x", schedule_arn="arn",
+        )  # fmt: skip
+        event.pop("account")  # as moto's EventBridge delivers it
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(event))
+
+    def relayed() -> None:
+        stop = threading.Event()
+        thread = threading.Thread(target=control.relay_start_events, args=(url, stop))
+        thread.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            attributes = sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"]
+            if not any(int(v) for v in attributes.values()):
+                break
+            time.sleep(0.05)
+        stop.set()
+        thread.join(timeout=10)
+
+    put({"amount": 10**9}, "2026-11-26T01:00:00Z")  # a past firing, forged input
+    put(None, "2199-11-26T01:00:00Z")  # the key of a real future firing
+    relayed()
+    assert _workflows() == []
+    put(None, "2026-11-26T01:00:00Z")
+    relayed()
+    (started,) = _workflows()
+    assert started["idempotency_key"] == "schedule:nightly:2026-11-26T01:00:00Z"

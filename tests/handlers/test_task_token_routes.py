@@ -1,6 +1,6 @@
 """Task tokens travel in a header, never in a URL path (API Gateway's X-Ray traces and access
-logs keep the path). The former routes answer 410 TaskTokenInPath, naming the new one, and
-change nothing."""
+logs keep the path). The former `/tasks/{token}/...` routes are gone (issue 35.1): no route
+takes a token in its path, and a request to one changes nothing."""
 
 from __future__ import annotations
 
@@ -45,23 +45,33 @@ def _in_path(token: str, action: str, body: Any) -> tuple[int, Any]:
     return int(reply["statusCode"]), json.loads(reply["body"])
 
 
+def test_no_route_takes_a_token_in_its_path() -> None:
+    from shepherd import routes
+
+    assert [r for r in routes.ROUTES if "{token}" in r.resource] == []
+    assert [r for r in routes.ROUTES if r.deprecated] == []
+    for action in routes.TASK_ACTIONS:
+        (route,) = [r for r in routes.ROUTES if r.resource == f"/tasks/{action}"]
+        assert route.headers == (TASK_TOKEN_HEADER,)
+
+
 @pytest.mark.parametrize(
     ("action", "body"),
     [("heartbeat", {"details": {"at": "depot"}}), ("success", {"output": {"t": 1}}),
      ("failure", {"error": "Lost"})],
 )  # fmt: skip
-def test_a_token_in_the_path_is_refused_and_changes_nothing(
+def test_a_token_in_the_path_reaches_no_route_and_changes_nothing(
     stack: Stack, callback_ship: list[str], action: str, body: Any
 ) -> None:
+    """API Gateway has no such resource any more; were a request to reach the function, its
+    router knows no such route either."""
     workflow_id, token = _waiting(stack, callback_ship)
     status, reply = _in_path(token, action, body)
-    assert status == 410
-    assert reply["error"]["code"] == "TaskTokenInPath"
-    assert f"POST /tasks/{action}" in reply["error"]["message"]
-    assert TASK_TOKEN_HEADER in reply["error"]["message"]
+    assert status == 404, reply
+    assert token not in json.dumps(reply)
     step = _ship(stack, workflow_id)
     assert step["status"] == "WAITING" and step["details"] is None  # nothing recorded
-    # The same token still works where it now belongs.
+    # The same token works where it belongs.
     status, view = stack.callback(token, action, body)
     assert status == 200, view
 

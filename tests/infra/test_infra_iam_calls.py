@@ -167,13 +167,15 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
             fired = events.handler(
                 schedules.firing_event(
                     "provision_environment",
-                    "nightly",
-                    {**ENV, "env_name": "nightly"},
+                    "nightly-staging",  # the example's own schedule, as it really fires:
+                    {"env_name": "staging-nightly", "region": "eu-west-1", "size": "medium"},
                     account="123456789012",
                     region="us-east-1",
-                    scheduled_time="2026-11-21T17:00:00Z",
+                    scheduled_time="2026-11-21T01:00:00Z",  # 02:00 in Paris
                     execution_id="6a7e8feb-b491-4cf7-a9f1-bf3703467719",
-                    schedule_arn="arn:aws:scheduler:us-east-1:123456789012:schedule/g/nightly",
+                    schedule_arn=(
+                        "arn:aws:scheduler:us-east-1:123456789012:schedule/g/nightly-staging"
+                    ),
                 ),
                 LambdaContext(),
             )
@@ -398,6 +400,12 @@ def _documented(function: str, action: str, resource: str) -> str | None:
             "pausing a pool (API) and holding it paused (supervisor) switch its event source "
             "mapping, which moto does not run: tests/unit/test_pool_control.py, "
             "tests/handlers/test_paused_pools_held.py"
+        )
+    if action == "s3:ListBucket":
+        return (
+            "S3 answers a missing key 404 only to a role that may list the bucket (403 "
+            "otherwise), so a 403 is always a denial, retried, never read as missing "
+            "(shepherd.adapters.s3); moto answers 404 to anyone"
         )
     if function == "supervisor" and action == "sqs:SendMessage" and "Ticks" in resource:
         return (

@@ -154,3 +154,51 @@ def test_the_template_check_passes_what_fits(tmp_path: Path) -> None:
         template_paths = [str(small)]
 
     assert TemplateSize().validate(Context()).success  # type: ignore[arg-type]
+
+
+def _example_with(base: Path, extra: int) -> dict[str, Any] | str:
+    """The example app (this repository's definitions, schedules and options) with one more
+    definition whose steps use `extra` more pools: its template, or the synth's refusal."""
+    import shutil
+
+    from shepherd_infra import config
+    from shepherd_infra.application import build_app
+
+    definitions = base / "statemachines"
+    shutil.copytree(config.DEFINITIONS_DIR, definitions)
+    steps = [
+        f"  - Name: s{i}\n    Agent: reserve_inventory\n    Pool: p{i:03d}-{'x' * 27}\n"
+        "    TimeoutSeconds: 30"
+        for i in range(extra)
+    ]
+    (definitions / "wide.yaml").write_text("Name: wide\nSteps:\n" + "\n".join(steps) + "\n")
+    app, stack = build_app(definitions_dir=definitions, outdir=str(base / "cdk.out"))
+    try:
+        assembly = app.synth()
+    except RuntimeError as exc:
+        return str(exc)
+    template: dict[str, Any] = assembly.get_stack_by_name(stack.stack_name).template
+    return template
+
+
+def test_the_example_app_holds_the_pools_the_readme_says(
+    tmp_path_factory: pytest.TempPathFactory, repo_root: Path
+) -> None:
+    """Issue 35.1: the README quoted the bare construct's count (57) while the example app,
+    with its schedules, fitted 55. The README's number is the example's: it synthesizes at
+    that many pools and is refused at one more."""
+    import re
+
+    from shepherd.definitions import load_directory
+    from shepherd.topology import pools
+    from shepherd_infra import config
+
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    (quoted,) = re.findall(r"\*\*One stack holds (\d+) pools\*\*", readme)
+    most = int(quoted)
+    own = len(pools(load_directory(config.DEFINITIONS_DIR)))
+    fits = _example_with(tmp_path_factory.mktemp("fits"), most - own)
+    assert isinstance(fits, dict), fits
+    assert len(fits["Resources"]) <= STACK_RESOURCES
+    refused = _example_with(tmp_path_factory.mktemp("refused"), most - own + 1)
+    assert isinstance(refused, str) and "CloudFormation refuses a stack of more than" in refused

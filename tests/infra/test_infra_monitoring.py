@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from infra_support import ALARM_EMAIL, Synth
@@ -318,3 +320,31 @@ def test_the_alarm_key_goes_with_the_stack(shepherd: Synth) -> None:
     assert key["DeletionPolicy"] == "Delete"
     assert key["UpdateReplacePolicy"] == "Delete"
     assert key["Properties"]["PendingWindowInDays"] == 7
+
+
+def _runbook_rows(repo_root: Path) -> list[re.Pattern[str]]:
+    """The README runbook's alarm names as patterns (`…` any run, `<pool>` a pool's name)."""
+    text = (repo_root / "README.md").read_text(encoding="utf-8")
+    table = text.split("### Runbook: when an alarm fires", 1)[1].split("\n\n#", 1)[0]
+    patterns = []
+    for line in table.splitlines():
+        if not line.startswith("| `"):
+            continue
+        first = line.split("|")[1]
+        for name in re.findall(r"`([^`]+)`", first.split("(")[0]):
+            regex = re.escape(name).replace("…", ".*").replace(re.escape("<pool>"), ".+")
+            patterns.append(re.compile(regex))
+    return patterns
+
+
+def test_every_alarm_has_a_runbook_row(shepherd: Synth, extended: Synth, repo_root: Path) -> None:
+    """Issue 35.1: the README's runbook lacked `SchedulesUndelivered` and
+    `PoolCircuitOpen-<pool>`; every alarm either app makes is now there."""
+    rows = _runbook_rows(repo_root)
+    for name in ("SchedulesUndelivered", "PoolCircuitOpen-payments"):
+        assert any(p.fullmatch(name) for p in rows), name
+    for synth in (shepherd, extended):
+        monitoring = synth.construct.monitoring
+        for alarm in monitoring.alarms:
+            name = alarm.node.id
+            assert any(p.fullmatch(name) for p in rows), f"no runbook row for {name}"

@@ -58,23 +58,31 @@ def test_lifecycle_removes_a_workflows_payloads_after_its_retention(shepherd: Sy
 
 def test_each_role_gets_exactly_the_payload_access_it_needs(shepherd: Synth) -> None:
     bucket_id, _ = _bucket(shepherd)
+    # Every role that reads may list the bucket (and nothing more on the bucket itself): S3
+    # then answers a missing key 404, so a 403 is always a denial (issue 35.1).
     expected = {
         # links are presigned with its role; uploads: presigned POSTs, read, deleted once used
-        "api": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+        "api": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"},
         # a success naming an output_upload reads it and deletes it once used
-        "callbacks": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
+        "callbacks": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:ListBucket"},
         # a StartWorkflow event naming an input_upload reads and deletes it
-        "events": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
+        "events": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:ListBucket"},
         "supervisor": set(),
         "relay": set(),
     }
     expected.update(
-        {f"agent:{n}": {"s3:GetObject", "s3:PutObject"} for n in shepherd.construct.pools}
+        {
+            f"agent:{n}": {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}
+            for n in shepherd.construct.pools
+        }
     )
     for name, fn_id in shepherd.function_ids(relay=True).items():
         statements = shepherd.statements(fn_id)
         s3 = {a for s in statements for a in actions(s) if a.startswith("s3:")}
         assert s3 == expected[name], name
+        if "s3:ListBucket" in s3:
+            (listed,) = granted(statements, "s3:ListBucket")
+            assert flatten(listed) == flatten({"Fn::GetAtt": [bucket_id, "Arn"]}), listed
         for action in S3_ACTIONS:
             prefixes = set()
             for resource in granted(statements, action):

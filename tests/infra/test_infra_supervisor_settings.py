@@ -33,3 +33,24 @@ def test_the_design_loads_supervisor_settings_reach_every_function_and_the_tick_
     assert ticks  # the tick queue: one invocation per group at once
     # One tick per invocation: each group swept in an invocation (and on a CPU) of its own.
     assert [m["BatchSize"] for m in ticks] == [1]
+
+
+def test_only_this_accounts_schedules_may_assume_the_supervisors_scheduler_role(
+    tmp_path: Path,
+) -> None:
+    """Issue 35.1: the role EventBridge Scheduler assumes to run the supervisor trusts the
+    service for this account's schedules only (`aws:SourceAccount`), as the definitions'
+    schedules' role does: no confused deputy in another account can name it."""
+    resources = one_step_template(tmp_path)["Resources"]
+    trusts = [
+        statement
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Role"
+        for statement in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        if statement["Principal"].get("Service") == "scheduler.amazonaws.com"
+    ]
+    assert trusts, "no role trusts EventBridge Scheduler"
+    for trust in trusts:
+        assert trust["Condition"] == {
+            "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        }, trust

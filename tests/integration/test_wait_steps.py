@@ -151,8 +151,15 @@ def test_an_until_in_the_past_wakes_at_the_next_sweep() -> None:
     ("value", "message"),
     [
         (None, "UntilPath $.input.when is absent"),
-        ("tomorrow", "is not an ISO 8601 timestamp"),
+        ("tomorrow", "is not an RFC 3339 timestamp"),
         ("2026-01-02T00:00:00", "has no time zone offset"),
+        # Issue 35.1: Python's ISO 8601 reader took these; Step Functions' RFC 3339 does not.
+        ("2026-01-02T00:00:00Z\x00", "is not an RFC 3339 timestamp"),
+        ("2026-01-02 00:00:00Z", "is not an RFC 3339 timestamp"),
+        ("2026-01-02t00:00:00z", "is not an RFC 3339 timestamp"),
+        ("20260102T000000Z", "is not an RFC 3339 timestamp"),
+        ("2026-01-02T00:00:00+0100", "is not an RFC 3339 timestamp"),
+        ("\uff12026-01-02T00:00:00Z", "is not an RFC 3339 timestamp"),
         ("2099-01-01T00:00:00Z", "more than a year"),
     ],
 )

@@ -73,6 +73,19 @@ def test_a_map_step_parses_with_asl_defaults() -> None:
             {"Map": {"ItemsPath": "$.input.x", "MaxConcurrency": 0}},
             "wf.yaml: Steps[1] (s).Map.MaxConcurrency: must be at least 1 (got 0)",
         ),
+        # Issue 35.1: strict whole numbers, as in ASL (pydantic took "5" and true for 5 and 1).
+        (
+            {"Map": {"ItemsPath": "$.input.x", "MaxConcurrency": "5"}},
+            "wf.yaml: Steps[1] (s).Map.MaxConcurrency: must be a whole number (got '5')",
+        ),
+        (
+            {"Map": {"ItemsPath": "$.input.x", "MaxConcurrency": True}},
+            "wf.yaml: Steps[1] (s).Map.MaxConcurrency: must be a whole number (got True)",
+        ),
+        (
+            {"Map": {"ItemsPath": "$.input.x", "ToleratedFailureCount": "2"}},
+            "wf.yaml: Steps[1] (s).Map.ToleratedFailureCount: must be a whole number (got '2')",
+        ),
         (
             {"Map": {"ItemsPath": "$.input.x", "ToleratedFailurePercentage": 100.5}},
             "wf.yaml: Steps[1] (s).Map.ToleratedFailurePercentage: must be at most 100",

@@ -149,9 +149,9 @@ def test_path_parameters_arrive_percent_decoded(serve: Any) -> None:
     port = serve(handler)
     status, _, body = request(port, "GET", "/definitions/order%5Ffulfilment")
     assert status == 200 and body["params"] == {"name": "order_fulfilment"}
-    status, _, body = request(port, "POST", "/tasks/st1.a%2Fb%20c/heartbeat")
-    assert status == 200 and body["params"] == {"token": "st1.a/b c"}
-    assert handler.events[-1]["resource"] == "/tasks/{token}/heartbeat"
+    status, _, body = request(port, "POST", "/schedules/a%2Fb%20c/pause")
+    assert status == 200 and body["params"] == {"name": "a/b c"}
+    assert handler.events[-1]["resource"] == "/schedules/{name}/pause"
 
 
 def test_a_body_that_is_not_utf8_arrives_base64_encoded(serve: Any) -> None:

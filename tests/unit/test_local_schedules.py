@@ -143,6 +143,43 @@ def test_a_reloaded_definition_is_taken_up_from_now() -> None:
     assert _keys(fired) == ["schedule:every_minute:2026-11-26T09:35:00Z"]
 
 
+def test_one_bad_schedule_never_stops_the_others() -> None:
+    """Issue 35.1: an `at` whose instant is past year 9999 in UTC (accepted by an older
+    release) and a firing that fails: the clock keeps firing every other schedule, and a
+    schedule whose firing failed is tried again at the next tick."""
+    from shepherd.definitions import ScheduleSpec
+
+    clock, now, fired, definitions = _clock()
+    good = definitions["nightly_check"]
+    doomsday = ScheduleSpec.model_construct(
+        name="doomsday",
+        expression="at(9999-12-31T23:59:59)",
+        timezone="America/Los_Angeles",
+        input=None,
+        enabled=True,
+    )
+    definitions["aaa_first"] = good.model_copy(update={"schedules": (doomsday,)})
+    clock.tick()
+    now.advance(minutes=1)
+    assert clock.tick() == 1
+    assert _keys(fired) == ["schedule:every_minute:2026-11-26T09:01:00Z"]
+
+    failing = [True]
+
+    def fire(event: dict[str, Any]) -> None:
+        if failing and ":every_minute:" in event["detail"]["idempotency_key"]:
+            failing.pop()
+            raise RuntimeError("the events handler is down")
+        fired.append(event)
+
+    clock._fire = fire  # type: ignore[method-assign]
+    now.advance(hours=1)  # 10:01: at_ten is due and every_minute's next firing fails
+    clock.tick()
+    assert "schedule:at_ten:2026-11-26T10:00:00Z" in _keys(fired)
+    clock.tick()  # every_minute's failed firing is fired again, not lost
+    assert "schedule:every_minute:2026-11-26T09:02:00Z" in _keys(fired)
+
+
 def test_the_clock_stops_with_the_stack() -> None:
     clock, now, fired, _ = _clock()
     stop = threading.Event()

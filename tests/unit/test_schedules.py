@@ -87,6 +87,14 @@ def test_a_rate_fires_every_period_from_its_anchor() -> None:
         ({"Expression": "at(2026-04-01 08:00)"}, "Expression: at(...) takes yyyy-mm-ddThh:mm:ss"),
         ({"Expression": "every night"}, "Expression: must be cron(...), rate(...) or at(...)"),
         ({"Timezone": "Europe/Atlantis"}, "Timezone: unknown time zone 'Europe/Atlantis'"),
+        # Issue 35.1: names ZoneInfo opens that are no IANA zone (the host's own, tzdata's "-00").
+        ({"Timezone": "localtime"}, "Timezone: unknown time zone 'localtime'"),
+        ({"Timezone": "Factory"}, "Timezone: unknown time zone 'Factory'"),
+        ({"Timezone": "posix/Europe/Paris"}, "Timezone: unknown time zone 'posix/Europe/Paris'"),
+        (
+            {"Expression": "at(\uff12\uff10\uff12\uff16-01-01T00:00:00)"},
+            "Expression: at(...) takes yyyy-mm-dd",
+        ),
         ({"Input": {"amount": "lots"}}, "Input: Input.amount must be number"),
         ({"Enabled": "yes"}, "Enabled: must be true or false"),
     ],
@@ -105,6 +113,68 @@ def test_a_bad_schedule_names_the_file_the_schedule_and_the_field(
     with pytest.raises(DefinitionError) as err:
         parse_definition(data, "nightly_report.yaml")
     assert f"nightly_report.yaml: Schedules[0] (nightly).{expected}" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("expression", "tz"),
+    [
+        ("at(9999-12-31T23:59:59)", "America/Los_Angeles"),  # year 10000 in UTC
+        ("at(0001-01-01T00:00:00)", "Asia/Tokyo"),  # year 0 in UTC
+        ("at(2199-12-31T23:59:59)", "America/Los_Angeles"),  # 2200 in UTC: no cron year
+        ("at(1970-01-01T00:00:00)", "Europe/Paris"),  # 1969 in UTC
+    ],
+)
+def test_a_schedule_whose_firing_no_reader_could_compute_is_refused(
+    expression: str, tz: str
+) -> None:
+    """Issue 35.1: these passed validation, and then every caller's GET /schedules was a 500,
+    a resume answered 500 after it was saved, and the local schedule clock died."""
+    data = {
+        "Name": "wf",
+        "Steps": [{"Name": "hold", "Wait": {"Seconds": 1}}],
+        "Schedules": [{"Name": "edge", "Expression": expression, "Timezone": tz}],
+    }
+    with pytest.raises(DefinitionError) as err:
+        parse_definition(data, "wf.yaml")
+    message = str(err.value)
+    assert message.startswith("wf.yaml: Schedules[0] (edge)")
+    assert "Expression: at(...) must fall in the years 1970-2199" in message
+
+
+@pytest.mark.parametrize(
+    ("expression", "tz"),
+    [
+        ("at(2199-12-31T23:59:59)", "Pacific/Kiritimati"),  # +14: the latest UTC instant
+        ("at(1970-01-01T00:00:00)", "UTC"),
+        ("cron(59 23 31 12 ? 2199)", "Pacific/Pago_Pago"),  # -11: into 2200 in UTC
+        ("cron(0 0 1 1 ? 1970)", "Pacific/Kiritimati"),  # into 1969 in UTC
+        ("rate(999999 days)", "UTC"),
+    ],
+)
+def test_every_firing_an_accepted_schedule_can_produce_is_computable(
+    expression: str, tz: str
+) -> None:
+    """The edges validation accepts: every reader computes their firings without raising."""
+    data = {
+        "Name": "wf",
+        "Steps": [{"Name": "hold", "Wait": {"Seconds": 1}}],
+        "Schedules": [{"Name": "edge", "Expression": expression, "Timezone": tz}],
+    }
+    spec = parse_definition(data, "wf.yaml").schedules[0]
+    parsed = schedules.parse(spec.expression)
+    for after in (datetime(1969, 1, 1, tzinfo=UTC), T, datetime(2199, 12, 1, tzinfo=UTC)):
+        for count in (1, 3, 50):
+            schedules.next_firings(parsed, schedules.zone(tz), after, count)
+    # A rate's far future ends the list rather than overflowing.
+    late = datetime(9000, 1, 1, tzinfo=UTC)
+    assert (
+        len(
+            schedules.next_firings(
+                schedules.parse("rate(999999 days)"), schedules.zone("UTC"), late, 3, anchor=late
+            )
+        )
+        < 3
+    )
 
 
 def test_schedules_are_part_of_the_version_and_named_once() -> None:

@@ -196,6 +196,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['engine_ms_median']:.0f} ms"
         )
 
+    _log("hostile patterns: StringMatches on a 5 MiB value (issue 35.1)")
+    from shepherd_bench import patterns
+
+    results["patterns"] = patterns.run_patterns()
+    _log(
+        f"  slowest {results['patterns']['slowest_ms']:.1f} ms of "
+        f"{len(results['patterns']['rows'])} worst cases (target "
+        f"{results['patterns']['target_ms']:.0f} ms): "
+        f"{'met' if results['patterns']['met'] else 'MISSED'}"
+    )
+
     results["meta"] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "platform": platform.platform(),
@@ -212,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     _log(
         f"wrote {args.out / 'benchmarks.md'} and benchmarks.json in {results['meta']['seconds']:.0f} s"
     )
-    return 0
+    return 0 if results["patterns"]["met"] else 1
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ dropped, as Scheduler's maximum event age drops it, and a tick fires at most
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ MAX_EVENT_AGE = timedelta(hours=1)  # = the deployed retry policy's MaximumEvent
 MAX_FIRINGS_PER_TICK = 10
 LOCAL_GROUP = "shepherd-local"
 _JUST = timedelta(microseconds=1)
+_log = logging.getLogger(__name__)
 
 
 def _utc_now() -> datetime:
@@ -72,20 +74,36 @@ class ScheduleClock:
                     continue
                 key = (wf_type, spec.name, spec.expression, spec.timezone)
                 seen.add(key)
-                if key not in self._next:  # at the first tick: since the start; later: from now
-                    self._next[key] = self._after(spec, self._since if first else now)
-                due = self._next[key]
-                if due is not None and now - due > MAX_EVENT_AGE:  # too late: dropped
-                    due = self._next[key] = self._after(spec, now - MAX_EVENT_AGE - _JUST)
-                for _ in range(MAX_FIRINGS_PER_TICK):
-                    due = self._next[key]
-                    if due is None or due > now:
-                        break
-                    self._fire(self._event(wf_type, spec, due))
-                    fired += 1
-                    self._next[key] = self._after(spec, due)
+                try:
+                    fired += self._tick_one(key, wf_type, spec, now, first)
+                except Exception:  # one bad schedule never stops the others (issue 35.1)
+                    _log.exception("schedule %s of %s: firing failed", spec.name, wf_type)
         for gone in set(self._next) - seen:  # removed, disabled or changed by a reload
             del self._next[gone]
+        return fired
+
+    def _tick_one(
+        self,
+        key: tuple[str, str, str, str],
+        wf_type: str,
+        spec: ScheduleSpec,
+        now: datetime,
+        first: bool,
+    ) -> int:
+        assert self._since is not None
+        fired = 0
+        if key not in self._next:  # at the first tick: since the start; later: from now
+            self._next[key] = self._after(spec, self._since if first else now)
+        due = self._next[key]
+        if due is not None and now - due > MAX_EVENT_AGE:  # too late: dropped
+            due = self._next[key] = self._after(spec, now - MAX_EVENT_AGE - _JUST)
+        for _ in range(MAX_FIRINGS_PER_TICK):
+            due = self._next[key]
+            if due is None or due > now:
+                break
+            self._fire(self._event(wf_type, spec, due))
+            fired += 1
+            self._next[key] = self._after(spec, due)
         return fired
 
     def run(self, stop: threading.Event, interval: float = 1.0) -> None:
@@ -94,13 +112,19 @@ class ScheduleClock:
             self.tick()
 
     def _after(self, spec: ScheduleSpec, after: datetime) -> datetime | None:
-        found = schedules.next_firings(
-            schedules.parse(spec.expression),
-            schedules.zone(spec.timezone),
-            after,
-            1,
-            anchor=self._anchor,
-        )
+        """Its next firing after `after`; None when it fires no more, or when its firings
+        cannot be computed (logged: validation refuses such a schedule now)."""
+        try:
+            found = schedules.next_firings(
+                schedules.parse(spec.expression),
+                schedules.zone(spec.timezone),
+                after,
+                1,
+                anchor=self._anchor,
+            )
+        except (ValueError, OverflowError):
+            _log.exception("schedule %s: its firings cannot be computed", spec.name)
+            return None
         return found[0] if found else None
 
     def _event(self, wf_type: str, spec: ScheduleSpec, due: datetime) -> dict[str, Any]:

@@ -142,6 +142,44 @@ class ApprovalSpec(_Model):
         Field(alias="Approvers", max_length=limits.MAX_APPROVERS),
     ] = ()
 
+    @field_validator("approvers")
+    @classmethod
+    def _can_match(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for i, approver in enumerate(value):
+            why = never_matches(approver)
+            if why is not None:
+                raise ValueError(f"Approvers[{i}]: '{approver:.80}' can never answer: {why}")
+        return value
+
+
+# A session of a role (`arn:aws:sts::<account>:assumed-role/<Role>/<session>`) and a role ARN
+# with a path: the caller identity a request carries is mapped to `...:iam::<account>:role/
+# <Role>` (no path, no session; shepherd_handlers.runtime.owner_from_arn), so neither is ever a
+# caller, and an approver is compared exactly (no wildcards).
+_SESSION_ARN = re.compile(r"arn:aws[\w-]*:sts::(\d{12}):assumed-role/([^/]+)/.*")
+_ROLE_WITH_PATH = re.compile(r"arn:aws[\w-]*:iam::(\d{12}):role/(?:[^/]+/)+([^/]+)")
+
+
+def never_matches(approver: str) -> str | None:
+    """Why no caller can ever be `approver` (None: one can). Approvers are compared exactly
+    with the caller's principal, so these would pass validation and silently match nobody."""
+    if any(ch in approver for ch in "*?"):
+        return "approvers are compared exactly, with no wildcards"
+    if approver != approver.strip() or any(ch.isspace() for ch in approver):
+        return "it contains white space"
+    session = _SESSION_ARN.fullmatch(approver)
+    if session is not None:
+        account, role = session.groups()
+        return f"a role's sessions answer as the role: write arn:aws:iam::{account}:role/{role}"
+    with_path = _ROLE_WITH_PATH.fullmatch(approver)
+    if with_path is not None:
+        account, role = with_path.groups()
+        return (
+            "a role's callers are known by its name without its path: write "
+            f"arn:aws:iam::{account}:role/{role}"
+        )
+    return None
+
 
 _ABSENT_WHEN_NONE = ("Condition", "Wait", "Approval", "Agent", "Pool", "TimeoutSeconds")
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
@@ -264,6 +302,16 @@ class ScheduleSpec(_Model):
     def _timezone(cls, value: str) -> str:
         schedules.zone(value)
         return value
+
+    @model_validator(mode="after")
+    def _computable(self) -> ScheduleSpec:
+        """Every firing the expression can produce in its zone is an instant Shepherd (the
+        list route, a resume, the local clock) can compute: refused here, not at the read."""
+        try:
+            schedules.check(self.expression, self.timezone)
+        except schedules.ScheduleError as exc:
+            raise ValueError(f"Expression: {exc}") from None
+        return self
 
 
 class Definition(_Model):

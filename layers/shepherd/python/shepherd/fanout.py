@@ -40,13 +40,14 @@ class MapSpec(_Model):
 
     items_path: Annotated[str, Field(alias="ItemsPath", min_length=1, max_length=MAX_PATH_CHARS)]
     max_concurrency: Annotated[
-        int, Field(alias="MaxConcurrency", ge=1, le=limits.MAX_MAP_CONCURRENCY)
-    ] = limits.DEFAULT_MAP_CONCURRENCY
+        int, Field(alias="MaxConcurrency", ge=1, le=limits.MAX_MAP_CONCURRENCY, strict=True)
+    ] = limits.DEFAULT_MAP_CONCURRENCY  # strict: "5" and true are no count
     tolerated_failure_percentage: Annotated[
         float | None, Field(alias="ToleratedFailurePercentage", ge=0, le=100)
     ] = None
     tolerated_failure_count: Annotated[
-        int | None, Field(alias="ToleratedFailureCount", ge=0, le=limits.MAX_MAP_ITEMS)
+        int | None,
+        Field(alias="ToleratedFailureCount", ge=0, le=limits.MAX_MAP_ITEMS, strict=True),
     ] = None
 
 

@@ -139,18 +139,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     # Many attempts' heartbeats in one request (the tokens in the body: still never the URL).
     Route("POST", "/tasks/heartbeats", "callbacks", True, MAX_HEARTBEAT_BATCH_BODY_BYTES),
-    # The former routes, token in the path: 410 TaskTokenInPath, naming the new ones.
-    *(
-        Route(
-            "POST",
-            f"/tasks/{{token}}/{action}",
-            "callbacks",
-            True,
-            MAX_CALLBACK_BODY_BYTES,
-            deprecated=True,
-        )
-        for action in TASK_ACTIONS
-    ),
+    # No route takes a token in its path: the former `/tasks/{token}/...` routes are gone
+    # (issue 35.1), so API Gateway answers a request to one before any token reaches a log
+    # line of ours, and no live token is ever part of a route.
 )
 
 

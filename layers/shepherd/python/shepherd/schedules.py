@@ -26,6 +26,14 @@ MONTHS = {m.upper(): i for i, m in enumerate(calendar.month_abbr) if m}
 WEEKDAYS = {"SUN": 1, "MON": 2, "TUE": 3, "WED": 4, "THU": 5, "FRI": 6, "SAT": 7}
 RATE_UNITS = {"minute": 60, "hour": 3600, "day": 86400}
 SEARCH_YEARS = 5  # how far ahead the next firing is looked for (a cron may never fire again)
+# The years a firing may fall in, as EventBridge's cron year field allows. An `at(...)` outside
+# them is refused at validation: its instant might not exist in UTC (9999-12-31T23:59:59 in
+# America/Los_Angeles is in year 10000), and every reader of a schedule computes its firings.
+FIRST_YEAR, LAST_YEAR = 1970, 2199
+# Names ZoneInfo opens that are no IANA zone of EventBridge Scheduler's: the host's own zone,
+# tzdata's placeholder zone ("-00"), and its POSIX-rule aliases.
+NOT_ZONES = frozenset({"localtime", "Factory", "posixrules"})
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]{0,31}(?:/[A-Za-z0-9_+-]{1,32}){0,2}")
 
 
 class ScheduleError(ValueError):
@@ -62,12 +70,35 @@ Expression = Cron | Rate | At
 
 
 def zone(name: str) -> ZoneInfo:
+    unknown = ScheduleError(f"unknown time zone '{name}' (an IANA name: Europe/Paris, UTC)")
+    if (
+        name in NOT_ZONES
+        or name.startswith(("posix/", "right/"))
+        or _ZONE_NAME.fullmatch(name) is None
+    ):
+        raise unknown
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(
-            f"unknown time zone '{name}' (an IANA name: Europe/Paris, UTC)"
-        ) from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise unknown from None
+
+
+def check(expression: str, timezone: str) -> Expression:
+    """The parsed expression if every firing it can produce in `timezone` is computable (an
+    instant in UTC within FIRST_YEAR..LAST_YEAR for `at`); ScheduleError otherwise."""
+    parsed = parse(expression)
+    tz = zone(timezone)
+    if isinstance(parsed, At):
+        try:
+            instant = parsed.when.replace(tzinfo=tz).astimezone(UTC)
+        except (OverflowError, ValueError):
+            instant = None
+        if instant is None or not FIRST_YEAR <= instant.year <= LAST_YEAR:
+            raise ScheduleError(
+                f"at(...) must fall in the years {FIRST_YEAR}-{LAST_YEAR} in UTC "
+                f"(got {expression} in {timezone})"
+            )
+    return parsed
 
 
 def parse(expression: str) -> Expression:
@@ -81,9 +112,14 @@ def parse(expression: str) -> Expression:
         return _rate(body)
     if kind == "at":
         try:
-            return At(datetime.strptime(body, "%Y-%m-%dT%H:%M:%S"))
+            if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}", body):
+                raise ValueError(body)
+            when = datetime.strptime(body, "%Y-%m-%dT%H:%M:%S")
         except ValueError:
             raise ScheduleError("at(...) takes yyyy-mm-ddThh:mm:ss") from None
+        if not FIRST_YEAR <= when.year <= LAST_YEAR:
+            raise ScheduleError(f"at(...) must fall in the years {FIRST_YEAR}-{LAST_YEAR}")
+        return At(when)
     return _cron(body)
 
 
@@ -205,13 +241,29 @@ def next_firings(
     anchor: datetime | None = None,
 ) -> list[datetime]:
     """Up to `count` firing times (aware, UTC) strictly after `after`. A rate fires every
-    period from `anchor` (when it was created; default `after`)."""
+    period from `anchor` (when it was created; default `after`). Total: a firing past what a
+    datetime holds (a rate's far future) ends the list rather than raising."""
+    try:
+        return _next_firings(expression, tz, after, count, anchor)
+    except OverflowError:  # defence in depth: `check` refuses what could get here
+        return []
+
+
+def _next_firings(
+    expression: Expression, tz: ZoneInfo, after: datetime, count: int, anchor: datetime | None
+) -> list[datetime]:
     after = after.astimezone(UTC)
     if isinstance(expression, Rate):
         start = (anchor or after).astimezone(UTC)
         period = timedelta(seconds=expression.seconds)
         passed = max(0, int((after - start) / period) + 1)
-        return [start + period * (passed + i) for i in range(count)]
+        times: list[datetime] = []
+        for i in range(count):
+            try:
+                times.append(start + period * (passed + i))
+            except OverflowError:  # past year 9999: that rate fires no more
+                break
+        return times
     if isinstance(expression, At):
         when = expression.when.replace(tzinfo=tz).astimezone(UTC)
         return [when] if when > after else []
@@ -267,6 +319,12 @@ def name_of(idempotency_key: str | None) -> str | None:
     """The schedule a firing's idempotency key names (`schedule:<name>:<time>`), or None."""
     match = _KEY.fullmatch(idempotency_key or "")
     return match.group(1) if match else None
+
+
+def time_of(idempotency_key: str | None) -> str | None:
+    """The scheduled time a firing's idempotency key names (as written), or None."""
+    match = _KEY.fullmatch(idempotency_key or "")
+    return match.group(2) if match else None
 
 
 def firing_event(

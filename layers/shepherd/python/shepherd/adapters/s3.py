@@ -11,28 +11,23 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from shepherd.errors import StoreUnavailable
-from shepherd.keys import UPLOAD_KEY_PREFIX
 from shepherd.payloads import PresignedUpload
 
-# S3 says "no such key" with 404 only to a caller that may list the bucket; to anyone else
-# (every Shepherd role: object-level grants, no s3:ListBucket) a missing key is 403.
+# S3 says "no such key" with 404 only to a caller that may list the bucket, 403 to anyone
+# else. Every role that reads the bucket may list it (shepherd_infra.payload_store), so a
+# missing key is a 404 here and a 403 is always a real denial: a permission mistake (a policy,
+# a key policy, an SCP) is a store error, retried and alarmed, never read as "missing", which
+# would fail a step or a start for good (issue 35.1).
 MISSING = frozenset({"NoSuchKey", "404"})
-DENIED = frozenset({"AccessDenied", "403"})
-# The prefixes the engine's roles may read every key of: under them, a 403 means missing.
-ENGINE_PREFIXES = ("wf/", UPLOAD_KEY_PREFIX)
 
 
 class S3PayloadStore:
-    """`readable` are the prefixes the role may read every object of (GetObject on
-    `<prefix>*`): there a 403 is a missing object, as S3 answers it to a role that may not list
-    the bucket. Elsewhere a 403 stays a store error."""
+    """Payloads and uploads in one bucket; a missing key is None, any other error
+    StoreUnavailable (the caller retries; nothing is decided on it)."""
 
-    def __init__(
-        self, client: Any, bucket: str, readable: tuple[str, ...] = ENGINE_PREFIXES
-    ) -> None:
+    def __init__(self, client: Any, bucket: str) -> None:
         self._client = client
         self._bucket = bucket
-        self._readable = readable
 
     def put(self, key: str, data: bytes, sha256: str) -> None:
         """Write an object; S3 checks the body against the sha256 we computed (a corrupted
@@ -53,7 +48,7 @@ class S3PayloadStore:
             response = self._client.get_object(Bucket=self._bucket, Key=key)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code")
-            if code in MISSING or (code in DENIED and key.startswith(self._readable)):
+            if code in MISSING:
                 return None
             raise StoreUnavailable(f"payload {key} not read: {exc}") from exc
         except BotoCoreError as exc:
@@ -71,7 +66,7 @@ class S3PayloadStore:
             )
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code")
-            if code in MISSING or (code in DENIED and key.startswith(self._readable)):
+            if code in MISSING:
                 return None
             if code == "InvalidRange":  # an empty object: no byte 0
                 return b"", 0

@@ -12,12 +12,13 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from shepherd.decisions import wildcard
 
 # `$.input`, `$.input.a.b[0]`, `$.steps.<step>.output`, `$.steps.<step>.output.a[2].b`
 _SEGMENT = r"[A-Za-z_][A-Za-z0-9_-]*(?:\[\d{1,6}\])*"
@@ -75,7 +76,9 @@ class Condition(BaseModel):
 
     variable: Annotated[Path | None, Field(alias="Variable")] = None
     string_equals: Annotated[str | None, Field(alias="StringEquals", max_length=1024)] = None
-    string_matches: Annotated[str | None, Field(alias="StringMatches", max_length=1024)] = None
+    string_matches: Annotated[
+        str | None, Field(alias="StringMatches", max_length=wildcard.MAX_PATTERN)
+    ] = None
     numeric_equals: Annotated[Number | None, Field(alias="NumericEquals")] = None
     numeric_less_than: Annotated[Number | None, Field(alias="NumericLessThan")] = None
     numeric_less_than_equals: Annotated[Number | None, Field(alias="NumericLessThanEquals")] = None
@@ -125,7 +128,10 @@ class Condition(BaseModel):
         if combinators and self.variable is not None:
             raise ValueError(f"Variable: not allowed with {combinators[0]}")
         if self.string_matches is not None:
-            _matcher(self.string_matches)
+            try:
+                wildcard.check(self.string_matches)
+            except wildcard.PatternError as exc:
+                raise ValueError(f"StringMatches: {exc}") from None
         if _depth(self) > MAX_DEPTH:
             raise ValueError(f"And / Or / Not are nested more than {MAX_DEPTH} deep")
         if _count(self) > MAX_RULES:
@@ -199,25 +205,6 @@ def resolve(path: str, document: Any) -> Any:
     return node
 
 
-@lru_cache(maxsize=256)
-def _matcher(pattern: str) -> re.Pattern[str]:
-    """ASL's StringMatches: `*` matches anything, `\\*` a star, `\\\\` a backslash."""
-    out, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            if i + 1 >= len(pattern) or pattern[i + 1] not in "*\\":
-                raise ValueError(
-                    "StringMatches: a backslash escapes only * or \\ (write \\\\ for one)"
-                )
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "*" else re.escape(ch))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
-
-
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -258,7 +245,7 @@ def _compare(op: str, value: Any, operand: Any) -> bool:
     if op == "StringEquals":
         return isinstance(value, str) and isinstance(operand, str) and value == operand
     if op == "StringMatches":
-        return isinstance(value, str) and _matcher(operand).fullmatch(value) is not None
+        return isinstance(value, str) and wildcard.matches(operand, value)
     raise ValueError(op)  # pragma: no cover
 
 

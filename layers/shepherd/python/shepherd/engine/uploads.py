@@ -19,7 +19,7 @@ The workflow id is fixed before step 1 (from the idempotency key, else from the 
 so a start that fails between 1 and 2 is finished by repeating it: the claim names that id.
 A replay with the same idempotency key after success returns the same workflow.
 
-`take_output` turns an upload into a callback's output (`POST /tasks/{token}/success` with
+`take_output` turns an upload into a callback's output (`POST /tasks/success` with
 `output_upload`) under the same checks: the callback's caller must own it, and it is claimed
 for the attempt the token names (`task:<workflow>:<kind>:<step>:<attempt>`), so a callback
 that dies after the claim is finished by repeating it, and no other success can use it.
