@@ -207,8 +207,8 @@ class Monitoring(Construct):
                 description="A schedule's firing could not be delivered to the events function "
                 "within an hour of retries: its workflow did not start. Each message in the "
                 "schedules' dead-letter queue is a firing's event (its schedule and time in "
-                "detail.idempotency_key); invoking the events function with it starts that "
-                "workflow once, if it still matters",
+                "detail.idempotency_key); `shepherd replay-starts` hands each to the events "
+                "function again, which starts its workflow once, if it still matters",
             )
         if start_failures is not None:
             self._alarm(

@@ -189,3 +189,74 @@ def test_dynamodbs_answers_for_an_index_not_ready(code: str, message: str, passe
 
     err = ClientError({"Error": {"Code": code, "Message": message}}, "Query")
     assert isinstance(translate("query", err), StoreUnavailable) is passes
+
+
+def _old_workflow(client: Any, wid: str, owner: str, status: str, created: int) -> None:
+    """A workflow item as the previous release wrote it: an unsharded list_pk, no filters' keys."""
+    client.put_item(
+        TableName=NAME,
+        Item={
+            "pk": {"S": f"WF#{wid}"},
+            "sk": {"S": "#WF"},
+            "owner": {"S": owner},
+            "wf_type": {"S": "order_fulfilment"},
+            "status": {"S": status},
+            "created_at": {"N": str(created)},
+            "list_pk": {"S": f"OWNER#{owner}"},
+            "list_sk": {"S": f"{created:015d}#{wid}"},
+        },
+    )
+
+
+class RacingClient:
+    """The table's client, but a status change lands between the re-key's Scan and its first
+    write of one item (as a workflow moving on during the upgrade would)."""
+
+    def __init__(self, client: Any, wid: str) -> None:
+        self.client, self.wid, self.raced = client, wid, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def update_item(self, **params: Any) -> Any:
+        if params["Key"]["pk"]["S"] == f"WF#{self.wid}" and not self.raced:
+            self.raced = True
+            self.client.update_item(
+                TableName=NAME,
+                Key=params["Key"],
+                UpdateExpression="SET #s = :s",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":s": {"S": "SUCCEEDED"}},
+            )
+        return self.client.update_item(**params)
+
+
+def test_the_upgrade_re_keys_the_previous_releases_workflows_once(dynamodb: Any) -> None:
+    from shepherd.keys import list_keys
+
+    alice, bob = "arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/bob"
+    _old_workflow(dynamodb, "w1", alice, "RUNNING", 1_700_000_000_000)
+    _old_workflow(dynamodb, "w2", bob, "FAILED", 1_700_000_000_001)
+    dynamodb.put_item(TableName=NAME, Item={"pk": {"S": "WF#w1"}, "sk": {"S": "S#charge"}})
+    lines: list[str] = []
+    racing = RacingClient(dynamodb, "w1")
+    upgrade(racing, NAME, CloudFormation(dynamodb), lines.append, sleep=lambda s: None)
+    assert racing.raced
+    assert "re-keyed 2 workflows of the previous release (now in this release's lists)" in lines
+    for wid, owner, status, created in (
+        ("w1", alice, "SUCCEEDED", 1_700_000_000_000),  # the status as it is now, not as read
+        ("w2", bob, "FAILED", 1_700_000_000_001),
+    ):
+        item = dynamodb.get_item(TableName=NAME, Key={"pk": {"S": f"WF#{wid}"}, "sk": {"S": "#WF"}})
+        got = {
+            k: v["S"]
+            for k, v in item["Item"].items()
+            if k in ("list_pk", "list_sk") or k.endswith("_sk")
+        }
+        assert got == list_keys(owner, "order_fulfilment", status, created, wid)
+    step = dynamodb.get_item(TableName=NAME, Key={"pk": {"S": "WF#w1"}, "sk": {"S": "S#charge"}})
+    assert set(step["Item"]) == {"pk", "sk"}
+    # Run again: nothing left to re-key.
+    again: list[str] = []
+    upgrade(dynamodb, NAME, CloudFormation(dynamodb), again.append)
+    assert "re-keyed 0 workflows of the previous release (now in this release's lists)" in again

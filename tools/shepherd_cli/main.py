@@ -515,7 +515,14 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     try:
         table = args.table or table_name_of(boto3.client("cloudformation"), args.stack)
         deploy = cdk_deploy(shlex.split(args.cdk), args.cdk_args, print)
-        upgrade(boto3.client("dynamodb"), table, deploy, print, dry_run=args.dry_run)
+        upgrade(
+            boto3.client("dynamodb"),
+            table,
+            deploy,
+            print,
+            dry_run=args.dry_run,
+            rekeying=not args.no_rekey,
+        )
     except UpgradeError as exc:
         raise CliError(str(exc)) from None
     return 0
@@ -779,6 +786,11 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--stack", default="Shepherd", help="the stack's name (default: Shepherd)")
     up.add_argument("--cdk", default="npx cdk", help="how to run the CDK CLI (default: npx cdk)")
     up.add_argument("--dry-run", action="store_true", help="print the steps, deploy nothing")
+    up.add_argument(
+        "--no-rekey",
+        action="store_true",
+        help="leave the previous release's workflow items out of the lists (no table Scan)",
+    )
     up.add_argument(
         "cdk_args", nargs="*", help="more arguments for each cdk deploy (after --: -c key=value)"
     )

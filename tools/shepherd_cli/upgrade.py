@@ -4,8 +4,10 @@ The deployed table says where an upgrade stands (`shepherd_infra.table_stages.st
 its DescribeTable): each remaining stage is one `cdk deploy -c table_stage=<n>` (the last one
 `-c table_stage=final`, this release's layout), and before each deploy, and after the last,
 the table and every index must be ACTIVE (CloudFormation does not wait for an index's
-backfill, and DynamoDB refuses an index change while another is being built). Stopped half-way
-(a failed deploy, Ctrl-C), it is run again and carries on from the stage the table is at.
+backfill, and DynamoDB refuses an index change while another is being built). Then it
+re-keys the previous release's workflow items (`rekey`), so they show in this release's
+lists. Stopped half-way (a failed deploy, Ctrl-C), it is run again and carries on from where
+the table is.
 docs/upgrading.md says what each stage does to work in flight.
 """
 
@@ -17,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from botocore.exceptions import ClientError
+from shepherd.keys import WF_PREFIX, WF_SK, list_keys
 from shepherd_infra import table_stages
 
 WAIT_POLL_SECONDS = 15.0
@@ -94,6 +98,65 @@ def wait_active(
         waited += poll
 
 
+REKEY_TRIES = 5
+
+
+def rekey(dynamodb: Any, table: str, out: Callable[[str], None] = print) -> int:
+    """Give every workflow item written by the previous release this release's list keys
+    (docs/architecture.md, Migrating a table from the unsharded layout): one Scan of the table
+    for `sk = #WF` items without `type_sk`, one UpdateItem each, conditional on the item still
+    lacking them and still having the status read (a status change in between is re-read, so
+    a stale status never overwrites a newer one). Idempotent: run again, it finds what is left.
+    How many items were re-keyed."""
+    done = 0
+    params: dict[str, Any] = {
+        "TableName": table,
+        "FilterExpression": "sk = :wf AND attribute_not_exists(type_sk)",
+        "ExpressionAttributeValues": {":wf": {"S": WF_SK}},
+    }
+    while True:
+        page = dynamodb.scan(**params)
+        for item in page.get("Items", []):
+            done += _rekey_one(dynamodb, table, item)
+        if "LastEvaluatedKey" not in page:
+            break
+        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    out(f"re-keyed {done} workflows of the previous release (now in this release's lists)")
+    return done
+
+
+def _rekey_one(dynamodb: Any, table: str, item: dict[str, Any]) -> int:
+    key = {"pk": item["pk"], "sk": item["sk"]}
+    for _ in range(REKEY_TRIES):
+        if item is None or "type_sk" in item:
+            return 0
+        status = item["status"]["S"]
+        keys = list_keys(
+            item["owner"]["S"],
+            item["wf_type"]["S"],
+            status,
+            int(item["created_at"]["N"]),
+            item["pk"]["S"].removeprefix(WF_PREFIX),
+        )
+        names = {f"#k{i}": name for i, name in enumerate(keys)}
+        values = {f":k{i}": {"S": value} for i, value in enumerate(keys.values())}
+        try:
+            dynamodb.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET " + ", ".join(f"#k{i} = :k{i}" for i in range(len(keys))),
+                ConditionExpression="attribute_not_exists(type_sk) AND #status = :status",
+                ExpressionAttributeNames={**names, "#status": "status"},
+                ExpressionAttributeValues={**values, ":status": {"S": status}},
+            )
+            return 1
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    raise UpgradeError(f"item {key['pk']['S']} kept changing: run shepherd upgrade again")
+
+
 def upgrade(
     dynamodb: Any,
     table: str,
@@ -102,8 +165,10 @@ def upgrade(
     *,
     dry_run: bool = False,
     sleep: Callable[[float], None] = time.sleep,
+    rekeying: bool = True,
 ) -> int:
-    """Deploy every remaining stage in turn, printing each step; how many were deployed."""
+    """Deploy every remaining stage in turn, printing each step, then re-key the previous
+    release's workflow items (`rekeying`); how many stages were deployed."""
     described = wait_active(dynamodb, table, out, sleep=sleep)
     current = table_stages.stage_of(table_stages.described_layout(described))
     try:
@@ -113,6 +178,8 @@ def upgrade(
     total = len(table_stages.STAGES)
     if not todo:
         out(f"table {table}: this release's indexes already; deploy as usual (cdk deploy)")
+        if rekeying and not dry_run:
+            rekey(dynamodb, table, out)
         return 0
     where = "the previous release's" if current == 0 else f"stage {current} of {total}"
     out(f"table {table}: {where} indexes; {len(todo)} deploys to go")
@@ -130,9 +197,13 @@ def upgrade(
                 "by hand? Run shepherd upgrade again to carry on from where it is"
             )
         out(f"stage {stage.number}/{total}: done")
-    if not dry_run:
+    if dry_run:
+        out("then: re-key the previous release's workflow items (one Scan of the table)")
+    else:
+        if rekeying:
+            rekey(dynamodb, table, out)
         out("upgraded: later deploys need no table_stage (a plain cdk deploy)")
     return 0 if dry_run else len(todo)
 
 
-__all__ = ["UpgradeError", "cdk_deploy", "deploy_command", "table_name_of", "upgrade"]
+__all__ = ["UpgradeError", "cdk_deploy", "deploy_command", "rekey", "table_name_of", "upgrade"]
