@@ -123,3 +123,21 @@ def test_scheduled_workflows_belong_to_the_first_operator_by_default(tmp_path: P
     them. Named, `schedule_owner` still wins."""
     _, template = _synth(tmp_path / "ops", operators=[OPS, "arn:aws:iam::123456789012:role/B"])
     assert _schedule_owner(template) == OPS
+
+
+def test_a_synth_says_when_nobody_can_see_the_scheduled_workflows(tmp_path: Path) -> None:
+    from aws_cdk import Stack
+    from aws_cdk.assertions import Annotations, Match
+
+    def warned(shepherd: Any) -> bool:
+        found = Annotations.from_stack(Stack.of(shepherd)).find_warning(
+            "*", Match.string_like_regexp(".*nobody lists or reads them.*")
+        )
+        return bool(found)
+
+    nobody, template = _synth(tmp_path / "nobody")
+    assert _schedule_owner(template) is None  # the default, `shepherd:schedules`
+    assert warned(nobody)
+    named, template = _synth(tmp_path / "named", schedule_owner=OPS)
+    assert _schedule_owner(template) == OPS
+    assert not warned(named)
