@@ -16,6 +16,10 @@ Scheduler invokes this function directly; the bus refuses that source), owned by
 deployment's `schedule_owner`, its idempotency key `schedule:<name>:<scheduled time>`. A
 firing of a paused schedule (the table's schedule item) starts nothing (`ScheduleSkipped`).
 
+A start event without an `idempotency_key` takes `event:<the event's id>`: EventBridge's
+retries, Lambda's and a replay (`shepherd replay-starts`, the bus archive) hand the function the
+same event, and the same id never starts a second workflow.
+
 `input_upload` instead of `input` names a POST /payloads upload (an input over the event's
 256 KB, up to 100 MiB) that the owner made: the owner must be an IAM principal that
 `event_owners` maps the source to.
@@ -80,6 +84,16 @@ class StartWorkflowEvent(EventBridgeModel):
     detail: StartWorkflowDetail
 
 
+EVENT_KEY_PREFIX = "event:"
+
+
+def start_key(given: str | None, event_id: str) -> str:
+    """A start's idempotency key: the one the event gives (a schedule firing's is
+    `schedule:<name>:<time>`), else one from the event's id, so that a redelivery or a replay
+    of the same event returns the workflow it started."""
+    return given if given is not None else EVENT_KEY_PREFIX + event_id
+
+
 def owner_of(source: str) -> str | None:
     """The owner of a workflow an event from `source` starts (None: the source is not mapped,
     and the event starts nothing); a schedule's firing is owned by `schedule_owner`."""
@@ -118,18 +132,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         if answered is not None:
             return answered
     scheduler = engine().scheduler
+    key = start_key(detail.idempotency_key, parsed.id)
     try:
         if detail.input_upload is not None:
             result = engine().uploads.start(
-                detail.type,
-                detail.input_upload,
-                idempotency_key=detail.idempotency_key,
-                owner=owner,
+                detail.type, detail.input_upload, idempotency_key=key, owner=owner
             )
         else:
-            result = scheduler.start(
-                detail.type, detail.input, idempotency_key=detail.idempotency_key, owner=owner
-            )
+            result = scheduler.start(detail.type, detail.input, idempotency_key=key, owner=owner)
     except PayloadTooLarge as exc:
         return _rejected(exc.code, str(exc))
     except UploadError as exc:  # not the owner's, used, expired, missing, mismatched

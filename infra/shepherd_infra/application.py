@@ -12,7 +12,7 @@ from typing import Any
 from aws_cdk import App, Aws, CfnOutput, Environment, Stack
 from constructs import Construct
 
-from shepherd_infra import config
+from shepherd_infra import config, table_stages
 from shepherd_infra.code import AgentCode
 from shepherd_infra.ledger import LEDGER_FILE
 from shepherd_infra.nag import add_checks
@@ -66,6 +66,25 @@ class ShepherdStack(Stack):
             value=shepherd.relay_failures.queue_url,
             description="Stream records the event relay gave up on: shepherd events replay",
         )
+        CfnOutput(
+            self,
+            "StartFailuresQueueUrl",
+            value=shepherd.events.start_failures.queue_url,
+            description="Starts that could not be made: shepherd replay-starts",
+        )
+        CfnOutput(
+            self,
+            "EventsFunctionName",
+            value=shepherd.events.function.function_name,
+            description="The function that starts workflows from events and schedules",
+        )
+        if shepherd.schedules is not None:
+            CfnOutput(
+                self,
+                "ScheduleDeadLettersQueueUrl",
+                value=shepherd.schedules.dlq.queue_url,
+                description="Schedule firings Scheduler could not deliver: shepherd replay-starts",
+            )
         board = shepherd.monitoring.dashboard
         if board is not None:
             CfnOutput(
@@ -178,6 +197,8 @@ def build_app(
         dashboard=_flag(ctx(config.CTX_DASHBOARD), default=False),
         api_detailed_metrics=_flag(ctx(config.CTX_API_DETAILED_METRICS), default=False),
         release_pools=_names(ctx(config.CTX_RELEASE_POOLS)),
+        # One stage of an upgrade in place (`shepherd upgrade`); unset: this release's table.
+        table_stage=table_stages.parse_stage(ctx(table_stages.CTX_TABLE_STAGE)),
     )
     add_checks(app)
     return app, stack

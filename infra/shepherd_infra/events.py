@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration, aws_events, aws_events_targets, aws_iam
+import jsii
+from aws_cdk import (
+    Duration,
+    aws_events,
+    aws_events_targets,
+    aws_iam,
+    aws_lambda,
+    aws_sqs,
+)
 from constructs import Construct
 from shepherd.observability import EVENT_SOURCE, HANDLER_EVENTS, START_DETAIL_TYPE
 
@@ -17,6 +25,15 @@ from shepherd_infra.runtime import FunctionSpec, LambdaRuntime
 ARCHIVE_RETENTION = Duration.days(7)
 TARGET_MAX_EVENT_AGE = Duration.hours(2)
 TARGET_RETRY_ATTEMPTS = 20
+# Lambda's own queue of asynchronous invocations (schedule firings, start events): two retries
+# (its default, said here), then the start failures' queue.
+ASYNC_RETRY_ATTEMPTS = 2
+START_FAILURES_RETENTION = Duration.days(14)  # SQS's longest: time to replay them
+NOT_A_REDRIVE_SOURCE = (
+    "This queue is where starts that could not be made land (the events function's on-failure "
+    "destination, the start rule target's DLQ): it has no DLQ of its own, it is alarmed "
+    "(Monitoring, StartsFailed) and drained by `shepherd replay-starts`"
+)
 
 
 class EventBus(Construct):
@@ -37,8 +54,8 @@ class EventBus(Construct):
             # Shepherd's own events never start workflows (no loops); anyone else's may.
             source=aws_events.Match.anything_but(EVENT_SOURCE),
         )
-        # Failed starts can be replayed from here (starts with an idempotency key are safe to
-        # replay); this is the recovery path instead of a target DLQ.
+        # Every start event, kept a week: a second way back to a start (the start failures'
+        # queue is the first); a replay starts nothing twice (keys follow from event ids).
         self.archive = self.bus.archive(
             "StartArchive",
             description="StartWorkflow events, for replay",
@@ -116,6 +133,23 @@ class EventBus(Construct):
         access.engine(self.function)
         access.payloads(self.function, read=False)
         access.uploads(self.function, sign=False)  # a start event naming an input_upload
+        # A start that could not be made is never dropped (docs/api.md, Events): an event
+        # EventBridge could not deliver (the target's DLQ) and an invocation that failed after
+        # Lambda's retries (the on-failure destination) both land here, alarmed and replayed
+        # by `shepherd replay-starts` (each start's idempotency key follows from its event's
+        # id or its schedule firing, so a replay never starts a workflow twice).
+        self.start_failures = aws_sqs.Queue(
+            self,
+            "StartFailures",
+            encryption=aws_sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=START_FAILURES_RETENTION,
+        )
+        for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+            acknowledge(self.start_failures, rule, NOT_A_REDRIVE_SOURCE)
+        self.function.configure_async_invoke(
+            on_failure=_SendOnly(self.start_failures), retry_attempts=ASYNC_RETRY_ATTEMPTS
+        )
         self.rule = aws_events.Rule(
             self,
             "StartWorkflowRule",
@@ -127,25 +161,35 @@ class EventBus(Construct):
                     self.function,
                     max_event_age=TARGET_MAX_EVENT_AGE,
                     retry_attempts=TARGET_RETRY_ATTEMPTS,
+                    dead_letter_queue=self.start_failures,
                 )
             ],
         )
         acknowledge(
-            self.rule,
-            "Serverless-EventBusDLQ",
-            "Undeliverable start events are retried for TARGET_MAX_EVENT_AGE and every start "
-            "event is kept in the bus archive, from which it can be replayed",
+            self.function,
+            "Serverless-LambdaDLQ",
+            "Its on-failure destination (the start failures' queue) keeps every asynchronous "
+            "invocation that failed, with its error: a DLQ would keep less of the same",
         )
-        for rule, reason in (
-            (
-                "Serverless-LambdaDLQ",
-                "Start events are archived on the bus and can be replayed; a start with an "
-                "idempotency key is safe to replay, so no separate DLQ",
-            ),
-            (
-                "Serverless-LambdaAsyncFailureDestination",
-                "Start events are archived on the bus and can be replayed; failures show in the "
-                "function's error metric and logs",
-            ),
-        ):
-            acknowledge(self.function, rule, reason)
+
+
+@jsii.implements(aws_lambda.IDestination)
+class _SendOnly:
+    """An SQS on-failure destination granting `sqs:SendMessage` alone (the CDK's
+    `SqsDestination` grants `GetQueueAttributes` and `GetQueueUrl` too, which Lambda's
+    destination delivery never calls)."""
+
+    def __init__(self, queue: aws_sqs.IQueue) -> None:
+        self.queue = queue
+
+    def bind(
+        self,
+        scope: Construct,
+        fn: aws_lambda.IFunction,
+        *,
+        type: aws_lambda.DestinationType | None = None,  # the interface names it so
+    ) -> aws_lambda.DestinationConfig:
+        fn.add_to_role_policy(
+            aws_iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
+        )
+        return aws_lambda.DestinationConfig(destination=self.queue.queue_arn)

@@ -95,6 +95,7 @@ class Monitoring(Construct):
         webhooks: Sequence[Webhook] = (),
         dashboard: bool = False,
         schedule_dlq: aws_sqs.IQueue | None = None,
+        start_failures: aws_sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[aws_cloudwatch.Alarm] = []
@@ -206,8 +207,21 @@ class Monitoring(Construct):
                 description="A schedule's firing could not be delivered to the events function "
                 "within an hour of retries: its workflow did not start. Each message in the "
                 "schedules' dead-letter queue is a firing's event (its schedule and time in "
-                "detail.idempotency_key); invoking the events function with it starts that "
-                "workflow once, if it still matters",
+                "detail.idempotency_key); `shepherd replay-starts` hands each to the events "
+                "function again, which starts its workflow once, if it still matters",
+            )
+        if start_failures is not None:
+            self._alarm(
+                "StartsFailed",
+                start_failures.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=ONE_MINUTE
+                ),
+                threshold=0,
+                description="A start could not be made: a StartWorkflow event or a schedule's "
+                "firing that EventBridge could not deliver, or whose invocation of the events "
+                "function failed after Lambda's retries, is in the start failures' queue. Fix "
+                "the cause, then `shepherd replay-starts` (a start already made is not made "
+                "again); the queue keeps them 14 days",
             )
         started = engine_metric(Metric.WORKFLOWS_STARTED, service, period=config.ALARM_PERIOD)
         failed = engine_metric(Metric.WORKFLOWS_FAILED, service, period=config.ALARM_PERIOD)

@@ -26,7 +26,7 @@ from shepherd.pool_policy import PoolPolicy
 from shepherd.settings import DEFAULT_SCHEDULE_OWNER, SCHEDULE_SOURCE, Settings
 from shepherd.topology import PoolSpec, pools
 
-from shepherd_infra import config, ledger, pool_settings
+from shepherd_infra import config, ledger, pool_settings, table_stages
 from shepherd_infra.access import Access
 from shepherd_infra.agent_check import check_pool, needed_agents
 from shepherd_infra.agent_pool import AgentPool
@@ -68,8 +68,14 @@ class Shepherd(Construct):
     `api_throttling` the stage's throttling (`ApiThrottling`: 100/s, burst 200 by default).
 
     `schedule_owner` owns the workflows the definitions' `Schedules` start (an IAM principal
-    ARN, who then reads them through the API; default `shepherd:schedules`, a name no caller
-    has); `operators` may pause and resume pools and schedules.
+    ARN, who then lists and reads them through the API); by default the first of `operators`,
+    who may pause and resume pools and schedules, so someone who can act on a scheduled
+    workflow also sees it. With neither, `shepherd:schedules`, a name no caller has (a synth
+    warning says so when a definition has schedules).
+
+    `table_stage` deploys the table's indexes as one stage of an upgrade in place from the
+    previous release (`shepherd_infra.table_stages`, driven by `shepherd upgrade`; default:
+    this release's indexes, what a new stack is created with).
 
     `pool_ledger` (a JSON file beside the definitions, committed) remembers the pools deployed:
     a pool no definition names any more is retired, not deleted, until `release_pools` names
@@ -94,7 +100,7 @@ class Shepherd(Construct):
         powertools_version: str = config.POWERTOOLS_VERSION,
         powertools_layer_arn: str | None = None,
         event_owners: dict[str, str] | None = None,
-        schedule_owner: str = DEFAULT_SCHEDULE_OWNER,
+        schedule_owner: str | None = None,
         operators: Sequence[str] = (),
         watch_shards: int = WATCH_SHARDS,
         sweep_groups: int = 1,
@@ -109,6 +115,7 @@ class Shepherd(Construct):
         dashboard: bool = False,
         api_detailed_metrics: bool = False,
         api_throttling: ApiThrottling | None = None,
+        table_stage: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # This deployment's name in what people and alarms see: the `service` dimension of
@@ -150,6 +157,7 @@ class Shepherd(Construct):
             "StateStore",
             retain=retain_data,
             deletion_protection=table_deletion_protection,
+            indexes=table_stages.indexes_at(table_stage),
         )
         self.events = EventBus(self, "Events", bus_name=event_bus_name)
         retention_days = Settings.model_fields["retention_days"].default
@@ -181,7 +189,7 @@ class Shepherd(Construct):
             event_bus=self.events.bus.event_bus_name,
             definitions_dir=Path(config.RUNTIME_DEFINITIONS_DIR),
             event_owners=event_owners or {},
-            schedule_owner=schedule_owner,
+            schedule_owner=self._schedule_owner(schedule_owner, operators),
             operators=tuple(operators),
             watch_shards=watch_shards,
             sweep_groups=sweep_groups,
@@ -253,9 +261,26 @@ class Shepherd(Construct):
             alarm_email=alarm_email,
             dashboard=dashboard,
             schedule_dlq=self.schedules.dlq if self.schedules is not None else None,
+            start_failures=self.events.start_failures,
         )
         if pool_ledger is not None:
             ledger.write(pool_ledger, self.pool_plan)
+
+    def _schedule_owner(self, given: str | None, operators: Sequence[str]) -> str:
+        """Who owns the workflows schedules start: the one named, else the first operator,
+        else nobody a caller can be (and a warning, when there are schedules to own)."""
+        if given is not None:
+            return given
+        if operators:
+            return operators[0]
+        if schedule_count(self.definitions):
+            Annotations.of(self).add_warning_v2(
+                "shepherd:schedule-owner",
+                f"The definitions' schedules start workflows owned by {DEFAULT_SCHEDULE_OWNER}, "
+                "a name no caller has: nobody lists or reads them through the API. Name an "
+                "owner (schedule_owner, -c schedule_owner=ARN) or an operator (operators).",
+            )
+        return DEFAULT_SCHEDULE_OWNER
 
     def _warn_about_retired_pools(self) -> None:
         """Every synth says which pools are retired (and which were just released)."""

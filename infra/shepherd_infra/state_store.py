@@ -42,6 +42,7 @@ class StateStore(Construct):
         *,
         retain: bool,
         deletion_protection: bool = False,
+        indexes: tuple[IndexSpec, ...] = TABLE.indexes,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table = aws_dynamodb.Table(
@@ -66,7 +67,9 @@ class StateStore(Construct):
                 RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if retain else RemovalPolicy.DESTROY
             ),
         )
-        for index in TABLE.indexes:
+        # `indexes`: this release's (`TABLE.indexes`) but during an upgrade in place, one stage
+        # of `shepherd_infra.table_stages` per deployment (one index created or deleted).
+        for index in indexes:
             self._add_index(index)
 
     def _add_index(self, index: IndexSpec) -> None:

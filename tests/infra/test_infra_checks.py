@@ -26,7 +26,6 @@ REVIEWED = {
     "Serverless-LambdaEventSourceMappingDestination",
     "Serverless-SQSRedrivePolicy",
     "AwsSolutions-SQS3",  # the event relay's on-failure queue is the end of the line
-    "Serverless-EventBusDLQ",
     "Serverless-SNSRedrivePolicy",
     "AwsSolutions-IAM5[Resource::<ShepherdSupervisorFunctionD43BAEA4.Arn>:*]",
     # The payload bucket: object-level grants on its `wf/*` prefix; no server access logs.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ class Flows:
 
 
 def _start_event(detail: dict[str, Any]) -> dict[str, Any]:
+    """A new event each time (its own id: an event's id is the key of a start without one)."""
     return eventbridge_event(
         START_DETAIL_TYPE,
         detail,
@@ -48,7 +50,7 @@ def _start_event(detail: dict[str, Any]) -> dict[str, Any]:
         region="us-east-1",
         at="2026-11-21T17:00:00Z",
         resources=[],
-        event_id="6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        event_id=str(uuid.uuid4()),
     )
 
 
@@ -393,6 +395,8 @@ def _documented(function: str, action: str, resource: str) -> str | None:
         return "every pool's agent defers a record alike; the flows defer inventory's (_defer_one)"
     if function == "supervisor" and action in AGENT_MAPPING and "Ticks" in resource:
         return "the tick queue's event source mapping polls it with the function's role"
+    if function == "events" and action == "sqs:SendMessage" and "StartFailures" in resource:
+        return "Lambda sends an invocation that failed after its retries to the on-failure queue"
     if function == "relay" and (action in RELAY_MAPPING or action == "sqs:SendMessage"):
         return "the stream's event source mapping reads it, and sends what fails to the queue"
     if function in ("api", "supervisor") and action in POOL_CONTROL:

@@ -221,9 +221,10 @@ def test_alarms_notify_the_encrypted_topic(shepherd: Synth) -> None:
         for name in ("ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage")
         for a in _pool_alarms(shepherd, name).values()
     }
-    # + AgentNotFound, SupervisorBehind; + SchedulesUndelivered when a definition has schedules
+    # + AgentNotFound, SupervisorBehind, StartsFailed; + SchedulesUndelivered when a
+    # definition has schedules
     schedules = 0 if shepherd.construct.schedules is None else 1
-    assert len(alarms) == 10 + len(pool_alarms) + schedules
+    assert len(alarms) == 11 + len(pool_alarms) + schedules
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
 

@@ -48,8 +48,9 @@ def test_resource_counts(shepherd: Synth) -> None:
     assert n >= 2, "the repository's definitions name several pools"
     scheduled = schedule_count(shepherd.construct.definitions)  # the definitions' Schedules
     shepherd.template.resource_count_is("AWS::Lambda::Function", 5 + n)  # + the event relay
-    # + the relay's failure queue and the supervisor's tick queue (and the schedules' DLQ)
-    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 2 + (1 if scheduled else 0))
+    # + the relay's failure queue, the supervisor's tick queue, the start failures' queue (and
+    # the schedules' DLQ)
+    shepherd.template.resource_count_is("AWS::SQS::Queue", 2 * n + 3 + (1 if scheduled else 0))
     shepherd.template.resource_count_is("AWS::Lambda::EventSourceMapping", n + 2)
     shepherd.template.resource_count_is("AWS::DynamoDB::Table", 1)
     shepherd.template.resource_count_is("AWS::Scheduler::Schedule", 1 + scheduled)

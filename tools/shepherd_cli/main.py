@@ -7,6 +7,7 @@ import argparse
 import errno
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -483,6 +484,50 @@ def cmd_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay_starts(args: argparse.Namespace) -> int:
+    """Make the starts that could not be made: each message of the start failures' queue (and
+    of the schedules' dead-letter queue) goes to the events function again; a start already
+    made returns its workflow and starts nothing (tools/shepherd_cli/starts.py)."""
+    import boto3
+
+    from shepherd_cli.starts import invoker, replay_starts
+
+    report = replay_starts(
+        boto3.client("sqs"), args.queue, invoker(boto3.client("lambda"), args.function)
+    )
+    for line in report.lines:
+        print(line)
+    print(
+        f"{report.messages} messages: {report.started} started, {report.already} already "
+        f"started, {report.skipped} skipped (paused schedule), {report.rejected} refused, "
+        f"{report.failed} failed again, {report.unreadable} not start events (kept)"
+    )
+    return 1 if report.failed or report.unreadable else 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    """Deploy this release over the previous one, one table change per deploy, printing each
+    step (tools/shepherd_cli/upgrade.py, docs/upgrading.md)."""
+    import boto3
+
+    from shepherd_cli.upgrade import UpgradeError, cdk_deploy, table_name_of, upgrade
+
+    try:
+        table = args.table or table_name_of(boto3.client("cloudformation"), args.stack)
+        deploy = cdk_deploy(shlex.split(args.cdk), args.cdk_args, print)
+        upgrade(
+            boto3.client("dynamodb"),
+            table,
+            deploy,
+            print,
+            dry_run=args.dry_run,
+            rekeying=not args.no_rekey,
+        )
+    except UpgradeError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Every mistake a person can make in a definition or in `[tool.shepherd]` is one line
     naming the file, the step and the field (exit 1), never a traceback."""
@@ -766,6 +811,38 @@ def parser() -> argparse.ArgumentParser:
     events.add_argument("--queue", required=True, help="the relay's on-failure queue URL")
     events.add_argument("--bus", required=True, help="the Shepherd event bus name")
 
+    replay = sub.add_parser(
+        "replay-starts",
+        help="start the workflows whose start failed (start failures' and schedules' queues)",
+    )
+    replay.add_argument(
+        "--queue",
+        action="append",
+        required=True,
+        help="a queue URL: the stack's StartFailuresQueueUrl or ScheduleDeadLettersQueueUrl "
+        "output (repeat for both)",
+    )
+    replay.add_argument(
+        "--function", required=True, help="the events function (EventsFunctionName output)"
+    )
+
+    up = sub.add_parser(
+        "upgrade",
+        help="deploy this release over the previous one, one table change per cdk deploy",
+    )
+    up.add_argument("--table", help="the table's name (default: the stack's TableName output)")
+    up.add_argument("--stack", default="Shepherd", help="the stack's name (default: Shepherd)")
+    up.add_argument("--cdk", default="npx cdk", help="how to run the CDK CLI (default: npx cdk)")
+    up.add_argument("--dry-run", action="store_true", help="print the steps, deploy nothing")
+    up.add_argument(
+        "--no-rekey",
+        action="store_true",
+        help="leave the previous release's workflow items out of the lists (no table Scan)",
+    )
+    up.add_argument(
+        "cdk_args", nargs="*", help="more arguments for each cdk deploy (after --: -c key=value)"
+    )
+
     run = sub.add_parser(
         "run",
         help="run one workflow on the running `shepherd local`, or a stack started for it "
@@ -831,6 +908,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_asl(args)
         if args.command == "events":
             return cmd_events(args)
+        if args.command == "replay-starts":
+            return cmd_replay_starts(args)
+        if args.command == "upgrade":
+            return cmd_upgrade(args)
         api = Api(args.api, caller=args.caller or os.environ.get("SHEPHERD_CALLER"))
         handler = {
             "start": cmd_start,

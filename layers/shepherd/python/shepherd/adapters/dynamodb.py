@@ -191,6 +191,19 @@ def _too_large(err: ClientError) -> bool:
     return _code(err) == "ValidationException" and "maximum allowed size" in message
 
 
+def _index_not_ready(err: ClientError) -> bool:
+    """A query of an index the table does not have yet, or is still building: an upgrade in
+    place adds this release's indexes one deploy at a time (docs/upgrading.md). It passes.
+    (DynamoDB says ValidationException; moto ResourceNotFoundException, "Invalid index".)"""
+    message = str(err.response.get("Error", {}).get("Message", ""))
+    code = _code(err)
+    if code == "ResourceNotFoundException":
+        return message.startswith("Invalid index")
+    return code == "ValidationException" and (
+        "does not have the specified index" in message or "backfilling" in message
+    )
+
+
 def translate(operation: str, err: ClientError | BotoCoreError) -> Exception:
     """The one translation of a DynamoDB error into the store port's own: a lost condition
     (with the item as it now is), a lost transaction (with the index and item of the failed
@@ -204,6 +217,8 @@ def translate(operation: str, err: ClientError | BotoCoreError) -> Exception:
         return ConditionFailed(from_attr(err.response.get("Item")))
     if _too_large(err):
         return ItemTooLarge(str(err))
+    if _index_not_ready(err):
+        return StoreUnavailable(f"{operation}: an index is not there yet (an upgrade?): {err}")
     if code == "TransactionCanceledException":
         reasons = err.response.get("CancellationReasons", [])
         for i, reason in enumerate(reasons):
