@@ -1,47 +1,40 @@
-"""StringMatches: `*` matches any run of characters; `\\*` is a literal star and `\\\\` a
-backslash.
+"""StringMatches in a state machine: `*` matches any run of characters; `\\*` is a literal
+star and `\\\\` a backslash; a backslash before any other character stands for that character.
 
-No backtracking: the greedy two-pointer algorithm remembers only the last star, so a match
-costs at most len(text) x len(pattern) steps whatever the pattern (never exponential).
-The lead will unify this with
-`shepherd.decisions.wildcard` (written on another branch) when both are merged.
+The match itself is `shepherd.decisions.wildcard.matches_segments`, the one linear matcher
+(each literal run between stars found at its leftmost place, no backtracking); this module only
+reads a pattern the lenient way a state machine may write it (the native definitions refuse a
+stray backslash at validation instead).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 
-def _tokens(pattern: str) -> list[str | None]:
-    """The pattern as characters, with None for an unescaped star."""
-    out: list[str | None] = []
+from shepherd.decisions.wildcard import matches_segments
+
+
+@lru_cache(maxsize=1024)
+def segments(pattern: str) -> tuple[str, ...]:
+    """The literal runs between unescaped stars."""
+    out: list[str] = []
+    run: list[str] = []
     i = 0
     while i < len(pattern):
         c = pattern[i]
         if c == "\\" and i + 1 < len(pattern):
-            out.append(pattern[i + 1])
+            run.append(pattern[i + 1])
             i += 2
             continue
-        out.append(None if c == "*" else c)
+        if c == "*":
+            out.append("".join(run))
+            run = []
+        else:
+            run.append(c)
         i += 1
-    return out
+    out.append("".join(run))
+    return tuple(out)
 
 
 def matches(text: str, pattern: str) -> bool:
-    tokens = _tokens(pattern)
-    t = p = 0
-    star, mark = -1, 0
-    while t < len(text):
-        if p < len(tokens) and tokens[p] is not None and tokens[p] == text[t]:
-            t += 1
-            p += 1
-        elif p < len(tokens) and tokens[p] is None:
-            star, mark = p, t
-            p += 1
-        elif star >= 0:
-            p = star + 1
-            mark += 1
-            t = mark
-        else:
-            return False
-    while p < len(tokens) and tokens[p] is None:
-        p += 1
-    return p == len(tokens)
+    return matches_segments(segments(pattern), text)

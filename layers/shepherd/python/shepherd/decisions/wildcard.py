@@ -63,7 +63,12 @@ def check(pattern: str) -> None:
 
 def matches(pattern: str, text: str) -> bool:
     """Whether the whole of `text` matches `pattern` (ASL's StringMatches)."""
-    parts = segments(pattern)
+    return matches_segments(segments(pattern), text)
+
+
+def matches_segments(parts: tuple[str, ...], text: str) -> bool:
+    """Whether the whole of `text` matches the literal runs `parts` with a star between each
+    two (the linear search above; the ASL interpreter parses its patterns its own way)."""
     if len(parts) == 1:
         return text == parts[0]
     first, *middle, last = parts
