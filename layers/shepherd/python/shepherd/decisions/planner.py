@@ -118,6 +118,26 @@ class TimeOutApproval:
 
 
 @dataclass(frozen=True)
+class TakeSignal:
+    """A resting WaitForSignal step whose signal may have come while nobody delivered it (its
+    sender stopped between recording it and handing it over): the supervisor hands over the
+    oldest kept one, if any (engine/signals.py). Guarded as a delivery is."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
+class TimeOutSignal:
+    """A WaitForSignal step's TimeoutSeconds passed: it fails with `States.Timeout`, unless a
+    signal kept before its deadline is handed over in the same guarded write's place (one
+    that came in time and was not yet delivered). Guarded as a delivery is, so a timed-out
+    wait never also takes a signal."""
+
+    seen: StepRecord
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
 class FailWait:
     """A ready Wait step whose time cannot be read: it fails for good (`States.Runtime`)."""
 
@@ -257,6 +277,8 @@ Action = (
     | Wake
     | FailWait
     | TimeOutApproval
+    | TakeSignal
+    | TimeOutSignal
     | Unwind
     | Pause
     | GiveUp
@@ -727,6 +749,8 @@ class _Planner:
         rest WAITING for an answer until its timeout."""
         if spec.approval is not None:
             return [StartWait(rec, self.now + spec.approval.timeout_seconds * 1000)]
+        if spec.wait_for_signal is not None:
+            return [StartWait(rec, self.now + spec.wait_for_signal.timeout_seconds * 1000)]
         assert spec.wait is not None
         document = self.options.documents.get(spec.name)
         if spec.wait.until_path is not None and document is None:
@@ -747,7 +771,11 @@ class _Planner:
         if waiting and rec.wake_at is not None and self.now >= rec.wake_at:
             if spec.approval is not None:
                 return [TimeOutApproval(rec, self.now - rec.wake_at)]
+            if spec.wait_for_signal is not None:
+                return [TimeOutSignal(rec, self.now - rec.wake_at)]
             return [Wake(rec, self.now - rec.wake_at)]
+        if waiting and spec.wait_for_signal is not None:
+            return [TakeSignal(rec)]
         return []
 
 
@@ -864,6 +892,9 @@ def start_actions(definition: Definition, state: WorkflowState, input_value: Any
         elif spec.approval is not None:
             deadline = state.workflow.created_at + spec.approval.timeout_seconds * 1000
             actions.append(StartWait(rec, deadline))
+        elif spec.wait_for_signal is not None:
+            timeout = spec.wait_for_signal.timeout_seconds * 1000
+            actions.append(StartWait(rec, state.workflow.created_at + timeout))
         elif not spec.is_task:
             at = wait_time(spec, state.workflow.created_at, document)
             actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))
