@@ -310,11 +310,17 @@ class StepView(BaseModel):
     finished_at: str | None = None
     wake_at: Annotated[
         str | None,
-        Field(description="A resting Wait step: when it wakes; an Approval: when it times out"),
+        Field(
+            description="A resting Wait step: when it wakes; an Approval or a WaitForSignal "
+            "step: when it times out"
+        ),
     ] = None
     decision: Annotated[
         dict[str, Any] | None,
-        Field(description="An Approval step's answer: verdict, by, at, comment"),
+        Field(
+            description="An Approval step's answer: verdict, by, at, comment; a WaitForSignal "
+            "step's signal: signal, sequence, signal_id, sender, sent_at"
+        ),
     ] = None
     dispatches: int = 0
     error: dict[str, Any] | None = None

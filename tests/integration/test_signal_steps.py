@@ -301,3 +301,9 @@ def test_a_definition_without_signals_keeps_its_version() -> None:
         "Steps": [{"Name": "a", "Agent": "work", "Pool": "p", "TimeoutSeconds": 10}],
     }
     assert "SignalSenders" not in parse_definition(plain, "o.yaml").canonical_json
+
+
+def test_the_graph_names_the_signal_a_step_waits_for() -> None:
+    from shepherd_cli.render import graph
+
+    assert "wait for signal amended" in graph(order_definition())

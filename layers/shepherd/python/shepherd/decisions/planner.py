@@ -35,6 +35,7 @@ from shepherd.model import (
 
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 TIMEOUT = "States.Timeout"
+WORKFLOW_CANCELLED = "WorkflowCancelled"  # a callback attempt fenced by its workflow's cancel
 PAUSE_TIMEOUT = "PauseTimedOut"
 
 
@@ -115,6 +116,14 @@ class TimeOutApproval:
 
     seen: StepRecord
     overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TellCancel:
+    """A cancelled workflow's running agent attempt: marked, so its next heartbeat tells the
+    agent (`ctx.cancel_requested`) and it may stop early."""
+
+    seen: StepRecord
 
 
 @dataclass(frozen=True)
@@ -279,6 +288,7 @@ Action = (
     | TimeOutApproval
     | TakeSignal
     | TimeOutSignal
+    | TellCancel
     | Unwind
     | Pause
     | GiveUp
@@ -508,13 +518,33 @@ class _Planner:
                 actions.extend(self._supervise_map(rec, spec, unwinding=True))
             elif rec.child_id is not None and rec.status is StepStatus.WAITING:
                 actions.extend(self._supervise_child(rec, spec, unwinding=True))
-            elif rec.status.in_flight and options.supervisor:
-                actions.extend(self._supervise(rec, spec, unwinding=True))
+            elif rec.status.in_flight:
+                actions.extend(self._cancel_reaches(rec, spec))
+                if options.supervisor:
+                    actions.extend(self._supervise(rec, spec, unwinding=True))
         if actions:
             return actions
         if any(r.status.in_flight for r in state.steps.values()):
             return []  # an in-flight attempt may still act, and would then need undoing
         return self._compensations()
+
+    def _cancel_reaches(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """A cancel never waits on anything outside Shepherd (invariant 13): an attempt waiting
+        for its callback is fenced at once (it fails for good, `WorkflowCancelled`; a late
+        answer is stale, 409), so compensation starts without its answer or timeout. An agent
+        attempt running in Shepherd's own Lambda is told (`TellCancel`) and ends within its
+        heartbeat and timeout: fencing it would let its compensation race its own effect."""
+        if self.state.workflow.status is not WorkflowStatus.CANCELLING or not spec.runs_agent:
+            return []
+        if rec.fanout is not None or rec.index is not None:
+            return []
+        if rec.status is StepStatus.WAITING and rec.callback_token is not None:
+            message = f"attempt {rec.attempt} was waiting for its callback when the cancel came"
+            decision = retry.GiveUp("unwinding")
+            return [EndAttempt(rec, WORKFLOW_CANCELLED, message, decision, "cancelled")]
+        if rec.status is StepStatus.RUNNING and rec.cancel_requested_at is None:
+            return [TellCancel(rec)]
+        return []
 
     def _compensations(self) -> list[Action]:
         state, definition = self.state, self.definition

@@ -625,6 +625,14 @@ def take_signal(
     ]
 
 
+def tell_cancel(rec: StepRecord, now: int) -> Write:
+    """Its workflow is cancelling: mark the running attempt so its agent's next heartbeat sees
+    it (`AgentContext.cancel_requested`). Changes neither status nor attempt (no fence: the
+    agent's own end still lands, and is undone), guarded by both and written once."""
+    condition = all_of(_is(rec.status), _attempt(rec.attempt), Missing("cancel_requested_at"))
+    return Write(*rec.key, Update(set={"cancel_requested_at": now}), condition)
+
+
 def fail_wait(rec: StepRecord, now: int, error: str, expires_at: int) -> Write:
     """A ready Wait step whose time cannot be read (`UntilPath` absent or not a timestamp, or
     more than a year away) fails for good, as a permanent error would: never retried."""

@@ -46,6 +46,7 @@ from shepherd.decisions.planner import (
     StartCompensation,
     StartWait,
     TakeSignal,
+    TellCancel,
     TimeOutApproval,
     TimeOutSignal,
     Unwind,
@@ -831,6 +832,8 @@ class Scheduler:
                 return ex.step_with(state, seen, write, cleared) is not None
             case Skip(seen):
                 return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
+            case TellCancel(seen):
+                return ex.step(state, tx.tell_cancel(seen, now)) is not None
             case (
                 StartWait()
                 | Wake()
@@ -1458,6 +1461,7 @@ def _key(action: Action) -> tuple[Any, ...]:
             | TimeOutApproval(seen)
             | TakeSignal(seen)
             | TimeOutSignal(seen)
+            | TellCancel(seen)
         ):
             return (
                 type(action).__name__,
