@@ -12,7 +12,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from shepherd.changes import public_error
 from shepherd.clock import iso
-from shepherd.definitions import NAME, POOL
+from shepherd.definitions import NAME, POOL, SIGNAL_NAME
 from shepherd.definitions import SCHEDULE_NAME as SCHEDULE_NAME_PATTERN
 from shepherd.engine import history, inbox
 from shepherd.engine.listing import ListFilter, Position, count_by_status
@@ -43,6 +43,8 @@ from shepherd_handlers.models import (
     ScheduleListView,
     ScheduleView,
     SeriesBucketView,
+    SignalRequest,
+    SignalView,
     StartWorkflowRequest,
     StatusCountView,
     StepView,
@@ -82,6 +84,7 @@ WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
 STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
+SIGNAL = Annotated[str, Path(min_length=1, max_length=64, pattern=SIGNAL_NAME)]
 SCHEDULE_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=SCHEDULE_NAME_PATTERN)]
 
 app = errors.resolver()
@@ -686,6 +689,40 @@ def reject_step(
         workflow_id, step, principal=caller(), approve=False, comment=request.comment
     )
     return step_view(rec, engine().ports.payloads)
+
+
+@app.post(
+    "/workflows/<workflow_id>/signals/<name>",
+    responses=errors.documented(202, "Accepted", SignalView, 400, 404, 409, 413, 415),
+    tags=["signals"],
+)
+def send_signal(
+    workflow_id: WORKFLOW_ID, name: SIGNAL, body: SignalRequest | None = None
+) -> Response[SignalView]:
+    """Send a signal into a running workflow: kept, in order, until a `WaitForSignal` step of
+    this name takes it (at once if one waits), its payload that step's output. The workflow's
+    owner or a principal its definition's `SignalSenders` lists; others get 404. A name no
+    step waits for is 400 `SignalUnknown`; a workflow that is over or unwinding 409; more than
+    100 kept 409 `TooManySignals`; a `signal_id` already kept for another signal 409."""
+    request = body or SignalRequest()
+    receipt = engine().signals.send(
+        workflow_id,
+        name,
+        request.payload,
+        principal=caller(),
+        signal_id=request.signal_id,
+    )
+    view = SignalView(
+        workflow_id=receipt.workflow_id,
+        name=receipt.name,
+        sequence=receipt.sequence,
+        signal_id=receipt.signal_id,
+        duplicate=receipt.duplicate,
+        taken_by=receipt.taken_by,
+    )
+    return Response(
+        status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=view
+    )
 
 
 @app.get(

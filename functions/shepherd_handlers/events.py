@@ -1,5 +1,6 @@
 """`StartWorkflow` events on the Shepherd bus start workflows, with the API's validation and
-idempotency.
+idempotency; `Signal` events send signals into running workflows, as
+`POST /workflows/{id}/signals/{name}` does (issue 37).
 
 Who owns the workflow is never taken from the event's content: anyone allowed to put events on
 the bus could otherwise start workflows as any principal and take over that principal's
@@ -9,7 +10,8 @@ SHEPHERD_EVENT_OWNERS), and the bus enforces the mapping: its resource policy de
 `PutEvents` of a mapped source to every principal but the one it maps to, and `StartWorkflow`
 from any source not mapped (docs/api.md, Events). An event from a source the deployment does
 not map is rejected here too (`SourceNotMapped`: the local stack has no bus policy), and so is
-an event that carries `detail.owner`.
+an event that carries `detail.owner`. A `Signal` event is sent as the same principal: it
+reaches a workflow that principal owns, or whose definition lists it in `SignalSenders`.
 
 A definition's schedule fires as a `StartWorkflow` event from `shepherd.schedule` (EventBridge
 Scheduler invokes this function directly; the bus refuses that source), owned by the
@@ -42,16 +44,24 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shepherd import jsonsafe, schedules
+from shepherd.definitions import SIGNAL_NAME
 from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
+    InvalidTransition,
     PayloadTooLarge,
     ScheduleNotFound,
+    SignalIdConflict,
+    SignalUnknown,
+    TooManySignals,
     UnknownWorkflowType,
     UploadError,
+    WorkflowNotFound,
 )
 from shepherd.jsonsafe import JsonRejected
 from shepherd.keys import UPLOAD_ID_PATTERN
+from shepherd.limits import MAX_SIGNAL_ID_CHARS
+from shepherd.observability import SIGNAL_DETAIL_TYPE
 
 from shepherd_handlers import either
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
@@ -94,6 +104,24 @@ def start_key(given: str | None, event_id: str) -> str:
     return given if given is not None else EVENT_KEY_PREFIX + event_id
 
 
+class SignalDetail(BaseModel):
+    """A `Signal` event's detail: the body of `POST /workflows/{id}/signals/{name}` with the
+    workflow and the name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+    name: Annotated[str, Field(pattern=SIGNAL_NAME)]
+    payload: Any = None
+    signal_id: Annotated[
+        str | None, Field(min_length=1, max_length=MAX_SIGNAL_ID_CHARS, pattern=r"^[\x21-\x7e]+$")
+    ] = None
+
+
+class SignalEvent(EventBridgeModel):
+    detail: SignalDetail
+
+
 def owner_of(source: str) -> str | None:
     """The owner of a workflow an event from `source` starts (None: the source is not mapped,
     and the event starts nothing); a schedule's firing is owned by `schedule_owner`."""
@@ -112,8 +140,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             "detail.owner is not accepted: the owner follows from the event's account and "
             "source (see docs/api.md, Events)",
         )
+    if isinstance(event, dict) and event.get("detail-type") == SIGNAL_DETAIL_TYPE:
+        return _signal(event)
+    return _start(event)
+
+
+def _start(event: dict[str, Any]) -> dict[str, Any]:
+    """A `StartWorkflow` event (or a schedule's firing): a workflow started as its source's
+    owner, with the API's validation and idempotency."""
     try:
-        jsonsafe.check(detail, what="detail")
+        jsonsafe.check(event.get("detail") if isinstance(event, dict) else None, what="detail")
         parsed = parse(event=event, model=StartWorkflowEvent)
     except JsonRejected as exc:
         return _rejected(exc.code, exc.message)
@@ -204,6 +240,61 @@ def _not_a_firing(detail: StartWorkflowDetail, name: str) -> str | None:
     if produced != [when]:
         return f"schedule '{name}' ({spec.expression}) does not fire at {text}"
     return None
+
+
+def _signal(event: dict[str, Any]) -> dict[str, Any]:
+    """A `Signal` event: sent as the principal its source maps to (never anyone the event
+    names), rejected as a bad start event is (logged, counted, not retried)."""
+    try:
+        jsonsafe.check(event.get("detail"), what="detail")
+        parsed = parse(event=event, model=SignalEvent)
+    except JsonRejected as exc:
+        return _rejected(exc.code, exc.message)
+    except ValidationError as exc:
+        return _rejected("InvalidEvent", str(exc))
+    sender = owner_of(parsed.source)
+    if sender is None or parsed.source == schedules.SOURCE:
+        return _rejected(
+            "SourceNotMapped",
+            f"Signal events from source '{parsed.source}' send nothing: the deployment maps "
+            "no owner to it (event_owners; see docs/api.md, Events)",
+        )
+    detail = parsed.detail
+    try:
+        receipt = engine().signals.send(
+            detail.workflow_id,
+            detail.name,
+            detail.payload,
+            principal=sender,
+            signal_id=detail.signal_id,
+        )
+    except PayloadTooLarge as exc:
+        return _rejected(exc.code, str(exc))
+    except (
+        WorkflowNotFound,
+        SignalUnknown,
+        InvalidTransition,
+        InputInvalid,
+        SignalIdConflict,
+        TooManySignals,
+    ) as exc:
+        return _rejected(type(exc).__name__, str(exc))
+    logger.info(
+        "signal sent from an event",
+        extra={
+            "workflow_id": receipt.workflow_id,
+            "signal": receipt.name,
+            "sequence": receipt.sequence,
+            "duplicate": receipt.duplicate,
+        },
+    )
+    return {
+        "status": "accepted",
+        "workflow_id": receipt.workflow_id,
+        "name": receipt.name,
+        "sequence": receipt.sequence,
+        "duplicate": receipt.duplicate,
+    }
 
 
 def _skipped(workflow_type: str, schedule: str, key: str | None) -> dict[str, Any]:

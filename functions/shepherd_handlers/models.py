@@ -12,6 +12,7 @@ from shepherd.limits import (
     MAX_ERROR_CAUSE,
     MAX_ERROR_NAME,
     MAX_HEARTBEAT_BATCH,
+    MAX_SIGNAL_ID_CHARS,
     MAX_UPLOAD_BYTES,
     UPLOAD_SECONDS,
 )
@@ -309,11 +310,17 @@ class StepView(BaseModel):
     finished_at: str | None = None
     wake_at: Annotated[
         str | None,
-        Field(description="A resting Wait step: when it wakes; an Approval: when it times out"),
+        Field(
+            description="A resting Wait step: when it wakes; an Approval or a WaitForSignal "
+            "step: when it times out"
+        ),
     ] = None
     decision: Annotated[
         dict[str, Any] | None,
-        Field(description="An Approval step's answer: verdict, by, at, comment"),
+        Field(
+            description="An Approval step's answer: verdict, by, at, comment; a WaitForSignal "
+            "step's signal: signal, sequence, signal_id, sender, sent_at"
+        ),
     ] = None
     dispatches: int = 0
     error: dict[str, Any] | None = None
@@ -612,6 +619,47 @@ class ApproveRequest(BaseModel):
         Field(
             description="The step's output; absent: `{approved: true, by, comment}`",
         ),
+    ] = None
+
+
+class SignalRequest(BaseModel):
+    """A signal into a running workflow: its payload (any JSON, within the inline payload
+    cap) and an optional id a retry repeats, so it is kept once."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"payload": {"quantity": 3}, "signal_id": "amend-o-1001-1"}]
+        },
+    )
+
+    payload: Annotated[
+        Any, Field(description="The signal's payload: the output of the step that takes it")
+    ] = None
+    signal_id: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=MAX_SIGNAL_ID_CHARS,
+            pattern=r"^[\x21-\x7e]+$",
+            description="A dedupe key: the same id with the same signal is kept once (202 "
+            "again); with another name or payload, 409 SignalIdConflict",
+        ),
+    ] = None
+
+
+class SignalView(BaseModel):
+    """A signal accepted (kept, or taken at once by a step waiting for it)."""
+
+    workflow_id: str
+    name: str
+    sequence: Annotated[int, Field(description="Its number in its name's queue, from 0")]
+    signal_id: str | None = None
+    duplicate: Annotated[
+        bool, Field(description="This request repeated a signal id already kept: nothing new")
+    ]
+    taken_by: Annotated[
+        str | None, Field(description="The WaitForSignal step that took it at once, if one")
     ] = None
 
 

@@ -1,4 +1,5 @@
-"""The event bus, and the rule that turns external StartWorkflow events into workflow starts."""
+"""The event bus, and the rule that turns external StartWorkflow events into workflow starts
+(and Signal events into signals, issue 37)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from aws_cdk import (
     aws_sqs,
 )
 from constructs import Construct
-from shepherd.observability import EVENT_SOURCE, HANDLER_EVENTS, START_DETAIL_TYPE
+from shepherd.observability import (
+    EVENT_SOURCE,
+    HANDLER_EVENTS,
+    INBOUND_DETAIL_TYPES,
+)
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
@@ -50,7 +55,7 @@ class EventBus(Construct):
             self, "Bus", event_bus_name=bus_name or stack_scoped_name(self, max_length=256)
         )
         self.start_pattern = aws_events.EventPattern(
-            detail_type=[START_DETAIL_TYPE],
+            detail_type=list(INBOUND_DETAIL_TYPES),  # starts and signals, owned alike
             # Shepherd's own events never start workflows (no loops); anyone else's may.
             source=aws_events.Match.anything_but(EVENT_SOURCE),
         )
@@ -78,7 +83,8 @@ class EventBus(Construct):
         * a source `event_owners` maps to a principal only by that principal (a role's
           sessions count as the role: `aws:PrincipalArn`): nobody else starts workflows as
           its owner or takes its idempotency keys;
-        * `StartWorkflow` from no other source (the events handler rejects it too).
+        * `StartWorkflow` and `Signal` from no other source (the events handler rejects them
+          too).
 
         Other events from other sources are the bus's business and pass."""
         bus = self.bus
@@ -111,7 +117,7 @@ class EventBus(Construct):
                 },
             )
         start: dict[str, dict[str, object]] = {
-            "StringEquals": {"events:detail-type": START_DETAIL_TYPE}
+            "StringEquals": {"events:detail-type": list(INBOUND_DETAIL_TYPES)}
         }
         if owners:
             start["StringNotEquals"] = {"events:source": sorted(owners)}
@@ -154,7 +160,7 @@ class EventBus(Construct):
             self,
             "StartWorkflowRule",
             event_bus=self.bus,
-            description=f"{START_DETAIL_TYPE} from any source but {EVENT_SOURCE}",
+            description=f"{', '.join(INBOUND_DETAIL_TYPES)} from any source but {EVENT_SOURCE}",
             event_pattern=self.start_pattern,
             targets=[
                 aws_events_targets.LambdaFunction(

@@ -68,6 +68,9 @@ CONFIG = SchemathesisConfig.from_dict(
                 "GET /workflows/{workflow_id}/preview",
                 # A map's next_token is only valid for this caller, workflow, step and filter.
                 "GET /workflows/{workflow_id}/steps/{step}/items",
+                # A signal's payload is any JSON, within nesting and size limits a schema of
+                # `Any` cannot state (400 past them).
+                "POST /workflows/{workflow_id}/signals/{name}",
             )
         ]
         # The former callback routes (token in the path) answer 410, naming their replacement.
@@ -91,8 +94,8 @@ schema = schemathesis.openapi.from_dict(json.loads(TARGET.read_text()), config=C
 schema.app = apigw.wsgi(gateway)
 
 
-# A definition with an Approval step and a schedule, beside the examples: the approval and
-# schedule routes' success paths.
+# A definition with an Approval step, a WaitForSignal step and a schedule, beside the
+# examples: the approval, signal and schedule routes' success paths.
 APPROVAL = """\
 Name: fuzz_review
 Steps:
@@ -103,6 +106,8 @@ Steps:
   - Name: sign_off
     DependsOn: [first]
     Approval: {TimeoutSeconds: 3600}
+  - Name: amend
+    WaitForSignal: {Name: amended, TimeoutSeconds: 3600}
 Schedules:
   - {Name: fuzz_nightly, Expression: "cron(0 2 * * ? *)"}
 """
@@ -196,6 +201,12 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
         # reached however the examples fall.
         case.path_parameters["workflow_id"] = seeded["map_workflow"]
         case.path_parameters["step"] = "each"
+        return
+    if "/signals/" in case.path and case.path_parameters:
+        # A signal: always to the workflow whose step waits for `amended`, so its success
+        # path is reached however the examples fall (past 100 kept, 409 TooManySignals).
+        case.path_parameters["workflow_id"] = seeded["approval_workflow"]
+        case.path_parameters["name"] = "amended"
         return
     if "/steps/" in case.path and case.path_parameters:
         # The approval routes: always the workflow waiting for a person, so their success

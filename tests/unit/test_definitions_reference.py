@@ -19,6 +19,7 @@ from shepherd.definitions import (
     RetryPolicy,
     ScheduleSpec,
     StepSpec,
+    WaitForSignalSpec,
     parse_definition,
 )
 from shepherd.fanout import MapSpec, check_steps
@@ -36,6 +37,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Compensation": CompensationSpec,
     "Map": MapSpec,
     "Schedules": ScheduleSpec,
+    "WaitForSignal step": WaitForSignalSpec,
 }
 
 

@@ -415,9 +415,13 @@ class LocalStack:
         start_arn = sqs.get_queue_attributes(QueueUrl=start_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
-        from shepherd.observability import EVENT_SOURCE, START_DETAIL_TYPE
+        from shepherd.observability import EVENT_SOURCE, INBOUND_DETAIL_TYPES
 
-        pattern = {"detail-type": [START_DETAIL_TYPE], "source": [{"anything-but": EVENT_SOURCE}]}
+        # Signal events too (issue 37): owned as starts are, handled by the same function.
+        pattern = {
+            "detail-type": list(INBOUND_DETAIL_TYPES),
+            "source": [{"anything-but": EVENT_SOURCE}],
+        }
         clients["events"].put_rule(
             Name="start-workflow", EventBusName=BUS, EventPattern=json.dumps(pattern)
         )

@@ -368,6 +368,25 @@ def cmd_answer(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def cmd_signal(args: argparse.Namespace, api: Api) -> int:
+    """`shepherd signal ID NAME [--payload JSON] [--signal-id X]`: send a signal into a
+    running workflow (kept until a WaitForSignal step of that name takes it)."""
+    body: dict[str, Any] = {}
+    if args.payload is not None:
+        body["payload"] = _input(args.payload, "--payload")
+    if args.signal_id is not None:
+        body["signal_id"] = args.signal_id
+    got = api.call("POST", f"/workflows/{args.workflow_id}/signals/{args.name}", body)
+    if got.get("duplicate"):
+        fate = "already sent (kept once)"
+    elif got.get("taken_by"):
+        fate = f"taken by {got['taken_by']}"
+    else:
+        fate = "kept until a step waits for it"
+    print(f"{got['name']} #{got['sequence']}: {fate}")
+    return 0
+
+
 def cmd_approvals(args: argparse.Namespace, api: Api) -> int:
     """`shepherd approvals [--limit N]`: the approvals waiting for the caller, newest first,
     every page (each answered with `shepherd approve|reject ID STEP`)."""
@@ -779,6 +798,14 @@ def parser() -> argparse.ArgumentParser:
         if name == "approve":
             answer.add_argument("--output", help="the step's output: JSON, or @file")
 
+    signal = sub.add_parser(
+        "signal", help="send a signal into a running workflow (a WaitForSignal step takes it)"
+    )
+    signal.add_argument("workflow_id")
+    signal.add_argument("name")
+    signal.add_argument("--payload", help="the signal's payload: JSON, or @file")
+    signal.add_argument("--signal-id", help="a dedupe key: the same signal is kept once")
+
     approvals = sub.add_parser(
         "approvals", help="the approvals waiting for you, newest first (answer: approve/reject)"
     )
@@ -929,6 +956,7 @@ def main(argv: list[str] | None = None) -> int:
             "approvals": cmd_approvals,
             "approve": cmd_answer,
             "reject": cmd_answer,
+            "signal": cmd_signal,
         }[args.command]
         return handler(args, api)
     except (CliError, ProjectError) as exc:

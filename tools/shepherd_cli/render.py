@@ -106,6 +106,10 @@ def watch_frame(view: dict[str, Any]) -> list[str]:
 
 
 def _wait_label(step: Any) -> str:
+    if step.wait_for_signal is not None:
+        return f"wait for signal {step.wait_for_signal.name}"
+    if step.approval is not None:
+        return "approval"
     wait = step.wait
     if wait.seconds is not None:
         return f"wait {wait.seconds} s"

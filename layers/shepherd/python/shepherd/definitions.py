@@ -181,7 +181,29 @@ def never_matches(approver: str) -> str | None:
     return None
 
 
-_ABSENT_WHEN_NONE = ("Condition", "Wait", "Approval", "Agent", "Pool", "TimeoutSeconds")
+SIGNAL_NAME = r"^[A-Za-z0-9_.-]{1,64}$"  # a signal's name (a URL path segment)
+
+
+class WaitForSignalSpec(_Model):
+    """A WaitForSignal step: it rests until a signal of `Name` is sent to its workflow
+    (`POST /workflows/{id}/signals/{name}`), taking the oldest one kept if some came first,
+    its output the signal's payload; or fails with `States.Timeout` after `TimeoutSeconds`
+    (engine/signals.py)."""
+
+    name: Annotated[str, Field(alias="Name", pattern=SIGNAL_NAME)]
+    timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)]
+
+
+_ABSENT_WHEN_NONE = (
+    "Condition",
+    "Wait",
+    "Approval",
+    "WaitForSignal",
+    "Agent",
+    "Pool",
+    "TimeoutSeconds",
+)
+_RESTING = ("Wait", "Approval", "WaitForSignal")  # the step kinds that rest, running nothing
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
 
 
@@ -213,6 +235,8 @@ class StepSpec(TaskSpec):
     wait: Annotated[WaitSpec | None, Field(alias="Wait")] = None
     # Instead of Agent/Pool: rest until a person answers (engine/approvals.py).
     approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
+    # Instead of Agent/Pool: rest until a signal of its name comes (engine/signals.py).
+    wait_for_signal: Annotated[WaitForSignalSpec | None, Field(alias="WaitForSignal")] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -221,7 +245,7 @@ class StepSpec(TaskSpec):
         required, reported as pydantic reports any missing field, beside the step's other
         mistakes (one line each), not instead of them."""
         missing: list[Any] = []
-        if isinstance(data, dict) and "Wait" not in data and "Approval" not in data:
+        if isinstance(data, dict) and not any(kind in data for kind in _RESTING):
             # A child-workflow step names no Agent or Pool; its TimeoutSeconds bounds the wait.
             needed = (
                 ("TimeoutSeconds",) if "Workflow" in data else ("Agent", "Pool", "TimeoutSeconds")
@@ -246,12 +270,21 @@ class StepSpec(TaskSpec):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> StepSpec:
-        """A Wait or an Approval step names none of a task's fields (nothing runs, so nothing
-        can time out, retry or need undoing); a task step's are required
+        """A Wait, an Approval or a WaitForSignal step names none of a task's fields (nothing
+        runs, so nothing can time out, retry or need undoing); a task step's are required
         (`_task_fields_required`)."""
-        if self.wait is not None and self.approval is not None:
-            raise ValueError("a step is a Wait or an Approval, not both")
-        kind = "a Wait" if self.wait is not None else "an Approval" if self.approval else None
+        kinds = [
+            kind
+            for kind, spec in (
+                ("a Wait", self.wait),
+                ("an Approval", self.approval),
+                ("a WaitForSignal", self.wait_for_signal),
+            )
+            if spec is not None
+        ]
+        if len(kinds) > 1:
+            raise ValueError(f"a step is {' or '.join(kinds)}, not both")
+        kind = kinds[0] if kinds else None
         if kind is not None:
             given = [
                 a
@@ -264,9 +297,9 @@ class StepSpec(TaskSpec):
 
     @property
     def is_task(self) -> bool:
-        """Not a Wait, not an Approval: sent to an agent pool (or, with `Workflow`, run as a
-        child workflow)."""
-        return self.wait is None and self.approval is None
+        """Not a Wait, an Approval or a WaitForSignal: sent to an agent pool (or, with
+        `Workflow`, run as a child workflow)."""
+        return self.wait is None and self.approval is None and self.wait_for_signal is None
 
     @property
     def runs_agent(self) -> bool:
@@ -337,6 +370,12 @@ class Definition(_Model):
     # Starts on a clock (EventBridge Scheduler deployed; `shepherd local`'s own clock).
     schedules: Annotated[
         tuple[ScheduleSpec, ...], Field(alias="Schedules", max_length=limits.MAX_SCHEDULES)
+    ] = ()
+    # Who may send its workflows signals besides their owner, matched as an Approval's
+    # `Approvers` are: IAM principal ARNs deployed, caller names locally (engine/signals.py).
+    signal_senders: Annotated[
+        tuple[Annotated[str, Field(min_length=1, max_length=limits.MAX_PRINCIPAL_CHARS)], ...],
+        Field(alias="SignalSenders", max_length=limits.MAX_APPROVERS),
     ] = ()
 
     @model_validator(mode="after")
@@ -434,6 +473,18 @@ class Definition(_Model):
         return tuple(s.name for s in self.steps if not self.dependents[s.name])
 
     @cached_property
+    def signal_waits(self) -> dict[str, tuple[str, ...]]:
+        """The WaitForSignal steps waiting for each signal name, in topological order: the
+        names a signal may have (any other is refused, so kept signals are bounded by the
+        definition) and, of several steps, which takes a signal first."""
+        out: dict[str, list[str]] = {}
+        for name in self.topological_order:
+            wait = self.by_name[name].wait_for_signal
+            if wait is not None:
+                out.setdefault(wait.name, []).append(name)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
     def roots(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.steps if not s.depends_on)
 
@@ -476,6 +527,8 @@ class Definition(_Model):
             return (spec.liveness_seconds,)
         if spec.approval is not None:
             return (spec.approval.timeout_seconds,)
+        if spec.wait_for_signal is not None:
+            return (spec.wait_for_signal.timeout_seconds,)
         assert spec.wait is not None
         return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 
@@ -514,13 +567,15 @@ class Definition(_Model):
         )
         if not body.get("Schedules"):
             body.pop("Schedules", None)  # as before schedules existed: the same version
+        if not body.get("SignalSenders"):
+            body.pop("SignalSenders", None)  # likewise
         for step in body["Steps"]:
             # Fields a step kind does not use are left out, so a definition that uses none of
             # the newer fields keeps the hash (the version) it had before they existed.
             for key in _ABSENT_WHEN_NONE:
                 if step.get(key, 0) is None:
                     del step[key]
-            if step.get("Wait") is not None or step.get("Approval") is not None:
+            if any(step.get(kind) is not None for kind in _RESTING):
                 for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
                     step.pop(key, None)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))

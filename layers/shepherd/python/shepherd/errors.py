@@ -160,6 +160,35 @@ class ApprovalNotPending(ShepherdError):
         self.status = status
 
 
+class SignalUnknown(ShepherdError):
+    """No WaitForSignal step of the workflow's definition waits for a signal of this name: it
+    could never be taken, so it is not kept."""
+
+    def __init__(self, workflow_id: str, name: str) -> None:
+        super().__init__(f"no step of workflow {workflow_id} waits for a signal '{name}'")
+        self.name = name
+
+
+class SignalIdConflict(ShepherdError):
+    """A signal id already kept for another signal (another name or payload)."""
+
+    def __init__(self, signal_id: str) -> None:
+        super().__init__(
+            f"signal id '{signal_id}' was already used for a different signal (name or payload)"
+        )
+        self.signal_id = signal_id
+
+
+class TooManySignals(ShepherdError):
+    """The workflow already keeps its most signals waiting for a step (limits.MAX_SIGNALS_KEPT):
+    nothing was written; one is accepted again once a step takes one."""
+
+    def __init__(self, workflow_id: str, limit: int) -> None:
+        super().__init__(
+            f"workflow {workflow_id} already keeps {limit} signals no step has taken yet"
+        )
+
+
 class ConditionFailed(ShepherdError):
     """A conditional write lost: `current` is the item as it is now (None if it does not exist)."""
 

@@ -240,3 +240,33 @@ def events_pk(workflow_id: str) -> str:
 
 def event_sk(at_ms: int, event_id: str) -> str:
     return f"{at_ms:0{CREATED_DIGITS}d}#{event_id}"
+
+
+# ------------------------------------------------------------ signals (issue 37)
+# A workflow's signals live in a partition of their own, so a look at the workflow (one query
+# of its partition) never reads them (docs/architecture.md, Signals). A name's signals are a
+# queue: `next` is the sequence number the next one sent gets, `head` the next to be taken;
+# each kept signal is one item under its name and number, taken in order. A signal id names
+# its dedupe item. The counter item bounds how many wait, over every name.
+SIGNAL_PREFIX = "SIG#"  # pk of a workflow's signals: SIG#<workflow id>
+SIGNALS_SK = "#SIG"  # sk of its counter item: `kept`, how many wait for a step
+SIGNAL_NAME_PREFIX = "N#"  # sk of a name's queue: N#<name> (`next`, `head`)
+SIGNAL_ITEM_PREFIX = "Q#"  # sk of a signal: Q#<name>#<sequence, 10 digits>
+SIGNAL_ID_PREFIX = "D#"  # sk of a signal id, kept once: D#<signal id>
+SIGNAL_SEQUENCE_DIGITS = 10
+
+
+def signals_pk(workflow_id: str) -> str:
+    return SIGNAL_PREFIX + workflow_id
+
+
+def signal_queue_sk(name: str) -> str:
+    return SIGNAL_NAME_PREFIX + name
+
+
+def signal_sk(name: str, sequence: int) -> str:
+    return f"{SIGNAL_ITEM_PREFIX}{name}#{sequence:0{SIGNAL_SEQUENCE_DIGITS}d}"
+
+
+def signal_id_sk(signal_id: str) -> str:
+    return SIGNAL_ID_PREFIX + signal_id

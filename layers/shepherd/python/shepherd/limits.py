@@ -158,3 +158,9 @@ MAX_APPROVERS = 10
 MAX_PRINCIPAL_CHARS = 512
 MAX_APPROVAL_COMMENT_CHARS = 1000
 MAX_SCHEDULES = 20  # per definition (each one an EventBridge Scheduler schedule)
+
+# Signals (issue 37): how many a workflow keeps waiting for a step to take them (over every
+# name), refused past that before anything is written; a signal's payload is kept inline, in
+# its own item, so it is capped by the deployment's inline payload size (`payload_inline_bytes`).
+MAX_SIGNALS_KEPT = 100
+MAX_SIGNAL_ID_CHARS = 128

@@ -358,6 +358,9 @@ class StepRecord:
     # it out (an Approval).
     wake_at: int | None = None
     decision: str | None = None  # an Approval's answer (JSON: verdict, by, at, comment)
+    # Its workflow was cancelled while this attempt ran: the agent's heartbeat reads it
+    # (`AgentContext.cancel_requested`) and may stop early (issue 37.4).
+    cancel_requested_at: int | None = None
     # False: no item exists (a step shown PENDING from the definition). A write planned on it
     # is guarded by exactly that (the item is still missing) and creates the item.
     stored: bool = field(default=True, compare=False)
@@ -479,6 +482,7 @@ _STEP_OPTIONAL = (
     "resent_at",
     "wake_at",
     "decision",
+    "cancel_requested_at",
     "position",
     "child_id",
     "child_cancel",

@@ -67,3 +67,5 @@ ENV_POOL = "SHEPHERD_POOL"  # the pool an agent function serves
 # their names stay importable from here for the CDK app and the tests.
 EVENT_SOURCE = "shepherd"
 START_DETAIL_TYPE = "StartWorkflow"
+SIGNAL_DETAIL_TYPE = "Signal"  # a signal into a running workflow (issue 37), owned as a start
+INBOUND_DETAIL_TYPES = (START_DETAIL_TYPE, SIGNAL_DETAIL_TYPE)  # what the events handler takes

@@ -17,6 +17,7 @@ from typing import Literal
 from shepherd.limits import (
     MAX_CALLBACK_BODY_BYTES,
     MAX_HEARTBEAT_BATCH_BODY_BYTES,
+    MAX_PAYLOAD_INLINE_BYTES,
     MAX_REQUEST_BYTES,
     MAX_START_BODY_BYTES,
 )
@@ -113,6 +114,16 @@ ROUTES: tuple[Route, ...] = (
         MAX_START_BODY_BYTES,
     ),
     Route("POST", "/workflows/{workflow_id}/steps/{step}/reject", "api", True, 8 * 1024),
+    # A signal into a running workflow (docs/api.md, Signals): kept until a step takes it.
+    # Its payload is capped by the engine (the inline payload size); the body's cap leaves
+    # room for the spaces and escapes a caller's JSON may carry around it.
+    Route(
+        "POST",
+        "/workflows/{workflow_id}/signals/{name}",
+        "api",
+        True,
+        4 * MAX_PAYLOAD_INLINE_BYTES + 8 * 1024,
+    ),
     # The caller's pending approvals across workflows, newest first (the inbox index).
     Route("GET", "/approvals", "api", query=("limit", "next_token")),
     Route("POST", "/payloads", "api", json_body=True, body_cap=4 * 1024),

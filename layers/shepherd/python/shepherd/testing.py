@@ -748,6 +748,16 @@ class MemoryEngine:
     def callback(self, token: str, action: str, **kwargs: Any) -> None:
         self.engine.callbacks.callback(token, action, **kwargs)
 
+    def signal(
+        self, workflow_id: str, name: str, payload: Any = None, signal_id: str | None = None
+    ) -> Any:
+        """Send a signal as the workflow's owner, as `POST /workflows/{id}/signals/{name}`
+        would: kept until a WaitForSignal step of that name takes it (at once if one waits).
+        The receipt (`shepherd.engine.signals.SignalReceipt`)."""
+        return self.engine.signals.send(
+            workflow_id, name, payload, principal=self.owner, signal_id=signal_id
+        )
+
     # ---------------------------------------------------------------------------- reads
 
     def outcome(self, workflow_id: str) -> Outcome:

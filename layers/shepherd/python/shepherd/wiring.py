@@ -23,6 +23,7 @@ from shepherd.engine.operations import Operations
 from shepherd.engine.pools import PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.schedules import Schedules
+from shepherd.engine.signals import Signals
 from shepherd.engine.supervisor import Supervisor, ThreadedLooks
 from shepherd.engine.uploads import Uploads
 from shepherd.ids import RandomIds
@@ -227,6 +228,10 @@ class Shepherd:
     @property
     def approvals(self) -> Approvals:
         return self.engine.approvals
+
+    @property
+    def signals(self) -> Signals:
+        return self.engine.signals
 
     @property
     def uploads(self) -> Uploads:

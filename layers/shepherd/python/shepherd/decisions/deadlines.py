@@ -40,11 +40,16 @@ def pause_timeout_at(state: WorkflowState, definition: Definition) -> int | None
 
 
 def _resting(definition: Definition, rec: StepRecord) -> Deadline | None:
-    """A Wait wakes, an Approval times out, at `wake_at` (issue 25); nothing runs before."""
+    """A Wait wakes, an Approval or a WaitForSignal times out, at `wake_at` (issue 25);
+    nothing runs before."""
     if rec.status is not StepStatus.WAITING or rec.wake_at is None:
         return None
-    approval = definition.by_name[rec.name].approval is not None
-    return Deadline(rec.wake_at, "approval timeout" if approval else "wake")
+    spec = definition.by_name[rec.name]
+    if spec.approval is not None:
+        return Deadline(rec.wake_at, "approval timeout")
+    if spec.wait_for_signal is not None:
+        return Deadline(rec.wake_at, f"signal {spec.wait_for_signal.name} timeout")
+    return Deadline(rec.wake_at, "wake")
 
 
 def next_deadline(

@@ -35,6 +35,7 @@ from shepherd.model import (
 
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 TIMEOUT = "States.Timeout"
+WORKFLOW_CANCELLED = "WorkflowCancelled"  # a callback attempt fenced by its workflow's cancel
 PAUSE_TIMEOUT = "PauseTimedOut"
 
 
@@ -112,6 +113,34 @@ class Wake:
 class TimeOutApproval:
     """An Approval step nobody answered within its TimeoutSeconds: it fails for good
     (`ApprovalTimedOut`), guarded as an answer is, so the two end it once."""
+
+    seen: StepRecord
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TellCancel:
+    """A cancelled workflow's running agent attempt: marked, so its next heartbeat tells the
+    agent (`ctx.cancel_requested`) and it may stop early."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
+class TakeSignal:
+    """A resting WaitForSignal step whose signal may have come while nobody delivered it (its
+    sender stopped between recording it and handing it over): the supervisor hands over the
+    oldest kept one, if any (engine/signals.py). Guarded as a delivery is."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
+class TimeOutSignal:
+    """A WaitForSignal step's TimeoutSeconds passed: it fails with `States.Timeout`, unless a
+    signal kept before its deadline is handed over in the same guarded write's place (one
+    that came in time and was not yet delivered). Guarded as a delivery is, so a timed-out
+    wait never also takes a signal."""
 
     seen: StepRecord
     overdue_ms: int = 0
@@ -257,6 +286,9 @@ Action = (
     | Wake
     | FailWait
     | TimeOutApproval
+    | TakeSignal
+    | TimeOutSignal
+    | TellCancel
     | Unwind
     | Pause
     | GiveUp
@@ -486,13 +518,33 @@ class _Planner:
                 actions.extend(self._supervise_map(rec, spec, unwinding=True))
             elif rec.child_id is not None and rec.status is StepStatus.WAITING:
                 actions.extend(self._supervise_child(rec, spec, unwinding=True))
-            elif rec.status.in_flight and options.supervisor:
-                actions.extend(self._supervise(rec, spec, unwinding=True))
+            elif rec.status.in_flight:
+                actions.extend(self._cancel_reaches(rec, spec))
+                if options.supervisor:
+                    actions.extend(self._supervise(rec, spec, unwinding=True))
         if actions:
             return actions
         if any(r.status.in_flight for r in state.steps.values()):
             return []  # an in-flight attempt may still act, and would then need undoing
         return self._compensations()
+
+    def _cancel_reaches(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """A cancel never waits on anything outside Shepherd (invariant 13): an attempt waiting
+        for its callback is fenced at once (it fails for good, `WorkflowCancelled`; a late
+        answer is stale, 409), so compensation starts without its answer or timeout. An agent
+        attempt running in Shepherd's own Lambda is told (`TellCancel`) and ends within its
+        heartbeat and timeout: fencing it would let its compensation race its own effect."""
+        if self.state.workflow.status is not WorkflowStatus.CANCELLING or not spec.runs_agent:
+            return []
+        if rec.fanout is not None or rec.index is not None:
+            return []
+        if rec.status is StepStatus.WAITING and rec.callback_token is not None:
+            message = f"attempt {rec.attempt} was waiting for its callback when the cancel came"
+            decision = retry.GiveUp("unwinding")
+            return [EndAttempt(rec, WORKFLOW_CANCELLED, message, decision, "cancelled")]
+        if rec.status is StepStatus.RUNNING and rec.cancel_requested_at is None:
+            return [TellCancel(rec)]
+        return []
 
     def _compensations(self) -> list[Action]:
         state, definition = self.state, self.definition
@@ -727,6 +779,8 @@ class _Planner:
         rest WAITING for an answer until its timeout."""
         if spec.approval is not None:
             return [StartWait(rec, self.now + spec.approval.timeout_seconds * 1000)]
+        if spec.wait_for_signal is not None:
+            return [StartWait(rec, self.now + spec.wait_for_signal.timeout_seconds * 1000)]
         assert spec.wait is not None
         document = self.options.documents.get(spec.name)
         if spec.wait.until_path is not None and document is None:
@@ -747,7 +801,11 @@ class _Planner:
         if waiting and rec.wake_at is not None and self.now >= rec.wake_at:
             if spec.approval is not None:
                 return [TimeOutApproval(rec, self.now - rec.wake_at)]
+            if spec.wait_for_signal is not None:
+                return [TimeOutSignal(rec, self.now - rec.wake_at)]
             return [Wake(rec, self.now - rec.wake_at)]
+        if waiting and spec.wait_for_signal is not None:
+            return [TakeSignal(rec)]
         return []
 
 
@@ -864,6 +922,9 @@ def start_actions(definition: Definition, state: WorkflowState, input_value: Any
         elif spec.approval is not None:
             deadline = state.workflow.created_at + spec.approval.timeout_seconds * 1000
             actions.append(StartWait(rec, deadline))
+        elif spec.wait_for_signal is not None:
+            timeout = spec.wait_for_signal.timeout_seconds * 1000
+            actions.append(StartWait(rec, state.workflow.created_at + timeout))
         elif not spec.is_task:
             at = wait_time(spec, state.workflow.created_at, document)
             actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))

@@ -19,12 +19,17 @@ from shepherd.definitions import MAX_SQS_DELAY
 from shepherd.keys import (
     POOLS_PK,
     SCHEDULES_PK,
+    SIGNALS_SK,
     WF_SK,
     inbox_item_sk,
     inbox_pk,
     inbox_shard,
     inbox_sk,
     schedule_sk,
+    signal_id_sk,
+    signal_queue_sk,
+    signal_sk,
+    signals_pk,
     wf_pk,
 )
 from shepherd.model import (
@@ -551,6 +556,81 @@ def inbox_cleared(rec: StepRecord, principals: Sequence[str], expires_at: int) -
         )
         for principal in principals
     ]
+
+
+# ------------------------------------------------------------------ signals (issue 37)
+
+# A signal's items are never steps (no status): their writes are guarded by what they count.
+
+
+def keep_signal(
+    workflow_id: str,
+    name: str,
+    sequence: int,
+    fields: dict[str, Any],
+    signal_id: str | None,
+    expires_at: int,
+) -> list[Write]:
+    """A signal sent, as one transaction: counted among the kept ones (refused past
+    limits.MAX_SIGNALS_KEPT: index 0 loses), numbered next in its name's queue (index 1 loses
+    to a concurrent sender, who took `sequence`), written under that number (index 2), and,
+    with an id, that id kept once (index 3 loses to a repeat: the caller compares). Every item
+    expires `expires_at` after its last write unless a take moves it sooner."""
+    pk = signals_pk(workflow_id)
+    keep = {"expires_at": expires_at}
+    writes = [
+        Write(
+            pk,
+            SIGNALS_SK,
+            Update(set=keep, add={"kept": 1}),
+            any_of(Missing("kept"), Lt("kept", limits.MAX_SIGNALS_KEPT)),
+        ),
+        Write(
+            pk,
+            signal_queue_sk(name),
+            Update(set={"next": sequence + 1, **keep}, set_if_missing={"head": 0}),
+            Eq("next", sequence) if sequence else Missing("next"),
+        ),
+        Write(pk, signal_sk(name, sequence), Update(set={**fields, **keep}), Missing("pk")),
+    ]
+    if signal_id is not None:
+        remembered = {"name": name, "sequence": sequence, "hash": fields["hash"], **keep}
+        writes.append(Write(pk, signal_id_sk(signal_id), Update(set=remembered), Missing("pk")))
+    return writes
+
+
+def take_signal(
+    workflow_id: str, name: str, head: int, by: StepRecord, now: int, expires_at: int
+) -> list[Write]:
+    """Signal `head` of its name taken by waiting step `by`: the queue's head moves past it
+    (guarded by the head seen: a concurrent take of the same one loses), it is counted out,
+    and marked taken (never twice), in the transaction of the step's own guarded end."""
+    pk = signals_pk(workflow_id)
+    return [
+        Write(pk, signal_queue_sk(name), Update(set={"head": head + 1}), Eq("head", head)),
+        Write(pk, SIGNALS_SK, Update(add={"kept": -1}), Exists("kept")),
+        Write(
+            pk,
+            signal_sk(name, head),
+            Update(
+                set={
+                    "taken_by": by.name,
+                    "taken_attempt": by.attempt,
+                    "taken_at": now,
+                    "expires_at": expires_at,
+                }
+            ),
+            Missing("taken_at"),
+        ),
+    ]
+
+
+def tell_cancel(rec: StepRecord, now: int) -> Write:
+    """Its workflow is cancelling: mark the running attempt so its agent's next heartbeat sees
+    it (`AgentContext.cancel_requested`). Changes neither status nor attempt (no fence: the
+    agent's own end still lands, and is undone), guarded by both and written once."""
+    condition = all_of(_is(rec.status), _attempt(rec.attempt), Missing("cancel_requested_at"))
+    return Write(*rec.key, Update(set={"cancel_requested_at": now}), condition)
 
 
 def fail_wait(rec: StepRecord, now: int, error: str, expires_at: int) -> Write:

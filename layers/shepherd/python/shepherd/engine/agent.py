@@ -246,6 +246,14 @@ class AgentContext:
         """True once this attempt was fenced out (timed out by the supervisor): stop work."""
         return self._heartbeat is not None and self._heartbeat.fenced
 
+    @property
+    def cancel_requested(self) -> bool:
+        """True once its workflow is cancelling, as this attempt's last heartbeat read it (or
+        once it was fenced out): stop early if you can. The attempt's result still lands and
+        is undone by the step's compensation; returning early only saves work."""
+        hb = self._heartbeat
+        return hb is not None and (hb.cancel_requested or hb.fenced)
+
     def stop_heartbeats(self) -> None:
         """Stop this attempt's background heartbeats: it stops looking alive and the supervisor
         times it out after HeartbeatSeconds (fault injection; an agent giving up liveness)."""
@@ -284,6 +292,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.fenced = False
+        self.cancel_requested = False  # its workflow is cancelling (a heartbeat read it)
         self.writes = 0
         self.token: TaskToken | None = None
 
@@ -330,9 +339,12 @@ class Heartbeat:
                 return True
             details, self._details = self._details, None
             write = tx.heartbeat(self._rec, self._rec.attempt, now, details)
-            if self._scheduler.executor.step(None, write) is None:
+            beaten = self._scheduler.executor.step(None, write)
+            if beaten is None:
                 self.fenced = True
                 return False
+            if beaten.cancel_requested_at is not None:
+                self.cancel_requested = True
             self._last_ms = now
             self.writes += 1
             return True
@@ -715,6 +727,10 @@ class AgentRuntime:
                     )
                 return HandleResult(Outcome.WAITING)
             return HandleResult(Outcome.FENCED, "attempt was superseded")
+        if waiting.cancel_requested_at is not None:
+            # Its workflow was cancelled while the agent ran: a cancel never waits on a
+            # callback, so the unwinding plan fences this wait now (not at its deadline).
+            self.scheduler.advance_after(waiting, failed=True)
         return HandleResult(Outcome.WAITING)
 
     def _succeeded(

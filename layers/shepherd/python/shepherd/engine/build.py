@@ -24,6 +24,7 @@ from shepherd.engine.operations import Operations
 from shepherd.engine.pools import NoPoolControl, PoolControl, Pools
 from shepherd.engine.scheduler import EngineConfig, Ports, Scheduler
 from shepherd.engine.schedules import Schedules
+from shepherd.engine.signals import Signals
 from shepherd.engine.supervisor import LookRunner, Supervisor
 from shepherd.engine.uploads import Uploads
 from shepherd.pool_policy import PoolPolicy
@@ -54,6 +55,11 @@ class Engine:
     def approvals(self) -> Approvals:
         """Answers to Approval steps (built on the scheduler, like the operator's actions)."""
         return Approvals(self.scheduler)
+
+    @cached_property
+    def signals(self) -> Signals:
+        """Signals into running workflows (built on the scheduler, like approvals)."""
+        return Signals(self.scheduler)
 
     @cached_property
     def schedules(self) -> Schedules:

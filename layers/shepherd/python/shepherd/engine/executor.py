@@ -87,6 +87,32 @@ class Executor:
             state.put(rec)
         return rec
 
+    def step_contended(
+        self,
+        state: WorkflowState | None,
+        seen: StepRecord,
+        write: tx.Write,
+        extras: Sequence[tx.Write],
+    ) -> tuple[StepRecord | None, int | None]:
+        """`step_with` for extras that may lose too (a signal's queue, whose head another
+        wait may take first): (the new record, None) if every write landed, else (None, the
+        index of the write that lost: 0 the step's, folded into `state` as `step` folds it)."""
+        writes = [write, *extras]
+        guarded = [(w.pk, w.sk, w.update, w.condition) for w in writes if w.condition]
+        if len(guarded) != len(writes):
+            raise ValueError("every write in a transaction is conditional")
+        try:
+            self.store.transact(guarded)
+        except TransactionConflict as lost:
+            if state is not None and lost.index == 0 and lost.current is not None:
+                state.put(StepRecord.from_item(lost.current))
+            return None, lost.index
+        before = seen.to_item() if seen.stored else {"pk": write.pk, "sk": write.sk}
+        rec = StepRecord.from_item(write.update.apply(before))
+        if state is not None:
+            state.put(rec)
+        return rec, None
+
     def step_or_current(self, write: tx.Write) -> tuple[StepRecord | None, Item | None]:
         """Apply a step write: (the new record, None) if it won, (None, the item as it now is)
         if it lost. For a caller that decides by who won (an agent told it was fenced)."""
@@ -164,6 +190,18 @@ class Executor:
         except TransactionConflict:
             return False
         return True
+
+    def contended(self, writes: Sequence[tx.Write]) -> tuple[int, Item | None] | None:
+        """Apply writes on distinct items of no step in one transaction (a signal kept):
+        None if they landed, else the index of the write that lost and its item as it is."""
+        guarded = [(w.pk, w.sk, w.update, w.condition) for w in writes if w.condition]
+        if len(guarded) != len(writes):
+            raise ValueError("every write in a transaction is conditional")
+        try:
+            self.store.transact(guarded)
+        except TransactionConflict as lost:
+            return lost.index, lost.current
+        return None
 
     def start_child(
         self, state: WorkflowState, seen: StepRecord, child: Item, write: tx.Write

@@ -45,7 +45,10 @@ from shepherd.decisions.planner import (
     StartChild,
     StartCompensation,
     StartWait,
+    TakeSignal,
+    TellCancel,
     TimeOutApproval,
+    TimeOutSignal,
     Unwind,
     Wake,
     conditions_due,
@@ -56,6 +59,7 @@ from shepherd.decisions.planner import (
 from shepherd.decisions.retry import RetryIn
 from shepherd.decisions.waits import RUNTIME_ERROR
 from shepherd.definitions import MAX_SQS_DELAY, Definition, StepSpec
+from shepherd.engine import signals
 from shepherd.engine.catalog import Catalog
 from shepherd.engine.executor import Executor
 from shepherd.engine.maps import (
@@ -301,7 +305,7 @@ class Scheduler:
             for action in start_actions(definition, state, loads(input_json))
         ]
         self.deliver(tasks)
-        self._advance_past(workflow.workflow_id, definition, applied)
+        self._advance_past(state, definition, applied)
 
     @staticmethod
     def validated_input(
@@ -691,19 +695,29 @@ class Scheduler:
                 won = self._apply(state, definition, action, at, tasks)
                 applied.append(Applied(action, won))
         self.deliver(tasks)
-        return applied + self._advance_past(state.workflow.workflow_id, definition, applied)
+        return applied + self._advance_past(state, definition, applied)
 
     def _advance_past(
-        self, workflow_id: str, definition: Definition, applied: list[Applied]
+        self, state: WorkflowState, definition: Definition, applied: list[Applied]
     ) -> list[Applied]:
         """The winner of a skip or a wake advances past its step, as the agent of a success
         does (its successors, the finish); the winner of a failed wait advances the whole
-        workflow (a bounded plan only looks forward), which unwinds or pauses it."""
+        workflow (a bounded plan only looks forward), which unwinds or pauses it. A
+        WaitForSignal step that took a signal (as it started resting, at a look, at its
+        deadline) or timed out is one or the other, as it now is in `state`."""
+        workflow_id = state.workflow.workflow_id
         out: list[Applied] = []
         for a in applied:
             if not a.won:
                 continue
-            if isinstance(a.action, Skip | Wake):
+            if isinstance(a.action, StartWait | TakeSignal | TimeOutSignal):
+                ended = state.steps.get(a.action.seen.name)
+                if ended is not None and ended.status is StepStatus.SUCCEEDED:
+                    name = ended.name
+                    out += self.advance(workflow_id, completed=name, definition=definition)
+                elif ended is not None and ended.status is StepStatus.FAILED:
+                    out += self.advance(workflow_id)
+            elif isinstance(a.action, Skip | Wake):
                 name = a.action.seen.name
                 out += self.advance(workflow_id, completed=name, definition=definition)
             elif isinstance(a.action, FinishMap) and a.action.seen.kind == "step":
@@ -818,7 +832,16 @@ class Scheduler:
                 return ex.step_with(state, seen, write, cleared) is not None
             case Skip(seen):
                 return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
-            case StartWait() | Wake() | FailWait() | TimeOutApproval():
+            case TellCancel(seen):
+                return ex.step(state, tx.tell_cancel(seen, now)) is not None
+            case (
+                StartWait()
+                | Wake()
+                | FailWait()
+                | TimeOutApproval()
+                | TakeSignal()
+                | TimeOutSignal()
+            ):
                 return self._apply_wait(state, definition, action, now)
             case AccountItem() | OpenMore() | DecideMap() | HaltMap() | FinishMap():
                 return self._apply_map(state, definition, action, tasks)
@@ -1194,8 +1217,9 @@ class Scheduler:
     def _apply_wait(
         self, state: WorkflowState, definition: Definition, action: Action, now: int
     ) -> bool:
-        """A Wait step's writes: start resting (pulling `due_at` first for an `Until`),
-        wake, or fail for an unreadable time."""
+        """A resting step's writes: start resting (pulling `due_at` first for an `Until`; a
+        WaitForSignal step then takes a signal kept before it), wake, fail for an unreadable
+        time, time out, or take a signal (engine/signals.py)."""
         ex = self.executor
         match action:
             case StartWait(seen, wake_at):
@@ -1208,9 +1232,18 @@ class Scheduler:
                 if approvers is not None:  # listed for whoever may answer, as it starts
                     principals = tx.approval_principals(state.workflow.owner, approvers)
                     inbox = tx.inbox_entries(state.workflow, seen, principals, now, wake_at)
-                return ex.step_with(state, seen, write, inbox) is not None
+                resting = ex.step_with(state, seen, write, inbox)
+                if resting is None:
+                    return False
+                if spec.wait_for_signal is not None:  # the oldest signal kept, if one came
+                    signals.take(self, state, definition, resting)
+                return True
             case Wake(seen):
                 return ex.step(state, tx.wake(seen, now, self.expires(now))) is not None
+            case TakeSignal(seen):
+                return signals.take(self, state, definition, seen) is not None
+            case TimeOutSignal(seen):
+                return signals.time_out(self, state, definition, seen) is not None
             case FailWait(seen, message):
                 error = tx.error_json(RUNTIME_ERROR, message)
                 write = tx.fail_wait(seen, now, error, self.expires(now))
@@ -1426,6 +1459,9 @@ def _key(action: Action) -> tuple[Any, ...]:
             | Wake(seen)
             | FailWait(seen)
             | TimeOutApproval(seen)
+            | TakeSignal(seen)
+            | TimeOutSignal(seen)
+            | TellCancel(seen)
         ):
             return (
                 type(action).__name__,
