@@ -97,15 +97,17 @@ def test_replay_starts_makes_each_failed_start_once(events: Any, stack: Stack) -
     before = events.handler(made, LambdaContext())["workflow_id"]
     lost = _start_event("never-made", {"type": "order_fulfilment", "input": {**ORDER}})
     bad = _start_event("bad", {"type": "no_such_type", "input": {}})
+    # A real firing of the example's own schedule (a forged one is refused: issue 35.1):
+    # cron(0 2 * * ? *) in Europe/Paris fires at 01:00 UTC in December, with its Input.
     firing = schedules.firing_event(
-        "order_fulfilment",
-        "nightly",
-        ORDER,
+        "provision_environment",
+        "nightly-staging",
+        {"env_name": "staging-nightly", "region": "eu-west-1", "size": "medium"},
         account="123456789012",
         region="us-east-1",
-        scheduled_time="2026-12-06T02:00:00Z",
+        scheduled_time="2026-12-06T01:00:00Z",
         execution_id="exec-1",
-        schedule_arn="arn:aws:scheduler:us-east-1:123456789012:schedule/g/nightly",
+        schedule_arn="arn:aws:scheduler:us-east-1:123456789012:schedule/g/nightly-staging",
     )
     failures = _queue(
         stack,
@@ -125,7 +127,7 @@ def test_replay_starts_makes_each_failed_start_once(events: Any, stack: Stack) -
     assert any(before in line and "already" in line for line in report.lines)
     # The scheduled workflow belongs to the schedule owner, who lists it.
     mine = stack.api("GET", "/workflows", caller=OWNER)[2]["items"]
-    assert [w["idempotency_key"] for w in mine] == ["schedule:nightly:2026-12-06T02:00:00Z"]
+    assert [w["idempotency_key"] for w in mine] == ["schedule:nightly-staging:2026-12-06T01:00:00Z"]
     # Replayed again (the same messages, were they redelivered): nothing new is started.
     again = _queue(stack, "again", [_on_failure_record(made), json.dumps(lost)])
     report = replay_starts(stack.clients["sqs"], [again], _invoke(events, []))
