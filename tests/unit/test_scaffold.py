@@ -89,7 +89,7 @@ def test_the_scaffolds_own_tests_pass_on_this_shepherd(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "3 passed" in run.stdout
+    assert "5 passed" in run.stdout
 
 
 def _wheel(folder: Path, version: str = "0.1.0") -> Path:

@@ -241,7 +241,7 @@ Workflows on Shepherd (Scheduler-Agent-Supervisor on AWS serverless).
 
 | path | what |
 |---|---|
-| `statemachines/welcome.yaml` | the workflow definition: create an account, then send a welcome mail; the account is deleted if the mail fails for good |
+| `statemachines/welcome.yaml` | the workflow definition: create an account (a VIP's approved by a person first), then send a welcome mail, and tips a day later if asked; the account is deleted if the mail fails for good |
 | `src/{package}/agents.py` | the agent functions the definition names |
 | `tests/test_welcome.py` | unit tests: the workflow on Shepherd's in-memory engine |
 | `infra/app.py` | the CDK app: the `Shepherd` construct with this definition and these agents |
@@ -283,12 +283,16 @@ local stack). Every way below works the same on a teammate's laptop and in CI:
 
 DEFINITION = """\
 Name: welcome
-Comment: Create an account and send a welcome mail; delete the account if the mail cannot go.
+Comment: >-
+  Create an account and send a welcome mail; delete the account if the mail cannot go. A VIP
+  account waits for a person's review first; an account that asks for tips gets them a day later.
 InputSchema:
   type: object
   required: [email]
   properties:
     email: {type: string, minLength: 3}
+    vip: {type: boolean}
+    tips: {type: boolean}
 Steps:
   - Name: create_account
     Agent: create_account
@@ -299,12 +303,27 @@ Steps:
       Agent: delete_account
       Pool: accounts
       TimeoutSeconds: 30
-  - Name: send_welcome
+  - Name: vip_review
     DependsOn: [create_account]
+    Comment: A person approves a VIP account (POST .../steps/vip_review/approve or /reject).
+    Condition: {Variable: $.input.vip, BooleanEquals: true}
+    Approval: {TimeoutSeconds: 86400}
+  - Name: send_welcome
+    DependsOn: [create_account, vip_review]   # after the review, or its skip
     Agent: send_welcome
     Pool: mail
     TimeoutSeconds: 30
     Retry: {MaxAttempts: 2, IntervalSeconds: 1, NonRetryableErrors: [Undeliverable]}
+  - Name: a_day_later
+    DependsOn: [send_welcome]
+    Condition: {Variable: $.input.tips, BooleanEquals: true}
+    Wait: {Seconds: 86400}
+  - Name: send_tips
+    DependsOn: [a_day_later]
+    Condition: {Variable: $.input.tips, BooleanEquals: true}
+    Agent: send_tips
+    Pool: mail
+    TimeoutSeconds: 30
 """
 
 AGENTS = '''\
@@ -341,13 +360,20 @@ def send_welcome(ctx: AgentContext) -> dict[str, Any]:
         raise PermanentError(f"{email} cannot receive mail", name="Undeliverable")
     account = ctx.dependencies["create_account"]["account_id"]
     return {"sent_to": email, "account_id": account}
+
+
+@registry.agent("send_tips")
+def send_tips(ctx: AgentContext) -> dict[str, Any]:
+    return {"tips_to": ctx.input["email"]}
 '''
 
 TESTS = '''\
 """The workflow on Shepherd's in-memory engine: real engine, manual clock, milliseconds.
 
 `MemoryEngine.from_project` runs the definitions and agent modules `[tool.shepherd]` names;
-`overrides` swap an agent for one engine (one test) only.
+`overrides` swap an agent for one engine (one test) only. A test answers an Approval step
+(`approve`, `reject`), fires a Wait step's timer (`fire_wait`) and reads the path the workflow
+took (`outcome.path`, `outcome.skipped`, `outcome.undone`).
 """
 
 from __future__ import annotations
@@ -368,6 +394,8 @@ def test_a_welcome_creates_the_account_and_sends_the_mail() -> None:
     outcome = engine.run(engine.start("welcome", {{"email": "ada@example.com"}}))
     assert outcome.status is WorkflowStatus.SUCCEEDED
     assert outcome.output["send_welcome"]["sent_to"] == "ada@example.com"
+    assert outcome.path == ("create_account", "send_welcome")
+    assert outcome.skipped == ("vip_review", "a_day_later", "send_tips")
 
 
 def test_an_undeliverable_mail_deletes_the_account() -> None:
@@ -377,6 +405,7 @@ def test_an_undeliverable_mail_deletes_the_account() -> None:
     mail = outcome.steps["send_welcome"]
     assert mail.error is not None and mail.error.name == "Undeliverable"
     assert outcome.compensations["create_account"].status is StepStatus.SUCCEEDED
+    assert outcome.undone == ("create_account",)
 
 
 def test_a_flaky_step_is_retried() -> None:
@@ -391,6 +420,31 @@ def test_a_flaky_step_is_retried() -> None:
     first, second = outcome.steps["create_account"].attempts
     assert first.outcome is AttemptOutcome.FAILED and second.outcome is AttemptOutcome.SUCCEEDED
     assert first.error is not None and first.error.message == "the account service blinked"
+
+
+def test_a_vip_waits_for_a_persons_review() -> None:
+    engine = MemoryEngine.from_project(PROJECT)
+    approved = engine.start("welcome", {{"email": "vip@example.com", "vip": True}})
+    engine.run(approved, until_resting=True)            # the review waits for a person
+    assert engine.awaiting_approval(approved) == ("vip_review",)
+    engine.approve(approved, "vip_review", comment="a known customer")
+    assert engine.run(approved).path == ("create_account", "vip_review", "send_welcome")
+
+    rejected = engine.start("welcome", {{"email": "bot@example.com", "vip": True}})
+    outcome = engine.run(rejected, approvals={{"vip_review": "reject"}})
+    assert outcome.status is WorkflowStatus.COMPENSATED  # rejected: the account is deleted
+    assert outcome.undone == ("create_account",)
+
+
+def test_the_tips_go_out_a_day_later() -> None:
+    engine = MemoryEngine.from_project(PROJECT)
+    workflow = engine.start("welcome", {{"email": "ada@example.com", "tips": True}})
+    engine.run(workflow, until_resting=True)            # resting until a day later
+    assert engine.resting(workflow) == ("a_day_later",)
+    engine.fire_wait(workflow, "a_day_later")           # no day of waiting: the clock jumps
+    outcome = engine.run(workflow)
+    assert outcome.steps["send_tips"].status is StepStatus.SUCCEEDED
+    assert outcome.path == ("create_account", "send_welcome", "a_day_later", "send_tips")
 '''
 
 CDK_APP = '''\
