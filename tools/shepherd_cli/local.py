@@ -93,7 +93,7 @@ def _wait_http(
         if alive is not None and not alive():
             raise StartupTimeout(f"{what} exited while starting" + _see(log))
         try:
-            with urllib.request.urlopen(url, timeout=max(1.0, min(left, 10.0))):  # noqa: S310 - ours
+            with urllib.request.urlopen(url, timeout=max(1.0, left)):  # noqa: S310 - ours
                 return
         except urllib.error.HTTPError:
             return  # it answers

@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from shepherd_cli.sources import DISTRIBUTION, WHEELS_DIR, Source, SourceError
+from shepherd_cli.sources import DISTRIBUTION, WHEEL_PIN, WHEELS_DIR, Source, SourceError
 
 __all__ = ["DISTRIBUTION", "ScaffoldError", "Source", "SourceError", "files", "scaffold"]
 
@@ -110,7 +110,11 @@ def files(package: str, source: Source) -> dict[str, str]:
     tools = source.requirement("cdk,cli")
     return {
         "pyproject.toml": PYPROJECT.format(package=package, runtime=runtime, tools=tools),
-        "Makefile": MAKEFILE.format(pip_args=source.pip_args(), node_major=NODE_MAJOR),
+        "Makefile": MAKEFILE.format(
+            pip_args=source.pip_args(),
+            node_major=NODE_MAJOR,
+            pinned_wheel=PINNED_WHEEL if source.wheel is not None else "",
+        ),
         "README.md": README.format(
             package=package,
             source=source.describe(),
@@ -144,9 +148,12 @@ def scaffold(folder: Path, source: Source) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
-    if source.wheel is not None:  # Shepherd itself, committed with the project
+    pin = source.wheel_pin()
+    if source.wheel is not None and pin is not None:  # Shepherd itself, committed with the project
         (folder / WHEELS_DIR).mkdir()
         written.append(Path(shutil.copy2(source.wheel, folder / WHEELS_DIR / source.wheel.name)))
+        (folder / WHEEL_PIN).write_text(pin, encoding="utf-8")
+        written.append(folder / WHEEL_PIN)
     return written
 
 
@@ -192,7 +199,7 @@ PORT ?= 8080
 
 $(STAMP): pyproject.toml
 \ttest -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-\t$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
+{pinned_wheel}\t$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
 \ttouch $(STAMP)
 
 dev: $(STAMP)
@@ -234,6 +241,12 @@ synth: $(STAMP) node $(NODE_STAMP)
 \tnpx cdk synth --quiet
 """
 
+# A wheel source: the wheel first, checked against its sha256 (`wheels/requirements.txt`), so
+# the version requirement after it is met by this file and never by an index's.
+PINNED_WHEEL = (
+    "\t$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r wheels/requirements.txt\n"
+)
+
 README = """\
 # {package}
 
@@ -272,10 +285,12 @@ local stack). Every way below works the same on a teammate's laptop and in CI:
 - **From a package index**, once Shepherd is published there (or on your private index):
   `"{dist}=={version}"` in `pyproject.toml` (and `"{dist}[cdk,cli]=={version}"` in `dev`);
   `make dev PIP_ARGS='--index-url https://...'` for a private index.
-- **From a wheel file**, before it is published: put the wheel in `{wheels}/` and commit it,
-  keep the version requirement above, and `make dev` installs it from there (`PIP_ARGS =
-  --find-links {wheels}` in the `Makefile`). Build one from Shepherd's repository with
-  `python -m build` (it writes `dist/*.whl`).
+- **From a wheel file**, before it is published (Shepherd is not on the public index yet): put
+  the wheel in `{wheels}/` with its hash in `{wheels}/requirements.txt`
+  (`./{wheels}/<file>.whl --hash=sha256:<sha256sum of it>`) and commit both, keep the version
+  requirement above, and `make dev` installs that file, checked against its hash, then the
+  project (`PIP_ARGS = --find-links {wheels}` in the `Makefile`). Build one from Shepherd's
+  repository with `python -m build` (it writes `dist/*.whl`).
 - **From git**, pinned to a commit or a release tag, never a branch:
   `"{dist} @ git+https://github.com/<org>/shepherd.git@<commit>"` (and
   `"{dist}[cdk,cli] @ git+...@<commit>"` in `dev`).
