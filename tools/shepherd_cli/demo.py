@@ -37,7 +37,7 @@ from shepherd.jsonsafe import canonical
 
 from shepherd_cli import render
 from shepherd_cli.apigw import caller_arn
-from shepherd_cli.client import Api, ApiError
+from shepherd_cli.client import Api, ApiError, CliError
 from shepherd_cli.console import Console
 from shepherd_cli.local import BUS, LocalStack, StartupTimeout
 from shepherd_cli.project import Project
@@ -793,8 +793,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """`main`, with a stack that cannot start (a busy machine, a port in use) said in a
-    sentence and exit 1, not a traceback."""
+    """`main`, with a stack that cannot start or cannot keep up (a busy machine, a port in use)
+    said in a sentence and exit 1, not a traceback."""
     try:
         return main(argv)
     except StartupTimeout as exc:
@@ -802,7 +802,18 @@ def run(argv: list[str] | None = None) -> int:
             f"\n{render.RED}the demo could not start the local stack{render.RESET}: {exc}",
             file=sys.stderr,
         )
-        return 1
+    except CliError as exc:  # e.g. 504: a handler past API Gateway's 29 s on a starved machine
+        try:
+            load = f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        except OSError:
+            load = "load unknown"
+        print(
+            f"\n{render.RED}the demo stopped: the local stack did not keep up{render.RESET} "
+            f"({exc}; {load}). The machine is too busy for it now: try again when it is "
+            "quieter. Its logs: .shepherd/logs/",
+            file=sys.stderr,
+        )
+    return 1
 
 
 if __name__ == "__main__":
