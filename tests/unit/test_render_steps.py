@@ -92,3 +92,15 @@ def test_the_graph_draws_every_kind_of_step_the_examples_use() -> None:
     assert "reserve_inventory --> fraud_review" in text
     for definition in definitions.values():
         assert render.graph(definition).startswith("flowchart LR")
+
+
+def test_the_graph_of_a_misspelt_type_names_the_nearest(monkeypatch: Any, capsys: Any) -> None:
+    from pathlib import Path
+
+    from shepherd_cli.main import main
+
+    monkeypatch.chdir(Path(__file__).parents[2])
+    assert main(["graph", "order_fulfilmnt"]) == 1
+    assert "unknown workflow type 'order_fulfilmnt'; did you mean 'order_fulfilment'?" in (
+        capsys.readouterr().err
+    )

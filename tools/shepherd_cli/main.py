@@ -611,8 +611,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
     except DefinitionError as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     if args.type not in definitions:
+        from shepherd.suggest import did_you_mean
+
         raise CliError(
-            f"unknown workflow type '{args.type}' (known: {', '.join(sorted(definitions))})"
+            f"unknown workflow type '{args.type}'{did_you_mean(args.type, definitions)} "
+            f"(known: {', '.join(sorted(definitions))})"
         )
     print(graph(definitions[args.type]))
     return 0

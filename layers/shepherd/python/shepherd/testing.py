@@ -624,6 +624,11 @@ class MemoryEngine:
         outcome = engine.run(engine.start("order_fulfilment", {"order_id": "o-1"}))
         assert outcome.status is WorkflowStatus.SUCCEEDED
 
+    Every kind of step is driven from a test: `approve`/`reject` answer an Approval step (or
+    `run(wf, approvals={"review": "approve"})`), `fire_wait` wakes a Wait step at its time,
+    `run(wf, until_resting=True)` stops where either waits, and `Outcome.path`, `skipped` and
+    `undone` tell the path taken (docs/testing.md).
+
     `overrides` replace agents by name for this engine only (a fake payment service in one
     test), without touching your registry. `pool_policies` gives pools a rate limit or a
     circuit breaker, as the construct's `pool_settings` do (`{"payments": {"RateLimit":
