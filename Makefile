@@ -17,13 +17,15 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: dev test lint format mypy unit demo clean openapi synth cdk-nag infra-tests browser
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# The distribution was called `shepherd` before it became `shepherd-workflows`: an old
 	@# editable install would map the `shepherd` package a second time.
 	$(BIN)/python -m pip uninstall --quiet --yes shepherd 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The runtime's dependencies are ranges (pyproject.toml); this repository and its CI run
+	@# with the exact versions constraints.txt pins.
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@# The simulator, the benchmarks and the example agents are not in the distribution: this
 	@# checkout's tools/ and examples/ go on the venv's path instead.
 	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "shepherd-checkout.pth").write_text("$(CURDIR)/tools\n$(CURDIR)/examples\n")'
@@ -61,8 +63,9 @@ test: lint mypy unit
 openapi: $(STAMP)
 	$(BIN)/python -m shepherd_cli.openapi
 
+# `make demo PORT=8080 MOTO_PORT=5000 CONSOLE_PORT=8081`: fixed ports (default: any free one).
 demo: $(STAMP)
-	$(BIN)/python -m shepherd_cli.demo
+	$(BIN)/python -m shepherd_cli.demo $(if $(PORT),--port $(PORT)) $(if $(MOTO_PORT),--moto-port $(MOTO_PORT)) $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT))
 
 # Deterministic fault simulation (docs/simulation.md): `make sim SEEDS=10000 JOBS=2`,
 # `make sim FAULTS=dup=0.2,lose=0.1`, replay one seed with its trace: `make sim SEED=1234`.
@@ -111,9 +114,17 @@ cdk-nag: infra-tests
 
 # Before pinning a new Powertools release: its public SSM parameter exists in every region the
 # README promises (needs credentials for any account; read-only).
+.PHONY: powertools-layer-check
+powertools-layer-check: $(STAMP)
+	$(BIN)/python tools/release_check.py
+
+# The distribution as a team installs it (tools/wheel_check.py; no credentials): build the
+# wheel and the sdist, check their metadata (twine check), install the wheel into a clean
+# virtualenv with the lowest dependency versions pyproject.toml allows, import it, run a
+# workflow, and run a `shepherd init` project's tests there. A few minutes.
 .PHONY: release-check
 release-check: $(STAMP)
-	$(BIN)/python tools/release_check.py
+	$(BIN)/python tools/wheel_check.py
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,5 @@
 """Release check: the public SSM parameter of the pinned Powertools layer exists in every region
-the README promises (`make release-check`, with credentials for any account; read-only).
+the README promises (`make powertools-layer-check`, with credentials for any account; read-only).
 
 The stack reads the layer's ARN at deploy time from
 `/aws/service/powertools/python/arm64/python3.14/<version>`. Powertools publishes it per release

@@ -50,7 +50,7 @@ from shepherd.jsonsafe import JsonRejected
 from shepherd.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES
 from shepherd.payloads import PayloadMissing
 
-from shepherd_handlers.models import ErrorBody, ErrorDetail
+from shepherd_handlers.models import ErrorBody, ErrorDetail, FieldProblem
 from shepherd_handlers.runtime import logger, owner_from_arn
 
 # A body is one object around its payload (input, output, details): one level more than the
@@ -93,8 +93,10 @@ def error_response(
     message: str,
     field: str | None = None,
     headers: Mapping[str, str] | None = None,
+    problems: Sequence[tuple[str, str]] = (),
 ) -> Response[Any]:
-    body = ErrorBody(error=ErrorDetail(code=code, message=message, field=field))
+    listed = [FieldProblem(field=f, message=m) for f, m in problems] or None
+    body = ErrorBody(error=ErrorDetail(code=code, message=message, field=field, problems=listed))
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -168,7 +170,9 @@ def translate(exc: Exception) -> Response[Any]:
     if isinstance(exc, JsonRejected):
         return error_response(HTTPStatus.BAD_REQUEST, exc.code, exc.message, "body")
     if isinstance(exc, InputInvalid):
-        return error_response(HTTPStatus.BAD_REQUEST, "InvalidInput", str(exc), exc.field)
+        return error_response(
+            HTTPStatus.BAD_REQUEST, "InvalidInput", str(exc), exc.field, problems=exc.problems
+        )
     if isinstance(exc, UploadError):
         status = _UPLOADS.get(type(exc), HTTPStatus.BAD_REQUEST)
         return error_response(status, exc.code, str(exc), exc.field)

@@ -12,6 +12,7 @@ from shepherd.limits import (
     MAX_ERROR_CAUSE,
     MAX_ERROR_NAME,
     MAX_HEARTBEAT_BATCH,
+    MAX_INPUT_PROBLEMS,
     MAX_SIGNAL_ID_CHARS,
     MAX_UPLOAD_BYTES,
     UPLOAD_SECONDS,
@@ -582,10 +583,24 @@ class TaskView(BaseModel):
     status: str
 
 
+class FieldProblem(BaseModel):
+    """One problem of a refused input: where, and what is wrong there."""
+
+    field: Annotated[str, Field(description="Its path in the body, e.g. `input.items[0].qty`")]
+    message: str
+
+
 class ErrorDetail(BaseModel):
     code: Annotated[str, Field(description="Stable machine-readable code")]
     message: str
     field: Annotated[str | None, Field(description="The offending field, when there is one")] = None
+    problems: Annotated[
+        list[FieldProblem] | None,
+        Field(
+            description="InvalidInput: every way the input breaks the InputSchema, in order "
+            f"(at most {MAX_INPUT_PROBLEMS}; `field` is the first's)"
+        ),
+    ] = None
     request_id: Annotated[
         str | None,
         Field(description="The request's id (API Gateway's): quote it when reporting a problem"),

@@ -27,7 +27,7 @@ ARCHITECTURE = aws_lambda.Architecture.ARM_64
 # the layer ARN of each release in a public SSM parameter in every commercial region where it
 # publishes the layer (its release workflow writes .../python/arm64/python3.14/<version> among
 # others), and CloudFormation resolves it at deploy time. Pinned to the version the functions are
-# tested with (pyproject.toml: aws-lambda-powertools==3.37.0), never `latest`, so a deploy is
+# tested with (constraints.txt: aws-lambda-powertools==3.37.0), never `latest`, so a deploy is
 # reproducible. Override the version with `-c powertools_version=<x.y.z>`, or the whole ARN
 # (regions without the parameter: GovCloud, China) with `-c powertools_layer_arn=<arn>`.
 POWERTOOLS_VERSION = "3.37.0"

@@ -37,3 +37,11 @@ def test_make_bench_keeps_what_the_hand_run_benchmarks_stored() -> None:
     fresh: dict[str, Any] = {"pools": {}}
     results.keep_hand_run({}, fresh)  # nothing stored by hand yet: nothing made up
     assert fresh == {"pools": {}}
+
+
+def test_the_demo_time_and_the_other_engines_prices_are_kept() -> None:
+    """The README quotes both (tests/handlers/test_docs_agree.py): `make bench` keeps them."""
+    before = {"demo": {"runs": [{"exit": 0, "seconds": 200.0}]}, "others": {"inngest": {}}}
+    after: dict[str, Any] = {"cost": {}}
+    results.keep_hand_run(before, after)
+    assert after == {"cost": {}, **before}

@@ -99,8 +99,8 @@ def test_the_tutorial_from_a_clean_machine(tmp_path: Path) -> None:
     _isolated(venv / "bin" / "python", project, venv)
 
     # Then its definitions validate, its tests pass, its CDK app synthesizes, its workflow runs
-    assert "welcome, 2 steps" in _run([str(venv / "bin" / "shepherd"), "validate"], project, 60)
-    assert "3 passed" in _run(["make", "test"], project, 120)
+    assert "welcome, 5 steps" in _run([str(venv / "bin" / "shepherd"), "validate"], project, 60)
+    assert "5 passed" in _run(["make", "test"], project, 120)
     outdir = tmp_path / "cdk.out"
     _run([str(venv / "bin" / "python"), "infra/app.py"], project, 300, CDK_OUTDIR=str(outdir))
     template = json.loads((outdir / "TravelDesk.template.json").read_text())

@@ -128,6 +128,30 @@ def test_bad_bodies_get_400_naming_the_field(
     assert listing["items"] == []  # nothing was accepted
 
 
+def test_an_invalid_input_lists_every_problem_with_its_path(stack: Stack) -> None:
+    """Issue 39: every schema error of a start input, not the first only (`problems`, each
+    with its path; `field` the first's), and a misspelt type answered with the nearest."""
+    bad = {**ORDER, "amount": -5, "items": [{"sku": "A", "qty": 0}, {"qty": 1}]}
+    status, _, reply = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilment", "input": bad}
+    )
+    assert status == 400, reply
+    error = reply["error"]
+    assert (error["code"], error["field"]) == ("InvalidInput", "input.amount")
+    assert [p["field"] for p in error["problems"]] == [
+        "input.amount",
+        "input.items[0].qty",
+        "input.items[1]",
+    ]
+    assert all(p["message"].startswith(p["field"]) for p in error["problems"])
+    assert error["message"].endswith("(3 problems)")
+    status, _, reply = stack.api(
+        "POST", "/workflows", body={"type": "order_fulfilmnet", "input": ORDER}
+    )
+    assert status == 400 and reply["error"]["code"] == "UnknownWorkflowType"
+    assert reply["error"]["message"].endswith("did you mean 'order_fulfilment'?")
+
+
 def test_too_large_input_and_body_get_413(stack: Stack) -> None:
     big = {**ORDER, "note": "x" * MAX_INPUT_BYTES}
     status, _, reply = stack.api(

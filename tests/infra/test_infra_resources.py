@@ -101,12 +101,18 @@ def test_powertools_layer_is_resolved_at_deploy_time_from_the_public_parameter(
     assert "missing" not in manifest  # no context lookup, so no credentials at synth
 
 
-def test_powertools_version_is_the_one_pyproject_pins() -> None:
+def test_powertools_version_is_the_one_constraints_pin() -> None:
+    """The layer deployed is the Powertools the suite runs with: constraints.txt's exact pin
+    (pyproject.toml asks only for a range, which must hold it)."""
+    constraints = (config.REPO_ROOT / "constraints.txt").read_text(encoding="utf-8")
+    (pin,) = [line for line in constraints.splitlines() if line.startswith("aws-lambda-powertools")]
+    assert pin == f"aws-lambda-powertools=={config.POWERTOOLS_VERSION}", pin
     pyproject = tomllib.loads((config.REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    (pin,) = [
+    (wanted,) = [
         d for d in pyproject["project"]["dependencies"] if d.startswith("aws-lambda-powertools")
     ]
-    assert pin.endswith(f"=={config.POWERTOOLS_VERSION}"), pin
+    low = wanted.split(">=")[1].split(",")[0]
+    assert tuple(map(int, low.split("."))) <= tuple(map(int, config.POWERTOOLS_VERSION.split(".")))
     assert metadata.version("aws-lambda-powertools") == config.POWERTOOLS_VERSION
 
 

@@ -14,12 +14,14 @@ import yaml
 from pydantic import BaseModel
 from shepherd.decisions.choice import Condition
 from shepherd.definitions import (
+    ApprovalSpec,
     CompensationSpec,
     Definition,
     RetryPolicy,
     ScheduleSpec,
     StepSpec,
     WaitForSignalSpec,
+    WaitSpec,
     parse_definition,
 )
 from shepherd.fanout import MapSpec, check_steps
@@ -36,6 +38,8 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Retry": RetryPolicy,
     "Compensation": CompensationSpec,
     "Map": MapSpec,
+    "Wait step": WaitSpec,
+    "Approval step": ApprovalSpec,
     "Schedules": ScheduleSpec,
     "WaitForSignal step": WaitForSignalSpec,
 }
@@ -125,3 +129,18 @@ def test_the_retry_semantics_are_stated_plainly() -> None:
 def test_the_readme_and_the_tutorial_link_to_it() -> None:
     assert "(docs/definitions.md)" in (ROOT / "README.md").read_text()
     assert "(definitions.md)" in (ROOT / "docs" / "tutorial.md").read_text()
+
+
+def test_the_contents_link_every_section_in_order() -> None:
+    """Every `##` and `###` heading is in the contents, in the document's order (a section
+    left out, as Wait and Approval once were, is a section a reader never finds)."""
+    contents = TEXT[TEXT.index("Contents:") : TEXT.index("\n\n", TEXT.index("Contents:"))]
+    linked = re.findall(r"\[([^\]]+)\]\(#([a-z0-9-]+)\)", contents)
+    headings = re.findall(r"^#{2,3} (.+)$", TEXT, flags=re.MULTILINE)
+    assert [title for title, _ in linked] == headings
+    for title, anchor in linked:
+        assert anchor == re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
+
+
+def test_it_links_the_agent_context_reference() -> None:
+    assert "(agent-context.md)" in _sections()["Task step"]

@@ -4,6 +4,7 @@ behind extras; the simulator, the benchmarks and the examples never in it."""
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import tomllib
 from pathlib import Path
 
@@ -15,7 +16,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def _names(requirements: list[str]) -> set[str]:
-    return {r.split("[")[0].split("=")[0].split(" ")[0].strip() for r in requirements}
+    return {re.split(r"[\[=<>!~ ;]", r, maxsplit=1)[0].strip() for r in requirements}
 
 
 def test_the_runtime_depends_on_what_lambda_imports_only() -> None:
@@ -62,3 +63,69 @@ def test_the_distribution_holds_no_tool_and_no_example() -> None:
         if p.parent != core
     }
     assert subpackages <= set(setuptools["packages"])
+
+
+def test_the_runtime_asks_for_ranges_and_this_repository_pins_them() -> None:
+    """A service that pins its own boto3 or pydantic can install Shepherd: the runtime asks for
+    ranges (a lower bound tested by `make release-check`, below the next major), and this
+    repository's exact versions live in constraints.txt, which `make dev` (so CI) installs
+    with."""
+    from wheel_check import lowest_pins
+
+    runtime = PYPROJECT["project"]["dependencies"]
+    lows = lowest_pins(runtime)  # refuses a pin, or a range without a lower bound
+    assert set(lows) == {"boto3", "aws-lambda-powertools", "pydantic", "fastjsonschema", "pyyaml"}
+    pins = {
+        name.lower(): version
+        for name, _, version in (
+            line.partition("==")
+            for line in (ROOT / "constraints.txt").read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+    }
+    assert set(pins) == set(lows)
+    for name, pin in pins.items():
+        assert _version(lows[name]) <= _version(pin), f"{name}: pinned {pin} below {lows[name]}"
+        assert importlib.metadata.version(name) == pin, f"{name}: not the pinned version"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install --quiet -c constraints.txt -e '.[dev]'" in makefile
+    assert "$(STAMP): pyproject.toml constraints.txt" in makefile
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def test_lowest_pins_refuse_what_is_not_a_range() -> None:
+    import pytest
+    from wheel_check import CheckFailed, lowest_pins
+
+    assert lowest_pins(["aws-lambda-powertools[tracer]>=3.0.0,<4", "boto3 >=1.35.0, <2"]) == {
+        "aws-lambda-powertools": "3.0.0",
+        "boto3": "1.35.0",
+    }
+    for bad in ("boto3==1.44.5", "boto3<2", "boto3>=1.35"):
+        with pytest.raises(CheckFailed, match="is not a range"):
+            lowest_pins([bad])
+
+
+def test_the_wheel_metadata_check_finds_a_pinned_runtime_dependency() -> None:
+    from wheel_check import metadata_problems
+
+    good = (
+        "Metadata-Version: 2.4\nName: shepherd-workflows\nVersion: 0.1.0\n"
+        "Requires-Dist: boto3<2,>=1.35.0\n"
+        'Requires-Dist: moto[server]==5.2.5; extra == "cli"\n\n# Shepherd\n'
+    )
+    assert metadata_problems(good, "0.1.0") == []
+    pinned = good.replace("boto3<2,>=1.35.0", "boto3==1.44.5")
+    assert metadata_problems(pinned, "0.2.0") == [
+        "Version is '0.1.0', not shepherd.__version__ '0.2.0'",
+        "runtime Requires-Dist 'boto3==1.44.5' is not a range",
+    ]
+
+
+def test_make_release_check_checks_the_wheel_and_the_layer_check_keeps_its_name() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert "release-check: $(STAMP)\n\t$(BIN)/python tools/wheel_check.py\n" in makefile
+    assert "powertools-layer-check: $(STAMP)\n\t$(BIN)/python tools/release_check.py\n" in makefile

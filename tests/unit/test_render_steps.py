@@ -77,3 +77,30 @@ def test_the_demo_note_names_a_map_items_by_where_they_are() -> None:
     unwound = counts | {"running": 0, "pending": 0, "failed": 2, "cancelled": 3}
     unwound["compensated"] = 5
     assert render.map_progress(unwound) == ("3/8 items succeeded, 2 failed, 3 cancelled, 5 undone")
+
+
+def test_the_graph_draws_every_kind_of_step_the_examples_use() -> None:
+    """`shepherd graph` on the repository's own definitions: an Approval step (order_fulfilment's
+    fraud review) and a Wait step are nodes like any other, not a traceback."""
+    from pathlib import Path
+
+    from shepherd.definitions import load_directory
+
+    definitions = load_directory(Path(__file__).parents[2] / "statemachines")
+    text = render.graph(definitions["order_fulfilment"])
+    assert 'fraud_review["fraud_review<br/><small>approval ≤3600 s</small>"]' in text
+    assert "reserve_inventory --> fraud_review" in text
+    for definition in definitions.values():
+        assert render.graph(definition).startswith("flowchart LR")
+
+
+def test_the_graph_of_a_misspelt_type_names_the_nearest(monkeypatch: Any, capsys: Any) -> None:
+    from pathlib import Path
+
+    from shepherd_cli.main import main
+
+    monkeypatch.chdir(Path(__file__).parents[2])
+    assert main(["graph", "order_fulfilmnt"]) == 1
+    assert "unknown workflow type 'order_fulfilmnt'; did you mean 'order_fulfilment'?" in (
+        capsys.readouterr().err
+    )

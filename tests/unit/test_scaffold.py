@@ -4,6 +4,7 @@ installs it into a fresh environment and runs the scaffold from there)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -58,6 +59,8 @@ def test_init_writes_a_project_that_depends_on_shepherd_by_version(tmp_path: Pat
     } <= names
     pyproject = tomllib.loads((target / "pyproject.toml").read_text())
     assert pyproject["project"]["dependencies"] == [f"{DISTRIBUTION}==0.1.0"]
+    assert "require-hashes" not in (target / "Makefile").read_text()  # no wheel to pin
+    assert not (target / "wheels").exists()
     assert pyproject["project"]["optional-dependencies"]["dev"][0] == (
         f"{DISTRIBUTION}[cdk,cli]==0.1.0"
     )
@@ -89,7 +92,7 @@ def test_the_scaffolds_own_tests_pass_on_this_shepherd(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "3 passed" in run.stdout
+    assert "5 passed" in run.stdout
 
 
 def _wheel(folder: Path, version: str = "0.1.0") -> Path:
@@ -105,8 +108,16 @@ def test_a_wheel_goes_into_the_project_and_is_installed_by_version(tmp_path: Pat
     assert (target / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
     pyproject = tomllib.loads((target / "pyproject.toml").read_text())
     assert pyproject["project"]["dependencies"] == [f"{DISTRIBUTION}==0.2.0rc1"]
-    assert "PIP_ARGS ?= --find-links wheels\n" in (target / "Makefile").read_text()
-    assert f"`wheels/{wheel.name}`, installed by version" in (target / "README.md").read_text()
+    makefile = (target / "Makefile").read_text()
+    assert "PIP_ARGS ?= --find-links wheels\n" in makefile
+    # Pinned by its hash: installed from the file, checked, before the project resolves the
+    # version (so no index's package of that name and version can stand in for it).
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    pin = (target / "wheels" / "requirements.txt").read_text()
+    assert f"./wheels/{wheel.name} --hash=sha256:{digest}\n" in pin
+    hashed = makefile.index("--no-deps --require-hashes -r wheels/requirements.txt")
+    assert hashed < makefile.index("$(PIP_ARGS) -e '.[dev]'")
+    assert f"`wheels/{wheel.name}`, pinned by its sha256" in (target / "README.md").read_text()
     other = tmp_path / "other-0.1.0-py3-none-any.whl"
     other.write_bytes(b"PK")
     with pytest.raises(SourceError, match="not a wheel of shepherd-workflows"):

@@ -212,3 +212,47 @@ def test_two_registries_with_one_name_are_refused_with_the_rule(
         f"agent 'book_hotel' is registered by both '{PACKAGE}.booking' and '{PACKAGE}.billing', "
         "two different registries" in err
     )
+
+
+PARENT = """\
+Name: holiday
+Steps:
+  - Name: first_trip
+    Workflow: trp
+    TimeoutSeconds: 600
+"""
+
+
+def test_a_child_workflow_that_is_not_defined_is_refused_with_the_nearest(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The in-memory engine and `shepherd local` refuse a `Workflow:` no definition has: so does
+    validate, naming the file and the step, whether it checks the folder or one file."""
+    parent = project / "statemachines" / "holiday.yaml"
+    parent.write_text(PARENT)
+    expected = (
+        f"{parent}: Steps[0] (first_trip).Workflow: unknown workflow 'trp'; did you mean 'trip'?"
+    )
+    code, out, err = _validate(capsys)
+    assert code == 1 and expected in err, err
+    assert "trip.yaml: ok" in out and "holiday.yaml: ok" not in out
+    code, out, err = _validate(capsys, str(parent))
+    assert code == 1 and expected in err, err
+    parent.write_text(PARENT.replace("trp", "trip"))
+    code, out, err = _validate(capsys, str(parent))
+    assert (code, err) == (0, ""), err
+    assert "holiday.yaml: ok (holiday, 1 steps" in out
+
+
+def test_a_pool_policy_for_a_pool_no_definition_names_is_refused(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policies = project / "pools.json"
+    policies.write_text('{"biling": {"RateLimit": {"PerSecond": 5, "Burst": 5}}}')
+    code, _, err = _validate(capsys, "--pool-policies", str(policies))
+    assert code == 1
+    assert (
+        f"{policies}: pool 'biling': no definition names this pool; did you mean 'billing'?" in err
+    )
+    policies.write_text('{"billing": {"RateLimit": {"PerSecond": 5, "Burst": 5}}}')
+    assert _validate(capsys, "--pool-policies", str(policies))[:3:2] == (0, "")

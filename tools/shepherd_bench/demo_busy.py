@@ -3,6 +3,10 @@ as many as the machine has cores) compete with every process of the local stack.
 expectations must not race the clock: it must exit 0 every time.
 
     python -m shepherd_bench.demo_busy --runs 2 --hogs 4
+    python -m shepherd_bench.demo_busy --runs 1 --hogs 0 --write   # as the machine is, stored
+
+`--write` stores the runs under `demo` in docs/benchmarks.json (with the date and the load
+average), where the README's demo time comes from (tests/handlers/test_docs_agree.py).
 
 Bounded: each run has the demo's own time limit plus --grace seconds, after which it is
 stopped and counted as failed; the hogs end with each run (and on any exit).
@@ -55,16 +59,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--hogs", type=int, default=2 * (os.cpu_count() or 1))
     parser.add_argument("--grace", type=float, default=120, help="beyond the demo's own limit")
+    parser.add_argument(
+        "--write", action="store_true", help="store under `demo` in benchmarks.json"
+    )
     args = parser.parse_args(argv)
     from shepherd_cli.demo import TIME_LIMIT_SECONDS
 
     limit = TIME_LIMIT_SECONDS + args.grace
     runs = []
+    load_start = os.getloadavg()[0]
     for n in range(args.runs):
         runs.append(one_run(args.hogs, limit))
         print(f"[demo_busy] run {n + 1}: {runs[-1]}", flush=True)
-    result = {"hogs": args.hogs, "cores": os.cpu_count(), "runs": runs}
+    result = {
+        "hogs": args.hogs,
+        "cores": os.cpu_count(),
+        "runs": runs,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average_1min": {"start": round(load_start, 1), "end": round(os.getloadavg()[0], 1)},
+    }
     print(json.dumps(result))
+    if args.write:
+        from shepherd_bench.results import store
+
+        store("demo", value=result)
     return 0 if all(r["exit"] == 0 for r in runs) else 1
 
 

@@ -17,9 +17,11 @@ def store(*keys: str, value: Any, path: Path = PATH) -> None:
     path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
-# What the benchmarks run by hand (`local_day --write`, `local_rate --write`) store: an hour's
-# run each, which `make bench` does not repeat, so it keeps them.
-HAND_RUN = (("local_day",), ("pools", "local_stack_rate"))
+# What the benchmarks run by hand (`local_day --write`, `local_rate --write`, `demo_busy
+# --write`) store: runs of minutes to hours, which `make bench` does not repeat, so it keeps
+# them; and `others`, the other engines' list prices the README compares with (written by
+# hand from their price pages, with the source).
+HAND_RUN = (("local_day",), ("pools", "local_stack_rate"), ("demo",), ("others",))
 
 
 def keep_hand_run(before: dict[str, Any], results: dict[str, Any]) -> None:

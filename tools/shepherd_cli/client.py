@@ -30,9 +30,15 @@ class ApiError(CliError):
     code: str
     message: str
     field: str | None = None
+    # Every problem of a refused input (`error.problems`): one line each, its path first.
+    problems: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         where = f" ({self.field})" if self.field else ""
+        if len(self.problems) > 1:
+            lines = [f"  {field}: {message}" for field, message in self.problems]
+            head = f"{self.status} {self.code}: {len(self.problems)} problems"
+            return "\n".join([head, *lines])
         return f"{self.status} {self.code}{where}: {self.message}"
 
 
@@ -153,7 +159,11 @@ def _api_error(err: urllib.error.HTTPError) -> ApiError:
     try:
         detail = json.loads(err.read().decode())["error"]
         return ApiError(
-            err.code, detail.get("code", "Error"), detail.get("message", ""), detail.get("field")
+            err.code,
+            detail.get("code", "Error"),
+            detail.get("message", ""),
+            detail.get("field"),
+            tuple((p["field"], p["message"]) for p in detail.get("problems") or ()),
         )
     except (ValueError, KeyError, TypeError):
         return ApiError(err.code, "HttpError", err.reason or "request failed")

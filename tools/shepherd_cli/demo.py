@@ -37,9 +37,9 @@ from shepherd.jsonsafe import canonical
 
 from shepherd_cli import render
 from shepherd_cli.apigw import caller_arn
-from shepherd_cli.client import Api, ApiError
+from shepherd_cli.client import Api, ApiError, CliError
 from shepherd_cli.console import Console
-from shepherd_cli.local import BUS, LocalStack
+from shepherd_cli.local import BUS, LocalStack, StartupTimeout
 from shepherd_cli.project import Project
 from shepherd_cli.scenarios import (
     OUTAGE_BREAKER,
@@ -181,7 +181,20 @@ def _maybe_answer(api: Api, t: Tracked) -> None:
         size = t.scenario.carrier_bytes or 0
         t.note = f"the carrier answered {waiting['name']} with {size // (1024 * 1024)} MiB"
     except ApiError as exc:  # the attempt timed out first: answer the next one
-        t.note = f"the carrier's answer was refused: {exc}"
+        t.note = carrier_refused(exc)
+
+
+def carrier_refused(exc: ApiError) -> str:
+    """The note for a carrier's refused answer. A stale token is the engine doing its job on
+    a slow machine (the attempt timed out and was retried before the carrier answered; the
+    carrier answers the retry), said as such, not as a bare `409 TaskTokenStale` that reads
+    like a failure in a demo that passes."""
+    if exc.code == "TaskTokenStale":
+        return (
+            "the carrier answered after its attempt timed out: the answer was refused "
+            "(TaskTokenStale, as it should be) and the carrier answers the retry"
+        )
+    return f"the carrier's answer was refused: {exc}"
 
 
 def _step(view: dict[str, Any], name: str) -> dict[str, Any]:
@@ -779,5 +792,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
+def run(argv: list[str] | None = None) -> int:
+    """`main`, with a stack that cannot start or cannot keep up (a busy machine, a port in use)
+    said in a sentence and exit 1, not a traceback."""
+    try:
+        return main(argv)
+    except StartupTimeout as exc:
+        print(
+            f"\n{render.RED}the demo could not start the local stack{render.RESET}: {exc}",
+            file=sys.stderr,
+        )
+    except CliError as exc:  # e.g. 504: a handler past API Gateway's 29 s on a starved machine
+        try:
+            load = f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        except OSError:
+            load = "load unknown"
+        print(
+            f"\n{render.RED}the demo stopped: the local stack did not keep up{render.RESET} "
+            f"({exc}; {load}). The machine is too busy for it now: try again when it is "
+            "quieter. Its logs: .shepherd/logs/",
+            file=sys.stderr,
+        )
+    return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from shepherd_cli.apigw import DEFAULT_CALLER
+from shepherd_cli.client import CliError
 from shepherd_cli.project import Project
 
 REGION = "us-east-1"
@@ -39,7 +40,11 @@ TABLE = "shepherd"
 BUS = "shepherd"
 PAYLOAD_BUCKET = "shepherd-payloads"  # moto's S3: the payload bucket (large payloads)
 EVENTS_TAP_QUEUE = "shepherd-local-events"  # every lifecycle event the local relay publishes
+# The API's first answer, on an idle machine: well under 10 s. A busy one (another stack, a
+# test run) took minutes, so the wait grows with the load per core (`startup_seconds`), up
+# to STARTUP_MAX_SECONDS; SHEPHERD_STARTUP_SECONDS sets it outright.
 STARTUP_SECONDS = 60
+STARTUP_MAX_SECONDS = 300
 RELOAD_POLL_SECONDS = 0.2
 STATE_FILE = "local.json"  # in the state directory: a running `shepherd local`, for `shepherd run`
 
@@ -50,13 +55,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_http(url: str, seconds: float) -> None:
+class StartupTimeout(CliError):
+    """A process of the stack did not answer in time: said in a sentence, never a traceback."""
+
+
+def startup_seconds(load: float | None = None, cores: int | None = None) -> float:
+    """How long the stack's API may take to answer first: STARTUP_SECONDS on an idle machine,
+    that times the load per core on a busy one (at most STARTUP_MAX_SECONDS), or
+    SHEPHERD_STARTUP_SECONDS."""
+    given = os.environ.get("SHEPHERD_STARTUP_SECONDS")
+    if given:
+        return float(given)
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # no load average here: assume idle
+            load = 0.0
+    busy = load / max(1, cores or os.cpu_count() or 1)
+    return min(STARTUP_MAX_SECONDS, STARTUP_SECONDS * max(1.0, busy))
+
+
+def _wait_http(
+    url: str,
+    seconds: float,
+    *,
+    what: str = "the server",
+    log: Path | None = None,
+    alive: Any = None,
+) -> None:
     """Until `url` answers (any status). A server that listens but has not answered yet is
     waited for, not asked again: the API's first request cold-starts a handler sandbox, and
     on a busy machine each request given up after a second took another sandbox (up to four,
-    each starting from cold at once), so none answered within the minute."""
+    each starting from cold at once), so none answered within the minute. A process that
+    exited (`alive` says no) is not waited for; either way a StartupTimeout says what to do."""
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
+        if alive is not None and not alive():
+            raise StartupTimeout(f"{what} exited while starting" + _see(log))
         try:
             with urllib.request.urlopen(url, timeout=max(1.0, left)):  # noqa: S310 - ours
                 return
@@ -64,7 +99,19 @@ def _wait_http(url: str, seconds: float) -> None:
             return  # it answers
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up within {seconds:.0f}s")
+    try:
+        load = f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    except OSError:
+        load = "load unknown"
+    raise StartupTimeout(
+        f"{what} did not answer within {seconds:.0f} s ({load}): the machine is busy (another "
+        "`make demo`, `shepherd local` or test run?). Try again when it is quieter, or wait "
+        f"longer: SHEPHERD_STARTUP_SECONDS=600{_see(log)}"
+    )
+
+
+def _see(log: Path | None) -> str:
+    return f"; its log: {log}" if log is not None else ""
 
 
 @dataclass
@@ -125,6 +172,7 @@ class LocalStack:
         self.events_tap_url = ""  # set when `events_tap` is on
         self.env: dict[str, str] = {}
         self.reloads = 0  # times the stack took up changed definitions or agent code
+        self._refused = False  # the last reload was refused (the next good one says so)
         self._moto: subprocess.Popen[bytes] | None = None
         self._replacing = threading.Lock()  # a reload and the crash monitor, one at a time
         self._retiring: list[subprocess.Popen[bytes]] = []  # replaced by a reload, finishing
@@ -175,7 +223,14 @@ class LocalStack:
         self._moto = self._spawn(
             [*moto_cmd, "-H", "127.0.0.1", "-p", str(self.moto_port)], logs / "moto.log"
         )
-        _wait_http(f"{self.moto_url}/moto-api/", 30)
+        moto = self._moto
+        _wait_http(
+            f"{self.moto_url}/moto-api/",
+            startup_seconds() / 2,
+            what="moto (the local AWS)",
+            log=logs / "moto.log",
+            alive=lambda: moto.poll() is None,
+        )
 
         self.env = self._environment(ledger)
         # The schedules' rates count from here (a replaced control process keeps the count).
@@ -196,7 +251,14 @@ class LocalStack:
         for pool in pools.values():
             for index in range(self.workers):
                 self._start_worker(pool, index)
-        _wait_http(f"{self.api_url}/definitions", STARTUP_SECONDS)
+        control_proc = self._control
+        _wait_http(
+            f"{self.api_url}/definitions",
+            startup_seconds(),
+            what=f"the local API ({self.api_url})",
+            log=logs / "control.log",
+            alive=lambda: control_proc.poll() is None,
+        )
         self._monitor = threading.Thread(
             target=self._watch_processes, name="process-monitor", daemon=True
         )
@@ -324,10 +386,24 @@ class LocalStack:
                 and p.parent == self.definitions_dir
             }  # fmt: skip
             self._code = stamps
-            try:
-                self._take_up(definitions_changed=bool(definitions))
-            except Exception as exc:  # a broken definition: say so, keep the stack as it was
-                print(f"reload refused: {exc}", file=sys.stderr, flush=True)
+            self._reload(definitions_changed=bool(definitions))
+
+    def _reload(self, *, definitions_changed: bool) -> None:
+        """Take up a change, saying so when it is refused and when a refused one is fixed
+        (silence after `reload refused` would leave a person unsure it was taken up)."""
+        try:
+            self._take_up(definitions_changed=definitions_changed)
+        except Exception as exc:  # a broken definition: say so, keep the stack as it was
+            self._refused = True
+            print(f"reload refused: {exc}", file=sys.stderr, flush=True)
+            return
+        if self._refused:
+            self._refused = False
+            print(
+                "reload taken up: the refused change is fixed; the stack runs it now",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _take_up(self, *, definitions_changed: bool) -> None:
         """A deploy of the changed project: for new definitions, queues for any new pool and

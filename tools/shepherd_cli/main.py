@@ -12,13 +12,17 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shepherd_cli.client import DEFAULT_API, Api, CliError
 from shepherd_cli.console.server import is_loopback
 from shepherd_cli.project import Project, ProjectError
 from shepherd_cli.render import graph, status_lines, watch_frame
+
+if TYPE_CHECKING:
+    from shepherd.definitions import Definition
 
 TERMINAL = {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}
 CONSOLE_PORT = 8081
@@ -549,7 +553,11 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Every mistake a person can make in a definition or in `[tool.shepherd]` is one line
-    naming the file, the step and the field (exit 1), never a traceback."""
+    naming the file, the step and the field (exit 1), never a traceback. Every name a
+    definition uses resolves, with the nearest one when it does not: agents (registered by the
+    agent modules), child workflows (defined in the folder or the files given), step names
+    (at parse), and the pools `--pool-policies` sets (named by some definition)."""
+    from shepherd import fanout
     from shepherd.asl import is_asl_file
     from shepherd.definitions import check_agents, load_file
     from shepherd.errors import DefinitionError
@@ -570,6 +578,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     names: dict[str, Path] = {}
+    loaded: dict[str, Definition] = {}
     for path in [Path(f) for f in args.files] or _definition_files(project.definitions_dir):
         if is_asl_file(path):
             failed = _validate_asl(path, known, names) or failed
@@ -590,9 +599,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
             )
             continue
         names[definition.name] = path
-        print(
-            f"{path}: ok ({definition.name}, {len(definition.steps)} steps, hash {definition.content_hash})"
-        )
+        loaded[definition.name] = definition
+    # A child `Workflow` resolves against every definition the engine would hold: the folder's
+    # (when only some files are named, the others are still there to run).
+    others = _other_definitions(project.definitions_dir, names) if args.files else {}
+    nesting = fanout.check_nesting(
+        {**others, **loaded}, {name: str(path) for name, path in names.items()}
+    )
+    pools = _unknown_pools(args, {**others, **loaded})
+    bad = {line.split(": ", 1)[0] for line in nesting}
+    for line in (*nesting, *pools):
+        failed = True
+        print(line, file=sys.stderr)
+    for name, path in names.items():
+        if str(path) not in bad:
+            definition = loaded[name]
+            print(
+                f"{path}: ok ({definition.name}, {len(definition.steps)} steps, "
+                f"hash {definition.content_hash})"
+            )
     return 1 if failed else 0
 
 
@@ -620,6 +645,41 @@ def _validate_asl(path: Path, known: set[str] | None, names: dict[str, Path]) ->
     names[name] = path
     print(f"{path}: ok ({name}, Amazon States Language, {len(machine.states)} states)")
     return False
+
+
+def _other_definitions(folder: Path, named: dict[str, Path]) -> dict[str, Definition]:
+    """The folder's definitions beside the files `validate` was given (theirs are reported
+    on their own run; here they only resolve names)."""
+    from shepherd.definitions import definition_files, load_file
+    from shepherd.errors import DefinitionError
+
+    out: dict[str, Definition] = {}
+    if not folder.is_dir():
+        return out
+    given = {p.resolve() for p in named.values()}
+    for path in definition_files(folder):
+        if path.resolve() in given:
+            continue
+        try:
+            definition = load_file(path)
+        except DefinitionError:
+            continue
+        out.setdefault(definition.name, definition)
+    return out
+
+
+def _unknown_pools(args: argparse.Namespace, definitions: dict[str, Definition]) -> list[str]:
+    """`--pool-policies FILE`: a policy for a pool no definition names would never apply."""
+    from shepherd.suggest import did_you_mean
+
+    policies = _pool_policies(getattr(args, "pool_policies", None))
+    named = {task.pool for d in definitions.values() for task in d.tasks}
+    return [
+        f"{args.pool_policies}: pool '{pool}': no definition names this pool"
+        + did_you_mean(pool, named)
+        for pool in sorted(policies)
+        if pool not in named
+    ]
 
 
 def _definition_files(folder: Path) -> list[Path]:
@@ -664,8 +724,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
     except DefinitionError as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     if args.type not in definitions:
+        from shepherd.suggest import did_you_mean
+
         raise CliError(
-            f"unknown workflow type '{args.type}' (known: {', '.join(sorted(definitions))})"
+            f"unknown workflow type '{args.type}'{did_you_mean(args.type, definitions)} "
+            f"(known: {', '.join(sorted(definitions))})"
         )
     print(graph(definitions[args.type]))
     return 0
@@ -905,6 +968,11 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules"
     )
+    validate.add_argument(
+        "--pool-policies",
+        metavar="FILE",
+        help="also check a `shepherd local --pool-policies` file: every pool it sets is named",
+    )
 
     from shepherd_cli.asl import add_parser as add_asl_parser
 
@@ -918,27 +986,21 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    local: dict[str, Callable[[argparse.Namespace], int]] = {
+        "local": cmd_local,
+        "console": cmd_console,
+        "validate": cmd_validate,
+        "run": cmd_run,
+        "init": cmd_init,
+        "graph": cmd_graph,
+        "asl": cmd_asl,
+        "events": cmd_events,
+        "replay-starts": cmd_replay_starts,
+        "upgrade": cmd_upgrade,
+    }
     try:
-        if args.command == "local":
-            return cmd_local(args)
-        if args.command == "console":
-            return cmd_console(args)
-        if args.command == "validate":
-            return cmd_validate(args)
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "init":
-            return cmd_init(args)
-        if args.command == "graph":
-            return cmd_graph(args)
-        if args.command == "asl":
-            return cmd_asl(args)
-        if args.command == "events":
-            return cmd_events(args)
-        if args.command == "replay-starts":
-            return cmd_replay_starts(args)
-        if args.command == "upgrade":
-            return cmd_upgrade(args)
+        if args.command in local:
+            return local[args.command](args)
         api = Api(args.api, caller=args.caller or os.environ.get("SHEPHERD_CALLER"))
         handler = {
             "start": cmd_start,

@@ -105,11 +105,12 @@ def watch_frame(view: dict[str, Any]) -> list[str]:
     return status_lines(view)
 
 
-def _wait_label(step: Any) -> str:
+def _rest_label(step: Any) -> str:
+    """What a Wait, an Approval or a WaitForSignal step rests on (none runs an agent)."""
     if step.wait_for_signal is not None:
         return f"wait for signal {step.wait_for_signal.name}"
     if step.approval is not None:
-        return "approval"
+        return f"approval ≤{step.approval.timeout_seconds} s"
     wait = step.wait
     if wait.seconds is not None:
         return f"wait {wait.seconds} s"
@@ -121,7 +122,7 @@ def graph(definition: Definition) -> str:
     lines = ["flowchart LR"]
     for step in definition.steps:
         if not step.is_task:
-            runs = _wait_label(step)
+            runs = _rest_label(step)
         elif step.runs_agent:
             runs = f"{step.pool} · {step.agent}"
         else:

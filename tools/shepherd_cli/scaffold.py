@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from shepherd_cli.sources import DISTRIBUTION, WHEELS_DIR, Source, SourceError
+from shepherd_cli.sources import DISTRIBUTION, WHEEL_PIN, WHEELS_DIR, Source, SourceError
 
 __all__ = ["DISTRIBUTION", "ScaffoldError", "Source", "SourceError", "files", "scaffold"]
 
@@ -110,7 +110,11 @@ def files(package: str, source: Source) -> dict[str, str]:
     tools = source.requirement("cdk,cli")
     return {
         "pyproject.toml": PYPROJECT.format(package=package, runtime=runtime, tools=tools),
-        "Makefile": MAKEFILE.format(pip_args=source.pip_args(), node_major=NODE_MAJOR),
+        "Makefile": MAKEFILE.format(
+            pip_args=source.pip_args(),
+            node_major=NODE_MAJOR,
+            pinned_wheel=PINNED_WHEEL if source.wheel is not None else "",
+        ),
         "README.md": README.format(
             package=package,
             source=source.describe(),
@@ -144,9 +148,12 @@ def scaffold(folder: Path, source: Source) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
-    if source.wheel is not None:  # Shepherd itself, committed with the project
+    pin = source.wheel_pin()
+    if source.wheel is not None and pin is not None:  # Shepherd itself, committed with the project
         (folder / WHEELS_DIR).mkdir()
         written.append(Path(shutil.copy2(source.wheel, folder / WHEELS_DIR / source.wheel.name)))
+        (folder / WHEEL_PIN).write_text(pin, encoding="utf-8")
+        written.append(folder / WHEEL_PIN)
     return written
 
 
@@ -192,7 +199,7 @@ PORT ?= 8080
 
 $(STAMP): pyproject.toml
 \ttest -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-\t$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
+{pinned_wheel}\t$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
 \ttouch $(STAMP)
 
 dev: $(STAMP)
@@ -234,6 +241,12 @@ synth: $(STAMP) node $(NODE_STAMP)
 \tnpx cdk synth --quiet
 """
 
+# A wheel source: the wheel first, checked against its sha256 (`wheels/requirements.txt`), so
+# the version requirement after it is met by this file and never by an index's.
+PINNED_WHEEL = (
+    "\t$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r wheels/requirements.txt\n"
+)
+
 README = """\
 # {package}
 
@@ -241,7 +254,7 @@ Workflows on Shepherd (Scheduler-Agent-Supervisor on AWS serverless).
 
 | path | what |
 |---|---|
-| `statemachines/welcome.yaml` | the workflow definition: create an account, then send a welcome mail; the account is deleted if the mail fails for good |
+| `statemachines/welcome.yaml` | the workflow definition: create an account (a VIP's approved by a person first), then send a welcome mail, and tips a day later if asked; the account is deleted if the mail fails for good |
 | `src/{package}/agents.py` | the agent functions the definition names |
 | `tests/test_welcome.py` | unit tests: the workflow on Shepherd's in-memory engine |
 | `infra/app.py` | the CDK app: the `Shepherd` construct with this definition and these agents |
@@ -272,10 +285,12 @@ local stack). Every way below works the same on a teammate's laptop and in CI:
 - **From a package index**, once Shepherd is published there (or on your private index):
   `"{dist}=={version}"` in `pyproject.toml` (and `"{dist}[cdk,cli]=={version}"` in `dev`);
   `make dev PIP_ARGS='--index-url https://...'` for a private index.
-- **From a wheel file**, before it is published: put the wheel in `{wheels}/` and commit it,
-  keep the version requirement above, and `make dev` installs it from there (`PIP_ARGS =
-  --find-links {wheels}` in the `Makefile`). Build one from Shepherd's repository with
-  `python -m build` (it writes `dist/*.whl`).
+- **From a wheel file**, before it is published (Shepherd is not on the public index yet): put
+  the wheel in `{wheels}/` with its hash in `{wheels}/requirements.txt`
+  (`./{wheels}/<file>.whl --hash=sha256:<sha256sum of it>`) and commit both, keep the version
+  requirement above, and `make dev` installs that file, checked against its hash, then the
+  project (`PIP_ARGS = --find-links {wheels}` in the `Makefile`). Build one from Shepherd's
+  repository with `python -m build` (it writes `dist/*.whl`).
 - **From git**, pinned to a commit or a release tag, never a branch:
   `"{dist} @ git+https://github.com/<org>/shepherd.git@<commit>"` (and
   `"{dist}[cdk,cli] @ git+...@<commit>"` in `dev`).
@@ -283,12 +298,16 @@ local stack). Every way below works the same on a teammate's laptop and in CI:
 
 DEFINITION = """\
 Name: welcome
-Comment: Create an account and send a welcome mail; delete the account if the mail cannot go.
+Comment: >-
+  Create an account and send a welcome mail; delete the account if the mail cannot go. A VIP
+  account waits for a person's review first; an account that asks for tips gets them a day later.
 InputSchema:
   type: object
   required: [email]
   properties:
     email: {type: string, minLength: 3}
+    vip: {type: boolean}
+    tips: {type: boolean}
 Steps:
   - Name: create_account
     Agent: create_account
@@ -299,12 +318,27 @@ Steps:
       Agent: delete_account
       Pool: accounts
       TimeoutSeconds: 30
-  - Name: send_welcome
+  - Name: vip_review
     DependsOn: [create_account]
+    Comment: A person approves a VIP account (POST .../steps/vip_review/approve or /reject).
+    Condition: {Variable: $.input.vip, BooleanEquals: true}
+    Approval: {TimeoutSeconds: 86400}
+  - Name: send_welcome
+    DependsOn: [create_account, vip_review]   # after the review, or its skip
     Agent: send_welcome
     Pool: mail
     TimeoutSeconds: 30
     Retry: {MaxAttempts: 2, IntervalSeconds: 1, NonRetryableErrors: [Undeliverable]}
+  - Name: a_day_later
+    DependsOn: [send_welcome]
+    Condition: {Variable: $.input.tips, BooleanEquals: true}
+    Wait: {Seconds: 86400}
+  - Name: send_tips
+    DependsOn: [a_day_later]
+    Condition: {Variable: $.input.tips, BooleanEquals: true}
+    Agent: send_tips
+    Pool: mail
+    TimeoutSeconds: 30
 """
 
 AGENTS = '''\
@@ -341,13 +375,20 @@ def send_welcome(ctx: AgentContext) -> dict[str, Any]:
         raise PermanentError(f"{email} cannot receive mail", name="Undeliverable")
     account = ctx.dependencies["create_account"]["account_id"]
     return {"sent_to": email, "account_id": account}
+
+
+@registry.agent("send_tips")
+def send_tips(ctx: AgentContext) -> dict[str, Any]:
+    return {"tips_to": ctx.input["email"]}
 '''
 
 TESTS = '''\
 """The workflow on Shepherd's in-memory engine: real engine, manual clock, milliseconds.
 
 `MemoryEngine.from_project` runs the definitions and agent modules `[tool.shepherd]` names;
-`overrides` swap an agent for one engine (one test) only.
+`overrides` swap an agent for one engine (one test) only. A test answers an Approval step
+(`approve`, `reject`), fires a Wait step's timer (`fire_wait`) and reads the path the workflow
+took (`outcome.path`, `outcome.skipped`, `outcome.undone`).
 """
 
 from __future__ import annotations
@@ -368,6 +409,8 @@ def test_a_welcome_creates_the_account_and_sends_the_mail() -> None:
     outcome = engine.run(engine.start("welcome", {{"email": "ada@example.com"}}))
     assert outcome.status is WorkflowStatus.SUCCEEDED
     assert outcome.output["send_welcome"]["sent_to"] == "ada@example.com"
+    assert outcome.path == ("create_account", "send_welcome")
+    assert outcome.skipped == ("vip_review", "a_day_later", "send_tips")
 
 
 def test_an_undeliverable_mail_deletes_the_account() -> None:
@@ -377,6 +420,7 @@ def test_an_undeliverable_mail_deletes_the_account() -> None:
     mail = outcome.steps["send_welcome"]
     assert mail.error is not None and mail.error.name == "Undeliverable"
     assert outcome.compensations["create_account"].status is StepStatus.SUCCEEDED
+    assert outcome.undone == ("create_account",)
 
 
 def test_a_flaky_step_is_retried() -> None:
@@ -391,6 +435,31 @@ def test_a_flaky_step_is_retried() -> None:
     first, second = outcome.steps["create_account"].attempts
     assert first.outcome is AttemptOutcome.FAILED and second.outcome is AttemptOutcome.SUCCEEDED
     assert first.error is not None and first.error.message == "the account service blinked"
+
+
+def test_a_vip_waits_for_a_persons_review() -> None:
+    engine = MemoryEngine.from_project(PROJECT)
+    approved = engine.start("welcome", {{"email": "vip@example.com", "vip": True}})
+    engine.run(approved, until_resting=True)            # the review waits for a person
+    assert engine.awaiting_approval(approved) == ("vip_review",)
+    engine.approve(approved, "vip_review", comment="a known customer")
+    assert engine.run(approved).path == ("create_account", "vip_review", "send_welcome")
+
+    rejected = engine.start("welcome", {{"email": "bot@example.com", "vip": True}})
+    outcome = engine.run(rejected, approvals={{"vip_review": "reject"}})
+    assert outcome.status is WorkflowStatus.COMPENSATED  # rejected: the account is deleted
+    assert outcome.undone == ("create_account",)
+
+
+def test_the_tips_go_out_a_day_later() -> None:
+    engine = MemoryEngine.from_project(PROJECT)
+    workflow = engine.start("welcome", {{"email": "ada@example.com", "tips": True}})
+    engine.run(workflow, until_resting=True)            # resting until a day later
+    assert engine.resting(workflow) == ("a_day_later",)
+    engine.fire_wait(workflow, "a_day_later")           # no day of waiting: the clock jumps
+    outcome = engine.run(workflow)
+    assert outcome.steps["send_tips"].status is StepStatus.SUCCEEDED
+    assert outcome.path == ("create_account", "send_welcome", "a_day_later", "send_tips")
 '''
 
 CDK_APP = '''\

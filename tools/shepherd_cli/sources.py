@@ -3,8 +3,9 @@ CI can install too, pinned, never a path on one person's machine.
 
 - a release on a package index, by version (`shepherd-workflows==0.1.0`);
 - a wheel file, copied into the project's `wheels/` (committed with it) and installed from there
-  by version (`make dev` passes `--find-links wheels`): the way to share a build before it is
-  published;
+  pinned by its sha256 (`wheels/requirements.txt`, installed with `--require-hashes` before the
+  project; then `--find-links wheels` by version): the way to share a build before it is
+  published, and no package of the same name on an index can stand in for it;
 - a git URL pinned to a commit or a release tag (`shepherd-workflows @ git+https://...@<sha>`).
 
 By default `shepherd init` uses the way the running Shepherd was installed (its PEP 610
@@ -13,6 +14,7 @@ By default `shepherd init` uses the way the running Shepherd was installed (its 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import re
@@ -28,6 +30,8 @@ import shepherd
 DISTRIBUTION = "shepherd-workflows"
 WHEEL_PREFIX = DISTRIBUTION.replace("-", "_") + "-"
 WHEELS_DIR = "wheels"
+# The hash-pinned requirement of the copied wheel (pip's hash-checking mode).
+WHEEL_PIN = f"{WHEELS_DIR}/requirements.txt"
 
 VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 # A git ref that pins: a commit (7-40 hex digits) or a release tag (`v0.1.0`, `0.1.0`).
@@ -113,6 +117,19 @@ class Source:
             return f"{name} @ {self.location}"
         return f"{name}=={self.version}"
 
+    def wheel_pin(self) -> str | None:
+        """`wheels/requirements.txt` for a wheel source: the copied wheel and its sha256, which
+        `make dev` installs with `--require-hashes` (a changed or substituted file fails)."""
+        wheel = self.wheel
+        if wheel is None:
+            return None
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        return (
+            "# Shepherd, pinned by its hash: `make dev` installs this file with --require-hashes\n"
+            "# before the project, so the wheel it installs is this very file.\n"
+            f"./{WHEELS_DIR}/{wheel.name} --hash=sha256:{digest}\n"
+        )
+
     def pip_args(self) -> str:
         """What `make dev` passes to pip: where the wheel is, or which index to use."""
         args = [f"--find-links {WHEELS_DIR}"] if self.kind == "wheel" else []
@@ -125,9 +142,9 @@ class Source:
         if self.kind == "wheel":
             wheel = Path(self.location).name
             return (
-                f"`{WHEELS_DIR}/{wheel}`, installed by version from that folder (`make dev` "
-                f"passes `--find-links {WHEELS_DIR}`): commit it, so teammates and CI install "
-                "this very build"
+                f"`{WHEELS_DIR}/{wheel}`, pinned by its sha256 in `{WHEEL_PIN}` (`make dev` "
+                "installs it with `--require-hashes`, then the project with `--find-links "
+                f"{WHEELS_DIR}`): commit both, so teammates and CI install this very build"
             )
         if self.kind == "git":
             return f"the git URL `{self.location}`, pinned: everyone installs that commit"

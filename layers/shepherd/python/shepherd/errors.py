@@ -54,17 +54,24 @@ class DefinitionError(ShepherdError):
 class UnknownWorkflowType(ShepherdError):
     """A start names a workflow type no definition has."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown workflow type '{name}'")
+    def __init__(self, name: str, known: Iterable[str] = ()) -> None:
+        from shepherd.suggest import did_you_mean  # noqa: PLC0415 - errors imports nothing else
+
+        super().__init__(f"unknown workflow type '{name}'" + did_you_mean(name, known))
         self.name = name
 
 
 class InputInvalid(ShepherdError):
-    """The start input does not satisfy the definition's InputSchema."""
+    """The start input does not satisfy the definition's InputSchema (or a body's value is
+    refused). `problems` lists every schema error found, (path, message) each, in document
+    order, at most `limits.MAX_INPUT_PROBLEMS`; `field` is the first one's path."""
 
-    def __init__(self, message: str, field: str) -> None:
+    def __init__(
+        self, message: str, field: str, problems: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.field = field
+        self.problems = problems
 
 
 class IdempotencyConflict(ShepherdError):

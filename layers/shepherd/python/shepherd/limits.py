@@ -32,6 +32,9 @@ MAX_REF_BYTES = 512  # `@ref {"h":..., "k":..., "n":...}`: keys are server-made 
 # A workflow's input (and an operator's replacement input) through the API: API Gateway ->
 # Lambda caps a request near 6 MB; a larger one is uploaded first (POST /payloads).
 MAX_INPUT_BYTES = 5 * MIB
+# The schema errors one refused input lists (each with its path): enough for any form a person
+# fills in, few enough that a wrong array of a million items is a short reply.
+MAX_INPUT_PROBLEMS = 20
 MAX_UPLOAD_BYTES = 100 * MIB  # one presigned upload (a start's input, a callback's output)
 MAX_OUTPUT_BYTES = 100 * MIB  # one step, compensation or callback output
 MAX_WORKFLOW_OUTPUT_BYTES = 1024 * MIB  # every step and compensation output of one workflow

@@ -485,6 +485,8 @@ class StepResult:
     error: StepError | None
     attempts: tuple[Attempt, ...]
     details: Any = None
+    # When it ended (succeeded, failed, was skipped or cancelled); None while it has not.
+    finished_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -494,7 +496,14 @@ class Outcome:
     `output` is the succeeded workflow's output (each step's output by step name; None until
     then); `error` says why it unwound or failed (`type`, `message`, `step`); `steps` and
     `compensations` are keyed by step name; `events` are the lifecycle events it announced, by
-    detail-type, in order."""
+    detail-type, in order.
+
+    `path` is the steps that ran to an end (succeeded or failed), in the order they ended
+    (steps that ended at the same instant: in the definition's order); `skipped` the steps
+    whose `Condition` was false; `undone` the compensations that succeeded, in their order:
+
+        assert outcome.path == ("reserve_inventory", "fraud_review", "charge_payment")
+        assert outcome.skipped == ("fraud_review",)"""
 
     workflow_id: str
     workflow_type: str
@@ -504,6 +513,9 @@ class Outcome:
     steps: Mapping[str, StepResult]
     compensations: Mapping[str, StepResult]
     events: tuple[str, ...]
+    path: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    undone: tuple[str, ...] = ()
 
 
 def _error_texts(store: MemoryPayloadStore, rec: StepRecord) -> dict[int, dict[str, Any]]:
@@ -565,7 +577,18 @@ def _step_result(rec: StepRecord, value: Callable[[str | None], Any], texts: Any
         error=failed,
         attempts=tuple(attempts),
         details=value(rec.details),
+        finished_at=to_datetime(rec.finished_at) if rec.finished_at is not None else None,
     )
+
+
+_RAN = (StepStatus.SUCCEEDED, StepStatus.FAILED)
+
+
+def _in_order(results: Sequence[StepResult], statuses: Sequence[StepStatus]) -> tuple[str, ...]:
+    """The names of `results` with one of `statuses`, by when they ended (a stable sort: the
+    given order breaks ties)."""
+    chosen = [r for r in results if r.status in statuses and r.finished_at is not None]
+    return tuple(r.name for r in sorted(chosen, key=lambda r: r.finished_at or datetime.min))
 
 
 class _WithOverrides(AgentRegistry):
@@ -600,6 +623,11 @@ class MemoryEngine:
         engine = MemoryEngine.from_project()      # [tool.shepherd] of your pyproject.toml
         outcome = engine.run(engine.start("order_fulfilment", {"order_id": "o-1"}))
         assert outcome.status is WorkflowStatus.SUCCEEDED
+
+    Every kind of step is driven from a test: `approve`/`reject` answer an Approval step (or
+    `run(wf, approvals={"review": "approve"})`), `fire_wait` wakes a Wait step at its time,
+    `run(wf, until_resting=True)` stops where either waits, and `Outcome.path`, `skipped` and
+    `undone` tell the path taken (docs/testing.md).
 
     `overrides` replace agents by name for this engine only (a fake payment service in one
     test), without touching your registry. `pool_policies` gives pools a rate limit or a
@@ -716,20 +744,148 @@ class MemoryEngine:
         return self.engine.supervisor.sweep()
 
     def run(
-        self, workflow_id: str, *, step_seconds: float = 1.0, max_seconds: float = 86_400
+        self,
+        workflow_id: str,
+        *,
+        step_seconds: float = 1.0,
+        max_seconds: float = 86_400,
+        approvals: Mapping[str, Literal["approve", "reject"]] | None = None,
+        until_resting: bool = False,
     ) -> Outcome:
-        """Deliver, advance and sweep until the workflow ends or pauses (or time runs out)."""
+        """Deliver, advance and sweep until the workflow ends or pauses (or time runs out).
+
+        An Approval step named in `approvals` is answered (`"approve"` or `"reject"`, as the
+        workflow's owner) as soon as it waits for a person. With `until_resting`, `run`
+        returns as soon as an Approval step waits (for the test to `approve` or `reject` it)
+        or a Wait step rests (to `fire_wait` it), then `run` again. Otherwise an unanswered
+        Approval waits, as deployed, until its `TimeoutSeconds` pass (`ApprovalTimedOut`),
+        and a Wait until its time, a `step_seconds` at a time."""
+        answers = dict(approvals or {})
+        unknown = sorted(set(answers) - self._approval_steps(workflow_id))
+        if unknown:
+            _, definition = self._loaded(workflow_id)
+            raise ValueError(
+                f"approvals: '{unknown[0]}' is not an Approval step of {definition.name}"
+                + did_you_mean(unknown[0], self._approval_steps(workflow_id))
+            )
         elapsed = 0.0
         while True:
             self.deliver()
             outcome = self.outcome(workflow_id)
             if outcome.status.terminal or outcome.status is WorkflowStatus.PAUSED:
                 return outcome
+            waiting = self.awaiting_approval(workflow_id)
+            answered = [step for step in waiting if step in answers]
+            for step in answered:
+                self._answer(workflow_id, step, answers[step] == "approve")
+            if answered:
+                continue
+            if until_resting and (waiting or self.resting(workflow_id)):
+                return outcome
             if elapsed >= max_seconds:
                 raise TimeoutError(f"{workflow_id} still {outcome.status} after {max_seconds}s")
             self.advance(step_seconds)
             elapsed += step_seconds
             self.sweep()
+
+    # ------------------------------------------------------- approvals, waits, signals
+
+    def awaiting_approval(self, workflow_id: str) -> tuple[str, ...]:
+        """The Approval steps of a workflow that wait for a person now, in definition order."""
+        state, definition = self._loaded(workflow_id)
+        return tuple(
+            name
+            for name in definition.topological_order
+            if definition.by_name[name].approval is not None
+            and state.steps[name].status is StepStatus.WAITING
+        )
+
+    def resting(self, workflow_id: str) -> tuple[str, ...]:
+        """The Wait steps of a workflow that rest now (`fire_wait` wakes one)."""
+        state, definition = self._loaded(workflow_id)
+        return tuple(
+            name
+            for name in definition.topological_order
+            if definition.by_name[name].wait is not None
+            and state.steps[name].status is StepStatus.WAITING
+        )
+
+    def approve(
+        self,
+        workflow_id: str,
+        step: str,
+        *,
+        comment: str | None = None,
+        output: Any = None,
+        by: str | None = None,
+    ) -> None:
+        """Approve a waiting Approval step, as `POST .../steps/{step}/approve` does (`by`:
+        who answers, default the workflow's owner; `output`: the step's output, default
+        `{approved: true, by, comment}`). The workflow goes on at the next `run`/`deliver`.
+        `ApprovalNotPending` when the step does not wait for an answer."""
+        self._answer(workflow_id, step, True, comment=comment, output=output, by=by)
+
+    def reject(
+        self, workflow_id: str, step: str, *, comment: str | None = None, by: str | None = None
+    ) -> None:
+        """Reject a waiting Approval step (`Rejected`: the workflow unwinds, as deployed)."""
+        self._answer(workflow_id, step, False, comment=comment, by=by)
+
+    def fire_wait(self, workflow_id: str, step: str) -> None:
+        """Move the clock to the time a resting Wait step wakes (its `Seconds`, `Until` or
+        `UntilPath`) and let the supervisor wake it: a wait of a week takes no week of
+        `run`'s steps. `ValueError` when `step` is not a Wait step resting now."""
+        state, definition = self._loaded(workflow_id)
+        spec = definition.by_name.get(step)
+        if spec is None or spec.wait is None:
+            waits = [s.name for s in definition.steps if s.wait is not None]
+            raise ValueError(
+                f"'{step}' is not a Wait step of {definition.name}" + did_you_mean(step, waits)
+            )
+        rec = state.steps[step]
+        if rec.status is not StepStatus.WAITING or rec.wake_at is None:
+            raise ValueError(f"Wait step '{step}' is {rec.status.value}, not resting")
+        ahead = rec.wake_at - self.clock.now_ms()
+        if ahead > 0:
+            self.advance(ahead / 1000)
+        self.sweep()
+        self.deliver()
+
+    def _answer(
+        self,
+        workflow_id: str,
+        step: str,
+        approve: bool,
+        *,
+        comment: str | None = None,
+        output: Any = None,
+        by: str | None = None,
+    ) -> None:
+        state, definition = self._loaded(workflow_id)
+        if step not in definition.by_name or definition.by_name[step].approval is None:
+            raise ValueError(
+                f"'{step}' is not an Approval step of {definition.name}"
+                + did_you_mean(step, self._approval_steps(workflow_id))
+            )
+        extra: dict[str, Any] = {} if output is None else {"output": output}
+        self.engine.approvals.decide(
+            workflow_id,
+            step,
+            principal=by or state.workflow.owner,
+            approve=approve,
+            comment=comment,
+            **extra,
+        )
+
+    def _approval_steps(self, workflow_id: str) -> set[str]:
+        _, definition = self._loaded(workflow_id)
+        return {s.name for s in definition.steps if s.approval is not None}
+
+    def _loaded(self, workflow_id: str) -> tuple[Any, Definition]:
+        loaded = self.engine.scheduler.load(workflow_id)
+        if loaded is None:
+            raise KeyError(workflow_id)
+        return loaded
 
     # ---------------------------------------------------------------- operator actions
 
@@ -774,17 +930,23 @@ class MemoryEngine:
         def result(rec: StepRecord) -> StepResult:
             return _step_result(rec, payloads.value, _error_texts(self.payload_store, rec))
 
+        steps = {n: result(state.steps[n]) for n in definition.topological_order}
+        compensations = {n: result(r) for n, r in state.compensations.items()}
+        ordered = [steps[s.name] for s in definition.steps]  # ties: the definition's order
         return Outcome(
             workflow_id=workflow_id,
             workflow_type=state.workflow.wf_type,
             status=state.workflow.status,
             output=workflow_output(state, definition, payloads),
             error=public_error(state.workflow.error),
-            steps={n: result(state.steps[n]) for n in definition.topological_order},
-            compensations={n: result(r) for n, r in state.compensations.items()},
+            steps=steps,
+            compensations=compensations,
             events=tuple(
                 e.detail_type
                 for e in self.events.published
                 if e.detail.get("workflow_id") == workflow_id
             ),
+            path=_in_order(ordered, _RAN),
+            skipped=_in_order(ordered, (StepStatus.SKIPPED,)),
+            undone=_in_order(list(compensations.values()), (StepStatus.SUCCEEDED,)),
         )

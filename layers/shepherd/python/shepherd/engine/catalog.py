@@ -37,7 +37,7 @@ class Catalog:
         try:
             return self._current[name]
         except KeyError:
-            raise UnknownWorkflowType(name) from None
+            raise UnknownWorkflowType(name, self._current) from None
 
     def all(self) -> dict[str, Definition]:
         return dict(self._current)

@@ -20,6 +20,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -584,12 +585,29 @@ class Maps:
             )
         spec = definition.by_name[map_rec.name].map
         assert spec is not None
+        given = [
+            f"{alias} {value:g}"
+            for alias, value in (
+                ("ToleratedFailureCount", spec.tolerated_failure_count),
+                ("ToleratedFailurePercentage", spec.tolerated_failure_percentage),
+            )
+            if value is not None
+        ]
+        allowed = fo.tolerated(m.total, spec)
+        tolerance = f"{allowed} tolerated ({', '.join(given)})" if given else "none tolerated"
         return tx.error_json(
             fo.EXCEEDED,
-            f"{m.failed} of {m.total} items failed (tolerated: "
-            f"count {spec.tolerated_failure_count}, "
-            f"percentage {spec.tolerated_failure_percentage})",
+            f"{m.failed} of {m.total} items failed, {tolerance}" + self._first_failure(map_rec, m),
         )
+
+    def _first_failure(self, map_rec: StepRecord, m: MapState) -> str:
+        """`; item 3: CardDeclined: ...`: the error of the first failed item, what a person
+        fixes (the map's own error only counts them). Reads item pages until it finds one."""
+        for unit in self.units(map_rec.workflow_id, map_rec.name, m.pages):
+            if unit.status is StepStatus.FAILED and unit.error:
+                cut = json.loads(unit.error)
+                return f"; item {unit.index}: {cut.get('type', 'Error')}: {cut.get('message', '')}"
+        return ""
 
     def _output_of(self, map_rec: StepRecord, m: MapState) -> str | None:
         """The step's output as stored: every item's output in item order (None for an item

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shepherd import fanout, jsonsafe, limits
+from shepherd import fanout, input_problems, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import fanout as fo
@@ -159,6 +159,22 @@ def derived_id(owner: str, idempotency_key: str) -> str:
 def idempotency_key(workflow_id: str, kind: Kind, name: str) -> str:
     """Stable across retries of the step; distinct for its compensation."""
     return f"{workflow_id}:{name}" + (":compensate" if kind == "compensation" else "")
+
+
+def input_problems_error(definition: Definition, payload: Any, what: str) -> InputInvalid:
+    """An input its InputSchema refuses: every problem (up to `MAX_INPUT_PROBLEMS`), each
+    `<path>: <what is wrong>` with the path rooted at `what` (`input.items[0].qty`)."""
+    assert definition.input_schema is not None
+    found = [
+        (path.replace("data", what, 1), message.replace("data", what, 1))
+        for path, message in input_problems.problems(definition.input_schema, payload)
+    ]
+    text = "; ".join(f"{path}: {message}" for path, message in found)
+    if len(found) >= limits.MAX_INPUT_PROBLEMS:
+        text += f" (the first {limits.MAX_INPUT_PROBLEMS} problems; there may be more)"
+    elif len(found) > 1:
+        text += f" ({len(found)} problems)"
+    return InputInvalid(text, found[0][0], tuple(found))
 
 
 def output_problem(state: WorkflowState, rec: StepRecord, output: str) -> str | None:
@@ -335,11 +351,8 @@ class Scheduler:
 
             try:
                 validator(payload)
-            except fastjsonschema.JsonSchemaValueException as exc:
-                where = str(exc.name or "data").replace("data", what, 1)
-                raise InputInvalid(
-                    f"{where}: {exc.message.replace('data', what, 1)}", where
-                ) from None
+            except fastjsonschema.JsonSchemaValueException:
+                raise input_problems_error(definition, payload, what) from None
         return input_json
 
     # -------------------------------------------------------------------------- payloads
@@ -370,7 +383,9 @@ class Scheduler:
         full = {"type": error_type, "message": message[:cap], "traceback": trace[-cap:]}
         try:
             text = jsonsafe.dumps(full, what="error")
-            key = payload_key(rec.workflow_id, rec.kind, rec.name, rec.attempt, "error")
+            # A map item's under its own name (as `keep_for`): not the map step's own error.
+            item = () if rec.index is None else (f"item{rec.index}",)
+            key = payload_key(rec.workflow_id, rec.kind, rec.name, *item, rec.attempt, "error")
             return self.ports.payloads.keep(text, key, inline_bytes=0)
         except Exception:  # a failed put, a message with a lone surrogate: no full text
             logger.warning("an error's full text was not kept", exc_info=True)
