@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from shepherd.engine.scheduler import derived_id
 from shepherd.keys import rate_pk, watch_shard
 from shepherd.model import WorkflowRecord
 from shepherd.topology import TABLE
-from shepherd_bench.scale import figures
+from shepherd_bench.scale import figures, report
 from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock, TaskLock
 from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueue
 from shepherd_bench.scale.load import OWNER, group_of
@@ -209,3 +210,38 @@ def test_a_rate_limited_pool_claims_its_share_of_the_limit_through_the_whole_sys
     assert 2250 <= rate["per_10s_min"] <= rate["per_10s_max"] <= 2750
     assert rate["held"] > 0 and rate["limiter_writes_per_task"] < 1.1
     assert all(run.store.peek(rate_pk("checks", shard)[0]) for shard in range(10))
+
+
+def _breaker_verdict(run: Run) -> tuple[bool, list[str], dict[str, Any]]:
+    summary = figures.summary(run, 0.0)
+    h = report.headline(summary, None)
+    passed, missed = report.verdict(
+        [t for t in report.targets(h, None, 0.0, None) if t["target"] == "hottest partition"]
+    )
+    return passed, [t["target"] for t in missed], summary["hot_keys"][0]
+
+
+def test_the_breakers_single_partition_put_back_fails_the_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 41.2: the checks pool's breaker (5,000 ended attempts a second at full size)
+    counts on a partition per shard; put back under one partition key (its shards as sort
+    keys), the model finds that partition over its limit and the hottest-partition target
+    fails; with the engine's layout it holds."""
+    from shepherd.engine import circuit
+
+    config = replace(SMALL, minutes=0.4, open_fraction=0.02, breakers=("checks",))
+    spread = Run(config)
+    spread.run()
+    passed, _, hottest = _breaker_verdict(spread)
+    assert passed, hottest
+    monkeypatch.setattr(
+        circuit,
+        "circuit_counter_key",
+        lambda pool, slot, shard: (f"CB#{pool}#{slot}", str(shard)),
+    )
+    single = Run(config)
+    single.run()
+    passed, missed, hottest = _breaker_verdict(single)
+    assert not passed and missed == ["hottest partition"]
+    assert hottest["pattern"] == "CB#checks#<n>" and hottest["peak_offered"] > 1.0

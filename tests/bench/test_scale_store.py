@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from shepherd.conditions import Eq, Update
 from shepherd.errors import ConditionFailed, StoreUnavailable
-from shepherd_bench.scale.capacity import WRITE_LIMIT, Capacity
+from shepherd_bench.scale.capacity import MIN_SPAN_S, WRITE_LIMIT, Capacity
 from shepherd_bench.scale.kernel import Invocation, Kernel
 from shepherd_bench.scale.store import PartitionedStore
 
@@ -65,7 +65,8 @@ def test_a_throttled_index_partition_throttles_the_base_write() -> None:
 def test_the_sdk_retries_a_throttled_write_five_times_in_simulated_time_then_gives_up() -> None:
     kernel, store = _store(shared_scale=32)  # POOLS is shared: its window is 32 s long
     part = store.capacity.partition("table", "POOLS")
-    store.capacity.admit(kernel.now, [(part, WRITE_LIMIT)], [])
+    part.first = START // 1000 - 31  # written since a whole window before: its span is 32 s
+    assert store.capacity.admit(kernel.now, [(part, WRITE_LIMIT)], [])
     box = _in_task(kernel, lambda: store.update("POOLS", "p", Update(set={"x": 1}), None))
     assert isinstance(box["error"], StoreUnavailable)
     assert box["error"].throttled
@@ -171,20 +172,34 @@ def test_a_shared_partition_keeps_its_budget_over_one_over_f_seconds() -> None:
     assert shared.peak == pytest.approx(1.0)
 
 
-def test_a_shared_partitions_peaks_count_from_its_first_window_inside_the_run() -> None:
-    # A window that began before the run holds part of a second's load at full size: its
-    # utilization would read low, so it sets no peak; the first whole window does.
-    capacity = Capacity(shared_scale=4, start_ms=START)
+def test_a_shared_partitions_rate_counts_from_its_first_request_after_min_span_seconds() -> None:
+    # Its window reaches back to its first request, not before: its units since then, over
+    # that span, at full size; a span under MIN_SPAN_S says no rate (no peak), and counts
+    # its units over MIN_SPAN_S.
+    capacity = Capacity(shared_scale=32)
     shared, own = capacity.partition("table", "POOLS"), capacity.partition("table", "WF#a")
-    assert capacity.admit(START, [(shared, 800.0), (own, 100.0)], [])
-    assert shared.peak == 0.0
+    assert capacity.admit(START, [(shared, 100.0), (own, 100.0)], [])
+    assert shared.peak == 0.0  # 1 s of its requests: no rate yet
     assert capacity.hottest == pytest.approx(0.1)
-    assert capacity.admit(START + 2_000, [(shared, 100.0)], [])
-    assert shared.peak == 0.0  # seconds 0-2 of a 4-second window
-    assert capacity.admit(START + 3_000, [(shared, 50.0)], [])
-    assert shared.peak == pytest.approx(0.95)  # seconds 0-3: the window is whole
-    assert capacity.hottest == pytest.approx(0.95)
+    for second in range(1, MIN_SPAN_S):
+        assert capacity.admit(START + second * 1000, [(shared, 10.0)], [])
+    # 190 units over 10 s are the whole system's 190 x 32 / 10 = 608 a second.
+    assert shared.peak == pytest.approx(0.608)
     assert capacity.hottest_key == ("table", "POOLS")
+
+
+def test_a_short_lived_shared_key_reads_its_rate_over_its_life() -> None:
+    """Issue 41.1: a breaker's counter slot lives 10 s; at 1 group of 128 the subset writes it
+    f of the whole system's rate. Over a 128 s window its peak read 10 / 128 of its rate (a
+    breaker 5x over a partition printed 0.0); over its life it reads its rate."""
+    capacity = Capacity(shared_scale=128)
+    slot = capacity.partition("table", "CB#checks#176722560")
+    for second in range(10):  # the whole system's 40 x 128 = 5,120 WCU a second
+        for _ in range(10):
+            capacity.admit(START + second * 1000, [(slot, 4.0)], [])
+    assert slot.peak_offered == pytest.approx(5.12)
+    assert slot.throttled > 0
+    assert capacity.hot_keys(1)[0]["pattern"] == "CB#checks#<n>"
 
 
 def test_a_measured_factor_replaces_one_over_f() -> None:

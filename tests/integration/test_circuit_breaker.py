@@ -169,3 +169,28 @@ def test_the_breakers_transitions_are_lifecycle_events_from_the_table() -> None:
     for event in events:
         schema = (docs / f"{event.detail_type}.schema.json").read_text()
         fastjsonschema.compile(json.loads(schema))(event.detail)
+
+
+def test_the_counters_of_a_slot_are_a_partition_per_shard_and_the_window_sums_them() -> None:
+    """Issue 41.2: every ended attempt of a guarded pool writes a counter of the current slot;
+    the shards of a slot are partition keys of their own (a partition takes 1,000 WCU a second,
+    and 5,000 attempts a second on one pool would be 5x that under one key), and the
+    supervisor's window reads every shard's and sums them."""
+    from shepherd.decisions import circuit as cb
+    from shepherd.keys import CIRCUIT_PREFIX
+
+    h = memory_harness(pool_policies=BREAKER)
+    breakers = h.engine.breakers
+    assert breakers is not None
+    for i in range(200):
+        breakers.record("payments", failed=i % 4 == 0)
+    counters = [
+        item
+        for (pk, _), item in h.store._items.items()  # type: ignore[attr-defined]
+        if pk.startswith(CIRCUIT_PREFIX)
+    ]
+    partitions = {item["pk"] for item in counters}
+    assert len(partitions) == len(counters) == cb.COUNTER_SHARDS  # one item a partition
+    assert sum(int(item["ended"]) for item in counters) == 200
+    state = breakers.state("payments", fresh=True)
+    assert breakers.window("payments", state, h.clock.now_ms()) == (200, 50)

@@ -10,12 +10,15 @@ get on AWS. Request counts and units are measured; dollars are modelled from the
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import heapq
 import random
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import greenlet  # type: ignore[import-untyped]
 from shepherd.clock import ManualClock
 from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentContext
@@ -27,7 +30,7 @@ from shepherd_bench.idle import IdleMonitoring
 from shepherd_bench.meter import Meter, Tally
 from shepherd_bench.prices import usd
 from shepherd_bench.schedule import deployed
-from shepherd_bench.stack import HandlerStack, handler_stack
+from shepherd_bench.stack import AlarmClock, HandlerStack, handler_stack
 
 HOP_MS = 50  # SQS -> Lambda delivery of one message (assumption; only moves supervisor looks)
 SCHEDULE = deployed()
@@ -36,6 +39,7 @@ EXPRESS_MEMORY_GB = 64 / 1024
 SUPERVISOR_MEMORY_GB = 256 / 1024
 AGENT_MEMORY_GB = 256 / 1024
 CALL_LATENCY_MS = 8  # assumed in-region latency of one DynamoDB/SQS/EventBridge call
+PROGRESS_MS = 500  # how often the slow step reports progress
 
 ORDER = {
     "order_id": "o-10042",
@@ -193,19 +197,94 @@ def sfn_transitions(state: WorkflowState, definition: Definition) -> int:
 
 @dataclass
 class Timeline:
-    """Simulated time of one workflow, with the supervisor sweeping on schedule."""
+    """Simulated time of one workflow, with the supervisor sweeping on schedule.
+
+    On an `AlarmClock` each sweep runs in a greenlet of its own: when it sleeps (looking
+    ahead, until its next entry is due) it parks, and the harness goes on (delivers messages,
+    runs agents, rings their alarms) until the sweep's wake time comes, as a sweep in its own
+    Lambda would let it. `next_at` is the next moment the supervisor acts: a parked sweep's
+    wake time or the next sweep's start. On a plain ManualClock a sweep runs to its end in
+    the harness's thread, its sleeps moving the clock."""
 
     stack: HandlerStack
     sweep_at: int
+    parked: list[tuple[int, int, Any]] = field(default_factory=list)  # (wake, seq, greenlet)
+    _seq: int = 0
+    _sweeps: set[Any] = field(default_factory=set)  # the greenlets that are sweeps
+    _draining: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stack.clock, AlarmClock):
+            self.stack.clock.parker = self._park
+
+    @property
+    def next_at(self) -> int:
+        return min([self.sweep_at, *(wake for wake, _, _ in self.parked)])
 
     def sweep_until(self, until: int) -> None:
-        """Run every sweep due up to `until` (also while an agent runs), then stop there."""
+        """Run every sweep due up to `until` and resume every parked one whose wake time
+        comes by then (also while an agent runs), then stop there; on an `AlarmClock`, what
+        happens meanwhile (its alarms) happens on the way."""
         clock = self.stack.clock
-        while self.sweep_at <= until:
-            clock.set(max(clock.now_ms(), self.sweep_at))
-            self.stack.sweep()
-            self.sweep_at = next_sweep(clock.now_ms())
-        clock.set(max(clock.now_ms(), until))
+        if not isinstance(clock, AlarmClock):
+            while self.sweep_at <= until:
+                clock.set(max(clock.now_ms(), self.sweep_at))
+                self.stack.sweep()
+                self.sweep_at = next_sweep(clock.now_ms())
+            clock.set(max(clock.now_ms(), until))
+            return
+        while (at := self.next_at) <= until:
+            clock.run_until(at)
+            if self.parked and self.parked[0][0] == at:
+                self._resume(heapq.heappop(self.parked)[2])
+            else:
+                self.sweep_at = next_sweep(at)
+                sweep = greenlet.greenlet(self._sweep)
+                sweep.gr_context = contextvars.copy_context()  # the meter's pause, if any
+                self._sweeps.add(sweep)
+                self._resume(sweep)
+        clock.run_until(until)
+
+    def finish(self) -> None:
+        """Let every parked sweep run to its end, its sleeps now moving the clock (the
+        workflow is over; the next one gets a timeline of its own)."""
+        self._draining = True
+        try:
+            while self.parked:
+                self._resume(heapq.heappop(self.parked)[2])
+        finally:
+            self._draining = False
+            clock = self.stack.clock
+            if isinstance(clock, AlarmClock) and clock.parker == self._park:
+                clock.parker = None
+
+    def _sweep(self) -> None:
+        self.stack.sweep()
+
+    def _resume(self, sweep: Any) -> None:
+        wake = sweep.switch()
+        if sweep.dead:
+            self._sweeps.discard(sweep)
+            return
+        self._seq += 1
+        heapq.heappush(self.parked, (int(wake), self._seq, sweep))
+
+    def _park(self, wake: int) -> bool:
+        """Called by the clock's sleep: a sweep parks until `wake` (the harness resumes it);
+        anyone else, or a sweep while draining, sleeps on the clock."""
+        current = greenlet.getcurrent()
+        if self._draining or current not in self._sweeps:
+            return False
+        current.parent.switch(wake)
+        return True
+
+
+def _move(clock: ManualClock, to: int) -> None:
+    """Forward to `to` (never back), ringing an AlarmClock's alarms on the way."""
+    if isinstance(clock, AlarmClock):
+        clock.run_until(to)
+    else:
+        clock.set(max(clock.now_ms(), to))
 
 
 def run_workflow(
@@ -222,15 +301,17 @@ def run_workflow(
     while clock.now_ms() - started < SIM_LIMIT_MS:
         held += stack.receive()
         if not held and stack.status(workflow_id) in TERMINAL:
+            took = clock.now_ms() - started
+            timeline.finish()  # a sweep still looking ahead
             stack.relay()  # its events, from the table's stream
-            return workflow_id, clock.now_ms() - started
+            return workflow_id, took
         first = min(held, key=lambda h: h.visible_at) if held else None
         deliver_at = max(clock.now_ms(), first.visible_at) + HOP_MS if first else None
-        if deliver_at is None or timeline.sweep_at <= deliver_at:
-            timeline.sweep_until(timeline.sweep_at)
+        if deliver_at is None or timeline.next_at <= deliver_at:
+            timeline.sweep_until(timeline.next_at)
             continue
         assert first is not None
-        clock.set(deliver_at)
+        _move(clock, deliver_at)
         held.remove(first)
         stack.deliver(first.pool, [first.message])
     raise RuntimeError(f"{scenario.name}: workflow {workflow_id} did not finish")
@@ -242,22 +323,37 @@ def slow_agent(
 ) -> Iterator[None]:
     """Make the scenario's slow step run `slow_seconds` of simulated time, reporting progress
     every 0.5 s (the runtime turns that into a heartbeat write every HeartbeatSeconds/3) while
-    the supervisor keeps sweeping."""
+    the supervisor keeps sweeping.
+
+    The sweeps run in the agent's call (the bench has one thread), and one that looks ahead
+    sleeps on the clock until its next entry is due, up to most of an interval: the progress
+    reports are the clock's alarms (`AlarmClock`), so they go on while it sleeps, as the agent
+    in its own Lambda would. Reported from the agent's loop instead, they would wait for the
+    sweep to return, and a look at the heartbeat deadline would find none."""
     if scenario.slow_step is None:
         yield
         return
     from shepherd_examples.agents import registry
 
+    clock = stack.clock
+    if not isinstance(clock, AlarmClock):
+        raise TypeError("a slow step needs the stack's clock to be an AlarmClock")
     name = stack.definitions[scenario.wf_type].by_name[scenario.slow_step].agent
     original = registry.get(name)
     assert original is not None
     seconds = scenario.slow_seconds
 
     def slow(ctx: AgentContext) -> Any:
-        end = stack.clock.now_ms() + seconds * 1000
-        while stack.clock.now_ms() < end:
-            timelines[0].sweep_until(min(end, stack.clock.now_ms() + 500))
-            ctx.report_progress({"done_ms": seconds * 1000 - (end - stack.clock.now_ms())})
+        end = clock.now_ms() + seconds * 1000
+
+        def progress() -> None:
+            with stack.meter.component("agent"):  # rung inside a sweep too: the agent's
+                ctx.report_progress({"done_ms": seconds * 1000 - (end - clock.now_ms())})
+            if clock.now_ms() + PROGRESS_MS <= end:
+                clock.alarm(clock.now_ms() + PROGRESS_MS, progress)
+
+        clock.alarm(clock.now_ms() + PROGRESS_MS, progress)
+        timelines[0].sweep_until(end)  # its work: the supervisor sweeps meanwhile
         return original(ctx)
 
     registry.register(name, slow)
@@ -275,7 +371,7 @@ def run_scenarios(
 ) -> list[ScenarioRun]:
     rng = random.Random(seed)
     meter = Meter()
-    clock = ManualClock()
+    clock = AlarmClock()
     runs: list[ScenarioRun] = []
     with handler_stack(meter, clock) as stack:
         for scenario in SCENARIOS if scenarios is None else scenarios:

@@ -16,6 +16,7 @@ never changes a request or a response.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -144,7 +145,15 @@ class Meter:
         self._reader: Any = None
         self._tables: dict[str, TableInfo] = {}
         self._lock = threading.RLock()
-        self._local = threading.local()
+        # Context variables, not thread-locals: each thread and each greenlet has its own (a
+        # sweep the bench parks in a greenlet keeps counting as the supervisor while the
+        # harness goes on as itself: `shepherd_bench.cost.Timeline`).
+        self._component: contextvars.ContextVar[str] = contextvars.ContextVar(
+            f"bench-component-{id(self)}", default="other"
+        )
+        self._paused: contextvars.ContextVar[bool] = contextvars.ContextVar(
+            f"bench-paused-{id(self)}", default=False
+        )
         self.tallies: dict[str, Tally] = {}
         self._installed: list[Any] = []
 
@@ -163,22 +172,20 @@ class Meter:
 
     @contextlib.contextmanager
     def component(self, name: str) -> Iterator[None]:
-        """Tally requests made by this thread under `name` (None pauses counting)."""
-        previous = getattr(self._local, "component", "other")
-        self._local.component = name
+        """Tally requests made by this thread (or greenlet) under `name`."""
+        token = self._component.set(name)
         try:
             yield
         finally:
-            self._local.component = previous
+            self._component.reset(token)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        previous = getattr(self._local, "paused", False)
-        self._local.paused = True
+        token = self._paused.set(True)
         try:
             yield
         finally:
-            self._local.paused = previous
+            self._paused.reset(token)
 
     def reset(self) -> None:
         with self._lock:
@@ -216,11 +223,11 @@ class Meter:
     def _before(
         self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any
     ) -> None:
-        if getattr(self._local, "paused", False):
+        if self._paused.get():
             return
         service = model.service_model.service_name
         state: dict[str, Any] = {
-            "component": getattr(self._local, "component", "other"),
+            "component": self._component.get(),
             "params": params,
             "service": service,
             "op": model.name,

@@ -10,10 +10,11 @@ poll queues, read state) go through a separate, unmetered session.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -113,6 +114,48 @@ class SimSleep:
 
     def sleep(self, seconds: float) -> None:
         self._clock.advance(seconds)
+
+
+class AlarmClock(ManualClock):
+    """A ManualClock for a harness that drives several actors in one thread: what happens
+    meanwhile is an alarm, rung as the clock passes its moment, and a sleep may park its
+    caller instead of moving the clock.
+
+    On AWS the supervisor sweeps in its own Lambda while agents run in theirs; the bench runs
+    them one call at a time. A sweep that looks ahead sleeps on the clock until its next entry
+    is due, up to most of an interval: run in the harness's thread, that sleep would move
+    everyone's time while nobody else could act (an agent's heartbeats and its result would
+    wait for the sweep, and a look at the agent's deadline would find neither). So the
+    harness runs a sweep in a greenlet, and its sleep parks it (`parker`, see
+    `shepherd_bench.cost.Timeline`) until the harness resumes it at its wake time; an
+    agent's progress reports are alarms (`alarm`), rung by `run_until` and by the sleep of
+    whoever is not parked. `set` and `advance` ring nothing."""
+
+    def __init__(self, start_ms: int = 1_767_225_600_000) -> None:
+        super().__init__(start_ms)
+        self._alarms: list[tuple[int, int, Callable[[], None]]] = []
+        self._rung = 0
+        # Parks the caller until `wake` (ms) if it is a parked actor; False: not one of them.
+        self.parker: Callable[[int], bool] | None = None
+
+    def alarm(self, at_ms: int, ring: Callable[[], None]) -> None:
+        """Call `ring` when the clock passes `at_ms` through `sleep` or `run_until`."""
+        self._rung += 1
+        heapq.heappush(self._alarms, (at_ms, self._rung, ring))
+
+    def run_until(self, at_ms: int) -> None:
+        """Move to `at_ms` (never back), ringing each alarm due on the way at its moment (an
+        alarm may sleep or set alarms itself)."""
+        while self._alarms and self._alarms[0][0] <= at_ms:
+            when, _, ring = heapq.heappop(self._alarms)
+            self.set(max(self.now_ms(), when))
+            ring()
+        self.set(max(self.now_ms(), at_ms))
+
+    def sleep(self, seconds: float) -> None:
+        wake = self.now_ms() + round(seconds * 1000)
+        if self.parker is None or not self.parker(wake):
+            self.run_until(wake)
 
 
 @dataclass

@@ -4,7 +4,10 @@ Runs the real engine over the modelled AWS at the design load, a subset of its s
 at full density, in simulated time, and prints what it measured; the full run merges its
 numbers into docs/benchmarks.json (`scale`, `cost.at_load`, `cost.waiting_workflow_day_usd`)
 and its section into docs/benchmarks.md. `--quick`: a small subset for a minute or two of
-simulated time, printed only. A benchmark: it prints numbers and asserts none.
+simulated time, printed only. It exits non-zero when a target falls short, naming each
+(`scale.passed` false). `--load N`: one run at N times the design load against the CDK app's
+default deployment (`model.DEFAULT_DEPLOYMENT`), saying what broke first; the full run makes
+one at 10x (`scale.load10`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from shepherd_bench.scale import figures, report
-from shepherd_bench.scale.model import DESIGN_LOAD, Run, RunConfig
+from shepherd_bench.scale.model import DEFAULT_DEPLOYMENT, DESIGN_LOAD, Run, RunConfig
 
 ROOT = Path(__file__).resolve().parents[3]
 # The deployment the runs model: 256 watch shards (the default of `make scale`'s RunConfig) in
@@ -133,6 +136,79 @@ def overloads(designed: dict[str, Any], minutes: float) -> dict[str, RunConfig]:
     return out
 
 
+LOAD10_MINUTES = 1.0  # ten times the design load breaks in seconds; a minute says what
+
+
+def at_load(factor: float, minutes: float, groups: int = 256) -> RunConfig:
+    """`factor` times the design load (its starts, open workflows and running steps) against
+    the CDK app's default deployment, one group of `groups` modelled."""
+    load = replace(
+        DESIGN_LOAD,
+        open_workflows=round(DESIGN_LOAD.open_workflows * factor),
+        starts_per_second=DESIGN_LOAD.starts_per_second * factor,
+        running_steps=round(DESIGN_LOAD.running_steps * factor),
+    )
+    return RunConfig(
+        f"{factor:g}x the design load, default deployment",
+        minutes=minutes,
+        groups=groups,
+        shard_list=True,
+        load=load,
+        deployment=DEFAULT_DEPLOYMENT,
+    )
+
+
+def run_at_load(factor: float, minutes: float, seed: int) -> int:
+    """`make scale LOAD=N`: one run, printed; non-zero when a target falls short (what broke
+    first is named)."""
+    summary = run(replace(at_load(factor, minutes), seed=seed))
+    figures_ = report.load_figures(summary)
+    print(f"LOAD={factor:g}: passed {figures_['passed']}")
+    print(f"  first bottleneck: {figures_['first_bottleneck']}")
+    for name in figures_["missed"]:
+        print(f"  MISSED: {name}")
+    return 0 if figures_["passed"] else 1
+
+
+def run_all(
+    quick: bool,
+    minutes: float,
+    seed: int,
+    only: set[str] | None,
+    before: dict[str, Any],
+    results: dict[str, Any],
+) -> list[str]:
+    """Make the runs (those in `only`, the others' figures kept from `before`) into
+    `results`; the keys of the runs made."""
+
+    def kept(key: str) -> bool:
+        if only is None or key in only:
+            return False
+        if key in before.get("runs", {}):
+            results[key] = before["runs"][key]
+        return True
+
+    made: list[tuple[RunConfig, dict[str, Any]]] = []
+    ran: list[str] = []
+    for key, planned in scenarios(quick, minutes).items():
+        if kept(key):
+            continue
+        config = replace(planned, seed=seed)
+        # A run the same as an earlier one but for its name is not run twice.
+        same = [s for c, s in made if replace(c, name=config.name) == config]
+        results[key] = same[0] if same else run(config)
+        ran.append(key)
+        made.append((config, results[key]))
+    if quick:
+        return ran
+    later = {**overloads(results["design_load"], 4.0), report.LOAD_RUN: at_load(10, LOAD10_MINUTES)}
+    for key, config in later.items():
+        if not kept(key):
+            results[key] = run(replace(config, seed=seed))
+            ran.append(key)
+    return ran
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shepherd_bench.scale", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a small subset, printed only")
@@ -145,8 +221,17 @@ def main(argv: list[str] | None = None) -> int:
         help="run these runs alone (a,b) and keep every other run's figures from the "
         "benchmarks.json in --out (or docs/): for re-measuring one run",
     )
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="one run at this many times the design load against the default deployment "
+        "(printed only; exits non-zero naming what broke first)",
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # the engine's warnings at load: counted, not printed
+    if args.load is not None:
+        return run_at_load(args.load, args.minutes or LOAD10_MINUTES, args.seed)
     minutes = args.minutes or (1.0 if args.quick else 10.0)
     started = time.monotonic()
     load_before = os.getloadavg()[0]
@@ -156,27 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     before: dict[str, Any] = {}
     if only is not None and out is not None and (out / "benchmarks.json").exists():
         before = json.loads((out / "benchmarks.json").read_text()).get("scale", {})
-    made: list[tuple[RunConfig, dict[str, Any]]] = []
-    ran: list[str] = []
-    for key, planned in scenarios(args.quick, minutes).items():
-        if only is not None and key not in only:
-            if key in before.get("runs", {}):
-                results[key] = before["runs"][key]
-            continue
-        config = replace(planned, seed=args.seed)
-        # A run the same as an earlier one but for its name is not run twice.
-        same = [s for c, s in made if replace(c, name=config.name) == config]
-        results[key] = same[0] if same else run(config)
-        ran.append(key)
-        made.append((config, results[key]))
-    if not args.quick:
-        for key, config in overloads(results["design_load"], 4.0).items():
-            if only is not None and key not in only:
-                if key in before.get("runs", {}):
-                    results[key] = before["runs"][key]
-                continue
-            results[key] = run(replace(config, seed=args.seed))
-            ran.append(key)
+    ran = run_all(args.quick, minutes, args.seed, only, before, results)
     wall = round(time.monotonic() - started)
     meta: dict[str, Any] = {
         "wall_seconds": wall,
@@ -204,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
         report.write(out, scale)
         _log(f"wrote {out / 'benchmarks.json'} (scale, cost.at_load) and benchmarks.md")
     _log(f"took {meta['wall_seconds']} s")
+    if not scale["passed"]:
+        _log("FAILED: " + "; ".join(scale["missed"]))
+        return 1
     return 0
 
 

@@ -142,15 +142,21 @@ WRONG: list[str] = [
     "bounds; the mapping's real pollers would fill batches more than the model does.",
     "The stand-in sweeps assume every group sees the same load as the modelled one; a hot "
     "group would make its neighbours' ticks wait longer.",
-    "Lambda cold starts, the SDK's retry quota, API Gateway's own throttling and the event "
-    "relay's stream shards are not modelled; the relay is priced, not run.",
+    "Lambda cold starts, the SDK's retry quota and the event relay's stream shards are not "
+    "modelled; the relay is priced, not run.",
     "The open population is cloned: its items are the engine's, but its history (attempts, "
     "retries) is the template's; their units and sizes may differ slightly from workflows "
     "that lived their lives.",
-    "A shared partition's window starts with the run: for its first 1/f seconds (128 s) it "
-    "holds less than a second's load at full size, so its throttling is optimistic then and "
-    "its peaks are read from whole windows only (the list index without its what-if is "
-    "throttled sooner on AWS than in `list_unsharded`'s first two minutes).",
+    "A shared partition's window reaches back to its first request only (a key that lives "
+    "shorter than 1/f seconds, as a breaker's 10 s counter slot, reads its rate over its "
+    "life), and says no rate for its first 10 s, counting its units over 10 s then: a key "
+    "that lives shorter reads low by its life / 10 s, and a 10 s span at 1 of 256 groups "
+    "holds some 25 requests per 600 WCU a second, so its peaks carry about 20 % of noise.",
+    "The table's and each index's throughput quota (on-demand: 40,000 units a second unless "
+    "configured) and API Gateway's stage throttle are accounted a second at a time (10 s "
+    "means) against the deployment's configured values, not enforced: a run over them says "
+    "so (`scale.passed` false, the figure named) but its later seconds are not throttled "
+    "as AWS would throttle them. Lambda's concurrency is enforced.",
     "Detection lags rest on about a hundred dead packers per 10-minute run (1 of 128 groups): "
     "a p99 of about a hundred samples is near their maximum. Before sweeps looked ahead, the "
     "p99 was 65.13 s against the 65 s target, within the run's noise either way; looking "

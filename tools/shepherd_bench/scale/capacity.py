@@ -17,20 +17,34 @@ in `1 / f` seconds are, in number and in their spread, the whole system's in one
 Poisson stream thinned by `f`), so its utilization in any window is the design load's in a
 second, noise included (counting each request `1 / f` times in a one-second window would
 inflate the peaks by `sqrt(1 / f)`). What it cannot keep is the timing inside an overloaded
-window: a burst that fills it is throttled for longer than a second. Nor can it know the
-requests before the run's start: a shared partition's peaks count only from the first window
-that lies wholly inside the run (`start_ms`), since a partial window holds fewer than a
-second's requests at full size and would read low (its throttling is optimistic for as
-long). A list-index partition's factor is
-measured instead (`overrides`): the engine's own item for sample workflow ids of every group
-says how the whole system's writes spread over the list partitions and the subset's do, so
-a sharding of the list index that follows the watch shard is not counted 1 / f times.
+window: a burst that fills it is throttled for longer than a second.
+
+A window never reaches back before the partition's first request in the run: a key that lives
+shorter than `1 / f` seconds (a circuit breaker's counter slot lives `WindowSeconds / 6`, 10 s
+by default; the window at 1 group of 128 is 128 s) would otherwise have its life's requests
+spread over a window mostly empty, and read `life / window` of its rate (a breaker 5x over a
+partition printed a peak of 0.0). So a shared partition's rate is its units since its first
+request, up to `1 / f` seconds back, over that span, at full size: `units x (1 / f) / span`.
+A span under `MIN_SPAN_S` holds too few of the subset's requests to say a rate: its units are
+counted over `MIN_SPAN_S` (and its peaks not taken), which reads a key that lives shorter than
+that low by `life / MIN_SPAN_S`. A partition the run finds already written (the list index,
+the pool states) starts its span with the run, which is the same rule. A list-index
+partition's factor is measured instead (`overrides`): the engine's own item for sample
+workflow ids of every group says how the whole system's writes spread over the list partitions
+and the subset's do, so a sharding of the list index that follows the watch shard is not
+counted 1 / f times.
+
+The table's and each index's own throughput (on-demand: 40,000 read and 40,000 write units a
+second per table unless configured) is accounted a second at a time over every partition: the
+subset's units in a second / f (a sum over thousands of keys: no window needed), offered and
+consumed (`TableRates`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import defaultdict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shepherd.keys import WF_PREFIX
@@ -38,6 +52,7 @@ from shepherd.topology import TABLE
 
 WRITE_LIMIT = 1000.0  # write units a second per partition (and per item)
 READ_LIMIT = 3000.0  # read units a second per partition (and per item)
+MIN_SPAN_S = 10  # seconds of a shared partition's requests before its rate is taken
 KB = 1024
 READ_UNIT = 4 * KB
 TABLE_NAME = "table"
@@ -72,6 +87,7 @@ class Partition:
     throttled: int = 0
     total_wru: float = 0.0  # what this run's requests consumed
     total_rru: float = 0.0
+    first: int | None = None  # the second of its first request in the run
     # A window longer than a second slides a second at a time: per-second buckets of
     # [second, wru, rru, offered wru, offered rru], the sums above over the last `scale`.
     buckets: deque[list[float]] | None = None
@@ -80,6 +96,8 @@ class Partition:
         """Move the window to end with `second`."""
         if second == self.second:
             return
+        if self.first is None:
+            self.first = second
         self.second = second
         if self.scale <= 1:
             self.wru = self.rru = self.offered_wru = self.offered_rru = 0.0
@@ -109,6 +127,22 @@ class Partition:
             bucket[at] += wru
             bucket[at + 1] += rru
 
+    def span(self) -> int:
+        """Seconds the window holds: `1 / f`, or fewer since the partition's first request."""
+        first = self.second if self.first is None else self.first
+        return min(max(1, round(self.scale)), self.second - first + 1)
+
+    def counted(self) -> bool:
+        """Whether its window holds enough seconds to say a rate (see the module's doc)."""
+        return self.scale <= 1 or self.span() >= min(max(1, round(self.scale)), MIN_SPAN_S)
+
+    def per_second(self, units: float) -> float:
+        """`units` in the current window as the whole system's units in a second."""
+        if self.scale <= 1:
+            return units
+        whole = max(1, round(self.scale))
+        return units * self.scale / max(self.span(), min(whole, MIN_SPAN_S))
+
     @property
     def kind(self) -> str:
         """A label for the report: which family of partitions this is."""
@@ -129,14 +163,13 @@ class Capacity:
     hottest: float = 0.0
     hottest_key: tuple[str, str] = ("", "")
     hottest_second: int = 0
-    # The run's start: a window that began before it holds part of the load only.
-    start_ms: float | None = None
+    # The first second a partition throttled a request, and which (what broke first).
+    first_throttle: tuple[int, str, str] | None = None
+    # The table's and the indexes' units a second, at full size (TableRates).
+    rates: TableRates = field(default_factory=lambda: TableRates())  # noqa: PLW0108 - defined below
 
-    def full(self, part: Partition) -> bool:
-        """Whether `part`'s current window lies wholly inside the run (its peaks count)."""
-        if self.start_ms is None or part.scale <= 1:
-            return True
-        return part.second - int(self.start_ms // 1000) + 1 >= round(part.scale)
+    def __post_init__(self) -> None:
+        self.rates.fraction = 1 / self.shared_scale
 
     def scale_of(self, index: str, key: str) -> float:
         """The window (seconds) a partition's budget is kept over: 1 for a partition the
@@ -169,36 +202,48 @@ class Capacity:
         nothing (the request is throttled) and count the throttle where there was no room."""
         fits = True
         second = int(now_ms // 1000)
+        rates = self.rates
         for part, units in writes:
             part.roll(second)
             part.add(wru=units, offered=True)
-            if self.full(part):
-                part.peak_offered = max(part.peak_offered, part.offered_wru / WRITE_LIMIT)
-            if part.wru + units > WRITE_LIMIT:
+            rates.add(second, part.index, wru=units, offered=True)
+            if part.counted():
+                part.peak_offered = max(
+                    part.peak_offered, part.per_second(part.offered_wru) / WRITE_LIMIT
+                )
+            if part.per_second(part.wru + units) > WRITE_LIMIT:
                 part.throttled += 1
                 fits = False
         for part, units in reads:
             part.roll(second)
             part.add(rru=units, offered=True)
-            if self.full(part):
-                part.peak_offered = max(part.peak_offered, part.offered_rru / READ_LIMIT)
-            if part.rru + units > READ_LIMIT:
+            rates.add(second, part.index, rru=units, offered=True)
+            if part.counted():
+                part.peak_offered = max(
+                    part.peak_offered, part.per_second(part.offered_rru) / READ_LIMIT
+                )
+            if part.per_second(part.rru + units) > READ_LIMIT:
                 part.throttled += 1
                 fits = False
         if not fits:
+            if self.first_throttle is None:
+                over = next(p for p, _ in (*writes, *reads) if p.throttled)
+                self.first_throttle = (second, over.index, over.key)
             return False
         for part, units in writes:
             part.add(wru=units)
             part.total_wru += units
-            self._consumed(part, part.wru / WRITE_LIMIT)
+            rates.add(second, part.index, wru=units)
+            self._consumed(part, part.per_second(part.wru) / WRITE_LIMIT)
         for part, units in reads:
             part.add(rru=units)
             part.total_rru += units
-            self._consumed(part, part.rru / READ_LIMIT)
+            rates.add(second, part.index, rru=units)
+            self._consumed(part, part.per_second(part.rru) / READ_LIMIT)
         return True
 
     def _consumed(self, part: Partition, value: float) -> None:
-        if not self.full(part):
+        if not part.counted():
             return
         if value > part.peak:
             part.peak = value
@@ -222,3 +267,58 @@ class Capacity:
             row["throttled"] += part.throttled
             row["scale"] = part.scale
         return dict(sorted(out.items()))
+
+    def hot_keys(self, count: int = 10) -> list[dict[str, object]]:
+        """The `count` hottest partitions by peak one-second utilization (consumed, and what
+        was asked of it, throttled requests included), each with its key pattern."""
+        ranked = sorted(
+            self.partitions.values(), key=lambda p: (p.peak_offered, p.peak), reverse=True
+        )
+        return [
+            {
+                "index": p.index,
+                "key": p.key,
+                "pattern": key_pattern(p.key),
+                "peak": round(p.peak, 3),
+                "peak_offered": round(p.peak_offered, 3),
+                "throttled": p.throttled,
+            }
+            for p in ranked[:count]
+        ]
+
+
+def key_pattern(key: str) -> str:
+    """A partition key with its variable parts named (`CB#<pool>#<slot>#<shard>`...): the
+    digits of each `#` part, and a workflow's id, as placeholders."""
+    if key.startswith(WF_PREFIX):
+        return WF_PREFIX + "<workflow id>"
+    parts = key.split("#")
+    return "#".join("<n>" if p.isdigit() else p for p in parts)
+
+
+@dataclass
+class TableRates:
+    """The subset's units each second by table or index, offered and consumed; read at full
+    size through `f` (`per_second`)."""
+
+    offered: dict[str, defaultdict[int, float]] = field(default_factory=dict)
+    consumed: dict[str, defaultdict[int, float]] = field(default_factory=dict)
+    fraction: float = 1.0
+
+    def add(
+        self, second: int, index: str, *, wru: float = 0.0, rru: float = 0.0, offered: bool = False
+    ) -> None:
+        into = self.offered if offered else self.consumed
+        for kind, units in (("wru", wru), ("rru", rru)):
+            if units:
+                into.setdefault(f"{index}:{kind}", defaultdict(float))[second] += units
+
+    def per_second(self, index: str, kind: str, *, offered: bool = True) -> dict[int, float]:
+        """Full-size units a second of `index` (`table` or an index's name), `wru` or `rru`."""
+        got: Mapping[int, float] = (self.offered if offered else self.consumed).get(
+            f"{index}:{kind}", {}
+        )
+        return {s: u / self.fraction for s, u in got.items()}
+
+    def indexes(self) -> list[str]:
+        return sorted({key.split(":", 1)[0] for key in self.offered})

@@ -9,12 +9,14 @@ utilization). Per-group figures are divided by the number of modelled groups ins
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from shepherd_bench.prices import usd
+from shepherd_bench.scale.capacity import key_pattern
 from shepherd_bench.scale.kernel import percentile
 from shepherd_bench.scale.lambdas import Function
-from shepherd_bench.scale.model import SIZE_SAMPLE, START_MS, Run
+from shepherd_bench.scale.model import DESIGN_LOAD, SAMPLE_MS, SIZE_SAMPLE, START_MS, Run
 from shepherd_bench.scale.whatif import engine_shards_list
 
 RELAY_BATCH = 100  # stream records per relay invocation (shepherd.topology)
@@ -174,6 +176,83 @@ def dynamodb(run: Run) -> dict[str, Any]:
         "rru_per_second": round(stats.rru / seconds / f),
         "wru_index_share": round(stats.wru_index / max(1.0, stats.wru_table + stats.wru_index), 3),
         "requests": dict(stats.requests),
+    }
+
+
+SAMPLE_S = SAMPLE_MS // 1000
+WINDOW_S = 10  # a rate limit is judged on 10-second means (a subset's second is noisy)
+
+
+def _means(per_second: Mapping[int, float], first: int, last: int) -> list[tuple[int, float]]:
+    """(start second, mean a second) of each whole WINDOW_S window from `first` to `last`."""
+    return [
+        (s, sum(per_second.get(t, 0.0) for t in range(s, s + WINDOW_S)) / WINDOW_S)
+        for s in range(first, last - WINDOW_S + 1, WINDOW_S)
+    ]
+
+
+def limits(run: Run) -> dict[str, Any]:
+    """What the run asked of the limits outside the engine, at full size, against the
+    deployment's configured values (`model.Deployment`): the table's and each index's units a
+    second, API Gateway's requests a second, Lambda's concurrency; a partition's own limit
+    is `dynamodb`'s. Each with the first second (from the run's start) it was exceeded."""
+    deployment = run.config.deployment
+    f = run.config.fraction
+    first = int(START_MS // 1000)
+    last = int(run.end_ms // 1000)
+    rates = run.capacity.rates
+    table: dict[str, Any] = {}
+    over: dict[str, int] = {}
+    for index in rates.indexes():
+        row: dict[str, Any] = {}
+        for kind, limit in (("wru", deployment.table_wru), ("rru", deployment.table_rru)):
+            means = _means(rates.per_second(index, kind), first, last)
+            peak = max((m for _, m in means), default=0.0)
+            row[kind] = {"peak": round(peak), "limit": limit}
+            late = next((s for s, m in means if m > limit), None)
+            if late is not None:
+                over[f"{index} {kind.upper()} a second over {limit:,.0f}"] = late - first
+        table[index] = row
+    api = {s: n / f for s, n in run.world.stats.api_per_second.items()}
+    api_means = _means(api, first, last)
+    api_peak = max((m for _, m in api_means), default=0.0)
+    late = next((s for s, m in api_means if m > deployment.api_rate_limit), None)
+    if late is not None:
+        over[f"API requests a second over the stage throttle {deployment.api_rate_limit:,.0f}"] = (
+            late - first
+        )
+    concurrency = [c / f for c in run.samples.concurrency]
+    at_limit = next(
+        (
+            i * SAMPLE_S
+            for i, c in enumerate(concurrency)
+            if c >= deployment.account_concurrency * 0.999
+        ),
+        None,
+    )
+    if run.account.throttles and at_limit is not None:
+        over[f"Lambda concurrency at the account's {deployment.account_concurrency:,}"] = at_limit
+    throttle = run.capacity.first_throttle
+    if throttle is not None:
+        second, index, key = throttle
+        over[f"partition {index}:{key_pattern(key)} over its limit ({index}:{key})"] = (
+            second - first
+        )
+    first_over = min(over.items(), key=lambda kv: kv[1]) if over else None
+    return {
+        "deployment": deployment.name,
+        "table_units_per_second": table,
+        "api_requests_per_second": {
+            "peak": round(api_peak),
+            "limit": deployment.api_rate_limit,
+        },
+        "lambda_concurrency": {
+            "peak": round(run.account.peak / f),
+            "limit": deployment.account_concurrency,
+            "throttles": round(run.account.throttles / f),
+        },
+        "exceeded_at_s": dict(sorted(over.items(), key=lambda kv: kv[1])),
+        "first_bottleneck": None if first_over is None else first_over[0],
     }
 
 
@@ -365,7 +444,9 @@ def workflows(run: Run) -> dict[str, Any]:
         "open_at_start": round(run.seeded / f),
         "open_at_end": round(run.samples.open[-1] / f) if run.samples.open else 0,
         "running_steps": round(sum(run.samples.running) / max(1, len(run.samples.running)) / f),
-        "starts_per_second": round(new / seconds / f),
+        # Counted from the store (the workflow items the engine created), not the offered.
+        "starts_per_second": round(run.created / seconds / f),
+        "accepted_starts_per_second": round(new / seconds / f),
         "offered_starts_per_second": round(stats.offered / seconds),
         "refused_starts": round(stats.refused / f),
         "start_retries": round(stats.api_retries / f),
@@ -394,7 +475,15 @@ def summary(run: Run, wall_s: float) -> dict[str, Any]:
             "modelled_groups": list(config.modelled),
             "fraction": config.fraction,
             "pool_max_concurrency": config.pool_concurrency,
-            "account_concurrency": config.account_concurrency,
+            "account_concurrency": config.deployment.account_concurrency,
+            "deployment": {
+                "name": config.deployment.name,
+                "api_rate_limit": config.deployment.api_rate_limit,
+                "table_wru": config.deployment.table_wru,
+                "table_rru": config.deployment.table_rru,
+            },
+            "breakers": list(config.breakers),
+            "load_factor": round(config.load.starts_per_second / DESIGN_LOAD.starts_per_second, 3),
             "stall": config.stall,
             "rate_limit": config.rate_limit,
             "single_caller": True,  # every start and callback is load.OWNER's
@@ -408,6 +497,8 @@ def summary(run: Run, wall_s: float) -> dict[str, Any]:
         "supervisor": supervisor(run),
         "dynamodb": dynamodb(run),
         "lambda": lambdas(run),
+        "limits": limits(run),
+        "hot_keys": run.capacity.hot_keys(),
         "stall": stall(run),
         "rate_limit": rate_limit(run),
         "cost": cost(run),

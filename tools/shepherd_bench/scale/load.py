@@ -126,6 +126,7 @@ class LoadStats:
     deaths: dict[AttemptKey, Death] = field(default_factory=dict)
     agent_outcomes: Counter[str] = field(default_factory=Counter)
     heartbeats: int = 0
+    api_per_second: Counter[int] = field(default_factory=Counter)  # by simulated second
 
 
 class World:
@@ -232,6 +233,7 @@ class World:
     ) -> None:
         """One API request: API Gateway, then the function (429 without concurrency)."""
         self.stats.api_requests[route] += 1
+        self.stats.api_per_second[int(self.kernel.now // 1000)] += 1
         box: dict[str, Any] = {}
         kernel = self.kernel
 

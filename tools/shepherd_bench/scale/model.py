@@ -54,12 +54,49 @@ SAMPLE_MS = 10_000
 TIMEOUTS = ("timeout", "heartbeat_timeout")
 DESIGN_LOAD = Load()
 SIZE_SAMPLE = 1000  # waiting workflows whose items are measured (storage per day)
+# A guarded pool's breaker (a CircuitBreaker with a 60 s window: 10 s counter slots).
+BREAKER = {
+    "FailureRatio": 0.5,
+    "MinimumAttempts": 100,
+    "WindowSeconds": 60,
+    "CooldownSeconds": 30,
+    "ProbeAttempts": 5,
+}
 # The agent handler's "back soon" for a record it could not claim: seconds until visible.
 BACK_SOON = {"NotEnoughTime": 0.0, "StoreUnavailable": 1.0}
 
 
 def definition() -> Definition:
     return parse_definition(yaml.safe_load(DEFINITION.read_text()), DEFINITION.name)
+
+
+ON_DEMAND_TABLE_UNITS = 40_000.0  # DynamoDB on-demand: per table (and index) unless configured
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The limits outside the engine a run is judged against (the whole system's): API
+    Gateway's stage throttle (requests a second), the table's and each index's throughput
+    (units a second; on-demand: 40,000 read and 40,000 write units per table unless
+    configured), and the account's Lambda concurrency. The run counts what it asked of each,
+    a second at a time at full size; Lambda's concurrency is also enforced (an invocation over
+    it is throttled), the API's and the table's are accounted, not enforced."""
+
+    name: str
+    api_rate_limit: float
+    table_wru: float = ON_DEMAND_TABLE_UNITS
+    table_rru: float = ON_DEMAND_TABLE_UNITS
+    account_concurrency: int = 10_000
+
+
+# The CDK app as it deploys by default (infra/shepherd_infra/config.py): the stage's throttle,
+# Lambda's default account concurrency, the table with no throughput configured.
+DEFAULT_DEPLOYMENT = Deployment("default", api_rate_limit=100.0, account_concurrency=1_000)
+# What the design load needs from AWS beyond the engine: API Gateway's account quota raised
+# from 10,000 to 25,000 requests a second (starts and callbacks: ~18,000 a second) and the
+# stage throttle with it; Lambda's account concurrency raised to 10,000. The table's
+# throughput is as the CDK app configures it today: the on-demand default.
+DESIGN_DEPLOYMENT = Deployment("design load", api_rate_limit=25_000.0)
 
 
 @dataclass(frozen=True)
@@ -74,7 +111,6 @@ class RunConfig:
     modelled: tuple[int, ...] = (0,)
     load: Load = DESIGN_LOAD
     pool_concurrency: int = 1000  # MaximumConcurrency per pool (the largest allowed)
-    account_concurrency: int = 10_000  # a raised account quota (default 1,000)
     tick_concurrency: int | None = None  # None: as the CDK app deploys it
     tick_batch: int | None = None  # None: as the CDK app deploys it
     max_workflows: int | None = None  # a sweep's look budget (None: the engine's)
@@ -87,6 +123,13 @@ class RunConfig:
     rate_limit: tuple[str, float, int] | None = None
     # SHEPHERD_SWEEP_LOOK_AHEAD: a sweep looks ahead until just before the next (as deployed).
     look_ahead: bool = True
+    # Pools with a circuit breaker (the deployment's CircuitBreaker, at the defaults below):
+    # every ended attempt of the pool writes the current slot's counters.
+    breakers: tuple[str, ...] = ("checks",)
+    # The limits the run is judged against, the whole system's (not the subset's share):
+    # API Gateway's stage throttle, requests a second; the table's (and each index's)
+    # throughput, units a second. See `Deployment`.
+    deployment: Deployment = DESIGN_DEPLOYMENT
 
     @property
     def fraction(self) -> float:
@@ -164,9 +207,9 @@ class Run:
             self.deployed = replace(self.deployed, interval_s=interval, window_s=60 - interval)
         f = config.fraction
         kernel = self.kernel = Kernel(START_MS, config.seed)
-        self.capacity = Capacity(shared_scale=1 / f, start_ms=START_MS)
+        self.capacity = Capacity(shared_scale=1 / f)
         self.store = PartitionedStore(kernel, self.capacity)
-        self.account = Account(config.account_concurrency * f)
+        self.account = Account(config.deployment.account_concurrency * f)
         self.pools = pools(self.definitions)
         self.queues = {
             name: SimQueue(
@@ -255,6 +298,12 @@ class Run:
         self.waits_begun = 0
         self.waiting_workflows = self.waiting_items = self.waiting_bytes = 0
         self.seeded = 0
+        self.created = 0  # workflow items the engine created in the run
+        self.open_count = 0  # workflow items in the store not terminal
+        self.running_count = 0  # step and compensation items in the store running
+        self.heartbeating = {
+            f"{STEP_PREFIX}{s.name}" for s in self.definition.steps if s.heartbeat_seconds
+        }
         self.list_patched = False
         # The limited pool (config.rate_limit): its claims per simulated second and the
         # limiter's writes.
@@ -295,19 +344,17 @@ class Run:
         return engine
 
     def _policies(self) -> dict[str, PoolPolicy]:
-        if self.config.rate_limit is None:
-            return {}
-        pool, per_second, burst = self.config.rate_limit
-        share = per_second * self.config.fraction
-        body = {
-            pool: {
-                "RateLimit": {
-                    "PerSecond": share,
-                    "Burst": max(1, round(burst * self.config.fraction)),
-                }
-            }
+        body: dict[str, dict[str, Any]] = {
+            pool: {"CircuitBreaker": dict(BREAKER)} for pool in self.config.breakers
         }
-        return parse_policies(body, source="scale model")
+        if self.config.rate_limit is not None:
+            pool, per_second, burst = self.config.rate_limit
+            share = per_second * self.config.fraction
+            body.setdefault(pool, {})["RateLimit"] = {
+                "PerSecond": share,
+                "Burst": max(1, round(burst * self.config.fraction)),
+            }
+        return parse_policies(body, source="scale model") if body else {}
 
     def subset_buckets(self) -> Buckets:
         """The whole system's buckets, each handing out its share f of its tokens: the subset's
@@ -376,9 +423,32 @@ class Run:
 
     # ----------------------------------------------------------------------- observers
 
+    def _count(self, old: Item | None, new: Item) -> None:
+        """What the engine holds, from its own writes: workflows created and open, steps
+        running (the seeded population is counted by `seed`)."""
+        sk, status = new["sk"], new.get("status")
+        was = None if old is None else old.get("status")
+        if sk == WF_SK:
+            if old is None:
+                self.created += 1
+                self.open_count += status not in _TERMINAL
+            elif status in _TERMINAL and was not in _TERMINAL:
+                self.open_count -= 1
+        elif sk.startswith((STEP_PREFIX, COMP_PREFIX)):
+            self.running_count += self._running(sk, status) - self._running(sk, was)
+
+    def _running(self, sk: str, status: object) -> bool:
+        """A step running: RUNNING, or WAITING on its callback under HeartbeatSeconds (an
+        outside worker on it, heartbeating: the packers); not one resting on a callback
+        with no heartbeat (the payments) or a timer."""
+        return status == StepStatus.RUNNING.value or (
+            status == StepStatus.WAITING.value and sk in self.heartbeating
+        )
+
     def _observe(self, old: Item | None, new: Item) -> None:
         sk = new["sk"]
         status = new.get("status")
+        self._count(old, new)
         if sk in self.limited_units and status == StepStatus.RUNNING.value:
             if (
                 old is None
@@ -487,6 +557,11 @@ class Run:
             fraction=self.config.open_fraction,
         ):
             self.store.seed(wf.items)
+            for item in wf.items:
+                if item["sk"] == WF_SK:
+                    self.open_count += item.get("status") not in _TERMINAL
+                elif item["sk"].startswith((STEP_PREFIX, COMP_PREFIX)):
+                    self.running_count += self._running(item["sk"], item.get("status"))
             world.stats.accepted[wf.workflow_id] = float(now)
             world._rngs[wf.workflow_id] = wf.rng
             self.seeded += 1
@@ -532,8 +607,8 @@ class Run:
     def _sample(self) -> None:
         s = self.samples
         s.at.append(self.kernel.now)
-        s.open.append(len(self.world.stats.accepted) - len(self.terminal))
-        s.running.append(len(self.world.packing))
+        s.open.append(self.open_count)
+        s.running.append(self.running_count)
         s.waiting_payment.append(self.waiting_payment)
         s.queued.append({name: len(q._ready) for name, q in self.queues.items()})
         s.concurrency.append(self.account.in_use)

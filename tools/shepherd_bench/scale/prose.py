@@ -181,9 +181,13 @@ def section_text(
         f"(f = 1/{round(1 / f)}: about {round(1_000_000 * f):,} open workflows and "
         f"{round(5000 * f):,} starts a second of the design load), divides counts by f to read "
         "as the whole design load, and keeps a shared partition's budget over 1/f seconds of "
-        "the subset's requests; the supervisor's tick fan-out runs at full size. "
+        "the subset's requests (back to its first request at most: a short-lived key reads "
+        "its rate over its life); the supervisor's tick fan-out runs at full size. "
         "Machine-readable: `scale`, `cost.at_load` and `cost.waiting_workflow_day_usd` in "
-        "[`benchmarks.json`](benchmarks.json).",
+        "[`benchmarks.json`](benchmarks.json). **It exits non-zero when a target falls "
+        f"short, naming it**: `scale.passed` is {str(scale.get('passed')).lower()}"
+        + (f" (missed: {'; '.join(scale['missed'])})" if scale.get("missed") else "")
+        + ".",
         "",
         f"**One caller, and its list index.** {scale['single_caller_list_index'][0].upper()}"
         f"{scale['single_caller_list_index'][1:]}: the headline keys come from `design_load`, "

@@ -81,6 +81,29 @@ def headline(s: dict[str, Any], stall: dict[str, Any] | None) -> dict[str, Any]:
         "extra_messages_per_task": None if stall is None else stall["extra_messages_per_task"],
         "supervisor_invocations_per_tick": sup["invocations_per_tick"],
         "usd_per_hour": cost["usd_per_hour"],
+        **limit_figures(s),
+    }
+
+
+def limit_figures(s: dict[str, Any]) -> dict[str, Any]:
+    """The issue's figures of the limits outside the engine and the hottest keys, from one
+    run (older runs' figures have none: None)."""
+    lim = s.get("limits")
+    if lim is None:
+        return {"hot_keys": None, "table_units_per_second": None, "first_bottleneck": None}
+    table = lim["table_units_per_second"]
+    return {
+        "hot_keys": s.get("hot_keys"),
+        "table_units_per_second": {
+            "write": table.get("table", {}).get("wru", {}).get("peak", 0),
+            "read": table.get("table", {}).get("rru", {}).get("peak", 0),
+            "write_max": s["config"]["deployment"]["table_wru"],
+            "read_max": s["config"]["deployment"]["table_rru"],
+            "indexes": {k: v for k, v in table.items() if k != "table"},
+        },
+        "api_requests_per_second": lim["api_requests_per_second"],
+        "lambda_concurrency": lim["lambda_concurrency"],
+        "first_bottleneck": lim["first_bottleneck"],
     }
 
 
@@ -160,7 +183,67 @@ def targets(
             "holds": waiting <= TARGET_WAITING_DAY_USD,
             "list_unsharded": waiting_other,
         },
+        *limit_targets(h),
     ]
+
+
+def limit_targets(h: dict[str, Any]) -> list[dict[str, Any]]:
+    """The limits outside the engine at the deployment's configured values: the table's and
+    each index's units a second, API Gateway's stage throttle, Lambda's concurrency."""
+    table = h.get("table_units_per_second")
+    if table is None:
+        return []
+    rows = []
+    for kind, name in (("write", "write units"), ("read", "read units")):
+        rows.append(
+            _limit_row(
+                f"the table's {name} a second (10 s mean)", table[kind], table[f"{kind}_max"]
+            )
+        )
+    for index, row in sorted(table["indexes"].items()):
+        for kind, name in (("wru", "write units"), ("rru", "read units")):
+            if row[kind]["peak"]:
+                rows.append(
+                    _limit_row(
+                        f"index {index}: {name} a second (10 s mean)",
+                        row[kind]["peak"],
+                        row[kind]["limit"],
+                    )
+                )
+    api = h["api_requests_per_second"]
+    rows.append(
+        _limit_row(
+            "API requests a second (10 s mean), the stage throttle", api["peak"], api["limit"]
+        )
+    )
+    lam = h["lambda_concurrency"]
+    rows.append(
+        {
+            "target": "Lambda concurrency, no invocation throttled",
+            "limit": f"<= {lam['limit']:,}",
+            "value": lam["peak"],
+            "holds": lam["throttles"] == 0,
+            "list_unsharded": None,
+        }
+    )
+    return rows
+
+
+def _limit_row(name: str, value: float, limit: float) -> dict[str, Any]:
+    return {
+        "target": name,
+        "limit": f"<= {limit:,.0f}",
+        "value": value,
+        "holds": value <= limit,
+        "list_unsharded": None,
+    }
+
+
+def verdict(targets_: list[dict[str, Any]]) -> tuple[bool, list[dict[str, Any]]]:
+    """Whether every target holds (one not measured in this run holds no verdict) and the
+    ones that fall short, in the order listed."""
+    missed = [t for t in targets_ if t["holds"] is False]
+    return not missed, missed
 
 
 def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
@@ -174,8 +257,14 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
     one, two = results.get("subset_1"), results.get("subset_2")
     waiting = head["cost"]["waiting_workflow_day"]["usd"]
     waiting_other = None if other is None else other["cost"]["waiting_workflow_day"]["usd"]
+    judged = targets(h, o, waiting, waiting_other)
+    passed, missed = verdict(judged)
+    load = results.get(LOAD_RUN)
     return {
         **h,
+        "passed": passed,
+        "missed": [t["target"] for t in missed],
+        "load10": None if load is None else load_figures(load),
         "subset": {
             "modelled_groups": len(head["config"]["modelled_groups"]),
             "sweep_groups": head["config"]["sweep_groups"],
@@ -187,9 +276,31 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
         },
         COMPARED: o,
         "subset_check": None if one is None or two is None else subset_check(one, two),
-        "targets": targets(h, o, waiting, waiting_other),
+        "targets": judged,
         "runs": results,
         "meta": meta,
+    }
+
+
+LOAD_RUN = "load10"  # ten times the design load against the default deployment
+
+
+def load_figures(s: dict[str, Any]) -> dict[str, Any]:
+    """A run at a multiple of the design load: whether every target holds at it, and what
+    broke first (the limit exceeded earliest in simulated time)."""
+    h = headline(s, None)
+    judged = [
+        t
+        for t in targets(h, None, s["cost"]["waiting_workflow_day"]["usd"], None)
+        if t["holds"] is not None
+    ]
+    passed, missed = verdict(judged)
+    return {
+        "passed": passed,
+        "first_bottleneck": h["first_bottleneck"] or (missed[0]["target"] if missed else None),
+        "missed": [t["target"] for t in missed],
+        "load": s["config"].get("load_factor"),
+        "deployment": s["config"]["deployment"]["name"],
     }
 
 
@@ -221,6 +332,14 @@ def render_text(scale: dict[str, Any]) -> str:
         other = scale[COMPARED]
         beside = "" if other is None else f"   (list index unsharded: {other[key]})"
         lines.append(f"  scale.{key}: {scale[key]}{beside}")
+    for key in ("table_units_per_second", "first_bottleneck"):
+        lines.append(f"  scale.{key}: {scale.get(key)}")
+    lines.append("  scale.hot_keys:")
+    for row in scale.get("hot_keys") or []:
+        lines.append(
+            f"    {row['index']}:{row['pattern']} peak {row['peak']} "
+            f"(asked {row['peak_offered']}, {row['throttled']} throttled) e.g. {row['key']}"
+        )
     lines.append("  targets:")
     for t in scale["targets"]:
         verdict = {True: "holds", False: "MISSED", None: "-"}[t["holds"]]
@@ -229,6 +348,11 @@ def render_text(scale: dict[str, Any]) -> str:
         lines.append("  per group at two subset sizes (1 and 2 groups):")
         for r in scale["subset_check"]:
             lines.append(f"    {r['figure']}: {r['1_group']} | {r['2_groups']}")
+    if scale.get("load10"):
+        lines.append(f"  scale.load10: {scale['load10']}")
+    lines.append(f"  scale.passed: {scale['passed']}")
+    for name in scale["missed"]:
+        lines.append(f"    MISSED: {name}")
     lines.append("  runs:")
     for key, s in scale["runs"].items():
         lines.append(f"    {key}: {one_line(s)}")

@@ -197,11 +197,18 @@ def rate_pk(pool: str, shard: int) -> tuple[str, str]:
     return f"{RATE_PREFIX}{pool}#{shard}", RATE_SK
 
 
-CIRCUIT_PREFIX = "CB#"  # a breaker's outcome counters: pk CB#<pool>#<slot>, sk <shard>
+# A breaker's outcome counters: one partition per shard of a slot, pk CB#<pool>#<slot>#<shard>,
+# sk CB. The shard is in the partition key: a pool ends every one of its attempts on the slot's
+# counters, so as sort keys under one partition key they would take its whole rate on one
+# partition's 1,000 WCU a second (5x over at 5,000 attempts a second: issue 41.2).
+CIRCUIT_PREFIX = "CB#"
+CIRCUIT_SK = "CB"
 
 
 def circuit_counter_key(pool: str, slot: int, shard: int) -> tuple[str, str]:
-    return f"{CIRCUIT_PREFIX}{pool}#{slot}", str(shard)
+    """One shard's counter item of `pool`'s breaker for `slot`: a partition of its own (a
+    reader of the window gets every shard's and sums them)."""
+    return f"{CIRCUIT_PREFIX}{pool}#{slot}#{shard}", CIRCUIT_SK
 
 
 # ------------------------------------------------------- the approval inbox (issue 25)
