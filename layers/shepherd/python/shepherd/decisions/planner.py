@@ -62,6 +62,9 @@ class Dispatch:
     seen: StepRecord
     lost: bool
     overdue_ms: int = 0
+    # Lost after its pool was paused (or its circuit opened) and resumed: its message was
+    # held back, and the resume's grace is what sends it again (not the happy path's).
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -273,6 +276,36 @@ Action = (
 )
 
 
+def takes_over(action: Action) -> bool:
+    """Whether a look that plans `action` on the state as others left it does work the happy
+    path owns (issue 40.5): a dispatch or a close that whoever ended the unit before it should
+    have made in its own write or the next (a lost message, a dead writer). A look's own
+    business is time: a timeout, a wake, an approval's timeout, a long backoff's end, a
+    pause timeout, a child asked to cancel; none of those counts. With no fault injected, a
+    look takes over nothing (the simulator holds the count at 0)."""
+    match action:
+        case Dispatch(_, lost, held=held):
+            # Not lost: a long backoff's end (or a resume's send); held: a paused pool's.
+            return lost and not held
+        case StartChild(seen):
+            return seen.status is StepStatus.PENDING  # QUEUED: a retry's backoff ended
+        case EndAttempt(outcome=outcome):
+            return outcome not in ("timeout", "heartbeat_timeout")  # a child's end
+        case (
+            SendImplicit()
+            | Skip()
+            | StartWait()
+            | ChildSucceeded()
+            | AccountItem()
+            | OpenMore()
+            | DecideMap()
+            | FinishMap()
+            | Finish()
+        ):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Options:
     """How to plan. `completed`: the step the calling agent just completed (it owns the
@@ -387,6 +420,10 @@ class _Planner:
             rec = steps[name]
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, definition.by_name[name]))
+            elif rec.status is StepStatus.RUNNING and _empty_and_decided(rec.fanout):
+                # A map of child workflows this advance opened with no item: it ends at once,
+                # here, as an empty task map ends with its opener (issue 40.5).
+                actions.append(FinishMap(rec))
         sinks = definition.sinks
         if completed in sinks and all(steps[n].status.done for n in sinks):
             actions.append(Finish(WorkflowStatus.SUCCEEDED))
@@ -421,7 +458,8 @@ class _Planner:
             return []
         deadline = _lost_at(ready_at, pool, self.definition)
         if self.now >= deadline:
-            return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline)]
+            held = _resumed(pool) > ready_at
+            return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline, held=held)]
         return []
 
     def _ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
@@ -566,7 +604,8 @@ class _Planner:
             deadline = _lost_at(max(rec.dispatched_at, rec.available_at or 0), pool, definition)
             if now < deadline or _copy_may_wait(rec, pool):
                 return []
-            return [Dispatch(rec, lost=True, overdue_ms=now - deadline)]
+            held = _resumed(pool) > rec.dispatched_at
+            return [Dispatch(rec, lost=True, overdue_ms=now - deadline, held=held)]
         if not rec.status.in_flight:
             return []
         claimed = rec.claimed_at or 0
@@ -698,7 +737,21 @@ class _Planner:
                 actions.append(Cancel(unit))  # never claimed: it had no effect
             elif supervisor:
                 actions.extend(self._supervise_unit(unit, spec, unwinding=stopped or unwinding))
+            else:
+                actions.extend(self._unit_child_ended(unit, spec, unwinding=stopped or unwinding))
         return actions
+
+    def _unit_child_ended(
+        self, unit: StepRecord, spec: TaskSpec, *, unwinding: bool
+    ) -> list[Action]:
+        """An item whose child workflow ended: recorded by whoever reads it (the child's
+        finisher advances this workflow, issue 40.5), as a task item's end is."""
+        if unit.child_id is None or unit.status is not StepStatus.WAITING:
+            return []
+        child = self.state.children.get(unit.child_id)
+        if child is None or not child.status.terminal:
+            return []
+        return self._child_ended(unit, spec, child, unwinding=unwinding)
 
     def _supervise_unit(self, unit: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
         """One unit of a map's window: a step's supervision; a unit not yet written is an item
@@ -713,7 +766,8 @@ class _Planner:
                 return []
             if _is_child_step(spec):  # its starter died after it entered: start its child
                 return [StartChild(unit)]
-            return [Dispatch(unit, lost=True, overdue_ms=self.now - deadline)]
+            held = _resumed(pool) > (unit.dispatched_at or 0)
+            return [Dispatch(unit, lost=True, overdue_ms=self.now - deadline, held=held)]
         actions = self._supervise(unit, spec, unwinding=unwinding)
         if self.paused_now:
             actions = [a for a in actions if not isinstance(a, Dispatch | StartChild)]
@@ -759,6 +813,12 @@ _OUTCOMES = {
     StepStatus.CANCELLED: "cancelled",
     StepStatus.SKIPPED: "cancelled",
 }
+
+
+def _empty_and_decided(m: MapState | None) -> bool:
+    """A map opened with no item: decided at its open, nothing in its window (no shard of it
+    to read)."""
+    return m is not None and m.total == 0 and m.status != "RUNNING"
 
 
 def _is_child_step(spec: TaskSpec) -> bool:
