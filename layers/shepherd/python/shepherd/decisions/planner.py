@@ -16,9 +16,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd.decisions import choice, retry, waits
+from shepherd.decisions.deadlines import attempt_deadlines as _attempt_deadlines_of
+from shepherd.decisions.deadlines import lost_at as _lost_at
+from shepherd.decisions.deadlines import pool_paused as _paused
+from shepherd.decisions.deadlines import pool_resumed as _resumed
+from shepherd.decisions.deadlines import ready_at as _ready_at
 from shepherd.decisions.fanout import child_end
 from shepherd.decisions.fanout import verdict as map_verdict
-from shepherd.decisions.ratelimit import HORIZON_US
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import (
@@ -608,13 +612,10 @@ class _Planner:
             return [Dispatch(rec, lost=True, overdue_ms=now - deadline, held=held)]
         if not rec.status.in_flight:
             return []
-        claimed = rec.claimed_at or 0
-        timeout_at = claimed + spec.timeout_seconds * 1000
-        heartbeat_at = (
-            None
-            if spec.heartbeat_seconds is None
-            else (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
-        )
+        # The attempt's deadlines as the view and the watch read them (an unclaimed one: 0).
+        deadlines = {d.why: d.at for d in _attempt_deadlines_of(spec, rec, 0)}
+        timeout_at = deadlines["timeout"] or 0
+        heartbeat_at = deadlines.get("heartbeat")
         if now >= timeout_at:
             error_type, outcome, deadline = TIMEOUT, "timeout", timeout_at
             message = f"attempt {rec.attempt} exceeded TimeoutSeconds ({spec.timeout_seconds})"
@@ -849,14 +850,6 @@ def _succeeded(rec: StepRecord | None) -> bool:
     return rec is not None and rec.status is StepStatus.SUCCEEDED
 
 
-def _resumed(pool: PoolState | None) -> int:
-    return 0 if pool is None or pool.resumed_at is None else pool.resumed_at
-
-
-def _paused(pool: PoolState | None) -> bool:
-    return pool is not None and pool.paused
-
-
 def _copy_may_wait(rec: StepRecord, pool: PoolState | None) -> bool:
     """A task sent again once already (`resent_at`) is not sent a third time while its
     pool's queue holds anything (or nobody read it): its copy may be waiting behind a
@@ -866,30 +859,6 @@ def _copy_may_wait(rec: StepRecord, pool: PoolState | None) -> bool:
     if rec.resent_at is None:
         return False
     return pool is None or pool.waiting is None or pool.waiting > 0
-
-
-def _lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> int:
-    """When a task sent at `sent_at` counts as lost: after the dispatch grace, which a pool's
-    resume restarts (and never while its pool is paused: the callers check `_paused`). In a
-    rate-limited pool the task may be waiting with a ticket for its slot, which is no later
-    than the furthest slot the limiter has reserved, nor than a reservation's horizon after
-    it was sent: the grace counts from there. A copy sent sooner would ask the limiter too and
-    reserve a slot nobody uses (issue 26.1)."""
-    start = max(sent_at, _resumed(pool))
-    if pool is not None and pool.reserved_until is not None:
-        start = max(start, min(pool.reserved_until, sent_at + HORIZON_US // 1000))
-    return start + definition.dispatch_timeout_seconds * 1000
-
-
-def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
-    """When the last dependency succeeded (or was skipped), or None if some is not done."""
-    finished = []
-    for dep in spec.depends_on:
-        rec = state.steps[dep]
-        if not rec.status.done:
-            return None
-        finished.append(rec.finished_at or 0)
-    return max(finished, default=state.workflow.created_at)
 
 
 def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
@@ -1215,11 +1184,7 @@ def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now:
     if kind == "step" and not definition.by_name[rec.name].is_task:
         return [rec.wake_at if rec.wake_at is not None else now]  # a resting wait (paused)
     spec = definition.spec(kind, rec.name)
-    claimed = rec.claimed_at or now
-    out = [claimed + spec.timeout_seconds * 1000]
-    if spec.heartbeat_seconds is not None:
-        out.append((rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000)
-    return out
+    return [d.at for d in _attempt_deadlines_of(spec, rec, now) if d.at is not None]
 
 
 def _paused_due(
