@@ -111,6 +111,8 @@ NOT_IMPORTED = {
     "events": ("shepherd.engine.agent", "shepherd.wiring", "shepherd.definitions"),
     "api": ("shepherd.engine.agent", "shepherd.wiring"),
     "callbacks": ("shepherd.engine.agent", "shepherd.wiring"),
+    "agent": ("shepherd.wiring", "shepherd.engine.operations", "shepherd.engine.approvals"),
+    "supervisor": ("shepherd.wiring", "shepherd.engine.operations", "shepherd.engine.approvals"),
 }
 
 
