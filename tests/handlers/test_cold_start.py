@@ -109,7 +109,7 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
 NOT_IMPORTED = {
     "stream": ("shepherd.engine.agent", "shepherd.wiring", "shepherd.definitions"),
     "events": ("shepherd.engine.agent", "shepherd.wiring", "shepherd.definitions"),
-    "api": ("shepherd.engine.agent", "shepherd.wiring"),
+    "api": ("shepherd.engine.agent", "shepherd.wiring", "shepherd.engine.scheduler"),
     "callbacks": ("shepherd.engine.agent", "shepherd.wiring"),
     "agent": ("shepherd.wiring", "shepherd.engine.operations", "shepherd.engine.approvals"),
     "supervisor": ("shepherd.wiring", "shepherd.engine.operations", "shepherd.engine.approvals"),

@@ -79,6 +79,7 @@ from shepherd.errors import (
     StoreUnavailable,
     WorkflowNotFound,
 )
+from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
 from shepherd.model import (
     TOTAL,
@@ -148,11 +149,6 @@ class Applied:
 
 def request_hash(wf_type: str, payload: Any) -> str:
     return hashlib.sha256(jsonsafe.dumps({"type": wf_type, "input": payload}).encode()).hexdigest()
-
-
-def derived_id(owner: str, idempotency_key: str) -> str:
-    """Same owner and key, same workflow id: the start's conditional put is the dedup."""
-    return hashlib.sha256(f"{owner}\0{idempotency_key}".encode()).hexdigest()[:32]
 
 
 def idempotency_key(workflow_id: str, kind: Kind, name: str) -> str:
