@@ -22,13 +22,21 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from shepherd import wiring
 from shepherd.engine.agent import Outcome
 from shepherd.errors import AgentNotFound, DeliveryError, NotEnoughTime, StoreUnavailable
 from shepherd.model import TaskMessage
 from shepherd.observability import Metric
 
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, tracer
+
+
+def _sqs() -> Any:
+    """The engine's SQS client, made by the wiring (imported with the engine, on first use:
+    the handler's cold import stays its own, issue 40.6)."""
+    from shepherd import wiring  # noqa: PLC0415
+
+    return wiring.client("sqs")
+
 
 # A batch whose every record failed is still reported item by item, never as a failed
 # invocation: Lambda then redrives only those records and never backs off the whole pool.
@@ -82,7 +90,7 @@ def _back_soon(record: SQSRecord, seconds: int) -> None:
     if not urls:
         return
     try:
-        wiring.client("sqs").change_message_visibility(
+        _sqs().change_message_visibility(
             QueueUrl=urls[0], ReceiptHandle=record.receipt_handle, VisibilityTimeout=seconds
         )
     except Exception:

@@ -13,16 +13,16 @@ import re
 import warnings
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
-from shepherd import wiring
 from shepherd.model import DomainEvent
 from shepherd.observability import NAMESPACE, SERVICE, Metric
 from shepherd.settings import Settings
-from shepherd.user_code import load_agents
-from shepherd.wiring import Shepherd
+
+if TYPE_CHECKING:
+    from shepherd.wiring import Shepherd
 
 # Reads (GET routes, duplicate deliveries) legitimately publish no metric.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -115,6 +115,8 @@ def count_throttles(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         finally:
+            from shepherd import wiring  # noqa: PLC0415 - loaded by the engine's first build
+
             for aws_service, count in wiring.THROTTLES.take().items():
                 with single_metric(
                     name=Metric.THROTTLES,
@@ -132,6 +134,11 @@ def count_throttles(fn: F) -> F:
 def engine() -> Shepherd:
     """The engine for this sandbox: settings read once, clients built on first use, the agents
     of the modules the settings name (`SHEPHERD_AGENT_MODULES`) imported here, and only here."""
+    # Imported here, not when the handler's module is: what a handler uses of the engine is
+    # built on its first invocation, and a handler's cold import stays its own (issue 40.6).
+    from shepherd.user_code import load_agents  # noqa: PLC0415
+    from shepherd.wiring import Shepherd  # noqa: PLC0415
+
     settings = Settings.from_env()
     agents = load_agents(settings.agent_modules)
     return Shepherd(settings, agents=agents, worker_id=settings.worker_id)

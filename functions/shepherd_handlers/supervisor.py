@@ -40,13 +40,21 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from shepherd import wiring
 from shepherd.engine.pools import pool_states
 from shepherd.engine.supervisor import SweepReport, look_ahead_until
 from shepherd.errors import DeliveryError
 from shepherd.observability import NAMESPACE, Metric
 
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, service, tracer
+
+
+def _sqs() -> Any:
+    """The engine's SQS client, made by the wiring (imported with the engine, on first use:
+    the handler's cold import stays its own, issue 40.6)."""
+    from shepherd import wiring  # noqa: PLC0415
+
+    return wiring.client("sqs")
+
 
 SAFETY_MARGIN_MS = 10_000  # stop sweeping this long before the Lambda timeout
 # EventBridge Scheduler's rate (infra/shepherd_infra/config.py, SUPERVISOR_SCHEDULE): the next
@@ -91,7 +99,7 @@ def send_ticks(
     A tick that could not be sent costs its sweep only: logged, never raised, so the
     scheduled invocation still sweeps.
     """
-    sqs = sqs or wiring.client("sqs")
+    sqs = sqs or _sqs()
     after = following(sorted({d for _, d in planned if d}))
     sent = 0
     for first in range(0, len(planned), SQS_BATCH):
@@ -258,7 +266,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         minute = ticks(settings.sweep_groups, delays)
         then = following(delays)[0]  # group 0's next sweep: its first tick, or the next run
         nxt = start + (SCHEDULE_PERIOD_MS if then is None else then * 1000)
-        sqs = wiring.client("sqs")  # made here: boto3 makes clients on one thread at a time
+        sqs = _sqs()  # made here: boto3 makes clients on one thread at a time
         with ThreadPoolExecutor(max_workers=1) as sender:
             # The minute's ticks go out while group 0 is swept: with many groups they take many
             # requests (154 at 128 groups), which would hold the minute's first sweep back.

@@ -97,3 +97,35 @@ def test_hooks_on_boto3_s_default_session_see_the_engine_s_calls(
     boto3.setup_default_session(region_name="us-east-1")
     assert wiring._client("sqs").meta.events is not None
     assert wiring._default_session() is boto3.DEFAULT_SESSION
+
+
+HEAVY = """
+import json, sys
+import shepherd_handlers.{name}
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+# What a handler's cold import must not load (issue 40.6): the agent runtime, the engine's
+# wiring and the definition models are built on first use by the handlers that use them.
+NOT_IMPORTED = {
+    "stream": ("shepherd.engine.agent", "shepherd.wiring", "shepherd.definitions"),
+    "events": ("shepherd.engine.agent", "shepherd.wiring", "shepherd.definitions"),
+    "api": ("shepherd.engine.agent", "shepherd.wiring", "shepherd.engine.scheduler"),
+    "callbacks": ("shepherd.engine.agent", "shepherd.wiring"),
+    "agent": ("shepherd.wiring", "shepherd.engine.operations", "shepherd.engine.approvals"),
+    "supervisor": ("shepherd.wiring", "shepherd.engine.operations", "shepherd.engine.approvals"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_IMPORTED))
+def test_a_handler_imports_only_what_it_uses(name: str) -> None:
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop(ENV_TRACING, None)
+    out = subprocess.run(
+        [sys.executable, "-c", HEAVY.format(name=name, heavy=NOT_IMPORTED[name])],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

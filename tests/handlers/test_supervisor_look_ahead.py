@@ -83,7 +83,9 @@ def test_send_ticks_names_each_ones_moment(monkeypatch: pytest.MonkeyPatch) -> N
             sent.extend(Entries)
             return {}
 
-    monkeypatch.setattr(supervisor.wiring, "client", lambda name: Sqs())
+    from shepherd import wiring  # the handler imports it on first use
+
+    monkeypatch.setattr(wiring, "client", lambda name: Sqs())
     clock = iter(range(1_000_000, 2_000_000, 10))  # each request 10 ms after the one before
     planned = supervisor.ticks(2, supervisor.tick_delays(5, 55))
     assert supervisor.send_ticks("url", planned, lambda: next(clock), 999_990) == 23

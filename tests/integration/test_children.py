@@ -412,14 +412,17 @@ def test_a_paused_parent_starts_no_retry_child_of_a_map_item_until_it_is_resumed
 
 
 def test_a_cancel_over_a_child_that_just_succeeded_undoes_it(
-    world: tuple[Harness, Calls],
+    world: tuple[Harness, Calls], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The parent is cancelled after its child SUCCEEDED, before a look recorded it: the
-    cancel's advance records the step's success, asks the child to undo itself and waits for
-    it. Found by the fault simulator (seed 5 of `--types sim_parent,sim_fleet`): the unit
-    created to wait was planned on the child as read before the ask, SUCCEEDED, and failed at
-    once as a failed undo, so the parent ended FAILED over a child still undoing itself."""
+    """The parent is cancelled after its child SUCCEEDED, before anything recorded it (the
+    child's finisher died before it advanced the parent, and no look came yet): the cancel's
+    advance records the step's success, asks the child to undo itself and waits for it. Found
+    by the fault simulator (seed 5 of `--types sim_parent,sim_fleet`): the unit created to
+    wait was planned on the child as read before the ask, SUCCEEDED, and failed at once as a
+    failed undo, so the parent ended FAILED over a child still undoing itself."""
     h, calls = world
+    died = monkeypatch.setattr  # the child's finisher dies after its finishing write
+    died(h.engine.scheduler, "_advance_parent", lambda parent_id: None)
     wf = h.start("rollout", {})
     first = child_id(wf, "eu", None, 1)
     for _ in range(20):
@@ -531,7 +534,9 @@ def test_a_child_is_not_redriven_on_its_own(world: tuple[Harness, Calls]) -> Non
     assert h.status(wf) is WorkflowStatus.FAILED
 
 
-def test_a_stale_read_of_a_child_asked_to_undo_itself_fails_nothing() -> None:
+def test_a_stale_read_of_a_child_asked_to_undo_itself_fails_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The parent's compensation of a child step waits for the child's undo; a planner whose
     read of the child predates the ask (the child still SUCCEEDED: an operator's slow cancel,
     `make sim` seeds 5632 and 9560) must not fail that undo, or the parent ends FAILED while
@@ -543,6 +548,8 @@ def test_a_stale_read_of_a_child_asked_to_undo_itself_fails_nothing() -> None:
 
     calls = Calls()
     h = memory_harness(definitions=definitions(), agents=calls.registry())
+    # The child's finisher dies after its finishing write: the parent has not recorded it.
+    monkeypatch.setattr(h.engine.scheduler, "_advance_parent", lambda parent_id: None)
     wf = h.start("rollout", {})
     first = child_id(wf, "eu", None, 1)
     for _ in range(20):

@@ -176,7 +176,7 @@ BROKEN = [
         "a SUCCEEDED parent's child items' outputs were not their children's",
     ),
     Broken(
-        5,
+        7,  # seed 5 until a child's end advanced its parent at once (issue 40.5)
         "child_output",
         _succeeded_child_not_undone,
         "a CANCELLED parent left its SUCCEEDED child's effects in place (never asked to undo)",

@@ -161,7 +161,13 @@ def report(
         f"missing events (announced, never delivered; a violation): {st['events_missing']} "
         f"(terminal: {st['events_missing_terminal']})",
     ]
-    shown = ("orphaned_effects", "events_", "relay_published_after")
+    lines += [
+        "",
+        "dispatches and closes made by supervisor looks (the happy path's own work, taken over "
+        "after a lost message or a dead writer; 0 with no fault):",
+        f"  {'taken over by the supervisor':<{width}} {st['supervisor_took_over']:>8}",
+    ]
+    shown = ("orphaned_effects", "events_", "relay_published_after", "supervisor_took_over")
     observed = {k: n for k, n in totals.stats.items() if not k.startswith(shown)}
     if observed:
         lines += ["", "observed (not violations):"]

@@ -44,6 +44,7 @@ from shepherd.keys import POOLS_PK, WF_SK, wf_pk
 from shepherd.model import (
     PoolState,
     StepRecord,
+    StepStatus,
     TaskMessage,
     WorkflowState,
     WorkflowStatus,
@@ -1817,6 +1818,7 @@ class Simulation:
                 )
                 if report.lease == "busy":
                     self.trace(None, f"supA    group {group} lease busy")
+            self.stats["supervisor_took_over"] += report.took_over
             if report.actions:
                 self.trace(None, f"supA    sweep {dict(sorted(report.actions.items()))}")
         except SupervisorCrash:
@@ -1847,6 +1849,7 @@ class Simulation:
                 report = self.supervisors[other].sweep_group(
                     group, owner=f"{other}-{self._sweeps}", until_ms=self.horizon()
                 )
+            self.stats["supervisor_took_over"] += report.took_over
             self.trace(None, f"{other}    sweep {dict(sorted(report.actions.items()))}")
         except Exception as exc:
             self.trace(None, f"{other}    sweep failed: {type(exc).__name__}")
@@ -2721,6 +2724,7 @@ class Simulation:
         self._approvals_stats(record)
         self._maps_stats(record, states)
         self._children_stats(record, states)
+        self._kinds_stats(states)
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -2741,6 +2745,31 @@ class Simulation:
             trace=list(self.trace_lines),
             stats=Counter(self.stats),
         )
+
+    def _kinds_stats(self, states: Mapping[str, WorkflowState]) -> None:
+        """Steps that succeeded, by kind, and steps a condition skipped: what a run's count of
+        the supervisor's take-overs (`supervisor_took_over`) covers (issue 40.5)."""
+        for state in states.values():
+            definition = self.defs[state.workflow.wf_type]
+            for rec in state.steps.values():
+                if rec.status is StepStatus.SKIPPED:
+                    self.stats["steps_skipped_by_a_condition"] += 1
+                    continue
+                if rec.status is not StepStatus.SUCCEEDED:
+                    continue
+                spec = definition.by_name[rec.name]
+                kind = (
+                    "approval"
+                    if spec.approval is not None
+                    else "wait"
+                    if spec.wait is not None
+                    else "map"
+                    if spec.map is not None
+                    else "child"
+                    if spec.workflow is not None
+                    else "task"
+                )
+                self.stats[f"steps_succeeded_{kind}"] += 1
 
     def _maps_stats(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
         """How maps went (issue 24): opened, their items, how each ended (succeeded, within

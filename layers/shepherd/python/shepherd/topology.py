@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from shepherd.definitions import Definition
+if TYPE_CHECKING:  # the table's shape needs no definition model (the stream relay's import)
+    from shepherd.definitions import Definition
 
 # Lambda may run 900 s; an agent needs a few seconds around the user function to claim and record.
 LAMBDA_MAX_TIMEOUT = 900

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shepherd.definitions import Definition, TaskSpec
+from shepherd.decisions.ratelimit import HORIZON_US
+from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import PoolState, StepRecord, StepStatus, WorkflowState, WorkflowStatus
 
@@ -37,6 +38,56 @@ def pause_timeout_at(state: WorkflowState, definition: Definition) -> int | None
     if definition.pause_timeout_seconds is None:
         return None
     return wf.paused_at + definition.pause_timeout_seconds * 1000
+
+
+# ------------------------------------------------- the rule's parts (one place each)
+# The supervisor's planner (`planner._supervise` and `_ready`: when it acts), the watch
+# entry (`planner.next_due`: when it must look) and this view read these same functions, so
+# the three cannot disagree (issue 40.2).
+
+
+def pool_resumed(pool: PoolState | None) -> int:
+    """When the pool was last resumed (0: never): a resume restarts a sent task's grace."""
+    return 0 if pool is None or pool.resumed_at is None else pool.resumed_at
+
+
+def pool_paused(pool: PoolState | None) -> bool:
+    return pool is not None and pool.paused
+
+
+def lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> int:
+    """When a task sent at `sent_at` counts as lost: after the dispatch grace, which a pool's
+    resume restarts (and never while its pool is paused: the callers check `pool_paused`). In
+    a rate-limited pool the task may be waiting with a ticket for its slot, which is no later
+    than the furthest slot the limiter has reserved, nor than a reservation's horizon after
+    it was sent: the grace counts from there. A copy sent sooner would ask the limiter too and
+    reserve a slot nobody uses (issue 26.1)."""
+    start = max(sent_at, pool_resumed(pool))
+    if pool is not None and pool.reserved_until is not None:
+        start = max(start, min(pool.reserved_until, sent_at + HORIZON_US // 1000))
+    return start + definition.dispatch_timeout_seconds * 1000
+
+
+def ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
+    """When the last dependency succeeded or was skipped by its condition (the step was sent
+    then, or is skipped or started by whoever saw it ready), or None if some is not done."""
+    finished = []
+    for dep in spec.depends_on:
+        rec = state.steps[dep]
+        if not rec.status.done:
+            return None
+        finished.append(rec.finished_at or 0)
+    return max(finished, default=state.workflow.created_at)
+
+
+def attempt_deadlines(spec: TaskSpec, rec: StepRecord, now: int) -> list[Deadline]:
+    """An attempt in flight: its TimeoutSeconds and, with HeartbeatSeconds, its heartbeat's."""
+    claimed = rec.claimed_at or now
+    out = [Deadline(claimed + spec.timeout_seconds * 1000, "timeout")]
+    if spec.heartbeat_seconds is not None:
+        beat_at = (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
+        out.append(Deadline(beat_at, "heartbeat"))
+    return out
 
 
 def _resting(definition: Definition, rec: StepRecord) -> Deadline | None:
@@ -93,23 +144,22 @@ def _dispatch_deadline(
     spec = definition.spec(kind, rec.name)
     pool = pools.get(spec.pool)
     held = Deadline(None, f"waiting for pool {spec.pool} (paused)")
-    grace = definition.dispatch_timeout_seconds * 1000
-    resumed = 0 if pool is None or pool.resumed_at is None else pool.resumed_at
     if rec.status is StepStatus.QUEUED:
         available = rec.available_at or 0
-        if available > now and (rec.dispatched_at is None or available > rec.dispatched_at):
+        if pool_paused(pool):
+            return held
+        if rec.dispatched_at is None:  # a long backoff's end: the supervisor sends it then
             return Deadline(available, "backoff")
-        if pool is not None and pool.paused:
-            return held
-        sent = max(rec.dispatched_at or available, available, resumed)
-        return Deadline(sent + grace, "dispatch")
+        # Sent (a retry's message with its backoff as its delay): lost if still unclaimed
+        # the dispatch grace after it became visible.
+        return Deadline(lost_at(max(rec.dispatched_at, available), pool, definition), "dispatch")
     if rec.status is StepStatus.PENDING and kind == "step" and wf.status is WorkflowStatus.RUNNING:
-        ready = _ready_at(state, definition, rec.name)
+        ready = ready_at(state, definition.by_name[rec.name])
         if ready is None:
-            return None  # not reached: a dependency has not succeeded
-        if pool is not None and pool.paused:
+            return None  # not reached: a dependency is not done
+        if pool_paused(pool):
             return held
-        return Deadline(max(ready, resumed) + grace, "dispatch")
+        return Deadline(lost_at(ready, pool, definition), "dispatch")
     return None
 
 
@@ -126,12 +176,7 @@ def _child_deadline(
 
 def _attempt_deadline(spec: TaskSpec, rec: StepRecord, now: int) -> Deadline:
     """An attempt in flight: its heartbeat timeout or its TimeoutSeconds, whichever first."""
-    claimed = rec.claimed_at or now
-    timeout = Deadline(claimed + spec.timeout_seconds * 1000, "timeout")
-    if spec.heartbeat_seconds is None:
-        return timeout
-    beat_at = (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
-    return Deadline(beat_at, "heartbeat") if beat_at < (timeout.at or 0) else timeout
+    return min(attempt_deadlines(spec, rec, now), key=lambda d: (d.at or 0, d.why != "timeout"))
 
 
 def _map_deadline(
@@ -147,8 +192,8 @@ def _map_deadline(
     if rec.index is not None:
         if rec.status is not StepStatus.PENDING:
             return None  # a written unit: a step's rules
-        grace = definition.dispatch_timeout_seconds * 1000
-        return Deadline((rec.dispatched_at or now) + grace, "dispatch")
+        pool = pools.get(definition.spec(kind, rec.name).pool)
+        return Deadline(lost_at(rec.dispatched_at or now, pool, definition), "dispatch")
     if rec.fanout is None or rec.status is not StepStatus.RUNNING:
         return None
     units = state.windows.get((kind, rec.name), {})
@@ -164,14 +209,3 @@ def _map_deadline(
         ):
             soonest = (found.at, f"item {unit.index} {found.why}")
     return None if soonest is None else Deadline(*soonest)
-
-
-def _ready_at(state: WorkflowState, definition: Definition, name: str) -> int | None:
-    """When the step's last dependency succeeded (its task was sent then), or None."""
-    finished = [state.workflow.created_at]
-    for dep in definition.by_name[name].depends_on:
-        rec = state.steps.get(dep)
-        if rec is None or rec.status is not StepStatus.SUCCEEDED:
-            return None
-        finished.append(rec.finished_at or 0)
-    return max(finished)

@@ -16,9 +16,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd.decisions import choice, retry, waits
+from shepherd.decisions.deadlines import attempt_deadlines as _attempt_deadlines_of
+from shepherd.decisions.deadlines import lost_at as _lost_at
+from shepherd.decisions.deadlines import pool_paused as _paused
+from shepherd.decisions.deadlines import pool_resumed as _resumed
+from shepherd.decisions.deadlines import ready_at as _ready_at
 from shepherd.decisions.fanout import child_end
 from shepherd.decisions.fanout import verdict as map_verdict
-from shepherd.decisions.ratelimit import HORIZON_US
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
 from shepherd.model import (
@@ -63,6 +67,9 @@ class Dispatch:
     seen: StepRecord
     lost: bool
     overdue_ms: int = 0
+    # Lost after its pool was paused (or its circuit opened) and resumed: its message was
+    # held back, and the resume's grace is what sends it again (not the happy path's).
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -305,6 +312,36 @@ Action = (
 )
 
 
+def takes_over(action: Action) -> bool:
+    """Whether a look that plans `action` on the state as others left it does work the happy
+    path owns (issue 40.5): a dispatch or a close that whoever ended the unit before it should
+    have made in its own write or the next (a lost message, a dead writer). A look's own
+    business is time: a timeout, a wake, an approval's timeout, a long backoff's end, a
+    pause timeout, a child asked to cancel; none of those counts. With no fault injected, a
+    look takes over nothing (the simulator holds the count at 0)."""
+    match action:
+        case Dispatch(_, lost, held=held):
+            # Not lost: a long backoff's end (or a resume's send); held: a paused pool's.
+            return lost and not held
+        case StartChild(seen):
+            return seen.status is StepStatus.PENDING  # QUEUED: a retry's backoff ended
+        case EndAttempt(outcome=outcome):
+            return outcome not in ("timeout", "heartbeat_timeout")  # a child's end
+        case (
+            SendImplicit()
+            | Skip()
+            | StartWait()
+            | ChildSucceeded()
+            | AccountItem()
+            | OpenMore()
+            | DecideMap()
+            | FinishMap()
+            | Finish()
+        ):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Options:
     """How to plan. `completed`: the step the calling agent just completed (it owns the
@@ -419,6 +456,10 @@ class _Planner:
             rec = steps[name]
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, definition.by_name[name]))
+            elif rec.status is StepStatus.RUNNING and _empty_and_decided(rec.fanout):
+                # A map of child workflows this advance opened with no item: it ends at once,
+                # here, as an empty task map ends with its opener (issue 40.5).
+                actions.append(FinishMap(rec))
         sinks = definition.sinks
         if completed in sinks and all(steps[n].status.done for n in sinks):
             actions.append(Finish(WorkflowStatus.SUCCEEDED))
@@ -453,7 +494,8 @@ class _Planner:
             return []
         deadline = _lost_at(ready_at, pool, self.definition)
         if self.now >= deadline:
-            return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline)]
+            held = _resumed(pool) > ready_at
+            return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline, held=held)]
         return []
 
     def _ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
@@ -618,16 +660,14 @@ class _Planner:
             deadline = _lost_at(max(rec.dispatched_at, rec.available_at or 0), pool, definition)
             if now < deadline or _copy_may_wait(rec, pool):
                 return []
-            return [Dispatch(rec, lost=True, overdue_ms=now - deadline)]
+            held = _resumed(pool) > rec.dispatched_at
+            return [Dispatch(rec, lost=True, overdue_ms=now - deadline, held=held)]
         if not rec.status.in_flight:
             return []
-        claimed = rec.claimed_at or 0
-        timeout_at = claimed + spec.timeout_seconds * 1000
-        heartbeat_at = (
-            None
-            if spec.heartbeat_seconds is None
-            else (rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000
-        )
+        # The attempt's deadlines as the view and the watch read them (an unclaimed one: 0).
+        deadlines = {d.why: d.at for d in _attempt_deadlines_of(spec, rec, 0)}
+        timeout_at = deadlines["timeout"] or 0
+        heartbeat_at = deadlines.get("heartbeat")
         if now >= timeout_at:
             error_type, outcome, deadline = TIMEOUT, "timeout", timeout_at
             message = f"attempt {rec.attempt} exceeded TimeoutSeconds ({spec.timeout_seconds})"
@@ -750,7 +790,21 @@ class _Planner:
                 actions.append(Cancel(unit))  # never claimed: it had no effect
             elif supervisor:
                 actions.extend(self._supervise_unit(unit, spec, unwinding=stopped or unwinding))
+            else:
+                actions.extend(self._unit_child_ended(unit, spec, unwinding=stopped or unwinding))
         return actions
+
+    def _unit_child_ended(
+        self, unit: StepRecord, spec: TaskSpec, *, unwinding: bool
+    ) -> list[Action]:
+        """An item whose child workflow ended: recorded by whoever reads it (the child's
+        finisher advances this workflow, issue 40.5), as a task item's end is."""
+        if unit.child_id is None or unit.status is not StepStatus.WAITING:
+            return []
+        child = self.state.children.get(unit.child_id)
+        if child is None or not child.status.terminal:
+            return []
+        return self._child_ended(unit, spec, child, unwinding=unwinding)
 
     def _supervise_unit(self, unit: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
         """One unit of a map's window: a step's supervision; a unit not yet written is an item
@@ -765,7 +819,8 @@ class _Planner:
                 return []
             if _is_child_step(spec):  # its starter died after it entered: start its child
                 return [StartChild(unit)]
-            return [Dispatch(unit, lost=True, overdue_ms=self.now - deadline)]
+            held = _resumed(pool) > (unit.dispatched_at or 0)
+            return [Dispatch(unit, lost=True, overdue_ms=self.now - deadline, held=held)]
         actions = self._supervise(unit, spec, unwinding=unwinding)
         if self.paused_now:
             actions = [a for a in actions if not isinstance(a, Dispatch | StartChild)]
@@ -819,6 +874,12 @@ _OUTCOMES = {
 }
 
 
+def _empty_and_decided(m: MapState | None) -> bool:
+    """A map opened with no item: decided at its open, nothing in its window (no shard of it
+    to read)."""
+    return m is not None and m.total == 0 and m.status != "RUNNING"
+
+
 def _is_child_step(spec: TaskSpec) -> bool:
     """A step whose attempts (a map's: whose items) start child workflows."""
     return isinstance(spec, StepSpec) and spec.workflow is not None
@@ -847,14 +908,6 @@ def _succeeded(rec: StepRecord | None) -> bool:
     return rec is not None and rec.status is StepStatus.SUCCEEDED
 
 
-def _resumed(pool: PoolState | None) -> int:
-    return 0 if pool is None or pool.resumed_at is None else pool.resumed_at
-
-
-def _paused(pool: PoolState | None) -> bool:
-    return pool is not None and pool.paused
-
-
 def _copy_may_wait(rec: StepRecord, pool: PoolState | None) -> bool:
     """A task sent again once already (`resent_at`) is not sent a third time while its
     pool's queue holds anything (or nobody read it): its copy may be waiting behind a
@@ -864,30 +917,6 @@ def _copy_may_wait(rec: StepRecord, pool: PoolState | None) -> bool:
     if rec.resent_at is None:
         return False
     return pool is None or pool.waiting is None or pool.waiting > 0
-
-
-def _lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> int:
-    """When a task sent at `sent_at` counts as lost: after the dispatch grace, which a pool's
-    resume restarts (and never while its pool is paused: the callers check `_paused`). In a
-    rate-limited pool the task may be waiting with a ticket for its slot, which is no later
-    than the furthest slot the limiter has reserved, nor than a reservation's horizon after
-    it was sent: the grace counts from there. A copy sent sooner would ask the limiter too and
-    reserve a slot nobody uses (issue 26.1)."""
-    start = max(sent_at, _resumed(pool))
-    if pool is not None and pool.reserved_until is not None:
-        start = max(start, min(pool.reserved_until, sent_at + HORIZON_US // 1000))
-    return start + definition.dispatch_timeout_seconds * 1000
-
-
-def _ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
-    """When the last dependency succeeded (or was skipped), or None if some is not done."""
-    finished = []
-    for dep in spec.depends_on:
-        rec = state.steps[dep]
-        if not rec.status.done:
-            return None
-        finished.append(rec.finished_at or 0)
-    return max(finished, default=state.workflow.created_at)
 
 
 def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
@@ -1216,11 +1245,7 @@ def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now:
     if kind == "step" and not definition.by_name[rec.name].is_task:
         return [rec.wake_at if rec.wake_at is not None else now]  # a resting wait (paused)
     spec = definition.spec(kind, rec.name)
-    claimed = rec.claimed_at or now
-    out = [claimed + spec.timeout_seconds * 1000]
-    if spec.heartbeat_seconds is not None:
-        out.append((rec.heartbeat_at or claimed) + spec.heartbeat_seconds * 1000)
-    return out
+    return [d.at for d in _attempt_deadlines_of(spec, rec, now) if d.at is not None]
 
 
 def _paused_due(

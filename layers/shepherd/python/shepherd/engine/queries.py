@@ -10,7 +10,7 @@ from typing import Any
 
 from shepherd.conditions import Item
 from shepherd.engine.listing import ListFilter, Position, list_page
-from shepherd.engine.scheduler import derived_id
+from shepherd.ids import derived_id
 from shepherd.keys import WF_SK, wf_pk, workflow_id_of
 from shepherd.model import loads
 from shepherd.ports import Store

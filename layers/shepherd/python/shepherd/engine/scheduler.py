@@ -83,6 +83,7 @@ from shepherd.errors import (
     StoreUnavailable,
     WorkflowNotFound,
 )
+from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
 from shepherd.model import (
     TOTAL,
@@ -141,19 +142,17 @@ class StartResult:
 
 @dataclass(frozen=True)
 class Applied:
-    """One planned action and whether its write won (False: someone else had acted)."""
+    """One planned action and whether its write won (False: someone else had acted).
+    `looked`: planned by a supervisor's look on the state as it found it (its first round),
+    not as a consequence of its own writes."""
 
     action: Action
     won: bool
+    looked: bool = False
 
 
 def request_hash(wf_type: str, payload: Any) -> str:
     return hashlib.sha256(jsonsafe.dumps({"type": wf_type, "input": payload}).encode()).hexdigest()
-
-
-def derived_id(owner: str, idempotency_key: str) -> str:
-    """Same owner and key, same workflow id: the start's conditional put is the dedup."""
-    return hashlib.sha256(f"{owner}\0{idempotency_key}".encode()).hexdigest()[:32]
 
 
 def idempotency_key(workflow_id: str, kind: Kind, name: str) -> str:
@@ -708,7 +707,7 @@ class Scheduler:
             for action in actions:
                 tried.add(_key(action))
                 won = self._apply(state, definition, action, at, tasks)
-                applied.append(Applied(action, won))
+                applied.append(Applied(action, won, looked=supervisor and round_ == 0))
         self.deliver(tasks)
         return applied + self._advance_past(state, definition, applied)
 
@@ -732,7 +731,11 @@ class Scheduler:
                     out += self.advance(workflow_id, completed=name, definition=definition)
                 elif ended is not None and ended.status is StepStatus.FAILED:
                     out += self.advance(workflow_id)
-            elif isinstance(a.action, Skip | Wake):
+            elif isinstance(a.action, Skip | Wake) or (
+                isinstance(a.action, ChildSucceeded)
+                and a.action.seen.kind == "step"
+                and a.action.seen.index is None
+            ):
                 name = a.action.seen.name
                 out += self.advance(workflow_id, completed=name, definition=definition)
             elif isinstance(a.action, FinishMap) and a.action.seen.kind == "step":
@@ -1197,6 +1200,19 @@ class Scheduler:
         parent = WorkflowState(WorkflowRecord.from_item(item))
         return self.pull_due(parent, "step", child.parent_step or "", at=self.ports.clock.now_ms())
 
+    def _advance_parent(self, parent_id: str) -> None:
+        """After a child's finishing write: its parent records the child's end and moves past
+        it in the next write (issue 40.5), as an agent's success advances its workflow; the
+        pulled watch entry is the safety net. Best effort, as `advance_after`."""
+        try:
+            self.advance(parent_id)
+        except StoreUnavailable:
+            logger.warning(
+                "the parent's advance deferred to the supervisor: the store is unavailable",
+                exc_info=True,
+                extra={"workflow_id": parent_id},
+            )
+
     def after_item(self, state: WorkflowState, definition: Definition, unit: StepRecord) -> None:
         """After a map unit's own process ended it (an item's result or failure for good, an
         item compensation's): count it on its map and send the item that enters in its
@@ -1323,6 +1339,7 @@ class Scheduler:
                     if parent_item is not None:
                         parent = WorkflowState(WorkflowRecord.from_item(parent_item))
                         self.pull_due_again(parent, "step", wf.parent_step or "", pulled)
+                    self._advance_parent(wf.parent_id)
                 return won
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
 

@@ -13,13 +13,16 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.definitions import ScheduleSpec
-from shepherd.engine.scheduler import Scheduler
 from shepherd.errors import ScheduleNotFound
 from shepherd.keys import SCHEDULES_PK, schedule_sk
+
+if TYPE_CHECKING:  # the API's views read a schedule's state without the engine
+    from shepherd.engine.scheduler import Scheduler
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from typing import Protocol
 from shepherd import limits
 from shepherd.conditions import Eq, Item, Lt, Missing, Update, any_of
 from shepherd.decisions import transitions as tx
-from shepherd.decisions.planner import Dispatch, EndAttempt, next_due
+from shepherd.decisions.planner import Dispatch, EndAttempt, next_due, takes_over
 from shepherd.definitions import Definition
 from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import PoolLimiter
@@ -152,6 +152,9 @@ class SweepReport:
     parked: int = 0
     left_due: int = 0  # looked at, entry left due for the next sweep (no write)
     moved: int = 0  # watch entries moved (a write on the workflow item and its index entry)
+    # Dispatches and closes its looks made that the happy path owns (`planner.takes_over`):
+    # what a lost message or a dead writer left undone. 0 with no fault (issue 40.5).
+    took_over: int = 0
     # Looking ahead (a sweep with a horizon, `until_ms`): entries taken at their due time,
     # after the sweep started (not yet due when it read them, or left due by one of its looks
     # with a deadline before the horizon), and how long it slept waiting for them (part of
@@ -741,6 +744,8 @@ class Supervisor:
         )
         for applied in applied_actions:
             self._count_timeout(applied, definition)
+            if applied.won and applied.looked and takes_over(applied.action):
+                report.add("took_over")
             name = self._record(applied, report)
             if name is not None:
                 seen = getattr(applied.action, "seen", None)

@@ -37,7 +37,7 @@ from typing import Any
 
 from shepherd import jsonsafe, limits
 from shepherd.conditions import Eq, Missing, Update, all_of
-from shepherd.engine.scheduler import Scheduler, StartResult, derived_id
+from shepherd.engine.scheduler import Scheduler, StartResult
 from shepherd.errors import (
     ConditionFailed,
     IdempotencyConflict,
@@ -48,6 +48,7 @@ from shepherd.errors import (
     UploadRejected,
     UploadUsed,
 )
+from shepherd.ids import derived_id
 from shepherd.keys import UPLOAD_SK, WF_SK, upload_object_key, upload_pk, wf_pk
 from shepherd.model import WorkflowRecord
 from shepherd.payloads import PresignedUpload
