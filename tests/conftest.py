@@ -19,6 +19,7 @@ from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+import timing_report  # noqa: E402
 from shepherd_cli.local import LocalStack  # noqa: E402
 from shepherd_cli.project import Project  # noqa: E402
 from support import ROOT, Harness, memory_harness, moto_harness  # noqa: E402
@@ -85,6 +86,10 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    timing_report.register(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
