@@ -56,7 +56,7 @@ mypy: $(STAMP)
 unit: $(STAMP) browser node
 	$(BIN)/pytest
 
-.PHONY: setup check
+.PHONY: setup check test-stores
 setup: $(STAMP) browser node
 
 # What CI runs (.ci/run): every stage in turn, each one's time and the whole run's printed at the
@@ -81,6 +81,11 @@ check: lint
 
 check-tests: $(STAMP)
 	$(BIN)/pytest -q -m 'not slow and not e2e' tests/unit tests/integration
+
+# The engine's tests on DynamoDB (moto) as well as in memory (tests/support.py, ENGINE_STORES):
+# the store contract tests prove the two alike, so `make test` runs them in memory only.
+test-stores: $(STAMP)
+	SHEPHERD_ENGINE_STORES=memory,dynamodb $(BIN)/pytest tests/integration
 
 openapi: $(STAMP)
 	$(BIN)/python -m shepherd_cli.openapi
