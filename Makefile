@@ -58,7 +58,36 @@ mypy: $(STAMP)
 unit: $(STAMP) browser node
 	$(BIN)/pytest
 
-test: lint mypy unit
+.PHONY: setup check test-stores
+setup: $(STAMP) browser node
+
+# What CI runs (.ci/run): every stage in turn, each one's time and the whole run's printed at the
+# end (pytest prints its own per folder and its 30 slowest tests: tests/timing_report.py).
+TEST_STAGES := setup lint mypy unit
+test:
+	@t0=$$(date +%s); rc=0; times=""; \
+	for stage in $(TEST_STAGES); do \
+	  t=$$(date +%s); $(MAKE) --no-print-directory $$stage || { rc=$$?; times="$$times $$stage:failed"; break; }; \
+	  times="$$times $$stage:$$(( $$(date +%s) - t ))s"; \
+	done; \
+	echo "make test:$$times, $$(( $$(date +%s) - t0 ))s in all ($$(( ($$(date +%s) - t0) / 60 )) min)"; \
+	exit $$rc
+
+# The quick loop while developing (under 2 minutes): lint, then types beside the unit and engine
+# tests (two cores), the slow ones (marked `slow`: a project's own install) left to `make test`,
+# which adds the store contracts, the handlers, the CDK app, the console, the simulators and
+# the end-to-end runs.
+.PHONY: check-tests
+check: lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target mypy check-tests
+
+check-tests: $(STAMP)
+	$(BIN)/pytest -q -m 'not slow and not e2e' tests/unit tests/integration
+
+# The engine's tests on DynamoDB (moto) as well as in memory (tests/support.py, ENGINE_STORES):
+# the store contract tests prove the two alike, so `make test` runs them in memory only.
+test-stores: $(STAMP)
+	SHEPHERD_ENGINE_STORES=memory,dynamodb $(BIN)/pytest tests/integration
 
 openapi: $(STAMP)
 	$(BIN)/python -m shepherd_cli.openapi

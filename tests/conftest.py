@@ -19,16 +19,18 @@ from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+import timing_report  # noqa: E402
 from shepherd_cli.local import LocalStack  # noqa: E402
 from shepherd_cli.project import Project  # noqa: E402
-from support import ROOT, Harness, memory_harness, moto_harness  # noqa: E402
+from support import ROOT, Harness, engine_stores, memory_harness, moto_harness  # noqa: E402
 
 SHARED_STACK = "local_stack"
 
 
-@pytest.fixture(params=["memory", "moto"])
+@pytest.fixture(params=engine_stores())
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    """The engine over the in-memory store and over DynamoDB on moto: both must behave alike."""
+    """The engine over the in-memory store (and over DynamoDB on moto when
+    SHEPHERD_ENGINE_STORES asks: support.ENGINE_STORES)."""
     if request.param == "memory":
         yield memory_harness()
     else:
@@ -85,6 +87,10 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    timing_report.register(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

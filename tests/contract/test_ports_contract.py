@@ -14,7 +14,7 @@ from moto import mock_aws
 from shepherd.adapters.eventbridge import EventBridgePublisher
 from shepherd.adapters.sqs import SqsQueue
 from shepherd.clock import ManualClock
-from shepherd.conditions import And, Eq, Exists, In, Lt, Missing, Or, Update
+from shepherd.conditions import And, Eq, Exists, Ge, In, Lt, Missing, Or, Update
 from shepherd.errors import ConditionFailed, DeliveryError, ItemTooLarge, TransactionConflict
 from shepherd.model import DomainEvent, OutgoingTask, TaskMessage
 from shepherd.ports import Store
@@ -136,6 +136,12 @@ def test_a_lost_condition_returns_the_current_item_and_changes_nothing(store: St
         (Lt("hb", 100), True),
         (Lt("hb", 50), False),
         (Lt("nothing", 50), False),
+        # Ge: the rate limiter's slot window and the circuit's probes (issue 36: the engine's
+        # tests run in memory, so every kind of condition it builds is checked here on both).
+        (Ge("hb", 60), True),
+        (Ge("hb", 61), False),
+        (Ge("nothing", 0), False),
+        (And((Ge("hb", 50), Lt("hb", 70))), True),
         (Exists("hb"), True),
         (Exists("nothing"), False),
         (Missing("nothing"), True),

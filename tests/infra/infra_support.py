@@ -124,13 +124,25 @@ class Synth:
         return out
 
 
+# Every synthesis of the run by what it was made from (issue 36: a synth costs tens of seconds
+# of CPU): a test asking for the same definitions and context gets the one already made.
+_SYNTHESIZED: dict[tuple[str, str], Synth] = {}
+
+
 def synthesize(
     outdir: Path, *, definitions_dir: Path | None = None, context: Mapping[str, Any] | None = None
 ) -> Synth:
-    app, stack = build_app(definitions_dir=definitions_dir, context=context, outdir=str(outdir))
-    app.synth()  # runs the cdk-nag validation plugins; raises on any unacknowledged finding
-    template = assertions.Template.from_stack(stack)
-    return Synth(stack=stack, template=template, outdir=outdir, tpl=template.to_json())
+    """The app synthesized into `outdir`, once per distinct (definitions, context) in a run: a
+    second ask gets the first synthesis (and its outdir). A synthesis that fails is not kept."""
+    key = (str(definitions_dir), json.dumps(dict(context or {}), sort_keys=True))
+    if key not in _SYNTHESIZED:
+        app, stack = build_app(definitions_dir=definitions_dir, context=context, outdir=str(outdir))
+        app.synth()  # runs the cdk-nag validation plugins; raises on any unacknowledged finding
+        template = assertions.Template.from_stack(stack)
+        _SYNTHESIZED[key] = Synth(
+            stack=stack, template=template, outdir=outdir, tpl=template.to_json()
+        )
+    return _SYNTHESIZED[key]
 
 
 def actions(statement: Mapping[str, Any]) -> list[str]:

@@ -8,17 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from infra_support import synthesize
+from aws_stack import ALICE
+from infra_support import Synth, synthesize
 from pydantic import ValidationError
 from shepherd.settings import ENV_EVENT_OWNERS, Settings
 from shepherd_infra import config
 
-ORDERS_ROLE = "arn:aws:iam::123456789012:role/Orders"
 
-
-def test_context_event_owners_reach_the_events_function(tmp_path: Path) -> None:
-    owners = {"acme.orders": ORDERS_ROLE}
-    synth = synthesize(tmp_path, context={config.CTX_EVENT_OWNERS: json.dumps(owners)})
+def test_context_event_owners_reach_the_events_function(shepherd: Synth) -> None:
+    """The session's app (tests/infra/conftest.py) maps acme.platform to ALICE in its context."""
+    owners = {"acme.platform": ALICE}
+    synth = shepherd
     env = synth.function_env(synth.logical_id(synth.construct.events.function))
     assert json.loads(env[ENV_EVENT_OWNERS]) == owners
     runtime = Settings.from_env(

@@ -17,7 +17,7 @@ from shepherd.engine.agent import AgentContext
 from shepherd.keys import INBOX_SHARDS, inbox_item_sk, inbox_pk, inbox_shard, wf_pk
 from shepherd.model import StepStatus, WorkflowStatus
 from shepherd.testing import MemoryStore
-from support import Harness, moto_harness
+from support import Harness, engine_stores, moto_harness
 
 APPROVER = "arn:aws:iam::123456789012:role/finance-approver"
 BOB = "arn:aws:iam::000000000000:user/bob"  # `bob` in Approvers: the local stack's caller bob
@@ -58,7 +58,7 @@ def _registry() -> AgentRegistry:
     return registry
 
 
-@pytest.fixture(params=["dynamodb", "memory"])
+@pytest.fixture(params=engine_stores(dynamodb="dynamodb"))
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     definitions = {"refund": _definition(), "held_refund": _held()}
     if request.param == "memory":

@@ -15,7 +15,7 @@ from shepherd.engine.agent import AgentContext, AgentRegistry
 from shepherd.errors import InputInvalid, InvalidTransition, PermanentError
 from shepherd.keys import map_item_key
 from shepherd.model import StepStatus, WorkflowStatus
-from support import DEFINITIONS, Harness, memory_harness, moto_harness
+from support import DEFINITIONS, Harness, engine_stores, memory_harness, moto_harness
 
 CHILD = {
     "Name": "region",
@@ -130,7 +130,7 @@ def definitions() -> dict[str, Any]:
     }
 
 
-@pytest.fixture(params=["memory", "moto"])
+@pytest.fixture(params=engine_stores())
 def world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls]]:
     calls = Calls()
     if request.param == "memory":
@@ -336,7 +336,7 @@ def test_a_parent_unwinding_past_a_map_of_children_undoes_each_succeeded_child()
     assert sorted(calls.unbuilt) == sorted(children)
 
 
-@pytest.fixture(params=["memory", "moto"])
+@pytest.fixture(params=engine_stores())
 def fleet_world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls]]:
     calls = Calls()
     defs = {**definitions(), "fleet": parse_definition(FLEET, "fleet")}
@@ -440,7 +440,7 @@ def test_a_cancel_over_a_child_that_just_succeeded_undoes_it(
     assert calls.unbuilt == [first]
 
 
-@pytest.mark.parametrize("kind", ["memory", "moto"])
+@pytest.mark.parametrize("kind", engine_stores())
 def test_a_replacement_input_is_what_the_child_starts_with_and_must_fit_its_schema(
     kind: str,
 ) -> None:

@@ -17,7 +17,7 @@ from shepherd.definitions import Definition, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, Outcome
 from shepherd.errors import PermanentError
 from shepherd.model import StepStatus, WorkflowStatus, loads
-from support import DEFINITIONS, Harness, memory_harness, moto_harness
+from support import DEFINITIONS, Harness, engine_stores, memory_harness, moto_harness
 
 MAP = {
     "Name": "batch",
@@ -102,7 +102,7 @@ class Calls:
         return registry
 
 
-@pytest.fixture(params=["memory", "moto"])
+@pytest.fixture(params=engine_stores())
 def world(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Calls]]:
     calls = Calls()
     defs = {**DEFINITIONS, "batch": definition()}

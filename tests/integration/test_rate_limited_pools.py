@@ -10,13 +10,13 @@ from collections.abc import Iterator
 import pytest
 from shepherd.engine.agent import Outcome
 from shepherd.model import StepStatus, WorkflowStatus
-from support import ORDER, Harness, memory_harness, moto_harness
+from support import ORDER, Harness, engine_stores, memory_harness, moto_harness
 
 RATE, BURST = 0.5, 2  # a token every 2 s: most tasks wait in the queue for their slot
 LIMIT = {"payments": {"RateLimit": {"PerSecond": RATE, "Burst": BURST}}}
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
+@pytest.fixture(params=engine_stores(dynamodb="dynamodb"))
 def limited(request: pytest.FixtureRequest) -> Iterator[Harness]:
     if request.param == "memory":
         yield memory_harness(pool_policies=LIMIT)

@@ -82,6 +82,7 @@ def test_two_sweeps_at_once_never_double_dispatch_or_double_compensate(
     assert len(undo) == len(set(undo))
 
 
+@pytest.mark.slow  # 2,000 workflows on moto: make test runs it, make check does not
 def test_sweep_reads_due_work_only(moto_engine: Harness) -> None:
     """Items read by a sweep are the same with 10 and with 2,000 finished workflows."""
     h = moto_engine

@@ -15,7 +15,19 @@ from shepherd.conditions import Cond, Update
 from shepherd.errors import StoreUnavailable
 from shepherd.model import StepStatus, WorkflowStatus
 from shepherd_examples.agents import ledger
-from support import ORDER, ORDER_EXTRAS, Harness, registry_with
+from support import ORDER, ORDER_EXTRAS, Harness, memory_harness, moto_harness, registry_with
+
+
+@pytest.fixture(params=["memory", "moto"])
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """On both stores whatever SHEPHERD_ENGINE_STORES says (support.ENGINE_STORES): on DynamoDB
+    this is the adapter's test, its translation of the SDK's throttle inside a whole run."""
+    if request.param == "memory":
+        yield memory_harness()
+    else:
+        with moto_harness() as h:
+            yield h
+
 
 # Which write to throttle: (pk, sk, the attributes it SETs) -> True for the writes to refuse.
 Match = Callable[[str, str, dict[str, Any]], bool]

@@ -75,6 +75,7 @@ def test_init_writes_a_project_that_depends_on_shepherd_by_version(tmp_path: Pat
             compile(path.read_text(), str(path), "exec")
 
 
+@pytest.mark.slow  # a pytest of its own (make test runs it; make check does not)
 def test_the_scaffolds_own_tests_pass_on_this_shepherd(tmp_path: Path) -> None:
     # Its tests read [tool.shepherd] (MemoryEngine.from_project) and override an agent per
     # engine; run them as the project does, with its package on the path.
