@@ -611,9 +611,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for line in (*nesting, *pools):
         failed = True
         print(line, file=sys.stderr)
-    for name, path in names.items():
+    for name, definition in loaded.items():  # an ASL file said its `ok` when it was read
+        path = names[name]
         if str(path) not in bad:
-            definition = loaded[name]
             print(
                 f"{path}: ok ({definition.name}, {len(definition.steps)} steps, "
                 f"hash {definition.content_hash})"

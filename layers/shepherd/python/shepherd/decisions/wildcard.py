@@ -30,19 +30,25 @@ class PatternError(ValueError):
 
 
 @lru_cache(maxsize=1024)
-def segments(pattern: str) -> tuple[str, ...]:
+def segments(pattern: str, *, strict: bool = True) -> tuple[str, ...]:
     """The literal runs between unescaped stars: `a*b\\*c*` -> ('a', 'b*c', ''). One more
-    than the number of stars; raises PatternError on a backslash not before `*` or `\\`."""
-    if len(pattern) > MAX_PATTERN:
+    than the number of stars. Strict (a native definition's): raises PatternError on a
+    backslash not before `*` or `\\`, and on a pattern over MAX_PATTERN; lenient (a state
+    machine's, as Step Functions reads it): a backslash makes the next character literal,
+    whatever it is, and one at the end stands for itself."""
+    if strict and len(pattern) > MAX_PATTERN:
         raise PatternError(f"a pattern is at most {MAX_PATTERN} characters (got {len(pattern)})")
     out: list[str] = []
     run: list[str] = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
+        if ch == "\\" and strict and (i + 1 >= len(pattern) or pattern[i + 1] not in "*\\"):
+            raise PatternError("a backslash escapes only * or \\ (write \\\\ for one)")
         if ch == "\\":
-            if i + 1 >= len(pattern) or pattern[i + 1] not in "*\\":
-                raise PatternError("a backslash escapes only * or \\ (write \\\\ for one)")
+            if i + 1 >= len(pattern):  # lenient: a backslash at the end stands for itself
+                run.append(ch)
+                break
             run.append(pattern[i + 1])
             i += 2
             continue
