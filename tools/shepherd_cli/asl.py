@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from shepherd.asl import StateMachine, load_file, run_state_machine, workflow_type
+from shepherd.asl import StateMachine, asl_files, load_file, run_state_machine, workflow_type
+from shepherd.asl.integrations import Integrations
 from shepherd.asl.lambdas import INVOKE, WAIT_FOR_TOKEN, function_name
 from shepherd.engine.agent import AgentContext, AgentRegistry
+from shepherd.errors import DefinitionError
 
 
 def lambda_functions(machine: StateMachine) -> set[str]:
@@ -77,11 +79,36 @@ def as_functions(registry: AgentRegistry, wf_type: str) -> dict[str, Callable[[A
     return {name: wrap(name) for name in registry.names()}
 
 
+def aws_tasks() -> Integrations:
+    """Service integrations through boto3 with the default credentials, region and endpoint
+    (`AWS_ENDPOINT_URL` points them at a local stack's moto), made only when a Task calls."""
+    import boto3
+    from shepherd.adapters.services import AwsServices
+
+    return Integrations(call=AwsServices(boto3.client).call)
+
+
+def _siblings(path: Path, machine: StateMachine) -> dict[str, StateMachine]:
+    """The state machines `states:startExecution` may name: those of the file's folder (one
+    that does not validate is left out; `shepherd validate` reports it)."""
+    found = {workflow_type(path): machine}
+    for other in asl_files(path.parent):
+        try:
+            found.setdefault(workflow_type(other), load_file(other))
+        except DefinitionError:
+            continue
+    return found
+
+
 def cmd_asl_run(args: argparse.Namespace, registry: AgentRegistry) -> int:
     path = Path(args.file)
     machine = load_file(path)
     result = run_state_machine(
-        machine, args.input, functions=as_functions(registry, workflow_type(path))
+        machine,
+        args.input,
+        functions=as_functions(registry, workflow_type(path)),
+        tasks=aws_tasks(),
+        machines=_siblings(path, machine),
     )
     if args.path:
         for visit in result.path:
