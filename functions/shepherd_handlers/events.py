@@ -44,7 +44,6 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shepherd import jsonsafe, schedules
-from shepherd.definitions import SIGNAL_NAME
 from shepherd.errors import (
     IdempotencyConflict,
     InputInvalid,
@@ -60,7 +59,7 @@ from shepherd.errors import (
 )
 from shepherd.jsonsafe import JsonRejected
 from shepherd.keys import UPLOAD_ID_PATTERN
-from shepherd.limits import MAX_SIGNAL_ID_CHARS
+from shepherd.limits import MAX_SIGNAL_ID_CHARS, SIGNAL_NAME
 from shepherd.observability import SIGNAL_DETAIL_TYPE
 
 from shepherd_handlers import either

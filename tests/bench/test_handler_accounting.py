@@ -137,9 +137,11 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
     # then package_video. Items emit no events; each costs the same whatever the map's size.
     # A parent of two provision_environment children (the primary, then a map of one
     # replica): each child is started in one transaction with its step's move (by the agent
-    # whose result makes the step ready, or by a look), runs its 4 steps as any workflow, and
-    # its end is recorded on the parent by a look (the supervisor); the relay announces 3
-    # workflows' starts and ends. Pinned as counted (deterministic on the manual clock).
+    # whose result makes the step ready), runs its 4 steps as any workflow, and its end is
+    # recorded on the parent by whoever finishes it (issue 40.5: no supervisor look on the
+    # happy path, so the supervisor makes no request at all; the 50 watch queries and 13
+    # updates its looks made before are gone); the relay announces 3 workflows' starts and
+    # ends. Pinned as counted (deterministic on the manual clock).
     "onboard clean": {
         "api": {
             "requests": {"dynamodb.PutItem": 2, "sqs.SendMessageBatch": 1},
@@ -157,83 +159,57 @@ EXPECTED: dict[str, dict[str, dict[str, Any]]] = {
         },
         "agent": {
             "requests": {
-                "dynamodb.BatchGetItem": 24,
-                "dynamodb.GetItem": 12,
+                "dynamodb.BatchGetItem": 30,
+                "dynamodb.GetItem": 13,
                 "dynamodb.PutItem": 1,
-                "dynamodb.TransactWriteItems": 1,
-                "dynamodb.UpdateItem": 33,
-                "sqs.SendMessageBatch": 7,
+                "dynamodb.Query": 5,
+                "dynamodb.TransactWriteItems": 2,
+                "dynamodb.UpdateItem": 44,
+                "sqs.SendMessageBatch": 9,
             },
             "wru": {
                 "definition put: create": 4,
-                "step transact: create": 2,
-                "step update: QUEUED->RUNNING": 3,
-                "step update: RUNNING->SUCCEEDED": 12,
-                "step update: create": 11,
-                "workflow transact: create": 2,
-                "workflow update: RUNNING (due_at)": 4,
-                "workflow update: RUNNING->SUCCEEDED": 3,
-            },
-            "gsi_wru": {
-                "by_owner add": 1,
-                "by_status add": 1,
-                "by_status move": 6,
-                "by_type add": 1,
-                "by_type_status add": 1,
-                "by_type_status move": 6,
-                "watch add": 1,
-                "watch move": 8,
-                "watch remove": 3,
-            },
-            "rru": {
-                "batch get step": 37.0,
-                "batch get workflow": 24.0,
-                "get step": 8.0,
-                "get workflow": 4.0,
-            },
-            "sqs_messages": {"shepherd-cloud": 4, "shepherd-config": 4},
-            "events": {},
-        },
-        "supervisor": {
-            "requests": {
-                "dynamodb.BatchGetItem": 7,
-                "dynamodb.GetItem": 1,
-                "dynamodb.Query": 50,
-                "dynamodb.TransactWriteItems": 1,
-                "dynamodb.UpdateItem": 13,
-                "sqs.SendMessageBatch": 2,
-            },
-            "wru": {
                 "item transact: create": 2,
                 "item update: None (expires_at)": 1,
                 "item update: None (m_succeeded, w_0)": 1,
                 "item update: WAITING->SUCCEEDED": 1,
-                "item update: create": 3,
+                "item update: create": 2,
+                "step transact: create": 2,
+                "step update: QUEUED->RUNNING": 3,
                 "step update: RUNNING (m_done_0)": 1,
                 "step update: RUNNING (m_status)": 1,
-                "step update: RUNNING->SUCCEEDED": 1,
+                "step update: RUNNING->SUCCEEDED": 13,
                 "step update: WAITING->SUCCEEDED": 1,
-                "step update: create": 2,
-                "workflow transact: create": 2,
-                "workflow update: RUNNING (due_at)": 1,
+                "step update: create": 13,
+                "workflow transact: create": 4,
+                "workflow update: RUNNING (due_at)": 4,
+                "workflow update: RUNNING->SUCCEEDED": 3,
             },
             "gsi_wru": {
-                "by_owner add": 1,
-                "by_status add": 1,
-                "by_type add": 1,
-                "by_type_status add": 1,
-                "watch add": 1,
-                "watch move": 2,
+                "by_owner add": 2,
+                "by_status add": 2,
+                "by_status move": 6,
+                "by_type add": 2,
+                "by_type_status add": 2,
+                "by_type_status move": 6,
+                "watch add": 2,
+                "watch move": 8,
+                "watch remove": 3,
             },
             "rru": {
-                "batch get item": 3.0,
-                "batch get step": 3.0,
-                "batch get workflow": 4.0,
+                "batch get item": 2.0,
+                "batch get step": 43.0,
+                "batch get workflow": 28.0,
                 "get item": 1.0,
-                "query index watch": 16.0,
-                "query table": 18.0,
+                "get step": 8.0,
+                "get workflow": 4.0,
+                "query table": 5.0,
             },
-            "sqs_messages": {"shepherd-cloud": 2, "shepherd-notifications": 1},
+            "sqs_messages": {
+                "shepherd-cloud": 6,
+                "shepherd-config": 4,
+                "shepherd-notifications": 1,
+            },
             "events": {},
         },
         "relay": {

@@ -181,7 +181,7 @@ def never_matches(approver: str) -> str | None:
     return None
 
 
-SIGNAL_NAME = r"^[A-Za-z0-9_.-]{1,64}$"  # a signal's name (a URL path segment)
+SIGNAL_NAME = limits.SIGNAL_NAME  # a signal's name (a URL path segment)
 
 
 class WaitForSignalSpec(_Model):

@@ -167,3 +167,4 @@ MAX_SCHEDULES = 20  # per definition (each one an EventBridge Scheduler schedule
 # its own item, so it is capped by the deployment's inline payload size (`payload_inline_bytes`).
 MAX_SIGNALS_KEPT = 100
 MAX_SIGNAL_ID_CHARS = 128
+SIGNAL_NAME = r"^[A-Za-z0-9_.-]{1,64}$"  # a signal's name (a URL path segment)
