@@ -239,7 +239,9 @@ BROKEN = [
         "an item cancelled before it was claimed was compensated",
     ),
     Broken(
-        0,
+        # Seed 0 stopped reaching the bug once signals and the happy-path fixes changed the run
+        # path; seed 3 is the first that catches it and is clean without it.
+        3,
         "findable",
         _item_deadlines_left_to_the_steps_reach,
         "an item's timeout and a lost item message were found after their deadline",

@@ -317,7 +317,8 @@ def takes_over(action: Action) -> bool:
     path owns (issue 40.5): a dispatch or a close that whoever ended the unit before it should
     have made in its own write or the next (a lost message, a dead writer). A look's own
     business is time: a timeout, a wake, an approval's timeout, a long backoff's end, a
-    pause timeout, a child asked to cancel; none of those counts. With no fault injected, a
+    pause timeout, a child asked to cancel, a cancel fencing an attempt that waits on its
+    callback; none of those counts. With no fault injected, a
     look takes over nothing (the simulator holds the count at 0)."""
     match action:
         case Dispatch(_, lost, held=held):
@@ -326,7 +327,8 @@ def takes_over(action: Action) -> bool:
         case StartChild(seen):
             return seen.status is StepStatus.PENDING  # QUEUED: a retry's backoff ended
         case EndAttempt(outcome=outcome):
-            return outcome not in ("timeout", "heartbeat_timeout")  # a child's end
+            # A child's end; not a timeout, nor a cancel fencing a callback (issue 37.4).
+            return outcome not in ("timeout", "heartbeat_timeout", "cancelled")
         case (
             SendImplicit()
             | Skip()
