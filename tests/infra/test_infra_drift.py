@@ -40,6 +40,8 @@ def test_pools_are_exactly_those_the_definitions_name(shepherd: Synth) -> None:
     } | {
         shepherd.logical_id(shepherd.construct.relay.failures),
         shepherd.logical_id(shepherd.construct.supervisor.ticks),
+        # the starts the events function could not make (issue 35.3)
+        shepherd.logical_id(shepherd.construct.events.start_failures),
     } | (
         # the definitions' schedules' dead letters, when any definition has a schedule
         set()
@@ -70,10 +72,11 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
     extended.template.resource_count_is(
         "AWS::Lambda::Function", 5 + len(shepherd.construct.pools) + 1
     )
-    # + the relay's failures and the supervisor's ticks, + the schedules' dead letters if any
+    # + the relay's failures, the supervisor's ticks and the start failures, + the schedules'
+    # dead letters if any
     schedules = 0 if extended.construct.schedules is None else 1
     extended.template.resource_count_is(
-        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 2 + schedules
+        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 3 + schedules
     )
 
 

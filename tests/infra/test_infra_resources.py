@@ -28,6 +28,7 @@ from shepherd.observability import (
     HANDLER_EVENTS,
     HANDLER_STREAM,
     HANDLER_SUPERVISOR,
+    SIGNAL_DETAIL_TYPE,
     START_DETAIL_TYPE,
 )
 from shepherd.topology import TABLE, VISIBILITY_FACTOR
@@ -428,7 +429,8 @@ def test_start_rule_matches_external_start_events(shepherd: Synth) -> None:
         {
             "EventBusName": {"Ref": bus_id},
             "EventPattern": {
-                "detail-type": [START_DETAIL_TYPE],
+                # StartWorkflow and Signal (issue 37): both are owned by their source's caller
+                "detail-type": [START_DETAIL_TYPE, SIGNAL_DETAIL_TYPE],
                 "source": [{"anything-but": [EVENT_SOURCE]}],
             },
             "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})],
