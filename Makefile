@@ -105,7 +105,7 @@ JOBS ?= 1
 sim: $(STAMP)
 	$(BIN)/python -m shepherd_sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
 
-# The Amazon States Language conformance suite (issue 42, tests/asl/conformance): passed and
+# The Amazon States Language conformance suite (issue 42, tests/statemachines/conformance): passed and
 # failed per feature; exit 1 on any failure.
 .PHONY: conformance
 conformance: $(STAMP)

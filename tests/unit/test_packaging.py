@@ -22,7 +22,7 @@ def _names(requirements: list[str]) -> set[str]:
 def test_the_runtime_depends_on_what_lambda_imports_only() -> None:
     runtime = _names(PYPROJECT["project"]["dependencies"])
     # jsonata-python: shepherd.asl's JSONata states (imported on first use, see
-    # tests/asl/test_asl_units.py::test_importing_shepherd_asl_needs_no_jsonata).
+    # tests/statemachines/test_asl_units.py::test_importing_shepherd_asl_needs_no_jsonata).
     assert runtime == {
         "boto3",
         "aws-lambda-powertools",

@@ -2,7 +2,7 @@
 errors the Step Functions developer guide and the States Language specification state, run
 through `shepherd.asl.run_state_machine`. `make conformance` prints passed/failed per feature.
 
-Each file `tests/asl/conformance/<feature>.json` is a list of cases: `name`, `definition`,
+Each file `tests/statemachines/conformance/<feature>.json` is a list of cases: `name`, `definition`,
 `input`, and `output` or `error` (optionally `cause`, the simulated `seconds` the run took,
 its `transitions`, and a `description` naming where the expected result comes from: the guide,
 or an execution recorded against AWS). The Lambda functions the cases name are the fixtures below, each as the
@@ -19,7 +19,7 @@ from typing import Any
 
 from shepherd.asl import parse, run_state_machine
 
-CASES = Path(__file__).resolve().parents[2] / "tests" / "asl" / "conformance"
+CASES = Path(__file__).resolve().parents[2] / "tests" / "statemachines" / "conformance"
 
 
 class CustomError(Exception):

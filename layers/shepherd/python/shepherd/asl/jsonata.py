@@ -8,10 +8,12 @@ is States.QueryEvaluationError.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import random as _random
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import intrinsics
@@ -24,11 +26,30 @@ OPEN, CLOSE = "{%", "%}"
 @functools.cache
 def _library() -> tuple[Any, Any]:
     """The evaluator and its null marker, imported on first use: a state machine without
-    JSONata (and the Lambda layer, until it ships the package) never needs it."""
-    from jsonata import Jsonata  # type: ignore[import-untyped]  # noqa: PLC0415
-    from jsonata.utils import Utils  # type: ignore[import-untyped]  # noqa: PLC0415
-
+    JSONata (and the Lambda layer, until it ships the package) never needs it. The package
+    raises the interpreter's recursion limit to 10,000 when it is imported: that global is put
+    back at once, and raised only while an expression is evaluated (`_deep`), so nothing else
+    in the process runs with it."""
+    limit = sys.getrecursionlimit()
+    try:
+        from jsonata import Jsonata  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.utils import Utils  # type: ignore[import-untyped]  # noqa: PLC0415
+    finally:
+        sys.setrecursionlimit(limit)
     return Jsonata, Utils.NULL_VALUE
+
+
+JSONATA_RECURSION = 10_000  # what the package asks for (as JavaScript's stack allows)
+
+
+@contextlib.contextmanager
+def _deep() -> Iterator[None]:
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, JSONATA_RECURSION))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def is_expression(value: object) -> bool:
@@ -128,7 +149,8 @@ def evaluate(
     try:
         for name, function in _functions(rng).items():
             compiled.register_lambda(name, function)
-        raw = compiled.evaluate(bindings["states"].get("input"), bindings)
+        with _deep():
+            raw = compiled.evaluate(bindings["states"].get("input"), bindings)
     except StatesError:
         raise
     except Exception as exc:

@@ -1,4 +1,4 @@
-"""Every case of the ASL conformance suite (tests/asl/conformance/*.json) through the runner."""
+"""Every case of the ASL conformance suite (tests/statemachines/conformance/*.json) through the runner."""
 
 from __future__ import annotations
 
