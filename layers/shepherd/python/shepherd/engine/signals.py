@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shepherd import jsonsafe, limits
 from shepherd.decisions import transitions as tx
@@ -42,7 +42,38 @@ from shepherd.keys import WF_SK, signal_id_sk, signal_queue_sk, signal_sk, signa
 from shepherd.model import StepRecord, StepStatus, WorkflowRecord, WorkflowState, dumps
 
 if TYPE_CHECKING:
-    from shepherd.engine.scheduler import Scheduler
+    from shepherd.engine.catalog import Catalog
+    from shepherd.engine.executor import Executor
+    from shepherd.keys import Kind
+
+
+class Scheduler(Protocol):
+    """What signals need of the scheduler (`shepherd.engine.scheduler.Scheduler` is one): its
+    ports and settings, loading a workflow, keeping a value, the watch pull of a write no
+    agent's reach covered, and the advance after a step ended. A protocol, so this module sits
+    below the scheduler that calls `take` and `time_out` (no import cycle)."""
+
+    ports: Any
+    catalog: Catalog
+    config: Any
+    executor: Executor
+
+    def load(self, workflow_id: str) -> tuple[WorkflowState, Definition] | None: ...
+
+    def keep_for(self, rec: StepRecord, field_name: str, text: str) -> str: ...
+
+    def expires(self, now: int) -> int: ...
+
+    def pull_due(
+        self, state: WorkflowState, kind: Kind, name: str, *, at: int | None = None
+    ) -> int: ...
+
+    def pull_due_again(self, state: WorkflowState, kind: Kind, name: str, at: int) -> None: ...
+
+    def advance_after(
+        self, rec: StepRecord, definition: Definition | None = None, *, failed: bool = False
+    ) -> None: ...
+
 
 TIMEOUT_ERROR = "States.Timeout"  # a WaitForSignal step no signal reached in time
 MAX_ROUNDS = 16  # senders racing for a queue's next number, waits racing for its head
