@@ -187,37 +187,28 @@ class Monitoring(Construct):
             "retry: replay them with `shepherd events replay` (docs/api.md) within 24 hours",
         )
         for hook in webhooks:
-            self._alarm(
+            self._holds_any(
                 f"Webhook{hook.hook.name}Undelivered",
-                hook.dlq.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=ONE_MINUTE
-                ),
-                threshold=0,
-                description=f"Events the webhook {hook.hook.name} ({hook.hook.url}) did not "
+                hook.dlq,
+                f"Events the webhook {hook.hook.name} ({hook.hook.url}) did not "
                 "accept within a day of retries are in its DLQ: fix the endpoint, then send "
                 "them again (docs/architecture.md, Deployment)",
             )
         if schedule_dlq is not None:
-            self._alarm(
+            self._holds_any(
                 "SchedulesUndelivered",
-                schedule_dlq.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=ONE_MINUTE
-                ),
-                threshold=0,
-                description="A schedule's firing could not be delivered to the events function "
+                schedule_dlq,
+                "A schedule's firing could not be delivered to the events function "
                 "within an hour of retries: its workflow did not start. Each message in the "
                 "schedules' dead-letter queue is a firing's event (its schedule and time in "
                 "detail.idempotency_key); `shepherd replay-starts` hands each to the events "
                 "function again, which starts its workflow once, if it still matters",
             )
         if start_failures is not None:
-            self._alarm(
+            self._holds_any(
                 "StartsFailed",
-                start_failures.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=ONE_MINUTE
-                ),
-                threshold=0,
-                description="A start could not be made: a StartWorkflow event or a schedule's "
+                start_failures,
+                "A start could not be made: a StartWorkflow event or a schedule's "
                 "firing that EventBridge could not deliver, or whose invocation of the events "
                 "function failed after Lambda's retries, is in the start failures' queue. Fix "
                 "the cause, then `shepherd replay-starts` (a start already made is not made "
@@ -535,6 +526,18 @@ class Monitoring(Construct):
             "one; the alarm state itself stays on the dashboard and in CloudWatch",
         )
         return topic
+
+    def _holds_any(self, name: str, queue: aws_sqs.IQueue, description: str) -> None:
+        """An alarm on a queue that should stay empty (a dead-letter or failures queue): any
+        visible message in a minute."""
+        self._alarm(
+            name,
+            queue.metric_approximate_number_of_messages_visible(
+                statistic="Maximum", period=ONE_MINUTE
+            ),
+            threshold=0,
+            description=description,
+        )
 
     def _alarm(
         self,
