@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import schemathesis
 from aws_stack import ALICE, ROOT, Stack
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, assume, settings
 from schemathesis.config import SchemathesisConfig
 from shepherd import routes
 from shepherd_cli import apigw
@@ -44,8 +44,13 @@ from support import ORDER
 SIGNATURE = "AWS4-HMAC-SHA256 local-stand-in"
 EXAMPLES = 40
 _DEFAULT_ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+# Schema-invalid data is rejected with a 4xx in the error shape; a body over its route's cap is
+# rejected before it is read, with 413 (docs/api.md, Limits), which schemathesis's default list
+# leaves out.
+_REJECTED = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 CONFIG = SchemathesisConfig.from_dict(
     {
+        "checks": {"negative_data_rejection": {"expected-statuses": _REJECTED}},
         "operations": [
             {
                 "include-name": name,
@@ -83,7 +88,7 @@ CONFIG = SchemathesisConfig.from_dict(
             }
             for r in routes.ROUTES
             if r.deprecated
-        ]
+        ],
     }
 )
 
@@ -242,5 +247,10 @@ def test_api_conforms_to_its_contract(
     case: Any, seeded: dict[str, str], statuses: dict[str, set[int]]
 ) -> None:
     _use_seeded(case, seeded)
+    # A query parameter whose value is an empty array or null is not on the wire at all
+    # (`?a=` needs a value to carry the name): the API receives another request than the case
+    # describes, so a negative case made of such a parameter would be judged on a request it
+    # never sent.
+    assume(not any(v is None or v == [] for v in (case.query or {}).values()))
     response = case.call_and_validate(headers={"Authorization": SIGNATURE})
     statuses.setdefault(case.operation.label, set()).add(response.status_code)
