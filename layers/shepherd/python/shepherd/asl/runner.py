@@ -179,14 +179,18 @@ class _Run:
             error = lambdas.error_of(exc, request_id)
             return TaskFailed(error.error, error.cause)
         if invoked.callback:
-            done = self.callbacks.take(action.token or "")
-            if done is None:
-                return TaskFailed(
-                    TIMEOUT if action.timeout_seconds else RUNTIME,
-                    f"The task token of '{action.state}' was never completed",
-                )
-            return done
+            return self.answer(action)
         return TaskSucceeded(lambdas.shape(invoked, result, request_id, iso(self.now)))
+
+    def answer(self, action: RunTask) -> Event:
+        """A `.waitForTaskToken` task's outcome: what its token was completed with."""
+        done = self.callbacks.take(action.token or "")
+        if done is None:
+            return TaskFailed(
+                TIMEOUT if action.timeout_seconds else RUNTIME,
+                f"The task token of '{action.state}' was never completed",
+            )
+        return done
 
     def integration(self, action: RunTask) -> Event:
         """A service call or another state machine, instead of a Lambda function."""
@@ -199,13 +203,7 @@ class _Run:
         except StatesError as exc:
             return TaskFailed(exc.error, exc.cause)
         if action.resource.endswith(lambdas.WAIT_FOR_TOKEN):
-            done = self.callbacks.take(action.token or "")
-            if done is None:
-                return TaskFailed(
-                    TIMEOUT if action.timeout_seconds else RUNTIME,
-                    f"The task token of '{action.state}' was never completed",
-                )
-            return done
+            return self.answer(action)
         return TaskSucceeded(result)
 
     def child(self, name: str, value: Any, execution: str | None) -> integrations.ChildRun:

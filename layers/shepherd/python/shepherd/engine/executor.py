@@ -97,16 +97,12 @@ class Executor:
         """`step_with` for extras that may lose too (a signal's queue, whose head another
         wait may take first): (the new record, None) if every write landed, else (None, the
         index of the write that lost: 0 the step's, folded into `state` as `step` folds it)."""
-        writes = [write, *extras]
-        guarded = [(w.pk, w.sk, w.update, w.condition) for w in writes if w.condition]
-        if len(guarded) != len(writes):
-            raise ValueError("every write in a transaction is conditional")
-        try:
-            self.store.transact(guarded)
-        except TransactionConflict as lost:
-            if state is not None and lost.index == 0 and lost.current is not None:
-                state.put(StepRecord.from_item(lost.current))
-            return None, lost.index
+        lost = self.contended([write, *extras])
+        if lost is not None:
+            index, current = lost
+            if state is not None and index == 0 and current is not None:
+                state.put(StepRecord.from_item(current))
+            return None, index
         before = seen.to_item() if seen.stored else {"pk": write.pk, "sk": write.sk}
         rec = StepRecord.from_item(write.update.apply(before))
         if state is not None:
