@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -10,6 +11,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from shepherd import business_keys
 from shepherd.changes import public_error
 from shepherd.clock import iso
 from shepherd.definitions import NAME, POOL, SIGNAL_NAME
@@ -18,7 +20,7 @@ from shepherd.engine import history, inbox
 from shepherd.engine.listing import ListFilter, Position, count_by_status
 from shepherd.engine.pools import pool_states
 from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
-from shepherd.errors import OperatorOnly, StepNotFound, UnknownWorkflowType
+from shepherd.errors import OperatorOnly, StepNotFound, TagInvalid, UnknownWorkflowType
 from shepherd.keys import event_sk
 from shepherd.model import StepStatus, WorkflowRecord, WorkflowStatus, loads
 
@@ -43,6 +45,8 @@ from shepherd_handlers.models import (
     ScheduleListView,
     ScheduleView,
     SeriesBucketView,
+    SignalMatchRequest,
+    SignalMatchView,
     SignalRequest,
     SignalView,
     StartWorkflowRequest,
@@ -144,10 +148,12 @@ def start_workflow(
     scheduler = engine().scheduler
     if body.input_upload is not None:
         result = engine().uploads.start(
-            body.type, body.input_upload, idempotency_key=key, owner=caller()
+            body.type, body.input_upload, idempotency_key=key, owner=caller(), tags=body.tags
         )
     else:
-        result = scheduler.start(body.type, body.input, idempotency_key=key, owner=caller())
+        result = scheduler.start(
+            body.type, body.input, idempotency_key=key, owner=caller(), tags=body.tags
+        )
     wf = result.workflow
     location = f"{base_path()}/workflows/{wf.workflow_id}"
     logger.info(
@@ -206,15 +212,24 @@ def list_all(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
     idempotency_key: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    tag: Annotated[str | None, Query(min_length=2, max_length=321)] = None,
 ) -> WorkflowListView:
     """The caller's workflows, newest (or oldest) first, optionally of one status, one type
     and created in a time range (both ends inclusive, ISO 8601 with a timezone). A page is
     full unless the matches run out; an empty page means nothing matches. `next_token` is
     opaque and bound to the caller and the filters it was issued with. `idempotency_key`
     looks up the one workflow the caller started with that key (an empty list if none; the
-    other filters still apply)."""
+    other filters still apply). `tag=key:value` lists those the caller tagged so (through the
+    tag's own index: not with `status` or `type`)."""
     owner = caller()
     filters = _filters(status, type, created_after, created_before, sort)
+    if tag is not None:
+        if status is not None or type is not None:
+            raise _BadQuery("tag is not combined with status or type", "tag")
+        try:
+            filters = replace(filters, tag=business_keys.parse_tag_filter(tag))
+        except TagInvalid as exc:
+            raise _BadQuery(str(exc), "tag") from None
     if idempotency_key is not None:
         if next_token is not None:
             raise _BadQuery("a lookup by idempotency_key has one page: no next_token", "next_token")
@@ -343,6 +358,7 @@ def _signed(filters: ListFilter) -> tuple[str | None, ...]:
         None if filters.created_after is None else str(filters.created_after),
         None if filters.created_before is None else str(filters.created_before),
         "newest" if filters.newest_first else "oldest",
+        *(() if filters.tag is None else (f"tag:{filters.tag[0]}:{filters.tag[1]}",)),
     )
 
 
@@ -362,6 +378,7 @@ def _matches(found: WorkflowSummary, filters: ListFilter) -> bool:
         and filters.wf_type in (None, found.wf_type)
         and (after is None or found.created_at >= after)
         and (before is None or found.created_at <= before)
+        and (filters.tag is None or (found.tags or {}).get(filters.tag[0]) == filters.tag[1])
     )
 
 
@@ -719,6 +736,43 @@ def send_signal(
         signal_id=receipt.signal_id,
         duplicate=receipt.duplicate,
         taken_by=receipt.taken_by,
+    )
+    return Response(
+        status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=view
+    )
+
+
+@app.post(
+    "/signals",
+    responses=errors.documented(202, "Accepted", SignalMatchView, 400, 409, 413, 415),
+    tags=["signals"],
+)
+def send_matching_signal(body: SignalMatchRequest) -> Response[SignalMatchView]:
+    """Send a signal by a business key: to every open workflow of the caller whose
+    `WaitForSignal` step of this `name` names a `Match` on these values (through an index,
+    never a scan), kept as `POST /workflows/{id}/signals/{name}` keeps it. At most 100
+    workflows: more is 409 `TooManyMatches` and nothing is sent. None matching is 202 with no
+    signals. A `signal_id` makes a retry kept once in each workflow."""
+    receipts = engine().signals.send_matching(
+        body.name,
+        dict(body.match),
+        body.payload,
+        principal=caller(),
+        signal_id=body.signal_id,
+    )
+    view = SignalMatchView(
+        name=body.name,
+        signals=[
+            SignalView(
+                workflow_id=r.workflow_id,
+                name=r.name,
+                sequence=r.sequence,
+                signal_id=r.signal_id,
+                duplicate=r.duplicate,
+                taken_by=r.taken_by,
+            )
+            for r in receipts
+        ],
     )
     return Response(
         status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=view

@@ -52,6 +52,7 @@ from shepherd.errors import (
     ScheduleNotFound,
     SignalIdConflict,
     SignalUnknown,
+    TooManyMatches,
     TooManySignals,
     UnknownWorkflowType,
     UploadError,
@@ -59,7 +60,7 @@ from shepherd.errors import (
 )
 from shepherd.jsonsafe import JsonRejected
 from shepherd.keys import UPLOAD_ID_PATTERN
-from shepherd.limits import MAX_SIGNAL_ID_CHARS, SIGNAL_NAME
+from shepherd.limits import MAX_MATCH_FIELDS, MAX_SIGNAL_ID_CHARS, SIGNAL_NAME, TAG_KEY
 from shepherd.observability import SIGNAL_DETAIL_TYPE
 
 from shepherd_handlers import either
@@ -105,11 +106,18 @@ def start_key(given: str | None, event_id: str) -> str:
 
 class SignalDetail(BaseModel):
     """A `Signal` event's detail: the body of `POST /workflows/{id}/signals/{name}` with the
-    workflow and the name."""
+    workflow and the name; or, instead of the workflow, a `match` (`POST /signals`): every
+    open workflow of the sender waiting on those values (issue 37.3)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    workflow_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+    workflow_id: Annotated[
+        str | None, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    ] = None
+    match: Annotated[
+        dict[Annotated[str, Field(pattern=TAG_KEY)], str | int | float | bool] | None,
+        Field(min_length=1, max_length=MAX_MATCH_FIELDS),
+    ] = None
     name: Annotated[str, Field(pattern=SIGNAL_NAME)]
     payload: Any = None
     signal_id: Annotated[
@@ -259,6 +267,11 @@ def _signal(event: dict[str, Any]) -> dict[str, Any]:
             "no owner to it (event_owners; see docs/api.md, Events)",
         )
     detail = parsed.detail
+    if (detail.workflow_id is None) == (detail.match is None):
+        return _rejected("InvalidEvent", "a Signal event names a workflow_id or a match: one")
+    if detail.match is not None:
+        return _signal_matching(detail, sender)
+    assert detail.workflow_id is not None
     try:
         receipt = engine().signals.send(
             detail.workflow_id,
@@ -293,6 +306,33 @@ def _signal(event: dict[str, Any]) -> dict[str, Any]:
         "name": receipt.name,
         "sequence": receipt.sequence,
         "duplicate": receipt.duplicate,
+    }
+
+
+def _signal_matching(detail: SignalDetail, sender: str) -> dict[str, Any]:
+    """A `Signal` event naming a match: sent to every open workflow of its sender waiting on
+    those values, as `POST /signals` (rejected past its bounds, nothing sent)."""
+    assert detail.match is not None
+    try:
+        receipts = engine().signals.send_matching(
+            detail.name,
+            dict(detail.match),
+            detail.payload,
+            principal=sender,
+            signal_id=detail.signal_id,
+        )
+    except PayloadTooLarge as exc:
+        return _rejected(exc.code, str(exc))
+    except (InputInvalid, SignalIdConflict, TooManySignals, TooManyMatches) as exc:
+        return _rejected(type(exc).__name__, str(exc))
+    logger.info(
+        "signal sent by its match from an event",
+        extra={"signal": detail.name, "workflows": len(receipts)},
+    )
+    return {
+        "status": "accepted",
+        "name": detail.name,
+        "workflow_ids": [r.workflow_id for r in receipts],
     }
 
 

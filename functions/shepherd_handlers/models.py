@@ -13,8 +13,13 @@ from shepherd.limits import (
     MAX_ERROR_NAME,
     MAX_HEARTBEAT_BATCH,
     MAX_INPUT_PROBLEMS,
+    MAX_MATCH_FIELDS,
     MAX_SIGNAL_ID_CHARS,
+    MAX_TAG_VALUE_CHARS,
+    MAX_TAGS,
     MAX_UPLOAD_BYTES,
+    SIGNAL_NAME,
+    TAG_KEY,
     UPLOAD_SECONDS,
 )
 
@@ -61,6 +66,18 @@ class StartWorkflowRequest(BaseModel):
             min_length=1,
             max_length=128,
             description="Same key + same body returns the same workflow",
+        ),
+    ] = None
+    tags: Annotated[
+        dict[
+            Annotated[str, Field(pattern=TAG_KEY)],
+            Annotated[str, Field(max_length=MAX_TAG_VALUE_CHARS)],
+        ]
+        | None,
+        Field(
+            max_length=MAX_TAGS,
+            description="Business keys to find it by (GET /workflows?tag=key:value): at most "
+            "10, a key of at most 64 characters, a value of at most 256",
         ),
     ] = None
 
@@ -400,6 +417,9 @@ class WorkflowView(BaseModel):
         str | None, Field(description="A PAUSED workflow's pause timeout: it then unwinds")
     ] = None
     redrives: int = 0
+    tags: Annotated[
+        dict[str, str] | None, Field(description="Its tags (at its start, and its agents')")
+    ] = None
     steps: list[StepView]
     compensations: list[StepView]
 
@@ -412,6 +432,7 @@ class WorkflowSummaryView(BaseModel):
     finished_at: str | None = None
     updated_at: str | None = None
     idempotency_key: str | None = None
+    tags: dict[str, str] | None = None
     error: Annotated[
         dict[str, Any] | None,
         Field(
@@ -663,6 +684,36 @@ class SignalRequest(BaseModel):
     ] = None
 
 
+class SignalMatchRequest(SignalRequest):
+    """A signal to every open workflow of the caller whose WaitForSignal step of this name
+    names a `Match` on these values (`POST /signals`)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "amend",
+                    "match": {"order_id": "o-1001"},
+                    "payload": {"quantity": 3},
+                    "signal_id": "amend-o-1001-1",
+                }
+            ]
+        },
+    )
+
+    name: Annotated[str, Field(pattern=SIGNAL_NAME, description="The signal's name")]
+    match: Annotated[
+        dict[Annotated[str, Field(pattern=TAG_KEY)], str | int | float | bool],
+        Field(
+            min_length=1,
+            max_length=MAX_MATCH_FIELDS,
+            description="The matched fields and their values, as the step's Match names them "
+            '(compared as JSON: "7" is not 7)',
+        ),
+    ]
+
+
 class SignalView(BaseModel):
     """A signal accepted (kept, or taken at once by a step waiting for it)."""
 
@@ -676,6 +727,15 @@ class SignalView(BaseModel):
     taken_by: Annotated[
         str | None, Field(description="The WaitForSignal step that took it at once, if one")
     ] = None
+
+
+class SignalMatchView(BaseModel):
+    """A signal sent by its match: what each matched open workflow did with it."""
+
+    name: str
+    signals: Annotated[
+        list[SignalView], Field(description="One per open workflow matched, newest first")
+    ]
 
 
 class RejectRequest(BaseModel):

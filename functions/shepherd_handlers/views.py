@@ -221,6 +221,7 @@ def workflow_view(
         paused_at=iso(wf.paused_at),
         pause_timeout_at=iso(pause_timeout_at(state, definition)),
         redrives=wf.redrives,
+        tags=loads(wf.tags) if wf.tags else None,
         steps=steps,
         compensations=[step_view(c, payloads, due("compensation", c)) for c in comps],
     )
@@ -245,6 +246,7 @@ def summary_view(s: WorkflowSummary) -> WorkflowSummaryView:
         finished_at=iso(s.finished_at),
         updated_at=iso(s.updated_at),
         idempotency_key=s.idempotency_key,
+        tags=s.tags,
         error=s.error,
     )
 

@@ -48,9 +48,12 @@ class SchedulerApi(Construct):
                 extra_env={},
             ),
         )
-        # Lists workflows through the list indexes and pending approvals through the inbox
-        # index; never the watch index.
-        access.engine(self.api_function, indexes=[*TABLE.list_indexes, TABLE.inbox_index])
+        # Lists workflows through the list indexes, pending approvals through the inbox index,
+        # tagged workflows and a signal's matches through by_key; never the watch index.
+        access.engine(
+            self.api_function,
+            indexes=[*TABLE.list_indexes, TABLE.inbox_index, TABLE.key_index],
+        )
         # Pausing a pool disables its SQS event source mapping, found by its function's name.
         access.pool_control(self.api_function)
         access.payloads(self.api_function, read=True)

@@ -20,6 +20,7 @@ from shepherd.observability import (
     HANDLER_EVENTS,
     INBOUND_DETAIL_TYPES,
 )
+from shepherd.topology import TABLE
 
 from shepherd_infra import config
 from shepherd_infra.access import Access
@@ -135,8 +136,9 @@ class EventBus(Construct):
                 extra_env={},
             ),
         )
-        # Starts workflows like the API, but never lists them: no index access.
-        access.engine(self.function)
+        # Starts workflows like the API, but never lists them: of the indexes only by_key,
+        # where a Signal event naming a match finds its workflows (issue 37.3).
+        access.engine(self.function, indexes=[TABLE.key_index])
         access.payloads(self.function, read=False)
         access.uploads(self.function, sign=False)  # a start event naming an input_upload
         # A start that could not be made is never dropped (docs/api.md, Events): an event

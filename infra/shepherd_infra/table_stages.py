@@ -4,8 +4,8 @@ DynamoDB creates or deletes one global secondary index per `UpdateTable`, and ca
 existing index's key schema or projection at all (CloudFormation: "Cannot update GSI's
 properties other than Provisioned Throughput and Contributor Insights Specification"). The
 previous release's table (`PREVIOUS`: `watch` and `by_owner` projecting four attributes) and
-this release's (`TABLE.indexes`) differ by four new indexes and one changed projection, so a
-stack deployed from the previous release reaches this layout in six updates (`STAGES`), each
+this release's (`TABLE.indexes`) differ by five new indexes and one changed projection, so a
+stack deployed from the previous release reaches this layout in seven updates (`STAGES`), each
 one index created or deleted. The construct deploys the layout of the stage it is given
 (`Shepherd(table_stage=...)`, context `table_stage`), and the final layout by default, so a
 new stack is created whole; `shepherd upgrade` finds the deployed table's stage and deploys
@@ -66,12 +66,18 @@ def _stages() -> tuple[TableStage, ...]:
             without_list,
         )
     )
+    with_list = (*without_list, TABLE.list_index)
     stages.append(
         TableStage(
             len(stages) + 1,
             f"create index {TABLE.list_index.name} ({TABLE.list_index.projection})",
-            TABLE.indexes,
+            with_list,
         )
+    )
+    # Added after the release the six stages above led to (issue 37): last, so a table at any
+    # of those stages keeps its number.
+    stages.append(
+        TableStage(len(stages) + 1, f"create index {TABLE.key_index.name}", TABLE.indexes)
     )
     return tuple(stages)
 

@@ -76,6 +76,8 @@ CONFIG = SchemathesisConfig.from_dict(
                 # A signal's payload is any JSON, within nesting and size limits a schema of
                 # `Any` cannot state (400 past them).
                 "POST /workflows/{workflow_id}/signals/{name}",
+                # The same for a signal sent by its match (issue 37.3).
+                "POST /signals",
             )
         ]
         # The former callback routes (token in the path) answer 410, naming their replacement.

@@ -297,6 +297,7 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
         TABLE.watch_index.name,
         *(i.name for i in TABLE.list_indexes),
         TABLE.inbox_index.name,
+        TABLE.key_index.name,
     }
     watch = indexes[TABLE.watch_index.name]
     assert watch["KeySchema"] == [
@@ -331,6 +332,14 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
         "NonKeyAttributes": ["wf_type", "step", "requested_at", "approval_due_at"],
     }
     assert (types["inbox_pk"], types["inbox_sk"]) == ("S", "S")
+    # Business keys (issue 37): sparse, tags and matches, keys only.
+    by_key = indexes["by_key"]
+    assert by_key["KeySchema"] == [
+        {"AttributeName": "key_pk", "KeyType": "HASH"},
+        {"AttributeName": "key_sk", "KeyType": "RANGE"},
+    ]
+    assert by_key["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert (types["key_pk"], types["key_sk"]) == ("S", "S")
     assert props["TimeToLiveSpecification"] == {
         "AttributeName": TABLE.ttl_attribute,
         "Enabled": True,

@@ -118,7 +118,8 @@ def test_a_new_stack_gets_the_final_layout_and_stages_are_checked() -> None:
     assert table_stages.parse_stage(None) is None
     assert table_stages.parse_stage("final") is None
     assert table_stages.parse_stage("3") == 3
-    for bad in ("0", "7", "x"):
+    assert table_stages.FINAL == 7  # the by_key index (issue 37) is the last stage
+    for bad in ("0", str(table_stages.FINAL + 1), "x"):
         with pytest.raises(ValueError, match="table_stage"):
             table_stages.parse_stage(bad)
 

@@ -89,15 +89,16 @@ class CloudFormation:
 
 def test_upgrade_deploys_each_stage_in_turn_and_prints_each_step(dynamodb: Any) -> None:
     deploy, lines = CloudFormation(dynamodb), []
-    assert upgrade(dynamodb, NAME, deploy, lines.append, sleep=lambda s: None) == 6
-    assert deploy.deployed == [1, 2, 3, 4, 5, None]  # the last: -c table_stage=final
+    assert upgrade(dynamodb, NAME, deploy, lines.append, sleep=lambda s: None) == 7
+    assert deploy.deployed == [1, 2, 3, 4, 5, 6, None]  # the last: -c table_stage=final
     described = dynamodb.describe_table(TableName=NAME)["Table"]
     assert table_stages.described_layout(described) == table_stages.layout(TABLE.indexes)
-    assert lines[0] == f"table {NAME}: the previous release's indexes; 6 deploys to go"
-    assert "stage 1/6: create index by_status" in lines
-    assert any(line.startswith("stage 5/6: delete index by_owner") for line in lines)
-    assert "stage 6/6: create index by_owner (KEYS_ONLY)" in lines
-    assert sum(line.endswith(": done") for line in lines) == 6
+    assert lines[0] == f"table {NAME}: the previous release's indexes; 7 deploys to go"
+    assert "stage 1/7: create index by_status" in lines
+    assert any(line.startswith("stage 5/7: delete index by_owner") for line in lines)
+    assert "stage 6/7: create index by_owner (KEYS_ONLY)" in lines
+    assert "stage 7/7: create index by_key" in lines
+    assert sum(line.endswith(": done") for line in lines) == 7
     # Done: nothing more to deploy.
     again: list[str] = []
     assert upgrade(dynamodb, NAME, CloudFormation(dynamodb), again.append) == 0
@@ -108,15 +109,15 @@ def test_a_stopped_upgrade_carries_on_from_the_table_it_finds(dynamodb: Any) -> 
     with pytest.raises(UpgradeError):
         upgrade(dynamodb, NAME, CloudFormation(dynamodb, fail_at=3), lambda line: None)
     deploy, lines = CloudFormation(dynamodb), []
-    assert upgrade(dynamodb, NAME, deploy, lines.append) == 4
-    assert deploy.deployed == [3, 4, 5, None]
-    assert lines[0] == f"table {NAME}: stage 2 of 6 indexes; 4 deploys to go"
+    assert upgrade(dynamodb, NAME, deploy, lines.append) == 5
+    assert deploy.deployed == [3, 4, 5, 6, None]
+    assert lines[0] == f"table {NAME}: stage 2 of 7 indexes; 5 deploys to go"
 
 
 def test_a_dry_run_deploys_nothing_and_a_table_changed_by_hand_is_refused(dynamodb: Any) -> None:
     lines: list[str] = []
     assert upgrade(dynamodb, NAME, CloudFormation(dynamodb), lines.append, dry_run=True) == 0
-    assert len([line for line in lines if line.startswith("stage ")]) == 6
+    assert len([line for line in lines if line.startswith("stage ")]) == 7
     dynamodb.update_table(
         TableName=NAME,
         AttributeDefinitions=[{"AttributeName": "x", "AttributeType": "S"}],
@@ -149,7 +150,7 @@ def test_the_cli_runs_the_upgrade_with_the_cdk_it_is_given(
     # --dry-run: the plan from the live table, no deploy.
     assert main(["upgrade", "--table", NAME, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "6 deploys to go" in out and "stage 4/6: create index inbox" in out
+    assert "7 deploys to go" in out and "stage 4/7: create index inbox" in out
     # A deploy that fails stops the upgrade with a message, not a traceback.
     assert main(["upgrade", "--table", NAME, "--cdk", "false"]) == 1
     assert "cdk deploy failed" in capsys.readouterr().err

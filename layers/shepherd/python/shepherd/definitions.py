@@ -192,6 +192,33 @@ class WaitForSignalSpec(_Model):
 
     name: Annotated[str, Field(alias="Name", pattern=SIGNAL_NAME)]
     timeout_seconds: Annotated[int, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)]
+    # A correlation by business key: field -> a `$.input...` path. The values it selects at the
+    # start are indexed, so `POST /signals` naming them reaches this workflow (issue 37.3).
+    match: Annotated[
+        dict[
+            Annotated[str, Field(pattern=limits.TAG_KEY)],
+            Annotated[str, Field(min_length=1, max_length=fanout.MAX_PATH_CHARS)],
+        ]
+        | None,
+        Field(alias="Match", min_length=1, max_length=limits.MAX_MATCH_FIELDS),
+    ] = None
+
+    @field_validator("match")
+    @classmethod
+    def _input_paths(cls, match: dict[str, str] | None) -> dict[str, str] | None:
+        """Each matched value is a path into the workflow's input: known at its start, when
+        the correlation is indexed (a step's output is not there yet)."""
+        for field, text in (match or {}).items():
+            try:
+                path = fanout.parse_path(text)
+            except fanout.PathError as exc:
+                raise ValueError(f"Match.{field}: {exc}") from None
+            if path.step is not None:
+                raise ValueError(
+                    f"Match.{field}: {text!r} must be a path into the input ($.input...): "
+                    "a correlation is indexed when the workflow starts"
+                )
+        return match
 
 
 _ABSENT_WHEN_NONE = (
@@ -411,7 +438,18 @@ class Definition(_Model):
             except fastjsonschema.JsonSchemaDefinitionException as exc:
                 raise ValueError(f"InputSchema: not a valid JSON Schema: {exc}") from exc
         self._check_schedules()
+        self._check_matches()
         return self
+
+    def _check_matches(self) -> None:
+        """At most limits.MAX_MATCH_STEPS steps name a Match: each is an index item written
+        with the start's transaction."""
+        matched = [s.name for s in self.steps if s.wait_for_signal and s.wait_for_signal.match]
+        if len(matched) > limits.MAX_MATCH_STEPS:
+            raise ValueError(
+                f"Steps: {len(matched)} WaitForSignal steps name a Match; at most "
+                f"{limits.MAX_MATCH_STEPS} may (each is an index entry written at the start)"
+            )
 
     def _check_schedules(self) -> None:
         """Names are unique, and each schedule's Input is one the InputSchema accepts (a
@@ -483,6 +521,15 @@ class Definition(_Model):
             if wait is not None:
                 out.setdefault(wait.name, []).append(name)
         return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def matches(self) -> dict[str, WaitForSignalSpec]:
+        """The WaitForSignal steps that name a `Match`, by step name (engine/correlation.py)."""
+        return {
+            s.name: s.wait_for_signal
+            for s in self.steps
+            if s.wait_for_signal is not None and s.wait_for_signal.match
+        }
 
     @cached_property
     def roots(self) -> tuple[str, ...]:

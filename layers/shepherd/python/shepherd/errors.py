@@ -196,6 +196,24 @@ class TooManySignals(ShepherdError):
         )
 
 
+class TooManyMatches(ShepherdError):
+    """A signal sent by its match would reach more open workflows than limits.MAX_MATCHED (or
+    its index entries run past limits.MAX_MATCH_ENTRIES): nothing was sent; narrow the match."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        super().__init__(
+            f"signal '{name}' matches more than {limit} open workflows: nothing was sent"
+        )
+
+
+class TagInvalid(ShepherdError):
+    """A tag refused before anything was written: a key or value out of its bounds, or one
+    more than limits.MAX_TAGS on a workflow."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
 class ConditionFailed(ShepherdError):
     """A conditional write lost: `current` is the item as it is now (None if it does not exist)."""
 

@@ -277,3 +277,47 @@ def signal_sk(name: str, sequence: int) -> str:
 
 def signal_id_sk(signal_id: str) -> str:
     return SIGNAL_ID_PREFIX + signal_id
+
+
+# ------------------------------------------------- business keys: tags and matches (issue 37)
+# A workflow's tags and its WaitForSignal steps' correlations (`Match`) are items in its own
+# partition, `K#T#<tag key>` and `K#M#<step>`, each carrying the sparse `by_key` index's keys
+# (docs/architecture.md, Business keys). The index's partition names the owner, the tag (or the
+# signal name and the matched values) and one of KEY_SHARDS write shards, by the workflow id,
+# so one caller tagging every start alike spreads its writes (5,000 starts a second over 8
+# shards is 625 a partition, under DynamoDB's 1,000); a read queries every shard and merges.
+# Its sort key is the list's (`list_sk`): newest first when read backwards.
+KEY_ITEM_PREFIX = "K#"  # sk of a business-key item in the workflow's partition
+TAG_ITEM_PREFIX = "K#T#"  # sk of a tag: K#T#<tag key>
+MATCH_ITEM_PREFIX = "K#M#"  # sk of a step's correlation: K#M#<step>
+TAG_PREFIX = "TAG#"  # by_key partition of a tag: TAG#<owner>#<hash of key and value>#<shard>
+MATCH_PREFIX = "MATCH#"  # of a match: MATCH#<owner>#<signal name>#<hash of the values>#<shard>
+KEY_SHARDS = 8  # fixed per table, as LIST_SHARDS
+
+
+def key_shard(workflow_id: str) -> int:
+    return _stable_hash(workflow_id) % KEY_SHARDS
+
+
+def _digest(*parts: str) -> str:
+    """A fixed-length name for values of any characters ('#' included)."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+
+
+def tag_item_sk(key: str) -> str:
+    return TAG_ITEM_PREFIX + key
+
+
+def match_item_sk(step: str) -> str:
+    return MATCH_ITEM_PREFIX + step
+
+
+def tag_pk(owner: str, key: str, value: str, shard: int) -> str:
+    """The by_key partition of the owner's workflows tagged key=value, shard `shard`."""
+    return f"{TAG_PREFIX}{owner}#{_digest(key, value)}#{shard}"
+
+
+def match_pk(owner: str, name: str, values: str, shard: int) -> str:
+    """The by_key partition of the owner's workflows waiting for signal `name` matched on
+    `values` (the canonical JSON of the matched fields and their values), shard `shard`."""
+    return f"{MATCH_PREFIX}{owner}#{name}#{_digest(values)}#{shard}"

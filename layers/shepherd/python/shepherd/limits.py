@@ -168,3 +168,18 @@ MAX_SCHEDULES = 20  # per definition (each one an EventBridge Scheduler schedule
 MAX_SIGNALS_KEPT = 100
 MAX_SIGNAL_ID_CHARS = 128
 SIGNAL_NAME = r"^[A-Za-z0-9_.-]{1,64}$"  # a signal's name (a URL path segment)
+
+# Business keys (issue 37): a workflow's tags (at its start and by its agents' ctx.tag), and
+# the correlations of its WaitForSignal steps (`Match`), each an item of its own written with
+# the write it belongs to, so every cap is checked before that write (docs/architecture.md,
+# Business keys). A signal sent by its match reaches at most MAX_MATCHED open workflows
+# (more is refused, nothing sent), found among at most MAX_MATCH_ENTRIES index entries.
+MAX_TAGS = 10
+MAX_TAG_KEY_CHARS = 64
+MAX_TAG_VALUE_CHARS = 256
+TAG_KEY = r"^[A-Za-z0-9_./=+@-]{1,64}$"  # a tag's key (no spaces, no #, : or ,)
+MAX_MATCH_FIELDS = 4  # fields one Match names
+MAX_MATCH_STEPS = 10  # WaitForSignal steps with a Match, per definition
+MAX_MATCH_VALUE_CHARS = 256  # a matched value, as canonical JSON
+MAX_MATCHED = 100
+MAX_MATCH_ENTRIES = 1_000

@@ -519,6 +519,8 @@ class WorkflowRecord:
     parent_id: str | None = None
     parent_step: str | None = None
     parent_item: int | None = None
+    # Its tags, as canonical JSON `{key: value}` (issue 37; their index items: business_keys).
+    tags: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -585,6 +587,7 @@ _WF_OPTIONAL = (
     "parent_id",
     "parent_step",
     "parent_item",
+    "tags",
 )
 
 

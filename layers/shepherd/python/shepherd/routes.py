@@ -71,6 +71,7 @@ ROUTES: tuple[Route, ...] = (
             "limit",
             "next_token",
             "idempotency_key",
+            "tag",
         ),
     ),
     # Before /workflows/{workflow_id}: a literal segment wins over a parameter.
@@ -124,6 +125,9 @@ ROUTES: tuple[Route, ...] = (
         True,
         4 * MAX_PAYLOAD_INLINE_BYTES + 8 * 1024,
     ),
+    # A signal by a business key (issue 37.3): to every open workflow of the caller waiting
+    # on it (the by_key index); its body as the signal route's, with its name and match.
+    Route("POST", "/signals", "api", True, 4 * MAX_PAYLOAD_INLINE_BYTES + 16 * 1024),
     # The caller's pending approvals across workflows, newest first (the inbox index).
     Route("GET", "/approvals", "api", query=("limit", "next_token")),
     Route("POST", "/payloads", "api", json_body=True, body_cap=4 * 1024),

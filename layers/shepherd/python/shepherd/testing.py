@@ -714,10 +714,18 @@ class MemoryEngine:
 
     # ------------------------------------------------------------------------- driving
 
-    def start(self, wf_type: str, payload: Any, *, idempotency_key: str | None = None) -> str:
-        """Start a workflow as the API would; its id. Nothing runs until `deliver`/`run`."""
+    def start(
+        self,
+        wf_type: str,
+        payload: Any,
+        *,
+        idempotency_key: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        """Start a workflow as the API would (with its `tags`, if any); its id. Nothing runs
+        until `deliver`/`run`."""
         result = self.engine.scheduler.start(
-            wf_type, payload, idempotency_key=idempotency_key, owner=self.owner
+            wf_type, payload, idempotency_key=idempotency_key, owner=self.owner, tags=tags
         )
         return result.workflow_id
 
@@ -912,6 +920,20 @@ class MemoryEngine:
         The receipt (`shepherd.engine.signals.SignalReceipt`)."""
         return self.engine.signals.send(
             workflow_id, name, payload, principal=self.owner, signal_id=signal_id
+        )
+
+    def signal_matching(
+        self,
+        name: str,
+        match: dict[str, Any],
+        payload: Any = None,
+        signal_id: str | None = None,
+    ) -> list[Any]:
+        """Send a signal by its business key, as `POST /signals` would: to every open workflow
+        of the owner whose WaitForSignal step of `name` names a Match on these values. One
+        receipt per workflow reached, newest first."""
+        return self.engine.signals.send_matching(
+            name, match, payload, principal=self.owner, signal_id=signal_id
         )
 
     # ---------------------------------------------------------------------------- reads

@@ -112,13 +112,17 @@ class TableSpec:
         ("wf_type", "step", "requested_at", "approval_due_at"),
     )
 
+    # Business keys (docs/architecture.md, Business keys): sparse, only the tag and match items
+    # (keys.py, `K#...`), keys only (the entry's `pk` names its workflow).
+    key_index: IndexSpec = IndexSpec("by_key", "key_pk", "key_sk", "S", "KEYS_ONLY")
+
     @property
     def list_indexes(self) -> tuple[IndexSpec, ...]:
         return (self.list_index, self.status_index, self.type_index, self.type_status_index)
 
     @property
     def indexes(self) -> tuple[IndexSpec, ...]:
-        return (self.watch_index, *self.list_indexes, self.inbox_index)
+        return (self.watch_index, *self.list_indexes, self.inbox_index, self.key_index)
 
 
 TABLE = TableSpec()

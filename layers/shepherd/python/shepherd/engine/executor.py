@@ -221,13 +221,22 @@ class Executor:
         state.put(StepRecord.from_item(write.update.apply(before)))
         return True
 
-    def start(self, item: Item) -> Item | None:
-        """Create a workflow's item (one conditional put: its steps come later): None if it
-        was created, else the item that exists (an idempotent replay, or a conflict)."""
+    def start(self, item: Item, extra: Sequence[Item] = ()) -> Item | None:
+        """Create a workflow's item (one conditional put: its steps come later; with `extra`,
+        its business-key items, one transaction): None if it was created, else the item that
+        exists (an idempotent replay, or a conflict)."""
         try:
-            self.store.put_new(item)
+            if extra:
+                self.store.create([item, *extra])
+            else:
+                self.store.put_new(item)
         except ConditionFailed as lost:
             if lost.current is None:  # pragma: no cover - the port returns the item that won
+                raise
+            return lost.current
+        except TransactionConflict as lost:
+            # A new id's partition: only the workflow item (index 0) can exist already.
+            if lost.index != 0 or lost.current is None:  # pragma: no cover
                 raise
             return lost.current
         return None

@@ -65,8 +65,16 @@ class ListFilter:
     created_after: int | None = None
     created_before: int | None = None
     newest_first: bool = True
+    # A tag `(key, value)`: the by_key index's tag shards instead of the list's (issue 37).
+    # Not combined with a status or a type (its entries' sort key is the creation time alone).
+    tag: tuple[str, str] | None = None
+    # A correlation `(signal name, canonical values)`: the by_key index's match shards (the
+    # WaitForSignal steps waiting on these values, engine/signals.py `send_matching`).
+    match: tuple[str, str] | None = None
 
     def index(self) -> IndexSpec:
+        if self.tag is not None or self.match is not None:
+            return TABLE.key_index
         if self.status and self.wf_type:
             return TABLE.type_status_index
         if self.status:
@@ -75,7 +83,19 @@ class ListFilter:
             return TABLE.type_index
         return TABLE.list_index
 
+    def partitions(self, owner: str) -> list[str]:
+        """The index partitions a page merges: the owner's list shards, or the tag's."""
+        if self.tag is not None:
+            key, value = self.tag
+            return [keys.tag_pk(owner, key, value, k) for k in range(keys.KEY_SHARDS)]
+        if self.match is not None:
+            name, values = self.match
+            return [keys.match_pk(owner, name, values, k) for k in range(keys.KEY_SHARDS)]
+        return [keys.list_shard_pk(owner, k) for k in range(LIST_SHARDS)]
+
     def prefix(self, status: str | None = None) -> str:
+        if self.tag is not None or self.match is not None:
+            return ""
         status = status or self.status
         parts = [p for p in (self.wf_type, status) if p]
         return "".join(f"{p}#" for p in parts)
@@ -135,7 +155,6 @@ def list_page(
     *,
     limit: int,
     after: Position | None = None,
-    shards: int = LIST_SHARDS,
 ) -> ListedPage:
     """One page of the owner's matching workflows: a k-way merge of the owner's shards.
 
@@ -151,8 +170,9 @@ def list_page(
             high = min(high, prefix + after.sort_tail)
         else:
             low = max(low, prefix + after.sort_tail)
-    share = math.ceil(2 * limit / shards) + 1
-    states = [_Shard(keys.list_shard_pk(owner, k), low, high) for k in range(shards)]
+    partitions = filters.partitions(owner)
+    share = math.ceil(2 * limit / len(partitions)) + 1
+    states = [_Shard(partition, low, high) for partition in partitions]
     queries = 0
     skip = after.sort_tail if after is not None else None
 

@@ -28,6 +28,7 @@ class WorkflowSummary:
     updated_at: int | None = None
     idempotency_key: str | None = None
     error: dict[str, Any] | None = None  # type, message, step (a failure, or why it paused)
+    tags: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ def _summary(item: Item) -> WorkflowSummary:
         updated_at=item.get("updated_at"),
         idempotency_key=item.get("idempotency_key"),
         error=row,
+        tags=loads(item["tags"]) if item.get("tags") else None,
     )
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shepherd import fanout, input_problems, jsonsafe, limits
+from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import fanout as fo
@@ -151,8 +151,12 @@ class Applied:
     looked: bool = False
 
 
-def request_hash(wf_type: str, payload: Any) -> str:
-    return hashlib.sha256(jsonsafe.dumps({"type": wf_type, "input": payload}).encode()).hexdigest()
+def request_hash(wf_type: str, payload: Any, tags: Mapping[str, str] | None = None) -> str:
+    """What an idempotent replay is compared by: the type, the input and (if any) the tags."""
+    request: dict[str, Any] = {"type": wf_type, "input": payload}
+    if tags:
+        request["tags"] = dict(tags)
+    return hashlib.sha256(jsonsafe.dumps(request).encode()).hexdigest()
 
 
 def idempotency_key(workflow_id: str, kind: Kind, name: str) -> str:
@@ -225,13 +229,16 @@ class Scheduler:
         *,
         idempotency_key: str | None = None,
         owner: str = "local",
+        tags: Mapping[str, str] | None = None,
     ) -> StartResult:
-        """Validate, write the workflow item (one conditional put), dispatch the roots.
+        """Validate, write the workflow item (one conditional put, or one transaction with its
+        business-key items: its tags and its steps' Match correlations), dispatch the roots.
 
         The same owner and idempotency key with the same request returns the same workflow;
         with a different request it raises IdempotencyConflict.
         """
         definition = self.catalog.current(wf_type)
+        tags = business_keys.checked_tags(tags)
         input_json = self.validated_input(definition, payload)
         workflow_id = (
             derived_id(owner, idempotency_key) if idempotency_key else self.ports.ids.new_id()
@@ -240,9 +247,10 @@ class Scheduler:
             definition,
             workflow_id,
             input_json,
-            rhash=request_hash(wf_type, payload),
+            rhash=request_hash(wf_type, payload, tags),
             owner=owner,
             idempotency_key=idempotency_key,
+            tags=tags,
         )
 
     def create(
@@ -254,11 +262,17 @@ class Scheduler:
         rhash: str,
         owner: str,
         idempotency_key: str | None,
+        tags: Mapping[str, str] | None = None,
     ) -> StartResult:
         """Write a validated start (the workflow item) and dispatch its roots; a workflow that
         exists already is an idempotent replay (same request hash) or IdempotencyConflict."""
         wf_type = definition.name
         now = self.ports.clock.now_ms()
+        # Checked before anything is written: a Match that selects nothing refuses the start.
+        matched = {
+            step: business_keys.match_values(spec.match or {}, loads(input_json), step)
+            for step, spec in definition.matches.items()
+        }
         self.catalog.ensure_snapshot(definition)
         # A large input goes to the payload bucket first; if the put below loses
         # (an idempotent replay), the object is never referenced: harmless.
@@ -276,10 +290,22 @@ class Scheduler:
             idempotency_key=idempotency_key,
             watch_shard=self.shard(workflow_id),
             due_at=now + definition.start_gap_ms,
+            tags=jsonsafe.dumps(dict(tags)) if tags else None,
         )
-        # The workflow item alone: each step's item is created by the first write the step
-        # needs (a root's by its claim, which accepts a missing item for attempt 1).
-        existing_item = self.executor.start(workflow.to_item())
+        # The workflow item (with its business keys' items, if any: issue 37): each step's item
+        # is created by the first write the step needs (a root's by its claim, which accepts a
+        # missing item for attempt 1).
+        kept = now // 1000 + signals.KEPT_SECONDS + self.config.retention_seconds
+        extra = [
+            business_keys.tag_item(owner, workflow_id, now, key, value, kept)
+            for key, value in (tags or {}).items()
+        ] + [
+            business_keys.match_item(
+                owner, workflow_id, now, step, definition.matches[step].name, values, kept
+            )
+            for step, values in matched.items()
+        ]
+        existing_item = self.executor.start(workflow.to_item(), extra)
         if existing_item is not None:
             existing = WorkflowRecord.from_item(existing_item)
             if existing.request_hash != rhash:

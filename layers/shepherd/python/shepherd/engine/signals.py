@@ -25,9 +25,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from shepherd import jsonsafe, limits
+from shepherd import business_keys, jsonsafe, limits
 from shepherd.decisions import transitions as tx
 from shepherd.definitions import ONE_YEAR, Definition
+from shepherd.engine import listing
 from shepherd.errors import (
     InputInvalid,
     InvalidTransition,
@@ -35,6 +36,7 @@ from shepherd.errors import (
     SignalIdConflict,
     SignalUnknown,
     StoreUnavailable,
+    TooManyMatches,
     TooManySignals,
     WorkflowNotFound,
 )
@@ -146,6 +148,64 @@ class Signals:
             return SignalReceipt(workflow_id, name, -1 - sequence, signal_id, duplicate=True)
         taken = self._hand_over(workflow_id, name)
         return SignalReceipt(workflow_id, name, sequence, signal_id, False, taken)
+
+    def send_matching(
+        self,
+        name: str,
+        match: dict[str, Any],
+        payload: Any,
+        *,
+        principal: str,
+        signal_id: str | None = None,
+    ) -> list[SignalReceipt]:
+        """Send signal `name` to every open workflow of `principal` whose WaitForSignal step of
+        that name names a `Match` on these values (issue 37.3), newest first, through the
+        by_key index (no scan): one receipt each, a workflow that ended meanwhile skipped.
+
+        Bounded before anything is sent: TooManyMatches (409) past limits.MAX_MATCHED open
+        workflows, or past limits.MAX_MATCH_ENTRIES entries read (finished workflows' entries
+        stay in the index until TTL takes them); InputInvalid or PayloadTooLarge as `send`."""
+        values = business_keys.check_match(name, match)
+        try:
+            text = jsonsafe.dumps(payload, what="payload")
+        except jsonsafe.JsonRejected as exc:
+            raise InputInvalid(exc.message, "payload") from None
+        cap = self.scheduler.ports.payloads.inline_bytes
+        if jsonsafe.size(text) > cap:
+            raise PayloadTooLarge("signal payload", jsonsafe.size(text), cap)
+        receipts = []
+        for workflow_id in self.matched(principal, name, values):
+            try:
+                receipts.append(
+                    self.send(workflow_id, name, payload, principal=principal, signal_id=signal_id)
+                )
+            except (InvalidTransition, WorkflowNotFound):
+                continue  # it ended (or TTL took it) since it was read
+        return receipts
+
+    def matched(self, owner: str, name: str, values: str) -> list[str]:
+        """The ids of `owner`'s open workflows waiting on signal `name` matched on `values`
+        (canonical JSON), newest first: at most limits.MAX_MATCHED, else TooManyMatches."""
+        store = self.scheduler.ports.store
+        filters = listing.ListFilter(match=(name, values))
+        found: list[str] = []
+        read = 0
+        after = None
+        while True:
+            page = listing.list_page(store, owner, filters, limit=limits.MAX_MATCHED, after=after)
+            read += limits.MAX_MATCHED
+            for item in page.items:
+                wf = WorkflowRecord.from_item(item)
+                if wf.status.terminal or wf.status.unwinding or wf.workflow_id in found:
+                    continue
+                found.append(wf.workflow_id)
+            if len(found) > limits.MAX_MATCHED or (
+                page.next_position is not None and read >= limits.MAX_MATCH_ENTRIES
+            ):
+                raise TooManyMatches(name, limits.MAX_MATCHED)
+            if page.next_position is None:
+                return found
+            after = page.next_position
 
     def _checked(
         self, workflow_id: str, name: str, payload: Any, principal: str

@@ -32,10 +32,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shepherd import jsonsafe, limits
+from shepherd import business_keys, jsonsafe, limits
 from shepherd.conditions import Eq, Missing, Update, all_of
 from shepherd.engine.scheduler import Scheduler, StartResult
 from shepherd.errors import (
@@ -66,9 +67,13 @@ class Upload:
     post: PresignedUpload
 
 
-def upload_request_hash(wf_type: str, upload_id: str) -> str:
-    """The request hash of a start from an upload: its type and the upload it names."""
-    text = jsonsafe.dumps({"input_upload": upload_id, "type": wf_type})
+def upload_request_hash(wf_type: str, upload_id: str, tags: Mapping[str, str] | None = None) -> str:
+    """The request hash of a start from an upload: its type, the upload it names and its
+    tags, if any."""
+    request: dict[str, Any] = {"input_upload": upload_id, "type": wf_type}
+    if tags:
+        request["tags"] = dict(tags)
+    text = jsonsafe.dumps(request)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -116,16 +121,18 @@ class Uploads:
         *,
         idempotency_key: str | None = None,
         owner: str = "local",
+        tags: Mapping[str, str] | None = None,
     ) -> StartResult:
         """A workflow whose input is the upload's object (see the module docstring)."""
         store = self.scheduler.ports.store
         definition = self.scheduler.catalog.current(wf_type)
+        tags = business_keys.checked_tags(tags)
         workflow_id = (
             derived_id(owner, idempotency_key)
             if idempotency_key
             else upload_workflow_id(owner, upload_id)
         )
-        rhash = upload_request_hash(wf_type, upload_id)
+        rhash = upload_request_hash(wf_type, upload_id, tags)
         upload = self.load(upload_id, owner, "input_upload")
         existing_item = store.get(wf_pk(workflow_id), WF_SK)
         if existing_item is not None:
@@ -149,6 +156,7 @@ class Uploads:
             rhash=rhash,
             owner=owner,
             idempotency_key=idempotency_key,
+            tags=tags,
         )
         self.discard(upload)
         return result
