@@ -47,6 +47,11 @@ FAULT_KINDS: dict[str, str] = {
     "from there; after 10 retries it goes to the on-failure queue, replayed later",
     "parent_cancel": "an operator cancels a parent workflow 0.05-3 s after one of its child "
     "workflows started (per child started): the cancel must reach down",
+    "signal_workload": "the run adds 1-2 sim_signal workflows, signalled early, while they "
+    "wait, around their deadlines and late, some twice, some cancelled (once per seed, when "
+    "no workflow types are pinned)",
+    "signal_crash": "a signal's sender stops right after keeping it, before handing it over "
+    "(per signal sent): the supervisor must hand it over",
 }
 
 
@@ -56,7 +61,8 @@ class Faults:
     attempt (at most one agent fault per attempt), store knobs per store call, sweep knobs
     per sweep, `clock_jump`, `pool_pause` and `outage` per simulated second, `cancel` and
     `operator` per workflow, `schedule_dup` per seed, `redrive` per FAILED workflow (once); `relay_delay` per poll of
-    a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published, `parent_cancel` per child workflow started.
+    a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published, `parent_cancel` per child workflow started,
+    `signal_workload` per seed, `signal_crash` per signal sent.
     Callbacks of callback steps are messages too: `lose`, `dup` and `delay` apply to them."""
 
     delay: float = 0.05
@@ -91,6 +97,8 @@ class Faults:
     relay_crash: float = 0.03
     relay_fail: float = 0.01
     parent_cancel: float = 0.15
+    signal_workload: float = 0.3
+    signal_crash: float = 0.15
 
     def __post_init__(self) -> None:
         for f in fields(self):

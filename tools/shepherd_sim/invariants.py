@@ -35,6 +35,7 @@ from shepherd.keys import (
     MAP_PREFIX,
     MAP_SHARD_PREFIX,
     POOLS_PK,
+    SIGNAL_PREFIX,
     WF_SK,
     inbox_item_sk,
     inbox_pk,
@@ -214,6 +215,27 @@ class ApprovalCall:
 
 
 @dataclass(frozen=True)
+class SignalCall:
+    """One signal sent through `Signals.send` (issue 37.7), as it came back.
+
+    `outcome`: `ok` (kept as `sequence`), `duplicate` (its signal id was kept as `sequence`
+    already), `stopped` (the sender stopped after keeping it as `kept_at_stop`, before handing
+    it over), `refused:<name>` (told why, nothing written) or `error:<name>` (the call failed;
+    its write may still have landed)."""
+
+    started: int
+    ended: int
+    workflow_id: str
+    name: str
+    payload: Any
+    signal_id: str | None
+    outcome: str
+    sequence: int | None = None
+    taken_by: str | None = None
+    kept_at_stop: int | None = None
+
+
+@dataclass(frozen=True)
 class Firing:
     """One delivery of a schedule's firing (the events handler's path: the schedule's pause
     check, then a start with the key `schedule:<name>:<time>`), as it came back."""
@@ -268,6 +290,8 @@ class RunRecord:
     """Every answer a person gave to an approval, in the order the calls ended."""
     firings: list[Firing] = field(default_factory=list)
     """Every delivery of a schedule's firing, in the order they ended."""
+    signal_calls: list[SignalCall] = field(default_factory=list)
+    """Every signal sent, in the order the calls ended."""
 
     def value(self, stored: str | None) -> Any:
         """A stored payload as a value, read from the bucket if it is a reference."""
@@ -2704,6 +2728,194 @@ def _child_outputs(record: RunRecord, states: Mapping[str, WorkflowState]) -> li
     return out
 
 
+# ------------------------------------------------------------------ signals (issue 37.7)
+
+TIMEOUT = "States.Timeout"
+
+
+Signal = tuple[str, int]  # (name, sequence number)
+
+
+def signal_problems(
+    state: WorkflowState,
+    definition: Definition,
+    kept: Mapping[str, Item],
+    calls: Sequence[SignalCall],
+    landed: Mapping[str, int] | None = None,
+) -> list[str]:
+    """What is wrong with one workflow's signals at the end of a run, from its step items, its
+    signal partition (`kept`: sort key -> item), what each sender was told and, from the
+    table's stream, where each signal's keep and each wait's timeout landed (`landed`: sort
+    key -> position; none given: every signal counts as kept before every timeout):
+
+    * none lost: every signal a sender was told was kept (`ok`, `duplicate`, or kept before its
+      sender stopped) is in the table under that number, with that payload;
+    * taken at most once, by one visit: no two steps name one signal as theirs, and a signal
+      marked taken is the output of the step that took it;
+    * in order: the steps of a name that took signals took 0, 1, 2, ... in the order of the
+      definition (the oldest kept one each);
+    * a wait that timed out took none, and no signal of its name that no earlier step took
+      was sent before its deadline and kept before its timeout landed (it would have been
+      taken instead: a timeout decided before such a signal landed must lose);
+    * the counts agree: `kept` is the number not taken, each queue's head the number taken."""
+    signals: dict[Signal, Item] = {}
+    for sk, item in kept.items():
+        if sk.startswith("Q#"):
+            name, _, number = sk[2:].rpartition("#")
+            signals[(name, int(number))] = item
+    takers: dict[Signal, list[str]] = defaultdict(list)
+    problems = _signals_lost(calls, signals)
+    for name, steps in definition.signal_waits.items():
+        problems += _signal_visits(state, name, steps, signals, takers, landed or {})
+    problems += _signal_takes_agree(state, signals, takers)
+    problems += _signal_counts(kept, signals)
+    return problems
+
+
+def _signals_lost(calls: Sequence[SignalCall], signals: Mapping[Signal, Item]) -> list[str]:
+    problems = []
+    for call in calls:
+        if call.outcome in ("ok", "duplicate"):
+            number = call.sequence
+        elif call.outcome == "stopped":
+            number = call.kept_at_stop
+        else:
+            continue
+        if number is None or number < 0:
+            continue
+        item = signals.get((call.name, number))
+        if item is None or loads(str(item.get("payload"))) != call.payload:
+            problems.append(
+                f"signal {call.name} #{number} ({call.payload}, {call.outcome} at "
+                f"{call.ended}) is not kept as sent: lost"
+            )
+    return problems
+
+
+def _signal_visits(
+    state: WorkflowState,
+    name: str,
+    steps: Sequence[str],
+    signals: Mapping[Signal, Item],
+    takers: dict[Signal, list[str]],
+    landed: Mapping[str, int],
+) -> list[str]:
+    """The steps waiting for `name`, in order: each took the next signal, or timed out with
+    none of its name sent before its deadline and kept before its timeout landed."""
+    problems = []
+    expected = 0
+    for step in steps:
+        rec = state.steps.get(step)
+        if rec is None:
+            continue
+        if rec.status is StepStatus.SUCCEEDED and rec.decision:
+            decision = loads(rec.decision) or {}
+            number = int(decision.get("sequence", -1))
+            takers[(name, number)].append(step)
+            if number != expected:
+                problems.append(
+                    f"step '{step}' took signal {name} #{number}, not #{expected}: out of order"
+                )
+            expected = number + 1
+        elif rec.status is StepStatus.FAILED and TIMEOUT in str(rec.error):
+            deadline = rec.wake_at or 0
+            timed_out = landed.get(f"S#{step}", 1 << 62)
+            early = sorted(
+                n
+                for (sig, n), item in signals.items()
+                if sig == name
+                and n >= expected
+                and int(item.get("sent_at", 0)) <= deadline
+                and landed.get(str(item["sk"]), -1) < timed_out
+            )
+            if early:
+                problems.append(
+                    f"step '{step}' timed out at {deadline} while signal {name} #{early[0]} "
+                    "was kept for it before its deadline"
+                )
+    return problems
+
+
+def _signal_takes_agree(
+    state: WorkflowState, signals: Mapping[Signal, Item], takers: Mapping[Signal, list[str]]
+) -> list[str]:
+    """A signal is taken at most once, by the step whose output it is (a timed-out or
+    cancelled step never takes one)."""
+    problems = []
+    for (name, number), steps in takers.items():
+        if len(steps) > 1:
+            problems.append(f"signal {name} #{number} taken by {steps}: more than once")
+        item = signals.get((name, number))
+        if item is None:
+            problems.append(f"step '{steps[0]}' took signal {name} #{number}, never kept")
+        elif item.get("taken_by") not in steps:
+            problems.append(
+                f"step '{steps[0]}' took signal {name} #{number}, marked taken by "
+                f"{item.get('taken_by')!r}"
+            )
+    for (name, number), item in signals.items():
+        by = item.get("taken_by")
+        if by is None or (name, number) in takers:
+            continue
+        rec = state.steps.get(str(by))
+        how = "timed out" if rec is not None and TIMEOUT in str(rec.error) else "not its output"
+        problems.append(
+            f"signal {name} #{number} marked taken by '{by}', whose output it is not "
+            f"({how}): consumed and lost"
+        )
+    return problems
+
+
+def _signal_counts(kept: Mapping[str, Item], signals: Mapping[Signal, Item]) -> list[str]:
+    problems = []
+    untaken = sum(1 for item in signals.values() if item.get("taken_by") is None)
+    counter = kept.get("#SIG")
+    if counter is not None and int(counter.get("kept", 0)) != untaken:
+        problems.append(f"#SIG counts {counter.get('kept')} kept, {untaken} are not taken")
+    for sk, item in kept.items():
+        if not sk.startswith("N#"):
+            continue
+        queue = sk[2:]
+        taken = sum(1 for (n, _), i in signals.items() if n == queue and i.get("taken_by"))
+        if int(item.get("head", 0)) != taken:
+            problems.append(f"queue {queue}'s head is {item.get('head')}, {taken} taken")
+    return problems
+
+
+def check_signals(record: RunRecord) -> list[Violation]:
+    """Every workflow whose definition waits for signals (`signal_problems`)."""
+    kept: dict[str, dict[str, Item]] = defaultdict(dict)
+    for item in record.items:
+        pk = str(item.get("pk", ""))
+        if pk.startswith(SIGNAL_PREFIX):
+            kept[pk[len(SIGNAL_PREFIX) :]][str(item["sk"])] = item
+    calls: dict[str, list[SignalCall]] = defaultdict(list)
+    for call in record.signal_calls:
+        calls[call.workflow_id].append(call)
+    landed: dict[str, dict[str, int]] = defaultdict(dict)
+    for position, change in enumerate(record.changes):
+        new, old = change.new or {}, change.old or {}
+        pk, sk = str(new.get("pk", "")), str(new.get("sk", ""))
+        if pk.startswith(SIGNAL_PREFIX) and sk.startswith("Q#") and change.old is None:
+            landed[pk[len(SIGNAL_PREFIX) :]][sk] = position  # the signal kept
+        elif (
+            pk.startswith("WF#")
+            and sk.startswith("S#")
+            and new.get("status") == "FAILED"
+            and old.get("status") == "WAITING"
+        ):
+            landed[pk[3:]][sk] = position  # a wait timed out
+    out: list[Violation] = []
+    for wf_id, state in record.states().items():
+        definition = record.definitions.get(state.workflow.wf_type)
+        if definition is None or not definition.signal_waits:
+            continue
+        found = signal_problems(state, definition, kept[wf_id], calls[wf_id], landed[wf_id])
+        for problem in found:
+            out.append(Violation("signals", wf_id, problem))
+    return out
+
+
 CHECKERS: Sequence[Checker] = (
     check_terminal_within_bound,
     check_effects_once,
@@ -2735,6 +2947,7 @@ CHECKERS: Sequence[Checker] = (
     check_map_concurrency,
     check_item_compensation,
     check_children,
+    check_signals,
 )
 
 

@@ -67,6 +67,7 @@ from shepherd_sim.invariants import (
     Redispatch,
     RunRecord,
     Sent,
+    SignalCall,
     StatusWrite,
     Violation,
     announced,
@@ -91,6 +92,12 @@ from shepherd_sim.ports import (
 )
 from shepherd_sim.relay import RELAY_FAULTS, Delivery, Relay
 from shepherd_sim.service import Effect, FakeService
+from shepherd_sim.signallers import (
+    SIGNAL_NAME,
+    SIGNAL_TYPE,
+    Signallers,
+    SignallerStore,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -640,10 +647,57 @@ FLEET: dict[str, Any] = {
         },
     ],
 }
+# Signals (issue 37.7): `request` acts (undone if the workflow unwinds), `listen` waits 3 s
+# for a `sim_ping` signal and `listen_again` 2 s for the next one (in order: the oldest kept
+# first), then `fulfil` runs. Signallers send them at random moments around that
+# (`shepherd_sim.signallers`); a wait nobody signals in time fails with States.Timeout.
+SIGNAL: dict[str, Any] = {
+    "Name": SIGNAL_TYPE,
+    "DispatchTimeoutSeconds": 2,
+    "Steps": [
+        {
+            "Name": "request",
+            "Agent": "sim_request",
+            "Pool": "sim",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_request",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "listen",
+            "DependsOn": ["request"],
+            "WaitForSignal": {"Name": SIGNAL_NAME, "TimeoutSeconds": 3},
+        },
+        {
+            "Name": "listen_again",
+            "DependsOn": ["listen"],
+            "WaitForSignal": {"Name": SIGNAL_NAME, "TimeoutSeconds": 2},
+        },
+        {
+            "Name": "fulfil",
+            "DependsOn": ["listen_again"],
+            "Agent": "sim_fulfil",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+        },
+    ],
+}
+
 # Types only a parent starts (the workload never does).
 CHILD_ONLY = (KID_TYPE,)
+# Types the default workload adds by a roll of their own (never by its draw of types, so a
+# seed that rolls none runs as it did before they existed).
+ROLLED_ONLY = (SIGNAL_TYPE,)
 
-SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL, MAP, KID, PARENT, FLEET)
+SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL, MAP, KID, PARENT, FLEET, SIGNAL)
 
 
 @dataclass(frozen=True)
@@ -1105,6 +1159,9 @@ class Simulation:
         # who may not answer must make none).
         self.people = People(self, seed)
         self.approval_calls: list[ApprovalCall] = []
+        # Who sends signals, and what they were told (shepherd_sim.signallers).
+        self.signallers = Signallers(self, seed)
+        self.signal_calls: list[SignalCall] = []
         self.firings: list[Firing] = []
         self.writes_by: Counter[str] = Counter()
         self._inbox_seen: set[tuple[str, str]] = set()
@@ -1217,6 +1274,7 @@ class Simulation:
         self.pools_api = client.pools
         # A person's answer is an API call of its own, each store call a round trip away.
         self.approvals = engine("person", PersonStore).approvals
+        self.signals_api = engine("signaller", SignallerStore).signals
         self.schedules_api = client.schedules
         agents = engine("agent", worker_id="w1")
         self.runtimes = [agents.agent_runtime] + [
@@ -1291,9 +1349,14 @@ class Simulation:
 
     def plan_workload(self) -> None:
         cfg = self.config
-        types = list(cfg.workflow_types or [t for t in sorted(self.defs) if t not in CHILD_ONLY])
+        types = list(
+            cfg.workflow_types
+            or [t for t in sorted(self.defs) if t not in CHILD_ONLY + ROLLED_ONLY]
+        )
         if SCHEDULED_TYPE in types and self.roll("schedule_dup"):
             self.people.plan_firing()
+        if not cfg.workflow_types and self.roll("signal_workload"):
+            self._plan_signal_workload()
         for n in range(1, self.rng.randint(1, cfg.max_workflows) + 1):
             wf_type = self.rng.choice(types)
             at = self.t0 + round(self.rng.uniform(0, cfg.start_window_s) * 1000)
@@ -1305,6 +1368,19 @@ class Simulation:
             if self.roll("operator"):
                 self._pending_client += 1
                 self.schedule(at + round(self.ops.uniform(0.2, 20) * 1000), "operator", n)
+
+    def _plan_signal_workload(self) -> None:
+        """1-2 `sim_signal` workflows (numbered from 500, apart from the draw's), at moments
+        and with cancels drawn from the signallers' own stream."""
+        rng = self.signallers.rng
+        for k in range(rng.randint(1, 2)):
+            n = 500 + k
+            at = self.t0 + round(rng.uniform(0, self.config.start_window_s) * 1000)
+            self._pending_client += 1
+            self.schedule(at, "start", (n, SIGNAL_TYPE, 0))
+            if rng.random() < 0.15:  # the client cancels it while it waits (or around)
+                self._pending_client += 1
+                self.schedule(at + round(rng.uniform(0.2, 8) * 1000), "cancel", n)
 
     def start_workflow(self, wf_type: str, n: int | None = None) -> str | None:
         """Submit one start like a client: with an idempotency key, retried on errors."""
@@ -2456,6 +2532,7 @@ class Simulation:
         self.relay.append(change)
         self.writes_by[self._who()] += 1
         self.people.changed(change)
+        self.signallers.changed(change)
         new = change.new
         if change.old is None and new is not None and new.get("sk") == WF_SK:
             parent = new.get("parent_id")
@@ -2494,6 +2571,7 @@ class Simulation:
             "pool_resume": self._on_pool_resume,
             "answer": self.people.on_answer,
             "fire": self.people.on_fire,
+            "signal": self.signallers.on_signal,
             "relay": self.relay.poll,
             "relay_replay": self._on_relay_replay,
         }
@@ -2709,6 +2787,7 @@ class Simulation:
             payloads=dict(self.bucket.objects),
             approval_calls=list(self.approval_calls),
             firings=list(self.firings),
+            signal_calls=list(self.signal_calls),
         )
         record.bounds = self.bounds(record.states(), record.items)
         return record

@@ -625,6 +625,19 @@ def take_signal(
     ]
 
 
+def queue_as_read(
+    workflow_id: str, name: str, seen_next: int | None, now: int, expires_at: int
+) -> Write:
+    """A WaitForSignal step's timeout, in the transaction of its guarded end: its name's queue
+    is as the timeout read it (`next` as seen, or no signal ever kept), so a signal kept after
+    that read, before the timeout lands, makes the timeout lose and look again (the signal is
+    taken if it was sent by the deadline). Writes only a mark (and, to a queue not written
+    yet, its expiry): `next` and `head` are untouched."""
+    guard = Missing("next") if seen_next is None else Eq("next", seen_next)
+    update = Update(set={"timed_out_at": now}, set_if_missing={"expires_at": expires_at})
+    return Write(signals_pk(workflow_id), signal_queue_sk(name), update, guard)
+
+
 def tell_cancel(rec: StepRecord, now: int) -> Write:
     """Its workflow is cancelling: mark the running attempt so its agent's next heartbeat sees
     it (`AgentContext.cancel_requested`). Changes neither status nor attempt (no fence: the

@@ -252,7 +252,7 @@ class Signals:
         expires_at = now // 1000 + KEPT_SECONDS + scheduler.config.retention_seconds
         for _ in range(MAX_ROUNDS):
             queue = store.get(pk, signal_queue_sk(name))
-            sequence = 0 if queue is None else int(queue["next"])
+            sequence = 0 if queue is None else int(queue.get("next", 0))
             writes = tx.keep_signal(workflow_id, name, sequence, fields, signal_id, expires_at)
             lost = scheduler.executor.contended(writes)
             if lost is None:
@@ -323,7 +323,7 @@ def take(
     pk = signals_pk(workflow_id)
     for _ in range(MAX_ROUNDS):
         queue = store.get(pk, signal_queue_sk(spec.name))
-        if queue is None or int(queue.get("head", 0)) >= int(queue["next"]):
+        if queue is None or int(queue.get("head", 0)) >= int(queue.get("next", 0)):
             return None
         head = int(queue.get("head", 0))
         signal = store.get(pk, signal_sk(spec.name, head))
@@ -367,25 +367,43 @@ def time_out(
 ) -> StepRecord | None:
     """A WaitForSignal step's deadline: it takes a signal kept before the deadline if one is
     (its handing-over was interrupted), else fails for good with `States.Timeout`; either by
-    the step's one guarded write. The step as it now is, or None if it lost."""
+    the step's one guarded write. The timeout is guarded by its name's queue as it read it
+    (`transitions.queue_as_read`): a signal kept after that read and before the timeout lands
+    makes it lose and look again, so a wait never times out over a signal kept in time
+    (found by the simulator, issue 37.7). The step as it now is, or None if it lost."""
     assert rec.wake_at is not None
-    taken = take(scheduler, state, definition, rec, sent_by=rec.wake_at)
-    if taken is not None:
-        return taken
     spec = definition.by_name[rec.name].wait_for_signal
     assert spec is not None
-    now = scheduler.ports.clock.now_ms()
-    error = tx.error_json(
-        TIMEOUT_ERROR,
-        f"no signal '{spec.name}' came within TimeoutSeconds ({spec.timeout_seconds})",
-    )
-    write = tx.decide(
-        rec,
-        now,
-        approved=False,
-        decision=None,
-        output=None,
-        error=error,
-        expires_at=scheduler.expires(now),
-    )
-    return scheduler.executor.step(state, write)
+    store = scheduler.ports.store
+    pk, queue_sk = signals_pk(rec.workflow_id), signal_queue_sk(spec.name)
+    for _ in range(MAX_ROUNDS):
+        taken = take(scheduler, state, definition, rec, sent_by=rec.wake_at)
+        if taken is not None:
+            return taken
+        current = state.steps.get(rec.name, rec)
+        if current.status is not StepStatus.WAITING or current.attempt != rec.attempt:
+            return None  # it ended (a take by a sender won, a cancel) while this looked
+        queue = store.get(pk, queue_sk)
+        seen = None if queue is None or "next" not in queue else int(queue["next"])
+        head = 0 if queue is None else int(queue.get("head", 0))
+        if seen is not None and head < seen:
+            signal = store.get(pk, signal_sk(spec.name, head))
+            if signal is not None and int(signal["sent_at"]) <= rec.wake_at:
+                continue  # kept in time since `take` read the queue: take it
+        now = scheduler.ports.clock.now_ms()
+        error = tx.error_json(
+            TIMEOUT_ERROR,
+            f"no signal '{spec.name}' came within TimeoutSeconds ({spec.timeout_seconds})",
+        )
+        expires_at = scheduler.expires(now)
+        write = tx.decide(
+            rec, now, approved=False, decision=None, output=None, error=error, expires_at=expires_at
+        )
+        guard = tx.queue_as_read(rec.workflow_id, spec.name, seen, now, expires_at)
+        ended, lost = scheduler.executor.step_contended(state, rec, write, [guard])
+        if ended is not None:
+            return ended
+        if lost == 0:
+            return None  # it was taken or cancelled meanwhile
+        # a signal was kept since this read: look again
+    raise StoreUnavailable("the signal queue kept moving; try again")
