@@ -574,3 +574,96 @@ def test_a_stale_read_of_a_child_asked_to_undo_itself_fails_nothing(
     state = h.run(wf)
     assert state.workflow.status is WorkflowStatus.CANCELLED
     assert h.status(first) is WorkflowStatus.COMPENSATED
+
+
+# ------------------------------------------- children that do not block (issue 37.6)
+
+
+HELD = {  # a child that rests until it is signalled `go` (it outlives its parent)
+    "Name": "held_region",
+    "Steps": [
+        {**CHILD["Steps"][0]},  # type: ignore[index]
+        {
+            "Name": "hold",
+            "DependsOn": ["build"],
+            "WaitForSignal": {"Name": "go", "TimeoutSeconds": 3600},
+        },
+    ],
+}
+
+
+def _detached_harness(calls: Calls) -> Harness:
+    steps = [dict(s) for s in PARENT["Steps"]]  # type: ignore[union-attr]
+    steps[1] = {**steps[1], "Workflow": "held_region", "Detached": True}
+    defs = {
+        **definitions(),
+        "held_region": parse_definition(HELD, "held_region"),
+        "rollout": parse_definition({**PARENT, "Steps": steps}, "rollout"),
+    }
+    return memory_harness(definitions=defs, agents=calls.registry())
+
+
+def _go(h: Harness, child: str) -> None:
+    h.engine.signals.send(child, "go", {"ok": True}, principal=h.state(child).workflow.owner)
+
+
+def test_a_detached_child_lets_its_parent_go_on_and_end_first() -> None:
+    """The step starts its child and succeeds at once with the child's id; the parent's next
+    step runs and the parent SUCCEEDS while its child still waits; the child stays listed
+    with its parent and ends on its own."""
+    calls = Calls()
+    h = _detached_harness(calls)
+    wf = h.start("rollout", {})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    first = child_id(wf, "eu", None, 1)
+    eu = state.steps["eu"]
+    assert eu.status is StepStatus.SUCCEEDED and eu.child_id == first
+    assert h.output(wf)["eu"] == {"workflow_id": first}
+    assert calls.announced == {"workflow_id": first}
+    child = h.state(first)
+    assert child.workflow.status is WorkflowStatus.RUNNING
+    assert child.steps["hold"].status is StepStatus.WAITING
+    assert (child.workflow.parent_id, child.workflow.parent_step) == (wf, "eu")
+    _go(h, first)
+    assert h.run(first).workflow.status is WorkflowStatus.SUCCEEDED
+    assert h.status(wf) is WorkflowStatus.SUCCEEDED
+
+
+def test_a_detached_child_is_neither_cancelled_nor_compensated_with_its_parent() -> None:
+    calls = Calls()
+    calls.fail_announce = True
+    h = _detached_harness(calls)
+    wf = h.start("rollout", {})
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.COMPENSATED  # announce failed: unwound
+    assert calls.unplanned == 1
+    assert "eu" not in state.compensations  # its child is not undone with it
+    first = child_id(wf, "eu", None, 1)
+    assert h.status(first) is WorkflowStatus.RUNNING
+    _go(h, first)
+    assert h.run(first).workflow.status is WorkflowStatus.SUCCEEDED and calls.unbuilt == []
+    # Cancelled after its detached child started: the parent ends, the child goes on.
+    calls.fail_announce = False
+    wf = h.start("rollout", {})
+    h.pump(on_message=lambda task: "hold" if task.step == "announce" else "handle")
+    assert h.state(wf).steps["eu"].status is StepStatus.SUCCEEDED
+    second = child_id(wf, "eu", None, 1)
+    h.operations.cancel(wf)
+    state = h.run(wf)
+    assert state.workflow.status is WorkflowStatus.CANCELLED
+    assert h.status(second) is WorkflowStatus.RUNNING
+    _go(h, second)
+    assert h.run(second).workflow.status is WorkflowStatus.SUCCEEDED
+
+
+def test_detached_is_for_a_child_workflow_step_only() -> None:
+    from shepherd.errors import DefinitionError
+
+    steps = [dict(s) for s in PARENT["Steps"]]  # type: ignore[union-attr]
+    steps[0] = {**steps[0], "Detached": True}
+    with pytest.raises(DefinitionError, match="Detached"):
+        parse_definition({**PARENT, "Steps": steps}, "rollout")
+    # A definition that names no Detached keeps its version (its content hash).
+    plain = parse_definition(PARENT, "rollout")
+    assert '"Detached"' not in plain.canonical_json

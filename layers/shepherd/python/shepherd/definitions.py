@@ -222,6 +222,7 @@ class WaitForSignalSpec(_Model):
 
 
 _ABSENT_WHEN_NONE = (
+    "Detached",
     "Condition",
     "Wait",
     "Approval",
@@ -252,6 +253,10 @@ class StepSpec(TaskSpec):
     # Issue 24 (shepherd.fanout): a child workflow instead of Agent/Pool, a fan-out over
     # items, and where the step's input comes from.
     workflow: Annotated[str | None, Field(alias="Workflow", pattern=NAME)] = None
+    # A child-workflow step that starts its child and goes on (Step Functions'
+    # `startExecution` without `.sync`, issue 37.6): its output is the child's id; the child
+    # is listed with its parent but neither waited for, cancelled nor compensated with it.
+    detached: Annotated[bool | None, Field(alias="Detached")] = None
     map: Annotated[fanout.MapSpec | None, Field(alias="Map")] = None
     input_path: Annotated[
         str | None, Field(alias="InputPath", min_length=1, max_length=fanout.MAX_PATH_CHARS)
@@ -320,6 +325,13 @@ class StepSpec(TaskSpec):
             ]
             if given:
                 raise ValueError(f"{kind} step names no {', '.join(given)}")
+        return self
+
+    @model_validator(mode="after")
+    def _detached_child(self) -> StepSpec:
+        """`Detached` is a child-workflow step's (one child, not a map of them)."""
+        if self.detached is not None and (self.workflow is None or self.map is not None):
+            raise ValueError("Detached is for a child-workflow step (Workflow, without Map)")
         return self
 
     @property
@@ -622,6 +634,9 @@ class Definition(_Model):
             for key in _ABSENT_WHEN_NONE:
                 if step.get(key, 0) is None:
                     del step[key]
+            wait = step.get("WaitForSignal")
+            if isinstance(wait, dict) and wait.get("Match", 0) is None:
+                del wait["Match"]  # as before Match existed (issue 37.3): the same version
             if any(step.get(kind) is not None for kind in _RESTING):
                 for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
                     step.pop(key, None)

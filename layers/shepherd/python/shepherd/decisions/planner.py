@@ -973,7 +973,8 @@ def compensated(rec: StepRecord, spec: StepSpec) -> bool:
     if spec.workflow is not None and spec.map is None:
         # Undone by its child's own compensations: only a child that SUCCEEDED has anything
         # left to undo (one that failed or was cancelled undid itself before the step ended).
-        return rec.status is StepStatus.SUCCEEDED
+        # A detached child (issue 37.6) lives on its own: never undone with its parent.
+        return rec.status is StepStatus.SUCCEEDED and not spec.detached
     if spec.workflow is not None:  # a map of children: each SUCCEEDED item's child undoes itself
         return rec.fanout is not None
     if spec.compensation is None:

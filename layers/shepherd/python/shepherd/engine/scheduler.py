@@ -758,9 +758,13 @@ class Scheduler:
                 elif ended is not None and ended.status is StepStatus.FAILED:
                     out += self.advance(workflow_id)
             elif isinstance(a.action, Skip | Wake) or (
-                isinstance(a.action, ChildSucceeded)
+                isinstance(a.action, ChildSucceeded | StartChild)
                 and a.action.seen.kind == "step"
                 and a.action.seen.index is None
+                and (
+                    isinstance(a.action, ChildSucceeded)
+                    or state.steps[a.action.seen.name].status is StepStatus.SUCCEEDED
+                )
             ):
                 name = a.action.seen.name
                 out += self.advance(workflow_id, completed=name, definition=definition)
@@ -1044,6 +1048,13 @@ class Scheduler:
         if not self.executor.start_child(state, seen, child.to_item(), write):
             return False
         self.dispatch_roots(child, child_def, input_json)
+        if spec.detached:
+            # It goes on at once (issue 37.6): SUCCEEDED with the child's id, as a child's
+            # success would end it; `_advance_past` advances past it. Lost (a cancel came
+            # first), the step rests WAITING for its child as any child step does.
+            waiting = state.steps[seen.name]
+            output = jsonsafe.dumps({"workflow_id": child_id})
+            self.executor.step(state, tx.child_succeeded(waiting, now, output, self.expires(now)))
         return True
 
     def _item_value(self, unit: StepRecord) -> Any:
