@@ -37,6 +37,8 @@ from shepherd_handlers.models import (
     ListSort,
     MapItemsView,
     PayloadPreviewView,
+    PendingSignalsView,
+    PendingSignalView,
     PoolListView,
     PoolView,
     PreviewField,
@@ -739,6 +741,33 @@ def send_signal(
     )
     return Response(
         status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON, body=view
+    )
+
+
+@app.get(
+    "/workflows/<workflow_id>/signals",
+    responses=errors.documented(200, "Its pending signals", PendingSignalsView, 400, 404),
+    tags=["signals"],
+)
+def pending_signals(workflow_id: WORKFLOW_ID) -> PendingSignalsView:
+    """The signal names the workflow's `WaitForSignal` steps wait for, and the signals kept
+    that no step has taken yet (at most 100), oldest first per name: the console's view of a
+    workflow's inbox. The owner or a principal the definition's `SignalSenders` lists; others
+    get 404."""
+    waits, pending = engine().signals.pending(workflow_id, caller())
+    return PendingSignalsView(
+        waits={name: list(steps) for name, steps in waits.items()},
+        pending=[
+            PendingSignalView(
+                name=p.name,
+                sequence=p.sequence,
+                payload=p.payload,
+                signal_id=p.signal_id,
+                sender=p.sender,
+                sent_at=iso(p.sent_at) or "",
+            )
+            for p in pending
+        ],
     )
 
 

@@ -729,6 +729,29 @@ class SignalView(BaseModel):
     ] = None
 
 
+class PendingSignalView(BaseModel):
+    """A signal kept that no step has taken yet."""
+
+    name: str
+    sequence: int
+    payload: Any = None
+    signal_id: str | None = None
+    sender: str | None = None
+    sent_at: str
+
+
+class PendingSignalsView(BaseModel):
+    """A workflow's signals: the names its steps wait for and the signals kept for them."""
+
+    waits: Annotated[
+        dict[str, list[str]],
+        Field(description="Each signal name its WaitForSignal steps wait for -> those steps"),
+    ]
+    pending: Annotated[
+        list[PendingSignalView], Field(description="Kept, not taken yet; oldest first per name")
+    ]
+
+
 class SignalMatchView(BaseModel):
     """A signal sent by its match: what each matched open workflow did with it."""
 

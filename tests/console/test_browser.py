@@ -538,3 +538,35 @@ def test_every_page_reflows_without_sideways_scrolling(page: Any, api: Api, widt
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{name} at {width}px scrolls sideways by {overflow}px"
         shot(page, f"page-{name}-{width}")
+
+
+def test_a_workflows_signals_are_listed_and_sent_and_its_tags_filter_the_list(
+    page: Any, api: Api
+) -> None:
+    """Issue 37.8: an order_amendment's page lists the signals its steps wait for and those
+    kept not taken yet, and sends one through its form (taken by the waiting step, the step's
+    decision saying so); its tags show on its page and `tag=` filters the list."""
+    order_id = "console-amend"
+    wf = start(
+        api, "order_amendment", {**ORDER, "order_id": order_id}, tags={"customer": "console-ada"}
+    )
+    start(api, "order_amendment", {**ORDER, "order_id": "console-other"})
+    page.goto(f"/#/workflows/{wf}")
+    signals = page.locator("#signals")
+    expect(signals).to_contain_text("amend (await_amendment)", timeout=RUN_SECONDS)
+    expect(page.locator("#summary")).to_contain_text("customer:console-ada")
+    # Sent at once (its 20 s window may not be open yet: then it is kept until it is).
+    form = signals.locator("form.signal-form")
+    form.locator('textarea[name="signal-payload"]').fill('{"quantity": 3}')
+    form.get_by_role("button", name="Send signal").click()
+    expect(page.locator("#signal-outcome")).to_contain_text(
+        re.compile("taken by await_amendment|kept until a step waits for it"),
+        timeout=RUN_SECONDS,
+    )
+    decision = page.locator("#item-step-await_amendment .decision")
+    expect(decision).to_contain_text("took signal amend #0", timeout=RUN_SECONDS)
+    page.goto("/#/workflows?tag=customer%3Aconsole-ada")
+    rows = page.locator("#workflow-table tr.wf-row")
+    expect(rows).to_have_count(1, timeout=RUN_SECONDS)
+    expect(rows.first).to_have_attribute("data-workflow-id", wf)
+    expect(rows.first).to_contain_text("customer:console-ada")

@@ -355,6 +355,7 @@ def test_definitions_routes(stack: Stack) -> None:
     listing = stack.api("GET", "/definitions")[2]["items"]
     assert {d["name"] for d in listing} == {
         "onboard_tenant",
+        "order_amendment",
         "order_fulfilment",
         "provision_environment",
         "transcode_video",

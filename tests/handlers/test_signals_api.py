@@ -156,3 +156,26 @@ def test_a_signal_event_is_sent_as_its_sources_owner(
     assert _steps(stack, wf)["amend"]["output"] == {"eta": "2d"}
     bad = events.handler(_event({"workflow_id": wf}, "acme.carrier"), LambdaContext())
     assert bad["status"] == "rejected" and bad["code"] == "InvalidEvent"
+
+
+def test_a_workflows_pending_signals_are_listed_for_who_may_send_them(stack: Stack) -> None:
+    """GET /workflows/{id}/signals (issue 37.8, the console's view): the names its steps wait
+    for and the signals kept and not taken yet, oldest first; a taken one leaves the list;
+    anyone who may not send it signals gets 404."""
+    wf = _start(stack)  # `first` has not run: nothing waits, so signals are kept
+    for n in (1, 2):
+        path = f"/workflows/{wf}/signals/amended"
+        assert stack.api("POST", path, body={"payload": {"n": n}}, caller=ALICE)[0] == 202
+    status, _, view = stack.api("GET", f"/workflows/{wf}/signals", caller=ALICE)
+    assert status == 200, view
+    assert view["waits"] == {"amended": ["amend"]}
+    assert [(p["sequence"], p["payload"]) for p in view["pending"]] == [
+        (0, {"n": 1}),
+        (1, {"n": 2}),
+    ]
+    assert all(p["name"] == "amended" and p["sent_at"] for p in view["pending"])
+    assert stack.api("GET", f"/workflows/{wf}/signals", caller=CARRIER)[0] == 200
+    assert stack.api("GET", f"/workflows/{wf}/signals", caller=CAROL)[0] == 404
+    stack.run_agents()  # first runs, amend takes signal 0
+    view = stack.api("GET", f"/workflows/{wf}/signals", caller=ALICE)[2]
+    assert [p["sequence"] for p in view["pending"]] == [1]

@@ -307,3 +307,62 @@ def test_the_graph_names_the_signal_a_step_waits_for() -> None:
     from shepherd_cli.render import graph
 
     assert "wait for signal amended" in graph(order_definition())
+
+
+def _branching(on_timeout: str | None) -> Any:
+    wait: dict[str, Any] = {"Name": "amended", "TimeoutSeconds": 60}
+    if on_timeout is not None:
+        wait["OnTimeout"] = on_timeout
+
+    def branch(name: str, timed_out: bool) -> dict[str, Any]:
+        rule = {"Variable": "$.steps.amend.output.timed_out", "IsPresent": timed_out}
+        return {
+            "Name": name,
+            "DependsOn": ["amend"],
+            "Condition": rule,
+            "Agent": "work",
+            "Pool": "p",
+            "TimeoutSeconds": 10,
+        }
+
+    return parse_definition(
+        {
+            "Name": "order",
+            "Steps": [
+                {
+                    "Name": "reserve",
+                    "Agent": "work",
+                    "Pool": "p",
+                    "TimeoutSeconds": 10,
+                    "Compensation": {"Agent": "undo", "Pool": "p", "TimeoutSeconds": 10},
+                },
+                {"Name": "amend", "DependsOn": ["reserve"], "WaitForSignal": wait},
+                branch("apply", False),
+                branch("as_placed", True),
+            ],
+        },
+        "order.yaml",
+    )
+
+
+def test_on_timeout_continue_takes_the_timers_branch_and_a_signal_the_other() -> None:
+    """`OnTimeout: CONTINUE` (issue 37.2; native definitions have no Catch): the timeout
+    succeeds with `{"timed_out": true}`, and a `Condition` on that output picks a branch for
+    the timer and one for the signal; the workflow never unwinds."""
+    timer = Run(_branching("CONTINUE"))
+    outcome = timer.engine.run(timer.wf, max_seconds=300)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert outcome.steps["amend"].output == {"timed_out": True}
+    assert outcome.steps["as_placed"].status is StepStatus.SUCCEEDED
+    assert outcome.steps["apply"].status is StepStatus.SKIPPED
+    signalled = Run(_branching("CONTINUE"))
+    assert signalled.send({"qty": 2}).taken_by == "amend"
+    outcome = signalled.engine.run(signalled.wf, max_seconds=300)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert outcome.steps["apply"].status is StepStatus.SUCCEEDED
+    assert outcome.steps["as_placed"].status is StepStatus.SKIPPED
+    # Without it, the timeout fails the step and the workflow unwinds (as before).
+    failed = Run(_branching(None))
+    assert failed.engine.run(failed.wf, max_seconds=300).status is WorkflowStatus.COMPENSATED
+    assert _branching(None).content_hash != _branching("CONTINUE").content_hash
+    assert '"OnTimeout"' not in _branching(None).canonical_json

@@ -250,3 +250,42 @@ def test_by_hand_a_lost_signal_a_double_take_and_a_timeout_over_a_kept_signal() 
     call = SignalCall(1, 2, WF, "sim_ping", {"k": 7}, "s7", "ok", sequence=2)
     problems = signal_problems(_state(listen, timed), definition, kept, [call], landed)
     assert any("lost" in p for p in problems), problems
+
+
+# --------------------------------------------- a cancel never waits on a callback (37.4)
+
+CANCELS = SimConfig(workflow_types=("sim_flash", "order_fulfilment"), callback_share=0.6)
+
+
+@contextlib.contextmanager
+def _cancel_waits_for_callbacks() -> Iterator[None]:
+    """The cancel's plan no longer fences an attempt waiting for its callback: the unwinding
+    waits for the callback's answer or its timeout (as before issue 37.4)."""
+    from shepherd.decisions import planner
+
+    owner = next(
+        c for c in vars(planner).values() if isinstance(c, type) and "_cancel_reaches" in vars(c)
+    )
+    real = owner._cancel_reaches
+
+    def reaches(self: Any, rec: Any, spec: Any) -> Any:
+        return [a for a in real(self, rec, spec) if type(a).__name__ != "EndAttempt"]
+
+    owner._cancel_reaches = reaches
+    try:
+        yield
+    finally:
+        owner._cancel_reaches = real
+
+
+def test_a_cancel_never_waits_for_a_callback_and_the_check_catches_it_put_back() -> None:
+    """`check_cancel_never_waits`: seed 0 (cancels at 60 %, callbacks at 60 %) is clean, and
+    with the fence taken out an attempt waits for its callback's timeout after the cancel."""
+    from dataclasses import replace
+
+    faults = replace(Faults(), cancel=0.6)
+    clean = run_seed(0, faults, CANCELS)
+    assert clean.violations == [], [str(v) for v in clean.violations]
+    with _cancel_waits_for_callbacks():
+        broken = run_seed(0, faults, CANCELS)
+    assert "cancel_waits" in {v.invariant for v in broken.violations}

@@ -38,6 +38,7 @@ def test_the_examples_load_and_name_only_registered_agents() -> None:
 
     assert set(DEFINITIONS) == {
         "onboard_tenant",
+        "order_amendment",
         "order_fulfilment",
         "provision_environment",
         "transcode_video",

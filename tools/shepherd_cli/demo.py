@@ -3,7 +3,9 @@
 Starts moto, the control process (HTTP API, supervisor, events, the schedules' clock) and one
 process per agent worker; starts every scenario over HTTP (one through an EventBridge event);
 shows live progress; a fraud desk approves one large order and rejects another through the API,
-one order's Wait step rests until its reminder is due, the provision example's
+one order's Wait step rests until its reminder is due, a customer amends an order
+(`order_amendment`) by a signal matched on its order id (`POST /signals`) while another's
+amendment window times out and takes its other branch (issue 37), the provision example's
 `smoke-environment` schedule fires once, and three videos are transcoded by a Map step (one
 clean, one with a flaky and a hanging chunk, one with more corrupt chunks than it tolerates,
 unwound), and two tenants are onboarded with child workflows (one clean; one whose failing
@@ -216,6 +218,45 @@ def _maybe_decide(api: Api, t: Tracked) -> None:
         t.note = f"the fraud desk's {verdict} was refused: {exc}"
 
 
+def _amend(api: Api, t: Tracked) -> None:
+    """The customer of an amendable order amends it right after placing it: one call, POST
+    /signals naming the order id (not the workflow's), with a signal id a retry repeats. The
+    order is indexed by its id at its start, so the signal reaches it at once and is kept
+    until `await_amendment` waits (after `reserve_inventory`), which takes it as it starts:
+    on a busy machine the 20 s window may have run out before an operator's first look."""
+    amendment = t.scenario.amend
+    if amendment is None:
+        return
+    order_id = t.payload["order_id"]
+    body = {
+        "name": "amend",
+        "match": {"order_id": order_id},
+        "payload": amendment,
+        "signal_id": f"amend-{order_id}",
+    }
+    try:
+        reply = api.call("POST", "/signals", body)
+        reached = [s["workflow_id"] for s in reply["signals"]]
+        t.note = f"amended by a signal matched on order_id {order_id} (reached {len(reached)})"
+    except ApiError as exc:
+        t.note = f"the amendment was refused: {exc}"
+
+
+def _amend_problems(t: Tracked) -> list[str]:
+    """An amendable order's window: the amendment is the wait's output and what was applied;
+    with none, the wait says it timed out."""
+    if t.scenario.wf_type != "order_amendment":
+        return []
+    output = _step(t.view, "await_amendment").get("output")
+    if t.scenario.amend is not None:
+        applied = (_step(t.view, "apply_amendment").get("output") or {}).get("amended")
+        if output != t.scenario.amend or applied != t.scenario.amend:
+            return [f"await_amendment's output is {output}, applied {applied}"]
+    elif output != {"timed_out": True}:
+        return [f"await_amendment's output is {output}, not a timeout's"]
+    return []
+
+
 def _show_wait(t: Tracked) -> None:
     """Say when the reminder's Wait step rests, and when the supervisor woke it."""
     if t.scenario.remind_in is None:
@@ -331,7 +372,7 @@ def _problems(t: Tracked, threshold: float) -> list[str]:
             found.append(
                 f"until_reminder woke at {woke}, before remind_at {t.payload['remind_at']}"
             )
-    return found
+    return found + _amend_problems(t)
 
 
 def _map_problems(t: Tracked) -> list[str]:
@@ -406,6 +447,11 @@ def _story(t: Tracked) -> str | None:
     if s.decide is not None:
         d = _step(view, "fraud_review").get("decision") or {}
         return f"fraud_review {d.get('verdict')} by {d.get('by')}: {d.get('comment')!r}; undone: {[c['name'] for c in view['compensations']] or 'nothing'}"
+    if s.wf_type == "order_amendment":
+        wait = _step(view, "await_amendment")
+        if s.amend is not None:
+            return f"await_amendment took the customer's signal (matched on order_id): {wait.get('output')}; apply_amendment {_step(view, 'apply_amendment').get('status')}"
+        return f"await_amendment timed out ({wait.get('output')}); confirm_as_placed {_step(view, 'confirm_as_placed').get('status')}, apply_amendment {_step(view, 'apply_amendment').get('status')}"
     if s.remind_in is not None:
         wait = _step(view, "until_reminder")
         if wait.get("finished_at"):
@@ -746,6 +792,7 @@ def main(argv: list[str] | None = None) -> int:
             tracked.append(Tracked(s, workflow_id, time.monotonic(), payload=payload))
             if s.pause_at_start:
                 _pause_at_start(api, tracked[-1])
+            _amend(api, tracked[-1])
             print(f"  started {s.label:<22} {render.DIM}{s.story}{render.RESET}", flush=True)
         tracked.sort(key=lambda t: SCENARIOS.index(t.scenario))  # shown in the scenarios' order
         scheduled = _scheduled(api, time.monotonic() + 30)

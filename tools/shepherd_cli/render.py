@@ -68,12 +68,17 @@ def map_progress(counts: dict[str, Any]) -> str:
 
 def _rest(step: dict[str, Any]) -> str:
     """A map step's progress, a child-workflow step's child, a person's answer to an Approval
-    step, or when a resting Wait (or Approval) ends."""
+    step, the signal a WaitForSignal step took (or its timeout), or when a resting Wait (or
+    Approval) ends."""
     if step.get("map"):
         return f"  {map_bar(step['map'])}"
     if step.get("children"):
         return f"  {DIM}child {step['children'][-1]}{RESET}"
     decision = step.get("decision")
+    if decision and decision.get("timed_out"):  # a WaitForSignal's timeout that went on
+        return f"  {DIM}no signal {decision.get('signal')} in time: went on{RESET}"
+    if decision and "signal" in decision:  # a WaitForSignal step took a signal
+        return f"  {DIM}took signal {decision['signal']} #{decision.get('sequence')}{RESET}"
     if decision:
         said = f": {decision['comment']}" if decision.get("comment") else ""
         return f"  {DIM}{decision['verdict']} by {decision['by']}{said}{RESET}"

@@ -94,6 +94,9 @@ class Scenario:
     map: MapExpect | None = None
     # Every child workflow its Workflow steps must have started, one per step or item.
     children: tuple[ChildExpect, ...] = ()
+    # An amendable order (issue 37): the customer sends this amendment by a signal matched on
+    # the order id (POST /signals) once its `await_amendment` waits; None: nobody amends it.
+    amend: dict[str, Any] | None = None
 
     def payload_now(self) -> dict[str, Any]:
         """The input as started now (a reminder's time counts from the start)."""
@@ -119,7 +122,36 @@ NO_REVIEW_NO_REMINDER = (
     ("send_reminder", "SKIPPED"),
 )
 
+# An amendable order's window and its two branches (issue 37).
+AMENDED = (
+    ("await_amendment", "SUCCEEDED"),
+    ("apply_amendment", "SUCCEEDED"),
+    ("confirm_as_placed", "SKIPPED"),
+)
+NOT_AMENDED = (
+    ("await_amendment", "SUCCEEDED"),
+    ("apply_amendment", "SKIPPED"),
+    ("confirm_as_placed", "SUCCEEDED"),
+)
+
 SCENARIOS = [
+    Scenario(
+        "order-amended",
+        "order_amendment",
+        {**ORDER, "order_id": "ord-amend-1"},
+        "SUCCEEDED",
+        "the customer amends it by a signal matched on its order id (POST /signals)",
+        amend={"items": [{"sku": "A-1", "qty": 3}], "note": "make it three"},
+        steps=AMENDED,
+    ),
+    Scenario(
+        "order-not-amended",
+        "order_amendment",
+        {**ORDER, "order_id": "ord-amend-2"},
+        "SUCCEEDED",
+        "nobody amends it: its wait times out (20 s) and takes the other branch",
+        steps=NOT_AMENDED,
+    ),
     Scenario(
         "order-clean",
         "order_fulfilment",

@@ -2808,8 +2808,9 @@ def _signal_visits(
         rec = state.steps.get(step)
         if rec is None:
             continue
-        if rec.status is StepStatus.SUCCEEDED and rec.decision:
-            decision = loads(rec.decision) or {}
+        decision = (loads(rec.decision) or {}) if rec.decision else {}
+        failed_by_timeout = rec.status is StepStatus.FAILED and TIMEOUT in str(rec.error)
+        if rec.status is StepStatus.SUCCEEDED and decision and not decision.get("timed_out"):
             number = int(decision.get("sequence", -1))
             takers[(name, number)].append(step)
             if number != expected:
@@ -2817,7 +2818,7 @@ def _signal_visits(
                     f"step '{step}' took signal {name} #{number}, not #{expected}: out of order"
                 )
             expected = number + 1
-        elif rec.status is StepStatus.FAILED and TIMEOUT in str(rec.error):
+        elif failed_by_timeout or decision.get("timed_out"):  # `OnTimeout: CONTINUE` succeeds
             deadline = rec.wake_at or 0
             timed_out = landed.get(f"S#{step}", 1 << 62)
             early = sorted(
@@ -2901,10 +2902,10 @@ def check_signals(record: RunRecord) -> list[Violation]:
         elif (
             pk.startswith("WF#")
             and sk.startswith("S#")
-            and new.get("status") == "FAILED"
+            and new.get("status") in ("FAILED", "SUCCEEDED")
             and old.get("status") == "WAITING"
         ):
-            landed[pk[3:]][sk] = position  # a wait timed out
+            landed[pk[3:]][sk] = position  # a wait ended (timed out, or took a signal)
     out: list[Violation] = []
     for wf_id, state in record.states().items():
         definition = record.definitions.get(state.workflow.wf_type)
@@ -2913,6 +2914,48 @@ def check_signals(record: RunRecord) -> list[Violation]:
         found = signal_problems(state, definition, kept[wf_id], calls[wf_id], landed[wf_id])
         for problem in found:
             out.append(Violation("signals", wf_id, problem))
+    return out
+
+
+CANCEL_MARGIN_MS = 3_000  # a timeout decided just before the cancel landed may land after it
+
+
+def check_cancel_never_waits(record: RunRecord) -> list[Violation]:
+    """A cancel never waits on a callback (invariant 13, issue 37.4): from the table's stream,
+    an attempt that was waiting for its callback when its workflow became CANCELLING ends by
+    the cancel's fence (`WorkflowCancelled`) or by an answer that beat it, never by the
+    callback's own timeout more than CANCEL_MARGIN_MS after the cancel landed (a timeout
+    decided before the cancel may land a moment after it)."""
+    out: list[Violation] = []
+    cancelling: dict[str, int] = {}  # workflow id -> when its CANCELLING write landed
+    for change in record.changes:
+        new, old = change.new or {}, change.old or {}
+        pk, sk = str(new.get("pk", "")), str(new.get("sk", ""))
+        if not pk.startswith("WF#"):
+            continue
+        wf_id = pk[3:]
+        if sk == WF_SK:
+            if new.get("status") == "CANCELLING" and old.get("status") != "CANCELLING":
+                cancelling[wf_id] = int(new.get("updated_at", 0))
+            continue
+        if not sk.startswith("S#") or old.get("status") != "WAITING":
+            continue
+        if old.get("callback_token") is None or wf_id not in cancelling:
+            continue
+        if new.get("status") == "WAITING" and new.get("attempt") == old.get("attempt"):
+            continue  # a heartbeat or a hold: still waiting
+        error = str(new.get("error") or "")
+        since = cancelling[wf_id]
+        ended = int(new.get("finished_at") or new.get("heartbeat_at") or since)
+        if "Timeout" in error and ended > since + CANCEL_MARGIN_MS:
+            out.append(
+                Violation(
+                    "cancel_waits",
+                    wf_id,
+                    f"step '{sk[2:]}' attempt {old.get('attempt')} waited for its callback "
+                    f"until its timeout at {ended}, {ended - since} ms after the cancel",
+                )
+            )
     return out
 
 
@@ -2948,6 +2991,7 @@ CHECKERS: Sequence[Checker] = (
     check_item_compensation,
     check_children,
     check_signals,
+    check_cancel_never_waits,
 )
 
 

@@ -106,3 +106,26 @@ def send_reminder(ctx: AgentContext) -> dict[str, Any]:
     ledger.apply("email", ctx.idempotency_key, "remind", {"remind_at": due})
     after_effect(ctx)
     return {"reminded": ctx.input.get("customer", "customer"), "remind_at": due}
+
+
+@registry.agent("apply_amendment")
+def apply_amendment(ctx: AgentContext) -> dict[str, Any]:
+    """The customer's amendment, sent as a signal matched on the order id (issue 37): the
+    `await_amendment` step's output, applied to the reservation."""
+    inject(ctx)
+    _latency()
+    amendment = ctx.dependencies["await_amendment"]
+    ledger.apply("inventory", ctx.idempotency_key, "amend", {"amendment": amendment})
+    after_effect(ctx)
+    return {"amended": amendment}
+
+
+@registry.agent("confirm_as_placed")
+def confirm_as_placed(ctx: AgentContext) -> dict[str, Any]:
+    """No amendment came within the window (`await_amendment` timed out and went on): the
+    customer is told the order ships as placed."""
+    inject(ctx)
+    _latency()
+    ledger.apply("email", ctx.idempotency_key, "send", {"as_placed": ctx.input["order_id"]})
+    after_effect(ctx)
+    return {"as_placed": True}

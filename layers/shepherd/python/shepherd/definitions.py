@@ -202,6 +202,11 @@ class WaitForSignalSpec(_Model):
         | None,
         Field(alias="Match", min_length=1, max_length=limits.MAX_MATCH_FIELDS),
     ] = None
+    # What its timeout does: FAIL (the default: States.Timeout, the workflow unwinds or
+    # pauses), or CONTINUE: it succeeds with `{"timed_out": true}`, so a `Condition` on its
+    # output picks a branch for the timer and one for the signal (native definitions have no
+    # Catch; issue 37.2).
+    on_timeout: Annotated[Literal["FAIL", "CONTINUE"] | None, Field(alias="OnTimeout")] = None
 
     @field_validator("match")
     @classmethod
@@ -635,8 +640,9 @@ class Definition(_Model):
                 if step.get(key, 0) is None:
                     del step[key]
             wait = step.get("WaitForSignal")
-            if isinstance(wait, dict) and wait.get("Match", 0) is None:
-                del wait["Match"]  # as before Match existed (issue 37.3): the same version
+            for key in ("Match", "OnTimeout"):
+                if isinstance(wait, dict) and wait.get(key, 0) is None:
+                    del wait[key]  # as before they existed (issue 37): the same version
             if any(step.get(kind) is not None for kind in _RESTING):
                 for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
                     step.pop(key, None)

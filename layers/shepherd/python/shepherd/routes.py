@@ -115,6 +115,8 @@ ROUTES: tuple[Route, ...] = (
         MAX_START_BODY_BYTES,
     ),
     Route("POST", "/workflows/{workflow_id}/steps/{step}/reject", "api", True, 8 * 1024),
+    # A workflow's pending signals (issue 37.8: the console's view), at most 100.
+    Route("GET", "/workflows/{workflow_id}/signals", "api"),
     # A signal into a running workflow (docs/api.md, Signals): kept until a step takes it.
     # Its payload is capped by the engine (the inline payload size); the body's cap leaves
     # room for the spaces and escapes a caller's JSON may carry around it.

@@ -41,7 +41,7 @@ from shepherd.errors import (
     WorkflowNotFound,
 )
 from shepherd.keys import WF_SK, signal_id_sk, signal_queue_sk, signal_sk, signals_pk, wf_pk
-from shepherd.model import StepRecord, StepStatus, WorkflowRecord, WorkflowState, dumps
+from shepherd.model import StepRecord, StepStatus, WorkflowRecord, WorkflowState, dumps, loads
 
 if TYPE_CHECKING:
     from shepherd.engine.catalog import Catalog
@@ -82,6 +82,18 @@ MAX_ROUNDS = 16  # senders racing for a queue's next number, waits racing for it
 # How long a kept signal (and its queue) outlives its last write: a workflow may wait up to a
 # year for it, then keep it for the deployment's retention like any finished item.
 KEPT_SECONDS = ONE_YEAR
+
+
+@dataclass(frozen=True)
+class PendingSignal:
+    """A signal kept and not taken yet (`GET /workflows/{id}/signals`)."""
+
+    name: str
+    sequence: int
+    payload: Any
+    signal_id: str | None
+    sender: str | None
+    sent_at: int
 
 
 @dataclass(frozen=True)
@@ -148,6 +160,47 @@ class Signals:
             return SignalReceipt(workflow_id, name, -1 - sequence, signal_id, duplicate=True)
         taken = self._hand_over(workflow_id, name)
         return SignalReceipt(workflow_id, name, sequence, signal_id, False, taken)
+
+    def pending(
+        self, workflow_id: str, principal: str
+    ) -> tuple[dict[str, tuple[str, ...]], list[PendingSignal]]:
+        """The signal names the workflow's steps wait for (name -> steps) and the signals kept
+        for them that no step took yet, oldest first per name: one read per name's queue and
+        one BatchGetItem of at most limits.MAX_SIGNALS_KEPT items. WorkflowNotFound for a
+        principal who may not send it signals (as `send`)."""
+        scheduler = self.scheduler
+        store = scheduler.ports.store
+        item = store.get(wf_pk(workflow_id), WF_SK)
+        if item is None:
+            raise WorkflowNotFound(workflow_id)
+        wf = WorkflowRecord.from_item(item)
+        definition = scheduler.catalog.version(wf.wf_type, wf.def_hash)
+        if principal not in sender_principals(wf.owner, definition):
+            raise WorkflowNotFound(workflow_id)
+        pk = signals_pk(workflow_id)
+        wanted: list[tuple[str, str]] = []
+        for name in sorted(definition.signal_waits):
+            queue = store.get(pk, signal_queue_sk(name)) or {}
+            head, end = int(queue.get("head", 0)), int(queue.get("next", 0))
+            wanted += [(pk, signal_sk(name, n)) for n in range(head, end)]
+        found: list[PendingSignal] = []
+        for start in range(0, len(wanted), 100):
+            for kept in store.get_many(wanted[start : start + 100]):
+                if kept.get("taken_at") is not None:
+                    continue
+                name, _, number = str(kept["sk"])[2:].rpartition("#")
+                found.append(
+                    PendingSignal(
+                        name=name,
+                        sequence=int(number),
+                        payload=loads(str(kept["payload"])),
+                        signal_id=kept.get("signal_id"),
+                        sender=kept.get("sender"),
+                        sent_at=int(kept["sent_at"]),
+                    )
+                )
+        found.sort(key=lambda p: (p.name, p.sequence))
+        return dict(definition.signal_waits), found
 
     def send_matching(
         self,
@@ -391,14 +444,33 @@ def time_out(
             if signal is not None and int(signal["sent_at"]) <= rec.wake_at:
                 continue  # kept in time since `take` read the queue: take it
         now = scheduler.ports.clock.now_ms()
-        error = tx.error_json(
-            TIMEOUT_ERROR,
-            f"no signal '{spec.name}' came within TimeoutSeconds ({spec.timeout_seconds})",
-        )
         expires_at = scheduler.expires(now)
-        write = tx.decide(
-            rec, now, approved=False, decision=None, output=None, error=error, expires_at=expires_at
-        )
+        if spec.on_timeout == "CONTINUE":  # the timer's branch: it succeeds, saying so
+            decision = dumps({"signal": spec.name, "timed_out": True})
+            output = scheduler.keep_for(rec, "output", dumps({"timed_out": True}))
+            write = tx.decide(
+                rec,
+                now,
+                approved=True,
+                decision=decision,
+                output=output,
+                error=None,
+                expires_at=expires_at,
+            )
+        else:
+            error = tx.error_json(
+                TIMEOUT_ERROR,
+                f"no signal '{spec.name}' came within TimeoutSeconds ({spec.timeout_seconds})",
+            )
+            write = tx.decide(
+                rec,
+                now,
+                approved=False,
+                decision=None,
+                output=None,
+                error=error,
+                expires_at=expires_at,
+            )
         guard = tx.queue_as_read(rec.workflow_id, spec.name, seen, now, expires_at)
         ended, lost = scheduler.executor.step_contended(state, rec, write, [guard])
         if ended is not None:

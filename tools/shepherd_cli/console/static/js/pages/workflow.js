@@ -312,9 +312,14 @@ function present(value, ref) {
   return (value !== null && value !== undefined) || Boolean(ref);
 }
 
-/** An Approval's answer in words: "APPROVED by ops at 12:03:04.120: “looks fine”". */
+/** An Approval's answer in words: "APPROVED by ops at 12:03:04.120: “looks fine”"; a
+ * WaitForSignal step's: the signal it took, or its timeout that went on (issue 37). */
 function decisionText(decision) {
   if (!decision) return null;
+  if (decision.timed_out) return h("span", { class: "decision" }, `no signal ${decision.signal} in time: went on`);
+  if (decision.signal) {
+    return h("span", { class: "decision", "data-signal": decision.signal }, h("strong", {}, `took signal ${decision.signal} #${decision.sequence}`), decision.sender ? ` sent by ${decision.sender}` : "", decision.signal_id ? ` (id ${decision.signal_id})` : "");
+  }
   const at = Number.isFinite(decision.at) ? new Date(decision.at).toISOString() : decision.at;
   return h(
     "span",
@@ -521,6 +526,81 @@ export async function workflowPage(ctx, { id, query = {} }) {
   const itemsHost = h("div", { id: "items" });
   const mapsHost = h("div", { id: "maps" });
   const eventsHost = h("div", { id: "events" });
+  // Signals (issue 37.8): the names its WaitForSignal steps wait for, the signals kept and
+  // not taken yet (GET /workflows/{id}/signals), and a form to send one.
+  const waitsForSignals = (shown.Steps || []).some((st) => st.WaitForSignal);
+  const signalsHost = h("section", { id: "signals", hidden: !waitsForSignals });
+  let signals = null;
+  async function loadSignals() {
+    if (!waitsForSignals) return;
+    try {
+      signals = (await get(`/workflows/${seg(id)}/signals`)).data;
+    } catch (exc) {
+      if (!(exc instanceof ApiError)) throw exc;
+      signals = { waits: {}, pending: [], problem: exc.describe ? exc.describe() : String(exc) };
+    }
+    if (ctx.alive) drawSignals();
+  }
+  // The form is built once (a refresh redraws the list, never what is being typed).
+  const signalWaits = h("p", { class: "muted" });
+  const signalList = h("div", { id: "signal-list" });
+  const signalName = h("select", { name: "signal-name" });
+  const signalPayload = h("textarea", { name: "signal-payload", rows: "3", placeholder: '{"quantity": 3}' });
+  const signalId = h("input", { name: "signal-id", size: 20, placeholder: "optional dedupe id" });
+  const signalSent = h("p", { class: "outcome", role: "status", id: "signal-outcome" });
+  const signalButton = h("button", { type: "submit", class: "primary" }, "Send signal");
+  const signalForm = h(
+    "form",
+    { class: "signal-form", "aria-label": "Send a signal" },
+    h("label", {}, "Signal ", signalName),
+    h("label", {}, "Payload (JSON) ", signalPayload),
+    h("label", {}, "Signal id ", signalId),
+    signalButton,
+  );
+  signalForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let body;
+    try {
+      body = { payload: signalPayload.value.trim() ? JSON.parse(signalPayload.value) : null };
+    } catch {
+      replace(signalSent, "The payload is not JSON.");
+      return;
+    }
+    if (signalId.value.trim()) body.signal_id = signalId.value.trim();
+    try {
+      const { data } = await post(`/workflows/${seg(id)}/signals/${seg(signalName.value)}`, body);
+      replace(
+        signalSent,
+        data.duplicate
+          ? `Signal ${data.name} #${data.sequence} was kept already.`
+          : data.taken_by
+            ? `Signal ${data.name} #${data.sequence} taken by ${data.taken_by}.`
+            : `Signal ${data.name} #${data.sequence} kept until a step waits for it.`,
+      );
+    } catch (exc) {
+      replace(signalSent, exc.describe ? exc.describe() : String(exc));
+    }
+    await refresh();
+  });
+  if (waitsForSignals) replace(signalsHost, h("h2", {}, "Signals"), signalWaits, signalList, signalForm, signalSent);
+  function drawSignals() {
+    if (!waitsForSignals || signals === null) return;
+    const names = Object.keys(signals.waits);
+    replace(signalWaits, names.length ? `Its steps wait for: ${names.map((n) => `${n} (${signals.waits[n].join(", ")})`).join("; ")}.` : "");
+    if (signalName.options.length !== names.length) replace(signalName, names.map((n) => h("option", { value: n }, n)));
+    signalButton.disabled = TERMINAL.has(view.status);
+    const rows = signals.pending.map((p) =>
+      h("tr", { "data-signal": `${p.name}#${p.sequence}` }, h("td", {}, p.name), h("td", {}, String(p.sequence)), h("td", { class: "mono" }, JSON.stringify(p.payload)), h("td", {}, p.signal_id || ""), h("td", {}, time(p.sent_at, { date: true }))),
+    );
+    redraw(
+      signalList,
+      signals.problem ? h("p", { class: "problem" }, signals.problem) : null,
+      rows.length
+        ? table("Signals kept that no step has taken yet, oldest first.", ["Name", "#", "Payload", "Signal id", "Sent"], rows)
+        : h("p", { class: "empty" }, "No signal waits to be taken."),
+    );
+  }
+
   const problem = h("p", { class: "problem", role: "alert" });
   let lastText = "";
 
@@ -568,6 +648,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
         ["Supervisor acts next", nextActs(view)],
         ["Child workflows", childrenSummary(view)],
         ["Redrives", view.redrives ? String(view.redrives) : ""],
+        ["Tags", view.tags ? Object.entries(view.tags).map(([k, v]) => `${k}:${v}`).join(", ") : ""],
         ["Definition", h("code", { title: view.definition_hash }, view.definition_hash.slice(0, 12))],
       ]),
     );
@@ -677,6 +758,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
     try {
       view = (await get(`/workflows/${seg(id)}`)).data;
       await loadHistory();
+      await loadSignals();
       replace(problem);
     } catch (exc) {
       replace(problem, exc.describe ? exc.describe() : String(exc));
@@ -700,6 +782,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
     bannerHost,
     summary,
     h("section", { "aria-labelledby": "h-actions" }, h("h2", { id: "h-actions" }, "Actions"), answers, actions, outcome),
+    signalsHost,
     h("section", { "aria-labelledby": "h-graph" }, h("h2", { id: "h-graph" }, "Steps"), graphHost),
     maps.size ? h("section", { "aria-labelledby": "h-maps" }, h("h2", { id: "h-maps" }, "Map items"), mapsHost) : null,
     h("section", { "aria-labelledby": "h-timeline" }, h("h2", { id: "h-timeline" }, "Attempts"), timelineHost),
@@ -713,6 +796,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
   // Came here by paging (or filtering) a map's items: the keyboard lands on that table.
   const paged = maps.get(query.items);
   if (paged) ctx.focusOn = paged.heading;
+  loadSignals().catch(() => {});
   loadHistory().catch((exc) => {
     if (ctx.alive) redraw(eventsHost, h("p", { class: "problem" }, `The history could not be read: ${exc.describe ? exc.describe() : exc}`));
   });
