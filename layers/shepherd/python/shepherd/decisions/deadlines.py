@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from shepherd.decisions.ratelimit import HORIZON_US
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
+from shepherd.kinds import kind_of
 from shepherd.model import PoolState, StepRecord, StepStatus, WorkflowState, WorkflowStatus
 
 
@@ -96,11 +97,7 @@ def _resting(definition: Definition, rec: StepRecord) -> Deadline | None:
     if rec.status is not StepStatus.WAITING or rec.wake_at is None:
         return None
     spec = definition.by_name[rec.name]
-    if spec.approval is not None:
-        return Deadline(rec.wake_at, "approval timeout")
-    if spec.wait_for_signal is not None:
-        return Deadline(rec.wake_at, f"signal {spec.wait_for_signal.name} timeout")
-    return Deadline(rec.wake_at, "wake")
+    return Deadline(rec.wake_at, kind_of(spec).deadline_label(spec))
 
 
 def next_deadline(

@@ -1,0 +1,79 @@
+"""The step-kind protocol (issue 40.1): what the engine asks of a step's kind instead of
+testing which kind it holds.
+
+A kind is a stateless object (one per kind, `shepherd.kinds.kind_of` finds a step's): every
+question whose answer differs between a task, a map, a child workflow, a Wait, an Approval
+and a WaitForSignal is a member here, answered once in that kind's module. The Condition is
+not a kind: any step may have one, and the planner evaluates it before it asks the kind
+anything (`planner._ready`). The defaults are a task's answers where a task has one; the
+resting kinds (nothing runs: no message, no claim) override the rest group.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from shepherd.decisions.actions import Action
+from shepherd.definitions import StepSpec
+from shepherd.model import StepRecord, StepStatus
+
+
+class StepKind(ABC):
+    """One kind of step. Subclasses set the class flags and override what they do
+    differently; none holds state, so one instance serves every step of its kind."""
+
+    name: ClassVar[str]
+    # Sent to an agent pool as a task message, claimed and run by an agent.
+    runs_agent: ClassVar[bool] = False
+    # Rests WAITING with nothing running until its deadline or an outside answer (a person's,
+    # a signal's): no message, no claim, no attempt; unwinding cancels it (it never acted).
+    rests: ClassVar[bool] = False
+    # Fans out over items (`Map`): its record carries the map's counters (`rec.fanout`).
+    fans_out: ClassVar[bool] = False
+
+    @abstractmethod
+    def matches(self, spec: StepSpec) -> bool:
+        """Whether `spec` is of this kind (the registry asks in order; the first wins)."""
+
+    def starts_children(self, spec: StepSpec) -> bool:
+        """Whether its attempts (a map's: its items) start child workflows."""
+        return False
+
+    # ------------------------------------------------------------------ resting kinds
+
+    def reads_document(self, spec: StepSpec) -> bool:
+        """Whether its rest needs the step's document (`choice.document`) to be planned."""
+        return False
+
+    def rest_until(self, spec: StepSpec, now: int, ready_at: int, document: Any) -> int | str:
+        """A resting step entering WAITING at `now` (ready since `ready_at`): when its
+        deadline falls, or why it cannot rest (a `States.Runtime` message)."""
+        raise TypeError(f"a {self.name} step does not rest")
+
+    def deadline_label(self, spec: StepSpec) -> str:
+        """What a resting step's deadline (`wake_at`) is called in the supervisor's view."""
+        raise TypeError(f"a {self.name} step does not rest")
+
+    def at_deadline(self, rec: StepRecord, late_ms: int) -> Action:
+        """What a look does to a resting step whose deadline passed `late_ms` ago."""
+        raise TypeError(f"a {self.name} step does not rest")
+
+    def while_resting(self, rec: StepRecord) -> list[Action]:
+        """What a look does to a resting step before its deadline (nothing, by default)."""
+        return []
+
+    # --------------------------------------------------------------------- unwinding
+
+    def compensated(self, spec: StepSpec, rec: StepRecord) -> bool:
+        """Whether unwinding must undo this step: it declares a compensation, and it
+        succeeded (`When: SUCCEEDED`) or was claimed at least once (`When: ATTEMPTED`, the
+        default: any attempt may have applied its effect). A step never claimed is never
+        compensated."""
+        if spec.compensation is None:
+            return False
+        if rec.status is StepStatus.SUCCEEDED:
+            return True
+        return spec.compensation.when == "ATTEMPTED" and rec.first_claimed_at is not None
