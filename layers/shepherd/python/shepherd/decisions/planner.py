@@ -201,11 +201,7 @@ class _Planner:
     def _redispatch(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
         """A resume's: a queued task is sent, a queued child step starts its child, a failed
         wait rests again."""
-        if _is_child_step(spec):
-            return [StartChild(rec)]
-        if spec.is_task:
-            return [Dispatch(rec, lost=False)]
-        return self._start_wait(rec, spec, self.now)
+        return kind_of(spec).plan_resend(self, rec, spec)
 
     def after_completion(self, completed: str) -> list[Action]:
         """What one step's success can change, planned on its successors, their dependencies
@@ -239,10 +235,12 @@ class _Planner:
                 return []  # the caller assembles it (`conditions_due`); planned again then
             if not choice.evaluate(spec.condition, document):
                 return [Skip(rec)]  # by whoever sees it first: one conditional write
-        if not spec.is_task:
-            return self._start_wait(rec, spec, ready_at)  # by whoever sees it first
-        if _is_child_step(spec):
-            return self._ready_child(rec, ready_at)
+        return kind_of(spec).plan_ready(self, rec, spec, ready_at)
+
+    def ready_task(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+        """A ready task or map step: its message, sent by whoever owns it (the completer of
+        its one dependency, a join's last, a resume, or a look when it was lost)."""
+        options = self.options
         if options.completed is not None and options.completed in spec.depends_on:
             is_join = len(spec.depends_on) > 1
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
@@ -260,7 +258,7 @@ class _Planner:
             return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline, held=held)]
         return []
 
-    def _ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
+    def ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
         """A ready child-workflow step is started by whoever completed its last dependency
         (or a resume); else by the supervisor once its dispatch grace passed (its starter
         died), as a task's lost message is re-sent."""
@@ -316,7 +314,7 @@ class _Planner:
             rec = state.steps[spec.name]
             if rec.status in (StepStatus.PENDING, StepStatus.QUEUED):
                 actions.append(Cancel(rec))
-            elif not spec.is_task and rec.status is StepStatus.WAITING:
+            elif kind_of(spec).cancelled_at_once(rec):
                 actions.append(Cancel(rec))  # a wait never acted: nothing to wait for or undo
             elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
                 actions.extend(self._supervise_map(rec, spec, unwinding=True))
@@ -400,11 +398,16 @@ class _Planner:
 
     # ---------------------------------------------------------------------- supervision
 
+    def _kind_supervises(self, rec: StepRecord, spec: TaskSpec) -> list[Action] | None:
+        """A step's kind's own look (a resting step's), or None (a compensation's spec is
+        not a step's: it is supervised as an attempt)."""
+        return kind_of(spec).supervise(self, rec, spec) if isinstance(spec, StepSpec) else None
+
     def _supervise(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
         """Time-based actions on a QUEUED, RUNNING or WAITING step or compensation."""
         now, definition = self.now, self.definition
-        if isinstance(spec, StepSpec) and not spec.is_task:
-            return self._supervise_wait(rec, spec)
+        if (own := self._kind_supervises(rec, spec)) is not None:
+            return own
         if rec.fanout is not None and rec.index is None and rec.status is StepStatus.RUNNING:
             return self._supervise_map(rec, spec, unwinding=unwinding)
         if rec.child_id is not None and rec.status is StepStatus.WAITING:
@@ -590,7 +593,7 @@ class _Planner:
 
     # --------------------------------------------------------------------------- waits
 
-    def _start_wait(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+    def start_rest(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
         """A resting step (its kind's `rests`) to rest WAITING until its deadline, or to fail
         if its kind cannot read one (a Wait's `UntilPath` reads the input from its
         document)."""
@@ -605,11 +608,11 @@ class _Planner:
         # wait never rests under a deadline older than its own start.
         return [StartWait(rec, max(at, self.now))]
 
-    def _supervise_wait(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+    def supervise_rest(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
         """At a resting step's deadline (never earlier), what its kind does then; before it,
         what its kind does meanwhile; start one a resume queued whose start was lost."""
         if rec.status is StepStatus.QUEUED:
-            return self._start_wait(rec, spec, self.now)
+            return self.start_rest(rec, spec, self.now)
         if rec.status is not StepStatus.WAITING or rec.wake_at is None:
             return []
         kind = kind_of(spec)
@@ -673,12 +676,7 @@ def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
     out = []
     for spec in definition.steps:
         rec = state.steps.get(spec.name)
-        reads = spec.condition is not None or (spec.wait is not None and spec.wait.until_path)
-        if not reads or rec is None:
-            continue
-        if rec.status is not StepStatus.PENDING and not (
-            spec.wait is not None and rec.status is StepStatus.QUEUED
-        ):
+        if rec is None or not kind_of(spec).needs_document(spec, rec):
             continue
         if all(d in state.steps for d in spec.depends_on) and _ready_at(state, spec) is not None:
             out.append(spec.name)
@@ -695,14 +693,9 @@ def start_actions(definition: Definition, state: WorkflowState, input_value: Any
         rec = state.steps[name]
         if spec.condition is not None and not choice.evaluate(spec.condition, document):
             actions.append(Skip(rec))
-        elif (kind := kind_of(spec)).rests:
-            created = state.workflow.created_at
-            at = kind.rest_until(spec, created, created, document)
-            actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))
-        elif kind.starts_children(spec):
-            actions.append(StartChild(rec))
         else:
-            actions.append(SendImplicit(name))
+            created = state.workflow.created_at
+            actions.append(kind_of(spec).plan_at_start(rec, spec, created, document))
     return actions
 
 

@@ -8,13 +8,12 @@ from typing import Any
 
 from shepherd.decisions.actions import Action, TimeOutApproval
 from shepherd.definitions import StepSpec
-from shepherd.kinds.base import StepKind
+from shepherd.kinds.base import Resting
 from shepherd.model import StepRecord
 
 
-class Approval(StepKind):
+class Approval(Resting):
     name = "approval"
-    rests = True
 
     def matches(self, spec: StepSpec) -> bool:
         return spec.approval is not None

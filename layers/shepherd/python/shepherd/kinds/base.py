@@ -14,11 +14,34 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from shepherd.decisions.actions import Action
+from shepherd.decisions.actions import Action, Dispatch, FailWait, SendImplicit, StartWait
 from shepherd.definitions import StepSpec
 from shepherd.model import StepRecord, StepStatus
+
+
+class Planning(Protocol):
+    """What a kind's planning uses of the planner (`decisions.planner._Planner`): the time
+    of the plan and the planner's handling of each way a step can start."""
+
+    now: int
+
+    def ready_task(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+        """Who sends a ready task (or map) step's message, and when."""
+        ...
+
+    def ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
+        """Who starts a ready child-workflow step's child, and when."""
+        ...
+
+    def start_rest(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+        """A resting step entering WAITING (or failing: an unreadable time)."""
+        ...
+
+    def supervise_rest(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """A look at a resting step: at its deadline, or before it."""
+        ...
 
 
 class StepKind(ABC):
@@ -40,6 +63,40 @@ class StepKind(ABC):
 
     def starts_children(self, spec: StepSpec) -> bool:
         """Whether its attempts (a map's: its items) start child workflows."""
+        return False
+
+    # ----------------------------------------------------------------------- planning
+
+    def plan_ready(
+        self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
+    ) -> list[Action]:
+        """A PENDING step whose dependencies succeeded (and whose condition holds): what a
+        plan does with it. A task's message is sent by whoever owns it (`Planning.ready_task`)."""
+        return p.ready_task(rec, spec, ready_at)
+
+    def plan_resend(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """A resume's plan of a QUEUED step: a task is sent again."""
+        return [Dispatch(rec, lost=False)]
+
+    def plan_at_start(
+        self, rec: StepRecord, spec: StepSpec, created_at: int, document: Any
+    ) -> Action:
+        """A root (its condition holding) as its workflow starts: a task's message goes out
+        with the start (the starter sends it)."""
+        return SendImplicit(spec.name)
+
+    def needs_document(self, spec: StepSpec, rec: StepRecord) -> bool:
+        """Whether a plan of this step may read its document (`choice.document`, assembled
+        by the caller, `planner.conditions_due`): a PENDING step's condition."""
+        return spec.condition is not None and rec.status is StepStatus.PENDING
+
+    def supervise(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action] | None:
+        """A look's own plan of the step, or None: the planner's supervision of an attempt
+        (timeouts, heartbeats, lost messages, a map's window, a child's end)."""
+        return None
+
+    def cancelled_at_once(self, rec: StepRecord) -> bool:
+        """Whether unwinding cancels it as it is, with nothing to wait for or undo."""
         return False
 
     # ------------------------------------------------------------------ resting kinds
@@ -77,3 +134,36 @@ class StepKind(ABC):
         if rec.status is StepStatus.SUCCEEDED:
             return True
         return spec.compensation.when == "ATTEMPTED" and rec.first_claimed_at is not None
+
+
+class Resting(StepKind):
+    """A kind that rests WAITING with nothing running (Wait, Approval, WaitForSignal): it
+    enters WAITING by whoever sees it ready first, a look acts at its deadline, and
+    unwinding cancels it while it rests (it never acted)."""
+
+    rests = True
+
+    def plan_ready(
+        self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
+    ) -> list[Action]:
+        return p.start_rest(rec, spec, ready_at)  # by whoever sees it first
+
+    def plan_resend(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        return p.start_rest(rec, spec, p.now)  # a failed wait rests again
+
+    def plan_at_start(
+        self, rec: StepRecord, spec: StepSpec, created_at: int, document: Any
+    ) -> Action:
+        at = self.rest_until(spec, created_at, created_at, document)
+        return FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at)
+
+    def needs_document(self, spec: StepSpec, rec: StepRecord) -> bool:
+        """Whether a plan of this step may read its document (`choice.document`, assembled
+        by the caller, `planner.conditions_due`): a PENDING step's condition."""
+        return spec.condition is not None and rec.status is StepStatus.PENDING
+
+    def supervise(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action] | None:
+        return p.supervise_rest(rec, spec)
+
+    def cancelled_at_once(self, rec: StepRecord) -> bool:
+        return rec.status is StepStatus.WAITING

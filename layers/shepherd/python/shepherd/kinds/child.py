@@ -5,8 +5,11 @@ was cancelled undid itself before the step ended)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from shepherd.decisions.actions import Action, StartChild
 from shepherd.definitions import StepSpec
-from shepherd.kinds.base import StepKind
+from shepherd.kinds.base import Planning, StepKind
 from shepherd.model import StepRecord, StepStatus
 
 
@@ -18,6 +21,19 @@ class Child(StepKind):
 
     def starts_children(self, spec: StepSpec) -> bool:
         return True
+
+    def plan_ready(
+        self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
+    ) -> list[Action]:
+        return p.ready_child(rec, ready_at)
+
+    def plan_resend(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        return [StartChild(rec)]  # a queued child step starts its child
+
+    def plan_at_start(
+        self, rec: StepRecord, spec: StepSpec, created_at: int, document: Any
+    ) -> Action:
+        return StartChild(rec)
 
     def compensated(self, spec: StepSpec, rec: StepRecord) -> bool:
         return rec.status is StepStatus.SUCCEEDED

@@ -6,8 +6,11 @@ undoes itself; a map never opened has nothing to undo."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from shepherd.decisions.actions import Action, Dispatch, SendImplicit, StartChild
 from shepherd.definitions import StepSpec
-from shepherd.kinds.base import StepKind
+from shepherd.kinds.base import Planning, StepKind
 from shepherd.model import StepRecord
 
 
@@ -20,6 +23,23 @@ class Map(StepKind):
 
     def starts_children(self, spec: StepSpec) -> bool:
         return spec.workflow is not None
+
+    def plan_ready(
+        self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
+    ) -> list[Action]:
+        """A map of child workflows opens as a child step starts (by whoever completed its
+        last dependency); a map of tasks is sent as a task is."""
+        if spec.workflow is not None:
+            return p.ready_child(rec, ready_at)
+        return p.ready_task(rec, spec, ready_at)
+
+    def plan_resend(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        return [StartChild(rec) if spec.workflow is not None else Dispatch(rec, lost=False)]
+
+    def plan_at_start(
+        self, rec: StepRecord, spec: StepSpec, created_at: int, document: Any
+    ) -> Action:
+        return StartChild(rec) if spec.workflow is not None else SendImplicit(spec.name)
 
     def compensated(self, spec: StepSpec, rec: StepRecord) -> bool:
         if spec.workflow is None and spec.compensation is None:

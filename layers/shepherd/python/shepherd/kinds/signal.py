@@ -8,13 +8,12 @@ from typing import Any
 
 from shepherd.decisions.actions import Action, TakeSignal, TimeOutSignal
 from shepherd.definitions import StepSpec
-from shepherd.kinds.base import StepKind
+from shepherd.kinds.base import Resting
 from shepherd.model import StepRecord
 
 
-class Signal(StepKind):
+class Signal(Resting):
     name = "signal"
-    rests = True
 
     def matches(self, spec: StepSpec) -> bool:
         return spec.wait_for_signal is not None

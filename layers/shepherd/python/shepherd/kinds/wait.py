@@ -9,19 +9,23 @@ from typing import Any
 from shepherd.decisions import waits
 from shepherd.decisions.actions import Action, Wake
 from shepherd.definitions import StepSpec
-from shepherd.kinds.base import StepKind
-from shepherd.model import StepRecord
+from shepherd.kinds.base import Resting
+from shepherd.model import StepRecord, StepStatus
 
 
-class Wait(StepKind):
+class Wait(Resting):
     name = "wait"
-    rests = True
 
     def matches(self, spec: StepSpec) -> bool:
         return spec.wait is not None
 
     def reads_document(self, spec: StepSpec) -> bool:
         return spec.wait is not None and spec.wait.until_path is not None
+
+    def needs_document(self, spec: StepSpec, rec: StepRecord) -> bool:
+        """Its condition, or its `UntilPath`, while PENDING or QUEUED (a resume's start)."""
+        reads = spec.condition is not None or self.reads_document(spec)
+        return reads and rec.status in (StepStatus.PENDING, StepStatus.QUEUED)
 
     def rest_until(self, spec: StepSpec, now: int, ready_at: int, document: Any) -> int | str:
         return wake_time(spec, ready_at, document)
