@@ -85,6 +85,7 @@ from shepherd.errors import (
 )
 from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
+from shepherd.kinds import kind_of
 from shepherd.model import (
     TOTAL,
     MapState,
@@ -214,6 +215,7 @@ class Scheduler:
         self.catalog = catalog
         self.config = config or EngineConfig()
         self.executor = Executor(ports)
+        self._rest_writes = _RestWrites(self)
         self.maps = Maps(self.executor, ports, self.expires)
 
     # ------------------------------------------------------------------------------ start
@@ -1255,20 +1257,9 @@ class Scheduler:
         match action:
             case StartWait(seen, wake_at):
                 spec = definition.by_name[seen.name]
-                if spec.wait is not None and spec.wait.seconds is None:
-                    self._pull_due_to(state, wake_at)
-                approvers = None if spec.approval is None else spec.approval.approvers
-                write = tx.start_wait(seen, now, wake_at, approvers)
-                inbox: list[tx.Write] = []
-                if approvers is not None:  # listed for whoever may answer, as it starts
-                    principals = tx.approval_principals(state.workflow.owner, approvers)
-                    inbox = tx.inbox_entries(state.workflow, seen, principals, now, wake_at)
-                resting = ex.step_with(state, seen, write, inbox)
-                if resting is None:
-                    return False
-                if spec.wait_for_signal is not None:  # the oldest signal kept, if one came
-                    signals.take(self, state, definition, resting)
-                return True
+                return kind_of(spec).start_rest(
+                    self._rest_writes, state, definition, seen, now, wake_at
+                )
             case Wake(seen):
                 return ex.step(state, tx.wake(seen, now, self.expires(now))) is not None
             case TakeSignal(seen):
@@ -1304,10 +1295,9 @@ class Scheduler:
         """What takes a waiting Approval step out of its approvers' inboxes, in the write that
         ends its wait (an answer, its timeout, a cancel); nothing for any other unit."""
         spec = definition.by_name.get(seen.name) if seen.kind == "step" else None
-        if spec is None or spec.approval is None or seen.status is not StepStatus.WAITING:
+        if spec is None:
             return []
-        principals = tx.approval_principals(state.workflow.owner, spec.approval.approvers)
-        return tx.inbox_cleared(seen, principals, self.expires(now))
+        return kind_of(spec).leaving_rest(state, spec, seen, self.expires(now))
 
     def _apply_to_workflow(self, state: WorkflowState, action: Action, now: int) -> bool:
         """The actions that change the workflow item's status."""
@@ -1518,3 +1508,23 @@ def _key(action: Action) -> tuple[Any, ...]:
         case Finish(status):
             return ("Finish", status)
     raise TypeError(action)  # pragma: no cover
+
+
+class _RestWrites:
+    """What a resting kind's writes use of the engine (`kinds.base.RestWrites`)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def step_with(
+        self, state: WorkflowState, seen: StepRecord, write: tx.Write, extras: Sequence[tx.Write]
+    ) -> StepRecord | None:
+        return self._scheduler.executor.step_with(state, seen, write, extras)
+
+    def pull_due_to(self, state: WorkflowState, at: int) -> None:
+        self._scheduler._pull_due_to(state, at)
+
+    def take_signal(
+        self, state: WorkflowState, definition: Definition, rec: StepRecord
+    ) -> StepRecord | None:
+        return signals.take(self._scheduler, state, definition, rec)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from shepherd.decisions import transitions as tx
 from shepherd.decisions.actions import Action, TimeOutApproval
-from shepherd.definitions import StepSpec
-from shepherd.kinds.base import Resting
-from shepherd.model import StepRecord
+from shepherd.definitions import Definition, StepSpec
+from shepherd.kinds.base import Resting, RestWrites
+from shepherd.model import StepRecord, StepStatus, WorkflowState
 
 
 class Approval(Resting):
@@ -21,6 +22,33 @@ class Approval(Resting):
     def rest_until(self, spec: StepSpec, now: int, ready_at: int, document: Any) -> int | str:
         assert spec.approval is not None
         return now + spec.approval.timeout_seconds * 1000
+
+    def start_rest(
+        self,
+        w: RestWrites,
+        state: WorkflowState,
+        definition: Definition,
+        seen: StepRecord,
+        now: int,
+        wake_at: int,
+    ) -> bool:
+        """Resting, it is listed in the inbox of whoever may answer, in the same write."""
+        spec = definition.by_name[seen.name]
+        assert spec.approval is not None
+        approvers = spec.approval.approvers
+        write = tx.start_wait(seen, now, wake_at, approvers)
+        principals = tx.approval_principals(state.workflow.owner, approvers)
+        inbox = tx.inbox_entries(state.workflow, seen, principals, now, wake_at)
+        return w.step_with(state, seen, write, inbox) is not None
+
+    def leaving_rest(
+        self, state: WorkflowState, spec: StepSpec, seen: StepRecord, expires_at: int
+    ) -> list[tx.Write]:
+        """Out of its approvers' inboxes, in the write that ends its wait."""
+        if spec.approval is None or seen.status is not StepStatus.WAITING:
+            return []
+        principals = tx.approval_principals(state.workflow.owner, spec.approval.approvers)
+        return tx.inbox_cleared(seen, principals, expires_at)
 
     def deadline_label(self, spec: StepSpec) -> str:
         return "approval timeout"

@@ -14,11 +14,13 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
+from shepherd.decisions import transitions as tx
 from shepherd.decisions.actions import Action, Dispatch, FailWait, SendImplicit, StartWait
-from shepherd.definitions import StepSpec
-from shepherd.model import StepRecord, StepStatus
+from shepherd.definitions import Definition, StepSpec
+from shepherd.model import StepRecord, StepStatus, WorkflowState
 
 
 class Planning(Protocol):
@@ -41,6 +43,27 @@ class Planning(Protocol):
 
     def supervise_rest(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
         """A look at a resting step: at its deadline, or before it."""
+        ...
+
+
+class RestWrites(Protocol):
+    """What a resting kind's writes use of the engine (the scheduler gives them): one step
+    write with the writes that go with it, the watch entry's pull, a signal handed over."""
+
+    def step_with(
+        self, state: WorkflowState, seen: StepRecord, write: tx.Write, extras: Sequence[tx.Write]
+    ) -> StepRecord | None:
+        """Apply `write` with `extras` in one transaction: the new record, or None if lost."""
+        ...
+
+    def pull_due_to(self, state: WorkflowState, at: int) -> None:
+        """Make `at` the watch entry's latest due before a rest no reach gap counted."""
+        ...
+
+    def take_signal(
+        self, state: WorkflowState, definition: Definition, rec: StepRecord
+    ) -> StepRecord | None:
+        """Hand the oldest kept signal of its name to a resting WaitForSignal step."""
         ...
 
 
@@ -122,6 +145,25 @@ class StepKind(ABC):
         """What a look does to a resting step before its deadline (nothing, by default)."""
         return []
 
+    def start_rest(
+        self,
+        w: RestWrites,
+        state: WorkflowState,
+        definition: Definition,
+        seen: StepRecord,
+        now: int,
+        wake_at: int,
+    ) -> bool:
+        """The write that puts a resting step WAITING until `wake_at` (False: it lost)."""
+        raise TypeError(f"a {self.name} step does not rest")
+
+    def leaving_rest(
+        self, state: WorkflowState, spec: StepSpec, seen: StepRecord, expires_at: int
+    ) -> list[tx.Write]:
+        """What goes with the write that ends a step's rest (an answer, its timeout, a
+        cancel): nothing, but for an Approval's inbox entries."""
+        return []
+
     # --------------------------------------------------------------------- unwinding
 
     def compensated(self, spec: StepSpec, rec: StepRecord) -> bool:
@@ -167,3 +209,15 @@ class Resting(StepKind):
 
     def cancelled_at_once(self, rec: StepRecord) -> bool:
         return rec.status is StepStatus.WAITING
+
+    def start_rest(
+        self,
+        w: RestWrites,
+        state: WorkflowState,
+        definition: Definition,
+        seen: StepRecord,
+        now: int,
+        wake_at: int,
+    ) -> bool:
+        write = tx.start_wait(seen, now, wake_at, None)
+        return w.step_with(state, seen, write, []) is not None

@@ -8,9 +8,9 @@ from typing import Any
 
 from shepherd.decisions import waits
 from shepherd.decisions.actions import Action, Wake
-from shepherd.definitions import StepSpec
-from shepherd.kinds.base import Resting
-from shepherd.model import StepRecord, StepStatus
+from shepherd.definitions import Definition, StepSpec
+from shepherd.kinds.base import Resting, RestWrites
+from shepherd.model import StepRecord, StepStatus, WorkflowState
 
 
 class Wait(Resting):
@@ -29,6 +29,22 @@ class Wait(Resting):
 
     def rest_until(self, spec: StepSpec, now: int, ready_at: int, document: Any) -> int | str:
         return wake_time(spec, ready_at, document)
+
+    def start_rest(
+        self,
+        w: RestWrites,
+        state: WorkflowState,
+        definition: Definition,
+        seen: StepRecord,
+        now: int,
+        wake_at: int,
+    ) -> bool:
+        """An `Until` or `UntilPath` wake time no reach gap counted pulls the watch entry's
+        due first (the deadline rule); a `Seconds` one is counted already."""
+        spec = definition.by_name[seen.name]
+        if spec.wait is not None and spec.wait.seconds is None:
+            w.pull_due_to(state, wake_at)
+        return super().start_rest(w, state, definition, seen, now, wake_at)
 
     def deadline_label(self, spec: StepSpec) -> str:
         return "wake"
