@@ -216,6 +216,7 @@ class Scheduler:
         self.config = config or EngineConfig()
         self.executor = Executor(ports)
         self._rest_writes = _RestWrites(self)
+        self._compensations = _Compensations(self)
         self.maps = Maps(self.executor, ports, self.expires)
 
     # ------------------------------------------------------------------------------ start
@@ -883,14 +884,37 @@ class Scheduler:
         step's: a map over its items that may have acted; a child-workflow step's: its child
         undoing itself)."""
         spec = definition.by_name[name]
-        if spec.workflow is not None and spec.map is None:
-            return self._compensate_child(state, name, now)
-        if spec.map is not None:
-            opened, sent = self.maps.open_compensation(state, definition, name)
-            tasks.extend(sent)
-            if opened and spec.workflow is not None:
-                self._start_window(state, definition, state.compensations[name], now)
-            return opened
+        return kind_of(spec).start_compensation(
+            self._compensations, state, definition, name, now, tasks
+        )
+
+    def _compensate_map(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+        *,
+        children: bool,
+    ) -> bool:
+        """A map step's compensation: a map over its items that may have acted (a map of
+        children's: a window of children undoing themselves)."""
+        opened, sent = self.maps.open_compensation(state, definition, name)
+        tasks.extend(sent)
+        if opened and children:
+            self._start_window(state, definition, state.compensations[name], now)
+        return opened
+
+    def _compensate_task(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        """A task step's compensation: its unit, a task sent to its pool."""
         wf = state.workflow
         item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
         if not self.executor.create_step(state, item):
@@ -1528,3 +1552,37 @@ class _RestWrites:
         self, state: WorkflowState, definition: Definition, rec: StepRecord
     ) -> StepRecord | None:
         return signals.take(self._scheduler, state, definition, rec)
+
+
+class _Compensations:
+    """How a step's compensation starts, by kind (`kinds.base.Compensations`)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def task(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        return self._scheduler._compensate_task(state, definition, name, now, tasks)
+
+    def child(self, state: WorkflowState, name: str, now: int) -> bool:
+        return self._scheduler._compensate_child(state, name, now)
+
+    def map(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+        *,
+        children: bool,
+    ) -> bool:
+        return self._scheduler._compensate_map(
+            state, definition, name, now, tasks, children=children
+        )

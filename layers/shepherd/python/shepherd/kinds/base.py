@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Protocol
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.actions import Action, Dispatch, FailWait, SendImplicit, StartWait
 from shepherd.definitions import Definition, StepSpec
-from shepherd.model import StepRecord, StepStatus, WorkflowState
+from shepherd.model import OutgoingTask, StepRecord, StepStatus, WorkflowState
 
 
 class Planning(Protocol):
@@ -65,6 +65,34 @@ class RestWrites(Protocol):
     ) -> StepRecord | None:
         """Hand the oldest kept signal of its name to a resting WaitForSignal step."""
         ...
+
+
+class Compensations(Protocol):
+    """How the engine starts a compensation (the scheduler gives it): a task's unit sent to
+    its pool, a child workflow undoing itself, a map over the items that may have acted.
+    Each appends the tasks to send to `tasks` and says whether it started (False: lost)."""
+
+    def task(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool: ...
+
+    def child(self, state: WorkflowState, name: str, now: int) -> bool: ...
+
+    def map(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+        *,
+        children: bool,
+    ) -> bool: ...
 
 
 class StepKind(ABC):
@@ -165,6 +193,18 @@ class StepKind(ABC):
         return []
 
     # --------------------------------------------------------------------- unwinding
+
+    def start_compensation(
+        self,
+        c: Compensations,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        """Unwinding reached this step: start its compensation (a task's: its unit, sent)."""
+        return c.task(state, definition, name, now, tasks)
 
     def compensated(self, spec: StepSpec, rec: StepRecord) -> bool:
         """Whether unwinding must undo this step: it declares a compensation, and it

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from shepherd.decisions.actions import Action, StartChild
-from shepherd.definitions import StepSpec
-from shepherd.kinds.base import Planning, StepKind
-from shepherd.model import StepRecord, StepStatus
+from shepherd.definitions import Definition, StepSpec
+from shepherd.kinds.base import Compensations, Planning, StepKind
+from shepherd.model import OutgoingTask, StepRecord, StepStatus, WorkflowState
 
 
 class Child(StepKind):
@@ -34,6 +34,18 @@ class Child(StepKind):
         self, rec: StepRecord, spec: StepSpec, created_at: int, document: Any
     ) -> Action:
         return StartChild(rec)
+
+    def start_compensation(
+        self,
+        c: Compensations,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        """Its child undoes itself (the child's own compensations)."""
+        return c.child(state, name, now)
 
     def compensated(self, spec: StepSpec, rec: StepRecord) -> bool:
         return rec.status is StepStatus.SUCCEEDED

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from shepherd.decisions.actions import Action, Dispatch, SendImplicit, StartChild
-from shepherd.definitions import StepSpec
-from shepherd.kinds.base import Planning, StepKind
-from shepherd.model import StepRecord
+from shepherd.definitions import Definition, StepSpec
+from shepherd.kinds.base import Compensations, Planning, StepKind
+from shepherd.model import OutgoingTask, StepRecord, WorkflowState
 
 
 class Map(StepKind):
@@ -40,6 +40,20 @@ class Map(StepKind):
         self, rec: StepRecord, spec: StepSpec, created_at: int, document: Any
     ) -> Action:
         return StartChild(rec) if spec.workflow is not None else SendImplicit(spec.name)
+
+    def start_compensation(
+        self,
+        c: Compensations,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        """A map over its items that may have acted (a map of children's: a window of
+        children undoing themselves)."""
+        children = definition.by_name[name].workflow is not None
+        return c.map(state, definition, name, now, tasks, children=children)
 
     def compensated(self, spec: StepSpec, rec: StepRecord) -> bool:
         if spec.workflow is None and spec.compensation is None:
