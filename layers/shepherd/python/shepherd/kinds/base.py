@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.actions import Action, Dispatch, FailWait, SendImplicit, StartWait
@@ -95,6 +95,19 @@ class Compensations(Protocol):
     ) -> bool: ...
 
 
+R_co = TypeVar("R_co", covariant=True)
+R = TypeVar("R")
+
+
+class Claims(Protocol[R_co]):
+    """What a step's task message may do in the agent runtime (`engine.agent`), for its
+    kind to choose: claim the attempt and run its agent, or open a map."""
+
+    def claim_and_run(self) -> R_co: ...
+
+    def open_map(self) -> R_co: ...
+
+
 class StepKind(ABC):
     """One kind of step. Subclasses set the class flags and override what they do
     differently; none holds state, so one instance serves every step of its kind."""
@@ -124,6 +137,11 @@ class StepKind(ABC):
         """A PENDING step whose dependencies succeeded (and whose condition holds): what a
         plan does with it. A task's message is sent by whoever owns it (`Planning.ready_task`)."""
         return p.ready_task(rec, spec, ready_at)
+
+    def on_message(self, c: Claims[R]) -> R:
+        """What the agent runtime does with this step's task message: claim it and run the
+        agent (a task; a map opens its map instead)."""
+        return c.claim_and_run()
 
     def plan_resend(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action]:
         """A resume's plan of a QUEUED step: a task is sent again."""

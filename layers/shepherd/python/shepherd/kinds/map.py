@@ -10,7 +10,7 @@ from typing import Any
 
 from shepherd.decisions.actions import Action, Dispatch, SendImplicit, StartChild
 from shepherd.definitions import Definition, StepSpec
-from shepherd.kinds.base import Compensations, Planning, StepKind
+from shepherd.kinds.base import Claims, Compensations, Planning, R, StepKind
 from shepherd.model import OutgoingTask, StepRecord, WorkflowState
 
 
@@ -23,6 +23,10 @@ class Map(StepKind):
 
     def starts_children(self, spec: StepSpec) -> bool:
         return spec.workflow is not None
+
+    def on_message(self, c: Claims[R]) -> R:
+        """Its message opens the map (no agent runs; its items take their own messages)."""
+        return c.open_map()
 
     def plan_ready(
         self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
