@@ -31,7 +31,7 @@ FLAGS = {"is_task", "runs_agent", "rests", "fans_out"}
 QUESTIONS = {"starts_children"}
 
 # 150 before the registry (its first commit counted them with this test); the target is 10.
-CEILING = 117
+CEILING = 114
 
 
 def _tests_a_kind_field(node: ast.AST) -> bool:

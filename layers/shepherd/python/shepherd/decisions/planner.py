@@ -818,6 +818,21 @@ def next_due(
     return min(candidates, default=now)
 
 
+def _kind_watch_due(
+    state: WorkflowState,
+    definition: Definition,
+    now: int,
+    kind: Kind,
+    rec: StepRecord,
+    running: bool,
+) -> list[int] | None:
+    """A step's kind's own watch times (a resting step's), or None: an attempt's."""
+    if kind != "step":
+        return None
+    spec = definition.by_name[rec.name]
+    return kind_of(spec).watch_due(rec, now, running, lambda: _ready_at(state, spec))
+
+
 def _unit_deadlines(
     state: WorkflowState,
     definition: Definition,
@@ -829,8 +844,9 @@ def _unit_deadlines(
 ) -> list[int]:
     """What one live unit adds to `next_due`: its exact deadlines, and `max(now, available) +
     g(u)` if an agent may write it."""
-    if kind == "step" and not definition.by_name[rec.name].is_task:
-        return _wait_deadlines(state, definition, now, rec, running)
+    own = _kind_watch_due(state, definition, now, kind, rec, running)
+    if own is not None:
+        return own
     if rec.fanout is not None and rec.status is StepStatus.RUNNING:
         return _map_deadlines(state, definition, now, pools, kind, rec, running)
     if rec.child_id is not None and rec.status is StepStatus.WAITING:
@@ -944,25 +960,10 @@ def reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> i
     return min(own, definition.compensation_gap_ms)
 
 
-def _wait_deadlines(
-    state: WorkflowState, definition: Definition, now: int, rec: StepRecord, running: bool
-) -> list[int]:
-    """A Wait step's: its wake time while it rests (only the supervisor moves it; while the
-    workflow unwinds, its cancel is due at once); a ready one not yet resting (its starter
-    died), or one a resume queued, is due at once."""
-    if rec.status is StepStatus.WAITING:
-        return [rec.wake_at if rec.wake_at is not None and running else now]
-    if rec.status is StepStatus.QUEUED and running:
-        return [now]
-    if rec.status is StepStatus.PENDING and running:
-        ready_at = _ready_at(state, definition.by_name[rec.name])
-        return [] if ready_at is None else [ready_at]
-    return []
-
-
 def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now: int) -> list[int]:
-    if kind == "step" and not definition.by_name[rec.name].is_task:
-        return [rec.wake_at if rec.wake_at is not None else now]  # a resting wait (paused)
+    own = kind_of(definition.by_name[rec.name]).paused_due(rec, now) if kind == "step" else None
+    if own is not None:
+        return own
     spec = definition.spec(kind, rec.name)
     return [d.at for d in _attempt_deadlines_of(spec, rec, now) if d.at is not None]
 

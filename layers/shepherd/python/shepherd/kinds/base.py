@@ -14,7 +14,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from shepherd.decisions import transitions as tx
@@ -168,6 +168,25 @@ class StepKind(ABC):
         """Whether unwinding cancels it as it is, with nothing to wait for or undo."""
         return False
 
+    # ---------------------------------------------------------------------- deadlines
+
+    def deadline(self, spec: StepSpec, rec: StepRecord) -> list[tuple[int, str]] | None:
+        """The step's own next deadline as the supervisor's view shows it (at most one: when
+        and what), or None: an attempt's, by the one deadline rule (`decisions.deadlines`)."""
+        return None
+
+    def watch_due(
+        self, rec: StepRecord, now: int, running: bool, ready_at: Callable[[], int | None]
+    ) -> list[int] | None:
+        """When its workflow's watch entry must be due for it (`planner.next_due`), or None:
+        an attempt's times by the deadline rule. `running`: the workflow runs (else it is
+        paused or unwinds)."""
+        return None
+
+    def paused_due(self, rec: StepRecord, now: int) -> list[int] | None:
+        """Its deadlines while its workflow is paused, or None: its attempt's."""
+        return None
+
     # ------------------------------------------------------------------ resting kinds
 
     def reads_document(self, spec: StepSpec) -> bool:
@@ -267,6 +286,31 @@ class Resting(StepKind):
 
     def cancelled_at_once(self, rec: StepRecord) -> bool:
         return rec.status is StepStatus.WAITING
+
+    def deadline(self, spec: StepSpec, rec: StepRecord) -> list[tuple[int, str]] | None:
+        """A Wait wakes, an Approval or a WaitForSignal times out, at `wake_at`; nothing runs
+        before."""
+        if rec.status is not StepStatus.WAITING or rec.wake_at is None:
+            return []
+        return [(rec.wake_at, self.deadline_label(spec))]
+
+    def watch_due(
+        self, rec: StepRecord, now: int, running: bool, ready_at: Callable[[], int | None]
+    ) -> list[int] | None:
+        """Its wake time while it rests (only the supervisor moves it; while the workflow
+        unwinds, its cancel is due at once); a ready one not yet resting (its starter died),
+        or one a resume queued, is due at once."""
+        if rec.status is StepStatus.WAITING:
+            return [rec.wake_at if rec.wake_at is not None and running else now]
+        if rec.status is StepStatus.QUEUED and running:
+            return [now]
+        if rec.status is StepStatus.PENDING and running:
+            at = ready_at()
+            return [] if at is None else [at]
+        return []
+
+    def paused_due(self, rec: StepRecord, now: int) -> list[int] | None:
+        return [rec.wake_at if rec.wake_at is not None else now]  # a resting wait (paused)
 
     def start_rest(
         self,
