@@ -27,6 +27,7 @@ from shepherd.decisions import transitions as tx
 from shepherd.definitions import Definition
 from shepherd.engine.scheduler import Scheduler
 from shepherd.errors import InvalidTransition
+from shepherd.kinds import kind_of
 from shepherd.model import (
     OutgoingTask,
     StepRecord,
@@ -318,11 +319,9 @@ class Operations:
         text = scheduler.validated_input(
             definition, step_input, what="input", schema=spec.input_path is None
         )
-        if spec.workflow is not None and spec.map is None:
-            # A child-workflow step's child starts with it: the child's InputSchema is this
-            # step's own schema, checked now rather than by a child refused after the resume.
-            child = scheduler.catalog.current(spec.workflow)
-            scheduler.validated_input(child, step_input, what="input")
+        for wf_type in kind_of(spec).inputs_also_for(spec):
+            # Checked now rather than by a child refused after the resume.
+            scheduler.validated_input(scheduler.catalog.current(wf_type), step_input, what="input")
         # Keyed by the attempt it replaces: a large replacement goes to the payload bucket.
         stored = scheduler.keep_for(rec, "input", text)
         write = tx.replace_input(rec, now, stored, owner or "operator")

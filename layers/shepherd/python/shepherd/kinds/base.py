@@ -138,6 +138,11 @@ class StepKind(ABC):
         plan does with it. A task's message is sent by whoever owns it (`Planning.ready_task`)."""
         return p.ready_task(rec, spec, ready_at)
 
+    def inputs_also_for(self, spec: StepSpec) -> tuple[str, ...]:
+        """The workflow types whose InputSchema the step's input must also fit (an operator's
+        replacement input is checked against them before the resume)."""
+        return ()
+
     def on_message(self, c: Claims[R]) -> R:
         """What the agent runtime does with this step's task message: claim it and run the
         agent (a task; a map opens its map instead)."""

@@ -22,6 +22,11 @@ class Child(StepKind):
     def starts_children(self, spec: StepSpec) -> bool:
         return True
 
+    def inputs_also_for(self, spec: StepSpec) -> tuple[str, ...]:
+        """Its child starts with its input: the child's InputSchema is this step's own."""
+        assert spec.workflow is not None
+        return (spec.workflow,)
+
     def plan_ready(
         self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
     ) -> list[Action]:
