@@ -1296,10 +1296,7 @@ class Scheduler:
                 return ex.step(state, write) is not None
             case TimeOutApproval(seen):
                 spec = definition.by_name[seen.name]
-                timeout = spec.approval.timeout_seconds if spec.approval else 0
-                error = tx.error_json(
-                    APPROVAL_TIMED_OUT, f"nobody answered within TimeoutSeconds ({timeout})"
-                )
+                error = tx.error_json(APPROVAL_TIMED_OUT, kind_of(spec).timed_out(spec))
                 write = tx.decide(
                     seen,
                     now,

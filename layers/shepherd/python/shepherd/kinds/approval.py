@@ -50,6 +50,14 @@ class Approval(Resting):
         principals = tx.approval_principals(state.workflow.owner, spec.approval.approvers)
         return tx.inbox_cleared(seen, principals, expires_at)
 
+    def approvers(self, spec: StepSpec) -> tuple[str, ...] | None:
+        assert spec.approval is not None
+        return spec.approval.approvers
+
+    def timed_out(self, spec: StepSpec) -> str:
+        assert spec.approval is not None
+        return f"nobody answered within TimeoutSeconds ({spec.approval.timeout_seconds})"
+
     def deadline_label(self, spec: StepSpec) -> str:
         return "approval timeout"
 

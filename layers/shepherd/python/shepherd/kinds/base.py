@@ -207,6 +207,15 @@ class StepKind(ABC):
         """What a resting step's deadline (`wake_at`) is called in the supervisor's view."""
         raise TypeError(f"a {self.name} step does not rest")
 
+    def timed_out(self, spec: StepSpec) -> str:
+        """The message of the error a resting step fails with at its deadline."""
+        raise TypeError(f"a {self.name} step does not rest")
+
+    def approvers(self, spec: StepSpec) -> tuple[str, ...] | None:
+        """Who may answer it besides its workflow's owner, or None: no person answers it
+        (only an Approval step is answered, `engine.approvals`)."""
+        return None
+
     def at_deadline(self, rec: StepRecord, late_ms: int) -> Action:
         """What a look does to a resting step whose deadline passed `late_ms` ago."""
         raise TypeError(f"a {self.name} step does not rest")
