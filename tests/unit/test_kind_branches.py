@@ -32,7 +32,7 @@ FLAGS = {"is_task", "runs_agent", "rests", "fans_out"}
 QUESTIONS = {"starts_children"}
 
 # 158 before the registry (this test run on the tree before it); the target is 10.
-CEILING = 117
+CEILING = 113
 
 
 def _tests_a_kind_field(node: ast.AST) -> bool:

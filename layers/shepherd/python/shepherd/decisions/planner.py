@@ -190,10 +190,8 @@ class _Planner:
                 actions.extend(self._ready(rec, spec))
             elif options.redispatch and rec.status is StepStatus.QUEUED:
                 actions.extend(self._redispatch(rec, spec))
-            elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
-                actions.extend(self._supervise_map(rec, spec, unwinding=False))
-            elif rec.child_id is not None and rec.status is StepStatus.WAITING:
-                actions.extend(self._supervise_child(rec, spec, unwinding=False))
+            elif (waits_on := self._waits_on_units(rec, spec, unwinding=False)) is not None:
+                actions.extend(waits_on)
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
@@ -316,10 +314,8 @@ class _Planner:
                 actions.append(Cancel(rec))
             elif kind_of(spec).cancelled_at_once(rec):
                 actions.append(Cancel(rec))  # a wait never acted: nothing to wait for or undo
-            elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
-                actions.extend(self._supervise_map(rec, spec, unwinding=True))
-            elif rec.child_id is not None and rec.status is StepStatus.WAITING:
-                actions.extend(self._supervise_child(rec, spec, unwinding=True))
+            elif (waits_on := self._waits_on_units(rec, spec, unwinding=True)) is not None:
+                actions.extend(waits_on)
             elif rec.status.in_flight:
                 actions.extend(self._cancel_reaches(rec, spec))
                 if options.supervisor:
@@ -398,6 +394,18 @@ class _Planner:
 
     # ---------------------------------------------------------------------- supervision
 
+    def _waits_on_units(
+        self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool
+    ) -> list[Action] | None:
+        """A unit that waits on units of its own (a map running its window of items, an
+        attempt waiting on its child workflow): what their ends make of it, whoever looks;
+        None for any other unit."""
+        if rec.fanout is not None and rec.index is None and rec.status is StepStatus.RUNNING:
+            return self._supervise_map(rec, spec, unwinding=unwinding)
+        if rec.child_id is not None and rec.status is StepStatus.WAITING:
+            return self._supervise_child(rec, spec, unwinding=unwinding)
+        return None
+
     def _kind_supervises(self, rec: StepRecord, spec: TaskSpec) -> list[Action] | None:
         """A step's kind's own look (a resting step's), or None (a compensation's spec is
         not a step's: it is supervised as an attempt)."""
@@ -408,10 +416,8 @@ class _Planner:
         now, definition = self.now, self.definition
         if (own := self._kind_supervises(rec, spec)) is not None:
             return own
-        if rec.fanout is not None and rec.index is None and rec.status is StepStatus.RUNNING:
-            return self._supervise_map(rec, spec, unwinding=unwinding)
-        if rec.child_id is not None and rec.status is StepStatus.WAITING:
-            return self._supervise_child(rec, spec, unwinding=unwinding)
+        if (waits_on := self._waits_on_units(rec, spec, unwinding=unwinding)) is not None:
+            return waits_on
         if rec.status is StepStatus.QUEUED and _is_child_step(spec):
             # A retry: its next child starts when its backoff ends (no message, no pool).
             return [StartChild(rec)] if now >= (rec.available_at or 0) else []
