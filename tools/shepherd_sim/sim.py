@@ -41,6 +41,7 @@ from shepherd.errors import (
     WorkflowNotFound,
 )
 from shepherd.keys import POOLS_PK, WF_SK, wf_pk
+from shepherd.kinds import kind_of
 from shepherd.model import (
     PoolState,
     StepRecord,
@@ -2757,18 +2758,7 @@ class Simulation:
                     continue
                 if rec.status is not StepStatus.SUCCEEDED:
                     continue
-                spec = definition.by_name[rec.name]
-                kind = (
-                    "approval"
-                    if spec.approval is not None
-                    else "wait"
-                    if spec.wait is not None
-                    else "map"
-                    if spec.map is not None
-                    else "child"
-                    if spec.workflow is not None
-                    else "task"
-                )
+                kind = kind_of(definition.by_name[rec.name]).name
                 self.stats[f"steps_succeeded_{kind}"] += 1
 
     def _maps_stats(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
