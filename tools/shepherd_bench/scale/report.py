@@ -265,6 +265,9 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
         "passed": passed,
         "missed": [t["target"] for t in missed],
         "load10": None if load is None else load_figures(load),
+        DEFAULT_RUN: None
+        if results.get(DEFAULT_RUN) is None
+        else load_figures(results[DEFAULT_RUN]),
         "subset": {
             "modelled_groups": len(head["config"]["modelled_groups"]),
             "sweep_groups": head["config"]["sweep_groups"],
@@ -283,6 +286,7 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
 
 
 LOAD_RUN = "load10"  # ten times the design load against the default deployment
+DEFAULT_RUN = "default_deployment"  # the design load against the default deployment
 
 
 def load_figures(s: dict[str, Any]) -> dict[str, Any]:
