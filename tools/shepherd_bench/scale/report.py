@@ -21,6 +21,11 @@ TARGET_STARTS = 5000
 TARGET_OPEN = 1_000_000
 TARGET_RUNNING = 100_000
 TARGET_HOTTEST = 0.8
+# Keys one caller's every workflow writes, write-sharded: each shard at most half a partition
+# at the design load (issue 41.2), so a burst or an uneven hash has room. The list indexes
+# (`OWNER#<owner>#<k>`) and the approval inbox (`INBOX#<principal>#<k>`), by index name.
+TARGET_SHARDED = 0.5
+SHARDED_FAMILIES = ("by_owner", "by_status", "by_type", "by_type_status", "inbox")
 TARGET_EXTRA = 1.5
 TARGET_WAITING_DAY_USD = 0.0001
 PER_GROUP = (
@@ -90,7 +95,13 @@ def limit_figures(s: dict[str, Any]) -> dict[str, Any]:
     run (older runs' figures have none: None)."""
     lim = s.get("limits")
     if lim is None:
-        return {"hot_keys": None, "table_units_per_second": None, "first_bottleneck": None}
+        return {
+            "hot_keys": None,
+            "table_units_per_second": None,
+            "first_bottleneck": None,
+            "sharded_peaks": {},
+        }
+    by_kind = s["dynamodb"]["by_kind"]
     table = lim["table_units_per_second"]
     return {
         "hot_keys": s.get("hot_keys"),
@@ -104,6 +115,8 @@ def limit_figures(s: dict[str, Any]) -> dict[str, Any]:
         "api_requests_per_second": lim["api_requests_per_second"],
         "lambda_concurrency": lim["lambda_concurrency"],
         "first_bottleneck": lim["first_bottleneck"],
+        # Each write-sharded family's busiest shard, what was asked of it (throttled included).
+        "sharded_peaks": {k: by_kind[k]["peak_offered"] for k in SHARDED_FAMILIES if k in by_kind},
     }
 
 
@@ -193,7 +206,16 @@ def limit_targets(h: dict[str, Any]) -> list[dict[str, Any]]:
     table = h.get("table_units_per_second")
     if table is None:
         return []
-    rows = []
+    rows = [
+        {
+            "target": f"write-sharded key {family}: its busiest shard",
+            "limit": f"<= {TARGET_SHARDED}",
+            "value": peak,
+            "holds": peak <= TARGET_SHARDED,
+            "list_unsharded": None,
+        }
+        for family, peak in sorted((h.get("sharded_peaks") or {}).items())
+    ]
     for kind, name in (("write", "write units"), ("read", "read units")):
         rows.append(
             _limit_row(
