@@ -105,7 +105,7 @@ class Operations:
                 return state, definition
         raise InvalidTransition(_CHANGED)
 
-    def _follow_up(self, action: str, advance: Callable[[], None]) -> None:
+    def _follow_up(self, action: str, advance: Callable[[], object]) -> None:
         """Advance the workflow at once after an operator's write took effect. Only a speed-up:
         the write made the workflow due at once, so the supervisor's next look does what this
         could not. A throttled or unavailable store here must not answer the action that took
