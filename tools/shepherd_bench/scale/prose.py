@@ -27,6 +27,8 @@ def _number(value: Any) -> str:
         return f"{value:.2e}"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, str):
+        return value
     return f"{value:g}"
 
 

@@ -268,9 +268,61 @@ def verdict(targets_: list[dict[str, Any]]) -> tuple[bool, list[dict[str, Any]]]
     return not missed, missed
 
 
-def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+def probe_targets(probes: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The probes' targets (shepherd_bench.scale.probes): reads a step at 90 wide, one map's
+    items a second with every partition at most half full, and a 5-minute throttling episode
+    that consumes no attempt and unwinds no workflow (issue 41.2, 41.3)."""
+    if not probes:
+        return []
+    reads, maps, episode = (
+        probes.get(k) for k in ("reads_per_step", "map_items_per_second", "throttle_episode")
+    )
+    rows = []
+    if reads:
+        rows.append(
+            {
+                "target": "read units a step, 90 wide with its join (chain beside it)",
+                "limit": f"<= {reads['target']}",
+                "value": reads["width_90"],
+                "holds": reads["width_90"] <= reads["target"],
+                "list_unsharded": None,
+            }
+        )
+    if maps:
+        rows.append(
+            {
+                "target": "one map's items a second, every partition <= 50 %",
+                "limit": f">= {maps['target']:,.0f}",
+                "value": maps["items_per_second"],
+                "holds": maps["items_per_second"] >= maps["target"],
+                "list_unsharded": None,
+            }
+        )
+    if episode:
+        rows.append(
+            {
+                "target": f"a {episode['seconds']:g} s throttling episode: attempts consumed, "
+                "successes lost, workflows unwound",
+                "limit": "0, 0, 0",
+                "value": f"{episode['attempts_consumed']}, {episode['successes_lost']}, "
+                f"{episode['workflows_unwound']}",
+                "holds": not (
+                    episode["attempts_consumed"]
+                    or episode["successes_lost"]
+                    or episode["workflows_unwound"]
+                ),
+                "list_unsharded": None,
+            }
+        )
+    return rows
+
+
+def scale_section(
+    results: dict[str, Any], meta: dict[str, Any], probes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """`scale` in benchmarks.json: the headline keys from the design-load run, the compared
-    run's beside them, the subset check, the targets, every run's figures."""
+    run's beside them, the subset check, the targets, every run's figures, and the probes'
+    figures (reads a step, a map's items a second, a throttling episode)."""
     head = results[HEADLINE]
     other = results.get(COMPARED)
     stall = results["stall"]["stall"] if "stall" in results else None
@@ -279,11 +331,15 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
     one, two = results.get("subset_1"), results.get("subset_2")
     waiting = head["cost"]["waiting_workflow_day"]["usd"]
     waiting_other = None if other is None else other["cost"]["waiting_workflow_day"]["usd"]
-    judged = targets(h, o, waiting, waiting_other)
+    judged = targets(h, o, waiting, waiting_other) + probe_targets(probes)
     passed, missed = verdict(judged)
     load = results.get(LOAD_RUN)
+    probed = probes or {}
     return {
         **h,
+        "reads_per_step": probed.get("reads_per_step"),
+        "map_items_per_second": probed.get("map_items_per_second"),
+        "throttle_episode": probed.get("throttle_episode"),
         "passed": passed,
         "missed": [t["target"] for t in missed],
         "load10": None if load is None else load_figures(load),
@@ -340,6 +396,21 @@ def one_line(s: dict[str, Any]) -> str:
     )
 
 
+def _probe_lines(scale: dict[str, Any]) -> list[str]:
+    """The probes' figures, the chain's reads a step beside 90 wide's."""
+    lines = []
+    reads = scale.get("reads_per_step")
+    if reads:
+        lines.append(
+            f"  scale.reads_per_step: chain {reads['chain']} | width_90 {reads['width_90']} "
+            f"read units a step (target <= {reads['target']} at 90 wide)"
+        )
+    for key in ("map_items_per_second", "throttle_episode", DEFAULT_RUN):
+        if scale.get(key) is not None:
+            lines.append(f"  scale.{key}: {scale[key]}")
+    return lines
+
+
 def render_text(scale: dict[str, Any]) -> str:
     """What `make scale` prints: the headline, the targets, each run in a line."""
     lines = ["", "Scale model (the real engine, simulated AWS and time)"]
@@ -360,6 +431,7 @@ def render_text(scale: dict[str, Any]) -> str:
         lines.append(f"  scale.{key}: {scale[key]}{beside}")
     for key in ("table_units_per_second", "first_bottleneck"):
         lines.append(f"  scale.{key}: {scale.get(key)}")
+    lines += _probe_lines(scale)
     lines.append("  scale.hot_keys:")
     for row in scale.get("hot_keys") or []:
         lines.append(
