@@ -12,7 +12,7 @@ import datetime as _dt
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import integrations, lambdas, services
@@ -106,17 +106,24 @@ class _Run:
         self.rng = _random.Random(f"{context.seed}:requests")
 
     def run(
-        self, machine: StateMachine, input: Any, variables: Mapping[str, Any], depth: int
+        self,
+        machine: StateMachine,
+        input: Any,
+        variables: Mapping[str, Any],
+        depth: int,
+        events: int = 1,
     ) -> BranchOutcome:
+        """Run one states list to its end; `events` is the id of the history event before its
+        first state's, and the outcome carries the id of the last one it published."""
         interpreter = Interpreter(machine, self.context)
-        frame, actions = interpreter.start(input, self.now, variables)
+        frame, actions = interpreter.start(input, self.now, variables, events)
         while True:
             event: Event | None = None
             for action in actions:
                 ended = self.record(action, depth)
                 if ended is not None:
                     self.transitions += frame.transitions
-                    return ended
+                    return replace(ended, events=frame.events)
                 event = self.carry_out(action, depth) or event
             if event is None:
                 raise AssertionError(f"no event after {actions}")
@@ -146,16 +153,24 @@ class _Run:
         if isinstance(action, RunTask):
             return self.task(action)
         if isinstance(action, RunBranches):
-            outcomes = [
-                self.run(
+            # One after another, so the history's event ids are as if the branches (or the
+            # iterations) ran in order: a Map iteration is framed by MapIterationStarted and
+            # MapIterationSucceeded/Failed.
+            events = action.events
+            outcomes = []
+            for i, item in enumerate(action.inputs):
+                if action.kind == "Map":
+                    events += 1
+                outcome = self.run(
                     action.machines[0] if action.kind == "Map" else action.machines[i],
                     item,
                     action.variables,
                     depth + 1,
+                    events,
                 )
-                for i, item in enumerate(action.inputs)
-            ]
-            return BranchesFinished(tuple(outcomes))
+                events = outcome.events + (1 if action.kind == "Map" else 0)
+                outcomes.append(outcome)
+            return BranchesFinished(tuple(outcomes), events)
         return None
 
     def task(self, action: RunTask) -> Event:
