@@ -63,6 +63,18 @@ class ExecutionResult:
     transitions: int = 0
     seconds: float = 0.0  # simulated time the execution took
 
+    def describe(self) -> dict[str, Any]:
+        """The execution's end as `shepherd asl run` prints it (docs/definitions.md): always
+        the four keys, in this order, as DescribeExecution names them; `output` is null for a
+        failed execution, `error` and `cause` for a successful one (and either may be null
+        for a Fail state that gives none)."""
+        return {
+            "status": self.status,
+            "output": self.output,
+            "error": self.error,
+            "cause": self.cause,
+        }
+
 
 class Callbacks:
     """Task tokens of `.waitForTaskToken` tasks: a function completes its token (during its
