@@ -371,6 +371,8 @@ def test_context_state_has_retry_count_only_where_states_retry() -> None:
 
 
 def test_output_over_256_kib_is_data_limit_exceeded() -> None:
+    """A task's result over the limit is a task failure States.ALL catches (recorded against
+    AWS); a state's own output over it fails the execution, whatever its Catch says."""
     machine = parse(
         {
             "StartAt": "T",
@@ -378,6 +380,7 @@ def test_output_over_256_kib_is_data_limit_exceeded() -> None:
                 "T": {
                     "Type": "Task",
                     "Resource": "big",
+                    "ResultPath": "$.result",
                     "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "H"}],
                     "End": True,
                 },
@@ -386,7 +389,17 @@ def test_output_over_256_kib_is_data_limit_exceeded() -> None:
         }
     )
     run = run_state_machine(machine, {}, functions={"big": lambda p: "x" * 300_000})
-    assert (run.status, run.error) == ("FAILED", "States.DataLimitExceeded")
+    assert run.status == "SUCCEEDED"
+    assert run.output["Error"] == "States.DataLimitExceeded"
+    assert run.output["Cause"] == (
+        "The state/task 'big' returned a result with a size exceeding the maximum number of "
+        "bytes service limit."
+    )
+    # each half fits, the two together (the input and the result at $.result) do not
+    over = run_state_machine(
+        machine, {"pad": "y" * 150_000}, functions={"big": lambda p: "x" * 150_000}
+    )
+    assert (over.status, over.error) == ("FAILED", "States.DataLimitExceeded")
     small = run_state_machine(machine, {}, functions={"big": lambda p: "x" * 1000})
     assert small.status == "SUCCEEDED"
 

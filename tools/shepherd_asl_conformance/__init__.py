@@ -48,6 +48,10 @@ def functions() -> dict[str, Callable[[Any], Any]]:
         "HelloFunction": lambda payload: "Hello, AWS Step Functions!",
         "CustomErrorFunction": custom_error,
         "FailTwice": fail_twice,
+        # The Step Functions workshop's data-checking function: {"flagged": false} for clean data.
+        "DataCheckingFunction": lambda payload: {"flagged": False},
+        # A result over Step Functions' 256 KiB payload limit (UTF-8 bytes).
+        "LargeResult": lambda payload: "é" * (128 * 1024 + 1),
     }
 
 

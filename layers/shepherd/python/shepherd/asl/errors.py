@@ -48,9 +48,10 @@ KNOWN = frozenset(
 )
 
 # The guide: "States.Runtime ... errors are not retriable, and will always cause the execution
-# to fail. A retry or catch on States.ALL won't catch States.Runtime errors"; the same holds for
-# States.DataLimitExceeded when it is raised by the execution itself.
-TERMINAL = frozenset({RUNTIME, DATA_LIMIT_EXCEEDED})
+# to fail. A retry or catch on States.ALL won't catch States.Runtime errors". A task's result
+# over the payload limit (States.DataLimitExceeded) is a task failure that States.ALL catches
+# (recorded against AWS); a state's own output over it fails the execution (machine.py).
+TERMINAL = frozenset({RUNTIME})
 
 
 class StatesError(Exception):

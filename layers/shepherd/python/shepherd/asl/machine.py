@@ -43,6 +43,26 @@ def check_size(state: str, value: Any) -> None:
         )
 
 
+def _check_result_size(resource: str, result: Any) -> None:
+    """A task's result over 256 KiB fails the task (TaskFailed, so Retry and Catch see it) with
+    States.DataLimitExceeded, naming the service of an optimized integration (`lambda` for
+    `arn:aws:states:::lambda:invoke`) or the resource itself (a Lambda ARN), as recorded."""
+    if len(dumps(result).encode()) <= MAX_PAYLOAD_BYTES:
+        return
+    service = "arn:aws:states:::"
+    name = (
+        resource[len(service) :].split(":", maxsplit=1)[0]
+        if resource.startswith(service)
+        else resource
+    )
+    raise StatesError(
+        errors.DATA_LIMIT_EXCEEDED,
+        f"The state/task '{name}' returned a result with a size exceeding the maximum number "
+        "of bytes service limit.",
+        passed_on=True,
+    )
+
+
 # --- the execution's facts for $$ ----------------------------------------------------------
 
 
@@ -302,7 +322,8 @@ class Interpreter:
                 frame = replace(frame, events=frame.events + 1)  # TaskFailed
                 raise StatesError(event.error, event.cause, passed_on=True)
             if isinstance(event, TaskSucceeded) and frame.pending == "task":
-                frame = replace(frame, events=frame.events + 1)  # TaskSucceeded
+                frame = replace(frame, events=frame.events + 1)  # TaskSucceeded (or Failed)
+                _check_result_size(state.raw["Resource"], event.output)
                 return self._finish(frame, state, self._task_done(frame, state, event.output), now)
             if isinstance(event, BranchesFinished) and frame.pending == "branches":
                 # ParallelStateSucceeded/Failed, MapStateSucceeded/Failed

@@ -182,6 +182,11 @@ class _Run:
                 )
                 events = outcome.events + (1 if action.kind == "Map" else 0)
                 outcomes.append(outcome)
+                tolerant = action.tolerated_count is not None or (
+                    action.tolerated_percentage is not None
+                )
+                if outcome.failed and not tolerant:
+                    break  # Step Functions aborts the other branches or iterations
             return BranchesFinished(tuple(outcomes), events)
         return None
 
