@@ -13,7 +13,7 @@ import functools
 import json
 import random as _random
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import intrinsics
@@ -161,7 +161,7 @@ def _message(exc: Exception) -> tuple[bool, str]:
     expected = getattr(exc, "expected", None)
     extra = getattr(exc, "extra", None)
     q = json.dumps
-    words = {
+    catalog: dict[str, Callable[[], str]] = {
         "T0410": lambda: (
             f"Argument {current} of function {q(expected)} does not match function signature"
         ),
@@ -187,7 +187,8 @@ def _message(exc: Exception) -> tuple[bool, str]:
         "D1002": lambda: f"Cannot negate a non-numeric value: {q(expected)}",
         "D3137": lambda: str(current),
         "D3141": lambda: str(current),
-    }.get(code)
+    }
+    words = catalog.get(code)
     try:
         text = words() if words else str(exc)
     except (TypeError, ValueError):
