@@ -641,9 +641,21 @@ class Interpreter:
             seconds = raw.get("Seconds")
             stamp = raw.get("Timestamp")
             if "SecondsPath" in raw:
-                seconds = self._path(frame, state, "SecondsPath", data)
+                seconds = self._seconds_path(frame, state, data)
             if "TimestampPath" in raw:
-                stamp = self._path(frame, state, "TimestampPath", data)
+                try:
+                    stamp = paths.select(
+                        raw["TimestampPath"],
+                        data,
+                        context=self._context(frame, state),
+                        variables=frame.variables,
+                    )
+                except paths.PathNotFound:
+                    raise StatesError(
+                        RUNTIME,
+                        "The TimestampPath parameter does not reference an input value: "
+                        f"{raw['TimestampPath']}",
+                    ) from None
         if "Seconds" in raw or "SecondsPath" in raw:
             if not is_number(seconds) or seconds < 0:
                 raise StatesError(
@@ -662,6 +674,31 @@ class Interpreter:
                 )
             raise StatesError(RUNTIME, f"The Wait '{state.name}' needs an ISO-8601 timestamp")
         return parsed
+
+    def _seconds_path(self, frame: Frame, state: State, data: Any) -> int:
+        """A Wait's SecondsPath: a non-negative integer, or States.Runtime in Step Functions'
+        words (as LocalStack's AWS-recorded Wait tests word them)."""
+        path = state.raw["SecondsPath"]
+        try:
+            seconds = paths.select(
+                path, data, context=self._context(frame, state), variables=frame.variables
+            )
+        except paths.PathNotFound:
+            raise StatesError(
+                RUNTIME, f"The SecondsPath parameter does not reference an input value: {path}"
+            ) from None
+        shown = seconds if isinstance(seconds, str) else dumps(seconds)
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            raise StatesError(
+                RUNTIME,
+                f"The SecondsPath parameter cannot be parsed as a long value: {path} == {shown}",
+            )
+        if seconds < 0:
+            raise StatesError(
+                RUNTIME,
+                f"The SecondsPath parameter references a negative value: {path} == {shown}",
+            )
+        return seconds
 
     def _wait_done(self, frame: Frame, state: State) -> _Next:
         output = self._plain_output(frame, state, frame.raw_input)
