@@ -496,3 +496,28 @@ def machine_succeeded(output: Any) -> Any:
     from shepherd.asl.machine import Succeeded
 
     return Succeeded(output)
+
+
+def test_fractional_numbers_are_written_as_java_writes_them() -> None:
+    """Step Functions writes JSON text (States.JsonToString, States.Format, the input a cause
+    quotes) with Jackson: a double is Java's Double.toString, scientific outside [1e-3, 1e7)."""
+    machine = parse(
+        {
+            "StartAt": "S",
+            "States": {
+                "S": {
+                    "Type": "Pass",
+                    "Parameters": {
+                        "json.$": "States.JsonToString($)",
+                        "text.$": "States.Format('{} {} {}', $.big, $.small, $.plain)",
+                    },
+                    "End": True,
+                }
+            },
+        }
+    )
+    run = run_state_machine(machine, {"big": 1e21, "small": 1e-4, "plain": 2.5, "n": 7})
+    assert run.output == {
+        "json": '{"big":1.0E21,"small":1.0E-4,"plain":2.5,"n":7}',
+        "text": "1.0E21 1.0E-4 2.5",
+    }
