@@ -340,20 +340,23 @@ class Interpreter:
         return _random.Random(f"{self.context.seed}:{frame.transitions}:{frame.attempt}:{salt}")
 
     def _context(self, frame: Frame, state: State) -> dict[str, Any]:
+        # Keys in the order Step Functions writes the context object (a recorded cause that
+        # quotes it: Execution {Id, Input, StartTime, Name, RoleArn, RedriveCount},
+        # StateMachine {Id, Name}, State {Name, EnteredTime, RetryCount}).
         ctx: dict[str, Any] = {
             "Execution": {
                 "Id": self.context.execution_id,
                 "Input": self.context.input,
+                "StartTime": self.context.start_time,
                 "Name": self.context.execution_name,
                 "RoleArn": self.context.role_arn,
-                "StartTime": self.context.start_time,
                 "RedriveCount": 0,
             },
-            "State": {"EnteredTime": frame.entered_time, "Name": state.name},
             "StateMachine": {
                 "Id": self.context.state_machine_id,
                 "Name": self.context.state_machine_name,
             },
+            "State": {"Name": state.name, "EnteredTime": frame.entered_time},
         }
         if state.type in ("Task", "Parallel", "Map"):  # the states that retry
             ctx["State"]["RetryCount"] = frame.attempt
