@@ -326,9 +326,9 @@ class Interpreter:
                 _check_result_size(state.raw["Resource"], event.output)
                 return self._finish(frame, state, self._task_done(frame, state, event.output), now)
             if isinstance(event, BranchesFinished) and frame.pending == "branches":
-                # ParallelStateSucceeded/Failed, MapStateSucceeded/Failed
-                frame = replace(frame, events=max(frame.events, event.events) + 1)
+                frame = replace(frame, events=max(frame.events, event.events))
                 result = self._branches_done(frame, state, event.outcomes)
+                frame = replace(frame, events=frame.events + 1)  # *StateSucceeded
                 return self._finish(frame, state, self._task_done(frame, state, result), now)
         except StatesError as exc:
             return self._error(frame, state, exc, now)
@@ -901,6 +901,10 @@ class Interpreter:
             retries = tuple(n + 1 if i == index else n for i, n in enumerate(frame.retries))
             frame = replace(frame, retries=retries, pending="retry")
             return frame, [StartWait(now + _dt.timedelta(seconds=delay), retry=True)]
+        if state.type in ("Parallel", "Map"):
+            # ParallelStateFailed/MapStateFailed, once the error is not retried (a retried
+            # attempt is followed by the next *StateStarted, as AWS's history shows)
+            frame = replace(frame, events=frame.events + 1)
         for catcher in state.catchers:
             if errors.matches(catcher.error_equals, exc.error):
                 return self._catch(frame, state, catcher, exc, now)
