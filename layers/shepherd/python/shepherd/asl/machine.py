@@ -389,12 +389,18 @@ class Interpreter:
         path = state.get(name, "$")
         if path is None:
             return {}
+        io = name in ("InputPath", "OutputPath")
         try:
+            # Jayway, as Step Functions reads these: an index past the end of an array reads null
             return paths.select(
-                path, data, context=self._context(frame, state), variables=frame.variables
+                path,
+                data,
+                context=self._context(frame, state),
+                variables=frame.variables,
+                **({"index_past_end": None} if io else {}),
             )
         except paths.PathNotFound:
-            if name in ("InputPath", "OutputPath"):
+            if io:
                 raise paths.invalid_path(path) from None
             raise paths.runtime_not_found(path, name, data) from None
 
