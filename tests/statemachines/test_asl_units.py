@@ -279,7 +279,8 @@ def test_execution_timeout_on_simulated_time() -> None:
         }
     )
     run = run_state_machine(machine, {})
-    assert (run.status, run.error) == ("FAILED", "States.Timeout")
+    # AWS ends it TIMED_OUT, its ExecutionTimedOut event without an error or a cause
+    assert (run.status, run.error, run.cause, run.output) == ("TIMED_OUT", None, None, None)
 
 
 def test_path_records_each_visit() -> None:
@@ -521,3 +522,31 @@ def test_fractional_numbers_are_written_as_java_writes_them() -> None:
         "json": '{"big":1.0E21,"small":1.0E-4,"plain":2.5,"n":7}',
         "text": "1.0E21 1.0E-4 2.5",
     }
+
+
+def test_execution_timeout_inside_a_branch_is_not_caught() -> None:
+    """The state machine's TimeoutSeconds ends the whole execution: a Catch on the Parallel
+    whose branch was waiting does not see it."""
+    machine = parse(
+        {
+            "TimeoutSeconds": 60,
+            "StartAt": "P",
+            "States": {
+                "P": {
+                    "Type": "Parallel",
+                    "Branches": [
+                        {
+                            "StartAt": "W",
+                            "States": {"W": {"Type": "Wait", "Seconds": 120, "End": True}},
+                        }
+                    ],
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}],
+                    "End": True,
+                },
+                "Caught": {"Type": "Succeed"},
+            },
+        }
+    )
+    run = run_state_machine(machine, {})
+    assert run.status == "TIMED_OUT"
+    assert [v.state for v in run.path] == ["P", "W"]

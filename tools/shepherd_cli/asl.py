@@ -1,7 +1,7 @@
 """`shepherd asl run FILE`: run an Amazon States Language state machine in process, with the
 project's registered agents as its Lambda functions (each Task runs the agent registered under
 the function's name) and simulated time. It prints the execution's end on stdout as one JSON
-object `{"status", "output", "error", "cause"}` and exits 0 when it SUCCEEDED, 1 when it FAILED. `shepherd validate`
+object `{"status", "output", "error", "cause"}` and exits 0 when it SUCCEEDED, 1 when it FAILED or TIMED_OUT. `shepherd validate`
 checks ASL files with the same loader.
 
 This runs no engine: nothing is supervised or stored. It is for trying a state machine copied
@@ -119,7 +119,7 @@ def cmd_asl_run(args: argparse.Namespace, registry: AgentRegistry) -> int:
     print(json.dumps(result.describe(), indent=2, ensure_ascii=False))
     if result.status == "SUCCEEDED":
         return 0
-    print(f"FAILED {result.error}: {result.cause}", file=sys.stderr)
+    print(f"{result.status} {result.error}: {result.cause}", file=sys.stderr)
     return 1
 
 

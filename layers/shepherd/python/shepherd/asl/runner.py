@@ -55,7 +55,7 @@ class Visit:
 
 @dataclass
 class ExecutionResult:
-    status: str  # SUCCEEDED or FAILED
+    status: str  # SUCCEEDED, FAILED or TIMED_OUT (the state machine's TimeoutSeconds passed)
     output: Any = None
     error: str | None = None
     cause: str | None = None
@@ -91,6 +91,10 @@ class Callbacks:
 
     def take(self, token: str) -> Event | None:
         return self._done.pop(token, None)
+
+
+class _TimedOut(Exception):
+    """The execution's TimeoutSeconds passed (on the simulated clock)."""
 
 
 class _Run:
@@ -140,7 +144,7 @@ class _Run:
             if event is None:
                 raise AssertionError(f"no event after {actions}")
             if self.deadline is not None and self.now > self.deadline:
-                return BranchOutcome(failed=True, error=TIMEOUT, cause="The execution timed out")
+                raise _TimedOut  # the whole execution ends, whatever a Catch says
             frame, actions = interpreter.advance(frame, event, self.now)
 
     def record(self, action: Action, depth: int) -> BranchOutcome | None:
@@ -299,7 +303,13 @@ def run_state_machine(
         clock + _dt.timedelta(seconds=machine.timeout_seconds) if machine.timeout_seconds else None
     )
     run = _Run(functions or {}, context, clock, callbacks or Callbacks(), deadline, tasks, machines)
-    outcome = run.run(machine, input, {}, 0)
+    try:
+        outcome = run.run(machine, input, {}, 0)
+    except _TimedOut:
+        # Step Functions ends it TIMED_OUT; its ExecutionTimedOut event (recorded) carries
+        # neither an error nor a cause
+        seconds = (run.now - clock).total_seconds()
+        return ExecutionResult("TIMED_OUT", None, None, None, run.path, run.transitions, seconds)
     seconds = (run.now - clock).total_seconds()
     if outcome.failed:
         return ExecutionResult(
