@@ -550,3 +550,40 @@ def test_execution_timeout_inside_a_branch_is_not_caught() -> None:
     run = run_state_machine(machine, {})
     assert run.status == "TIMED_OUT"
     assert [v.state for v in run.path] == ["P", "W"]
+
+
+def test_lambda_invoke_result_lists_headers_in_aws_order() -> None:
+    """The keys of a lambda:invoke result, and of its AllHttpHeaders, in the order a result
+    recorded against AWS lists them (LocalStack's context_object snapshot)."""
+    machine = parse(
+        {
+            "StartAt": "T",
+            "States": {
+                "T": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::lambda:invoke",
+                    "Parameters": {"FunctionName": "echo", "Payload.$": "$"},
+                    "End": True,
+                }
+            },
+        }
+    )
+    run = run_state_machine(machine, {"a": 1}, functions={"echo": lambda p: p})
+    assert list(run.output) == [
+        "ExecutedVersion",
+        "Payload",
+        "SdkHttpMetadata",
+        "SdkResponseMetadata",
+        "StatusCode",
+    ]
+    assert list(run.output["SdkHttpMetadata"]["AllHttpHeaders"]) == [
+        "X-Amz-Executed-Version",
+        "x-amzn-Remapped-Content-Length",
+        "Connection",
+        "x-amzn-RequestId",
+        "Content-Length",
+        "Date",
+        "X-Amzn-Trace-Id",
+        "Content-Type",
+    ]
+    assert run.output["SdkHttpMetadata"]["HttpHeaders"]["Content-Length"] == "7"
