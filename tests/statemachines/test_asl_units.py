@@ -586,3 +586,24 @@ def test_lambda_invoke_result_lists_headers_in_aws_order() -> None:
         "X-Amzn-Trace-Id",
         "Content-Type",
     ]
+
+
+def test_jsonata_now_reads_the_simulated_clock() -> None:
+    """The interpreter reads no clock: JSONata's $now() and $millis() are the state's entered
+    time on the run's (simulated) clock, so a run replays identically."""
+    machine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "W",
+            "States": {
+                "W": {"Type": "Wait", "Seconds": 90, "Next": "S"},
+                "S": {
+                    "Type": "Pass",
+                    "Output": {"now": "{% $now() %}", "ms": "{% $millis() %}"},
+                    "End": True,
+                },
+            },
+        }
+    )
+    run = run_state_machine(machine, {})
+    assert run.output == {"now": "2024-01-01T00:01:30.000Z", "ms": 1704067290000}

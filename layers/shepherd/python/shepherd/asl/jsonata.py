@@ -9,6 +9,7 @@ is States.QueryEvaluationError.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import functools
 import json
 import random as _random
@@ -101,7 +102,20 @@ def _from_jsonata(value: Any) -> Any:
     return normalize(value)
 
 
-def _functions(rng: _random.Random) -> dict[str, Any]:
+def _millis(states: Mapping[str, Any]) -> int:
+    """The evaluation's instant: the state's entered time from the context object (the
+    interpreter reads no clock, so `$now()` and `$millis()` are the simulated time)."""
+    context = states.get("context")
+    entered = None
+    if isinstance(context, Mapping) and isinstance(context.get("State"), Mapping):
+        entered = context["State"].get("EnteredTime")
+    if not isinstance(entered, str) or not entered:
+        return 0
+    stamp = _dt.datetime.fromisoformat(entered.replace("Z", "+00:00"))
+    return int(stamp.timestamp() * 1000)
+
+
+def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
     def partition(array: Any, size: Any) -> Any:
         return intrinsics.f_array_partition(list(array), size)
 
@@ -123,7 +137,17 @@ def _functions(rng: _random.Random) -> dict[str, Any]:
         except (TypeError, ValueError):
             raise StatesError(QUERY_EVALUATION_ERROR, "$parse: not valid JSON text") from None
 
+    def now(picture: Any = None, timezone: Any = None) -> Any:
+        from jsonata.functions import Functions  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        return Functions.datetime_from_millis(millis, picture, timezone)
+
+    def millis_() -> int:
+        return millis
+
     return {
+        "now": now,
+        "millis": millis_,
         "partition": partition,
         "range": range_,
         "hash": hash_,
@@ -211,7 +235,7 @@ def evaluate(
     bindings["states"] = _to_jsonata(dict(states))
     where = f" specified for the field '{field}'" if field else ""
     try:
-        for name, function in _functions(rng).items():
+        for name, function in _functions(rng, _millis(states)).items():
             compiled.register_lambda(name, function)
         with _deep():
             raw = compiled.evaluate(bindings["states"].get("input"), bindings)
