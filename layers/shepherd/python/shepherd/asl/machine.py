@@ -805,6 +805,26 @@ class Interpreter:
             data = self._path(frame, state, "InputPath", frame.raw_input)
             items = self._path(frame, state, "ItemsPath", data)
         if not isinstance(items, list):
+            if state.query_language == JSONATA and jsonata.is_expression(state.get("Items")):
+                # Step Functions' words (as LocalStack's AWS-validated Map writes them)
+                expression = state.raw["Items"][2:-2].strip()
+                kind = (
+                    "null"
+                    if items is None
+                    else "boolean"
+                    if isinstance(items, bool)
+                    else "number"
+                    if is_number(items)
+                    else "string"
+                    if isinstance(items, str)
+                    else "object"
+                )
+                raise StatesError(
+                    errors.QUERY_EVALUATION_ERROR,
+                    f"The JSONata expression '{expression}' specified for the field 'Items' "
+                    f"returned an unexpected result type. Expected 'array', but was '{kind}' "
+                    f"for value: {dumps(items)}",
+                )
             raise StatesError(
                 RUNTIME,
                 f"The Map '{state.name}' needs an array of items, got {dumps(items)}",
