@@ -2767,6 +2767,7 @@ class Simulation:
         self._maps_stats(record, states)
         self._children_stats(record, states)
         self._kinds_stats(states)
+        self._episode_stats(states)
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -2787,6 +2788,30 @@ class Simulation:
             trace=list(self.trace_lines),
             stats=Counter(self.stats),
         )
+
+    def _episode_stats(self, states: Mapping[str, WorkflowState]) -> None:
+        """What throttling episodes cost (issue 41.3: nothing): attempts of a struck workflow
+        timed out during its episode or within a minute after it (an attempt consumed), and
+        struck workflows that did not succeed. Printed, not yet an invariant: a throttle longer
+        than an attempt's lease still consumes it (docs/architecture.md)."""
+        if not self.episodes:
+            return
+        window = {pk: (began, ends + 60_000) for pk, began, ends in self.episodes}
+        for wf_id, state in states.items():
+            found = window.get(wf_pk(wf_id))
+            if found is None:
+                continue
+            began, until = found
+            self.stats["episode_struck_workflows"] += 1
+            self.stats["episode_struck_unsucceeded"] += (
+                state.workflow.status is not WorkflowStatus.SUCCEEDED
+            )
+            for rec in state.steps.values():
+                for entry in rec.history:
+                    if entry.get("o") in ("timeout", "heartbeat_timeout") and (
+                        began <= int(entry.get("t", 0)) <= until
+                    ):
+                        self.stats["episode_attempts_timed_out"] += 1
 
     def _kinds_stats(self, states: Mapping[str, WorkflowState]) -> None:
         """Steps that succeeded, by kind, and steps a condition skipped: what a run's count of
