@@ -124,5 +124,6 @@ class IntegrationsRole(Construct):
                 )
                 Annotations.of(self).add_warning_v2(
                     "shepherd:integration-wildcard",
-                    f"{path.name}: {grant.where}: {grant.action} on {grant.resource} ({why})",
+                    f"{path.name}: {grant.where}: {grant.action} on "
+                    f"{nag_text(stack, grant.resource)} ({why})",
                 )

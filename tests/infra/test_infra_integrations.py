@@ -127,6 +127,12 @@ def test_every_star_grant_is_listed_by_the_synth(tmp_path: Path) -> None:
             "List": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::aws-sdk:ec2:describeInstances",
+                "Next": "Emit",
+            },
+            "Emit": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::events:putEvents",
+                "Parameters": {"Entries.$": "$.events"},
                 "End": True,
             },
         },
@@ -140,16 +146,24 @@ def test_every_star_grant_is_listed_by_the_synth(tmp_path: Path) -> None:
     ((_, role),) = template.find_resources("AWS::IAM::Role").items()
     (policy,) = role["Properties"]["Policies"]
     statements = policy["PolicyDocument"]["Statement"]
-    assert sorted((s["Action"], s["Resource"]) for s in statements) in (
-        [("ec2:DescribeInstances", "*"), ("sqs:SendMessage", "*")],
-        [(["ec2:DescribeInstances", "sqs:SendMessage"], "*")],  # minimized into one
+    every_bus = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:*:*:event-bus/*"]]}
+    assert sorted(json.dumps([s["Action"], s["Resource"]]) for s in statements) == sorted(
+        json.dumps(pair)
+        for pair in (
+            ["ec2:DescribeInstances", "*"],
+            ["events:PutEvents", every_bus],
+            ["sqs:SendMessage", "*"],
+        )
     )
     warnings = assertions.Annotations.from_stack(stack).find_warning(
         "*", assertions.Match.string_like_regexp("shepherd:integration-wildcard")
     )
     texts = sorted(str(w.entry.data) for w in warnings)
-    assert len(texts) == 2
-    assert "fanout.asl.json: States.List: ec2:DescribeInstances on *" in texts[0]
-    assert "no parameter names a resource" in texts[0]
-    assert "fanout.asl.json: States.Send: sqs:SendMessage on *" in texts[1]
-    assert "given at run time" in texts[1]
+    assert len(texts) == 3
+    bus_text = "arn:<AWS::Partition>:events:*:*:event-bus/*"
+    assert f"fanout.asl.json: States.Emit: events:PutEvents on {bus_text}" in texts[0]
+    assert "given at run time" in texts[0]
+    assert "fanout.asl.json: States.List: ec2:DescribeInstances on *" in texts[1]
+    assert "no parameter names a resource" in texts[1]
+    assert "fanout.asl.json: States.Send: sqs:SendMessage on *" in texts[2]
+    assert "given at run time" in texts[2]
