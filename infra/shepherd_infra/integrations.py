@@ -33,7 +33,7 @@ from shepherd_infra.naming import nag_text
 WILDCARD_REASON = (
     "Derived from the app's ASL definitions (shepherd.asl.grants): a resource a path or an "
     "expression gives at run time is granted on '*' (EventBridge: every bus), an unqualified "
-    "Lambda function with its versions and aliases (':*'), as Step Functions grants them; "
+    "Lambda function with its versions and aliases (':*'), as CDK's LambdaInvoke grants it; "
     "each such grant is listed by the synth, naming the file and the state"
 )
 

@@ -12,7 +12,9 @@ than Step Functions' generated policies, on purpose:
   table (Step Functions grants GetItem, PutItem, UpdateItem and DeleteItem together);
 * a Lambda function named with a version or an alias (`NAME:prod`, or lambda:invoke's
   `Qualifier`) is granted that qualified ARN alone; an unqualified one gets the function and
-  its versions and aliases (`NAME` and `NAME:*`), as Step Functions and CDK's LambdaInvoke do.
+  its versions and aliases (`NAME` and `NAME:*`), as CDK's LambdaInvoke grants a function
+  (`resourceArnsForGrantInvoke`), so a version invoked through it keeps working (Step
+  Functions' own example lists the function ARN alone).
 
 `aws-sdk:<service>:<action>` becomes `<IAM prefix>:<Action>` (a few APIs are authorized by
 another action: `lambda:Invoke` by `lambda:InvokeFunction`, S3's `HeadObject` by
