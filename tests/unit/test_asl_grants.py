@@ -456,3 +456,36 @@ def test_a_resource_that_is_neither_a_function_nor_an_integration_is_refused() -
 def test_no_tasks_no_grants() -> None:
     doc = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
     assert plan(parse(doc)).statements() == []
+
+
+def test_jsonata_arguments_that_are_one_expression_make_every_resource_dynamic() -> None:
+    whole = "{% {'QueueUrl': $states.input.q, 'MessageBody': 'x'} %}"
+    found = _task("arn:aws:states:::sqs:sendMessage", "JSONata", Arguments=whole)
+    assert [(g.action, g.resource, g.why) for g in found.grants] == [
+        ("sqs:SendMessage", "*", DYNAMIC)
+    ]
+    table = _task("arn:aws:states:::aws-sdk:dynamodb:getItem", "JSONata", Arguments=whole)
+    assert [(g.action, g.resource, g.why) for g in table.grants] == [
+        ("dynamodb:GetItem", "*", DYNAMIC)
+    ]
+
+
+def test_an_entry_whose_bus_comes_from_the_input_widens_to_every_bus() -> None:
+    found = _task(
+        "arn:aws:states:::events:putEvents",
+        Parameters={"Entries": [{"EventBusName": "orders"}, {"EventBusName.$": "$.bus"}]},
+    )
+    assert _pairs(found) == {
+        ("events:PutEvents", "arn:aws:events:eu-west-1:111122223333:event-bus/orders"),
+        ("events:PutEvents", "arn:aws:events:*:*:event-bus/*"),
+    }
+    assert found.statements() == [
+        {
+            "Effect": "Allow",
+            "Action": "events:PutEvents",
+            "Resource": [
+                "arn:aws:events:*:*:event-bus/*",
+                "arn:aws:events:eu-west-1:111122223333:event-bus/orders",
+            ],
+        }
+    ]
