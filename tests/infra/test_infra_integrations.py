@@ -54,8 +54,9 @@ def test_the_role_holds_exactly_the_function_the_send_and_the_put(extended: Synt
     # The pool that will run as it is not built: no function assumes the role yet.
     for logical_id in extended.of_type("AWS::Lambda::Function"):
         assert extended.props(logical_id)["Role"] != {"Fn::GetAtt": [role_id, "Arn"]}
-    # And no other role is granted the definitions' resources.
-    for logical_id in extended.of_type("AWS::IAM::Role"):
+    # And no other role or policy is granted the definitions' resources.
+    others = {**extended.of_type("AWS::IAM::Role"), **extended.of_type("AWS::IAM::Policy")}
+    for logical_id in others:
         if logical_id != role_id:
             text = json.dumps(extended.resources[logical_id])
             assert "CheckStock" not in text and "table/Orders" not in text, logical_id
