@@ -16,14 +16,12 @@ the pool's function, as every pool's is). An app with no ASL Task to grant gets 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
 
-import botocore.session
 from aws_cdk import Annotations, Stack, aws_iam
 from constructs import Construct
+from shepherd.adapters.sdk_models import sdk_knows
 from shepherd.asl import asl_files, load_file, workflow_type
 from shepherd.asl.grants import DYNAMIC, Env, Plan, plan
 
@@ -36,22 +34,6 @@ WILDCARD_REASON = (
     "Lambda function with its versions and aliases (':*'), as CDK's LambdaInvoke grants it; "
     "each such grant is listed by the synth, naming the file and the state"
 )
-
-
-@functools.cache
-def _botocore_session() -> Any:
-    return botocore.session.get_session()
-
-
-def sdk_knows(service: str, operation: str) -> str | None:
-    """None if the SDK has `service`'s `operation`, else why not (a typo fails the synth, not
-    the run)."""
-    session = _botocore_session()
-    if service not in session.get_available_services():
-        return f"the AWS SDK has no service '{service}'"
-    if operation not in session.get_service_model(service).operation_names:
-        return f"the AWS SDK's {service} has no API {operation}"
-    return None
 
 
 def asl_plans(

@@ -3,10 +3,11 @@ integration form needs, static and dynamic, and the Tasks whose grant cannot be 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from shepherd.asl import parse
+from shepherd.asl import load_file, parse
 from shepherd.asl.grants import DYNAMIC, NAMED, UNNAMED, Child, Env, Grant, Plan, plan
 
 ENV = Env("aws", "eu-west-1", "111122223333")
@@ -489,3 +490,29 @@ def test_an_entry_whose_bus_comes_from_the_input_widens_to_every_bus() -> None:
             ],
         }
     ]
+
+
+def test_the_stock_trader_sample_is_granted_its_three_functions_and_one_put() -> None:
+    """AWS's SAM sample (docs/migrating-from-step-functions.md): where its template grants
+    LambdaInvokePolicy per function and DynamoDBWritePolicy, the definition alone derives the
+    three functions and PutItem on its table."""
+    sample = Path(__file__).parents[1] / "statemachines/samples/stock_trader/stock_trader.asl.json"
+    found = plan(load_file(sample), Env("aws", "us-east-1", "123456789012"))
+    fn = "arn:aws:lambda:us-east-1:123456789012:function"
+    assert found.statements() == [
+        {
+            "Effect": "Allow",
+            "Action": "dynamodb:PutItem",
+            "Resource": ["arn:aws:dynamodb:us-east-1:123456789012:table/TransactionTable"],
+        },
+        {
+            "Effect": "Allow",
+            "Action": "lambda:InvokeFunction",
+            "Resource": [
+                f"{fn}:{name}{suffix}"
+                for name in ("StockBuyerFunction", "StockCheckerFunction", "StockSellerFunction")
+                for suffix in ("", ":*")
+            ],
+        },
+    ]
+    assert found.wildcards() == [] and found.refusals == ()
