@@ -16,8 +16,10 @@ the pool's function, as every pool's is). An app with no ASL Task to grant gets 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import Annotations, Stack, aws_iam
 from constructs import Construct
@@ -34,6 +36,9 @@ WILDCARD_REASON = (
     "Lambda function with its versions and aliases (':*'), as CDK's LambdaInvoke grants it; "
     "each such grant is listed by the synth, naming the file and the state"
 )
+
+# IAM's quota on the inline policies of one role, in characters without whitespace.
+ROLE_POLICY_LIMIT = 10_240
 
 
 def asl_plans(
@@ -79,6 +84,14 @@ class IntegrationsRole(Construct):
         statements = total.statements()
         if not statements:
             return
+        size = policy_size(stack, statements)
+        if size > ROLE_POLICY_LIMIT:
+            raise ValueError(
+                f"the integrations role's policy would be about {size} characters, over IAM's "
+                f"{ROLE_POLICY_LIMIT} for a role's inline policies: the ASL definitions name "
+                f"{sum(len(s['Resource']) for s in statements)} resources; deploy some of "
+                "them from another stack, or call some services from agents"
+            )
         self.role = aws_iam.Role(
             self,
             "Role",
@@ -109,3 +122,12 @@ class IntegrationsRole(Construct):
                     f"{path.name}: {grant.where}: {grant.action} on "
                     f"{nag_text(stack, grant.resource)} ({why})",
                 )
+
+
+def policy_size(stack: Stack, statements: list[dict[str, Any]]) -> int:
+    """The policy's length as IAM counts it (no whitespace), pseudo parameters written as
+    cdk-nag writes them (`<AWS::AccountId>`: longer than any value they take, so an
+    overestimate)."""
+    rendered = [{**s, "Resource": [nag_text(stack, r) for r in s["Resource"]]} for s in statements]
+    document = {"Version": "2012-10-17", "Statement": rendered}
+    return len(json.dumps(document, separators=(",", ":")))

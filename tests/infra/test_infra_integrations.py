@@ -168,3 +168,30 @@ def test_every_star_grant_is_listed_by_the_synth(tmp_path: Path) -> None:
     assert "no parameter names a resource" in texts[1]
     assert "fanout.asl.json: States.Send: sqs:SendMessage on *" in texts[2]
     assert "given at run time" in texts[2]
+
+
+def test_more_grants_than_a_role_policy_holds_fail_the_synth(tmp_path: Path) -> None:
+    """IAM caps a role's inline policies at 10,240 characters: 160 functions (320 ARNs) are over
+    it, and the synth says so rather than the deploy."""
+    definitions = tmp_path / "flows"
+    states = {
+        f"Call{i}": {
+            "Type": "Task",
+            "Resource": f"arn:aws:lambda:us-east-1:123456789012:function:Fn{i}",
+            "Next": f"Call{i + 1}",
+        }
+        for i in range(160)
+    }
+    states["Call159"]["End"] = True
+    del states["Call159"]["Next"]
+    _asl(definitions, "wide.asl.json", states)
+    stack = Stack(App(), "Probe")
+    with pytest.raises(ValueError, match="over IAM's 10240 for a role's inline policies"):
+        IntegrationsRole(stack, "Integrations", definitions_dir=definitions, workflow_types=set())
+    # 40 functions are well within it.
+    few = tmp_path / "few"
+    _asl(few, "narrow.asl.json", {k: states[k] for k in list(states)[120:]})
+    construct = IntegrationsRole(
+        Stack(App(), "Probe2"), "Integrations", definitions_dir=few, workflow_types=set()
+    )
+    assert construct.role is not None
