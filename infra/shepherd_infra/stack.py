@@ -129,15 +129,9 @@ class Shepherd(Construct):
         # The deployment's size names the shards, groups, concurrency, table throughput and API
         # throttle its load needs; a setting given on its own overrides the size's.
         self.size = size
-        watch_shards = size.watch_shards if watch_shards is None else watch_shards
-        sweep_groups = size.sweep_groups if sweep_groups is None else sweep_groups
-        if api_throttling is None:
-            api_throttling = ApiThrottling(
-                rate_limit=size.api_rate_limit,
-                burst_limit=size.api_burst_limit,
-                account_rate_limit=size.quotas.api_rate,
-                account_burst_limit=size.quotas.api_burst,
-            )
+        watch_shards, sweep_groups, api_throttling = _sized(
+            size, watch_shards, sweep_groups, api_throttling
+        )
         # This deployment's name in what people and alarms see: the `service` dimension of
         # every engine metric (the functions' POWERTOOLS_SERVICE_NAME) and the REST API's
         # name. The stack's name and the construct's path make it unique in an account and
@@ -387,6 +381,26 @@ class Shepherd(Construct):
     def payload_bucket(self) -> aws_s3.IBucket:
         """Where large payloads live (the claim check)."""
         return self.payloads.bucket
+
+
+def _sized(
+    size: Size,
+    watch_shards: int | None,
+    sweep_groups: int | None,
+    api_throttling: ApiThrottling | None,
+) -> tuple[int, int, ApiThrottling]:
+    """The shards, groups and stage throttle: each as given, else the size's."""
+    throttling = api_throttling or ApiThrottling(
+        rate_limit=size.api_rate_limit,
+        burst_limit=size.api_burst_limit,
+        account_rate_limit=size.quotas.api_rate,
+        account_burst_limit=size.quotas.api_burst,
+    )
+    return (
+        size.watch_shards if watch_shards is None else watch_shards,
+        size.sweep_groups if sweep_groups is None else sweep_groups,
+        throttling,
+    )
 
 
 def _with_concurrency(
