@@ -3,6 +3,10 @@
 
 const TOKEN = document.querySelector('meta[name="shepherd-console-token"]')?.content || "";
 const TOKEN_HEADER = "X-Shepherd-Console-Token";
+// A read the API has not answered by then is shown as an error (and a live page tries again
+// at its next tick) rather than a spinner for as long as the proxy waits (issue 35.5). A change
+// (POST) is never abandoned: it may have been done, so the page waits for its answer.
+export const READ_TIMEOUT_MS = 4000;
 
 /** An API refusal in the API's one error shape (docs/api.md, Errors). */
 export class ApiError extends Error {
@@ -33,7 +37,11 @@ export async function call(method, path, { query, body } = {}) {
   const headers = { Accept: "application/json" };
   if (method !== "GET" && method !== "HEAD") headers[TOKEN_HEADER] = TOKEN;
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  const reading = method === "GET" || method === "HEAD";
+  const abort = new AbortController();
+  const timer = reading ? window.setTimeout(() => abort.abort(), READ_TIMEOUT_MS) : null;
   let response;
+  let text;
   try {
     response = await fetch(url, {
       method,
@@ -41,11 +49,17 @@ export async function call(method, path, { query, body } = {}) {
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: "same-origin",
       cache: "no-store",
+      signal: abort.signal,
     });
+    text = await response.text();
   } catch (exc) {
+    if (abort.signal.aborted) {
+      throw new ApiError(0, { code: "ApiTimeout", message: `the API did not answer ${method} ${path} within ${READ_TIMEOUT_MS / 1000} s: it may be down or hung` });
+    }
     throw new ApiError(0, { code: "ConsoleUnreachable", message: `the console did not answer: ${exc.message}` });
+  } finally {
+    if (timer !== null) window.clearTimeout(timer);
   }
-  const text = await response.text();
   let data = null;
   try {
     data = text ? JSON.parse(text) : null;
