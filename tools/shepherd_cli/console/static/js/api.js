@@ -3,10 +3,23 @@
 
 const TOKEN = document.querySelector('meta[name="shepherd-console-token"]')?.content || "";
 const TOKEN_HEADER = "X-Shepherd-Console-Token";
-// A read the API has not answered by then is shown as an error (and a live page tries again
-// at its next tick) rather than a spinner for as long as the proxy waits (issue 35.5). A change
-// (POST) is never abandoned: it may have been done, so the page waits for its answer.
-export const READ_TIMEOUT_MS = 4000;
+// A read the API has not answered within SLOW_READ_MS is said at once, on every page (the
+// #api-slow alert), and the answer still drawn when it comes: a hung API is an error within
+// 5 s, not a bare spinner for as long as the proxy waits (30 s, then its 504 ApiTimeout), and
+// a slow one is not abandoned (issue 35.5).
+export const SLOW_READ_MS = 4000;
+const slowReads = new Map(); // a pending read's number -> "GET /workflows"
+let reads = 0;
+
+function paintSlow() {
+  const alert = document.getElementById("api-slow");
+  if (!alert) return;
+  const [first] = slowReads.values();
+  alert.hidden = !first;
+  alert.textContent = first
+    ? `The API has not answered ${first} for ${SLOW_READ_MS / 1000} s: it may be down or hung (the console still waits for it, up to its 30 s timeout).`
+    : "";
+}
 
 /** An API refusal in the API's one error shape (docs/api.md, Errors). */
 export class ApiError extends Error {
@@ -38,8 +51,13 @@ export async function call(method, path, { query, body } = {}) {
   if (method !== "GET" && method !== "HEAD") headers[TOKEN_HEADER] = TOKEN;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const reading = method === "GET" || method === "HEAD";
-  const abort = new AbortController();
-  const timer = reading ? window.setTimeout(() => abort.abort(), READ_TIMEOUT_MS) : null;
+  const read = (reads += 1);
+  const timer = reading
+    ? window.setTimeout(() => {
+        slowReads.set(read, `${method} ${path}`);
+        paintSlow();
+      }, SLOW_READ_MS)
+    : null;
   let response;
   let text;
   try {
@@ -49,16 +67,13 @@ export async function call(method, path, { query, body } = {}) {
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: "same-origin",
       cache: "no-store",
-      signal: abort.signal,
     });
     text = await response.text();
   } catch (exc) {
-    if (abort.signal.aborted) {
-      throw new ApiError(0, { code: "ApiTimeout", message: `the API did not answer ${method} ${path} within ${READ_TIMEOUT_MS / 1000} s: it may be down or hung` });
-    }
     throw new ApiError(0, { code: "ConsoleUnreachable", message: `the console did not answer: ${exc.message}` });
   } finally {
     if (timer !== null) window.clearTimeout(timer);
+    if (slowReads.delete(read)) paintSlow();
   }
   let data = null;
   try {
