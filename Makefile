@@ -172,9 +172,9 @@ bench: $(STAMP)
 bench-patterns: $(STAMP)
 	$(BIN)/python -m shepherd_bench.patterns
 
-# The console's counts (issue 35.5): one caller's 10,000 workflows on moto's DynamoDB counted per
-# status as GET /workflows/counts counts them; prints each way's time and exits 1 if the
-# unfiltered count takes 2 s or more.
+# The console's counts (issue 35.5): one caller's 10,000 workflows on the local stack's moto,
+# counted per status as GET /workflows/counts counts them; prints wall and CPU time of each way
+# and exits 1 unless the unfiltered count is exact and needs under 2 s.
 .PHONY: bench-counts
 bench-counts: $(STAMP)
 	$(BIN)/python -m shepherd_bench.counts
