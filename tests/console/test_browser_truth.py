@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from browser_support import DESKTOP, NARROW, shot
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 from shepherd_cli.client import Api
 from shepherd_cli.console import Console
@@ -120,9 +121,12 @@ def test_a_hung_api_is_an_error_within_5_seconds_not_a_spinner(
 
 def patched_json(route: Any, patch: Any) -> None:
     """Answer the page's request with the stack's own answer, changed by `patch`."""
-    response = route.fetch()
-    body = response.json()
-    route.fulfill(response=response, body=json.dumps(patch(body)))
+    try:
+        response = route.fetch()
+        body = response.json()
+        route.fulfill(response=response, body=json.dumps(patch(body)))
+    except PlaywrightError:  # the page closed while a live refresh was being answered
+        return
 
 
 def test_a_deadline_says_the_action_and_marks_it_overdue(
@@ -275,7 +279,10 @@ def test_a_failed_undo_names_the_failure_that_began_the_unwinding(page: Any, api
         assert time.monotonic() < deadline, "the relay never published the end"
         time.sleep(1)
     page.reload()
-    expect(page.locator('#events tr[data-event="WorkflowFailed"]')).to_have_count(1)
+    expect(page.locator('#events tr[data-event="WorkflowFailed"]')).to_have_count(
+        1,
+        timeout=30_000,  # the page's reads, on a busy machine
+    )
     expect(page.locator("#history-behind")).to_have_count(0)
 
 
@@ -285,6 +292,10 @@ def test_schedule_times_name_their_zone(page: Any) -> None:
     # cron(0 2 * * ? *) in Europe/Paris: 02:00 on Paris' clock, said so
     expect(nightly).to_have_attribute("data-zone", "Europe/Paris")
     expect(nightly).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d 02:00:00 \S+ \(Europe/Paris\)$"))
+    # rate(10 minutes) counts from its deploy, which the API does not know: its period bounds
+    # the next firing
+    smoke = page.locator('tr[data-schedule="smoke-environment"] td.next')
+    expect(smoke).to_have_text("every period from its deploy: the next within 10 minutes")
 
 
 def test_the_graph_names_each_box_as_it_reads_and_its_scroll_area_takes_the_keyboard(

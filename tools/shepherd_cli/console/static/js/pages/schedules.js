@@ -37,8 +37,12 @@ export async function schedulesPage(ctx) {
     if (!schedule.enabled) return h("td", { class: "next" }, "disabled in its definition");
     if (schedule.paused) return h("td", { class: "next" }, "paused: fires nothing");
     if (!schedule.next.length) {
-      const rate = schedule.expression.startsWith("rate(");
-      return h("td", { class: "next" }, rate ? "every period from its deploy" : "never again");
+      // A rate counts from when its schedule was created, which the API does not know: its
+      // period bounds the next firing.
+      const rate = /^rate\((\d+) (\w+)\)$/.exec(schedule.expression);
+      if (!rate) return h("td", { class: "next" }, schedule.expression.startsWith("rate(") ? "every period from its deploy" : "never again");
+      const period = `${rate[1]} ${rate[2]}`;
+      return h("td", { class: "next", "data-within": period }, `every period from its deploy: the next within ${period}`);
     }
     // Each firing in the schedule's own zone, named (its expression is read in that zone).
     const [first, ...rest] = schedule.next;
