@@ -172,6 +172,13 @@ bench: $(STAMP)
 bench-patterns: $(STAMP)
 	$(BIN)/python -m shepherd_bench.patterns
 
+# The console's counts (issue 35.5): one caller's 10,000 workflows on the local stack's moto,
+# counted per status as GET /workflows/counts counts them; prints wall and CPU time of each way
+# and exits 1 unless the unfiltered count is exact and needs under 2 s.
+.PHONY: bench-counts
+bench-counts: $(STAMP)
+	$(BIN)/python -m shepherd_bench.counts
+
 # The scale model (issue 23.9; docs/benchmarks.md, "Scale model"): the real engine over a
 # modelled DynamoDB, SQS and Lambda at the design load, in simulated time, a subset of shard
 # groups at full density -> `scale` and `cost.at_load` in docs/benchmarks.json and its section of
