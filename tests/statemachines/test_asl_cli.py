@@ -66,12 +66,22 @@ def test_asl_run_prints_the_output(tmp_path: Path, capsys: pytest.CaptureFixture
     file = _folder(tmp_path, MACHINE) / "order.asl.json"
     args = ["asl", "run", str(file), "--agents", AGENTS, "--input", '{"items": [{"sku": "A"}]}']
     assert main(args) == 0
-    output = json.loads(capsys.readouterr().out)
-    assert output["reserved"]["id"].startswith("res-")
+    printed = json.loads(capsys.readouterr().out)
+    assert list(printed) == ["status", "output", "error", "cause"]
+    assert printed["status"] == "SUCCEEDED"
+    assert printed["error"] is None and printed["cause"] is None
+    assert printed["output"]["reserved"]["id"].startswith("res-")
 
 
 def test_asl_run_reports_a_fail_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file = _folder(tmp_path, MACHINE) / "order.asl.json"
     items = '{"items": [{"sku": "SOLD-OUT"}]}'
     assert main(["asl", "run", str(file), "--agents", AGENTS, "--input", items]) == 1
-    assert "FAILED OutOfStock: no stock" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "FAILED OutOfStock: no stock" in captured.err
+    assert json.loads(captured.out) == {
+        "status": "FAILED",
+        "output": None,
+        "error": "OutOfStock",
+        "cause": "no stock",
+    }
