@@ -69,7 +69,7 @@ unit-stacks: $(STAMP) browser node
 	@t=$$(date +%s); $(BIN)/pytest $(SHARD_STACKS); rc=$$?; \
 	echo "unit-stacks: $$(( $$(date +%s) - t ))s"; exit $$rc
 
-unit-rest: $(STAMP)
+unit-rest: $(STAMP) node
 	@t=$$(date +%s); $(BIN)/pytest $(addprefix --ignore=,$(SHARD_STACKS)); rc=$$?; \
 	echo "unit-rest: $$(( $$(date +%s) - t ))s"; exit $$rc
 
