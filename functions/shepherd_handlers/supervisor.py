@@ -132,6 +132,15 @@ def send_ticks(
     return sent
 
 
+def is_wake(record: Any) -> bool:
+    """A wake tick (`shepherd.wiring.WAKE_TICK`): a writer found the supervisor asleep."""
+    try:
+        body = json.loads(record.get("body", "{}"))
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return isinstance(body, dict) and body.get("wake") is True
+
+
 def groups_of(records: list[Any], groups: int) -> list[int]:
     """The groups a batch of ticks names, each once (a tick from before groups existed, or
     one naming a group this deployment no longer has, sweeps group 0)."""
@@ -252,9 +261,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     window = settings.sweep_window_seconds
     ticks_url = settings.sweep_ticks_url
     records = event.get("Records")
-    if isinstance(records, list):  # ticks from the queue: one sweep per group they name
+    woken = isinstance(records, list) and any(map(is_wake, records))
+    if isinstance(records, list) and not woken:  # ticks: one sweep per group they name
         planned = planned_at(records, settings.sweep_groups)
         return _sweep_groups(interval, planned, context, {"ticks": len(records)})
+    # The scheduled run, or a wake (a writer found the supervisor asleep): the minute starts.
     start = _now()  # the minute's first sweep: its ticks are planned from here
     hold_paused_pools()
     try:
@@ -262,6 +273,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except Exception:  # a metric never stops the sweeps
         logger.warning("circuit metrics not emitted", exc_info=True)
     if ticks_url:
+        shepherd = engine()
+        wakeup = shepherd.scheduler.wakeup
+        if wakeup is not None and not wakeup.scheduled(shepherd.supervisor.shard_span()).ticks:
+            # Asleep: the index is empty, so nothing is due and no tick is sent; a start
+            # wakes it (shepherd.engine.wakeup), and so does this probe next minute.
+            return {"sweeps": 0, "due": 0, "actions": 0, "asleep": True, "ticks_sent": 0}
         delays = tick_delays(interval, window)
         minute = ticks(settings.sweep_groups, delays)
         then = following(delays)[0]  # group 0's next sweep: its first tick, or the next run
