@@ -308,11 +308,27 @@ def render(name: str, entry: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# Issue 35's targets, a month at list price: one pool, and the example app as deployed.
+TARGETS = {"one pool": 3.0, "default": 5.0}
+
+
+def missed(bills: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return [
+        f"{name}: ${bills[name]['total']:.2f} > ${limit:.2f}"
+        for name, limit in TARGETS.items()
+        if round(bills[name]["total"], 2) > limit
+    ]
+
+
 def main() -> int:
+    """Print the bills; exit 1 if a target is missed (each named)."""
     bills = example_bills()
     for name, entry in bills.items():
         print(render(name, entry))
-    return 0
+    failed = missed(bills)
+    for line in failed:
+        print(f"idle target missed: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

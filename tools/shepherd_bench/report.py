@@ -434,21 +434,7 @@ def _cost(results: dict[str, Any]) -> list[str]:
             ],
         ),
         "",
-        "The supervisor sleeps nowhere. EventBridge Scheduler invokes it every minute; that "
-        "run sends the minute's later sweeps as delayed messages to its tick queue (SQS delays "
-        "of 5, 10, ..., 55 s: 11 ticks, two SendMessageBatch requests) and sweeps once; each "
-        "tick is delivered by the queue's event source mapping (a receive and a delete) and "
-        "sweeps once. So a sweep still runs every 5 s around the clock, at the same offsets "
-        "as before (detection lag unchanged), in 12 short invocations a minute instead of one "
-        "that lasted 56 s. The arithmetic (730 hours = 43,800 minutes): Scheduler 43,800 x "
-        "$1.00/M; Lambda 525,600 invocations x $0.20/M; duration 525,600 x (9 calls x 8 ms "
-        "+ 20 ms) + 87,600 sends x 8 ms = 49,056 s x 0.25 GB x $0.0000133334; tick sends "
-        "87,600 and receives + deletes 963,600 requests x $0.40/M; index queries 525,600 x 8 "
-        "shards x 0.5 RRU and pool-state reads 525,600 x 1 RRU at $0.125/M; event-source "
-        "polling 5 long-polling (20 s) pollers per queue while idle (third-party figure; "
-        f"{cost['pools']} pools and the tick queue: {cost['pools'] + 1} x 5 x 3 x 43,800 "
-        "requests x $0.40/M). Before (one invocation sleeping between sweeps for 55 s of "
-        "every minute): 43,800 x 56 s x 0.25 GB = 613,200 GB-s = $8.18 of about $10.03.",
+        *_idle_prose(cost),
         "",
         "Each sweep also looks ahead until just before the next one (docs/architecture.md, "
         "the supervisor at load): it looks at each entry due before then at its due time, "
@@ -466,6 +452,37 @@ def _cost(results: dict[str, Any]) -> list[str]:
     ]
     lines += _monitoring(results)
     return lines
+
+
+def _idle_prose(cost: dict[str, Any]) -> list[str]:
+    """How the idle bill above is computed (`shepherd_bench.idle_bill`, from the template)."""
+    deployed = (cost.get("idle_deployment") or {}).get("default")
+    if deployed is None:
+        return []
+    firings = ", ".join(
+        f"`{f['name']}` ({f['expression']}: {f['per_month']:,.0f} {f['workflow_type']} "
+        f"workflows of {f['steps']} steps)"
+        for f in deployed["firings"]
+    )
+    return [
+        "Computed from the synthesized template as deployed (`python -m "
+        "shepherd_bench.idle_bill`; the README quotes the total and a test checks it): the "
+        f"supervisor's schedule ({deployed['supervisor_runs']:,.0f} runs a month), its "
+        f"{deployed['watch_shards']} watch shards and {deployed['sweep_groups']} sweep "
+        f"group(s), its ticks every {deployed['sweep_interval_s']:g} s when awake, the "
+        f"{deployed['polled_queues']} queues an event source mapping polls, the enabled "
+        f"schedules ({firings or 'none'}), and the monitoring below. The supervisor sleeps "
+        "while the watch index is empty (shepherd.engine.wakeup, since issue 35): each "
+        "scheduled run reads its state, probes every shard (0.5 RRU each) and the pool "
+        "states, and sends no tick; a start wakes it at once. So an idle month pays ticks "
+        "only for the minutes the schedules' workflows keep it awake (3 a firing: the "
+        "workflow, then the two empty probes before it sleeps). Modelled, not read: 8 ms a "
+        "call and 20 ms an invocation at 256 MB arm64; the SQS pollers' idle requests (5 "
+        "long pollers a queue, 3 requests a minute each: a third-party figure); a scheduled "
+        "workflow at most $12 per million steps all in (the worst example scenario "
+        "measured above is $10.40). Before issue 35 the supervisor ticked every 5 s around "
+        "the clock: 525,600 invocations, about $1.07 a month at 8 shards, $1.45 at 16.",
+    ]
 
 
 def _map_cost_row(results: dict[str, Any]) -> list[list[str]]:
