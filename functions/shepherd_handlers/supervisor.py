@@ -16,6 +16,10 @@ by the sweep interval instead of the schedule. How the sweeps after the first ar
 * **Sleeping** (unset: the local stack, tests): the invocation sweeps, sleeps until the next
   sweep, and so on up to the window.
 
+**Asleep** (deployed, shepherd.engine.wakeup): the scheduled run first probes the watch index;
+found empty twice, a minute apart, it sends no ticks and sweeps nothing until a start (or an
+operator's action) wakes it with a wake tick, which this handler runs as a scheduled run.
+
 **Looking ahead** (`SHEPHERD_SWEEP_LOOK_AHEAD`, on by default): each sweep also reads the watch
 entries due before the next sweep and looks at each one at its due time, sleeping in between
 (`Supervisor.sweep_group`'s `until_ms`: `LOOK_AHEAD_MARGIN_MS` before its group's next sweep,

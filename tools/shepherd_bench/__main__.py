@@ -223,7 +223,26 @@ def main(argv: list[str] | None = None) -> int:
     _log(
         f"wrote {args.out / 'benchmarks.md'} and benchmarks.json in {results['meta']['seconds']:.0f} s"
     )
-    return 0 if results["patterns"]["met"] else 1
+    over = _idle_checks(results)
+    return 0 if results["patterns"]["met"] and not over else 1
+
+
+def _idle_checks(results: dict[str, Any]) -> list[str]:
+    """The idle bill prices a scheduled workflow at a bound per step: the measured scenarios
+    above it (the bill would be understated; invariant 14, a figure that can fail). Logs them,
+    and the idle targets the bill misses."""
+    from shepherd_bench import idle_bill
+
+    over = idle_bill.check_bound(results["cost"]["scenarios"])
+    for name in over:
+        _log(f"idle bill understated: {name} costs more per step than the bound it assumes")
+    totals = {
+        name: {"total": idle_bill.total(results["cost"][key])}
+        for name, key in (("default", "fixed_monthly"), ("one pool", "fixed_monthly_one_pool"))
+    }
+    for line in idle_bill.missed(totals):
+        _log(f"idle target missed: {line}")
+    return over
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
