@@ -40,7 +40,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -48,6 +48,9 @@ from shepherd.engine.pools import pool_states
 from shepherd.engine.supervisor import SweepReport, look_ahead_until
 from shepherd.errors import DeliveryError
 from shepherd.observability import NAMESPACE, Metric
+
+if TYPE_CHECKING:
+    from shepherd.engine.wakeup import Wakeup
 
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, service, tracer
 
@@ -279,7 +282,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if ticks_url:
         shepherd = engine()
         wakeup = shepherd.scheduler.wakeup
-        if wakeup is not None and not wakeup.scheduled(shepherd.supervisor.shard_span()).ticks:
+        if wakeup is not None and not _ticks(wakeup, shepherd.supervisor.shard_span()):
             # Asleep: the index is empty, so nothing is due and no tick is sent; a start
             # wakes it (shepherd.engine.wakeup), and so does this probe next minute.
             return {"sweeps": 0, "due": 0, "actions": 0, "asleep": True, "ticks_sent": 0}
@@ -295,6 +298,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             swept = _sweep_groups(interval, {0: nxt}, context, {})
             return {**swept, "ticks_sent": sending.result()}
     return _sweep_window(interval, window, context)
+
+
+def _ticks(wakeup: Wakeup, shards: int) -> bool:
+    """Whether this minute ticks: the supervisor's rest state, probed and decided. A state
+    or an index that cannot be read ticks: sleeping is an economy, sweeping is the duty."""
+    try:
+        return wakeup.scheduled(shards).ticks
+    except Exception:
+        logger.warning("supervisor state not decided; this minute ticks", exc_info=True)
+        return True
 
 
 def _now() -> int:

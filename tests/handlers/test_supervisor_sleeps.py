@@ -181,3 +181,22 @@ def test_an_operator_resume_wakes_it_too(
     clock.advance(30)
     assert stack.api("POST", f"/workflows/{workflow_id}/resume")[0] == 202
     assert rung == [1] and wakeup.read().state == "awake"
+
+
+def test_a_state_that_cannot_be_read_ticks(
+    stack: Stack, ticks: str, monkeypatch: pytest.MonkeyPatch, sent: list[list[tuple[int, int]]]
+) -> None:
+    """Sleeping is an economy, sweeping the duty: a store error deciding it sweeps and ticks."""
+    from shepherd.engine.wakeup import Wakeup
+    from shepherd.errors import StoreUnavailable
+
+    clock = Clock(monkeypatch)
+    _fall_asleep(stack, clock, sent)
+
+    def unavailable(self: Wakeup) -> None:
+        raise StoreUnavailable("throttled")
+
+    monkeypatch.setattr(Wakeup, "read", unavailable)
+    clock.advance(60)
+    reply = stack.sweep()
+    assert reply["ticks_sent"] == 11 and "asleep" not in reply
