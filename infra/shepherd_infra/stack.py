@@ -35,6 +35,7 @@ from shepherd_infra.api_logging import ApiThrottling
 from shepherd_infra.code import AgentCode, stage_agent_code
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
+from shepherd_infra.integrations import IntegrationsRole, asl_workflow_types
 from shepherd_infra.limits import DeployLimits
 from shepherd_infra.monitoring import Monitoring
 from shepherd_infra.naming import pool_names, stack_scoped_name
@@ -72,6 +73,10 @@ class Shepherd(Construct):
     who may pause and resume pools and schedules, so someone who can act on a scheduled
     workflow also sees it. With neither, `shepherd:schedules`, a name no caller has (a synth
     warning says so when a definition has schedules).
+
+    The `*.asl.json`/`*.asl.yaml` state machines of `definitions_dir` make `integrations`: the
+    role their Lambda and service Tasks are granted to, exactly as they name them
+    (`shepherd_infra.integrations`; the integration pool that will run as it is not built yet).
 
     `table_stage` deploys the table's indexes as one stage of an upgrade in place from the
     previous release (`shepherd_infra.table_stages`, driven by `shepherd upgrade`; default:
@@ -131,6 +136,14 @@ class Shepherd(Construct):
         # The definitions, validated: a bad schedule expression fails the synth here, naming
         # the file, the schedule and the field.
         self.definitions = load_directory(definitions_dir)
+        # The ASL definitions' Tasks, granted to the integrations role exactly (a Task whose
+        # grant cannot be derived fails the synth here, naming the file and the state).
+        self.integrations = IntegrationsRole(
+            self,
+            "Integrations",
+            definitions_dir=definitions_dir,
+            workflow_types=set(self.definitions) | asl_workflow_types(definitions_dir),
+        )
         # The pools the definitions name, and the retired ones the ledger still holds.
         self.pool_plan = ledger.plan(pool_ledger, pools(self.definitions), release_pools)
         self.pool_specs = self.pool_plan.all

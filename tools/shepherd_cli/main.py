@@ -623,8 +623,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _validate_asl(path: Path, known: set[str] | None, names: dict[str, Path]) -> bool:
     """One ASL file for `shepherd validate`: its errors, or `ok`; True when it failed."""
+    from shepherd.adapters.sdk_models import sdk_knows
+    from shepherd.asl import grants, workflow_type
     from shepherd.asl import load_file as load_asl
-    from shepherd.asl import workflow_type
     from shepherd.errors import DefinitionError
 
     from shepherd_cli.asl import check_functions
@@ -635,6 +636,9 @@ def _validate_asl(path: Path, known: set[str] | None, names: dict[str, Path]) ->
         print(str(exc), file=sys.stderr)
         return True
     problems = check_functions(machine, known, str(path)) if known is not None else []
+    # What `cdk synth` would refuse to grant (the integrations role), said here first.
+    refused = grants.plan(machine, knows=sdk_knows).refusals
+    problems += [f"{path}: {r.where}: {r.reason}" for r in refused]
     name = workflow_type(path)
     if name in names:
         problems.append(f"{path}: workflow type '{name}' is defined twice (also {names[name]})")
