@@ -99,13 +99,14 @@ def test_an_asleep_month_is_priced_item_by_item() -> None:
         idle_bill.from_template(_template(sleeps=True, smoke="DISABLED"), DEFINITIONS)
     )
     runs = 43_800
-    assert bill["supervisor_invocations"]["units"] == runs
+    assert idle_bill.invocations(bill) == runs
     assert bill["supervisor_tick_requests"]["units"] == 0
     assert bill["supervisor_awake_minutes_index_rru"]["units"] == 0
     assert bill["supervisor_state_and_pool_reads_rru"]["units"] == runs * (1 + 4 * 0.5 + 1)
-    assert bill["supervisor_duration_gb_s"]["units"] == pytest.approx(
+    assert bill["supervisor_run_duration_gb_s"]["units"] == pytest.approx(
         runs * (6 * 8 + 20) / 1000 * 0.25
     )
+    assert bill["supervisor_awake_duration_gb_s"]["units"] == 0
     assert bill["idle_event_source_polls"]["usd"] == pytest.approx(2 * 5 * 3 * runs * 0.40e-6)
     assert bill["cloudwatch_alarm_metrics"]["usd"] == pytest.approx(0.10)
     assert idle_bill.total(bill) == pytest.approx(
@@ -124,7 +125,7 @@ def test_a_schedule_wakes_it_and_its_workflows_are_counted() -> None:
     )
     hourly = idle_bill.monthly(idle_bill.from_template(_template(sleeps=True), DEFINITIONS))
     awake = 730 * idle_bill.AWAKE_MINUTES_PER_FIRING
-    assert hourly["supervisor_invocations"]["units"] == 43_800 + awake * 11
+    assert idle_bill.invocations(hourly) == 43_800 + awake * 11
     assert hourly["supervisor_awake_minutes_index_rru"]["units"] == awake * 12 * 4 * 0.5
     assert hourly["supervisor_tick_requests"]["units"] == awake * (2 + 2 * 11)
     assert hourly["scheduled_firings"]["units"] == 730
@@ -138,7 +139,7 @@ def test_a_supervisor_that_cannot_sleep_ticks_all_month() -> None:
     bill = idle_bill.monthly(
         idle_bill.from_template(_template(sleeps=False, smoke="DISABLED"), DEFINITIONS)
     )
-    assert bill["supervisor_invocations"]["units"] == 43_800 * 12  # 525,600, as before
+    assert idle_bill.invocations(bill) == 43_800 * 12  # 525,600, as before
     assert bill["supervisor_awake_minutes_index_rru"]["units"] == 43_800 * 12 * 4 * 0.5
 
 

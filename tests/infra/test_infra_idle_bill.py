@@ -50,6 +50,13 @@ def test_the_readme_quotes_the_computed_idle_bill(
     assert f"(${bills['example']['idle_event_source_polls']['usd']:.2f}, a third-party" in section
     fired = bills["example"]["scheduled_firings"]["units"]
     assert f"{fired:,.0f} `provision_environment` workflows a month" in section
+    parts = {
+        "the supervisor's scheduled run, once a minute (${:.2f}": idle_bill.RUN_ITEMS,
+        "at most ${:.2f}, and": idle_bill.WORKFLOW_ITEMS,
+        "keeps the supervisor awake, ${:.2f})": idle_bill.AWAKE_ITEMS,
+    }
+    for words, items in parts.items():
+        assert words.format(idle_bill.total(bills["example"], items)) in section, words
 
 
 def test_one_pool_is_within_its_target_and_the_example_is_said_as_it_is(
@@ -69,5 +76,5 @@ def test_no_tick_is_billed_while_the_index_is_empty(
     """The one-pool stack has no schedule: its supervisor is asleep all month (one run a
     minute, no tick), because the functions that start workflows can wake it."""
     one = bills["one pool"]
-    assert one["supervisor_invocations"]["units"] == 43_800
+    assert idle_bill.invocations(one) == 43_800
     assert one["supervisor_tick_requests"]["units"] == 0

@@ -217,24 +217,31 @@ def monthly(d: Deployment) -> dict[str, dict[str, Any]]:
     sweeps = 1 + ticks  # the run's own and one per tick
     sweep_ms = (shards / groups) * CALL_MS + OVERHEAD_MS
     run_ms = run_reads * CALL_MS + OVERHEAD_MS
-    ms = runs * run_ms + awake * (sends * CALL_MS + sweeps * sweep_ms)
+    awake_ms = awake * (sends * CALL_MS + sweeps * sweep_ms)
     invocations = runs + awake * ticks
-    gb_s = ms / 1000 * SUPERVISOR_GB
     index_rru = awake * sweeps * shards * 0.5
     polls = d.polled_queues * POLLERS * POLLS_PER_MINUTE * MINUTES
     steps = sum(f.per_month * f.steps for f in d.firings)
     bill = {
+        # The scheduled run, every minute whether awake or asleep.
         "scheduler_supervisor_runs": _item(runs, "scheduler_invocation", "its schedule's rate"),
-        "supervisor_invocations": _item(
-            invocations,
-            "lambda_request",
-            f"{runs:,.0f} runs + {awake:,.0f} awake minutes x {ticks} ticks",
-        ),
-        "supervisor_duration_gb_s": _item(
-            gb_s, "lambda_gb_s_arm", f"{CALL_MS} ms a call + {OVERHEAD_MS} ms, 256 MB arm64"
+        "supervisor_run_invocations": _item(runs, "lambda_request", "one a run"),
+        "supervisor_run_duration_gb_s": _item(
+            runs * run_ms / 1000 * SUPERVISOR_GB,
+            "lambda_gb_s_arm",
+            f"{run_reads} calls x {CALL_MS} ms + {OVERHEAD_MS} ms, 256 MB arm64",
         ),
         "supervisor_state_and_pool_reads_rru": _item(
             runs * run_rru, "dynamodb_rru", f"each run: its state, {shards} shard probes, the pools"
+        ),
+        # The minutes it is awake: its ticks and their sweeps.
+        "supervisor_tick_invocations": _item(
+            awake * ticks, "lambda_request", f"{awake:,.0f} awake minutes x {ticks} ticks"
+        ),
+        "supervisor_awake_duration_gb_s": _item(
+            awake_ms / 1000 * SUPERVISOR_GB,
+            "lambda_gb_s_arm",
+            f"{sweeps} sweeps of {shards // groups} shards and {sends} sends a minute",
         ),
         "supervisor_awake_minutes_index_rru": _item(
             index_rru,
@@ -272,8 +279,38 @@ def monthly(d: Deployment) -> dict[str, dict[str, Any]]:
     return bill
 
 
-def total(bill: Mapping[str, Mapping[str, Any]]) -> float:
-    return float(sum(row["usd"] for row in bill.values()))
+def total(bill: Mapping[str, Mapping[str, Any]], items: tuple[str, ...] | None = None) -> float:
+    """The bill's dollars, or those of some of its items (`RUN_ITEMS`, `AWAKE_ITEMS`, ...)."""
+    return float(sum(row["usd"] for key, row in bill.items() if items is None or key in items))
+
+
+# The parts the README names: the supervisor's scheduled run (every minute, asleep or not),
+# its awake minutes (ticks and their sweeps), and the scheduled workflows themselves.
+RUN_ITEMS = (
+    "scheduler_supervisor_runs",
+    "supervisor_run_invocations",
+    "supervisor_run_duration_gb_s",
+    "supervisor_state_and_pool_reads_rru",
+)
+AWAKE_ITEMS = (
+    "supervisor_tick_invocations",
+    "supervisor_awake_duration_gb_s",
+    "supervisor_awake_minutes_index_rru",
+    "supervisor_tick_requests",
+)
+WORKFLOW_ITEMS = (
+    "scheduled_firings",
+    "scheduled_starts_lambda",
+    "scheduled_starts_gb_s",
+    "scheduled_workflows_steps",
+)
+
+
+def invocations(bill: Mapping[str, Mapping[str, Any]]) -> float:
+    """The supervisor's invocations a month."""
+    return float(
+        bill["supervisor_run_invocations"]["units"] + bill["supervisor_tick_invocations"]["units"]
+    )
 
 
 def check_bound(scenarios: list[dict[str, Any]]) -> list[str]:

@@ -584,12 +584,14 @@ def _one_pool_usd(results: dict[str, Any]) -> str:
 
 def _monitoring(results: dict[str, Any]) -> list[str]:
     """CloudWatch, X-Ray and KMS of the idle stack: the default and each paid option."""
+    from shepherd_bench import idle_bill
+
     cost = results["cost"]
     if "fixed_monthly_all_options" not in cost:
         return []
     default, options = cost["fixed_monthly"], cost["fixed_monthly_all_options"]
     mon = cost["idle_monitoring"]["default"]
-    calls = default["supervisor_invocations"]["units"]
+    calls = idle_bill.invocations(default)
     rows = []
     for key in MONITORING_ITEMS:
         rows.append(
