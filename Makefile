@@ -179,9 +179,12 @@ bench-patterns: $(STAMP)
 # about 20 minutes on 2 busy cores (1 of 128 groups). Quick run (printed only, a minute):
 # `make scale SCALE_ARGS=--quick`; one run again, the others kept: `make scale
 # SCALE_ARGS=--only=stall`; N times the design load against the default deployment, saying
-# what broke first: `make scale LOAD=10`.
+# what broke first: `make scale LOAD=10`; against another of the CDK app's sizes (runs are
+# judged against exactly its values, infra/shepherd_infra/deployments.py): `make scale LOAD=1
+# SIZE=design_load`.
 .PHONY: scale
 SCALE_ARGS ?=
 LOAD ?=
+SIZE ?=
 scale: $(STAMP)
-	$(BIN)/python -m shepherd_bench.scale $(if $(LOAD),--load $(LOAD)) $(SCALE_ARGS)
+	$(BIN)/python -m shepherd_bench.scale $(if $(LOAD),--load $(LOAD)) $(if $(SIZE),--size $(SIZE)) $(SCALE_ARGS)
