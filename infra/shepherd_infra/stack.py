@@ -260,6 +260,7 @@ class Shepherd(Construct):
         self.supervisor = Supervisor(
             self, "Supervisor", runtime=self.runtime, access=access, groups=sweep_groups
         )
+        self.supervisor.woken_by(self.api.api_function, self.events.function)
         self.relay = EventRelay(
             self, "EventRelay", store=self.store, runtime=self.runtime, access=access
         )

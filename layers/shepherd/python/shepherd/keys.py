@@ -102,6 +102,14 @@ LEASE_PK = "LEASE#sweep"  # a sweep group's lease: pk LEASE#sweep, sk <group>
 WATCH_CONFIG = ("CONFIG#watch", "CONFIG#watch")  # the most watch shards any deployment used
 
 
+# Whether the supervisor ticks: awake, drowsy or asleep (shepherd.engine.wakeup).
+SUPERVISOR_REST = ("CONFIG#supervisor", "CONFIG#supervisor")
+
+
+def supervisor_rest_key() -> tuple[str, str]:
+    return SUPERVISOR_REST
+
+
 def lease_pk(group: int) -> tuple[str, str]:
     return LEASE_PK, str(group)
 

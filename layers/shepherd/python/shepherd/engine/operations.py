@@ -101,6 +101,7 @@ class Operations:
             else:
                 won = scheduler.executor.together(change.writes, state.workflow, also=change.listed)
             if won:
+                scheduler.watched()  # a resume or a redrive may put it back in the index
                 scheduler.deliver(change.tasks)
                 return state, definition
         raise InvalidTransition(_CHANGED)
