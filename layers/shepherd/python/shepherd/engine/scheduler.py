@@ -16,7 +16,7 @@ import random
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shepherd import fanout, input_problems, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
@@ -101,6 +101,9 @@ from shepherd.model import (
 )
 from shepherd.payloads import Payloads, payload_key, stored_size
 from shepherd.ports import IdSource, Store, TaskQueue
+
+if TYPE_CHECKING:
+    from shepherd.engine.wakeup import Wakeup
 
 logger = logging.getLogger("shepherd.scheduler")
 
@@ -218,6 +221,14 @@ class Scheduler:
         self._rest_writes = _RestWrites(self)
         self._compensations = _Compensations(self)
         self.maps = Maps(self.executor, ports, self.expires)
+        # What wakes a sleeping supervisor (shepherd.engine.wakeup); None: it never sleeps.
+        self.wakeup: Wakeup | None = None
+
+    def watched(self) -> None:
+        """After a start or an operator's write won: it may have put a workflow in an empty
+        watch index, so the supervisor must be ticking (a no-op while it is)."""
+        if self.wakeup is not None:
+            self.wakeup.watched()
 
     # ------------------------------------------------------------------------------ start
 
@@ -288,6 +299,7 @@ class Scheduler:
             if existing.request_hash != rhash:
                 raise IdempotencyConflict(existing.workflow_id) from None
             return StartResult(existing, created=False)
+        self.watched()
         self.dispatch_roots(workflow, definition, input_json)
         return StartResult(workflow, created=True)
 
