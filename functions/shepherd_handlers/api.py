@@ -856,10 +856,12 @@ def operator() -> str:
 )
 def list_pools() -> PoolListView:
     """Every agent pool of this deployment: paused or not, and its queue's backlog. Who
-    paused or resumed a pool (an IAM ARN) is shown to operators only."""
+    paused or resumed a pool (an IAM ARN) is shown to operators only; `operator` says
+    whether the caller is one."""
     shown_to_operator = caller() in engine().settings.operators
     return PoolListView(
-        items=[pool_view(p, show_by=shown_to_operator) for p in engine().pools.list()]
+        items=[pool_view(p, show_by=shown_to_operator) for p in engine().pools.list()],
+        operator=shown_to_operator,
     )
 
 
@@ -916,11 +918,13 @@ def list_definitions() -> DefinitionListView:
 )
 def list_schedules() -> ScheduleListView:
     """Every schedule of the current definitions: its state and next firing times. Who
-    paused or resumed one (an IAM ARN) is shown to operators only."""
+    paused or resumed one (an IAM ARN) is shown to operators only; `operator` says whether
+    the caller is one."""
     shown_to_operator = caller() in engine().settings.operators
     now = datetime.now(UTC)
     return ScheduleListView(
-        items=[schedule_view(s, now, show_by=shown_to_operator) for s in engine().schedules.list()]
+        items=[schedule_view(s, now, show_by=shown_to_operator) for s in engine().schedules.list()],
+        operator=shown_to_operator,
     )
 
 

@@ -532,6 +532,13 @@ class ScheduleView(BaseModel):
 
 class ScheduleListView(BaseModel):
     items: list[ScheduleView]
+    operator: Annotated[
+        bool,
+        Field(
+            description="Whether the caller is an operator of this deployment (who alone may "
+            "pause or resume a schedule): a console offers those actions only then"
+        ),
+    ] = False
 
 
 class DefinitionView(DefinitionSummaryView):
@@ -849,3 +856,10 @@ class CircuitRequest(BaseModel):
 
 class PoolListView(BaseModel):
     items: list[PoolView]
+    operator: Annotated[
+        bool,
+        Field(
+            description="Whether the caller is an operator of this deployment (who alone may "
+            "pause or resume a pool or force its circuit): a console offers those actions only then"
+        ),
+    ] = False

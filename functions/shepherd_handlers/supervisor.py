@@ -16,6 +16,10 @@ by the sweep interval instead of the schedule. How the sweeps after the first ar
 * **Sleeping** (unset: the local stack, tests): the invocation sweeps, sleeps until the next
   sweep, and so on up to the window.
 
+**Asleep** (deployed, shepherd.engine.wakeup): the scheduled run first probes the watch index;
+found empty twice, a minute apart, it sends no ticks and sweeps nothing until a start (or an
+operator's action) wakes it with a wake tick, which this handler runs as a scheduled run.
+
 **Looking ahead** (`SHEPHERD_SWEEP_LOOK_AHEAD`, on by default): each sweep also reads the watch
 entries due before the next sweep and looks at each one at its due time, sleeping in between
 (`Supervisor.sweep_group`'s `until_ms`: `LOOK_AHEAD_MARGIN_MS` before its group's next sweep,
@@ -36,7 +40,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -44,6 +48,9 @@ from shepherd.engine.pools import pool_states
 from shepherd.engine.supervisor import SweepReport, look_ahead_until
 from shepherd.errors import DeliveryError
 from shepherd.observability import NAMESPACE, Metric
+
+if TYPE_CHECKING:
+    from shepherd.engine.wakeup import Wakeup
 
 from shepherd_handlers.runtime import count_throttles, engine, logger, metrics, service, tracer
 
@@ -130,6 +137,15 @@ def send_ticks(
             logger.error("supervisor ticks not sent", extra={"failed": failed})
         sent += len(entries) - len(failed)
     return sent
+
+
+def is_wake(record: Any) -> bool:
+    """A wake tick (`shepherd.wiring.WAKE_TICK`): a writer found the supervisor asleep."""
+    try:
+        body = json.loads(record.get("body", "{}"))
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return isinstance(body, dict) and body.get("wake") is True
 
 
 def groups_of(records: list[Any], groups: int) -> list[int]:
@@ -252,9 +268,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     window = settings.sweep_window_seconds
     ticks_url = settings.sweep_ticks_url
     records = event.get("Records")
-    if isinstance(records, list):  # ticks from the queue: one sweep per group they name
+    woken = isinstance(records, list) and any(map(is_wake, records))
+    if isinstance(records, list) and not woken:  # ticks: one sweep per group they name
         planned = planned_at(records, settings.sweep_groups)
         return _sweep_groups(interval, planned, context, {"ticks": len(records)})
+    # The scheduled run, or a wake (a writer found the supervisor asleep): the minute starts.
     start = _now()  # the minute's first sweep: its ticks are planned from here
     hold_paused_pools()
     try:
@@ -262,6 +280,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except Exception:  # a metric never stops the sweeps
         logger.warning("circuit metrics not emitted", exc_info=True)
     if ticks_url:
+        shepherd = engine()
+        wakeup = shepherd.scheduler.wakeup
+        if wakeup is not None and not _ticks(wakeup, shepherd.supervisor.shard_span()):
+            # Asleep: the index is empty, so nothing is due and no tick is sent; a start
+            # wakes it (shepherd.engine.wakeup), and so does this probe next minute.
+            return {"sweeps": 0, "due": 0, "actions": 0, "asleep": True, "ticks_sent": 0}
         delays = tick_delays(interval, window)
         minute = ticks(settings.sweep_groups, delays)
         then = following(delays)[0]  # group 0's next sweep: its first tick, or the next run
@@ -274,6 +298,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             swept = _sweep_groups(interval, {0: nxt}, context, {})
             return {**swept, "ticks_sent": sending.result()}
     return _sweep_window(interval, window, context)
+
+
+def _ticks(wakeup: Wakeup, shards: int) -> bool:
+    """Whether this minute ticks: the supervisor's rest state, probed and decided. A state
+    or an index that cannot be read ticks: sleeping is an economy, sweeping is the duty."""
+    try:
+        return wakeup.scheduled(shards).ticks
+    except Exception:
+        logger.warning("supervisor state not decided; this minute ticks", exc_info=True)
+        return True
 
 
 def _now() -> int:

@@ -42,21 +42,25 @@ class ApiThrottling:
     burst_limit: int = config.API_BURST_LIMIT
     starts_rate_limit: float | None = None
     starts_burst_limit: int | None = None
+    # The account's throttle in the Region the stage may not exceed: AWS's default unless a
+    # raised quota is known (a deployment size's `Quotas`, shepherd_infra.deployments).
+    account_rate_limit: float = config.API_ACCOUNT_RATE_LIMIT
+    account_burst_limit: int = config.API_ACCOUNT_BURST_LIMIT
 
     def __post_init__(self) -> None:
         rates = {"rate_limit": self.rate_limit, "starts_rate_limit": self.starts_rate_limit}
         bursts = {"burst_limit": self.burst_limit, "starts_burst_limit": self.starts_burst_limit}
         for name, rate in rates.items():
-            if rate is not None and not 0 < rate <= config.API_ACCOUNT_RATE_LIMIT:
+            if rate is not None and not 0 < rate <= self.account_rate_limit:
                 raise ValueError(
                     f"api_throttling.{name} is {rate}: it must be above 0 and at most "
-                    f"{config.API_ACCOUNT_RATE_LIMIT} (API Gateway's account throttle)"
+                    f"{self.account_rate_limit:g} (API Gateway's account throttle)"
                 )
         for name, burst in bursts.items():
-            if burst is not None and not 0 < burst <= config.API_ACCOUNT_BURST_LIMIT:
+            if burst is not None and not 0 < burst <= self.account_burst_limit:
                 raise ValueError(
                     f"api_throttling.{name} is {burst}: it must be 1.."
-                    f"{config.API_ACCOUNT_BURST_LIMIT} (API Gateway's account burst)"
+                    f"{self.account_burst_limit} (API Gateway's account burst)"
                 )
         if (self.starts_rate_limit is None) != (self.starts_burst_limit is None):
             raise ValueError(

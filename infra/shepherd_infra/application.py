@@ -14,9 +14,10 @@ from constructs import Construct
 
 from shepherd_infra import config, table_stages
 from shepherd_infra.code import AgentCode
+from shepherd_infra.deployments import size_named
 from shepherd_infra.ledger import LEDGER_FILE
 from shepherd_infra.nag import add_checks
-from shepherd_infra.stack import BUILD_SUBDIR, WATCH_SHARDS, Shepherd
+from shepherd_infra.stack import BUILD_SUBDIR, Shepherd
 from shepherd_infra.webhooks import parse_webhooks
 
 STACK_NAME = "Shepherd"
@@ -130,6 +131,11 @@ def _int(value: Any, default: int) -> int:
     raise ValueError(f"expected a whole number, got {value!r}")
 
 
+def _maybe_int(value: Any) -> int | None:
+    """A whole number from context, or None when not given."""
+    return None if value is None else _int(value, 0)
+
+
 def _names(value: Any) -> list[str]:
     """A list of names from context: `a,b` (the CLI's `-c key=a,b`) or a JSON list."""
     if not value:
@@ -187,8 +193,13 @@ def build_app(
         event_owners=_json_map(ctx(config.CTX_EVENT_OWNERS)),
         **_given(schedule_owner=ctx(config.CTX_SCHEDULE_OWNER)),
         operators=_names(ctx(config.CTX_OPERATORS)),
-        watch_shards=_int(ctx(config.CTX_WATCH_SHARDS), WATCH_SHARDS),
-        sweep_groups=_int(ctx(config.CTX_SWEEP_GROUPS), 1),
+        # The deployment's size (-c size=design_load); -c watch_shards / sweep_groups override
+        # its shards and groups.
+        size=size_named(ctx(config.CTX_SIZE)),
+        **_given(
+            watch_shards=_maybe_int(ctx(config.CTX_WATCH_SHARDS)),
+            sweep_groups=_maybe_int(ctx(config.CTX_SWEEP_GROUPS)),
+        ),
         webhooks=parse_webhooks(ctx(config.CTX_WEBHOOKS)),
         pool_memory_mb=_json_ints(ctx(config.CTX_POOL_MEMORY_MB), config.CTX_POOL_MEMORY_MB),
         api_memory_mb=_int(ctx(config.CTX_API_MEMORY_MB), config.API_MEMORY_MB),

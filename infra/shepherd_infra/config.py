@@ -106,6 +106,9 @@ CTX_EVENT_OWNERS = "event_owners"
 CTX_OPERATORS = "operators"  # JSON list (or a,b) of IAM principal ARNs: pool pause/resume
 # The owner of the workflows the definitions' Schedules start: an IAM principal ARN
 CTX_SCHEDULE_OWNER = "schedule_owner"
+# The deployment's size (shepherd_infra.deployments: default, design_load): shards, groups,
+# pool concurrency, table throughput, API throttle, and the AWS quotas it needs.
+CTX_SIZE = "size"
 CTX_WATCH_SHARDS = "watch_shards"  # the watch index's shards (16; 256 at the design load)
 CTX_SWEEP_GROUPS = "sweep_groups"  # supervisor invocations per tick (1; 128 at the design load)
 CTX_WEBHOOKS = "webhooks"  # selected events to HTTPS endpoints (shepherd_infra.webhooks)

@@ -16,6 +16,7 @@ user composes with: `api_url`, `bus`, `table`, `pools` (grants, subscriptions, a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -33,8 +34,10 @@ from shepherd_infra.agent_pool import AgentPool
 from shepherd_infra.api import SchedulerApi
 from shepherd_infra.api_logging import ApiThrottling
 from shepherd_infra.code import AgentCode, stage_agent_code
+from shepherd_infra.deployments import DEFAULT, Size
 from shepherd_infra.event_relay import EventRelay
 from shepherd_infra.events import EventBus
+from shepherd_infra.integrations import IntegrationsRole, asl_workflow_types
 from shepherd_infra.limits import DeployLimits
 from shepherd_infra.monitoring import Monitoring
 from shepherd_infra.naming import pool_names, stack_scoped_name
@@ -73,6 +76,10 @@ class Shepherd(Construct):
     workflow also sees it. With neither, `shepherd:schedules`, a name no caller has (a synth
     warning says so when a definition has schedules).
 
+    The `*.asl.json`/`*.asl.yaml` state machines of `definitions_dir` make `integrations`: the
+    role their Lambda and service Tasks are granted to, exactly as they name them
+    (`shepherd_infra.integrations`; the integration pool that will run as it is not built yet).
+
     `table_stage` deploys the table's indexes as one stage of an upgrade in place from the
     previous release (`shepherd_infra.table_stages`, driven by `shepherd upgrade`; default:
     this release's indexes, what a new stack is created with).
@@ -102,8 +109,9 @@ class Shepherd(Construct):
         event_owners: dict[str, str] | None = None,
         schedule_owner: str | None = None,
         operators: Sequence[str] = (),
-        watch_shards: int = WATCH_SHARDS,
-        sweep_groups: int = 1,
+        size: Size = DEFAULT,
+        watch_shards: int | None = None,
+        sweep_groups: int | None = None,
         sweep_looks: int = SWEEP_LOOKS,
         webhooks: Sequence[WebhookConfig] = (),
         payload_live_days: int = config.PAYLOAD_LIVE_DAYS,
@@ -118,6 +126,12 @@ class Shepherd(Construct):
         table_stage: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        # The deployment's size names the shards, groups, concurrency, table throughput and API
+        # throttle its load needs; a setting given on its own overrides the size's.
+        self.size = size
+        watch_shards, sweep_groups, api_throttling = _sized(
+            size, watch_shards, sweep_groups, api_throttling
+        )
         # This deployment's name in what people and alarms see: the `service` dimension of
         # every engine metric (the functions' POWERTOOLS_SERVICE_NAME) and the REST API's
         # name. The stack's name and the construct's path make it unique in an account and
@@ -131,12 +145,23 @@ class Shepherd(Construct):
         # The definitions, validated: a bad schedule expression fails the synth here, naming
         # the file, the schedule and the field.
         self.definitions = load_directory(definitions_dir)
+        # The ASL definitions' Tasks, granted to the integrations role exactly (a Task whose
+        # grant cannot be derived fails the synth here, naming the file and the state).
+        self.integrations = IntegrationsRole(
+            self,
+            "Integrations",
+            definitions_dir=definitions_dir,
+            workflow_types=set(self.definitions) | asl_workflow_types(definitions_dir),
+        )
         # The pools the definitions name, and the retired ones the ledger still holds.
         self.pool_plan = ledger.plan(pool_ledger, pools(self.definitions), release_pools)
         self.pool_specs = self.pool_plan.all
         self._warn_about_retired_pools()
         self.pool_functions = _pool_functions(
-            self.pool_specs, dict(pool_settings or {}), dict(pool_memory_mb or {}), api_memory_mb
+            self.pool_specs,
+            _with_concurrency(self.pool_specs, dict(pool_settings or {}), size),
+            dict(pool_memory_mb or {}),
+            api_memory_mb,
         )
         if build_dir is None:
             stage = Stage.of(self)
@@ -158,6 +183,7 @@ class Shepherd(Construct):
             retain=retain_data,
             deletion_protection=table_deletion_protection,
             indexes=table_stages.indexes_at(table_stage),
+            size=size,
         )
         self.events = EventBus(self, "Events", bus_name=event_bus_name)
         retention_days = Settings.model_fields["retention_days"].default
@@ -234,6 +260,7 @@ class Shepherd(Construct):
         self.supervisor = Supervisor(
             self, "Supervisor", runtime=self.runtime, access=access, groups=sweep_groups
         )
+        self.supervisor.woken_by(self.api.api_function, self.events.function)
         self.relay = EventRelay(
             self, "EventRelay", store=self.store, runtime=self.runtime, access=access
         )
@@ -355,6 +382,41 @@ class Shepherd(Construct):
     def payload_bucket(self) -> aws_s3.IBucket:
         """Where large payloads live (the claim check)."""
         return self.payloads.bucket
+
+
+def _sized(
+    size: Size,
+    watch_shards: int | None,
+    sweep_groups: int | None,
+    api_throttling: ApiThrottling | None,
+) -> tuple[int, int, ApiThrottling]:
+    """The shards, groups and stage throttle: each as given, else the size's."""
+    throttling = api_throttling or ApiThrottling(
+        rate_limit=size.api_rate_limit,
+        burst_limit=size.api_burst_limit,
+        account_rate_limit=size.quotas.api_rate,
+        account_burst_limit=size.quotas.api_burst,
+    )
+    return (
+        size.watch_shards if watch_shards is None else watch_shards,
+        size.sweep_groups if sweep_groups is None else sweep_groups,
+        throttling,
+    )
+
+
+def _with_concurrency(
+    specs: Mapping[str, PoolSpec], settings: Mapping[str, PoolSettings], size: Size
+) -> dict[str, PoolSettings]:
+    """Every pool's settings with the size's event source concurrency where the pool's own
+    settings give none."""
+    if size.pool_max_concurrency is None:
+        return dict(settings)
+    out = dict(settings)
+    for name in specs:
+        given = settings.get(name) or PoolSettings()
+        if given.max_concurrency is None:
+            out[name] = dataclasses.replace(given, max_concurrency=size.pool_max_concurrency)
+    return out
 
 
 def _pool_functions(

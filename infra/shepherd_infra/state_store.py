@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import RemovalPolicy, aws_dynamodb
 from constructs import Construct
 from shepherd.topology import TABLE, IndexSpec
+
+from shepherd_infra.deployments import DEFAULT, Size
 
 _KEY_TYPES = {"S": aws_dynamodb.AttributeType.STRING, "N": aws_dynamodb.AttributeType.NUMBER}
 _PROJECTIONS = {
@@ -33,6 +37,11 @@ class StateStore(Construct):
     CloudFormation does not turn it off first, so a protected table created by a failed first
     deploy would be left behind all the same (ROLLBACK_FAILED). Turn it on with a later deploy,
     once the table exists, to guard it against deletion outside CloudFormation.
+
+    Throughput (`size`, shepherd_infra.deployments): the table and each index alike get the
+    size's on-demand maximum (none by default: bounded by the account's table-level quota,
+    40,000 units a second unless raised) and its warm throughput (none by default: a new
+    table serves 4,000 write and 12,000 read units a second at once and grows with use).
     """
 
     def __init__(
@@ -43,8 +52,10 @@ class StateStore(Construct):
         retain: bool,
         deletion_protection: bool = False,
         indexes: tuple[IndexSpec, ...] = TABLE.indexes,
+        size: Size = DEFAULT,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.throughput = _throughput(size)
         self.table = aws_dynamodb.Table(
             self,
             "Table",
@@ -66,6 +77,9 @@ class StateStore(Construct):
             removal_policy=(
                 RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if retain else RemovalPolicy.DESTROY
             ),
+            max_read_request_units=self.throughput.max_read,
+            max_write_request_units=self.throughput.max_write,
+            warm_throughput=self.throughput.warm,
         )
         # `indexes`: this release's (`TABLE.indexes`) but during an upgrade in place, one stage
         # of `shepherd_infra.table_stages` per deployment (one index created or deleted).
@@ -83,8 +97,31 @@ class StateStore(Construct):
             ),
             projection_type=_PROJECTIONS[index.projection],
             non_key_attributes=list(index.non_key_attributes) or None,
+            max_read_request_units=self.throughput.max_read,
+            max_write_request_units=self.throughput.max_write,
+            warm_throughput=self.throughput.warm,
         )
 
     def index_arn(self, index: IndexSpec) -> str:
         """The exact ARN of one index (never `index/*`)."""
         return f"{self.table.table_arn}/index/{index.name}"
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """The table's (and every index's) on-demand maximum and warm throughput: None where the
+    size sets none."""
+
+    max_read: int | None
+    max_write: int | None
+    warm: aws_dynamodb.WarmThroughput | None
+
+
+def _throughput(size: Size) -> Throughput:
+    warm = None
+    if size.table_warm_read_units is not None or size.table_warm_write_units is not None:
+        warm = aws_dynamodb.WarmThroughput(
+            read_units_per_second=size.table_warm_read_units,
+            write_units_per_second=size.table_warm_write_units,
+        )
+    return Throughput(size.table_max_read_units, size.table_max_write_units, warm)

@@ -113,6 +113,7 @@ class Supervisor(Construct):
         groups: int = 1,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._runtime = runtime
         self.ticks = aws_sqs.Queue(
             self,
             "Ticks",
@@ -215,6 +216,23 @@ class Supervisor(Construct):
         )
         for rule in ("Serverless-LambdaDLQ", "Serverless-LambdaAsyncFailureDestination"):
             acknowledge(self.function, rule, DROPPED_RUN)
+
+    def woken_by(self, *functions: aws_lambda.Function) -> None:
+        """The functions that start workflows or act on them (the API, start events and
+        schedules) wake the supervisor when it sleeps on an empty watch index
+        (shepherd.engine.wakeup): they know the tick queue and may send to it, nothing else."""
+        for fn in functions:
+            fn.add_environment(ENV_SWEEP_TICKS, self.ticks.queue_url)
+            self._runtime.environments[fn.node.path] = {
+                **self._runtime.environments.get(fn.node.path, {}),
+                ENV_SWEEP_TICKS: self.ticks.queue_url,
+            }  # the checks at synth count it in the function's environment
+            allow(
+                fn,
+                aws_iam.PolicyStatement(
+                    actions=["sqs:SendMessage"], resources=[self.ticks.queue_arn]
+                ),
+            )
 
 
 def _logical_id(fn: aws_lambda.Function) -> str:

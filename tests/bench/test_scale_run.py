@@ -17,8 +17,9 @@ from shepherd_bench.scale import figures, report
 from shepherd_bench.scale.kernel import Invocation, Kernel, SimClock, TaskLock
 from shepherd_bench.scale.lambdas import Account, EventSource, Function, SimQueue
 from shepherd_bench.scale.load import OWNER, group_of
-from shepherd_bench.scale.model import Run, RunConfig
+from shepherd_bench.scale.model import DEFAULT_DEPLOYMENT, DESIGN_DEPLOYMENT, Run, RunConfig
 from shepherd_bench.scale.whatif import engine_shards_list, sharded_list_index
+from shepherd_infra.deployments import DEFAULT, DESIGN_LOAD
 
 START = 1_767_225_600_000
 # 1 of 256 groups, a tenth of its open workflows, half a simulated minute: a few seconds.
@@ -245,3 +246,43 @@ def test_the_breakers_single_partition_put_back_fails_the_model(
     passed, missed, hottest = _breaker_verdict(single)
     assert not passed and missed == ["hottest partition"]
     assert hottest["pattern"] == "CB#checks#<n>" and hottest["peak_offered"] > 1.0
+
+
+def _table_verdicts(run: Run) -> dict[str, bool | None]:
+    summary = figures.summary(run, 0.0)
+    h = report.headline(summary, None)
+    return {t["target"]: t["holds"] for t in report.limit_targets(h) if "table" in t["target"]}
+
+
+def test_the_design_load_fails_on_the_default_deployments_table_quota_and_holds_on_its_size() -> (
+    None
+):
+    """Issue 41.5: the runs are judged against the CDK app's named sizes. The design load (its
+    full open population, starts and steps, half a simulated minute) asks the table for more
+    than the default deployment's 40,000 units a second, and stays within the design-load
+    size's on-demand maximum: the same counts, judged against each."""
+    assert DESIGN_DEPLOYMENT.table_wru == DESIGN_LOAD.table_max_write_units
+    assert DEFAULT_DEPLOYMENT.table_rru == DEFAULT_DEPLOYMENT.table_wru == 40_000
+    run = Run(replace(SMALL, open_fraction=1.0, deployment=DESIGN_DEPLOYMENT))
+    run.run()
+    verdicts = _table_verdicts(run)
+    assert verdicts and all(verdicts.values()), verdicts
+    run.config = replace(run.config, deployment=DEFAULT_DEPLOYMENT)
+    verdicts = _table_verdicts(run)
+    assert False in verdicts.values(), verdicts
+    assert "table" in figures.limits(run)["first_bottleneck"]
+
+
+def test_the_models_deployments_are_the_cdk_apps_sizes() -> None:
+    """The model reads infra/shepherd_infra/deployments.py: the values it judges against are
+    the ones the stack deploys for each size."""
+    for model, size in ((DEFAULT_DEPLOYMENT, DEFAULT), (DESIGN_DEPLOYMENT, DESIGN_LOAD)):
+        assert model.name == size.name
+        assert model.watch_shards == size.watch_shards
+        assert model.sweep_groups == size.sweep_groups
+        assert model.api_rate_limit == size.api_rate_limit
+        assert model.table_rru == size.table_read_units
+        assert model.account_concurrency == size.quotas.lambda_concurrency
+    assert RunConfig("x").groups == DESIGN_LOAD.sweep_groups
+    assert RunConfig("x").shards == DESIGN_LOAD.watch_shards
+    assert RunConfig("x").pool_concurrency == DESIGN_LOAD.pool_max_concurrency

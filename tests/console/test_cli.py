@@ -72,3 +72,30 @@ def test_a_deployed_api_without_credentials_is_refused_at_start(tmp_path: Path) 
     )
     assert done.returncode == 1
     assert "no AWS credentials" in done.stderr and "Shepherd console on" not in done.stdout
+
+
+def test_shepherd_local_applies_the_projects_pool_policies_unless_told_another(
+    tmp_path: Path,
+) -> None:
+    """Issue 35.5: `shepherd local` with no --pool-policies takes the project's
+    pool-policies.json, so a pool's circuit breaker (and the console's circuit view) is there
+    on the local stack; this repository's gives the payments pool one."""
+    from dataclasses import replace
+
+    from shepherd_cli.main import _pool_policies, default_pool_policies
+    from shepherd_cli.project import Project
+    from support import ROOT
+
+    project = Project.find(ROOT)
+    found = default_pool_policies(project)
+    assert found == str(ROOT / "pool-policies.json")
+    policies = _pool_policies(found)
+    assert policies["payments"].circuit_breaker is not None
+    named = {
+        line.split(":", 1)[1].strip()
+        for path in (ROOT / "statemachines").glob("*.yaml")
+        for line in path.read_text().splitlines()
+        if line.strip().startswith("Pool:")
+    }
+    assert "payments" in named  # a pool the definitions name, so the policy applies
+    assert default_pool_policies(replace(project, root=tmp_path)) is None

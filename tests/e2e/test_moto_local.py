@@ -642,3 +642,81 @@ def test_the_local_stacks_s3_enforces_presigned_post_policies(
         "extra field": "the upload was refused: 403",
         "expired": "the upload was refused: 403",
     }
+
+
+# ------------------------------------------------------------------ a COUNT query counts
+
+
+def _list_counts(client: Any) -> dict[str, int]:
+    """The list counts' queries (as `DynamoStore.count_range` sends them), and a few that are
+    not theirs: a filtered COUNT, a limited one, an items query."""
+    out: dict[str, int] = {}
+    for shard in ("OWNER#o#0", "OWNER#o#1", "OWNER#none#0"):
+        for low, high in (("A", "Z"), ("FAILED#", "FAILED#~"), ("RUNNING#0005", "RUNNING#~")):
+            for extra in ({}, {"Limit": 3}, {"FilterExpression": "attribute_exists(pk)"}):
+                answer = client.query(
+                    TableName="shepherd-table",
+                    IndexName="by_status",
+                    Select="COUNT",
+                    KeyConditionExpression="#p = :p AND #s BETWEEN :lo AND :hi",
+                    ExpressionAttributeNames={"#p": "list_pk", "#s": "status_sk"},
+                    ExpressionAttributeValues={
+                        ":p": {"S": shard},
+                        ":lo": {"S": low},
+                        ":hi": {"S": high},
+                    },
+                    **extra,
+                )
+                out[f"{shard} {low}..{high} {sorted(extra)}"] = answer["Count"]
+    return out
+
+
+def _list_entries(client: Any) -> None:
+    for i in range(60):
+        status = ("RUNNING", "FAILED", "SUCCEEDED")[i % 3]
+        client.put_item(
+            TableName="shepherd-table",
+            Item={
+                "pk": {"S": f"WF#{i}"},
+                "sk": {"S": "WF"},
+                "list_pk": {"S": f"OWNER#o#{i % 2}"},
+                "status_sk": {"S": f"{status}#{i:013d}#wf{i}"},
+            },
+        )
+
+
+def test_a_count_query_is_counted_as_moto_counts_it_without_copying_the_partition(
+    indexed_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+
+    _list_entries(indexed_table)
+    expected = _list_counts(indexed_table)  # plain moto's answers
+    assert expected["OWNER#o#0 A..Z []"] == 30 and expected["OWNER#o#1 FAILED#..FAILED#~ []"]
+    moto_local.keep_tables_in_transactions(monkeypatch.setattr)
+    moto_local.query_partitions(monkeypatch.setattr)
+    moto_local.count_queries(monkeypatch.setattr)
+    copies: list[int] = []
+    real_copy = Item.__deepcopy__
+
+    def copied(self: Any, memo: Any) -> Any:
+        copies.append(1)
+        return real_copy(self, memo)
+
+    monkeypatch.setattr(Item, "__deepcopy__", copied)
+    assert _list_counts(indexed_table) == expected
+    plain_queries = len(expected) * 2 // 3  # the limited and filtered ones go to moto
+    assert len(copies) <= plain_queries * 30  # the list counts' own copied no item
+    copies.clear()
+    for key in [k for k in expected if k.endswith(" []")]:
+        shard, span, _ = key.split(" ")
+        low, high = span.split("..")
+        indexed_table.query(
+            TableName="shepherd-table",
+            IndexName="by_status",
+            Select="COUNT",
+            KeyConditionExpression="#p = :p AND #s BETWEEN :lo AND :hi",
+            ExpressionAttributeNames={"#p": "list_pk", "#s": "status_sk"},
+            ExpressionAttributeValues={":p": {"S": shard}, ":lo": {"S": low}, ":hi": {"S": high}},
+        )
+    assert copies == []

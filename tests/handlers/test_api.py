@@ -550,6 +550,11 @@ def test_only_an_operator_may_pause_a_pool_or_see_who_did(
     assert seen_by_alice["inventory"]["paused"] is True and seen_by_alice["inventory"]["by"] is None
     seen_by_bob = {p["name"]: p for p in stack.api("GET", "/pools", caller=BOB)[2]["items"]}
     assert seen_by_bob["inventory"]["by"] == BOB_ROLE
+    # Each list says whether its caller is an operator (a console offers the actions only
+    # then, issue 35.5).
+    for route in ("/pools", "/schedules"):
+        assert stack.api("GET", route)[2]["operator"] is False
+        assert stack.api("GET", route, caller=BOB)[2]["operator"] is True
     # No operator configured: nobody may (the default).
     monkeypatch.delenv(ENV_OPERATORS)
     runtime.engine.cache_clear()

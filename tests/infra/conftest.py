@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 from aws_stack import ALICE
-from infra_support import ALARM_EMAIL, EXTENDED_CONTEXT, EXTRA_DEFINITION, Synth, synthesize
+from infra_support import (
+    ALARM_EMAIL,
+    EXTENDED_CONTEXT,
+    EXTRA_ASL,
+    EXTRA_ASL_FILE,
+    EXTRA_DEFINITION,
+    Synth,
+    synthesize,
+)
 from shepherd_infra import config
 
 
@@ -27,13 +35,15 @@ def shepherd(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 @pytest.fixture(scope="session")
 def extended(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The same app from a copy of statemachines/ plus one definition with a new pool, no alarm
-    email, and the optional context values set (EXTENDED_CONTEXT)."""
+    """The same app from a copy of statemachines/ plus one definition with a new pool and one
+    ASL state machine with integrations (EXTRA_ASL), no alarm email, and the optional context
+    values set (EXTENDED_CONTEXT)."""
     definitions = tmp_path_factory.mktemp("statemachines")
     for path in config.DEFINITIONS_DIR.iterdir():
         if path.is_file():
             shutil.copy(path, definitions / path.name)
     (definitions / "quarterly_report.yaml").write_text(EXTRA_DEFINITION, encoding="utf-8")
+    (definitions / EXTRA_ASL_FILE).write_text(json.dumps(EXTRA_ASL), encoding="utf-8")
     return synthesize(
         tmp_path_factory.mktemp("cdk-out-extended"),
         definitions_dir=definitions,

@@ -58,6 +58,32 @@ Steps:
     TimeoutSeconds: 5
 """
 
+# An ASL state machine among the `extended` fixture's definitions: a Lambda function by ARN, an
+# SQS send and a DynamoDB put (issue 38 point 4: the integrations role holds exactly those).
+EXTRA_ASL_FILE = "record_order.asl.json"
+EXTRA_ASL_FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:CheckStock"
+EXTRA_ASL_QUEUE_URL = "https://sqs.eu-west-1.amazonaws.com/123456789012/orders"
+EXTRA_ASL = {
+    "Comment": "A Lambda function by ARN, an SQS send and a DynamoDB put",
+    "StartAt": "Check",
+    "States": {
+        "Check": {"Type": "Task", "Resource": EXTRA_ASL_FUNCTION, "Next": "Notify"},
+        "Notify": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::sqs:sendMessage",
+            "Parameters": {"QueueUrl": EXTRA_ASL_QUEUE_URL, "MessageBody.$": "$"},
+            "ResultPath": None,
+            "Next": "Record",
+        },
+        "Record": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:putItem",
+            "Parameters": {"TableName": "Orders", "Item": {"pk": {"S.$": "$.id"}}},
+            "End": True,
+        },
+    },
+}
+
 
 @dataclass
 class Synth:

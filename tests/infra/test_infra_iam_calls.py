@@ -411,6 +411,11 @@ def _documented(function: str, action: str, resource: str) -> str | None:
             "otherwise), so a 403 is always a denial, retried, never read as missing "
             "(shepherd.adapters.s3); moto answers 404 to anyone"
         )
+    if function in ("api", "events") and action == "sqs:SendMessage" and "Ticks" in resource:
+        return (
+            "a start or an operator's action wakes a sleeping supervisor with a tick; the flows "
+            "run without a tick queue (tests/handlers/test_supervisor_sleeps.py rings it)"
+        )
     if function == "supervisor" and action == "sqs:SendMessage" and "Ticks" in resource:
         return (
             "the scheduled run sends the minute's ticks; the flows run it without a tick queue "

@@ -226,7 +226,7 @@ def test_the_example_definitions_schedules_are_deployed(shepherd: Synth) -> None
     deployed = _schedules(shepherd.tpl)
     assert {p["ScheduleExpression"] for p in deployed.values()} == {
         "cron(0 2 * * ? *)",
-        "rate(10 minutes)",
+        "rate(1 hour)",
     }
 
 

@@ -203,7 +203,7 @@ def test_a_full_last_page_says_no_more() -> None:
         h.clock.advance(1)
     page = inbox.pending(h.store, OWNER, limit=4)
     assert len(page.items) == 4 and page.last is None
-    assert INBOX_SHARDS == 4
+    assert INBOX_SHARDS == 32
 
 
 def test_an_answer_that_loses_to_the_timeout_changes_no_inbox_item_and_says_why(

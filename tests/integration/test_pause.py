@@ -382,3 +382,48 @@ def test_a_resume_never_makes_a_backoff_claimable_before_its_end(harness: Harnes
         if any(m.task.step == "reserve_inventory" for m in harness.receive()):
             seen_at = harness.clock.now_ms()
     assert seen_at >= available
+
+
+def test_a_resume_that_took_effect_answers_success_though_its_follow_up_is_throttled(
+    harness: Harness,
+) -> None:
+    """Issue 41.3: the resume's transaction lands, then the store throttles the read that
+    dispatches the re-queued step. The resume answers RUNNING (not a 503 whose retry would be
+    refused with a 409), and the supervisor dispatches what the follow-up could not: the
+    workflow succeeds with one more attempt of the failed step."""
+    from shepherd.errors import StoreUnavailable
+    from support import HookStore
+
+    pausing_order(harness)
+    wf = harness.start("order_fulfilment", _declined(1))
+    harness.pump()
+    assert harness.status(wf) is WorkflowStatus.PAUSED
+    hook = HookStore(harness.store)
+    harness.ports.store = hook
+    written: list[str] = []
+
+    def wrote(pk: str, sk: str, update: Any) -> None:
+        written.append(sk)
+
+    def throttled_after_the_write(pk: str) -> None:
+        if written:
+            raise StoreUnavailable("throttled: ProvisionedThroughputExceededException")
+
+    hook.before_update = wrote
+    hook.after_load = throttled_after_the_write
+    original = hook.transact
+
+    def transact(writes: Any) -> None:
+        original(writes)
+        written.append("transaction")
+
+    hook.transact = transact  # type: ignore[method-assign]
+    resumed = harness.operations.resume(wf)
+    assert written  # the resume took effect before the throttled read
+    assert resumed.status is WorkflowStatus.RUNNING
+    harness.ports.store = harness.store
+    assert harness.status(wf) is WorkflowStatus.RUNNING
+    charge = harness.step(wf, "charge_payment")
+    assert charge.status is StepStatus.QUEUED and charge.attempt == 2
+    assert harness.run(wf).workflow.status is WorkflowStatus.SUCCEEDED
+    assert harness.step(wf, "charge_payment").attempt == 2

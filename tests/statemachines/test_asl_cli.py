@@ -62,16 +62,52 @@ def test_validate_flags_an_unregistered_function(
     assert "no agent is registered for the Lambda function 'nope'" in capsys.readouterr().err
 
 
+def test_validate_says_what_the_synth_could_not_grant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An aws-sdk API the SDK does not have (a typo) and one whose IAM action cannot be derived
+    fail `validate` as they would fail `cdk synth` (shepherd.asl.grants), naming the state."""
+    other = json.loads(json.dumps(MACHINE))
+    other["States"]["Reserve"]["Next"] = "Send"
+    del other["States"]["Reserve"]["End"]
+    other["States"]["Send"] = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::aws-sdk:sqs:sendMesage",
+        "Parameters": {"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/q"},
+        "Next": "Apis",
+    }
+    other["States"]["Apis"] = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::aws-sdk:apigateway:getRestApis",
+        "End": True,
+    }
+    folder = _folder(tmp_path, other)
+    assert main(["validate", "--definitions", str(folder), "--agents", AGENTS]) == 1
+    err = capsys.readouterr().err
+    assert "order.asl.json: States.Send: " in err and "sqs has no API SendMesage" in err
+    assert "order.asl.json: States.Apis: " in err and "HTTP verbs" in err
+
+
 def test_asl_run_prints_the_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file = _folder(tmp_path, MACHINE) / "order.asl.json"
     args = ["asl", "run", str(file), "--agents", AGENTS, "--input", '{"items": [{"sku": "A"}]}']
     assert main(args) == 0
-    output = json.loads(capsys.readouterr().out)
-    assert output["reserved"]["id"].startswith("res-")
+    printed = json.loads(capsys.readouterr().out)
+    assert list(printed) == ["status", "output", "error", "cause"]
+    assert printed["status"] == "SUCCEEDED"
+    assert printed["error"] is None and printed["cause"] is None
+    assert printed["output"]["reserved"]["id"].startswith("res-")
 
 
 def test_asl_run_reports_a_fail_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file = _folder(tmp_path, MACHINE) / "order.asl.json"
     items = '{"items": [{"sku": "SOLD-OUT"}]}'
     assert main(["asl", "run", str(file), "--agents", AGENTS, "--input", items]) == 1
-    assert "FAILED OutOfStock: no stock" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "FAILED OutOfStock: no stock" in captured.err
+    assert json.loads(captured.out) == {
+        "status": "FAILED",
+        "output": None,
+        "error": "OutOfStock",
+        "cause": "no stock",
+    }

@@ -279,7 +279,8 @@ def test_execution_timeout_on_simulated_time() -> None:
         }
     )
     run = run_state_machine(machine, {})
-    assert (run.status, run.error) == ("FAILED", "States.Timeout")
+    # AWS ends it TIMED_OUT, its ExecutionTimedOut event without an error or a cause
+    assert (run.status, run.error, run.cause, run.output) == ("TIMED_OUT", None, None, None)
 
 
 def test_path_records_each_visit() -> None:
@@ -371,6 +372,8 @@ def test_context_state_has_retry_count_only_where_states_retry() -> None:
 
 
 def test_output_over_256_kib_is_data_limit_exceeded() -> None:
+    """A task's result over the limit is a task failure States.ALL catches (recorded against
+    AWS); a state's own output over it fails the execution, whatever its Catch says."""
     machine = parse(
         {
             "StartAt": "T",
@@ -378,6 +381,7 @@ def test_output_over_256_kib_is_data_limit_exceeded() -> None:
                 "T": {
                     "Type": "Task",
                     "Resource": "big",
+                    "ResultPath": "$.result",
                     "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "H"}],
                     "End": True,
                 },
@@ -386,7 +390,17 @@ def test_output_over_256_kib_is_data_limit_exceeded() -> None:
         }
     )
     run = run_state_machine(machine, {}, functions={"big": lambda p: "x" * 300_000})
-    assert (run.status, run.error) == ("FAILED", "States.DataLimitExceeded")
+    assert run.status == "SUCCEEDED"
+    assert run.output["Error"] == "States.DataLimitExceeded"
+    assert run.output["Cause"] == (
+        "The state/task 'big' returned a result with a size exceeding the maximum number of "
+        "bytes service limit."
+    )
+    # each half fits, the two together (the input and the result at $.result) do not
+    over = run_state_machine(
+        machine, {"pad": "y" * 150_000}, functions={"big": lambda p: "x" * 150_000}
+    )
+    assert (over.status, over.error) == ("FAILED", "States.DataLimitExceeded")
     small = run_state_machine(machine, {}, functions={"big": lambda p: "x" * 1000})
     assert small.status == "SUCCEEDED"
 
@@ -483,3 +497,113 @@ def machine_succeeded(output: Any) -> Any:
     from shepherd.asl.machine import Succeeded
 
     return Succeeded(output)
+
+
+def test_fractional_numbers_are_written_as_java_writes_them() -> None:
+    """Step Functions writes JSON text (States.JsonToString, States.Format, the input a cause
+    quotes) with Jackson: a double is Java's Double.toString, scientific outside [1e-3, 1e7)."""
+    machine = parse(
+        {
+            "StartAt": "S",
+            "States": {
+                "S": {
+                    "Type": "Pass",
+                    "Parameters": {
+                        "json.$": "States.JsonToString($)",
+                        "text.$": "States.Format('{} {} {}', $.big, $.small, $.plain)",
+                    },
+                    "End": True,
+                }
+            },
+        }
+    )
+    run = run_state_machine(machine, {"big": 1e21, "small": 1e-4, "plain": 2.5, "n": 7})
+    assert run.output == {
+        "json": '{"big":1.0E21,"small":1.0E-4,"plain":2.5,"n":7}',
+        "text": "1.0E21 1.0E-4 2.5",
+    }
+
+
+def test_execution_timeout_inside_a_branch_is_not_caught() -> None:
+    """The state machine's TimeoutSeconds ends the whole execution: a Catch on the Parallel
+    whose branch was waiting does not see it."""
+    machine = parse(
+        {
+            "TimeoutSeconds": 60,
+            "StartAt": "P",
+            "States": {
+                "P": {
+                    "Type": "Parallel",
+                    "Branches": [
+                        {
+                            "StartAt": "W",
+                            "States": {"W": {"Type": "Wait", "Seconds": 120, "End": True}},
+                        }
+                    ],
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}],
+                    "End": True,
+                },
+                "Caught": {"Type": "Succeed"},
+            },
+        }
+    )
+    run = run_state_machine(machine, {})
+    assert run.status == "TIMED_OUT"
+    assert [v.state for v in run.path] == ["P", "W"]
+
+
+def test_lambda_invoke_result_lists_headers_in_aws_order() -> None:
+    """The keys of a lambda:invoke result, and of its AllHttpHeaders, in the order a result
+    recorded against AWS lists them (LocalStack's context_object snapshot)."""
+    machine = parse(
+        {
+            "StartAt": "T",
+            "States": {
+                "T": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::lambda:invoke",
+                    "Parameters": {"FunctionName": "echo", "Payload.$": "$"},
+                    "End": True,
+                }
+            },
+        }
+    )
+    run = run_state_machine(machine, {"a": 1}, functions={"echo": lambda p: p})
+    assert list(run.output) == [
+        "ExecutedVersion",
+        "Payload",
+        "SdkHttpMetadata",
+        "SdkResponseMetadata",
+        "StatusCode",
+    ]
+    assert list(run.output["SdkHttpMetadata"]["AllHttpHeaders"]) == [
+        "X-Amz-Executed-Version",
+        "x-amzn-Remapped-Content-Length",
+        "Connection",
+        "x-amzn-RequestId",
+        "Content-Length",
+        "Date",
+        "X-Amzn-Trace-Id",
+        "Content-Type",
+    ]
+
+
+def test_jsonata_now_reads_the_simulated_clock() -> None:
+    """The interpreter reads no clock: JSONata's $now() and $millis() are the state's entered
+    time on the run's (simulated) clock, so a run replays identically."""
+    machine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "W",
+            "States": {
+                "W": {"Type": "Wait", "Seconds": 90, "Next": "S"},
+                "S": {
+                    "Type": "Pass",
+                    "Output": {"now": "{% $now() %}", "ms": "{% $millis() %}"},
+                    "End": True,
+                },
+            },
+        }
+    )
+    run = run_state_machine(machine, {})
+    assert run.output == {"now": "2024-01-01T00:01:30.000Z", "ms": 1704067290000}

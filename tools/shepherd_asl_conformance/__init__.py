@@ -3,7 +3,8 @@ errors the Step Functions developer guide and the States Language specification 
 through `shepherd.asl.run_state_machine`. `make conformance` prints passed/failed per feature.
 
 Each file `tests/statemachines/conformance/<feature>.json` is a list of cases: `name`, `definition`,
-`input`, and `output` or `error` (optionally `cause`, the simulated `seconds` the run took,
+`input`, and `output` (compared as JSON text: key order and number form count) or `error`
+(optionally `cause`, the simulated `seconds` the run took,
 its `transitions`, and a `description` naming where the expected result comes from: the guide,
 or an execution recorded against AWS). The Lambda functions the cases name are the fixtures below, each as the
 guide's examples describe it.
@@ -48,6 +49,10 @@ def functions() -> dict[str, Callable[[Any], Any]]:
         "HelloFunction": lambda payload: "Hello, AWS Step Functions!",
         "CustomErrorFunction": custom_error,
         "FailTwice": fail_twice,
+        # The Step Functions workshop's data-checking function: {"flagged": false} for clean data.
+        "DataCheckingFunction": lambda payload: {"flagged": False},
+        # A result over Step Functions' 256 KiB payload limit (UTF-8 bytes).
+        "LargeResult": lambda payload: "é" * (128 * 1024 + 1),
     }
 
 
@@ -62,6 +67,12 @@ def load() -> dict[str, list[dict[str, Any]]]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(CASES.glob("*.json"))}
 
 
+def same_json(got: Any, expected: Any) -> bool:
+    """Equal as JSON text, not only as values: the keys of each object in the same order and
+    each number written the same (`1` is not `1.0`), as Step Functions' output is compared."""
+    return json.dumps(got) == json.dumps(expected)
+
+
 def check(case: dict[str, Any]) -> str | None:
     """Why a case fails, or None."""
     machine = parse(case["definition"], case["name"])
@@ -71,7 +82,7 @@ def check(case: dict[str, Any]) -> str | None:
             return f"expected error {case['error']}, got {run.status} {run.error} {run.output!r}"
         if "cause" in case and run.cause != case["cause"]:
             return f"expected cause {case['cause']!r}, got {run.cause!r}"
-    elif run.status != "SUCCEEDED" or run.output != case["output"]:
+    elif run.status != "SUCCEEDED" or not same_json(run.output, case["output"]):
         return f"expected output {case['output']!r}, got {run.status} {run.output!r} {run.error} {run.cause}"
     if "seconds" in case and run.seconds != case["seconds"]:
         return f"expected {case['seconds']} s, took {run.seconds}"

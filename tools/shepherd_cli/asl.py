@@ -1,6 +1,7 @@
 """`shepherd asl run FILE`: run an Amazon States Language state machine in process, with the
 project's registered agents as its Lambda functions (each Task runs the agent registered under
-the function's name), simulated time, and the output or the error printed. `shepherd validate`
+the function's name) and simulated time. It prints the execution's end on stdout as one JSON
+object `{"status", "output", "error", "cause"}` and exits 0 when it SUCCEEDED, 1 when it FAILED or TIMED_OUT. `shepherd validate`
 checks ASL files with the same loader.
 
 This runs no engine: nothing is supervised or stored. It is for trying a state machine copied
@@ -114,10 +115,11 @@ def cmd_asl_run(args: argparse.Namespace, registry: AgentRegistry) -> int:
         for visit in result.path:
             pad = "  " * visit.depth
             print(f"{pad}{visit.state} #{visit.visit}: {json.dumps(visit.input)}", file=sys.stderr)
+    # stdout: one JSON object {"status", "output", "error", "cause"} (docs/definitions.md)
+    print(json.dumps(result.describe(), indent=2, ensure_ascii=False))
     if result.status == "SUCCEEDED":
-        print(json.dumps(result.output, indent=2))
         return 0
-    print(f"FAILED {result.error}: {result.cause}", file=sys.stderr)
+    print(f"{result.status} {result.error}: {result.cause}", file=sys.stderr)
     return 1
 
 

@@ -144,7 +144,7 @@ class LocalStack:
     # default caller, so that they show in its lists and the console.
     schedule_owner: str = DEFAULT_CALLER
     # When the schedules' rates start counting (default: the stack's start). `make demo` sets
-    # it a period minus a few seconds back, so a `rate(10 minutes)` fires while it runs.
+    # it a period minus a few seconds back, so a `rate(1 hour)` fires while it runs.
     schedule_anchor: datetime | None = None
     reload: bool = False  # follow changes to the definitions and agent code (`shepherd local`)
     advertise: bool = False  # write STATE_FILE, for `shepherd run` to find this stack

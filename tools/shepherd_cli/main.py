@@ -51,6 +51,17 @@ def _project(args: argparse.Namespace) -> Project:
     )
 
 
+POOL_POLICIES_FILE = "pool-policies.json"  # beside pyproject.toml: `shepherd local`'s default
+
+
+def default_pool_policies(project: Project) -> str | None:
+    """The project's `pool-policies.json`, if it has one: `shepherd local` applies it unless
+    told another file, so its pools' rate limits and circuit breakers (and the console's
+    circuit view) are there on the local stack as deployed (issue 35.5)."""
+    found = project.root / POOL_POLICIES_FILE
+    return str(found) if found.is_file() else None
+
+
 def _pool_policies(path: str | None) -> dict[str, Any]:
     """`--pool-policies FILE`: each pool's rate limit and circuit breaker (JSON), checked."""
     if not path:
@@ -105,7 +116,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         schedule_owner=caller_arn(args.schedule_owner or ""),
         reload=args.reload,
         advertise=True,
-        pool_policies=_pool_policies(args.pool_policies),
+        pool_policies=_pool_policies(args.pool_policies or default_pool_policies(project)),
         events_tap=args.events_tap,
     ) as stack:
         print(f"Shepherd API listening on {stack.api_url}  (moto at {stack.moto_url})")
@@ -623,8 +634,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _validate_asl(path: Path, known: set[str] | None, names: dict[str, Path]) -> bool:
     """One ASL file for `shepherd validate`: its errors, or `ok`; True when it failed."""
+    from shepherd.adapters.sdk_models import sdk_knows
+    from shepherd.asl import grants, workflow_type
     from shepherd.asl import load_file as load_asl
-    from shepherd.asl import workflow_type
     from shepherd.errors import DefinitionError
 
     from shepherd_cli.asl import check_functions
@@ -635,6 +647,9 @@ def _validate_asl(path: Path, known: set[str] | None, names: dict[str, Path]) ->
         print(str(exc), file=sys.stderr)
         return True
     problems = check_functions(machine, known, str(path)) if known is not None else []
+    # What `cdk synth` would refuse to grant (the integrations role), said here first.
+    refused = grants.plan(machine, knows=sdk_knows).refusals
+    problems += [f"{path}: {r.where}: {r.reason}" for r in refused]
     name = workflow_type(path)
     if name in names:
         problems.append(f"{path}: workflow type '{name}' is defined twice (also {names[name]})")
@@ -784,7 +799,8 @@ def parser() -> argparse.ArgumentParser:
         "--pool-policies",
         metavar="FILE",
         help='each pool\'s rate limit (JSON: {"payments": {"RateLimit": {"PerSecond": 5, '
-        '"Burst": 5}}}), as the construct\'s pool_settings',
+        "\"Burst\": 5}}}), as the construct's pool_settings (default: the project's "
+        f"{POOL_POLICIES_FILE} beside pyproject.toml, if there is one)",
     )
     local.add_argument(
         "--console-port", type=int, default=CONSOLE_PORT, help="the web console's port (0: any)"

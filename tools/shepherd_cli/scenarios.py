@@ -447,7 +447,7 @@ OUTAGE_SCENARIOS = [
     for n in (1, 2, 3)
 ]
 
-# The provision example's `smoke-environment` schedule (rate(10 minutes)): the demo sets the
+# The provision example's `smoke-environment` schedule (rate(1 hour)): the demo sets the
 # local stack's schedule clock so that it fires this many seconds after the start.
 SCHEDULE = "smoke-environment"
 SCHEDULE_FIRES_AFTER_SECONDS = 4

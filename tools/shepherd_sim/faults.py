@@ -45,6 +45,8 @@ FAULT_KINDS: dict[str, str] = {
     "before its checkpoint: the batch comes again, bisected (duplicates)",
     "relay_fail": "the relay cannot publish one record (a batch item failure): it is retried "
     "from there; after 10 retries it goes to the on-failure queue, replayed later",
+    "throttle_episode": "every write to one live workflow's partition is throttled for 5-300 s "
+    "(a hot partition; issue 41.3: throttling never costs an attempt)",
     "parent_cancel": "an operator cancels a parent workflow 0.05-3 s after one of its child "
     "workflows started (per child started): the cancel must reach down",
     "signal_workload": "the run adds 1-2 sim_signal workflows, signalled early, while they "
@@ -61,7 +63,7 @@ class Faults:
     attempt (at most one agent fault per attempt), store knobs per store call, sweep knobs
     per sweep, `clock_jump`, `pool_pause` and `outage` per simulated second, `cancel` and
     `operator` per workflow, `schedule_dup` per seed, `redrive` per FAILED workflow (once); `relay_delay` per poll of
-    a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published, `parent_cancel` per child workflow started,
+    a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published, `parent_cancel` per child workflow started, `throttle_episode` per tick,
     `signal_workload` per seed, `signal_crash` per signal sent.
     Callbacks of callback steps are messages too: `lose`, `dup` and `delay` apply to them."""
 
@@ -97,6 +99,8 @@ class Faults:
     relay_crash: float = 0.03
     relay_fail: float = 0.01
     parent_cancel: float = 0.15
+    # Off by default (a new kind leaves every seed's run as it was): `FAULTS=throttle_episode=p`.
+    throttle_episode: float = 0.0
     signal_workload: float = 0.3
     signal_crash: float = 0.15
 

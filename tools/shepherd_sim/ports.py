@@ -9,7 +9,7 @@ delays messages on their way into the `MemoryQueue`.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -42,6 +42,7 @@ class SimHooks(Protocol):
     def sleep(self, seconds: float) -> None: ...
     def trace(self, workflow_id: str | None, text: str) -> None: ...
     def roll(self, kind: str) -> bool: ...
+    def partition_throttled(self, pks: Iterable[str]) -> bool: ...
     def fault(
         self, kind: str, workflow_id: str | None, text: str, *, delay_s: float = 0
     ) -> None: ...
@@ -58,6 +59,9 @@ class SimHooks(Protocol):
     def observe_pool_read(self, role: str, pool: str) -> None: ...
     def observe_probe(self, role: str, pool: str) -> None: ...
     def observe_send(self, role: str, message: TaskMessage) -> None: ...
+
+
+WRITE_OPS = ("create", "put_new", "transact", "update")
 
 
 class StoreThrottled(StoreUnavailable):
@@ -157,6 +161,10 @@ class FaultyStore:
         if sim.roll("store_before"):
             sim.fault("store_before", workflow_of(pk), f"{self.role} {op} throttled")
             raise StoreThrottled(f"{op} throttled")
+        written = [k[0] for k in keys] + ([pk] if pk is not None else [])
+        if op in WRITE_OPS and sim.partition_throttled(written):
+            sim.trace(workflow_of(pk), f"{self.role:7} {op} throttled (episode)")
+            raise StoreThrottled(f"{op} throttled: a throttling episode")
 
     def _after(self, op: str, pk: str | None) -> None:
         sim = self.sim

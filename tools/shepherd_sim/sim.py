@@ -17,7 +17,7 @@ import json
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +41,7 @@ from shepherd.errors import (
     WorkflowNotFound,
 )
 from shepherd.keys import POOLS_PK, WF_SK, wf_pk
+from shepherd.kinds import kind_of
 from shepherd.model import (
     PoolState,
     StepRecord,
@@ -771,6 +772,8 @@ BREAKER = CircuitBreaker.model_validate(
     }
 )
 OUTAGE_SECONDS = (5.0, 40.0)
+# A throttling episode on one workflow's partition (issue 41.3: up to 5 minutes).
+EPISODE_SECONDS = (5.0, 300.0)
 # The workload the regression seeds were found with (their runs must not move).
 CLASSIC_TYPES = ("order_fulfilment", "provision_environment", "sim_flash")
 
@@ -1212,6 +1215,9 @@ class Simulation:
         # Downstream outages: their own random stream, (pool, began, ends) each.
         self.outage_rng = random.Random(f"outage:{seed}")
         self.outages: list[tuple[str, int, int]] = []
+        # Throttling episodes: their own random stream, (workflow partition, began, ends) each.
+        self.episode_rng = random.Random(f"episode:{seed}")
+        self.episodes: list[tuple[str, int, int]] = []
         # What the agents' breaker decided on: (role, pool) -> the pools' version at that
         # role's last read of the pool item (its breaker caches one state per process); per
         # fiber, that view as its claim began and the probe it took (pool, version).
@@ -1965,8 +1971,7 @@ class Simulation:
                 pool = self.pool_rng.choice(free)
                 seconds = self.pool_rng.uniform(1, 20)
                 self.spawn(functools.partial(self.pause_pool, pool, seconds), "pool_pause")
-        if self.roll("outage"):
-            self.outage()
+        self._downstream_faults()
         self.sweep()
         self.schedule(self.now() + round(self.config.sweep_interval_s * 1000), "tick")
 
@@ -2241,6 +2246,14 @@ class Simulation:
 
         self.spawn(body, "pool_resume")
 
+    def _downstream_faults(self) -> None:
+        """A tick's faults outside the engine: a pool's downstream outage, a throttling
+        episode on a workflow's partition."""
+        if self.roll("outage"):
+            self.outage()
+        if self.roll("throttle_episode"):
+            self.throttle_episode()
+
     def outage(self, pool: str | None = None, seconds: float | None = None) -> None:
         """A pool's downstream fails every call for a while (none already down)."""
         down = {name for name, _, ends in self.outages if ends > self.now()}
@@ -2253,6 +2266,36 @@ class Simulation:
             seconds = self.outage_rng.uniform(*OUTAGE_SECONDS)
         self.fault("outage", None, f"pool {pool}'s downstream fails every call for {seconds:.1f}s")
         self.outages.append((pool, self.now(), self.now() + round(seconds * 1000)))
+
+    def throttle_episode(
+        self, workflow_id: str | None = None, seconds: float | None = None
+    ) -> None:
+        """Every write to one live workflow's partition is throttled for a while (a hot
+        partition: DynamoDB rejects them all, the SDK's retries spent), once a workflow."""
+        if workflow_id is None:
+            # One episode a workflow at most: a partition throttled again and again would
+            # never let it end (an outage without end, not an episode).
+            struck = {pk for pk, _, _ in self.episodes}
+            live = [w for w in self.live() if wf_pk(w) not in struck]
+            if not live:
+                return
+            workflow_id = self.episode_rng.choice(live)
+        if seconds is None:
+            seconds = self.episode_rng.uniform(*EPISODE_SECONDS)
+        self.fault(
+            "throttle_episode", workflow_id, f"its partition's writes throttled for {seconds:.1f}s"
+        )
+        self.episodes.append((wf_pk(workflow_id), self.now(), self.now() + round(seconds * 1000)))
+
+    def partition_throttled(self, pks: Iterable[str]) -> bool:
+        """Whether a throttling episode holds any of these partitions now (a write to them is
+        then refused, and counted)."""
+        now = self.now()
+        held = {pk for pk, began, ends in self.episodes if began <= now < ends}
+        if held and any(pk in held for pk in pks):
+            self.stats["writes_throttled_by_episode"] += 1
+            return True
+        return False
 
     def downstream_down(self, pool: str) -> bool:
         now = self.now()
@@ -2804,6 +2847,7 @@ class Simulation:
         self._maps_stats(record, states)
         self._children_stats(record, states)
         self._kinds_stats(states)
+        self._episode_stats(states)
         self.stats["dlq"] += sum(len(v) for v in self.queue.dead.values())
         digest = hashlib.sha256()
         for _, line in self.trace_lines:
@@ -2825,6 +2869,30 @@ class Simulation:
             stats=Counter(self.stats),
         )
 
+    def _episode_stats(self, states: Mapping[str, WorkflowState]) -> None:
+        """What throttling episodes cost (issue 41.3: nothing): attempts of a struck workflow
+        timed out during its episode or within a minute after it (an attempt consumed), and
+        struck workflows that did not succeed. Printed, not yet an invariant: a throttle longer
+        than an attempt's lease still consumes it (docs/architecture.md)."""
+        if not self.episodes:
+            return
+        window = {pk: (began, ends + 60_000) for pk, began, ends in self.episodes}
+        for wf_id, state in states.items():
+            found = window.get(wf_pk(wf_id))
+            if found is None:
+                continue
+            began, until = found
+            self.stats["episode_struck_workflows"] += 1
+            self.stats["episode_struck_unsucceeded"] += (
+                state.workflow.status is not WorkflowStatus.SUCCEEDED
+            )
+            for rec in state.steps.values():
+                for entry in rec.history:
+                    if entry.get("o") in ("timeout", "heartbeat_timeout") and (
+                        began <= int(entry.get("t", 0)) <= until
+                    ):
+                        self.stats["episode_attempts_timed_out"] += 1
+
     def _kinds_stats(self, states: Mapping[str, WorkflowState]) -> None:
         """Steps that succeeded, by kind, and steps a condition skipped: what a run's count of
         the supervisor's take-overs (`supervisor_took_over`) covers (issue 40.5)."""
@@ -2836,18 +2904,7 @@ class Simulation:
                     continue
                 if rec.status is not StepStatus.SUCCEEDED:
                     continue
-                spec = definition.by_name[rec.name]
-                kind = (
-                    "approval"
-                    if spec.approval is not None
-                    else "wait"
-                    if spec.wait is not None
-                    else "map"
-                    if spec.map is not None
-                    else "child"
-                    if spec.workflow is not None
-                    else "task"
-                )
+                kind = kind_of(definition.by_name[rec.name]).name
                 self.stats[f"steps_succeeded_{kind}"] += 1
 
     def _maps_stats(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:

@@ -24,15 +24,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shepherd_bench.scale import figures, report
-from shepherd_bench.scale.model import DEFAULT_DEPLOYMENT, DESIGN_LOAD, Run, RunConfig
+from shepherd_bench.scale import figures, probes, report
+from shepherd_bench.scale.model import (
+    DEFAULT_DEPLOYMENT,
+    DESIGN_DEPLOYMENT,
+    DESIGN_LOAD,
+    Deployment,
+    Run,
+    RunConfig,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
-# The deployment the runs model: 256 watch shards (the default of `make scale`'s RunConfig) in
-# 128 sweep groups (`-c watch_shards=256 -c sweep_groups=128`): 32, the figure
-# docs/architecture.md first gave, cannot keep up with the design load's looks at 256 MB (run
-# `groups_32`). The tick mapping as the CDK app deploys it for that many groups.
-DESIGN_GROUPS = 128
+# The deployment the runs model: the CDK app's design-load size (`-c size=design_load`,
+# infra/shepherd_infra/deployments.py): 256 watch shards in 128 sweep groups (32, the figure
+# docs/architecture.md first gave, cannot keep up with the design load's looks at 256 MB: run
+# `groups_32`), its pools' concurrency, table throughput, API throttle and Lambda quota. The
+# tick mapping as the CDK app deploys it for that many groups.
+DESIGN_GROUPS = DESIGN_DEPLOYMENT.sweep_groups
 RATE_LIMITED_MINUTES = 6.0
 
 
@@ -139,9 +147,20 @@ def overloads(designed: dict[str, Any], minutes: float) -> dict[str, RunConfig]:
 LOAD10_MINUTES = 1.0  # ten times the design load breaks in seconds; a minute says what
 
 
-def at_load(factor: float, minutes: float, groups: int = 256) -> RunConfig:
+def at_load(
+    factor: float,
+    minutes: float,
+    groups: int = 256,
+    deployment: Deployment = DEFAULT_DEPLOYMENT,
+) -> RunConfig:
     """`factor` times the design load (its starts, open workflows and running steps) against
-    the CDK app's default deployment, one group of `groups` modelled."""
+    one of the CDK app's sizes (by default the default deployment), one group of `groups`
+    modelled. The default size's 16 shards in one group cannot be cut into a subset: the run
+    keeps 256 shards in `groups` groups (the design size's own 128 for it), and its pools'
+    concurrency at the size's (10 a pool: at least one invocation in the subset, so more than
+    the whole system's share); every other limit is the size's."""
+    if deployment.sweep_groups > 1:
+        groups = deployment.sweep_groups
     load = replace(
         DESIGN_LOAD,
         open_workflows=round(DESIGN_LOAD.open_workflows * factor),
@@ -149,21 +168,23 @@ def at_load(factor: float, minutes: float, groups: int = 256) -> RunConfig:
         running_steps=round(DESIGN_LOAD.running_steps * factor),
     )
     return RunConfig(
-        f"{factor:g}x the design load, default deployment",
+        f"{factor:g}x the design load, {deployment.name} deployment",
         minutes=minutes,
+        shards=max(deployment.watch_shards, 256),
         groups=groups,
         shard_list=True,
         load=load,
-        deployment=DEFAULT_DEPLOYMENT,
+        pool_concurrency=deployment.pool_concurrency,
+        deployment=deployment,
     )
 
 
-def run_at_load(factor: float, minutes: float, seed: int) -> int:
-    """`make scale LOAD=N`: one run, printed; non-zero when a target falls short (what broke
-    first is named)."""
-    summary = run(replace(at_load(factor, minutes), seed=seed))
+def run_at_load(factor: float, minutes: float, seed: int, size: str) -> int:
+    """`make scale LOAD=N SIZE=name`: one run, printed; non-zero when a target falls short
+    (what broke first is named)."""
+    summary = run(replace(at_load(factor, minutes, deployment=Deployment.of(size)), seed=seed))
     figures_ = report.load_figures(summary)
-    print(f"LOAD={factor:g}: passed {figures_['passed']}")
+    print(f"LOAD={factor:g} SIZE={size}: passed {figures_['passed']}")
     print(f"  first bottleneck: {figures_['first_bottleneck']}")
     for name in figures_["missed"]:
         print(f"  MISSED: {name}")
@@ -201,7 +222,12 @@ def run_all(
         made.append((config, results[key]))
     if quick:
         return ran
-    later = {**overloads(results["design_load"], 4.0), report.LOAD_RUN: at_load(10, LOAD10_MINUTES)}
+    later = {
+        **overloads(results["design_load"], 4.0),
+        report.LOAD_RUN: at_load(10, LOAD10_MINUTES),
+        # The design load against the default deployment: it must fail (the table's quota).
+        report.DEFAULT_RUN: at_load(1, LOAD10_MINUTES),
+    }
     for key, config in later.items():
         if not kept(key):
             results[key] = run(replace(config, seed=seed))
@@ -228,10 +254,16 @@ def main(argv: list[str] | None = None) -> int:
         help="one run at this many times the design load against the default deployment "
         "(printed only; exits non-zero naming what broke first)",
     )
+    parser.add_argument(
+        "--size",
+        default="default",
+        help="with --load: the CDK app's deployment size to run against (default, "
+        "design_load; infra/shepherd_infra/deployments.py)",
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # the engine's warnings at load: counted, not printed
     if args.load is not None:
-        return run_at_load(args.load, args.minutes or LOAD10_MINUTES, args.seed)
+        return run_at_load(args.load, args.minutes or LOAD10_MINUTES, args.seed, args.size)
     minutes = args.minutes or (1.0 if args.quick else 10.0)
     started = time.monotonic()
     load_before = os.getloadavg()[0]
@@ -242,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     if only is not None and out is not None and (out / "benchmarks.json").exists():
         before = json.loads((out / "benchmarks.json").read_text()).get("scale", {})
     ran = run_all(args.quick, minutes, args.seed, only, before, results)
+    kept = {
+        k: before.get(k) for k in ("reads_per_step", "map_items_per_second", "throttle_episode")
+    }
+    if only is not None and not ran and all(kept.values()):
+        measured = kept  # a re-render: the probes' figures stay as measured
+    else:
+        _log("probes: reads a step (a chain, 90 wide), a map's items a second, a throttle episode")
+        measured = probes.measure()
     wall = round(time.monotonic() - started)
     meta: dict[str, Any] = {
         "wall_seconds": wall,
@@ -263,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             "rerun_seconds": wall,
             "rerun_argv": meta["argv"],
         }
-    scale = report.scale_section(results, meta)
+    scale = report.scale_section(results, meta, measured)
     print(report.render_text(scale))
     if out is not None:
         report.write(out, scale)

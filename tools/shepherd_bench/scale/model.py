@@ -10,13 +10,16 @@ stream records) and samples the system every ten simulated seconds.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import math
 import random
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -70,33 +73,73 @@ def definition() -> Definition:
     return parse_definition(yaml.safe_load(DEFINITION.read_text()), DEFINITION.name)
 
 
-ON_DEMAND_TABLE_UNITS = 40_000.0  # DynamoDB on-demand: per table (and index) unless configured
+ROOT = Path(__file__).resolve().parents[3]
+SIZES_FILE = ROOT / "infra" / "shepherd_infra" / "deployments.py"
+
+
+def _sizes() -> ModuleType:
+    """The CDK app's named deployment sizes (infra/shepherd_infra/deployments.py), loaded by
+    path: the file is standard library only, and importing `shepherd_infra` would start the
+    CDK's jsii runtime."""
+    name = "shepherd_infra_deployments"
+    found = sys.modules.get(name)
+    if found is not None:
+        return found
+    spec = importlib.util.spec_from_file_location(name, SIZES_FILE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """The limits outside the engine a run is judged against (the whole system's): API
-    Gateway's stage throttle (requests a second), the table's and each index's throughput
-    (units a second; on-demand: 40,000 read and 40,000 write units per table unless
-    configured), and the account's Lambda concurrency. The run counts what it asked of each,
-    a second at a time at full size; Lambda's concurrency is also enforced (an invocation over
-    it is throttled), the API's and the table's are accounted, not enforced."""
+    """The limits outside the engine a run is judged against (the whole system's), as a named
+    size of the CDK app deploys them (`shepherd_infra.deployments.Size`): API Gateway's stage
+    throttle (requests a second), the table's and each index's throughput (units a second: the
+    on-demand maximum the size sets, else the table-level quota), the account's Lambda
+    concurrency (the quota the size asks for), the watch shards, the sweep groups and every
+    pool's event source concurrency. The run counts what it asked of each, a second at a time
+    at full size; Lambda's concurrency is also enforced (an invocation over it is throttled),
+    the API's and the table's are accounted, not enforced."""
 
     name: str
     api_rate_limit: float
-    table_wru: float = ON_DEMAND_TABLE_UNITS
-    table_rru: float = ON_DEMAND_TABLE_UNITS
-    account_concurrency: int = 10_000
+    table_wru: float
+    table_rru: float
+    account_concurrency: int
+    watch_shards: int
+    sweep_groups: int
+    pool_concurrency: int
+
+    @classmethod
+    def of(cls, size_name: str) -> Deployment:
+        """The model's view of the CDK app's size `size_name`."""
+        sizes = _sizes()
+        size = sizes.size_named(size_name)
+        return cls(
+            name=size.name,
+            api_rate_limit=float(size.api_rate_limit),
+            table_wru=float(size.table_write_units),
+            table_rru=float(size.table_read_units),
+            account_concurrency=int(size.quotas.lambda_concurrency),
+            watch_shards=int(size.watch_shards),
+            sweep_groups=int(size.sweep_groups),
+            pool_concurrency=int(size.pool_max_concurrency or POOL_DEFAULT_CONCURRENCY),
+        )
 
 
-# The CDK app as it deploys by default (infra/shepherd_infra/config.py): the stage's throttle,
-# Lambda's default account concurrency, the table with no throughput configured.
-DEFAULT_DEPLOYMENT = Deployment("default", api_rate_limit=100.0, account_concurrency=1_000)
-# What the design load needs from AWS beyond the engine: API Gateway's account quota raised
-# from 10,000 to 25,000 requests a second (starts and callbacks: ~18,000 a second) and the
-# stage throttle with it; Lambda's account concurrency raised to 10,000. The table's
-# throughput is as the CDK app configures it today: the on-demand default.
-DESIGN_DEPLOYMENT = Deployment("design load", api_rate_limit=25_000.0)
+POOL_DEFAULT_CONCURRENCY = 10  # an SQS mapping's MaximumConcurrency as the CDK app sets it
+# The CDK app as it deploys by default (`-c size=default`): the stage's throttle (100/s), the
+# table with no throughput configured (the on-demand quota, 40,000 units a second), Lambda's
+# default account concurrency (1,000), 10 concurrent batches a pool.
+DEFAULT_DEPLOYMENT = Deployment.of("default")
+# The design-load size (`-c size=design_load`): 256 watch shards in 128 sweep groups, 1,000
+# concurrent batches a pool, the table's on-demand maximum and warm throughput and the quotas to
+# ask AWS for (docs/architecture.md, "Deploying for the design load").
+DESIGN_DEPLOYMENT = Deployment.of("design_load")
 
 
 @dataclass(frozen=True)
@@ -106,11 +149,11 @@ class RunConfig:
     name: str
     seed: int = 1
     minutes: float = 10.0
-    shards: int = 256
-    groups: int = 32
+    shards: int = DESIGN_DEPLOYMENT.watch_shards
+    groups: int = DESIGN_DEPLOYMENT.sweep_groups
     modelled: tuple[int, ...] = (0,)
     load: Load = DESIGN_LOAD
-    pool_concurrency: int = 1000  # MaximumConcurrency per pool (the largest allowed)
+    pool_concurrency: int = DESIGN_DEPLOYMENT.pool_concurrency  # MaximumConcurrency a pool
     tick_concurrency: int | None = None  # None: as the CDK app deploys it
     tick_batch: int | None = None  # None: as the CDK app deploys it
     max_workflows: int | None = None  # a sweep's look budget (None: the engine's)

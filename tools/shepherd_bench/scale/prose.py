@@ -27,6 +27,8 @@ def _number(value: Any) -> str:
         return f"{value:.2e}"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, str):
+        return value
     return f"{value:g}"
 
 
@@ -197,8 +199,11 @@ def section_text(
         "the targets.",
         "",
         f"Runs: `design_load` is the engine and CDK app on this branch deployed with "
-        f"`-c watch_shards={sub['watch_shards']} -c sweep_groups={groups}` (the tick mapping "
-        "as the CDK app deploys it for that many groups), "
+        f"`-c size=design_load` ({sub['watch_shards']} watch shards in {groups} sweep groups, "
+        "1,000 concurrent batches a pool, the table's on-demand maximum, the stage throttle "
+        "and the Lambda quota of `shepherd_infra.deployments.DESIGN_LOAD`: every limit is "
+        "judged at exactly those values; the tick mapping as the CDK app deploys it for that "
+        "many groups), "
         f"{runs['design_load']['config']['simulated_minutes']:g} simulated minutes of 5,000 "
         "starts a second; `subset_1`/`subset_2` repeat it shorter at 1 and 2 modelled groups (the "
         "per-group figures must not change); `stall` stops the inventory pool's mapping for 5 "
@@ -208,9 +213,22 @@ def section_text(
         "the list-index what-if (a no-op since the engine shards the list index itself: the "
         "same engine as `design_load`, shorter); `groups_32` deploys 32 sweep groups; "
         "`interval_4s` sweeps every 4 s instead of 5; `rate_limited` limits the checks pool to "
-        "half the tasks it is sent (issue 26.1). Every run applies the agent handler's "
-        "time-left check as deployed, and every sweep looks ahead until just before the next "
-        "one, as the supervisor handler does.",
+        "half the tasks it is sent (issue 26.1); `load10` is ten times the design load and "
+        "`default_deployment` the design load, both against the default size (`-c "
+        "size=default`: 100 requests a second at the stage, 40,000 units a second at the "
+        "table, 1,000 concurrent Lambdas), which must fail and say what broke first. Every run "
+        "applies the agent handler's time-left check as deployed, and every sweep looks ahead "
+        "until just before the next one, as the supervisor handler does.",
+        "",
+        "**Probes** (`shepherd_bench.scale.probes`: the real engine on the in-memory store, "
+        "metered as DynamoDB bills it, on a manual clock; what a subset run cannot show): "
+        "`scale.reads_per_step` is the read units a step of a 90-step chain and of a 90-step "
+        "fan-out with its join (the target, 12 at 90 wide, beside the chain's); "
+        "`scale.map_items_per_second` the items a second one map can run with every partition "
+        "it writes at most half full (from its write units per item on each partition); "
+        "`scale.throttle_episode` what a 300 s throttling episode on a workflow's partition, "
+        "from its agent's start, costs 20 one-step workflows (HeartbeatSeconds 20): attempts "
+        "consumed, agents' successes lost, workflows unwound (all three must be 0).",
         "",
         "### Targets",
         "",

@@ -21,6 +21,11 @@ TARGET_STARTS = 5000
 TARGET_OPEN = 1_000_000
 TARGET_RUNNING = 100_000
 TARGET_HOTTEST = 0.8
+# Keys one caller's every workflow writes, write-sharded: each shard at most half a partition
+# at the design load (issue 41.2), so a burst or an uneven hash has room. The list indexes
+# (`OWNER#<owner>#<k>`) and the approval inbox (`INBOX#<principal>#<k>`), by index name.
+TARGET_SHARDED = 0.5
+SHARDED_FAMILIES = ("by_owner", "by_status", "by_type", "by_type_status", "inbox")
 TARGET_EXTRA = 1.5
 TARGET_WAITING_DAY_USD = 0.0001
 PER_GROUP = (
@@ -90,7 +95,13 @@ def limit_figures(s: dict[str, Any]) -> dict[str, Any]:
     run (older runs' figures have none: None)."""
     lim = s.get("limits")
     if lim is None:
-        return {"hot_keys": None, "table_units_per_second": None, "first_bottleneck": None}
+        return {
+            "hot_keys": None,
+            "table_units_per_second": None,
+            "first_bottleneck": None,
+            "sharded_peaks": {},
+        }
+    by_kind = s["dynamodb"]["by_kind"]
     table = lim["table_units_per_second"]
     return {
         "hot_keys": s.get("hot_keys"),
@@ -104,6 +115,8 @@ def limit_figures(s: dict[str, Any]) -> dict[str, Any]:
         "api_requests_per_second": lim["api_requests_per_second"],
         "lambda_concurrency": lim["lambda_concurrency"],
         "first_bottleneck": lim["first_bottleneck"],
+        # Each write-sharded family's busiest shard, what was asked of it (throttled included).
+        "sharded_peaks": {k: by_kind[k]["peak_offered"] for k in SHARDED_FAMILIES if k in by_kind},
     }
 
 
@@ -193,7 +206,16 @@ def limit_targets(h: dict[str, Any]) -> list[dict[str, Any]]:
     table = h.get("table_units_per_second")
     if table is None:
         return []
-    rows = []
+    rows = [
+        {
+            "target": f"write-sharded key {family}: its busiest shard",
+            "limit": f"<= {TARGET_SHARDED}",
+            "value": peak,
+            "holds": peak <= TARGET_SHARDED,
+            "list_unsharded": None,
+        }
+        for family, peak in sorted((h.get("sharded_peaks") or {}).items())
+    ]
     for kind, name in (("write", "write units"), ("read", "read units")):
         rows.append(
             _limit_row(
@@ -246,9 +268,61 @@ def verdict(targets_: list[dict[str, Any]]) -> tuple[bool, list[dict[str, Any]]]
     return not missed, missed
 
 
-def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+def probe_targets(probes: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The probes' targets (shepherd_bench.scale.probes): reads a step at 90 wide, one map's
+    items a second with every partition at most half full, and a 5-minute throttling episode
+    that consumes no attempt and unwinds no workflow (issue 41.2, 41.3)."""
+    if not probes:
+        return []
+    reads, maps, episode = (
+        probes.get(k) for k in ("reads_per_step", "map_items_per_second", "throttle_episode")
+    )
+    rows = []
+    if reads:
+        rows.append(
+            {
+                "target": "read units a step, 90 wide with its join (chain beside it)",
+                "limit": f"<= {reads['target']}",
+                "value": reads["width_90"],
+                "holds": reads["width_90"] <= reads["target"],
+                "list_unsharded": None,
+            }
+        )
+    if maps:
+        rows.append(
+            {
+                "target": "one map's items a second, every partition <= 50 %",
+                "limit": f">= {maps['target']:,.0f}",
+                "value": maps["items_per_second"],
+                "holds": maps["items_per_second"] >= maps["target"],
+                "list_unsharded": None,
+            }
+        )
+    if episode:
+        rows.append(
+            {
+                "target": f"a {episode['seconds']:g} s throttling episode: attempts consumed, "
+                "successes lost, workflows unwound",
+                "limit": "0, 0, 0",
+                "value": f"{episode['attempts_consumed']}, {episode['successes_lost']}, "
+                f"{episode['workflows_unwound']}",
+                "holds": not (
+                    episode["attempts_consumed"]
+                    or episode["successes_lost"]
+                    or episode["workflows_unwound"]
+                ),
+                "list_unsharded": None,
+            }
+        )
+    return rows
+
+
+def scale_section(
+    results: dict[str, Any], meta: dict[str, Any], probes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """`scale` in benchmarks.json: the headline keys from the design-load run, the compared
-    run's beside them, the subset check, the targets, every run's figures."""
+    run's beside them, the subset check, the targets, every run's figures, and the probes'
+    figures (reads a step, a map's items a second, a throttling episode)."""
     head = results[HEADLINE]
     other = results.get(COMPARED)
     stall = results["stall"]["stall"] if "stall" in results else None
@@ -257,14 +331,21 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
     one, two = results.get("subset_1"), results.get("subset_2")
     waiting = head["cost"]["waiting_workflow_day"]["usd"]
     waiting_other = None if other is None else other["cost"]["waiting_workflow_day"]["usd"]
-    judged = targets(h, o, waiting, waiting_other)
+    judged = targets(h, o, waiting, waiting_other) + probe_targets(probes)
     passed, missed = verdict(judged)
     load = results.get(LOAD_RUN)
+    probed = probes or {}
     return {
         **h,
+        "reads_per_step": probed.get("reads_per_step"),
+        "map_items_per_second": probed.get("map_items_per_second"),
+        "throttle_episode": probed.get("throttle_episode"),
         "passed": passed,
         "missed": [t["target"] for t in missed],
         "load10": None if load is None else load_figures(load),
+        DEFAULT_RUN: None
+        if results.get(DEFAULT_RUN) is None
+        else load_figures(results[DEFAULT_RUN]),
         "subset": {
             "modelled_groups": len(head["config"]["modelled_groups"]),
             "sweep_groups": head["config"]["sweep_groups"],
@@ -283,6 +364,7 @@ def scale_section(results: dict[str, Any], meta: dict[str, Any]) -> dict[str, An
 
 
 LOAD_RUN = "load10"  # ten times the design load against the default deployment
+DEFAULT_RUN = "default_deployment"  # the design load against the default deployment
 
 
 def load_figures(s: dict[str, Any]) -> dict[str, Any]:
@@ -314,6 +396,21 @@ def one_line(s: dict[str, Any]) -> str:
     )
 
 
+def _probe_lines(scale: dict[str, Any]) -> list[str]:
+    """The probes' figures, the chain's reads a step beside 90 wide's."""
+    lines = []
+    reads = scale.get("reads_per_step")
+    if reads:
+        lines.append(
+            f"  scale.reads_per_step: chain {reads['chain']} | width_90 {reads['width_90']} "
+            f"read units a step (target <= {reads['target']} at 90 wide)"
+        )
+    for key in ("map_items_per_second", "throttle_episode", DEFAULT_RUN):
+        if scale.get(key) is not None:
+            lines.append(f"  scale.{key}: {scale[key]}")
+    return lines
+
+
 def render_text(scale: dict[str, Any]) -> str:
     """What `make scale` prints: the headline, the targets, each run in a line."""
     lines = ["", "Scale model (the real engine, simulated AWS and time)"]
@@ -334,6 +431,7 @@ def render_text(scale: dict[str, Any]) -> str:
         lines.append(f"  scale.{key}: {scale[key]}{beside}")
     for key in ("table_units_per_second", "first_bottleneck"):
         lines.append(f"  scale.{key}: {scale.get(key)}")
+    lines += _probe_lines(scale)
     lines.append("  scale.hot_keys:")
     for row in scale.get("hot_keys") or []:
         lines.append(

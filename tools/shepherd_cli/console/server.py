@@ -334,9 +334,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(reply.body)))
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(reply.body)
+        try:
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(reply.body)
+        except (BrokenPipeError, ConnectionResetError):
+            # The page stopped waiting (a read it gave up on after READ_TIMEOUT_MS): nobody
+            # is left to answer.
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s - %s", self.address_string(), format % args)

@@ -102,6 +102,14 @@ LEASE_PK = "LEASE#sweep"  # a sweep group's lease: pk LEASE#sweep, sk <group>
 WATCH_CONFIG = ("CONFIG#watch", "CONFIG#watch")  # the most watch shards any deployment used
 
 
+# Whether the supervisor ticks: awake, drowsy or asleep (shepherd.engine.wakeup).
+SUPERVISOR_REST = ("CONFIG#supervisor", "CONFIG#supervisor")
+
+
+def supervisor_rest_key() -> tuple[str, str]:
+    return SUPERVISOR_REST
+
+
 def lease_pk(group: int) -> tuple[str, str]:
     return LEASE_PK, str(group)
 
@@ -217,8 +225,12 @@ def circuit_counter_key(pool: str, slot: int, shard: int) -> tuple[str, str]:
 APPROVAL_PREFIX = "A#"  # sk of an inbox item: A#<step>#<sha256(principal), 16 hex>
 INBOX_PREFIX = "INBOX#"  # inbox index partition: INBOX#<principal>#<shard>
 # A principal's inbox is write-sharded this many ways (invariant 10: no partition key written
-# by every workflow of a caller); a read queries them all and merges. Fixed, as LIST_SHARDS.
-INBOX_SHARDS = 4
+# by every workflow of a caller); a read queries them all and merges. Fixed, as LIST_SHARDS: a
+# principal on every approval of 5,000 approval-bearing starts a second writes 10,000 index
+# entries a second (each added, then taken out), ~310 a shard, under a third of a partition's
+# 1,000 (at 4 shards, 2,500: 2.5x over; issue 41.2). Raising it keeps old entries readable: a
+# read queries every shard, and an entry lies in its shard below the count.
+INBOX_SHARDS = 32
 REQUESTED_DIGITS = 13  # an inbox sort key's request time (epoch ms, 13 digits until 2286)
 
 

@@ -5,6 +5,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 from collections import Counter
@@ -26,6 +27,7 @@ from shepherd.engine.schedules import Schedules
 from shepherd.engine.signals import Signals
 from shepherd.engine.supervisor import Supervisor, ThreadedLooks
 from shepherd.engine.uploads import Uploads
+from shepherd.engine.wakeup import Wakeup
 from shepherd.ids import RandomIds
 from shepherd.payloads import NoPayloadStore, Payloads, PayloadStore
 from shepherd.ports import EventPublisher, NullEvents
@@ -133,6 +135,15 @@ def client(service: str) -> Any:
     return _client(service)
 
 
+WAKE_TICK = '{"wake":true}'
+
+
+def ring(ticks_url: str) -> None:
+    """Wake the sleeping supervisor: a tick that runs a minute as a scheduled run does
+    (shepherd.engine.wakeup)."""
+    client("sqs").send_message(QueueUrl=ticks_url, MessageBody=WAKE_TICK)
+
+
 @dataclass
 class Shepherd:
     """The engine wired to AWS from settings; everything is built on first use."""
@@ -193,6 +204,15 @@ class Shepherd:
 
     @cached_property
     def engine(self) -> Engine:
+        engine = self._engine()
+        ticks_url = self.settings.sweep_ticks_url
+        if ticks_url:  # deployed: the supervisor sleeps while idle, and is woken
+            engine.scheduler.wakeup = Wakeup(
+                engine.ports.store, engine.ports.clock, ring=functools.partial(ring, ticks_url)
+            )
+        return engine
+
+    def _engine(self) -> Engine:
         control = self.pool_control
         return build_engine(
             self.ports,

@@ -48,18 +48,43 @@ KNOWN = frozenset(
 )
 
 # The guide: "States.Runtime ... errors are not retriable, and will always cause the execution
-# to fail. A retry or catch on States.ALL won't catch States.Runtime errors"; the same holds for
-# States.DataLimitExceeded when it is raised by the execution itself.
-TERMINAL = frozenset({RUNTIME, DATA_LIMIT_EXCEEDED})
+# to fail. A retry or catch on States.ALL won't catch States.Runtime errors". A task's result
+# over the payload limit (States.DataLimitExceeded) is a task failure that States.ALL catches
+# (recorded against AWS); a state's own output over it fails the execution (machine.py).
+TERMINAL = frozenset({RUNTIME})
 
 
 class StatesError(Exception):
-    """An error a state raised: `error` is the name Retry and Catch match, `cause` the text."""
+    """An error a state raised: `error` is the name Retry and Catch match, `cause` the text.
 
-    def __init__(self, error: str, cause: str = "") -> None:
+    `passed_on`: the error came from elsewhere (a task's failure, a branch's or an iteration's
+    error) and keeps its cause as it is; the interpreter's own errors are located first."""
+
+    def __init__(self, error: str, cause: str = "", *, passed_on: bool = False) -> None:
         super().__init__(f"{error}: {cause}" if cause else error)
         self.error = error
         self.cause = cause
+        self.passed_on = passed_on
+
+
+# The errors whose cause Step Functions opens with the state and the id of its entered event
+# (recorded executions: a JSONPath or an intrinsic that finds nothing, a Choice's invalid path,
+# a Wait's bad timestamp, a JSONata expression's failure, a Map's item reader).
+LOCATED = frozenset({RUNTIME, QUERY_EVALUATION_ERROR, ITEM_READER_FAILED})
+
+
+def located(exc: StatesError, state: str, entered_event: int) -> StatesError:
+    """`exc` as the execution reports it: an error the interpreter raised itself while running
+    `state` gets Step Functions' prefix "An error occurred while executing the state 'X'
+    (entered at the event id #N). "; a passed-on error keeps its cause."""
+    if exc.passed_on or exc.error not in LOCATED:
+        return exc
+    return StatesError(
+        exc.error,
+        f"An error occurred while executing the state '{state}' (entered at the event id "
+        f"#{entered_event}). {exc.cause}",
+        passed_on=True,
+    )
 
 
 def matches(error_equals: Sequence[str], error: str) -> bool:

@@ -218,7 +218,7 @@ def _text(value: Any) -> str:
         return "[" + ", ".join(_text(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}={_text(v)}" for k, v in value.items()) + "}"
-    return json.dumps(value)
+    return dumps(value)
 
 
 def _format(env: _Env, args: tuple[Any, ...]) -> str:

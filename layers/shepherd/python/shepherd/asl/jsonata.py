@@ -9,11 +9,12 @@ is States.QueryEvaluationError.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import functools
 import json
 import random as _random
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import intrinsics
@@ -101,7 +102,20 @@ def _from_jsonata(value: Any) -> Any:
     return normalize(value)
 
 
-def _functions(rng: _random.Random) -> dict[str, Any]:
+def _millis(states: Mapping[str, Any]) -> int:
+    """The evaluation's instant: the state's entered time from the context object (the
+    interpreter reads no clock, so `$now()` and `$millis()` are the simulated time)."""
+    context = states.get("context")
+    entered = None
+    if isinstance(context, Mapping) and isinstance(context.get("State"), Mapping):
+        entered = context["State"].get("EnteredTime")
+    if not isinstance(entered, str) or not entered:
+        return 0
+    stamp = _dt.datetime.fromisoformat(entered.replace("Z", "+00:00"))
+    return int(stamp.timestamp() * 1000)
+
+
+def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
     def partition(array: Any, size: Any) -> Any:
         return intrinsics.f_array_partition(list(array), size)
 
@@ -123,7 +137,17 @@ def _functions(rng: _random.Random) -> dict[str, Any]:
         except (TypeError, ValueError):
             raise StatesError(QUERY_EVALUATION_ERROR, "$parse: not valid JSON text") from None
 
+    def now(picture: Any = None, timezone: Any = None) -> Any:
+        from jsonata.functions import Functions  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        return Functions.datetime_from_millis(millis, picture, timezone)
+
+    def millis_() -> int:
+        return millis
+
     return {
+        "now": now,
+        "millis": millis_,
         "partition": partition,
         "range": range_,
         "hash": hash_,
@@ -131,6 +155,69 @@ def _functions(rng: _random.Random) -> dict[str, Any]:
         "uuid": uuid,
         "parse": parse,
     }
+
+
+# jsonata-js's words for the errors an expression most often raises at run time, which Step
+# Functions puts in its cause as "<code>: <message>" ({{token}} is quoted, as jsonata-js's
+# JSON.stringify does). The evaluator here (a port of jsonata-java) words some of them
+# differently ("Argument 1 of Object abs"), so they are rebuilt from the error's parts.
+_ARRAY_OF = {
+    "a": "arrays",
+    "b": "booleans",
+    "f": "functions",
+    "n": "numbers",
+    "o": "objects",
+    "s": "strings",
+}
+
+
+def _message(exc: Exception) -> tuple[bool, str]:
+    """(whether it has a JSONata error code, the text after the cause's sentence)."""
+    if isinstance(exc, StatesError):  # a Step Functions function's own error: no code
+        return False, exc.cause
+    code = getattr(exc, "error", None)
+    if not isinstance(code, str):
+        if isinstance(exc, ValueError) and "convert string to float" in str(exc):
+            value = str(exc).split(": ", 1)[-1].strip("'")
+            return True, f"D3030: Unable to cast value to a number: {json.dumps(value)}"
+        return False, str(exc)
+    current = getattr(exc, "current", None)
+    expected = getattr(exc, "expected", None)
+    extra = getattr(exc, "extra", None)
+    q = json.dumps
+    catalog: dict[str, Callable[[], str]] = {
+        "T0410": lambda: (
+            f"Argument {current} of function {q(expected)} does not match function signature"
+        ),
+        "T0411": lambda: (
+            "Context value is not a compatible type with argument "
+            f"{current} of function {q(expected)}"
+        ),
+        "T0412": lambda: (
+            f"Argument {current} of function {q(expected)} must be an array of "
+            f"{q(_ARRAY_OF.get(str(extra), str(extra)))}"
+        ),
+        "T1006": lambda: "Attempted to invoke a non-function",
+        "T2001": lambda: f"The left side of the {q(current)} operator must evaluate to a number",
+        "T2002": lambda: f"The right side of the {q(current)} operator must evaluate to a number",
+        "T2009": lambda: (
+            f"The values {q(current)} and {q(expected)} either side of operator "
+            f"{q(extra)} must be of the same data type"
+        ),
+        "T2010": lambda: (
+            f"The expressions either side of operator {q(current)} must evaluate "
+            "to numeric or string values"
+        ),
+        "D1002": lambda: f"Cannot negate a non-numeric value: {q(expected)}",
+        "D3137": lambda: str(current),
+        "D3141": lambda: str(current),
+    }
+    words = catalog.get(code)
+    try:
+        text = words() if words else str(exc)
+    except (TypeError, ValueError):
+        text = str(exc)
+    return True, f"{code}: {text}"
 
 
 def evaluate(
@@ -146,17 +233,20 @@ def evaluate(
     compiled = _compiled(expression)
     bindings: dict[str, Any] = {k: _to_jsonata(v) for k, v in variables.items()}
     bindings["states"] = _to_jsonata(dict(states))
+    where = f" specified for the field '{field}'" if field else ""
     try:
-        for name, function in _functions(rng).items():
+        for name, function in _functions(rng, _millis(states)).items():
             compiled.register_lambda(name, function)
         with _deep():
             raw = compiled.evaluate(bindings["states"].get("input"), bindings)
-    except StatesError:
-        raise
     except Exception as exc:
-        raise StatesError(QUERY_EVALUATION_ERROR, f"'{expression}': {exc}") from None
+        coded, message = _message(exc)
+        raise StatesError(
+            QUERY_EVALUATION_ERROR,
+            f"The JSONata expression '{expression}'{where} threw an error during evaluation"
+            + (f". {message}" if coded else f": {message}"),
+        ) from None
     if raw is None:
-        where = f" specified for the field '{field}'" if field else ""
         raise StatesError(
             QUERY_EVALUATION_ERROR,
             f"The JSONata expression '{expression}'{where} returned nothing (undefined).",

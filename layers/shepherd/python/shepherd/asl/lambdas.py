@@ -76,6 +76,20 @@ def _event(payload: Any) -> Any:
     return payload
 
 
+# AllHttpHeaders in the order a recorded lambda:invoke result lists them (LocalStack's
+# context_object snapshot, recorded against AWS); HttpHeaders is in the order above.
+_ALL_HEADERS_ORDER = (
+    "X-Amz-Executed-Version",
+    "x-amzn-Remapped-Content-Length",
+    "Connection",
+    "x-amzn-RequestId",
+    "Content-Length",
+    "Date",
+    "X-Amzn-Trace-Id",
+    "Content-Type",
+)
+
+
 def shape(invoked: Invocation, result: Any, request_id: str, date: str) -> Any:
     """The task's result as Step Functions gives it."""
     if not invoked.shaped or invoked.callback:
@@ -95,7 +109,7 @@ def shape(invoked: Invocation, result: Any, request_id: str, date: str) -> Any:
         "ExecutedVersion": "$LATEST",
         "Payload": result,
         "SdkHttpMetadata": {
-            "AllHttpHeaders": {k: [v] for k, v in headers.items()},
+            "AllHttpHeaders": {k: [headers[k]] for k in _ALL_HEADERS_ORDER},
             "HttpHeaders": headers,
             "HttpStatusCode": 200,
         },

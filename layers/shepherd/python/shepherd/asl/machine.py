@@ -43,6 +43,26 @@ def check_size(state: str, value: Any) -> None:
         )
 
 
+def _check_result_size(resource: str, result: Any) -> None:
+    """A task's result over 256 KiB fails the task (TaskFailed, so Retry and Catch see it) with
+    States.DataLimitExceeded, naming the service of an optimized integration (`lambda` for
+    `arn:aws:states:::lambda:invoke`) or the resource itself (a Lambda ARN), as recorded."""
+    if len(dumps(result).encode()) <= MAX_PAYLOAD_BYTES:
+        return
+    service = "arn:aws:states:::"
+    name = (
+        resource[len(service) :].split(":", maxsplit=1)[0]
+        if resource.startswith(service)
+        else resource
+    )
+    raise StatesError(
+        errors.DATA_LIMIT_EXCEEDED,
+        f"The state/task '{name}' returned a result with a size exceeding the maximum number "
+        "of bytes service limit.",
+        passed_on=True,
+    )
+
+
 # --- the execution's facts for $$ ----------------------------------------------------------
 
 
@@ -93,11 +113,13 @@ class BranchOutcome:
     failed: bool = False
     error: str | None = None
     cause: str | None = None
+    events: int = 0  # the id of the last history event the branch published
 
 
 @dataclass(frozen=True)
 class BranchesFinished:
     outcomes: tuple[BranchOutcome, ...]
+    events: int = 0  # the id of the last history event the branches published
 
 
 Event = TaskSucceeded | TaskFailed | WaitElapsed | BranchesFinished
@@ -137,6 +159,7 @@ class RunBranches:
     variables: Mapping[str, Any]
     tolerated_count: int | None = None
     tolerated_percentage: float | None = None
+    events: int = 0  # the id of the ParallelStateStarted or MapStateStarted event
 
 
 @dataclass(frozen=True)
@@ -187,6 +210,8 @@ class Frame:
     entered_time: str = ""
     pending: str = ""  # "task", "wait", "retry", "branches", "" when ended
     token: str | None = None
+    events: int = 1  # the id of the last history event so far (1: ExecutionStarted)
+    entered_event: int = 0  # the id of this state's *StateEntered event
 
     @property
     def variables(self) -> dict[str, Any]:
@@ -208,6 +233,8 @@ def frame_to_json(frame: Frame) -> dict[str, Any]:
         "entered_time": frame.entered_time,
         "pending": frame.pending,
         "token": frame.token,
+        "events": frame.events,
+        "entered_event": frame.entered_event,
     }
 
 
@@ -225,6 +252,17 @@ def frame_from_json(data: Mapping[str, Any]) -> Frame:
         entered_time=data["entered_time"],
         pending=data["pending"],
         token=data["token"],
+        events=data.get("events", 1),
+        entered_event=data.get("entered_event", 0),
+    )
+
+
+def _no_next_state() -> StatesError:
+    """A Choice that matched no rule and has no Default: Step Functions fails the execution
+    with States.Runtime in these words (recorded against AWS), not States.NoChoiceMatched."""
+    return StatesError(
+        RUNTIME,
+        "Failed to transition out of the state. The state does not point to a next state.",
     )
 
 
@@ -255,9 +293,15 @@ class Interpreter:
     # -- entry points --
 
     def start(
-        self, input: Any, now: _dt.datetime, variables: Mapping[str, Any] | None = None
+        self,
+        input: Any,
+        now: _dt.datetime,
+        variables: Mapping[str, Any] | None = None,
+        events: int = 1,
     ) -> tuple[Frame, list[Action]]:
-        frame = Frame(state=self.machine.start_at, outer=dict(variables or {}))
+        """Enter the start state. `events`: the id of the last history event before it (1, the
+        ExecutionStarted, at the top; a branch's or an iteration's started event inside)."""
+        frame = Frame(state=self.machine.start_at, outer=dict(variables or {}), events=events)
         self._trail = []
         frame, actions = self._enter(frame, self.machine.start_at, input, now)
         return frame, [*self._trail, *actions]
@@ -275,11 +319,16 @@ class Interpreter:
             if isinstance(event, WaitElapsed) and frame.pending == "wait":
                 return self._finish(frame, state, self._wait_done(frame, state), now)
             if isinstance(event, TaskFailed) and frame.pending == "task":
-                raise StatesError(event.error, event.cause)
+                frame = replace(frame, events=frame.events + 1)  # TaskFailed
+                raise StatesError(event.error, event.cause, passed_on=True)
             if isinstance(event, TaskSucceeded) and frame.pending == "task":
+                frame = replace(frame, events=frame.events + 1)  # TaskSucceeded (or Failed)
+                _check_result_size(state.raw["Resource"], event.output)
                 return self._finish(frame, state, self._task_done(frame, state, event.output), now)
             if isinstance(event, BranchesFinished) and frame.pending == "branches":
+                frame = replace(frame, events=max(frame.events, event.events))
                 result = self._branches_done(frame, state, event.outcomes)
+                frame = replace(frame, events=frame.events + 1)  # *StateSucceeded
                 return self._finish(frame, state, self._task_done(frame, state, result), now)
         except StatesError as exc:
             return self._error(frame, state, exc, now)
@@ -291,20 +340,23 @@ class Interpreter:
         return _random.Random(f"{self.context.seed}:{frame.transitions}:{frame.attempt}:{salt}")
 
     def _context(self, frame: Frame, state: State) -> dict[str, Any]:
+        # Keys in the order Step Functions writes the context object (a recorded cause that
+        # quotes it: Execution {Id, Input, StartTime, Name, RoleArn, RedriveCount},
+        # StateMachine {Id, Name}, State {Name, EnteredTime, RetryCount}).
         ctx: dict[str, Any] = {
             "Execution": {
                 "Id": self.context.execution_id,
                 "Input": self.context.input,
+                "StartTime": self.context.start_time,
                 "Name": self.context.execution_name,
                 "RoleArn": self.context.role_arn,
-                "StartTime": self.context.start_time,
                 "RedriveCount": 0,
             },
-            "State": {"EnteredTime": frame.entered_time, "Name": state.name},
             "StateMachine": {
                 "Id": self.context.state_machine_id,
                 "Name": self.context.state_machine_name,
             },
+            "State": {"Name": state.name, "EnteredTime": frame.entered_time},
         }
         if state.type in ("Task", "Parallel", "Map"):  # the states that retry
             ctx["State"]["RetryCount"] = frame.attempt
@@ -337,12 +389,18 @@ class Interpreter:
         path = state.get(name, "$")
         if path is None:
             return {}
+        io = name in ("InputPath", "OutputPath")
         try:
+            # Jayway, as Step Functions reads these: an index past the end of an array reads null
             return paths.select(
-                path, data, context=self._context(frame, state), variables=frame.variables
+                path,
+                data,
+                context=self._context(frame, state),
+                variables=frame.variables,
+                **({"index_past_end": None} if io else {}),
             )
         except paths.PathNotFound:
-            if name in ("InputPath", "OutputPath"):
+            if io:
                 raise paths.invalid_path(path) from None
             raise paths.runtime_not_found(path, name, data) from None
 
@@ -373,6 +431,8 @@ class Interpreter:
                 entered_time=iso(now),
                 pending="",
                 token=None,
+                events=frame.events + 1,
+                entered_event=frame.events + 1,
             )
             self._trail.append(Entered(name, visits[name], raw_input))
             try:
@@ -385,6 +445,7 @@ class Interpreter:
                 return self._execute(frame, state, now)
             frame = replace(frame, own={**frame.own, **outcome.assign})
             if state.type != "Fail":
+                frame = replace(frame, events=frame.events + 1)  # *StateExited
                 self._trail.append(Exited(name, outcome.output))
             if outcome.next is None:
                 if state.type == "Fail":
@@ -428,7 +489,9 @@ class Interpreter:
             check_size(state.name, outcome.output)
         except StatesError as exc:
             return replace(frame, pending=""), [Failed(exc.error, exc.cause)]
-        frame = replace(frame, own={**frame.own, **outcome.assign}, pending="")
+        frame = replace(
+            frame, own={**frame.own, **outcome.assign}, pending="", events=frame.events + 1
+        )
         self._trail.append(Exited(state.name, outcome.output))
         if outcome.next is None:
             return frame, [Succeeded(outcome.output)]
@@ -512,9 +575,7 @@ class Interpreter:
                 assign = self._assign(frame, state, rule.get("Assign"), data)
                 return _Next(output, rule["Next"], assign)
         if not state.has("Default"):
-            raise StatesError(
-                errors.NO_CHOICE_MATCHED, f"No Choice rule matched in state '{state.name}'"
-            )
+            raise _no_next_state()
         assign = self._assign(frame, state, state.get("Assign"), data)
         return _Next(output, state.raw["Default"], assign)
 
@@ -530,9 +591,7 @@ class Interpreter:
             if condition:
                 return self._choice_end(frame, state, rule, rule["Next"])
         if not state.has("Default"):
-            raise StatesError(
-                errors.NO_CHOICE_MATCHED, f"No Choice rule matched in state '{state.name}'"
-            )
+            raise _no_next_state()
         return self._choice_end(frame, state, state.raw, state.raw["Default"])
 
     def _choice_end(
@@ -591,9 +650,21 @@ class Interpreter:
             seconds = raw.get("Seconds")
             stamp = raw.get("Timestamp")
             if "SecondsPath" in raw:
-                seconds = self._path(frame, state, "SecondsPath", data)
+                seconds = self._seconds_path(frame, state, data)
             if "TimestampPath" in raw:
-                stamp = self._path(frame, state, "TimestampPath", data)
+                try:
+                    stamp = paths.select(
+                        raw["TimestampPath"],
+                        data,
+                        context=self._context(frame, state),
+                        variables=frame.variables,
+                    )
+                except paths.PathNotFound:
+                    raise StatesError(
+                        RUNTIME,
+                        "The TimestampPath parameter does not reference an input value: "
+                        f"{raw['TimestampPath']}",
+                    ) from None
         if "Seconds" in raw or "SecondsPath" in raw:
             if not is_number(seconds) or seconds < 0:
                 raise StatesError(
@@ -612,6 +683,31 @@ class Interpreter:
                 )
             raise StatesError(RUNTIME, f"The Wait '{state.name}' needs an ISO-8601 timestamp")
         return parsed
+
+    def _seconds_path(self, frame: Frame, state: State, data: Any) -> int:
+        """A Wait's SecondsPath: a non-negative integer, or States.Runtime in Step Functions'
+        words (as LocalStack's AWS-recorded Wait tests word them)."""
+        path = state.raw["SecondsPath"]
+        try:
+            seconds = paths.select(
+                path, data, context=self._context(frame, state), variables=frame.variables
+            )
+        except paths.PathNotFound:
+            raise StatesError(
+                RUNTIME, f"The SecondsPath parameter does not reference an input value: {path}"
+            ) from None
+        shown = seconds if isinstance(seconds, str) else dumps(seconds)
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            raise StatesError(
+                RUNTIME,
+                f"The SecondsPath parameter cannot be parsed as a long value: {path} == {shown}",
+            )
+        if seconds < 0:
+            raise StatesError(
+                RUNTIME,
+                f"The SecondsPath parameter references a negative value: {path} == {shown}",
+            )
+        return seconds
 
     def _wait_done(self, frame: Frame, state: State) -> _Next:
         output = self._plain_output(frame, state, frame.raw_input)
@@ -642,7 +738,13 @@ class Interpreter:
             )
             frame = replace(frame, token=f"{state.name}-{token}")
         payload = self._effective_input(frame, state)
-        frame = replace(frame, effective_input=payload, pending="task")
+        timeout = self._seconds(frame, state, "TimeoutSeconds")
+        heartbeat = self._seconds(frame, state, "HeartbeatSeconds")
+        # *Scheduled and *Started, and TaskSubmitted for a task that waits for its token
+        published = 3 if token is not None else 2
+        frame = replace(
+            frame, effective_input=payload, pending="task", events=frame.events + published
+        )
         return frame, [
             RunTask(
                 state=state.name,
@@ -650,8 +752,8 @@ class Interpreter:
                 attempt=frame.attempt,
                 resource=resource,
                 payload=payload,
-                timeout_seconds=self._seconds(frame, state, "TimeoutSeconds"),
-                heartbeat_seconds=self._seconds(frame, state, "HeartbeatSeconds"),
+                timeout_seconds=timeout,
+                heartbeat_seconds=heartbeat,
                 token=frame.token,
             )
         ]
@@ -662,6 +764,7 @@ class Interpreter:
     def _branches(self, frame: Frame, state: State) -> tuple[Frame, list[Action]]:
         effective = self._effective_input(frame, state) if state.type == "Parallel" else None
         if state.type == "Parallel":
+            frame = replace(frame, events=frame.events + 1)  # ParallelStateStarted
             action = RunBranches(
                 state=state.name,
                 kind="Parallel",
@@ -669,18 +772,24 @@ class Interpreter:
                 inputs=tuple(effective for _ in state.branches),
                 max_concurrency=0,
                 variables=frame.variables,
+                events=frame.events,
             )
             return replace(frame, effective_input=effective, pending="branches"), [action]
         items = self._map_items(frame, state)
+        concurrency = self._concurrency(frame, state)
+        tolerated_count = self._tolerance(frame, state, "ToleratedFailureCount")
+        tolerated_percentage = self._tolerance(frame, state, "ToleratedFailurePercentage")
+        frame = replace(frame, events=frame.events + 1)  # MapStateStarted
         action = RunBranches(
             state=state.name,
             kind="Map",
             machines=state.branches,
             inputs=tuple(items),
-            max_concurrency=self._concurrency(frame, state),
+            max_concurrency=concurrency,
             variables=frame.variables,
-            tolerated_count=self._tolerance(frame, state, "ToleratedFailureCount"),
-            tolerated_percentage=self._tolerance(frame, state, "ToleratedFailurePercentage"),
+            tolerated_count=tolerated_count,
+            tolerated_percentage=tolerated_percentage,
+            events=frame.events,
         )
         return replace(frame, pending="branches"), [action]
 
@@ -696,6 +805,26 @@ class Interpreter:
             data = self._path(frame, state, "InputPath", frame.raw_input)
             items = self._path(frame, state, "ItemsPath", data)
         if not isinstance(items, list):
+            if state.query_language == JSONATA and jsonata.is_expression(state.get("Items")):
+                # Step Functions' words (as LocalStack's AWS-validated Map writes them)
+                expression = state.raw["Items"][2:-2].strip()
+                kind = (
+                    "null"
+                    if items is None
+                    else "boolean"
+                    if isinstance(items, bool)
+                    else "number"
+                    if is_number(items)
+                    else "string"
+                    if isinstance(items, str)
+                    else "object"
+                )
+                raise StatesError(
+                    errors.QUERY_EVALUATION_ERROR,
+                    f"The JSONata expression '{expression}' specified for the field 'Items' "
+                    f"returned an unexpected result type. Expected 'array', but was '{kind}' "
+                    f"for value: {dumps(items)}",
+                )
             raise StatesError(
                 RUNTIME,
                 f"The Map '{state.name}' needs an array of items, got {dumps(items)}",
@@ -764,7 +893,9 @@ class Interpreter:
                     f"The Map '{state.name}' failed: {len(failed)} of {len(outcomes)} items "
                     "failed, more than it tolerates",
                 )
-            raise StatesError(first.error or errors.BRANCH_FAILED, first.cause or "")
+            raise StatesError(
+                first.error or errors.BRANCH_FAILED, first.cause or "", passed_on=True
+            )
         return [o.output for o in outcomes]
 
     def _tolerates(
@@ -783,6 +914,9 @@ class Interpreter:
     def _error(
         self, frame: Frame, state: State, exc: StatesError, now: _dt.datetime
     ) -> tuple[Frame, list[Action]]:
+        if not exc.passed_on and exc.error == errors.QUERY_EVALUATION_ERROR:
+            frame = replace(frame, events=frame.events + 1)  # EvaluationFailed
+        exc = errors.located(exc, state.name, frame.entered_event)
         if state.type not in ("Task", "Parallel", "Map") or exc.error in errors.TERMINAL:
             return replace(frame, pending=""), [Failed(exc.error, exc.cause)]
         index = errors.pick_retrier(state.retriers, exc.error)
@@ -793,6 +927,10 @@ class Interpreter:
             retries = tuple(n + 1 if i == index else n for i, n in enumerate(frame.retries))
             frame = replace(frame, retries=retries, pending="retry")
             return frame, [StartWait(now + _dt.timedelta(seconds=delay), retry=True)]
+        if state.type in ("Parallel", "Map"):
+            # ParallelStateFailed/MapStateFailed, once the error is not retried (a retried
+            # attempt is followed by the next *StateStarted, as AWS's history shows)
+            frame = replace(frame, events=frame.events + 1)
         for catcher in state.catchers:
             if errors.matches(catcher.error_equals, exc.error):
                 return self._catch(frame, state, catcher, exc, now)
@@ -807,19 +945,37 @@ class Interpreter:
         now: _dt.datetime,
     ) -> tuple[Frame, list[Action]]:
         error_output = errors.error_output(exc.error, exc.cause)
+        where = f"Catch[{list(state.catchers).index(catcher)}]"
         try:
             if state.query_language == JSONATA:
                 output = (
-                    self._jsonata(frame, state, catcher.output, errorOutput=error_output)
+                    self._jsonata(
+                        frame,
+                        state,
+                        catcher.output,
+                        field=f"{where}/Output",
+                        errorOutput=error_output,
+                    )
                     if catcher.has_output
                     else error_output
                 )
-                assign = self._assign(frame, state, catcher.assign, None, errorOutput=error_output)
+                assign = (
+                    self._jsonata(
+                        frame,
+                        state,
+                        catcher.assign,
+                        field=f"{where}/Assign",
+                        errorOutput=error_output,
+                    )
+                    if catcher.assign is not None
+                    else {}
+                )
             else:
                 assign = self._assign(frame, state, catcher.assign, error_output)
                 output = paths.put(catcher.result_path, frame.raw_input, error_output)
         except StatesError as inner:
+            inner = errors.located(inner, state.name, frame.entered_event)
             return replace(frame, pending=""), [Failed(inner.error, inner.cause)]
-        frame = replace(frame, own={**frame.own, **assign}, pending="")
+        frame = replace(frame, own={**frame.own, **assign}, pending="", events=frame.events + 1)
         self._trail.append(Exited(state.name, output))
         return self._enter(frame, catcher.next, output, now)

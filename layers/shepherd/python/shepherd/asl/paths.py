@@ -18,6 +18,8 @@ from typing import Any
 from .errors import RESULT_PATH_MATCH_FAILURE, RUNTIME, StatesError
 from .values import dumps
 
+_MISSING: Any = object()
+
 
 class PathNotFound(Exception):
     """A definite path that selects nothing."""
@@ -214,8 +216,13 @@ def select(
     *,
     context: Any = None,
     variables: Mapping[str, Any] | None = None,
+    index_past_end: Any = _MISSING,
 ) -> Any:
-    """The value `path` selects; an indefinite path gives the array of its matches."""
+    """The value `path` selects; an indefinite path gives the array of its matches.
+
+    `index_past_end`: what a definite path whose last step indexes past the end of an array
+    that is there gives (Jayway's null, where Step Functions reads a path that way); by default
+    it selects nothing (PathNotFound)."""
     root, steps = parse(path)
     if root == "$":
         base = data
@@ -226,10 +233,20 @@ def select(
             raise PathNotFound(path)
         base = variables[root]
     values = [base]
+    parents = values
     for step in steps:
+        parents = values
         values = _apply(step, values)
     if is_definite(steps):
         if not values:
+            if (
+                index_past_end is not _MISSING
+                and steps
+                and steps[-1].kind == "index"
+                and parents
+                and isinstance(parents[0], list)
+            ):
+                return index_past_end
             raise PathNotFound(path)
         return values[0]
     return values

@@ -12,7 +12,7 @@ import datetime as _dt
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import integrations, lambdas, services
@@ -55,13 +55,25 @@ class Visit:
 
 @dataclass
 class ExecutionResult:
-    status: str  # SUCCEEDED or FAILED
+    status: str  # SUCCEEDED, FAILED or TIMED_OUT (the state machine's TimeoutSeconds passed)
     output: Any = None
     error: str | None = None
     cause: str | None = None
     path: list[Visit] = field(default_factory=list)
     transitions: int = 0
     seconds: float = 0.0  # simulated time the execution took
+
+    def describe(self) -> dict[str, Any]:
+        """The execution's end as `shepherd asl run` prints it (docs/definitions.md): always
+        the four keys, in this order, as DescribeExecution names them; `output` is null for a
+        failed execution, `error` and `cause` for a successful one (and either may be null
+        for a Fail state that gives none)."""
+        return {
+            "status": self.status,
+            "output": self.output,
+            "error": self.error,
+            "cause": self.cause,
+        }
 
 
 class Callbacks:
@@ -79,6 +91,10 @@ class Callbacks:
 
     def take(self, token: str) -> Event | None:
         return self._done.pop(token, None)
+
+
+class _TimedOut(Exception):
+    """The execution's TimeoutSeconds passed (on the simulated clock)."""
 
 
 class _Run:
@@ -106,22 +122,29 @@ class _Run:
         self.rng = _random.Random(f"{context.seed}:requests")
 
     def run(
-        self, machine: StateMachine, input: Any, variables: Mapping[str, Any], depth: int
+        self,
+        machine: StateMachine,
+        input: Any,
+        variables: Mapping[str, Any],
+        depth: int,
+        events: int = 1,
     ) -> BranchOutcome:
+        """Run one states list to its end; `events` is the id of the history event before its
+        first state's, and the outcome carries the id of the last one it published."""
         interpreter = Interpreter(machine, self.context)
-        frame, actions = interpreter.start(input, self.now, variables)
+        frame, actions = interpreter.start(input, self.now, variables, events)
         while True:
             event: Event | None = None
             for action in actions:
                 ended = self.record(action, depth)
                 if ended is not None:
                     self.transitions += frame.transitions
-                    return ended
+                    return replace(ended, events=frame.events)
                 event = self.carry_out(action, depth) or event
             if event is None:
                 raise AssertionError(f"no event after {actions}")
             if self.deadline is not None and self.now > self.deadline:
-                return BranchOutcome(failed=True, error=TIMEOUT, cause="The execution timed out")
+                raise _TimedOut  # the whole execution ends, whatever a Catch says
             frame, actions = interpreter.advance(frame, event, self.now)
 
     def record(self, action: Action, depth: int) -> BranchOutcome | None:
@@ -146,16 +169,29 @@ class _Run:
         if isinstance(action, RunTask):
             return self.task(action)
         if isinstance(action, RunBranches):
-            outcomes = [
-                self.run(
+            # One after another, so the history's event ids are as if the branches (or the
+            # iterations) ran in order: a Map iteration is framed by MapIterationStarted and
+            # MapIterationSucceeded/Failed.
+            events = action.events
+            outcomes = []
+            for i, item in enumerate(action.inputs):
+                if action.kind == "Map":
+                    events += 1
+                outcome = self.run(
                     action.machines[0] if action.kind == "Map" else action.machines[i],
                     item,
                     action.variables,
                     depth + 1,
+                    events,
                 )
-                for i, item in enumerate(action.inputs)
-            ]
-            return BranchesFinished(tuple(outcomes))
+                events = outcome.events + (1 if action.kind == "Map" else 0)
+                outcomes.append(outcome)
+                tolerant = action.tolerated_count is not None or (
+                    action.tolerated_percentage is not None
+                )
+                if outcome.failed and not tolerant:
+                    break  # Step Functions aborts the other branches or iterations
+            return BranchesFinished(tuple(outcomes), events)
         return None
 
     def task(self, action: RunTask) -> Event:
@@ -267,7 +303,13 @@ def run_state_machine(
         clock + _dt.timedelta(seconds=machine.timeout_seconds) if machine.timeout_seconds else None
     )
     run = _Run(functions or {}, context, clock, callbacks or Callbacks(), deadline, tasks, machines)
-    outcome = run.run(machine, input, {}, 0)
+    try:
+        outcome = run.run(machine, input, {}, 0)
+    except _TimedOut:
+        # Step Functions ends it TIMED_OUT; its ExecutionTimedOut event (recorded) carries
+        # neither an error nor a cause
+        seconds = (run.now - clock).total_seconds()
+        return ExecutionResult("TIMED_OUT", None, None, None, run.path, run.transitions, seconds)
     seconds = (run.now - clock).total_seconds()
     if outcome.failed:
         return ExecutionResult(

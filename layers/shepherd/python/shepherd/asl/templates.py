@@ -10,6 +10,7 @@ from typing import Any
 
 from . import intrinsics, paths
 from .errors import RUNTIME, StatesError
+from .values import dumps
 
 
 def render(
@@ -53,13 +54,24 @@ def resolve(
     """One `.$` value: a path, `$$...`, `$variable` or `States.*(...)`."""
     if not isinstance(expression, str):
         raise StatesError(RUNTIME, f"The value of the field '{field}' must be a path")
+    intrinsic = intrinsics.is_intrinsic(expression)
     try:
-        if intrinsics.is_intrinsic(expression):
+        if intrinsic:
             return intrinsics.evaluate(
                 expression, data, context=context, variables=variables, rng=rng
             )
-        return paths.select(expression, data, context=context, variables=variables)
+        # Jayway's read, which Step Functions uses here: an index past the end of an array
+        # that is there reads null (recorded: `"idx.$": "$.items[5]"` on [1,2] gives null).
+        return paths.select(
+            expression, data, context=context, variables=variables, index_past_end=None
+        )
     except paths.PathNotFound as missing:
         path = str(missing)
         source = context if path.startswith("$$") else data
+        if intrinsic:  # Step Functions names the whole call, then the argument's path
+            raise StatesError(
+                RUNTIME,
+                f"The function '{expression}' had the following error: The JsonPath argument "
+                f"for the field '{path}' could not be found in the input '{dumps(source)}'",
+            ) from None
         raise paths.runtime_not_found(path, field, source) from None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from shepherd.decisions.ratelimit import HORIZON_US
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
+from shepherd.kinds import kind_of
 from shepherd.model import PoolState, StepRecord, StepStatus, WorkflowState, WorkflowStatus
 
 
@@ -90,17 +91,14 @@ def attempt_deadlines(spec: TaskSpec, rec: StepRecord, now: int) -> list[Deadlin
     return out
 
 
-def _resting(definition: Definition, rec: StepRecord) -> Deadline | None:
-    """A Wait wakes, an Approval or a WaitForSignal times out, at `wake_at` (issue 25);
-    nothing runs before."""
-    if rec.status is not StepStatus.WAITING or rec.wake_at is None:
+def _own_deadline(
+    definition: Definition, kind: Kind, rec: StepRecord
+) -> list[tuple[int, str]] | None:
+    """A step's kind's own deadline (a resting step's), or None: an attempt's."""
+    if kind != "step":
         return None
     spec = definition.by_name[rec.name]
-    if spec.approval is not None:
-        return Deadline(rec.wake_at, "approval timeout")
-    if spec.wait_for_signal is not None:
-        return Deadline(rec.wake_at, f"signal {spec.wait_for_signal.name} timeout")
-    return Deadline(rec.wake_at, "wake")
+    return kind_of(spec).deadline(spec, rec)
 
 
 def next_deadline(
@@ -116,8 +114,9 @@ def next_deadline(
     wf = state.workflow
     if wf.status.terminal:
         return None
-    if kind == "step" and not definition.by_name[rec.name].is_task:
-        return _resting(definition, rec)
+    own = _own_deadline(definition, kind, rec)
+    if own is not None:
+        return next((Deadline(at, label) for at, label in own), None)
     if rec.child_id is not None and rec.status is StepStatus.WAITING:
         return _child_deadline(definition, kind, rec, now)
     spec = definition.spec(kind, rec.name)

@@ -15,7 +15,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shepherd.decisions import choice, retry, waits
+from shepherd.decisions import choice, retry
+from shepherd.decisions.actions import (
+    AccountItem,
+    Action,
+    Cancel,
+    CancelChild,
+    ChildSucceeded,
+    DecideMap,
+    Dispatch,
+    EndAttempt,
+    FailWait,
+    Finish,
+    FinishMap,
+    GiveUp,
+    HaltMap,
+    OpenMore,
+    Pause,
+    SendImplicit,
+    Skip,
+    StartChild,
+    StartCompensation,
+    StartWait,
+    TakeSignal,
+    TellCancel,
+    TimeOutApproval,
+    TimeOutSignal,
+    Unwind,
+    Wake,
+    takes_over,
+)
 from shepherd.decisions.deadlines import attempt_deadlines as _attempt_deadlines_of
 from shepherd.decisions.deadlines import lost_at as _lost_at
 from shepherd.decisions.deadlines import pool_paused as _paused
@@ -25,6 +54,7 @@ from shepherd.decisions.fanout import child_end
 from shepherd.decisions.fanout import verdict as map_verdict
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
+from shepherd.kinds import kind_of
 from shepherd.model import (
     MapState,
     PoolState,
@@ -37,311 +67,41 @@ from shepherd.model import (
     loads,
 )
 
+# The actions are re-exported: callers name them as the planner's.
+__all__ = [
+    "AccountItem",
+    "Action",
+    "Cancel",
+    "CancelChild",
+    "ChildSucceeded",
+    "DecideMap",
+    "Dispatch",
+    "EndAttempt",
+    "FailWait",
+    "Finish",
+    "FinishMap",
+    "GiveUp",
+    "HaltMap",
+    "OpenMore",
+    "Pause",
+    "SendImplicit",
+    "Skip",
+    "StartChild",
+    "StartCompensation",
+    "StartWait",
+    "TakeSignal",
+    "TellCancel",
+    "TimeOutApproval",
+    "TimeOutSignal",
+    "Unwind",
+    "Wake",
+    "takes_over",
+]
+
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 TIMEOUT = "States.Timeout"
 WORKFLOW_CANCELLED = "WorkflowCancelled"  # a callback attempt fenced by its workflow's cancel
 PAUSE_TIMEOUT = "PauseTimedOut"
-
-
-# ---------------------------------------------------------------------------------- actions
-
-
-@dataclass(frozen=True)
-class SendImplicit:
-    """Send attempt 1 of a single-dependency step whose dependency this agent just completed.
-
-    No write: only that one completion can make the step ready, so it is sent exactly once.
-    """
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Dispatch:
-    """Conditional write that marks `seen` dispatched, then send its message.
-
-    Used for join steps (exactly once among racing completions), by the supervisor to re-send
-    work whose message was lost (`lost`) or whose long backoff has ended, and by a resume.
-    """
-
-    seen: StepRecord
-    lost: bool
-    overdue_ms: int = 0
-    # Lost after its pool was paused (or its circuit opened) and resumed: its message was
-    # held back, and the resume's grace is what sends it again (not the happy path's).
-    held: bool = False
-
-
-@dataclass(frozen=True)
-class EndAttempt:
-    """Attempt `seen.attempt` ended with an error or timeout: retry it or fail the step.
-
-    `dispatch=False` (a paused workflow) queues the retry without sending it: the resume does.
-    """
-
-    seen: StepRecord
-    error_type: str
-    message: str
-    decision: retry.RetryDecision
-    outcome: str  # "error" | "timeout" | "heartbeat_timeout"
-    overdue_ms: int = 0
-    token_hash: str | None = None  # set when a callback reports the failure
-    details: str | None = None  # progress the attempt reported but did not heartbeat yet
-    dispatch: bool = True
-    full_error: str | None = None  # a reference to the error's full text (agent errors)
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A ready step whose `Condition` is false: PENDING (or no item) -> SKIPPED. Whoever wins
-    the write advances the workflow as if the step had completed (its successors)."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class StartWait:
-    """A ready Wait step rests WAITING until `wake_at` (no message, no Lambda)."""
-
-    seen: StepRecord
-    wake_at: int
-
-
-@dataclass(frozen=True)
-class Wake:
-    """A Wait step's time came (the supervisor): WAITING -> SUCCEEDED. Whoever wins the write
-    advances the workflow past it."""
-
-    seen: StepRecord
-    overdue_ms: int = 0
-
-
-@dataclass(frozen=True)
-class TimeOutApproval:
-    """An Approval step nobody answered within its TimeoutSeconds: it fails for good
-    (`ApprovalTimedOut`), guarded as an answer is, so the two end it once."""
-
-    seen: StepRecord
-    overdue_ms: int = 0
-
-
-@dataclass(frozen=True)
-class TellCancel:
-    """A cancelled workflow's running agent attempt: marked, so its next heartbeat tells the
-    agent (`ctx.cancel_requested`) and it may stop early."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class TakeSignal:
-    """A resting WaitForSignal step whose signal may have come while nobody delivered it (its
-    sender stopped between recording it and handing it over): the supervisor hands over the
-    oldest kept one, if any (engine/signals.py). Guarded as a delivery is."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class TimeOutSignal:
-    """A WaitForSignal step's TimeoutSeconds passed: it fails with `States.Timeout`, unless a
-    signal kept before its deadline is handed over in the same guarded write's place (one
-    that came in time and was not yet delivered). Guarded as a delivery is, so a timed-out
-    wait never also takes a signal."""
-
-    seen: StepRecord
-    overdue_ms: int = 0
-
-
-@dataclass(frozen=True)
-class FailWait:
-    """A ready Wait step whose time cannot be read: it fails for good (`States.Runtime`)."""
-
-    seen: StepRecord
-    message: str
-
-
-@dataclass(frozen=True)
-class Cancel:
-    """A step not claimed since the workflow began to unwind: this attempt had no effect."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class Unwind:
-    """RUNNING -> COMPENSATING because a step failed for good (OnFailure: COMPENSATE)."""
-
-    failed_step: str
-    error: str
-
-
-@dataclass(frozen=True)
-class Pause:
-    """RUNNING -> PAUSED because a step failed for good (OnFailure: PAUSE)."""
-
-    failed_step: str
-    error: str
-
-
-@dataclass(frozen=True)
-class GiveUp:
-    """PAUSED -> COMPENSATING: the workflow stayed paused past its PauseTimeoutSeconds."""
-
-    error: str
-    overdue_ms: int = 0
-
-
-@dataclass(frozen=True)
-class StartCompensation:
-    name: str
-
-
-# ---------------------------------------------------- child-workflow steps (issue 24)
-
-
-@dataclass(frozen=True)
-class StartChild:
-    """A ready child-workflow step (or its retry): start its attempt's child workflow and
-    move the step to WAITING for it, in one transaction (the child's id derives from the
-    attempt, so racing starters make the same put and one wins)."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class CancelChild:
-    """Ask a waiting step's child to cancel (it undoes itself), because the step timed out
-    (`timeout`) or its parent unwinds (`unwinding`); the step waits for the child's end."""
-
-    seen: StepRecord
-    child: WorkflowRecord
-    reason: str
-    overdue_ms: int = 0
-
-
-@dataclass(frozen=True)
-class ChildSucceeded:
-    """The child ended SUCCEEDED: its output becomes the step's (or, for a compensation
-    waiting on it, the child's undo ended COMPENSATED)."""
-
-    seen: StepRecord
-    child: WorkflowRecord
-
-
-# --------------------------------------------------------------- map steps (issue 24)
-# A map step's items are units of their own (`StepRecord.index`): the step actions above
-# (Dispatch, EndAttempt, Cancel) apply to them as to steps; these are the map's own writes
-# (docs/architecture.md, "Map steps and child workflows"). `seen` is the map step's unit (or
-# its compensation's, `C#<step>`, whose window is over positions in its order).
-
-
-@dataclass(frozen=True)
-class AccountItem:
-    """An ended item still in its map's window (its process died between the item's write
-    and the map's): count it, refill its stripe while the map runs."""
-
-    seen: StepRecord
-    position: int
-    outcome: str  # succeeded | failed | cancelled
-
-
-@dataclass(frozen=True)
-class OpenMore:
-    """Enter the first window's next chunk (its opener died between chunks)."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class DecideMap:
-    """The map's counters decide it: m_status RUNNING -> SUCCEEDED | FAILED, once."""
-
-    seen: StepRecord
-    verdict: str
-
-
-@dataclass(frozen=True)
-class HaltMap:
-    """The workflow unwinds while the map runs: no item enters its window any more
-    (m_status RUNNING -> CANCELLED); queued items are cancelled, running ones waited for."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class FinishMap:
-    """A decided map whose window drained: its step ends (SUCCEEDED with the item outputs in
-    item order; FAILED past its tolerance or halted)."""
-
-    seen: StepRecord
-
-
-@dataclass(frozen=True)
-class Finish:
-    status: WorkflowStatus
-    error: str | None = None
-
-
-Action = (
-    SendImplicit
-    | Dispatch
-    | EndAttempt
-    | Cancel
-    | Skip
-    | StartWait
-    | Wake
-    | FailWait
-    | TimeOutApproval
-    | TakeSignal
-    | TimeOutSignal
-    | TellCancel
-    | Unwind
-    | Pause
-    | GiveUp
-    | StartCompensation
-    | Finish
-    | AccountItem
-    | OpenMore
-    | DecideMap
-    | HaltMap
-    | FinishMap
-    | StartChild
-    | CancelChild
-    | ChildSucceeded
-)
-
-
-def takes_over(action: Action) -> bool:
-    """Whether a look that plans `action` on the state as others left it does work the happy
-    path owns (issue 40.5): a dispatch or a close that whoever ended the unit before it should
-    have made in its own write or the next (a lost message, a dead writer). A look's own
-    business is time: a timeout, a wake, an approval's timeout, a long backoff's end, a
-    pause timeout, a child asked to cancel, a cancel fencing an attempt that waits on its
-    callback; none of those counts. With no fault injected, a
-    look takes over nothing (the simulator holds the count at 0)."""
-    match action:
-        case Dispatch(_, lost, held=held):
-            # Not lost: a long backoff's end (or a resume's send); held: a paused pool's.
-            return lost and not held
-        case StartChild(seen):
-            return seen.status is StepStatus.PENDING  # QUEUED: a retry's backoff ended
-        case EndAttempt(outcome=outcome):
-            # A child's end; not a timeout, nor a cancel fencing a callback (issue 37.4).
-            return outcome not in ("timeout", "heartbeat_timeout", "cancelled")
-        case (
-            SendImplicit()
-            | Skip()
-            | StartWait()
-            | ChildSucceeded()
-            | AccountItem()
-            | OpenMore()
-            | DecideMap()
-            | FinishMap()
-            | Finish()
-        ):
-            return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -430,10 +190,8 @@ class _Planner:
                 actions.extend(self._ready(rec, spec))
             elif options.redispatch and rec.status is StepStatus.QUEUED:
                 actions.extend(self._redispatch(rec, spec))
-            elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
-                actions.extend(self._supervise_map(rec, spec, unwinding=False))
-            elif rec.child_id is not None and rec.status is StepStatus.WAITING:
-                actions.extend(self._supervise_child(rec, spec, unwinding=False))
+            elif (waits_on := self._waits_on_units(rec, spec, unwinding=False)) is not None:
+                actions.extend(waits_on)
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
@@ -441,11 +199,7 @@ class _Planner:
     def _redispatch(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
         """A resume's: a queued task is sent, a queued child step starts its child, a failed
         wait rests again."""
-        if _is_child_step(spec):
-            return [StartChild(rec)]
-        if spec.is_task:
-            return [Dispatch(rec, lost=False)]
-        return self._start_wait(rec, spec, self.now)
+        return kind_of(spec).plan_resend(self, rec, spec)
 
     def after_completion(self, completed: str) -> list[Action]:
         """What one step's success can change, planned on its successors, their dependencies
@@ -479,10 +233,12 @@ class _Planner:
                 return []  # the caller assembles it (`conditions_due`); planned again then
             if not choice.evaluate(spec.condition, document):
                 return [Skip(rec)]  # by whoever sees it first: one conditional write
-        if not spec.is_task:
-            return self._start_wait(rec, spec, ready_at)  # by whoever sees it first
-        if _is_child_step(spec):
-            return self._ready_child(rec, ready_at)
+        return kind_of(spec).plan_ready(self, rec, spec, ready_at)
+
+    def ready_task(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+        """A ready task or map step: its message, sent by whoever owns it (the completer of
+        its one dependency, a join's last, a resume, or a look when it was lost)."""
+        options = self.options
         if options.completed is not None and options.completed in spec.depends_on:
             is_join = len(spec.depends_on) > 1
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
@@ -500,7 +256,7 @@ class _Planner:
             return [Dispatch(rec, lost=True, overdue_ms=self.now - deadline, held=held)]
         return []
 
-    def _ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
+    def ready_child(self, rec: StepRecord, ready_at: int) -> list[Action]:
         """A ready child-workflow step is started by whoever completed its last dependency
         (or a resume); else by the supervisor once its dispatch grace passed (its starter
         died), as a task's lost message is re-sent."""
@@ -556,12 +312,10 @@ class _Planner:
             rec = state.steps[spec.name]
             if rec.status in (StepStatus.PENDING, StepStatus.QUEUED):
                 actions.append(Cancel(rec))
-            elif not spec.is_task and rec.status is StepStatus.WAITING:
+            elif kind_of(spec).cancelled_at_once(rec):
                 actions.append(Cancel(rec))  # a wait never acted: nothing to wait for or undo
-            elif rec.fanout is not None and rec.status is StepStatus.RUNNING:
-                actions.extend(self._supervise_map(rec, spec, unwinding=True))
-            elif rec.child_id is not None and rec.status is StepStatus.WAITING:
-                actions.extend(self._supervise_child(rec, spec, unwinding=True))
+            elif (waits_on := self._waits_on_units(rec, spec, unwinding=True)) is not None:
+                actions.extend(waits_on)
             elif rec.status.in_flight:
                 actions.extend(self._cancel_reaches(rec, spec))
                 if options.supervisor:
@@ -640,15 +394,30 @@ class _Planner:
 
     # ---------------------------------------------------------------------- supervision
 
-    def _supervise(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
-        """Time-based actions on a QUEUED, RUNNING or WAITING step or compensation."""
-        now, definition = self.now, self.definition
-        if isinstance(spec, StepSpec) and not spec.is_task:
-            return self._supervise_wait(rec, spec)
+    def _waits_on_units(
+        self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool
+    ) -> list[Action] | None:
+        """A unit that waits on units of its own (a map running its window of items, an
+        attempt waiting on its child workflow): what their ends make of it, whoever looks;
+        None for any other unit."""
         if rec.fanout is not None and rec.index is None and rec.status is StepStatus.RUNNING:
             return self._supervise_map(rec, spec, unwinding=unwinding)
         if rec.child_id is not None and rec.status is StepStatus.WAITING:
             return self._supervise_child(rec, spec, unwinding=unwinding)
+        return None
+
+    def _kind_supervises(self, rec: StepRecord, spec: TaskSpec) -> list[Action] | None:
+        """A step's kind's own look (a resting step's), or None (a compensation's spec is
+        not a step's: it is supervised as an attempt)."""
+        return kind_of(spec).supervise(self, rec, spec) if isinstance(spec, StepSpec) else None
+
+    def _supervise(self, rec: StepRecord, spec: TaskSpec, *, unwinding: bool) -> list[Action]:
+        """Time-based actions on a QUEUED, RUNNING or WAITING step or compensation."""
+        now, definition = self.now, self.definition
+        if (own := self._kind_supervises(rec, spec)) is not None:
+            return own
+        if (waits_on := self._waits_on_units(rec, spec, unwinding=unwinding)) is not None:
+            return waits_on
         if rec.status is StepStatus.QUEUED and _is_child_step(spec):
             # A retry: its next child starts when its backoff ends (no message, no pool).
             return [StartChild(rec)] if now >= (rec.available_at or 0) else []
@@ -830,40 +599,32 @@ class _Planner:
 
     # --------------------------------------------------------------------------- waits
 
-    def _start_wait(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
-        """A Wait step to rest WAITING until its time (or to fail, if its time is
-        unreadable; its `UntilPath` reads the input from its document); an Approval step to
-        rest WAITING for an answer until its timeout."""
-        if spec.approval is not None:
-            return [StartWait(rec, self.now + spec.approval.timeout_seconds * 1000)]
-        if spec.wait_for_signal is not None:
-            return [StartWait(rec, self.now + spec.wait_for_signal.timeout_seconds * 1000)]
-        assert spec.wait is not None
+    def start_rest(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
+        """A resting step (its kind's `rests`) to rest WAITING until its deadline, or to fail
+        if its kind cannot read one (a Wait's `UntilPath` reads the input from its
+        document)."""
+        kind = kind_of(spec)
         document = self.options.documents.get(spec.name)
-        if spec.wait.until_path is not None and document is None:
+        if kind.reads_document(spec) and document is None:
             return []  # the caller assembles it (`conditions_due`); planned again then
-        at = wait_time(spec, ready_at, document)
+        at = kind.rest_until(spec, self.now, ready_at, document)
         if isinstance(at, str):
             return [FailWait(rec, at)]
         # A time already past (an `Until` behind us, a start delayed by a pause) is now: a
         # wait never rests under a deadline older than its own start.
         return [StartWait(rec, max(at, self.now))]
 
-    def _supervise_wait(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
-        """Wake a resting wait when its time has come (never earlier); start one a resume
-        queued whose start was lost."""
+    def supervise_rest(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
+        """At a resting step's deadline (never earlier), what its kind does then; before it,
+        what its kind does meanwhile; start one a resume queued whose start was lost."""
         if rec.status is StepStatus.QUEUED:
-            return self._start_wait(rec, spec, self.now)
-        waiting = rec.status is StepStatus.WAITING and rec.wake_at is not None
-        if waiting and rec.wake_at is not None and self.now >= rec.wake_at:
-            if spec.approval is not None:
-                return [TimeOutApproval(rec, self.now - rec.wake_at)]
-            if spec.wait_for_signal is not None:
-                return [TimeOutSignal(rec, self.now - rec.wake_at)]
-            return [Wake(rec, self.now - rec.wake_at)]
-        if waiting and spec.wait_for_signal is not None:
-            return [TakeSignal(rec)]
-        return []
+            return self.start_rest(rec, spec, self.now)
+        if rec.status is not StepStatus.WAITING or rec.wake_at is None:
+            return []
+        kind = kind_of(spec)
+        if self.now >= rec.wake_at:
+            return [kind.at_deadline(rec, self.now - rec.wake_at)]
+        return kind.while_resting(rec)
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -899,13 +660,6 @@ def map_outcome(m: MapState, spec: TaskSpec, kind: Kind = "step") -> str:
     return "SUCCEEDED" if m.accounted == m.total else "RUNNING"
 
 
-def wait_time(spec: StepSpec, ready_at: int, document: Any) -> int | str:
-    """When a ready Wait step wakes, or why it cannot (`waits.wake_time`)."""
-    assert spec.wait is not None
-    input_value = None if document is None else document.get("input")
-    return waits.wake_time(spec.wait, ready_at, input_value)
-
-
 def _succeeded(rec: StepRecord | None) -> bool:
     return rec is not None and rec.status is StepStatus.SUCCEEDED
 
@@ -928,12 +682,7 @@ def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
     out = []
     for spec in definition.steps:
         rec = state.steps.get(spec.name)
-        reads = spec.condition is not None or (spec.wait is not None and spec.wait.until_path)
-        if not reads or rec is None:
-            continue
-        if rec.status is not StepStatus.PENDING and not (
-            spec.wait is not None and rec.status is StepStatus.QUEUED
-        ):
+        if rec is None or not kind_of(spec).needs_document(spec, rec):
             continue
         if all(d in state.steps for d in spec.depends_on) and _ready_at(state, spec) is not None:
             out.append(spec.name)
@@ -950,42 +699,15 @@ def start_actions(definition: Definition, state: WorkflowState, input_value: Any
         rec = state.steps[name]
         if spec.condition is not None and not choice.evaluate(spec.condition, document):
             actions.append(Skip(rec))
-        elif spec.approval is not None:
-            deadline = state.workflow.created_at + spec.approval.timeout_seconds * 1000
-            actions.append(StartWait(rec, deadline))
-        elif spec.wait_for_signal is not None:
-            timeout = spec.wait_for_signal.timeout_seconds * 1000
-            actions.append(StartWait(rec, state.workflow.created_at + timeout))
-        elif not spec.is_task:
-            at = wait_time(spec, state.workflow.created_at, document)
-            actions.append(FailWait(rec, at) if isinstance(at, str) else StartWait(rec, at))
-        elif _is_child_step(spec):
-            actions.append(StartChild(rec))
         else:
-            actions.append(SendImplicit(name))
+            created = state.workflow.created_at
+            actions.append(kind_of(spec).plan_at_start(rec, spec, created, document))
     return actions
 
 
 def compensated(rec: StepRecord, spec: StepSpec) -> bool:
-    """Whether unwinding must undo this step: it declares a compensation, and it succeeded
-    (`When: SUCCEEDED`) or was claimed at least once (`When: ATTEMPTED`, the default: any
-    attempt may have applied its effect). A step never claimed is never compensated."""
-    if spec.workflow is not None and spec.map is None:
-        # Undone by its child's own compensations: only a child that SUCCEEDED has anything
-        # left to undo (one that failed or was cancelled undid itself before the step ended).
-        # A detached child (issue 37.6) lives on its own: never undone with its parent.
-        return rec.status is StepStatus.SUCCEEDED and not spec.detached
-    if spec.workflow is not None:  # a map of children: each SUCCEEDED item's child undoes itself
-        return rec.fanout is not None
-    if spec.compensation is None:
-        return False
-    if spec.map is not None:
-        # Its items are undone one by one, each as a step would be (`When` per item): an
-        # opened map may have items that acted; one never opened has none.
-        return rec.fanout is not None
-    if rec.status is StepStatus.SUCCEEDED:
-        return True
-    return spec.compensation.when == "ATTEMPTED" and rec.first_claimed_at is not None
+    """Whether unwinding must undo this step (its kind's `compensated`)."""
+    return kind_of(spec).compensated(spec, rec)
 
 
 def compensation_order(state: WorkflowState, definition: Definition) -> list[str]:
@@ -1102,6 +824,21 @@ def next_due(
     return min(candidates, default=now)
 
 
+def _kind_watch_due(
+    state: WorkflowState,
+    definition: Definition,
+    now: int,
+    kind: Kind,
+    rec: StepRecord,
+    running: bool,
+) -> list[int] | None:
+    """A step's kind's own watch times (a resting step's), or None: an attempt's."""
+    if kind != "step":
+        return None
+    spec = definition.by_name[rec.name]
+    return kind_of(spec).watch_due(rec, now, running, lambda: _ready_at(state, spec))
+
+
 def _unit_deadlines(
     state: WorkflowState,
     definition: Definition,
@@ -1113,8 +850,9 @@ def _unit_deadlines(
 ) -> list[int]:
     """What one live unit adds to `next_due`: its exact deadlines, and `max(now, available) +
     g(u)` if an agent may write it."""
-    if kind == "step" and not definition.by_name[rec.name].is_task:
-        return _wait_deadlines(state, definition, now, rec, running)
+    own = _kind_watch_due(state, definition, now, kind, rec, running)
+    if own is not None:
+        return own
     if rec.fanout is not None and rec.status is StepStatus.RUNNING:
         return _map_deadlines(state, definition, now, pools, kind, rec, running)
     if rec.child_id is not None and rec.status is StepStatus.WAITING:
@@ -1228,25 +966,10 @@ def reach_gap(definition: Definition, kind: Kind, name: str, running: bool) -> i
     return min(own, definition.compensation_gap_ms)
 
 
-def _wait_deadlines(
-    state: WorkflowState, definition: Definition, now: int, rec: StepRecord, running: bool
-) -> list[int]:
-    """A Wait step's: its wake time while it rests (only the supervisor moves it; while the
-    workflow unwinds, its cancel is due at once); a ready one not yet resting (its starter
-    died), or one a resume queued, is due at once."""
-    if rec.status is StepStatus.WAITING:
-        return [rec.wake_at if rec.wake_at is not None and running else now]
-    if rec.status is StepStatus.QUEUED and running:
-        return [now]
-    if rec.status is StepStatus.PENDING and running:
-        ready_at = _ready_at(state, definition.by_name[rec.name])
-        return [] if ready_at is None else [ready_at]
-    return []
-
-
 def _attempt_deadlines(definition: Definition, kind: Kind, rec: StepRecord, now: int) -> list[int]:
-    if kind == "step" and not definition.by_name[rec.name].is_task:
-        return [rec.wake_at if rec.wake_at is not None else now]  # a resting wait (paused)
+    own = kind_of(definition.by_name[rec.name]).paused_due(rec, now) if kind == "step" else None
+    if own is not None:
+        return own
     spec = definition.spec(kind, rec.name)
     return [d.at for d in _attempt_deadlines_of(spec, rec, now) if d.at is not None]
 

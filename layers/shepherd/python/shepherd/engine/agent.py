@@ -40,6 +40,7 @@ from shepherd.errors import (
     StoreUnavailable,
 )
 from shepherd.keys import Kind
+from shepherd.kinds import kind_of
 from shepherd.model import (
     OutgoingTask,
     StepRecord,
@@ -463,8 +464,11 @@ class AgentRuntime:
         rec = state.record(message.kind, message.step)
         assert rec is not None  # checked by why_not_claimable
         spec = definition.spec(message.kind, message.step)
-        if message.kind == "step" and definition.by_name[message.step].map is not None:
-            return self._open_map(state, definition, rec, spec, message)
+        if message.kind == "step":  # its kind says what its message does: run, or open a map
+            step = definition.by_name[message.step]
+            return kind_of(step).on_message(
+                _Claims(self, state, definition, rec, spec, message, time_left_ms)
+            )
         return self._claim_and_run(state, definition, rec, spec, message, time_left_ms)
 
     def _claim_and_run(
@@ -992,3 +996,26 @@ def _ended_by_this(current: StepRecord | None, rec: StepRecord) -> bool:
         and last.get("a") == rec.attempt
         and last.get("o") == "error"
     )
+
+
+@dataclass(frozen=True)
+class _Claims:
+    """What a step's message may do, for its kind to choose (`kinds.base.Claims`)."""
+
+    runtime: AgentRuntime
+    state: WorkflowState
+    definition: Definition
+    rec: StepRecord
+    spec: TaskSpec
+    message: TaskMessage
+    time_left_ms: Callable[[], int] | None
+
+    def claim_and_run(self) -> HandleResult:
+        return self.runtime._claim_and_run(
+            self.state, self.definition, self.rec, self.spec, self.message, self.time_left_ms
+        )
+
+    def open_map(self) -> HandleResult:
+        return self.runtime._open_map(
+            self.state, self.definition, self.rec, self.spec, self.message
+        )

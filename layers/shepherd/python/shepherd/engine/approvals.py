@@ -22,6 +22,7 @@ from shepherd.errors import (
     StepNotFound,
     WorkflowNotFound,
 )
+from shepherd.kinds import kind_of
 from shepherd.model import StepRecord, StepStatus, dumps
 
 REJECTED = "Rejected"
@@ -55,10 +56,10 @@ class Approvals:
             raise WorkflowNotFound(workflow_id)
         state, definition = loaded
         spec = definition.by_name.get(step)
-        approvers = spec.approval.approvers if spec is not None and spec.approval else ()
-        if principal not in tx.approval_principals(state.workflow.owner, approvers):
+        approvers = None if spec is None else kind_of(spec).approvers(spec)
+        if principal not in tx.approval_principals(state.workflow.owner, approvers or ()):
             raise WorkflowNotFound(workflow_id)
-        if spec is None or spec.approval is None:
+        if spec is None or approvers is None:
             raise StepNotFound(workflow_id, step)
         if comment is not None and len(comment) > limits.MAX_APPROVAL_COMMENT_CHARS:
             raise InputInvalid(

@@ -17,8 +17,9 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shepherd import jsonsafe
@@ -26,7 +27,8 @@ from shepherd.conditions import Update
 from shepherd.decisions import transitions as tx
 from shepherd.definitions import Definition
 from shepherd.engine.scheduler import Scheduler
-from shepherd.errors import InvalidTransition
+from shepherd.errors import InvalidTransition, StoreUnavailable
+from shepherd.kinds import kind_of
 from shepherd.model import (
     OutgoingTask,
     StepRecord,
@@ -38,6 +40,7 @@ from shepherd.model import (
     loads,
 )
 
+logger = logging.getLogger(__name__)
 _CHANGED = "workflow changed meanwhile; read it and try again"
 TRIES = 3  # a write can lose to the supervisor moving the watch entry: read again, retry
 
@@ -99,9 +102,22 @@ class Operations:
             else:
                 won = scheduler.executor.together(change.writes, state.workflow, also=change.listed)
             if won:
+                scheduler.watched()  # a resume or a redrive may put it back in the index
                 scheduler.deliver(change.tasks)
                 return state, definition
         raise InvalidTransition(_CHANGED)
+
+    def _follow_up(self, action: str, advance: Callable[[], object]) -> None:
+        """Advance the workflow at once after an operator's write took effect. Only a speed-up:
+        the write made the workflow due at once, so the supervisor's next look does what this
+        could not. A throttled or unavailable store here must not answer the action that took
+        effect with a 503 (its retry would then be refused: 409; issue 41.3)."""
+        try:
+            advance()
+        except StoreUnavailable:
+            logger.warning(
+                "%s took effect; advancing the workflow is left to the supervisor", action
+            )
 
     # ------------------------------------------------------------------------ actions
 
@@ -121,7 +137,7 @@ class Operations:
             return Change([tx.request_cancel(wf, now, shard, by=owner or "operator")])
 
         state, definition = self._act(workflow_id, owner, decide)
-        self.scheduler.run(state, definition, supervisor=False)
+        self._follow_up("cancel", lambda: self.scheduler.run(state, definition, supervisor=False))
         return state.workflow
 
     def pause(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
@@ -176,12 +192,20 @@ class Operations:
                     writes.append(tx.release(rec))
             return Change(writes)
 
-        self._act(workflow_id, owner, decide)
-        loaded = self.scheduler.load(workflow_id)
-        assert loaded is not None
-        state, definition = loaded
-        self.scheduler.run(state, definition, supervisor=False, redispatch=True)
-        return state.workflow
+        acted, _ = self._act(workflow_id, owner, decide)
+        # The transaction does not fold into `acted`: the answer, unless read again below, is
+        # the record it was decided on with the status the transaction set.
+        resumed = [replace(acted.workflow, status=WorkflowStatus.RUNNING, pause=None)]
+
+        def dispatch() -> None:
+            loaded = self.scheduler.load(workflow_id)
+            assert loaded is not None
+            state, definition = loaded
+            self.scheduler.run(state, definition, supervisor=False, redispatch=True)
+            resumed.append(state.workflow)
+
+        self._follow_up("resume", dispatch)
+        return resumed[-1]
 
     def compensate(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
         """RUNNING or PAUSED -> COMPENSATING: give up and unwind as a failure would, ending
@@ -204,7 +228,9 @@ class Operations:
             return Change([tx.give_up(wf, now, shard, jsonsafe.dumps(error), by=by)])
 
         state, definition = self._act(workflow_id, owner, decide)
-        self.scheduler.run(state, definition, supervisor=False)
+        self._follow_up(
+            "compensate", lambda: self.scheduler.run(state, definition, supervisor=False)
+        )
         return state.workflow
 
     def redrive(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
@@ -318,11 +344,9 @@ class Operations:
         text = scheduler.validated_input(
             definition, step_input, what="input", schema=spec.input_path is None
         )
-        if spec.workflow is not None and spec.map is None:
-            # A child-workflow step's child starts with it: the child's InputSchema is this
-            # step's own schema, checked now rather than by a child refused after the resume.
-            child = scheduler.catalog.current(spec.workflow)
-            scheduler.validated_input(child, step_input, what="input")
+        for wf_type in kind_of(spec).inputs_also_for(spec):
+            # Checked now rather than by a child refused after the resume.
+            scheduler.validated_input(scheduler.catalog.current(wf_type), step_input, what="input")
         # Keyed by the attempt it replaces: a large replacement goes to the payload bucket.
         stored = scheduler.keep_for(rec, "input", text)
         write = tx.replace_input(rec, now, stored, owner or "operator")

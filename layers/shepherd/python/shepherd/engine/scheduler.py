@@ -16,7 +16,7 @@ import random
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
@@ -85,6 +85,7 @@ from shepherd.errors import (
 )
 from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
+from shepherd.kinds import kind_of
 from shepherd.model import (
     TOTAL,
     MapState,
@@ -100,6 +101,9 @@ from shepherd.model import (
 )
 from shepherd.payloads import Payloads, payload_key, stored_size
 from shepherd.ports import IdSource, Store, TaskQueue
+
+if TYPE_CHECKING:
+    from shepherd.engine.wakeup import Wakeup
 
 logger = logging.getLogger("shepherd.scheduler")
 
@@ -218,7 +222,17 @@ class Scheduler:
         self.catalog = catalog
         self.config = config or EngineConfig()
         self.executor = Executor(ports)
+        self._rest_writes = _RestWrites(self)
+        self._compensations = _Compensations(self)
         self.maps = Maps(self.executor, ports, self.expires)
+        # What wakes a sleeping supervisor (shepherd.engine.wakeup); None: it never sleeps.
+        self.wakeup: Wakeup | None = None
+
+    def watched(self) -> None:
+        """After a start or an operator's write won: it may have put a workflow in an empty
+        watch index, so the supervisor must be ticking (a no-op while it is)."""
+        if self.wakeup is not None:
+            self.wakeup.watched()
 
     # ------------------------------------------------------------------------------ start
 
@@ -311,6 +325,7 @@ class Scheduler:
             if existing.request_hash != rhash:
                 raise IdempotencyConflict(existing.workflow_id) from None
             return StartResult(existing, created=False)
+        self.watched()
         self.dispatch_roots(workflow, definition, input_json)
         return StartResult(workflow, created=True)
 
@@ -911,14 +926,37 @@ class Scheduler:
         step's: a map over its items that may have acted; a child-workflow step's: its child
         undoing itself)."""
         spec = definition.by_name[name]
-        if spec.workflow is not None and spec.map is None:
-            return self._compensate_child(state, name, now)
-        if spec.map is not None:
-            opened, sent = self.maps.open_compensation(state, definition, name)
-            tasks.extend(sent)
-            if opened and spec.workflow is not None:
-                self._start_window(state, definition, state.compensations[name], now)
-            return opened
+        return kind_of(spec).start_compensation(
+            self._compensations, state, definition, name, now, tasks
+        )
+
+    def _compensate_map(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+        *,
+        children: bool,
+    ) -> bool:
+        """A map step's compensation: a map over its items that may have acted (a map of
+        children's: a window of children undoing themselves)."""
+        opened, sent = self.maps.open_compensation(state, definition, name)
+        tasks.extend(sent)
+        if opened and children:
+            self._start_window(state, definition, state.compensations[name], now)
+        return opened
+
+    def _compensate_task(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        """A task step's compensation: its unit, a task sent to its pool."""
         wf = state.workflow
         item = tx.new_compensation(wf.workflow_id, wf.wf_type, name, now)
         if not self.executor.create_step(state, item):
@@ -1292,20 +1330,9 @@ class Scheduler:
         match action:
             case StartWait(seen, wake_at):
                 spec = definition.by_name[seen.name]
-                if spec.wait is not None and spec.wait.seconds is None:
-                    self._pull_due_to(state, wake_at)
-                approvers = None if spec.approval is None else spec.approval.approvers
-                write = tx.start_wait(seen, now, wake_at, approvers)
-                inbox: list[tx.Write] = []
-                if approvers is not None:  # listed for whoever may answer, as it starts
-                    principals = tx.approval_principals(state.workflow.owner, approvers)
-                    inbox = tx.inbox_entries(state.workflow, seen, principals, now, wake_at)
-                resting = ex.step_with(state, seen, write, inbox)
-                if resting is None:
-                    return False
-                if spec.wait_for_signal is not None:  # the oldest signal kept, if one came
-                    signals.take(self, state, definition, resting)
-                return True
+                return kind_of(spec).start_rest(
+                    self._rest_writes, state, definition, seen, now, wake_at
+                )
             case Wake(seen):
                 return ex.step(state, tx.wake(seen, now, self.expires(now))) is not None
             case TakeSignal(seen):
@@ -1318,10 +1345,7 @@ class Scheduler:
                 return ex.step(state, write) is not None
             case TimeOutApproval(seen):
                 spec = definition.by_name[seen.name]
-                timeout = spec.approval.timeout_seconds if spec.approval else 0
-                error = tx.error_json(
-                    APPROVAL_TIMED_OUT, f"nobody answered within TimeoutSeconds ({timeout})"
-                )
+                error = tx.error_json(APPROVAL_TIMED_OUT, kind_of(spec).timed_out(spec))
                 write = tx.decide(
                     seen,
                     now,
@@ -1341,10 +1365,9 @@ class Scheduler:
         """What takes a waiting Approval step out of its approvers' inboxes, in the write that
         ends its wait (an answer, its timeout, a cancel); nothing for any other unit."""
         spec = definition.by_name.get(seen.name) if seen.kind == "step" else None
-        if spec is None or spec.approval is None or seen.status is not StepStatus.WAITING:
+        if spec is None:
             return []
-        principals = tx.approval_principals(state.workflow.owner, spec.approval.approvers)
-        return tx.inbox_cleared(seen, principals, self.expires(now))
+        return kind_of(spec).leaving_rest(state, spec, seen, self.expires(now))
 
     def _apply_to_workflow(self, state: WorkflowState, action: Action, now: int) -> bool:
         """The actions that change the workflow item's status."""
@@ -1555,3 +1578,57 @@ def _key(action: Action) -> tuple[Any, ...]:
         case Finish(status):
             return ("Finish", status)
     raise TypeError(action)  # pragma: no cover
+
+
+class _RestWrites:
+    """What a resting kind's writes use of the engine (`kinds.base.RestWrites`)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def step_with(
+        self, state: WorkflowState, seen: StepRecord, write: tx.Write, extras: Sequence[tx.Write]
+    ) -> StepRecord | None:
+        return self._scheduler.executor.step_with(state, seen, write, extras)
+
+    def pull_due_to(self, state: WorkflowState, at: int) -> None:
+        self._scheduler._pull_due_to(state, at)
+
+    def take_signal(
+        self, state: WorkflowState, definition: Definition, rec: StepRecord
+    ) -> StepRecord | None:
+        return signals.take(self._scheduler, state, definition, rec)
+
+
+class _Compensations:
+    """How a step's compensation starts, by kind (`kinds.base.Compensations`)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def task(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+    ) -> bool:
+        return self._scheduler._compensate_task(state, definition, name, now, tasks)
+
+    def child(self, state: WorkflowState, name: str, now: int) -> bool:
+        return self._scheduler._compensate_child(state, name, now)
+
+    def map(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        name: str,
+        now: int,
+        tasks: list[OutgoingTask],
+        *,
+        children: bool,
+    ) -> bool:
+        return self._scheduler._compensate_map(
+            state, definition, name, now, tasks, children=children
+        )

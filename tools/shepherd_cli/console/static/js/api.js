@@ -3,6 +3,23 @@
 
 const TOKEN = document.querySelector('meta[name="shepherd-console-token"]')?.content || "";
 const TOKEN_HEADER = "X-Shepherd-Console-Token";
+// A read the API has not answered within SLOW_READ_MS is said at once, on every page (the
+// #api-slow alert), and the answer still drawn when it comes: a hung API is an error within
+// 5 s, not a bare spinner for as long as the proxy waits (30 s, then its 504 ApiTimeout), and
+// a slow one is not abandoned (issue 35.5).
+export const SLOW_READ_MS = 4000;
+const slowReads = new Map(); // a pending read's number -> "GET /workflows"
+let reads = 0;
+
+function paintSlow() {
+  const alert = document.getElementById("api-slow");
+  if (!alert) return;
+  const [first] = slowReads.values();
+  alert.hidden = !first;
+  alert.textContent = first
+    ? `The API has not answered ${first} for ${SLOW_READ_MS / 1000} s: it may be down or hung (the console still waits for it, up to its 30 s timeout).`
+    : "";
+}
 
 /** An API refusal in the API's one error shape (docs/api.md, Errors). */
 export class ApiError extends Error {
@@ -33,7 +50,16 @@ export async function call(method, path, { query, body } = {}) {
   const headers = { Accept: "application/json" };
   if (method !== "GET" && method !== "HEAD") headers[TOKEN_HEADER] = TOKEN;
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  const reading = method === "GET" || method === "HEAD";
+  const read = (reads += 1);
+  const timer = reading
+    ? window.setTimeout(() => {
+        slowReads.set(read, `${method} ${path}`);
+        paintSlow();
+      }, SLOW_READ_MS)
+    : null;
   let response;
+  let text;
   try {
     response = await fetch(url, {
       method,
@@ -42,10 +68,13 @@ export async function call(method, path, { query, body } = {}) {
       credentials: "same-origin",
       cache: "no-store",
     });
+    text = await response.text();
   } catch (exc) {
     throw new ApiError(0, { code: "ConsoleUnreachable", message: `the console did not answer: ${exc.message}` });
+  } finally {
+    if (timer !== null) window.clearTimeout(timer);
+    if (slowReads.delete(read)) paintSlow();
   }
-  const text = await response.text();
   let data = null;
   try {
     data = text ? JSON.parse(text) : null;

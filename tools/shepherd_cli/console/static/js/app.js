@@ -65,7 +65,12 @@ async function render() {
     await page(ctx, args);
   } catch (exc) {
     if (!ctx.alive) return;
-    replace(main, h("h1", { tabindex: "-1" }, "Something went wrong"), h("p", { class: "problem", role: "alert" }, exc.describe ? exc.describe() : String(exc.message || exc)));
+    replace(
+      main,
+      h("h1", { tabindex: "-1" }, "Something went wrong"),
+      h("p", { class: "problem", role: "alert", id: "page-problem" }, exc.describe ? exc.describe() : String(exc.message || exc)),
+      h("p", {}, h("button", { type: "button", id: "try-again", on: { click: render } }, "Try again")),
+    );
   }
   if (ctx.alive) {
     main.dataset.ready = ""; // the page has drawn its first data (tests wait for this)

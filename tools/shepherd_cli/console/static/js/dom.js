@@ -84,6 +84,26 @@ export function time(iso, { date = false } = {}) {
   return h("time", { datetime: iso, title: iso }, date ? `${day} ${clock.slice(0, 8)}` : clock);
 }
 
+/** An instant as the wall clock of `zone` says it, with the zone named: "2026-12-08 02:00:00
+ * CET (Europe/Paris)"; UTC and the browser's own time on hover. */
+export function zoned(iso, zone) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return h("span", {}, String(iso));
+  let text;
+  try {
+    const parts = Object.fromEntries(
+      new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short" })
+        .formatToParts(d)
+        .map((p) => [p.type, p.value]),
+    );
+    text = `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${parts.timeZoneName} (${zone})`;
+  } catch {
+    text = `${d.toISOString().replace("T", " ").slice(0, 19)} UTC`; // a zone this browser lacks
+  }
+  return h("time", { datetime: iso, title: absolute(d.getTime()), "data-zone": zone }, text);
+}
+
 /** "12 s ago", "3 min ago", "in 4 min": how far an instant is from now, in words. */
 export function relative(ms, now = Date.now()) {
   const delta = Math.round((now - ms) / 1000);
@@ -112,9 +132,33 @@ export function ago(iso) {
   return h("time", { datetime: iso, title: absolute(ms), "data-ago": String(ms) }, relative(ms));
 }
 
+/** A deadline's countdown in words: "in 30 s", then "overdue by 51 s" once it passed. */
+export function dueText(ms, now = Date.now()) {
+  return ms > now ? relative(ms, now) : `overdue by ${relative(ms, now).replace(/ ago$/, "")}`;
+}
+
+function paintDue(el, now = Date.now()) {
+  const ms = Number(el.dataset.due);
+  el.textContent = dueText(ms, now);
+  el.dataset.overdue = String(ms <= now);
+  el.closest(".deadline")?.classList.toggle("overdue", ms <= now);
+}
+
+/** A deadline as a <time> that counts down, then says by how much it is overdue (and marks
+ * its `.deadline` so); the absolute time and timezone on hover. */
+export function due(iso) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const ms = Date.parse(iso);
+  if (Number.isNaN(ms)) return h("span", {}, String(iso));
+  const el = h("time", { datetime: iso, title: absolute(ms), "data-due": String(ms) });
+  paintDue(el);
+  return el;
+}
+
 // Every relative time on the page keeps counting (a redraw happens only when data changes).
 window.setInterval(() => {
   for (const el of document.querySelectorAll("time[data-ago]")) el.textContent = relative(Number(el.dataset.ago));
+  for (const el of document.querySelectorAll("time[data-due]")) paintDue(el);
 }, 1000);
 
 /** Milliseconds between two ISO instants (or until now), as "1.24 s", "3 min 5 s". */

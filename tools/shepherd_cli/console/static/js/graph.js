@@ -187,7 +187,9 @@ export function drawGraph(definition, { view, onSelect } = {}) {
       );
     }
   }
-  return h("div", { class: "dag-wrap" }, svg);
+  // A graph wider than the page scrolls sideways: the scroll area is a named region the
+  // keyboard can reach (and scroll with the arrow keys), not only a mouse (issue 35.5).
+  return h("div", { class: "dag-wrap", tabindex: "0", role: "region", "aria-label": `Graph of ${definition.Name} (scrolls sideways when wider than the page)` }, svg);
 }
 
 /** A map's items as a thin bar along a node's foot: a part per status (the words are in the
@@ -216,7 +218,10 @@ function nodeBar(m, w, hgt) {
 function box(kind, name, title, second, status, x, y, w, hgt, onSelect, { kind: stepKindName = "task", map = null } = {}) {
   const what = { map: "a map", "map-of-children": "a map of child workflows", child: "a child workflow", wait: "a wait", approval: "an approval" }[stepKindName];
   const counts = map ? ` · ${map.succeeded} succeeded, ${map.failed} failed, ${map.cancelled} cancelled, ${map.running} in flight, ${map.pending} not started of ${map.total} items` : "";
-  const label = kind === "step" ? `Step ${name}${what ? ` (${what})` : ""}: ${second}${counts}` : `Compensation of ${name}: ${second}`;
+  // The name a screen reader announces starts with the words the box shows (its title and
+  // status lines, unclipped), so a person who sees "undo: release_stock" can say what they see
+  // (WCAG 2.5.3, label in name); the drawn texts are hidden from it, to be read once.
+  const label = kind === "step" ? `${name}: ${second}${what ? ` (${what})` : ""}${counts}` : `${title}: ${second} (the compensation of step ${name})`;
   const g = s("g", {
     class: `node ${kind} st-${status}`,
     transform: `translate(${x} ${y})`,
@@ -242,8 +247,8 @@ function box(kind, name, title, second, status, x, y, w, hgt, onSelect, { kind: 
   g.append(
     s("title", {}, label),
     s("rect", { width: w, height: hgt, rx: 7, ry: 7 }),
-    s("text", { x: 10, y: kind === "step" ? 20 : 16, class: "node-name" }, clip(title)),
-    s("text", { x: 10, y: kind === "step" ? (map ? 35 : 38) : 31, class: "node-status" }, clip(second)),
+    s("text", { x: 10, y: kind === "step" ? 20 : 16, class: "node-name", "aria-hidden": "true" }, clip(title)),
+    s("text", { x: 10, y: kind === "step" ? (map ? 35 : 38) : 31, class: "node-status", "aria-hidden": "true" }, clip(second)),
   );
   if (map) g.append(nodeBar(map, w, hgt));
   return g;

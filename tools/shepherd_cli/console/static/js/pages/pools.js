@@ -95,7 +95,7 @@ export async function poolsPage(ctx) {
       );
   }
 
-  function draw(items) {
+  function draw(items, operator) {
     const num = (b, key) => h("td", { class: "num" }, b ? String(b[key]) : "?");
     const rows = items.map((pool) =>
       h(
@@ -110,7 +110,8 @@ export async function poolsPage(ctx) {
         num(pool.backlog, "delayed"),
         h("td", { class: "rate" }, rateText(pool)),
         circuitCell(pool),
-        h(
+        operator
+          ? h(
           "td",
           { class: "actions" },
           // A pool its open circuit holds is released by closing the circuit, not by a resume.
@@ -122,10 +123,23 @@ export async function poolsPage(ctx) {
                 pool.paused ? `Resume ${pool.name}` : `Pause ${pool.name}`,
               ),
           ...circuitButtons(pool),
-        ),
+        )
+          : null,
       ),
     );
-    redraw(host, table("Agent pools: backlog is the pool queue's messages (approximate, as SQS counts them); an open circuit holds the pool's tasks as a pause does.", ["Pool", "State", "Since", "By", "Visible", "In flight", "Delayed", "Rate limit", "Circuit", "Actions"], rows));
+    const headers = ["Pool", "State", "Since", "By", "Visible", "In flight", "Delayed", "Rate limit", "Circuit"];
+    redraw(
+      host,
+      operator ? null : h("p", { class: "note", id: "not-operator" }, "Only an operator of this deployment may pause or resume a pool or force its circuit; you are not one, so none is offered."),
+      items.some((pool) => pool.circuit)
+        ? null
+        : h(
+            "p",
+            { class: "note", id: "no-circuit" },
+            "No pool has a circuit breaker: give one a CircuitBreaker in the construct's pool_settings, or locally in a pool-policies.json beside pyproject.toml (or shepherd local --pool-policies FILE).",
+          ),
+      table("Agent pools: backlog is the pool queue's messages (approximate, as SQS counts them); an open circuit holds the pool's tasks as a pause does.", operator ? [...headers, "Actions"] : headers, rows),
+    );
   }
 
   async function refresh(force = false) {
@@ -142,7 +156,7 @@ export async function poolsPage(ctx) {
     const text = JSON.stringify(data);
     if (force || text !== lastText) {
       lastText = text;
-      draw(data.items);
+      draw(data.items, Boolean(data.operator));
     }
   }
 

@@ -3,7 +3,7 @@
 
 import { get, post, seg } from "../api.js";
 import { confirmAction, showOutcome } from "../confirm.js";
-import { badge, h, redraw, relative, replace, table, time } from "../dom.js";
+import { ago, badge, h, redraw, relative, replace, table, time, zoned } from "../dom.js";
 import { liveToggle } from "./workflows.js";
 
 const REFRESH_MS = 5000;
@@ -37,20 +37,25 @@ export async function schedulesPage(ctx) {
     if (!schedule.enabled) return h("td", { class: "next" }, "disabled in its definition");
     if (schedule.paused) return h("td", { class: "next" }, "paused: fires nothing");
     if (!schedule.next.length) {
-      const rate = schedule.expression.startsWith("rate(");
-      return h("td", { class: "next" }, rate ? "every period from its deploy" : "never again");
+      // A rate counts from when its schedule was created, which the API does not know: its
+      // period bounds the next firing.
+      const rate = /^rate\((\d+) (\w+)\)$/.exec(schedule.expression);
+      if (!rate) return h("td", { class: "next" }, schedule.expression.startsWith("rate(") ? "every period from its deploy" : "never again");
+      const period = `${rate[1]} ${rate[2]}`;
+      return h("td", { class: "next", "data-within": period }, `every period from its deploy: the next within ${period}`);
     }
+    // Each firing in the schedule's own zone, named (its expression is read in that zone).
     const [first, ...rest] = schedule.next;
     return h(
       "td",
       { class: "next" },
-      time(first, { date: true }),
+      zoned(first, schedule.timezone),
       h("span", { class: "muted" }, ` (${relative(Date.parse(first))})`),
-      rest.length ? h("span", { class: "muted" }, "; then ", ...rest.flatMap((t, i) => [i ? ", " : "", time(t, { date: true })])) : "",
+      rest.length ? h("span", { class: "muted" }, "; then ", ...rest.flatMap((t, i) => [i ? ", " : "", zoned(t, schedule.timezone)])) : "",
     );
   }
 
-  function draw(items) {
+  function draw(items, operator) {
     const rows = items.map((s) =>
       h(
         "tr",
@@ -59,12 +64,13 @@ export async function schedulesPage(ctx) {
         h("td", {}, h("a", { href: `#/definitions/${encodeURIComponent(s.workflow_type)}` }, s.workflow_type)),
         h("td", {}, h("code", {}, s.expression)),
         h("td", {}, s.timezone),
-        h("td", {}, badge(!s.enabled ? "DISABLED" : s.paused ? "PAUSED" : "RUNNING"), s.at ? h("span", { class: "muted" }, " since ", time(s.at, { date: true }), s.by ? ` by ${s.by}` : "") : ""),
+        h("td", {}, badge(!s.enabled ? "DISABLED" : s.paused ? "PAUSED" : "RUNNING"), s.at ? h("span", { class: "muted" }, " since ", ago(s.at), s.by ? ` by ${s.by}` : "") : ""),
         nextCell(s),
         h(
           "td",
           {},
-          s.enabled
+          // Only an operator may pause or resume one (the API refuses anyone else).
+          s.enabled && operator
             ? h(
                 "button",
                 { type: "button", class: s.paused ? "" : "danger", dataset: { key: `schedule:${s.name}` }, on: { click: () => act(s) } },
@@ -78,7 +84,16 @@ export async function schedulesPage(ctx) {
       redraw(host, h("p", { class: "empty" }, "No definition has a schedule (Schedules: in a definition; see docs/definitions.md)."));
       return;
     }
-    redraw(host, table("Schedules: each starts its workflow type on a clock (EventBridge Scheduler deployed, the local stack's own clock locally).", ["Schedule", "Workflow type", "Expression", "Time zone", "State", "Next firings", "Action"], rows));
+    const headers = ["Schedule", "Workflow type", "Expression", "Time zone", "State", "Next firings"];
+    redraw(
+      host,
+      operator ? null : h("p", { class: "note", id: "not-operator" }, "Only an operator of this deployment may pause or resume a schedule; you are not one, so none is offered."),
+      table(
+        "Schedules: each starts its workflow type on a clock (EventBridge Scheduler deployed, the local stack's own clock locally); each firing is shown in its schedule's time zone.",
+        operator ? [...headers, "Action"] : headers,
+        operator ? rows : rows.map((row) => (row.lastElementChild.remove(), row)),
+      ),
+    );
   }
 
   async function refresh(force = false) {
@@ -95,7 +110,7 @@ export async function schedulesPage(ctx) {
     const text = JSON.stringify(data);
     if (force || text !== lastText) {
       lastText = text;
-      draw(data.items);
+      draw(data.items, Boolean(data.operator));
     }
   }
 

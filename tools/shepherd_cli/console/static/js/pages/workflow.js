@@ -5,7 +5,7 @@
 import { answerButtons, awaitsAnswer } from "../approvals.js";
 import { ApiError, get, post, seg } from "../api.js";
 import { confirmAction, showOutcome } from "../confirm.js";
-import { ago, badge, duration, fields, h, redraw, replace, table, time } from "../dom.js";
+import { ago, badge, due, duration, fields, h, redraw, replace, table, time } from "../dom.js";
 import { STEP_STATUSES, drawGraph, legend, stepKind } from "../graph.js";
 import { jsonView } from "../json.js";
 import { itemsHash, mapProgress, mapSection } from "../mapitems.js";
@@ -18,7 +18,9 @@ const HISTORY_PAGES = 5; // up to 500 events on the page; the API pages the rest
 // A finished workflow's page re-reads its view this often while it shows large-payload links:
 // each read presigns them anew (they expire after 5 minutes), so a link is never stale.
 const LINKS_REFRESH_MS = 60_000;
-const HISTORY_CATCH_UP_MS = 120_000;
+const HISTORY_CATCH_UP_MS = 120_000; // then the page reads the history every HISTORY_SLOW_MS
+const HISTORY_SLOW_MS = 10_000;
+const END_SLACK_MS = 1000; // an end's event may carry a time a moment before the view's
 const TERMINAL_EVENTS = new Set(["WorkflowSucceeded", "WorkflowCompensated", "WorkflowCancelled", "WorkflowFailed"]);
 const IN_FLIGHT = new Set(["QUEUED", "RUNNING", "WAITING"]);
 
@@ -84,11 +86,45 @@ export function eventText(d) {
   return parts.join(" — ");
 }
 
-/** When the supervisor acts on a live unit, in words, as a countdown (issue 29.3). */
+// What the supervisor does when a deadline of each reason passes (docs/architecture.md, the
+// deadline rule); the API says why (`next_deadline.why`), the page says what happens.
+const DEADLINE_ACTIONS = {
+  timeout: "times out the attempt",
+  heartbeat: "times out the attempt (no heartbeat)",
+  dispatch: "sends the task again (nobody claimed it)",
+  backoff: "sends the retry",
+  "approval timeout": "fails the step with ApprovalTimedOut",
+  wake: "ends the wait",
+};
+
+/** The action a deadline's reason stands for: "sends the task again …", "item 3: times out
+ * the attempt", "fails the step: signal go did not come"; null when no deadline runs. */
+export function deadlineAction(why) {
+  const item = /^item (\d+) (.*)$/.exec(why);
+  if (item) {
+    if (item[2] === "ended: to count") return `counts item ${item[1]}'s end`;
+    const inner = deadlineAction(item[2]);
+    return inner && `item ${item[1]}: ${inner}`;
+  }
+  const signal = /^signal (.+) timeout$/.exec(why);
+  if (signal) return `fails the step: signal ${signal[1]} did not come`;
+  return DEADLINE_ACTIONS[why] || null;
+}
+
+/** When the supervisor acts on a live unit and what it will do, as a countdown that says
+ * when it is overdue (issues 29.3, 35.5); the reason in small print. */
 export function deadlineText(deadline) {
   if (!deadline) return null;
-  if (!deadline.at) return h("span", { class: "deadline", "data-why": deadline.why }, deadline.why);
-  return h("span", { class: "deadline", "data-why": deadline.why }, `${deadline.why} `, ago(deadline.at));
+  const action = deadline.at ? deadlineAction(deadline.why) : null;
+  if (!action) return h("span", { class: "deadline", "data-why": deadline.why }, deadline.why, deadline.at ? [" ", due(deadline.at)] : null);
+  return h(
+    "span",
+    { class: "deadline", "data-why": deadline.why },
+    h("span", { class: "deadline-action" }, action),
+    " ",
+    due(deadline.at),
+    h("span", { class: "muted deadline-why" }, ` (${deadline.why})`),
+  );
 }
 
 // Full error texts fetched through the API, by workflow, kind, step and attempt: fetched once,
@@ -144,6 +180,33 @@ const BANNER_TITLES = {
   COMPENSATED: "Compensated after a failure",
 };
 
+/** A failed undo's banner names two failures: the undo's (its title and line) and, here, the
+ * one that started the unwinding (`error.cause`), with that step's own error, and, for a map
+ * step's undo, what its items' undo says (issue 35.5). */
+function unwindingCause(view, cause) {
+  if (cause?.type !== "CompensationFailed") return null;
+  const undo = view.compensations.find((x) => x.name === cause.step);
+  const undoError = undo?.error ? (typeof undo.error === "string" ? undo.error : `${undo.error.type || "Error"}: ${undo.error.message || ""}`) : null;
+  const first = cause.cause;
+  const started = first?.step ? view.steps.find((x) => x.name === first.step) : null;
+  return h(
+    "div",
+    { class: "unwinding", id: "unwinding-cause" },
+    undo?.map ? h("p", { id: "failed-undo" }, `The undo of map step ${cause.step} failed: `, undoError || "", ` (${undo.map.failed} of ${undo.map.total} items' undo failed; see its items below).`) : null,
+    first
+      ? h(
+          "p",
+          { id: "first-failure" },
+          "The unwinding began when ",
+          first.step ? ["step ", h("strong", {}, first.step), " failed: "] : "the workflow failed: ",
+          h("strong", {}, first.type || "Error"),
+          `: ${first.message || ""}`,
+        )
+      : h("p", { id: "first-failure", class: "muted" }, "Why the unwinding began is not recorded (an operator's compensate or cancel, or a workflow from before it was kept)."),
+    started?.error ? tracebackView(view.workflow_id, "step", started.name, started.attempt) : null,
+  );
+}
+
 /** The root cause at the top of a failed or paused workflow, and whether a person is needed. */
 function rootCause(view) {
   const paused = view.status === "PAUSED";
@@ -159,6 +222,7 @@ function rootCause(view) {
     { class: "banner", id: "root-cause", role: "region", "aria-labelledby": "root-cause-title" },
     h("h2", { id: "root-cause-title" }, BANNER_TITLES[view.status] || "After a failure", step ? ` at ${kindLabel(kind, step)}` : ""),
     cause ? h("p", { class: "error-line" }, h("strong", {}, cause.type || "Error"), `: ${cause.message || ""}`) : h("p", {}, `Paused${view.pause?.by ? ` by ${view.pause.by}` : ""}.`),
+    unwindingCause(view, cause),
     needed ? h("p", { class: "operator-needed", id: "operator-needed" }, "An operator is needed: ", paused ? "resume, compensate or cancel it." : view.status === "FAILED" ? "fix the cause, then retry it." : "") : null,
     paused && view.pause_timeout_at ? h("p", { id: "pause-timeout" }, "If nobody acts, its pause times out and it unwinds ", ago(view.pause_timeout_at), ".") : null,
     unit?.error ? tracebackView(view.workflow_id, kind, unit.name, unit.attempt) : null,
@@ -737,6 +801,14 @@ export async function workflowPage(ctx, { id, query = {} }) {
     drawHistory();
   }
 
+  /** True while the workflow has ended but its history lacks the event of that end (the
+   * relay publishes a moment after the table changed). */
+  function historyBehind() {
+    if (!TERMINAL.has(view.status) || historyItems === null) return false;
+    const end = Date.parse(view.finished_at || view.updated_at || "") || 0;
+    return !historyItems.some((e) => TERMINAL_EVENTS.has(e.type) && (Date.parse(e.at || e.detail?.at || "") || end) >= end - END_SLACK_MS);
+  }
+
   function drawHistory() {
     if (historyItems === null) {
       redraw(eventsHost, h("p", { class: "muted loading" }, "Loading the history…"));
@@ -751,6 +823,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
         ? table("The events this workflow announced, as published (kept by the event relay), oldest first.", ["Time", "Event", "Detail"], rows)
         : h("p", { class: "empty" }, "No event recorded yet (the relay keeps them a moment after they happen)."),
       historyMore ? h("p", { class: "muted" }, `The first ${historyItems.length} events; the rest through GET /workflows/{id}/events.`) : null,
+      historyBehind() ? h("p", { class: "note", id: "history-behind" }, `It ended ${view.status}, but the event relay has not published that yet: the history is behind, and this page keeps reading it.`) : null,
     );
   }
 
@@ -801,19 +874,27 @@ export async function workflowPage(ctx, { id, query = {} }) {
     if (ctx.alive) redraw(eventsHost, h("p", { class: "problem" }, `The history could not be read: ${exc.describe ? exc.describe() : exc}`));
   });
   // The history lags the table by the relay's delay: a finished workflow's page keeps reading
-  // it (for up to HISTORY_CATCH_UP_MS) until the event that finished it is there.
-  let finishedSeen = null;
-  const historyComplete = () => (historyItems || []).some((e) => TERMINAL_EVENTS.has(e.type));
+  // it until the event of *this* end is there (an operator's retry ends it again, later than
+  // the end the history already holds): every second for HISTORY_CATCH_UP_MS after it saw the
+  // history behind, then every HISTORY_SLOW_MS, for as long as the page is open (issue 35.5).
+  let behindSince = null;
+  let historyRead = 0;
   ctx.every(REFRESH_MS, async () => {
     if (!live.isOn()) return;
     if (!TERMINAL.has(view.status)) {
+      behindSince = null;
       await refresh();
       return;
     }
-    finishedSeen = finishedSeen ?? Date.now();
-    if (!historyComplete() && Date.now() - finishedSeen < HISTORY_CATCH_UP_MS) {
-      await loadHistory().catch(() => {});
+    if (!historyBehind()) {
+      behindSince = null;
+      return;
     }
+    const now = Date.now();
+    behindSince = behindSince ?? now;
+    if (now - behindSince > HISTORY_CATCH_UP_MS && now - historyRead < HISTORY_SLOW_MS) return;
+    historyRead = now;
+    await loadHistory().catch(() => {});
   });
   let linksRead = Date.now();
   const hasLinks = () => /"url":"https?:/.test(lastText);

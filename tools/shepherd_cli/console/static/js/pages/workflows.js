@@ -291,10 +291,12 @@ export async function workflowsPage(ctx, { query }) {
   const token = pageNumber > 1 ? query.at || null : null;
   const trail = tokenTrail(filters);
   let types = [];
+  let typesProblem = null; // an API that did not answer: said at once, not after the list too
   try {
     types = (await get("/definitions")).data.items.map((d) => d.name);
-  } catch {
+  } catch (exc) {
     types = filters.type ? [filters.type] : [];
+    if (exc instanceof ApiError && (exc.status === 0 || exc.status >= 500)) typesProblem = exc;
   }
   let lastText = "";
   let generation = 0; // a reply older than the newest request is dropped, never drawn
@@ -616,6 +618,7 @@ export async function workflowsPage(ctx, { query }) {
     rowsHost,
     pager,
   );
+  if (typesProblem) replace(problem, typesProblem.describe());
   await refresh();
   ctx.every(REFRESH_MS, async () => {
     if (live.isOn()) await refresh();
