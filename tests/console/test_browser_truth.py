@@ -292,10 +292,10 @@ def test_schedule_times_name_their_zone(page: Any) -> None:
     # cron(0 2 * * ? *) in Europe/Paris: 02:00 on Paris' clock, said so
     expect(nightly).to_have_attribute("data-zone", "Europe/Paris")
     expect(nightly).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d 02:00:00 \S+ \(Europe/Paris\)$"))
-    # rate(10 minutes) counts from its deploy, which the API does not know: its period bounds
-    # the next firing
+    # rate(1 hour) counts from its deploy, which the API does not know: its period bounds the
+    # next firing
     smoke = page.locator('tr[data-schedule="smoke-environment"] td.next')
-    expect(smoke).to_have_text("every period from its deploy: the next within 10 minutes")
+    expect(smoke).to_have_text("every period from its deploy: the next within 1 hour")
 
 
 def test_the_graph_names_each_box_as_it_reads_and_its_scroll_area_takes_the_keyboard(

@@ -173,7 +173,15 @@ def _derived() -> set[float]:
         temporal[k] * temporal["actions_per_step"]
         for k in ("usd_per_million_actions", "usd_per_million_actions_at_volume")
     }
-    return sums | per_step
+    # What one more pool adds to the idle bill: its queue's share of the idle polling (the
+    # example's polling over the one-pool stack's, per pool between them) and two alarm metrics.
+    example, one = costs["fixed_monthly"], costs["fixed_monthly_one_pool"]
+    polls = "idle_event_source_polls"
+    per_pool = {
+        (example[polls]["usd"] - one[polls]["usd"]) / (costs["pools"] - 1),
+        2 * example["cloudwatch_alarm_metrics"]["usd"] / example["cloudwatch_alarm_metrics"]["units"],
+    }
+    return sums | per_step | per_pool
 
 
 def test_every_dollar_figure_is_a_measured_one() -> None:

@@ -20,7 +20,7 @@ from infra_support import Synth, function_roles
 from moto import mock_aws
 from rehearsal import PSEUDO, pool_queues
 from shepherd.engine.agent import AgentContext, Pending
-from shepherd.observability import START_DETAIL_TYPE
+from shepherd.observability import SIGNAL_DETAIL_TYPE, START_DETAIL_TYPE
 from shepherd.settings import ENV_EVENT_OWNERS, ENV_OPERATORS
 from shepherd.topology import TABLE as TOPOLOGY
 from shepherd_cli.lambda_kit import eventbridge_event
@@ -182,6 +182,22 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
                 LambdaContext(),
             )
         assert fired["status"] == "accepted", fired
+        # A Signal event by a business key: the events function reads the by_key index.
+        with recorder.acting_as("events"):
+            signalled = events.handler(
+                eventbridge_event(
+                    SIGNAL_DETAIL_TYPE,
+                    {"name": "amend", "match": {"order_id": "o-iam"}, "payload": {}},
+                    source="acme.platform",
+                    account="123456789012",
+                    region="us-east-1",
+                    at="2026-11-21T17:00:00Z",
+                    resources=[],
+                    event_id=str(uuid.uuid4()),
+                ),
+                LambdaContext(),
+            )
+        assert signalled["status"] == "accepted", signalled
         _deliver(stack, recorder)
         (token,) = tokens
         # The carrier's result through an upload: the success reads and deletes uploads/<...>.
@@ -205,6 +221,16 @@ def _drive(stack: Stack, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) ->
         assert stack.api("GET", "/workflows", query=query)[0] == 200
         assert stack.api("GET", "/workflows/counts")[0] == 200
         assert stack.api("GET", "/approvals")[0] == 200  # the inbox index
+        # Business keys: a tagged start, the tag's listing and a signal by its match (by_key).
+        status, _, _ = stack.api(
+            "POST",
+            "/workflows",
+            body={"type": "order_fulfilment", "input": ORDER, "tags": {"team": "iam"}},
+        )
+        assert status == 202
+        assert stack.api("GET", "/workflows", query={"tag": "team:iam"})[0] == 200
+        by_match = {"name": "amend", "match": {"order_id": "o-iam"}, "payload": {}}
+        assert stack.api("POST", "/signals", body=by_match)[0] == 202
         assert stack.api("GET", "/definitions")[0] == 200
         assert stack.api("GET", "/pools")[0] == 200  # every queue's backlog
         assert stack.api("POST", "/pools/inventory/pause")[0] == 200

@@ -316,6 +316,7 @@ def test_statemachines_folder_still_loads() -> None:
     folder = Path(__file__).resolve().parents[2] / "statemachines"
     assert set(load_native(folder)) == {
         "onboard_tenant",
+        "order_amendment",
         "order_fulfilment",
         "provision_environment",
         "transcode_video",

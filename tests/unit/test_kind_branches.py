@@ -31,8 +31,11 @@ RECORD_FIELDS = {"child_id", "child_cancel", "fanout", "index", "position", "dec
 FLAGS = {"is_task", "runs_agent", "rests", "fans_out"}
 QUESTIONS = {"starts_children"}
 
-# 158 before the registry (this test run on the tree before it); the target is 10.
-CEILING = 113
+# 158 before the registry (this test run on the tree before it), 113 after its first moves; the
+# target is 10. Issue 37 then added four in the definition model (a detached step must be a
+# child step, not a map; the steps whose WaitForSignal names a Match): accepted at the merge,
+# to go into kinds/child.py and kinds/signal.py with the rest of the definition model's checks.
+CEILING = 117
 
 
 def _tests_a_kind_field(node: ast.AST) -> bool:

@@ -1362,6 +1362,7 @@ class Simulation:
         if SCHEDULED_TYPE in types and self.roll("schedule_dup"):
             self.people.plan_firing()
         if not cfg.workflow_types and self.roll("signal_workload"):
+            self.fault("signal_workload", None, "sim_signal workflows join the run")
             self._plan_signal_workload()
         for n in range(1, self.rng.randint(1, cfg.max_workflows) + 1):
             wf_type = self.rng.choice(types)
