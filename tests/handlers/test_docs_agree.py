@@ -179,7 +179,9 @@ def _derived() -> set[float]:
     polls = "idle_event_source_polls"
     per_pool = {
         (example[polls]["usd"] - one[polls]["usd"]) / (costs["pools"] - 1),
-        2 * example["cloudwatch_alarm_metrics"]["usd"] / example["cloudwatch_alarm_metrics"]["units"],
+        2
+        * example["cloudwatch_alarm_metrics"]["usd"]
+        / example["cloudwatch_alarm_metrics"]["units"],
     }
     return sums | per_step | per_pool
 
