@@ -18,6 +18,9 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from shepherd import fanout, jsonsafe, limits
+from shepherd.asl.engine import Claimed, is_unit
+from shepherd.asl.lambdas import Invocation
+from shepherd.asl.machine import Event, TaskFailed
 from shepherd.clock import to_datetime
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
@@ -451,6 +454,8 @@ class AgentRuntime:
         undoes): never the whole workflow (docs/architecture.md, bounded reads)."""
         if message.item is not None:
             return self._handle_item(message, time_left_ms)
+        if is_unit(message.step):
+            return self._handle_visit(message)
         units: list[tuple[Kind, str]] = [(message.kind, message.step)]
         if message.kind == "compensation":
             units.append(("step", message.step))
@@ -470,6 +475,61 @@ class AgentRuntime:
                 _Claims(self, state, definition, rec, spec, message, time_left_ms)
             )
         return self._claim_and_run(state, definition, rec, spec, message, time_left_ms)
+
+    def _handle_visit(self, message: TaskMessage) -> HandleResult:
+        """A state machine's Task visit (`shepherd.asl.engine`): claimed fenced, the agent
+        registered under its Lambda function's name run with a heartbeat, and the write that
+        ends the unit moves the machine on (its next unit's message sent after it)."""
+        asl = self.scheduler.asl
+        claimed = asl.claim(message, self.worker_id)
+        if isinstance(claimed, str):
+            return HandleResult(Outcome.DROPPED, claimed)
+        invoked = claimed.invoked
+        event = invoked if isinstance(invoked, TaskFailed) else self._run_visit(claimed, invoked)
+        if not asl.end_unit(claimed.rec, event):
+            return HandleResult(Outcome.FENCED, "attempt was superseded")
+        if isinstance(event, TaskFailed):
+            return HandleResult(Outcome.FAILED, event.cause or event.error, event.error)
+        return HandleResult(Outcome.SUCCEEDED)
+
+    def _run_visit(self, claimed: Claimed, invoked: Invocation) -> Event:
+        rec, spec = claimed.rec, claimed.spec
+        fn = self.agents.get(invoked.function)
+        if fn is None:
+            known = ", ".join(sorted(self.agents.names())) or "none"
+            return TaskFailed(
+                "Lambda.ResourceNotFoundException",
+                f"Function not found: {invoked.function} (registered: {known})",
+            )
+        if invoked.callback:
+            return TaskFailed(
+                "States.Runtime", "a .waitForTaskToken task does not run on the engine yet"
+            )
+        deadline = (rec.claimed_at or self.scheduler.ports.clock.now_ms()) + (
+            spec.timeout_seconds * 1000
+        )
+        heartbeat = Heartbeat(self.scheduler, rec, spec, deadline)
+        ctx = AgentContext(
+            workflow_id=rec.workflow_id,
+            workflow_type=claimed.workflow.wf_type,
+            step=rec.name,
+            kind="step",
+            attempt=rec.attempt,
+            idempotency_key=idempotency_key(rec.workflow_id, "step", rec.name),
+            deadline_ms=deadline,
+            stored_input=jsonsafe.dumps(invoked.payload),
+            resolve=self.scheduler.value,
+            _heartbeat=heartbeat,
+        )
+        if self.background_heartbeats:
+            heartbeat.start_background()
+        try:
+            result = fn(ctx)
+        except Exception as exc:
+            return self.scheduler.asl.result(claimed, error=exc)
+        finally:
+            heartbeat.stop()
+        return self.scheduler.asl.result(claimed, result)
 
     def _claim_and_run(
         self,

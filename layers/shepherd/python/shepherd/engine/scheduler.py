@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
+from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import fanout as fo
@@ -225,6 +226,8 @@ class Scheduler:
         self._rest_writes = _RestWrites(self)
         self._compensations = _Compensations(self)
         self.maps = Maps(self.executor, ports, self.expires)
+        # Amazon States Language workflows: the frame as the cursor, each visit a unit.
+        self.asl = AslEngine(self)
         # What wakes a sleeping supervisor (shepherd.engine.wakeup); None: it never sleeps.
         self.wakeup: Wakeup | None = None
 
@@ -333,7 +336,10 @@ class Scheduler:
         self, workflow: WorkflowRecord, definition: Definition, input_json: str
     ) -> None:
         """A new workflow's roots: sent (a plain task root), or skipped, rested or started as
-        their kind says (`_start_conditional`)."""
+        their kind says (`_start_conditional`); a state machine's start state entered."""
+        if definition.state_machine is not None:
+            self.asl.begin(workflow.workflow_id)
+            return
         if any(
             definition.by_name[r].condition is not None or not definition.by_name[r].runs_agent
             for r in definition.roots

@@ -1,0 +1,720 @@
+"""Amazon States Language on the engine (issue 42.2): the supervised driver of
+`machine.Interpreter`.
+
+* **The frame is the workflow's cursor.** The workflow item holds the interpreter's frame and
+  what the driver adds to it (`asl_cursor`: the current unit, a Wait's wake time, the path's
+  next sequence number) under a version (`fv`). Only a write guarded by that version (and the
+  workflow still RUNNING) moves it.
+* **A visit of a Task is a unit**: a step item named `V#<state>#<visit>` in the workflow's
+  partition, created QUEUED in the transaction that moves the frame to it, its message sent
+  after that write. It is claimed with a fenced `attempt`, heartbeats, and has a lease from
+  the Task's TimeoutSeconds and HeartbeatSeconds. ASL's retriers decide retries: a retry is
+  attempt a+1 of the same unit (QUEUED, `available_at` the retrier's delay), so a stale
+  attempt can no longer write.
+* **The write that ends a unit advances the frame**: one transaction ends the unit (fenced),
+  moves the frame through every control state that follows (Pass, Choice, Succeed, Fail, a
+  due Wait: no message, no agent), creates the next unit and writes the path taken. A caught
+  error moves the frame to the Catch's Next in that write; nothing unwinds.
+* **A Wait rests**: the cursor keeps its wake time and the workflow's watch entry is due
+  then; the supervisor's look wakes it (`look`).
+* **The end**: Succeed (or the last state) ends the workflow SUCCEEDED with the machine's
+  output (`asl_output`); a Fail state or an uncaught error ends it FAILED with `error`,
+  `cause` and `failure: "definition"` (a designed failure, not an operator's).
+* **The path** (each state entered, in order, with its input and output) is written as items
+  of the partition `ASLPATH#<workflow id>` (sort key: the entry's sequence number), never
+  read back to advance: a loop's transition costs the same at its last iteration as at its
+  first.
+
+Not built here yet: Parallel and Map (a workflow reaching one fails `States.Runtime`),
+`.waitForTaskToken` and service integrations on the engine, the machine's TimeoutSeconds,
+cancel/pause of an ASL workflow.
+
+Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import uuid as _uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from shepherd import jsonsafe
+from shepherd.conditions import Eq, Item, Missing, Update, all_of
+from shepherd.decisions import transitions as tx
+from shepherd.decisions.retry import GiveUp, RetryIn
+from shepherd.definitions import TaskSpec, asl_task
+from shepherd.engine import listing
+from shepherd.keys import WF_SK, item_sk, wf_pk
+from shepherd.model import (
+    OutgoingTask,
+    StepRecord,
+    StepStatus,
+    TaskMessage,
+    WorkflowRecord,
+    WorkflowStatus,
+)
+
+from . import lambdas
+from .errors import RUNTIME, StatesError
+from .machine import (
+    Action,
+    Context,
+    Entered,
+    Event,
+    Exited,
+    Failed,
+    Frame,
+    Interpreter,
+    RunBranches,
+    RunTask,
+    StartWait,
+    Succeeded,
+    TaskFailed,
+    TaskSucceeded,
+    WaitElapsed,
+    frame_from_json,
+    frame_to_json,
+    iso,
+)
+
+if TYPE_CHECKING:
+    from shepherd.definitions import Definition
+    from shepherd.engine.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+UNIT_PREFIX = "V#"  # a unit's step name: V#<state>#<visit>
+CURSOR = "asl_cursor"  # the workflow item's frame and the driver's part of the cursor
+VERSION = "fv"  # the cursor's version: every write that moves it is guarded by it
+OUTPUT = "asl_output"
+PATH_PREFIX = "ASLPATH#"  # pk of a workflow's path items; sk: the entry's number
+DEFINITION_FAILURE = "definition"  # `failure` of a FAILED that a Fail state or error designed
+MAX_TRANSACTION_ITEMS = 100  # DynamoDB's cap on one TransactWriteItems
+HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
+TASK_TIMEOUT = "States.Timeout"
+
+
+def unit_name(state: str, visit: int) -> str:
+    return f"{UNIT_PREFIX}{state}#{visit}"
+
+
+def is_unit(step: str) -> bool:
+    """Whether a task message names an ASL visit (a native step name never holds a `#`)."""
+    return step.startswith(UNIT_PREFIX)
+
+
+def state_of(unit: str) -> str:
+    return unit[len(UNIT_PREFIX) :].rsplit("#", 1)[0]
+
+
+def path_pk(workflow_id: str) -> str:
+    return PATH_PREFIX + workflow_id
+
+
+def path_sk(seq: int) -> str:
+    return f"{seq:010d}"
+
+
+@dataclass
+class Cursor:
+    """What the workflow item holds beside the frame: the current unit (and its Task's lease
+    settings), a resting Wait's wake time, and the path's numbering."""
+
+    frame: Frame
+    unit: str | None = None
+    task: dict[str, Any] = field(default_factory=dict)  # resource, timeout, heartbeat
+    wake_at: int | None = None
+    seq: int = 0  # the next path entry's number
+    open: dict[str, int] = field(default_factory=dict)  # state -> its open path entry
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "frame": frame_to_json(self.frame),
+            "unit": self.unit,
+            "task": self.task,
+            "wake_at": self.wake_at,
+            "seq": self.seq,
+            "open": self.open,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cursor:
+        return cls(
+            frame=frame_from_json(data["frame"]),
+            unit=data.get("unit"),
+            task=dict(data.get("task") or {}),
+            wake_at=data.get("wake_at"),
+            seq=int(data.get("seq", 0)),
+            open=dict(data.get("open") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A unit's attempt claimed: what runs it (the invocation, or the error it fails with
+    before any agent runs: a resource the engine cannot run)."""
+
+    workflow: WorkflowRecord
+    rec: StepRecord
+    spec: TaskSpec  # the agent, pool and lease
+    invoked: lambdas.Invocation | TaskFailed
+    request_id: str
+
+
+@dataclass
+class _Transition:
+    """The writes one move of the frame makes, gathered before they are applied together."""
+
+    cursor: Cursor
+    now: int
+    path: dict[int, dict[str, Any]] = field(default_factory=dict)  # new entries
+    exits: dict[int, Any] = field(default_factory=dict)  # outputs of entries written before
+    unit: RunTask | None = None
+    available_at: int | None = None
+    ended: Succeeded | Failed | None = None
+
+
+class AslEngine:
+    """Starts, advances and supervises ASL workflows over the scheduler's ports."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    # ----------------------------------------------------------------------------- reads
+
+    @property
+    def _store(self) -> Any:
+        return self.scheduler.ports.store
+
+    def _now(self) -> int:
+        return int(self.scheduler.ports.clock.now_ms())
+
+    def _cursor(self, item: Item) -> Cursor | None:
+        stored = item.get(CURSOR)
+        if stored is None:
+            return None
+        return Cursor.from_json(self.scheduler.value(stored))
+
+    def _interpreter(self, definition: Definition, wf: WorkflowRecord) -> Interpreter:
+        machine = definition.machine
+        assert machine is not None
+        name = wf.wf_type
+        return Interpreter(
+            machine,
+            Context(
+                execution_id=f"arn:aws:states:local:000000000000:execution:{name}:{wf.workflow_id}",
+                execution_name=wf.workflow_id,
+                state_machine_id=f"arn:aws:states:local:000000000000:stateMachine:{name}",
+                state_machine_name=name,
+                input=self.scheduler.value(wf.input),
+                start_time=iso(_to_dt(wf.created_at)),
+                seed=int(wf.created_at),
+            ),
+        )
+
+    # ------------------------------------------------------------------------ the start
+
+    def begin(self, workflow_id: str) -> bool:
+        """Enter the start state of a new ASL workflow (the starter, or the supervisor if the
+        starter died): the first write of its cursor, guarded by its having none."""
+        item = self._store.get(wf_pk(workflow_id), WF_SK)
+        if item is None or VERSION in item:
+            return False
+        wf = WorkflowRecord.from_item(item)
+        if wf.status is not WorkflowStatus.RUNNING:
+            return False
+        definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
+        interpreter = self._interpreter(definition, wf)
+        now = self._now()
+        frame, actions = interpreter.start(self.scheduler.value(wf.input), _to_dt(now))
+        return self._commit(item, wf, definition, interpreter, Cursor(frame), actions, now, None)
+
+    # ------------------------------------------------------------------------ a transition
+
+    def _commit(
+        self,
+        item: Item,
+        wf: WorkflowRecord,
+        definition: Definition,
+        interpreter: Interpreter,
+        cursor: Cursor,
+        actions: list[Action],
+        now: int,
+        ending: Callable[[RunTask | None, int | None], tx.Write] | None,
+    ) -> bool:
+        """Carry the frame through what `actions` ask (control states run inside the
+        interpreter; a due Wait or a retry's delay is taken at once) and apply the whole move
+        as one transaction: `ending(next_unit, available_at)` is the write that ends the unit
+        this move comes from (fenced), then the cursor (versioned), the next unit, the path.
+        False: a condition failed (a superseded attempt, or someone moved the cursor)."""
+        t = _Transition(cursor=replace(cursor, unit=None, task={}, wake_at=None), now=now)
+        frame = cursor.frame
+        while True:
+            wait = self._gather(t, actions)
+            if wait is None:
+                break
+            until, retry = wait
+            until_ms = _to_ms(until)
+            if retry:
+                t.available_at = max(until_ms, now)
+            elif until_ms > now:
+                t.cursor.wake_at = until_ms  # rests: the supervisor wakes it
+                break
+            frame, actions = interpreter.advance(frame, WaitElapsed(), _to_dt(now))
+            t.cursor.frame = frame
+        t.cursor.frame = frame
+        writes: list[tx.Write] = []
+        same_unit = False
+        if ending is not None:
+            assert cursor.unit is not None
+            nxt = t.unit
+            same_unit = nxt is not None and unit_name(nxt.state, nxt.visit) == cursor.unit
+            writes.append(ending(nxt if same_unit else None, t.available_at))
+        writes.append(self._cursor_write(item, wf, definition, t))
+        tasks: list[OutgoingTask] = []
+        if t.unit is not None:
+            name = unit_name(t.unit.state, t.unit.visit)
+            pool = self._pool(definition, t.unit)
+            delay = 0 if t.available_at is None else max(0, -(-(t.available_at - now) // 1000))
+            tasks.append(
+                OutgoingTask(pool, TaskMessage(wf.workflow_id, name, t.unit.attempt + 1), delay)
+            )
+            if not same_unit:
+                writes.append(self._new_unit(wf, name, t.unit, now, t.available_at))
+        writes.extend(self._path_writes(wf.workflow_id, t))
+        head, rest = writes[:MAX_TRANSACTION_ITEMS], writes[MAX_TRANSACTION_ITEMS:]
+        lost = self.scheduler.executor.contended(head)
+        if lost is not None:
+            return False
+        for write in rest:  # a long run of control states: its path entries, after
+            self.scheduler.executor.raw(write)
+        self.scheduler.deliver(tasks)
+        return True
+
+    def _gather(
+        self, t: _Transition, actions: Sequence[Action]
+    ) -> tuple[_dt.datetime, bool] | None:
+        """Fold one batch of actions into the transition; a Wait (or a retry's delay) to take
+        before the frame can go on, or None when it stops (a task, a rest, the end)."""
+        for action in actions:
+            if isinstance(action, Entered):
+                seq = t.cursor.seq
+                t.cursor.seq += 1
+                t.cursor.open[action.state] = seq
+                t.path[seq] = {
+                    "state": action.state,
+                    "visit": action.visit,
+                    "input": action.input,
+                    "entered_at": t.now,
+                }
+            elif isinstance(action, Exited):
+                seq = t.cursor.open.pop(action.state, -1)
+                if seq in t.path:
+                    t.path[seq]["output"] = action.output
+                    t.path[seq]["exited_at"] = t.now
+                elif seq >= 0:
+                    t.exits[seq] = action.output
+            elif isinstance(action, RunTask):
+                t.unit = action
+            elif isinstance(action, StartWait):
+                return action.until, action.retry
+            elif isinstance(action, RunBranches):
+                t.ended = Failed(
+                    RUNTIME,
+                    f"The {action.kind} state '{action.state}' does not run on the engine yet "
+                    "(shepherd asl run runs it in process)",
+                )
+            elif isinstance(action, Succeeded | Failed):
+                t.ended = action
+        return None
+
+    @staticmethod
+    def _function(task: RunTask) -> str:
+        """The Lambda function a Task visit invokes ("" when it names none it can run)."""
+        try:
+            return lambdas.invocation(task.resource, task.payload).function
+        except StatesError:
+            return ""
+
+    def _pool(self, definition: Definition, task: RunTask) -> str:
+        function = self._function(task)
+        return definition.lambda_pools.get(function, definition.lambda_pool)
+
+    def _cursor_write(
+        self, item: Item, wf: WorkflowRecord, definition: Definition, t: _Transition
+    ) -> tx.Write:
+        """The workflow item's write: the cursor moved (version + 1), its watch entry due
+        when the supervisor must next look, or the workflow's end."""
+        now = t.now
+        version = item.get(VERSION)
+        guard = all_of(
+            Eq("status", WorkflowStatus.RUNNING.value),
+            Missing(VERSION) if version is None else Eq(VERSION, version),
+        )
+        if t.unit is not None:
+            t.cursor.unit = unit_name(t.unit.state, t.unit.visit)
+            t.cursor.task = {
+                "resource": t.unit.resource,
+                "function": self._function(t.unit),
+                "timeout": t.unit.timeout_seconds,
+                "heartbeat": t.unit.heartbeat_seconds,
+            }
+        values: dict[str, Any] = {
+            CURSOR: self.scheduler.keep(
+                jsonsafe.dumps(t.cursor.to_json()), wf.workflow_id, "asl", "cursor", now
+            ),
+            VERSION: int(version or 0) + 1,
+            "updated_at": now,
+        }
+        remove: tuple[str, ...] = ()
+        if t.ended is not None:
+            values |= {
+                "finished_at": now,
+                "expires_at": self.scheduler.expires(now),
+            }
+            remove = ("watch_shard", "due_at")
+            if isinstance(t.ended, Succeeded):
+                values["status"] = WorkflowStatus.SUCCEEDED.value
+                values[OUTPUT] = self.scheduler.keep(
+                    jsonsafe.dumps(t.ended.output), wf.workflow_id, "asl", "output"
+                )
+            else:
+                values["status"] = WorkflowStatus.FAILED.value
+                values["failure"] = DEFINITION_FAILURE
+                values["error"] = tx.error_json(
+                    t.ended.error or "", t.ended.cause or "", cause=t.ended.cause
+                )
+                values["asl_error"] = t.ended.error
+                values["asl_cause"] = t.ended.cause
+        else:
+            values["due_at"] = self._due(definition, t, now)
+            values["watch_shard"] = self.scheduler.shard(wf.workflow_id)
+        write = tx.Write(wf_pk(wf.workflow_id), WF_SK, Update(set=values, remove=remove), guard)
+        return listing.keyed(write, wf)
+
+    def _due(self, definition: Definition, t: _Transition, now: int) -> int:
+        """When the supervisor must look: a resting Wait's wake time; a new unit's message
+        counts as lost after the dispatch grace, or its attempt may be overdue after its
+        lease (whichever comes first; the look then moves it to the attempt's deadline)."""
+        if t.cursor.wake_at is not None:
+            return t.cursor.wake_at
+        start = t.available_at if t.available_at is not None else now
+        if t.unit is None:
+            return now
+        spec = self._spec(
+            definition,
+            self._function(t.unit),
+            t.unit.timeout_seconds,
+            t.unit.heartbeat_seconds,
+        )
+        grace = min(definition.dispatch_timeout_seconds, spec.liveness_seconds)
+        return start + grace * 1000
+
+    @staticmethod
+    def _spec(
+        definition: Definition, function: str, timeout: float | None, heartbeat: float | None
+    ) -> TaskSpec:
+        return asl_task(definition, function, timeout, heartbeat)
+
+    def _new_unit(
+        self, wf: WorkflowRecord, name: str, task: RunTask, now: int, available_at: int | None
+    ) -> tx.Write:
+        """A visit's unit, created QUEUED at attempt 1 holding its invocation's payload."""
+        values: dict[str, Any] = {
+            "status": StepStatus.QUEUED.value,
+            "attempt": task.attempt + 1,  # the interpreter counts retries from 0
+            "dispatched_at": now,
+            "dispatches": 1,
+            "wf_type": wf.wf_type,
+            "input": self.scheduler.keep(
+                jsonsafe.dumps(task.payload), wf.workflow_id, "asl", name, "input"
+            ),
+        }
+        if available_at is not None:
+            values["available_at"] = available_at
+        return tx.Write(
+            wf_pk(wf.workflow_id), item_sk("step", name), Update(set=values), Missing("pk")
+        )
+
+    def _path_writes(self, workflow_id: str, t: _Transition) -> list[tx.Write]:
+        pk = path_pk(workflow_id)
+        out = []
+        for seq, entry in sorted(t.path.items()):
+            values = {
+                **{k: v for k, v in entry.items() if k not in ("input", "output")},
+                "input": self._kept(workflow_id, seq, "input", entry.get("input")),
+            }
+            if "output" in entry:
+                values["output"] = self._kept(workflow_id, seq, "output", entry["output"])
+            out.append(tx.Write(pk, path_sk(seq), Update(set=values), Missing("pk")))
+        for seq, output in sorted(t.exits.items()):
+            values = {"output": self._kept(workflow_id, seq, "output", output), "exited_at": t.now}
+            out.append(tx.Write(pk, path_sk(seq), Update(set=values), Missing("output")))
+        return out
+
+    def _kept(self, workflow_id: str, seq: int, what: str, value: Any) -> str:
+        return self.scheduler.keep(jsonsafe.dumps(value), workflow_id, "asl", "path", seq, what)
+
+    # ---------------------------------------------------------------- a unit's outcome
+
+    def end_unit(self, rec: StepRecord, event: Event, guard: Any = None) -> bool:
+        """The write that ends attempt `rec.attempt` of a unit with `event` (its result or its
+        error) and moves the frame on. False: the attempt was superseded (fenced) and
+        nothing was recorded."""
+        for _ in range(3):
+            item = self._store.get(wf_pk(rec.workflow_id), WF_SK)
+            if item is None:
+                return False
+            wf = WorkflowRecord.from_item(item)
+            cursor = self._cursor(item)
+            if wf.status is not WorkflowStatus.RUNNING or cursor is None or cursor.unit != rec.name:
+                return False
+            definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
+            interpreter = self._interpreter(definition, wf)
+            now = self._now()
+            frame, actions = interpreter.advance(cursor.frame, event, _to_dt(now))
+            cursor = replace(cursor, frame=frame)
+            ending = self._ending(rec, event, now, guard)
+            if self._commit(item, wf, definition, interpreter, cursor, actions, now, ending):
+                return True
+            current = self._store.get(*rec.key)
+            if (
+                current is None
+                or StepRecord.from_item(current).status is not rec.status
+                or int(current.get("attempt", 0)) != rec.attempt
+            ):
+                return False  # the unit moved on: this attempt is fenced out
+        return False
+
+    def _ending(
+        self, rec: StepRecord, event: Event, now: int, guard: Any
+    ) -> Callable[[RunTask | None, int | None], tx.Write]:
+        expires = self.scheduler.expires(now)
+
+        def write(retry: RunTask | None, available_at: int | None) -> tx.Write:
+            if isinstance(event, TaskSucceeded):
+                output = self.scheduler.keep_for(rec, "output", jsonsafe.dumps(event.output))
+                w = tx.complete(rec, rec.attempt, now, output, expires)
+            else:
+                assert isinstance(event, TaskFailed)
+                error = tx.error_json(event.error, event.cause or event.error, cause=event.cause)
+                outcome = {
+                    TASK_TIMEOUT: "timeout",
+                    HEARTBEAT_TIMEOUT: "heartbeat_timeout",
+                }.get(event.error, "error")
+                decision: RetryIn | GiveUp = (
+                    RetryIn(max(0, (available_at or now) - now))
+                    if retry is not None
+                    else GiveUp("permanent")
+                )
+                w = tx.end_attempt(
+                    rec,
+                    attempt=rec.attempt,
+                    now=now,
+                    error=error,
+                    error_type=event.error,
+                    outcome=outcome,
+                    decision=decision,
+                    expires_at=expires,
+                    guard=guard,
+                )
+            return w
+
+        return write
+
+    # ------------------------------------------------------------------ the agent's side
+
+    def claim(self, message: TaskMessage, worker_id: str) -> Claimed | str:
+        """A unit's task message: the workflow item and the unit in one consistent read, then
+        the claim of its attempt (fenced: QUEUED at that attempt). What the agent runtime
+        runs, or why the message is dropped."""
+        pk = wf_pk(message.workflow_id)
+        sk = item_sk("step", message.step)
+        found = {i["sk"]: i for i in self._store.get_many([(pk, WF_SK), (pk, sk)])}
+        head, unit = found.get(WF_SK), found.get(sk)
+        if head is None or unit is None:
+            return "unknown workflow or unit"
+        wf = WorkflowRecord.from_item(head)
+        rec = StepRecord.from_item(unit)
+        if wf.status is not WorkflowStatus.RUNNING:
+            return f"workflow is {wf.status.value}"
+        if rec.status is not StepStatus.QUEUED or rec.attempt != message.attempt:
+            return f"unit is {rec.status.value} at attempt {rec.attempt}"
+        cursor = self._cursor(head)
+        definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
+        task = cursor.task if cursor is not None and cursor.unit == rec.name else {}
+        machine = definition.machine
+        assert machine is not None
+        resource = task.get("resource") or machine.states[state_of(rec.name)].raw["Resource"]
+        payload = self.scheduler.value(rec.input)
+        invoked: lambdas.Invocation | TaskFailed
+        try:
+            invoked = lambdas.invocation(resource, payload)
+            function = invoked.function
+        except StatesError as exc:
+            invoked, function = TaskFailed(exc.error, exc.cause), ""
+        spec = self._spec(definition, function, task.get("timeout"), task.get("heartbeat"))
+        write = tx.claim(rec, message.attempt, self._now(), worker_id)
+        fenced = all_of(
+            Eq("status", StepStatus.QUEUED.value),
+            Eq("attempt", message.attempt),
+            Missing("held_at"),
+        )
+        claimed, _ = self.scheduler.executor.step_or_current(replace(write, condition=fenced))
+        if claimed is None:
+            return "claim lost"
+        rng = self.scheduler.ports.rng
+        request_id = str(_uuid.UUID(int=rng.getrandbits(128), version=4))
+        return Claimed(wf, claimed, spec, invoked, request_id)
+
+    def result(
+        self, claimed: Claimed, outcome: Any = None, error: BaseException | None = None
+    ) -> Event:
+        """What the agent's return value (or exception) is to the machine: the result as
+        Step Functions shapes a Lambda's, or the exception as a Lambda's error."""
+        invoked = claimed.invoked
+        assert isinstance(invoked, lambdas.Invocation)
+        if error is not None:
+            failed = lambdas.error_of(error, claimed.request_id)
+            return TaskFailed(failed.error, failed.cause)
+        at = iso(_to_dt(self._now()))
+        return TaskSucceeded(lambdas.shape(invoked, outcome, claimed.request_id, at))
+
+    # ------------------------------------------------------------------ the supervisor
+
+    def look(self, item: Item, now: int) -> str | None:
+        """A due ASL workflow: begin it if its starter died, wake a Wait that is due, time
+        out an attempt whose lease passed, send again a message that looks lost; else move
+        its watch entry to the next moment it must be looked at. What it did, if anything."""
+        wf = WorkflowRecord.from_item(item)
+        if wf.status is not WorkflowStatus.RUNNING:
+            return None
+        cursor = self._cursor(item)
+        if cursor is None:
+            return "Begin" if self.begin(wf.workflow_id) else None
+        definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
+        if cursor.wake_at is not None:
+            if cursor.wake_at > now:
+                self._move_due(item, wf, cursor.wake_at)
+                return None
+            interpreter = self._interpreter(definition, wf)
+            frame, actions = interpreter.advance(cursor.frame, WaitElapsed(), _to_dt(now))
+            woke = self._commit(
+                item, wf, definition, interpreter, replace(cursor, frame=frame), actions, now, None
+            )
+            return "Wake" if woke else None
+        if cursor.unit is None:
+            return None
+        unit = self._store.get(wf_pk(wf.workflow_id), item_sk("step", cursor.unit))
+        if unit is None:
+            return None
+        rec = StepRecord.from_item(unit)
+        spec = self._spec(
+            definition,
+            cursor.task.get("function", ""),
+            cursor.task.get("timeout"),
+            cursor.task.get("heartbeat"),
+        )
+        grace = definition.dispatch_timeout_seconds * 1000
+        if rec.status is StepStatus.QUEUED:
+            since = max(rec.dispatched_at or 0, rec.available_at or 0, rec.resent_at or 0)
+            if now < since + grace:
+                self._move_due(item, wf, since + grace)
+                return None
+            resent = tx.Write(
+                *rec.key,
+                Update(set={"resent_at": now}, add={"dispatches": 1}),
+                all_of(Eq("status", StepStatus.QUEUED.value), Eq("attempt", rec.attempt)),
+            )
+            if self.scheduler.executor.step(None, resent) is None:
+                return None
+            pool = spec.pool
+            self.scheduler.deliver(
+                [OutgoingTask(pool, TaskMessage(wf.workflow_id, rec.name, rec.attempt))]
+            )
+            self._move_due(item, wf, now + grace)
+            return "Redispatch"
+        if rec.status is StepStatus.RUNNING:
+            timeout_at = (rec.claimed_at or now) + spec.timeout_seconds * 1000
+            beat_at = (
+                (rec.heartbeat_at or rec.claimed_at or now) + spec.heartbeat_seconds * 1000
+                if spec.heartbeat_seconds
+                else None
+            )
+            deadline = min(timeout_at, beat_at or timeout_at)
+            if now < deadline:
+                self._move_due(item, wf, deadline)
+                return None
+            timed_out = beat_at is not None and beat_at <= timeout_at
+            error = HEARTBEAT_TIMEOUT if timed_out else TASK_TIMEOUT
+            cause = (
+                f"no heartbeat for {spec.heartbeat_seconds} s"
+                if timed_out
+                else f"the task ran past its TimeoutSeconds ({spec.timeout_seconds} s)"
+            )
+            seen = all_of(
+                Eq("heartbeat_at", rec.heartbeat_at)
+                if rec.heartbeat_at
+                else Missing("heartbeat_at")
+            )
+            ended = self.end_unit(rec, TaskFailed(error, cause), seen)
+            return "TimeOut" if ended else None
+        return None
+
+    def _move_due(self, item: Item, wf: WorkflowRecord, due: int) -> None:
+        if wf.due_at == due:
+            return
+        self.scheduler.executor.raw(
+            tx.move_due(wf, due, shard=self.scheduler.shard(wf.workflow_id))
+        )
+
+    # -------------------------------------------------------------------------- views
+
+    def view(self, item: Item) -> dict[str, Any]:
+        """What `GET /workflows/{id}` adds for an ASL workflow: the machine's output, or its
+        error and cause (and `failure: "definition"`), and where it is."""
+        out: dict[str, Any] = {}
+        if OUTPUT in item:
+            out["output"] = self.scheduler.value(item[OUTPUT])
+        if item.get("failure") == DEFINITION_FAILURE:
+            out["error"] = item.get("asl_error")
+            out["cause"] = item.get("asl_cause")
+            out["failure"] = DEFINITION_FAILURE
+        cursor = self._cursor(item)
+        if cursor is not None and not WorkflowStatus(item["status"]).terminal:
+            out["state"] = cursor.frame.state
+        return out
+
+    def path(
+        self, workflow_id: str, after: int = -1, limit: int = 100
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of the path taken: the states entered in order, each with its visit,
+        input and output; and the number to read on from (None: the last page)."""
+        page = self._store.query_after(
+            path_pk(workflow_id), path_sk(after) if after >= 0 else "", limit
+        )
+        entries = []
+        last = after
+        for item in page.items:
+            last = int(item["sk"])
+            entry = {
+                "state": item["state"],
+                "visit": int(item["visit"]),
+                "input": self.scheduler.value(item["input"]),
+                "entered_at": int(item["entered_at"]),
+            }
+            if "output" in item:
+                entry["output"] = self.scheduler.value(item["output"])
+            entries.append(entry)
+        return entries, (last if page.cursor is not None or len(entries) == limit else None)
+
+
+def _to_dt(ms: int) -> _dt.datetime:
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
+
+
+def _to_ms(at: _dt.datetime) -> int:
+    return int(at.timestamp() * 1000)
