@@ -521,6 +521,12 @@ class WorkflowRecord:
     parent_item: int | None = None
     # Its tags, as canonical JSON `{key: value}` (issue 37; their index items: business_keys).
     tags: str | None = None
+    # A state machine's (shepherd.asl.engine): its output as stored, and a designed failure's
+    # kind (`definition`: a Fail state or an uncaught error), error name and cause.
+    asl_output: str | None = None
+    failure: str | None = None
+    asl_error: str | None = None
+    asl_cause: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -588,6 +594,10 @@ _WF_OPTIONAL = (
     "parent_step",
     "parent_item",
     "tags",
+    "asl_output",
+    "failure",
+    "asl_error",
+    "asl_cause",
 )
 
 
