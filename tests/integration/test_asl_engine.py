@@ -14,7 +14,7 @@ import pytest
 from shepherd.asl.engine import path_pk
 from shepherd.definitions import Definition, load_directory, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, Outcome
-from shepherd.keys import WF_SK, item_sk, wf_pk
+from shepherd.keys import WF_SK, item_sk, visits_pk, wf_pk
 from shepherd.model import StepRecord, StepStatus, WorkflowStatus
 from support import Harness, memory_harness
 
@@ -53,7 +53,7 @@ class World:
         return item
 
     def unit(self, wf: str, name: str) -> StepRecord:
-        item = self.h.store.get(wf_pk(wf), item_sk("step", name))
+        item = self.h.store.get(visits_pk(wf), item_sk("step", name))
         assert item is not None, name
         return StepRecord.from_item(item)
 
@@ -377,11 +377,15 @@ def test_a_start_whose_starter_died_is_begun_by_the_supervisor() -> None:
     assert state.workflow.status is WorkflowStatus.SUCCEEDED
 
 
-def test_path_items_live_outside_the_workflow_partition() -> None:
+def test_units_and_path_live_outside_the_workflow_partition() -> None:
+    """A look or a view reads the workflow's partition: it holds the workflow item alone,
+    however many visits a loop made."""
     w = World(LOOP, Inc=_inc)
-    wf = w.start({"times": 2})
+    wf = w.start({"times": 4})
     w.h.pump()
-    assert len(w.h.store.load(path_pk(wf))) == 6
+    assert [i["sk"] for i in w.h.store.load(wf_pk(wf))] == [WF_SK]
+    assert len(w.h.store.load(visits_pk(wf))) == 4
+    assert len(w.h.store.load(path_pk(wf))) == 10
 
 
 @pytest.mark.parametrize("n", [3, 30])

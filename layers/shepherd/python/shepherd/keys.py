@@ -29,6 +29,17 @@ UPLOAD_SK = "#UP"  # sk of the upload item
 UPLOAD_KEY_PREFIX = "uploads/"  # its object: uploads/<hash of the owner>/<upload id>
 
 
+# A state machine's Task visits (shepherd.asl.engine): step items named V#<state>#<visit>, kept
+# in a partition of their own, so a look or a view of the workflow reads its item alone however
+# many visits a loop made.
+VISIT_PREFIX = "V#"
+VISITS_PREFIX = "ASLV#"  # pk of a workflow's visit units: ASLV#<workflow id>
+
+
+def visits_pk(workflow_id: str) -> str:
+    return VISITS_PREFIX + workflow_id
+
+
 def wf_pk(workflow_id: str) -> str:
     return WF_PREFIX + workflow_id
 

@@ -47,7 +47,7 @@ from shepherd.decisions import transitions as tx
 from shepherd.decisions.retry import GiveUp, RetryIn
 from shepherd.definitions import TaskSpec, asl_task
 from shepherd.engine import listing
-from shepherd.keys import WF_SK, item_sk, wf_pk
+from shepherd.keys import VISIT_PREFIX, WF_SK, item_sk, visits_pk, wf_pk
 from shepherd.model import (
     OutgoingTask,
     StepRecord,
@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-UNIT_PREFIX = "V#"  # a unit's step name: V#<state>#<visit>
+UNIT_PREFIX = VISIT_PREFIX  # a unit's step name: V#<state>#<visit> (in ASLV#<workflow id>)
 CURSOR = "asl_cursor"  # the workflow item's frame and the driver's part of the cursor
 VERSION = "fv"  # the cursor's version: every write that moves it is guarded by it
 OUTPUT = "asl_output"
@@ -435,9 +435,8 @@ class AslEngine:
         }
         if available_at is not None:
             values["available_at"] = available_at
-        return tx.Write(
-            wf_pk(wf.workflow_id), item_sk("step", name), Update(set=values), Missing("pk")
-        )
+        key = visits_pk(wf.workflow_id), item_sk("step", name)
+        return tx.Write(*key, Update(set=values), Missing("pk"))
 
     def _path_writes(self, workflow_id: str, t: _Transition) -> list[tx.Write]:
         pk = path_pk(workflow_id)
@@ -532,9 +531,9 @@ class AslEngine:
         the claim of its attempt (fenced: QUEUED at that attempt). What the agent runtime
         runs, or why the message is dropped."""
         pk = wf_pk(message.workflow_id)
-        sk = item_sk("step", message.step)
-        found = {i["sk"]: i for i in self._store.get_many([(pk, WF_SK), (pk, sk)])}
-        head, unit = found.get(WF_SK), found.get(sk)
+        unit_key = visits_pk(message.workflow_id), item_sk("step", message.step)
+        found = {(i["pk"], i["sk"]): i for i in self._store.get_many([(pk, WF_SK), unit_key])}
+        head, unit = found.get((pk, WF_SK)), found.get(unit_key)
         if head is None or unit is None:
             return "unknown workflow or unit"
         wf = WorkflowRecord.from_item(head)
@@ -608,7 +607,7 @@ class AslEngine:
             return "Wake" if woke else None
         if cursor.unit is None:
             return None
-        unit = self._store.get(wf_pk(wf.workflow_id), item_sk("step", cursor.unit))
+        unit = self._store.get(visits_pk(wf.workflow_id), item_sk("step", cursor.unit))
         if unit is None:
             return None
         rec = StepRecord.from_item(unit)
