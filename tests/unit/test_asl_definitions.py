@@ -131,3 +131,24 @@ def test_a_native_definition_still_needs_a_step() -> None:
     with pytest.raises(DefinitionError) as err:
         parse_definition({"Name": "n", "Steps": []}, "n.yaml")
     assert "n.yaml: Steps: must have at least 1 step" in str(err.value)
+
+
+def test_the_project_names_the_pools_of_its_lambda_tasks(tmp_path: Path) -> None:
+    from shepherd.project import Project, ProjectError
+    from shepherd.testing import MemoryEngine
+
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "pay.asl.json").write_text(json.dumps(INVOKE))
+    (tmp_path / "flows" / "hello.asl.json").write_text(json.dumps(HELLO))
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shepherd]\ndefinitions = "flows"\nasl-pool = "lambdas"\n'
+        'asl-pools = {charge-card = "payments"}\n'
+    )
+    project = Project.find(tmp_path)
+    assert (project.asl_pool, project.asl_pools) == ("lambdas", (("charge-card", "payments"),))
+    engine = MemoryEngine.from_project(tmp_path)
+    pools = {d.name: [t.pool for t in d.tasks] for d in engine.definitions.values()}
+    assert pools == {"pay": ["payments"], "hello": ["lambdas"]}
+    (tmp_path / "pyproject.toml").write_text('[tool.shepherd]\nasl-pool = "Not A Pool"\n')
+    with pytest.raises(ProjectError, match="asl-pool: 'Not A Pool' is not a pool name"):
+        Project.find(tmp_path)

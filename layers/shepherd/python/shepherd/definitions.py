@@ -429,7 +429,7 @@ class Definition(_Model):
     # default pool). Set by the loader, never written in a native file (shepherd.asl.workflow).
     state_machine: Annotated[dict[str, Any] | None, Field(alias="StateMachine")] = None
     lambda_pool: Annotated[str, Field(alias="LambdaPool", pattern=POOL)] = LAMBDA_POOL
-    lambda_pools: Annotated[dict[str, str], Field(alias="LambdaPools", default_factory=dict)]
+    lambda_pools: Annotated[dict[str, str], Field(alias="LambdaPools")] = {}
 
     @model_validator(mode="after")
     def _check_body(self) -> Definition:

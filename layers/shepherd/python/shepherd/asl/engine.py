@@ -91,6 +91,7 @@ CURSOR = "asl_cursor"  # the workflow item's frame and the driver's part of the 
 VERSION = "fv"  # the cursor's version: every write that moves it is guarded by it
 OUTPUT = "asl_output"
 PATH_PREFIX = "ASLPATH#"  # pk of a workflow's path items; sk: the entry's number
+PATH_KEPT_SECONDS = 366 * 86_400  # a path entry outlives its workflow's longest run (a year)
 DEFINITION_FAILURE = "definition"  # `failure` of a FAILED that a Fail state or error designed
 MAX_TRANSACTION_ITEMS = 100  # DynamoDB's cap on one TransactWriteItems
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
@@ -448,6 +449,7 @@ class AslEngine:
             }
             if "output" in entry:
                 values["output"] = self._kept(workflow_id, seq, "output", entry["output"])
+            values["expires_at"] = self.scheduler.expires(t.now) + PATH_KEPT_SECONDS
             out.append(tx.Write(pk, path_sk(seq), Update(set=values), Missing("pk")))
         for seq, output in sorted(t.exits.items()):
             values = {"output": self._kept(workflow_id, seq, "output", output), "exited_at": t.now}

@@ -18,8 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from shepherd.errors import DefinitionError
 
 from . import lambdas
@@ -28,6 +26,8 @@ from .document import State, StateMachine, parse
 
 def read_document(path: Path) -> Any:
     """The ASL document of a file, validated (errors name the file, the state, the field)."""
+    import yaml  # noqa: PLC0415 - only a file read needs it, never the engine
+
     try:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
