@@ -447,3 +447,56 @@ def test_a_machine_from_the_developer_guide_runs_on_the_engine(tmp_path: Path) -
     assert output["Payload"] == "Hello, AWS Step Functions!"  # lambda:invoke's response
     assert (output["StatusCode"], output["ExecutedVersion"]) == (200, "$LATEST")
     assert [t.pool for t in h.queue.sent] == ["asl"]
+
+
+def test_a_retry_longer_than_a_queue_delay_is_never_claimed_early() -> None:
+    machine = {
+        "StartAt": "Flaky",
+        "States": {
+            "Flaky": {
+                "Type": "Task",
+                "Resource": f"{FN}Flaky",
+                "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 2000}],
+                "End": True,
+            }
+        },
+    }
+    outcomes = iter([RuntimeError("boom"), "ok"])
+
+    def flaky(ctx: AgentContext) -> Any:
+        out = next(outcomes)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    w = World(machine, Flaky=flaky)
+    wf = w.start({})
+    failed_at = w.h.clock.now_ms()
+    w.h.pump()
+    for _ in range(3):  # the message comes back every 15 minutes, early each time but the last
+        w.h.clock.advance(900)
+        w.h.pump()
+    assert w.item(wf)["status"] == WorkflowStatus.SUCCEEDED.value
+    claims = [c for c in w.calls if c[1] == 2]
+    assert len(claims) == 1
+    second = w.unit(wf, "V#Flaky#1").history[-1]
+    assert second["c"] >= failed_at + 2_000_000  # claimed only once the retrier's delay ended
+
+
+def test_an_output_that_is_not_json_fails_the_task_as_lambda_would() -> None:
+    machine = {
+        "StartAt": "Odd",
+        "States": {
+            "Odd": {
+                "Type": "Task",
+                "Resource": f"{FN}Odd",
+                "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+    w = World(machine, Odd=lambda ctx: {"nan": float("nan")})
+    wf = w.start({})
+    w.h.pump()
+    assert w.view(wf)["output"]["Error"] == "Lambda.Unknown"

@@ -94,6 +94,7 @@ PATH_PREFIX = "ASLPATH#"  # pk of a workflow's path items; sk: the entry's numbe
 PATH_KEPT_SECONDS = 366 * 86_400  # a path entry outlives its workflow's longest run (a year)
 DEFINITION_FAILURE = "definition"  # `failure` of a FAILED that a Fail state or error designed
 MAX_TRANSACTION_ITEMS = 100  # DynamoDB's cap on one TransactWriteItems
+MAX_MESSAGE_DELAY = 900  # seconds: SQS's longest DelaySeconds
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 TASK_TIMEOUT = "States.Timeout"
 
@@ -280,6 +281,7 @@ class AslEngine:
             name = unit_name(t.unit.state, t.unit.visit)
             pool = self._pool(definition, t.unit)
             delay = 0 if t.available_at is None else max(0, -(-(t.available_at - now) // 1000))
+            delay = min(delay, MAX_MESSAGE_DELAY)  # a longer one comes back (`claim`)
             tasks.append(
                 OutgoingTask(pool, TaskMessage(wf.workflow_id, name, t.unit.attempt + 1), delay)
             )
@@ -544,6 +546,14 @@ class AslEngine:
             return f"workflow is {wf.status.value}"
         if rec.status is not StepStatus.QUEUED or rec.attempt != message.attempt:
             return f"unit is {rec.status.value} at attempt {rec.attempt}"
+        early = (rec.available_at or 0) - self._now()
+        if early > 0:
+            # A retry's delay longer than a queue's longest (15 minutes): the message goes
+            # back for what is left of it, and no attempt is claimed before its time.
+            seconds = min(MAX_MESSAGE_DELAY, -(-early // 1000))
+            pool = self._pool_of_unit(head, rec)
+            self.scheduler.deliver([OutgoingTask(pool, message, seconds)])
+            return f"unit is waiting for its retry ({seconds} s)"
         cursor = self._cursor(head)
         definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
         task = cursor.task if cursor is not None and cursor.unit == rec.name else {}
@@ -581,8 +591,19 @@ class AslEngine:
         if error is not None:
             failed = lambdas.error_of(error, claimed.request_id)
             return TaskFailed(failed.error, failed.cause)
+        try:
+            jsonsafe.dumps(outcome, what="output")
+        except jsonsafe.JsonRejected as exc:  # what Lambda could not have returned either
+            return TaskFailed("Lambda.Unknown", f"The function's result is not JSON: {exc.message}")
         at = iso(_to_dt(self._now()))
         return TaskSucceeded(lambdas.shape(invoked, outcome, claimed.request_id, at))
+
+    def _pool_of_unit(self, head: Item, rec: StepRecord) -> str:
+        cursor = self._cursor(head)
+        wf = WorkflowRecord.from_item(head)
+        definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
+        function = cursor.task.get("function", "") if cursor is not None else ""
+        return definition.lambda_pools.get(function, definition.lambda_pool)
 
     # ------------------------------------------------------------------ the supervisor
 

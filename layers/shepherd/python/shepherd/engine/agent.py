@@ -525,6 +525,11 @@ class AgentRuntime:
             heartbeat.start_background()
         try:
             result = fn(ctx)
+            if isinstance(result, Pending):
+                raise PermanentError(
+                    "a state machine's Task cannot return Pending (use .waitForTaskToken)",
+                    name="CallbackNotSupported",
+                )
         except Exception as exc:
             return self.scheduler.asl.result(claimed, error=exc)
         finally:
