@@ -500,3 +500,36 @@ def test_an_output_that_is_not_json_fails_the_task_as_lambda_would() -> None:
     wf = w.start({})
     w.h.pump()
     assert w.view(wf)["output"]["Error"] == "Lambda.Unknown"
+
+
+def test_a_cancel_ends_it_and_fences_the_attempt_in_flight() -> None:
+    holder: dict[str, Any] = {}
+
+    def cancelled_meanwhile(ctx: AgentContext) -> Any:
+        if ctx.step == "V#Work#2":
+            holder["w"].h.operations.cancel(holder["wf"])
+        return _inc(ctx)
+
+    w = World(LOOP, Inc=cancelled_meanwhile)
+    holder["w"] = w
+    wf = holder["wf"] = w.start({"times": 5})
+    handled = w.h.pump()
+    assert w.item(wf)["status"] == WorkflowStatus.CANCELLED.value
+    assert [(m.step, r.outcome) for m, r in handled] == [
+        ("V#Work#1", Outcome.SUCCEEDED),
+        ("V#Work#2", Outcome.FENCED),  # its result landed after the cancel: not recorded
+    ]
+    assert w.unit(wf, "V#Work#2").status is StepStatus.RUNNING
+    assert w.sent(wf) == [("V#Work#1", 1), ("V#Work#2", 1)]
+    assert w.path(wf)[-1] == ("Work", 2)  # the path stops where the cancel found it
+
+
+def test_operator_actions_not_built_for_a_machine_are_refused() -> None:
+    from shepherd.errors import InvalidTransition
+
+    w = World(WAIT, Work=lambda ctx: "done")
+    wf = w.start({})
+    for action in (w.h.operations.pause, w.h.operations.compensate):
+        with pytest.raises(InvalidTransition, match="not built for state machines yet"):
+            action(wf)
+    assert w.item(wf)["status"] == WorkflowStatus.RUNNING.value
