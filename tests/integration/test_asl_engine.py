@@ -533,3 +533,31 @@ def test_operator_actions_not_built_for_a_machine_are_refused() -> None:
         with pytest.raises(InvalidTransition, match="not built for state machines yet"):
             action(wf)
     assert w.item(wf)["status"] == WorkflowStatus.RUNNING.value
+
+
+@pytest.mark.parametrize("where", ["wait", "task"])
+def test_the_machines_timeout_seconds_ends_it_whatever_it_waits_for(where: str) -> None:
+    machine = {
+        "TimeoutSeconds": 30,
+        "StartAt": "Wait an hour",
+        "States": {
+            "Wait an hour": {"Type": "Wait", "Seconds": 3600, "Next": "Work"},
+            "Work": {"Type": "Task", "Resource": f"{FN}Work", "End": True},
+        },
+    }
+    if where == "task":
+        machine["StartAt"] = "Work"
+    w = World(machine, Work=lambda ctx: "done")
+    wf = w.start({})
+    assert int(w.item(wf)["due_at"]) <= w.h.clock.now_ms() + 30_000  # never later than it
+    w.h.pump(on_message=lambda m: "hold")  # a task's agent that never answers
+    w.h.clock.advance(29)
+    w.h.sweep()
+    assert w.item(wf)["status"] == WorkflowStatus.RUNNING.value
+    w.h.clock.advance(1)
+    report = w.h.sweep()
+    assert report.actions["TimeOutMachine"] == 1
+    view = w.view(wf)
+    assert w.item(wf)["status"] == WorkflowStatus.FAILED.value
+    assert (view["error"], view["failure"]) == ("States.Timeout", "definition")
+    assert w.calls == []

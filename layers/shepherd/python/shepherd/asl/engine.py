@@ -131,6 +131,7 @@ class Cursor:
     wake_at: int | None = None
     seq: int = 0  # the next path entry's number
     open: dict[str, int] = field(default_factory=dict)  # state -> its open path entry
+    deadline: int | None = None  # the machine's TimeoutSeconds from its start
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,6 +141,7 @@ class Cursor:
             "wake_at": self.wake_at,
             "seq": self.seq,
             "open": self.open,
+            "deadline": self.deadline,
         }
 
     @classmethod
@@ -151,6 +153,7 @@ class Cursor:
             wake_at=data.get("wake_at"),
             seq=int(data.get("seq", 0)),
             open=dict(data.get("open") or {}),
+            deadline=data.get("deadline"),
         )
 
 
@@ -232,7 +235,10 @@ class AslEngine:
         interpreter = self._interpreter(definition, wf)
         now = self._now()
         frame, actions = interpreter.start(self.scheduler.value(wf.input), _to_dt(now))
-        return self._commit(item, wf, definition, interpreter, Cursor(frame), actions, now, None)
+        timeout = definition.machine.timeout_seconds if definition.machine else None
+        deadline = wf.created_at + int(timeout * 1000) if timeout else None
+        cursor = Cursor(frame, deadline=deadline)
+        return self._commit(item, wf, definition, interpreter, cursor, actions, now, None)
 
     # ------------------------------------------------------------------------ a transition
 
@@ -402,6 +408,11 @@ class AslEngine:
         """When the supervisor must look: a resting Wait's wake time; a new unit's message
         counts as lost after the dispatch grace, or its attempt may be overdue after its
         lease (whichever comes first; the look then moves it to the attempt's deadline)."""
+        deadline = t.cursor.deadline
+        due = self._next_due(definition, t, now)
+        return due if deadline is None else min(due, deadline)
+
+    def _next_due(self, definition: Definition, t: _Transition, now: int) -> int:
         if t.cursor.wake_at is not None:
             return t.cursor.wake_at
         start = t.available_at if t.available_at is not None else now
@@ -618,9 +629,19 @@ class AslEngine:
         if cursor is None:
             return "Begin" if self.begin(wf.workflow_id) else None
         definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
+        if cursor.deadline is not None and now >= cursor.deadline:
+            # The machine's TimeoutSeconds: the execution ends whatever a Catch says; the
+            # attempt in flight can record nothing after this write (its cursor moved).
+            interpreter = self._interpreter(definition, wf)
+            seconds = (cursor.deadline - wf.created_at) // 1000
+            ended: list[Action] = [
+                Failed(TASK_TIMEOUT, f"The execution ran past its TimeoutSeconds ({seconds} s)")
+            ]
+            timed_out = self._commit(item, wf, definition, interpreter, cursor, ended, now, None)
+            return "TimeOutMachine" if timed_out else None
         if cursor.wake_at is not None:
             if cursor.wake_at > now:
-                self._move_due(item, wf, cursor.wake_at)
+                self._move_due(item, wf, self._capped(cursor, cursor.wake_at))
                 return None
             interpreter = self._interpreter(definition, wf)
             frame, actions = interpreter.advance(cursor.frame, WaitElapsed(), _to_dt(now))
@@ -628,6 +649,13 @@ class AslEngine:
                 item, wf, definition, interpreter, replace(cursor, frame=frame), actions, now, None
             )
             return "Wake" if woke else None
+        return self._look_at_unit(item, wf, definition, cursor, now)
+
+    def _look_at_unit(
+        self, item: Item, wf: WorkflowRecord, definition: Definition, cursor: Cursor, now: int
+    ) -> str | None:
+        """The current unit's supervision: a lost message sent again, an attempt past its
+        lease timed out (then the retriers decide), else the entry moved to its deadline."""
         if cursor.unit is None:
             return None
         unit = self._store.get(visits_pk(wf.workflow_id), item_sk("step", cursor.unit))
@@ -644,7 +672,7 @@ class AslEngine:
         if rec.status is StepStatus.QUEUED:
             since = max(rec.dispatched_at or 0, rec.available_at or 0, rec.resent_at or 0)
             if now < since + grace:
-                self._move_due(item, wf, since + grace)
+                self._move_due(item, wf, self._capped(cursor, since + grace))
                 return None
             resent = tx.Write(
                 *rec.key,
@@ -657,7 +685,7 @@ class AslEngine:
             self.scheduler.deliver(
                 [OutgoingTask(pool, TaskMessage(wf.workflow_id, rec.name, rec.attempt))]
             )
-            self._move_due(item, wf, now + grace)
+            self._move_due(item, wf, self._capped(cursor, now + grace))
             return "Redispatch"
         if rec.status is StepStatus.RUNNING:
             timeout_at = (rec.claimed_at or now) + spec.timeout_seconds * 1000
@@ -668,7 +696,7 @@ class AslEngine:
             )
             deadline = min(timeout_at, beat_at or timeout_at)
             if now < deadline:
-                self._move_due(item, wf, deadline)
+                self._move_due(item, wf, self._capped(cursor, deadline))
                 return None
             timed_out = beat_at is not None and beat_at <= timeout_at
             error = HEARTBEAT_TIMEOUT if timed_out else TASK_TIMEOUT
@@ -682,9 +710,14 @@ class AslEngine:
                 if rec.heartbeat_at
                 else Missing("heartbeat_at")
             )
-            ended = self.end_unit(rec, TaskFailed(error, cause), seen)
-            return "TimeOut" if ended else None
+            out = self.end_unit(rec, TaskFailed(error, cause), seen)
+            return "TimeOut" if out else None
         return None
+
+    @staticmethod
+    def _capped(cursor: Cursor, due: int) -> int:
+        """A due time no later than the machine's own deadline."""
+        return due if cursor.deadline is None else min(due, cursor.deadline)
 
     def _move_due(self, item: Item, wf: WorkflowRecord, due: int) -> None:
         if wf.due_at == due:
