@@ -25,9 +25,12 @@
   read back to advance: a loop's transition costs the same at its last iteration as at its
   first.
 
-Not built here yet: Parallel and Map (a workflow reaching one fails `States.Runtime`),
-`.waitForTaskToken` and service integrations on the engine, the machine's TimeoutSeconds,
-cancel/pause of an ASL workflow.
+* **Parallel and Map are children**: each branch or item a child ASL workflow created with the
+  write that reaches the state; the last child's end moves the parent on.
+* **The machine's TimeoutSeconds** is a deadline on the cursor; the look at it ends it FAILED.
+
+Not built here yet: more than 40 branches or items, a MaxConcurrency below the item count,
+`.waitForTaskToken` and service integrations, operator actions but cancel.
 
 Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
@@ -35,6 +38,8 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import logging
 import uuid as _uuid
 from collections.abc import Callable, Sequence
@@ -61,6 +66,8 @@ from . import lambdas
 from .errors import RUNTIME, StatesError
 from .machine import (
     Action,
+    BranchesFinished,
+    BranchOutcome,
     Context,
     Entered,
     Event,
@@ -96,6 +103,15 @@ DEFINITION_FAILURE = "definition"  # `failure` of a FAILED that a Fail state or 
 MAX_TRANSACTION_ITEMS = 100  # DynamoDB's cap on one TransactWriteItems
 MAX_MESSAGE_DELAY = 900  # seconds: SQS's longest DelaySeconds
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
+SCOPE = "asl_scope"  # a child's (a branch's or a map item's) way into the machine, as JSON
+TOLERANCE_FIELDS = (
+    "ToleratedFailureCount",
+    "ToleratedFailurePercentage",
+    "ToleratedFailureCountPath",
+    "ToleratedFailurePercentagePath",
+)
+MAX_CHILDREN = 40  # branches or items of one Parallel or Map on the engine, for now
+DISPATCH_GRACE_SECONDS = 60  # how soon a look checks a child nobody began, or a parent
 TASK_TIMEOUT = "States.Timeout"
 
 
@@ -132,6 +148,11 @@ class Cursor:
     seq: int = 0  # the next path entry's number
     open: dict[str, int] = field(default_factory=dict)  # state -> its open path entry
     deadline: int | None = None  # the machine's TimeoutSeconds from its start
+    # A branch's or a map item's child: the way from the machine to its states list
+    # ([[state, branch index], ...]) and the root execution's id and stored input ($$).
+    scope: dict[str, Any] = field(default_factory=dict)
+    # While a Parallel or a Map runs: its state and the ids of its children, in order.
+    branches: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,6 +163,8 @@ class Cursor:
             "seq": self.seq,
             "open": self.open,
             "deadline": self.deadline,
+            "scope": self.scope,
+            "branches": self.branches,
         }
 
     @classmethod
@@ -154,6 +177,8 @@ class Cursor:
             seq=int(data.get("seq", 0)),
             open=dict(data.get("open") or {}),
             deadline=data.get("deadline"),
+            scope=dict(data.get("scope") or {}),
+            branches=data.get("branches"),
         )
 
 
@@ -180,6 +205,7 @@ class _Transition:
     unit: RunTask | None = None
     available_at: int | None = None
     ended: Succeeded | Failed | None = None
+    branches: RunBranches | None = None
 
 
 class AslEngine:
@@ -203,20 +229,30 @@ class AslEngine:
             return None
         return Cursor.from_json(self.scheduler.value(stored))
 
-    def _interpreter(self, definition: Definition, wf: WorkflowRecord) -> Interpreter:
+    def _interpreter(
+        self, definition: Definition, wf: WorkflowRecord, scope: dict[str, Any] | None = None
+    ) -> Interpreter:
+        """The interpreter of the workflow's states list: the machine's, or for a branch's or
+        a map item's child the one its scope leads to (its `$$.Execution` is the root's)."""
         machine = definition.machine
         assert machine is not None
+        scope = scope or {}
+        for state, index in scope.get("path", []):
+            machine = machine.states[state].branches[index]
         name = wf.wf_type
+        root = scope.get("root", wf.workflow_id)
+        stored_input = scope.get("input", wf.input)
+        created = int(scope.get("created_at", wf.created_at))
         return Interpreter(
             machine,
             Context(
-                execution_id=f"arn:aws:states:local:000000000000:execution:{name}:{wf.workflow_id}",
-                execution_name=wf.workflow_id,
+                execution_id=f"arn:aws:states:local:000000000000:execution:{name}:{root}",
+                execution_name=root,
                 state_machine_id=f"arn:aws:states:local:000000000000:stateMachine:{name}",
                 state_machine_name=name,
-                input=self.scheduler.value(wf.input),
-                start_time=iso(_to_dt(wf.created_at)),
-                seed=int(wf.created_at),
+                input=self.scheduler.value(stored_input),
+                start_time=iso(_to_dt(created)),
+                seed=created,
             ),
         )
 
@@ -232,12 +268,17 @@ class AslEngine:
         if wf.status is not WorkflowStatus.RUNNING:
             return False
         definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
-        interpreter = self._interpreter(definition, wf)
+        scope = json.loads(item[SCOPE]) if SCOPE in item else {}
+        interpreter = self._interpreter(definition, wf, scope)
         now = self._now()
-        frame, actions = interpreter.start(self.scheduler.value(wf.input), _to_dt(now))
-        timeout = definition.machine.timeout_seconds if definition.machine else None
+        variables = self.scheduler.value(scope["variables"]) if "variables" in scope else None
+        frame, actions = interpreter.start(
+            self.scheduler.value(wf.input), _to_dt(now), variables, int(scope.get("events", 1))
+        )
+        timeout = definition.machine.timeout_seconds if definition.machine and not scope else None
         deadline = wf.created_at + int(timeout * 1000) if timeout else None
-        cursor = Cursor(frame, deadline=deadline)
+        scope.pop("variables", None)
+        cursor = Cursor(frame, deadline=deadline, scope=scope)
         return self._commit(item, wf, definition, interpreter, cursor, actions, now, None)
 
     # ------------------------------------------------------------------------ a transition
@@ -259,21 +300,7 @@ class AslEngine:
         this move comes from (fenced), then the cursor (versioned), the next unit, the path.
         False: a condition failed (a superseded attempt, or someone moved the cursor)."""
         t = _Transition(cursor=replace(cursor, unit=None, task={}, wake_at=None), now=now)
-        frame = cursor.frame
-        while True:
-            wait = self._gather(t, actions)
-            if wait is None:
-                break
-            until, retry = wait
-            until_ms = _to_ms(until)
-            if retry:
-                t.available_at = max(until_ms, now)
-            elif until_ms > now:
-                t.cursor.wake_at = until_ms  # rests: the supervisor wakes it
-                break
-            frame, actions = interpreter.advance(frame, WaitElapsed(), _to_dt(now))
-            t.cursor.frame = frame
-        t.cursor.frame = frame
+        self._carry(t, interpreter, actions)
         writes: list[tx.Write] = []
         same_unit = False
         if ending is not None:
@@ -281,6 +308,7 @@ class AslEngine:
             nxt = t.unit
             same_unit = nxt is not None and unit_name(nxt.state, nxt.visit) == cursor.unit
             writes.append(ending(nxt if same_unit else None, t.available_at))
+        children = self._children(item, wf, t) if t.branches is not None else []
         writes.append(self._cursor_write(item, wf, definition, t))
         tasks: list[OutgoingTask] = []
         if t.unit is not None:
@@ -293,6 +321,7 @@ class AslEngine:
             )
             if not same_unit:
                 writes.append(self._new_unit(wf, name, t.unit, now, t.available_at))
+        writes.extend(w for _, w in children)
         writes.extend(self._path_writes(wf.workflow_id, t))
         head, rest = writes[:MAX_TRANSACTION_ITEMS], writes[MAX_TRANSACTION_ITEMS:]
         lost = self.scheduler.executor.contended(head)
@@ -301,7 +330,179 @@ class AslEngine:
         for write in rest:  # a long run of control states: its path entries, after
             self.scheduler.executor.raw(write)
         self.scheduler.deliver(tasks)
+        for child_id, _ in children:  # best effort: the supervisor begins one whose begin died
+            self.begin(child_id)
+        if t.ended is not None and SCOPE in item and wf.parent_id is not None:
+            self.branches_ended(wf.parent_id)  # a branch's end may end its Parallel or Map
         return True
+
+    def _children(
+        self, item: Item, wf: WorkflowRecord, t: _Transition
+    ) -> list[tuple[str, tx.Write]]:
+        """A Parallel's branches or a Map's items as child workflows (each an ASL workflow
+        of its own: its cursor, its units, its supervision), created in the transaction that
+        moves the parent to them; the parent's cursor names them, in order."""
+        run = t.branches
+        assert run is not None
+        visit = t.cursor.frame.visits.get(run.state, 0)
+        digest = hashlib.sha256(f"{wf.workflow_id}|{run.state}|{visit}".encode()).hexdigest()[:10]
+        scope = t.cursor.scope
+        root = scope.get("root", wf.workflow_id)
+        variables = self.scheduler.keep(
+            jsonsafe.dumps(dict(run.variables)), wf.workflow_id, "asl", digest, "variables"
+        )
+        out = []
+        ids = []
+        for i, value in enumerate(run.inputs):
+            child_id = f"{wf.workflow_id}-{digest}-{i}"
+            ids.append(child_id)
+            child_scope = {
+                "path": [*scope.get("path", []), [run.state, 0 if run.kind == "Map" else i]],
+                "root": root,
+                "input": scope.get("input", wf.input),
+                "created_at": scope.get("created_at", wf.created_at),
+                "variables": variables,
+                "events": run.events,
+            }
+            record = WorkflowRecord(
+                workflow_id=child_id,
+                wf_type=wf.wf_type,
+                def_hash=wf.def_hash,
+                status=WorkflowStatus.RUNNING,
+                input=self.scheduler.keep(jsonsafe.dumps(value), child_id, "input"),
+                owner=wf.owner,
+                request_hash=digest,
+                created_at=t.now,
+                updated_at=t.now,
+                watch_shard=self.scheduler.shard(child_id),
+                due_at=t.now + 1000 * DISPATCH_GRACE_SECONDS,
+                parent_id=wf.workflow_id,
+                parent_step=run.state,
+                parent_item=i,
+            )
+            values = {k: v for k, v in record.to_item().items() if k not in ("pk", "sk")}
+            values[SCOPE] = jsonsafe.dumps(child_scope)
+            write = tx.Write(wf_pk(child_id), WF_SK, Update(set=values), Missing("pk"))
+            out.append((child_id, write))
+        t.cursor.branches = {"state": run.state, "kind": run.kind, "children": ids}
+        return out
+
+    def branches_ended(self, workflow_id: str, now: int | None = None) -> bool:
+        """After one of its children ended (or at a look): if every branch (item) ended, or
+        one failed that the state does not tolerate, the parent moves on with their outcomes
+        in order (one read of its children), and children still running are cancelled."""
+        item = self._store.get(wf_pk(workflow_id), WF_SK)
+        if item is None:
+            return False
+        wf = WorkflowRecord.from_item(item)
+        cursor = self._cursor(item)
+        if wf.status is not WorkflowStatus.RUNNING or cursor is None or not cursor.branches:
+            return False
+        ids: list[str] = cursor.branches["children"]
+        found: dict[str, Item] = {}
+        for start in range(0, len(ids), 100):
+            keys = [(wf_pk(i), WF_SK) for i in ids[start : start + 100]]
+            found |= {str(i["pk"]).removeprefix("WF#"): i for i in self._store.get_many(keys)}
+        definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
+        interpreter = self._interpreter(definition, wf, cursor.scope)
+        state = interpreter.machine.states[cursor.branches["state"]]
+        outcomes = self._outcomes(
+            ids, found, tolerant=state.type == "Map" and any(state.has(k) for k in TOLERANCE_FIELDS)
+        )
+        if outcomes is None:
+            return False
+        now = self._now() if now is None else now
+        frame, actions = interpreter.advance(
+            cursor.frame, BranchesFinished(tuple(outcomes), cursor.frame.events), _to_dt(now)
+        )
+        moved = self._commit(
+            item,
+            wf,
+            definition,
+            interpreter,
+            replace(cursor, frame=frame, branches=None),
+            actions,
+            now,
+            None,
+        )
+        if moved:
+            for child_id in ids:  # a failed branch ended the state: stop the others
+                child = found.get(child_id)
+                if child is None or child.get("status") == "RUNNING":
+                    self._cancel_child(child_id, child, now)
+        return moved
+
+    def _outcomes(
+        self, ids: Sequence[str], found: dict[str, Item], *, tolerant: bool
+    ) -> list[BranchOutcome] | None:
+        """The children's outcomes in order, once the state can end: every one ended, or
+        (unless a Map tolerates failures) the first failure with the ends before it. None:
+        not yet."""
+        out: list[BranchOutcome] = []
+        for child_id in ids:
+            child = found.get(child_id) or {}
+            status = child.get("status")
+            if status == WorkflowStatus.SUCCEEDED.value:
+                out.append(BranchOutcome(output=self.scheduler.value(child.get(OUTPUT))))
+            elif status == WorkflowStatus.FAILED.value:
+                out.append(
+                    BranchOutcome(
+                        failed=True, error=child.get("asl_error"), cause=child.get("asl_cause")
+                    )
+                )
+            else:
+                continue
+        ended = len(out) == len(ids)
+        if ended or (not tolerant and any(o.failed for o in out)):
+            return out if ended else [o for o in out if o.failed][:1]
+        return None
+
+    def _cancel_child(self, child_id: str, child: Item | None, now: int) -> None:
+        if child is None:
+            return
+        write = tx.Write(
+            wf_pk(child_id),
+            WF_SK,
+            Update(
+                set={
+                    "status": WorkflowStatus.CANCELLED.value,
+                    "updated_at": now,
+                    "finished_at": now,
+                    "expires_at": self.scheduler.expires(now),
+                },
+                remove=("watch_shard", "due_at"),
+            ),
+            Eq("status", WorkflowStatus.RUNNING.value),
+        )
+        self.scheduler.executor.raw(write, child)
+
+    def _carry(self, t: _Transition, interpreter: Interpreter, actions: list[Action]) -> None:
+        """Fold the actions into `t`, taking at once what needs no waiting: a Wait already
+        due, a retrier's delay (its attempt is sent with that delay), branches with nothing
+        to run. It stops at a task, a rest, branches to run, or the end."""
+        now = t.now
+        frame = t.cursor.frame
+        while True:
+            wait = self._gather(t, actions)
+            if t.branches is not None and not t.branches.inputs:  # nothing to run: done
+                t.branches = None
+                frame, actions = interpreter.advance(
+                    frame, BranchesFinished((), frame.events), _to_dt(now)
+                )
+                t.cursor.frame = frame
+                continue
+            if wait is None:
+                break
+            until, retry = wait
+            until_ms = _to_ms(until)
+            if retry:
+                t.available_at = max(until_ms, now)
+            elif until_ms > now:
+                t.cursor.wake_at = until_ms  # rests: the supervisor wakes it
+                break
+            frame, actions = interpreter.advance(frame, WaitElapsed(), _to_dt(now))
+            t.cursor.frame = frame
+        t.cursor.frame = frame
 
     def _gather(
         self, t: _Transition, actions: Sequence[Action]
@@ -331,11 +532,16 @@ class AslEngine:
             elif isinstance(action, StartWait):
                 return action.until, action.retry
             elif isinstance(action, RunBranches):
-                t.ended = Failed(
-                    RUNTIME,
-                    f"The {action.kind} state '{action.state}' does not run on the engine yet "
-                    "(shepherd asl run runs it in process)",
-                )
+                limited = 0 < action.max_concurrency < len(action.inputs)
+                if len(action.inputs) > MAX_CHILDREN or limited:
+                    t.ended = Failed(
+                        RUNTIME,
+                        f"The {action.kind} state '{action.state}' has {len(action.inputs)} "
+                        f"branches or items (MaxConcurrency {action.max_concurrency}): on the "
+                        f"engine at most {MAX_CHILDREN}, all at once, for now",
+                    )
+                else:
+                    t.branches = action
             elif isinstance(action, Succeeded | Failed):
                 t.ended = action
         return None
@@ -415,6 +621,8 @@ class AslEngine:
     def _next_due(self, definition: Definition, t: _Transition, now: int) -> int:
         if t.cursor.wake_at is not None:
             return t.cursor.wake_at
+        if t.branches is not None:  # its children's ends move it; a look checks them then
+            return now + 1000 * DISPATCH_GRACE_SECONDS
         start = t.available_at if t.available_at is not None else now
         if t.unit is None:
             return now
@@ -487,7 +695,7 @@ class AslEngine:
             if wf.status is not WorkflowStatus.RUNNING or cursor is None or cursor.unit != rec.name:
                 return False
             definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
-            interpreter = self._interpreter(definition, wf)
+            interpreter = self._interpreter(definition, wf, cursor.scope)
             now = self._now()
             frame, actions = interpreter.advance(cursor.frame, event, _to_dt(now))
             cursor = replace(cursor, frame=frame)
@@ -632,18 +840,23 @@ class AslEngine:
         if cursor.deadline is not None and now >= cursor.deadline:
             # The machine's TimeoutSeconds: the execution ends whatever a Catch says; the
             # attempt in flight can record nothing after this write (its cursor moved).
-            interpreter = self._interpreter(definition, wf)
+            interpreter = self._interpreter(definition, wf, cursor.scope)
             seconds = (cursor.deadline - wf.created_at) // 1000
             ended: list[Action] = [
                 Failed(TASK_TIMEOUT, f"The execution ran past its TimeoutSeconds ({seconds} s)")
             ]
             timed_out = self._commit(item, wf, definition, interpreter, cursor, ended, now, None)
             return "TimeOutMachine" if timed_out else None
+        if cursor.branches:
+            if self.branches_ended(wf.workflow_id, now):
+                return "BranchesEnded"
+            self._move_due(item, wf, self._capped(cursor, now + 1000 * DISPATCH_GRACE_SECONDS))
+            return None
         if cursor.wake_at is not None:
             if cursor.wake_at > now:
                 self._move_due(item, wf, self._capped(cursor, cursor.wake_at))
                 return None
-            interpreter = self._interpreter(definition, wf)
+            interpreter = self._interpreter(definition, wf, cursor.scope)
             frame, actions = interpreter.advance(cursor.frame, WaitElapsed(), _to_dt(now))
             woke = self._commit(
                 item, wf, definition, interpreter, replace(cursor, frame=frame), actions, now, None
