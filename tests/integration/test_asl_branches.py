@@ -162,3 +162,36 @@ def test_more_branches_than_the_engine_runs_at_once_fail_plainly() -> None:
     assert w.item(wf)["status"] == WorkflowStatus.FAILED.value
     assert w.view(wf)["error"] == "States.Runtime"
     assert _children(w, wf) == {}
+
+
+def test_a_cancel_of_the_parent_cancels_its_running_children() -> None:
+    machine_branches = CAUGHT["States"]["Both"]["Branches"]
+    nested = {
+        "StartAt": "Outer",
+        "States": {
+            "Outer": {
+                "Type": "Parallel",
+                "Branches": [
+                    machine_branches[0],
+                    {
+                        "StartAt": "Inner",
+                        "States": {
+                            "Inner": {
+                                "Type": "Parallel",
+                                "Branches": [machine_branches[0]],
+                                "End": True,
+                            }
+                        },
+                    },
+                ],
+                "End": True,
+            }
+        },
+    }
+    w = World(nested)
+    wf = w.start({})
+    children = _children(w, wf)
+    assert len(children) == 3 and {c["status"] for c in children.values()} == {"RUNNING"}
+    w.h.operations.cancel(wf)
+    assert w.item(wf)["status"] == WorkflowStatus.CANCELLED.value
+    assert {c["status"] for c in _children(w, wf).values()} == {"CANCELLED"}

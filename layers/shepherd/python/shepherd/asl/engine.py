@@ -457,6 +457,20 @@ class AslEngine:
             return out if ended else [o for o in out if o.failed][:1]
         return None
 
+    def cancelled(self, workflow_id: str) -> None:
+        """After a cancel of a state machine: its running branches and map items (and
+        theirs) are cancelled too, so none runs on for a parent that ended."""
+        item = self._store.get(wf_pk(workflow_id), WF_SK)
+        cursor = self._cursor(item) if item is not None else None
+        if cursor is None or not cursor.branches:
+            return
+        now = self._now()
+        for child_id in cursor.branches["children"]:
+            child = self._store.get(wf_pk(child_id), WF_SK)
+            if child is not None and child.get("status") == WorkflowStatus.RUNNING.value:
+                self._cancel_child(child_id, child, now)
+                self.cancelled(child_id)
+
     def _cancel_child(self, child_id: str, child: Item | None, now: int) -> None:
         if child is None:
             return

@@ -144,6 +144,8 @@ class Operations:
 
         state, definition = self._act(workflow_id, owner, decide, machines=True)
         self._follow_up("cancel", lambda: self.scheduler.run(state, definition, supervisor=False))
+        if definition.state_machine is not None:  # its branches' and items' children too
+            self._follow_up("cancel", lambda: self.scheduler.asl.cancelled(workflow_id))
         return state.workflow
 
     def pause(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:
