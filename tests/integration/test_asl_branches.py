@@ -195,3 +195,20 @@ def test_a_cancel_of_the_parent_cancels_its_running_children() -> None:
     w.h.operations.cancel(wf)
     assert w.item(wf)["status"] == WorkflowStatus.CANCELLED.value
     assert {c["status"] for c in _children(w, wf).values()} == {"CANCELLED"}
+
+
+def test_the_machines_timeout_stops_its_children_too() -> None:
+    waiting_branch = CAUGHT["States"]["Both"]["Branches"][0]  # a Wait of an hour
+    machine = {
+        "TimeoutSeconds": 60,
+        "StartAt": "Both",
+        "States": {"Both": {"Type": "Parallel", "Branches": [waiting_branch], "End": True}},
+    }
+    w = World(machine)
+    wf = w.start({})
+    assert {c["status"] for c in _children(w, wf).values()} == {"RUNNING"}
+    w.h.clock.advance(60)
+    w.h.sweep()
+    assert w.item(wf)["status"] == WorkflowStatus.FAILED.value
+    assert w.view(wf)["error"] == "States.Timeout"
+    assert {c["status"] for c in _children(w, wf).values()} == {"CANCELLED"}

@@ -860,6 +860,8 @@ class AslEngine:
                 Failed(TASK_TIMEOUT, f"The execution ran past its TimeoutSeconds ({seconds} s)")
             ]
             timed_out = self._commit(item, wf, definition, interpreter, cursor, ended, now, None)
+            if timed_out:
+                self.cancelled(wf.workflow_id)  # its branches' children stop with it
             return "TimeOutMachine" if timed_out else None
         if cursor.branches:
             if self.branches_ended(wf.workflow_id, now):
