@@ -106,7 +106,7 @@ def test_error_matching() -> None:
                     }
                 },
             },
-            "States.A.ItemReader: the distributed Map's ItemReader",
+            "States.A.ItemReader.ReaderConfig: must be an object",
         ),
         (
             {

@@ -2,8 +2,8 @@
 
 Every mistake is a `DefinitionError` naming the file (the caller's `source`), the state (by its
 path through Parallel branches and Map processors) and the field, never a traceback. A feature
-this interpreter does not run (the distributed Map's ItemReader, ItemBatcher and ResultWriter,
-Credentials, Activity resources) is refused the same way, so a state machine never runs
+this interpreter does not run (an ItemReader other than an S3 object's items, Credentials,
+Activity resources) is refused the same way, so a state machine never runs
 half-understood.
 """
 
@@ -16,10 +16,14 @@ from typing import Any
 from shepherd.errors import DefinitionError
 
 from . import intrinsics, jsonata, paths, rules
+from .distributed import GET_OBJECT, INPUT_TYPES, PUT_OBJECT
 from .errors import Retrier, StatesError
 from .integrations import validate_resource
 
 JSONPATH, JSONATA = "JSONPath", "JSONata"
+# The codes of CreateStateMachine's InvalidDefinition error.
+SCHEMA_VALIDATION_FAILED = "SCHEMA_VALIDATION_FAILED"
+MISSING_TRANSITION_TARGET = "MISSING_TRANSITION_TARGET"
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
 TERMINAL_TYPES = ("Succeed", "Fail")
 
@@ -75,11 +79,6 @@ _JSONPATH_ONLY = {
 }
 _JSONATA_ONLY = {"Arguments", "Output", "Items"}
 _UNSUPPORTED = {
-    "ItemReader": "the distributed Map's ItemReader (reading items from S3) is not supported "
-    "yet: pass the items in the input (Items or ItemsPath)",
-    "ItemBatcher": "the distributed Map's ItemBatcher is not supported yet",
-    "ResultWriter": "the distributed Map's ResultWriter (writing results to S3) is not "
-    "supported yet",
     "Credentials": "Credentials (a task running under another role) is not supported",
 }
 _RETRIER_FIELDS = {
@@ -148,8 +147,13 @@ class _Parser:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, where: str, message: str) -> DefinitionError:
-        return DefinitionError(f"{self.source}: {where}{': ' if where else ''}{message}")
+    def fail(
+        self, where: str, message: str, code: str | None = SCHEMA_VALIDATION_FAILED
+    ) -> DefinitionError:
+        """The error, with the code CreateStateMachine's InvalidDefinition gives for it (none
+        for a feature Step Functions has and Shepherd does not run)."""
+        tail = f" ({code})" if code else ""
+        return DefinitionError(f"{self.source}: {where}{': ' if where else ''}{message}{tail}")
 
     def machine(
         self,
@@ -193,6 +197,7 @@ class _Parser:
         }
         for state in parsed.values():
             self.check_targets(state, parsed)
+        self.check_reachable(where, start, parsed)
         timeout = data.get("TimeoutSeconds")
         if timeout is not None and not _positive_int(timeout):
             raise self.fail(f"{where}TimeoutSeconds", "must be a positive integer")
@@ -216,7 +221,36 @@ class _Parser:
                 targets.append(("Default", state.raw["Default"]))
         for where, target in targets:
             if target not in states:
-                raise self.fail(f"{state.where}.{where}", f"'{target}' is not a state")
+                raise self.fail(
+                    f"{state.where}.{where}",
+                    f"'{target}' is not a state (Missing '{where.split('.')[-1]}' target: "
+                    f"{target})",
+                    code=MISSING_TRANSITION_TARGET,
+                )
+
+    def check_reachable(self, where: str, start: str, states: Mapping[str, State]) -> None:
+        """Every state is reached from StartAt: AWS refuses a state that is not with
+        `MISSING_TRANSITION_TARGET: State "X" is not reachable.` (its CreateStateMachine
+        answer, quoted in LocalStack's pull request 12487)."""
+        seen, todo = {start}, [start]
+        while todo:
+            state = states[todo.pop()]
+            targets = [state.next] if state.next else []
+            targets += [c.next for c in state.catchers]
+            if state.type == "Choice":
+                targets += [c.get("Next") for c in state.raw["Choices"]]
+                targets += [state.raw["Default"]] if state.has("Default") else []
+            for target in targets:
+                if isinstance(target, str) and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        for name in states:
+            if name not in seen:
+                raise self.fail(
+                    f"{where}States.{name}",
+                    f'State "{name}" is not reachable.',
+                    code=MISSING_TRANSITION_TARGET,
+                )
 
     def state(
         self, name: str, body: Any, where: str, language: str, scope: frozenset[str]
@@ -272,7 +306,7 @@ class _Parser:
         if key not in _FIELDS[kind]:
             raise self.fail(f"{at}.{key}", f"not a field of a {kind} state")
         if key in _UNSUPPORTED:
-            raise self.fail(f"{at}.{key}", _UNSUPPORTED[key])
+            raise self.fail(f"{at}.{key}", _UNSUPPORTED[key], code=None)
         if language == JSONATA and key in _JSONPATH_ONLY:
             raise self.fail(f"{at}.{key}", "a JSONPath field, in a JSONata state")
         if language == JSONPATH and key in _JSONATA_ONLY:
@@ -436,10 +470,61 @@ class _Parser:
             for a, b in (("Error", "ErrorPath"), ("Cause", "CausePath")):
                 if a in raw and b in raw:
                     raise self.fail(at, f"{a} and {b} are exclusive")
+        if state.type == "Map":
+            self.check_distributed(state)
         if state.type == "Map" and "Items" in raw and "ItemsPath" in raw:
             raise self.fail(at, "Items and ItemsPath are exclusive")
         if state.type == "Pass" and state.query_language == JSONATA and "Result" in raw:
             raise self.fail(f"{at}.Result", "a JSONPath field, in a JSONata state (use Output)")
+
+    def check_distributed(self, state: State) -> None:
+        """The distributed Map's ItemReader (an S3 object: JSON, JSON Lines or CSV),
+        ItemBatcher and ResultWriter (S3), as the developer guide describes them."""
+        at, raw = state.where, state.raw
+        arguments = "Arguments" if state.query_language == JSONATA else "Parameters"
+        if "ItemReader" in raw:
+            reader = raw["ItemReader"]
+            self.known(f"{at}.ItemReader", reader, {"Resource", "ReaderConfig", arguments})
+            if reader.get("Resource") != GET_OBJECT:
+                raise self.fail(
+                    f"{at}.ItemReader.Resource",
+                    f"the item reader built is {GET_OBJECT} (an S3 object's items); "
+                    f"'{reader.get('Resource')}' is not",
+                    code=None,
+                )
+            config = reader.get("ReaderConfig")
+            fields = {"InputType", "CSVHeaderLocation", "CSVHeaders", "CSVDelimiter"}
+            fields |= {"MaxItems", "MaxItemsPath"}
+            self.known(f"{at}.ItemReader.ReaderConfig", config, fields)
+            if config.get("InputType") not in INPUT_TYPES:
+                raise self.fail(
+                    f"{at}.ItemReader.ReaderConfig.InputType",
+                    f"must be one of {', '.join(INPUT_TYPES)}",
+                )
+            if config.get("CSVHeaderLocation", "FIRST_ROW") not in ("FIRST_ROW", "GIVEN"):
+                raise self.fail(
+                    f"{at}.ItemReader.ReaderConfig.CSVHeaderLocation", "must be FIRST_ROW or GIVEN"
+                )
+            if config.get("CSVHeaderLocation") == "GIVEN" and not isinstance(
+                config.get("CSVHeaders"), list
+            ):
+                raise self.fail(
+                    f"{at}.ItemReader.ReaderConfig.CSVHeaders",
+                    "an array of names is required with CSVHeaderLocation GIVEN",
+                )
+        if "ItemBatcher" in raw:
+            fields = {"MaxItemsPerBatch", "MaxInputBytesPerBatch", "BatchInput"}
+            fields |= {f"{f}Path" for f in ("MaxItemsPerBatch", "MaxInputBytesPerBatch")}
+            self.known(f"{at}.ItemBatcher", raw["ItemBatcher"], fields)
+        if "ResultWriter" in raw:
+            writer = raw["ResultWriter"]
+            self.known(f"{at}.ResultWriter", writer, {"Resource", arguments, "WriterConfig"})
+            if writer.get("Resource") != PUT_OBJECT:
+                raise self.fail(
+                    f"{at}.ResultWriter.Resource",
+                    f"the result writer built is {PUT_OBJECT}",
+                    code=None,
+                )
 
     def check_task(self, state: State) -> None:
         at, raw = state.where, state.raw
@@ -448,7 +533,7 @@ class _Parser:
         if not jsonata.is_expression(raw["Resource"]):
             refused = validate_resource(raw["Resource"])
             if refused is not None:
-                raise self.fail(f"{at}.Resource", refused)
+                raise self.fail(f"{at}.Resource", refused, code=None)
         for name in ("TimeoutSeconds", "HeartbeatSeconds"):
             if name in raw and f"{name}Path" in raw:
                 raise self.fail(at, f"{name} and {name}Path are exclusive")

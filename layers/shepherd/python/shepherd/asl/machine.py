@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import random as _random
+import uuid as _uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import errors, jsonata, paths, rules, templates
+from . import distributed, errors, jsonata, paths, rules, templates
 from .document import JSONATA, State, StateMachine
 from .errors import RUNTIME, StatesError
 from .values import dumps, is_number
 
 MAX_TRANSITIONS = 25_000
+# Step Functions' cause for States.ExceedToleratedFailureThreshold (emulators measured against AWS).
+EXCEEDED = "The specified tolerated failure threshold was exceeded"
 MAX_PAYLOAD_BYTES = 256 * 1024  # Step Functions' limit on a state's input, output or result
 
 
@@ -257,6 +260,10 @@ def frame_from_json(data: Mapping[str, Any]) -> Frame:
     )
 
 
+def _uuid_from(rng: _random.Random) -> _uuid.UUID:
+    return _uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
 def _no_next_state() -> StatesError:
     """A Choice that matched no rule and has no Default: Step Functions fails the execution
     with States.Runtime in these words (recorded against AWS), not States.NoChoiceMatched."""
@@ -318,6 +325,10 @@ class Interpreter:
                 return self._execute(replace(frame, attempt=frame.attempt + 1), state, now)
             if isinstance(event, WaitElapsed) and frame.pending == "wait":
                 return self._finish(frame, state, self._wait_done(frame, state), now)
+            if isinstance(event, TaskFailed | TaskSucceeded) and frame.pending == "reader":
+                return self._items_read(frame, state, event)
+            if isinstance(event, TaskFailed | TaskSucceeded) and frame.pending == "writer":
+                return self._written(frame, state, event, now)
             if isinstance(event, TaskFailed) and frame.pending == "task":
                 frame = replace(frame, events=frame.events + 1)  # TaskFailed
                 raise StatesError(event.error, event.cause, passed_on=True)
@@ -328,6 +339,8 @@ class Interpreter:
             if isinstance(event, BranchesFinished) and frame.pending == "branches":
                 frame = replace(frame, events=max(frame.events, event.events))
                 result = self._branches_done(frame, state, event.outcomes)
+                if state.type == "Map" and state.has("ResultWriter"):
+                    return self._write_results(frame, state, event.outcomes)
                 frame = replace(frame, events=frame.events + 1)  # *StateSucceeded
                 return self._finish(frame, state, self._task_done(frame, state, result), now)
         except StatesError as exc:
@@ -775,7 +788,13 @@ class Interpreter:
                 events=frame.events,
             )
             return replace(frame, effective_input=effective, pending="branches"), [action]
-        items = self._map_items(frame, state)
+        if state.has("ItemReader"):
+            return self._read_items(frame, state)
+        return self._start_map(frame, state, self._map_items(frame, state))
+
+    def _start_map(
+        self, frame: Frame, state: State, items: list[Any]
+    ) -> tuple[Frame, list[Action]]:
         concurrency = self._concurrency(frame, state)
         tolerated_count = self._tolerance(frame, state, "ToleratedFailureCount")
         tolerated_percentage = self._tolerance(frame, state, "ToleratedFailurePercentage")
@@ -791,10 +810,174 @@ class Interpreter:
             tolerated_percentage=tolerated_percentage,
             events=frame.events,
         )
-        return replace(frame, pending="branches"), [action]
+        # A ResultWriter writes each child's input beside its output: keep them until then.
+        kept = {"inputs": list(items)} if state.has("ResultWriter") else None
+        return replace(frame, pending="branches", effective_input=kept), [action]
 
-    def _map_items(self, frame: Frame, state: State) -> list[Any]:
+    # -- the distributed Map: ItemReader, ItemBatcher, ResultWriter --
+
+    def _reader_field(
+        self, frame: Frame, state: State, holder: Mapping[str, Any], name: str, where: str
+    ) -> Any:
+        """A field of ItemReader or ItemBatcher: JSONata, a payload template on the state's
+        input (after InputPath), or its `<name>Path`."""
         if state.query_language == JSONATA:
+            value = holder.get(name)
+            return (
+                None
+                if value is None
+                else self._jsonata(frame, state, value, field=f"{where}.{name}")
+            )
+        data = self._path(frame, state, "InputPath", frame.raw_input)
+        if f"{name}Path" in holder:
+            try:
+                return paths.select(
+                    holder[f"{name}Path"],
+                    data,
+                    context=self._context(frame, state),
+                    variables=frame.variables,
+                )
+            except paths.PathNotFound:
+                raise paths.runtime_not_found(holder[f"{name}Path"], name, data) from None
+        if name in holder and isinstance(holder[name], dict | list):
+            return self._template(frame, state, holder[name], data, f"{where}.{name}")
+        return holder.get(name)
+
+    def _read_items(self, frame: Frame, state: State) -> tuple[Frame, list[Action]]:
+        """Read the items from S3: an `s3:getObject` Task whose result `_items_read` parses."""
+        reader = state.raw["ItemReader"]
+        arguments = "Arguments" if state.query_language == JSONATA else "Parameters"
+        payload = self._reader_field(frame, state, reader, arguments, "ItemReader") or {}
+        frame = replace(frame, pending="reader", effective_input=payload)
+        return frame, [
+            RunTask(
+                state=state.name,
+                visit=frame.visits[state.name],
+                attempt=frame.attempt,
+                resource=reader["Resource"],
+                payload=payload,
+                timeout_seconds=None,
+                heartbeat_seconds=None,
+                token=None,
+            )
+        ]
+
+    def _items_read(
+        self, frame: Frame, state: State, event: TaskFailed | TaskSucceeded
+    ) -> tuple[Frame, list[Action]]:
+        if isinstance(event, TaskFailed):
+            raise StatesError(
+                errors.ITEM_READER_FAILED,
+                f"The ItemReader could not read its object: {event.error}: {event.cause}",
+            )
+        config = state.raw["ItemReader"].get("ReaderConfig") or {}
+        limit = (
+            self._reader_field(frame, state, config, "MaxItems", "ItemReader.ReaderConfig")
+            if config
+            else None
+        )
+        items = distributed.items_of(event.output, config, limit if is_number(limit) else None)
+        return self._start_map(frame, state, self._map_items(frame, state, items))
+
+    def _batched(self, frame: Frame, state: State, items: list[Any]) -> list[Any]:
+        batcher = state.raw["ItemBatcher"]
+        most = self._reader_field(frame, state, batcher, "MaxItemsPerBatch", "ItemBatcher")
+        size = self._reader_field(frame, state, batcher, "MaxInputBytesPerBatch", "ItemBatcher")
+        given = self._reader_field(frame, state, batcher, "BatchInput", "ItemBatcher")
+        return list(
+            distributed.batches(
+                items,
+                int(most) if is_number(most) else None,
+                int(size) if is_number(size) else None,
+                given,
+                "BatchInput" in batcher,
+            )
+        )
+
+    def _write_results(
+        self, frame: Frame, state: State, outcomes: Sequence[BranchOutcome]
+    ) -> tuple[Frame, list[Action]]:
+        """A ResultWriter: the children's results written to S3 (one `s3:putObject` Task per
+        file, the manifest last); the Map's result is where they are."""
+        writer = state.raw["ResultWriter"]
+        arguments = "Arguments" if state.query_language == JSONATA else "Parameters"
+        if state.query_language == JSONATA:
+            target = self._jsonata(frame, state, writer.get(arguments, {}), field="ResultWriter")
+        else:
+            data = self._path(frame, state, "InputPath", frame.raw_input)
+            target = self._template(frame, state, writer.get(arguments, {}), data, "ResultWriter")
+        run_id = str(_uuid_from(self._rng(frame, "map-run")))
+        label = state.get("Label", state.name)
+        map_run = distributed.map_run_arn(self.context.state_machine_id, label, run_id)
+        inputs = self._map_inputs_for_writer(frame, state, len(outcomes))
+        files, result = distributed.result_files(
+            str(target.get("Bucket", "")),
+            str(target.get("Prefix", "")),
+            run_id,
+            map_run,
+            self.context.execution_id,
+            [
+                (inputs[i] if i < len(inputs) else None, o.output, o.failed, o.error, o.cause)
+                for i, o in enumerate(outcomes)
+            ],
+            frame.entered_time,
+        )
+        pending = {"bucket": target.get("Bucket"), "files": files, "result": result}
+        return self._write_next(replace(frame, pending="writer", effective_input=pending), state)
+
+    def _map_inputs_for_writer(self, frame: Frame, state: State, count: int) -> list[Any]:
+        stored = frame.effective_input
+        if isinstance(stored, dict) and isinstance(stored.get("inputs"), list):
+            return list(stored["inputs"])
+        return [None] * count
+
+    def _write_next(self, frame: Frame, state: State) -> tuple[Frame, list[Action]]:
+        pending = dict(frame.effective_input)
+        key, body = pending["files"][0]
+        return frame, [
+            RunTask(
+                state=state.name,
+                visit=frame.visits[state.name],
+                attempt=frame.attempt,
+                resource=state.raw["ResultWriter"]["Resource"],
+                payload={"Bucket": pending["bucket"], "Key": key, "Body": body},
+                timeout_seconds=None,
+                heartbeat_seconds=None,
+                token=None,
+            )
+        ]
+
+    def _written(
+        self, frame: Frame, state: State, event: TaskFailed | TaskSucceeded, now: _dt.datetime
+    ) -> tuple[Frame, list[Action]]:
+        if isinstance(event, TaskFailed):
+            raise StatesError(
+                errors.RESULT_WRITER_FAILED,
+                f"The ResultWriter could not write its results: {event.error}: {event.cause}",
+            )
+        pending = dict(frame.effective_input)
+        pending["files"] = pending["files"][1:]
+        frame = replace(frame, effective_input=pending)
+        if pending["files"]:
+            return self._write_next(frame, state)
+        frame = replace(frame, events=frame.events + 1)  # MapStateSucceeded
+        return self._finish(frame, state, self._task_done(frame, state, pending["result"]), now)
+
+    def _map_items(self, frame: Frame, state: State, read: list[Any] | None = None) -> list[Any]:
+        items = self._selected_items(frame, state, read)
+        if state.has("ItemBatcher"):
+            return self._batched(frame, state, items)
+        return items
+
+    def _selected_items(self, frame: Frame, state: State, read: list[Any] | None) -> list[Any]:
+        if read is not None:
+            items: Any = read
+            data = (
+                frame.raw_input
+                if state.query_language == JSONATA
+                else self._path(frame, state, "InputPath", frame.raw_input)
+            )
+        elif state.query_language == JSONATA:
             items = (
                 self._jsonata(frame, state, state.raw["Items"], field="Items")
                 if state.has("Items")
@@ -878,6 +1061,15 @@ class Interpreter:
         self, frame: Frame, state: State, outcomes: Sequence[BranchOutcome]
     ) -> list[Any]:
         failed = [o for o in outcomes if o.failed]
+        if (
+            state.type == "Map"
+            and failed
+            and distributed.is_distributed(state.raw)
+            and not self._tolerates(state, frame, len(failed), outcomes)
+        ):
+            # A distributed Map's children are executions of a Map Run: past the tolerated
+            # failures (none by default) the Map fails with this error, not the child's.
+            raise StatesError(errors.EXCEED_TOLERATED_FAILURE_THRESHOLD, EXCEEDED)
         if state.type == "Map" and failed and self._tolerates(state, frame, len(failed), outcomes):
             return [
                 o.output if not o.failed else errors.error_output(o.error or "", o.cause or "")
@@ -885,14 +1077,12 @@ class Interpreter:
             ]
         if failed:
             first = failed[0]
-            if state.type == "Map" and (
-                state.has("ToleratedFailureCount") or state.has("ToleratedFailurePercentage")
+            if state.type == "Map" and any(
+                state.has(f"ToleratedFailure{kind}{path}")
+                for kind in ("Count", "Percentage")
+                for path in ("", "Path")
             ):
-                raise StatesError(
-                    errors.EXCEED_TOLERATED_FAILURE_THRESHOLD,
-                    f"The Map '{state.name}' failed: {len(failed)} of {len(outcomes)} items "
-                    "failed, more than it tolerates",
-                )
+                raise StatesError(errors.EXCEED_TOLERATED_FAILURE_THRESHOLD, EXCEEDED)
             raise StatesError(
                 first.error or errors.BRANCH_FAILED, first.cause or "", passed_on=True
             )

@@ -1,0 +1,165 @@
+"""The distributed Map's data (the developer guide's ItemReader, ItemBatcher and ResultWriter):
+the items an S3 object holds, the batches a child execution gets, and the files a ResultWriter
+writes. Pure: the interpreter reads and writes S3 through ordinary `s3:getObject` and
+`s3:putObject` Tasks (`RunTask`), so a driver needs nothing new to run them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import ITEM_READER_FAILED, StatesError
+from .values import dumps
+
+GET_OBJECT = "arn:aws:states:::s3:getObject"
+PUT_OBJECT = "arn:aws:states:::s3:putObject"
+INPUT_TYPES = ("JSON", "JSONL", "CSV")
+DELIMITERS = {"COMMA": ",", "PIPE": "|", "SEMICOLON": ";", "SPACE": " ", "TAB": "\t"}
+
+
+def is_distributed(raw: Mapping[str, Any]) -> bool:
+    """Whether a Map state's processor runs in DISTRIBUTED mode (child executions)."""
+    processor = raw.get("ItemProcessor") or raw.get("Iterator") or {}
+    config = processor.get("ProcessorConfig") or {}
+    return bool(config.get("Mode") == "DISTRIBUTED")
+
+
+def _failed(cause: str) -> StatesError:
+    return StatesError(ITEM_READER_FAILED, cause)
+
+
+def items_of(result: Any, config: Mapping[str, Any], max_items: int | None) -> list[Any]:
+    """The items of an object an `s3:getObject` read (its `Body` text), as ReaderConfig says:
+    a JSON array, JSON Lines, or CSV rows as objects of strings named by the header row (or by
+    CSVHeaders), at most `max_items` of them (0 or None: all)."""
+    body = result.get("Body") if isinstance(result, dict) else result
+    if not isinstance(body, str):
+        raise _failed("The ItemReader did not read a text object")
+    kind = config.get("InputType", "JSON")
+    items: list[Any]
+    if kind == "JSON":
+        try:
+            items = json.loads(body)
+        except ValueError:
+            raise _failed(
+                "Attempting to map over non-iterable node: the object is not JSON"
+            ) from None
+        if not isinstance(items, list):
+            raise _failed("Attempting to map over non-iterable node.")
+    elif kind == "JSONL":
+        try:
+            items = [json.loads(line) for line in body.splitlines() if line.strip()]
+        except ValueError:
+            raise _failed("A line of the JSONL object is not JSON") from None
+    else:
+        items = _csv_rows(body, config)
+    return items[:max_items] if max_items else items
+
+
+def _csv_rows(body: str, config: Mapping[str, Any]) -> list[dict[str, str]]:
+    delimiter = DELIMITERS.get(config.get("CSVDelimiter", "COMMA"), ",")
+    rows = [row for row in csv.reader(io.StringIO(body), delimiter=delimiter) if row]
+    if config.get("CSVHeaderLocation", "FIRST_ROW") == "GIVEN":
+        headers = list(config.get("CSVHeaders") or [])
+    else:
+        if not rows:
+            return []
+        headers, rows = rows[0], rows[1:]
+    out = []
+    for row in rows:
+        if len(row) > len(headers):
+            raise _failed(f"The CSV row has {len(row)} fields and the header names {len(headers)}")
+        out.append({name: row[i] if i < len(row) else "" for i, name in enumerate(headers)})
+    return out
+
+
+def batches(
+    items: Sequence[Any],
+    max_items: int | None,
+    max_bytes: int | None,
+    batch_input: Any,
+    has_batch_input: bool,
+) -> list[dict[str, Any]]:
+    """The child executions' inputs: `{"BatchInput", "Items"}` (BatchInput only when given),
+    each with at most `max_items` items and at most `max_bytes` bytes of JSON (at least one
+    item each)."""
+    out: list[dict[str, Any]] = []
+    current: list[Any] = []
+
+    def batch(members: list[Any]) -> dict[str, Any]:
+        return (
+            {"BatchInput": batch_input, "Items": members} if has_batch_input else {"Items": members}
+        )
+
+    for item in items:
+        grown = [*current, item]
+        full = (max_items and len(grown) > max_items) or (
+            max_bytes and len(dumps(batch(grown)).encode()) > max_bytes
+        )
+        if current and full:
+            out.append(batch(current))
+            grown = [item]
+        current = grown
+    if current:
+        out.append(batch(current))
+    return out
+
+
+def map_run_arn(state_machine_id: str, label: str, run_id: str) -> str:
+    """`arn:aws:states:<region>:<account>:mapRun:<machine>/<label>:<id>`."""
+    parts = state_machine_id.split(":")
+    region, account, machine = parts[3], parts[4], parts[-1]
+    return f"arn:aws:states:{region}:{account}:mapRun:{machine}/{label}:{run_id}"
+
+
+def result_files(
+    bucket: str,
+    prefix: str,
+    run_id: str,
+    map_run: str,
+    execution_arn: str,
+    children: Sequence[tuple[Any, Any, bool, str | None, str | None]],
+    now: str,
+) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """What a ResultWriter writes: each status's results file (`SUCCEEDED_0.json`,
+    `FAILED_0.json`) and the `manifest.json` that lists them, under `<Prefix>/<run id>/`; and
+    the Map's output, `{MapRunArn, ResultWriterDetails: {Bucket, Key}}` (the manifest's key).
+
+    `children`: each child's (input, output, failed, error, cause)."""
+    base = f"{prefix.rstrip('/')}/{run_id}/" if prefix else f"{run_id}/"
+    by_status: dict[str, list[dict[str, Any]]] = {"SUCCEEDED": [], "FAILED": []}
+    for index, (given, output, failed, error, cause) in enumerate(children):
+        name = f"{run_id}:{index}"
+        record: dict[str, Any] = {
+            "ExecutionArn": f"{execution_arn}/{name}",
+            "Input": dumps(given),
+            "InputDetails": {"Included": True},
+            "Name": name,
+            "StartDate": now,
+            "StateMachineArn": map_run,
+            "Status": "FAILED" if failed else "SUCCEEDED",
+            "StopDate": now,
+        }
+        if failed:
+            record["Error"], record["Cause"] = error, cause
+        else:
+            record["Output"] = dumps(output)
+            record["OutputDetails"] = {"Included": True}
+        by_status[record["Status"]].append(record)
+    files: list[tuple[str, str]] = []
+    listed: dict[str, list[dict[str, Any]]] = {"FAILED": [], "PENDING": [], "SUCCEEDED": []}
+    for status, records in by_status.items():
+        if records:
+            key = f"{base}{status}_0.json"
+            body = dumps(records)
+            files.append((key, body))
+            listed[status].append({"Key": key, "Size": len(body.encode())})
+    manifest_key = f"{base}manifest.json"
+    manifest = {"DestinationBucket": bucket, "MapRunArn": map_run, "ResultFiles": listed}
+    files.append((manifest_key, dumps(manifest)))
+    output = {"MapRunArn": map_run, "ResultWriterDetails": {"Bucket": bucket, "Key": manifest_key}}
+    return files, output
