@@ -17,7 +17,7 @@ from typing import Any
 
 from . import integrations, lambdas, services
 from .document import StateMachine
-from .errors import RUNTIME, TIMEOUT, StatesError
+from .errors import HEARTBEAT_TIMEOUT, RUNTIME, TIMEOUT, StatesError
 from .machine import (
     Action,
     BranchesFinished,
@@ -221,12 +221,19 @@ class _Run:
     def answer(self, action: RunTask) -> Event:
         """A `.waitForTaskToken` task's outcome: what its token was completed with."""
         done = self.callbacks.take(action.token or "")
-        if done is None:
-            return TaskFailed(
-                TIMEOUT if action.timeout_seconds else RUNTIME,
-                f"The task token of '{action.state}' was never completed",
-            )
-        return done
+        if done is not None:
+            return done
+        # Never completed: the first of its heartbeat and its timeout ends it, on the clock
+        # (Step Functions' States.HeartbeatTimeout and States.Timeout); with neither, nothing
+        # would (AWS waits up to a year), and the run fails at once.
+        heartbeat, timeout = action.heartbeat_seconds, action.timeout_seconds
+        if heartbeat is not None and (timeout is None or heartbeat < timeout):
+            self.now += _dt.timedelta(seconds=heartbeat)
+            return TaskFailed(HEARTBEAT_TIMEOUT, "")
+        if timeout is not None:
+            self.now += _dt.timedelta(seconds=timeout)
+            return TaskFailed(TIMEOUT, "")
+        return TaskFailed(RUNTIME, f"The task token of '{action.state}' was never completed")
 
     def integration(self, action: RunTask) -> Event:
         """A service call or another state machine, instead of a Lambda function."""
