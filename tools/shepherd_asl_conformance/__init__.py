@@ -15,6 +15,7 @@ guide's examples describe it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,21 +113,33 @@ def _outcome(case: dict[str, Any], run: ExecutionResult) -> str | None:
     return None
 
 
+@functools.cache
+def _session() -> Any:
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+
+
 def _run(case: dict[str, Any], machine: Any) -> ExecutionResult:
     if "s3" not in case:
         return run_state_machine(machine, case["input"], functions=functions())
     # A case that reads or writes S3 runs against moto's S3, in process.
-    import boto3
     from moto import mock_aws
     from shepherd.adapters.services import AwsServices
 
     with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
+        # One session for every case: it loads each service's model once (a second).
+        session = _session()
+        s3 = session.client("s3", region_name="us-east-1")
         for bucket, objects in case["s3"].items():
             s3.create_bucket(Bucket=bucket)
             for key, body in objects.items():
                 s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
-        services = AwsServices(lambda name: boto3.client(name, region_name="us-east-1"))
+        services = AwsServices(
+            lambda name: s3 if name == "s3" else session.client(name, region_name="us-east-1")
+        )
         return run_state_machine(
             machine,
             case["input"],

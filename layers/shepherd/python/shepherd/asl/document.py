@@ -23,6 +23,7 @@ from .integrations import validate_resource
 JSONPATH, JSONATA = "JSONPath", "JSONata"
 # The codes of CreateStateMachine's InvalidDefinition error.
 SCHEMA_VALIDATION_FAILED = "SCHEMA_VALIDATION_FAILED"
+MAX_WAIT_SECONDS = 99_999_999  # the guide's bound on a Wait's Seconds
 MISSING_TRANSITION_TARGET = "MISSING_TRANSITION_TARGET"
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
 TERMINAL_TYPES = ("Succeed", "Fail")
@@ -470,12 +471,43 @@ class _Parser:
             for a, b in (("Error", "ErrorPath"), ("Cause", "CausePath")):
                 if a in raw and b in raw:
                     raise self.fail(at, f"{a} and {b} are exclusive")
+        if state.type == "Wait":
+            self.check_wait_seconds(state)
         if state.type == "Map":
             self.check_distributed(state)
+            self.check_map_limits(state)
         if state.type == "Map" and "Items" in raw and "ItemsPath" in raw:
             raise self.fail(at, "Items and ItemsPath are exclusive")
         if state.type == "Pass" and state.query_language == JSONATA and "Result" in raw:
             raise self.fail(f"{at}.Result", "a JSONPath field, in a JSONata state (use Output)")
+
+    def check_wait_seconds(self, state: State) -> None:
+        seconds = state.raw.get("Seconds")
+        if (
+            seconds is not None
+            and not jsonata.is_expression(seconds)
+            and not (_integer(seconds) and 0 <= seconds <= MAX_WAIT_SECONDS)
+        ):
+            raise self.fail(
+                f"{state.where}.Seconds", f"must be an integer from 0 to {MAX_WAIT_SECONDS}"
+            )
+
+    def check_map_limits(self, state: State) -> None:
+        """A Map's literal MaxConcurrency and ToleratedFailureCount (integers >= 0) and
+        ToleratedFailurePercentage (0 to 100), as the guide bounds them."""
+        at, raw = state.where, state.raw
+        for name in ("MaxConcurrency", "ToleratedFailureCount"):
+            value = raw.get(name)
+            literal = value is not None and not jsonata.is_expression(value)
+            if literal and not (_integer(value) and value >= 0):
+                raise self.fail(f"{at}.{name}", "must be an integer of 0 or more")
+        value = raw.get("ToleratedFailurePercentage")
+        if value is not None and not jsonata.is_expression(value):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (number and 0 <= value <= 100):
+                raise self.fail(
+                    f"{at}.ToleratedFailurePercentage", "must be a number from 0 to 100"
+                )
 
     def check_distributed(self, state: State) -> None:
         """The distributed Map's ItemReader (an S3 object: JSON, JSON Lines or CSV),
@@ -581,6 +613,10 @@ class _Parser:
             )
         if not paths.is_path(rule["Variable"]):
             raise self.fail(f"{at}.Variable", f"'{rule['Variable']}' is not a valid path")
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _positive_int(value: Any) -> bool:
