@@ -501,10 +501,10 @@ class _Parser:
             literal = value is not None and not jsonata.is_expression(value)
             if literal and not (_integer(value) and value >= 0):
                 raise self.fail(f"{at}.{name}", "must be an integer of 0 or more")
-        value = raw.get("ToleratedFailurePercentage")
-        if value is not None and not jsonata.is_expression(value):
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if not (number and 0 <= value <= 100):
+        share: Any = raw.get("ToleratedFailurePercentage")
+        if share is not None and not jsonata.is_expression(share):
+            number = isinstance(share, int | float) and not isinstance(share, bool)
+            if not (number and 0 <= share <= 100):
                 raise self.fail(
                     f"{at}.ToleratedFailurePercentage", "must be a number from 0 to 100"
                 )
