@@ -497,7 +497,7 @@ class _Parser:
         ToleratedFailurePercentage (0 to 100), as the guide bounds them."""
         at, raw = state.where, state.raw
         for name in ("MaxConcurrency", "ToleratedFailureCount"):
-            value = raw.get(name)
+            value: Any = raw.get(name)
             literal = value is not None and not jsonata.is_expression(value)
             if literal and not (_integer(value) and value >= 0):
                 raise self.fail(f"{at}.{name}", "must be an integer of 0 or more")
