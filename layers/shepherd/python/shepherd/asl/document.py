@@ -450,7 +450,10 @@ class _Parser:
             processor = body.get(key)
             if not isinstance(processor, dict):
                 raise self.fail(f"{at}.ItemProcessor", "a state machine is required")
-            return (self.machine(processor, f"{at}.{key}.", language, top=False, outer=scope),)
+            # A distributed Map's child executions neither read nor assign the outer variables.
+            mode = (processor.get("ProcessorConfig") or {}).get("Mode")
+            inner = frozenset() if mode == "DISTRIBUTED" else scope
+            return (self.machine(processor, f"{at}.{key}.", language, top=False, outer=inner),)
         return ()
 
     def check_kind(self, state: State) -> None:

@@ -805,7 +805,8 @@ class Interpreter:
             machines=state.branches,
             inputs=tuple(items),
             max_concurrency=concurrency,
-            variables=frame.variables,
+            # A distributed Map's children are executions of their own: no outer variables.
+            variables={} if distributed.is_distributed(state.raw) else frame.variables,
             tolerated_count=tolerated_count,
             tolerated_percentage=tolerated_percentage,
             events=frame.events,
