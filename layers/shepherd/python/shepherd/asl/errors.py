@@ -25,6 +25,8 @@ EXCEED_TOLERATED_FAILURE_THRESHOLD = "States.ExceedToleratedFailureThreshold"
 ITEM_READER_FAILED = "States.ItemReaderFailed"
 RESULT_WRITER_FAILED = "States.ResultWriterFailed"
 QUERY_EVALUATION_ERROR = "States.QueryEvaluationError"
+# Not in the guide's list, but what AWS raises for a Map's ItemsPath that selects nothing.
+REFERENCE_PATH_CONFLICT = "States.ReferencePathConflict"
 
 KNOWN = frozenset(
     {
@@ -44,6 +46,7 @@ KNOWN = frozenset(
         ITEM_READER_FAILED,
         RESULT_WRITER_FAILED,
         QUERY_EVALUATION_ERROR,
+        REFERENCE_PATH_CONFLICT,
     }
 )
 

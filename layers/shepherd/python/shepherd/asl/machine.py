@@ -415,6 +415,8 @@ class Interpreter:
         except paths.PathNotFound:
             if io:
                 raise paths.invalid_path(path) from None
+            if name == "ItemsPath":
+                raise paths.items_not_found(path, data) from None
             raise paths.runtime_not_found(path, name, data) from None
 
     # -- entering states: control states run here, in a row --
