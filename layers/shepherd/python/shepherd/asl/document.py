@@ -529,7 +529,7 @@ class _Parser:
                 )
             config = reader.get("ReaderConfig")
             fields = {"InputType", "CSVHeaderLocation", "CSVHeaders", "CSVDelimiter"}
-            fields |= {"MaxItems", "MaxItemsPath"}
+            fields |= {"MaxItems", "MaxItemsPath", "ItemsPointer"}
             self.known(f"{at}.ItemReader.ReaderConfig", config, fields)
             if config.get("InputType") not in INPUT_TYPES:
                 raise self.fail(

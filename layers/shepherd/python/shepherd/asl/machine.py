@@ -163,6 +163,9 @@ class RunBranches:
     tolerated_count: int | None = None
     tolerated_percentage: float | None = None
     events: int = 0  # the id of the ParallelStateStarted or MapStateStarted event
+    # A distributed Map's children: each one's context object `Map.Item` ({Index, Value}, and
+    # Key for an object's entry), which the child reads as `$$.Map.Item` (empty otherwise).
+    items: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -375,6 +378,8 @@ class Interpreter:
             ctx["State"]["RetryCount"] = frame.attempt
         if frame.token is not None:
             ctx["Task"] = {"Token": frame.token}
+        if self.map_item is not None:
+            ctx["Map"] = {"Item": dict(self.map_item)}
         return ctx
 
     def _states(self, frame: Frame, state: State, **extra: Any) -> dict[str, Any]:
@@ -790,13 +795,24 @@ class Interpreter:
                 events=frame.events,
             )
             return replace(frame, effective_input=effective, pending="branches"), [action]
+        if not distributed.is_distributed(state.raw) and any(
+            state.has(name) for name in ("ItemReader", "ItemBatcher", "ResultWriter")
+        ):
+            # Step Functions' words, at run time (the floci emulator's AWS-measured test)
+            raise StatesError(
+                RUNTIME,
+                "The ItemReader, ItemBatcher and ResultWriter fields are not supported for "
+                "INLINE maps",
+            )
         if state.has("ItemReader"):
             return self._read_items(frame, state)
-        return self._start_map(frame, state, self._map_items(frame, state))
+        return self._start_map(frame, state, *self._map_items(frame, state))
 
     def _start_map(
-        self, frame: Frame, state: State, items: list[Any]
+        self, frame: Frame, state: State, items: list[Any], infos: list[dict[str, Any]]
     ) -> tuple[Frame, list[Action]]:
+        """Run the processor on each input; `infos`: each child's `Map.Item` (a distributed
+        Map's children read it in their context object)."""
         concurrency = self._concurrency(frame, state)
         tolerated_count = self._tolerance(frame, state, "ToleratedFailureCount")
         tolerated_percentage = self._tolerance(frame, state, "ToleratedFailurePercentage")
@@ -812,6 +828,7 @@ class Interpreter:
             tolerated_count=tolerated_count,
             tolerated_percentage=tolerated_percentage,
             events=frame.events,
+            items=tuple(infos) if distributed.is_distributed(state.raw) else (),
         )
         # A ResultWriter writes each child's input beside its output: keep them until then.
         kept = {"inputs": list(items)} if state.has("ResultWriter") else None
@@ -874,13 +891,9 @@ class Interpreter:
                 f"The ItemReader could not read its object: {event.error}: {event.cause}",
             )
         config = state.raw["ItemReader"].get("ReaderConfig") or {}
-        limit = (
-            self._reader_field(frame, state, config, "MaxItems", "ItemReader.ReaderConfig")
-            if config
-            else None
-        )
-        items = distributed.items_of(event.output, config, limit if is_number(limit) else None)
-        return self._start_map(frame, state, self._map_items(frame, state, items))
+        limit = self._reader_field(frame, state, config, "MaxItems", "ItemReader.ReaderConfig")
+        read = distributed.entries(event.output, config, int(limit) if is_number(limit) else None)
+        return self._start_map(frame, state, *self._map_items(frame, state, read))
 
     def _batched(self, frame: Frame, state: State, items: list[Any]) -> list[Any]:
         batcher = state.raw["ItemBatcher"]
@@ -966,15 +979,23 @@ class Interpreter:
         frame = replace(frame, events=frame.events + 1)  # MapStateSucceeded
         return self._finish(frame, state, self._task_done(frame, state, pending["result"]), now)
 
-    def _map_items(self, frame: Frame, state: State, read: list[Any] | None = None) -> list[Any]:
-        items = self._selected_items(frame, state, read)
+    def _map_items(
+        self, frame: Frame, state: State, read: list[dict[str, Any]] | None = None
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """The children's inputs (after ItemSelector and ItemBatcher) and each one's Map.Item
+        (none for batches)."""
+        items, infos = self._selected_items(frame, state, read)
         if state.has("ItemBatcher"):
-            return self._batched(frame, state, items)
-        return items
+            return self._batched(frame, state, items), []
+        return items, infos
 
-    def _selected_items(self, frame: Frame, state: State, read: list[Any] | None) -> list[Any]:
+    def _selected_items(
+        self, frame: Frame, state: State, read: list[dict[str, Any]] | None
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        infos: list[dict[str, Any]] | None = None
         if read is not None:
-            items: Any = read
+            infos = read
+            items: Any = [distributed.child_input(entry) for entry in read]
             data = (
                 frame.raw_input
                 if state.query_language == JSONATA
@@ -1015,13 +1036,15 @@ class Interpreter:
                 RUNTIME,
                 f"The Map '{state.name}' needs an array of items, got {dumps(items)}",
             )
+        if infos is None:
+            infos = [{"Index": index, "Value": item} for index, item in enumerate(items)]
         selector = state.get("ItemSelector", state.get("Parameters"))
         if selector is None:
-            return items
+            return items, infos
         out = []
-        for index, item in enumerate(items):
+        for info in infos:
             ctx = self._context(frame, state)
-            ctx["Map"] = {"Item": {"Index": index, "Value": item}}
+            ctx["Map"] = {"Item": dict(info)}
             if state.query_language == JSONATA:
                 states = {"input": frame.raw_input, "context": ctx}
                 out.append(
@@ -1040,7 +1063,7 @@ class Interpreter:
                         field="ItemSelector",
                     )
                 )
-        return out
+        return out, infos
 
     def _concurrency(self, frame: Frame, state: State) -> int:
         if state.has("MaxConcurrencyPath"):

@@ -128,10 +128,11 @@ class _Run:
         variables: Mapping[str, Any],
         depth: int,
         events: int = 1,
+        map_item: Mapping[str, Any] | None = None,
     ) -> BranchOutcome:
         """Run one states list to its end; `events` is the id of the history event before its
         first state's, and the outcome carries the id of the last one it published."""
-        interpreter = Interpreter(machine, self.context)
+        interpreter = Interpreter(machine, self.context, map_item=map_item)
         frame, actions = interpreter.start(input, self.now, variables, events)
         while True:
             event: Event | None = None
@@ -183,6 +184,7 @@ class _Run:
                     action.variables,
                     depth + 1,
                     events,
+                    action.items[i] if i < len(action.items) else None,
                 )
                 events = outcome.events + (1 if action.kind == "Map" else 0)
                 outcomes.append(outcome)
