@@ -12,12 +12,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import ITEM_READER_FAILED, StatesError
+from .errors import DATA_LIMIT_EXCEEDED, ITEM_READER_FAILED, StatesError
 from .values import dumps
 
 GET_OBJECT = "arn:aws:states:::s3:getObject"
 PUT_OBJECT = "arn:aws:states:::s3:putObject"
 INPUT_TYPES = ("JSON", "JSONL", "CSV")
+MAX_CHILD_INPUT = 256 * 1024
 DELIMITERS = {"COMMA": ",", "PIPE": "|", "SEMICOLON": ";", "SPACE": " ", "TAB": "\t"}
 
 
@@ -125,24 +126,32 @@ def batches(
 ) -> list[dict[str, Any]]:
     """The child executions' inputs: `{"BatchInput", "Items"}` (BatchInput only when given),
     each with at most `max_items` items and at most `max_bytes` bytes of JSON (at least one
-    item each)."""
-    out: list[dict[str, Any]] = []
-    current: list[Any] = []
+    item each). A child's input is at most 256 KiB whatever the batcher says, and an item over
+    it alone is States.DataLimitExceeded (the floci emulator's AWS-measured tests)."""
+    limit = min(max_bytes or MAX_CHILD_INPUT, MAX_CHILD_INPUT)
 
     def batch(members: list[Any]) -> dict[str, Any]:
-        return (
-            {"BatchInput": batch_input, "Items": members} if has_batch_input else {"Items": members}
-        )
+        if has_batch_input:
+            return {"BatchInput": batch_input, "Items": members}
+        return {"Items": members}
 
+    empty = len(dumps(batch([])).encode())
+    out: list[dict[str, Any]] = []
+    current: list[Any] = []
+    size = empty
     for item in items:
-        grown = [*current, item]
-        full = (max_items and len(grown) > max_items) or (
-            max_bytes and len(dumps(batch(grown)).encode()) > max_bytes
-        )
-        if current and full:
+        grown = len(dumps(item).encode()) + (1 if current else 0)  # the item and its comma
+        if empty + grown - (1 if current else 0) > MAX_CHILD_INPUT:
+            raise StatesError(
+                DATA_LIMIT_EXCEEDED,
+                "An item of the Map is larger than a child execution's 256 KiB input limit",
+            )
+        if current and ((max_items and len(current) >= max_items) or size + grown > limit):
             out.append(batch(current))
-            grown = [item]
-        current = grown
+            current, size = [], empty
+            grown -= 1
+        current.append(item)
+        size += grown
     if current:
         out.append(batch(current))
     return out
