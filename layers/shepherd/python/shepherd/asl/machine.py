@@ -600,8 +600,10 @@ class Interpreter:
         return _Next(output, state.raw["Default"], assign)
 
     def _choice_jsonata(self, frame: Frame, state: State) -> _Next:
-        for rule in state.raw["Choices"]:
-            condition = self._jsonata(frame, state, rule["Condition"])
+        for index, rule in enumerate(state.raw["Choices"]):
+            # AWS names a rule's fields by its index: 'Choices[1]/Condition'
+            where = f"Choices[{index}]"
+            condition = self._jsonata(frame, state, rule["Condition"], field=f"{where}/Condition")
             if not isinstance(condition, bool):
                 raise StatesError(
                     errors.QUERY_EVALUATION_ERROR,
@@ -609,20 +611,26 @@ class Interpreter:
                     f"{dumps(condition)}",
                 )
             if condition:
-                return self._choice_end(frame, state, rule, rule["Next"])
+                return self._choice_end(frame, state, rule, rule["Next"], f"{where}/")
         if not state.has("Default"):
             raise _no_next_state()
-        return self._choice_end(frame, state, state.raw, state.raw["Default"])
+        return self._choice_end(frame, state, state.raw, state.raw["Default"], "")
 
     def _choice_end(
-        self, frame: Frame, state: State, holder: Mapping[str, Any], target: str
+        self, frame: Frame, state: State, holder: Mapping[str, Any], target: str, where: str
     ) -> _Next:
         """A matched rule's own Output and Assign, or for the Default the state's: a rule
         without them passes the input on and assigns nothing."""
         output = (
-            self._jsonata(frame, state, holder["Output"]) if "Output" in holder else frame.raw_input
+            self._jsonata(frame, state, holder["Output"], field=f"{where}Output")
+            if "Output" in holder
+            else frame.raw_input
         )
-        assign = self._assign(frame, state, holder.get("Assign"), None)
+        assign = (
+            self._jsonata(frame, state, holder["Assign"], field=f"{where}Assign")
+            if holder.get("Assign") is not None
+            else {}
+        )
         return _Next(output, target, assign)
 
     def _fail(self, frame: Frame, state: State) -> tuple[str | None, str | None]:
