@@ -2,8 +2,8 @@
 
 Every mistake is a `DefinitionError` naming the file (the caller's `source`), the state (by its
 path through Parallel branches and Map processors) and the field, never a traceback. A feature
-this interpreter does not run (an ItemReader other than an S3 object's items, Credentials,
-Activity resources) is refused the same way, so a state machine never runs
+this interpreter does not run (an ItemReader other than an S3 object's items or a bucket
+listing, Credentials, Activity resources) is refused the same way, so a state machine never runs
 half-understood.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from shepherd.errors import DefinitionError
 
 from . import intrinsics, jsonata, paths, rules
-from .distributed import GET_OBJECT, INPUT_TYPES, PUT_OBJECT
+from .distributed import GET_OBJECT, INPUT_TYPES, LIST_OBJECTS, MAX_ITEMS, PUT_OBJECT
 from .errors import Retrier, StatesError
 from .integrations import validate_resource
 
@@ -495,6 +495,18 @@ class _Parser:
                 f"{state.where}.Seconds", f"must be an integer from 0 to {MAX_WAIT_SECONDS}"
             )
 
+    def check_max_items(self, at: str, config: Any, language: str) -> None:
+        """MaxItems or MaxItemsPath, not both; no Path in JSONata; at most 100,000,000."""
+        if not isinstance(config, dict):
+            return
+        if "MaxItems" in config and "MaxItemsPath" in config:
+            raise self.fail(at, "MaxItems and MaxItemsPath are exclusive")
+        if language == JSONATA and "MaxItemsPath" in config:
+            raise self.fail(f"{at}.MaxItemsPath", "a JSONPath field, in a JSONata state")
+        value: Any = config.get("MaxItems")
+        if _integer(value) and not 0 <= value <= MAX_ITEMS:
+            raise self.fail(f"{at}.MaxItems", f"must be from 0 to {MAX_ITEMS}")
+
     def check_map_limits(self, state: State) -> None:
         """A Map's literal MaxConcurrency and ToleratedFailureCount (integers >= 0) and
         ToleratedFailurePercentage (0 to 100), as the guide bounds them."""
@@ -520,14 +532,17 @@ class _Parser:
         if "ItemReader" in raw:
             reader = raw["ItemReader"]
             self.known(f"{at}.ItemReader", reader, {"Resource", "ReaderConfig", arguments})
-            if reader.get("Resource") != GET_OBJECT:
+            if reader.get("Resource") not in (GET_OBJECT, LIST_OBJECTS):
                 raise self.fail(
                     f"{at}.ItemReader.Resource",
-                    f"the item reader built is {GET_OBJECT} (an S3 object's items); "
-                    f"'{reader.get('Resource')}' is not",
+                    f"the item readers built are {GET_OBJECT} (an S3 object's items) and "
+                    f"{LIST_OBJECTS}; '{reader.get('Resource')}' is not",
                     code=None,
                 )
             config = reader.get("ReaderConfig")
+            if reader["Resource"] == LIST_OBJECTS:
+                config = {"InputType": "JSON", **(config or {})}
+            self.check_max_items(f"{at}.ItemReader.ReaderConfig", config, state.query_language)
             fields = {"InputType", "CSVHeaderLocation", "CSVHeaders", "CSVDelimiter"}
             fields |= {"MaxItems", "MaxItemsPath", "ItemsPointer"}
             self.known(f"{at}.ItemReader.ReaderConfig", config, fields)

@@ -872,17 +872,29 @@ class Interpreter:
         return holder.get(name)
 
     def _read_items(self, frame: Frame, state: State) -> tuple[Frame, list[Action]]:
-        """Read the items from S3: an `s3:getObject` Task whose result `_items_read` parses."""
+        """Read the items from S3: an `s3:getObject` Task whose result `_items_read` parses,
+        or `s3:listObjectsV2` pages (an `aws-sdk:s3:listObjectsV2` Task per page)."""
         reader = state.raw["ItemReader"]
         arguments = "Arguments" if state.query_language == JSONATA else "Parameters"
         payload = self._reader_field(frame, state, reader, arguments, "ItemReader") or {}
-        frame = replace(frame, pending="reader", effective_input=payload)
+        pending: dict[str, Any] = {"payload": payload, "contents": []}
+        return self._read_page(replace(frame, pending="reader", effective_input=pending), state)
+
+    def _read_page(self, frame: Frame, state: State) -> tuple[Frame, list[Action]]:
+        reader = state.raw["ItemReader"]
+        pending = dict(frame.effective_input)
+        payload = pending["payload"]
+        resource = reader["Resource"]
+        if resource == distributed.LIST_OBJECTS:
+            resource = distributed.SDK_LIST_OBJECTS
+            if pending.get("token"):
+                payload = {**payload, "ContinuationToken": pending["token"]}
         return frame, [
             RunTask(
                 state=state.name,
                 visit=frame.visits[state.name],
                 attempt=frame.attempt,
-                resource=reader["Resource"],
+                resource=resource,
                 payload=payload,
                 timeout_seconds=None,
                 heartbeat_seconds=None,
@@ -898,9 +910,27 @@ class Interpreter:
                 errors.ITEM_READER_FAILED,
                 f"The ItemReader could not read its object: {event.error}: {event.cause}",
             )
-        config = state.raw["ItemReader"].get("ReaderConfig") or {}
-        limit = self._reader_field(frame, state, config, "MaxItems", "ItemReader.ReaderConfig")
-        read = distributed.entries(event.output, config, int(limit) if is_number(limit) else None)
+        reader = state.raw["ItemReader"]
+        config = reader.get("ReaderConfig") or {}
+        limit = distributed.max_items(
+            self._reader_field(frame, state, config, "MaxItems", "ItemReader.ReaderConfig")
+        )
+        if reader["Resource"] == distributed.LIST_OBJECTS:
+            pending = dict(frame.effective_input)
+            page = event.output if isinstance(event.output, dict) else {}
+            pending["contents"] = [*pending["contents"], *(page.get("Contents") or [])]
+            enough = limit is not None and len(pending["contents"]) >= limit
+            if page.get("IsTruncated") and page.get("NextContinuationToken") and not enough:
+                pending["token"] = page["NextContinuationToken"]
+                return self._read_page(replace(frame, effective_input=pending), state)
+            objects = distributed.listed(pending["contents"], state.query_language == JSONATA)
+            read = [
+                {"Index": i, "Value": v}
+                for i, v in enumerate(objects[:limit] if limit else objects)
+            ]
+        else:
+            read = distributed.entries(event.output, config, limit)
+        frame = replace(frame, effective_input=None)
         return self._start_map(frame, state, *self._map_items(frame, state, read))
 
     def _batched(self, frame: Frame, state: State, items: list[Any]) -> list[Any]:
