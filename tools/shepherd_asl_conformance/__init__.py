@@ -148,16 +148,27 @@ def _run(case: dict[str, Any], machine: Any) -> ExecutionResult:
         )
 
 
+_CHECKED: dict[str, str | None] = {}
+
+
+def checked(case: dict[str, Any]) -> str | None:
+    """`check`, once per case per process (the test suite's per-case tests and its table test
+    share the runs); a crash is a failed case, reported with the others."""
+    key = json.dumps(case, sort_keys=True)
+    if key not in _CHECKED:
+        try:
+            _CHECKED[key] = check(case)
+        except Exception as exc:
+            _CHECKED[key] = f"{type(exc).__name__}: {exc}"
+    return _CHECKED[key]
+
+
 def run_all() -> list[Result]:
-    results = []
-    for feature, cases in load().items():
-        for case in cases:
-            try:
-                problem = check(case)
-            except Exception as exc:  # a crash is a failed case, reported with the others
-                problem = f"{type(exc).__name__}: {exc}"
-            results.append(Result(feature, case["name"], problem))
-    return results
+    return [
+        Result(feature, case["name"], checked(case))
+        for feature, cases in load().items()
+        for case in cases
+    ]
 
 
 def table(results: list[Result]) -> str:
