@@ -17,7 +17,7 @@ from typing import Any
 
 from . import integrations, lambdas, services
 from .document import StateMachine
-from .errors import HEARTBEAT_TIMEOUT, RUNTIME, TIMEOUT, StatesError
+from .errors import RUNTIME, TIMEOUT, StatesError
 from .machine import (
     Action,
     BranchesFinished,
@@ -225,13 +225,14 @@ class _Run:
         done = self.callbacks.take(action.token or "")
         if done is not None:
             return done
-        # Never completed: the first of its heartbeat and its timeout ends it, on the clock
-        # (Step Functions' States.HeartbeatTimeout and States.Timeout); with neither, nothing
-        # would (AWS waits up to a year), and the run fails at once.
+        # Never completed: the first of its heartbeat and its timeout ends it, on the clock,
+        # with States.Timeout and no cause either way (measured against us-east-1, as the floci
+        # emulator's tests record; a Retry or Catch on States.HeartbeatTimeout matches it too);
+        # with neither, nothing would (AWS waits up to a year), and the run fails at once.
         heartbeat, timeout = action.heartbeat_seconds, action.timeout_seconds
         if heartbeat is not None and (timeout is None or heartbeat < timeout):
             self.now += _dt.timedelta(seconds=heartbeat)
-            return TaskFailed(HEARTBEAT_TIMEOUT, "")
+            return TaskFailed(TIMEOUT, "")
         if timeout is not None:
             self.now += _dt.timedelta(seconds=timeout)
             return TaskFailed(TIMEOUT, "")
@@ -321,8 +322,10 @@ def run_state_machine(
         return ExecutionResult("TIMED_OUT", None, None, None, run.path, run.transitions, seconds)
     seconds = (run.now - clock).total_seconds()
     if outcome.failed:
+        # A task that timed out fails the execution with no cause (AWS's ExecutionFailed)
+        cause = None if outcome.error == TIMEOUT and not outcome.cause else outcome.cause
         return ExecutionResult(
-            "FAILED", None, outcome.error, outcome.cause, run.path, run.transitions, seconds
+            "FAILED", None, outcome.error, cause, run.path, run.transitions, seconds
         )
     return ExecutionResult(
         "SUCCEEDED", outcome.output, None, None, run.path, run.transitions, seconds
