@@ -209,50 +209,90 @@ def map_run_arn(state_machine_id: str, label: str, run_id: str) -> str:
     return f"arn:aws:states:{region}:{account}:mapRun:{machine}/{label}:{run_id}"
 
 
+def child_arns(state_machine_id: str, label: str) -> tuple[str, str]:
+    """A Map Run's child executions' state machine ARN (`...:stateMachine:<machine>/<label>`)
+    and the ARN its executions' names extend (`...:execution:<machine>/<label>`)."""
+    parts = state_machine_id.split(":")
+    region, account, machine = parts[3], parts[4], parts[-1]
+    base = f"arn:aws:states:{region}:{account}"
+    return f"{base}:stateMachine:{machine}/{label}", f"{base}:execution:{machine}/{label}"
+
+
+def flattened(outputs: Sequence[Any]) -> list[Any]:
+    """WriterConfig Transformation FLATTEN: each child's array output spread out."""
+    out: list[Any] = []
+    for output in outputs:
+        out.extend(output if isinstance(output, list) else [output])
+    return out
+
+
 def result_files(
     bucket: str,
     prefix: str,
     run_id: str,
     map_run: str,
-    execution_arn: str,
+    children_arns: tuple[str, str],
     children: Sequence[tuple[Any, Any, bool, str | None, str | None]],
     now: str,
+    transformation: str = "NONE",
+    output_type: str = "JSON",
 ) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     """What a ResultWriter writes: each status's results file (`SUCCEEDED_0.json`,
-    `FAILED_0.json`) and the `manifest.json` that lists them, under `<Prefix>/<run id>/`; and
-    the Map's output, `{MapRunArn, ResultWriterDetails: {Bucket, Key}}` (the manifest's key).
+    `FAILED_0.json`) and the `manifest.json` that lists them, under `<Prefix>/<run id>/` (the
+    Prefix as given: `/csvJobs//` stays), and the Map's output, `{MapRunArn,
+    ResultWriterDetails: {Bucket, Key}}` (the manifest's key). Each record is an execution's
+    description (Input and Output as JSON text), or with Transformation COMPACT or FLATTEN the
+    outputs alone; OutputType JSONL writes one record a line.
 
     `children`: each child's (input, output, failed, error, cause)."""
-    base = f"{prefix.rstrip('/')}/{run_id}/" if prefix else f"{run_id}/"
-    by_status: dict[str, list[dict[str, Any]]] = {"SUCCEEDED": [], "FAILED": []}
+    base = prefix if not prefix or prefix.endswith("/") else f"{prefix}/"
+    base = f"{base}{run_id}/"
+    machine_arn, execution_base = children_arns
+    by_status: dict[str, list[Any]] = {"SUCCEEDED": [], "FAILED": []}
     for index, (given, output, failed, error, cause) in enumerate(children):
+        status = "FAILED" if failed else "SUCCEEDED"
+        if transformation in ("COMPACT", "FLATTEN") and not failed:
+            by_status[status].append(output)
+            continue
         name = f"{run_id}:{index}"
         record: dict[str, Any] = {
-            "ExecutionArn": f"{execution_arn}/{name}",
+            "ExecutionArn": f"{execution_base}:{name}",
             "Input": dumps(given),
             "InputDetails": {"Included": True},
             "Name": name,
-            "StartDate": now,
-            "StateMachineArn": map_run,
-            "Status": "FAILED" if failed else "SUCCEEDED",
-            "StopDate": now,
         }
         if failed:
             record["Error"], record["Cause"] = error, cause
         else:
             record["Output"] = dumps(output)
             record["OutputDetails"] = {"Included": True}
-        by_status[record["Status"]].append(record)
+        record.update(
+            {
+                "RedriveCount": 0,
+                "RedriveStatus": "NOT_REDRIVABLE",
+                "RedriveStatusReason": f"Execution is {status} and cannot be redriven",
+                "StartDate": now,
+                "StateMachineArn": machine_arn,
+                "Status": status,
+                "StopDate": now,
+            }
+        )
+        by_status[status].append(record)
+    if transformation == "FLATTEN":
+        by_status["SUCCEEDED"] = flattened(by_status["SUCCEEDED"])
     files: list[tuple[str, str]] = []
-    listed: dict[str, list[dict[str, Any]]] = {"FAILED": [], "PENDING": [], "SUCCEEDED": []}
+    listed_files: dict[str, list[dict[str, Any]]] = {"FAILED": [], "PENDING": [], "SUCCEEDED": []}
     for status, records in by_status.items():
         if records:
             key = f"{base}{status}_0.json"
-            body = dumps(records)
+            if output_type == "JSONL":
+                body = "".join(dumps(r) + "\n" for r in records)
+            else:
+                body = dumps(records)
             files.append((key, body))
-            listed[status].append({"Key": key, "Size": len(body.encode())})
+            listed_files[status].append({"Key": key, "Size": len(body.encode())})
     manifest_key = f"{base}manifest.json"
-    manifest = {"DestinationBucket": bucket, "MapRunArn": map_run, "ResultFiles": listed}
+    manifest = {"DestinationBucket": bucket, "MapRunArn": map_run, "ResultFiles": listed_files}
     files.append((manifest_key, dumps(manifest)))
     output = {"MapRunArn": map_run, "ResultWriterDetails": {"Bucket": bucket, "Key": manifest_key}}
     return files, output

@@ -569,7 +569,18 @@ class _Parser:
         if "ResultWriter" in raw:
             writer = raw["ResultWriter"]
             self.known(f"{at}.ResultWriter", writer, {"Resource", arguments, "WriterConfig"})
-            if writer.get("Resource") != PUT_OBJECT:
+            config = writer.get("WriterConfig") or {}
+            self.known(f"{at}.ResultWriter.WriterConfig", config, {"Transformation", "OutputType"})
+            if config.get("Transformation", "NONE") not in ("NONE", "COMPACT", "FLATTEN"):
+                raise self.fail(
+                    f"{at}.ResultWriter.WriterConfig.Transformation",
+                    "must be NONE, COMPACT or FLATTEN",
+                )
+            if config.get("OutputType", "JSON") not in ("JSON", "JSONL"):
+                raise self.fail(
+                    f"{at}.ResultWriter.WriterConfig.OutputType", "must be JSON or JSONL"
+                )
+            if "Resource" in writer and writer["Resource"] != PUT_OBJECT:
                 raise self.fail(
                     f"{at}.ResultWriter.Resource",
                     f"the result writer built is {PUT_OBJECT}",

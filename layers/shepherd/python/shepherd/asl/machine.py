@@ -343,7 +343,7 @@ class Interpreter:
                 frame = replace(frame, events=max(frame.events, event.events))
                 result = self._branches_done(frame, state, event.outcomes)
                 if state.type == "Map" and state.has("ResultWriter"):
-                    return self._write_results(frame, state, event.outcomes)
+                    return self._write_results(frame, state, event.outcomes, result, now)
                 frame = replace(frame, events=frame.events + 1)  # *StateSucceeded
                 return self._finish(frame, state, self._task_done(frame, state, result), now)
         except StatesError as exc:
@@ -949,34 +949,58 @@ class Interpreter:
         )
 
     def _write_results(
-        self, frame: Frame, state: State, outcomes: Sequence[BranchOutcome]
+        self,
+        frame: Frame,
+        state: State,
+        outcomes: Sequence[BranchOutcome],
+        outputs: list[Any],
+        now: _dt.datetime,
     ) -> tuple[Frame, list[Action]]:
         """A ResultWriter: the children's results written to S3 (one `s3:putObject` Task per
-        file, the manifest last); the Map's result is where they are."""
+        file, the manifest last); the Map's result is where they are. Without a Resource
+        (WriterConfig alone) nothing is written and the result is the transformed outputs."""
         writer = state.raw["ResultWriter"]
+        config = writer.get("WriterConfig") or {}
+        transformation = config.get("Transformation", "NONE")
+        if "Resource" not in writer:
+            frame = replace(frame, events=frame.events + 1)  # MapStateSucceeded
+            result = distributed.flattened(outputs) if transformation == "FLATTEN" else outputs
+            return self._finish(frame, state, self._task_done(frame, state, result), now)
         arguments = "Arguments" if state.query_language == JSONATA else "Parameters"
+        where = f"ResultWriter/{arguments}"
         if state.query_language == JSONATA:
-            target = self._jsonata(frame, state, writer.get(arguments, {}), field="ResultWriter")
+            target = self._jsonata(frame, state, writer.get(arguments, {}), field=where)
         else:
             data = self._path(frame, state, "InputPath", frame.raw_input)
-            target = self._template(frame, state, writer.get(arguments, {}), data, "ResultWriter")
+            target = self._template(frame, state, writer.get(arguments, {}), data, where)
+        if not isinstance(target, dict) or not isinstance(target.get("Bucket"), str):
+            raise StatesError(
+                errors.RESULT_WRITER_FAILED, "The ResultWriter's Bucket must resolve to a string"
+            )
+        prefix = target.get("Prefix", "")
+        if not isinstance(prefix, str):
+            raise StatesError(
+                errors.RESULT_WRITER_FAILED, "The ResultWriter's Prefix must resolve to a string"
+            )
         run_id = str(_uuid_from(self._rng(frame, "map-run")))
         label = state.get("Label", state.name)
         map_run = distributed.map_run_arn(self.context.state_machine_id, label, run_id)
         inputs = self._map_inputs_for_writer(frame, state, len(outcomes))
-        files, result = distributed.result_files(
-            str(target.get("Bucket", "")),
-            str(target.get("Prefix", "")),
+        files, written = distributed.result_files(
+            target["Bucket"],
+            prefix,
             run_id,
             map_run,
-            self.context.execution_id,
+            distributed.child_arns(self.context.state_machine_id, label),
             [
                 (inputs[i] if i < len(inputs) else None, o.output, o.failed, o.error, o.cause)
                 for i, o in enumerate(outcomes)
             ],
             frame.entered_time,
+            transformation,
+            config.get("OutputType", "JSON"),
         )
-        pending = {"bucket": target.get("Bucket"), "files": files, "result": result}
+        pending = {"bucket": target["Bucket"], "files": files, "result": written}
         return self._write_next(replace(frame, pending="writer", effective_input=pending), state)
 
     def _map_inputs_for_writer(self, frame: Frame, state: State, count: int) -> list[Any]:

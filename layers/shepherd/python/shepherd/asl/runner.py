@@ -317,8 +317,9 @@ def run_state_machine(
         outcome = run.run(machine, input, {}, 0)
     except _TimedOut:
         # Step Functions ends it TIMED_OUT; its ExecutionTimedOut event (recorded) carries
-        # neither an error nor a cause
-        seconds = (run.now - clock).total_seconds()
+        # neither an error nor a cause. It ends when the budget runs out, mid-wait or
+        # mid-backoff, not when the wait would have ended.
+        seconds = min((run.now - clock).total_seconds(), float(machine.timeout_seconds or 0))
         return ExecutionResult("TIMED_OUT", None, None, None, run.path, run.transitions, seconds)
     seconds = (run.now - clock).total_seconds()
     if outcome.failed:
