@@ -511,6 +511,9 @@ class _Parser:
         """A Map's literal MaxConcurrency and ToleratedFailureCount (integers >= 0) and
         ToleratedFailurePercentage (0 to 100), as the guide bounds them."""
         at, raw = state.where, state.raw
+        for name in ("MaxConcurrency", "ToleratedFailureCount", "ToleratedFailurePercentage"):
+            if name in raw and f"{name}Path" in raw:
+                raise self.fail(f"{at}.{name}", f"{name} and {name}Path are exclusive")
         for name in ("MaxConcurrency", "ToleratedFailureCount"):
             value: Any = raw.get(name)
             literal = value is not None and not jsonata.is_expression(value)
@@ -530,38 +533,7 @@ class _Parser:
         at, raw = state.where, state.raw
         arguments = "Arguments" if state.query_language == JSONATA else "Parameters"
         if "ItemReader" in raw:
-            reader = raw["ItemReader"]
-            self.known(f"{at}.ItemReader", reader, {"Resource", "ReaderConfig", arguments})
-            if reader.get("Resource") not in (GET_OBJECT, LIST_OBJECTS):
-                raise self.fail(
-                    f"{at}.ItemReader.Resource",
-                    f"the item readers built are {GET_OBJECT} (an S3 object's items) and "
-                    f"{LIST_OBJECTS}; '{reader.get('Resource')}' is not",
-                    code=None,
-                )
-            config = reader.get("ReaderConfig")
-            if reader["Resource"] == LIST_OBJECTS:
-                config = {"InputType": "JSON", **(config or {})}
-            self.check_max_items(f"{at}.ItemReader.ReaderConfig", config, state.query_language)
-            fields = {"InputType", "CSVHeaderLocation", "CSVHeaders", "CSVDelimiter"}
-            fields |= {"MaxItems", "MaxItemsPath", "ItemsPointer"}
-            self.known(f"{at}.ItemReader.ReaderConfig", config, fields)
-            if config.get("InputType") not in INPUT_TYPES:
-                raise self.fail(
-                    f"{at}.ItemReader.ReaderConfig.InputType",
-                    f"must be one of {', '.join(INPUT_TYPES)}",
-                )
-            if config.get("CSVHeaderLocation", "FIRST_ROW") not in ("FIRST_ROW", "GIVEN"):
-                raise self.fail(
-                    f"{at}.ItemReader.ReaderConfig.CSVHeaderLocation", "must be FIRST_ROW or GIVEN"
-                )
-            if config.get("CSVHeaderLocation") == "GIVEN" and not isinstance(
-                config.get("CSVHeaders"), list
-            ):
-                raise self.fail(
-                    f"{at}.ItemReader.ReaderConfig.CSVHeaders",
-                    "an array of names is required with CSVHeaderLocation GIVEN",
-                )
+            self.check_reader(state, raw["ItemReader"], arguments)
         if "ItemBatcher" in raw:
             fields = {"MaxItemsPerBatch", "MaxInputBytesPerBatch", "BatchInput"}
             fields |= {f"{f}Path" for f in ("MaxItemsPerBatch", "MaxInputBytesPerBatch")}
@@ -586,6 +558,46 @@ class _Parser:
                     f"the result writer built is {PUT_OBJECT}",
                     code=None,
                 )
+
+    def check_reader(self, state: State, reader: Any, arguments: str) -> None:
+        """An ItemReader: one of the two S3 readers, its ReaderConfig, its MaxItems."""
+        at = state.where
+        self.known(f"{at}.ItemReader", reader, {"Resource", "ReaderConfig", arguments})
+        if reader.get("Resource") not in (GET_OBJECT, LIST_OBJECTS):
+            raise self.fail(
+                f"{at}.ItemReader.Resource",
+                f"the item readers are {GET_OBJECT} (an S3 object's items) and "
+                f"{LIST_OBJECTS}; '{reader.get('Resource')}' is not",
+            )
+        config = reader.get("ReaderConfig")
+        if reader["Resource"] == LIST_OBJECTS:
+            config = {"InputType": "JSON", **(config or {})}
+        self.check_max_items(f"{at}.ItemReader.ReaderConfig", config, state.query_language)
+        fields = {"InputType", "CSVHeaderLocation", "CSVHeaders", "CSVDelimiter"}
+        fields |= {"MaxItems", "MaxItemsPath", "ItemsPointer"}
+        self.known(f"{at}.ItemReader.ReaderConfig", config, fields)
+        if config.get("InputType") in ("MANIFEST", "PARQUET"):
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.InputType",
+                f"the {config['InputType']} reader is not built: {', '.join(INPUT_TYPES)} are",
+                code=None,
+            )
+        if config.get("InputType") not in INPUT_TYPES:
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.InputType",
+                f"must be one of {', '.join(INPUT_TYPES)}",
+            )
+        if config.get("CSVHeaderLocation", "FIRST_ROW") not in ("FIRST_ROW", "GIVEN"):
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.CSVHeaderLocation", "must be FIRST_ROW or GIVEN"
+            )
+        if config.get("CSVHeaderLocation") == "GIVEN" and not isinstance(
+            config.get("CSVHeaders"), list
+        ):
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.CSVHeaders",
+                "an array of names is required with CSVHeaderLocation GIVEN",
+            )
 
     def check_task(self, state: State) -> None:
         at, raw = state.where, state.raw
