@@ -358,7 +358,8 @@ def test_a_fail_state_ends_it_failed_by_design() -> None:
 
 
 def test_an_uncaught_agent_error_fails_it_with_error_and_cause() -> None:
-    w = World(CATCH | {"StartAt": "Ship"}, Ship=_declined)
+    machine = {"StartAt": "Ship", "States": {"Ship": CATCH["States"]["Ship"]}}
+    w = World(machine, Ship=_declined)
     wf = w.start({})
     w.h.pump()
     view = w.view(wf)
@@ -547,6 +548,7 @@ def test_the_machines_timeout_seconds_ends_it_whatever_it_waits_for(where: str) 
     }
     if where == "task":
         machine["StartAt"] = "Work"
+        del machine["States"]["Wait an hour"]  # type: ignore[attr-defined]
     w = World(machine, Work=lambda ctx: "done")
     wf = w.start({})
     assert int(w.item(wf)["due_at"]) <= w.h.clock.now_ms() + 30_000  # never later than it

@@ -102,7 +102,6 @@ PATH_KEPT_SECONDS = 366 * 86_400  # a path entry outlives its workflow's longest
 DEFINITION_FAILURE = "definition"  # `failure` of a FAILED that a Fail state or error designed
 MAX_TRANSACTION_ITEMS = 100  # DynamoDB's cap on one TransactWriteItems
 MAX_MESSAGE_DELAY = 900  # seconds: SQS's longest DelaySeconds
-HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 SCOPE = "asl_scope"  # a child's (a branch's or a map item's) way into the machine, as JSON
 TOLERANCE_FIELDS = (
     "ToleratedFailureCount",
@@ -243,6 +242,7 @@ class AslEngine:
         root = scope.get("root", wf.workflow_id)
         stored_input = scope.get("input", wf.input)
         created = int(scope.get("created_at", wf.created_at))
+        item = self.scheduler.value(scope["map_item"]) if "map_item" in scope else None
         return Interpreter(
             machine,
             Context(
@@ -254,6 +254,7 @@ class AslEngine:
                 start_time=iso(_to_dt(created)),
                 seed=created,
             ),
+            map_item=item,
         )
 
     # ------------------------------------------------------------------------ the start
@@ -364,6 +365,10 @@ class AslEngine:
                 "variables": variables,
                 "events": run.events,
             }
+            if i < len(run.items) and run.items[i] is not None:  # a Map child's $$.Map.Item
+                child_scope["map_item"] = self.scheduler.keep(
+                    jsonsafe.dumps(dict(run.items[i])), child_id, "asl", "item"
+                )
             record = WorkflowRecord(
                 workflow_id=child_id,
                 wf_type=wf.wf_type,
@@ -696,7 +701,9 @@ class AslEngine:
 
     # ---------------------------------------------------------------- a unit's outcome
 
-    def end_unit(self, rec: StepRecord, event: Event, guard: Any = None) -> bool:
+    def end_unit(
+        self, rec: StepRecord, event: Event, guard: Any = None, *, missed_heartbeat: bool = False
+    ) -> bool:
         """The write that ends attempt `rec.attempt` of a unit with `event` (its result or its
         error) and moves the frame on. False: the attempt was superseded (fenced) and
         nothing was recorded."""
@@ -713,7 +720,7 @@ class AslEngine:
             now = self._now()
             frame, actions = interpreter.advance(cursor.frame, event, _to_dt(now))
             cursor = replace(cursor, frame=frame)
-            ending = self._ending(rec, event, now, guard)
+            ending = self._ending(rec, event, now, guard, missed_heartbeat)
             if self._commit(item, wf, definition, interpreter, cursor, actions, now, ending):
                 return True
             current = self._store.get(*rec.key)
@@ -726,7 +733,7 @@ class AslEngine:
         return False
 
     def _ending(
-        self, rec: StepRecord, event: Event, now: int, guard: Any
+        self, rec: StepRecord, event: Event, now: int, guard: Any, missed_heartbeat: bool = False
     ) -> Callable[[RunTask | None, int | None], tx.Write]:
         expires = self.scheduler.expires(now)
 
@@ -737,10 +744,9 @@ class AslEngine:
             else:
                 assert isinstance(event, TaskFailed)
                 error = tx.error_json(event.error, event.cause or event.error, cause=event.cause)
-                outcome = {
-                    TASK_TIMEOUT: "timeout",
-                    HEARTBEAT_TIMEOUT: "heartbeat_timeout",
-                }.get(event.error, "error")
+                outcome = "error"
+                if guard is not None and event.error == TASK_TIMEOUT:  # the supervisor's
+                    outcome = "heartbeat_timeout" if missed_heartbeat else "timeout"
                 decision: RetryIn | GiveUp = (
                     RetryIn(max(0, (available_at or now) - now))
                     if retry is not None
@@ -927,19 +933,15 @@ class AslEngine:
             if now < deadline:
                 self._move_due(item, wf, self._capped(cursor, deadline))
                 return None
-            timed_out = beat_at is not None and beat_at <= timeout_at
-            error = HEARTBEAT_TIMEOUT if timed_out else TASK_TIMEOUT
-            cause = (
-                f"no heartbeat for {spec.heartbeat_seconds} s"
-                if timed_out
-                else f"the task ran past its TimeoutSeconds ({spec.timeout_seconds} s)"
-            )
+            # Either way States.Timeout with no cause, as us-east-1 reports a missed heartbeat
+            # too (a Retry or Catch on States.HeartbeatTimeout matches it: asl/errors.py).
+            missed = beat_at is not None and beat_at <= timeout_at
             seen = all_of(
                 Eq("heartbeat_at", rec.heartbeat_at)
                 if rec.heartbeat_at
                 else Missing("heartbeat_at")
             )
-            out = self.end_unit(rec, TaskFailed(error, cause), seen)
+            out = self.end_unit(rec, TaskFailed(TASK_TIMEOUT, ""), seen, missed_heartbeat=missed)
             return "TimeOut" if out else None
         return None
 
