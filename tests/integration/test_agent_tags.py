@@ -123,6 +123,7 @@ def test_a_new_value_for_a_key_replaces_the_old_one_in_the_index() -> None:
         ("a#b", "v"),  # a key separator
         ("ok", "v" * (limits.MAX_TAG_VALUE_CHARS + 1)),
         ("ok", 7),
+        ("ok", "\ud800"),  # a lone surrogate: no UTF-8 encoder (nor DynamoDB) takes it
         (7, "v"),
     ],
 )

@@ -56,6 +56,11 @@ def check_tag(key: Any, value: Any) -> None:
         raise TagInvalid(
             f"tag {key!r}: its value is a string of at most {limits.MAX_TAG_VALUE_CHARS} characters"
         )
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # a lone surrogate (an agent's ctx.tag): not Unicode text
+            raise TagInvalid(f"tag {key!r}: its value holds a lone surrogate") from None
 
 
 def tags_with(stored: str | None, key: str, value: Any) -> str | None:
