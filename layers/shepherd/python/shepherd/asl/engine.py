@@ -616,13 +616,18 @@ class AslEngine:
                     jsonsafe.dumps(t.ended.output), wf.workflow_id, "asl", "output"
                 )
             else:
-                values["status"] = WorkflowStatus.FAILED.value
-                values["failure"] = DEFINITION_FAILURE
-                values["error"] = tx.error_json(
-                    t.ended.error or "", t.ended.cause or "", cause=t.ended.cause
-                )
-                values["asl_error"] = t.ended.error
-                values["asl_cause"] = t.ended.cause
+                # The machine's designed end (a Fail state, an uncaught error, its timeout):
+                # FAILED as Step Functions' ExecutionFailed, marked so that nothing pages an
+                # operator for it (tests/unit/test_failed_is_alarmed.py lists this route).
+                values |= {
+                    "status": WorkflowStatus.FAILED.value,
+                    "failure": DEFINITION_FAILURE,
+                    "error": tx.error_json(
+                        t.ended.error or "", t.ended.cause or "", cause=t.ended.cause
+                    ),
+                    "asl_error": t.ended.error,
+                    "asl_cause": t.ended.cause,
+                }
         else:
             values["due_at"] = self._due(definition, t, now)
             values["watch_shard"] = self.scheduler.shard(wf.workflow_id)
