@@ -652,13 +652,19 @@ class AgentRuntime:
         finally:
             heartbeat.stop()
 
-    def _while_leased(self, heartbeat: Heartbeat, write: Callable[[], _T]) -> tuple[_T, bool]:
+    def _while_leased(
+        self,
+        heartbeat: Heartbeat,
+        write: Callable[[], _T],
+        park: Callable[[], None] | None = None,
+    ) -> tuple[_T, bool]:
         """The attempt's final write, retried with jittered backoff while the store is
         throttled or unavailable and the attempt's lease holds (its heartbeats go on), so a
         result the function already produced is not lost to throttling. Past the lease it
-        gives up (StoreUnavailable): the supervisor times the attempt out as for any crash.
-        Returns the write's result, and whether an earlier try failed ambiguously (a write
-        that timed out may have landed)."""
+        gives up (StoreUnavailable), parking what `park` keeps first (a success's result, for
+        the supervisor to record: `Scheduler.take_parked`); without one the supervisor times
+        the attempt out as for any crash. Returns the write's result, and whether an earlier
+        try failed ambiguously (a write that timed out may have landed)."""
         clock = self.scheduler.ports.clock
         rng = self.scheduler.ports.rng
         delay = FINAL_WRITE_BACKOFF_MS
@@ -668,6 +674,8 @@ class AgentRuntime:
                 return write(), ambiguous
             except StoreUnavailable:
                 if clock.now_ms() + delay >= heartbeat.lease_end_ms():
+                    if park is not None:
+                        park()
                     raise
                 ambiguous = True
                 logger.warning("final write throttled; retrying while the lease holds")
@@ -740,8 +748,11 @@ class AgentRuntime:
     def _succeeded(
         self, state: WorkflowState, rec: StepRecord, output: str, heartbeat: Heartbeat
     ) -> HandleResult:
+        returned_at = self.scheduler.ports.clock.now_ms()
         updated, ambiguous = self._while_leased(
-            heartbeat, lambda: self.scheduler.record_result(state, rec, output)
+            heartbeat,
+            lambda: self.scheduler.record_result(state, rec, output),
+            lambda: self.scheduler.park_result(rec, output, returned_at),
         )
         current = state.unit(rec)
         if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):

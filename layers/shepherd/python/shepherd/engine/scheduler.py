@@ -10,7 +10,9 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import logging
 import random
 import traceback
@@ -23,6 +25,7 @@ from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
+from shepherd.decisions.deadlines import attempt_deadlines
 from shepherd.decisions.fanout import child_id as fanout_child_id
 from shepherd.decisions.planner import (
     AccountItem,
@@ -838,6 +841,74 @@ class Scheduler:
         return self.executor.step(
             state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
         )
+
+    @staticmethod
+    def parked_key(rec: StepRecord) -> str:
+        """Where an attempt's refused result is parked in the payload bucket."""
+        index = "-" if rec.index is None else rec.index
+        return payload_key(rec.workflow_id, "parked", rec.kind, rec.name, index, rec.attempt)
+
+    def park_result(self, rec: StepRecord, output: str, returned_at: int) -> None:
+        """Keep a result the store refused until the attempt's lease ended (a throttle
+        longer than the lease) in the payload bucket, for the supervisor to record
+        (`take_parked`; docs/architecture.md, "Throttling loses nothing"). Best effort: a
+        failed put leaves the attempt to be timed out, as before."""
+        data = json.dumps({"output": output, "returned_at": returned_at}).encode("utf-8")
+        try:
+            self.ports.payloads.store.put(
+                self.parked_key(rec), data, hashlib.sha256(data).hexdigest()
+            )
+        except Exception:
+            logger.warning("refused result not parked", exc_info=True)
+            return
+        logger.warning(
+            "result refused past the lease: parked for the supervisor",
+            extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
+        )
+
+    def take_parked(self, state: WorkflowState, definition: Definition, now: int) -> bool:
+        """Before a look times anything out: record the parked result of each RUNNING
+        attempt past a deadline that returned before it (one bucket read per such attempt),
+        as its agent would have, and advance after it. True if one was recorded (the
+        caller reads the workflow again). A failed read raises: the look fails and is
+        looked at again, never timing out an attempt whose result may be parked."""
+        units = [
+            *state.steps.values(),
+            *state.compensations.values(),
+            *(u for window in state.windows.values() for u in window.values()),
+        ]
+        taken = False
+        for rec in units:
+            if rec.status is not StepStatus.RUNNING or rec.child_id is not None:
+                continue
+            if rec.fanout is not None and rec.index is None:
+                continue  # a running map: its items are the attempts
+            spec = definition.spec(rec.kind, rec.name)
+            deadlines = [d.at for d in attempt_deadlines(spec, rec, now) if d.at is not None]
+            if not deadlines or now < min(deadlines):
+                continue
+            key = self.parked_key(rec)
+            data = self.ports.payloads.store.get(key)
+            if data is None:
+                continue
+            parked = json.loads(data)
+            if int(parked["returned_at"]) > min(deadlines):
+                continue  # returned after its lease: the timeout stands
+            updated = self.record_result(state, rec, str(parked["output"]))
+            if updated is None:
+                continue  # ended or superseded since the read
+            logger.warning(
+                "parked result recorded",
+                extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
+            )
+            with contextlib.suppress(Exception):
+                self.ports.payloads.store.delete(key)
+            if updated.index is not None:
+                self.after_item(state, definition, updated)
+            else:
+                self.advance_after(rec, definition)
+            taken = True
+        return taken
 
     def advance_after(
         self, rec: StepRecord, definition: Definition | None = None, *, failed: bool = False

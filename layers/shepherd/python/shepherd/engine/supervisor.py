@@ -737,6 +737,15 @@ class Supervisor:
             report.add("stale_entries")  # the index lagged behind the table
             return
         report.add("looked_at")
+        if self.scheduler.take_parked(state, definition, now):
+            # A result its agent could not write was recorded (and advanced after): plan on
+            # the workflow as it is now.
+            report.act("ParkedResult")
+            reloaded = self.scheduler.parse(self.scheduler.ports.store.load(wf_pk(workflow_id)))
+            assert reloaded is not None
+            state, definition = reloaded
+            if state.workflow.status.terminal:
+                return
         acted: list[str] = []
         pools = self._with_backlogs(state, definition, now)
         applied_actions = self.scheduler.run(
