@@ -767,10 +767,7 @@ class AgentRuntime:
                 },
             )
             return HandleResult(Outcome.FENCED, "attempt was superseded")
-        if updated.index is not None:
-            self.scheduler.after_item(state, self.scheduler.definition_of(state), updated)
-        else:
-            self.scheduler.advance_after(rec, self.scheduler.definition_of(state))
+        self.scheduler.after_result(state, self.scheduler.definition_of(state), rec, updated)
         return HandleResult(Outcome.SUCCEEDED)
 
     def _failed(

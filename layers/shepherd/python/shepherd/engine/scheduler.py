@@ -25,7 +25,6 @@ from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
-from shepherd.decisions.deadlines import attempt_deadlines
 from shepherd.decisions.fanout import child_id as fanout_child_id
 from shepherd.decisions.planner import (
     AccountItem,
@@ -147,6 +146,8 @@ class StartResult:
         return self.workflow.workflow_id
 
 
+# The outcomes of an attempt timed out (`EndAttempt.outcome`): what a parked result outweighs.
+ATTEMPT_TIMEOUTS = ("timeout", "heartbeat_timeout")
 @dataclass(frozen=True)
 class Applied:
     """One planned action and whether its write won (False: someone else had acted).
@@ -844,9 +845,9 @@ class Scheduler:
 
     @staticmethod
     def parked_key(rec: StepRecord) -> str:
-        """Where an attempt's refused result is parked in the payload bucket."""
-        index = "-" if rec.index is None else rec.index
-        return payload_key(rec.workflow_id, "parked", rec.kind, rec.name, index, rec.attempt)
+        """Where an attempt's refused result is parked in the payload bucket (its item's
+        index, None for a step's or a compensation's unit)."""
+        return payload_key(rec.workflow_id, "parked", rec.kind, rec.name, rec.index, rec.attempt)
 
     def park_result(self, rec: StepRecord, output: str, returned_at: int) -> None:
         """Keep a result the store refused until the attempt's lease ended (a throttle
@@ -866,34 +867,32 @@ class Scheduler:
             extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
         )
 
-    def take_parked(self, state: WorkflowState, definition: Definition, now: int) -> bool:
-        """Before a look times anything out: record the parked result of each RUNNING
-        attempt past a deadline that returned before it (one bucket read per such attempt),
-        as its agent would have, and advance after it. True if one was recorded (the
-        caller reads the workflow again). A failed read raises: the look fails and is
-        looked at again, never timing out an attempt whose result may be parked."""
-        units = [
-            *state.steps.values(),
-            *state.compensations.values(),
-            *(u for window in state.windows.values() for u in window.values()),
-        ]
+    def take_parked(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        now: int,
+        pools: Mapping[str, PoolState] | None = None,
+    ) -> bool:
+        """Before a look times an attempt out (what the planner would: its timeouts, planned
+        here on a throwaway random source): record the result the attempt parked if it
+        returned before the deadline (one bucket read per attempt to time out), as its agent
+        would have, and advance after it. True if one was recorded (the caller reads the
+        workflow again). A failed read raises: the look fails and is looked at again, never
+        timing out an attempt whose result may be parked."""
+        planned = plan(state, definition, now, supervisor=True, rng=random.Random(0), pools=pools)
         taken = False
-        for rec in units:
-            if rec.status is not StepStatus.RUNNING or rec.child_id is not None:
+        for action in planned:
+            if not isinstance(action, EndAttempt) or action.outcome not in ATTEMPT_TIMEOUTS:
                 continue
-            if rec.fanout is not None and rec.index is None:
-                continue  # a running map: its items are the attempts
-            spec = definition.spec(rec.kind, rec.name)
-            deadlines = [d.at for d in attempt_deadlines(spec, rec, now) if d.at is not None]
-            if not deadlines or now < min(deadlines):
-                continue
+            rec = action.seen
             key = self.parked_key(rec)
             data = self.ports.payloads.store.get(key)
             if data is None:
                 continue
             parked = json.loads(data)
-            if int(parked["returned_at"]) > min(deadlines):
-                continue  # returned after its lease: the timeout stands
+            if int(parked["returned_at"]) > now - action.overdue_ms:
+                continue  # returned after its deadline: the timeout stands
             updated = self.record_result(state, rec, str(parked["output"]))
             if updated is None:
                 continue  # ended or superseded since the read
@@ -903,12 +902,19 @@ class Scheduler:
             )
             with contextlib.suppress(Exception):
                 self.ports.payloads.store.delete(key)
-            if updated.index is not None:
-                self.after_item(state, definition, updated)
-            else:
-                self.advance_after(rec, definition)
+            self.after_result(state, definition, rec, updated)
             taken = True
         return taken
+
+    def after_result(
+        self, state: WorkflowState, definition: Definition, rec: StepRecord, updated: StepRecord
+    ) -> None:
+        """After an attempt's result was recorded (by its agent, or from where it parked it):
+        a map item's is counted on its map, any other unit's advances its workflow."""
+        if updated.index is not None:
+            self.after_item(state, definition, updated)
+        else:
+            self.advance_after(rec, definition)
 
     def advance_after(
         self, rec: StepRecord, definition: Definition | None = None, *, failed: bool = False

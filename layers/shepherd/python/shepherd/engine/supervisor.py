@@ -737,7 +737,8 @@ class Supervisor:
             report.add("stale_entries")  # the index lagged behind the table
             return
         report.add("looked_at")
-        if self.scheduler.take_parked(state, definition, now):
+        pools = self._with_backlogs(state, definition, now)
+        if self.scheduler.take_parked(state, definition, now, pools):
             # A result its agent could not write was recorded (and advanced after): plan on
             # the workflow as it is now.
             report.act("ParkedResult")
@@ -746,8 +747,8 @@ class Supervisor:
             state, definition = reloaded
             if state.workflow.status.terminal:
                 return
+            pools = self._with_backlogs(state, definition, now)
         acted: list[str] = []
-        pools = self._with_backlogs(state, definition, now)
         applied_actions = self.scheduler.run(
             state, definition, supervisor=True, now=now, pools=pools
         )
