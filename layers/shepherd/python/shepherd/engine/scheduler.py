@@ -148,6 +148,11 @@ class StartResult:
 
 # The outcomes of an attempt timed out (`EndAttempt.outcome`): what a parked result outweighs.
 ATTEMPT_TIMEOUTS = ("timeout", "heartbeat_timeout")
+# A join of this many dependencies or more (and an end of this many sinks) counts them on an
+# item of its own rather than being read by each one's advance (issue 41.2).
+JOIN_COUNTER_FROM = 4
+
+
 @dataclass(frozen=True)
 class Applied:
     """One planned action and whether its write won (False: someone else had acted).
@@ -698,11 +703,14 @@ class Scheduler:
         """The bounded advance after `completed` succeeded, or None to read it whole."""
         if completed not in definition.by_name:
             return None
-        needed = {completed, *definition.dependents[completed]}
+        needed = {completed}
         for successor in definition.dependents[completed]:
-            needed.update(definition.by_name[successor].depends_on)
-        if completed in definition.sinks:
-            needed.update(definition.sinks)
+            depends_on = definition.by_name[successor].depends_on
+            if self.counted(workflow_id, successor, len(depends_on)):
+                needed.update((successor, *depends_on))
+        sinks = definition.sinks
+        if completed in sinks and self.counted(workflow_id, None, len(sinks)):
+            needed.update(sinks)
         loaded = self.load_units(workflow_id, (("step", name) for name in sorted(needed)))
         if loaded is None:
             return []
@@ -710,6 +718,18 @@ class Scheduler:
         if state.workflow.status is not WorkflowStatus.RUNNING:
             return None  # paused or unwinding: planned on the whole workflow
         return self.run(state, definition, supervisor=False, completed=completed)
+
+    def counted(self, workflow_id: str, join: str | None, dependencies: int) -> bool:
+        """Count one more dependency done on a join (None: the end, over the sinks) and say
+        whether all may be: a join of fewer than JOIN_COUNTER_FROM is always read (reading
+        its few dependencies costs less than a counter's write). A trigger, never the
+        decision: the caller reads the dependencies' own items and plans on them
+        (docs/architecture.md, "Bounded reads")."""
+        if dependencies < JOIN_COUNTER_FROM:
+            return True
+        now = self.ports.clock.now_ms()
+        pk, sk, update = tx.count_join(workflow_id, join, self.expires(now))
+        return int(self.ports.store.update(pk, sk, update, None).get("done", 0)) >= dependencies
 
     def run(
         self,
