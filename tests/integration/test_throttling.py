@@ -64,7 +64,7 @@ class Throttle:
         return False
 
 
-def _memory(harness: Harness, throttle: Throttle | Episode) -> None:
+def _memory(harness: Harness, throttle: Throttle | Episode | Window) -> None:
     real = harness.store.update
 
     def update(pk: str, sk: str, update: Update, condition: Cond | None) -> Any:
@@ -243,3 +243,58 @@ def test_a_result_returned_after_its_deadline_is_not_taken_from_the_bucket() -> 
     rec = harness.state(wf).steps["reserve_inventory"]
     assert calls[:2] == [1, 2]
     assert rec.attempt >= 2 and rec.history[0]["o"] != "ok"
+
+
+class Window:
+    """Refuse every update of one partition while the clock is in [start, end)."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+        self.pk: str | None = None
+        self.start = self.end = 0
+        self.refused = 0
+
+    def hit(self, pk: str, sk: str, sets: dict[str, Any]) -> bool:
+        now = self.harness.clock.now_ms()
+        if pk == self.pk and self.start <= now < self.end:
+            self.refused += 1
+            return True
+        return False
+
+
+def test_heartbeats_refused_past_the_lease_do_not_time_a_running_attempt_out() -> None:
+    """Issue 41.3, a heartbeat: reserve_inventory (HeartbeatSeconds 3, TimeoutSeconds 8)
+    works 6.4 s; every write to its workflow's partition is refused from 1 s to 4.6 s into it,
+    so its heartbeats at 1.6 s and 3.2 s are refused and its lease lapses at 3 s. A sweep at
+    4.8 s (the episode over, before its next heartbeat) finds the heartbeat it parked in the
+    bucket at 3.2 s and writes it instead of timing the attempt out: one attempt."""
+    harness = memory_harness()
+    window = Window(harness)
+    _memory(harness, window)
+    from shepherd_examples.agents import registry
+
+    real = registry.get("reserve_inventory")
+    assert real is not None
+    swept: list[Any] = []
+
+    def reserve(ctx: Any) -> Any:
+        start = harness.clock.now_ms()
+        window.pk, window.start, window.end = f"WF#{ctx.workflow_id}", start + 1000, start + 4600
+        for n in range(4):
+            harness.clock.advance(1.6)
+            if n == 2:
+                swept.append(harness.sweep())  # the supervisor, meanwhile
+            ctx.report_progress({"working": n})
+        return real(ctx)
+
+    with registry_with(reserve_inventory=reserve) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        for _ in _deliver(harness, rounds=40):
+            if harness.state(wf).workflow.status.terminal:
+                break
+    state = harness.state(wf)
+    assert window.refused >= 2 and swept
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    rec = state.steps["reserve_inventory"]
+    assert rec.attempt == 1 and [h["o"] for h in rec.history] == ["ok"]

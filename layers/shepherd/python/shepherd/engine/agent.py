@@ -340,7 +340,13 @@ class Heartbeat:
                 return True
             details, self._details = self._details, None
             write = tx.heartbeat(self._rec, self._rec.attempt, now, details)
-            beaten = self._scheduler.executor.step(None, write)
+            try:
+                beaten = self._scheduler.executor.step(None, write)
+            except StoreUnavailable:
+                # Refused (a throttle): the bucket keeps that it was alive now, so a throttle
+                # longer than the lease does not time it out (`Scheduler.take_parked`).
+                self._scheduler.park_heartbeat(self._rec, now)
+                raise
             if beaten is None:
                 self.fenced = True
                 return False

@@ -874,18 +874,28 @@ class Scheduler:
         longer than the lease) in the payload bucket, for the supervisor to record
         (`take_parked`; docs/architecture.md, "Throttling loses nothing"). Best effort: a
         failed put leaves the attempt to be timed out, as before."""
-        data = json.dumps({"output": output, "returned_at": returned_at}).encode("utf-8")
+        self._park(rec, {"output": output, "returned_at": returned_at})
+
+    def _park(self, rec: StepRecord, parked: dict[str, Any]) -> None:
+        data = json.dumps(parked).encode("utf-8")
         try:
             self.ports.payloads.store.put(
                 self.parked_key(rec), data, hashlib.sha256(data).hexdigest()
             )
         except Exception:
-            logger.warning("refused result not parked", exc_info=True)
+            logger.warning("refused write not parked", exc_info=True)
             return
         logger.warning(
-            "result refused past the lease: parked for the supervisor",
+            "write refused: parked for the supervisor",
             extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
         )
+
+    def park_heartbeat(self, rec: StepRecord, at: int) -> None:
+        """Keep that a running attempt was alive at `at` though the store refused its
+        heartbeat, for the supervisor to write before it would time the attempt out for a
+        lost heartbeat (`take_parked`). A parked result is never replaced by it (the agent
+        parks a result only after its last heartbeat). Best effort, as `park_result`."""
+        self._park(rec, {"heartbeat_at": at})
 
     def take_parked(
         self,
@@ -911,6 +921,9 @@ class Scheduler:
             if data is None:
                 continue
             parked = json.loads(data)
+            if "heartbeat_at" in parked:
+                taken |= self._parked_heartbeat(state, action, int(parked["heartbeat_at"]))
+                continue
             if int(parked["returned_at"]) > now - action.overdue_ms:
                 continue  # returned after its deadline: the timeout stands
             updated = self.record_result(state, rec, str(parked["output"]))
@@ -925,6 +938,21 @@ class Scheduler:
             self.after_result(state, definition, rec, updated)
             taken = True
         return taken
+
+    def _parked_heartbeat(self, state: WorkflowState, action: EndAttempt, at: int) -> bool:
+        """A lost heartbeat's timeout, when the attempt parked a later one: that heartbeat
+        written now (fenced as the agent's), so the attempt's lease runs from it. A
+        TimeoutSeconds timeout stands: heartbeats never extend it."""
+        rec = action.seen
+        if action.outcome != "heartbeat_timeout" or at <= (rec.heartbeat_at or 0):
+            return False
+        beaten = self.executor.step(state, tx.heartbeat(rec, rec.attempt, at, None))
+        if beaten is not None:
+            logger.warning(
+                "parked heartbeat recorded",
+                extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
+            )
+        return beaten is not None
 
     def after_result(
         self, state: WorkflowState, definition: Definition, rec: StepRecord, updated: StepRecord
