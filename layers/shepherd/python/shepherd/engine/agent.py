@@ -288,6 +288,7 @@ class Heartbeat:
         self._hb_seconds = hb
         self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // HEARTBEATS_PER_TIMEOUT)
         self._last_ms = rec.claimed_at or 0
+        self._parked_ms = self._last_ms  # the last refused heartbeat parked in the bucket
         self._details: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -344,8 +345,11 @@ class Heartbeat:
                 beaten = self._scheduler.executor.step(None, write)
             except StoreUnavailable:
                 # Refused (a throttle): the bucket keeps that it was alive now, so a throttle
-                # longer than the lease does not time it out (`Scheduler.take_parked`).
-                self._scheduler.park_heartbeat(self._rec, now)
+                # longer than the lease does not time it out (`Scheduler.take_parked`); once
+                # an interval at most, however often the write is tried again.
+                if now - self._parked_ms >= self.interval_ms:
+                    self._parked_ms = now
+                    self._scheduler.park_heartbeat(self._rec, now)
                 raise
             if beaten is None:
                 self.fenced = True
