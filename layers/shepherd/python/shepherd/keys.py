@@ -17,6 +17,7 @@ WF_PREFIX = "WF#"  # pk of a workflow's partition: WF#<workflow id>
 WF_SK = "#WF"  # sk of the workflow item
 STEP_PREFIX = "S#"  # sk of a step item: S#<step name>
 COMP_PREFIX = "C#"  # sk of a compensation item: C#<step name>
+JOIN_PREFIX = "J#"  # sk of a join's counter: J#<step name> (J#: the end, over the sinks)
 OWNER_PREFIX = "OWNER#"  # list index partition: OWNER#<owner>#<shard>
 WATCH_PREFIX = "W#"  # watch index shard: W#<n>
 EVENTS_PREFIX = "EV#"  # a workflow's history: pk EV#<workflow id>, sk <time ms>#<event id>
@@ -344,3 +345,8 @@ def match_pk(owner: str, name: str, values: str, shard: int) -> str:
     """The by_key partition of the owner's workflows waiting for signal `name` matched on
     `values` (the canonical JSON of the matched fields and their values), shard `shard`."""
     return f"{MATCH_PREFIX}{owner}#{name}#{_digest(values)}#{shard}"
+
+
+def join_sk(join: str | None) -> str:
+    """A join's counter item (`Scheduler.counted`): J#<step>, or J# for the workflow's end."""
+    return JOIN_PREFIX + (join or "")

@@ -25,6 +25,7 @@ from shepherd.keys import (
     inbox_pk,
     inbox_shard,
     inbox_sk,
+    join_sk,
     schedule_sk,
     signal_id_sk,
     signal_queue_sk,
@@ -1066,6 +1067,13 @@ def _redrives(wf: WorkflowRecord) -> Cond:
     """The workflow's fencing token: a redrive brings a FAILED workflow back to the status it
     failed from, so a write planned before it must not pass on the status alone."""
     return Missing("redrives") if not wf.redrives else Eq("redrives", wf.redrives)
+
+
+def count_join(workflow_id: str, join: str | None, expires_at: int) -> tuple[str, str, Update]:
+    """One more of a join's dependencies (None: of the end's sinks) done: an unconditional
+    ADD on its counter item, a trigger for the bounded advance, never a decision."""
+    update = Update(add={"done": 1}, set_if_missing={"expires_at": expires_at})
+    return wf_pk(workflow_id), join_sk(join), update
 
 
 def move_due(wf: WorkflowRecord, due_at: int | None, *, shard: str | None = None) -> Write:

@@ -303,6 +303,7 @@ class Heartbeat:
         self._hb_seconds = hb
         self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // HEARTBEATS_PER_TIMEOUT)
         self._last_ms = rec.claimed_at or 0
+        self._parked_ms = self._last_ms  # the last refused heartbeat parked in the bucket
         self._details: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -355,7 +356,16 @@ class Heartbeat:
                 return True
             details, self._details = self._details, None
             write = tx.heartbeat(self._rec, self._rec.attempt, now, details)
-            beaten = self._scheduler.executor.step(None, write)
+            try:
+                beaten = self._scheduler.executor.step(None, write)
+            except StoreUnavailable:
+                # Refused (a throttle): the bucket keeps that it was alive now, so a throttle
+                # longer than the lease does not time it out (`Scheduler.take_parked`); once
+                # an interval at most, however often the write is tried again.
+                if now - self._parked_ms >= self.interval_ms:
+                    self._parked_ms = now
+                    self._scheduler.park_heartbeat(self._rec, now)
+                raise
             if beaten is None:
                 self.fenced = True
                 return False
@@ -744,13 +754,19 @@ class AgentRuntime:
         finally:
             heartbeat.stop()
 
-    def _while_leased(self, heartbeat: Heartbeat, write: Callable[[], _T]) -> tuple[_T, bool]:
+    def _while_leased(
+        self,
+        heartbeat: Heartbeat,
+        write: Callable[[], _T],
+        park: Callable[[], None] | None = None,
+    ) -> tuple[_T, bool]:
         """The attempt's final write, retried with jittered backoff while the store is
         throttled or unavailable and the attempt's lease holds (its heartbeats go on), so a
         result the function already produced is not lost to throttling. Past the lease it
-        gives up (StoreUnavailable): the supervisor times the attempt out as for any crash.
-        Returns the write's result, and whether an earlier try failed ambiguously (a write
-        that timed out may have landed)."""
+        gives up (StoreUnavailable), parking what `park` keeps first (a success's result, for
+        the supervisor to record: `Scheduler.take_parked`); without one the supervisor times
+        the attempt out as for any crash. Returns the write's result, and whether an earlier
+        try failed ambiguously (a write that timed out may have landed)."""
         clock = self.scheduler.ports.clock
         rng = self.scheduler.ports.rng
         delay = FINAL_WRITE_BACKOFF_MS
@@ -760,6 +776,8 @@ class AgentRuntime:
                 return write(), ambiguous
             except StoreUnavailable:
                 if clock.now_ms() + delay >= heartbeat.lease_end_ms():
+                    if park is not None:
+                        park()
                     raise
                 ambiguous = True
                 logger.warning("final write throttled; retrying while the lease holds")
@@ -832,8 +850,11 @@ class AgentRuntime:
     def _succeeded(
         self, state: WorkflowState, rec: StepRecord, output: str, heartbeat: Heartbeat
     ) -> HandleResult:
+        returned_at = self.scheduler.ports.clock.now_ms()
         updated, ambiguous = self._while_leased(
-            heartbeat, lambda: self.scheduler.record_result(state, rec, output)
+            heartbeat,
+            lambda: self.scheduler.record_result(state, rec, output),
+            lambda: self.scheduler.park_result(rec, output, returned_at),
         )
         current = state.unit(rec)
         if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):
@@ -848,10 +869,7 @@ class AgentRuntime:
                 },
             )
             return HandleResult(Outcome.FENCED, "attempt was superseded")
-        if updated.index is not None:
-            self.scheduler.after_item(state, self.scheduler.definition_of(state), updated)
-        else:
-            self.scheduler.advance_after(rec, self.scheduler.definition_of(state))
+        self.scheduler.after_result(state, self.scheduler.definition_of(state), rec, updated)
         return HandleResult(Outcome.SUCCEEDED)
 
     def _failed(

@@ -740,8 +740,18 @@ class Supervisor:
             report.add("stale_entries")  # the index lagged behind the table
             return
         report.add("looked_at")
-        acted: list[str] = []
         pools = self._with_backlogs(state, definition, now)
+        if self.scheduler.take_parked(state, definition, now, pools):
+            # A result its agent could not write was recorded (and advanced after): plan on
+            # the workflow as it is now.
+            report.act("ParkedResult")
+            reloaded = self.scheduler.parse(self.scheduler.ports.store.load(wf_pk(workflow_id)))
+            assert reloaded is not None
+            state, definition = reloaded
+            if state.workflow.status.terminal:
+                return
+            pools = self._with_backlogs(state, definition, now)
+        acted: list[str] = []
         applied_actions = self.scheduler.run(
             state, definition, supervisor=True, now=now, pools=pools
         )
