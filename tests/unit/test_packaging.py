@@ -136,3 +136,23 @@ def test_make_release_check_checks_the_wheel_and_the_layer_check_keeps_its_name(
     makefile = (ROOT / "Makefile").read_text()
     assert "release-check: $(STAMP)\n\t$(BIN)/python tools/wheel_check.py\n" in makefile
     assert "powertools-layer-check: $(STAMP)\n\t$(BIN)/python tools/release_check.py\n" in makefile
+
+
+def test_make_test_runs_the_handlers_and_stores_at_the_lowest_versions(tmp_path: Path) -> None:
+    """Issue 39.1: `make test` runs a suite at each range's lower end (`make test-lowest`),
+    with the test tools at the dev extra's own pins."""
+    from wheel_check import lowest_constraints
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project]\ndependencies = ["boto3>=1.35.0,<2", "pydantic>=2.7.0,<3"]\n'
+        '[project.optional-dependencies]\ndev = ["x[cdk]", "pytest==9.2.0", "ruff==0.17.6",'
+        ' "hypothesis==6.1.0"]\n'
+    )
+    assert lowest_constraints(pyproject) == (
+        "boto3==1.35.0\npydantic==2.7.0\npytest==9.2.0\nhypothesis==6.1.0\n"
+    )
+    makefile = (ROOT / "Makefile").read_text()
+    (suite,) = [line for line in makefile.splitlines() if "mypy-timed unit-" in line]
+    assert "test-lowest" in suite.split()
+    assert "--print-lowest-constraints > $(LOW_VENV)/constraints.txt" in makefile
