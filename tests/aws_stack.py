@@ -73,15 +73,26 @@ def sqs_event(bodies: list[tuple[str, str]], queue_arn: str) -> dict[str, Any]:
 
 
 PAYLOAD_BUCKET = "shepherd-payloads"
+_CLIENTS: dict[tuple[Any, str], Any] = {}
+
+
+def _client(service: str) -> Any:
+    """The test's own client of `service` (the stack's, not the engine's), made once per boto3
+    default session (issue 36: five clients made for every stack cost about a tenth of a
+    handler test's CPU). A client holds no moto state: moto answers every client's calls
+    from the backends of the mock running when the call is made, so a stack of a later test
+    reads only what that test's mock holds."""
+    key = (boto3.DEFAULT_SESSION, service)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = boto3.client(service, region_name="us-east-1")
+    return _CLIENTS[key]
 
 
 class Stack:
     """Moto resources from the same topology the CDK app uses, plus handler drivers."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.clients = {
-            s: boto3.client(s, region_name="us-east-1") for s in ("dynamodb", "sqs", "events", "s3")
-        }
+        self.clients = {s: _client(s) for s in ("dynamodb", "sqs", "events", "s3")}
         self.queues = create_all(
             self.clients, DEFINITIONS, table="shepherd", bus="shepherd-bus", bucket=PAYLOAD_BUCKET
         )
@@ -119,8 +130,7 @@ class Stack:
         # The table's stream -> the stream consumer, as the deployed event source mapping.
         self.stream = StreamMapping(
             StreamReader(
-                boto3.client("dynamodbstreams", region_name="us-east-1"),
-                stream_arn(self.clients["dynamodb"], "shepherd"),
+                _client("dynamodbstreams"), stream_arn(self.clients["dynamodb"], "shepherd")
             ),
             self._consume,
         )
