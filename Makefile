@@ -121,8 +121,9 @@ openapi: $(STAMP)
 	$(BIN)/python -m shepherd_cli.openapi
 
 # `make demo PORT=8080 MOTO_PORT=5000 CONSOLE_PORT=8081`: fixed ports (default: any free one).
+# `make demo ONLY=workflows` or `ONLY=outage`: one of its two phases, on a stack of its own.
 demo: $(STAMP)
-	$(BIN)/python -m shepherd_cli.demo $(if $(PORT),--port $(PORT)) $(if $(MOTO_PORT),--moto-port $(MOTO_PORT)) $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT))
+	$(BIN)/python -m shepherd_cli.demo $(if $(ONLY),--only $(ONLY)) $(if $(PORT),--port $(PORT)) $(if $(MOTO_PORT),--moto-port $(MOTO_PORT)) $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT))
 
 # Deterministic fault simulation (docs/simulation.md): `make sim SEEDS=10000 JOBS=2`,
 # `make sim FAULTS=dup=0.2,lose=0.1`, replay one seed with its trace: `make sim SEED=1234`.

@@ -73,6 +73,22 @@ def lowest_pins(requirements: Iterable[str]) -> dict[str, str]:
     return pins
 
 
+# The test tools the lowest-versions suite needs (`make test-lowest`), at the dev extra's pins.
+TEST_TOOLS = ("pytest", "hypothesis")
+
+
+def lowest_constraints(pyproject: Path = ROOT / "pyproject.toml") -> str:
+    """pip constraints for `make test-lowest`: every runtime dependency at its lowest allowed
+    version, the test tools at this repository's own pins (one place says each version)."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    pins = lowest_pins(project["dependencies"])
+    for requirement in project["optional-dependencies"]["dev"]:
+        name, _, version = requirement.partition("==")
+        if name in TEST_TOOLS:
+            pins[name] = version
+    return "".join(f"{name}=={version}\n" for name, version in pins.items())
+
+
 def metadata_problems(metadata: str, version: str) -> list[str]:
     """What is wrong with a wheel's METADATA: its name, its version, a pinned dependency."""
     message = email.parser.Parser().parsestr(metadata)
@@ -178,7 +194,15 @@ def scaffold_tests(work: Path, python: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make release-check", description=__doc__)
     parser.add_argument("--keep", help="work in this folder and keep it (default: a temporary one)")
+    parser.add_argument(
+        "--print-lowest-constraints",
+        action="store_true",
+        help="print the constraints `make test-lowest` installs with, and do nothing else",
+    )
     args = parser.parse_args(argv)
+    if args.print_lowest_constraints:
+        print(lowest_constraints(), end="")
+        return 0
     try:
         pins = lowest_pins(runtime_requirements())
         with tempfile.TemporaryDirectory(prefix="shepherd-release-") as tmp:

@@ -401,13 +401,30 @@ class WorkflowView(BaseModel):
     input: Any = None
     input_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("input"))] = None
     output: Annotated[
-        Any, Field(description="Once SUCCEEDED: each step's output by name (small ones)")
+        Any,
+        Field(
+            description="Once SUCCEEDED: each step's output by name (small ones); a state "
+            "machine's: the machine's output"
+        ),
     ] = None
     output_ref: Annotated[
         dict[str, PayloadLink] | None,
         Field(description="Once SUCCEEDED: the large step outputs by name (absent from output)"),
     ] = None
     error: dict[str, Any] | None = None
+    cause: Annotated[
+        str | None,
+        Field(
+            description="A state machine that FAILED by design: the Fail state's or error's cause"
+        ),
+    ] = None
+    failure: Annotated[
+        str | None,
+        Field(
+            description="`definition`: a state machine's Fail state or uncaught error ended it "
+            "(designed; the operator's alarm does not count it)"
+        ),
+    ] = None
     pause: Annotated[
         dict[str, Any] | None,
         Field(description="Why it is PAUSED: reason (failure or operator), step, error, by"),

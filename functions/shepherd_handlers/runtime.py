@@ -86,6 +86,16 @@ EVENT_METRICS = {
 }
 
 
+def event_metric(event: DomainEvent) -> Metric | None:
+    """The count an event is. A state machine's Fail state or uncaught error is its designed
+    end (`failure: definition`): counted apart, so the operator's WorkflowsFailed alarm never
+    fires for it."""
+    metric = EVENT_METRICS.get(event.detail_type)
+    if metric is Metric.WORKFLOWS_FAILED and event.detail.get("failure") == "definition":
+        return Metric.WORKFLOWS_FAILED_BY_DEFINITION
+    return metric
+
+
 def derived_metrics(event: DomainEvent) -> list[Metric]:
     """The metrics an event implies beyond its own count (what the alarms watch)."""
     if event.detail_type == "StepFailed" and event.detail.get("kind") == "compensation":
@@ -99,7 +109,7 @@ def derived_metrics(event: DomainEvent) -> list[Metric]:
 def count_events(events: Sequence[DomainEvent]) -> None:
     """Workflow and step metrics, from the events themselves: they cannot disagree."""
     for event in events:
-        metric = EVENT_METRICS.get(event.detail_type)
+        metric = event_metric(event)
         if metric is not None:
             metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
         for extra in derived_metrics(event):

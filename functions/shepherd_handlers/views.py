@@ -194,6 +194,9 @@ def workflow_view(
             # Named as the step's own output_ref (the same object, the same link).
             if (link := payload(payloads, t, f"{wf.workflow_id}-step-{n}-output")[1])
         }
+    if definition.state_machine is not None and wf.asl_output is not None:
+        output, link = payload(payloads, wf.asl_output, f"{wf.workflow_id}-output")
+        output_ref = {"output": link} if link else None
     # In the order they are undone (the planner's), not by dispatch time: a look writes its
     # sweep's `now`, which may be earlier than an undo an agent started meanwhile.
     unwind = {name: i for i, name in enumerate(compensation_order(state, definition))}
@@ -217,6 +220,8 @@ def workflow_view(
         output=output,
         output_ref=output_ref or None,
         error=loads(wf.error),
+        cause=wf.asl_cause,
+        failure=wf.failure,
         pause=loads(wf.pause),
         paused_at=iso(wf.paused_at),
         pause_timeout_at=iso(pause_timeout_at(state, definition)),

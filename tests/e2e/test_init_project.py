@@ -10,7 +10,10 @@ from there by version, every dependency from the package index. Then, as the tut
 `shepherd validate`, `make test`, the synth and one workflow on the local stack.
 
 Two environments are installed from scratch (pip's cache makes a second run faster): a few
-minutes on a shared machine.
+minutes on a shared machine. Each step of the tutorial is a module-scoped fixture that needs
+the one before it, and each test checks one step's outcome: the steps run once, in order, and
+each test's time is its own step's (issue 36: no test over a minute), while a test run alone
+(`-k`) still runs every step it needs. A step that fails errors every test after it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -65,13 +69,75 @@ def _isolated(python: Path, cwd: Path, venv: Path) -> None:
     assert not [p for p in found["path"] if p.startswith(str(ROOT))], found["path"]
 
 
-def test_the_tutorial_from_a_clean_machine(tmp_path: Path) -> None:
-    # Given Shepherd built into a wheel and an sdist
-    dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], tmp_path, 600)
+@dataclass(frozen=True)
+class Built:
+    """Shepherd built as a team would get it before it is published."""
+
+    wheel: Path
+    sdist: Path
+    wheel_bytes: bytes  # read at once: the project's step deletes the build folder
+
+
+@dataclass(frozen=True)
+class Cli:
+    """The CLI installed from the wheel into an environment of its own."""
+
+    built: Built
+    venv: Path
+
+
+@dataclass(frozen=True)
+class Made:
+    """The project `shepherd init` made, after its own `make dev`."""
+
+    cli: Cli
+    root: Path
+    init_output: str
+
+    @property
+    def venv(self) -> Path:
+        return self.root / ".venv"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tutorial")
+
+
+@pytest.fixture(scope="module")
+def built(work: Path) -> Built:
+    """Step 1: `python -m build` makes the sdist, then the wheel from the sdist."""
+    dist = work / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], work, 600)
     (sdist,) = dist.glob(f"{DISTRIBUTION}-*.tar.gz")
     (wheel,) = dist.glob(f"{DISTRIBUTION}-*-py3-none-any.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+    return Built(wheel, sdist, wheel.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def cli(built: Built, work: Path) -> Cli:
+    """Step 2: the CLI installed from the wheel with one command, into a fresh environment
+    (`pipx install <wheel>`: a virtualenv of its own; the local stack runs from the
+    project's)."""
+    venv = work / "cli"
+    _run([sys.executable, "-m", "venv", str(venv)], work, 120)
+    _run([str(venv / "bin" / "pip"), "install", "--quiet", str(built.wheel)], work, 900)
+    return Cli(built, venv)
+
+
+@pytest.fixture(scope="module")
+def made(cli: Cli, work: Path) -> Made:
+    """Step 3: `shepherd init` makes the project, which installs that same wheel by version
+    (`make dev`), with nothing but its own folder (the build folder is gone first)."""
+    out = _run([str(cli.venv / "bin" / "shepherd"), "init", "travel-desk"], work, 60)
+    project = work / "travel-desk"
+    shutil.rmtree(cli.built.wheel.parent)  # the project needs nothing but its own folder
+    _run(["make", "dev"], project, 900)
+    return Made(cli, project, out)
+
+
+def test_shepherd_builds_into_a_complete_wheel_and_sdist(built: Built) -> None:
+    names = zipfile.ZipFile(built.wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.startswith(DISTRIBUTION)} == {
         "shepherd",
         "shepherd_handlers",
@@ -79,30 +145,34 @@ def test_the_tutorial_from_a_clean_machine(tmp_path: Path) -> None:
         "shepherd_infra",
     }
     assert "shepherd_cli/console/static/index.html" in names and "shepherd/py.typed" in names
-    assert sdist.stat().st_size > 0
+    assert built.sdist.stat().st_size > 0
 
-    # When the CLI is installed from the wheel with one command, into a fresh environment
-    # (`pipx install <wheel>`: a virtualenv of its own; the local stack runs from the project's)
-    cli = tmp_path / "cli"
-    _run([sys.executable, "-m", "venv", str(cli)], tmp_path, 120)
-    _run([str(cli / "bin" / "pip"), "install", "--quiet", str(wheel)], tmp_path, 900)
-    _isolated(cli / "bin" / "python", tmp_path, cli)
 
-    # And `shepherd init` makes the project, which installs that same wheel by version
-    out = _run([str(cli / "bin" / "shepherd"), "init", "travel-desk"], tmp_path, 60)
-    project = tmp_path / "travel-desk"
-    assert f"shepherd-workflows==0.1.0 (`wheels/{wheel.name}`" in out
-    assert (project / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
-    shutil.rmtree(dist)  # the project needs nothing but its own folder
-    _run(["make", "dev"], project, 900)
-    venv = project / ".venv"
-    _isolated(venv / "bin" / "python", project, venv)
+def test_the_cli_installs_from_the_wheel_alone(cli: Cli, work: Path) -> None:
+    _isolated(cli.venv / "bin" / "python", work, cli.venv)
 
-    # Then its definitions validate, its tests pass, its CDK app synthesizes, its workflow runs
-    assert "welcome, 5 steps" in _run([str(venv / "bin" / "shepherd"), "validate"], project, 60)
-    assert "5 passed" in _run(["make", "test"], project, 120)
-    outdir = tmp_path / "cdk.out"
-    _run([str(venv / "bin" / "python"), "infra/app.py"], project, 300, CDK_OUTDIR=str(outdir))
+
+def test_init_makes_a_project_that_installs_the_same_wheel_by_version(made: Made) -> None:
+    wheel = made.cli.built.wheel
+    assert f"shepherd-workflows==0.1.0 (`wheels/{wheel.name}`" in made.init_output
+    assert (made.root / "wheels" / wheel.name).read_bytes() == made.cli.built.wheel_bytes
+    _isolated(made.venv / "bin" / "python", made.root, made.venv)
+
+
+def test_the_projects_definitions_validate_and_its_tests_pass(made: Made) -> None:
+    venv = made.venv
+    assert "welcome, 5 steps" in _run([str(venv / "bin" / "shepherd"), "validate"], made.root, 60)
+    assert "5 passed" in _run(["make", "test"], made.root, 120)
+
+
+def test_the_projects_cdk_app_synthesizes(made: Made, work: Path) -> None:
+    outdir = work / "cdk.out"
+    _run(
+        [str(made.venv / "bin" / "python"), "infra/app.py"],
+        made.root,
+        300,
+        CDK_OUTDIR=str(outdir),
+    )
     template = json.loads((outdir / "TravelDesk.template.json").read_text())
     pools = {
         r["Properties"]["Environment"]["Variables"].get("SHEPHERD_POOL")
@@ -110,15 +180,18 @@ def test_the_tutorial_from_a_clean_machine(tmp_path: Path) -> None:
         if r["Type"] == "AWS::Lambda::Function"
     }
     assert {"accounts", "mail"} <= pools
+
+
+def test_the_projects_workflow_runs_on_the_local_stack(made: Made) -> None:
     out = _run(
         [
-            str(venv / "bin" / "shepherd"),
+            str(made.venv / "bin" / "shepherd"),
             "run",
             "welcome",
             "--input",
             '{"email": "ada@example.com"}',
         ],
-        project,
+        made.root,
         180,
     )
     assert "SUCCEEDED" in out

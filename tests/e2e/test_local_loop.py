@@ -5,6 +5,7 @@ one-step definition and an agent module that says which version of it ran. Bound
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -60,19 +61,18 @@ def agents(version: int) -> str:
     )
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "pyproject.toml").write_text(
+def _project(root: Path) -> Path:
+    (root / "pyproject.toml").write_text(
         '[tool.shepherd]\ndefinitions = "flows"\nagent-modules = ["loop_agents"]\n'
     )
-    (tmp_path / "flows").mkdir()
-    (tmp_path / "flows" / "hello.yaml").write_text(DEFINITION)
-    (tmp_path / "loop_agents.py").write_text(agents(1))
-    return tmp_path
+    (root / "flows").mkdir()
+    (root / "flows" / "hello.yaml").write_text(DEFINITION)
+    (root / "loop_agents.py").write_text(agents(1))
+    return root
 
 
-@pytest.fixture
-def stack(project: Path) -> Iterator[LocalStack]:
+@contextlib.contextmanager
+def _stack(project: Path) -> Iterator[LocalStack]:
     with LocalStack(
         project=Project.find(project),
         state_dir=project / ".shepherd",
@@ -82,6 +82,31 @@ def stack(project: Path) -> Iterator[LocalStack]:
         reload=True,
         advertise=True,
     ) as running:
+        yield running
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return _project(tmp_path)
+
+
+@pytest.fixture
+def stack(project: Path) -> Iterator[LocalStack]:
+    """A stack of its own, for a test that changes its project for good."""
+    with _stack(project) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def kept_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _project(tmp_path_factory.mktemp("kept"))
+
+
+@pytest.fixture(scope="module")
+def kept_stack(kept_project: Path) -> Iterator[LocalStack]:
+    """One stack for the tests that leave their project as they found it (issue 36: a stack
+    start each was most of their time)."""
+    with _stack(kept_project) as running:
         yield running
 
 
@@ -140,16 +165,6 @@ def test_shepherd_run_uses_the_running_stack_and_waits_for_a_changed_definition(
     assert view["output"]["wave"] == {"waved": 1}
 
 
-def test_a_broken_definition_leaves_the_stack_as_it_was(stack: LocalStack, project: Path) -> None:
-    (project / "flows" / "hello.yaml").write_text("Name: hello\nSteps: nonsense\n")
-    time.sleep(1.5)  # a few reload polls
-    assert finish(Api(stack.api_url))["status"] == "SUCCEEDED"
-    assert stack.reloads == 0
-    result = shepherd_run(project)  # `run` says why instead of running the old definition
-    assert result.returncode == 1 and "hello.yaml: Steps" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
 def test_shepherd_run_without_a_running_stack_starts_one_on_the_ports_given(
     project: Path,
 ) -> None:
@@ -164,10 +179,29 @@ def test_shepherd_run_without_a_running_stack_starts_one_on_the_ports_given(
     assert f"-p {moto_port}" in (logs / "moto.log").read_text()
 
 
-def test_a_default_stack_leaves_no_message_that_nobody_reads(stack: LocalStack) -> None:
+def test_a_broken_definition_leaves_the_stack_as_it_was(
+    kept_stack: LocalStack, kept_project: Path
+) -> None:
+    stack, project = kept_stack, kept_project
+    reloads = stack.reloads
+    definition = project / "flows" / "hello.yaml"
+    definition.write_text("Name: hello\nSteps: nonsense\n")
+    try:
+        time.sleep(1.5)  # a few reload polls
+        assert finish(Api(stack.api_url))["status"] == "SUCCEEDED"
+        assert stack.reloads == reloads
+        result = shepherd_run(project)  # `run` says why instead of running the old definition
+        assert result.returncode == 1 and "hello.yaml: Steps" in result.stderr
+        assert "Traceback" not in result.stderr
+    finally:
+        definition.write_text(DEFINITION)  # as found: the stack takes it up again
+
+
+def test_a_default_stack_leaves_no_message_that_nobody_reads(kept_stack: LocalStack) -> None:
     """moto walks every message a queue holds on each send to it: a queue that fills for a
     day (the old events tap did) makes every later step slower. Once a workflow has ended,
     every queue of a stack started without `events_tap` is empty."""
+    stack = kept_stack
     assert finish(Api(stack.api_url))["status"] == "SUCCEEDED"
     sqs = stack.client("sqs")
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]

@@ -3,6 +3,7 @@ region (CloudFormation reads a secret nowhere else), and a JSON secret read by i
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,19 @@ HOOK = {
 }
 
 
+# Each template by its region and hook, synthesized once in a run (issue 36: one synthesis per
+# distinct input; two tests read the eu-west-1 one). A synthesis that raises is not kept.
+_TEMPLATES: dict[tuple[str | None, str], dict[str, Any]] = {}
+
+
 def _template(tmp: Path, region: str | None, hook: dict[str, Any] = HOOK) -> dict[str, Any]:
+    key = (region, json.dumps(hook, sort_keys=True))
+    if key not in _TEMPLATES:
+        _TEMPLATES[key] = _synthesized(tmp, region, hook)
+    return copy.deepcopy(_TEMPLATES[key])
+
+
+def _synthesized(tmp: Path, region: str | None, hook: dict[str, Any]) -> dict[str, Any]:
     app = App(context=cdk_json_context(), outdir=str(tmp / "cdk.out"))
     stack = ShepherdStack(
         app,

@@ -5,6 +5,7 @@ translation). Every workflow still succeeds with one attempt per step."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -63,7 +64,7 @@ class Throttle:
         return False
 
 
-def _memory(harness: Harness, throttle: Throttle) -> None:
+def _memory(harness: Harness, throttle: Throttle | Episode | Window) -> None:
     real = harness.store.update
 
     def update(pk: str, sk: str, update: Update, condition: Cond | None) -> Any:
@@ -86,7 +87,7 @@ def _sets(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _dynamodb(harness: Harness, throttle: Throttle) -> None:
+def _dynamodb(harness: Harness, throttle: Throttle | Episode) -> None:
     client = harness.store._client  # type: ignore[attr-defined]
     real = client.update_item
 
@@ -156,3 +157,144 @@ def test_a_throttled_write_costs_no_attempt_and_loses_nothing(harness: Harness, 
         assert [h["o"] for h in rec.history] == ["ok"], f"{name}: {rec.history}"
     effects = ledger.effects()
     assert len(effects) == len(set(effects)) == 4  # each step's effect once
+
+
+class Episode:
+    """Refuse every write that `match` for `seconds` of the harness's clock from the first
+    one (a hot partition's episode, longer than an attempt's lease)."""
+
+    def __init__(self, harness: Harness, match: Match, seconds: float) -> None:
+        self.harness = harness
+        self.match = match
+        self.seconds = seconds
+        self.until: int | None = None
+        self.refused = 0
+
+    def hit(self, pk: str, sk: str, sets: dict[str, Any]) -> bool:
+        if not self.match(pk, sk, sets):
+            return False
+        now = self.harness.clock.now_ms()
+        if self.until is None:
+            self.until = now + int(self.seconds * 1000)
+        if now < self.until:
+            self.refused += 1
+            return True
+        return False
+
+
+def _reserve_results(pk: str, sk: str, sets: dict[str, Any]) -> bool:
+    return sk.endswith("reserve_inventory") and WRITES["result"](pk, sk, sets)
+
+
+@pytest.mark.parametrize("store", ["memory", "moto"])
+def test_a_result_refused_past_its_lease_is_parked_and_recorded_by_the_supervisor(
+    store: str,
+) -> None:
+    """Issue 41.3: reserve_inventory (TimeoutSeconds 8) returns, and its result write is
+    refused for 60 s: its agent parks the result in the payload bucket when the lease ends;
+    the supervisor, about to time the attempt out once the episode is over, records it
+    instead. One attempt, the agent's own output, one effect."""
+    with contextlib.ExitStack() as stack:
+        harness = memory_harness() if store == "memory" else stack.enter_context(moto_harness())
+        episode = Episode(harness, _reserve_results, 60.0)
+        if store == "moto":
+            _dynamodb(harness, episode)
+        else:
+            _memory(harness, episode)
+        wf = harness.start("order_fulfilment", ORDER)
+        for _ in _deliver(harness, rounds=40):
+            if harness.state(wf).workflow.status.terminal:
+                break
+        state = harness.state(wf)
+        assert episode.refused >= 2 and episode.until is not None
+        assert state.workflow.status is WorkflowStatus.SUCCEEDED
+        rec = state.steps["reserve_inventory"]
+        assert rec.attempt == 1 and [h["o"] for h in rec.history] == ["ok"]
+        assert (rec.finished_at or 0) >= episode.until  # recorded after the episode, not in it
+        assert not [k for k in harness.payload_store.objects if "/parked/" in k]  # taken
+        effects = ledger.effects()
+        assert len(effects) == len(set(effects)) == 4
+
+
+def test_a_result_returned_after_its_deadline_is_not_taken_from_the_bucket() -> None:
+    """A parked result whose function returned after the attempt's deadline (as the table
+    reads it) does not outweigh the timeout: the attempt is timed out and retried."""
+    harness = memory_harness()
+    episode = Episode(harness, _reserve_results, 60.0)
+    _memory(harness, episode)
+    from shepherd_examples.agents import registry
+
+    real = registry.get("reserve_inventory")
+    assert real is not None
+    calls: list[int] = []
+
+    def reserve(ctx: Any) -> Any:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            harness.clock.advance(9)  # past TimeoutSeconds 8 (its heartbeats are written)
+        return real(ctx)
+
+    with registry_with(reserve_inventory=reserve) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        for _ in _deliver(harness, rounds=60):
+            if harness.state(wf).workflow.status.terminal:
+                break
+    rec = harness.state(wf).steps["reserve_inventory"]
+    assert calls[:2] == [1, 2]
+    assert rec.attempt >= 2 and rec.history[0]["o"] != "ok"
+
+
+class Window:
+    """Refuse every update of one partition while the clock is in [start, end)."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+        self.pk: str | None = None
+        self.start = self.end = 0
+        self.refused = 0
+
+    def hit(self, pk: str, sk: str, sets: dict[str, Any]) -> bool:
+        now = self.harness.clock.now_ms()
+        if pk == self.pk and self.start <= now < self.end:
+            self.refused += 1
+            return True
+        return False
+
+
+def test_heartbeats_refused_past_the_lease_do_not_time_a_running_attempt_out() -> None:
+    """Issue 41.3, a heartbeat: reserve_inventory (HeartbeatSeconds 3, TimeoutSeconds 8)
+    works 6.4 s; every write to its workflow's partition is refused from 1 s to 4.6 s into it,
+    so its heartbeats at 1.6 s and 3.2 s are refused and its lease lapses at 3 s. A sweep at
+    4.8 s (the episode over, before its next heartbeat) finds the heartbeat it parked in the
+    bucket at 3.2 s and writes it instead of timing the attempt out: one attempt."""
+    harness = memory_harness()
+    window = Window(harness)
+    _memory(harness, window)
+    from shepherd_examples.agents import registry
+
+    real = registry.get("reserve_inventory")
+    assert real is not None
+    swept: list[Any] = []
+
+    def reserve(ctx: Any) -> Any:
+        start = harness.clock.now_ms()
+        window.pk, window.start, window.end = f"WF#{ctx.workflow_id}", start + 1000, start + 4600
+        for n in range(4):
+            harness.clock.advance(1.6)
+            if n == 2:
+                swept.append(harness.sweep())  # the supervisor, meanwhile
+            ctx.report_progress({"working": n})
+        return real(ctx)
+
+    with registry_with(reserve_inventory=reserve) as agents:
+        harness.runtime.agents = agents
+        wf = harness.start("order_fulfilment", ORDER)
+        for _ in _deliver(harness, rounds=40):
+            if harness.state(wf).workflow.status.terminal:
+                break
+    state = harness.state(wf)
+    assert window.refused >= 2 and swept
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+    rec = state.steps["reserve_inventory"]
+    assert rec.attempt == 1 and [h["o"] for h in rec.history] == ["ok"]

@@ -97,3 +97,88 @@ def test_a_stack_that_cannot_keep_up_is_a_sentence_not_a_traceback(
     assert "Traceback" not in err
     assert "the local stack did not keep up" in err
     assert "504 IntegrationTimeout: the handler timed out" in err and "try again" in err
+
+
+class _Stub:
+    """A stack or console that starts nothing: entered and left, with what the demo reads."""
+
+    entered: list[str] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.kwargs = kwargs
+        self.api_url = self.url = "http://127.0.0.1:1"
+        self.restarts = 0
+
+    def __enter__(self) -> _Stub:
+        _Stub.entered.append(type(self).__name__)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def pids(self) -> list[int]:
+        return []
+
+
+class _Stack(_Stub):
+    pass
+
+
+class _Console(_Stub):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("argv", "phases", "anchored"),
+    [
+        ([], ["workflows", "outage"], True),
+        (["--only", "workflows"], ["workflows"], True),
+        (["--only", "outage"], ["warm-up", "outage"], False),
+    ],
+)
+def test_make_demo_runs_both_phases_in_order_on_one_stack(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], phases: list[str], anchored: bool
+) -> None:
+    """`make demo` runs the workflows, then the outage, on the same stack (the suite runs each
+    phase alone: tests/e2e/test_demo.py); `--only` runs one (the outage after a clean order
+    has warmed its stack up), and the schedule is brought forward only where its firing is
+    looked for."""
+    ran: list[tuple[str, object]] = []
+    stacks: list[_Stack] = []
+
+    def stack(*args: object, **kwargs: object) -> _Stack:
+        stacks.append(_Stack(*args, **kwargs))
+        return stacks[-1]
+
+    def workflows(api: object, on: object) -> tuple[list[object], object]:
+        ran.append(("workflows", on))
+        return [], object()
+
+    def warm_up(api: object, on: object) -> list[object]:
+        ran.append(("warm-up", on))
+        return []
+
+    def outage(api: object, on: object) -> tuple[list[object], dict[str, object], list[str]]:
+        ran.append(("outage", on))
+        return [], {}, []
+
+    _Stub.entered = []
+    monkeypatch.setattr(demo, "LocalStack", stack)
+    monkeypatch.setattr(demo, "Console", _Console)
+    monkeypatch.setattr(demo, "_workflows", workflows)
+    monkeypatch.setattr(demo, "_outage", outage)
+    monkeypatch.setattr(demo, "_warm_up", warm_up)
+    assert demo.main(argv) == 0
+    assert [name for name, _ in ran] == phases
+    assert len(stacks) == 1 and all(on is stacks[0] for _, on in ran)
+    assert _Stub.entered == ["_Stack", "_Console"]
+    assert (stacks[0].kwargs["schedule_anchor"] is not None) is anchored
+
+
+def test_make_demo_passes_only_through() -> None:
+    make = shutil.which("make") or "make"
+    done = subprocess.run(
+        [make, "-n", "demo", "ONLY=outage"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    line = next(x for x in done.stdout.splitlines() if "shepherd_cli.demo" in x)
+    assert "shepherd_cli.demo --only outage" in line, line

@@ -191,6 +191,9 @@ def _workflow_event(
         detail["parent_step"] = str(new.get("parent_step", ""))
     if new.get("error"):
         detail["error"] = public_error(new["error"])
+    if new.get("failure"):  # a state machine's Fail state or uncaught error: by design
+        detail["failure"] = str(new["failure"])
+        detail["cause"] = new.get("asl_cause")
     if new.get("pause") and new["status"] == WorkflowStatus.PAUSED.value:
         detail["pause"] = loads(new["pause"])
     return DomainEvent(detail_type, detail)

@@ -33,6 +33,7 @@ from shepherd.errors import DefinitionError
 from shepherd.suggest import did_you_mean
 
 NAME = r"^[a-z][a-z0-9_]{0,63}$"
+LAMBDA_POOL = "asl"  # the pool of an ASL machine's Lambda tasks when the project names none
 POOL = r"^[a-z][a-z0-9-]{0,31}$"
 INPUT_PATH = r"^\$\.input(?:\[\d{1,6}\])*(?:\.[A-Za-z_][A-Za-z0-9_-]*(?:\[\d{1,6}\])*){0,32}$"
 ONE_YEAR = 366 * 24 * 3600
@@ -410,7 +411,9 @@ class Definition(_Model):
     compensation_order: Annotated[
         Literal["REVERSE", "PARALLEL"], Field(alias="CompensationOrder")
     ] = "REVERSE"
-    steps: Annotated[tuple[StepSpec, ...], Field(alias="Steps", min_length=1, max_length=90)]
+    # A native definition has at least one step (`_check_graph`); an Amazon States Language
+    # one (`StateMachine`) has none: its machine says what runs (shepherd.asl.workflow).
+    steps: Annotated[tuple[StepSpec, ...], Field(alias="Steps", max_length=90)]
     # Starts on a clock (EventBridge Scheduler deployed; `shepherd local`'s own clock).
     schedules: Annotated[
         tuple[ScheduleSpec, ...], Field(alias="Schedules", max_length=limits.MAX_SCHEDULES)
@@ -421,6 +424,24 @@ class Definition(_Model):
         tuple[Annotated[str, Field(min_length=1, max_length=limits.MAX_PRINCIPAL_CHARS)], ...],
         Field(alias="SignalSenders", max_length=limits.MAX_APPROVERS),
     ] = ()
+    # An Amazon States Language state machine (`<name>.asl.json`): its document as written,
+    # and the pools its Lambda tasks' agents run in (the project's settings; none: one
+    # default pool). Set by the loader, never written in a native file (shepherd.asl.workflow).
+    state_machine: Annotated[dict[str, Any] | None, Field(alias="StateMachine")] = None
+    lambda_pool: Annotated[str, Field(alias="LambdaPool", pattern=POOL)] = LAMBDA_POOL
+    lambda_pools: Annotated[dict[str, str], Field(alias="LambdaPools")] = {}
+
+    @model_validator(mode="after")
+    def _check_body(self) -> Definition:
+        """A state machine's definition holds its document and no Steps; a native one has
+        at least one step."""
+        if self.state_machine is not None:
+            if self.steps:
+                raise ValueError("Steps: a state machine's definition has no Steps")
+            self.machine  # noqa: B018 - validates the document (errors name state and field)
+        elif not self.steps:
+            raise ValueError("Steps: must have at least 1 step")
+        return self
 
     @model_validator(mode="after")
     def _check_graph(self) -> Definition:
@@ -486,6 +507,15 @@ class Definition(_Model):
                 raise ValueError(f"{where}.Input: {message}") from None
 
     # ----------------------------------------------------------------- derived, cached views
+
+    @cached_property
+    def machine(self) -> Any:
+        """The validated `shepherd.asl.StateMachine` (None for a native definition)."""
+        if self.state_machine is None:
+            return None
+        from shepherd.asl.document import parse  # noqa: PLC0415 - the ASL package needs ours
+
+        return parse(self.state_machine, self.name)
 
     @cached_property
     def by_name(self) -> dict[str, StepSpec]:
@@ -556,6 +586,10 @@ class Definition(_Model):
     def tasks(self) -> tuple[TaskSpec, ...]:
         """Every step and compensation spec an agent pool runs (not a Wait, an Approval or a
         child-workflow step)."""
+        if self.state_machine is not None:  # one per Lambda function its Tasks name
+            from shepherd.asl.workflow import lambda_functions  # noqa: PLC0415
+
+            return tuple(asl_task(self, *f) for f in lambda_functions(self.machine))
         out: list[TaskSpec] = []
         for s in self.steps:
             if s.runs_agent:
@@ -606,7 +640,10 @@ class Definition(_Model):
     @cached_property
     def start_gap_ms(self) -> int:
         """When a new workflow's watch entry is due: its roots are sent with the start."""
-        return min(self.reach_gap_ms[name] for name in self.roots)
+        return min(
+            (self.reach_gap_ms[name] for name in self.roots),
+            default=1000 * self.dispatch_timeout_seconds,  # a state machine: its first unit's
+        )
 
     @cached_property
     def watch_gap_ms(self) -> int:
@@ -633,6 +670,9 @@ class Definition(_Model):
             body.pop("Schedules", None)  # as before schedules existed: the same version
         if not body.get("SignalSenders"):
             body.pop("SignalSenders", None)  # likewise
+        if body.get("StateMachine") is None:  # a native definition keeps its version
+            for key in ("StateMachine", "LambdaPool", "LambdaPools"):
+                body.pop(key, None)
         for step in body["Steps"]:
             # Fields a step kind does not use are left out, so a definition that uses none of
             # the newer fields keeps the hash (the version) it had before they existed.
@@ -681,6 +721,29 @@ class Definition(_Model):
             direct = self.dependents[name]
             out[name] = frozenset(direct).union(*(out[d] for d in direct))
         return out
+
+
+# An ASL Lambda task's lease when it names no TimeoutSeconds (Step Functions' default is a
+# year, but a Lambda function runs 900 s at most).
+ASL_TIMEOUT_SECONDS = 900
+
+
+def asl_task(
+    definition: Definition, function: str, timeout: float | None, heartbeat: float | None
+) -> TaskSpec:
+    """The settings of an ASL Lambda task's attempt: the agent registered under the
+    function's name, its pool, its lease. ASL's retriers decide retries, so the unit's own
+    policy never retries (`MaxAttempts: 0`). Built without validation: a Lambda function's
+    name need not be a native agent name."""
+    seconds = max(1, int(timeout)) if timeout else ASL_TIMEOUT_SECONDS
+    beat = max(2, int(heartbeat)) if heartbeat else None
+    return TaskSpec.model_construct(
+        agent=function,
+        pool=definition.lambda_pools.get(function, definition.lambda_pool),
+        timeout_seconds=seconds,
+        heartbeat_seconds=beat if beat is not None and beat < seconds else None,
+        retry=RetryPolicy.model_validate({"MaxAttempts": 0}),
+    )
 
 
 def _check_condition_reads(index: int, step: StepSpec) -> None:
@@ -954,14 +1017,51 @@ def definition_files(directory: Path) -> list[Path]:
 _ASL_SUFFIXES = (".asl.json", ".asl.yaml", ".asl.yml")  # shepherd.asl.ASL_SUFFIXES
 
 
-def load_directory(directory: Path) -> dict[str, Definition]:
-    """Every definition in a directory; all errors at once."""
+def load_asl_file(
+    path: Path, *, pool: str | None = None, pools: Mapping[str, str] | None = None
+) -> Definition:
+    """`<name>.asl.json` as the definition of workflow type `<name>`: the ASL document
+    validated (errors name the file, the state and the field), no native field needed."""
+    from shepherd.asl.workflow import read_document  # noqa: PLC0415
+
+    body = {
+        "Name": _asl_name(path),
+        "Steps": [],
+        "StateMachine": read_document(path),
+        "LambdaPool": pool or LAMBDA_POOL,
+        "LambdaPools": dict(pools or {}),
+    }
+    return parse_definition(body, str(path))
+
+
+def asl_files(directory: Path) -> list[Path]:
+    """The Amazon States Language state machines of a folder (`<name>.asl.json`, `.asl.yaml`)."""
+    return sorted(p for p in directory.iterdir() if p.name.endswith(_ASL_SUFFIXES))
+
+
+def _asl_name(path: Path) -> str:
+    return next(path.name[: -len(s)] for s in _ASL_SUFFIXES if path.name.endswith(s))
+
+
+def load_directory(
+    directory: Path,
+    *,
+    asl_pool: str | None = None,
+    asl_pools: Mapping[str, str] | None = None,
+) -> dict[str, Definition]:
+    """Every definition in a directory, native and Amazon States Language (workflow type
+    `<name>` of `<name>.asl.json`; its Lambda tasks' agents in `asl_pool`, or the pool
+    `asl_pools` names for their function); all errors at once."""
     found: dict[str, Definition] = {}
     scheduled: dict[str, str] = {}  # schedule name -> its definition
     errors: list[str] = []
-    for path in definition_files(directory):
+    loaders = [(p, load_file) for p in definition_files(directory)] + [
+        (p, lambda p: load_asl_file(p, pool=asl_pool, pools=asl_pools))
+        for p in asl_files(directory)
+    ]
+    for path, load in loaders:
         try:
-            definition = load_file(path)
+            definition = load(path)
         except DefinitionError as exc:
             errors.append(str(exc))
             continue
@@ -983,7 +1083,9 @@ def load_directory(directory: Path) -> dict[str, Definition]:
 
 def _sources(directory: Path, found: Mapping[str, Definition]) -> list[tuple[str, Path]]:
     """Each definition's file, for errors found across files."""
-    return [(p.stem, p) for p in definition_files(directory) if p.stem in found]
+    return [(p.stem, p) for p in definition_files(directory) if p.stem in found] + [
+        (_asl_name(p), p) for p in asl_files(directory) if _asl_name(p) in found
+    ]
 
 
 def check_agents(definition: Definition, known: Iterable[str], source: str) -> None:
@@ -991,6 +1093,13 @@ def check_agents(definition: Definition, known: Iterable[str], source: str) -> N
     registered name)."""
     known = set(known)
     errors = []
+    if definition.state_machine is not None:  # the agents its Lambda tasks invoke
+        errors = [
+            f"{source}: the Lambda function '{t.agent}' is no registered agent"
+            + did_you_mean(t.agent, known)
+            for t in definition.tasks
+            if t.agent not in known
+        ]
     for i, step in enumerate(definition.steps):
         if step.runs_agent and step.agent not in known:
             errors.append(

@@ -17,6 +17,7 @@ WF_PREFIX = "WF#"  # pk of a workflow's partition: WF#<workflow id>
 WF_SK = "#WF"  # sk of the workflow item
 STEP_PREFIX = "S#"  # sk of a step item: S#<step name>
 COMP_PREFIX = "C#"  # sk of a compensation item: C#<step name>
+JOIN_PREFIX = "J#"  # sk of a join's counter: J#<step name> (J#: the end, over the sinks)
 OWNER_PREFIX = "OWNER#"  # list index partition: OWNER#<owner>#<shard>
 WATCH_PREFIX = "W#"  # watch index shard: W#<n>
 EVENTS_PREFIX = "EV#"  # a workflow's history: pk EV#<workflow id>, sk <time ms>#<event id>
@@ -27,6 +28,17 @@ CONFIG_PREFIX = "CONFIG#"  # deployment-wide settings the engine creates on firs
 UPLOAD_PREFIX = "UP#"  # a presigned upload (POST /payloads): pk UP#<upload id>
 UPLOAD_SK = "#UP"  # sk of the upload item
 UPLOAD_KEY_PREFIX = "uploads/"  # its object: uploads/<hash of the owner>/<upload id>
+
+
+# A state machine's Task visits (shepherd.asl.engine): step items named V#<state>#<visit>, kept
+# in a partition of their own, so a look or a view of the workflow reads its item alone however
+# many visits a loop made.
+VISIT_PREFIX = "V#"
+VISITS_PREFIX = "ASLV#"  # pk of a workflow's visit units: ASLV#<workflow id>
+
+
+def visits_pk(workflow_id: str) -> str:
+    return VISITS_PREFIX + workflow_id
 
 
 def wf_pk(workflow_id: str) -> str:
@@ -333,3 +345,8 @@ def match_pk(owner: str, name: str, values: str, shard: int) -> str:
     """The by_key partition of the owner's workflows waiting for signal `name` matched on
     `values` (the canonical JSON of the matched fields and their values), shard `shard`."""
     return f"{MATCH_PREFIX}{owner}#{name}#{_digest(values)}#{shard}"
+
+
+def join_sk(join: str | None) -> str:
+    """A join's counter item (`Scheduler.counted`): J#<step>, or J# for the workflow's end."""
+    return JOIN_PREFIX + (join or "")

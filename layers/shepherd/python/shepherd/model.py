@@ -21,6 +21,8 @@ from shepherd.keys import (
     MAP_PREFIX,
     MAP_SHARD_PREFIX,
     STEP_PREFIX,
+    VISIT_PREFIX,
+    VISITS_PREFIX,
     WF_SK,
     Kind,
     item_sk,
@@ -28,6 +30,7 @@ from shepherd.keys import (
     map_item_key,
     map_item_of,
     map_shard_parts,
+    visits_pk,
     wf_pk,
     workflow_id_of,
 )
@@ -380,6 +383,8 @@ class StepRecord:
     def key(self) -> tuple[str, str]:
         if self.index is not None:
             return map_item_key(self.workflow_id, self.name, self.index, self.kind)
+        if self.name.startswith(VISIT_PREFIX):  # a state machine's Task visit
+            return (visits_pk(self.workflow_id), item_sk(self.kind, self.name))
         return (wf_pk(self.workflow_id), item_sk(self.kind, self.name))
 
     @classmethod
@@ -441,6 +446,8 @@ class StepRecord:
         else:
             kind = "step" if sk.startswith(STEP_PREFIX) else "compensation"
             workflow_id, name = workflow_id_of(pk), sk[2:]
+            if pk.startswith(VISITS_PREFIX):
+                workflow_id = pk.removeprefix(VISITS_PREFIX)
         return cls(
             workflow_id=workflow_id,
             kind=kind,
@@ -521,6 +528,12 @@ class WorkflowRecord:
     parent_item: int | None = None
     # Its tags, as canonical JSON `{key: value}` (issue 37; their index items: business_keys).
     tags: str | None = None
+    # A state machine's (shepherd.asl.engine): its output as stored, and a designed failure's
+    # kind (`definition`: a Fail state or an uncaught error), error name and cause.
+    asl_output: str | None = None
+    failure: str | None = None
+    asl_error: str | None = None
+    asl_cause: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -588,6 +601,10 @@ _WF_OPTIONAL = (
     "parent_step",
     "parent_item",
     "tags",
+    "asl_output",
+    "failure",
+    "asl_error",
+    "asl_cause",
 )
 
 

@@ -19,7 +19,9 @@ SERVICE = "shepherd"
 class Metric(StrEnum):
     WORKFLOWS_STARTED = "WorkflowsStarted"
     WORKFLOWS_SUCCEEDED = "WorkflowsSucceeded"
-    WORKFLOWS_FAILED = "WorkflowsFailed"
+    WORKFLOWS_FAILED = "WorkflowsFailed"  # that need an operator (alarmed)
+    # A state machine ended by a Fail state or an uncaught error: designed, not alarmed.
+    WORKFLOWS_FAILED_BY_DEFINITION = "WorkflowsFailedByDefinition"
     WORKFLOWS_COMPENSATED = "WorkflowsCompensated"
     WORKFLOWS_CANCELLED = "WorkflowsCancelled"
     WORKFLOWS_PAUSED = "WorkflowsPaused"  # by an operator or on a failure

@@ -3,6 +3,8 @@
     [tool.shepherd]
     definitions = "statemachines"          # relative to the pyproject.toml
     agent-modules = ["my_app.agents"]      # modules holding an AgentRegistry named `registry`
+    asl-pool = "lambdas"                   # the pool of state machines' Lambda tasks ("asl")
+    asl-pools = {charge-card = "payments"} # a pool for some Lambda functions by name
 
 `shepherd validate` and `shepherd local` read it, unit tests through
 `MemoryEngine.from_project`, the CDK app through `AgentCode.from_project`: a module added here
@@ -29,7 +31,8 @@ DEFAULT_DEFINITIONS = "statemachines"
 TABLE = "[tool.shepherd]"
 # A module path, optionally with the attribute holding its registry (`pkg.mod:attr`).
 AGENT_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
-KEYS = ("definitions", "agent-modules")
+KEYS = ("definitions", "agent-modules", "asl-pool", "asl-pools")
+POOL = re.compile(r"^[a-z][a-z0-9-]{0,31}$")  # shepherd.definitions.POOL
 
 
 class ProjectError(ValueError):
@@ -45,6 +48,9 @@ class Project:
     agent_modules: tuple[str, ...] = ()
     # The pyproject.toml the table came from; None when no file has one.
     pyproject: Path | None = None
+    # The pools of state machines' Lambda tasks: one for all (None: `asl`), some by function.
+    asl_pool: str | None = None
+    asl_pools: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def find(cls, start: Path | None = None) -> Project:
@@ -86,7 +92,8 @@ class Project:
                     f"{pyproject}: {TABLE} agent-modules: '{module}' is not a module path "
                     "(pkg.module, or pkg.module:attribute)"
                 )
-        return cls(root, (root / definitions).resolve(), tuple(modules), pyproject)
+        pool, pools = _asl_pools(table, pyproject)
+        return cls(root, (root / definitions).resolve(), tuple(modules), pyproject, pool, pools)
 
     def overridden(
         self, *, definitions: str | None = None, agent_modules: Sequence[str] | None = None
@@ -105,6 +112,24 @@ class Project:
         if self.pyproject is None:
             return f"no pyproject.toml with {TABLE} from {self.root}"
         return f"{self.pyproject} {TABLE} agent-modules"
+
+
+def _asl_pools(
+    table: dict[str, Any], pyproject: Path
+) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """`asl-pool` and `asl-pools`: pool names, checked as a definition's `Pool` is."""
+    pool = table.get("asl-pool")
+    pools = table.get("asl-pools", {})
+    if pool is not None and (not isinstance(pool, str) or not POOL.match(pool)):
+        raise ProjectError(f"{pyproject}: {TABLE} asl-pool: '{pool}' is not a pool name")
+    if not isinstance(pools, dict):
+        raise ProjectError(f"{pyproject}: {TABLE} asl-pools must be a table of function = pool")
+    for function, name in pools.items():
+        if not isinstance(name, str) or not POOL.match(name):
+            raise ProjectError(
+                f"{pyproject}: {TABLE} asl-pools.{function}: '{name}' is not a pool name"
+            )
+    return pool, tuple(sorted(pools.items()))
 
 
 def _read(pyproject: Path) -> dict[str, Any]:

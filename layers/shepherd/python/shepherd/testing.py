@@ -710,7 +710,10 @@ class MemoryEngine:
 
         project = Project.find(Path(start) if start is not None else None)
         agents = load_agents(project.agent_modules)
-        return cls(load_directory(project.definitions_dir), agents=agents, overrides=overrides)
+        definitions = load_directory(
+            project.definitions_dir, asl_pool=project.asl_pool, asl_pools=dict(project.asl_pools)
+        )
+        return cls(definitions, agents=agents, overrides=overrides)
 
     # ------------------------------------------------------------------------- driving
 

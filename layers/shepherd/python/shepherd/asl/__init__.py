@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
 from shepherd.errors import DefinitionError
 
 from .document import StateMachine, parse
@@ -47,6 +45,8 @@ def workflow_type(path: Path) -> str:
 
 
 def load_file(path: Path | str) -> StateMachine:
+    import yaml  # noqa: PLC0415 - only a file read needs it, never the engine
+
     path = Path(path)
     workflow_type(path)
     try:

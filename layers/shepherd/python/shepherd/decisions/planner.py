@@ -209,7 +209,9 @@ class _Planner:
         definition, steps = self.definition, self.state.steps
         actions: list[Action] = []
         for name in definition.dependents[completed]:
-            rec = steps[name]
+            rec = steps.get(name)
+            if rec is None:
+                continue  # not read: a join whose counter says it cannot be ready yet
             if rec.status is StepStatus.PENDING:
                 actions.extend(self._ready(rec, definition.by_name[name]))
             elif rec.status is StepStatus.RUNNING and _empty_and_decided(rec.fanout):
@@ -217,7 +219,7 @@ class _Planner:
                 # here, as an empty task map ends with its opener (issue 40.5).
                 actions.append(FinishMap(rec))
         sinks = definition.sinks
-        if completed in sinks and all(steps[n].status.done for n in sinks):
+        if completed in sinks and all(n in steps and steps[n].status.done for n in sinks):
             actions.append(Finish(WorkflowStatus.SUCCEEDED))
         return actions
 

@@ -25,6 +25,7 @@ from shepherd.keys import (
     inbox_pk,
     inbox_shard,
     inbox_sk,
+    join_sk,
     schedule_sk,
     signal_id_sk,
     signal_queue_sk,
@@ -1068,6 +1069,13 @@ def _redrives(wf: WorkflowRecord) -> Cond:
     return Missing("redrives") if not wf.redrives else Eq("redrives", wf.redrives)
 
 
+def count_join(workflow_id: str, join: str | None, expires_at: int) -> tuple[str, str, Update]:
+    """One more of a join's dependencies (None: of the end's sinks) done: an unconditional
+    ADD on its counter item, a trigger for the bounded advance, never a decision."""
+    update = Update(add={"done": 1}, set_if_missing={"expires_at": expires_at})
+    return wf_pk(workflow_id), join_sk(join), update
+
+
 def move_due(wf: WorkflowRecord, due_at: int | None, *, shard: str | None = None) -> Write:
     """Move the watch deadline (None: leave the index, for a paused workflow with nothing to
     watch), only if nobody moved it or changed the status meanwhile. `shard`: the workflow's
@@ -1272,3 +1280,21 @@ __all__ = [
     "unpark",
     "unwind",
 ]
+
+
+def add_tag(
+    step: Write, workflow_id: str, tags_as_read: str | None, tags: str, tag_item: Item
+) -> list[Write]:
+    """An agent's tag (`ctx.tag`, issue 37.5), as one transaction: its attempt still holds
+    the step (index 0: the step's heartbeat write, fenced as any), the workflow's `tags`
+    exactly as read (index 1 loses to a concurrent tag: read again, so the cap of
+    limits.MAX_TAGS holds whoever tags at once) set to `tags`, and the tag's index item
+    (index 2: written over the key's earlier value, whose index entry it replaces)."""
+    as_read = Missing("tags") if tags_as_read is None else Eq("tags", tags_as_read)
+    pk, sk = str(tag_item["pk"]), str(tag_item["sk"])
+    fields = {k: v for k, v in tag_item.items() if k not in ("pk", "sk")}
+    return [
+        step,
+        Write(wf_pk(workflow_id), WF_SK, Update(set={"tags": tags}), all_of(Exists("pk"), as_read)),
+        Write(pk, sk, Update(set=fields), any_of(Missing("pk"), Exists("pk"))),
+    ]

@@ -18,12 +18,16 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from shepherd import fanout, jsonsafe, limits
+from shepherd.asl.engine import Claimed, is_unit
+from shepherd.asl.lambdas import Invocation
+from shepherd.asl.machine import Event, TaskFailed
 from shepherd.clock import to_datetime
 from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
+from shepherd.engine import tagging
 from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import RUN, PoolLimiter
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
@@ -255,6 +259,17 @@ class AgentContext:
         hb = self._heartbeat
         return hb is not None and (hb.cancel_requested or hb.fenced)
 
+    def tag(self, key: str, value: str) -> None:
+        """Tag this workflow (key=value), so `GET /workflows?tag=key:value` lists it: an order
+        id, a customer learned while working. Written at once, with the same caps as a start's
+        tags (`TagInvalid`, a PermanentError, before anything is written: a key of at most 64
+        characters of [A-Za-z0-9_./=+@-], a value of at most 256, at most 10 tags a workflow);
+        a tag the workflow carries already writes nothing, so a retried attempt may tag again;
+        a new value for a key replaces the old one. `AttemptSuperseded` once fenced out."""
+        if self._heartbeat is None:
+            raise RuntimeError("no attempt to tag for")
+        self._heartbeat.tag(key, value)
+
     def stop_heartbeats(self) -> None:
         """Stop this attempt's background heartbeats: it stops looking alive and the supervisor
         times it out after HeartbeatSeconds (fault injection; an agent giving up liveness)."""
@@ -288,6 +303,7 @@ class Heartbeat:
         self._hb_seconds = hb
         self.interval_ms = max(MIN_HEARTBEAT_INTERVAL_MS, hb * 1000 // HEARTBEATS_PER_TIMEOUT)
         self._last_ms = rec.claimed_at or 0
+        self._parked_ms = self._last_ms  # the last refused heartbeat parked in the bucket
         self._details: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -340,7 +356,16 @@ class Heartbeat:
                 return True
             details, self._details = self._details, None
             write = tx.heartbeat(self._rec, self._rec.attempt, now, details)
-            beaten = self._scheduler.executor.step(None, write)
+            try:
+                beaten = self._scheduler.executor.step(None, write)
+            except StoreUnavailable:
+                # Refused (a throttle): the bucket keeps that it was alive now, so a throttle
+                # longer than the lease does not time it out (`Scheduler.take_parked`); once
+                # an interval at most, however often the write is tried again.
+                if now - self._parked_ms >= self.interval_ms:
+                    self._parked_ms = now
+                    self._scheduler.park_heartbeat(self._rec, now)
+                raise
             if beaten is None:
                 self.fenced = True
                 return False
@@ -349,6 +374,21 @@ class Heartbeat:
             self._last_ms = now
             self.writes += 1
             return True
+
+    def tag(self, key: Any, value: Any) -> bool:
+        """Tag the workflow for this attempt (engine/tagging.py): its write is a heartbeat too."""
+        with self._lock:
+            if self.fenced:
+                raise AttemptSuperseded("this attempt was superseded")
+            try:
+                written = tagging.add_tag(self._scheduler, self._rec, key, value)
+            except AttemptSuperseded:
+                self.fenced = True
+                raise
+            if written:
+                self._last_ms = self._scheduler.ports.clock.now_ms()
+                self.writes += 1
+            return written
 
     def task_token(self) -> str:
         """Issue the attempt's task token once, recording its hash before it is handed out."""
@@ -451,6 +491,8 @@ class AgentRuntime:
         undoes): never the whole workflow (docs/architecture.md, bounded reads)."""
         if message.item is not None:
             return self._handle_item(message, time_left_ms)
+        if is_unit(message.step):
+            return self._handle_visit(message)
         units: list[tuple[Kind, str]] = [(message.kind, message.step)]
         if message.kind == "compensation":
             units.append(("step", message.step))
@@ -470,6 +512,66 @@ class AgentRuntime:
                 _Claims(self, state, definition, rec, spec, message, time_left_ms)
             )
         return self._claim_and_run(state, definition, rec, spec, message, time_left_ms)
+
+    def _handle_visit(self, message: TaskMessage) -> HandleResult:
+        """A state machine's Task visit (`shepherd.asl.engine`): claimed fenced, the agent
+        registered under its Lambda function's name run with a heartbeat, and the write that
+        ends the unit moves the machine on (its next unit's message sent after it)."""
+        asl = self.scheduler.asl
+        claimed = asl.claim(message, self.worker_id)
+        if isinstance(claimed, str):
+            return HandleResult(Outcome.DROPPED, claimed)
+        invoked = claimed.invoked
+        event = invoked if isinstance(invoked, TaskFailed) else self._run_visit(claimed, invoked)
+        if not asl.end_unit(claimed.rec, event):
+            return HandleResult(Outcome.FENCED, "attempt was superseded")
+        if isinstance(event, TaskFailed):
+            return HandleResult(Outcome.FAILED, event.cause or event.error, event.error)
+        return HandleResult(Outcome.SUCCEEDED)
+
+    def _run_visit(self, claimed: Claimed, invoked: Invocation) -> Event:
+        rec, spec = claimed.rec, claimed.spec
+        fn = self.agents.get(invoked.function)
+        if fn is None:
+            known = ", ".join(sorted(self.agents.names())) or "none"
+            return TaskFailed(
+                "Lambda.ResourceNotFoundException",
+                f"Function not found: {invoked.function} (registered: {known})",
+            )
+        if invoked.callback:
+            return TaskFailed(
+                "States.Runtime", "a .waitForTaskToken task does not run on the engine yet"
+            )
+        deadline = (rec.claimed_at or self.scheduler.ports.clock.now_ms()) + (
+            spec.timeout_seconds * 1000
+        )
+        heartbeat = Heartbeat(self.scheduler, rec, spec, deadline)
+        ctx = AgentContext(
+            workflow_id=rec.workflow_id,
+            workflow_type=claimed.workflow.wf_type,
+            step=rec.name,
+            kind="step",
+            attempt=rec.attempt,
+            idempotency_key=idempotency_key(rec.workflow_id, "step", rec.name),
+            deadline_ms=deadline,
+            stored_input=jsonsafe.dumps(invoked.payload),
+            resolve=self.scheduler.value,
+            _heartbeat=heartbeat,
+        )
+        if self.background_heartbeats:
+            heartbeat.start_background()
+        try:
+            result = fn(ctx)
+            if isinstance(result, Pending):
+                raise PermanentError(
+                    "a state machine's Task cannot return Pending (use .waitForTaskToken)",
+                    name="CallbackNotSupported",
+                )
+        except Exception as exc:
+            return self.scheduler.asl.result(claimed, error=exc)
+        finally:
+            heartbeat.stop()
+        return self.scheduler.asl.result(claimed, result)
 
     def _claim_and_run(
         self,
@@ -652,13 +754,19 @@ class AgentRuntime:
         finally:
             heartbeat.stop()
 
-    def _while_leased(self, heartbeat: Heartbeat, write: Callable[[], _T]) -> tuple[_T, bool]:
+    def _while_leased(
+        self,
+        heartbeat: Heartbeat,
+        write: Callable[[], _T],
+        park: Callable[[], None] | None = None,
+    ) -> tuple[_T, bool]:
         """The attempt's final write, retried with jittered backoff while the store is
         throttled or unavailable and the attempt's lease holds (its heartbeats go on), so a
         result the function already produced is not lost to throttling. Past the lease it
-        gives up (StoreUnavailable): the supervisor times the attempt out as for any crash.
-        Returns the write's result, and whether an earlier try failed ambiguously (a write
-        that timed out may have landed)."""
+        gives up (StoreUnavailable), parking what `park` keeps first (a success's result, for
+        the supervisor to record: `Scheduler.take_parked`); without one the supervisor times
+        the attempt out as for any crash. Returns the write's result, and whether an earlier
+        try failed ambiguously (a write that timed out may have landed)."""
         clock = self.scheduler.ports.clock
         rng = self.scheduler.ports.rng
         delay = FINAL_WRITE_BACKOFF_MS
@@ -668,6 +776,8 @@ class AgentRuntime:
                 return write(), ambiguous
             except StoreUnavailable:
                 if clock.now_ms() + delay >= heartbeat.lease_end_ms():
+                    if park is not None:
+                        park()
                     raise
                 ambiguous = True
                 logger.warning("final write throttled; retrying while the lease holds")
@@ -740,8 +850,11 @@ class AgentRuntime:
     def _succeeded(
         self, state: WorkflowState, rec: StepRecord, output: str, heartbeat: Heartbeat
     ) -> HandleResult:
+        returned_at = self.scheduler.ports.clock.now_ms()
         updated, ambiguous = self._while_leased(
-            heartbeat, lambda: self.scheduler.record_result(state, rec, output)
+            heartbeat,
+            lambda: self.scheduler.record_result(state, rec, output),
+            lambda: self.scheduler.park_result(rec, output, returned_at),
         )
         current = state.unit(rec)
         if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):
@@ -756,10 +869,7 @@ class AgentRuntime:
                 },
             )
             return HandleResult(Outcome.FENCED, "attempt was superseded")
-        if updated.index is not None:
-            self.scheduler.after_item(state, self.scheduler.definition_of(state), updated)
-        else:
-            self.scheduler.advance_after(rec, self.scheduler.definition_of(state))
+        self.scheduler.after_result(state, self.scheduler.definition_of(state), rec, updated)
         return HandleResult(Outcome.SUCCEEDED)
 
     def _failed(

@@ -87,13 +87,19 @@ class Operations:
         self.scheduler = scheduler
 
     def _act(
-        self, workflow_id: str, owner: str | None, decide: Decide
+        self, workflow_id: str, owner: str | None, decide: Decide, *, machines: bool = False
     ) -> tuple[WorkflowState, Definition]:
         """Read, decide, apply; on a lost write read again (TRIES times). Returns the state
-        the winning write (or the no-op) left, with the definition it runs on."""
+        the winning write (or the no-op) left, with the definition it runs on. A state
+        machine (`shepherd.asl.engine`) takes only the actions that say `machines`."""
         scheduler = self.scheduler
         for _ in range(TRIES):
             state, definition = scheduler.owned(workflow_id, owner)
+            if definition.state_machine is not None and not machines:
+                raise InvalidTransition(
+                    "a state machine can be cancelled; pause, resume, compensate and retry "
+                    "are not built for state machines yet"
+                )
             change = decide(state, definition, scheduler.ports.clock.now_ms())
             if not change.writes:
                 return state, definition
@@ -136,8 +142,10 @@ class Operations:
             shard = self.scheduler.shard(wf.workflow_id)
             return Change([tx.request_cancel(wf, now, shard, by=owner or "operator")])
 
-        state, definition = self._act(workflow_id, owner, decide)
+        state, definition = self._act(workflow_id, owner, decide, machines=True)
         self._follow_up("cancel", lambda: self.scheduler.run(state, definition, supervisor=False))
+        if definition.state_machine is not None:  # its branches' and items' children too
+            self._follow_up("cancel", lambda: self.scheduler.asl.cancelled(workflow_id))
         return state.workflow
 
     def pause(self, workflow_id: str, *, owner: str | None = None) -> WorkflowRecord:

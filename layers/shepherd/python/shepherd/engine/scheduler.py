@@ -10,7 +10,9 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import logging
 import random
 import traceback
@@ -19,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
+from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Item, Missing, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import fanout as fo
@@ -144,6 +147,13 @@ class StartResult:
         return self.workflow.workflow_id
 
 
+# The outcomes of an attempt timed out (`EndAttempt.outcome`): what a parked result outweighs.
+ATTEMPT_TIMEOUTS = ("timeout", "heartbeat_timeout")
+# A join of this many dependencies or more (and an end of this many sinks) counts them on an
+# item of its own rather than being read by each one's advance (issue 41.2).
+JOIN_COUNTER_FROM = 4
+
+
 @dataclass(frozen=True)
 class Applied:
     """One planned action and whether its write won (False: someone else had acted).
@@ -225,6 +235,8 @@ class Scheduler:
         self._rest_writes = _RestWrites(self)
         self._compensations = _Compensations(self)
         self.maps = Maps(self.executor, ports, self.expires)
+        # Amazon States Language workflows: the frame as the cursor, each visit a unit.
+        self.asl = AslEngine(self)
         # What wakes a sleeping supervisor (shepherd.engine.wakeup); None: it never sleeps.
         self.wakeup: Wakeup | None = None
 
@@ -333,7 +345,10 @@ class Scheduler:
         self, workflow: WorkflowRecord, definition: Definition, input_json: str
     ) -> None:
         """A new workflow's roots: sent (a plain task root), or skipped, rested or started as
-        their kind says (`_start_conditional`)."""
+        their kind says (`_start_conditional`); a state machine's start state entered."""
+        if definition.state_machine is not None:
+            self.asl.begin(workflow.workflow_id)
+            return
         if any(
             definition.by_name[r].condition is not None or not definition.by_name[r].runs_agent
             for r in definition.roots
@@ -694,11 +709,14 @@ class Scheduler:
         """The bounded advance after `completed` succeeded, or None to read it whole."""
         if completed not in definition.by_name:
             return None
-        needed = {completed, *definition.dependents[completed]}
+        needed = {completed}
         for successor in definition.dependents[completed]:
-            needed.update(definition.by_name[successor].depends_on)
-        if completed in definition.sinks:
-            needed.update(definition.sinks)
+            depends_on = definition.by_name[successor].depends_on
+            if self.counted(workflow_id, successor, len(depends_on)):
+                needed.update((successor, *depends_on))
+        sinks = definition.sinks
+        if completed in sinks and self.counted(workflow_id, None, len(sinks)):
+            needed.update(sinks)
         loaded = self.load_units(workflow_id, (("step", name) for name in sorted(needed)))
         if loaded is None:
             return []
@@ -706,6 +724,18 @@ class Scheduler:
         if state.workflow.status is not WorkflowStatus.RUNNING:
             return None  # paused or unwinding: planned on the whole workflow
         return self.run(state, definition, supervisor=False, completed=completed)
+
+    def counted(self, workflow_id: str, join: str | None, dependencies: int) -> bool:
+        """Count one more dependency done on a join (None: the end, over the sinks) and say
+        whether all may be: a join of fewer than JOIN_COUNTER_FROM is always read (reading
+        its few dependencies costs less than a counter's write). A trigger, never the
+        decision: the caller reads the dependencies' own items and plans on them
+        (docs/architecture.md, "Bounded reads")."""
+        if dependencies < JOIN_COUNTER_FROM:
+            return True
+        now = self.ports.clock.now_ms()
+        pk, sk, update = tx.count_join(workflow_id, join, self.expires(now))
+        return int(self.ports.store.update(pk, sk, update, None).get("done", 0)) >= dependencies
 
     def run(
         self,
@@ -838,6 +868,107 @@ class Scheduler:
         return self.executor.step(
             state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
         )
+
+    @staticmethod
+    def parked_key(rec: StepRecord) -> str:
+        """Where an attempt's refused result is parked in the payload bucket (its item's
+        index, None for a step's or a compensation's unit)."""
+        return payload_key(rec.workflow_id, "parked", rec.kind, rec.name, rec.index, rec.attempt)
+
+    def park_result(self, rec: StepRecord, output: str, returned_at: int) -> None:
+        """Keep a result the store refused until the attempt's lease ended (a throttle
+        longer than the lease) in the payload bucket, for the supervisor to record
+        (`take_parked`; docs/architecture.md, "Throttling loses nothing"). Best effort: a
+        failed put leaves the attempt to be timed out, as before."""
+        self._park(rec, {"output": output, "returned_at": returned_at})
+
+    def _park(self, rec: StepRecord, parked: dict[str, Any]) -> None:
+        data = json.dumps(parked).encode("utf-8")
+        try:
+            self.ports.payloads.store.put(
+                self.parked_key(rec), data, hashlib.sha256(data).hexdigest()
+            )
+        except Exception:
+            logger.warning("refused write not parked", exc_info=True)
+            return
+        logger.warning(
+            "write refused: parked for the supervisor",
+            extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
+        )
+
+    def park_heartbeat(self, rec: StepRecord, at: int) -> None:
+        """Keep that a running attempt was alive at `at` though the store refused its
+        heartbeat, for the supervisor to write before it would time the attempt out for a
+        lost heartbeat (`take_parked`). A parked result is never replaced by it (the agent
+        parks a result only after its last heartbeat). Best effort, as `park_result`."""
+        self._park(rec, {"heartbeat_at": at})
+
+    def take_parked(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        now: int,
+        pools: Mapping[str, PoolState] | None = None,
+    ) -> bool:
+        """Before a look times an attempt out (what the planner would: its timeouts, planned
+        here on a throwaway random source): record the result the attempt parked if it
+        returned before the deadline (one bucket read per attempt to time out), as its agent
+        would have, and advance after it. True if one was recorded (the caller reads the
+        workflow again). A failed read raises: the look fails and is looked at again, never
+        timing out an attempt whose result may be parked."""
+        planned = plan(state, definition, now, supervisor=True, rng=random.Random(0), pools=pools)
+        taken = False
+        for action in planned:
+            if not isinstance(action, EndAttempt) or action.outcome not in ATTEMPT_TIMEOUTS:
+                continue
+            rec = action.seen
+            key = self.parked_key(rec)
+            data = self.ports.payloads.store.get(key)
+            if data is None:
+                continue
+            parked = json.loads(data)
+            if "heartbeat_at" in parked:
+                taken |= self._parked_heartbeat(state, action, int(parked["heartbeat_at"]))
+                continue
+            if int(parked["returned_at"]) > now - action.overdue_ms:
+                continue  # returned after its deadline: the timeout stands
+            updated = self.record_result(state, rec, str(parked["output"]))
+            if updated is None:
+                continue  # ended or superseded since the read
+            logger.warning(
+                "parked result recorded",
+                extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
+            )
+            with contextlib.suppress(Exception):
+                self.ports.payloads.store.delete(key)
+            self.after_result(state, definition, rec, updated)
+            taken = True
+        return taken
+
+    def _parked_heartbeat(self, state: WorkflowState, action: EndAttempt, at: int) -> bool:
+        """A lost heartbeat's timeout, when the attempt parked a later one: that heartbeat
+        written now (fenced as the agent's), so the attempt's lease runs from it. A
+        TimeoutSeconds timeout stands: heartbeats never extend it."""
+        rec = action.seen
+        if action.outcome != "heartbeat_timeout" or at <= (rec.heartbeat_at or 0):
+            return False
+        beaten = self.executor.step(state, tx.heartbeat(rec, rec.attempt, at, None))
+        if beaten is not None:
+            logger.warning(
+                "parked heartbeat recorded",
+                extra={"workflow_id": rec.workflow_id, "step": rec.name, "attempt": rec.attempt},
+            )
+        return beaten is not None
+
+    def after_result(
+        self, state: WorkflowState, definition: Definition, rec: StepRecord, updated: StepRecord
+    ) -> None:
+        """After an attempt's result was recorded (by its agent, or from where it parked it):
+        a map item's is counted on its map, any other unit's advances its workflow."""
+        if updated.index is not None:
+            self.after_item(state, definition, updated)
+        else:
+            self.advance_after(rec, definition)
 
     def advance_after(
         self, rec: StepRecord, definition: Definition | None = None, *, failed: bool = False

@@ -729,6 +729,9 @@ class Supervisor:
         if failures and now < int(head.get("look_failed_at", 0)) + look_backoff_ms(failures):
             report.add("backing_off")  # its last look failed: wait out the backoff
             return
+        if self.scheduler.catalog.version(head["wf_type"], head["def_hash"]).state_machine:
+            self._look_at_machine(head, now, report)
+            return
         loaded = self.scheduler.parse(items)
         assert loaded is not None
         state, definition = loaded
@@ -737,8 +740,18 @@ class Supervisor:
             report.add("stale_entries")  # the index lagged behind the table
             return
         report.add("looked_at")
-        acted: list[str] = []
         pools = self._with_backlogs(state, definition, now)
+        if self.scheduler.take_parked(state, definition, now, pools):
+            # A result its agent could not write was recorded (and advanced after): plan on
+            # the workflow as it is now.
+            report.act("ParkedResult")
+            reloaded = self.scheduler.parse(self.scheduler.ports.store.load(wf_pk(workflow_id)))
+            assert reloaded is not None
+            state, definition = reloaded
+            if state.workflow.status.terminal:
+                return
+            pools = self._with_backlogs(state, definition, now)
+        acted: list[str] = []
         applied_actions = self.scheduler.run(
             state, definition, supervisor=True, now=now, pools=pools
         )
@@ -765,6 +778,22 @@ class Supervisor:
                 },
             )
         self._move_due(state, definition, now, report, pressed, pools)
+
+    def _look_at_machine(self, head: Item, now: int, report: SweepReport) -> None:
+        """A state machine's look (`shepherd.asl.engine`): its own cursor says what is due."""
+        status = WorkflowStatus(head["status"])
+        due = head.get("due_at")
+        if status.terminal or due is None or int(due) > now:
+            report.add("stale_entries")
+            return
+        report.add("looked_at")
+        acted = self.scheduler.asl.look(head, now)
+        if acted is not None:
+            report.act(acted, now - int(due))
+            logger.info(
+                "supervisor acted",
+                extra={"workflow_id": workflow_id_of(head["pk"]), "actions": [acted]},
+            )
 
     def _with_backlogs(
         self, state: WorkflowState, definition: Definition, now: int
