@@ -28,9 +28,19 @@ class TimingReport:
         parts = nodeid.split("::", 1)[0].split("/")
         return "/".join(parts[:2]) if len(parts) > 2 else "/".join(parts[:-1]) or "."
 
+    @staticmethod
+    def test_id(report: pytest.TestReport) -> str:
+        """The report's test: its node id, with the parameters its name carries when the id
+        lacks them (schemathesis names its tests per API operation, `test_x[GET /workflows]`,
+        but gives every one the function's id: the contract fuzz's 35 operations summed into
+        one "test")."""
+        domain = report.location[2]
+        params = domain[domain.index("[") :] if "[" in domain else ""
+        return report.nodeid if report.nodeid.endswith(params) else report.nodeid + params
+
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.by_test[report.nodeid] += report.duration
+        self.by_test[self.test_id(report)] += report.duration
         folder = self.folder(report.nodeid)
         self.by_folder[folder] += report.duration
         if report.when == "call":
