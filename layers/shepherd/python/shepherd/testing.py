@@ -81,6 +81,9 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], Item] = {}
+        # The same items by partition (pk -> sk -> item), so reading one partition does not
+        # scan the whole table; items are never deleted, so the two always hold the same.
+        self._parts: dict[str, dict[str, Item]] = {}
         self._lock = threading.RLock()
         self.writes = 0
         self.reads = 0
@@ -93,6 +96,10 @@ class MemoryStore:
             Change(copy.deepcopy(old), copy.deepcopy(new), f"{len(self.changes) + 1:021d}")
         )
 
+    def _put(self, pk: str, sk: str, item: Item) -> None:
+        self._items[(pk, sk)] = item
+        self._parts.setdefault(pk, {})[sk] = item
+
     def create(self, items: Sequence[Item]) -> None:
         with self._lock:
             for i, item in enumerate(items):
@@ -101,7 +108,7 @@ class MemoryStore:
                     raise TransactionConflict(i, copy.deepcopy(existing))
                 _fits(item)
             for item in items:
-                self._items[(item["pk"], item["sk"])] = copy.deepcopy(item)
+                self._put(item["pk"], item["sk"], copy.deepcopy(item))
                 self._changed(None, item)
             self.writes += len(items)
 
@@ -112,7 +119,7 @@ class MemoryStore:
             if key in self._items:
                 raise ConditionFailed(copy.deepcopy(self._items[key]))
             _fits(item)
-            self._items[key] = copy.deepcopy(item)
+            self._put(*key, copy.deepcopy(item))
             self._changed(None, item)
 
     def transact(self, writes: Sequence[tuple[str, str, Update, Cond]]) -> None:
@@ -129,7 +136,8 @@ class MemoryStore:
                 applied.append(((pk, sk), new))
             for key, new in applied:
                 self._changed(self._items.get(key), new)
-            self._items.update(applied)
+            for (pk, sk), new in applied:
+                self._put(pk, sk, new)
 
     def update(self, pk: str, sk: str, update: Update, condition: Cond | None) -> Item:
         with self._lock:
@@ -140,13 +148,13 @@ class MemoryStore:
             new = update.apply(current or {"pk": pk, "sk": sk})
             _fits(new)
             self._changed(current, new)
-            self._items[(pk, sk)] = new
+            self._put(pk, sk, new)
             return copy.deepcopy(new)
 
     def load(self, pk: str) -> list[Item]:
         with self._lock:
             self.reads += 1
-            found = [copy.deepcopy(v) for (p, _), v in self._items.items() if p == pk]
+            found = [copy.deepcopy(v) for v in self._parts.get(pk, {}).values()]
         return sorted(found, key=lambda i: i["sk"])
 
     def get(self, pk: str, sk: str) -> Item | None:
@@ -231,8 +239,8 @@ class MemoryStore:
             rows = sorted(
                 (
                     copy.deepcopy(item)
-                    for item in self._items.values()
-                    if item["pk"] == pk and str(item["sk"]) > after_sk
+                    for item in self._parts.get(pk, {}).values()
+                    if str(item["sk"]) > after_sk
                 ),
                 key=lambda i: str(i["sk"]),
             )
