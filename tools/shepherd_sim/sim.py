@@ -935,11 +935,10 @@ class ObservedStore(MemoryStore):
         return DuePage([DueEntry(pk[3:], due) for due, pk in page], more, len(page))
 
     def by_workflow(self) -> dict[str, list[Item]]:
-        out: dict[str, list[Item]] = {}
-        for (pk, _), item in self._items.items():
-            if pk.startswith("WF#"):
-                out.setdefault(pk[3:], []).append(item)
-        return out
+        # By partition, in the order the table first held each (as a scan of it would be).
+        return {
+            pk[3:]: list(part.values()) for pk, part in self._parts.items() if pk.startswith("WF#")
+        }
 
 
 class SimCrash(BaseException):
@@ -1238,6 +1237,9 @@ class Simulation:
             for agent in sorted(definition.agents()):
                 registry.register(agent, self._agent)
         self.pools = sorted({t.pool for d in self.defs.values() for t in d.tasks})
+        # The same set `queue_states` iterated, built once (the definitions never change).
+        self._task_pools = {t.pool for d in self.defs.values() for t in d.tasks}
+        self._pools_read: tuple[int, dict[str, PoolState]] | None = None
         engine_rng = random.Random(f"engine:{seed}")
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
@@ -2306,13 +2308,20 @@ class Simulation:
         """The pools' states as the table records them (the supervisor's truth)."""
         return pool_states(self.memory)
 
+    def _recorded_pools(self) -> dict[str, PoolState]:
+        """`pool_states`, read again only once the table took a write since the last read (a
+        tick with no write between reads the same items; the read itself changes nothing)."""
+        writes = len(self.memory.changes)
+        if self._pools_read is None or self._pools_read[0] != writes:
+            self._pools_read = (writes, self.pool_states())
+        return self._pools_read[1]
+
     def queue_states(self) -> dict[str, PoolState]:
         """The pools as they are: paused or not, and how many messages each queue holds (a
         task sent twice is not called lost while its copy may be waiting behind others)."""
-        recorded = self.pool_states() if self.pool_pauses or self.memory.circuit_holds else {}
-        names = {t.pool for d in self.defs.values() for t in d.tasks}
+        recorded = self._recorded_pools() if self.pool_pauses or self.memory.circuit_holds else {}
         out = {}
-        for name in names:
+        for name in self._task_pools:
             backlog = self.queue.backlog(name)
             waiting = backlog.visible + backlog.in_flight + backlog.delayed
             if waiting:
@@ -2517,6 +2526,11 @@ class Simulation:
         now = self.now()
         pools = self.queue_states()
         for wf_id, items in sorted(self.memory.by_workflow().items()):
+            # An ended workflow has nothing to find: skip it before parsing its items (most
+            # of a long run's workflows have ended; parsing them every tick was most of it).
+            head = self.memory.peek(wf_pk(wf_id), WF_SK)
+            if head is None or WorkflowStatus(head["status"]).terminal:
+                continue
             state = WorkflowState.from_items(items)
             if state is None or state.workflow.status.terminal:
                 continue
