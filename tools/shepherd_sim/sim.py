@@ -934,6 +934,18 @@ class ObservedStore(MemoryStore):
         more = {"due_at": page[-1][0], "pk": page[-1][1]} if len(rows) > limit else None
         return DuePage([DueEntry(pk[3:], due) for due, pk in page], more, len(page))
 
+    def heads(self) -> dict[str, Item]:
+        """Each workflow's own item (uncopied, as `peek`), by workflow id."""
+        return {
+            pk[3:]: part[WF_SK]
+            for pk, part in self._parts.items()
+            if pk.startswith("WF#") and WF_SK in part
+        }
+
+    def partition(self, pk: str) -> list[Item]:
+        """One partition's items (uncopied), in `by_workflow`'s order."""
+        return list(self._parts.get(pk, {}).values())
+
     def by_workflow(self) -> dict[str, list[Item]]:
         # By partition, in the order the table first held each (as a scan of it would be).
         return {
@@ -1240,6 +1252,7 @@ class Simulation:
         # The same set `queue_states` iterated, built once (the definitions never change).
         self._task_pools = {t.pool for d in self.defs.values() for t in d.tasks}
         self._pools_read: tuple[int, dict[str, PoolState]] | None = None
+        self._queue_states: dict[str, tuple[PoolState | None, int, PoolState]] = {}
         engine_rng = random.Random(f"engine:{seed}")
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
@@ -1981,12 +1994,7 @@ class Simulation:
     # ======================================================================= observation
 
     def statuses(self) -> dict[str, str]:
-        out = {}
-        for wf_id, items in sorted(self.memory.by_workflow().items()):
-            for item in items:
-                if item["sk"] == WF_SK:
-                    out[wf_id] = item["status"]
-        return out
+        return {wf_id: head["status"] for wf_id, head in sorted(self.memory.heads().items())}
 
     def live(self) -> list[str]:
         terminal = ("SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED")
@@ -2326,7 +2334,17 @@ class Simulation:
             waiting = backlog.visible + backlog.in_flight + backlog.delayed
             if waiting:
                 self.queue_seen_busy(name)
-            out[name] = replace(recorded.get(name, PoolState(name)), waiting=waiting)
+            base = recorded.get(name)
+            # The same (frozen) state as last tick when neither its record nor its queue moved.
+            last = self._queue_states.get(name)
+            if last is not None and last[0] is base and last[1] == waiting:
+                out[name] = last[2]
+                continue
+            state = (
+                PoolState(name, waiting=waiting) if base is None else replace(base, waiting=waiting)
+            )
+            self._queue_states[name] = (base, waiting, state)
+            out[name] = state
         return out
 
     def queue_seen_busy(self, pool: str) -> None:
@@ -2525,13 +2543,12 @@ class Simulation:
     def check_findable(self) -> None:
         now = self.now()
         pools = self.queue_states()
-        for wf_id, items in sorted(self.memory.by_workflow().items()):
+        for wf_id, head in sorted(self.memory.heads().items()):
             # An ended workflow has nothing to find: skip it before parsing its items (most
             # of a long run's workflows have ended; parsing them every tick was most of it).
-            head = self.memory.peek(wf_pk(wf_id), WF_SK)
-            if head is None or WorkflowStatus(head["status"]).terminal:
+            if WorkflowStatus(head["status"]).terminal:
                 continue
-            state = WorkflowState.from_items(items)
+            state = WorkflowState.from_items(self.memory.partition(wf_pk(wf_id)))
             if state is None or state.workflow.status.terminal:
                 continue
             definition = self.defs[state.workflow.wf_type]
