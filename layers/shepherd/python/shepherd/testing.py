@@ -112,9 +112,7 @@ class MemoryStore:
         self.changes: list[Change] = []
 
     def _changed(self, old: Item | None, new: Item) -> None:
-        self.changes.append(
-            Change(_copied(old), _copied(new), f"{len(self.changes) + 1:021d}")
-        )
+        self.changes.append(Change(_copied(old), _copied(new), f"{len(self.changes) + 1:021d}"))
 
     def _put(self, pk: str, sk: str, item: Item) -> None:
         self._items[(pk, sk)] = item
