@@ -167,7 +167,8 @@ class MemoryStore:
             _fits(new)
             self._changed(current, new)
             self._put(pk, sk, new)
-            return _copied(new)
+            copied: Item = _copied(new)
+            return copied
 
     def load(self, pk: str) -> list[Item]:
         with self._lock:
