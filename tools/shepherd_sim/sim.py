@@ -1253,6 +1253,7 @@ class Simulation:
         self._task_pools = {t.pool for d in self.defs.values() for t in d.tasks}
         self._pools_read: tuple[int, dict[str, PoolState]] | None = None
         self._queue_states: dict[str, tuple[PoolState | None, int, PoolState]] = {}
+        self._parsed: dict[str, tuple[list[Item], WorkflowState | None]] = {}
         engine_rng = random.Random(f"engine:{seed}")
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
@@ -2540,6 +2541,38 @@ class Simulation:
             )
         )
 
+    def _completed_state(self, wf_id: str) -> WorkflowState | None:
+        """The workflow's state parsed from its partition and completed with its unstored
+        steps, as a fresh object `check_findable` may fill in. Parsed again only when an item
+        of the partition changed since the last tick: the store replaces an item on every
+        write and never changes one in place, so the same item objects are the same items."""
+        items = self.memory.partition(wf_pk(wf_id))
+        cached = self._parsed.get(wf_id)
+        if (
+            cached is None
+            or len(cached[0]) != len(items)
+            or any(a is not b for a, b in zip(cached[0], items, strict=True))
+        ):
+            parsed = WorkflowState.from_items(items)
+            if parsed is not None:
+                parsed.complete(self.defs[parsed.workflow.wf_type].topological_order)
+            self._parsed[wf_id] = cached = (items, parsed)
+        state = cached[1]
+        if state is None:
+            return None
+        # Parsing and completing leave the windows, pages and children empty; the records
+        # are frozen: new containers are all a fresh state needs.
+        return replace(
+            state,
+            steps=dict(state.steps),
+            compensations=dict(state.compensations),
+            windows={},
+            pages={},
+            children={},
+            shards={key: dict(shards) for key, shards in state.shards.items()},
+            shards_whole=set(state.shards_whole),
+        )
+
     def check_findable(self) -> None:
         now = self.now()
         pools = self.queue_states()
@@ -2548,11 +2581,10 @@ class Simulation:
             # of a long run's workflows have ended; parsing them every tick was most of it).
             if WorkflowStatus(head["status"]).terminal:
                 continue
-            state = WorkflowState.from_items(self.memory.partition(wf_pk(wf_id)))
+            state = self._completed_state(wf_id)
             if state is None or state.workflow.status.terminal:
                 continue
             definition = self.defs[state.workflow.wf_type]
-            state.complete(definition.topological_order)
             with_windows(state, self.memory.peek)  # its maps' items, as a look reads them
             resumed = self._resumed_at.get(wf_id)
             strict = check_findable(
