@@ -76,6 +76,7 @@ from shepherd_sim.invariants import (
     approval_endings,
     check_all,
     check_findable,
+    fresh,
     inbox_problems,
     item_units,
     missing_events,
@@ -2557,21 +2558,7 @@ class Simulation:
             if parsed is not None:
                 parsed.complete(self.defs[parsed.workflow.wf_type].topological_order)
             self._parsed[wf_id] = cached = (items, parsed)
-        state = cached[1]
-        if state is None:
-            return None
-        # Parsing and completing leave the windows, pages and children empty; the records
-        # are frozen: new containers are all a fresh state needs.
-        return replace(
-            state,
-            steps=dict(state.steps),
-            compensations=dict(state.compensations),
-            windows={},
-            pages={},
-            children={},
-            shards={key: dict(shards) for key, shards in state.shards.items()},
-            shards_whole=set(state.shards_whole),
-        )
+        return None if cached[1] is None else fresh(cached[1])
 
     def check_findable(self) -> None:
         now = self.now()
