@@ -295,6 +295,9 @@ class RunRecord:
     _parsed: tuple[list[Item], dict[str, WorkflowState]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _announced: tuple[list[Change], list[DomainEvent]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def value(self, stored: str | None) -> Any:
         """A stored payload as a value, read from the bucket if it is a reference."""
@@ -324,7 +327,7 @@ class RunRecord:
         return out
 
 
-def _same_objects(a: list[Item], b: list[Item]) -> bool:
+def _same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
@@ -1106,8 +1109,13 @@ TERMINAL_EVENTS = (*FINISH_EVENTS, "StepFailed", "StepCompensated")
 
 def announced(record: RunRecord) -> list[DomainEvent]:
     """Every event the table's changes announce, in stream order: what subscribers must be
-    told (`shepherd.changes.events_of` on every change, with no filter and no relay)."""
-    return [event for change in record.changes for event in events_of(change)]
+    told (`shepherd.changes.events_of` on every change, with no filter and no relay).
+    Worked out once per run (several checkers ask; changes and events are frozen)."""
+    cached = record._announced
+    if cached is None or not _same_objects(cached[0], record.changes):
+        events = [event for change in record.changes for event in events_of(change)]
+        record._announced = cached = (list(record.changes), events)
+    return list(cached[1])
 
 
 def _id(detail: Mapping[str, Any]) -> str:
