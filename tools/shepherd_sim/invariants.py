@@ -309,7 +309,7 @@ class RunRecord:
         """Every workflow's state, completed with its unstored steps. Some twenty checkers
         ask: the items are parsed once (again only if `items` no longer holds the same item
         objects) and each caller gets fresh containers (`fresh`) it may fill in."""
-        if self._parsed is None or not _same_objects(self._parsed[0], self.items):
+        if self._parsed is None or not same_objects(self._parsed[0], self.items):
             self._parsed = (list(self.items), self._parse_states())
         return {wf_id: fresh(state) for wf_id, state in self._parsed[1].items()}
 
@@ -327,7 +327,9 @@ class RunRecord:
         return out
 
 
-def _same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Do `a` and `b` hold the very same objects, in order? (What a cache of a parse of
+    items, changes or a partition is kept against: the store never changes one in place.)"""
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
@@ -1112,7 +1114,7 @@ def announced(record: RunRecord) -> list[DomainEvent]:
     told (`shepherd.changes.events_of` on every change, with no filter and no relay).
     Worked out once per run (several checkers ask; changes and events are frozen)."""
     cached = record._announced
-    if cached is None or not _same_objects(cached[0], record.changes):
+    if cached is None or not same_objects(cached[0], record.changes):
         events = [event for change in record.changes for event in events_of(change)]
         record._announced = cached = (list(record.changes), events)
     return list(cached[1])

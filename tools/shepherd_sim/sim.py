@@ -81,6 +81,7 @@ from shepherd_sim.invariants import (
     item_units,
     missing_events,
     orphaned_effects,
+    same_objects,
     unit_name,
     with_windows,
 )
@@ -1255,6 +1256,7 @@ class Simulation:
         self._pools_read: tuple[int, dict[str, PoolState]] | None = None
         self._queue_states: dict[str, tuple[PoolState | None, int, PoolState]] = {}
         self._parsed: dict[str, tuple[list[Item], WorkflowState | None]] = {}
+        self._inbox_checked: dict[str, list[Item]] = {}
         engine_rng = random.Random(f"engine:{seed}")
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
@@ -2549,11 +2551,7 @@ class Simulation:
         write and never changes one in place, so the same item objects are the same items."""
         items = self.memory.partition(wf_pk(wf_id))
         cached = self._parsed.get(wf_id)
-        if (
-            cached is None
-            or len(cached[0]) != len(items)
-            or any(a is not b for a, b in zip(cached[0], items, strict=True))
-        ):
+        if cached is None or not same_objects(cached[0], items):
             parsed = WorkflowState.from_items(items)
             if parsed is not None:
                 parsed.complete(self.defs[parsed.workflow.wf_type].topological_order)
@@ -2605,13 +2603,17 @@ class Simulation:
         to check before an approval first waits: its inbox items come with that write.)"""
         if not self.people.asked:
             return
-        for wf_id, items in sorted(self.memory.by_workflow().items()):
-            wf = self.memory.peek(wf_pk(wf_id), WF_SK)
-            if wf is None:
-                continue
+        for wf_id, wf in sorted(self.memory.heads().items()):
             definition = self.defs[wf["wf_type"]]
             if not any(s.approval is not None for s in definition.steps):
                 continue
+            items = self.memory.partition(wf_pk(wf_id))
+            # The problems are a function of the partition's items: with the same item
+            # objects as at the last check (nothing written since), they were reported then.
+            last = self._inbox_checked.get(wf_id)
+            if last is not None and same_objects(last, items):
+                continue
+            self._inbox_checked[wf_id] = items
             for problem in inbox_problems(items, definition):
                 if (wf_id, problem) in self._inbox_seen:
                     continue
