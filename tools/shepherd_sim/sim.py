@@ -854,6 +854,9 @@ class ObservedStore(MemoryStore):
         self.circuit_left_closed_by: dict[str, int] = {}
         self.circuit_holds: list[tuple[str, int, int | None]] = []  # (pool, began, ended)
         self.on_change: Callable[[Change], None] | None = None  # the table's stream
+        # The workflows' partitions (of `_parts`, in the same order): the per-tick checks
+        # look at workflows only, not at the counters', pools' and maps' partitions.
+        self._workflow_parts: dict[str, dict[str, Item]] = {}
 
     def _changed(self, old: Item | None, new: Item) -> None:
         super()._changed(old, new)
@@ -936,13 +939,14 @@ class ObservedStore(MemoryStore):
         more = {"due_at": page[-1][0], "pk": page[-1][1]} if len(rows) > limit else None
         return DuePage([DueEntry(pk[3:], due) for due, pk in page], more, len(page))
 
+    def _put(self, pk: str, sk: str, item: Item) -> None:
+        super()._put(pk, sk, item)
+        if pk.startswith("WF#") and pk not in self._workflow_parts:
+            self._workflow_parts[pk] = self._parts[pk]
+
     def heads(self) -> dict[str, Item]:
         """Each workflow's own item (uncopied, as `peek`), by workflow id."""
-        return {
-            pk[3:]: part[WF_SK]
-            for pk, part in self._parts.items()
-            if pk.startswith("WF#") and WF_SK in part
-        }
+        return {pk[3:]: part[WF_SK] for pk, part in self._workflow_parts.items() if WF_SK in part}
 
     def partition(self, pk: str) -> list[Item]:
         """One partition's items (uncopied), in `by_workflow`'s order."""
@@ -950,9 +954,7 @@ class ObservedStore(MemoryStore):
 
     def by_workflow(self) -> dict[str, list[Item]]:
         # By partition, in the order the table first held each (as a scan of it would be).
-        return {
-            pk[3:]: list(part.values()) for pk, part in self._parts.items() if pk.startswith("WF#")
-        }
+        return {pk[3:]: list(part.values()) for pk, part in self._workflow_parts.items()}
 
 
 class SimCrash(BaseException):
