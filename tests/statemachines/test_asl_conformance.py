@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from shepherd_asl_conformance import check, load, run_all, table
+from shepherd_asl_conformance import checked, load, run_all, table
 
 CASES = [(feature, case) for feature, cases in load().items() for case in cases]
 
 
 @pytest.mark.parametrize(("feature", "case"), CASES, ids=[f"{f}: {c['name']}" for f, c in CASES])
 def test_case(feature: str, case: dict[str, Any]) -> None:
-    assert check(case) is None
+    assert checked(case) is None
 
 
 def test_table_counts_every_case() -> None:

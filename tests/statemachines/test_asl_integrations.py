@@ -292,3 +292,72 @@ def test_a_machine_naming_an_unbuilt_job_is_refused_naming_the_state() -> None:
         )
     assert "Build" in str(caught.value) and "Resource" in str(caught.value)
     assert "codebuild" in str(caught.value)
+
+
+def test_a_result_writer_writes_the_manifest_and_each_status_file(aws: Integrations) -> None:
+    """A distributed Map's ResultWriter (the guide's 'ResultWriter (Map)', and the floci
+    emulator's AslExecutorResultWriterTest): SUCCEEDED_0.json and FAILED_0.json hold each
+    child's execution record (Input and Output as JSON text), manifest.json lists them, all
+    under `<Prefix><map run id>/`, and a tolerated failed child is in FAILED_0.json only."""
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="exports")
+    machine = _machine(
+        {
+            "Fan": {
+                "Type": "Map",
+                "Label": "orders",
+                "ItemsPath": "$.items",
+                "ToleratedFailureCount": 1,
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                    "StartAt": "Check",
+                    "States": {
+                        "Check": {
+                            "Type": "Choice",
+                            "Choices": [{"Variable": "$.n", "NumericLessThan": 0, "Next": "Boom"}],
+                            "Default": "Keep",
+                        },
+                        "Boom": {"Type": "Fail", "Error": "ItemFailed", "Cause": "negative"},
+                        "Keep": {"Type": "Pass", "End": True},
+                    },
+                },
+                "ResultWriter": {
+                    "Resource": "arn:aws:states:::s3:putObject",
+                    "Parameters": {"Bucket": "exports", "Prefix": "/csvJobs//"},
+                },
+                "End": True,
+            }
+        },
+        "Fan",
+    )
+    run = run_state_machine(machine, {"items": [{"n": 1}, {"n": -1}, {"n": 3}]}, tasks=aws)
+    assert run.status == "SUCCEEDED", run.cause
+    details = run.output["ResultWriterDetails"]
+    run_id = run.output["MapRunArn"].rsplit(":", 1)[1]
+    assert run.output["MapRunArn"].startswith(
+        "arn:aws:states:us-east-1:123456789012:mapRun:machine/orders:"
+    )
+    assert details == {"Bucket": "exports", "Key": f"/csvJobs//{run_id}/manifest.json"}
+
+    def read(key: str) -> Any:
+        return json.loads(s3.get_object(Bucket="exports", Key=key)["Body"].read())
+
+    manifest = read(details["Key"])
+    assert manifest["DestinationBucket"] == "exports"
+    assert manifest["MapRunArn"] == run.output["MapRunArn"]
+    assert [f["Key"] for f in manifest["ResultFiles"]["SUCCEEDED"]] == [
+        f"/csvJobs//{run_id}/SUCCEEDED_0.json"
+    ]
+    assert manifest["ResultFiles"]["PENDING"] == []
+    succeeded = read(manifest["ResultFiles"]["SUCCEEDED"][0]["Key"])
+    assert [r["Output"] for r in succeeded] == ['{"n":1}', '{"n":3}']
+    assert {r["Status"] for r in succeeded} == {"SUCCEEDED"}
+    assert succeeded[0]["RedriveStatus"] == "NOT_REDRIVABLE"
+    assert succeeded[0]["StateMachineArn"] == (
+        "arn:aws:states:us-east-1:123456789012:stateMachine:machine/orders"
+    )
+    assert ":execution:machine/orders:" in succeeded[0]["ExecutionArn"]
+    failed = read(manifest["ResultFiles"]["FAILED"][0]["Key"])
+    assert [(r["Status"], r["Error"], r["Cause"]) for r in failed] == [
+        ("FAILED", "ItemFailed", "negative")
+    ]

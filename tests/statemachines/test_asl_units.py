@@ -106,7 +106,7 @@ def test_error_matching() -> None:
                     }
                 },
             },
-            "States.A.ItemReader: the distributed Map's ItemReader",
+            "States.A.ItemReader.ReaderConfig: must be an object",
         ),
         (
             {
@@ -351,8 +351,10 @@ def test_map_tolerated_failures() -> None:
             }
         )
 
+    # A distributed Map's tolerated failed child leaves no result (the floci emulator's
+    # AWS-measured distributedMapToleratedFailureCount_absorbsFailuresUpToTheThreshold).
     ok = run_state_machine(machine(1), [1, 2, 3])
-    assert ok.output == [1, {"Error": "Two", "Cause": "two"}, 3]
+    assert ok.output == [1, 3]
     failed = run_state_machine(machine(0), [1, 2, 3])
     assert failed.error == "States.ExceedToleratedFailureThreshold"
 
@@ -608,3 +610,36 @@ def test_jsonata_now_reads_the_simulated_clock() -> None:
     )
     run = run_state_machine(machine, {})
     assert run.output == {"now": "2024-01-01T00:01:30.000Z", "ms": 1704067290000}
+
+
+def test_a_batch_stops_at_256_kib_whatever_max_items_per_batch_says() -> None:
+    """The floci emulator's AWS-measured distributedMapWithItemBatcher_capsABatchAtTheChild-
+    InputCeiling: 40 items of 10 KB with MaxItemsPerBatch 100 make more than one batch, each
+    under a child execution's 256 KiB input limit, and every item is in one."""
+    from shepherd.asl.distributed import batches
+    from shepherd.asl.values import dumps
+
+    items = [{"pad": "x" * 10_000} for _ in range(40)]
+    made = batches(items, 100, None, None, has_batch_input=False)
+    assert len(made) > 1
+    assert all(len(dumps(b).encode()) <= 256 * 1024 for b in made)
+    assert sum(len(b["Items"]) for b in made) == 40
+
+
+def test_an_item_over_256_kib_is_data_limit_exceeded() -> None:
+    """...failsWhenASingleItemExceedsTheCeiling: an item alone over 256 KiB cannot be a
+    child's input: States.DataLimitExceeded."""
+    from shepherd.asl.distributed import batches
+    from shepherd.asl.errors import StatesError
+
+    with pytest.raises(StatesError) as raised:
+        batches([{"pad": "x" * 300_000}], 10, None, None, has_batch_input=False)
+    assert raised.value.error == "States.DataLimitExceeded"
+
+
+def test_max_input_bytes_per_batch_counts_the_batch_json() -> None:
+    """MaxInputBytesPerBatch: a batch's JSON (`{"Items":[...]}`) is at most that many bytes."""
+    from shepherd.asl.distributed import batches
+
+    made = batches([{"n": 1}, {"n": 2}, {"n": 3}], None, 27, None, has_batch_input=False)
+    assert made == [{"Items": [{"n": 1}, {"n": 2}]}, {"Items": [{"n": 3}]}]

@@ -46,3 +46,84 @@ def test_a_kept_or_repeated_signal_says_so(capsys: pytest.CaptureFixture[str]) -
     assert cli.main(["signal", "wf-1", "amended", "--signal-id", "x"]) == 0
     assert "already sent" in capsys.readouterr().out
     assert cli.main(["signal", "wf-1", "amended", "--payload", "{nope"]) == 1
+
+
+def test_signal_by_match_posts_to_signals_and_lists_each_workflow(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    FakeApi.reply = {
+        "name": "amended",
+        "signals": [
+            {"workflow_id": "wf-2", "name": "amended", "sequence": 0, "taken_by": "amend"},
+            {"workflow_id": "wf-1", "name": "amended", "sequence": 1, "taken_by": None},
+        ],
+    }
+    code = cli.main(
+        ["signal", "amended", "--match", "order_id=o-1", "--match", "shop=eu", "--signal-id", "s"]
+    )
+    assert code == 0
+    assert FakeApi.calls == [
+        (
+            "POST",
+            "/signals",
+            {"name": "amended", "match": {"order_id": "o-1", "shop": "eu"}, "signal_id": "s"},
+        )
+    ]
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "amended: sent to 2 workflows",
+        "wf-2  #0: taken by amend",
+        "wf-1  #1: kept until a step waits for it",
+    ]
+
+
+def test_a_match_as_json_keeps_its_types_and_a_bad_one_is_refused_before_any_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    FakeApi.reply = {"name": "amended", "signals": []}
+    assert cli.main(["signal", "amended", "--match", '{"order_id": 7}', "--payload", "3"]) == 0
+    assert FakeApi.calls == [
+        ("POST", "/signals", {"name": "amended", "match": {"order_id": 7}, "payload": 3})
+    ]
+    assert "sent to 0 workflows" in capsys.readouterr().out
+    FakeApi.calls = []
+    assert cli.main(["signal", "amended", "--match", "no-equals-sign"]) == 1
+    assert cli.main(["signal", "wf-1", "amended", "--match", "a=b"]) == 1  # an id and a match
+    assert cli.main(["signal", "wf-1"]) == 1  # neither a name nor a match
+    assert FakeApi.calls == []
+
+
+def test_list_by_tag_and_start_with_tags(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    FakeApi.reply = {
+        "items": [
+            {
+                "workflow_id": "wf-1",
+                "type": "order",
+                "status": "RUNNING",
+                "created_at": "2026-01-01T00:00:00Z",
+                "tags": {"customer": "ada"},
+            }
+        ]
+    }
+    calls: list[Any] = []
+
+    def call(self: Any, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        calls.append((method, path, body, kw.get("query")))
+        return FakeApi.reply
+
+    def start(self: Any, wf_type: str, payload: Any, key: Any = None, **kw: Any) -> Any:
+        calls.append(("start", wf_type, payload, kw.get("tags")))
+        return {"workflow_id": "wf-9"}
+
+    monkeypatch.setattr(FakeApi, "call", call)
+    monkeypatch.setattr(FakeApi, "start", start, raising=False)
+    assert cli.main(["list", "--tag", "customer:ada"]) == 0
+    assert calls[-1][3]["tag"] == "customer:ada"
+    assert "customer:ada" in capsys.readouterr().out
+    assert cli.main(["list", "--tag", "customer:ada", "--status", "RUNNING"]) == 1
+    assert cli.main(["list", "--tag", "no-colon"]) == 1
+    assert len(calls) == 1  # refused before any call
+    assert cli.main(["start", "order", "--tag", "customer:ada", "--tag", "url:a:b"]) == 0
+    assert calls[-1] == ("start", "order", {}, {"customer": "ada", "url": "a:b"})

@@ -4,21 +4,27 @@ through `shepherd.asl.run_state_machine`. `make conformance` prints passed/faile
 
 Each file `tests/statemachines/conformance/<feature>.json` is a list of cases: `name`, `definition`,
 `input`, and `output` (compared as JSON text: key order and number form count) or `error`
-(optionally `cause`, the simulated `seconds` the run took,
-its `transitions`, and a `description` naming where the expected result comes from: the guide,
-or an execution recorded against AWS). The Lambda functions the cases name are the fixtures below, each as the
+(optionally `cause`), or `status` (TIMED_OUT), or `invalid` (the definition is refused when it
+is loaded, with this text in the message, such as AWS's SCHEMA_VALIDATION_FAILED); optionally
+the simulated `seconds` the run took (or `seconds_at_most`, for a random jitter), its
+`transitions`, `s3` (buckets and their objects, put in moto's S3 before the run, for a
+distributed Map's ItemReader and ResultWriter), and a `description` naming where the expected
+result comes from: the guide, or an execution recorded against AWS. The Lambda functions the cases name are the fixtures below, each as the
 guide's examples describe it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shepherd.asl import parse, run_state_machine
+from shepherd.asl import ExecutionResult, parse, run_state_machine
+from shepherd.asl.integrations import Integrations
+from shepherd.errors import DefinitionError
 
 CASES = Path(__file__).resolve().parents[2] / "tests" / "statemachines" / "conformance"
 
@@ -75,9 +81,23 @@ def same_json(got: Any, expected: Any) -> bool:
 
 def check(case: dict[str, Any]) -> str | None:
     """Why a case fails, or None."""
-    machine = parse(case["definition"], case["name"])
-    run = run_state_machine(machine, case["input"], functions=functions())
-    if "error" in case:
+    try:
+        machine = parse(case["definition"], case["name"])
+    except DefinitionError as exc:
+        if "invalid" in case and case["invalid"] in str(exc):
+            return None
+        return f"refused at load: {exc}"
+    if "invalid" in case:
+        return f"expected the definition to be refused ({case['invalid']}), it loaded"
+    return _outcome(case, _run(case, machine))
+
+
+def _outcome(case: dict[str, Any], run: ExecutionResult) -> str | None:
+    """Why a run is not what the case expects, or None."""
+    if "status" in case:
+        if run.status != case["status"]:
+            return f"expected status {case['status']}, got {run.status} {run.output!r} {run.error}"
+    elif "error" in case:
         if run.status != "FAILED" or run.error != case["error"]:
             return f"expected error {case['error']}, got {run.status} {run.error} {run.output!r}"
         if "cause" in case and run.cause != case["cause"]:
@@ -86,21 +106,69 @@ def check(case: dict[str, Any]) -> str | None:
         return f"expected output {case['output']!r}, got {run.status} {run.output!r} {run.error} {run.cause}"
     if "seconds" in case and run.seconds != case["seconds"]:
         return f"expected {case['seconds']} s, took {run.seconds}"
+    if "seconds_at_most" in case and not 0 <= run.seconds <= case["seconds_at_most"]:
+        return f"expected at most {case['seconds_at_most']} s, took {run.seconds}"
     if "transitions" in case and run.transitions != case["transitions"]:
         return f"expected {case['transitions']} transitions, made {run.transitions}"
     return None
 
 
+@functools.cache
+def _session() -> Any:
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+
+
+def _run(case: dict[str, Any], machine: Any) -> ExecutionResult:
+    if "s3" not in case:
+        return run_state_machine(machine, case["input"], functions=functions())
+    # A case that reads or writes S3 runs against moto's S3, in process.
+    from moto import mock_aws
+    from shepherd.adapters.services import AwsServices
+
+    with mock_aws():
+        # One session for every case: it loads each service's model once (a second).
+        session = _session()
+        s3 = session.client("s3", region_name="us-east-1")
+        for bucket, objects in case["s3"].items():
+            s3.create_bucket(Bucket=bucket)
+            for key, body in objects.items():
+                s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+        services = AwsServices(
+            lambda name: s3 if name == "s3" else session.client(name, region_name="us-east-1")
+        )
+        return run_state_machine(
+            machine,
+            case["input"],
+            functions=functions(),
+            tasks=Integrations(call=services.call, region="us-east-1"),
+        )
+
+
+_CHECKED: dict[str, str | None] = {}
+
+
+def checked(case: dict[str, Any]) -> str | None:
+    """`check`, once per case per process (the test suite's per-case tests and its table test
+    share the runs); a crash is a failed case, reported with the others."""
+    key = json.dumps(case, sort_keys=True)
+    if key not in _CHECKED:
+        try:
+            _CHECKED[key] = check(case)
+        except Exception as exc:
+            _CHECKED[key] = f"{type(exc).__name__}: {exc}"
+    return _CHECKED[key]
+
+
 def run_all() -> list[Result]:
-    results = []
-    for feature, cases in load().items():
-        for case in cases:
-            try:
-                problem = check(case)
-            except Exception as exc:  # a crash is a failed case, reported with the others
-                problem = f"{type(exc).__name__}: {exc}"
-            results.append(Result(feature, case["name"], problem))
-    return results
+    return [
+        Result(feature, case["name"], checked(case))
+        for feature, cases in load().items()
+        for case in cases
+    ]
 
 
 def table(results: list[Result]) -> str:

@@ -90,8 +90,16 @@ class Api:
             raise CliError(f"{self.base_url} did not answer within {self.timeout:.0f}s") from None
         return json.loads(text) if text else None
 
-    def start(self, wf_type: str, payload: Any, idempotency_key: str | None = None) -> Any:
-        """POST /workflows; an input over a request's cap (5 MiB) is uploaded first."""
+    def start(
+        self,
+        wf_type: str,
+        payload: Any,
+        idempotency_key: str | None = None,
+        *,
+        tags: dict[str, str] | None = None,
+    ) -> Any:
+        """POST /workflows (with its `tags`, if any); an input over a request's cap (5 MiB)
+        is uploaded first."""
         data = canonical(payload).encode()
         body: dict[str, Any] = (
             {"type": wf_type, "input_upload": self.upload(data)}
@@ -100,6 +108,8 @@ class Api:
         )
         if idempotency_key:
             body["idempotency_key"] = idempotency_key
+        if tags:
+            body["tags"] = tags
         return self.call("POST", "/workflows", body)
 
     def task(self, token: str, action: str, body: Any) -> Any:

@@ -285,9 +285,36 @@ def cmd_console(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tag(text: str) -> tuple[str, str]:
+    """`key:value` (split at the first colon: a key has none), as `GET /workflows?tag=` takes
+    it; the API checks the caps."""
+    key, colon, value = text.partition(":")
+    if not colon or not key:
+        raise CliError(f"--tag {text!r} is key:value")
+    return key, value
+
+
+def _match(texts: list[str]) -> dict[str, Any]:
+    """`--match` as given: one JSON object (`'{"order_id": 7}'`: values compared as JSON), or
+    `key=value` pairs whose values are strings (`order_id=o-1`)."""
+    if len(texts) == 1 and texts[0].lstrip().startswith("{"):
+        given = _input(texts[0], "--match")
+        if not isinstance(given, dict):  # pragma: no cover - a JSON text starting with {
+            raise CliError("--match is a JSON object")
+        return given
+    match: dict[str, Any] = {}
+    for text in texts:
+        key, eq, value = text.partition("=")
+        if not eq or not key:
+            raise CliError(f"--match {text!r} is key=value (or one JSON object)")
+        match[key] = value
+    return match
+
+
 def cmd_start(args: argparse.Namespace, api: Api) -> int:
     payload = _input(args.input) if args.input else {}
-    accepted = api.start(args.type, payload, args.idempotency_key)
+    tags = dict(_tag(t) for t in args.tag) if args.tag else None
+    accepted = api.start(args.type, payload, args.idempotency_key, tags=tags)
     print(accepted["workflow_id"] if not args.wait else f"started {accepted['workflow_id']}")
     if args.wait:
         return _watch(api, accepted["workflow_id"], args.timeout)
@@ -327,12 +354,19 @@ def cmd_watch(args: argparse.Namespace, api: Api) -> int:
 
 
 def cmd_list(args: argparse.Namespace, api: Api) -> int:
-    page = api.call(
-        "GET", "/workflows", query={"status": args.status, "type": args.type, "limit": args.limit}
-    )
+    """`shepherd list [--status S] [--type T] [--tag key:value] [--limit N]`: the caller's
+    workflows, newest first (by a tag: through the tag's own index, not with status or type)."""
+    query: dict[str, Any] = {"status": args.status, "type": args.type, "limit": args.limit}
+    if args.tag is not None:
+        if args.status or args.type:
+            raise CliError("--tag is not combined with --status or --type")
+        query["tag"] = ":".join(_tag(args.tag))
+    page = api.call("GET", "/workflows", query=query)
     for item in page["items"]:
+        tags = " ".join(f"{k}:{v}" for k, v in (item.get("tags") or {}).items())
         print(
             f"{item['workflow_id']}  {item['type']:<24} {item['status']:<12} {item['created_at']}"
+            + (f"  {tags}" if tags else "")
         )
     if page.get("next_token"):
         print(f"(more: --next-token {page['next_token']})")
@@ -383,22 +417,39 @@ def cmd_answer(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def _fate(got: dict[str, Any]) -> str:
+    if got.get("duplicate"):
+        return "already sent (kept once)"
+    if got.get("taken_by"):
+        return f"taken by {got['taken_by']}"
+    return "kept until a step waits for it"
+
+
 def cmd_signal(args: argparse.Namespace, api: Api) -> int:
     """`shepherd signal ID NAME [--payload JSON] [--signal-id X]`: send a signal into a
-    running workflow (kept until a WaitForSignal step of that name takes it)."""
+    running workflow (kept until a WaitForSignal step of that name takes it).
+    `shepherd signal NAME --match key=value ...`: send it to every open workflow of the
+    caller whose step of that name waits on those values (POST /signals)."""
     body: dict[str, Any] = {}
     if args.payload is not None:
         body["payload"] = _input(args.payload, "--payload")
     if args.signal_id is not None:
         body["signal_id"] = args.signal_id
+    if args.match:
+        if args.name is not None:
+            raise CliError("with --match, name only the signal (no workflow id)")
+        got = api.call(
+            "POST", "/signals", {"name": args.workflow_id, "match": _match(args.match), **body}
+        )
+        sent = got.get("signals") or []
+        print(f"{got['name']}: sent to {len(sent)} workflow{'s' if len(sent) != 1 else ''}")
+        for one in sent:
+            print(f"{one['workflow_id']}  #{one['sequence']}: {_fate(one)}")
+        return 0
+    if args.name is None:
+        raise CliError("signal ID NAME, or signal NAME --match key=value")
     got = api.call("POST", f"/workflows/{args.workflow_id}/signals/{args.name}", body)
-    if got.get("duplicate"):
-        fate = "already sent (kept once)"
-    elif got.get("taken_by"):
-        fate = f"taken by {got['taken_by']}"
-    else:
-        fate = "kept until a step waits for it"
-    print(f"{got['name']} #{got['sequence']}: {fate}")
+    print(f"{got['name']} #{got['sequence']}: {_fate(got)}")
     return 0
 
 
@@ -836,6 +887,9 @@ def parser() -> argparse.ArgumentParser:
         "--input", help="JSON, or @file (over 5 MiB: uploaded first through POST /payloads)"
     )
     start.add_argument("--idempotency-key")
+    start.add_argument(
+        "--tag", action="append", metavar="KEY:VALUE", help="tag it (repeatable; at most 10)"
+    )
     start.add_argument("--wait", action="store_true", help="watch it until it ends")
     start.add_argument("--timeout", type=float, default=600)
 
@@ -851,6 +905,7 @@ def parser() -> argparse.ArgumentParser:
     lst.add_argument("--status")
     lst.add_argument("--type")
     lst.add_argument("--limit", type=int, default=20)
+    lst.add_argument("--tag", metavar="KEY:VALUE", help="those with this tag (its own index)")
 
     for name, text in (
         ("cancel", "cancel: compensate what may have acted, end CANCELLED"),
@@ -878,10 +933,19 @@ def parser() -> argparse.ArgumentParser:
             answer.add_argument("--output", help="the step's output: JSON, or @file")
 
     signal = sub.add_parser(
-        "signal", help="send a signal into a running workflow (a WaitForSignal step takes it)"
+        "signal",
+        help="send a signal into a running workflow (a WaitForSignal step takes it), or with "
+        "--match into every open one of yours waiting on those values",
+        usage="shepherd signal ID NAME [options] | shepherd signal NAME --match KEY=VALUE ...",
     )
-    signal.add_argument("workflow_id")
-    signal.add_argument("name")
+    signal.add_argument("workflow_id", metavar="ID", help="the workflow (with --match: NAME)")
+    signal.add_argument("name", metavar="NAME", nargs="?", help="the signal's name")
+    signal.add_argument(
+        "--match",
+        action="append",
+        metavar="KEY=VALUE",
+        help="the business key a Match names (repeatable; or one JSON object for non-strings)",
+    )
     signal.add_argument("--payload", help="the signal's payload: JSON, or @file")
     signal.add_argument("--signal-id", help="a dedupe key: the same signal is kept once")
 

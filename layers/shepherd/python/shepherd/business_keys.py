@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shepherd import fanout, limits
+from shepherd import fanout, jsonsafe, limits
 from shepherd.conditions import Item
 from shepherd.errors import InputInvalid, TagInvalid
 from shepherd.keys import (
@@ -28,6 +28,7 @@ from shepherd.keys import (
     tag_pk,
     wf_pk,
 )
+from shepherd.model import loads
 
 _TAG_KEY = re.compile(limits.TAG_KEY)
 
@@ -55,6 +56,27 @@ def check_tag(key: Any, value: Any) -> None:
         raise TagInvalid(
             f"tag {key!r}: its value is a string of at most {limits.MAX_TAG_VALUE_CHARS} characters"
         )
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # a lone surrogate (an agent's ctx.tag): not Unicode text
+            raise TagInvalid(f"tag {key!r}: its value holds a lone surrogate") from None
+
+
+def tags_with(stored: str | None, key: str, value: Any) -> str | None:
+    """A workflow's tags (as its item stores them) with `key` set to `value` (`ctx.tag`), or
+    None if it carries that tag already (a repeat writes nothing). TagInvalid, before any
+    write, for a tag out of its bounds or one more than limits.MAX_TAGS."""
+    check_tag(key, value)
+    tags = dict(loads(stored)) if stored else {}
+    if tags.get(key) == value:
+        return None
+    if key not in tags and len(tags) >= limits.MAX_TAGS:
+        raise TagInvalid(
+            f"tag {key!r}: the workflow carries {len(tags)} tags already; at most {limits.MAX_TAGS}"
+        )
+    tags[key] = value
+    return jsonsafe.dumps(tags)
 
 
 def parse_tag_filter(text: str) -> tuple[str, str]:

@@ -206,12 +206,13 @@ class TooManyMatches(ShepherdError):
         )
 
 
-class TagInvalid(ShepherdError):
+class TagInvalid(PermanentError):
     """A tag refused before anything was written: a key or value out of its bounds, or one
-    more than limits.MAX_TAGS on a workflow."""
+    more than limits.MAX_TAGS on a workflow. Permanent: raised in an agent by `ctx.tag`, no
+    retry of the attempt can make it fit."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message)
+        super().__init__(message, name="TagInvalid")
 
 
 class ConditionFailed(ShepherdError):

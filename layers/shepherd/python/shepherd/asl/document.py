@@ -2,8 +2,8 @@
 
 Every mistake is a `DefinitionError` naming the file (the caller's `source`), the state (by its
 path through Parallel branches and Map processors) and the field, never a traceback. A feature
-this interpreter does not run (the distributed Map's ItemReader, ItemBatcher and ResultWriter,
-Credentials, Activity resources) is refused the same way, so a state machine never runs
+this interpreter does not run (an ItemReader other than an S3 object's items or a bucket
+listing, Credentials, Activity resources) is refused the same way, so a state machine never runs
 half-understood.
 """
 
@@ -16,10 +16,15 @@ from typing import Any
 from shepherd.errors import DefinitionError
 
 from . import intrinsics, jsonata, paths, rules
+from .distributed import GET_OBJECT, INPUT_TYPES, LIST_OBJECTS, MAX_ITEMS, PUT_OBJECT
 from .errors import Retrier, StatesError
 from .integrations import validate_resource
 
 JSONPATH, JSONATA = "JSONPath", "JSONata"
+# The codes of CreateStateMachine's InvalidDefinition error.
+SCHEMA_VALIDATION_FAILED = "SCHEMA_VALIDATION_FAILED"
+MAX_WAIT_SECONDS = 99_999_999  # the guide's bound on a Wait's Seconds
+MISSING_TRANSITION_TARGET = "MISSING_TRANSITION_TARGET"
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
 TERMINAL_TYPES = ("Succeed", "Fail")
 
@@ -75,11 +80,6 @@ _JSONPATH_ONLY = {
 }
 _JSONATA_ONLY = {"Arguments", "Output", "Items"}
 _UNSUPPORTED = {
-    "ItemReader": "the distributed Map's ItemReader (reading items from S3) is not supported "
-    "yet: pass the items in the input (Items or ItemsPath)",
-    "ItemBatcher": "the distributed Map's ItemBatcher is not supported yet",
-    "ResultWriter": "the distributed Map's ResultWriter (writing results to S3) is not "
-    "supported yet",
     "Credentials": "Credentials (a task running under another role) is not supported",
 }
 _RETRIER_FIELDS = {
@@ -148,8 +148,13 @@ class _Parser:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, where: str, message: str) -> DefinitionError:
-        return DefinitionError(f"{self.source}: {where}{': ' if where else ''}{message}")
+    def fail(
+        self, where: str, message: str, code: str | None = SCHEMA_VALIDATION_FAILED
+    ) -> DefinitionError:
+        """The error, with the code CreateStateMachine's InvalidDefinition gives for it (none
+        for a feature Step Functions has and Shepherd does not run)."""
+        tail = f" ({code})" if code else ""
+        return DefinitionError(f"{self.source}: {where}{': ' if where else ''}{message}{tail}")
 
     def machine(
         self,
@@ -193,6 +198,7 @@ class _Parser:
         }
         for state in parsed.values():
             self.check_targets(state, parsed)
+        self.check_reachable(where, start, parsed)
         timeout = data.get("TimeoutSeconds")
         if timeout is not None and not _positive_int(timeout):
             raise self.fail(f"{where}TimeoutSeconds", "must be a positive integer")
@@ -216,7 +222,36 @@ class _Parser:
                 targets.append(("Default", state.raw["Default"]))
         for where, target in targets:
             if target not in states:
-                raise self.fail(f"{state.where}.{where}", f"'{target}' is not a state")
+                raise self.fail(
+                    f"{state.where}.{where}",
+                    f"'{target}' is not a state (Missing '{where.split('.')[-1]}' target: "
+                    f"{target})",
+                    code=MISSING_TRANSITION_TARGET,
+                )
+
+    def check_reachable(self, where: str, start: str, states: Mapping[str, State]) -> None:
+        """Every state is reached from StartAt: AWS refuses a state that is not with
+        `MISSING_TRANSITION_TARGET: State "X" is not reachable.` (its CreateStateMachine
+        answer, quoted in LocalStack's pull request 12487)."""
+        seen, todo = {start}, [start]
+        while todo:
+            state = states[todo.pop()]
+            targets = [state.next] if state.next else []
+            targets += [c.next for c in state.catchers]
+            if state.type == "Choice":
+                targets += [c.get("Next") for c in state.raw["Choices"]]
+                targets += [state.raw["Default"]] if state.has("Default") else []
+            for target in targets:
+                if isinstance(target, str) and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        for name in states:
+            if name not in seen:
+                raise self.fail(
+                    f"{where}States.{name}",
+                    f'State "{name}" is not reachable.',
+                    code=MISSING_TRANSITION_TARGET,
+                )
 
     def state(
         self, name: str, body: Any, where: str, language: str, scope: frozenset[str]
@@ -272,7 +307,7 @@ class _Parser:
         if key not in _FIELDS[kind]:
             raise self.fail(f"{at}.{key}", f"not a field of a {kind} state")
         if key in _UNSUPPORTED:
-            raise self.fail(f"{at}.{key}", _UNSUPPORTED[key])
+            raise self.fail(f"{at}.{key}", _UNSUPPORTED[key], code=None)
         if language == JSONATA and key in _JSONPATH_ONLY:
             raise self.fail(f"{at}.{key}", "a JSONPath field, in a JSONata state")
         if language == JSONPATH and key in _JSONATA_ONLY:
@@ -415,7 +450,10 @@ class _Parser:
             processor = body.get(key)
             if not isinstance(processor, dict):
                 raise self.fail(f"{at}.ItemProcessor", "a state machine is required")
-            return (self.machine(processor, f"{at}.{key}.", language, top=False, outer=scope),)
+            # A distributed Map's child executions neither read nor assign the outer variables.
+            mode = (processor.get("ProcessorConfig") or {}).get("Mode")
+            inner = frozenset() if mode == "DISTRIBUTED" else scope
+            return (self.machine(processor, f"{at}.{key}.", language, top=False, outer=inner),)
         return ()
 
     def check_kind(self, state: State) -> None:
@@ -436,10 +474,130 @@ class _Parser:
             for a, b in (("Error", "ErrorPath"), ("Cause", "CausePath")):
                 if a in raw and b in raw:
                     raise self.fail(at, f"{a} and {b} are exclusive")
+        if state.type == "Wait":
+            self.check_wait_seconds(state)
+        if state.type == "Map":
+            self.check_distributed(state)
+            self.check_map_limits(state)
         if state.type == "Map" and "Items" in raw and "ItemsPath" in raw:
             raise self.fail(at, "Items and ItemsPath are exclusive")
         if state.type == "Pass" and state.query_language == JSONATA and "Result" in raw:
             raise self.fail(f"{at}.Result", "a JSONPath field, in a JSONata state (use Output)")
+
+    def check_wait_seconds(self, state: State) -> None:
+        seconds = state.raw.get("Seconds")
+        if (
+            seconds is not None
+            and not jsonata.is_expression(seconds)
+            and not (_integer(seconds) and 0 <= seconds <= MAX_WAIT_SECONDS)
+        ):
+            raise self.fail(
+                f"{state.where}.Seconds", f"must be an integer from 0 to {MAX_WAIT_SECONDS}"
+            )
+
+    def check_max_items(self, at: str, config: Any, language: str) -> None:
+        """MaxItems or MaxItemsPath, not both; no Path in JSONata; at most 100,000,000."""
+        if not isinstance(config, dict):
+            return
+        if "MaxItems" in config and "MaxItemsPath" in config:
+            raise self.fail(at, "MaxItems and MaxItemsPath are exclusive")
+        if language == JSONATA and "MaxItemsPath" in config:
+            raise self.fail(f"{at}.MaxItemsPath", "a JSONPath field, in a JSONata state")
+        value: Any = config.get("MaxItems")
+        if _integer(value) and not 0 <= value <= MAX_ITEMS:
+            raise self.fail(f"{at}.MaxItems", f"must be from 0 to {MAX_ITEMS}")
+
+    def check_map_limits(self, state: State) -> None:
+        """A Map's literal MaxConcurrency and ToleratedFailureCount (integers >= 0) and
+        ToleratedFailurePercentage (0 to 100), as the guide bounds them."""
+        at, raw = state.where, state.raw
+        for name in ("MaxConcurrency", "ToleratedFailureCount", "ToleratedFailurePercentage"):
+            if name in raw and f"{name}Path" in raw:
+                raise self.fail(f"{at}.{name}", f"{name} and {name}Path are exclusive")
+        for name in ("MaxConcurrency", "ToleratedFailureCount"):
+            value: Any = raw.get(name)
+            literal = value is not None and not jsonata.is_expression(value)
+            if literal and not (_integer(value) and value >= 0):
+                raise self.fail(f"{at}.{name}", "must be an integer of 0 or more")
+        share: Any = raw.get("ToleratedFailurePercentage")
+        if share is not None and not jsonata.is_expression(share):
+            number = isinstance(share, int | float) and not isinstance(share, bool)
+            if not (number and 0 <= share <= 100):
+                raise self.fail(
+                    f"{at}.ToleratedFailurePercentage", "must be a number from 0 to 100"
+                )
+
+    def check_distributed(self, state: State) -> None:
+        """The distributed Map's ItemReader (an S3 object: JSON, JSON Lines or CSV),
+        ItemBatcher and ResultWriter (S3), as the developer guide describes them."""
+        at, raw = state.where, state.raw
+        arguments = "Arguments" if state.query_language == JSONATA else "Parameters"
+        if "ItemReader" in raw:
+            self.check_reader(state, raw["ItemReader"], arguments)
+        if "ItemBatcher" in raw:
+            fields = {"MaxItemsPerBatch", "MaxInputBytesPerBatch", "BatchInput"}
+            fields |= {f"{f}Path" for f in ("MaxItemsPerBatch", "MaxInputBytesPerBatch")}
+            self.known(f"{at}.ItemBatcher", raw["ItemBatcher"], fields)
+        if "ResultWriter" in raw:
+            writer = raw["ResultWriter"]
+            self.known(f"{at}.ResultWriter", writer, {"Resource", arguments, "WriterConfig"})
+            config = writer.get("WriterConfig") or {}
+            self.known(f"{at}.ResultWriter.WriterConfig", config, {"Transformation", "OutputType"})
+            if config.get("Transformation", "NONE") not in ("NONE", "COMPACT", "FLATTEN"):
+                raise self.fail(
+                    f"{at}.ResultWriter.WriterConfig.Transformation",
+                    "must be NONE, COMPACT or FLATTEN",
+                )
+            if config.get("OutputType", "JSON") not in ("JSON", "JSONL"):
+                raise self.fail(
+                    f"{at}.ResultWriter.WriterConfig.OutputType", "must be JSON or JSONL"
+                )
+            if "Resource" in writer and writer["Resource"] != PUT_OBJECT:
+                raise self.fail(
+                    f"{at}.ResultWriter.Resource",
+                    f"the result writer built is {PUT_OBJECT}",
+                    code=None,
+                )
+
+    def check_reader(self, state: State, reader: Any, arguments: str) -> None:
+        """An ItemReader: one of the two S3 readers, its ReaderConfig, its MaxItems."""
+        at = state.where
+        self.known(f"{at}.ItemReader", reader, {"Resource", "ReaderConfig", arguments})
+        if reader.get("Resource") not in (GET_OBJECT, LIST_OBJECTS):
+            raise self.fail(
+                f"{at}.ItemReader.Resource",
+                f"the item readers are {GET_OBJECT} (an S3 object's items) and "
+                f"{LIST_OBJECTS}; '{reader.get('Resource')}' is not",
+            )
+        config = reader.get("ReaderConfig")
+        if reader["Resource"] == LIST_OBJECTS:
+            config = {"InputType": "JSON", **(config or {})}
+        self.check_max_items(f"{at}.ItemReader.ReaderConfig", config, state.query_language)
+        fields = {"InputType", "CSVHeaderLocation", "CSVHeaders", "CSVDelimiter"}
+        fields |= {"MaxItems", "MaxItemsPath", "ItemsPointer"}
+        self.known(f"{at}.ItemReader.ReaderConfig", config, fields)
+        if config.get("InputType") in ("MANIFEST", "PARQUET"):
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.InputType",
+                f"the {config['InputType']} reader is not built: {', '.join(INPUT_TYPES)} are",
+                code=None,
+            )
+        if config.get("InputType") not in INPUT_TYPES:
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.InputType",
+                f"must be one of {', '.join(INPUT_TYPES)}",
+            )
+        if config.get("CSVHeaderLocation", "FIRST_ROW") not in ("FIRST_ROW", "GIVEN"):
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.CSVHeaderLocation", "must be FIRST_ROW or GIVEN"
+            )
+        if config.get("CSVHeaderLocation") == "GIVEN" and not isinstance(
+            config.get("CSVHeaders"), list
+        ):
+            raise self.fail(
+                f"{at}.ItemReader.ReaderConfig.CSVHeaders",
+                "an array of names is required with CSVHeaderLocation GIVEN",
+            )
 
     def check_task(self, state: State) -> None:
         at, raw = state.where, state.raw
@@ -448,7 +606,7 @@ class _Parser:
         if not jsonata.is_expression(raw["Resource"]):
             refused = validate_resource(raw["Resource"])
             if refused is not None:
-                raise self.fail(f"{at}.Resource", refused)
+                raise self.fail(f"{at}.Resource", refused, code=None)
         for name in ("TimeoutSeconds", "HeartbeatSeconds"):
             if name in raw and f"{name}Path" in raw:
                 raise self.fail(at, f"{name} and {name}Path are exclusive")
@@ -496,6 +654,10 @@ class _Parser:
             )
         if not paths.is_path(rule["Variable"]):
             raise self.fail(f"{at}.Variable", f"'{rule['Variable']}' is not a valid path")
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _positive_int(value: Any) -> bool:

@@ -25,6 +25,8 @@ EXCEED_TOLERATED_FAILURE_THRESHOLD = "States.ExceedToleratedFailureThreshold"
 ITEM_READER_FAILED = "States.ItemReaderFailed"
 RESULT_WRITER_FAILED = "States.ResultWriterFailed"
 QUERY_EVALUATION_ERROR = "States.QueryEvaluationError"
+# Not in the guide's list, but what AWS raises for a Map's ItemsPath that selects nothing.
+REFERENCE_PATH_CONFLICT = "States.ReferencePathConflict"
 
 KNOWN = frozenset(
     {
@@ -44,6 +46,7 @@ KNOWN = frozenset(
         ITEM_READER_FAILED,
         RESULT_WRITER_FAILED,
         QUERY_EVALUATION_ERROR,
+        REFERENCE_PATH_CONFLICT,
     }
 )
 
@@ -91,11 +94,16 @@ def matches(error_equals: Sequence[str], error: str) -> bool:
     """Whether a retrier's or catcher's ErrorEquals matches `error`.
 
     States.ALL matches every error but the terminal ones; States.TaskFailed matches every
-    error but States.Timeout (and the terminal ones); any other name matches itself."""
+    error but States.Timeout (and the terminal ones); States.HeartbeatTimeout matches
+    States.Timeout; any other name matches itself."""
     if error in error_equals:
         return True
     if error in TERMINAL:
         return False
+    if error == TIMEOUT and HEARTBEAT_TIMEOUT in error_equals:
+        # A missed heartbeat is reported as States.Timeout; States.HeartbeatTimeout matches it
+        # in Retry and Catch (measured against us-east-1, as the floci emulator records).
+        return True
     if ALL in error_equals:
         return True
     return TASK_FAILED in error_equals and error != TIMEOUT

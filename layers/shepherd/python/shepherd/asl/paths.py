@@ -9,13 +9,14 @@ A definite path that selects nothing raises `PathNotFound` for the caller to nam
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import RESULT_PATH_MATCH_FAILURE, RUNTIME, StatesError
+from .errors import REFERENCE_PATH_CONFLICT, RESULT_PATH_MATCH_FAILURE, RUNTIME, StatesError
 from .values import dumps
 
 _MISSING: Any = object()
@@ -387,7 +388,7 @@ def put(path: str | None, data: Any, result: Any) -> Any:
 def _match_failure(path: str, data: Any) -> StatesError:
     return StatesError(
         RESULT_PATH_MATCH_FAILURE,
-        f'Unable to apply step "{path}" to input {dumps(data)}',
+        f"Unable to apply ReferencePath {path} to input {dumps(data)}",
     )
 
 
@@ -414,6 +415,33 @@ def invalid_path(path: str) -> StatesError:
     """The error InputPath or OutputPath raises when its path selects nothing, in Step
     Functions' words (its recorded cause for an OutputPath `$.Payload` that was not there)."""
     return StatesError(RUNTIME, f"Invalid path '{path}' : No results for path: {_normalized(path)}")
+
+
+def items_not_found(path: str, data: Any) -> StatesError:
+    """A Map's ItemsPath that selects nothing: Step Functions fails the state with
+    States.ReferencePathConflict, naming the first step of the path it could not take
+    (`Unable to apply step "objects" to input {...}`, as AWS runs quoted in public
+    repositories show it), without the state's prefix."""
+    step = path
+    with contextlib.suppress(PathSyntaxError):
+        _, steps = parse(path)
+        node = data
+        for s in steps:
+            found = (s.kind == "key" and isinstance(node, dict) and s.arg in node) or (
+                s.kind == "index"
+                and isinstance(node, list)
+                and isinstance(s.arg, int)
+                and -len(node) <= s.arg < len(node)
+            )
+            if not found:
+                step = str(s.arg)
+                break
+            node = node[s.arg]
+    return StatesError(
+        REFERENCE_PATH_CONFLICT,
+        f'Unable to apply step "{step}" to input {dumps(data)}',
+        passed_on=True,
+    )
 
 
 def runtime_not_found(path: str, field: str, data: Any) -> StatesError:

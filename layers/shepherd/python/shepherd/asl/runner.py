@@ -128,10 +128,11 @@ class _Run:
         variables: Mapping[str, Any],
         depth: int,
         events: int = 1,
+        map_item: Mapping[str, Any] | None = None,
     ) -> BranchOutcome:
         """Run one states list to its end; `events` is the id of the history event before its
         first state's, and the outcome carries the id of the last one it published."""
-        interpreter = Interpreter(machine, self.context)
+        interpreter = Interpreter(machine, self.context, map_item=map_item)
         frame, actions = interpreter.start(input, self.now, variables, events)
         while True:
             event: Event | None = None
@@ -183,6 +184,7 @@ class _Run:
                     action.variables,
                     depth + 1,
                     events,
+                    action.items[i] if i < len(action.items) else None,
                 )
                 events = outcome.events + (1 if action.kind == "Map" else 0)
                 outcomes.append(outcome)
@@ -221,12 +223,20 @@ class _Run:
     def answer(self, action: RunTask) -> Event:
         """A `.waitForTaskToken` task's outcome: what its token was completed with."""
         done = self.callbacks.take(action.token or "")
-        if done is None:
-            return TaskFailed(
-                TIMEOUT if action.timeout_seconds else RUNTIME,
-                f"The task token of '{action.state}' was never completed",
-            )
-        return done
+        if done is not None:
+            return done
+        # Never completed: the first of its heartbeat and its timeout ends it, on the clock,
+        # with States.Timeout and no cause either way (measured against us-east-1, as the floci
+        # emulator's tests record; a Retry or Catch on States.HeartbeatTimeout matches it too);
+        # with neither, nothing would (AWS waits up to a year), and the run fails at once.
+        heartbeat, timeout = action.heartbeat_seconds, action.timeout_seconds
+        if heartbeat is not None and (timeout is None or heartbeat < timeout):
+            self.now += _dt.timedelta(seconds=heartbeat)
+            return TaskFailed(TIMEOUT, "")
+        if timeout is not None:
+            self.now += _dt.timedelta(seconds=timeout)
+            return TaskFailed(TIMEOUT, "")
+        return TaskFailed(RUNTIME, f"The task token of '{action.state}' was never completed")
 
     def integration(self, action: RunTask) -> Event:
         """A service call or another state machine, instead of a Lambda function."""
@@ -307,13 +317,16 @@ def run_state_machine(
         outcome = run.run(machine, input, {}, 0)
     except _TimedOut:
         # Step Functions ends it TIMED_OUT; its ExecutionTimedOut event (recorded) carries
-        # neither an error nor a cause
-        seconds = (run.now - clock).total_seconds()
+        # neither an error nor a cause. It ends when the budget runs out, mid-wait or
+        # mid-backoff, not when the wait would have ended.
+        seconds = min((run.now - clock).total_seconds(), float(machine.timeout_seconds or 0))
         return ExecutionResult("TIMED_OUT", None, None, None, run.path, run.transitions, seconds)
     seconds = (run.now - clock).total_seconds()
     if outcome.failed:
+        # A task that timed out fails the execution with no cause (AWS's ExecutionFailed)
+        cause = None if outcome.error == TIMEOUT and not outcome.cause else outcome.cause
         return ExecutionResult(
-            "FAILED", None, outcome.error, outcome.cause, run.path, run.transitions, seconds
+            "FAILED", None, outcome.error, cause, run.path, run.transitions, seconds
         )
     return ExecutionResult(
         "SUCCEEDED", outcome.output, None, None, run.path, run.transitions, seconds

@@ -1272,3 +1272,21 @@ __all__ = [
     "unpark",
     "unwind",
 ]
+
+
+def add_tag(
+    step: Write, workflow_id: str, tags_as_read: str | None, tags: str, tag_item: Item
+) -> list[Write]:
+    """An agent's tag (`ctx.tag`, issue 37.5), as one transaction: its attempt still holds
+    the step (index 0: the step's heartbeat write, fenced as any), the workflow's `tags`
+    exactly as read (index 1 loses to a concurrent tag: read again, so the cap of
+    limits.MAX_TAGS holds whoever tags at once) set to `tags`, and the tag's index item
+    (index 2: written over the key's earlier value, whose index entry it replaces)."""
+    as_read = Missing("tags") if tags_as_read is None else Eq("tags", tags_as_read)
+    pk, sk = str(tag_item["pk"]), str(tag_item["sk"])
+    fields = {k: v for k, v in tag_item.items() if k not in ("pk", "sk")}
+    return [
+        step,
+        Write(wf_pk(workflow_id), WF_SK, Update(set={"tags": tags}), all_of(Exists("pk"), as_read)),
+        Write(pk, sk, Update(set=fields), any_of(Missing("pk"), Exists("pk"))),
+    ]

@@ -24,6 +24,7 @@ from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
 from shepherd.definitions import Definition, TaskSpec
+from shepherd.engine import tagging
 from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import RUN, PoolLimiter
 from shepherd.engine.scheduler import Scheduler, idempotency_key, output_problem
@@ -255,6 +256,17 @@ class AgentContext:
         hb = self._heartbeat
         return hb is not None and (hb.cancel_requested or hb.fenced)
 
+    def tag(self, key: str, value: str) -> None:
+        """Tag this workflow (key=value), so `GET /workflows?tag=key:value` lists it: an order
+        id, a customer learned while working. Written at once, with the same caps as a start's
+        tags (`TagInvalid`, a PermanentError, before anything is written: a key of at most 64
+        characters of [A-Za-z0-9_./=+@-], a value of at most 256, at most 10 tags a workflow);
+        a tag the workflow carries already writes nothing, so a retried attempt may tag again;
+        a new value for a key replaces the old one. `AttemptSuperseded` once fenced out."""
+        if self._heartbeat is None:
+            raise RuntimeError("no attempt to tag for")
+        self._heartbeat.tag(key, value)
+
     def stop_heartbeats(self) -> None:
         """Stop this attempt's background heartbeats: it stops looking alive and the supervisor
         times it out after HeartbeatSeconds (fault injection; an agent giving up liveness)."""
@@ -349,6 +361,21 @@ class Heartbeat:
             self._last_ms = now
             self.writes += 1
             return True
+
+    def tag(self, key: Any, value: Any) -> bool:
+        """Tag the workflow for this attempt (engine/tagging.py): its write is a heartbeat too."""
+        with self._lock:
+            if self.fenced:
+                raise AttemptSuperseded("this attempt was superseded")
+            try:
+                written = tagging.add_tag(self._scheduler, self._rec, key, value)
+            except AttemptSuperseded:
+                self.fenced = True
+                raise
+            if written:
+                self._last_ms = self._scheduler.ports.clock.now_ms()
+                self.writes += 1
+            return written
 
     def task_token(self) -> str:
         """Issue the attempt's task token once, recording its hash before it is handed out."""

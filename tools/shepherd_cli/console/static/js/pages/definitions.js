@@ -5,6 +5,7 @@ import { get, seg } from "../api.js";
 import { fields, h, replace } from "../dom.js";
 import { definitionLine, drawGraph, stepKind } from "../graph.js";
 import { jsonView } from "../json.js";
+import { signalByMatchForm } from "../signalmatch.js";
 
 const seconds = (n) => (n === undefined || n === null ? "—" : `${n} s`);
 
@@ -95,6 +96,7 @@ function detail(d) {
     drawGraph(def),
     h("h3", {}, "Steps"),
     h("div", { class: "step-cards" }, (def.Steps || []).map((st) => stepCard(def, st))),
+    signalByMatchForm(def),
     h("h3", {}, "Input"),
     def.InputSchema ? jsonView("InputSchema", def.InputSchema, { key: "schema" }) : h("p", { class: "muted" }, "No InputSchema: any input is accepted."),
     jsonView("The whole definition (as the API serves it)", def, { key: "definition", folded: true }),
