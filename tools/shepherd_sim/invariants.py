@@ -292,6 +292,12 @@ class RunRecord:
     """Every delivery of a schedule's firing, in the order they ended."""
     signal_calls: list[SignalCall] = field(default_factory=list)
     """Every signal sent, in the order the calls ended."""
+    _parsed: tuple[list[Item], dict[str, WorkflowState]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    _announced: tuple[list[Change], list[DomainEvent]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def value(self, stored: str | None) -> Any:
         """A stored payload as a value, read from the bucket if it is a reference."""
@@ -300,6 +306,14 @@ class RunRecord:
         return Payloads(store).value(stored)
 
     def states(self) -> dict[str, WorkflowState]:
+        """Every workflow's state, completed with its unstored steps. Some twenty checkers
+        ask: the items are parsed once (again only if `items` no longer holds the same item
+        objects) and each caller gets fresh containers (`fresh`) it may fill in."""
+        if self._parsed is None or not same_objects(self._parsed[0], self.items):
+            self._parsed = (list(self.items), self._parse_states())
+        return {wf_id: fresh(state) for wf_id, state in self._parsed[1].items()}
+
+    def _parse_states(self) -> dict[str, WorkflowState]:
         by_pk: dict[str, list[Item]] = defaultdict(list)
         for item in self.items:
             if str(item.get("pk", "")).startswith("WF#"):
@@ -311,6 +325,27 @@ class RunRecord:
                 definition = self.definitions[state.workflow.wf_type]
                 out[state.workflow.workflow_id] = state.complete(definition.topological_order)
         return out
+
+
+def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Do `a` and `b` hold the very same objects, in order? (What a cache of a parse of
+    items, changes or a partition is kept against: the store never changes one in place.)"""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def fresh(state: WorkflowState) -> WorkflowState:
+    """A copy of `state` whose containers are its own (its records are frozen, its shard
+    items are the store's and never changed in place): what a fresh parse would give."""
+    return replace(
+        state,
+        steps=dict(state.steps),
+        compensations=dict(state.compensations),
+        windows={key: dict(window) for key, window in state.windows.items()},
+        pages=dict(state.pages),
+        children=dict(state.children),
+        shards={key: dict(shards) for key, shards in state.shards.items()},
+        shards_whole=set(state.shards_whole),
+    )
 
 
 Checker = Callable[[RunRecord], list[Violation]]
@@ -1076,8 +1111,13 @@ TERMINAL_EVENTS = (*FINISH_EVENTS, "StepFailed", "StepCompensated")
 
 def announced(record: RunRecord) -> list[DomainEvent]:
     """Every event the table's changes announce, in stream order: what subscribers must be
-    told (`shepherd.changes.events_of` on every change, with no filter and no relay)."""
-    return [event for change in record.changes for event in events_of(change)]
+    told (`shepherd.changes.events_of` on every change, with no filter and no relay).
+    Worked out once per run (several checkers ask; changes and events are frozen)."""
+    cached = record._announced
+    if cached is None or not same_objects(cached[0], record.changes):
+        events = [event for change in record.changes for event in events_of(change)]
+        record._announced = cached = (list(record.changes), events)
+    return list(cached[1])
 
 
 def _id(detail: Mapping[str, Any]) -> str:

@@ -301,8 +301,9 @@ class FaultyStore:
         pks = sorted({pk for pk, _ in keys})
         self._before("get_many", pks[0] if len(pks) == 1 else None)
         items = self.inner.get_many(keys)
+        read_workflows = {pk for pk, sk in keys if sk == WF_SK}
         for pk in pks:
-            if any(pk == k and sk == WF_SK for k, sk in keys):
+            if pk in read_workflows:
                 self.sim.observe_read(self.role, pk)
         return items
 

@@ -76,10 +76,12 @@ from shepherd_sim.invariants import (
     approval_endings,
     check_all,
     check_findable,
+    fresh,
     inbox_problems,
     item_units,
     missing_events,
     orphaned_effects,
+    same_objects,
     unit_name,
     with_windows,
 )
@@ -852,6 +854,9 @@ class ObservedStore(MemoryStore):
         self.circuit_left_closed_by: dict[str, int] = {}
         self.circuit_holds: list[tuple[str, int, int | None]] = []  # (pool, began, ended)
         self.on_change: Callable[[Change], None] | None = None  # the table's stream
+        # The workflows' partitions (of `_parts`, in the same order): the per-tick checks
+        # look at workflows only, not at the counters', pools' and maps' partitions.
+        self._workflow_parts: dict[str, dict[str, Item]] = {}
 
     def _changed(self, old: Item | None, new: Item) -> None:
         super()._changed(old, new)
@@ -934,12 +939,22 @@ class ObservedStore(MemoryStore):
         more = {"due_at": page[-1][0], "pk": page[-1][1]} if len(rows) > limit else None
         return DuePage([DueEntry(pk[3:], due) for due, pk in page], more, len(page))
 
+    def _put(self, pk: str, sk: str, item: Item) -> None:
+        super()._put(pk, sk, item)
+        if pk.startswith("WF#") and pk not in self._workflow_parts:
+            self._workflow_parts[pk] = self._parts[pk]
+
+    def heads(self) -> dict[str, Item]:
+        """Each workflow's own item (uncopied, as `peek`), by workflow id."""
+        return {pk[3:]: part[WF_SK] for pk, part in self._workflow_parts.items() if WF_SK in part}
+
+    def partition(self, pk: str) -> list[Item]:
+        """One partition's items (uncopied), in `by_workflow`'s order."""
+        return list(self._parts.get(pk, {}).values())
+
     def by_workflow(self) -> dict[str, list[Item]]:
-        out: dict[str, list[Item]] = {}
-        for (pk, _), item in self._items.items():
-            if pk.startswith("WF#"):
-                out.setdefault(pk[3:], []).append(item)
-        return out
+        # By partition, in the order the table first held each (as a scan of it would be).
+        return {pk[3:]: list(part.values()) for pk, part in self._workflow_parts.items()}
 
 
 class SimCrash(BaseException):
@@ -1238,6 +1253,12 @@ class Simulation:
             for agent in sorted(definition.agents()):
                 registry.register(agent, self._agent)
         self.pools = sorted({t.pool for d in self.defs.values() for t in d.tasks})
+        # The same set `queue_states` iterated, built once (the definitions never change).
+        self._task_pools = {t.pool for d in self.defs.values() for t in d.tasks}
+        self._pools_read: tuple[int, dict[str, PoolState]] | None = None
+        self._queue_states: dict[str, tuple[PoolState | None, int, PoolState]] = {}
+        self._parsed: dict[str, tuple[list[Item], WorkflowState | None]] = {}
+        self._inbox_checked: dict[str, list[Item]] = {}
         engine_rng = random.Random(f"engine:{seed}")
         ids = SequentialIds()
         engine_config = EngineConfig(watch_shards=cfg.watch_shards)
@@ -1979,12 +2000,7 @@ class Simulation:
     # ======================================================================= observation
 
     def statuses(self) -> dict[str, str]:
-        out = {}
-        for wf_id, items in sorted(self.memory.by_workflow().items()):
-            for item in items:
-                if item["sk"] == WF_SK:
-                    out[wf_id] = item["status"]
-        return out
+        return {wf_id: head["status"] for wf_id, head in sorted(self.memory.heads().items())}
 
     def live(self) -> list[str]:
         terminal = ("SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED")
@@ -2306,18 +2322,35 @@ class Simulation:
         """The pools' states as the table records them (the supervisor's truth)."""
         return pool_states(self.memory)
 
+    def _recorded_pools(self) -> dict[str, PoolState]:
+        """`pool_states`, read again only once the table took a write since the last read (a
+        tick with no write between reads the same items; the read itself changes nothing)."""
+        writes = len(self.memory.changes)
+        if self._pools_read is None or self._pools_read[0] != writes:
+            self._pools_read = (writes, self.pool_states())
+        return self._pools_read[1]
+
     def queue_states(self) -> dict[str, PoolState]:
         """The pools as they are: paused or not, and how many messages each queue holds (a
         task sent twice is not called lost while its copy may be waiting behind others)."""
-        recorded = self.pool_states() if self.pool_pauses or self.memory.circuit_holds else {}
-        names = {t.pool for d in self.defs.values() for t in d.tasks}
+        recorded = self._recorded_pools() if self.pool_pauses or self.memory.circuit_holds else {}
         out = {}
-        for name in names:
+        for name in self._task_pools:
             backlog = self.queue.backlog(name)
             waiting = backlog.visible + backlog.in_flight + backlog.delayed
             if waiting:
                 self.queue_seen_busy(name)
-            out[name] = replace(recorded.get(name, PoolState(name)), waiting=waiting)
+            base = recorded.get(name)
+            # The same (frozen) state as last tick when neither its record nor its queue moved.
+            last = self._queue_states.get(name)
+            if last is not None and last[0] is base and last[1] == waiting:
+                out[name] = last[2]
+                continue
+            state = (
+                PoolState(name, waiting=waiting) if base is None else replace(base, waiting=waiting)
+            )
+            self._queue_states[name] = (base, waiting, state)
+            out[name] = state
         return out
 
     def queue_seen_busy(self, pool: str) -> None:
@@ -2513,15 +2546,32 @@ class Simulation:
             )
         )
 
+    def _completed_state(self, wf_id: str) -> WorkflowState | None:
+        """The workflow's state parsed from its partition and completed with its unstored
+        steps, as a fresh object `check_findable` may fill in. Parsed again only when an item
+        of the partition changed since the last tick: the store replaces an item on every
+        write and never changes one in place, so the same item objects are the same items."""
+        items = self.memory.partition(wf_pk(wf_id))
+        cached = self._parsed.get(wf_id)
+        if cached is None or not same_objects(cached[0], items):
+            parsed = WorkflowState.from_items(items)
+            if parsed is not None:
+                parsed.complete(self.defs[parsed.workflow.wf_type].topological_order)
+            self._parsed[wf_id] = cached = (items, parsed)
+        return None if cached[1] is None else fresh(cached[1])
+
     def check_findable(self) -> None:
         now = self.now()
         pools = self.queue_states()
-        for wf_id, items in sorted(self.memory.by_workflow().items()):
-            state = WorkflowState.from_items(items)
+        for wf_id, head in sorted(self.memory.heads().items()):
+            # An ended workflow has nothing to find: skip it before parsing its items (most
+            # of a long run's workflows have ended; parsing them every tick was most of it).
+            if WorkflowStatus(head["status"]).terminal:
+                continue
+            state = self._completed_state(wf_id)
             if state is None or state.workflow.status.terminal:
                 continue
             definition = self.defs[state.workflow.wf_type]
-            state.complete(definition.topological_order)
             with_windows(state, self.memory.peek)  # its maps' items, as a look reads them
             resumed = self._resumed_at.get(wf_id)
             strict = check_findable(
@@ -2555,13 +2605,17 @@ class Simulation:
         to check before an approval first waits: its inbox items come with that write.)"""
         if not self.people.asked:
             return
-        for wf_id, items in sorted(self.memory.by_workflow().items()):
-            wf = self.memory.peek(wf_pk(wf_id), WF_SK)
-            if wf is None:
-                continue
+        for wf_id, wf in sorted(self.memory.heads().items()):
             definition = self.defs[wf["wf_type"]]
             if not any(s.approval is not None for s in definition.steps):
                 continue
+            items = self.memory.partition(wf_pk(wf_id))
+            # The problems are a function of the partition's items: with the same item
+            # objects as at the last check (nothing written since), they were reported then.
+            last = self._inbox_checked.get(wf_id)
+            if last is not None and same_objects(last, items):
+                continue
+            self._inbox_checked[wf_id] = items
             for problem in inbox_problems(items, definition):
                 if (wf_id, problem) in self._inbox_seen:
                     continue

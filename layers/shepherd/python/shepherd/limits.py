@@ -109,6 +109,14 @@ def attribute_size(value: Any) -> int:
     booleans and null: 1; lists and maps: 3 bytes plus 1 per element plus their contents
     (and, for maps, their keys).
     """
+    # The commonest exact types first (every write is sized): the same sizes as below.
+    kind = type(value)
+    if kind is str:
+        return len(value.encode("utf-8", "surrogatepass"))
+    if kind is dict:
+        return 3 + sum(1 + attribute_size(str(k)) + attribute_size(v) for k, v in value.items())
+    if kind is list:
+        return 3 + sum(1 + attribute_size(v) for v in value)
     match value:
         case None | bool():
             return 1
