@@ -5,8 +5,9 @@
   what the driver adds to it (`asl_cursor`: the current unit, a Wait's wake time, the path's
   next sequence number) under a version (`fv`). Only a write guarded by that version (and the
   workflow still RUNNING) moves it.
-* **A visit of a Task is a unit**: a step item named `V#<state>#<visit>` in the workflow's
-  partition, created QUEUED in the transaction that moves the frame to it, its message sent
+* **A visit of a Task is a unit**: a step item named `V#<state>#<visit>` in a partition of
+  the workflow's own (`ASLV#<workflow id>`, so a look or a view reads one workflow item however
+  long a loop runs), created QUEUED in the transaction that moves the frame to it, its message sent
   after that write. It is claimed with a fenced `attempt`, heartbeats, and has a lease from
   the Task's TimeoutSeconds and HeartbeatSeconds. ASL's retriers decide retries: a retry is
   attempt a+1 of the same unit (QUEUED, `available_at` the retrier's delay), so a stale
