@@ -258,6 +258,7 @@ class Monitoring(Construct):
                 Metric.WORKFLOWS_STARTED,
                 Metric.WORKFLOWS_SUCCEEDED,
                 Metric.WORKFLOWS_FAILED,
+                Metric.WORKFLOWS_FAILED_BY_DEFINITION,
                 Metric.WORKFLOWS_COMPENSATED,
                 Metric.WORKFLOWS_CANCELLED,
                 Metric.WORKFLOWS_PAUSED,
