@@ -160,6 +160,15 @@ def test_no_alarm_pages_failed_workflows_a_second_time(shepherd: Synth) -> None:
     assert Metric.COMPENSATIONS_FAILED.value in read and Metric.LOOK_FAILURES.value in read
 
 
+def test_a_designed_failure_pages_nobody(extended: Synth) -> None:
+    """A state machine's Fail state is FAILED with `failure: "definition"`, counted as
+    WorkflowsFailedByDefinition (issue 42.3): the dashboard graphs it, no alarm reads it."""
+    metric = Metric.WORKFLOWS_FAILED_BY_DEFINITION.value
+    assert metric not in json.dumps(_alarms(extended))
+    ((_, dashboard),) = extended.of_type("AWS::CloudWatch::Dashboard").items()
+    assert metric in json.dumps(dashboard["Properties"]["DashboardBody"])
+
+
 def test_oldest_message_alarm_per_pool(shepherd: Synth) -> None:
     watched = _pool_alarms(shepherd, "ApproximateAgeOfOldestMessage")
     for pool in shepherd.construct.pools.values():
