@@ -22,8 +22,8 @@ __all__ = ["DISTRIBUTION", "ScaffoldError", "Source", "SourceError", "files", "s
 
 # The CDK CLI the scaffold pins: the one this repository pins (package.json, package-lock.json;
 # tests/unit/test_scaffold.py keeps them equal), and the oldest Node it is supported on.
-CDK_CLI_VERSION = "2.1148.1"
-CDK_CLI_INTEGRITY = "sha512-K3d02L17IwmAuiBWNuX1DzYhKUs9GrKYI7bZnGJfJ1bKz9ymXFxfudBOL3rUb8JAusDNSULiQU2fsJH7kyY2XA=="
+CDK_CLI_VERSION = "2.1149.0"
+CDK_CLI_INTEGRITY = "sha512-Cj6iGj/lVCf8iSFNZeSjpTbh42yO1uINg9pSYcBJ3wfTwWRk0xQGu2YAi/iON+RWEWGJlJNT+TNewBx05Wd9Sw=="
 NODE_MAJOR = 22
 
 # The CDK feature flags of the scaffold's cdk.json: the ones Shepherd's own app is built and

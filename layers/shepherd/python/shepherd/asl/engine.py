@@ -45,7 +45,7 @@ import logging
 import uuid as _uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shepherd import jsonsafe
 from shepherd.conditions import Eq, Item, Missing, Update, all_of
@@ -89,8 +89,13 @@ from .machine import (
 )
 
 if TYPE_CHECKING:
+    import random
+
     from shepherd.definitions import Definition
-    from shepherd.engine.scheduler import Scheduler
+    from shepherd.engine.catalog import Catalog
+    from shepherd.engine.executor import Executor
+    from shepherd.model import OutgoingTask, StepRecord
+    from shepherd.ports import Store
 
 logger = logging.getLogger(__name__)
 
@@ -208,10 +213,42 @@ class _Transition:
     branches: RunBranches | None = None
 
 
+class HostPorts(Protocol):
+    """The host's ports this driver reads: the store, the clock and the random source."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def clock(self) -> Any: ...
+    @property
+    def rng(self) -> random.Random: ...
+
+
+class Host(Protocol):
+    """What the driver needs of the engine that hosts it (the scheduler): its ports, its one
+    executor of writes, the catalog, payload keeping and the retention and shard rules. Named
+    here, so that the ASL package depends on no engine module (the scheduler builds the
+    driver; the driver never imports the scheduler)."""
+
+    @property
+    def ports(self) -> HostPorts: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def executor(self) -> Executor: ...
+
+    def keep(self, text: str, workflow_id: str, *parts: object) -> str: ...
+    def keep_for(self, rec: StepRecord, field_name: str, text: str) -> str: ...
+    def value(self, stored: str | None) -> Any: ...
+    def shard(self, workflow_id: str) -> str: ...
+    def expires(self, now: int) -> int: ...
+    def deliver(self, tasks: Sequence[OutgoingTask]) -> None: ...
+
+
 class AslEngine:
     """Starts, advances and supervises ASL workflows over the scheduler's ports."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Host) -> None:
         self.scheduler = scheduler
 
     # ----------------------------------------------------------------------------- reads
