@@ -25,6 +25,8 @@ __all__ = ["DISTRIBUTION", "ScaffoldError", "Source", "SourceError", "files", "s
 CDK_CLI_VERSION = "2.1149.0"
 CDK_CLI_INTEGRITY = "sha512-Cj6iGj/lVCf8iSFNZeSjpTbh42yO1uINg9pSYcBJ3wfTwWRk0xQGu2YAi/iON+RWEWGJlJNT+TNewBx05Wd9Sw=="
 NODE_MAJOR = 22
+# The uv a project's `make dev` installs with: Shepherd's own (its Makefile's UV_VERSION).
+UV_VERSION = "0.13.9"
 
 # The CDK feature flags of the scaffold's cdk.json: the ones Shepherd's own app is built and
 # tested with (tests/unit/test_scaffold.py keeps them equal to the repository's cdk.json).
@@ -113,6 +115,7 @@ def files(package: str, source: Source) -> dict[str, str]:
         "Makefile": MAKEFILE.format(
             pip_args=source.pip_args(),
             node_major=NODE_MAJOR,
+            uv_version=UV_VERSION,
             pinned_wheel=PINNED_WHEEL if source.wheel is not None else "",
         ),
         "README.md": README.format(
@@ -197,9 +200,18 @@ PORT ?= 8080
 
 .PHONY: dev test demo local synth node
 
+# $(call install,ARGS): ARGS installed into .venv by uv (its downloads in parallel, from its
+# cache when it has them), or by pip when uv fails (uv reads no pip.conf). Both take PIP_ARGS.
+UV_VERSION := {uv_version}
+define install
+$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \\
+\t&& $(BIN)/uv pip install --quiet --python $(BIN)/python $(1) \\
+\t|| $(BIN)/python -m pip install --quiet $(1)
+endef
+
 $(STAMP): pyproject.toml
 \ttest -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-{pinned_wheel}\t$(BIN)/python -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
+{pinned_wheel}\t$(call install,$(PIP_ARGS) -e '.[dev]')
 \ttouch $(STAMP)
 
 dev: $(STAMP)
@@ -243,9 +255,7 @@ synth: $(STAMP) node $(NODE_STAMP)
 
 # A wheel source: the wheel first, checked against its sha256 (`wheels/requirements.txt`), so
 # the version requirement after it is met by this file and never by an index's.
-PINNED_WHEEL = (
-    "\t$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r wheels/requirements.txt\n"
-)
+PINNED_WHEEL = "\t$(call install,--no-deps --require-hashes -r wheels/requirements.txt)\n"
 
 README = """\
 # {package}
@@ -279,8 +289,9 @@ pool's code does not register an agent its steps name.
 Shepherd is the distribution `{dist}` (the import package is `shepherd`).
 This project gets it as {source}.
 
-`make dev` installs it into `.venv`, with its extras `cdk` (the CDK construct) and `cli` (the
-local stack). Every way below works the same on a teammate's laptop and in CI:
+`make dev` installs it into `.venv` (by uv; by pip when uv cannot reach the index), with its
+extras `cdk` (the CDK construct) and `cli` (the local stack). Every way below works the same on
+a teammate's laptop and in CI:
 
 - **From a package index**, once Shepherd is published there (or on your private index):
   `"{dist}=={version}"` in `pyproject.toml` (and `"{dist}[cdk,cli]=={version}"` in `dev`);
