@@ -296,6 +296,27 @@ def test_supervisor_sweeps_several_times_within_one_invocation(
     assert stack.sweep()["sweeps"] == 5  # at 0, 0.05, 0.1, 0.15 and 0.2 s
 
 
+def test_a_sweep_window_is_timed_on_the_engines_clock_not_the_wall(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A harness on a simulated clock (the bench, the simulator) gets the same sweeps and
+    horizons on every run: the window waits on the engine's clock, so a 20 s window passes in
+    no wall time, and a wall-clock read would have made the pinned request counts flaky."""
+    from shepherd.clock import ManualClock
+
+    monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "5")
+    monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "20")
+    from shepherd_handlers import runtime
+
+    runtime.engine.cache_clear()  # settings are read once per sandbox
+    clock = ManualClock()
+    monkeypatch.setattr(runtime.engine().supervisor.scheduler.ports, "clock", clock)
+    before, started = clock.now_ms(), time.monotonic()
+    assert stack.sweep()["sweeps"] == 5  # at 0, 5, 10, 15 and 20 s of the engine's clock
+    assert clock.now_ms() - before == 20_000
+    assert time.monotonic() - started < 15  # it never slept on the wall
+
+
 def test_supervisor_ticks_replace_sleeping_between_sweeps(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
