@@ -226,6 +226,13 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m shepherd_bench $(BENCH_ARGS)
 
+# ASL state machines (issue 42): a mix of four machines through the real handlers on moto
+# (dollars per million transitions beside Step Functions Standard's) and a loop's requests per
+# iteration over 10,000 iterations; writes benchmarks.json's `asl` (also a part of make bench).
+.PHONY: bench-asl
+bench-asl: $(STAMP)
+	$(BIN)/python -m shepherd_bench.asl
+
 # Hostile patterns (issue 35.1): StringMatches against a 5 MiB value, the worst patterns the
 # caps allow; prints each case and exits 1 if the slowest takes a second (also a line of make bench).
 .PHONY: bench-patterns
