@@ -137,6 +137,11 @@ class StateMachine:
     assigned: frozenset[str] = field(default_factory=frozenset)
 
 
+# statemachine-structure.html: "You cannot revert a top-level JSONata-based state machine to a
+# mix of JSONata and JSONPath states" (a JSONPath machine's states may each be JSONata).
+_NO_JSONPATH_IN_JSONATA = "a state of a JSONata state machine cannot be JSONPath"
+
+
 def parse(data: Any, source: str = "<state machine>") -> StateMachine:
     """The validated state machine of an ASL document (its JSON value)."""
     if not isinstance(data, dict):
@@ -147,6 +152,8 @@ def parse(data: Any, source: str = "<state machine>") -> StateMachine:
 class _Parser:
     def __init__(self, source: str) -> None:
         self.source = source
+        self.names: dict[str, str] = {}  # every state's name, the whole machine's: where it is
+        self.top_language = JSONPATH
 
     def fail(
         self, where: str, message: str, code: str | None = SCHEMA_VALIDATION_FAILED
@@ -174,6 +181,8 @@ class _Parser:
         language = data.get("QueryLanguage", language)
         if language not in (JSONPATH, JSONATA):
             raise self.fail(f"{where}QueryLanguage", "must be JSONPath or JSONata")
+        if top:
+            self.top_language = language  # each state checks it (a branch's inherit theirs)
         states = data.get("States")
         if not isinstance(states, dict) or not states:
             raise self.fail(f"{where}States", "a non-empty object of states is required")
@@ -259,12 +268,24 @@ class _Parser:
         at = f"{where}States.{name}"
         if not isinstance(body, dict):
             raise self.fail(at, "a state is a JSON object")
+        # The spec: a state's name is at most 80 Unicode characters, unique in the whole machine.
+        if len(name) > 80:
+            raise self.fail(at, "a state's name is at most 80 characters")
+        if name in self.names:
+            raise self.fail(
+                at,
+                f"the state name '{name}' is already used at {self.names[name]}: state names "
+                "are unique in the whole state machine",
+            )
+        self.names[name] = at
         kind = body.get("Type")
         if kind not in STATE_TYPES:
             raise self.fail(f"{at}.Type", f"'{kind}' is not one of {', '.join(STATE_TYPES)}")
         language = body.get("QueryLanguage", language)
         if language not in (JSONPATH, JSONATA):
             raise self.fail(f"{at}.QueryLanguage", "must be JSONPath or JSONata")
+        if language == JSONPATH and self.top_language == JSONATA:
+            raise self.fail(f"{at}.QueryLanguage", _NO_JSONPATH_IN_JSONATA)
         self.check_fields(at, kind, language, body)
         next_, end = self.flow(at, kind, body)
         state = State(
