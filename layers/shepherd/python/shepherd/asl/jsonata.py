@@ -1,9 +1,9 @@
 """JSONata in Step Functions (the developer guide's "Transforming data with JSONata"): a
 string `{% expression %}` is evaluated with `$states` (input, result, errorOutput, context)
 and the workflow variables bound, plus the functions Step Functions adds: `$partition`,
-`$range`, `$hash`, `$random`, `$uuid`, `$parse`. The evaluator is the `jsonata-python`
-package; a failed evaluation, or an expression that yields nothing where a value is needed,
-is States.QueryEvaluationError.
+`$range`, `$hash`, `$random`, `$uuid`, `$parse`, and without `$eval`, which it leaves out.
+The evaluator is the `jsonata-python` package; a failed evaluation, or an expression that
+yields nothing where a value is needed, is States.QueryEvaluationError.
 """
 
 from __future__ import annotations
@@ -145,6 +145,13 @@ def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
     def millis_() -> int:
         return millis
 
+    def no_eval(*_: Any) -> Any:
+        """The guide: every JSONata 2.0.6 function but `$eval`, "not available: use $parse
+        instead"; a call is what calling a name that is no function is (T1006)."""
+        from jsonata.jexception import JException  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        raise JException("T1006", -1)
+
     return {
         "now": now,
         "millis": millis_,
@@ -154,6 +161,7 @@ def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
         "random": random,
         "uuid": uuid,
         "parse": parse,
+        "eval": no_eval,
     }
 
 
