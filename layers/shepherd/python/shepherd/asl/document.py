@@ -9,6 +9,7 @@ half-understood.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,9 @@ JSONPATH, JSONATA = "JSONPath", "JSONata"
 SCHEMA_VALIDATION_FAILED = "SCHEMA_VALIDATION_FAILED"
 MAX_WAIT_SECONDS = 99_999_999  # the guide's bound on a Wait's Seconds
 MISSING_TRANSITION_TARGET = "MISSING_TRANSITION_TARGET"
+INVALID_JSONATA_EXPRESSION = "INVALID_JSONATA_EXPRESSION"
+UNSUPPORTED_JSONATA_EXPRESSION = "UNSUPPORTED_JSONATA_EXPRESSION"
+_CATCHER = re.compile(r"\.Catch\[\d+\]$")  # where a catcher's Output and Assign sit
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
 TERMINAL_TYPES = ("Succeed", "Fail")
 
@@ -353,19 +357,39 @@ class _Parser:
             elif not paths.is_path(value):
                 raise self.fail(f"{at}.{key}", f"{value!r} is not a path or an intrinsic function")
 
-    def check_expressions(self, at: str, value: Any) -> None:
+    def check_expressions(self, at: str, value: Any, *, error_output: bool = False) -> None:
+        """Every `{% %}` expression of a JSONata state parses and reads only what AWS lets it
+        (CreateStateMachine's INVALID_JSONATA_EXPRESSION and UNSUPPORTED_JSONATA_EXPRESSION,
+        with AWS's words); `$states.errorOutput` only in a catcher's Output and Assign."""
         if jsonata.is_expression(value):
             try:
                 jsonata.check(value)
             except StatesError as exc:
-                raise self.fail(at, f"not a valid JSONata expression: {exc.cause}") from None
+                words = exc.cause.rsplit(": ", 1)[-1]  # the parser's sentence, as AWS gives it
+                raise self.fail(at, words, code=INVALID_JSONATA_EXPRESSION) from None
+            for name in jsonata.references(value):
+                if name == jsonata.ERROR_OUTPUT and error_output:
+                    continue
+                message = (
+                    f"Field '{name}' does not exist."
+                    if name == jsonata.ERROR_OUTPUT
+                    else "Reference to '$$' is not supported."
+                    if name == jsonata.ROOT
+                    else f"Reference to '{name}' at the top level is not supported."
+                )
+                raise self.fail(at, message, code=UNSUPPORTED_JSONATA_EXPRESSION)
         elif isinstance(value, dict):
+            in_catcher = bool(_CATCHER.search(at))
             for k, v in value.items():
                 if k not in ("ItemProcessor", "Iterator", "Branches"):
-                    self.check_expressions(f"{at}.{k}", v)
+                    self.check_expressions(
+                        f"{at}.{k}",
+                        v,
+                        error_output=error_output or (in_catcher and k in ("Output", "Assign")),
+                    )
         elif isinstance(value, list):
             for i, v in enumerate(value):
-                self.check_expressions(f"{at}[{i}]", v)
+                self.check_expressions(f"{at}[{i}]", v, error_output=error_output)
 
     def flow(self, at: str, kind: str, body: Mapping[str, Any]) -> tuple[str | None, bool]:
         if kind in TERMINAL_TYPES or kind == "Choice":

@@ -80,6 +80,68 @@ def check(expression: str) -> None:
     _compiled(expression[len(OPEN) : -len(CLOSE)].strip())
 
 
+CONTEXT_ITEM, ROOT, ERROR_OUTPUT = "$", "$$", "$states.errorOutput"
+
+
+@functools.lru_cache(maxsize=512)
+def references(expression: str) -> tuple[str, ...]:
+    """What a `{% %}` expression reads that AWS refuses when the definition is created: a name
+    read from the top-level context (`phone`, which an expression with no context item cannot
+    have), the context item `$`, `$$`, and `$states.errorOutput` (which only a catcher's Output
+    and Assign have). Only a path's first step reads the top-level context; a lambda's body
+    keeps its definer's (measured against AWS, as the floci emulator's JsonataTopLevelReferences
+    records it)."""
+    _library()
+    from jsonata.parser import Parser  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    found: dict[str, None] = {}
+    _collect(Parser().parse(expression[len(OPEN) : -len(CLOSE)].strip()), found)
+    return tuple(found)
+
+
+def _collect(node: Any, found: dict[str, None]) -> None:
+    kind = getattr(node, "type", None)
+    if kind == "path":
+        steps = node.steps or []
+        if len(steps) >= 2 and [(t.type, t.value) for t in steps[:2]] == [
+            ("variable", "states"),
+            ("name", "errorOutput"),
+        ]:
+            found[ERROR_OUTPUT] = None
+    elif kind == "name":
+        found[str(node.value)] = None
+    elif kind == "variable" and node.value in ("", "$"):  # `$`, and `$$` (a variable named `$`)
+        found[CONTEXT_ITEM if node.value == "" else ROOT] = None
+    for child in _children(node, kind):
+        _collect(child, found)
+
+
+def _children(node: Any, kind: str | None) -> list[Any]:
+    """The parts of a parse-tree node that are read in the top-level context."""
+    if kind == "path":
+        return (node.steps or [])[:1]
+    if kind == "unary" and node.value == "[":
+        return list(node.expressions or [])
+    if kind == "unary" and node.value == "{":
+        return [part for pair in node.lhs_object or [] for part in pair]
+    parts: dict[str | None, list[Any]] = {
+        "unary": [node.expression] if kind == "unary" else [],
+        "binary": [getattr(node, "lhs", None), getattr(node, "rhs", None)],
+        "apply": [getattr(node, "lhs", None), getattr(node, "rhs", None)],
+        "function": [getattr(node, "procedure", None), *(getattr(node, "arguments", None) or [])],
+        "partial": [getattr(node, "procedure", None), *(getattr(node, "arguments", None) or [])],
+        "lambda": [getattr(node, "body", None)],
+        "condition": [
+            getattr(node, "condition", None),
+            getattr(node, "then", None),
+            getattr(node, "_else", None),
+        ],
+        "block": list(getattr(node, "expressions", None) or []),
+        "bind": [getattr(node, "rhs", None)],
+    }
+    return [part for part in parts.get(kind, []) if part is not None]
+
+
 def _to_jsonata(value: Any) -> Any:
     if value is None:
         return _library()[1]
