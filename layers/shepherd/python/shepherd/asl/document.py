@@ -27,6 +27,10 @@ SCHEMA_VALIDATION_FAILED = "SCHEMA_VALIDATION_FAILED"
 MAX_WAIT_SECONDS = 99_999_999  # the guide's bound on a Wait's Seconds
 MISSING_TRANSITION_TARGET = "MISSING_TRANSITION_TARGET"
 INVALID_JSONATA_EXPRESSION = "INVALID_JSONATA_EXPRESSION"
+# The API reference's other diagnostic codes (ValidateStateMachineDefinitionDiagnostic): "the
+# workflow does not have a terminal state", "the same state name appears more than once".
+MISSING_END_STATE = "MISSING_END_STATE"
+DUPLICATE_STATE_NAME = "DUPLICATE_STATE_NAME"
 UNSUPPORTED_JSONATA_EXPRESSION = "UNSUPPORTED_JSONATA_EXPRESSION"
 _CATCHER = re.compile(r"\.Catch\[\d+\]$")  # where a catcher's Output and Assign sit
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
@@ -243,7 +247,8 @@ class _Parser:
                 )
 
     def check_reachable(self, where: str, start: str, states: Mapping[str, State]) -> None:
-        """Every state is reached from StartAt: AWS refuses a state that is not with
+        """Every state is reached from StartAt and one at least ends the workflow (AWS's
+        MISSING_END_STATE otherwise): AWS refuses a state that is not with
         `MISSING_TRANSITION_TARGET: State "X" is not reachable.` (its CreateStateMachine
         answer, quoted in LocalStack's pull request 12487)."""
         seen, todo = {start}, [start]
@@ -265,6 +270,12 @@ class _Parser:
                     f'State "{name}" is not reachable.',
                     code=MISSING_TRANSITION_TARGET,
                 )
+        if not any(s.end or s.type in TERMINAL_TYPES for s in states.values()):
+            raise self.fail(
+                where or "States",
+                "The workflow does not have a terminal state",
+                code=MISSING_END_STATE,
+            )
 
     def state(
         self, name: str, body: Any, where: str, language: str, scope: frozenset[str]
@@ -280,6 +291,7 @@ class _Parser:
                 at,
                 f"the state name '{name}' is already used at {self.names[name]}: state names "
                 "are unique in the whole state machine",
+                code=DUPLICATE_STATE_NAME,
             )
         self.names[name] = at
         kind = body.get("Type")
