@@ -303,6 +303,7 @@ class _Parser:
         if language == JSONPATH and self.top_language == JSONATA:
             raise self.fail(f"{at}.QueryLanguage", _NO_JSONPATH_IN_JSONATA)
         self.check_fields(at, kind, language, body)
+        self.check_variable_names(at, body)
         next_, end = self.flow(at, kind, body)
         state = State(
             name=name,
@@ -368,6 +369,22 @@ class _Parser:
                     raise self.fail(f"{at}.{key}", exc.cause) from None
             elif not paths.is_path(value):
                 raise self.fail(f"{at}.{key}", f"{value!r} is not a path or an intrinsic function")
+
+    def check_variable_names(self, at: str, body: Mapping[str, Any]) -> None:
+        """`$states` is reserved: no Assign (a state's, a Choice rule's, a catcher's) may name a
+        variable `states` (AWS refuses it, as the floci emulator's measurements record)."""
+        places = [("Assign", body.get("Assign"))]
+        for list_field in ("Choices", "Catch"):
+            entries = body.get(list_field)
+            for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                if isinstance(entry, dict):
+                    places.append((f"{list_field}[{i}].Assign", entry.get("Assign")))
+        for where, assign in places:
+            for key in assign if isinstance(assign, dict) else {}:
+                if str(key).removesuffix(".$") == "states":
+                    raise self.fail(
+                        f"{at}.{where}.{key}", "the variable name 'states' is reserved ($states)"
+                    )
 
     def check_expressions(self, at: str, value: Any, *, error_output: bool = False) -> None:
         """Every `{% %}` expression of a JSONata state parses and reads only what AWS lets it
