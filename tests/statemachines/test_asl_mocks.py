@@ -318,4 +318,15 @@ def test_asl_run_names_the_state_machine_given(
     assert main([*args, *mock_args, "--state-machine", "LambdaSQSIntegration"]) == 0
     capsys.readouterr()
     assert main([*args, "--test-case", "HappyPath"]) == 1
-    assert "--mock-config and --test-case go together" in capsys.readouterr().err
+    assert "--test-case needs --mock-config (or SFN_MOCK_CONFIG)" in capsys.readouterr().err
+    assert main([*args, "--mock-config", str(CONFIG_FILE)]) == 1
+    assert "--mock-config needs --test-case" in capsys.readouterr().err
+
+
+def test_asl_run_reads_sfn_mock_config_as_step_functions_local_does(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SFN_MOCK_CONFIG", str(CONFIG_FILE))
+    args = ["asl", "run", str(MACHINE_FILE), "--agents", "shepherd_examples.agents"]
+    assert main([*args, "--test-case", "HappyPath"]) == 0
+    assert json.loads(capsys.readouterr().out)["output"] == SQS_RESULT

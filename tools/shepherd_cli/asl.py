@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -106,12 +107,16 @@ def _siblings(path: Path, machine: StateMachine) -> dict[str, StateMachine]:
 def cmd_asl_run(args: argparse.Namespace, registry: AgentRegistry) -> int:
     path = Path(args.file)
     machine = load_file(path)
-    if (args.mock_config is None) != (args.test_case is None):
-        raise DefinitionError("--mock-config and --test-case go together")
+    # Step Functions Local reads its mock configuration from SFN_MOCK_CONFIG; so does this.
+    config = args.mock_config or os.environ.get("SFN_MOCK_CONFIG") or None
+    if args.mock_config is not None and args.test_case is None:
+        raise DefinitionError("--mock-config needs --test-case")
+    if args.test_case is not None and config is None:
+        raise DefinitionError("--test-case needs --mock-config (or SFN_MOCK_CONFIG)")
     mocked = None
-    if args.mock_config is not None:
+    if args.test_case is not None and config is not None:
         mocked = mocks.load(
-            args.mock_config, args.state_machine or workflow_type(path), args.test_case, machine
+            config, args.state_machine or workflow_type(path), args.test_case, machine
         )
     result = run_state_machine(
         machine,
@@ -148,8 +153,8 @@ def add_parser(sub: Any) -> None:
     run.add_argument(
         "--mock-config",
         metavar="FILE",
-        help="Step Functions Local's mock configuration: mocked Task states answer with its "
-        "recorded responses (with --test-case)",
+        help="Step Functions Local's mock configuration (default: $SFN_MOCK_CONFIG): the Task "
+        "states --test-case names answer with its recorded responses",
     )
     run.add_argument("--test-case", metavar="NAME", help="the test case of --mock-config to run")
     run.add_argument(
