@@ -18,7 +18,7 @@ from shepherd.asl.errors import StatesError
 from shepherd.asl.workflow import INTEGRATIONS_AGENT, INTEGRATIONS_POOL
 from shepherd.definitions import Definition, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, Outcome
-from shepherd.errors import TaskTokenInvalid, TaskTokenStale
+from shepherd.errors import HeartbeatTooSoon, TaskTokenInvalid, TaskTokenStale
 from shepherd.keys import WF_SK, item_sk, visits_pk, wf_pk
 from shepherd.model import StepRecord, StepStatus, WorkflowStatus
 from support import Harness, memory_harness
@@ -281,9 +281,32 @@ def test_service_calls_reach_moto_and_their_effects_can_be_read() -> None:
                 "Resource": SQS_SEND,
                 "Parameters": {"QueueUrl.$": "$.queue", "MessageBody": {"id.$": "$.id"}},
                 "ResultSelector": {"sent.$": "$.MessageId"},
+                "ResultPath": "$.send",
+                "Next": "Audit",
+            },
+            "Audit": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::states:startExecution.sync:2",
+                "Parameters": {"StateMachineArn": "audit", "Input": {"id.$": "$.id"}},
+                "ResultSelector": {"audited.$": "$.Output", "sent.$": "$$.Execution.Input.id"},
                 "End": True,
             },
             "Duplicate": {"Type": "Pass", "Result": "duplicate", "End": True},
+        },
+    }
+    audit = {
+        "StartAt": "Record",
+        "States": {
+            "Record": {
+                "Type": "Task",
+                "Resource": DDB_PUT,
+                "Parameters": {
+                    "TableName": "orders",
+                    "Item": {"pk": {"S.$": "States.Format('audit-{}', $.id)"}},
+                },
+                "ResultSelector": {"status.$": "$.SdkHttpMetadata.HttpStatusCode"},
+                "End": True,
+            }
         },
     }
     with mock_aws():
@@ -297,12 +320,15 @@ def test_service_calls_reach_moto_and_their_effects_can_be_read() -> None:
         sqs = boto3.client("sqs", region_name="us-east-1")
         queue = sqs.create_queue(QueueName="out")["QueueUrl"]
         services = AwsServices(lambda name: boto3.client(name, region_name="us-east-1"))
-        h = _world({"m": machine}, services.call)
+        h = _world({"m": machine, "audit": audit}, services.call)
         first = h.start("m", {"id": "o-1", "queue": queue})
         h.pump()
-        assert "sent" in _view(h, first)["output"]
+        # The put, the send and the child's own put (startExecution.sync:2), read from moto.
+        assert _view(h, first)["output"] == {"audited": {"status": 200}, "sent": "o-1"}
         got = dynamodb.get_item(TableName="orders", Key={"pk": {"S": "o-1"}})
         assert got["Item"] == {"pk": {"S": "o-1"}}
+        audited = dynamodb.get_item(TableName="orders", Key={"pk": {"S": "audit-o-1"}})
+        assert audited["Item"] == {"pk": {"S": "audit-o-1"}}
         body = sqs.receive_message(QueueUrl=queue)["Messages"][0]["Body"]
         assert json.loads(body) == {"id": "o-1"}
         again = h.start("m", {"id": "o-1", "queue": queue}, idempotency_key="second")
@@ -361,6 +387,8 @@ def test_wait_for_task_token_rests_until_the_callback_and_its_output_is_the_resu
         h.callbacks.callback(token[:-2] + "xx", "success", output={})
     h.clock.advance(30)
     h.callbacks.callback(token, "heartbeat")
+    with pytest.raises(HeartbeatTooSoon):  # at most one a second per token, as native ones
+        h.callbacks.callback(token, "heartbeat")
     h.clock.advance(40)  # 70 s after the claim, 40 s after the heartbeat: still alive
     h.sweep()
     assert _unit(h, wf, "V#Ask#1").status is StepStatus.WAITING
@@ -369,6 +397,35 @@ def test_wait_for_task_token_rests_until_the_callback_and_its_output_is_the_resu
     assert _view(h, wf)["output"] == {"answer": "yes"}  # the callback's output as it is
     with pytest.raises(TaskTokenStale):
         h.callbacks.callback(token, "success", output={"answer": "again"})
+
+
+def test_a_callback_that_comes_before_the_function_returns_ends_the_task() -> None:
+    h: Harness
+
+    def answers_at_once(ctx: AgentContext) -> Any:
+        h.callbacks.callback(ctx.input["token"], "success", output={"fast": True})
+        return "asked"
+
+    h = _world({"m": CALLBACK}, agents={"Asker": answers_at_once})
+    wf = h.start("m", {"q": "ok?"})
+    handled = h.pump()
+    assert [r.outcome for _, r in handled] == [Outcome.SUCCEEDED]
+    assert _view(h, wf)["output"] == {"fast": True}
+    assert _unit(h, wf, "V#Ask#1").status is StepStatus.SUCCEEDED
+
+
+def test_a_service_call_that_raises_fails_the_task_rather_than_the_message() -> None:
+    def broken(resource: str, parameters: Any, key: str | None) -> Any:
+        raise ConnectionError("endpoint unreachable")
+
+    h = _world({"m": SEND}, broken)
+    wf = h.start("m", {"order": 1})
+    h.pump()
+    item = _item(h, wf)
+    assert (item["asl_error"], item["asl_cause"]) == (
+        "States.TaskFailed",
+        "ConnectionError: endpoint unreachable",
+    )
 
 
 def test_a_failure_callback_is_the_tasks_error_for_its_catch() -> None:
@@ -516,3 +573,52 @@ def test_start_execution_wait_for_task_token_hands_the_child_its_token() -> None
     assert _item(h, wf)["status"] == WorkflowStatus.RUNNING.value
     h.callbacks.callback(held[0], "success", output={"from": "child"})
     assert _view(h, wf)["output"] == {"from": "child"}
+
+
+def test_the_lambda_wiring_gives_the_engine_boto3_for_service_tasks(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deployed (and in the local stack, whose AWS_ENDPOINT_URL is its moto), the engine's
+    service Tasks go through boto3's default clients, as the pool function's role."""
+    from shepherd import wiring
+    from shepherd.settings import Settings
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="orders",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        shepherd = wiring.Shepherd(Settings(table="shepherd", definitions_dir=tmp_path))
+        tasks = shepherd.engine.scheduler.asl.integrations
+        tasks.service(DDB_PUT, {"TableName": "orders", "Item": {"pk": {"S": "w"}}}, "k")
+        got = dynamodb.get_item(TableName="orders", Key={"pk": {"S": "w"}})
+        assert got["Item"] == {"pk": {"S": "w"}}
+
+
+def test_start_execution_sync_of_a_native_definition_is_found_by_a_look() -> None:
+    """A native child's end does not reach into its parent's unit (no ASL write ends it): the
+    parent's look, due every 60 s while it waits, finds it ended and gives its output."""
+    native = parse_definition(
+        {
+            "Name": "child",
+            "Steps": [{"Name": "double", "Agent": "doubler", "Pool": "work", "TimeoutSeconds": 30}],
+        },
+        "child",
+    )
+    registry = AgentRegistry()
+    registry.register("doubler", _doubler)
+    h = memory_harness(
+        definitions={"parent": _definition("parent", _parent(".sync:2")), "child": native},
+        agents=registry,
+    )
+    wf = h.start("parent", {"n": 5})
+    h.pump()
+    assert _unit(h, wf, "V#Start#1").status is StepStatus.WAITING
+    h.clock.advance(61)
+    h.sweep()
+    assert _item(h, wf)["status"] == WorkflowStatus.SUCCEEDED.value
+    assert _view(h, wf)["output"]["Output"] == {"double": {"n": 10}}

@@ -29,9 +29,14 @@
 * **Parallel and Map are children**: each branch or item a child ASL workflow created with the
   write that reaches the state; the last child's end moves the parent on.
 * **The machine's TimeoutSeconds** is a deadline on the cursor; the look at it ends it FAILED.
+* **Service Tasks** (a service integration, `states:startExecution`, a Lambda function mapped to
+  the integration pool) are units of Shepherd's integration pool, carried out here (`run`)
+  with the runner's own shaping; a `.waitForTaskToken` Task (or a `startExecution.sync`) rests
+  WAITING after its call until its token's callback (`callback`) or its child's end
+  (`child_ended`).
 
 Not built here yet: more than 40 branches or items, a MaxConcurrency below the item count,
-`.waitForTaskToken` and service integrations, operator actions but cancel.
+operator actions but cancel.
 
 Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
@@ -53,8 +58,15 @@ from shepherd.decisions import transitions as tx
 from shepherd.decisions.retry import GiveUp, RetryIn
 from shepherd.definitions import TaskSpec, asl_task, integrations_task
 from shepherd.engine import listing
+from shepherd.engine.outputs import workflow_output
 from shepherd.engine.tokens import TaskToken, matches
-from shepherd.errors import ShepherdError, TaskTokenInvalid, TaskTokenStale, UnknownWorkflowType
+from shepherd.errors import (
+    HeartbeatTooSoon,
+    ShepherdError,
+    TaskTokenInvalid,
+    TaskTokenStale,
+    UnknownWorkflowType,
+)
 from shepherd.keys import VISIT_PREFIX, WF_SK, item_sk, visits_pk, wf_pk
 from shepherd.model import (
     OutgoingTask,
@@ -62,11 +74,12 @@ from shepherd.model import (
     StepStatus,
     TaskMessage,
     WorkflowRecord,
+    WorkflowState,
     WorkflowStatus,
 )
 
 from . import integrations, lambdas, workflow
-from .errors import RUNTIME, StatesError
+from .errors import RUNTIME, TASK_FAILED, StatesError
 from .machine import (
     Action,
     BranchesFinished,
@@ -97,6 +110,7 @@ if TYPE_CHECKING:
     from shepherd.engine.catalog import Catalog
     from shepherd.engine.executor import Executor
     from shepherd.model import OutgoingTask, StepRecord
+    from shepherd.payloads import Payloads
     from shepherd.ports import Store
 
 logger = logging.getLogger(__name__)
@@ -252,6 +266,8 @@ class HostPorts(Protocol):
     def clock(self) -> Any: ...
     @property
     def rng(self) -> random.Random: ...
+    @property
+    def payloads(self) -> Payloads: ...
 
 
 class Host(Protocol):
@@ -276,6 +292,7 @@ class Host(Protocol):
     def start(
         self, wf_type: str, payload: Any, *, idempotency_key: str | None = ..., owner: str = ...
     ) -> Any: ...
+    def load(self, workflow_id: str) -> tuple[WorkflowState, Definition] | None: ...
 
 
 class AslEngine:
@@ -977,6 +994,10 @@ class AslEngine:
             result = self.integrations.service(invoked.resource, invoked.payload, key)
         except StatesError as exc:
             return TaskFailed(exc.error, exc.cause)
+        except ShepherdError:
+            raise  # the engine's own (a throttled store): no attempt is spent on it
+        except Exception as exc:  # the SDK's own (a connection, a timeout): the Task's error
+            return TaskFailed(TASK_FAILED, f"{type(exc).__name__}: {exc}")
         return TaskSucceeded(result)
 
     def _invoke_deployed(self, claimed: Claimed, invoked: lambdas.Invocation) -> Event:
@@ -989,6 +1010,8 @@ class AslEngine:
             result = lambdas.deployed_result(response)
         except StatesError as exc:
             return TaskFailed(exc.error, exc.cause)
+        except Exception as exc:  # the SDK's own (a connection, a timeout)
+            return TaskFailed("Lambda.SdkClientException", f"{type(exc).__name__}: {exc}")
         at = iso(_to_dt(self._now()))
         return TaskSucceeded(lambdas.shape(invoked, result, claimed.request_id, at))
 
@@ -1012,6 +1035,13 @@ class AslEngine:
                 write, update=replace(write.update, set={**write.update.set, CHILD: child})
             )
         if self.scheduler.executor.step(None, write) is None:
+            # The token's callback may have come first (the call handed it out): then it
+            # ended this attempt, and nothing is lost.
+            current = self._store.get(*rec.key)
+            history = StepRecord.from_item(current).history if current is not None else []
+            token_hash = claimed.token.hash
+            if any(h.get("a") == rec.attempt and h.get("th") == token_hash for h in history):
+                return Recorded.ENDED
             return Recorded.FENCED
         if isinstance(child, str):  # it may have ended before the unit was WAITING
             self.child_ended(child)
@@ -1115,7 +1145,7 @@ class AslEngine:
         run = integrations.ChildRun(
             name=child_id,
             status=_execution_status(child.status),
-            output=self.scheduler.value(item[OUTPUT]) if OUTPUT in item else None,
+            output=self._output_of(child_id, item),
             error=item.get("asl_error") or _error_name(item.get("error")),
             cause=item.get("asl_cause"),
             start_ms=child.created_at,
@@ -1126,6 +1156,16 @@ class AslEngine:
         except StatesError as exc:
             event = TaskFailed(exc.error, exc.cause)
         return self.end_unit(rec, event, token_hash=rec.callback_token)
+
+    def _output_of(self, workflow_id: str, item: Item) -> Any:
+        """A child's output: a state machine's (`asl_output`), or a native workflow's as the
+        API assembles it from its steps (read only once it succeeded)."""
+        if OUTPUT in item:
+            return self.scheduler.value(item[OUTPUT])
+        if item.get("status") != WorkflowStatus.SUCCEEDED.value:
+            return None
+        loaded = self.scheduler.load(workflow_id)
+        return None if loaded is None else workflow_output(*loaded, self.scheduler.ports.payloads)
 
     # ------------------------------------------------------------------ callbacks
 
@@ -1167,10 +1207,17 @@ class AslEngine:
                 raise TaskTokenStale("the attempt of this token is over")
             raise TaskTokenInvalid("unknown task token")
         if action == "heartbeat":
+            now = self._now()
+            _too_soon(rec.callback_heartbeat_at, now, quiet_ms)
             text = None if details is None else jsonsafe.dumps(details)
-            write = tx.heartbeat(rec, rec.attempt, self._now(), text, token.hash, quiet_ms=quiet_ms)
+            write = tx.heartbeat(rec, rec.attempt, now, text, token.hash, quiet_ms=quiet_ms)
             updated = self.scheduler.executor.step(None, write)
             if updated is None:
+                current = self._store.get(*rec.key)
+                if current is not None:  # a racing heartbeat won, or the attempt is over
+                    again = StepRecord.from_item(current)
+                    if matches(again.callback_token, token) and again.attempt == token.attempt:
+                        _too_soon(again.callback_heartbeat_at, now, quiet_ms)
                 raise TaskTokenStale("the attempt of this token is over")
             return updated
         event: Event = (
@@ -1404,6 +1451,12 @@ def with_token(value: Any, placeholder: str | None, token: str) -> Any:
 def idempotency_key(rec: StepRecord) -> str:
     """A unit's key for the services it calls: the same for every attempt of the visit."""
     return f"{rec.workflow_id}/{rec.name}"
+
+
+def _too_soon(last_ms: int | None, now: int, quiet_ms: int) -> None:
+    """HeartbeatTooSoon unless the token's last heartbeat is at least `quiet_ms` old."""
+    if last_ms is not None and now - last_ms < quiet_ms:
+        raise HeartbeatTooSoon(max(1, -(-(last_ms + quiet_ms - now) // 1000)))
 
 
 def _execution_status(status: WorkflowStatus) -> str:

@@ -1,5 +1,6 @@
 """The Tasks of a state machine that are not Lambda functions: AWS service calls and other
-state machines (`states:startExecution`), as the in-process runner carries them out.
+state machines (`states:startExecution`), as the in-process runner and the engine's
+integration pool (`shepherd.asl.engine`) carry them out.
 
 Pure apart from what it is given: a service call goes through `call(resource, parameters,
 idempotency_key)` (`shepherd.adapters.services.AwsServices.call` against AWS or the local
