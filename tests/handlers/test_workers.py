@@ -146,6 +146,30 @@ def test_start_workflow_events(stack: Stack, monkeypatch: pytest.MonkeyPatch) ->
         assert reply["status"] == "rejected" and reply["code"] == code
 
 
+def test_a_start_event_carries_tags_its_owner_finds_the_workflow_by(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37.5: a start may carry tags, from an event as from the API; a bad one is the
+    API's `TagInvalid`, with nothing written."""
+    from shepherd_handlers import events
+
+    _map_sources(monkeypatch, {"acme.orders": ACME})
+    detail = {"type": "order_fulfilment", "input": ORDER, "tags": {"order": "o-17"}}
+    started = events.handler(_event(detail), LambdaContext())
+    assert started["status"] == "accepted"
+    status, _, found = stack.api("GET", "/workflows", query={"tag": "order:o-17"}, caller=ACME)
+    assert status == 200
+    assert [row["workflow_id"] for row in found["items"]] == [started["workflow_id"]]
+    assert found["items"][0]["tags"] == {"order": "o-17"}
+    before = stack.api("GET", "/workflows", caller=ACME)[2]["items"]
+    for tags in ({"bad key!": "x"}, {"order": "x" * 257}, {f"k{i}": "v" for i in range(11)}):
+        reply = events.handler(
+            _event({**detail, "tags": tags, "idempotency_key": str(len(tags))}), LambdaContext()
+        )
+        assert reply["status"] == "rejected" and reply["code"] == "TagInvalid", reply
+    assert stack.api("GET", "/workflows", caller=ACME)[2]["items"] == before
+
+
 def test_an_event_cannot_claim_an_owner(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """Changed on purpose: `detail.owner` was trusted as sent, so anyone allowed to put
     events could start workflows as any principal and take its idempotency keys."""
