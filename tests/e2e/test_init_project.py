@@ -9,11 +9,13 @@ into its `wheels/`; the project's `make dev` makes its own environment and insta
 from there by version, every dependency from the package index. Then, as the tutorial does:
 `shepherd validate`, `make test`, the synth and one workflow on the local stack.
 
-Two environments are installed from scratch, without byte-compiling (`PIP_COMPILE`). Each step
-of the tutorial is a module-scoped fixture that needs the one before it, and each test checks
-one step's outcome: the steps run once, in order, and each test's time is its own step's
-(issue 36: no test over a minute), while a test run alone (`-k`) still runs every step it
-needs. A step that fails errors every test after it.
+Two environments are installed from scratch, without byte-compiling: the CLI's by pip, as
+`pipx install` does (the one place `make test` installs the wheel by pip), the project's by
+its own `make dev`, by uv (pip when uv cannot reach the index: tests/unit/test_scaffold.py).
+Each step of the tutorial is a module-scoped fixture that needs the one before it, and each
+test checks one step's outcome: the steps run once, in order, and each test's time is its own
+step's (issue 36: no test over a minute), while a test run alone (`-k`) still runs every step
+it needs. A step that fails errors every test after it.
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ LEAKS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")
 CLEAN_ENV = {
     k: v for k, v in os.environ.items() if k not in (*LEAKS, "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
 }
-# Every pip here installs without byte-compiling what it installs (issue 36): it compiled
-# aws-cdk-lib's 176 MB of Python, about 35 s of CPU and most of the project's `make dev`,
-# where the tutorial's steps import a small part of it. Python compiles what each step
-# imports instead, once, and writes it beside the source as pip would have. What is
-# installed, from where and at which version is unchanged.
+# Every pip here installs without byte-compiling what it installs (issue 36; uv never does):
+# it compiled aws-cdk-lib's 176 MB of Python, about 35 s of CPU, where the tutorial's steps
+# import a small part of it. Python compiles what each step imports instead, once, and writes
+# it beside the source as pip would have. What is installed, from where and at which version
+# is unchanged.
 CLEAN_ENV["PIP_COMPILE"] = "0"
 PROBE = (
     "import importlib.util as u, json, sys, shepherd, shepherd_cli;"

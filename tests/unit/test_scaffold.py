@@ -19,6 +19,7 @@ from shepherd_cli.main import main
 from shepherd_cli.scaffold import (
     CDK_CONTEXT,
     DISTRIBUTION,
+    UV_VERSION,
     ScaffoldError,
     Source,
     SourceError,
@@ -255,6 +256,59 @@ def test_the_scaffold_pins_the_cdk_cli_this_repository_pins(tmp_path: Path) -> N
     assert "npm ci" in makefile and "npx cdk synth" in makefile
     assert "aws-cdk@" not in makefile  # nothing floats
     assert "node_modules/" in (target / ".gitignore").read_text()
+
+
+def _fake_venv(target: Path, uv_installs: bool) -> Path:
+    """A `.venv` whose python and uv log their arguments instead of installing: pip's install
+    of uv succeeds or fails as asked, every other call succeeds."""
+    log = target / "calls.log"
+    fail = 'case "$*" in *uv==*) exit 1;; esac\n' if not uv_installs else ""
+    for name, script in (
+        ("python", f'echo "python $*" >> {log}\n{fail}'),
+        ("uv", f'echo "uv $*" >> {log}\n'),
+    ):
+        path = target / ".venv" / "bin" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"#!/bin/bash\n{script}")
+        path.chmod(0o755)
+    return log
+
+
+@pytest.mark.parametrize("uv_installs", [True, False])
+def test_make_dev_installs_by_the_uv_this_repository_pins_else_by_pip(
+    tmp_path: Path, uv_installs: bool
+) -> None:
+    """A project's `make dev` installs as this repository's `make setup` does: by uv, at the
+    version its Makefile pins, and by pip (the same arguments) when uv cannot be had; the
+    hash-pinned wheel first either way."""
+    import shutil
+
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("no make on this machine")
+    assert f"UV_VERSION := {UV_VERSION}\n" in (ROOT / "Makefile").read_text()
+    wheel = _wheel(tmp_path, "0.1.0")
+    target = tmp_path / "app"
+    scaffold(target, Source.parse(str(wheel)))
+    log = _fake_venv(target, uv_installs)
+    done = subprocess.run(
+        [make, "-s", "dev"], cwd=target, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    if uv_installs:
+        by = "uv pip install --quiet --python .venv/bin/python"
+        assert (
+            f"python -m pip install --quiet --disable-pip-version-check uv=={UV_VERSION}" in calls
+        )
+        assert not [c for c in calls if "uv==" not in c and c.startswith("python")], calls
+    else:
+        by = "python -m pip install --quiet"
+        assert not [c for c in calls if c.startswith("uv")], calls
+    assert [c for c in calls if c.startswith(by) and "uv==" not in c] == [
+        f"{by} --no-deps --require-hashes -r wheels/requirements.txt",
+        f"{by} --find-links wheels -e .[dev]",
+    ]
 
 
 @pytest.mark.slow
