@@ -281,15 +281,7 @@ def _show_map(t: Tracked) -> None:
         t.note = f"{t.scenario.map.step}: {render.map_progress(counts)}"
 
 
-# How often the demo reads the workflows it follows (every one without an operator, each
-# round) and each operator its own. They were most of the local API's load: 19 workflows every
-# 0.4 s and 7 operators every 0.2 s, up to 80 requests a second against its 4 sandboxes on a
-# 2-core machine, which starved the stack the demo shows (issue 36). Half a second is quick
-# enough for every operator: a paused workflow and an approval rest until answered, and the
-# carrier (its result uploaded ahead) answers within its callback step's 3 s heartbeat; a late
-# answer is refused as stale and the carrier answers the retry.
-OPERATOR_POLL_SECONDS = 0.5
-FOLLOW_POLL_SECONDS = 1.0
+OPERATOR_POLL_SECONDS = 0.2
 
 
 def _pause_at_start(api: Api, t: Tracked) -> None:
@@ -526,7 +518,7 @@ def _follow(api: Api, tracked: list[Tracked], t0: float) -> None:
                     print(f"  [{now - t0:5.1f}s] {t.scenario.label:<22} {status}{note}", flush=True)
         if all(t.finished for t in tracked):
             return
-        time.sleep(FOLLOW_POLL_SECONDS)
+        time.sleep(0.4)
 
 
 def _report(tracked: list[Tracked], threshold: float) -> bool:
