@@ -90,10 +90,18 @@ def project(tmp_path: Path) -> Path:
     return _project(tmp_path)
 
 
-@pytest.fixture
-def stack(project: Path) -> Iterator[LocalStack]:
-    """A stack of its own, for a test that changes its project for good."""
-    with _stack(project) as running:
+@pytest.fixture(scope="module")
+def changed_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _project(tmp_path_factory.mktemp("changed"))
+
+
+@pytest.fixture(scope="module")
+def changed_stack(changed_project: Path) -> Iterator[LocalStack]:
+    """One stack for the two tests that change their project for good, in the module's order
+    (issue 36: a stack start each): the changed definition's test first, which leaves the
+    agents as they were; the changed agents' test then runs on that definition and counts
+    the reloads it causes itself. Either test alone (`-k`) starts the stack as it was."""
+    with _stack(changed_project) as running:
         yield running
 
 
@@ -134,25 +142,10 @@ def shepherd_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_changed_agent_code_runs_on_the_running_stack(stack: LocalStack, project: Path) -> None:
-    api = Api(stack.api_url)
-    first = finish(api)
-    assert first["status"] == "SUCCEEDED" and first["output"]["greet"] == {"version": 1}
-    moto = stack.moto_pid
-    (project / "loop_agents.py").write_text(agents(2))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the new code runs once the new workers are up
-        view = finish(api)
-        if view["output"]["greet"] == {"version": 2}:
-            break
-    assert view["output"]["greet"] == {"version": 2}
-    assert stack.moto_pid == moto and stack.reloads >= 1  # no restart: the state stayed
-    assert api.call("GET", f"/workflows/{first['workflow_id']}")["status"] == "SUCCEEDED"
-
-
 def test_shepherd_run_uses_the_running_stack_and_waits_for_a_changed_definition(
-    stack: LocalStack, project: Path
+    changed_stack: LocalStack, changed_project: Path
 ) -> None:
+    stack, project = changed_stack, changed_project
     result = shepherd_run(project)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"on the running local stack at {stack.api_url}" in result.stdout
@@ -163,6 +156,25 @@ def test_shepherd_run_uses_the_running_stack_and_waits_for_a_changed_definition(
     assert "on the running local stack" in result.stdout and "wave" in result.stdout
     view = finish(Api(stack.api_url))
     assert view["output"]["wave"] == {"waved": 1}
+
+
+def test_changed_agent_code_runs_on_the_running_stack(
+    changed_stack: LocalStack, changed_project: Path
+) -> None:
+    stack, project = changed_stack, changed_project
+    api = Api(stack.api_url)
+    first = finish(api)
+    assert first["status"] == "SUCCEEDED" and first["output"]["greet"] == {"version": 1}
+    moto, reloads = stack.moto_pid, stack.reloads
+    (project / "loop_agents.py").write_text(agents(2))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the new code runs once the new workers are up
+        view = finish(api)
+        if view["output"]["greet"] == {"version": 2}:
+            break
+    assert view["output"]["greet"] == {"version": 2}
+    assert stack.moto_pid == moto and stack.reloads > reloads  # no restart: the state stayed
+    assert api.call("GET", f"/workflows/{first['workflow_id']}")["status"] == "SUCCEEDED"
 
 
 def test_shepherd_run_without_a_running_stack_starts_one_on_the_ports_given(
