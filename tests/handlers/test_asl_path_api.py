@@ -116,3 +116,40 @@ def test_the_path_is_the_owners_and_a_native_workflow_has_none(
             "GET", f"/workflows/{native[2]['workflow_id']}/path", caller=ALICE
         )
         assert status == 404 and reply["error"]["code"] == "PathNotFound"
+
+
+def test_shepherd_path_prints_every_state_entered_through_every_page(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shepherd_cli import main as cli
+
+    files = {"count_up.asl.json": json.dumps(COUNT_UP)}
+    with stack_with_definitions(monkeypatch, tmp_path, files) as stack:
+        wf = stack.api(
+            "POST", "/workflows", body={"type": "count_up", "input": {"label": "c"}}, caller=ALICE
+        )[2]["workflow_id"]
+        asked: list[dict[str, object]] = []
+
+        class HandlerApi:
+            """The CLI's client, answered by the API handler on moto (as ALICE)."""
+
+            def __init__(self, base_url: str, caller: str | None = None) -> None:
+                pass
+
+            def call(self, method: str, path: str, body: object = None, **kw: object) -> object:
+                query = {k: str(v) for k, v in dict(kw.get("query") or {}).items() if v}
+                asked.append(query)
+                status, _, reply = stack.api(method, path, caller=ALICE, query=query)
+                assert status == 200, reply
+                return reply
+
+        monkeypatch.setattr(cli, "Api", HandlerApi)
+        assert cli.main(["path", wf, "--limit", "5"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split()[1] for line in lines[:5]] == ["Init", "Inc", "More?", "Inc", "More?"]
+        assert "visit 2" in lines[3] and '{"label":"c","n":2}' in lines[3]
+        assert lines[5] == "(the first 5 states; --limit for more)"
+        assert cli.main(["path", wf, "--json"]) == 0
+        entries = json.loads(capsys.readouterr().out)
+        assert [e["number"] for e in entries] == list(range(8))
+        assert entries[-1]["state"] == "Done"
