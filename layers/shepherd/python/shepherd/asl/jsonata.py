@@ -18,6 +18,7 @@ import math
 import random as _random
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from . import intrinsics
@@ -37,10 +38,50 @@ def _library() -> tuple[Any, Any]:
     limit = sys.getrecursionlimit()
     try:
         from jsonata import Jsonata  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.jexception import JException  # type: ignore[import-untyped]  # noqa: PLC0415
         from jsonata.utils import Utils  # type: ignore[import-untyped]  # noqa: PLC0415
     finally:
         sys.setrecursionlimit(limit)
-    return Jsonata, Utils.NULL_VALUE
+
+    class JavaScriptArithmetic(Jsonata):  # type: ignore[misc]
+        """The package's evaluator with JavaScript's arithmetic, as jsonata-js and Step
+        Functions compute: a division by zero or an overflow is a non-finite number (`1/0` is
+        Infinity, `0/0` NaN), not a Python exception; an operand that is already infinite is
+        still D1001, which the package's number test raises."""
+
+        def evaluate_numeric_expression(self, lhs: Any, rhs: Any, op: Any) -> Any:
+            if lhs is not None and not Utils.is_numeric(lhs) and not _is_nan(lhs):
+                raise JException("T2001", -1, op, lhs)
+            if rhs is not None and not Utils.is_numeric(rhs) and not _is_nan(rhs):
+                raise JException("T2002", -1, op, rhs)
+            if lhs is None or rhs is None:
+                return None
+            result = _javascript_arithmetic(float(lhs), float(rhs), op)
+            return Utils.convert_number(result) if math.isfinite(result) else result
+
+    return JavaScriptArithmetic, Utils.NULL_VALUE
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _javascript_arithmetic(lhs: float, rhs: float, op: str) -> float:
+    """`lhs op rhs` as IEEE 754 doubles in JavaScript: no exception, a non-finite result."""
+    if op == "+":
+        return lhs + rhs
+    if op == "-":
+        return lhs - rhs
+    if op == "*":
+        return lhs * rhs
+    if op == "/":
+        if rhs == 0:
+            if lhs == 0 or math.isnan(lhs):
+                return math.nan
+            return math.copysign(math.inf, lhs) * math.copysign(1.0, rhs)
+        return lhs / rhs
+    # `%`: JavaScript's remainder keeps the dividend's sign (math.fmod); by zero it is NaN.
+    return math.nan if rhs == 0 else math.fmod(lhs, rhs)
 
 
 JSONATA_RECURSION = 10_000  # what the package asks for (as JavaScript's stack allows)
@@ -164,6 +205,9 @@ def _from_jsonata(value: Any) -> Any:
         return [_from_jsonata(v) for v in value if v is not None]
     if callable(value):
         return _UNDEFINED
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no non-finite number: Step Functions writes the name JavaScript gives it.
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return normalize(value)
 
 
@@ -330,6 +374,102 @@ def _parse(text: Any = _MISSING, *extra: Any) -> Any:
         raise _FunctionError("D3137", "Invalid JSON") from None
 
 
+_LONG = 2**63
+
+
+def javascript_number(value: int | float) -> str:
+    """A number as `$string` writes it on Step Functions (measured by the floci emulator): an
+    integer within Java's long exactly; any other whole number as JavaScript prints a double
+    (every digit below 10^21: 1e20 is `100000000000000000000`, 2^63 `9223372036854776000`;
+    `1e+21` from there); a fraction rounded to 15 significant digits (`$string(1/3)` is
+    `0.333333333333333`) and printed as JavaScript does (`1e-7`, `0.000001`)."""
+    if isinstance(value, int) and -_LONG <= value < _LONG:
+        return str(value)
+    number = float(value)
+    if not number.is_integer():
+        number = float(f"{number:.15g}")
+    if number == 0:
+        return "0"
+    _, digits, exponent = Decimal(repr(abs(number))).normalize().as_tuple()
+    shown = "".join(str(d) for d in digits)
+    assert isinstance(exponent, int)
+    point = len(shown) + exponent  # JavaScript's n: the decimal point after n digits
+    text: str
+    if len(shown) <= point <= 21:
+        text = shown + "0" * (point - len(shown))
+    elif 0 < point <= 21:
+        text = shown[:point] + "." + shown[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + shown
+    else:
+        mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+        text = f"{mantissa}e{'+' if point - 1 >= 0 else '-'}{abs(point - 1)}"
+    return ("-" if number < 0 else "") + text
+
+
+def _string_json(value: Any, indent: int | None, depth: int = 0) -> str:
+    """JSON text as `$string` writes a structure: each number as `javascript_number` does."""
+    null, callable_type = _library()[1], _library()[0].JFunctionCallable
+    if value is None or value is null:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            from jsonata.jexception import JException  # noqa: PLC0415
+
+            raise JException("D1001", 0, value)
+        return javascript_number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, callable_type):
+        return '""'
+    pad = "" if indent is None else "\n" + " " * (indent * (depth + 1))
+    end = "" if indent is None else "\n" + " " * (indent * depth)
+    colon = ":" if indent is None else ": "
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = ",".join(
+            pad
+            + json.dumps(str(k), ensure_ascii=False)
+            + colon
+            + _string_json(v, indent, depth + 1)
+            for k, v in value.items()
+        )
+        return "{" + inner + end + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "[" + ",".join(pad + _string_json(v, indent, depth + 1) for v in value) + end + "]"
+    return json.dumps(str(value))
+
+
+class _Overrides:
+    """Built-in functions whose answers the package gives differently from Step Functions,
+    bound in their place with the built-in's own signature (so `$string()` still reads the
+    context value, as jsonata-js does)."""
+
+    @staticmethod
+    def string(arg: Any, prettify: Any = None) -> Any:
+        from jsonata.functions import Functions  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.utils import Utils  # noqa: PLC0415
+
+        if isinstance(arg, Utils.JList) and arg.outer_wrapper:
+            arg = arg[0]
+        if arg is None or isinstance(arg, str):
+            return arg
+        if isinstance(arg, float) and not math.isfinite(arg):
+            return Functions.string(arg, prettify)  # the package's D3001, as jsonata-js's
+        return _string_json(arg, 2 if prettify else None)
+
+
+@functools.cache
+def _overridden() -> dict[str, Any]:
+    jsonata_class = _library()[0]
+    return {"string": jsonata_class.function("string", "<x-b?:s>", _Overrides, "string")}
+
+
 def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
     """Step Functions' JSONata functions as AWS answers them (the floci emulator's
     JsonataEvaluator records each answer, measured against AWS): a call with too many
@@ -348,23 +488,34 @@ def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
         return intrinsics.f_uuid(rng)
 
     def now(picture: Any = None, timezone: Any = None) -> Any:
-        from jsonata.functions import Functions  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.functions import Functions  # noqa: PLC0415
 
         return Functions.datetime_from_millis(millis, picture, timezone)
 
     def millis_() -> int:
         return millis
 
+    def parse_integer(value: Any = None, picture: Any = None) -> Any:
+        """AWS answers NaN for a value the picture cannot read (the package lets Python's
+        int() error out); a value it reads is the integer."""
+        from jsonata.functions import Functions  # noqa: PLC0415
+
+        try:
+            return Functions.parse_integer(value, picture)
+        except ValueError:
+            return math.nan
+
     def no_eval(*_: Any) -> Any:
         """The guide: every JSONata 2.0.6 function but `$eval`, "not available: use $parse
         instead"; a call is what calling a name that is no function is (T1006)."""
-        from jsonata.jexception import JException  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.jexception import JException  # noqa: PLC0415
 
         raise JException("T1006", -1)
 
     return {
         "now": now,
         "millis": millis_,
+        "parseInteger": parse_integer,
         "partition": _partition,
         "range": _range,
         "hash": _hash,
@@ -457,6 +608,8 @@ def evaluate(
     try:
         for name, function in _functions(rng, _millis(states)).items():
             compiled.register_lambda(name, function)
+        for name, native in _overridden().items():
+            compiled.register_function(name, native)
         with _deep():
             raw = compiled.evaluate(bindings["states"].get("input"), bindings)
     except Exception as exc:
