@@ -59,6 +59,13 @@ def _library() -> tuple[Any, Any]:
             result = _javascript_arithmetic(float(lhs), float(rhs), op)
             return Utils.convert_number(result) if math.isfinite(result) else result
 
+        def evaluate_range_expression(self, lhs: Any, rhs: Any) -> Any:
+            """`[a..b]` within the memory AWS lets one value hold."""
+            integers = all(isinstance(v, int) and not isinstance(v, bool) for v in (lhs, rhs))
+            if integers and rhs - lhs + 1 > _MAX_SEQUENCE:
+                raise StatesError(QUERY_EVALUATION_ERROR, MEMORY_LIMIT)
+            return super().evaluate_range_expression(lhs, rhs)
+
     return JavaScriptArithmetic, Utils.NULL_VALUE
 
 
@@ -268,9 +275,12 @@ _HASHES = {
     "SHA-512": "sha512",
 }
 _MISSING = object()  # an argument the call left out
-# AWS bounds the memory one value of an expression holds: [1..873782] evaluates, one element
-# more does not (measured against AWS, as the floci emulator's JsonataEvaluator records).
+# AWS bounds the memory one value of an expression holds (measured against AWS, as the floci
+# emulator's JsonataEvaluatorTest records): [1..873782] evaluates and one element more does
+# not; $range(1, 360145, 1) does and $range(1, 360146, 1) does not. Both fail with this cause.
 _MAX_SEQUENCE = 873_782
+_MAX_RANGE = 360_145
+MEMORY_LIMIT = "Expression evaluation memory limit exceeded: Check for excessive memory usage"
 
 
 def _surplus(function: str, extra: tuple[Any, ...], first: int) -> None:
@@ -331,8 +341,8 @@ def _range(start: Any = _MISSING, end: Any = _MISSING, step: Any = _MISSING, *ex
     if first == last:
         return first  # one element: the value itself, as a JSONata singleton
     count = (last - first) // by + 1
-    if count > _MAX_SEQUENCE:
-        raise StatesError(QUERY_EVALUATION_ERROR, "Expression evaluation memory limit exceeded")
+    if count > _MAX_RANGE:
+        raise StatesError(QUERY_EVALUATION_ERROR, MEMORY_LIMIT)
     return [first + i * by for i in range(count)]
 
 
