@@ -16,6 +16,7 @@ import inspect
 import json
 import math
 import random as _random
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
@@ -593,12 +594,37 @@ def _message(exc: Exception) -> tuple[bool, str]:
         "D3137": lambda: str(current),
         "D3141": lambda: str(current),
     }
+    if not re.fullmatch(r"[A-Z]\d{4}", code):
+        # The package throws a few errors with the whole message in the code's place; AWS
+        # gives that message alone (no code), as it does `$replace('a', '', 'b')`'s.
+        return False, code
     words = catalog.get(code)
     try:
-        text = words() if words else str(exc)
-    except (TypeError, ValueError):
+        text = words() if words else _catalog_text(exc, code)
+    except (TypeError, ValueError, IndexError):
         text = str(exc)
     return True, f"{code}: {text}"
+
+
+def _catalog_text(exc: Exception, code: str) -> str:
+    """A library error's message in jsonata-js's words, as AWS gives it: the package's
+    catalog (ported from Java) says "Object" wherever jsonata-js says "function", and
+    jsonata-js writes each value into its message as JSON (`-1`, `"a"`)."""
+    from jsonata.jexception import JException  # noqa: PLC0415
+
+    template = JException.error_codes.get(code)
+    if not isinstance(template, str) or template == "{{{message}}}":
+        return str(exc)
+    template = re.sub(r"\bObject\b", "function", template)
+    values = [getattr(exc, "current", None), getattr(exc, "expected", None)]
+    if getattr(exc, "extra", None) is not None:
+        values.append(exc.extra)  # type: ignore[attr-defined]
+    slots = iter(values)
+
+    def value(_: re.Match[str]) -> str:
+        return json.dumps(_from_jsonata(next(slots)), ensure_ascii=False)
+
+    return re.sub(r"\{\{\w+\}\}", value, template)
 
 
 def evaluate(
