@@ -658,3 +658,46 @@ def test_max_input_bytes_per_batch_counts_the_batch_json() -> None:
 
     made = batches([{"n": 1}, {"n": 2}, {"n": 3}], None, 27, None, has_batch_input=False)
     assert made == [{"Items": [{"n": 1}, {"n": 2}]}, {"Items": [{"n": 3}]}]
+
+
+def test_a_runaway_jsonata_expression_stops_with_aws_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tail-recursive loop without a base case never overflows (the call is unwound), so
+    before the step bound it ran for ever and held its worker. It now fails the state with
+    States.QueryEvaluationError and AWS's cause (floci's JsonataEvaluatorTest records it), and
+    a run fails at the same step every time. The bound is lowered here so the test takes no
+    time; an expression within the shipped bound is untouched by it."""
+    from shepherd.asl import jsonata
+
+    monkeypatch.setattr(jsonata, "MAX_STEPS", 2_000)
+    loop = "{% ($f := function($x){ $f($x+1) }; $f(1)) %}"
+    machine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "Spin",
+            "States": {"Spin": {"Type": "Pass", "Output": {"v": loop}, "End": True}},
+        }
+    )
+    first, second = run_state_machine(machine, {}), run_state_machine(machine, {})
+    assert (first.status, first.error) == ("FAILED", "States.QueryEvaluationError")
+    assert first.cause is not None
+    assert first.cause.endswith(
+        "threw an error during evaluation: Expression evaluation timeout: Check for infinite loop"
+    )
+    assert (second.error, second.cause) == (first.error, first.cause)
+    monkeypatch.setattr(jsonata, "MAX_STEPS", 3_000_000)
+    fine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "Sum",
+            "States": {
+                "Sum": {
+                    "Type": "Pass",
+                    "Output": "{% $sum($map([1..2000], function($v){ $v * 2 })) %}",
+                    "End": True,
+                }
+            },
+        }
+    )
+    assert run_state_machine(fine, {}).output == 4_002_000

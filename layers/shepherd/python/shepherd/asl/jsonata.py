@@ -18,6 +18,7 @@ import math
 import random as _random
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -59,6 +60,23 @@ def _library() -> tuple[Any, Any]:
                 return None
             result = _javascript_arithmetic(float(lhs), float(rhs), op)
             return Utils.convert_number(result) if math.isfinite(result) else result
+
+        def _eval(self, expr: Any, input: Any, environment: Any) -> Any:
+            _BOUNDS.steps += 1
+            if _BOUNDS.steps > MAX_STEPS:
+                raise StatesError(QUERY_EVALUATION_ERROR, EVALUATION_TIMEOUT)
+            return super()._eval(expr, input, environment)
+
+        def apply_procedure(self, proc: Any, args: Any) -> Any:
+            """A lambda's body, within the call depth AWS allows (a tail call does not nest:
+            the package unwinds it first, as jsonata-js does)."""
+            _BOUNDS.depth += 1
+            try:
+                if _BOUNDS.depth > MAX_CALL_DEPTH:
+                    raise StatesError(QUERY_EVALUATION_ERROR, STACK_OVERFLOW)
+                return super().apply_procedure(proc, args)
+            finally:
+                _BOUNDS.depth -= 1
 
         def evaluate_range_expression(self, lhs: Any, rhs: Any) -> Any:
             """`[a..b]` within the memory AWS lets one value hold."""
@@ -282,6 +300,20 @@ _MISSING = object()  # an argument the call left out
 _MAX_SEQUENCE = 873_782
 _MAX_RANGE = 360_145
 MEMORY_LIMIT = "Expression evaluation memory limit exceeded: Check for excessive memory usage"
+# AWS fails a recursion that nests 33 calls of a lambda ($f(31) counting down to 0 evaluates,
+# $f(32) does not) and stops an expression that runs too long (a tail-recursive loop without
+# a base case), with these causes (measured, as the floci emulator's JsonataEvaluatorTest
+# records). The interpreter reads no clock, so the time bound is a count of evaluation steps:
+# a runaway expression fails the same way on every run, after about as many steps as the
+# largest sequence AWS holds ([1..873782]) mapped through a small function takes.
+MAX_CALL_DEPTH = 32
+MAX_STEPS = 3_000_000
+STACK_OVERFLOW = (
+    "Stack overflow error: Check for non-terminating recursive function. "
+    "Consider rewriting as tail-recursive"
+)
+EVALUATION_TIMEOUT = "Expression evaluation timeout: Check for infinite loop"
+_BOUNDS = threading.local()
 
 
 def _surplus(function: str, extra: tuple[Any, ...], first: int) -> None:
@@ -641,6 +673,7 @@ def evaluate(
     bindings: dict[str, Any] = {k: _to_jsonata(v) for k, v in variables.items()}
     bindings["states"] = _to_jsonata(dict(states))
     where = f" specified for the field '{field}'" if field else ""
+    _BOUNDS.steps, _BOUNDS.depth = 0, 0
     try:
         for name, function in _functions(rng, _millis(states)).items():
             compiled.register_lambda(name, function)
