@@ -701,3 +701,35 @@ def test_a_runaway_jsonata_expression_stops_with_aws_timeout(
         }
     )
     assert run_state_machine(fine, {}).output == 4_002_000
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        (
+            "$power(-1, 0.5)",
+            "D3061: The power function has resulted in a value that cannot be represented as "
+            "a JSON number: base=-1, exponent=0.5",
+        ),
+        (
+            "$toMillis('nope')",
+            "D3110: The argument of the toMillis function must be an ISO 8601 formatted "
+            'timestamp. Given "nope"',
+        ),
+    ],
+)
+def test_jsonata_function_errors_are_jsonata_js_codes(expression: str, message: str) -> None:
+    """The package let Python's own errors out of these two ('must be real number, not
+    complex', 'Invalid isoformat string'); Step Functions evaluates with jsonata-js, whose
+    code and words the cause carries, as it does for every other function error."""
+    machine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "A",
+            "States": {"A": {"Type": "Pass", "Output": f"{{% {expression} %}}", "End": True}},
+        }
+    )
+    run = run_state_machine(machine, {})
+    assert run.error == "States.QueryEvaluationError"
+    assert run.cause is not None
+    assert run.cause.endswith(f"threw an error during evaluation. {message}")

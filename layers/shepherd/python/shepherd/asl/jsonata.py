@@ -506,11 +506,42 @@ class _Overrides:
             return Functions.string(arg, prettify)  # the package's D3001, as jsonata-js's
         return _string_json(arg, 2 if prettify else None)
 
+    @staticmethod
+    def power(base: Any, exponent: Any) -> Any:
+        """jsonata-js's D3061 for a power that is no JSON number (`$power(-1, 0.5)`), where
+        the package lets Python's complex-number error out."""
+        from jsonata.functions import Functions  # noqa: PLC0415
+        from jsonata.jexception import JException  # noqa: PLC0415
+
+        try:
+            return Functions.power(base, exponent)
+        except (TypeError, ValueError, OverflowError):
+            raise JException("D3061", 1, base, exponent) from None
+
+    @staticmethod
+    def to_millis(timestamp: Any, picture: Any = None) -> Any:
+        """jsonata-js's D3110 for a timestamp that is not ISO 8601 (`$toMillis('nope')`),
+        where the package lets Python's parser error out."""
+        from jsonata.functions import Functions  # noqa: PLC0415
+        from jsonata.jexception import JException  # noqa: PLC0415
+
+        try:
+            return Functions.datetime_to_millis(timestamp, picture)
+        except ValueError:
+            if picture is not None:
+                raise
+            raise JException("D3110", -1, timestamp) from None
+
 
 @functools.cache
 def _overridden() -> dict[str, Any]:
     jsonata_class = _library()[0]
-    return {"string": jsonata_class.function("string", "<x-b?:s>", _Overrides, "string")}
+    native = functools.partial(jsonata_class.function, clazz=_Overrides)
+    return {
+        "string": native("string", "<x-b?:s>", method_name="string"),
+        "power": native("power", "<n-n:n>", method_name="power"),
+        "toMillis": native("toMillis", "<s-s?:n>", method_name="to_millis"),
+    }
 
 
 def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
