@@ -216,6 +216,10 @@ def _to_jsonata(value: Any) -> Any:
         return {k: _to_jsonata(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_to_jsonata(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not -_LONG <= value < _LONG:
+        # AWS reads an integer as a long while it fits and as a double past it (measured:
+        # 9223372036854775808 comes out as 9.223372036854776E18).
+        return float(value)
     return value
 
 
@@ -234,6 +238,8 @@ def _from_jsonata(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         # JSON has no non-finite number: Step Functions writes the name JavaScript gives it.
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, float) and abs(value) >= _LONG:
+        return value  # a double past a long stays one (9.223372036854776E18), as on AWS
     return normalize(value)
 
 
