@@ -226,6 +226,7 @@ def page_background(page: Any) -> str:
 
 # ------------------------------------------------------------ progress, items, paging, filter
 
+
 def fan_items(gate: Path) -> list[dict[str, Any]]:
     """40 items, each held at `gate` until the test opens it (so the page sees the map run):
     items 7 and 30 fail, item 3 returns a large output."""
@@ -239,9 +240,7 @@ def fan_items(gate: Path) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_maps_progress_and_item_table_live_paged_and_filtered(
-    own: Any, tmp_path: Path
-) -> None:
+def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any, tmp_path: Path) -> None:
     page, api = own("console-map")
     gate = tmp_path / "items-may-go-on"
     wf = start(api, "fan", {"items": fan_items(gate)})
