@@ -227,16 +227,22 @@ def page_background(page: Any) -> str:
 # ------------------------------------------------------------ progress, items, paging, filter
 
 
+ITEMS = 30  # two pages: all of the first and five of the second (was 40: engine time per item)
+REFUSED = (7, 27)  # one failed item on each page
+OK = ITEMS - len(REFUSED)
+
+
 def fan_items(gate: Path) -> list[dict[str, Any]]:
-    """40 items, each held at `gate` until the test opens it (so the page sees the map run):
-    items 7 and 30 fail, item 3 returns a large output."""
+    """ITEMS items (a page and a part of another), each held at `gate` until the test opens it
+    (so the page sees the map run): one item on each page fails, item 3 returns a large
+    output."""
     return [
         {
             "gate": str(gate),
-            **({"fail": "no stock"} if i in (7, 30) else {}),
+            **({"fail": "no stock"} if i in REFUSED else {}),
             **({"big": 12_000} if i == 3 else {}),
         }
-        for i in range(40)
+        for i in range(ITEMS)
     ]
 
 
@@ -246,27 +252,29 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any, tmp_pa
     wf = start(api, "fan", {"items": fan_items(gate)})
     page.goto(f"/#/workflows/{wf}")
     bar = page.locator('section[data-map="each"] [role="progressbar"]')
-    expect(bar).to_have_attribute("aria-valuemax", "40", timeout=60_000)
+    expect(bar).to_have_attribute("aria-valuemax", str(ITEMS), timeout=60_000)
     # Live: while it runs, the bar shows fewer than all items ended, then all of them.
     running = int(bar.get_attribute("aria-valuenow") or "0")
-    assert running < 40, "the map ended before the page could watch it run"
+    assert running < ITEMS, "the map ended before the page could watch it run"
     gate.touch()
-    expect(bar).to_have_attribute("aria-valuenow", "40", timeout=180_000)
+    expect(bar).to_have_attribute("aria-valuenow", str(ITEMS), timeout=180_000)
     view = finish(api, wf)
     assert view["status"] == "SUCCEEDED" and step_of(view, "each")["map"]["failed"] == 2
     expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
     expect(bar).to_have_attribute(
-        "aria-valuetext", "38 of 40 items succeeded, 2 failed; map SUCCEEDED"
+        "aria-valuetext", f"{OK} of {ITEMS} items succeeded, 2 failed; map SUCCEEDED"
     )
     words = page.locator('section[data-map="each"] .map-words')
-    expect(words).to_contain_text("38 of 40 items succeeded, 2 failed")
-    expect(bar.locator('[data-part="succeeded"]')).to_have_attribute("data-count", "38")
+    expect(words).to_contain_text(f"{OK} of {ITEMS} items succeeded, 2 failed")
+    expect(bar.locator('[data-part="succeeded"]')).to_have_attribute("data-count", str(OK))
     expect(bar.locator('[data-part="failed"]')).to_have_attribute("data-count", "2")
     # The graph's box says it is a map, with its items, in words and as a bar.
     box = page.locator('svg.dag g.node[data-name="each"]')
     expect(box).to_have_attribute("data-step-kind", "map")
-    expect(box.locator("text.node-status")).to_have_text("SUCCEEDED · 38/40 items · 2 failed")
-    expect(box).to_have_attribute("aria-label", re.compile(r"\(a map\).*38 succeeded, 2 failed"))
+    expect(box.locator("text.node-status")).to_have_text(
+        f"SUCCEEDED · {OK}/{ITEMS} items · 2 failed"
+    )
+    expect(box).to_have_attribute("aria-label", re.compile(rf"\(a map\).*{OK} succeeded, 2 failed"))
     expect(box.locator('.node-bar rect[data-part="failed"]')).to_have_count(1)
 
     # Page 1: items 0-24 by index, a failed item's error, an output inline, a large one a link.
@@ -283,8 +291,8 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any, tmp_pa
     # Page 2 is a navigation: the URL holds the page and its token; the keyboard lands on it.
     page.locator('section[data-map="each"] .pager').get_by_role("button", name="Next page").click()
     expect(page).to_have_url(re.compile(r"items=each.*page=2.*at="))
-    expect(item_rows(page)).to_have_count(40 - PAGE)
-    assert indexes_shown(page) == list(range(PAGE, 40))
+    expect(item_rows(page)).to_have_count(ITEMS - PAGE)
+    assert indexes_shown(page) == list(range(PAGE, ITEMS))
     assert page.evaluate("document.activeElement.id") == "map-each-title"
     page.go_back()
     expect(page).not_to_have_url(re.compile(r"page=2"))
@@ -296,8 +304,10 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any, tmp_pa
     section.get_by_role("button", name="Show items").click()
     expect(page).to_have_url(re.compile(r"items=each&status=FAILED"))
     expect(item_rows(page)).to_have_count(2)
-    assert indexes_shown(page) == [7, 30]
-    expect(page.locator('tr[data-index="30"] .error-text')).to_contain_text("item 30 refused")
+    assert indexes_shown(page) == list(REFUSED)
+    expect(page.locator(f'tr[data-index="{REFUSED[1]}"] .error-text')).to_contain_text(
+        f"item {REFUSED[1]} refused"
+    )
 
     # Legible in both themes: the words at 4.5:1, the bar's parts at 3:1 against the page.
     for scheme in ("light", "dark"):
@@ -306,7 +316,7 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any, tmp_pa
         ink = words.evaluate("e => getComputedStyle(e).color")
         assert contrast(page, ink, background) >= 4.5, (scheme, ink, background)
         page.goto(f"/#/workflows/{wf}")
-        expect(bar).to_have_attribute("aria-valuenow", "40")
+        expect(bar).to_have_attribute("aria-valuenow", str(ITEMS))
         for part in bar.locator(".map-part").all():
             fill = part.evaluate("e => getComputedStyle(e).backgroundColor")
             assert contrast(page, fill, background) >= 3, (scheme, fill, background)
@@ -448,7 +458,7 @@ def test_a_status_filter_follows_short_pages_and_never_says_none_while_more_rema
     assert len(reads) == 5, reads
     assert sum("next_token" in url for url in reads) == 4  # each read after the first follows
     page.locator('section[data-map="each"] .pager').get_by_role("button", name="Next page").click()
-    expect(item_rows(page)).to_have_count(1)
+    expect(item_rows(page)).to_have_count(1, timeout=30_000)  # the next reads, as the first's
     assert indexes_shown(page) == [5_600]
     expect(
         page.locator('section[data-map="each"] .pager button:text-is("Next page")')
