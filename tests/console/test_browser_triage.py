@@ -240,7 +240,9 @@ def test_triage_columns_bulk_cancel_and_every_button_legible(own: Any) -> None:
     created = row.locator("time[data-ago]")
     expect(created).to_have_text(re.compile(r"\d+ s ago|\d+ min ago"))
     assert re.search(r"\(.+\) — \d{4}-\d\d-\d\dT", created.get_attribute("title") or "")
-    expect(page.locator('#status-counts a[data-status="RUNNING"]')).to_have_text("RUNNING 2")
+    expect(page.locator('#status-counts a[data-status="RUNNING"]')).to_have_text(
+        "RUNNING 2", timeout=SLOW
+    )
     # The small chart of the range, from the same counts.
     expect(page.locator('#range-chart g[data-bar="Started"]')).to_have_attribute("data-count", "2")
     expect(page.locator('#range-chart g[data-bar="Succeeded"]')).to_have_attribute(
