@@ -6,9 +6,11 @@ light and dark). Each test has its own caller (and console), apart from the othe
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,12 @@ from playwright.sync_api import expect
 from shepherd import jsonsafe, keys
 from shepherd.adapters.dynamodb import to_attr
 from shepherd.model import WorkflowRecord, WorkflowStatus
+from shepherd_cli.apigw import caller_arn
 from shepherd_cli.client import Api
 from shepherd_cli.console import Console
 from shepherd_cli.local import TABLE, LocalStack
 from shepherd_cli.project import Project
+from shepherd_cli.streams import StreamReader, stream_arn
 from support import ENV, ORDER, ROOT
 
 pytestmark = pytest.mark.e2e
@@ -400,44 +404,12 @@ BASE = 1_750_000_000_000  # the seeded starts: long ago, one a second
 PAGE_SIZE = 20  # the console's rows per page (workflows.js PAGE_SIZE)
 
 
-@pytest.fixture
-def crowded_stack(tmp_path: Path) -> Iterator[LocalStack]:
-    """A local stack of this test's own: its 2,000 seeded workflows are announced on the
-    table's stream, and the relay's backlog (events and history) must not outlive the test on
-    the stack the other console and end-to-end tests share. Nothing on it runs a step (the
-    test reads lists and counts), so it starts no agent worker and sweeps seldom: moto's CPU
-    goes to the reads under test. It is thrown away whole afterwards."""
-    with LocalStack(
-        project=Project.find(ROOT), port=0, workers=0, sweep_interval=5, state_dir=tmp_path
-    ) as running:
-        yield running
+CROWD = "console-crowd"  # the caller; its workflows are owned by its principal
 
 
-@pytest.fixture
-def crowded(browser: Any, crowded_stack: LocalStack) -> Iterator[tuple[Any, Api, list[str]]]:
-    """A caller with 2,000 workflows, 14 of them FAILED among the oldest (written straight
-    into the local stack's table in the real layout), on a stack of its own, and one started
-    through the API today (it stays RUNNING: no worker takes its steps)."""
-    local_stack = crowded_stack
-    with Console(local_stack.api_url, caller="console-crowd") as console:
-        context = browser.new_context(viewport=DESKTOP, base_url=console.url)
-        context.set_default_timeout(15_000)
-        context.add_init_script(LIVE_OFF)
-        try:
-            page = context.new_page()
-            api = Api(local_stack.api_url, caller="console-crowd")
-            yield from _crowd(page, api, local_stack)
-        finally:
-            context.close()
-
-
-def _crowd(page: Any, api: Api, local_stack: LocalStack) -> Iterator[tuple[Any, Api, list[str]]]:
-    real = start(api, "provision_environment", ENV)
-    dynamodb = boto3.client("dynamodb", endpoint_url=local_stack.moto_url, region_name="us-east-1")
-    item = dynamodb.get_item(
-        TableName=TABLE, Key={"pk": {"S": keys.wf_pk(real)}, "sk": {"S": keys.WF_SK}}
-    )["Item"]
-    owner = item["owner"]["S"]
+def crowd() -> tuple[list[dict[str, Any]], list[str]]:
+    """2,000 workflow items of the crowd's caller in the real layout, 14 of them FAILED among
+    the oldest, and those 14's ids, newest first."""
     seeded: list[dict[str, Any]] = []
     failed: list[str] = []
     for n in range(TOTAL):
@@ -448,7 +420,7 @@ def _crowd(page: Any, api: Api, local_stack: LocalStack) -> Iterator[tuple[Any, 
             def_hash="h",
             status=WorkflowStatus.FAILED if rare else WorkflowStatus.SUCCEEDED,
             input="{}",
-            owner=owner,
+            owner=caller_arn(CROWD),
             request_hash="r",
             created_at=BASE + n * 1_000,
             updated_at=BASE + n * 1_000,
@@ -461,10 +433,59 @@ def _crowd(page: Any, api: Api, local_stack: LocalStack) -> Iterator[tuple[Any, 
         seeded.append(record.to_item())
         if rare:
             failed.append(record.workflow_id)
-    for at in range(0, TOTAL, 25):
-        batch = [{"PutRequest": {"Item": to_attr(i)}} for i in seeded[at : at + 25]]
-        dynamodb.batch_write_item(RequestItems={TABLE: batch})
-    yield page, api, list(reversed(failed))
+    return seeded, list(reversed(failed))
+
+
+@dataclass
+class SeededStack(LocalStack):
+    """A local stack whose table holds `rows` before its control process starts, with the
+    relay's checkpoint after them: they are listed and counted as any workflow is, and never
+    announced. The relay would otherwise write 2,000 history items and 200 event batches
+    through moto's one DynamoDB lock while the test's reads wait on it (what the relay does
+    with a workflow's changes is the end-to-end tests' to prove)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def _create_resources(self) -> tuple[dict[str, Any], str]:
+        made = super()._create_resources()
+        dynamodb = self.client("dynamodb")
+        for at in range(0, len(self.rows), 25):
+            batch = [{"PutRequest": {"Item": to_attr(i)}} for i in self.rows[at : at + 25]]
+            dynamodb.batch_write_item(RequestItems={TABLE: batch})
+        reader = StreamReader(self.client("dynamodbstreams"), stream_arn(dynamodb, TABLE))
+        while reader.read():
+            pass
+        (self.state_dir / f"relay-{self.moto_port}.json").write_text(json.dumps(reader.positions))
+        return made
+
+
+@pytest.fixture
+def crowded(browser: Any, tmp_path: Path) -> Iterator[tuple[Any, Api, list[str]]]:
+    """A caller with 2,000 workflows written straight into the table (`crowd`) and one started
+    through the API today (it stays RUNNING: no worker takes its steps), on a stack of its own:
+    nothing on it runs a step (the test reads lists and counts), so it starts no agent worker
+    and sweeps seldom, and it is thrown away whole afterwards."""
+    seeded, failed = crowd()
+    with (
+        SeededStack(
+            project=Project.find(ROOT),
+            port=0,
+            workers=0,
+            sweep_interval=5,
+            state_dir=tmp_path,
+            rows=seeded,
+        ) as stack,
+        Console(stack.api_url, caller=CROWD) as console,
+    ):
+        api = Api(stack.api_url, caller=CROWD)
+        start(api, "provision_environment", ENV)
+        context = browser.new_context(viewport=DESKTOP, base_url=console.url)
+        context.set_default_timeout(15_000)
+        context.add_init_script(LIVE_OFF)
+        try:
+            yield context.new_page(), api, failed
+        finally:
+            context.close()
 
 
 def test_a_rare_status_among_2000_workflows_is_found_through_the_counts(
