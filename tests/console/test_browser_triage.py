@@ -232,10 +232,23 @@ def legible(page: Any, scope: str) -> dict[str, float]:
     return found
 
 
-def test_triage_columns_bulk_cancel_and_every_button_legible(own: Any) -> None:
+@pytest.fixture
+def inventory_paused(local_stack: LocalStack) -> Iterator[None]:
+    """The inventory pool paused for the test, and resumed after it (as an operator: the
+    console's caller is one of the stack's)."""
+    operator = Api(local_stack.api_url, caller="console")
+    operator.call("POST", "/pools/inventory/pause")
+    yield
+    operator.call("POST", "/pools/inventory/resume")
+
+
+def test_triage_columns_bulk_cancel_and_every_button_legible(
+    own: Any, inventory_paused: None
+) -> None:
     page, api = own("console-triage")
-    hang = {**ORDER, "faults": {"reserve_inventory": {"mode": "hang", "times": 5}}}
-    stuck = [start(api, "order_fulfilment", hang, idempotency_key=f"triage-{n}") for n in range(2)]
+    # Two orders stuck RUNNING: their first step waits for the paused pool (a hung step held
+    # both of the pool's workers ~10 s and its cancel waited for the attempt to be fenced).
+    stuck = [start(api, "order_fulfilment", ORDER, idempotency_key=f"triage-{n}") for n in range(2)]
     page.clock.install()  # the page's clock, moved on below past the counts' 30 s
     page.goto("/#/workflows")
     expect(rows(page)).to_have_count(2)
