@@ -100,6 +100,10 @@ WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
 STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
+# A paged route's page size and its signed position (each route binds its token to what it
+# pages: a token from another route, caller or filter is a 400).
+PAGE_LIMIT = Annotated[int, Query(ge=1, le=100)]
+NEXT_TOKEN = Annotated[str | None, Query(min_length=1, max_length=2048)]
 SIGNAL = Annotated[str, Path(min_length=1, max_length=64, pattern=SIGNAL_NAME)]
 SCHEDULE_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=SCHEDULE_NAME_PATTERN)]
 
@@ -222,7 +226,7 @@ def list_all(
     created_before: INSTANT = None,
     sort: Annotated[ListSort, Query()] = ListSort.NEWEST,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    next_token: NEXT_TOKEN = None,
     idempotency_key: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     tag: Annotated[str | None, Query(min_length=2, max_length=321)] = None,
 ) -> WorkflowListView:
@@ -415,8 +419,8 @@ def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
 )
 def workflow_events(
     workflow_id: WORKFLOW_ID,
-    limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    limit: PAGE_LIMIT = 50,
+    next_token: NEXT_TOKEN = None,
 ) -> HistoryView:
     """The workflow's lifecycle events as they were published (kept by the relay), oldest
     first: operator actions included, with who and when where the event says so. Paged with
@@ -456,8 +460,8 @@ PATH_POSITION = re.compile(r"\A[0-9]{1,10}\Z")  # a path entry's number, as its 
 )
 def state_machine_path(
     workflow_id: WORKFLOW_ID,
-    limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    limit: PAGE_LIMIT = 50,
+    next_token: NEXT_TOKEN = None,
 ) -> PathView:
     """A state machine's path (issue 42.4): every state entered, in order, with its visit
     (a loop's states have several), its input and its output (a large one as a presigned
@@ -523,8 +527,8 @@ def map_items(
             "and may hold fewer than `limit`: follow `next_token`)",
         ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    limit: PAGE_LIMIT = 50,
+    next_token: NEXT_TOKEN = None,
 ) -> MapItemsView:
     """A map step's items by index (status, attempts, error, output or its reference), paged
     with a signed `next_token` bound to the caller, the workflow, the step and the filter.
@@ -883,7 +887,7 @@ def send_matching_signal(body: SignalMatchRequest) -> Response[SignalMatchView]:
 )
 def list_approvals(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    next_token: NEXT_TOKEN = None,
 ) -> ApprovalListView:
     """The Approval steps waiting for an answer the caller may give (as the workflow's owner
     or a listed approver), across workflows, newest first. Read from an eventually consistent

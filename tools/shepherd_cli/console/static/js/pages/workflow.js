@@ -372,6 +372,22 @@ function timeline(view, again = () => {}) {
   );
 }
 
+/** Up to `pages` pages of 100 of a paged route, following its `next_token`; `more` when
+ * the route had more than that. */
+async function readPages(path, pages) {
+  const items = [];
+  let token = null;
+  let more = false;
+  for (let page = 0; page < pages; page += 1) {
+    const { data } = await get(path, { limit: 100, next_token: token });
+    items.push(...data.items);
+    token = data.next_token;
+    if (!token) break;
+    more = page === pages - 1;
+  }
+  return { items, more };
+}
+
 /** A payload field with something to show: its value, or its large twin's link. */
 function present(value, ref) {
   return (value !== null && value !== undefined) || Boolean(ref);
@@ -600,16 +616,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
   let pathText = "";
   async function loadPath() {
     if (!isMachine) return;
-    const items = [];
-    let token = null;
-    let more = false;
-    for (let page = 0; page < PATH_PAGES; page += 1) {
-      const { data } = await get(`/workflows/${seg(id)}/path`, { limit: 100, next_token: token });
-      items.push(...data.items);
-      token = data.next_token;
-      if (!token) break;
-      more = page === PATH_PAGES - 1;
-    }
+    const { items, more } = await readPages(`/workflows/${seg(id)}/path`, PATH_PAGES);
     if (!ctx.alive) return;
     const text = JSON.stringify(items);
     if (text === pathText) return;
@@ -837,16 +844,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
   let historyMore = false;
   let historyText = "";
   async function loadHistory() {
-    const items = [];
-    let token = null;
-    let more = false;
-    for (let page = 0; page < HISTORY_PAGES; page += 1) {
-      const { data } = await get(`/workflows/${seg(id)}/events`, { limit: 100, next_token: token });
-      items.push(...data.items);
-      token = data.next_token;
-      if (!token) break;
-      more = page === HISTORY_PAGES - 1;
-    }
+    const { items, more } = await readPages(`/workflows/${seg(id)}/events`, HISTORY_PAGES);
     if (!ctx.alive) return;
     const text = JSON.stringify(items);
     if (text === historyText) return;
