@@ -108,7 +108,7 @@ class _SqsBackend:
     ENDPOINT = urlparse("https://sqs.us-east-1.amazonaws.com")
 
     def __init__(self) -> None:
-        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.core.models import DEFAULT_ACCOUNT_ID
         from moto.sqs.models import sqs_backends
 
         self.backend = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
@@ -136,6 +136,63 @@ class _SqsBackend:
         """Whether a ReceiveMessage could return anything: moto's receive reads only the
         queue's visible, undelayed messages (`Queue.messages`)."""
         return bool(self.queue(url).messages)
+
+
+_UNSURE = object()  # a value the shortcut leaves to moto's own serializer
+
+
+def _plain(value: Any, base64: Any) -> Any:
+    """moto's JSON serialization of one DynamoDB AttributeValue, written out: each type's
+    member as moto's serializer writes its shape (strings and numbers as they are, blobs by its
+    `_base64`, booleans and null as they are, maps and lists member by member). `_UNSURE` for
+    anything else (None, an enum, several types), which moto then serializes itself."""
+    if not isinstance(value, dict) or len(value) != 1:
+        return _UNSURE
+    ((kind, inner),) = value.items()
+    if kind in ("S", "N") and isinstance(inner, str):
+        return {kind: inner}
+    if kind in ("BOOL", "NULL") and isinstance(inner, bool):
+        return {kind: inner}
+    if kind == "B" and isinstance(inner, (bytes, str)):
+        return {kind: base64(inner)}
+    if kind in ("SS", "NS") and isinstance(inner, list) and all(isinstance(v, str) for v in inner):
+        return {kind: list(inner)}
+    if kind == "BS" and isinstance(inner, list) and all(isinstance(v, (bytes, str)) for v in inner):
+        return {kind: [base64(v) for v in inner]}
+    if kind == "M" and isinstance(inner, dict):
+        members = {k: _plain(v, base64) for k, v in inner.items()}
+        return _UNSURE if any(m is _UNSURE for m in members.values()) else {kind: members}
+    if kind == "L" and isinstance(inner, list):
+        items = [_plain(v, base64) for v in inner]
+        return _UNSURE if any(i is _UNSURE for i in items) else {kind: items}
+    return _UNSURE
+
+
+def plain_attribute_values(patch: Any = setattr) -> None:
+    """moto's DynamoDB (and Streams) replies serialize their items' attribute values directly
+    (`_plain`) instead of through moto's generic shape-driven serializer, which looks up each
+    of an AttributeValue's ten members by several aliases: it was half of moto's time in the
+    handler tests that read many items (issue 36: 71 of 150 s in
+    test_list_at_scale's paging). The bytes on the wire are the same
+    (`tests/handlers/test_moto_serializer.py` compares both on every type)."""
+    from moto.core.serialize import BaseJSONSerializer
+
+    original = BaseJSONSerializer._serialize_type_structure
+
+    def serialize(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if (
+            key
+            and shape.name == "AttributeValue"
+            and self.operation_model.service_model.service_name in ("dynamodb", "dynamodbstreams")
+        ):
+            plain = _plain(value, self._base64)
+            if plain is not _UNSURE:
+                self._default_serialize(serialized, plain, shape, key)
+                return
+        original(self, serialized, value, shape, key)
+
+    serialize.moto_own = original  # type: ignore[attr-defined] # to compare with (the test)
+    patch(BaseJSONSerializer, "_serialize_type_structure", serialize)
 
 
 class Stack:
