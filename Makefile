@@ -164,6 +164,7 @@ FIRST ?= 0
 JOBS ?= 1
 sim: $(STAMP)
 	$(BIN)/python -m shepherd_sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
+	$(BIN)/python -m shepherd_sim.aslsim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST))
 
 # The Amazon States Language conformance suite (issue 42, tests/statemachines/conformance): passed and
 # failed per feature; exit 1 on any failure.

@@ -471,31 +471,3 @@ def run_asl(
         "loop": loop_store_requests(iterations),
         "loop_metered": loop_profile(metered),
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m shepherd_bench.asl`: measure and print, writing nothing (`make bench-asl`
-    writes the numbers into docs/benchmarks.json and benchmarks.md)."""
-    import argparse
-    import os
-
-    parser = argparse.ArgumentParser(prog="shepherd_bench.asl")
-    parser.add_argument("--iterations", type=int, default=LOOP_ITERATIONS, help="in memory")
-    parser.add_argument(
-        "--metered", type=int, default=METERED_ITERATIONS, help="through the handlers on moto"
-    )
-    parser.add_argument("--workflows", type=int, default=4)
-    args = parser.parse_args(argv)
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        os.environ.setdefault(key, value)
-    for line in describe(run_asl(args.iterations, args.metered, args.workflows)):
-        print(line)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
