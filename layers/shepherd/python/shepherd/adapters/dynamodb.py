@@ -26,36 +26,8 @@ _de = TypeDeserializer()
 TRANSACTION_RETRIES = 3
 
 
-# Integers DynamoDB's number takes exactly (38 significant digits): below this, str(n) is what
-# boto3's serializer writes; anything else goes through boto3, which checks and may refuse.
-_EXACT_INT = 10**38
-
-
-def _attr(value: Any) -> dict[str, Any]:
-    """`TypeSerializer.serialize`, without its chain of isinstance checks for what items are
-    made of (str, bool, exact ints, None, plain dicts and lists); anything else (a Decimal, a
-    float, bytes, a set, a subclass) is boto3's. Every write and every stream record is made
-    of these, and boto3's dispatch was the largest cost of serializing them
-    (tests/unit/test_attr_codec.py proves the two agree)."""
-    kind = type(value)
-    if kind is str:
-        return {"S": value}
-    if kind is dict:
-        return {"M": {k: _attr(v) for k, v in value.items()}}
-    if kind is bool:
-        return {"BOOL": value}
-    if kind is int and -_EXACT_INT < value < _EXACT_INT:
-        return {"N": str(value)}
-    if kind is list:
-        return {"L": [_attr(v) for v in value]}
-    if value is None:
-        return {"NULL": True}
-    serialized: dict[str, Any] = _ser.serialize(value)
-    return serialized
-
-
 def to_attr(item: Item) -> dict[str, Any]:
-    return {k: _attr(v) for k, v in item.items()}
+    return {k: _ser.serialize(v) for k, v in item.items()}
 
 
 def _plain(value: Any) -> Any:
@@ -68,28 +40,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _value(attr: Mapping[str, Any]) -> Any:
-    """`_plain(TypeDeserializer.deserialize(attr))`, directly for a string, a boolean, a null,
-    a map and a list (each a one-key dict); numbers, binaries and sets are boto3's."""
-    if len(attr) == 1:
-        ((tag, raw),) = attr.items()
-        if tag == "S":
-            return raw
-        if tag == "M":
-            return {k: _value(v) for k, v in raw.items()}
-        if tag == "BOOL":
-            return raw
-        if tag == "NULL":
-            return None
-        if tag == "L":
-            return [_value(v) for v in raw]
-    return _plain(_de.deserialize(attr))
-
-
 def from_attr(attrs: dict[str, Any] | None) -> Item | None:
     if attrs is None:
         return None
-    return {k: _value(v) for k, v in attrs.items()}
+    return {k: _plain(_de.deserialize(v)) for k, v in attrs.items()}
 
 
 def change_of_record(record: Mapping[str, Any]) -> Change:
