@@ -61,10 +61,11 @@ def extended(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 @pytest.fixture(scope="session")
 def variant(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The app with the settings no other fixture sets (VARIANT_CONTEXT): a second stack's name,
-    webhooks, a mapping of two event sources, the data not kept. One synthesis for the tests of
-    each: the name only prefixes names, the webhooks build their own resources, the mapping
-    changes the bus policy and one variable, and not keeping the data changes removal policies
-    and empties the bucket."""
+    webhooks, a mapping of two event sources, the data not kept, tracing. One synthesis for the
+    tests of each: the name only prefixes names, the webhooks build their own resources, the
+    mapping changes the bus policy and one variable, not keeping the data changes removal
+    policies and empties the bucket, and tracing sets one variable and the supervisor's
+    tracing mode."""
     return synthesize(tmp_path_factory.mktemp("cdk-out-variant"), context=VARIANT_CONTEXT)
 
 

@@ -43,9 +43,9 @@ EXTENDED_CONTEXT = {
     "pool_memory_mb": json.dumps({EXTRA_POOL: 3008}),
     "api_memory_mb": "1024",
 }
-# The `variant` fixture's context: a second stack's name, two webhooks, two mapped event sources
-# and the data not kept (issue 36: one synthesis for the tests of each, none of which reads what
-# the others change).
+# The `variant` fixture's context: a second stack's name, two webhooks, two mapped event sources,
+# the data not kept and the X-Ray SDK's tracer on (issue 36: one synthesis for the tests of
+# each, none of which reads what the others change).
 SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:crm-key-AbCdEf"
 HOOKS = [
     {
@@ -65,6 +65,7 @@ VARIANT_CONTEXT = {
     config.CTX_WEBHOOKS: json.dumps(HOOKS),
     config.CTX_EVENT_OWNERS: json.dumps(VARIANT_OWNERS),
     config.CTX_RETAIN_DATA: "false",
+    config.CTX_TRACING: "true",
 }
 # Its agents are ones the examples register: the synth checks that every pool's code
 # registers the agents its steps name (shepherd_infra.agent_check).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk.assertions import Match, Template
-from infra_support import EXTRA_POOL, Synth, refers_to
+from infra_support import EXTRA_POOL, VARIANT_CONTEXT, Synth, refers_to
 from shepherd import routes
 from shepherd.definitions import load_directory
 from shepherd.observability import (
@@ -153,7 +152,7 @@ def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
     return props["Layers"], params
 
 
-def test_the_xray_sdk_tracer_is_switched_on_by_context() -> None:
+def test_the_xray_sdk_tracer_is_switched_on_by_context(variant: Synth) -> None:
     off, _ = _probe_function()
     assert ENV_TRACING not in off["Environment"]["Variables"]
     assert off["TracingConfig"] == {"Mode": "Active"}  # Lambda's own segments, no SDK
@@ -161,7 +160,9 @@ def test_the_xray_sdk_tracer_is_switched_on_by_context() -> None:
     assert on["Environment"]["Variables"][ENV_TRACING] == "true"
     # ... and the supervisor's active tracing, off by default (an idle stack runs it 525,600
     # times a month, and X-Ray bills each trace).
-    _, traced = build_app(context={config.CTX_TRACING: "true"}, outdir=tempfile.mkdtemp())
+    # (the session's `variant` app is built with the tracing context: tests/infra/conftest.py)
+    assert VARIANT_CONTEXT[config.CTX_TRACING] == "true"
+    traced = variant.stack
     supervisor = traced.shepherd.supervisor.function.node.default_child
     assert traced.resolve(supervisor.tracing_config) == {"mode": "Active"}
 
