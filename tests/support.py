@@ -69,6 +69,9 @@ class Harness:
     events: StreamedEvents | None = None
     # Each pool's rate limit and circuit breaker (shepherd.pool_policy), as the construct sets.
     pool_policies: dict[str, Any] = field(default_factory=dict)
+    # How a state machine's service Tasks reach AWS (`build_engine(services=...)`): moto's
+    # boto3 clients through `AwsServices(...).call`, or a test's fake.
+    services: Callable[[str, Any, str | None], Any] | None = None
 
     def __post_init__(self) -> None:
         self.queue = MemoryQueue(self.clock, visibility_ms=300_000)
@@ -98,6 +101,7 @@ class Harness:
             worker_id="test",
             background_heartbeats=False,
             pool_policies=parse_policies(self.pool_policies, source="pool_policies"),
+            services=self.services,
         )
         self.catalog = self.engine.catalog
         self.scheduler = self.engine.scheduler

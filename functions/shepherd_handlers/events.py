@@ -52,6 +52,7 @@ from shepherd.errors import (
     ScheduleNotFound,
     SignalIdConflict,
     SignalUnknown,
+    TagInvalid,
     TooManyMatches,
     TooManySignals,
     UnknownWorkflowType,
@@ -83,6 +84,9 @@ class StartWorkflowDetail(BaseModel):
     # principal the event's source maps to (`event_owners`), as for an API start.
     input_upload: Annotated[str | None, Field(pattern=UPLOAD_ID_PATTERN)] = None
     idempotency_key: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    # Business keys to find it by, as an API start's (checked by the engine, so a bad one is
+    # the API's `TagInvalid` with its reason; a firing carries none).
+    tags: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one_input(self) -> StartWorkflowDetail:
@@ -179,15 +183,23 @@ def _start(event: dict[str, Any]) -> dict[str, Any]:
     try:
         if detail.input_upload is not None:
             result = engine().uploads.start(
-                detail.type, detail.input_upload, idempotency_key=key, owner=owner
+                detail.type, detail.input_upload, idempotency_key=key, owner=owner, tags=detail.tags
             )
         else:
-            result = scheduler.start(detail.type, detail.input, idempotency_key=key, owner=owner)
+            result = scheduler.start(
+                detail.type, detail.input, idempotency_key=key, owner=owner, tags=detail.tags
+            )
     except PayloadTooLarge as exc:
         return _rejected(exc.code, str(exc))
     except UploadError as exc:  # not the owner's, used, expired, missing, mismatched
         return _rejected(exc.code, str(exc))
-    except (UnknownWorkflowType, InputInvalid, IdempotencyConflict, JsonRejected) as exc:
+    except (
+        UnknownWorkflowType,
+        InputInvalid,
+        IdempotencyConflict,
+        JsonRejected,
+        TagInvalid,
+    ) as exc:
         return _rejected(type(exc).__name__, str(exc))
     logger.info(
         "workflow started from an event",
@@ -230,6 +242,8 @@ def _not_a_firing(detail: StartWorkflowDetail, name: str) -> str | None:
         return f"schedule '{name}' starts '{state.workflow_type}', not '{detail.type}'"
     if detail.input_upload is not None or detail.input != spec.input:
         return f"a firing of schedule '{name}' carries the definition's Input, not its own"
+    if detail.tags:
+        return f"a firing of schedule '{name}' carries no tags"
     text = schedules.time_of(detail.idempotency_key) or ""
     try:
         when = datetime.strptime(text, schedules.TIME_FORMAT).replace(tzinfo=UTC)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -366,19 +365,23 @@ def _looks_ahead() -> bool:
 
 
 def _sweep_window(interval: float, window: float, context: LambdaContext) -> dict[str, Any]:
-    started = time.monotonic()
+    # Timed on the engine's clock, never the wall's: on Lambda they are one, and a harness on a
+    # simulated clock gets the same horizons on every run (a wall-clock read here made the
+    # bench's pinned request counts vary with the machine's load).
+    clock = engine().supervisor.scheduler.ports.clock
+    started = _now()
+    interval_ms = round(interval * 1000)
     # Sweeps start at 0, interval, 2 x interval, ... up to `window` seconds in (inclusive).
     planned = 1 + int(window / interval + 1e-9)
     sweeps, acted, due = 0, 0, 0
     supervisor = engine().supervisor
-    supervisor.sweep_interval_ms = round(interval * 1000)  # the next sweep comes this soon
+    supervisor.sweep_interval_ms = interval_ms  # the next sweep comes this soon
     while True:
         # The next sweep: this window's next one, or (after its last) the next invocation's,
         # taken as an interval away.
         until = None
         if _looks_ahead():
-            ahead = max(0.0, started + sweeps * interval + interval - time.monotonic())
-            until = look_ahead_until(_now() + round(ahead * 1000), round(interval * 1000))
+            until = look_ahead_until(max(_now(), started + (sweeps + 1) * interval_ms), interval_ms)
         report = supervisor.sweep(deadline_ms=_budget(context), until_ms=until)
         record(report)
         sweeps += 1
@@ -391,6 +394,5 @@ def _sweep_window(interval: float, window: float, context: LambdaContext) -> dic
             or context.get_remaining_time_in_millis() < SAFETY_MARGIN_MS + interval * 1000
         ):
             break
-        next_at = started + sweeps * interval
-        time.sleep(max(0.0, next_at - time.monotonic()))
+        clock.sleep(max(0, started + sweeps * interval_ms - _now()) / 1000)
     return {"sweeps": sweeps, "due": due, "actions": acted}

@@ -21,7 +21,7 @@ from shepherd_infra.access import Access
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.naming import PoolNames
 from shepherd_infra.pool_settings import ResolvedPool
-from shepherd_infra.runtime import FunctionSpec, LambdaRuntime, allow
+from shepherd_infra.runtime import FunctionSpec, InlineRole, LambdaRuntime, allow
 
 DLQ_RETENTION = Duration.days(14)  # the SQS maximum: time for an operator to look
 # What Lambda's pollers do with the queue for the function's role (the event source mapping):
@@ -108,9 +108,11 @@ class AgentPool(Construct):
         *,
         code: aws_lambda.Code | None = None,
         agent_modules: Sequence[str] = (),
+        role: InlineRole | None = None,
     ) -> aws_lambda.Function:
         """The pool's consumer: `code` holds the handlers and the pool's agents, which
-        `agent_modules` name (SHEPHERD_AGENT_MODULES)."""
+        `agent_modules` name (SHEPHERD_AGENT_MODULES); `role` one made for it (the
+        integration pool's: the integrations role), else one of its own."""
         pool, settings = self.pool, self.settings
         env = {**settings.environment, ENV_POOL: pool.name}
         if agent_modules:
@@ -133,6 +135,7 @@ class AgentPool(Construct):
                 security_groups=tuple(settings.security_groups),
                 reserved_concurrency=settings.reserved_concurrency,
                 log_group=runtime.pool_logs,
+                role=role,
             ),
         )
         # The event source mapping consumes this queue only: an agent receives nothing else.

@@ -7,11 +7,13 @@ function, service call and `aws-sdk` API becomes exactly the grant `shepherd.asl
 such grant listed as a synth warning naming the file and the state). A Task whose grant cannot
 be derived fails the synth, naming the file and the state.
 
-This is the role the integration pool will run as, the pool that carries out an ASL
-state machine's Lambda and service Tasks as supervised steps when the engine runs ASL (issue
-42). **That pool is not built yet**: the role is created alone, holding only the definitions'
-grants (no function assumes it yet; the engine's own table and queue access is granted with
-the pool's function, as every pool's is). An app with no ASL Task to grant gets no role.
+This is the role the integration pool runs as (`shepherd.asl.workflow.INTEGRATIONS_POOL`, the
+pool whose built-in agent carries out an ASL state machine's service Tasks, its
+`states:startExecution` Tasks and the Lambda functions mapped to it, as supervised units:
+`shepherd.asl.engine`). Its inline policy `Integrations` holds the definitions' grants and
+nothing else; the engine's own table, queue and payload access is granted with the pool's
+function, as every pool's is, in the role's other inline policy (`Shepherd`). An app with no
+ASL Task to grant gets no role (its integration pool, if it has one, gets a role of its own).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from shepherd.asl.grants import DYNAMIC, Env, Plan, plan
 
 from shepherd_infra.nag import acknowledge
 from shepherd_infra.naming import nag_text
+from shepherd_infra.runtime import InlineRole
 
 WILDCARD_REASON = (
     "Derived from the app's ASL definitions (shepherd.asl.grants): a resource a path or an "
@@ -39,6 +42,11 @@ WILDCARD_REASON = (
 
 # IAM's quota on the inline policies of one role, in characters without whitespace.
 ROLE_POLICY_LIMIT = 10_240
+# What the role's other policy (`Shepherd`: the engine's table, queues, payloads and logs, as
+# every pool function's) takes of that quota, with room to spare: measured 1,135 characters as
+# the template writes it, references unresolved (tests/infra/test_infra_integrations.py), about
+# twice that once they are.
+ENGINE_POLICY_RESERVE = 2_500
 
 
 def asl_plans(
@@ -65,7 +73,9 @@ def asl_workflow_types(definitions_dir: Path) -> set[str]:
 
 class IntegrationsRole(Construct):
     """The role (`role`, None when there is nothing to grant) holding exactly the grants the
-    ASL definitions of `definitions_dir` need; `plans` by file, for a user to read or test."""
+    ASL definitions of `definitions_dir` need; `plans` by file, for a user to read or test.
+    `pool`: the integration pool's function runs as it (its other inline policy, `Shepherd`,
+    then holds the engine's access that function is granted)."""
 
     def __init__(
         self,
@@ -74,6 +84,7 @@ class IntegrationsRole(Construct):
         *,
         definitions_dir: Path,
         workflow_types: Collection[str],
+        pool: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -85,26 +96,32 @@ class IntegrationsRole(Construct):
         if not statements:
             return
         size = policy_size(stack, statements)
-        if size > ROLE_POLICY_LIMIT:
+        if size > ROLE_POLICY_LIMIT - ENGINE_POLICY_RESERVE:
             raise ValueError(
                 f"the integrations role's policy would be about {size} characters, over IAM's "
-                f"{ROLE_POLICY_LIMIT} for a role's inline policies: the ASL definitions name "
+                f"{ROLE_POLICY_LIMIT} for a role's inline policies with the engine's access "
+                f"beside it ({ENGINE_POLICY_RESERVE} kept for it: the integration pool's "
+                f"function runs as this role): the ASL definitions name "
                 f"{sum(len(s['Resource']) for s in statements)} resources; deploy some of "
                 "them from another stack, or call some services from agents"
             )
-        self.role = aws_iam.Role(
-            self,
-            "Role",
-            assumed_by=aws_iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Shepherd integration pool (not built yet): the ASL definitions' grants",
-            inline_policies={
-                "Integrations": aws_iam.PolicyDocument(
-                    statements=[
-                        aws_iam.PolicyStatement(actions=[s["Action"]], resources=s["Resource"])
-                        for s in statements
-                    ]
-                )
-            },
+        document = aws_iam.PolicyDocument(
+            statements=[
+                aws_iam.PolicyStatement(actions=[s["Action"]], resources=s["Resource"])
+                for s in statements
+            ]
+        )
+        description = "Shepherd integration pool: the ASL definitions' grants"
+        self.role = (
+            InlineRole(self, "Role", description=description, policies={"Integrations": document})
+            if pool
+            else aws_iam.Role(
+                self,
+                "Role",
+                assumed_by=aws_iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=description,
+                inline_policies={"Integrations": document},
+            )
         )
         for resource in sorted({r for s in statements for r in s["Resource"] if "*" in r}):
             acknowledge(

@@ -25,7 +25,7 @@ from shepherd.settings import ENV_SERVICE
 
 from shepherd_infra import config
 from shepherd_infra.code import stage_core_layer, stage_handlers
-from shepherd_infra.nag import acknowledge
+from shepherd_infra.nag import acknowledge, acknowledged_with
 
 ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 
@@ -82,14 +82,23 @@ class InlineRole(aws_iam.Role):
     holds 500 resources), and nothing a function could run without (CloudFormation creates
     the role, policy included, before the function that names it)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, description: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        description: str,
+        policies: Mapping[str, aws_iam.PolicyDocument] | None = None,
+    ) -> None:
+        """`policies`: inline policies beside the role's own (`Shepherd`), kept apart (the
+        integrations role's `Integrations`: exactly what the ASL definitions name)."""
         self._document = aws_iam.PolicyDocument()
         super().__init__(
             scope,
             construct_id,
             assumed_by=aws_iam.ServicePrincipal("lambda.amazonaws.com"),
             description=description,
-            inline_policies={"Shepherd": self._document},
+            inline_policies={"Shepherd": self._document, **(policies or {})},
         )
 
     def add_to_principal_policy(
@@ -165,6 +174,9 @@ class FunctionSpec:
     # A log group shared with other functions (the agent pools'); default: one of its own.
     # Lambda names each stream after its function in a shared group, so nothing is mixed up.
     log_group: aws_logs.ILogGroup | None = None
+    # A role made elsewhere (the integration pool's: the integrations role); default: one of
+    # its own. Either way an `InlineRole`: every grant lands in its one `Shepherd` policy.
+    role: InlineRole | None = None
 
 
 class LambdaRuntime(Construct):
@@ -273,7 +285,9 @@ class LambdaRuntime(Construct):
         """A function with its own role (no managed policies) and its own log group, or the
         shared one its spec names."""
         holder = Construct(scope, construct_id)
-        role = InlineRole(holder, "Role", description=f"Shepherd {spec.description}")
+        role = spec.role or InlineRole(holder, "Role", description=f"Shepherd {spec.description}")
+        if spec.role is not None:  # what is acknowledged of its grants holds where it lives
+            acknowledged_with(holder, spec.role)
         log_group = spec.log_group or self._log_group(holder, "Logs")
         log_group.grant_write(role)
         fn = aws_lambda.Function(

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from aws_cdk import Annotations, Stage, aws_dynamodb, aws_events, aws_lambda, aws_s3, aws_sqs
 from constructs import Construct
-from shepherd.definitions import load_directory
+from shepherd.asl.workflow import INTEGRATIONS_POOL
+from shepherd.definitions import Definition, load_directory
 from shepherd.pool_policy import PoolPolicy
 from shepherd.settings import DEFAULT_SCHEDULE_OWNER, SCHEDULE_SOURCE, Settings
 from shepherd.topology import PoolSpec, pools
@@ -43,7 +44,7 @@ from shepherd_infra.monitoring import Monitoring
 from shepherd_infra.naming import pool_names, stack_scoped_name
 from shepherd_infra.payload_store import PayloadStore
 from shepherd_infra.pool_settings import PoolSettings, ResolvedPool
-from shepherd_infra.runtime import LambdaRuntime
+from shepherd_infra.runtime import InlineRole, LambdaRuntime
 from shepherd_infra.schedules import Schedules, schedule_count
 from shepherd_infra.state_store import StateStore
 from shepherd_infra.supervisor import Supervisor
@@ -78,7 +79,8 @@ class Shepherd(Construct):
 
     The `*.asl.json`/`*.asl.yaml` state machines of `definitions_dir` make `integrations`: the
     role their Lambda and service Tasks are granted to, exactly as they name them
-    (`shepherd_infra.integrations`; the integration pool that will run as it is not built yet).
+    (`shepherd_infra.integrations`), which the integration pool's function runs as (the pool
+    `integrations`, when a state machine has a Task it runs; its code is Shepherd's alone).
 
     `table_stage` deploys the table's indexes as one stage of an upgrade in place from the
     previous release (`shepherd_infra.table_stages`, driven by `shepherd upgrade`; default:
@@ -146,21 +148,21 @@ class Shepherd(Construct):
         # the file, the schedule and the field.
         # The state machines (`*.asl.json`) are left out: running their Lambda tasks on a
         # deployed pool is not built yet (docs/architecture.md, ASL on the engine).
-        self.definitions = {
-            name: d
-            for name, d in load_directory(definitions_dir).items()
-            if d.state_machine is None
-        }
+        loaded = load_directory(definitions_dir)
+        self.definitions = {name: d for name, d in loaded.items() if d.state_machine is None}
         # The ASL definitions' Tasks, granted to the integrations role exactly (a Task whose
         # grant cannot be derived fails the synth here, naming the file and the state).
+        # The pools the definitions name, and the retired ones the ledger still holds; and
+        # Shepherd's integration pool when a state machine has a Task it runs (a service call,
+        # another state machine, a Lambda function mapped to it), as the integrations role.
         self.integrations = IntegrationsRole(
             self,
             "Integrations",
             definitions_dir=definitions_dir,
             workflow_types=set(self.definitions) | asl_workflow_types(definitions_dir),
+            pool=INTEGRATIONS_POOL in (named_pools := _named_pools(loaded)),
         )
-        # The pools the definitions name, and the retired ones the ledger still holds.
-        self.pool_plan = ledger.plan(pool_ledger, pools(self.definitions), release_pools)
+        self.pool_plan = ledger.plan(pool_ledger, named_pools, release_pools)
         self.pool_specs = self.pool_plan.all
         self._warn_about_retired_pools()
         self.pool_functions = _pool_functions(
@@ -179,7 +181,11 @@ class Shepherd(Construct):
         if unknown:
             raise ValueError(f"pool_agents names pools no definition uses: {unknown}")
         retired = self.pool_plan.retired
-        missing = sorted(p for p in self.pool_specs if p not in pool_agents and agents is None)
+        missing = sorted(
+            p
+            for p in self.pool_specs
+            if p not in pool_agents and agents is None and p != INTEGRATIONS_POOL
+        )
         if missing:
             raise ValueError(f"no agent code for pools {missing}: pass agents= or pool_agents=")
 
@@ -347,6 +353,13 @@ class Shepherd(Construct):
         registered: dict[Path, set[str]] = {}  # a staged folder: the agents its modules register
         shared: tuple[aws_lambda.Code, Path] | None = None
         for name, pool in self.pools.items():
+            if name == INTEGRATIONS_POOL:
+                # Shepherd's own agent alone (no user code: a Lambda function mapped to it is
+                # invoked as deployed), as the integrations role when the definitions grant any.
+                role = self.integrations.role
+                assert role is None or isinstance(role, InlineRole)
+                pool.add_function(self.runtime, access, role=role)
+                continue
             asset: aws_lambda.Code
             code = pool_agents.get(name)
             if code is not None:
@@ -388,6 +401,15 @@ class Shepherd(Construct):
     def payload_bucket(self) -> aws_s3.IBucket:
         """Where large payloads live (the claim check)."""
         return self.payloads.bucket
+
+
+def _named_pools(loaded: Mapping[str, Definition]) -> dict[str, PoolSpec]:
+    """The pools the native definitions name, and the integration pool when a state machine
+    has a Task it runs (the state machines' own Lambda pools are not deployed yet)."""
+    native = {name: d for name, d in loaded.items() if d.state_machine is None}
+    machines = {name: d for name, d in loaded.items() if d.state_machine is not None}
+    integration = {k: v for k, v in pools(machines).items() if k == INTEGRATIONS_POOL}
+    return {**pools(native), **integration}
 
 
 def _sized(

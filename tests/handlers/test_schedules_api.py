@@ -330,6 +330,8 @@ def _forge(**change: Any) -> dict[str, Any]:
         # Not a time `cron(0 2 * * ? *)` in Paris produces (02:00 there is 01:00 UTC).
         ({"idempotency_key": "schedule:nightly:2026-11-26T02:00:00Z"}, "does not fire at"),
         ({"idempotency_key": "schedule:nightly:2026-11-26 01:00:00"}, "a firing's time"),
+        # Tags would let a forger file a schedule's workflow under a business key of theirs.
+        ({"tags": {"order": "o-1"}}, "carries no tags"),
     ],
 )
 def test_a_forged_schedule_firing_starts_nothing(

@@ -146,6 +146,30 @@ def test_start_workflow_events(stack: Stack, monkeypatch: pytest.MonkeyPatch) ->
         assert reply["status"] == "rejected" and reply["code"] == code
 
 
+def test_a_start_event_carries_tags_its_owner_finds_the_workflow_by(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37.5: a start may carry tags, from an event as from the API; a bad one is the
+    API's `TagInvalid`, with nothing written."""
+    from shepherd_handlers import events
+
+    _map_sources(monkeypatch, {"acme.orders": ACME})
+    detail = {"type": "order_fulfilment", "input": ORDER, "tags": {"order": "o-17"}}
+    started = events.handler(_event(detail), LambdaContext())
+    assert started["status"] == "accepted"
+    status, _, found = stack.api("GET", "/workflows", query={"tag": "order:o-17"}, caller=ACME)
+    assert status == 200
+    assert [row["workflow_id"] for row in found["items"]] == [started["workflow_id"]]
+    assert found["items"][0]["tags"] == {"order": "o-17"}
+    before = stack.api("GET", "/workflows", caller=ACME)[2]["items"]
+    for tags in ({"bad key!": "x"}, {"order": "x" * 257}, {f"k{i}": "v" for i in range(11)}):
+        reply = events.handler(
+            _event({**detail, "tags": tags, "idempotency_key": str(len(tags))}), LambdaContext()
+        )
+        assert reply["status"] == "rejected" and reply["code"] == "TagInvalid", reply
+    assert stack.api("GET", "/workflows", caller=ACME)[2]["items"] == before
+
+
 def test_an_event_cannot_claim_an_owner(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """Changed on purpose: `detail.owner` was trusted as sent, so anyone allowed to put
     events could start workflows as any principal and take its idempotency keys."""
@@ -270,6 +294,27 @@ def test_supervisor_sweeps_several_times_within_one_invocation(
 
     runtime.engine.cache_clear()  # settings are read once per sandbox
     assert stack.sweep()["sweeps"] == 5  # at 0, 0.05, 0.1, 0.15 and 0.2 s
+
+
+def test_a_sweep_window_is_timed_on_the_engines_clock_not_the_wall(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A harness on a simulated clock (the bench, the simulator) gets the same sweeps and
+    horizons on every run: the window waits on the engine's clock, so a 20 s window passes in
+    no wall time, and a wall-clock read would have made the pinned request counts flaky."""
+    from shepherd.clock import ManualClock
+
+    monkeypatch.setenv("SHEPHERD_SWEEP_INTERVAL_SECONDS", "5")
+    monkeypatch.setenv("SHEPHERD_SWEEP_WINDOW_SECONDS", "20")
+    from shepherd_handlers import runtime
+
+    runtime.engine.cache_clear()  # settings are read once per sandbox
+    clock = ManualClock()
+    monkeypatch.setattr(runtime.engine().supervisor.scheduler.ports, "clock", clock)
+    before, started = clock.now_ms(), time.monotonic()
+    assert stack.sweep()["sweeps"] == 5  # at 0, 5, 10, 15 and 20 s of the engine's clock
+    assert clock.now_ms() - before == 20_000
+    assert time.monotonic() - started < 15  # it never slept on the wall
 
 
 def test_supervisor_ticks_replace_sleeping_between_sweeps(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infra_support import EXTRA_POOL, Synth, queue_arn_of, refers_to, render
+from shepherd.asl.workflow import INTEGRATIONS_POOL
 from shepherd.definitions import load_directory
 from shepherd.observability import ENV_POOL, HANDLER_AGENT
 from shepherd.settings import (
@@ -66,17 +67,18 @@ def test_a_new_pool_in_a_definition_adds_its_queue_dlq_and_function(
         for f in extended.of_type("AWS::Lambda::Function").values()
         if f["Properties"]["Handler"] == HANDLER_AGENT
     }
-    assert set(agents) == set(shepherd.construct.pools) | {EXTRA_POOL}
+    # The extended app's state machine has service Tasks: Shepherd's integration pool too.
+    assert set(agents) == set(shepherd.construct.pools) | {EXTRA_POOL, INTEGRATIONS_POOL}
     # 200 s task + the agent's overhead: the timeout comes from the definition, not from infra.
     assert agents[EXTRA_POOL]["Timeout"] == spec.function_timeout_seconds == 230
     extended.template.resource_count_is(
-        "AWS::Lambda::Function", 5 + len(shepherd.construct.pools) + 1
+        "AWS::Lambda::Function", 5 + len(shepherd.construct.pools) + 2
     )
     # + the relay's failures, the supervisor's ticks and the start failures, + the schedules'
     # dead letters if any
     schedules = 0 if extended.construct.schedules is None else 1
     extended.template.resource_count_is(
-        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 1) + 3 + schedules
+        "AWS::SQS::Queue", 2 * (len(shepherd.construct.pools) + 2) + 3 + schedules
     )
 
 

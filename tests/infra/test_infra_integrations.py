@@ -20,13 +20,21 @@ from infra_support import (
     resources,
 )
 from rehearsal import PSEUDO
+from shepherd.asl.workflow import INTEGRATIONS_POOL
+from shepherd.settings import ENV_AGENT_MODULES
 from shepherd_infra.application import build_app
-from shepherd_infra.integrations import IntegrationsRole
+from shepherd_infra.integrations import ENGINE_POLICY_RESERVE, IntegrationsRole
 
 
-def _grants(synth: Synth, role_id: str) -> set[tuple[str, str]]:
+def _grants(synth: Synth, role_id: str, policy: str = "Integrations") -> set[tuple[str, str]]:
+    """The (action, resource) pairs of one inline policy of a role."""
     out = set()
-    for statement in synth.role_statements(role_id):
+    (document,) = [
+        p["PolicyDocument"]
+        for p in synth.props(role_id).get("Policies", [])
+        if p["PolicyName"] == policy
+    ]
+    for statement in document["Statement"]:
         assert statement["Effect"] == "Allow"
         assert set(statement) == {"Effect", "Action", "Resource"}, statement  # no condition
         for action in actions(statement):
@@ -51,15 +59,62 @@ def test_the_role_holds_exactly_the_function_the_send_and_the_put(extended: Synt
     props = extended.props(role_id)
     (trust,) = props["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "lambda.amazonaws.com"}
-    # The pool that will run as it is not built: no function assumes the role yet.
-    for logical_id in extended.of_type("AWS::Lambda::Function"):
-        assert extended.props(logical_id)["Role"] != {"Fn::GetAtt": [role_id, "Arn"]}
+    # Its two inline policies and nothing attached: the definitions' grants apart from the
+    # engine's own access, which the integration pool's function needs as every pool's does.
+    assert sorted(p["PolicyName"] for p in props["Policies"]) == ["Integrations", "Shepherd"]
+    attached = extended.of_type("AWS::IAM::Policy").values()
+    assert not [p for p in attached if {"Ref": role_id} in p["Properties"]["Roles"]]
+    engine = json.dumps([p for p in props["Policies"] if p["PolicyName"] == "Shepherd"])
+    assert "CheckStock" not in engine and "table/Orders" not in engine
     # And no other role or policy is granted the definitions' resources.
     others = {**extended.of_type("AWS::IAM::Role"), **extended.of_type("AWS::IAM::Policy")}
     for logical_id in others:
         if logical_id != role_id:
             text = json.dumps(extended.resources[logical_id])
             assert "CheckStock" not in text and "table/Orders" not in text, logical_id
+
+
+def test_the_integration_pool_runs_as_the_integrations_role_with_shepherds_code_alone(
+    extended: Synth,
+) -> None:
+    """Issue 38: the pool whose built-in agent carries out the state machines' service Tasks
+    is a pool as any other (its queue, its DLQ, its event source mapping), and its function
+    runs as the derived role, with no user agent code (a Lambda function mapped to it is
+    invoked as deployed, never served by an agent of its own code)."""
+    role = extended.construct.integrations.role
+    assert role is not None
+    pool = extended.construct.pools[INTEGRATIONS_POOL]
+    assert pool.function is not None and pool.mapping is not None
+    function_id = extended.logical_id(pool.function)
+    props = extended.props(function_id)
+    assert props["Role"] == {"Fn::GetAtt": [extended.logical_id(role), "Arn"]}
+    assert ENV_AGENT_MODULES not in extended.function_env(function_id)
+    (mapping,) = [
+        m
+        for m in extended.of_type("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
+    queue_id = extended.logical_id(pool.queue)
+    assert mapping["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    redrive = extended.props(queue_id)["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": [extended.logical_id(pool.dlq), "Arn"]}
+    # The engine's access beside the grants fits what the synth keeps for it (its size as
+    # the template writes it, references unresolved, cdk-nag's measure of the grants aside).
+    (engine,) = [
+        p["PolicyDocument"]
+        for p in extended.props(extended.logical_id(role))["Policies"]
+        if p["PolicyName"] == "Shepherd"
+    ]
+    size = len(json.dumps(engine, separators=(",", ":")))
+    print(f"the integration pool's engine policy: {size} characters")
+    assert 1_000 < size <= ENGINE_POLICY_RESERVE, size
+    # Only this function runs as the role.
+    runs_as = [
+        fid
+        for fid, fn in extended.of_type("AWS::Lambda::Function").items()
+        if fn["Properties"]["Role"] == {"Fn::GetAtt": [extended.logical_id(role), "Arn"]}
+    ]
+    assert runs_as == [function_id]
 
 
 def test_an_app_without_asl_tasks_has_no_integrations_role(shepherd: Synth) -> None:
@@ -186,7 +241,7 @@ def test_more_grants_than_a_role_policy_holds_fail_the_synth(tmp_path: Path) -> 
     del states["Call159"]["Next"]
     _asl(definitions, "wide.asl.json", states)
     stack = Stack(App(), "Probe")
-    with pytest.raises(ValueError, match="over IAM's 10240 for a role's inline policies"):
+    with pytest.raises(ValueError, match="over IAM's 10240 for a role's inline policies with"):
         IntegrationsRole(stack, "Integrations", definitions_dir=definitions, workflow_types=set())
     # 40 functions are well within it.
     few = tmp_path / "few"

@@ -178,7 +178,16 @@ def test_a_cancel_of_the_parent_cancels_its_running_children() -> None:
                         "States": {
                             "Inner": {
                                 "Type": "Parallel",
-                                "Branches": [machine_branches[0]],
+                                # A second waiting branch; state names are unique in the
+                                # whole state machine (the spec), so this one is SlowToo.
+                                "Branches": [
+                                    {
+                                        "StartAt": "SlowToo",
+                                        "States": {
+                                            "SlowToo": machine_branches[0]["States"]["Slow"]
+                                        },
+                                    }
+                                ],
                                 "End": True,
                             }
                         },

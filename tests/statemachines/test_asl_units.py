@@ -218,7 +218,22 @@ def test_interpreter_is_a_pure_function_of_frame_and_event() -> None:
 
 
 def test_transition_cap_stops_an_endless_loop() -> None:
-    machine = parse({"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "A"}}})
+    # A loop whose way out is never taken (AWS refuses a machine with no terminal state at all:
+    # MISSING_END_STATE).
+    machine = parse(
+        {
+            "StartAt": "A",
+            "States": {
+                "A": {"Type": "Pass", "Next": "Again?"},
+                "Again?": {
+                    "Type": "Choice",
+                    "Choices": [{"Variable": "$.stop", "IsPresent": True, "Next": "Done"}],
+                    "Default": "A",
+                },
+                "Done": {"Type": "Succeed"},
+            },
+        }
+    )
     frame, actions = Interpreter(machine, max_transitions=50).start({}, NOW)
     assert isinstance(actions[-1], Failed) and actions[-1].error == "States.Runtime"
     assert frame.transitions == 50

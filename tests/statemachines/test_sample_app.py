@@ -170,3 +170,39 @@ def test_the_cli_runs_the_sample_with_its_service_call(
         assert "Sell Stock #1: " in err and "Record Transaction #1: " in err
         items = boto3.client("dynamodb", region_name=REGION).scan(TableName=TABLE)["Items"]
         assert [(i["Type"]["S"], i["Price"]["N"]) for i in items] == [("sell", "90")]
+
+
+def test_the_sample_runs_on_the_engine_its_functions_as_agents_its_put_in_the_pool(
+    sample: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: the same file on the engine (in memory, its service call on moto): each Task a
+    supervised unit, the functions on their agents, `dynamodb:putItem` a unit of Shepherd's
+    integration pool; the trade is read back from the table."""
+    from shepherd.asl.workflow import INTEGRATIONS_POOL
+    from shepherd.definitions import load_directory
+    from shepherd.keys import WF_SK, wf_pk
+    from support import memory_harness
+
+    monkeypatch.setattr(sample, "market", Market(30, 4))
+    with mock_aws():
+        client = _table()
+        services = AwsServices(lambda name: boto3.client(name, region_name=REGION))
+        h = memory_harness(
+            definitions=load_directory(FILE.parent), agents=sample.registry, services=services.call
+        )
+        wf = h.start("stock_trader", {})
+        h.pump()
+        item = h.store.get(wf_pk(wf), WF_SK)
+        assert item is not None and item["status"] == "SUCCEEDED", item.get("asl_cause")
+        pools = [(t.pool, t.message.step) for t in h.queue.sent]
+        assert pools == [
+            ("asl", "V#Check Stock Value#1"),
+            ("asl", "V#Buy Stock#1"),
+            (INTEGRATIONS_POOL, "V#Record Transaction#1"),
+        ]
+        (trade,) = client.scan(TableName=TABLE)["Items"]
+        assert (trade["Type"], trade["Price"], trade["Quantity"]) == (
+            {"S": "buy"},
+            {"N": "30"},
+            {"N": "4"},
+        )

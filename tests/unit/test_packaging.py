@@ -95,7 +95,10 @@ def test_the_runtime_asks_for_ranges_and_this_repository_pins_them() -> None:
         assert _version(lows[name]) <= _version(pin), f"{name}: pinned {pin} below {lows[name]}"
         assert importlib.metadata.version(name) == pin, f"{name}: not the pinned version"
     makefile = (ROOT / "Makefile").read_text()
-    assert "pip install --quiet -c constraints.txt -e '.[dev]'" in makefile
+    # by uv, or by pip where uv cannot reach the index: the same constraints either way
+    assert "$(call pip_install,$(VENV),-c constraints.txt -e '.[dev]')" in makefile
+    assert "&& $(1)/bin/uv pip install --quiet --python $(1)/bin/python $(2)" in makefile
+    assert "|| $(1)/bin/python -m pip install --quiet $(2)" in makefile
     assert "$(STAMP): pyproject.toml constraints.txt" in makefile
 
 

@@ -8,8 +8,10 @@ Each file `tests/statemachines/conformance/<feature>.json` is a list of cases: `
 is loaded, with this text in the message, such as AWS's SCHEMA_VALIDATION_FAILED); optionally
 the simulated `seconds` the run took (or `seconds_at_most`, for a random jitter), its
 `transitions`, `s3` (buckets and their objects, put in moto's S3 before the run, for a
-distributed Map's ItemReader and ResultWriter), and a `description` naming where the expected
-result comes from: the guide, or an execution recorded against AWS. The Lambda functions the cases name are the fixtures below, each as the
+distributed Map's ItemReader and ResultWriter), `mock_config` and `test_case` (a Step
+Functions Local mock configuration, its state machine named `M`: the Task states the test case
+names answer with its recorded responses, shepherd.asl.mocks), and a `description` naming where
+the expected result comes from: the guide, or an execution recorded against AWS. The Lambda functions the cases name are the fixtures below, each as the
 guide's examples describe it.
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from shepherd.asl import ExecutionResult, parse, run_state_machine
 from shepherd.asl.integrations import Integrations
+from shepherd.asl.mocks import Mocks, select
 from shepherd.errors import DefinitionError
 
 CASES = Path(__file__).resolve().parents[2] / "tests" / "statemachines" / "conformance"
@@ -123,6 +126,9 @@ def _session() -> Any:
 
 
 def _run(case: dict[str, Any], machine: Any) -> ExecutionResult:
+    if "mock_config" in case:
+        mocked = Mocks(select(case["mock_config"], "M", case["test_case"], machine, case["name"]))
+        return run_state_machine(machine, case["input"], functions=functions(), mocks=mocked)
     if "s3" not in case:
         return run_state_machine(machine, case["input"], functions=functions())
     # A case that reads or writes S3 runs against moto's S3, in process.

@@ -27,6 +27,16 @@ def _log(message: str) -> None:
 KEPT_MARKER = "<!-- kept by make bench:"
 
 
+def _asl() -> dict[str, Any]:
+    from shepherd_bench import asl
+
+    _log("ASL state machines (issue 42)")
+    measured = asl.run_asl()
+    for line in asl.describe(measured):
+        _log(f"  {line}")
+    return measured
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shepherd_bench", description=__doc__)
     parser.add_argument("--workflows", type=int, default=40, help="per cost scenario")
@@ -140,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             f"${row['usd_per_million_items']:.2f}/M items ({row['ratio_to_plain_step']:.2f}x a step)"
         )
 
+    results["asl"] = _asl()
     r = results["cost"]["running"]
     _log(
         f"  a running step ({r['seconds']} s, HeartbeatSeconds {r['heartbeat_seconds']}): "

@@ -5,19 +5,22 @@ object `{"status", "output", "error", "cause"}` and exits 0 when it SUCCEEDED, 1
 checks ASL files with the same loader.
 
 This runs no engine: nothing is supervised or stored. It is for trying a state machine copied
-from Step Functions before it runs on the engine.
+from Step Functions before it runs on the engine. `--mock-config FILE --test-case NAME` answers
+the Task states a Step Functions Local test case names with its recorded responses
+(shepherd.asl.mocks), so a run can be compared with what AWS recorded.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from shepherd.asl import StateMachine, asl_files, load_file, run_state_machine, workflow_type
+from shepherd.asl import StateMachine, asl_files, load_file, mocks, run_state_machine, workflow_type
 from shepherd.asl.integrations import Integrations
 from shepherd.asl.lambdas import INVOKE, WAIT_FOR_TOKEN, function_name
 from shepherd.engine.agent import AgentContext, AgentRegistry
@@ -104,12 +107,24 @@ def _siblings(path: Path, machine: StateMachine) -> dict[str, StateMachine]:
 def cmd_asl_run(args: argparse.Namespace, registry: AgentRegistry) -> int:
     path = Path(args.file)
     machine = load_file(path)
+    # Step Functions Local reads its mock configuration from SFN_MOCK_CONFIG; so does this.
+    config = args.mock_config or os.environ.get("SFN_MOCK_CONFIG") or None
+    if args.mock_config is not None and args.test_case is None:
+        raise DefinitionError("--mock-config needs --test-case")
+    if args.test_case is not None and config is None:
+        raise DefinitionError("--test-case needs --mock-config (or SFN_MOCK_CONFIG)")
+    mocked = None
+    if args.test_case is not None and config is not None:
+        mocked = mocks.load(
+            config, args.state_machine or workflow_type(path), args.test_case, machine
+        )
     result = run_state_machine(
         machine,
         args.input,
         functions=as_functions(registry, workflow_type(path)),
         tasks=aws_tasks(),
         machines=_siblings(path, machine),
+        mocks=mocked,
     )
     if args.path:
         for visit in result.path:
@@ -135,3 +150,15 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--input", default="{}", help="JSON, or @file")
     run.add_argument("--agents", metavar="MODULES", help="default: [tool.shepherd] agent-modules")
     run.add_argument("--path", action="store_true", help="print the states entered (stderr)")
+    run.add_argument(
+        "--mock-config",
+        metavar="FILE",
+        help="Step Functions Local's mock configuration (default: $SFN_MOCK_CONFIG): the Task "
+        "states --test-case names answer with its recorded responses",
+    )
+    run.add_argument("--test-case", metavar="NAME", help="the test case of --mock-config to run")
+    run.add_argument(
+        "--state-machine",
+        metavar="NAME",
+        help="the state machine's name in --mock-config (default: the file's, <name>.asl.json)",
+    )

@@ -587,9 +587,17 @@ class Definition(_Model):
         """Every step and compensation spec an agent pool runs (not a Wait, an Approval or a
         child-workflow step)."""
         if self.state_machine is not None:  # one per Lambda function its Tasks name
-            from shepherd.asl.workflow import lambda_functions  # noqa: PLC0415
+            from shepherd.asl import workflow  # noqa: PLC0415
 
-            return tuple(asl_task(self, *f) for f in lambda_functions(self.machine))
+            machine = self.machine
+            found = [
+                asl_task(self, *f)
+                for f in workflow.lambda_functions(machine)
+                if self.lambda_pools.get(f[0], self.lambda_pool) != workflow.INTEGRATIONS_POOL
+            ]
+            if workflow.needs_integrations(machine, self.lambda_pools, self.lambda_pool):
+                found.append(integrations_task())
+            return tuple(found)
         out: list[TaskSpec] = []
         for s in self.steps:
             if s.runs_agent:
@@ -740,6 +748,22 @@ def asl_task(
     return TaskSpec.model_construct(
         agent=function,
         pool=definition.lambda_pools.get(function, definition.lambda_pool),
+        timeout_seconds=seconds,
+        heartbeat_seconds=beat if beat is not None and beat < seconds else None,
+        retry=RetryPolicy.model_validate({"MaxAttempts": 0}),
+    )
+
+
+def integrations_task(timeout: float | None = None, heartbeat: float | None = None) -> TaskSpec:
+    """The settings of an attempt Shepherd's integration pool runs (a service call, another
+    state machine, a deployed Lambda function): its built-in agent, the pool, the lease."""
+    from shepherd.asl import workflow  # noqa: PLC0415
+
+    seconds = max(1, int(timeout)) if timeout else workflow.INTEGRATIONS_TIMEOUT_SECONDS
+    beat = max(2, int(heartbeat)) if heartbeat else None
+    return TaskSpec.model_construct(
+        agent=workflow.INTEGRATIONS_AGENT,
+        pool=workflow.INTEGRATIONS_POOL,
         timeout_seconds=seconds,
         heartbeat_seconds=beat if beat is not None and beat < seconds else None,
         retry=RetryPolicy.model_validate({"MaxAttempts": 0}),

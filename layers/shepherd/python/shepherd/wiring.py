@@ -227,7 +227,19 @@ class Shepherd:
             sweep_groups=self.settings.sweep_groups,
             looks=ThreadedLooks(self.settings.sweep_looks),
             pool_policies=self.settings.pool_policies,
+            services=self.services,
         )
+
+    def services(self, resource: str, parameters: Any, idempotency_key: str | None) -> Any:
+        """A state machine's service Task, through boto3 (built on first use): the AWS
+        service, as this function's role (the integration pool's: the integrations role)."""
+        return self._services.call(resource, parameters, idempotency_key)
+
+    @cached_property
+    def _services(self) -> Any:
+        from shepherd.adapters.services import AwsServices  # noqa: PLC0415
+
+        return AwsServices(lambda name: _default_session().client(name))
 
     @property
     def catalog(self) -> Catalog:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from shepherd.errors import DefinitionError
 
+from . import mocks
 from .document import StateMachine, parse
 from .runner import Callbacks, ExecutionResult, run_state_machine
 
@@ -26,6 +27,7 @@ __all__ = [
     "is_asl_file",
     "load_directory",
     "load_file",
+    "mocks",
     "parse",
     "run_state_machine",
     "workflow_type",

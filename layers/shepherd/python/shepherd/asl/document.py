@@ -9,6 +9,7 @@ half-understood.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,13 @@ JSONPATH, JSONATA = "JSONPath", "JSONata"
 SCHEMA_VALIDATION_FAILED = "SCHEMA_VALIDATION_FAILED"
 MAX_WAIT_SECONDS = 99_999_999  # the guide's bound on a Wait's Seconds
 MISSING_TRANSITION_TARGET = "MISSING_TRANSITION_TARGET"
+INVALID_JSONATA_EXPRESSION = "INVALID_JSONATA_EXPRESSION"
+# The API reference's other diagnostic codes (ValidateStateMachineDefinitionDiagnostic): "the
+# workflow does not have a terminal state", "the same state name appears more than once".
+MISSING_END_STATE = "MISSING_END_STATE"
+DUPLICATE_STATE_NAME = "DUPLICATE_STATE_NAME"
+UNSUPPORTED_JSONATA_EXPRESSION = "UNSUPPORTED_JSONATA_EXPRESSION"
+_CATCHER = re.compile(r"\.Catch\[\d+\]$")  # where a catcher's Output and Assign sit
 STATE_TYPES = ("Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map")
 TERMINAL_TYPES = ("Succeed", "Fail")
 
@@ -137,6 +145,11 @@ class StateMachine:
     assigned: frozenset[str] = field(default_factory=frozenset)
 
 
+# statemachine-structure.html: "You cannot revert a top-level JSONata-based state machine to a
+# mix of JSONata and JSONPath states" (a JSONPath machine's states may each be JSONata).
+_NO_JSONPATH_IN_JSONATA = "a state of a JSONata state machine cannot be JSONPath"
+
+
 def parse(data: Any, source: str = "<state machine>") -> StateMachine:
     """The validated state machine of an ASL document (its JSON value)."""
     if not isinstance(data, dict):
@@ -147,6 +160,8 @@ def parse(data: Any, source: str = "<state machine>") -> StateMachine:
 class _Parser:
     def __init__(self, source: str) -> None:
         self.source = source
+        self.names: dict[str, str] = {}  # every state's name, the whole machine's: where it is
+        self.top_language = JSONPATH
 
     def fail(
         self, where: str, message: str, code: str | None = SCHEMA_VALIDATION_FAILED
@@ -174,6 +189,8 @@ class _Parser:
         language = data.get("QueryLanguage", language)
         if language not in (JSONPATH, JSONATA):
             raise self.fail(f"{where}QueryLanguage", "must be JSONPath or JSONata")
+        if top:
+            self.top_language = language  # each state checks it (a branch's inherit theirs)
         states = data.get("States")
         if not isinstance(states, dict) or not states:
             raise self.fail(f"{where}States", "a non-empty object of states is required")
@@ -230,7 +247,8 @@ class _Parser:
                 )
 
     def check_reachable(self, where: str, start: str, states: Mapping[str, State]) -> None:
-        """Every state is reached from StartAt: AWS refuses a state that is not with
+        """Every state is reached from StartAt and one at least ends the workflow (AWS's
+        MISSING_END_STATE otherwise): AWS refuses a state that is not with
         `MISSING_TRANSITION_TARGET: State "X" is not reachable.` (its CreateStateMachine
         answer, quoted in LocalStack's pull request 12487)."""
         seen, todo = {start}, [start]
@@ -252,6 +270,12 @@ class _Parser:
                     f'State "{name}" is not reachable.',
                     code=MISSING_TRANSITION_TARGET,
                 )
+        if not any(s.end or s.type in TERMINAL_TYPES for s in states.values()):
+            raise self.fail(
+                where or "States",
+                "The workflow does not have a terminal state",
+                code=MISSING_END_STATE,
+            )
 
     def state(
         self, name: str, body: Any, where: str, language: str, scope: frozenset[str]
@@ -259,13 +283,27 @@ class _Parser:
         at = f"{where}States.{name}"
         if not isinstance(body, dict):
             raise self.fail(at, "a state is a JSON object")
+        # The spec: a state's name is at most 80 Unicode characters, unique in the whole machine.
+        if len(name) > 80:
+            raise self.fail(at, "a state's name is at most 80 characters")
+        if name in self.names:
+            raise self.fail(
+                at,
+                f"the state name '{name}' is already used at {self.names[name]}: state names "
+                "are unique in the whole state machine",
+                code=DUPLICATE_STATE_NAME,
+            )
+        self.names[name] = at
         kind = body.get("Type")
         if kind not in STATE_TYPES:
             raise self.fail(f"{at}.Type", f"'{kind}' is not one of {', '.join(STATE_TYPES)}")
         language = body.get("QueryLanguage", language)
         if language not in (JSONPATH, JSONATA):
             raise self.fail(f"{at}.QueryLanguage", "must be JSONPath or JSONata")
+        if language == JSONPATH and self.top_language == JSONATA:
+            raise self.fail(f"{at}.QueryLanguage", _NO_JSONPATH_IN_JSONATA)
         self.check_fields(at, kind, language, body)
+        self.check_variable_names(at, body)
         next_, end = self.flow(at, kind, body)
         state = State(
             name=name,
@@ -332,19 +370,55 @@ class _Parser:
             elif not paths.is_path(value):
                 raise self.fail(f"{at}.{key}", f"{value!r} is not a path or an intrinsic function")
 
-    def check_expressions(self, at: str, value: Any) -> None:
+    def check_variable_names(self, at: str, body: Mapping[str, Any]) -> None:
+        """`$states` is reserved: no Assign (a state's, a Choice rule's, a catcher's) may name a
+        variable `states` (AWS refuses it, as the floci emulator's measurements record)."""
+        places = [("Assign", body.get("Assign"))]
+        for list_field in ("Choices", "Catch"):
+            entries = body.get(list_field)
+            for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                if isinstance(entry, dict):
+                    places.append((f"{list_field}[{i}].Assign", entry.get("Assign")))
+        for where, assign in places:
+            for key in assign if isinstance(assign, dict) else {}:
+                if str(key).removesuffix(".$") == "states":
+                    raise self.fail(
+                        f"{at}.{where}.{key}", "the variable name 'states' is reserved ($states)"
+                    )
+
+    def check_expressions(self, at: str, value: Any, *, error_output: bool = False) -> None:
+        """Every `{% %}` expression of a JSONata state parses and reads only what AWS lets it
+        (CreateStateMachine's INVALID_JSONATA_EXPRESSION and UNSUPPORTED_JSONATA_EXPRESSION,
+        with AWS's words); `$states.errorOutput` only in a catcher's Output and Assign."""
         if jsonata.is_expression(value):
             try:
                 jsonata.check(value)
             except StatesError as exc:
-                raise self.fail(at, f"not a valid JSONata expression: {exc.cause}") from None
+                words = exc.cause.rsplit(": ", 1)[-1]  # the parser's sentence, as AWS gives it
+                raise self.fail(at, words, code=INVALID_JSONATA_EXPRESSION) from None
+            for name in jsonata.references(value):
+                if name == jsonata.ERROR_OUTPUT and error_output:
+                    continue
+                message = (
+                    f"Field '{name}' does not exist."
+                    if name == jsonata.ERROR_OUTPUT
+                    else "Reference to '$$' is not supported."
+                    if name == jsonata.ROOT
+                    else f"Reference to '{name}' at the top level is not supported."
+                )
+                raise self.fail(at, message, code=UNSUPPORTED_JSONATA_EXPRESSION)
         elif isinstance(value, dict):
+            in_catcher = bool(_CATCHER.search(at))
             for k, v in value.items():
                 if k not in ("ItemProcessor", "Iterator", "Branches"):
-                    self.check_expressions(f"{at}.{k}", v)
+                    self.check_expressions(
+                        f"{at}.{k}",
+                        v,
+                        error_output=error_output or (in_catcher and k in ("Output", "Assign")),
+                    )
         elif isinstance(value, list):
             for i, v in enumerate(value):
-                self.check_expressions(f"{at}[{i}]", v)
+                self.check_expressions(f"{at}[{i}]", v, error_output=error_output)
 
     def flow(self, at: str, kind: str, body: Mapping[str, Any]) -> tuple[str | None, bool]:
         if kind in TERMINAL_TYPES or kind == "Choice":

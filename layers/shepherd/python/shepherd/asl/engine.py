@@ -29,9 +29,14 @@
 * **Parallel and Map are children**: each branch or item a child ASL workflow created with the
   write that reaches the state; the last child's end moves the parent on.
 * **The machine's TimeoutSeconds** is a deadline on the cursor; the look at it ends it FAILED.
+* **Service Tasks** (a service integration, `states:startExecution`, a Lambda function mapped to
+  the integration pool) are units of Shepherd's integration pool, carried out here (`run`)
+  with the runner's own shaping; a `.waitForTaskToken` Task (or a `startExecution.sync`) rests
+  WAITING after its call until its token's callback (`callback`) or its child's end
+  (`child_ended`).
 
 Not built here yet: more than 40 branches or items, a MaxConcurrency below the item count,
-`.waitForTaskToken` and service integrations, operator actions but cancel.
+operator actions but cancel.
 
 Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 """
@@ -43,7 +48,7 @@ import hashlib
 import json
 import logging
 import uuid as _uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,8 +56,17 @@ from shepherd import jsonsafe
 from shepherd.conditions import Eq, Item, Missing, Update, all_of
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.retry import GiveUp, RetryIn
-from shepherd.definitions import TaskSpec, asl_task
+from shepherd.definitions import TaskSpec, asl_task, integrations_task
 from shepherd.engine import listing
+from shepherd.engine.outputs import workflow_output
+from shepherd.engine.tokens import TaskToken, matches
+from shepherd.errors import (
+    HeartbeatTooSoon,
+    ShepherdError,
+    TaskTokenInvalid,
+    TaskTokenStale,
+    UnknownWorkflowType,
+)
 from shepherd.keys import VISIT_PREFIX, WF_SK, item_sk, visits_pk, wf_pk
 from shepherd.model import (
     OutgoingTask,
@@ -60,11 +74,12 @@ from shepherd.model import (
     StepStatus,
     TaskMessage,
     WorkflowRecord,
+    WorkflowState,
     WorkflowStatus,
 )
 
-from . import lambdas
-from .errors import RUNTIME, StatesError
+from . import integrations, lambdas, workflow
+from .errors import RUNTIME, TASK_FAILED, StatesError
 from .machine import (
     Action,
     BranchesFinished,
@@ -95,6 +110,7 @@ if TYPE_CHECKING:
     from shepherd.engine.catalog import Catalog
     from shepherd.engine.executor import Executor
     from shepherd.model import OutgoingTask, StepRecord
+    from shepherd.payloads import Payloads
     from shepherd.ports import Store
 
 logger = logging.getLogger(__name__)
@@ -188,15 +204,43 @@ class Cursor:
 
 
 @dataclass(frozen=True)
+class ServiceTask:
+    """A Task Shepherd's integration pool carries out itself: a service call or another
+    state machine (`states:startExecution`), with the payload the state gave it."""
+
+    resource: str
+    payload: Any
+
+
+@dataclass(frozen=True)
 class Claimed:
-    """A unit's attempt claimed: what runs it (the invocation, or the error it fails with
-    before any agent runs: a resource the engine cannot run)."""
+    """A unit's attempt claimed: what runs it (a Lambda function's invocation, a service
+    call, or the error it fails with before anything runs: a resource the engine cannot run),
+    and for a Task that waits (`.waitForTaskToken`, `startExecution.sync`) the attempt's
+    task token, armed by the claim."""
 
     workflow: WorkflowRecord
     rec: StepRecord
     spec: TaskSpec  # the agent, pool and lease
-    invoked: lambdas.Invocation | TaskFailed
+    invoked: lambdas.Invocation | ServiceTask | TaskFailed
     request_id: str
+    token: TaskToken | None = None
+
+
+class Recorded:
+    """What the write after a unit's run did (`AslEngine.record`)."""
+
+    ENDED = "ended"  # the attempt ended, the frame moved on
+    WAITING = "waiting"  # the call was made; the token (or the child's end) ends it
+    FENCED = "fenced"  # superseded: nothing was recorded
+
+
+# A callback Task's wait when it names no TimeoutSeconds (Step Functions' default is a year).
+CALLBACK_TIMEOUT_SECONDS = 366 * 86_400
+# How often a look checks a `startExecution.sync` Task's child, in case its end's write died.
+CHILD_CHECK_SECONDS = DISPATCH_GRACE_SECONDS
+PARENT = "asl_parent"  # a startExecution.sync child's item: the parent unit its end ends
+CHILD = "asl_child"  # a waiting startExecution.sync unit: the child its attempt started
 
 
 @dataclass
@@ -222,6 +266,8 @@ class HostPorts(Protocol):
     def clock(self) -> Any: ...
     @property
     def rng(self) -> random.Random: ...
+    @property
+    def payloads(self) -> Payloads: ...
 
 
 class Host(Protocol):
@@ -243,6 +289,10 @@ class Host(Protocol):
     def shard(self, workflow_id: str) -> str: ...
     def expires(self, now: int) -> int: ...
     def deliver(self, tasks: Sequence[OutgoingTask]) -> None: ...
+    def start(
+        self, wf_type: str, payload: Any, *, idempotency_key: str | None = ..., owner: str = ...
+    ) -> Any: ...
+    def load(self, workflow_id: str) -> tuple[WorkflowState, Definition] | None: ...
 
 
 class AslEngine:
@@ -250,6 +300,10 @@ class AslEngine:
 
     def __init__(self, scheduler: Host) -> None:
         self.scheduler = scheduler
+        # How service Tasks reach AWS (`build_engine(services=...)`: boto3 deployed, the
+        # local stack's moto, a test's); with no call given, a service Task fails with
+        # States.Permissions, as the in-process runner's does.
+        self.integrations = integrations.Integrations()
 
     # ----------------------------------------------------------------------------- reads
 
@@ -373,6 +427,8 @@ class AslEngine:
             self.begin(child_id)
         if t.ended is not None and SCOPE in item and wf.parent_id is not None:
             self.branches_ended(wf.parent_id)  # a branch's end may end its Parallel or Map
+        if t.ended is not None and PARENT in item:
+            self.child_ended(wf.workflow_id)  # a startExecution.sync child ends its Task
         return True
 
     def _children(
@@ -612,8 +668,7 @@ class AslEngine:
             return ""
 
     def _pool(self, definition: Definition, task: RunTask) -> str:
-        function = self._function(task)
-        return definition.lambda_pools.get(function, definition.lambda_pool)
+        return self._spec(definition, task.resource, self._function(task), None, None).pool
 
     def _cursor_write(
         self, item: Item, wf: WorkflowRecord, definition: Definition, t: _Transition
@@ -690,6 +745,7 @@ class AslEngine:
             return now
         spec = self._spec(
             definition,
+            t.unit.resource,
             self._function(t.unit),
             t.unit.timeout_seconds,
             t.unit.heartbeat_seconds,
@@ -699,8 +755,22 @@ class AslEngine:
 
     @staticmethod
     def _spec(
-        definition: Definition, function: str, timeout: float | None, heartbeat: float | None
+        definition: Definition,
+        resource: str,
+        function: str,
+        timeout: float | None,
+        heartbeat: float | None,
     ) -> TaskSpec:
+        """A unit's attempt settings: a service Task's (or another state machine's) are the
+        integration pool's; a Lambda function's the pool the project gives it (its attempt
+        runs in the integration pool, invoked as deployed, when that pool is the one given).
+        A Task that waits for its token holds its attempt for one invocation at most: its
+        wait is supervised apart (`_look_at_wait`)."""
+        if callback_of(resource):
+            timeout = min(timeout, workflow.INTEGRATIONS_TIMEOUT_SECONDS) if timeout else None
+            heartbeat = None
+        if workflow.runs_integration(resource):
+            return integrations_task(timeout, heartbeat)
         return asl_task(definition, function, timeout, heartbeat)
 
     def _new_unit(
@@ -745,11 +815,18 @@ class AslEngine:
     # ---------------------------------------------------------------- a unit's outcome
 
     def end_unit(
-        self, rec: StepRecord, event: Event, guard: Any = None, *, missed_heartbeat: bool = False
+        self,
+        rec: StepRecord,
+        event: Event,
+        guard: Any = None,
+        *,
+        missed_heartbeat: bool = False,
+        token_hash: str | None = None,
     ) -> bool:
         """The write that ends attempt `rec.attempt` of a unit with `event` (its result or its
         error) and moves the frame on. False: the attempt was superseded (fenced) and
-        nothing was recorded."""
+        nothing was recorded. With `token_hash` (a callback, a child's end, a waiting
+        attempt timed out), the attempt may be RUNNING or WAITING and must hold that token."""
         for _ in range(3):
             item = self._store.get(wf_pk(rec.workflow_id), WF_SK)
             if item is None:
@@ -763,7 +840,7 @@ class AslEngine:
             now = self._now()
             frame, actions = interpreter.advance(cursor.frame, event, _to_dt(now))
             cursor = replace(cursor, frame=frame)
-            ending = self._ending(rec, event, now, guard, missed_heartbeat)
+            ending = self._ending(rec, event, now, guard, missed_heartbeat, token_hash)
             if self._commit(item, wf, definition, interpreter, cursor, actions, now, ending):
                 return True
             current = self._store.get(*rec.key)
@@ -776,14 +853,20 @@ class AslEngine:
         return False
 
     def _ending(
-        self, rec: StepRecord, event: Event, now: int, guard: Any, missed_heartbeat: bool = False
+        self,
+        rec: StepRecord,
+        event: Event,
+        now: int,
+        guard: Any,
+        missed_heartbeat: bool = False,
+        token_hash: str | None = None,
     ) -> Callable[[RunTask | None, int | None], tx.Write]:
         expires = self.scheduler.expires(now)
 
         def write(retry: RunTask | None, available_at: int | None) -> tx.Write:
             if isinstance(event, TaskSucceeded):
                 output = self.scheduler.keep_for(rec, "output", jsonsafe.dumps(event.output))
-                w = tx.complete(rec, rec.attempt, now, output, expires)
+                w = tx.complete(rec, rec.attempt, now, output, expires, token_hash)
             else:
                 assert isinstance(event, TaskFailed)
                 error = tx.error_json(event.error, event.cause or event.error, cause=event.cause)
@@ -805,7 +888,14 @@ class AslEngine:
                     decision=decision,
                     expires_at=expires,
                     guard=guard,
+                    token_hash=token_hash,
                 )
+                if retry is not None:  # the retry's own payload ($$.State.RetryCount...)
+                    text = jsonsafe.dumps(retry.payload)
+                    stored = self.scheduler.keep(
+                        text, rec.workflow_id, "asl", rec.name, "input", retry.attempt
+                    )
+                    w = replace(w, update=replace(w.update, set={**w.update.set, "input": stored}))
             return w
 
         return write
@@ -842,26 +932,120 @@ class AslEngine:
         machine = definition.machine
         assert machine is not None
         resource = task.get("resource") or machine.states[state_of(rec.name)].raw["Resource"]
+        token = None
+        if callback_of(resource):  # armed by the claim, so a fast callback finds its hash
+            token = TaskToken.new(wf.workflow_id, "step", rec.name, message.attempt)
         payload = self.scheduler.value(rec.input)
-        invoked: lambdas.Invocation | TaskFailed
-        try:
-            invoked = lambdas.invocation(resource, payload)
-            function = invoked.function
-        except StatesError as exc:
-            invoked, function = TaskFailed(exc.error, exc.cause), ""
-        spec = self._spec(definition, function, task.get("timeout"), task.get("heartbeat"))
+        if token is not None and cursor is not None and cursor.unit == rec.name:
+            payload = with_token(payload, cursor.frame.token, token.encode())
+        invoked: lambdas.Invocation | ServiceTask | TaskFailed
+        function = ""
+        if workflow.runs_integration(resource):
+            invoked = ServiceTask(resource, payload)
+        else:
+            try:
+                invoked = lambdas.invocation(resource, payload)
+                function = invoked.function
+            except StatesError as exc:
+                invoked = TaskFailed(exc.error, exc.cause)
+        spec = self._spec(
+            definition, resource, function, task.get("timeout"), task.get("heartbeat")
+        )
         write = tx.claim(rec, message.attempt, self._now(), worker_id)
         fenced = all_of(
             Eq("status", StepStatus.QUEUED.value),
             Eq("attempt", message.attempt),
             Missing("held_at"),
         )
-        claimed, _ = self.scheduler.executor.step_or_current(replace(write, condition=fenced))
+        update = write.update
+        if token is not None:
+            update = replace(update, set={**update.set, "callback_token": token.hash})
+        claim = replace(write, update=update, condition=fenced)
+        claimed, _ = self.scheduler.executor.step_or_current(claim)
         if claimed is None:
             return "claim lost"
         rng = self.scheduler.ports.rng
         request_id = str(_uuid.UUID(int=rng.getrandbits(128), version=4))
-        return Claimed(wf, claimed, spec, invoked, request_id)
+        return Claimed(wf, claimed, spec, invoked, request_id, token)
+
+    def run(
+        self,
+        claimed: Claimed,
+        agents: Collection[str],
+        run_agent: Callable[[lambdas.Invocation], Event],
+    ) -> Event:
+        """Carry out a claimed attempt: a Lambda function served by an agent of this process
+        (`run_agent`: the agent runtime's run, with heartbeats), a Lambda function mapped to
+        the integration pool and served by no agent here (invoked as deployed), a service
+        call, or another state machine. What it returns is the call's outcome, shaped as Step
+        Functions shapes it; for a Task that waits, success means the call was made."""
+        invoked = claimed.invoked
+        if isinstance(invoked, TaskFailed):
+            return invoked
+        if isinstance(invoked, lambdas.Invocation):
+            deployed = claimed.spec.pool == workflow.INTEGRATIONS_POOL
+            if invoked.function in agents or not deployed:
+                return run_agent(invoked)
+            return self._invoke_deployed(claimed, invoked)
+        key = idempotency_key(claimed.rec)
+        try:
+            if integrations.is_start_execution(invoked.resource):
+                return TaskSucceeded(self._start_execution(claimed, invoked))
+            result = self.integrations.service(invoked.resource, invoked.payload, key)
+        except StatesError as exc:
+            return TaskFailed(exc.error, exc.cause)
+        except ShepherdError:
+            raise  # the engine's own (a throttled store): no attempt is spent on it
+        except Exception as exc:  # the SDK's own (a connection, a timeout): the Task's error
+            return TaskFailed(TASK_FAILED, f"{type(exc).__name__}: {exc}")
+        return TaskSucceeded(result)
+
+    def _invoke_deployed(self, claimed: Claimed, invoked: lambdas.Invocation) -> Event:
+        """A Lambda function as deployed, through the Invoke API: its result (or its error)
+        as a Lambda task's, shaped by `lambdas` as an agent's is."""
+        try:
+            response = self.integrations.service(
+                lambdas.SDK_INVOKE, lambdas.deployed_request(invoked), None
+            )
+            result = lambdas.deployed_result(response)
+        except StatesError as exc:
+            return TaskFailed(exc.error, exc.cause)
+        except Exception as exc:  # the SDK's own (a connection, a timeout)
+            return TaskFailed("Lambda.SdkClientException", f"{type(exc).__name__}: {exc}")
+        at = iso(_to_dt(self._now()))
+        return TaskSucceeded(lambdas.shape(invoked, result, claimed.request_id, at))
+
+    def record(self, claimed: Claimed, event: Event) -> str:
+        """The write after a claimed attempt ran (a `Recorded` value): the unit's end with
+        `event`, moving the frame on; or, for a Task that waits whose call was made, the
+        unit's move to WAITING, its token (or its child's end) to end it."""
+        rec = claimed.rec
+        if claimed.token is None or isinstance(event, TaskFailed):
+            return Recorded.ENDED if self.end_unit(rec, event) else Recorded.FENCED
+        now = self._now()
+        write = tx.wait_for_callback(rec, rec.attempt, now, claimed.token.hash)
+        started = (
+            event.output
+            if isinstance(claimed.invoked, ServiceTask) and isinstance(event, TaskSucceeded)
+            else None
+        )
+        child = started.get("child") if isinstance(started, dict) else None
+        if isinstance(child, str):  # a startExecution.sync: the child its end ends this with
+            write = replace(
+                write, update=replace(write.update, set={**write.update.set, CHILD: child})
+            )
+        if self.scheduler.executor.step(None, write) is None:
+            # The token's callback may have come first (the call handed it out): then it
+            # ended this attempt, and nothing is lost.
+            current = self._store.get(*rec.key)
+            history = StepRecord.from_item(current).history if current is not None else []
+            token_hash = claimed.token.hash
+            if any(h.get("a") == rec.attempt and h.get("th") == token_hash for h in history):
+                return Recorded.ENDED
+            return Recorded.FENCED
+        if isinstance(child, str):  # it may have ended before the unit was WAITING
+            self.child_ended(child)
+        return Recorded.WAITING
 
     def result(
         self, claimed: Claimed, outcome: Any = None, error: BaseException | None = None
@@ -884,8 +1068,165 @@ class AslEngine:
         cursor = self._cursor(head)
         wf = WorkflowRecord.from_item(head)
         definition = self.scheduler.catalog.version(wf.wf_type, wf.def_hash)
-        function = cursor.task.get("function", "") if cursor is not None else ""
-        return definition.lambda_pools.get(function, definition.lambda_pool)
+        task = cursor.task if cursor is not None else {}
+        spec = self._spec(
+            definition, task.get("resource", ""), task.get("function", ""), None, None
+        )
+        return spec.pool
+
+    # ------------------------------------------------------- other state machines
+
+    def _start_execution(self, claimed: Claimed, task: ServiceTask) -> Any:
+        """`states:startExecution`: a Shepherd workflow of the named definition, started with
+        the attempt's idempotency key (a duplicate claim starts none), owned by the parent's
+        owner. Plain and `.waitForTaskToken`: the start's answer. `.sync` and `.sync:2`: the
+        child is linked to this unit (`asl_parent`), and its end ends the unit."""
+        request = integrations.start_request(task.resource, task.payload)
+        rec = claimed.rec
+        try:
+            started = self.scheduler.start(
+                request.machine,
+                request.input,
+                idempotency_key=f"{idempotency_key(rec)}/{rec.attempt}",
+                owner=claimed.workflow.owner,
+            )
+        except UnknownWorkflowType:
+            raise StatesError(
+                "StepFunctions.StateMachineDoesNotExistException",
+                f"State Machine Does Not Exist: '{request.machine}'",
+            ) from None
+        except ShepherdError as exc:
+            raise StatesError("StepFunctions.InvalidExecutionInputException", str(exc)) from None
+        child = started.workflow
+        if not request.sync:
+            run = integrations.ChildRun(name=child.workflow_id, status="RUNNING")
+            run = replace(run, start_ms=child.created_at)
+            return self.integrations.child_result(request, run)
+        link = {
+            "workflow": rec.workflow_id,
+            "unit": rec.name,
+            "attempt": rec.attempt,
+            "resource": task.resource,
+            "input": jsonsafe.dumps(request.input),
+        }
+        write = tx.Write(
+            wf_pk(child.workflow_id),
+            WF_SK,
+            Update(set={PARENT: jsonsafe.dumps(link)}),
+            Missing(PARENT),
+        )
+        self.scheduler.executor.raw(write)
+        return {"child": child.workflow_id}
+
+    def child_ended(self, child_id: str) -> bool:
+        """A `startExecution.sync` child's end ends its parent's unit: its output (or its
+        error) shaped as Step Functions shapes the form's, written as a callback would be
+        (fenced on the unit's attempt and token). False: not ended, or nothing to end."""
+        item = self._store.get(wf_pk(child_id), WF_SK)
+        if item is None or PARENT not in item:
+            return False
+        child = WorkflowRecord.from_item(item)
+        if not child.status.terminal:
+            return False
+        link = json.loads(str(item[PARENT]))
+        unit = self._store.get(visits_pk(link["workflow"]), item_sk("step", link["unit"]))
+        if unit is None:
+            return False
+        rec = StepRecord.from_item(unit)
+        if rec.status is not StepStatus.WAITING or rec.attempt != int(link["attempt"]):
+            return False
+        request = integrations.start_request(
+            link["resource"],
+            {
+                "StateMachineArn": child.wf_type,
+                "Input": json.loads(link["input"]),
+            },
+        )
+        run = integrations.ChildRun(
+            name=child_id,
+            status=_execution_status(child.status),
+            output=self._output_of(child_id, item),
+            error=item.get("asl_error") or _error_name(item.get("error")),
+            cause=item.get("asl_cause"),
+            start_ms=child.created_at,
+            stop_ms=int(item.get("finished_at") or child.updated_at),
+        )
+        try:
+            event: Event = TaskSucceeded(self.integrations.child_result(request, run))
+        except StatesError as exc:
+            event = TaskFailed(exc.error, exc.cause)
+        return self.end_unit(rec, event, token_hash=rec.callback_token)
+
+    def _output_of(self, workflow_id: str, item: Item) -> Any:
+        """A child's output: a state machine's (`asl_output`), or a native workflow's as the
+        API assembles it from its steps (read only once it succeeded)."""
+        if OUTPUT in item:
+            return self.scheduler.value(item[OUTPUT])
+        if item.get("status") != WorkflowStatus.SUCCEEDED.value:
+            return None
+        loaded = self.scheduler.load(workflow_id)
+        return None if loaded is None else workflow_output(*loaded, self.scheduler.ports.payloads)
+
+    # ------------------------------------------------------------------ callbacks
+
+    @staticmethod
+    def token_of(token: str) -> TaskToken | None:
+        """The task token if it names a unit of a state machine (None: not one of ours, a
+        native step's, or no token at all: the native callbacks decide)."""
+        try:
+            parsed = TaskToken.decode(token)
+        except ValueError:
+            return None
+        return parsed if is_unit(parsed.step) and parsed.kind == "step" else None
+
+    def callback(
+        self,
+        token: TaskToken,
+        action: str,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        cause: str | None = None,
+        details: Any = None,
+        quiet_ms: int = 0,
+    ) -> StepRecord:
+        """`POST /tasks/success|failure|heartbeat` for a unit's task token (SendTaskSuccess,
+        SendTaskFailure, SendTaskHeartbeat): the success's output is the Task's result, a
+        failure's error and cause the Task's error (its Retry and Catch decide), a heartbeat
+        keeps the wait alive. Fenced like an agent's write: the unit's attempt and the
+        token's hash; a token that is not the unit's is unknown, one whose attempt ended is
+        stale."""
+        unit = self._store.get(visits_pk(token.workflow_id), item_sk("step", token.step))
+        if unit is None:
+            raise TaskTokenInvalid("unknown task token")
+        rec = StepRecord.from_item(unit)
+        if not (matches(rec.callback_token, token) and rec.attempt == token.attempt):
+            if any(
+                h.get("a") == token.attempt and matches(h.get("th"), token) for h in rec.history
+            ):
+                raise TaskTokenStale("the attempt of this token is over")
+            raise TaskTokenInvalid("unknown task token")
+        if action == "heartbeat":
+            now = self._now()
+            _too_soon(rec.callback_heartbeat_at, now, quiet_ms)
+            text = None if details is None else jsonsafe.dumps(details)
+            write = tx.heartbeat(rec, rec.attempt, now, text, token.hash, quiet_ms=quiet_ms)
+            updated = self.scheduler.executor.step(None, write)
+            if updated is None:
+                current = self._store.get(*rec.key)
+                if current is not None:  # a racing heartbeat won, or the attempt is over
+                    again = StepRecord.from_item(current)
+                    if matches(again.callback_token, token) and again.attempt == token.attempt:
+                        _too_soon(again.callback_heartbeat_at, now, quiet_ms)
+                raise TaskTokenStale("the attempt of this token is over")
+            return updated
+        event: Event = (
+            TaskSucceeded(output) if action == "success" else TaskFailed(error or "", cause or "")
+        )
+        if not self.end_unit(rec, event, token_hash=token.hash):
+            raise TaskTokenStale("the attempt of this token is over")
+        ended = self._store.get(*rec.key)
+        return StepRecord.from_item(ended) if ended is not None else rec
 
     # ------------------------------------------------------------------ the supervisor
 
@@ -942,6 +1283,7 @@ class AslEngine:
         rec = StepRecord.from_item(unit)
         spec = self._spec(
             definition,
+            cursor.task.get("resource", ""),
             cursor.task.get("function", ""),
             cursor.task.get("timeout"),
             cursor.task.get("heartbeat"),
@@ -986,7 +1328,43 @@ class AslEngine:
             )
             out = self.end_unit(rec, TaskFailed(TASK_TIMEOUT, ""), seen, missed_heartbeat=missed)
             return "TimeOut" if out else None
+        if rec.status is StepStatus.WAITING:
+            return self._look_at_wait(item, wf, cursor, unit, now)
         return None
+
+    def _look_at_wait(
+        self, item: Item, wf: WorkflowRecord, cursor: Cursor, unit: Item, now: int
+    ) -> str | None:
+        """A Task waiting for its token (or its child's end): timed out at its TimeoutSeconds
+        from its claim (a year when it names none) or at its HeartbeatSeconds from its last
+        heartbeat (`States.Timeout`, as a Lambda task's, matched by `States.HeartbeatTimeout`
+        too); a `.sync` child's end looked for, in case the write at its end died."""
+        rec = StepRecord.from_item(unit)
+        child = unit.get(CHILD)
+        if isinstance(child, str) and self.child_ended(child):
+            return "ChildEnded"
+        timeout = cursor.task.get("timeout") or CALLBACK_TIMEOUT_SECONDS
+        heartbeat = cursor.task.get("heartbeat")
+        claimed = rec.claimed_at or now
+        timeout_at = claimed + int(timeout * 1000)
+        beat_at = (rec.heartbeat_at or claimed) + int(heartbeat * 1000) if heartbeat else None
+        deadline = min(timeout_at, beat_at or timeout_at)
+        if now < deadline:
+            due = deadline
+            if isinstance(child, str):
+                due = min(due, now + 1000 * CHILD_CHECK_SECONDS)
+            self._move_due(item, wf, self._capped(cursor, due))
+            return None
+        missed = beat_at is not None and beat_at <= timeout_at
+        seen = Eq("heartbeat_at", rec.heartbeat_at) if rec.heartbeat_at else Missing("heartbeat_at")
+        out = self.end_unit(
+            rec,
+            TaskFailed(TASK_TIMEOUT, ""),
+            seen,
+            missed_heartbeat=missed,
+            token_hash=rec.callback_token,
+        )
+        return "TimeOut" if out else None
 
     @staticmethod
     def _capped(cursor: Cursor, due: int) -> int:
@@ -1047,3 +1425,56 @@ def _to_dt(ms: int) -> _dt.datetime:
 
 def _to_ms(at: _dt.datetime) -> int:
     return int(at.timestamp() * 1000)
+
+
+def callback_of(resource: str) -> bool:
+    """Whether a Task's attempt ends with a callback rather than its call's return: a
+    `.waitForTaskToken` Task (its token completed through `POST /tasks/...`), or a
+    `startExecution.sync` Task (its child's end completes it)."""
+    return resource.endswith(lambdas.WAIT_FOR_TOKEN) or integrations.waits_for_child(resource)
+
+
+def with_token(value: Any, placeholder: str | None, token: str) -> Any:
+    """`value` with the interpreter's task token (a placeholder, unique in the execution)
+    replaced by the attempt's Shepherd task token, wherever the state put it."""
+    if placeholder is None:
+        return value
+    if isinstance(value, str):
+        return value.replace(placeholder, token) if placeholder in value else value
+    if isinstance(value, dict):
+        return {k: with_token(v, placeholder, token) for k, v in value.items()}
+    if isinstance(value, list):
+        return [with_token(v, placeholder, token) for v in value]
+    return value
+
+
+def idempotency_key(rec: StepRecord) -> str:
+    """A unit's key for the services it calls: the same for every attempt of the visit."""
+    return f"{rec.workflow_id}/{rec.name}"
+
+
+def _too_soon(last_ms: int | None, now: int, quiet_ms: int) -> None:
+    """HeartbeatTooSoon unless the token's last heartbeat is at least `quiet_ms` old."""
+    if last_ms is not None and now - last_ms < quiet_ms:
+        raise HeartbeatTooSoon(max(1, -(-(last_ms + quiet_ms - now) // 1000)))
+
+
+def _execution_status(status: WorkflowStatus) -> str:
+    """A Shepherd workflow's end as DescribeExecution's status."""
+    if status is WorkflowStatus.SUCCEEDED:
+        return "SUCCEEDED"
+    if status is WorkflowStatus.CANCELLED:
+        return "ABORTED"
+    return "FAILED"
+
+
+def _error_name(stored: Any) -> str | None:
+    """The error name of a native workflow's stored `error` (`tx.error_json`'s text)."""
+    if not isinstance(stored, str):
+        return None
+    try:
+        value = json.loads(stored)
+    except ValueError:
+        return None
+    name = value.get("type") if isinstance(value, dict) else None
+    return name if isinstance(name, str) else None

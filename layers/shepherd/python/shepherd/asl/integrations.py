@@ -1,5 +1,6 @@
 """The Tasks of a state machine that are not Lambda functions: AWS service calls and other
-state machines (`states:startExecution`), as the in-process runner carries them out.
+state machines (`states:startExecution`), as the in-process runner and the engine's
+integration pool (`shepherd.asl.engine`) carry them out.
 
 Pure apart from what it is given: a service call goes through `call(resource, parameters,
 idempotency_key)` (`shepherd.adapters.services.AwsServices.call` against AWS or the local
@@ -54,7 +55,7 @@ class Integrations:
     region: str = "us-east-1"
     account: str = "123456789012"
 
-    def service(self, resource: str, parameters: Any, idempotency_key: str) -> Any:
+    def service(self, resource: str, parameters: Any, idempotency_key: str | None) -> Any:
         if self.call is None:
             raise StatesError(
                 services.PERMISSIONS,
@@ -66,18 +67,19 @@ class Integrations:
         self, resource: str, parameters: Any, start: Callable[[str, Any, str | None], ChildRun]
     ) -> Any:
         """Run the named state machine and give what Step Functions gives for this form."""
-        pattern = resource[len(START_EXECUTION) :].lstrip(".")
-        if not isinstance(parameters, dict) or not isinstance(
-            parameters.get("StateMachineArn"), str
-        ):
-            raise StatesError(RUNTIME, "states:startExecution needs StateMachineArn")
-        name = machine_name(parameters["StateMachineArn"])
-        raw = parameters.get("Input", {})
-        value = json.loads(raw) if isinstance(raw, str) else raw
-        child = start(name, value, parameters.get("Name"))
+        request = start_request(resource, parameters)
+        child = start(request.machine, request.input, request.execution)
+        return self.child_result(request, child)
+
+    def child_result(self, request: StartRequest, child: ChildRun) -> Any:
+        """What a `startExecution` Task's result is, for its form: the start's answer (plain,
+        `.waitForTaskToken`), or the child's end (`.sync`: its input and output as JSON text;
+        `.sync:2`: as JSON values); a child that did not succeed fails the Task with its error
+        (`States.TaskFailed` when it has none) and the DescribeExecution fields as the cause."""
+        name = request.machine
         machine_arn = f"arn:aws:states:{self.region}:{self.account}:stateMachine:{name}"
         execution_arn = f"arn:aws:states:{self.region}:{self.account}:execution:{name}:{child.name}"
-        if pattern in ("", "waitForTaskToken"):
+        if not request.sync:
             return {"ExecutionArn": execution_arn, "StartDate": child.start_ms}
         if child.status != "SUCCEEDED":
             raise StatesError(
@@ -92,12 +94,12 @@ class Integrations:
                     separators=(",", ":"),
                 ),
             )
-        text = pattern == "sync"
-        dumped_in = json.dumps(value, separators=(",", ":"))
+        text = request.pattern == "sync"
+        dumped_in = json.dumps(request.input, separators=(",", ":"))
         dumped_out = json.dumps(child.output, separators=(",", ":"))
         return {
             "ExecutionArn": execution_arn,
-            "Input": dumped_in if text else value,
+            "Input": dumped_in if text else request.input,
             "InputDetails": {"Included": True},
             "Name": child.name,
             "Output": dumped_out if text else child.output,
@@ -107,6 +109,45 @@ class Integrations:
             "Status": "SUCCEEDED",
             "StopDate": child.stop_ms,
         }
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """A `startExecution` Task's request: the state machine, its input, the execution's name
+    (None: one is made), and the form (`""`, `sync`, `sync:2`, `waitForTaskToken`)."""
+
+    machine: str
+    input: Any
+    execution: str | None
+    pattern: str
+
+    @property
+    def sync(self) -> bool:
+        """Whether the Task ends when the child ends (`.sync`, `.sync:2`)."""
+        return self.pattern in ("sync", "sync:2")
+
+
+def start_request(resource: str, parameters: Any) -> StartRequest:
+    pattern = resource[len(START_EXECUTION) :].lstrip(".")
+    if not isinstance(parameters, dict) or not isinstance(parameters.get("StateMachineArn"), str):
+        raise StatesError(RUNTIME, "states:startExecution needs StateMachineArn")
+    raw = parameters.get("Input", {})
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    execution = parameters.get("Name")
+    return StartRequest(
+        machine_name(parameters["StateMachineArn"]),
+        value,
+        execution if isinstance(execution, str) else None,
+        pattern,
+    )
+
+
+def waits_for_child(resource: str) -> bool:
+    """A `startExecution.sync` or `.sync:2` Task: it ends when the child execution ends."""
+    return is_start_execution(resource) and resource.removeprefix(START_EXECUTION).lstrip(".") in (
+        "sync",
+        "sync:2",
+    )
 
 
 def validate_resource(resource: str) -> str | None:

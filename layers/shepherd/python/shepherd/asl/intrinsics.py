@@ -34,6 +34,9 @@ MAX_RANGE = 1_000  # ArrayRange makes at most 1,000 elements
 class _Literal:
     value: Any
     raw: str | None = None  # a string literal as written (escapes kept), for States.Format
+    # A backslash before anything but ' { } \ : the guide's "open escape backslash", which the
+    # interpreter "will throw a runtime error" for (States.Runtime when the call runs).
+    open_escape: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,17 +107,20 @@ class _Parser:
     def string(self) -> _Literal:
         self.i += 1
         out, raw = [], []
+        open_escape: str | None = None
         while self.i < len(self.text):
             c = self.text[self.i]
             if c == "\\" and self.i + 1 < len(self.text):
                 nxt = self.text[self.i + 1]
+                if nxt not in "'{}\\" and open_escape is None:
+                    open_escape = c + nxt
                 out.append(nxt)
                 raw.append(c + nxt)
                 self.i += 2
                 continue
             if c == "'":
                 self.i += 1
-                return _Literal("".join(out), "".join(raw))
+                return _Literal("".join(out), "".join(raw), open_escape)
             out.append(c)
             raw.append(c)
             self.i += 1
@@ -187,7 +193,7 @@ class _Env:
 
     def value(self, arg: Any) -> Any:
         if isinstance(arg, _Literal):
-            return arg.value
+            return _checked(arg).value
         if isinstance(arg, _Path):
             # A path that selects nothing raises PathNotFound: the field holding the call
             # reports it as States.Runtime, as it does for a plain path.
@@ -202,6 +208,18 @@ class _Env:
         if call.name in ("States.MathRandom", "States.UUID"):
             return function(self.rng, *args)
         return function(*args)
+
+
+def _checked(literal: _Literal) -> _Literal:
+    """The literal, unless it has an open escape backslash (States.Runtime, as the guide's
+    "Reserved characters in intrinsic functions" says)."""
+    if literal.open_escape is not None:
+        raise StatesError(
+            RUNTIME,
+            f"The intrinsic function's string literal has an open escape backslash "
+            f"'{literal.open_escape}': only \\', \\{{, \\}} and \\\\ are escapes",
+        )
+    return literal
 
 
 def _fail(function: str, why: str) -> StatesError:
@@ -228,7 +246,7 @@ def _format(env: _Env, args: tuple[Any, ...]) -> str:
     # A literal keeps its escapes for the placeholders; a template from a path or a variable
     # is taken as it is.
     first = args[0]
-    raw = first.raw if isinstance(first, _Literal) else env.value(first)
+    raw = _checked(first).raw if isinstance(first, _Literal) else env.value(first)
     if not isinstance(raw, str):
         raise _fail(name, "the template must be a string")
     values = [env.value(a) for a in args[1:]]

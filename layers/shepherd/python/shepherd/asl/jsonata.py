@@ -1,9 +1,9 @@
 """JSONata in Step Functions (the developer guide's "Transforming data with JSONata"): a
 string `{% expression %}` is evaluated with `$states` (input, result, errorOutput, context)
 and the workflow variables bound, plus the functions Step Functions adds: `$partition`,
-`$range`, `$hash`, `$random`, `$uuid`, `$parse`. The evaluator is the `jsonata-python`
-package; a failed evaluation, or an expression that yields nothing where a value is needed,
-is States.QueryEvaluationError.
+`$range`, `$hash`, `$random`, `$uuid`, `$parse`, and without `$eval`, which it leaves out.
+The evaluator is the `jsonata-python` package; a failed evaluation, or an expression that
+yields nothing where a value is needed, is States.QueryEvaluationError.
 """
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import functools
+import hashlib
+import inspect
 import json
+import math
 import random as _random
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from . import intrinsics
 from .errors import QUERY_EVALUATION_ERROR, StatesError
@@ -77,6 +80,68 @@ def check(expression: str) -> None:
     _compiled(expression[len(OPEN) : -len(CLOSE)].strip())
 
 
+CONTEXT_ITEM, ROOT, ERROR_OUTPUT = "$", "$$", "$states.errorOutput"
+
+
+@functools.lru_cache(maxsize=512)
+def references(expression: str) -> tuple[str, ...]:
+    """What a `{% %}` expression reads that AWS refuses when the definition is created: a name
+    read from the top-level context (`phone`, which an expression with no context item cannot
+    have), the context item `$`, `$$`, and `$states.errorOutput` (which only a catcher's Output
+    and Assign have). Only a path's first step reads the top-level context; a lambda's body
+    keeps its definer's (measured against AWS, as the floci emulator's JsonataTopLevelReferences
+    records it)."""
+    _library()
+    from jsonata.parser import Parser  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    found: dict[str, None] = {}
+    _collect(Parser().parse(expression[len(OPEN) : -len(CLOSE)].strip()), found)
+    return tuple(found)
+
+
+def _collect(node: Any, found: dict[str, None]) -> None:
+    kind = getattr(node, "type", None)
+    if kind == "path":
+        steps = node.steps or []
+        if len(steps) >= 2 and [(t.type, t.value) for t in steps[:2]] == [
+            ("variable", "states"),
+            ("name", "errorOutput"),
+        ]:
+            found[ERROR_OUTPUT] = None
+    elif kind == "name":
+        found[str(node.value)] = None
+    elif kind == "variable" and node.value in ("", "$"):  # `$`, and `$$` (a variable named `$`)
+        found[CONTEXT_ITEM if node.value == "" else ROOT] = None
+    for child in _children(node, kind):
+        _collect(child, found)
+
+
+def _children(node: Any, kind: str | None) -> list[Any]:
+    """The parts of a parse-tree node that are read in the top-level context."""
+    if kind == "path":
+        return (node.steps or [])[:1]
+    if kind == "unary" and node.value == "[":
+        return list(node.expressions or [])
+    if kind == "unary" and node.value == "{":
+        return [part for pair in node.lhs_object or [] for part in pair]
+    parts: dict[str | None, list[Any]] = {
+        "unary": [node.expression] if kind == "unary" else [],
+        "binary": [getattr(node, "lhs", None), getattr(node, "rhs", None)],
+        "apply": [getattr(node, "lhs", None), getattr(node, "rhs", None)],
+        "function": [getattr(node, "procedure", None), *(getattr(node, "arguments", None) or [])],
+        "partial": [getattr(node, "procedure", None), *(getattr(node, "arguments", None) or [])],
+        "lambda": [getattr(node, "body", None)],
+        "condition": [
+            getattr(node, "condition", None),
+            getattr(node, "then", None),
+            getattr(node, "_else", None),
+        ],
+        "block": list(getattr(node, "expressions", None) or []),
+        "bind": [getattr(node, "rhs", None)],
+    }
+    return [part for part in parts.get(kind, []) if part is not None]
+
+
 def _to_jsonata(value: Any) -> Any:
     if value is None:
         return _library()[1]
@@ -115,27 +180,172 @@ def _millis(states: Mapping[str, Any]) -> int:
     return int(stamp.timestamp() * 1000)
 
 
+class _FunctionError(Exception):
+    """An error one of Step Functions' own JSONata functions raises: its JSONata code and
+    message as AWS words them (`D3137: Invalid JSON`), which the cause carries."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _signature(function: str, argument: int) -> _FunctionError:
+    return _FunctionError(
+        "T0410", f'Argument {argument} of function "{function}" does not match function signature'
+    )
+
+
+def _toward_zero(value: Any, function: str, argument: int) -> int:
+    """AWS cuts a fractional argument toward zero (-1.7 is -1); a non-number is T0410."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _signature(function, argument)
+    return int(value)
+
+
+def _java_next_double(seed: int) -> float:
+    """`new java.util.Random(seed).nextDouble()`: AWS's `$random(seed)` draws from Java's
+    generator, so `$random(42)` is 0.7275636800328681 there (and here)."""
+    mask = (1 << 48) - 1
+    state = (seed ^ 0x5DEECE66D) & mask
+
+    def next_bits(bits: int) -> int:
+        nonlocal state
+        state = (state * 0x5DEECE66D + 0xB) & mask
+        return state >> (48 - bits)
+
+    return ((next_bits(26) << 27) + next_bits(27)) * 2.0**-53
+
+
+_HASHES = {
+    "MD5": "md5",
+    "SHA-1": "sha1",
+    "SHA-256": "sha256",
+    "SHA-384": "sha384",
+    "SHA-512": "sha512",
+}
+_MISSING = object()  # an argument the call left out
+# AWS bounds the memory one value of an expression holds: [1..873782] evaluates, one element
+# more does not (measured against AWS, as the floci emulator's JsonataEvaluator records).
+_MAX_SEQUENCE = 873_782
+
+
+def _surplus(function: str, extra: tuple[Any, ...], first: int) -> None:
+    if extra:
+        raise _signature(function, first)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _arity(count: int) -> Callable[[_F], _F]:
+    """Declare the arguments AWS's function takes, though it accepts more (to refuse them as
+    AWS does, T0410): the evaluator passes a function given to `$map` as many arguments as its
+    signature names, so `$map(texts, $parse)` parses each text."""
+
+    def declare(function: _F) -> _F:
+        parameters = [
+            inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_ONLY, default=None)
+            for i in range(count)
+        ]
+        function.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        return function
+
+    return declare
+
+
+@_arity(2)
+def _partition(array: Any = _MISSING, size: Any = _MISSING, *extra: Any) -> Any:
+    _surplus("partition", extra, 3)
+    if array is _MISSING or array is None:
+        return None
+    if not isinstance(array, list):
+        raise _FunctionError(
+            "T0412", 'Argument 1 of function "partition" must be an array of undefined'
+        )
+    if not array:
+        return None
+    if size is _MISSING:
+        return [array]
+    chunk = _toward_zero(size, "partition", 2)
+    if chunk < 0:
+        raise _FunctionError("D3137", "Second argument must be zero or greater")
+    if chunk == 0:
+        return None
+    return [array[i : i + chunk] for i in range(0, len(array), chunk)]
+
+
+@_arity(3)
+def _range(start: Any = _MISSING, end: Any = _MISSING, step: Any = _MISSING, *extra: Any) -> Any:
+    _surplus("range", extra, 4)
+    first = _toward_zero(None if start is _MISSING else start, "range", 1)
+    last = _toward_zero(None if end is _MISSING else end, "range", 2)
+    if step is _MISSING or step is None:
+        return None
+    by = _toward_zero(step, "range", 3)
+    if by == 0 or (by > 0 and first > last) or (by < 0 and first < last):
+        return None
+    if first == last:
+        return first  # one element: the value itself, as a JSONata singleton
+    count = (last - first) // by + 1
+    if count > _MAX_SEQUENCE:
+        raise StatesError(QUERY_EVALUATION_ERROR, "Expression evaluation memory limit exceeded")
+    return [first + i * by for i in range(count)]
+
+
+@_arity(2)
+def _hash(value: Any = _MISSING, algorithm: Any = _MISSING, *extra: Any) -> Any:
+    _surplus("hash", extra, 3)
+    if not isinstance(value, str):
+        raise _signature("hash", 1)
+    if algorithm is _MISSING or algorithm is None:
+        return None
+    if not isinstance(algorithm, str):
+        raise _signature("hash", 2)
+    if algorithm not in _HASHES:
+        raise _FunctionError(
+            "D3137",
+            f"Hash algorithm '{algorithm}' must be one of SHA-1, SHA-384, SHA-256, SHA-512, MD5",
+        )
+    return hashlib.new(_HASHES[algorithm], value.encode()).hexdigest()
+
+
+@_arity(1)
+def _parse(text: Any = _MISSING, *extra: Any) -> Any:
+    _surplus("parse", extra, 2)
+    if text is _MISSING or text is None:
+        return None
+    if not isinstance(text, str):
+        raise _signature("parse", 1)
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a repeated key")
+        return dict(pairs)
+
+    try:
+        # AWS's reader refuses a repeated key, a second document and an empty string.
+        return _to_jsonata(json.loads(text, object_pairs_hook=unique))
+    except ValueError:
+        raise _FunctionError("D3137", "Invalid JSON") from None
+
+
 def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
-    def partition(array: Any, size: Any) -> Any:
-        return intrinsics.f_array_partition(list(array), size)
+    """Step Functions' JSONata functions as AWS answers them (the floci emulator's
+    JsonataEvaluator records each answer, measured against AWS): a call with too many
+    arguments or one of the wrong type is T0410, a missing or empty input gives nothing."""
 
-    def range_(start: Any, end: Any, step: Any) -> Any:
-        return intrinsics.f_array_range(start, end, step)
+    @_arity(1)
+    def random(seed: Any = _MISSING, *extra: Any) -> float:
+        _surplus("random", extra, 2)
+        if seed is _MISSING or seed is None:
+            return rng.random()
+        return _java_next_double(_toward_zero(seed, "random", 1))
 
-    def hash_(value: Any, algorithm: Any) -> Any:
-        return intrinsics.f_hash(value, algorithm)
-
-    def random(seed: Any = None) -> float:
-        return (_random.Random(seed) if seed is not None else rng).random()
-
-    def uuid() -> str:
+    @_arity(0)
+    def uuid(*extra: Any) -> str:
+        _surplus("uuid", extra, 1)
         return intrinsics.f_uuid(rng)
-
-    def parse(text: Any) -> Any:
-        try:
-            return _to_jsonata(json.loads(text))
-        except (TypeError, ValueError):
-            raise StatesError(QUERY_EVALUATION_ERROR, "$parse: not valid JSON text") from None
 
     def now(picture: Any = None, timezone: Any = None) -> Any:
         from jsonata.functions import Functions  # type: ignore[import-untyped]  # noqa: PLC0415
@@ -145,15 +355,23 @@ def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
     def millis_() -> int:
         return millis
 
+    def no_eval(*_: Any) -> Any:
+        """The guide: every JSONata 2.0.6 function but `$eval`, "not available: use $parse
+        instead"; a call is what calling a name that is no function is (T1006)."""
+        from jsonata.jexception import JException  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        raise JException("T1006", -1)
+
     return {
         "now": now,
         "millis": millis_,
-        "partition": partition,
-        "range": range_,
-        "hash": hash_,
+        "partition": _partition,
+        "range": _range,
+        "hash": _hash,
         "random": random,
         "uuid": uuid,
-        "parse": parse,
+        "parse": _parse,
+        "eval": no_eval,
     }
 
 
@@ -173,6 +391,8 @@ _ARRAY_OF = {
 
 def _message(exc: Exception) -> tuple[bool, str]:
     """(whether it has a JSONata error code, the text after the cause's sentence)."""
+    if isinstance(exc, _FunctionError):
+        return True, f"{exc.code}: {exc}"
     if isinstance(exc, StatesError):  # a Step Functions function's own error: no code
         return False, exc.cause
     code = getattr(exc, "error", None)

@@ -35,6 +35,10 @@ class Invocation:
     payload: Any
     shaped: bool  # lambda:invoke: wrap the result in the Invoke response
     callback: bool  # .waitForTaskToken: the task ends when its token is completed
+    # The function as the state names it (ARN, name, `NAME:alias`) and lambda:invoke's
+    # `Qualifier`: what a deployed function is invoked as (`deployed_request`).
+    target: str = ""
+    qualifier: str | None = None
 
 
 def function_name(reference: str) -> str:
@@ -51,8 +55,14 @@ def invocation(resource: str, payload: Any) -> Invocation:
     if base == INVOKE:
         if not isinstance(payload, dict) or not isinstance(payload.get("FunctionName"), str):
             raise StatesError(RUNTIME, "lambda:invoke needs Parameters.FunctionName")
+        qualifier = payload.get("Qualifier")
         return Invocation(
-            function_name(payload["FunctionName"]), _event(payload.get("Payload")), True, callback
+            function_name(payload["FunctionName"]),
+            _event(payload.get("Payload")),
+            True,
+            callback,
+            payload["FunctionName"],
+            qualifier if isinstance(qualifier, str) else None,
         )
     if base.startswith("arn:aws:states:::"):
         raise StatesError(
@@ -60,7 +70,7 @@ def invocation(resource: str, payload: Any) -> Invocation:
         )
     if base.startswith("arn:") and ":lambda:" not in base:
         raise StatesError(RUNTIME, f"The resource '{resource}' is not a Lambda function")
-    return Invocation(function_name(base), payload, False, callback)
+    return Invocation(function_name(base), payload, False, callback, base)
 
 
 def _event(payload: Any) -> Any:
@@ -132,3 +142,37 @@ def error_of(exc: BaseException, request_id: str) -> StatesError:
         "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)[1:]),
     }
     return StatesError(name, dumps(cause))
+
+
+# --- a deployed function (the integration pool's run of a Lambda task) --------------------
+
+SDK_INVOKE = "arn:aws:states:::aws-sdk:lambda:invoke"  # the Invoke API, through the SDK call
+
+
+def deployed_request(invoked: Invocation) -> dict[str, Any]:
+    """The Invoke API request that runs the function as deployed (synchronously)."""
+    request: dict[str, Any] = {
+        "FunctionName": invoked.target or invoked.function,
+        "InvocationType": "RequestResponse",
+        "Payload": dumps(invoked.payload),
+    }
+    if invoked.qualifier is not None:
+        request["Qualifier"] = invoked.qualifier
+    return request
+
+
+def deployed_result(response: Any) -> Any:
+    """The function's result from the Invoke API's response (`Payload` as text, as the SDK
+    call shapes it); a function error (`FunctionError`) as Step Functions reports it: the
+    payload's `errorType` as the error (`Lambda.Unknown` when it names none) and the payload
+    itself as the cause."""
+    body = response.get("Payload") if isinstance(response, dict) else None
+    text = body if isinstance(body, str) else dumps(body)
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        value = text
+    if isinstance(response, dict) and response.get("FunctionError"):
+        name = value.get("errorType") if isinstance(value, dict) else None
+        raise StatesError(name if isinstance(name, str) and name else "Lambda.Unknown", text)
+    return value

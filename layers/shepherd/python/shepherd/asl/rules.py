@@ -10,6 +10,8 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from shepherd.decisions.waits import rfc3339
+
 from . import paths, wildcard
 from .errors import RUNTIME, StatesError
 from .values import is_number
@@ -33,14 +35,9 @@ COMPARISONS: frozenset[str] = frozenset(
 
 
 def parse_timestamp(value: Any) -> _dt.datetime | None:
-    """An RFC 3339 timestamp with its `T` and an offset (`Z` or `+hh:mm`), else None."""
-    if not isinstance(value, str) or "T" not in value.upper():
-        return None
-    try:
-        parsed = _dt.datetime.fromisoformat(value.replace("z", "Z"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
+    """An RFC 3339 timestamp as the guide's Choice rules take one (uppercase `T`, `Z` or a
+    numeric offset: state-choice.html), else None; the native Wait's reader is the one owner."""
+    return rfc3339(value) if isinstance(value, str) else None
 
 
 def _typed(kind: str, value: Any) -> Any:

@@ -37,6 +37,7 @@ from .machine import (
     WaitElapsed,
     iso,
 )
+from .mocks import Mocks
 
 EPOCH = _dt.datetime(2024, 1, 1, tzinfo=_dt.UTC)
 
@@ -107,8 +108,10 @@ class _Run:
         deadline: _dt.datetime | None,
         tasks: integrations.Integrations | None = None,
         machines: Mapping[str, StateMachine] | None = None,
+        mocks: Mocks | None = None,
     ) -> None:
         self.tasks = tasks or integrations.Integrations()
+        self.mocks = mocks
         self.machines = machines or {}
         self.functions = functions
         self.context = context
@@ -198,6 +201,9 @@ class _Run:
 
     def task(self, action: RunTask) -> Event:
         request_id = str(_uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        mocked = self.mocked(action)
+        if mocked is not None:
+            return mocked
         if integrations.is_start_execution(action.resource) or services.is_service(action.resource):
             return self.integration(action)
         try:
@@ -219,6 +225,21 @@ class _Run:
         if invoked.callback:
             return self.answer(action)
         return TaskSucceeded(lambdas.shape(invoked, result, request_id, iso(self.now)))
+
+    def mocked(self, action: RunTask) -> Event | None:
+        """The test case's recorded response for this invocation (shepherd.asl.mocks), or
+        None when the state is not mocked."""
+        if self.mocks is None:
+            return None
+        try:
+            response = self.mocks.answer(action.state)
+        except StatesError as exc:
+            return TaskFailed(exc.error, exc.cause)
+        if response is None:
+            return None
+        if response.error is not None:
+            return TaskFailed(response.error, response.cause)
+        return TaskSucceeded(response.returned)
 
     def answer(self, action: RunTask) -> Event:
         """A `.waitForTaskToken` task's outcome: what its token was completed with."""
@@ -303,8 +324,10 @@ def run_state_machine(
     callbacks: Callbacks | None = None,
     tasks: integrations.Integrations | None = None,
     machines: Mapping[str, StateMachine] | None = None,
+    mocks: Mocks | None = None,
 ) -> ExecutionResult:
-    """Run `machine` on `input` to its end, in process, with simulated time from `clock`."""
+    """Run `machine` on `input` to its end, in process, with simulated time from `clock`;
+    `mocks` answers the Task states its test case names (not those of child executions)."""
     context = context or Context()
     context = Context(
         **{**context.__dict__, "input": input, "start_time": iso(clock)},
@@ -312,7 +335,9 @@ def run_state_machine(
     deadline = (
         clock + _dt.timedelta(seconds=machine.timeout_seconds) if machine.timeout_seconds else None
     )
-    run = _Run(functions or {}, context, clock, callbacks or Callbacks(), deadline, tasks, machines)
+    run = _Run(
+        functions or {}, context, clock, callbacks or Callbacks(), deadline, tasks, machines, mocks
+    )
     try:
         outcome = run.run(machine, input, {}, 0)
     except _TimedOut:

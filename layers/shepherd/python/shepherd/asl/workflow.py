@@ -20,8 +20,18 @@ from typing import Any
 
 from shepherd.errors import DefinitionError
 
-from . import lambdas
+from . import integrations, lambdas, services
 from .document import State, StateMachine, parse
+
+# Shepherd's own pool: it runs a state machine's service Tasks (`sqs:sendMessage`,
+# `aws-sdk:...`), its `states:startExecution` Tasks, and the Lambda functions the project maps
+# to it (`[tool.shepherd] asl-pools`, or `asl-pool` for all of them), invoked as deployed.
+# Its one agent is built in (`INTEGRATIONS_AGENT`); deployed, it runs as the integrations
+# role the definitions derive (docs/architecture.md, "The integrations role").
+INTEGRATIONS_POOL = "integrations"
+INTEGRATIONS_AGENT = "shepherd.integrations"
+# An integration's attempt: the longest a Lambda invocation can run.
+INTEGRATIONS_TIMEOUT_SECONDS = 900
 
 
 def read_document(path: Path) -> Any:
@@ -84,3 +94,22 @@ def lambda_functions(machine: StateMachine) -> list[tuple[str, float | None, flo
             heartbeat if isinstance(heartbeat, int | float) else None,
         )
     return list(out.values())
+
+
+def runs_integration(resource: str) -> bool:
+    """Whether a Task's resource is Shepherd's to carry out (a service call or another state
+    machine), never a Lambda function's."""
+    return integrations.is_start_execution(resource) or services.is_service(resource)
+
+
+def needs_integrations(machine: StateMachine, pools: dict[str, str], pool: str) -> bool:
+    """Whether a machine has a Task the integration pool runs: a service call, another state
+    machine, or a Lambda function the project maps to that pool."""
+    for state in task_states(machine):
+        resource = state.raw.get("Resource")
+        if isinstance(resource, str) and runs_integration(resource):
+            return True
+        function = function_of(state)
+        if pools.get(function or "", pool) == INTEGRATIONS_POOL:
+            return True
+    return False

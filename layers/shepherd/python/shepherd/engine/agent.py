@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from shepherd import fanout, jsonsafe, limits
-from shepherd.asl.engine import Claimed, is_unit
+from shepherd.asl.engine import Claimed, Recorded, is_unit
 from shepherd.asl.lambdas import Invocation
 from shepherd.asl.machine import Event, TaskFailed
 from shepherd.clock import to_datetime
@@ -514,17 +514,22 @@ class AgentRuntime:
         return self._claim_and_run(state, definition, rec, spec, message, time_left_ms)
 
     def _handle_visit(self, message: TaskMessage) -> HandleResult:
-        """A state machine's Task visit (`shepherd.asl.engine`): claimed fenced, the agent
-        registered under its Lambda function's name run with a heartbeat, and the write that
-        ends the unit moves the machine on (its next unit's message sent after it)."""
+        """A state machine's Task visit (`shepherd.asl.engine`): claimed fenced, carried out
+        by the ASL driver (the agent registered under its Lambda function's name, run here
+        with a heartbeat; or, in the integration pool, a service call, another state machine
+        or a deployed function), and the write that ends the unit moves the machine on (its
+        next unit's message sent after it); a Task that waits rests until its token's
+        callback."""
         asl = self.scheduler.asl
         claimed = asl.claim(message, self.worker_id)
         if isinstance(claimed, str):
             return HandleResult(Outcome.DROPPED, claimed)
-        invoked = claimed.invoked
-        event = invoked if isinstance(invoked, TaskFailed) else self._run_visit(claimed, invoked)
-        if not asl.end_unit(claimed.rec, event):
+        event = asl.run(claimed, self.agents.names(), lambda inv: self._run_visit(claimed, inv))
+        recorded = asl.record(claimed, event)
+        if recorded == Recorded.FENCED:
             return HandleResult(Outcome.FENCED, "attempt was superseded")
+        if recorded == Recorded.WAITING:
+            return HandleResult(Outcome.WAITING)
         if isinstance(event, TaskFailed):
             return HandleResult(Outcome.FAILED, event.cause or event.error, event.error)
         return HandleResult(Outcome.SUCCEEDED)
@@ -537,10 +542,6 @@ class AgentRuntime:
             return TaskFailed(
                 "Lambda.ResourceNotFoundException",
                 f"Function not found: {invoked.function} (registered: {known})",
-            )
-        if invoked.callback:
-            return TaskFailed(
-                "States.Runtime", "a .waitForTaskToken task does not run on the engine yet"
             )
         deadline = (rec.claimed_at or self.scheduler.ports.clock.now_ms()) + (
             spec.timeout_seconds * 1000
@@ -558,6 +559,7 @@ class AgentRuntime:
             resolve=self.scheduler.value,
             _heartbeat=heartbeat,
         )
+        heartbeat.token = claimed.token  # a .waitForTaskToken Task's, armed by its claim
         if self.background_heartbeats:
             heartbeat.start_background()
         try:

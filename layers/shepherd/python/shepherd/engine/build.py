@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from shepherd.asl.integrations import Integrations, ServiceCall
 from shepherd.definitions import Definition
 from shepherd.engine.agent import AgentRegistry, AgentRuntime
 from shepherd.engine.approvals import Approvals
@@ -92,16 +93,21 @@ def build_engine(
     sweep_groups: int = 1,
     looks: LookRunner | None = None,
     pool_policies: Mapping[str, PoolPolicy] | None = None,
+    services: ServiceCall | None = None,
 ) -> Engine:
     """The engine over `ports`. `worker_id` names the agent runtime (a step's owner);
     `background_heartbeats` off, a host heartbeats by hand (the simulator, the benchmarks);
     `sweep_interval_ms` is how soon the supervisor's next sweep comes (0: unknown);
     `sweep_groups` how many groups its shards are dealt into; `looks` how a sweep runs its
     looks (one after another by default); `pool_policies` each pool's rate limit and circuit
-    breaker (`shepherd.pool_policy`)."""
+    breaker (`shepherd.pool_policy`); `services` how a state machine's service Tasks reach
+    AWS (`shepherd.adapters.services.AwsServices.call`; none: such a Task fails with
+    States.Permissions)."""
     policies = dict(pool_policies or {})
     catalog = Catalog(definitions, ports.store)
     scheduler = Scheduler(ports, catalog, config or EngineConfig())
+    if services is not None:
+        scheduler.asl.integrations = Integrations(call=services)
     registry = agents or AgentRegistry()
     limiter = (
         PoolLimiter(scheduler.executor, ports.clock, ports.rng, policies) if policies else None

@@ -25,6 +25,7 @@ from shepherd.errors import (
     PayloadTooLarge,
     TaskTokenInvalid,
     TaskTokenStale,
+    UploadRejected,
 )
 from shepherd.keys import Kind
 from shepherd.model import StepRecord, StepStatus, WorkflowState, dumps
@@ -54,6 +55,25 @@ class Callbacks:
         """Heartbeat, succeed or fail the attempt a task token belongs to. A success's output is
         `output`, or the object of `owner`'s upload `output_upload` (see engine.uploads; the
         owner defaults as for `Scheduler.start_upload`)."""
+        asl = self.scheduler.asl
+        unit = asl.token_of(token)
+        if unit is not None:  # a state machine's Task (`shepherd.asl.engine`): its own writes
+            if output_upload is not None:  # a state machine's result is at most 256 KiB
+                raise UploadRejected(
+                    "UploadNotSupported",
+                    "a state machine's Task takes its output in the request, not as an upload",
+                    output_upload,
+                    "output_upload",
+                )
+            return asl.callback(
+                unit,
+                action,
+                output=output,
+                error=None if error is None else limits.truncate(error, limits.MAX_ERROR_NAME),
+                cause=None if cause is None else limits.truncate(cause, limits.MAX_ERROR_CAUSE),
+                details=details,
+                quiet_ms=limits.MIN_CALLBACK_HEARTBEAT_MS,
+            )
         parsed, state, definition, rec = self._target(token)
         now = self.scheduler.ports.clock.now_ms()
         if action == "heartbeat":

@@ -1,0 +1,34 @@
+"""The ASL benchmark's measures (issue 42), small: a loop's store requests stay flat per
+iteration, and each machine of the mix counts the transitions its definition makes."""
+
+from __future__ import annotations
+
+import pytest
+from shepherd_bench import asl
+
+
+def test_a_loops_requests_per_iteration_do_not_grow_with_its_history() -> None:
+    loop = asl.loop_store_requests(300, 50)
+    assert loop["iterations"] == 300
+    assert loop["flat"], (loop["first"], loop["last"])
+    # One read of the state, one write of the visit: never a scan of the loop's past.
+    assert loop["last"]["items written"] == loop["first"]["items written"] > 0
+
+
+@pytest.mark.slow
+def test_the_mix_counts_each_machines_transitions_and_prices_them() -> None:
+    mix = asl.run_mix(1)
+    per_machine = {r["machine"]: r["transitions_per_workflow"] for r in mix["machines"]}
+    assert per_machine == {
+        "bench_asl_chain": 6,
+        "bench_asl_parallel": 3,
+        "bench_asl_map": 5,
+        "bench_asl_loop": 22,
+    }
+    totals = mix["mix"]
+    assert totals["transitions"] == sum(per_machine.values())
+    assert totals["usd_per_million_transitions"] > 0
+    assert totals["ratio_standard_to_ours"] == pytest.approx(
+        totals["step_functions_standard_usd_per_million_transitions"]
+        / totals["usd_per_million_transitions"]
+    )
