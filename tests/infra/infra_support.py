@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -345,15 +346,23 @@ ONE_STEP = (
 )
 
 
+# Every one-step template of the run by its props (issue 36: three tests read the default one).
+_ONE_STEP: dict[str, dict[str, Any]] = {}
+
+
 def one_step_template(tmp_path: Path, **props: Any) -> dict[str, Any]:
     """The template of a stack holding one `Shepherd(**props)` over a one-step definition
-    (its agent packaged as a pool ships it): for tests of a construct setting."""
-    definitions = tmp_path / "flows"
-    definitions.mkdir(parents=True)
-    (definitions / "trip.yaml").write_text(ONE_STEP)
-    src = agent_package(tmp_path / "src", "trip_agents", definitions)
-    app = App(outdir=str(tmp_path / "cdk.out"))
-    stack = Stack(app, "Trips")
-    code = AgentCode(path=src, modules=["trip_agents"])
-    Shepherd(stack, "Shepherd", definitions_dir=definitions, agents=code, **props)
-    return dict(assertions.Template.from_stack(stack).to_json())
+    (its agent packaged as a pool ships it): for tests of a construct setting. Built once per
+    distinct props in a run (keyed by their repr); each caller gets its own copy."""
+    key = repr(sorted(props.items()))
+    if key not in _ONE_STEP:
+        definitions = tmp_path / "flows"
+        definitions.mkdir(parents=True)
+        (definitions / "trip.yaml").write_text(ONE_STEP)
+        src = agent_package(tmp_path / "src", "trip_agents", definitions)
+        app = App(outdir=str(tmp_path / "cdk.out"))
+        stack = Stack(app, "Trips")
+        code = AgentCode(path=src, modules=["trip_agents"])
+        Shepherd(stack, "Shepherd", definitions_dir=definitions, agents=code, **props)
+        _ONE_STEP[key] = dict(assertions.Template.from_stack(stack).to_json())
+    return copy.deepcopy(_ONE_STEP[key])
