@@ -35,7 +35,8 @@ HANDLER_ROLES = {
 EXTRA_POOL = "reporting"
 # The `extended` fixture's optional context: a bus name of the user's choice, API logging (for
 # an account whose API Gateway CloudWatch role is set), the dashboard, per-method API metrics,
-# memory sizes, as the CLI passes them (strings).
+# memory sizes, the table's deletion protection (for an existing table), as the CLI passes them
+# (strings).
 EXTENDED_CONTEXT = {
     "event_bus_name": "orders-bus",
     "api_logging": "true",
@@ -43,6 +44,7 @@ EXTENDED_CONTEXT = {
     "api_detailed_metrics": "true",
     "pool_memory_mb": json.dumps({EXTRA_POOL: 3008}),
     "api_memory_mb": "1024",
+    config.CTX_TABLE_DELETION_PROTECTION: "true",
 }
 # The `variant` fixture's context: a second stack's name, two webhooks, two mapped event sources,
 # the data not kept and the X-Ray SDK's tracer on (issue 36: one synthesis for the tests of

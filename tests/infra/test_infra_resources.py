@@ -355,12 +355,14 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
     assert table["UpdateReplacePolicy"] == "Retain"
 
 
-def test_deletion_protection_is_opt_in_for_an_existing_table(tmp_path: Any) -> None:
-    from infra_support import synthesize
+def test_deletion_protection_is_opt_in_for_an_existing_table(extended: Synth) -> None:
+    """The session's `extended` app sets it (EXTENDED_CONTEXT); the default app's table is
+    not protected (the test above)."""
+    from infra_support import EXTENDED_CONTEXT
     from shepherd_infra import config
 
-    synth = synthesize(tmp_path, context={config.CTX_TABLE_DELETION_PROTECTION: "true"})
-    ((_, table),) = synth.of_type("AWS::DynamoDB::Table").items()
+    assert EXTENDED_CONTEXT[config.CTX_TABLE_DELETION_PROTECTION] == "true"
+    ((_, table),) = extended.of_type("AWS::DynamoDB::Table").items()
     assert table["Properties"]["DeletionProtectionEnabled"] is True
     assert table["DeletionPolicy"] == "RetainExceptOnCreate"
 
