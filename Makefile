@@ -164,6 +164,7 @@ FIRST ?= 0
 JOBS ?= 1
 sim: $(STAMP)
 	$(BIN)/python -m shepherd_sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
+	$(BIN)/python -m shepherd_sim.aslsim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST))
 
 # The Amazon States Language conformance suite (issue 42, tests/statemachines/conformance): passed and
 # failed per feature; exit 1 on any failure.
@@ -231,7 +232,7 @@ bench: $(STAMP)
 # iteration over 10,000 iterations; writes benchmarks.json's `asl` (also a part of make bench).
 .PHONY: bench-asl
 bench-asl: $(STAMP)
-	$(BIN)/python -m shepherd_bench.asl
+	$(BIN)/python -m shepherd_bench --refresh-asl
 
 # Hostile patterns (issue 35.1): StringMatches against a 5 MiB value, the worst patterns the
 # caps allow; prints each case and exits 1 if the slowest takes a second (also a line of make bench).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
@@ -20,7 +21,13 @@ from shepherd.engine import history, inbox
 from shepherd.engine.listing import ListFilter, Position, count_by_status
 from shepherd.engine.pools import pool_states
 from shepherd.engine.queries import WorkflowSummary, find_by_idempotency_key, list_workflows
-from shepherd.errors import OperatorOnly, StepNotFound, TagInvalid, UnknownWorkflowType
+from shepherd.errors import (
+    OperatorOnly,
+    PathNotFound,
+    StepNotFound,
+    TagInvalid,
+    UnknownWorkflowType,
+)
 from shepherd.keys import event_sk
 from shepherd.model import StepStatus, WorkflowRecord, WorkflowStatus, loads
 
@@ -36,6 +43,8 @@ from shepherd_handlers.models import (
     HistoryView,
     ListSort,
     MapItemsView,
+    PathEntryView,
+    PathView,
     PayloadPreviewView,
     PendingSignalsView,
     PendingSignalView,
@@ -68,6 +77,7 @@ from shepherd_handlers.views import (
     definition_summary,
     definition_view,
     item_view,
+    payload,
     pending_approval_view,
     pool_view,
     schedule_view,
@@ -90,6 +100,10 @@ WORKFLOW_ID = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-
 DEFINITION_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
 POOL_NAME = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL)]
 STEP_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME)]
+# A paged route's page size and its signed position (each route binds its token to what it
+# pages: a token from another route, caller or filter is a 400).
+PAGE_LIMIT = Annotated[int, Query(ge=1, le=100)]
+NEXT_TOKEN = Annotated[str | None, Query(min_length=1, max_length=2048)]
 SIGNAL = Annotated[str, Path(min_length=1, max_length=64, pattern=SIGNAL_NAME)]
 SCHEDULE_NAME = Annotated[str, Path(min_length=1, max_length=64, pattern=SCHEDULE_NAME_PATTERN)]
 
@@ -212,7 +226,7 @@ def list_all(
     created_before: INSTANT = None,
     sort: Annotated[ListSort, Query()] = ListSort.NEWEST,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    next_token: NEXT_TOKEN = None,
     idempotency_key: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     tag: Annotated[str | None, Query(min_length=2, max_length=321)] = None,
 ) -> WorkflowListView:
@@ -405,8 +419,8 @@ def get_workflow(workflow_id: WORKFLOW_ID) -> WorkflowView:
 )
 def workflow_events(
     workflow_id: WORKFLOW_ID,
-    limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    limit: PAGE_LIMIT = 50,
+    next_token: NEXT_TOKEN = None,
 ) -> HistoryView:
     """The workflow's lifecycle events as they were published (kept by the relay), oldest
     first: operator actions included, with who and when where the event says so. Paged with
@@ -436,6 +450,64 @@ def workflow_events(
     )
 
 
+PATH_POSITION = re.compile(r"\A[0-9]{1,10}\Z")  # a path entry's number, as its token names it
+
+
+@app.get(
+    "/workflows/<workflow_id>/path",
+    responses=errors.documented(200, "The states it entered, in order", PathView, 400, 404),
+    tags=["workflows"],
+)
+def state_machine_path(
+    workflow_id: WORKFLOW_ID,
+    limit: PAGE_LIMIT = 50,
+    next_token: NEXT_TOKEN = None,
+) -> PathView:
+    """A state machine's path (issue 42.4): every state entered, in order, with its visit
+    (a loop's states have several), its input and its output (a large one as a presigned
+    link), as Step Functions' history shows a state's entry and exit. A Parallel's branches
+    and a Map's items are child workflows: each has its own path. Paged with a signed
+    `next_token` bound to the caller and the workflow; one query a page, whatever the path's
+    length. A native workflow has no path (404 PathNotFound)."""
+    owner = caller()
+    shepherd = engine()
+    _, definition = shepherd.scheduler.owned(workflow_id, owner)  # 404 unless the caller's
+    if definition.state_machine is None:
+        raise PathNotFound(workflow_id)
+    pages = pagination.paginator(shepherd.ports.store)
+    bound = ("path", workflow_id)
+    after = -1
+    if next_token is not None:
+        try:
+            after = int(pages.verify_key(next_token, owner, bound, PATH_POSITION))
+        except pagination.TokenRejected as exc:
+            raise _BadQuery(str(exc), "next_token") from None
+    entries, following = shepherd.scheduler.asl.path_page(workflow_id, after, limit)
+    token = None if following is None else pages.sign_key(owner, str(following), bound)
+    payloads = shepherd.ports.payloads
+    items = []
+    for e in entries:
+        name = f"{workflow_id}-{e.number}-{e.state}"
+        value, value_ref = payload(payloads, e.input, f"{name}-input")
+        out, out_ref = (
+            (None, None) if e.output is None else payload(payloads, e.output, f"{name}-output")
+        )
+        items.append(
+            PathEntryView(
+                number=e.number,
+                state=e.state,
+                visit=e.visit,
+                input=value,
+                input_ref=value_ref,
+                output=out,
+                output_ref=out_ref,
+                entered_at=iso(e.entered_at) or "",
+                exited_at=iso(e.exited_at),
+            )
+        )
+    return PathView(items=items, next_token=token)
+
+
 ITEM_STATUSES = tuple(s.value for s in StepStatus if s is not StepStatus.SKIPPED)
 
 
@@ -455,8 +527,8 @@ def map_items(
             "and may hold fewer than `limit`: follow `next_token`)",
         ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    limit: PAGE_LIMIT = 50,
+    next_token: NEXT_TOKEN = None,
 ) -> MapItemsView:
     """A map step's items by index (status, attempts, error, output or its reference), paged
     with a signed `next_token` bound to the caller, the workflow, the step and the filter.
@@ -815,7 +887,7 @@ def send_matching_signal(body: SignalMatchRequest) -> Response[SignalMatchView]:
 )
 def list_approvals(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    next_token: NEXT_TOKEN = None,
 ) -> ApprovalListView:
     """The Approval steps waiting for an answer the caller may give (as the workflow's owner
     or a listed approver), across workflows, newest first. Read from an eventually consistent

@@ -764,6 +764,25 @@ class PendingSignalView(BaseModel):
     sent_at: str
 
 
+class PathEntryView(BaseModel):
+    """A state a state machine entered (issue 42.4), as Step Functions' history shows it."""
+
+    number: Annotated[int, Field(description="The entry's place in the path, from 0")]
+    state: str
+    visit: Annotated[int, Field(description="This state's visit: 1, or more in a loop")]
+    input: Annotated[Any, Field(description="The state's input (absent when large)")] = None
+    input_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("input"))] = None
+    output: Annotated[Any, Field(description="Its output; absent while it runs")] = None
+    output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None
+    entered_at: str
+    exited_at: Annotated[str | None, Field(description="None while the state runs")] = None
+
+
+class PathView(BaseModel):
+    items: Annotated[list[PathEntryView], Field(description="In the order entered")]
+    next_token: str | None = None
+
+
 class PendingSignalsView(BaseModel):
     """A workflow's signals: the names its steps wait for and the signals kept for them."""
 

@@ -67,6 +67,8 @@ CONFIG = SchemathesisConfig.from_dict(
                 # The same for a series, whose range may not start later than now either.
                 "GET /workflows/series",
                 "GET /workflows/{workflow_id}/events",
+                # A path's next_token is only valid for this caller and workflow (issue 42.4).
+                "GET /workflows/{workflow_id}/path",
                 "GET /approvals",
                 # A preview names at most one of step and compensation, and a workflow's own
                 # payload is its input (JSON Schema cannot say either of a query): 400.
@@ -132,6 +134,18 @@ Steps:
 """
 
 
+# A state machine of control states only (no Lambda): the path route's success path.
+MACHINE = json.dumps(
+    {
+        "StartAt": "Init",
+        "States": {
+            "Init": {"Type": "Pass", "Result": {"n": 1}, "Next": "Done"},
+            "Done": {"Type": "Succeed"},
+        },
+    }
+)
+
+
 @pytest.fixture
 def seeded(
     stack: Stack, callback_ship: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -147,6 +161,7 @@ def seeded(
     shutil.copytree(ROOT / "statemachines", definitions)
     (definitions / "fuzz_review.yaml").write_text(APPROVAL)
     (definitions / "fuzz_fanout.yaml").write_text(FANOUT)
+    (definitions / "fuzz_machine.asl.json").write_text(MACHINE)
     monkeypatch.setenv(ENV_DEFINITIONS_DIR, str(definitions))
     monkeypatch.setenv(ENV_OPERATORS, ALICE)
     breaker = {
@@ -166,6 +181,9 @@ def seeded(
     _, _, fanout = stack.api(
         "POST", "/workflows", body={"type": "fuzz_fanout", "input": ORDER}, caller=ALICE
     )
+    _, _, machine = stack.api(
+        "POST", "/workflows", body={"type": "fuzz_machine", "input": {}}, caller=ALICE
+    )
     stack.run_agents()
     assert callback_ship, "the callback step did not start"
     return {
@@ -177,6 +195,7 @@ def seeded(
         "step": "sign_off",
         "schedule": "fuzz_nightly",
         "map_workflow": fanout["workflow_id"],
+        "machine_workflow": machine["workflow_id"],
     }
 
 
@@ -208,6 +227,11 @@ def _use_seeded(case: Any, seeded: dict[str, str]) -> None:
         # reached however the examples fall.
         case.path_parameters["workflow_id"] = seeded["map_workflow"]
         case.path_parameters["step"] = "each"
+        return
+    if case.path.endswith("/path") and case.path_parameters:
+        # A state machine's path: always the workflow of a state machine (a native one has
+        # none), so its success path is reached however the examples fall.
+        case.path_parameters["workflow_id"] = seeded["machine_workflow"]
         return
     if "/signals/" in case.path and case.path_parameters:
         # A signal: always to the workflow whose step waits for `amended`, so its success

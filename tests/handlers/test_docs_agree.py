@@ -251,3 +251,16 @@ def test_the_dependency_ranges_quoted_are_pyprojects() -> None:
     ranges = {re.sub(r"\[.*\]", "", d) for d in pyproject["project"]["dependencies"]}
     quoted = re.findall(r"`((?:boto3|aws-lambda-powertools|pydantic)>=[^`]+)`", README)
     assert quoted and set(quoted) <= ranges, (quoted, ranges)
+
+
+def test_the_state_machine_price_in_the_readme_is_the_measured_one() -> None:
+    """The ASL mix's price per transition (issue 42, `make bench-asl`), quoted as measured."""
+    mix = BENCH["asl"]["mix"]["mix"]
+    ours = mix["usd_per_million_transitions"]
+    standard = mix["step_functions_standard_usd_per_million_transitions"]
+    text = " ".join(README.split())
+    assert (
+        f"costs ${ours:.2f} per million state transitions against Standard's ${standard:g}" in text
+    )
+    # It says whether the target (a fifth of Standard's) is met, as the numbers say.
+    assert ("not yet the fifth of it" in text) is (ours > standard / 5)

@@ -15,7 +15,7 @@ from shepherd.engine.agent import AgentContext
 from shepherd.engine.listing import ListFilter, list_page
 from shepherd.errors import DefinitionError, InputInvalid, TagInvalid, TooManyMatches
 from shepherd.keys import KEY_SHARDS, key_shard, match_item_sk, tag_item_sk, wf_pk
-from shepherd.model import StepStatus, WorkflowStatus, loads
+from shepherd.model import StepStatus, WorkflowRecord, WorkflowStatus, loads
 from shepherd.testing import MemoryEngine
 from shepherd.topology import TABLE
 
@@ -110,6 +110,38 @@ def test_more_matches_than_the_cap_are_refused_before_anything_is_sent(
     eng.engine.operations.cancel(ids[0], owner="alice")
     eng.run(ids[0], max_seconds=60)
     assert len(eng.signal_matching("amended", {"order_id": "o-1"}, 1)) == 3
+
+
+def test_a_workflow_that_ended_or_unwinds_leaves_the_match_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its correlations are released when it ends (or starts to unwind): a signal by the same
+    values reads only the workflows still open, however many ended before (before: a finished
+    workflow's entry stayed until TTL, and 1,000 of them made every signal by it 409)."""
+    eng = engine()
+    done = eng.start("order", {"order_id": "o-1"})
+    cancelled = eng.start("order", {"order_id": "o-1"})
+    failed = eng.start("order", {"order_id": "o-1"})
+    eng.deliver()
+    eng.signal(done, "amended", {"n": 1})
+    assert eng.run(done, max_seconds=60).status is WorkflowStatus.SUCCEEDED
+    eng.cancel(cancelled)
+    assert eng.run(cancelled, max_seconds=60).status is WorkflowStatus.CANCELLED
+    eng.compensate(failed)  # an operator gives up on it: it unwinds
+    assert eng.run(failed, max_seconds=60).status is WorkflowStatus.COMPENSATED
+    still_open = eng.start("order", {"order_id": "o-1"})
+    for wf in (done, cancelled, failed):
+        item = eng.store.get(wf_pk(wf), match_item_sk("amend"))
+        assert item is not None and "key_pk" not in item and "key_sk" not in item
+    assert "key_pk" in (eng.store.get(wf_pk(still_open), match_item_sk("amend")) or {})
+    values = '{"order_id":"o-1"}'
+    page = list_page(eng.store, "alice", ListFilter(match=("amended", values)), limit=10)
+    assert [WorkflowRecord.from_item(i).workflow_id for i in page.items] == [still_open]
+    # The reader's bound counts open workflows only: one entry a page, at most two read.
+    monkeypatch.setattr(limits, "MAX_MATCHED", 1)
+    monkeypatch.setattr(limits, "MAX_MATCH_ENTRIES", 2)
+    (receipt,) = eng.signal_matching("amended", {"order_id": "o-1"}, {"n": 2})
+    assert receipt.workflow_id == still_open
 
 
 def test_the_match_is_indexed_in_one_write_with_the_start_and_a_missing_key_refuses_it() -> None:

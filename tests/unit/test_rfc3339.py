@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from shepherd.decisions.waits import rfc3339
+from shepherd.timestamps import rfc3339
 
 
 @pytest.mark.parametrize(

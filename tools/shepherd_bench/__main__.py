@@ -61,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         "re-render their section of benchmarks.md",
     )
     parser.add_argument(
+        "--refresh-asl",
+        action="store_true",
+        help="measure only the ASL state machines (issue 42) into the existing "
+        "benchmarks.json and re-render their section of benchmarks.md",
+    )
+    parser.add_argument(
         "--refresh-fixed-cost",
         action="store_true",
         help="recompute only the fixed monthly cost (from the synthesized app) into the "
@@ -87,12 +93,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.refresh_pools:
         return _refresh_pools(args.out)
-    if args.refresh_fixed_cost or args.refresh_capacity or args.refresh_maps:
+    if args.refresh_fixed_cost or args.refresh_capacity or args.refresh_maps or args.refresh_asl:
         return _refresh(
             args.out,
             fixed=args.refresh_fixed_cost,
             capacity=args.refresh_capacity,
             maps=args.refresh_maps,
+            asl=args.refresh_asl,
         )
 
     from shepherd_bench import (
@@ -329,7 +336,9 @@ def _refresh_pools(out: Path) -> int:
     return 0
 
 
-def _refresh(out: Path, *, fixed: bool, capacity: bool, maps: bool = False) -> int:
+def _refresh(
+    out: Path, *, fixed: bool, capacity: bool, maps: bool = False, asl: bool = False
+) -> int:
     """Re-measure the fixed monthly cost and/or what one stack holds into the existing
     benchmarks.json, and re-render only their parts of benchmarks.md."""
     from shepherd.definitions import load_directory
@@ -355,6 +364,9 @@ def _refresh(out: Path, *, fixed: bool, capacity: bool, maps: bool = False) -> i
         clean = next(s for s in results["cost"]["scenarios"] if s["scenario"] == "order clean")
         results["maps"] = map_items.run_maps(clean["worst"]["usd_per_million_steps"]["core"])
         results["meta"]["maps_refreshed"] = now
+    if asl:
+        results["asl"] = _asl()
+        results["meta"]["asl_refreshed"] = now
     path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     page = out / "benchmarks.md"
     page.write_text(splice(page.read_text(), render(results)))
@@ -371,6 +383,7 @@ SPLICED = (
     ("### Fixed monthly cost", "\n#", None),
     ("## What one stack holds", "\n## ", "## Supervisor scaling"),
     ("## Map items (issue 24)", "\n## ", "## What one stack holds"),
+    ("## ASL state machines (issue 42)", "\n## ", "## What one stack holds"),
 )
 
 

@@ -471,39 +471,3 @@ def run_asl(
         "loop": loop_store_requests(iterations),
         "loop_metered": loop_profile(metered),
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m shepherd_bench.asl [--iterations N]`: measured into docs/benchmarks.json's
-    `asl` (every other number kept), printed."""
-    import argparse
-    import json
-    import os
-    from pathlib import Path
-
-    parser = argparse.ArgumentParser(prog="shepherd_bench.asl")
-    parser.add_argument("--iterations", type=int, default=LOOP_ITERATIONS, help="in memory")
-    parser.add_argument(
-        "--metered", type=int, default=METERED_ITERATIONS, help="through the handlers on moto"
-    )
-    parser.add_argument("--workflows", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "docs")
-    args = parser.parse_args(argv)
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        os.environ.setdefault(key, value)
-    results = run_asl(args.iterations, args.metered, args.workflows)
-    path = args.out / "benchmarks.json"
-    stored = json.loads(path.read_text()) if path.exists() else {}
-    stored["asl"] = results
-    path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    for line in describe(results):
-        print(line)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -62,6 +62,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _headline(results)
     lines += _cost(results)
     lines += _maps(results)
+    lines += _asl(results)
     lines += _capacity(results)
     lines += _scaling(results)
     lines += _detection(results)
@@ -994,6 +995,61 @@ MAP_KEY_KINDS = (
     ("view", "GET workflow"),
     ("items", "GET items"),
 )
+
+
+def _asl(results: dict[str, Any]) -> list[str]:
+    """ASL state machines (issue 42): a mix priced per transition beside Step Functions
+    Standard, and a loop's requests per iteration from its first to its last iterations."""
+    asl = results.get("asl")
+    if not asl:
+        return []
+    mix = asl["mix"]["mix"]
+    rows = [
+        [
+            f"`{r['machine']}`",
+            f"{r['transitions_per_workflow']:g}",
+            f"{r['wru_per_transition']:.2f}",
+            f"{r['rru_per_transition']:.2f}",
+            _usd(r["usd_per_million_transitions"]),
+        ]
+        for r in asl["mix"]["machines"]
+    ]
+    loop, metered = asl["loop"], asl["loop_metered"]
+    target = mix["step_functions_standard_usd_per_million_transitions"] / 5
+    met = mix["usd_per_million_transitions"] <= target
+    lines = [
+        "## ASL state machines (issue 42)",
+        "",
+        "Four state machines through the real Lambda handlers on moto under the request meter "
+        "(`tools/shepherd_bench/asl.py`, `make bench-asl`): a Lambda chain with a Pass and a "
+        "Choice, a Parallel of two Lambda branches, an inline Map of four Lambda items, and a "
+        "ten-iteration Task/Choice loop. A transition is a state entered (an `ASLPATH` entry, "
+        "branches' and items' states included), as Step Functions counts them. Priced as a "
+        "plain step is (core and events), worst case.",
+        "",
+        *_table(["machine", "transitions", "WRU / transition", "RRU / transition", "$ / M"], rows),
+        "",
+        f"**The mix: {_usd(mix['usd_per_million_transitions'])} per million transitions** "
+        f"against Step Functions Standard's {_usd(mix['step_functions_standard_usd_per_million_transitions'])} "
+        f"({mix['ratio_standard_to_ours']:.1f}x cheaper). Target <= 1/5 of Standard "
+        f"({_usd(target)}): {_verdict(met)}. Parallel branches and Map items are child "
+        "workflows, each with its own item, listing indexes and lifecycle events, and every "
+        "state's path entry is a transactional write: those are what the target is missed by.",
+        "",
+        f"**A loop of {loop['iterations']:,} iterations** (in memory, the engine's store "
+        "operations, each one DynamoDB request): per iteration, the first "
+        f"{loop['window']} against the last {loop['window']} before the end: "
+        + ", ".join(f"{k} {loop['first'][k]:g} vs {loop['last'][k]:g}" for k in loop["first"])
+        + f" ({'flat' if loop['flat'] else 'NOT flat'}). Through the handlers on moto, "
+        f"{metered['iterations']:,} iterations: requests {metered['first']['requests']:.2f} vs "
+        f"{metered['last']['requests']:.2f}, WRU {metered['first']['wru']:.2f} vs "
+        f"{metered['last']['wru']:.2f}, RRU {metered['first']['rru']:.2f} vs "
+        f"{metered['last']['rru']:.2f} ({'flat' if metered['flat'] else 'NOT flat'}): no "
+        "history is read back, so a machine's history is bounded by its retention, not by a "
+        "count of events.",
+        "",
+    ]
+    return lines
 
 
 def _maps(results: dict[str, Any]) -> list[str]:

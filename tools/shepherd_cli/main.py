@@ -330,6 +330,41 @@ def cmd_status(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
+def path_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """A state machine's path as `shepherd path` prints it: one line a state entered, with its
+    visit (a loop's state once per visit) and its output, cut to a line's width."""
+    lines = []
+    for e in entries:
+        if "output" in e:
+            shown = json.dumps(e["output"], separators=(",", ":"))
+        else:
+            shown = "(large: see --json)" if e.get("output_ref") else "(running)"
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        lines.append(f"{e['number']:>5}  {e['state']:<32} visit {e['visit']:<4} {shown}")
+    return lines
+
+
+def cmd_path(args: argparse.Namespace, api: Api) -> int:
+    """Every page of `GET /workflows/{id}/path` (at most `--limit` entries in all)."""
+    entries: list[dict[str, Any]] = []
+    token = None
+    while len(entries) < args.limit:
+        query = {"limit": min(100, args.limit - len(entries)), "next_token": token}
+        page = api.call("GET", f"/workflows/{args.workflow_id}/path", query=query)
+        entries += page["items"]
+        token = page.get("next_token")
+        if token is None:
+            break
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    else:
+        print("\n".join(path_lines(entries)))
+        if token is not None:
+            print(f"(the first {len(entries)} states; --limit for more)")
+    return 0
+
+
 def _watch(api: Api, workflow_id: str, timeout: float, interval: float = 0.5) -> int:
     tty = sys.stdout.isatty()
     deadline = time.monotonic() + timeout
@@ -897,6 +932,13 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("workflow_id")
     status.add_argument("--json", action="store_true")
 
+    path = sub.add_parser(
+        "path", help="a state machine's path: the states it entered, in order, with each output"
+    )
+    path.add_argument("workflow_id")
+    path.add_argument("--limit", type=int, default=1000, help="at most this many states")
+    path.add_argument("--json", action="store_true", help="every entry, input and output")
+
     watch = sub.add_parser("watch", help="live view until the workflow ends")
     watch.add_argument("workflow_id")
     watch.add_argument("--timeout", type=float, default=600)
@@ -1085,6 +1127,7 @@ def main(argv: list[str] | None = None) -> int:
         handler = {
             "start": cmd_start,
             "status": cmd_status,
+            "path": cmd_path,
             "watch": cmd_watch,
             "list": cmd_list,
             "cancel": cmd_cancel,

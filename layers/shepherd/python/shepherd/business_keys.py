@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shepherd import fanout, jsonsafe, limits
@@ -172,3 +172,14 @@ def match_item(
         "match": values,
         "expires_at": expires_at,
     }
+
+
+# The index keys of a correlation item: removed, the item leaves the sparse by_key index.
+MATCH_INDEX_KEYS = ("key_pk", "key_sk")
+
+
+def released_matches(workflow_id: str, steps: Iterable[str]) -> list[tuple[str, str]]:
+    """The correlation items (pk, sk) a workflow that ended or unwinds takes out of the by_key
+    index (REMOVE `MATCH_INDEX_KEYS`): no step of it waits for a signal again, so a signal by
+    those values never reads it again (issue 37.3)."""
+    return [(wf_pk(workflow_id), match_item_sk(step)) for step in steps]

@@ -144,6 +144,18 @@ class WorkflowNotFound(ShepherdError):
         self.workflow_id = workflow_id
 
 
+class PathNotFound(ShepherdError):
+    """The workflow runs a native definition: it keeps no state machine's path (its steps,
+    in `GET /workflows/{id}`, are what it did)."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(
+            f"workflow '{workflow_id}' runs a native definition: it has no state machine path "
+            "(its steps are in GET /workflows/{id})"
+        )
+        self.workflow_id = workflow_id
+
+
 class InvalidTransition(ShepherdError):
     """A request asks for a transition the workflow's current state does not allow."""
 

@@ -115,6 +115,8 @@ ROUTES: tuple[Route, ...] = (
         MAX_START_BODY_BYTES,
     ),
     Route("POST", "/workflows/{workflow_id}/steps/{step}/reject", "api", True, 8 * 1024),
+    # A state machine's path (issue 42.4): the states entered, in order, with their data.
+    Route("GET", "/workflows/{workflow_id}/path", "api", query=("limit", "next_token")),
     # A workflow's pending signals (issue 37.8: the console's view), at most 100.
     Route("GET", "/workflows/{workflow_id}/signals", "api"),
     # A signal into a running workflow (docs/api.md, Signals): kept until a step takes it.

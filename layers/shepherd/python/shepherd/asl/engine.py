@@ -1399,24 +1399,58 @@ class AslEngine:
         self, workflow_id: str, after: int = -1, limit: int = 100
     ) -> tuple[list[dict[str, Any]], int | None]:
         """One page of the path taken: the states entered in order, each with its visit,
-        input and output; and the number to read on from (None: the last page)."""
+        input and output (resolved, large ones read from the bucket); and the number to read
+        on from (None: the last page)."""
+        entries, following = self.path_page(workflow_id, after, limit)
+        out = []
+        for e in entries:
+            entry = {
+                "state": e.state,
+                "visit": e.visit,
+                "input": self.scheduler.value(e.input),
+                "entered_at": e.entered_at,
+            }
+            if e.output is not None:
+                entry["output"] = self.scheduler.value(e.output)
+            out.append(entry)
+        return out, following
+
+    def path_page(
+        self, workflow_id: str, after: int = -1, limit: int = 100
+    ) -> tuple[list[PathEntry], int | None]:
+        """One page of the path as stored (a value may be a payload reference: the API links
+        a large one rather than reading it), read after entry `after`; and the number to read
+        on from (None: the last page). One query, whatever the path's length."""
         page = self._store.query_after(
             path_pk(workflow_id), path_sk(after) if after >= 0 else "", limit
         )
-        entries = []
-        last = after
-        for item in page.items:
-            last = int(item["sk"])
-            entry = {
-                "state": item["state"],
-                "visit": int(item["visit"]),
-                "input": self.scheduler.value(item["input"]),
-                "entered_at": int(item["entered_at"]),
-            }
-            if "output" in item:
-                entry["output"] = self.scheduler.value(item["output"])
-            entries.append(entry)
-        return entries, (last if page.cursor is not None or len(entries) == limit else None)
+        entries = [
+            PathEntry(
+                number=int(item["sk"]),
+                state=str(item["state"]),
+                visit=int(item["visit"]),
+                input=str(item["input"]),
+                output=None if item.get("output") is None else str(item["output"]),
+                entered_at=int(item["entered_at"]),
+                exited_at=None if item.get("exited_at") is None else int(item["exited_at"]),
+            )
+            for item in page.items
+        ]
+        full = page.cursor is not None or len(entries) == limit
+        return entries, (entries[-1].number if entries and full else None)
+
+
+@dataclass(frozen=True)
+class PathEntry:
+    """A state entered, as its path item keeps it (`ASLPATH#<id>`, numbered from 0)."""
+
+    number: int
+    state: str
+    visit: int
+    input: str  # JSON, or a payload reference
+    output: str | None  # None while the state runs
+    entered_at: int
+    exited_at: int | None
 
 
 def _to_dt(ms: int) -> _dt.datetime:

@@ -10,7 +10,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shepherd.decisions.waits import rfc3339
+from shepherd.timestamps import rfc3339
 
 from . import paths, wildcard
 from .errors import RUNTIME, StatesError

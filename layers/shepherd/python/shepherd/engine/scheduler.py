@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
-from shepherd.conditions import Cond, Eq, Item, Missing, all_of
+from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
 from shepherd.decisions import choice
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
@@ -76,6 +76,7 @@ from shepherd.engine.maps import (
 )
 from shepherd.engine.outputs import workflow_output
 from shepherd.errors import (
+    ConditionFailed,
     DeliveryError,
     IdempotencyConflict,
     InputInvalid,
@@ -1512,7 +1513,10 @@ class Scheduler:
                 write = tx.unwind(
                     wf, WorkflowStatus.COMPENSATING, now, error, shard=shard, due_by=due_by
                 )
-                return ex.workflow(state, write)
+                won = ex.workflow(state, write)
+                if won:
+                    self.release_matches(state)
+                return won
             case Pause(step, error):
                 reason = jsonsafe.dumps({"reason": "failure", "step": step, "error": loads(error)})
                 timeout = self.definition_of(state).pause_timeout_seconds
@@ -1525,6 +1529,8 @@ class Scheduler:
                 pulled = self.notify_parent(wf)
                 write = tx.finish(wf, status, now, self.expires(now), error=error)
                 won = ex.workflow(state, write)
+                if won:
+                    self.release_matches(state)
                 if won and pulled is not None and wf.parent_id is not None:
                     parent_item = self.ports.store.get(wf_pk(wf.parent_id), WF_SK)
                     if parent_item is not None:
@@ -1533,6 +1539,23 @@ class Scheduler:
                     self._advance_parent(wf.parent_id)
                 return won
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
+
+    def release_matches(self, state: WorkflowState) -> None:
+        """A workflow that ended or unwinds waits for no signal again: its WaitForSignal
+        steps' correlations leave the by_key index (`business_keys.released_matches`), so a
+        signal by their values never reads it again and finished workflows never crowd the
+        reader's bound (issue 37.3). After the status write, best effort: one an interrupted
+        release leaves is skipped by the reader (it reads the workflow's status) and expires
+        with the workflow."""
+        steps = self.definition_of(state).matches
+        if not steps:
+            return
+        release = Update(remove=business_keys.MATCH_INDEX_KEYS)
+        for pk, sk in business_keys.released_matches(state.workflow.workflow_id, steps):
+            try:
+                self.ports.store.update(pk, sk, release, Exists("pk"))
+            except ConditionFailed:
+                continue  # not written (a start before correlations were kept): nothing to drop
 
     def _end_attempt(
         self,

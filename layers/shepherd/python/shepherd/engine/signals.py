@@ -217,7 +217,8 @@ class Signals:
 
         Bounded before anything is sent: TooManyMatches (409) past limits.MAX_MATCHED open
         workflows, or past limits.MAX_MATCH_ENTRIES entries read (finished workflows' entries
-        stay in the index until TTL takes them); InputInvalid or PayloadTooLarge as `send`."""
+        leave the index when they end: `Scheduler.release_matches`); InputInvalid or
+        PayloadTooLarge as `send`."""
         values = business_keys.check_match(name, match)
         try:
             text = jsonsafe.dumps(payload, what="payload")

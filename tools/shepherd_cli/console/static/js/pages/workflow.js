@@ -15,6 +15,7 @@ export const TERMINAL = new Set(["SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILE
 const REFRESH_MS = 1000;
 const MESSAGE_CHARS = 100; // an attempt's message as the API keeps it (limits.MAX_HISTORY_MESSAGE)
 const HISTORY_PAGES = 5; // up to 500 events on the page; the API pages the rest
+const PATH_PAGES = 5; // a state machine's first 500 states on the page; the API pages the rest
 // A finished workflow's page re-reads its view this often while it shows large-payload links:
 // each read presigns them anew (they expire after 5 minutes), so a link is never stale.
 const LINKS_REFRESH_MS = 60_000;
@@ -371,6 +372,22 @@ function timeline(view, again = () => {}) {
   );
 }
 
+/** Up to `pages` pages of 100 of a paged route, following its `next_token`; `more` when
+ * the route had more than that. */
+async function readPages(path, pages) {
+  const items = [];
+  let token = null;
+  let more = false;
+  for (let page = 0; page < pages; page += 1) {
+    const { data } = await get(path, { limit: 100, next_token: token });
+    items.push(...data.items);
+    token = data.next_token;
+    if (!token) break;
+    more = page === pages - 1;
+  }
+  return { items, more };
+}
+
 /** A payload field with something to show: its value, or its large twin's link. */
 function present(value, ref) {
   return (value !== null && value !== undefined) || Boolean(ref);
@@ -590,6 +607,51 @@ export async function workflowPage(ctx, { id, query = {} }) {
   const itemsHost = h("div", { id: "items" });
   const mapsHost = h("div", { id: "maps" });
   const eventsHost = h("div", { id: "events" });
+  // A state machine's path (issue 42.4): the states it entered, in order, each visit with its
+  // input and output (GET /workflows/{id}/path); a native workflow has none (404 PathNotFound).
+  const isMachine = Boolean(shown.StateMachine);
+  const pathHost = h("div", { id: "path" });
+  let pathItems = null;
+  let pathMore = false;
+  let pathText = "";
+  async function loadPath() {
+    if (!isMachine) return;
+    const { items, more } = await readPages(`/workflows/${seg(id)}/path`, PATH_PAGES);
+    if (!ctx.alive) return;
+    const text = JSON.stringify(items);
+    if (text === pathText) return;
+    pathText = text;
+    pathItems = items;
+    pathMore = more;
+    drawPath();
+  }
+  function drawPath() {
+    if (!isMachine) return;
+    if (pathItems === null) {
+      redraw(pathHost, h("p", { class: "muted loading" }, "Loading the path…"));
+      return;
+    }
+    const rows = pathItems.map((e) =>
+      h(
+        "tr",
+        { "data-state": e.state, "data-visit": String(e.visit) },
+        h("td", {}, String(e.number)),
+        h("th", { scope: "row" }, e.state),
+        h("td", {}, String(e.visit)),
+        h("td", {}, time(e.entered_at)),
+        h("td", {}, e.exited_at ? time(e.exited_at) : "running"),
+        h("td", {}, jsonView("Input", e.input, { key: `path:${e.number}:input`, ref: e.input_ref })),
+        h("td", {}, present(e.output, e.output_ref) ? jsonView("Output", e.output, { key: `path:${e.number}:output`, ref: e.output_ref }) : "none yet"),
+      ),
+    );
+    redraw(
+      pathHost,
+      rows.length
+        ? table("The states this state machine entered, in order: a loop's state once per visit. A Parallel's branches and a Map's items are child workflows, each with its own path.", ["#", "State", "Visit", "Entered", "Exited", "Input", "Output"], rows)
+        : h("p", { class: "empty" }, "No state entered yet."),
+      pathMore ? h("p", { class: "muted" }, `The first ${pathItems.length} states; the rest through GET /workflows/{id}/path.`) : null,
+    );
+  }
   // Signals (issue 37.8): the names its WaitForSignal steps wait for, the signals kept and
   // not taken yet (GET /workflows/{id}/signals), and a form to send one.
   const waitsForSignals = (shown.Steps || []).some((st) => st.WaitForSignal);
@@ -782,16 +844,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
   let historyMore = false;
   let historyText = "";
   async function loadHistory() {
-    const items = [];
-    let token = null;
-    let more = false;
-    for (let page = 0; page < HISTORY_PAGES; page += 1) {
-      const { data } = await get(`/workflows/${seg(id)}/events`, { limit: 100, next_token: token });
-      items.push(...data.items);
-      token = data.next_token;
-      if (!token) break;
-      more = page === HISTORY_PAGES - 1;
-    }
+    const { items, more } = await readPages(`/workflows/${seg(id)}/events`, HISTORY_PAGES);
     if (!ctx.alive) return;
     const text = JSON.stringify(items);
     if (text === historyText) return;
@@ -832,6 +885,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
       view = (await get(`/workflows/${seg(id)}`)).data;
       await loadHistory();
       await loadSignals();
+      await loadPath();
       replace(problem);
     } catch (exc) {
       replace(problem, exc.describe ? exc.describe() : String(exc));
@@ -857,6 +911,7 @@ export async function workflowPage(ctx, { id, query = {} }) {
     h("section", { "aria-labelledby": "h-actions" }, h("h2", { id: "h-actions" }, "Actions"), answers, actions, outcome),
     signalsHost,
     h("section", { "aria-labelledby": "h-graph" }, h("h2", { id: "h-graph" }, "Steps"), graphHost),
+    isMachine ? h("section", { "aria-labelledby": "h-path" }, h("h2", { id: "h-path" }, "Path"), pathHost) : null,
     maps.size ? h("section", { "aria-labelledby": "h-maps" }, h("h2", { id: "h-maps" }, "Map items"), mapsHost) : null,
     h("section", { "aria-labelledby": "h-timeline" }, h("h2", { id: "h-timeline" }, "Attempts"), timelineHost),
     h("section", { "aria-labelledby": "h-data" }, h("h2", { id: "h-data" }, "Input and output"), dataHost),
@@ -870,6 +925,10 @@ export async function workflowPage(ctx, { id, query = {} }) {
   const paged = maps.get(query.items);
   if (paged) ctx.focusOn = paged.heading;
   loadSignals().catch(() => {});
+  drawPath();
+  loadPath().catch((exc) => {
+    if (ctx.alive) redraw(pathHost, h("p", { class: "problem" }, `The path could not be read: ${exc.describe ? exc.describe() : exc}`));
+  });
   loadHistory().catch((exc) => {
     if (ctx.alive) redraw(eventsHost, h("p", { class: "problem" }, `The history could not be read: ${exc.describe ? exc.describe() : exc}`));
   });
