@@ -134,7 +134,7 @@ test:
 # cores), the slow ones (marked `slow`: a project's own install) left to `make test`, which adds
 # the store contracts, the handlers, the CDK app, the console, the simulators and the
 # end-to-end runs. About a minute on an idle 2-core machine (the tests' 52 s of CPU; mypy under
-# a second with its cache), under 2 minutes on a fresh clone (mypy's 93 s without one):
+# a second with its cache), under 2 minutes on a fresh clone (mypy's ~40 s of CPU without one):
 # docs/architecture.md, "For contributors".
 .PHONY: check-tests
 check: lint

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 import boto3
 import pytest
@@ -98,17 +98,118 @@ def _client(service: str) -> Any:
     return _CLIENTS[service]
 
 
+class _SqsBackend:
+    """The two SQS calls `create_all` makes, made on the running mock's SQS backend: the
+    backend call moto's CreateQueue handler makes, with the same attributes, and the queue's
+    ARN as GetQueueAttributes reads it. A stack makes 15 queues; through boto3 and moto's
+    request parsing and reply serialization their 23 calls were over half of a stack's set-up
+    (issue 36). Everything else (messages sent, received and deleted) goes through the API."""
+
+    ENDPOINT = urlparse("https://sqs.us-east-1.amazonaws.com")
+
+    def __init__(self) -> None:
+        from moto.core.models import DEFAULT_ACCOUNT_ID
+        from moto.sqs.models import sqs_backends
+
+        self.backend = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+
+    def create_queue(
+        self,
+        QueueName: str,  # noqa: N803 - boto3's
+        Attributes: dict[str, str] | None = None,  # noqa: N803 - boto3's
+    ) -> dict[str, str]:
+        queue = self.backend.create_queue(QueueName, {}, **(Attributes or {}))
+        return {"QueueUrl": queue.url(self.ENDPOINT)}
+
+    def get_queue_attributes(
+        self,
+        QueueUrl: str,  # noqa: N803 - boto3's
+        AttributeNames: list[str],  # noqa: N803 - boto3's
+    ) -> dict[str, dict[str, str]]:
+        assert AttributeNames == ["QueueArn"], AttributeNames
+        return {"Attributes": {"QueueArn": self.queue(QueueUrl).queue_arn}}
+
+    def queue(self, url: str) -> Any:
+        return self.backend.queues[url.rsplit("/", 1)[1]]
+
+    def holds_visible_messages(self, url: str) -> bool:
+        """Whether a ReceiveMessage could return anything: moto's receive reads only the
+        queue's visible, undelayed messages (`Queue.messages`)."""
+        return bool(self.queue(url).messages)
+
+
+_UNSURE = object()  # a value the shortcut leaves to moto's own serializer
+
+
+def _plain(value: Any, base64: Any) -> Any:
+    """moto's JSON serialization of one DynamoDB AttributeValue, written out: each type's
+    member as moto's serializer writes its shape (strings and numbers as they are, blobs by its
+    `_base64`, booleans and null as they are, maps and lists member by member). `_UNSURE` for
+    anything else (None, an enum, several types), which moto then serializes itself."""
+    if not isinstance(value, dict) or len(value) != 1:
+        return _UNSURE
+    ((kind, inner),) = value.items()
+    if kind in ("S", "N") and isinstance(inner, str):
+        return {kind: inner}
+    if kind in ("BOOL", "NULL") and isinstance(inner, bool):
+        return {kind: inner}
+    if kind == "B" and isinstance(inner, (bytes, str)):
+        return {kind: base64(inner)}
+    if kind in ("SS", "NS") and isinstance(inner, list) and all(isinstance(v, str) for v in inner):
+        return {kind: list(inner)}
+    if kind == "BS" and isinstance(inner, list) and all(isinstance(v, (bytes, str)) for v in inner):
+        return {kind: [base64(v) for v in inner]}
+    if kind == "M" and isinstance(inner, dict):
+        members = {k: _plain(v, base64) for k, v in inner.items()}
+        return _UNSURE if any(m is _UNSURE for m in members.values()) else {kind: members}
+    if kind == "L" and isinstance(inner, list):
+        items = [_plain(v, base64) for v in inner]
+        return _UNSURE if any(i is _UNSURE for i in items) else {kind: items}
+    return _UNSURE
+
+
+def plain_attribute_values(patch: Any = setattr) -> None:
+    """moto's DynamoDB (and Streams) replies serialize their items' attribute values directly
+    (`_plain`) instead of through moto's generic shape-driven serializer, which looks up each
+    of an AttributeValue's ten members by several aliases: it was half of moto's time in the
+    handler tests that read many items (issue 36: 71 of 150 s in
+    test_list_at_scale's paging). The bytes on the wire are the same
+    (`tests/handlers/test_moto_serializer.py` compares both on every type)."""
+    from moto.core.serialize import BaseJSONSerializer
+
+    original = BaseJSONSerializer._serialize_type_structure
+
+    def serialize(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if (
+            key
+            and shape.name == "AttributeValue"
+            and self.operation_model.service_model.service_name in ("dynamodb", "dynamodbstreams")
+        ):
+            plain = _plain(value, self._base64)
+            if plain is not _UNSURE:
+                self._default_serialize(serialized, plain, shape, key)
+                return
+        original(self, serialized, value, shape, key)
+
+    serialize.moto_own = original  # type: ignore[attr-defined] # to compare with (the test)
+    patch(BaseJSONSerializer, "_serialize_type_structure", serialize)
+
+
 class Stack:
     """Moto resources from the same topology the CDK app uses, plus handler drivers."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.clients = {s: _client(s) for s in ("dynamodb", "sqs", "events", "s3")}
+        self._sqs = _SqsBackend()
         self.queues = create_all(
-            self.clients, DEFINITIONS, table="shepherd", bus="shepherd-bus", bucket=PAYLOAD_BUCKET
+            {**self.clients, "sqs": self._sqs},
+            DEFINITIONS,
+            table="shepherd",
+            bus="shepherd-bus",
+            bucket=PAYLOAD_BUCKET,
         )
-        sqs = self.clients["sqs"]
-        self.tap = sqs.create_queue(QueueName="event-tap")["QueueUrl"]
-        tap_arn = sqs.get_queue_attributes(QueueUrl=self.tap, AttributeNames=["QueueArn"])[
+        self.tap = self._sqs.create_queue(QueueName="event-tap")["QueueUrl"]
+        tap_arn = self._sqs.get_queue_attributes(QueueUrl=self.tap, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
         self.clients["events"].put_rule(
@@ -204,6 +305,9 @@ class Stack:
         for _ in range(rounds):
             busy = False
             for pool in self.queues:
+                # An empty queue is not asked (its receive would answer nothing: issue 36).
+                if not self._sqs.holds_visible_messages(self.queues[pool].url):
+                    continue
                 messages = self.receive(pool)
                 if not messages:
                     continue

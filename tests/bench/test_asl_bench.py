@@ -25,6 +25,14 @@ def test_the_mix_counts_each_machines_transitions_and_prices_them() -> None:
         "bench_asl_map": 5,
         "bench_asl_loop": 22,
     }
+    for row in mix["machines"]:
+        # One execution on Standard is its transitions at $25 per million.
+        standard = row["standard_usd_per_million_executions"]
+        assert standard == pytest.approx(25 * row["transitions_per_workflow"])
+        assert 0 < row["express_usd_per_million_executions"] < standard
+        assert row["usd_per_million_executions"] == pytest.approx(
+            row["usd_per_million_transitions"] * row["transitions_per_workflow"]
+        )
     totals = mix["mix"]
     assert totals["transitions"] == sum(per_machine.values())
     assert totals["usd_per_million_transitions"] > 0

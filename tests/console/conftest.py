@@ -11,12 +11,19 @@ from typing import Any
 
 import pytest
 from browser_support import DESKTOP
+from playwright.sync_api import expect
 from shepherd_cli.client import Api
 from shepherd_cli.console import Console
 from shepherd_cli.local import LocalStack
 from support import ROOT
 
 CALLER = "console"  # the browser tests' workflows, apart from the e2e tests' own
+
+# An expectation's wait when a test names none: the page's reads go through the local stack's
+# moto (a list is 32 shard queries), which on two loaded cores took over Playwright's 5 s
+# default (a passing page, a failed test). A check of how soon something shows names its
+# own timeout; a longer default only makes a real failure slower to report.
+expect.set_options(timeout=15_000)
 
 
 def chromium_path() -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import boto3
 import pytest
-from browser_support import DESKTOP, shot
+from browser_support import DESKTOP, shot, until
 from playwright.sync_api import expect
 from shepherd import keys
 from shepherd.adapters.dynamodb import from_attr, to_attr
@@ -92,6 +92,10 @@ registry = AgentRegistry()
 @registry.agent("item_work")
 def item_work(ctx):
     item = ctx.item if isinstance(ctx.item, dict) else {}
+    gate = item.get("gate")  # a file the test creates when the items may go on
+    give_up = time.monotonic() + 50  # under the step's 60 s, if the test never opens it
+    while gate and not os.path.exists(gate) and time.monotonic() < give_up:
+        time.sleep(0.05)
     if item.get("sleep"):
         time.sleep(item["sleep"])
     if item.get("fail"):
@@ -222,41 +226,55 @@ def page_background(page: Any) -> str:
 
 # ------------------------------------------------------------ progress, items, paging, filter
 
-ITEMS = [
-    {
-        "sleep": 1,
-        **({"fail": "no stock"} if i in (7, 30) else {}),
-        **({"big": 12_000} if i == 3 else {}),
-    }
-    for i in range(40)
-]
+
+ITEMS = 30  # two pages: all of the first and five of the second (was 40: engine time per item)
+REFUSED = (7, 27)  # one failed item on each page
+OK = ITEMS - len(REFUSED)
 
 
-def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any) -> None:
+def fan_items(gate: Path) -> list[dict[str, Any]]:
+    """ITEMS items (a page and a part of another), each held at `gate` until the test opens it
+    (so the page sees the map run): one item on each page fails, item 3 returns a large
+    output."""
+    return [
+        {
+            "gate": str(gate),
+            **({"fail": "no stock"} if i in REFUSED else {}),
+            **({"big": 12_000} if i == 3 else {}),
+        }
+        for i in range(ITEMS)
+    ]
+
+
+def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any, tmp_path: Path) -> None:
     page, api = own("console-map")
-    wf = start(api, "fan", {"items": ITEMS})
+    gate = tmp_path / "items-may-go-on"
+    wf = start(api, "fan", {"items": fan_items(gate)})
     page.goto(f"/#/workflows/{wf}")
     bar = page.locator('section[data-map="each"] [role="progressbar"]')
-    expect(bar).to_have_attribute("aria-valuemax", "40", timeout=60_000)
+    expect(bar).to_have_attribute("aria-valuemax", str(ITEMS), timeout=60_000)
     # Live: while it runs, the bar shows fewer than all items ended, then all of them.
     running = int(bar.get_attribute("aria-valuenow") or "0")
-    assert running < 40, "the map ended before the page could watch it run"
-    expect(bar).to_have_attribute("aria-valuenow", "40", timeout=180_000)
+    assert running < ITEMS, "the map ended before the page could watch it run"
+    gate.touch()
+    expect(bar).to_have_attribute("aria-valuenow", str(ITEMS), timeout=180_000)
     view = finish(api, wf)
     assert view["status"] == "SUCCEEDED" and step_of(view, "each")["map"]["failed"] == 2
     expect(page.locator("#wf-status")).to_have_text("SUCCEEDED", timeout=30_000)
     expect(bar).to_have_attribute(
-        "aria-valuetext", "38 of 40 items succeeded, 2 failed; map SUCCEEDED"
+        "aria-valuetext", f"{OK} of {ITEMS} items succeeded, 2 failed; map SUCCEEDED"
     )
     words = page.locator('section[data-map="each"] .map-words')
-    expect(words).to_contain_text("38 of 40 items succeeded, 2 failed")
-    expect(bar.locator('[data-part="succeeded"]')).to_have_attribute("data-count", "38")
+    expect(words).to_contain_text(f"{OK} of {ITEMS} items succeeded, 2 failed")
+    expect(bar.locator('[data-part="succeeded"]')).to_have_attribute("data-count", str(OK))
     expect(bar.locator('[data-part="failed"]')).to_have_attribute("data-count", "2")
     # The graph's box says it is a map, with its items, in words and as a bar.
     box = page.locator('svg.dag g.node[data-name="each"]')
     expect(box).to_have_attribute("data-step-kind", "map")
-    expect(box.locator("text.node-status")).to_have_text("SUCCEEDED · 38/40 items · 2 failed")
-    expect(box).to_have_attribute("aria-label", re.compile(r"\(a map\).*38 succeeded, 2 failed"))
+    expect(box.locator("text.node-status")).to_have_text(
+        f"SUCCEEDED · {OK}/{ITEMS} items · 2 failed"
+    )
+    expect(box).to_have_attribute("aria-label", re.compile(rf"\(a map\).*{OK} succeeded, 2 failed"))
     expect(box.locator('.node-bar rect[data-part="failed"]')).to_have_count(1)
 
     # Page 1: items 0-24 by index, a failed item's error, an output inline, a large one a link.
@@ -273,8 +291,8 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any) -> Non
     # Page 2 is a navigation: the URL holds the page and its token; the keyboard lands on it.
     page.locator('section[data-map="each"] .pager').get_by_role("button", name="Next page").click()
     expect(page).to_have_url(re.compile(r"items=each.*page=2.*at="))
-    expect(item_rows(page)).to_have_count(40 - PAGE)
-    assert indexes_shown(page) == list(range(PAGE, 40))
+    expect(item_rows(page)).to_have_count(ITEMS - PAGE)
+    assert indexes_shown(page) == list(range(PAGE, ITEMS))
     assert page.evaluate("document.activeElement.id") == "map-each-title"
     page.go_back()
     expect(page).not_to_have_url(re.compile(r"page=2"))
@@ -286,8 +304,10 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any) -> Non
     section.get_by_role("button", name="Show items").click()
     expect(page).to_have_url(re.compile(r"items=each&status=FAILED"))
     expect(item_rows(page)).to_have_count(2)
-    assert indexes_shown(page) == [7, 30]
-    expect(page.locator('tr[data-index="30"] .error-text')).to_contain_text("item 30 refused")
+    assert indexes_shown(page) == list(REFUSED)
+    expect(page.locator(f'tr[data-index="{REFUSED[1]}"] .error-text')).to_contain_text(
+        f"item {REFUSED[1]} refused"
+    )
 
     # Legible in both themes: the words at 4.5:1, the bar's parts at 3:1 against the page.
     for scheme in ("light", "dark"):
@@ -296,7 +316,7 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any) -> Non
         ink = words.evaluate("e => getComputedStyle(e).color")
         assert contrast(page, ink, background) >= 4.5, (scheme, ink, background)
         page.goto(f"/#/workflows/{wf}")
-        expect(bar).to_have_attribute("aria-valuenow", "40")
+        expect(bar).to_have_attribute("aria-valuenow", str(ITEMS))
         for part in bar.locator(".map-part").all():
             fill = part.evaluate("e => getComputedStyle(e).backgroundColor")
             assert contrast(page, fill, background) >= 3, (scheme, fill, background)
@@ -309,38 +329,74 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any) -> Non
     page.emulate_media(color_scheme="light")
 
 
-# Item reads of page 1 come back slowly, so a live refresh of page 1 is often in flight when the
-# operator goes to page 2: its rows must never land under "Page 2".
-SLOW_FIRST_ITEMS = """
+# The race: a live refresh of page 1's items in flight when the operator goes to page 2; its
+# rows must never land under "Page 2". Item reads are held until the test lets them go, so the
+# race is set up, not waited for: page 1's reply lands after page 2's rows, and (the other
+# order) before them.
+HOLD_ITEM_READS = """
+window.__hold = { first: false, next: false };
+window.__held = { first: [], next: [] };
+window.__delivered = 0;
+window.__release = (kind) => {
+  const held = window.__held[kind];
+  window.__hold[kind] = false;
+  window.__held[kind] = [];
+  held.forEach((resolve) => resolve());
+  return held.length;
+};
 const realFetch = window.fetch.bind(window);
 window.fetch = async (url, options) => {
   const text = String(url);
   const reply = await realFetch(url, options);
-  if (text.includes('/items?') && !text.includes('next_token')) {
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+  if (text.includes('/items?')) {
+    const kind = text.includes('next_token') ? 'next' : 'first';
+    if (window.__hold[kind]) {
+      await new Promise((resolve) => window.__held[kind].push(resolve));
+      window.__delivered += 1;
+    }
   }
   return reply;
 };
 """
+LANDED_MS = 500  # after a held reply is handed back: ample for the page to draw it, were it to
 
 
 def test_paging_a_running_maps_items_never_shows_another_pages_rows(own: Any) -> None:
-    page, api = own("console-map-race", init=SLOW_FIRST_ITEMS)
+    page, api = own("console-map-race", init=HOLD_ITEM_READS)
     wf = start(api, "fan", {"items": [{"sleep": 3} for _ in range(60)]})
     page.goto(f"/#/workflows/{wf}")
     expect(item_rows(page)).to_have_count(PAGE, timeout=60_000)
     pager = page.locator('section[data-map="each"] .pager')
-    for attempt in range(4):
+    first = list(range(PAGE))
+    for attempt, stale_first in enumerate((False, True)):
         expect(item_rows(page).first).to_have_attribute("data-index", "0", timeout=20_000)
-        page.wait_for_timeout(300 + attempt * 450)  # a different moment of the refresh
+        delivered = page.evaluate("window.__delivered")
+        # The next live read of page 1 (within its 2 s period) is held in flight ...
+        page.evaluate("window.__hold.first = true")
+        until(page, "window.__held.first.length === 1")
+        if stale_first:
+            page.evaluate("window.__hold.next = true")
+        # ... when the operator goes to page 2.
         pager.get_by_role("button", name="Next page").click()
-        expect(page).to_have_url(re.compile(r"page=2"))
-        expect(pager.locator(".page-number")).to_have_text("Page 2")
+        expect(page).to_have_url(re.compile(r"page=2"), timeout=20_000)
+        if stale_first:
+            # Page 1's reply lands before page 2's: nothing of it is drawn.
+            until(page, "window.__held.next.length >= 1")
+            assert page.evaluate("window.__release('first')") == 1
+            until(page, f"window.__delivered === {delivered + 1}")
+            page.wait_for_timeout(LANDED_MS)
+            assert not set(indexes_shown(page)) & set(first), f"try {attempt}: page 1's rows"
+            assert page.evaluate("window.__release('next')") >= 1
+        expect(pager.locator(".page-number")).to_have_text("Page 2", timeout=20_000)
         expect(item_rows(page).first).to_have_attribute("data-index", str(PAGE), timeout=20_000)
-        page.wait_for_timeout(2_500)  # longer than a slow read of page 1 takes
+        if not stale_first:
+            # Page 1's reply lands after page 2's rows are drawn: they stay.
+            assert page.evaluate("window.__release('first')") == 1
+            until(page, f"window.__delivered === {delivered + 1}")
+            page.wait_for_timeout(LANDED_MS)
         assert indexes_shown(page) == list(range(PAGE, 2 * PAGE)), f"try {attempt}"
         page.go_back()
-        expect(page).not_to_have_url(re.compile(r"page=2"))
+        expect(page).not_to_have_url(re.compile(r"page=2"), timeout=20_000)
     assert api.call("GET", f"/workflows/{wf}")["status"] == "RUNNING", "ran out before the end"
     api.call("POST", f"/workflows/{wf}/cancel")
 
@@ -402,7 +458,7 @@ def test_a_status_filter_follows_short_pages_and_never_says_none_while_more_rema
     assert len(reads) == 5, reads
     assert sum("next_token" in url for url in reads) == 4  # each read after the first follows
     page.locator('section[data-map="each"] .pager').get_by_role("button", name="Next page").click()
-    expect(item_rows(page)).to_have_count(1)
+    expect(item_rows(page)).to_have_count(1, timeout=30_000)  # the next reads, as the first's
     assert indexes_shown(page) == [5_600]
     expect(
         page.locator('section[data-map="each"] .pager button:text-is("Next page")')

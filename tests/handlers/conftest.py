@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aws_stack import Stack
+from aws_stack import Stack, plain_attribute_values
 from moto import mock_aws
 from shepherd.engine.agent import AgentContext, Pending
 from shepherd_examples.agents import registry
@@ -37,3 +37,12 @@ def callback_ship() -> Iterator[list[str]]:
         yield tokens
     finally:
         registry.register("ship_order", original)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _plain_dynamodb_replies() -> Iterator[None]:
+    """moto's DynamoDB replies written without its generic serializer (issue 36; see
+    `aws_stack.plain_attribute_values`), for every handler test."""
+    with pytest.MonkeyPatch.context() as patch:
+        plain_attribute_values(patch.setattr)
+        yield

@@ -17,6 +17,7 @@ call is looked at rather than waved through.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -284,8 +285,10 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+@functools.cache
 def _pattern(glob: str, *, ignore_case: bool) -> re.Pattern[str]:
-    """IAM's wildcards: `*` any run of characters, `?` one character; nothing else special."""
+    """IAM's wildcards: `*` any run of characters, `?` one character; nothing else special.
+    Cached: the checks match each call against the same few hundred globs (issue 36)."""
     body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
     return re.compile(f"^{body}$", re.IGNORECASE if ignore_case else 0)
 

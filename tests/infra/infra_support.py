@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Stack, assertions
+from aws_stack import ALICE
 from shepherd.observability import (
     ENV_POOL,
     HANDLER_AGENT,
@@ -19,7 +21,7 @@ from shepherd.observability import (
     HANDLER_STREAM,
     HANDLER_SUPERVISOR,
 )
-from shepherd_infra import AgentCode, Shepherd
+from shepherd_infra import AgentCode, Shepherd, config
 from shepherd_infra.application import BUILD_SUBDIR, ShepherdStack, build_app
 
 ALARM_EMAIL = "ops@example.com"
@@ -33,7 +35,8 @@ HANDLER_ROLES = {
 EXTRA_POOL = "reporting"
 # The `extended` fixture's optional context: a bus name of the user's choice, API logging (for
 # an account whose API Gateway CloudWatch role is set), the dashboard, per-method API metrics,
-# memory sizes, as the CLI passes them (strings).
+# memory sizes, the table's deletion protection (for an existing table), as the CLI passes them
+# (strings).
 EXTENDED_CONTEXT = {
     "event_bus_name": "orders-bus",
     "api_logging": "true",
@@ -41,6 +44,31 @@ EXTENDED_CONTEXT = {
     "api_detailed_metrics": "true",
     "pool_memory_mb": json.dumps({EXTRA_POOL: 3008}),
     "api_memory_mb": "1024",
+    config.CTX_TABLE_DELETION_PROTECTION: "true",
+}
+# The `variant` fixture's context: a second stack's name, two webhooks, two mapped event sources,
+# the data not kept and the X-Ray SDK's tracer on (issue 36: one synthesis for the tests of
+# each, none of which reads what the others change).
+SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:crm-key-AbCdEf"
+HOOKS = [
+    {
+        "name": "crm",
+        "url": "https://crm.example.com/hooks/shepherd",
+        "detail_types": ["WorkflowSucceeded", "WorkflowFailed"],
+        "header": "X-Api-Key",
+        "secret_arn": SECRET,
+        "rate_per_second": 5,
+    },
+    {"name": "oncall", "url": "https://pager.example.com/in", "detail_types": ["WorkflowFailed"]},
+]
+MALLORY = "arn:aws:iam::123456789012:role/Mallory"  # may PutEvents on the bus (identity policy)
+VARIANT_OWNERS = {"a.one": ALICE, "b.two": MALLORY}
+VARIANT_CONTEXT = {
+    config.CTX_STACK_NAME: "ShepherdStaging",
+    config.CTX_WEBHOOKS: json.dumps(HOOKS),
+    config.CTX_EVENT_OWNERS: json.dumps(VARIANT_OWNERS),
+    config.CTX_RETAIN_DATA: "false",
+    config.CTX_TRACING: "true",
 }
 # Its agents are ones the examples register: the synth checks that every pool's code
 # registers the agents its steps name (shepherd_infra.agent_check).
@@ -148,6 +176,28 @@ class Synth:
             if {"Ref": role} in policy["Properties"]["Roles"]:
                 out.extend(policy["Properties"]["PolicyDocument"]["Statement"])
         return out
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One stack of the `side_by_side` app (tests/infra/conftest.py): its Shepherds, the region
+    it is deployed to, and its synthesized template."""
+
+    stack: Stack
+    constructs: list[Shepherd]
+    region: str
+    template: dict[str, Any]
+
+
+# The `side_by_side` app: (construct id, stack name, region) of each stack holding one Shepherd
+# (ShepherdStack), with the same stack name in two regions; and `Pair`, one stack in the first
+# region holding two Shepherds (SIDE_BY_SIDE_PAIR).
+SIDE_BY_SIDE = (
+    ("Blue", "ShepherdBlue", "us-east-1"),
+    ("Green", "ShepherdGreen", "us-east-1"),
+    ("Europe", "ShepherdBlue", "eu-west-1"),
+)
+SIDE_BY_SIDE_PAIR = ("Orders", "Returns")
 
 
 # Every synthesis of the run by what it was made from (issue 36: a synth costs tens of seconds
@@ -298,15 +348,23 @@ ONE_STEP = (
 )
 
 
+# Every one-step template of the run by its props (issue 36: three tests read the default one).
+_ONE_STEP: dict[str, dict[str, Any]] = {}
+
+
 def one_step_template(tmp_path: Path, **props: Any) -> dict[str, Any]:
     """The template of a stack holding one `Shepherd(**props)` over a one-step definition
-    (its agent packaged as a pool ships it): for tests of a construct setting."""
-    definitions = tmp_path / "flows"
-    definitions.mkdir(parents=True)
-    (definitions / "trip.yaml").write_text(ONE_STEP)
-    src = agent_package(tmp_path / "src", "trip_agents", definitions)
-    app = App(outdir=str(tmp_path / "cdk.out"))
-    stack = Stack(app, "Trips")
-    code = AgentCode(path=src, modules=["trip_agents"])
-    Shepherd(stack, "Shepherd", definitions_dir=definitions, agents=code, **props)
-    return dict(assertions.Template.from_stack(stack).to_json())
+    (its agent packaged as a pool ships it): for tests of a construct setting. Built once per
+    distinct props in a run (keyed by their repr); each caller gets its own copy."""
+    key = repr(sorted(props.items()))
+    if key not in _ONE_STEP:
+        definitions = tmp_path / "flows"
+        definitions.mkdir(parents=True)
+        (definitions / "trip.yaml").write_text(ONE_STEP)
+        src = agent_package(tmp_path / "src", "trip_agents", definitions)
+        app = App(outdir=str(tmp_path / "cdk.out"))
+        stack = Stack(app, "Trips")
+        code = AgentCode(path=src, modules=["trip_agents"])
+        Shepherd(stack, "Shepherd", definitions_dir=definitions, agents=code, **props)
+        _ONE_STEP[key] = dict(assertions.Template.from_stack(stack).to_json())
+    return copy.deepcopy(_ONE_STEP[key])

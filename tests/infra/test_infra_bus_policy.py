@@ -9,15 +9,12 @@ Evaluated: `StringEquals` / `StringNotEquals` / `ArnNotEquals` on `events:source
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from aws_stack import ALICE
-from infra_support import Synth
+from infra_support import MALLORY, VARIANT_OWNERS, Synth
 from shepherd.observability import EVENT_SOURCE, START_DETAIL_TYPE
-
-MALLORY = "arn:aws:iam::123456789012:role/Mallory"  # may PutEvents on the bus (identity policy)
 
 
 def _values(value: Any) -> list[str]:
@@ -97,12 +94,15 @@ def test_start_workflow_comes_from_mapped_sources_only(shepherd: Synth) -> None:
     assert not denied(shepherd, MALLORY, "acme.unmapped", "OrderPlaced")
 
 
-@pytest.mark.parametrize("owners", [{}, {"a.one": ALICE, "b.two": MALLORY}])
-def test_the_policy_follows_the_mapping(tmp_path: Any, owners: dict[str, str]) -> None:
+@pytest.mark.parametrize("owners", [{}, VARIANT_OWNERS])
+def test_the_policy_follows_the_mapping(
+    tmp_path: Any, variant: Synth, owners: dict[str, str]
+) -> None:
+    """The session's `variant` app maps two sources; no `event_owners` context maps none (an
+    empty map, `-c event_owners='{}'`, is read as the same: shepherd_infra.application)."""
     from infra_support import synthesize
-    from shepherd_infra import config
 
-    synth = synthesize(tmp_path, context={config.CTX_EVENT_OWNERS: json.dumps(owners)})
+    synth = variant if owners else synthesize(tmp_path)
     for source, owner in owners.items():
         assert not denied(synth, owner, source, START_DETAIL_TYPE)
         others = [p for p in (ALICE, MALLORY) if p != owner]

@@ -9,14 +9,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, CfnElement, Stack
+from aws_cdk import CfnElement, Stack
+from infra_support import SIDE_BY_SIDE, Placed
 from shepherd.observability import NAMESPACE, Metric
-from shepherd_infra import Shepherd, config
-from shepherd_infra.application import ShepherdStack, cdk_json_context, example_agents
+from shepherd_infra import Shepherd
 
 # A series: namespace, metric name and its dimensions, with every reference to a resource
 # qualified by its stack (a Ref in one stack is never the resource of another).
@@ -126,41 +125,33 @@ class Deployment:
         return self.resolve(api["Properties"]["Name"])
 
 
-def _deployments(tmp: Path) -> Iterator[Deployment]:
-    app = App(context=cdk_json_context(), outdir=str(tmp / "cdk.out"))
-    stacks: list[tuple[Stack, list[Shepherd]]] = []
-    for name in ("Production", "Staging"):
-        stack = ShepherdStack(app, name, build_dir=tmp / name, dashboard=True)
-        stacks.append((stack, [stack.shepherd]))
-    pair = Stack(app, "Pair")
-    both = [
-        Shepherd(
-            pair,
-            cid,
-            definitions_dir=config.DEFINITIONS_DIR,
-            agents=example_agents(),
-            build_dir=tmp / cid,
-            dashboard=True,
-        )
-        for cid in ("Orders", "Returns")
-    ]
-    stacks.append((pair, both))
-    assembly = app.synth()  # once: every stack's template from one synthesis
-    for stack, constructs in stacks:
-        template = assembly.get_stack_by_name(stack.stack_name).template
-        for construct in constructs:
+def _deployments(side_by_side: list[Placed]) -> Iterator[Deployment]:
+    """The session's Shepherds side by side (tests/infra/conftest.py) in one region: two
+    stacks of one Shepherd each, and two Shepherds in one stack."""
+    region = SIDE_BY_SIDE[0][2]
+    for placed in side_by_side:
+        if placed.region != region:
+            continue
+        stack_name = placed.stack.stack_name
+        for construct in placed.constructs:
             yield Deployment(
-                f"{stack.stack_name}/{construct.node.id}", stack.stack_name, template, construct
+                f"{stack_name}/{construct.node.id}", stack_name, placed.template, construct
             )
 
 
 @pytest.fixture(scope="module")
-def deployments(tmp_path_factory: pytest.TempPathFactory) -> list[Deployment]:
-    return list(_deployments(tmp_path_factory.mktemp("isolation")))
+def deployments(side_by_side: list[Placed]) -> list[Deployment]:
+    return list(_deployments(side_by_side))
 
 
 def test_no_alarm_or_widget_reads_another_deployments_series(deployments: list[Deployment]) -> None:
     assert len(deployments) == 4
+    assert sorted(d.name.rpartition("/")[2] for d in deployments) == [
+        "Orders",
+        "Returns",
+        "Shepherd",
+        "Shepherd",
+    ]
     for mine in deployments:
         reads = mine.read()
         assert any(ns == NAMESPACE for ns, _, _ in reads), "the engine's own metrics are watched"

@@ -6,17 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, Environment, Stack
+from aws_cdk import App, Stack
 from aws_cdk.aws_events import CfnEventBus
 from constructs import Construct
-from infra_support import Synth
+from infra_support import SIDE_BY_SIDE, VARIANT_CONTEXT, Placed, Synth
 from shepherd_infra import config
-from shepherd_infra.application import ShepherdStack, build_app, cdk_json_context
-from shepherd_infra.nag import add_checks
+from shepherd_infra.application import ShepherdStack
 from shepherd_infra.naming import stack_scoped_name
 
 # Where each resource type keeps the name its account (or account and region) must not repeat.
@@ -122,39 +120,13 @@ def physical_names(where: Deployed) -> Iterator[tuple[tuple[str, ...], str]]:
                 yield (cfn_type, scope, name), logical_id
 
 
-STACKS = (
-    # (construct id, stack name, region)
-    ("Blue", "ShepherdBlue", "us-east-1"),
-    ("Green", "ShepherdGreen", "us-east-1"),
-    ("Europe", "ShepherdBlue", "eu-west-1"),  # the same stack name in another region
-)
-
-
 @pytest.fixture(scope="module")
-def deployments(tmp_path_factory: pytest.TempPathFactory) -> list[Deployed]:
-    outdir = tmp_path_factory.mktemp("cdk-out-many")
-    app = App(context=cdk_json_context(), outdir=str(outdir))
-    stacks = [
-        ShepherdStack(
-            app,
-            construct_id,
-            stack_name=stack_name,
-            env=Environment(region=region),
-            build_dir=Path(app.outdir) / f"build-{construct_id}",
-            dashboard=True,  # opt-in: its name is account-wide
-        )
-        for construct_id, stack_name, region in STACKS
-    ]
-    add_checks(app)
-    app.synth()
-    return [
-        Deployed(
-            stack.stack_name,
-            region,
-            json.loads((outdir / stack.template_file).read_text(encoding="utf-8")),
-        )
-        for stack, (_, _, region) in zip(stacks, STACKS, strict=True)
-    ]
+def deployments(side_by_side: list[Placed]) -> list[Deployed]:
+    """The session's stacks of one Shepherd each (tests/infra/conftest.py, SIDE_BY_SIDE): two in
+    one region, and one of the same stack name in another; synthesized with cdk-nag."""
+    stacks = [p for p in side_by_side if isinstance(p.stack, ShepherdStack)]
+    assert [(p.stack.node.id, p.stack.stack_name, p.region) for p in stacks] == list(SIDE_BY_SIDE)
+    return [Deployed(p.stack.stack_name, p.region, p.template) for p in stacks]
 
 
 def test_no_physical_name_is_used_twice(deployments: list[Deployed]) -> None:
@@ -226,9 +198,11 @@ def test_a_long_name_is_cut_and_stays_unique() -> None:
     )
 
 
-def test_the_stack_name_context_names_the_stack_and_what_it_names() -> None:
-    """`-c stack_name=...` is how a second Shepherd is deployed beside the first."""
-    _, stack = build_app(context={config.CTX_STACK_NAME: "ShepherdStaging"})
+def test_the_stack_name_context_names_the_stack_and_what_it_names(variant: Synth) -> None:
+    """`-c stack_name=...` is how a second Shepherd is deployed beside the first (the session's
+    `variant` app is built with it: tests/infra/conftest.py)."""
+    assert VARIANT_CONTEXT[config.CTX_STACK_NAME] == "ShepherdStaging"
+    stack = variant.stack
     assert stack.stack_name == "ShepherdStaging"
     bus = stack.shepherd.events.bus.node.default_child
     assert isinstance(bus, CfnEventBus)

@@ -3,10 +3,10 @@ no archive property a deploy could trip on."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from infra_support import Synth, synthesize
+from infra_support import VARIANT_CONTEXT, Synth
+from shepherd_infra import config
 
 
 def test_the_archive_has_no_empty_key_property(shepherd: Synth) -> None:
@@ -21,10 +21,11 @@ def _auto_deletes(synth: Synth) -> list[dict[str, Any]]:
     return [r for r in synth.resources.values() if r["Type"] == "Custom::S3AutoDeleteObjects"]
 
 
-def test_retain_data_false_empties_the_bucket_on_destroy(tmp_path: Path, shepherd: Synth) -> None:
+def test_retain_data_false_empties_the_bucket_on_destroy(variant: Synth, shepherd: Synth) -> None:
     """CloudFormation cannot delete a bucket that holds an object: without the data kept, the
     bucket is emptied first (and cdk-nag still passes: the fixture synthesizes with it)."""
-    dropped = synthesize(tmp_path, context={"retain_data": "false"})
+    dropped = variant
+    assert VARIANT_CONTEXT[config.CTX_RETAIN_DATA] == "false"
     bucket_id = dropped.logical_id(dropped.construct.payloads.bucket)
     assert dropped.resources[bucket_id]["DeletionPolicy"] == "Delete"
     (empty,) = _auto_deletes(dropped)

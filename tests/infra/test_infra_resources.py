@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk.assertions import Match, Template
-from infra_support import EXTRA_POOL, Synth, refers_to
+from infra_support import EXTRA_POOL, VARIANT_CONTEXT, Synth, refers_to
 from shepherd import routes
 from shepherd.definitions import load_directory
 from shepherd.observability import (
@@ -153,7 +152,7 @@ def _probe_layers(**runtime_options: Any) -> tuple[list[Any], dict[str, Any]]:
     return props["Layers"], params
 
 
-def test_the_xray_sdk_tracer_is_switched_on_by_context() -> None:
+def test_the_xray_sdk_tracer_is_switched_on_by_context(variant: Synth) -> None:
     off, _ = _probe_function()
     assert ENV_TRACING not in off["Environment"]["Variables"]
     assert off["TracingConfig"] == {"Mode": "Active"}  # Lambda's own segments, no SDK
@@ -161,7 +160,9 @@ def test_the_xray_sdk_tracer_is_switched_on_by_context() -> None:
     assert on["Environment"]["Variables"][ENV_TRACING] == "true"
     # ... and the supervisor's active tracing, off by default (an idle stack runs it 525,600
     # times a month, and X-Ray bills each trace).
-    _, traced = build_app(context={config.CTX_TRACING: "true"}, outdir=tempfile.mkdtemp())
+    # (the session's `variant` app is built with the tracing context: tests/infra/conftest.py)
+    assert VARIANT_CONTEXT[config.CTX_TRACING] == "true"
+    traced = variant.stack
     supervisor = traced.shepherd.supervisor.function.node.default_child
     assert traced.resolve(supervisor.tracing_config) == {"mode": "Active"}
 
@@ -354,12 +355,14 @@ def test_table_keys_indexes_ttl_and_protection(shepherd: Synth) -> None:
     assert table["UpdateReplacePolicy"] == "Retain"
 
 
-def test_deletion_protection_is_opt_in_for_an_existing_table(tmp_path: Any) -> None:
-    from infra_support import synthesize
+def test_deletion_protection_is_opt_in_for_an_existing_table(extended: Synth) -> None:
+    """The session's `extended` app sets it (EXTENDED_CONTEXT); the default app's table is
+    not protected (the test above)."""
+    from infra_support import EXTENDED_CONTEXT
     from shepherd_infra import config
 
-    synth = synthesize(tmp_path, context={config.CTX_TABLE_DELETION_PROTECTION: "true"})
-    ((_, table),) = synth.of_type("AWS::DynamoDB::Table").items()
+    assert EXTENDED_CONTEXT[config.CTX_TABLE_DELETION_PROTECTION] == "true"
+    ((_, table),) = extended.of_type("AWS::DynamoDB::Table").items()
     assert table["Properties"]["DeletionProtectionEnabled"] is True
     assert table["DeletionPolicy"] == "RetainExceptOnCreate"
 

@@ -5,6 +5,8 @@ a pool's queues are retained even when it leaves the template."""
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +75,38 @@ def _warnings(stack: Stack, text: str) -> list[Any]:
     )
 
 
-def test_a_renamed_pool_is_retired_and_stays_deployed(tmp_path: Path) -> None:
-    _, before = _synth(tmp_path, "heavy")
+@dataclass(frozen=True)
+class Renamed:
+    """One pool's history, synthesized once for the module (issue 36): the trip deployed with
+    its second step in `heavy` (`before`, a fresh ledger), then moved to `render` (`after`,
+    `stack`). The ledger as each synth left it is copied to `flows_after_heavy` and to `base`'s
+    `flows`, so a test continues either history in a directory of its own."""
+
+    base: Path
+    flows_after_heavy: Path
+    before: dict[str, Any]
+    stack: Stack
+    after: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def renamed(tmp_path_factory: pytest.TempPathFactory) -> Renamed:
+    base = tmp_path_factory.mktemp("renamed")
+    _, before = _synth(base, "heavy")
+    after_heavy = tmp_path_factory.mktemp("after-heavy") / "flows"
+    shutil.copytree(base / "flows", after_heavy)
+    stack, after = _synth(base, "render")  # the step moved to a pool of a new name
+    return Renamed(base, after_heavy, before, stack, after)
+
+
+def _continue(flows: Path, base: Path) -> None:
+    """A copy of a history's definitions and ledger in `base`, to synthesize from."""
+    shutil.copytree(flows, base / "flows")
+
+
+def test_a_renamed_pool_is_retired_and_stays_deployed(renamed: Renamed) -> None:
+    before, stack, after = renamed.before, renamed.stack, renamed.after
     assert _pools(before) == {"travel", "heavy"}
-    stack, after = _synth(tmp_path, "render")  # the step moved to a pool of a new name
     assert _pools(after) == {"travel", "heavy", "render"}  # heavy: retired, not deleted
     assert _queue_names(before) <= _queue_names(after)  # the same queues, the same names
     (warning,) = _warnings(stack, "Pool 'heavy' is retired")
@@ -89,14 +119,15 @@ def test_a_renamed_pool_is_retired_and_stays_deployed(tmp_path: Path) -> None:
         assert env[ENV_RETIRED_POOLS] == "heavy"
         urls = Settings.from_env(env).queue_urls_for(["travel", "render"])
         assert urls["heavy"].rsplit("/", 1)[1] in _queue_names(after)
-    ledger = json.loads((tmp_path / "flows" / LEDGER_FILE).read_text())
+    ledger = json.loads((renamed.base / "flows" / LEDGER_FILE).read_text())
     assert ledger["pools"]["heavy"]["retired"] is True
     assert ledger["pools"]["heavy"]["longest_task_seconds"] == 60  # its function as it was
 
 
-def test_a_released_pool_leaves_the_stack_and_its_queues_are_kept(tmp_path: Path) -> None:
-    _synth(tmp_path, "heavy")
-    _synth(tmp_path, "render")
+def test_a_released_pool_leaves_the_stack_and_its_queues_are_kept(
+    tmp_path: Path, renamed: Renamed
+) -> None:
+    _continue(renamed.base / "flows", tmp_path)  # heavy, then render: heavy retired
     stack, released = _synth(tmp_path, "render", release_pools=["heavy"])
     assert _pools(released) == {"travel", "render"}
     assert _warnings(stack, "Pool 'heavy' is released")
@@ -104,8 +135,10 @@ def test_a_released_pool_leaves_the_stack_and_its_queues_are_kept(tmp_path: Path
     assert "heavy" not in json.loads((tmp_path / "flows" / LEDGER_FILE).read_text())["pools"]
 
 
-def test_every_pool_queue_is_retained_when_it_leaves_the_template(tmp_path: Path) -> None:
-    _, kept = _synth(tmp_path, "heavy")
+def test_every_pool_queue_is_retained_when_it_leaves_the_template(
+    tmp_path: Path, renamed: Renamed
+) -> None:
+    kept = renamed.before
     _, dropped = _synth(tmp_path / "throwaway", "heavy", retain_data=False)
     for template, policy in ((kept, "Retain"), (dropped, "Delete")):
         queues = [
@@ -118,8 +151,8 @@ def test_every_pool_queue_is_retained_when_it_leaves_the_template(tmp_path: Path
             assert queue["DeletionPolicy"] == queue["UpdateReplacePolicy"] == policy
 
 
-def test_releasing_a_pool_that_is_not_retired_is_refused(tmp_path: Path) -> None:
-    _synth(tmp_path, "heavy")
+def test_releasing_a_pool_that_is_not_retired_is_refused(tmp_path: Path, renamed: Renamed) -> None:
+    _continue(renamed.flows_after_heavy, tmp_path)  # heavy deployed, still named
     with pytest.raises(ValueError, match=r"release_pools names \['heavy'\].*still named"):
         _synth(tmp_path, "heavy", release_pools=["heavy"])
 

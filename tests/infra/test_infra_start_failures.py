@@ -12,7 +12,7 @@ from typing import Any
 from infra_support import Synth, actions, function_roles, refers_to, resources
 from shepherd.settings import ENV_SCHEDULE_OWNER
 from shepherd_infra.events import ASYNC_RETRY_ATTEMPTS
-from test_infra_schedules import _synth
+from test_infra_schedules import OWNER, _synth
 
 OPS = "arn:aws:iam::123456789012:role/Ops"
 
@@ -138,6 +138,7 @@ def test_a_synth_says_when_nobody_can_see_the_scheduled_workflows(tmp_path: Path
     nobody, template = _synth(tmp_path / "nobody")
     assert _schedule_owner(template) is None  # the default, `shepherd:schedules`
     assert warned(nobody)
-    named, template = _synth(tmp_path / "named", schedule_owner=OPS)
-    assert _schedule_owner(template) == OPS
+    # (the schedules' tests' app: test_infra_schedules.py's `synthesized`, one synthesis)
+    named, template = _synth(tmp_path / "named", schedule_owner=OWNER)
+    assert _schedule_owner(template) == OWNER
     assert not warned(named)

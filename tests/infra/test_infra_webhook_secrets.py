@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from aws_cdk import App, Environment
 from aws_cdk.assertions import Template
+from infra_support import HOOKS, SECRET, Synth
 from shepherd_infra.application import ShepherdStack, cdk_json_context
 from shepherd_infra.webhooks import parse_webhooks
 
-SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:crm-key-AbCdEf"
 HOOK = {
     "name": "crm",
     "url": "https://crm.example.com/hooks/shepherd",
@@ -26,7 +26,9 @@ HOOK = {
 
 
 # Each template by its region and hook, synthesized once in a run (issue 36: one synthesis per
-# distinct input; two tests read the eu-west-1 one). A synthesis that raises is not kept.
+# distinct input; two tests read the eu-west-1 one). A synthesis that raises is not kept. A stack
+# without a region whose hook has no `secret_field` is the session's `variant` app (its `crm`
+# hook: VARIANT_CONTEXT, tests/infra/conftest.py).
 _TEMPLATES: dict[tuple[str | None, str], dict[str, Any]] = {}
 
 
@@ -63,31 +65,36 @@ def test_a_secret_in_the_stacks_region_passes(tmp_path: Path) -> None:
     assert _region_rules(template) == []
 
 
-def test_a_stack_without_a_region_refuses_the_deploy_elsewhere(tmp_path: Path) -> None:
-    """CloudFormation checks a template's rules before it changes anything."""
-    template = _template(tmp_path, None)
+def _connection_key(template: dict[str, Any], hook: str) -> str:
+    """The API key value of a hook's EventBridge connection, as JSON text."""
+    (connection,) = [
+        r["Properties"]
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::Events::Connection" and hook in k.lower()
+    ]
+    return json.dumps(connection["AuthParameters"]["ApiKeyAuthParameters"]["ApiKeyValue"])
+
+
+def test_a_stack_without_a_region_refuses_the_deploy_elsewhere(variant: Synth) -> None:
+    """CloudFormation checks a template's rules before it changes anything (the `variant` app
+    has no region and one hook with a secret in eu-west-1)."""
+    assert [h["secret_arn"] for h in HOOKS if "secret_arn" in h] == [SECRET]
+    assert ":eu-west-1:" in SECRET
+    template = variant.tpl
     (rule,) = _region_rules(template)
     (assertion,) = rule["Assertions"]
     assert assertion["Assert"] == {"Fn::Equals": [{"Ref": "AWS::Region"}, "eu-west-1"]}
     assert "replicate it" in assertion["AssertDescription"]
 
 
-def test_a_json_secret_is_read_by_its_field(tmp_path: Path) -> None:
+def test_a_json_secret_is_read_by_its_field(tmp_path: Path, variant: Synth) -> None:
     template = _template(tmp_path, "eu-west-1")
-    (connection,) = [
-        r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::Events::Connection"
-    ]
-    key = json.dumps(connection["AuthParameters"]["ApiKeyAuthParameters"]["ApiKeyValue"])
+    key = _connection_key(template, "crm")
     assert f"{{{{resolve:secretsmanager:{SECRET}:SecretString:apiKey::}}}}" in key
-    plain = _template(tmp_path / "plain", "eu-west-1", {**HOOK, "secret_field": None})
-    (connection,) = [
-        r["Properties"]
-        for r in plain["Resources"].values()
-        if r["Type"] == "AWS::Events::Connection"
-    ]
-    key = json.dumps(connection["AuthParameters"]["ApiKeyAuthParameters"]["ApiKeyValue"])
+    # Without `secret_field` (the `variant` app's crm hook): the whole secret string.
+    (crm,) = [h for h in HOOKS if h["name"] == "crm"]
+    assert crm["secret_arn"] == SECRET and "secret_field" not in crm
+    key = _connection_key(variant.tpl, "crm")
     assert f"{{{{resolve:secretsmanager:{SECRET}:SecretString:::}}}}" in key
 
 

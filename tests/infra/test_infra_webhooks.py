@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from infra_support import Synth, acknowledged, flatten, synthesize
+from infra_support import HOOKS, SECRET, Synth, acknowledged, flatten, synthesize
 from shepherd.observability import EVENT_SOURCE
 from shepherd_infra import config
 from shepherd_infra.webhooks import (
@@ -21,28 +21,13 @@ from shepherd_infra.webhooks import (
     parse_webhooks,
 )
 
-SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:crm-key-AbCdEf"
-HOOKS = [
-    {
-        "name": "crm",
-        "url": "https://crm.example.com/hooks/shepherd",
-        "detail_types": ["WorkflowSucceeded", "WorkflowFailed"],
-        "header": "X-Api-Key",
-        "secret_arn": SECRET,
-        "rate_per_second": 5,
-    },
-    {"name": "oncall", "url": "https://pager.example.com/in", "detail_types": ["WorkflowFailed"]},
-]
-
 
 @pytest.fixture(scope="module")
-def hooked(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The app with two webhooks (context as the CLI passes it: JSON text); synthesizing runs
-    cdk-nag, which fails on any unacknowledged finding."""
-    return synthesize(
-        tmp_path_factory.mktemp("cdk-out-webhooks"),
-        context={config.CTX_WEBHOOKS: json.dumps(HOOKS)},
-    )
+def hooked(variant: Synth) -> Synth:
+    """The app with two webhooks (context as the CLI passes it: JSON text; the session's
+    `variant` synthesis, tests/infra/conftest.py); synthesizing runs cdk-nag, which fails on any
+    unacknowledged finding."""
+    return variant
 
 
 def _one(synth: Synth, cfn_type: str, where: str) -> tuple[str, dict[str, Any]]:

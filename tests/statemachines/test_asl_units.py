@@ -658,3 +658,78 @@ def test_max_input_bytes_per_batch_counts_the_batch_json() -> None:
 
     made = batches([{"n": 1}, {"n": 2}, {"n": 3}], None, 27, None, has_batch_input=False)
     assert made == [{"Items": [{"n": 1}, {"n": 2}]}, {"Items": [{"n": 3}]}]
+
+
+def test_a_runaway_jsonata_expression_stops_with_aws_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tail-recursive loop without a base case never overflows (the call is unwound), so
+    before the step bound it ran for ever and held its worker. It now fails the state with
+    States.QueryEvaluationError and AWS's cause (floci's JsonataEvaluatorTest records it), and
+    a run fails at the same step every time. The bound is lowered here so the test takes no
+    time; an expression within the shipped bound is untouched by it."""
+    from shepherd.asl import jsonata
+
+    monkeypatch.setattr(jsonata, "MAX_STEPS", 2_000)
+    loop = "{% ($f := function($x){ $f($x+1) }; $f(1)) %}"
+    machine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "Spin",
+            "States": {"Spin": {"Type": "Pass", "Output": {"v": loop}, "End": True}},
+        }
+    )
+    first, second = run_state_machine(machine, {}), run_state_machine(machine, {})
+    assert (first.status, first.error) == ("FAILED", "States.QueryEvaluationError")
+    assert first.cause is not None
+    assert first.cause.endswith(
+        "threw an error during evaluation: Expression evaluation timeout: Check for infinite loop"
+    )
+    assert (second.error, second.cause) == (first.error, first.cause)
+    monkeypatch.setattr(jsonata, "MAX_STEPS", 3_000_000)
+    fine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "Sum",
+            "States": {
+                "Sum": {
+                    "Type": "Pass",
+                    "Output": "{% $sum($map([1..2000], function($v){ $v * 2 })) %}",
+                    "End": True,
+                }
+            },
+        }
+    )
+    assert run_state_machine(fine, {}).output == 4_002_000
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        (
+            "$power(-1, 0.5)",
+            "D3061: The power function has resulted in a value that cannot be represented as "
+            "a JSON number: base=-1, exponent=0.5",
+        ),
+        (
+            "$toMillis('nope')",
+            "D3110: The argument of the toMillis function must be an ISO 8601 formatted "
+            'timestamp. Given "nope"',
+        ),
+    ],
+)
+def test_jsonata_function_errors_are_jsonata_js_codes(expression: str, message: str) -> None:
+    """The package let Python's own errors out of these two ('must be real number, not
+    complex', 'Invalid isoformat string'); Step Functions evaluates with jsonata-js, whose
+    code and words the cause carries, as it does for every other function error."""
+    machine = parse(
+        {
+            "QueryLanguage": "JSONata",
+            "StartAt": "A",
+            "States": {"A": {"Type": "Pass", "Output": f"{{% {expression} %}}", "End": True}},
+        }
+    )
+    run = run_state_machine(machine, {})
+    assert run.error == "States.QueryEvaluationError"
+    assert run.cause is not None
+    assert run.cause.endswith(f"threw an error during evaluation. {message}")

@@ -253,10 +253,12 @@ def run_mix(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
             meter.reset()
             before = (stack.api_requests, sum(stack.agent_messages.values()), stack.relay_records)
             transitions = 0
+            billed_ms = 0  # Express's duration, billed in 100 ms steps
             statuses: Counter[str] = Counter()
             for _ in range(workflows):
                 clock.advance(rng.uniform(0, 60))  # a random phase against the sweeps
-                workflow_id, _took = cost.run_workflow(stack, scenario)
+                workflow_id, took = cost.run_workflow(stack, scenario)
+                billed_ms += -(-took // 100) * 100
                 statuses[stack.status(workflow_id)] += 1
                 transitions += _partitions(stack, workflow_id)["ASLPATH"]
                 _forget(stack, workflow_id)
@@ -270,6 +272,9 @@ def run_mix(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
             usd_core_events = sum(dollars[k] for k in (*cost.CORE, *cost.EVENTS)) * workflows
             total_usd += usd_core_events
             total_transitions += transitions
+            express = usd("sfn_express_request", workflows) + usd(
+                "sfn_express_gb_s", billed_ms / 1000 * cost.EXPRESS_MEMORY_GB
+            )
             rows.append(
                 {
                     "machine": name,
@@ -281,6 +286,14 @@ def run_mix(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
                     "wru_per_transition": run.tally.total_wru / transitions,
                     "rru_per_transition": run.tally.total_rru / transitions,
                     "usd_per_million_transitions": usd_core_events / transitions * 1e6,
+                    # One execution, ours beside Step Functions' (Standard: its transitions;
+                    # Express: a request and its simulated duration at 64 MB).
+                    "usd_per_million_executions": usd_core_events / workflows * 1e6,
+                    "standard_usd_per_million_executions": usd(
+                        "sfn_standard_transition", transitions / workflows
+                    )
+                    * 1e6,
+                    "express_usd_per_million_executions": express / workflows * 1e6,
                 }
             )
     standard = usd("sfn_standard_transition", 1) * 1e6

@@ -1011,6 +1011,7 @@ def _asl(results: dict[str, Any]) -> list[str]:
             f"{r['wru_per_transition']:.2f}",
             f"{r['rru_per_transition']:.2f}",
             _usd(r["usd_per_million_transitions"]),
+            _per_execution(r),
         ]
         for r in asl["mix"]["machines"]
     ]
@@ -1027,7 +1028,17 @@ def _asl(results: dict[str, Any]) -> list[str]:
         "branches' and items' states included), as Step Functions counts them. Priced as a "
         "plain step is (core and events), worst case.",
         "",
-        *_table(["machine", "transitions", "WRU / transition", "RRU / transition", "$ / M"], rows),
+        *_table(
+            [
+                "machine",
+                "transitions",
+                "WRU / transition",
+                "RRU / transition",
+                "$ / M transitions",
+                "$ / M executions: Shepherd, Standard, Express",
+            ],
+            rows,
+        ),
         "",
         f"**The mix: {_usd(mix['usd_per_million_transitions'])} per million transitions** "
         f"against Step Functions Standard's {_usd(mix['step_functions_standard_usd_per_million_transitions'])} "
@@ -1050,6 +1061,19 @@ def _asl(results: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _per_execution(row: dict[str, Any]) -> str:
+    """One execution's price per million, ours beside Step Functions' (an older run's
+    benchmarks.json has no such figures: a dash)."""
+    keys = (
+        "usd_per_million_executions",
+        "standard_usd_per_million_executions",
+        "express_usd_per_million_executions",
+    )
+    if not all(k in row for k in keys):
+        return "-"
+    return ", ".join(_usd(row[k]) for k in keys)
 
 
 def _maps(results: dict[str, Any]) -> list[str]:

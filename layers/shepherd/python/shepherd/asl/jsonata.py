@@ -16,8 +16,11 @@ import inspect
 import json
 import math
 import random as _random
+import re
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from . import intrinsics
@@ -37,10 +40,74 @@ def _library() -> tuple[Any, Any]:
     limit = sys.getrecursionlimit()
     try:
         from jsonata import Jsonata  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.jexception import JException  # type: ignore[import-untyped]  # noqa: PLC0415
         from jsonata.utils import Utils  # type: ignore[import-untyped]  # noqa: PLC0415
     finally:
         sys.setrecursionlimit(limit)
-    return Jsonata, Utils.NULL_VALUE
+
+    class JavaScriptArithmetic(Jsonata):  # type: ignore[misc]
+        """The package's evaluator with JavaScript's arithmetic, as jsonata-js and Step
+        Functions compute: a division by zero or an overflow is a non-finite number (`1/0` is
+        Infinity, `0/0` NaN), not a Python exception; an operand that is already infinite is
+        still D1001, which the package's number test raises."""
+
+        def evaluate_numeric_expression(self, lhs: Any, rhs: Any, op: Any) -> Any:
+            if lhs is not None and not Utils.is_numeric(lhs) and not _is_nan(lhs):
+                raise JException("T2001", -1, op, lhs)
+            if rhs is not None and not Utils.is_numeric(rhs) and not _is_nan(rhs):
+                raise JException("T2002", -1, op, rhs)
+            if lhs is None or rhs is None:
+                return None
+            result = _javascript_arithmetic(float(lhs), float(rhs), op)
+            return Utils.convert_number(result) if math.isfinite(result) else result
+
+        def _eval(self, expr: Any, input: Any, environment: Any) -> Any:
+            _BOUNDS.steps += 1
+            if _BOUNDS.steps > MAX_STEPS:
+                raise StatesError(QUERY_EVALUATION_ERROR, EVALUATION_TIMEOUT)
+            return super()._eval(expr, input, environment)
+
+        def apply_procedure(self, proc: Any, args: Any) -> Any:
+            """A lambda's body, within the call depth AWS allows (a tail call does not nest:
+            the package unwinds it first, as jsonata-js does)."""
+            _BOUNDS.depth += 1
+            try:
+                if _BOUNDS.depth > MAX_CALL_DEPTH:
+                    raise StatesError(QUERY_EVALUATION_ERROR, STACK_OVERFLOW)
+                return super().apply_procedure(proc, args)
+            finally:
+                _BOUNDS.depth -= 1
+
+        def evaluate_range_expression(self, lhs: Any, rhs: Any) -> Any:
+            """`[a..b]` within the memory AWS lets one value hold."""
+            integers = all(isinstance(v, int) and not isinstance(v, bool) for v in (lhs, rhs))
+            if integers and rhs - lhs + 1 > _MAX_SEQUENCE:
+                raise StatesError(QUERY_EVALUATION_ERROR, MEMORY_LIMIT)
+            return super().evaluate_range_expression(lhs, rhs)
+
+    return JavaScriptArithmetic, Utils.NULL_VALUE
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _javascript_arithmetic(lhs: float, rhs: float, op: str) -> float:
+    """`lhs op rhs` as IEEE 754 doubles in JavaScript: no exception, a non-finite result."""
+    if op == "+":
+        return lhs + rhs
+    if op == "-":
+        return lhs - rhs
+    if op == "*":
+        return lhs * rhs
+    if op == "/":
+        if rhs == 0:
+            if lhs == 0 or math.isnan(lhs):
+                return math.nan
+            return math.copysign(math.inf, lhs) * math.copysign(1.0, rhs)
+        return lhs / rhs
+    # `%`: JavaScript's remainder keeps the dividend's sign (math.fmod); by zero it is NaN.
+    return math.nan if rhs == 0 else math.fmod(lhs, rhs)
 
 
 JSONATA_RECURSION = 10_000  # what the package asks for (as JavaScript's stack allows)
@@ -149,6 +216,10 @@ def _to_jsonata(value: Any) -> Any:
         return {k: _to_jsonata(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_to_jsonata(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not -_LONG <= value < _LONG:
+        # AWS reads an integer as a long while it fits and as a double past it (measured:
+        # 9223372036854775808 comes out as 9.223372036854776E18).
+        return float(value)
     return value
 
 
@@ -164,6 +235,11 @@ def _from_jsonata(value: Any) -> Any:
         return [_from_jsonata(v) for v in value if v is not None]
     if callable(value):
         return _UNDEFINED
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no non-finite number: Step Functions writes the name JavaScript gives it.
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, float) and abs(value) >= _LONG:
+        return value  # a double past a long stays one (9.223372036854776E18), as on AWS
     return normalize(value)
 
 
@@ -224,9 +300,26 @@ _HASHES = {
     "SHA-512": "sha512",
 }
 _MISSING = object()  # an argument the call left out
-# AWS bounds the memory one value of an expression holds: [1..873782] evaluates, one element
-# more does not (measured against AWS, as the floci emulator's JsonataEvaluator records).
+# AWS bounds the memory one value of an expression holds (measured against AWS, as the floci
+# emulator's JsonataEvaluatorTest records): [1..873782] evaluates and one element more does
+# not; $range(1, 360145, 1) does and $range(1, 360146, 1) does not. Both fail with this cause.
 _MAX_SEQUENCE = 873_782
+_MAX_RANGE = 360_145
+MEMORY_LIMIT = "Expression evaluation memory limit exceeded: Check for excessive memory usage"
+# AWS fails a recursion that nests 33 calls of a lambda ($f(31) counting down to 0 evaluates,
+# $f(32) does not) and stops an expression that runs too long (a tail-recursive loop without
+# a base case), with these causes (measured, as the floci emulator's JsonataEvaluatorTest
+# records). The interpreter reads no clock, so the time bound is a count of evaluation steps:
+# a runaway expression fails the same way on every run, after about as many steps as the
+# largest sequence AWS holds ([1..873782]) mapped through a small function takes.
+MAX_CALL_DEPTH = 32
+MAX_STEPS = 3_000_000
+STACK_OVERFLOW = (
+    "Stack overflow error: Check for non-terminating recursive function. "
+    "Consider rewriting as tail-recursive"
+)
+EVALUATION_TIMEOUT = "Expression evaluation timeout: Check for infinite loop"
+_BOUNDS = threading.local()
 
 
 def _surplus(function: str, extra: tuple[Any, ...], first: int) -> None:
@@ -287,8 +380,8 @@ def _range(start: Any = _MISSING, end: Any = _MISSING, step: Any = _MISSING, *ex
     if first == last:
         return first  # one element: the value itself, as a JSONata singleton
     count = (last - first) // by + 1
-    if count > _MAX_SEQUENCE:
-        raise StatesError(QUERY_EVALUATION_ERROR, "Expression evaluation memory limit exceeded")
+    if count > _MAX_RANGE:
+        raise StatesError(QUERY_EVALUATION_ERROR, MEMORY_LIMIT)
     return [first + i * by for i in range(count)]
 
 
@@ -330,6 +423,133 @@ def _parse(text: Any = _MISSING, *extra: Any) -> Any:
         raise _FunctionError("D3137", "Invalid JSON") from None
 
 
+_LONG = 2**63
+
+
+def javascript_number(value: int | float) -> str:
+    """A number as `$string` writes it on Step Functions (measured by the floci emulator): an
+    integer within Java's long exactly; any other whole number as JavaScript prints a double
+    (every digit below 10^21: 1e20 is `100000000000000000000`, 2^63 `9223372036854776000`;
+    `1e+21` from there); a fraction rounded to 15 significant digits (`$string(1/3)` is
+    `0.333333333333333`) and printed as JavaScript does (`1e-7`, `0.000001`)."""
+    if isinstance(value, int) and -_LONG <= value < _LONG:
+        return str(value)
+    number = float(value)
+    if not number.is_integer():
+        number = float(f"{number:.15g}")
+    if number == 0:
+        return "0"
+    _, digits, exponent = Decimal(repr(abs(number))).normalize().as_tuple()
+    shown = "".join(str(d) for d in digits)
+    assert isinstance(exponent, int)
+    point = len(shown) + exponent  # JavaScript's n: the decimal point after n digits
+    text: str
+    if len(shown) <= point <= 21:
+        text = shown + "0" * (point - len(shown))
+    elif 0 < point <= 21:
+        text = shown[:point] + "." + shown[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + shown
+    else:
+        mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+        text = f"{mantissa}e{'+' if point - 1 >= 0 else '-'}{abs(point - 1)}"
+    return ("-" if number < 0 else "") + text
+
+
+def _string_json(value: Any, indent: int | None, depth: int = 0) -> str:
+    """JSON text as `$string` writes a structure: each number as `javascript_number` does."""
+    null, callable_type = _library()[1], _library()[0].JFunctionCallable
+    if value is None or value is null:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            from jsonata.jexception import JException  # noqa: PLC0415
+
+            raise JException("D1001", 0, value)
+        return javascript_number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, callable_type):
+        return '""'
+    pad = "" if indent is None else "\n" + " " * (indent * (depth + 1))
+    end = "" if indent is None else "\n" + " " * (indent * depth)
+    colon = ":" if indent is None else ": "
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = ",".join(
+            pad
+            + json.dumps(str(k), ensure_ascii=False)
+            + colon
+            + _string_json(v, indent, depth + 1)
+            for k, v in value.items()
+        )
+        return "{" + inner + end + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "[" + ",".join(pad + _string_json(v, indent, depth + 1) for v in value) + end + "]"
+    return json.dumps(str(value))
+
+
+class _Overrides:
+    """Built-in functions whose answers the package gives differently from Step Functions,
+    bound in their place with the built-in's own signature (so `$string()` still reads the
+    context value, as jsonata-js does)."""
+
+    @staticmethod
+    def string(arg: Any, prettify: Any = None) -> Any:
+        from jsonata.functions import Functions  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.utils import Utils  # noqa: PLC0415
+
+        if isinstance(arg, Utils.JList) and arg.outer_wrapper:
+            arg = arg[0]
+        if arg is None or isinstance(arg, str):
+            return arg
+        if isinstance(arg, float) and not math.isfinite(arg):
+            return Functions.string(arg, prettify)  # the package's D3001, as jsonata-js's
+        return _string_json(arg, 2 if prettify else None)
+
+    @staticmethod
+    def power(base: Any, exponent: Any) -> Any:
+        """jsonata-js's D3061 for a power that is no JSON number (`$power(-1, 0.5)`), where
+        the package lets Python's complex-number error out."""
+        from jsonata.functions import Functions  # noqa: PLC0415
+        from jsonata.jexception import JException  # noqa: PLC0415
+
+        try:
+            return Functions.power(base, exponent)
+        except (TypeError, ValueError, OverflowError):
+            raise JException("D3061", 1, base, exponent) from None
+
+    @staticmethod
+    def to_millis(timestamp: Any, picture: Any = None) -> Any:
+        """jsonata-js's D3110 for a timestamp that is not ISO 8601 (`$toMillis('nope')`),
+        where the package lets Python's parser error out."""
+        from jsonata.functions import Functions  # noqa: PLC0415
+        from jsonata.jexception import JException  # noqa: PLC0415
+
+        try:
+            return Functions.datetime_to_millis(timestamp, picture)
+        except ValueError:
+            if picture is not None:
+                raise
+            raise JException("D3110", -1, timestamp) from None
+
+
+@functools.cache
+def _overridden() -> dict[str, Any]:
+    jsonata_class = _library()[0]
+    native = functools.partial(jsonata_class.function, clazz=_Overrides)
+    return {
+        "string": native("string", "<x-b?:s>", method_name="string"),
+        "power": native("power", "<n-n:n>", method_name="power"),
+        "toMillis": native("toMillis", "<s-s?:n>", method_name="to_millis"),
+    }
+
+
 def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
     """Step Functions' JSONata functions as AWS answers them (the floci emulator's
     JsonataEvaluator records each answer, measured against AWS): a call with too many
@@ -348,23 +568,34 @@ def _functions(rng: _random.Random, millis: int = 0) -> dict[str, Any]:
         return intrinsics.f_uuid(rng)
 
     def now(picture: Any = None, timezone: Any = None) -> Any:
-        from jsonata.functions import Functions  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.functions import Functions  # noqa: PLC0415
 
         return Functions.datetime_from_millis(millis, picture, timezone)
 
     def millis_() -> int:
         return millis
 
+    def parse_integer(value: Any = None, picture: Any = None) -> Any:
+        """AWS answers NaN for a value the picture cannot read (the package lets Python's
+        int() error out); a value it reads is the integer."""
+        from jsonata.functions import Functions  # noqa: PLC0415
+
+        try:
+            return Functions.parse_integer(value, picture)
+        except ValueError:
+            return math.nan
+
     def no_eval(*_: Any) -> Any:
         """The guide: every JSONata 2.0.6 function but `$eval`, "not available: use $parse
         instead"; a call is what calling a name that is no function is (T1006)."""
-        from jsonata.jexception import JException  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonata.jexception import JException  # noqa: PLC0415
 
         raise JException("T1006", -1)
 
     return {
         "now": now,
         "millis": millis_,
+        "parseInteger": parse_integer,
         "partition": _partition,
         "range": _range,
         "hash": _hash,
@@ -432,12 +663,37 @@ def _message(exc: Exception) -> tuple[bool, str]:
         "D3137": lambda: str(current),
         "D3141": lambda: str(current),
     }
+    if not re.fullmatch(r"[A-Z]\d{4}", code):
+        # The package throws a few errors with the whole message in the code's place; AWS
+        # gives that message alone (no code), as it does `$replace('a', '', 'b')`'s.
+        return False, code
     words = catalog.get(code)
     try:
-        text = words() if words else str(exc)
-    except (TypeError, ValueError):
+        text = words() if words else _catalog_text(exc, code)
+    except (TypeError, ValueError, IndexError):
         text = str(exc)
     return True, f"{code}: {text}"
+
+
+def _catalog_text(exc: Exception, code: str) -> str:
+    """A library error's message in jsonata-js's words, as AWS gives it: the package's
+    catalog (ported from Java) says "Object" wherever jsonata-js says "function", and
+    jsonata-js writes each value into its message as JSON (`-1`, `"a"`)."""
+    from jsonata.jexception import JException  # noqa: PLC0415
+
+    template = JException.error_codes.get(code)
+    if not isinstance(template, str) or template == "{{{message}}}":
+        return str(exc)
+    template = re.sub(r"\bObject\b", "function", template)
+    values = [getattr(exc, "current", None), getattr(exc, "expected", None)]
+    if getattr(exc, "extra", None) is not None:
+        values.append(exc.extra)  # type: ignore[attr-defined]
+    slots = iter(values)
+
+    def value(_: re.Match[str]) -> str:
+        return json.dumps(_from_jsonata(next(slots)), ensure_ascii=False)
+
+    return re.sub(r"\{\{\w+\}\}", value, template)
 
 
 def evaluate(
@@ -454,9 +710,12 @@ def evaluate(
     bindings: dict[str, Any] = {k: _to_jsonata(v) for k, v in variables.items()}
     bindings["states"] = _to_jsonata(dict(states))
     where = f" specified for the field '{field}'" if field else ""
+    _BOUNDS.steps, _BOUNDS.depth = 0, 0
     try:
         for name, function in _functions(rng, _millis(states)).items():
             compiled.register_lambda(name, function)
+        for name, native in _overridden().items():
+            compiled.register_function(name, native)
         with _deep():
             raw = compiled.evaluate(bindings["states"].get("input"), bindings)
     except Exception as exc:

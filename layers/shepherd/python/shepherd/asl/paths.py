@@ -32,7 +32,7 @@ class PathSyntaxError(ValueError):
 
 @dataclass(frozen=True)
 class _Step:
-    kind: str  # "key", "index", "wild", "slice", "union", "filter", "descend"
+    kind: str  # "key", "index", "wild", "slice", "union", "filter", "descend", "function"
     arg: Any = None
 
 
@@ -140,12 +140,18 @@ def _parse_name(path: str, i: int, steps: list[_Step]) -> int:
     m = _NAME.match(path, i)
     if m is None:
         raise PathSyntaxError(f"'{path}': a name is missing at {i}")
+    if path.startswith("()", m.end()) and m.end() + 2 == len(path):
+        # A Jayway function (`$.items.length()`, `.sum()`): Step Functions accepts the path
+        # and evaluates no function, so it selects nothing when the state runs (a recorded
+        # cause: "The JSONPath '$.Jobs.sum()' ... could not be found in the input").
+        steps.append(_Step("function", m.group(0)))
+        return m.end() + 2
     steps.append(_Step("key", m.group(0)))
     return m.end()
 
 
 def is_definite(steps: list[_Step]) -> bool:
-    return all(s.kind in ("key", "index") for s in steps)
+    return all(s.kind in ("key", "index", "function") for s in steps)
 
 
 def is_path(value: object) -> bool:
@@ -208,6 +214,8 @@ def _apply_one(step: _Step, v: Any) -> list[Any]:
         return out
     if kind == "filter":
         return [item for item in _children(v) if arg(item)]
+    if kind == "function":
+        return []
     raise AssertionError(kind)
 
 
@@ -349,7 +357,7 @@ def _filter_literal(text: str) -> Any:
 def check_reference_path(path: str) -> None:
     """A Reference Path: definite, rooted at `$` (ResultPath)."""
     root, steps = parse(path)
-    if root != "$" or not is_definite(steps):
+    if root != "$" or not is_definite(steps) or any(s.kind == "function" for s in steps):
         raise PathSyntaxError(f"'{path}' is not a reference path (definite, from '$')")
 
 

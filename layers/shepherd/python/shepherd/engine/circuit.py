@@ -34,6 +34,7 @@ logger = logging.getLogger("shepherd.circuit")
 STATE_TTL_MS = 1000  # how long an agent process trusts a breaker state it read
 OPEN_HOLD_S = 30  # a task met while open comes back after at most this (SQS: <= 900)
 COUNTER_DAYS = 2  # counter items expire by TTL
+SLOT_KEYS_KEPT = 4096  # (pool, slot) key sets a CircuitBreakers keeps before it starts again
 
 
 class CircuitBreakers:
@@ -58,6 +59,10 @@ class CircuitBreakers:
         }
         self._seen: dict[str, tuple[int, cb.CircuitState]] = {}
         self._lock = threading.Lock()
+        # Each slot's counter keys (every shard's), made once: a window reads the same slots
+        # sweep after sweep, and building 96 keys for every pool at every sweep was most of
+        # the breakers' own cost (issue 36). Bounded by SLOT_KEYS_KEPT.
+        self._slot_keys: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {}
 
     def guards(self, pool: str) -> bool:
         return pool in self._policies
@@ -125,9 +130,7 @@ class CircuitBreakers:
         policy = self._policies[pool]
         since = state.since if state.circuit == "closed" else None
         keys = [
-            circuit_counter_key(pool, slot, shard)
-            for slot in cb.window_slots(policy, now, since)
-            for shard in range(cb.COUNTER_SHARDS)
+            key for slot in cb.window_slots(policy, now, since) for key in self._keys(pool, slot)
         ]
         ended = failed = 0
         for start in range(0, len(keys), 100):
@@ -135,6 +138,16 @@ class CircuitBreakers:
                 ended += int(item.get("ended", 0))
                 failed += int(item.get("failed", 0))
         return ended, failed
+
+    def _keys(self, pool: str, slot: int) -> tuple[tuple[str, str], ...]:
+        """`circuit_counter_key` of every shard of `pool`'s `slot`, in shard order."""
+        found = self._slot_keys.get((pool, slot))
+        if found is None:
+            if len(self._slot_keys) > SLOT_KEYS_KEPT:
+                self._slot_keys.clear()
+            found = tuple(circuit_counter_key(pool, slot, s) for s in range(cb.COUNTER_SHARDS))
+            self._slot_keys[(pool, slot)] = found
+        return found
 
     def evaluate(self) -> dict[str, str]:
         """Move every breaker that must move; the transitions made, by pool. A pool an
