@@ -35,3 +35,41 @@ FAST_REFRESH = """
 const realSetInterval = window.setInterval.bind(window);
 window.setInterval = (fn, ms, ...rest) => realSetInterval(fn, Math.max(100, (ms || 0) / 4), ...rest);
 """
+
+
+def hold_reads(matches: str) -> str:
+    """An init script that holds the page's replies to the reads `matches` (a JavaScript test
+    of the request's URL text `text`) until the test lets them go: `window.__hold.first` (or
+    `.next`, for a read with a `next_token`) set true holds the next such replies in flight;
+    `window.__release(kind)` hands them back and answers how many it held;
+    `window.__delivered` counts the held replies handed back. A race between two reads is
+    then set up, not waited for."""
+    return (
+        """
+window.__hold = { first: false, next: false };
+window.__held = { first: [], next: [] };
+window.__delivered = 0;
+window.__release = (kind) => {
+  const held = window.__held[kind];
+  window.__hold[kind] = false;
+  window.__held[kind] = [];
+  held.forEach((resolve) => resolve());
+  return held.length;
+};
+const realFetch = window.fetch.bind(window);
+window.fetch = async (url, options) => {
+  const text = String(url);
+  const reply = await realFetch(url, options);
+  if ("""
+        + matches
+        + """) {
+    const kind = text.includes('next_token') ? 'next' : 'first';
+    if (window.__hold[kind]) {
+      await new Promise((resolve) => window.__held[kind].push(resolve));
+      window.__delivered += 1;
+    }
+  }
+  return reply;
+};
+"""
+    )

@@ -18,7 +18,7 @@ from typing import Any
 
 import boto3
 import pytest
-from browser_support import DESKTOP, shot, until
+from browser_support import DESKTOP, hold_reads, shot, until
 from playwright.sync_api import expect
 from shepherd import keys
 from shepherd.adapters.dynamodb import from_attr, to_attr
@@ -333,31 +333,7 @@ def test_a_maps_progress_and_item_table_live_paged_and_filtered(own: Any, tmp_pa
 # rows must never land under "Page 2". Item reads are held until the test lets them go, so the
 # race is set up, not waited for: page 1's reply lands after page 2's rows, and (the other
 # order) before them.
-HOLD_ITEM_READS = """
-window.__hold = { first: false, next: false };
-window.__held = { first: [], next: [] };
-window.__delivered = 0;
-window.__release = (kind) => {
-  const held = window.__held[kind];
-  window.__hold[kind] = false;
-  window.__held[kind] = [];
-  held.forEach((resolve) => resolve());
-  return held.length;
-};
-const realFetch = window.fetch.bind(window);
-window.fetch = async (url, options) => {
-  const text = String(url);
-  const reply = await realFetch(url, options);
-  if (text.includes('/items?')) {
-    const kind = text.includes('next_token') ? 'next' : 'first';
-    if (window.__hold[kind]) {
-      await new Promise((resolve) => window.__held[kind].push(resolve));
-      window.__delivered += 1;
-    }
-  }
-  return reply;
-};
-"""
+HOLD_ITEM_READS = hold_reads("text.includes('/items?')")
 LANDED_MS = 500  # after a held reply is handed back: ample for the page to draw it, were it to
 
 

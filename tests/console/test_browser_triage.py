@@ -17,7 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
-from browser_support import DESKTOP, FAST_REFRESH, NARROW, shot, until
+from browser_support import DESKTOP, FAST_REFRESH, NARROW, hold_reads, shot, until
 from playwright.sync_api import expect
 from shepherd import jsonsafe, keys
 from shepherd.adapters.dynamodb import to_attr
@@ -106,31 +106,7 @@ def ids_shown(page: Any) -> list[str]:
 # until the test lets them go, so the race is set up, not waited for: a refresh of page 1
 # provably in flight at the navigation, its reply landing after page 2's rows (and, the other
 # order, before them).
-HOLD_LIST_READS = """
-window.__hold = { first: false, next: false };
-window.__held = { first: [], next: [] };
-window.__delivered = 0;
-window.__release = (kind) => {
-  const held = window.__held[kind];
-  window.__hold[kind] = false;
-  window.__held[kind] = [];
-  held.forEach((resolve) => resolve());
-  return held.length;
-};
-const realFetch = window.fetch.bind(window);
-window.fetch = async (url, options) => {
-  const text = String(url);
-  const reply = await realFetch(url, options);
-  if (text.startsWith('/api/workflows?')) {
-    const kind = text.includes('next_token') ? 'next' : 'first';
-    if (window.__hold[kind]) {
-      await new Promise((resolve) => window.__held[kind].push(resolve));
-      window.__delivered += 1;
-    }
-  }
-  return reply;
-};
-"""
+HOLD_LIST_READS = hold_reads("text.startsWith('/api/workflows?')")
 LANDED_MS = 500  # after a held reply is handed back: ample for the page to draw it, were it to
 
 

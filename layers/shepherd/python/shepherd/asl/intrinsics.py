@@ -432,7 +432,8 @@ def f_base64_decode(*args: Any) -> str:
     return base64.b64decode(digits + "=" * (-len(digits) % 4)).decode(errors="replace")
 
 
-_HASHES = {
+# The digests Step Functions names (States.Hash, JSONata's $hash), by its names.
+HASHES = {
     "MD5": "md5",
     "SHA-1": "sha1",
     "SHA-256": "sha256",
@@ -448,9 +449,9 @@ def f_hash(*args: Any) -> str:
     if len(data) > MAX_STRING:
         raise _fail(name, f"the data is longer than {MAX_STRING} characters")
     algorithm = _string(name, args[1])
-    if algorithm not in _HASHES:
-        raise _fail(name, f"the algorithm must be one of {', '.join(_HASHES)}")
-    return hashlib.new(_HASHES[algorithm], data.encode()).hexdigest()
+    if algorithm not in HASHES:
+        raise _fail(name, f"the algorithm must be one of {', '.join(HASHES)}")
+    return hashlib.new(HASHES[algorithm], data.encode()).hexdigest()
 
 
 def f_json_merge(*args: Any) -> dict[str, Any]:

@@ -292,13 +292,6 @@ def _java_next_double(seed: int) -> float:
     return ((next_bits(26) << 27) + next_bits(27)) * 2.0**-53
 
 
-_HASHES = {
-    "MD5": "md5",
-    "SHA-1": "sha1",
-    "SHA-256": "sha256",
-    "SHA-384": "sha384",
-    "SHA-512": "sha512",
-}
 _MISSING = object()  # an argument the call left out
 # AWS bounds the memory one value of an expression holds (measured against AWS, as the floci
 # emulator's JsonataEvaluatorTest records): [1..873782] evaluates and one element more does
@@ -394,12 +387,12 @@ def _hash(value: Any = _MISSING, algorithm: Any = _MISSING, *extra: Any) -> Any:
         return None
     if not isinstance(algorithm, str):
         raise _signature("hash", 2)
-    if algorithm not in _HASHES:
+    if algorithm not in intrinsics.HASHES:
         raise _FunctionError(
             "D3137",
             f"Hash algorithm '{algorithm}' must be one of SHA-1, SHA-384, SHA-256, SHA-512, MD5",
         )
-    return hashlib.new(_HASHES[algorithm], value.encode()).hexdigest()
+    return hashlib.new(intrinsics.HASHES[algorithm], value.encode()).hexdigest()
 
 
 @_arity(1)
