@@ -227,7 +227,25 @@ class WaitForSignalSpec(_Model):
         return match
 
 
+class RepeatSpec(_Model):
+    """A step that runs again until a rule holds (issue 42.5, decisions/repeat.py): after each
+    iteration, `Until` (the rule language of `Condition`) is evaluated on the workflow input
+    and the iteration's output (`$.steps.<this step>.output`); when it holds the step
+    succeeds with that output, else the next iteration runs `IntervalSeconds` later (resting,
+    with no message and no Lambda). `MaxIterations` iterations without `Until` holding fail
+    the step for good with `States.LoopLimitExceeded`."""
+
+    until: Annotated[Condition, Field(alias="Until")]
+    interval_seconds: Annotated[
+        int, Field(alias="IntervalSeconds", ge=0, le=limits.MAX_REPEAT_INTERVAL_SECONDS)
+    ] = 0
+    max_iterations: Annotated[
+        int, Field(alias="MaxIterations", ge=1, le=limits.MAX_REPEAT_ITERATIONS)
+    ]
+
+
 _ABSENT_WHEN_NONE = (
+    "Repeat",
     "Detached",
     "Condition",
     "Wait",
@@ -275,6 +293,8 @@ class StepSpec(TaskSpec):
     approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
     # Instead of Agent/Pool: rest until a signal of its name comes (engine/signals.py).
     wait_for_signal: Annotated[WaitForSignalSpec | None, Field(alias="WaitForSignal")] = None
+    # A task step that runs again until a rule holds (decisions/repeat.py).
+    repeat: Annotated[RepeatSpec | None, Field(alias="Repeat")] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -326,7 +346,7 @@ class StepSpec(TaskSpec):
         if kind is not None:
             given = [
                 a
-                for a in (*_TASK_ONLY, "Workflow", "Map")
+                for a in (*_TASK_ONLY, "Workflow", "Map", "Repeat")
                 if _alias_field(a) in self.model_fields_set
             ]
             if given:
@@ -340,6 +360,25 @@ class StepSpec(TaskSpec):
             raise ValueError("Detached is for a child-workflow step (Workflow, without Map)")
         return self
 
+    @model_validator(mode="after")
+    def _repeat_fields(self) -> StepSpec:
+        """`Repeat` is a task step's that runs an agent (not a Map's), and its `Until` reads
+        only the workflow input and the step's own output."""
+        if self.repeat is None:
+            return self
+        if self.map is not None:
+            raise ValueError("Repeat: a Map step cannot repeat (repeat a step inside its items)")
+        if self.workflow is not None:
+            raise ValueError("Repeat: a child-workflow step cannot repeat yet (repeat a task step)")
+        for path in self.repeat.until.variables():
+            read = step_of(path)
+            if read is not None and read != self.name:
+                raise ValueError(
+                    f"Repeat.Until: '{path}' reads step '{read}'; Until reads only the input "
+                    f"($.input...) and this step's own output ($.steps.{self.name}.output...)"
+                )
+        return self
+
     @property
     def is_task(self) -> bool:
         """Not a Wait, an Approval or a WaitForSignal: sent to an agent pool (or, with
@@ -350,6 +389,15 @@ class StepSpec(TaskSpec):
     def runs_agent(self) -> bool:
         """A task step that runs an agent (Agent and Pool), not a child-workflow step."""
         return self.is_task and self.workflow is None
+
+
+def _repeat_term(spec: StepSpec) -> tuple[int, ...]:
+    """A `Repeat` step's iteration ending rests its next one `IntervalSeconds` unsent: the
+    soonest deadline that write creates (with no interval its message is sent, and the
+    dispatch grace counts it)."""
+    if spec.repeat is None or spec.repeat.interval_seconds == 0:
+        return ()
+    return (spec.repeat.interval_seconds,)
 
 
 def _alias_field(alias: str) -> str:
@@ -630,7 +678,7 @@ class Definition(_Model):
         deadline (`Seconds`; an `Until` pulls `due_at` itself when it starts)."""
         spec = self.by_name[step] if isinstance(step, str) else step
         if spec.is_task:
-            return (spec.liveness_seconds,)
+            return (spec.liveness_seconds, *_repeat_term(spec))
         if spec.approval is not None:
             return (spec.approval.timeout_seconds,)
         if spec.wait_for_signal is not None:

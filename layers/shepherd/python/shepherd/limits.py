@@ -88,6 +88,11 @@ DEFAULT_MAP_CONCURRENCY = 100  # MaxConcurrency when a Map omits it
 MAX_MAP_CONCURRENCY = 1_000  # the most MaxConcurrency may say
 MAP_ITEM_PAGE = 1_000  # items per item partition (keys.map_item_key) and per items page
 MAX_WORKFLOW_NESTING = 5  # levels of child workflows, the root counted
+# A step's `Repeat` (issue 42.5): its `MaxIterations` is required and at most this. Each
+# iteration writes only its counter and its last output on the step's item (nothing grows
+# with the iterations done), so the cap bounds a loop's running time, not an item.
+MAX_REPEAT_ITERATIONS = 10_000
+MAX_REPEAT_INTERVAL_SECONDS = 86_400  # a rest between two iterations: at most a day
 
 # Fixed parts of an item (keys, statuses, times, counters, hashes, owner ARN, ...),
 # generously: the largest measured workflow item without payloads is about 1 KB.

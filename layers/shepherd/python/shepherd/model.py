@@ -378,6 +378,9 @@ class StepRecord:
     # `child_cancel` why its parent asked that child to cancel (timeout | unwinding).
     child_id: str | None = None
     child_cancel: str | None = None
+    # A `Repeat` step: iterations ended (its last one's output is `output`); the attempt in
+    # flight runs iteration `iterations + 1` (decisions/repeat.py).
+    iterations: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -432,6 +435,8 @@ class StepRecord:
             item["budget_from"] = self.budget_from
         if self.attempts_total:
             item["attempts_total"] = self.attempts_total
+        if self.iterations:
+            item["iterations"] = self.iterations
         if self.fanout is not None:
             item.update(self.fanout.to_attributes())
         return item
@@ -458,6 +463,7 @@ class StepRecord:
             dispatches=int(item.get("dispatches", 0)),
             budget_from=int(item.get("budget_from", 0)),
             attempts_total=int(item.get("attempts_total", len(item.get("history", ())))),
+            iterations=int(item.get("iterations", 0)),
             index=index,
             fanout=MapState.from_item(item),
             **_optional(item, _STEP_OPTIONAL),

@@ -255,6 +255,98 @@ def complete(
     return Write(*rec.key, update, _fenced(attempt, token_hash))
 
 
+def iterate(
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    output: str,
+    *,
+    delay_ms: int,
+    dispatch: bool,
+    token_hash: str | None = None,
+) -> Write:
+    """A `Repeat` step's iteration returned and `Until` did not hold (decisions/repeat.py):
+    RUNNING(a) -> QUEUED(a+1) for the next iteration, fenced as `complete` is, keeping only
+    the counter and this output. The next attempt's number is the fence (a late result of
+    this iteration's attempts can no longer land); its Retry budget starts again
+    (`budget_from`). It rests `delay_ms` unsent (the supervisor sends it when due); with no
+    interval and `dispatch`, it is sent at once (`dispatched_at` set)."""
+    entry = _history(
+        attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
+    )
+    values: dict[str, Any] = {
+        "status": StepStatus.QUEUED.value,
+        "attempt": attempt + 1,
+        "budget_from": attempt,
+        "available_at": now + delay_ms,
+        "output": output,
+        **_ended(rec, entry),
+    }
+    remove = [
+        "claimed_at",
+        "heartbeat_at",
+        "lease_owner",
+        "callback_token",
+        "callback_heartbeat_at",
+        "resent_at",
+        "details",
+        "error",
+    ]
+    add = {"attempts_total": 1, "iterations": 1}
+    if dispatch and delay_ms == 0:
+        values["dispatched_at"] = now
+        add["dispatches"] = 1
+    else:
+        remove.append("dispatched_at")
+    update = Update(values, tuple(remove), add=add)
+    return Write(*rec.key, update, _fenced(attempt, token_hash))
+
+
+def last_iteration(
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    output: str,
+    expires_at: int,
+    token_hash: str | None = None,
+) -> Write:
+    """A `Repeat` step's iteration after which `Until` held: `complete`, counting it."""
+    write = complete(rec, attempt, now, output, expires_at, token_hash)
+    update = replace(write.update, add={**write.update.add, "iterations": 1})
+    return replace(write, update=update)
+
+
+def loop_limit(
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    output: str,
+    error: str,
+    expires_at: int,
+    token_hash: str | None = None,
+) -> Write:
+    """A `Repeat` step's last allowed iteration returned and `Until` did not hold:
+    RUNNING(a) -> FAILED for good (`States.LoopLimitExceeded`), fenced as `complete` is,
+    keeping the last output (the view shows what the loop ended on)."""
+    entry = _history(
+        attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
+    )
+    update = Update(
+        set={
+            "status": StepStatus.FAILED.value,
+            "fail_reason": "permanent",
+            "error": error,
+            "output": output,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+        },
+        remove=("lease_owner", "callback_token", "callback_heartbeat_at"),
+        add={"attempts_total": 1, "iterations": 1},
+    )
+    return Write(*rec.key, update, _fenced(attempt, token_hash))
+
+
 def end_attempt(
     rec: StepRecord,
     *,

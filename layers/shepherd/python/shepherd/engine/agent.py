@@ -26,7 +26,7 @@ from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
-from shepherd.definitions import Definition, TaskSpec
+from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.engine import tagging
 from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import RUN, PoolLimiter
@@ -204,6 +204,17 @@ class AgentContext:
     # A map item's index, and its value (read from its page on first use).
     item_index: int | None = None
     _item_from: Callable[[], Any] | None = field(default=None, repr=False)
+    # A `Repeat` step's iteration (1-based; None for a step that does not repeat), and the
+    # previous iteration's output (`previous_output`: a cursor to go on from).
+    iteration: int | None = None
+    stored_previous_output: str | None = field(default=None, repr=False)
+
+    @property
+    def previous_output(self) -> Any:
+        """A `Repeat` step's previous iteration's output (None at its first iteration)."""
+        return _once(
+            self._cache, "previous_output", lambda: self.resolve(self.stored_previous_output)
+        )
 
     @property
     def item(self) -> Any:
@@ -978,6 +989,7 @@ class AgentRuntime:
             _input_from=input_from,
             item_index=rec.index,
             _item_from=self._item_from(state, rec),
+            **_iteration(step, rec),
         )
 
     @staticmethod
@@ -993,6 +1005,15 @@ class AgentRuntime:
             return None
         index, page = rec.index, state.pages.get((rec.name, rec.index))
         return lambda: self.scheduler.maps.item_value(page, index)
+
+
+def _iteration(step: StepSpec, rec: StepRecord) -> dict[str, Any]:
+    """A `Repeat` step's attempt: its iteration and the last one's output (kept on its item
+    while the next one runs); nothing for any other unit (a compensation runs once)."""
+    if step.repeat is None or rec.kind != "step" or rec.index is not None:
+        return {}
+    previous = rec.output if rec.iterations else None
+    return {"iteration": rec.iterations + 1, "stored_previous_output": previous}
 
 
 def _input_path(

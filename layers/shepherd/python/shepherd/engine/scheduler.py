@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
-from shepherd.decisions import choice
+from shepherd.decisions import choice, repeat
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import child_id as fanout_child_id
@@ -853,7 +853,7 @@ class Scheduler:
         """
         updated = self.record_result(state, rec, output, token_hash=token_hash)
         if updated is not None:
-            self.advance_after(rec, self.definition_of(state))
+            self.after_result(state, self.definition_of(state), rec, updated)
         return updated
 
     def record_result(
@@ -866,9 +866,61 @@ class Scheduler:
     ) -> StepRecord | None:
         """The result's fenced write alone (None: superseded, nothing recorded)."""
         now = self.ports.clock.now_ms()
-        return self.executor.step(
-            state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
+        if rec.kind != "step" or rec.index is not None:
+            write = tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
+            return self.executor.step(state, write)
+        definition = self.definition_of(state)
+        spec = definition.by_name.get(rec.name)
+        if spec is None or spec.repeat is None:
+            write = tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
+            return self.executor.step(state, write)
+        return self._record_iteration(state, definition, spec, rec, output, now, token_hash)
+
+    def _record_iteration(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        spec: StepSpec,
+        rec: StepRecord,
+        output: str,
+        now: int,
+        token_hash: str | None,
+    ) -> StepRecord | None:
+        """A `Repeat` step's iteration returned (decisions/repeat.py): it succeeds when
+        `Until` holds, else its next iteration is queued (sent at once with no interval, else
+        left resting for the supervisor), or it fails for good at `MaxIterations`. While its
+        workflow unwinds, the result is recorded as a step's is (no iteration starts)."""
+        assert spec.repeat is not None
+        iteration = rec.iterations + 1
+        if state.workflow.status.unwinding:
+            decision: repeat.Decision = repeat.Done()
+        else:
+            document = repeat.document(
+                rec.name, self.value(state.workflow.input), self.value(output)
+            )
+            decision = repeat.decide(spec.repeat, iteration=iteration, document=document)
+        expires = self.expires(now)
+        if isinstance(decision, repeat.Done):
+            write = tx.last_iteration(rec, rec.attempt, now, output, expires, token_hash)
+            return self.executor.step(state, write)
+        if isinstance(decision, repeat.LimitReached):
+            error = tx.error_json(repeat.LOOP_LIMIT, decision.message, iterations=iteration)
+            write = tx.loop_limit(rec, rec.attempt, now, output, error, expires, token_hash)
+            return self.executor.step(state, write)
+        running = state.workflow.status is WorkflowStatus.RUNNING
+        write = tx.iterate(
+            rec,
+            rec.attempt,
+            now,
+            output,
+            delay_ms=decision.delay_ms,
+            dispatch=running,
+            token_hash=token_hash,
         )
+        updated = self.executor.step(state, write)
+        if updated is not None and updated.dispatched_at is not None:
+            self.deliver([self.task_of(definition, updated)])
+        return updated
 
     @staticmethod
     def parked_key(rec: StepRecord) -> str:
@@ -965,11 +1017,15 @@ class Scheduler:
         self, state: WorkflowState, definition: Definition, rec: StepRecord, updated: StepRecord
     ) -> None:
         """After an attempt's result was recorded (by its agent, or from where it parked it):
-        a map item's is counted on its map, any other unit's advances its workflow."""
+        a map item's is counted on its map, any other unit's advances its workflow (a
+        `Repeat` step's next iteration queued: nothing to advance)."""
         if updated.index is not None:
             self.after_item(state, definition, updated)
+        elif updated.status is StepStatus.QUEUED:
+            return  # a Repeat step's next iteration (sent, or resting for the supervisor)
         else:
-            self.advance_after(rec, definition)
+            failed = updated.status is StepStatus.FAILED  # a Repeat step's loop limit
+            self.advance_after(rec, definition, failed=failed)
 
     def advance_after(
         self, rec: StepRecord, definition: Definition | None = None, *, failed: bool = False

@@ -1,0 +1,222 @@
+"""Repeat steps (issue 42.5), on the real engine over in-memory ports and the manual clock: a
+task step runs again until its `Until` holds, each iteration a fenced attempt of its own with
+its own Retry budget, resting `IntervalSeconds` between iterations with no message out; it
+succeeds with the last iteration's output, or fails for good with `States.LoopLimitExceeded`
+after `MaxIterations`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shepherd import AgentRegistry
+from shepherd.decisions.repeat import LOOP_LIMIT
+from shepherd.definitions import parse_definition
+from shepherd.engine.agent import AgentContext
+from shepherd.model import StepStatus, WorkflowStatus, loads
+from shepherd.testing import MemoryEngine
+
+
+def _definition(
+    *, max_iterations: int = 10, interval: int = 0, retry: int = 0, compensate: bool = False
+) -> Any:
+    poll: dict[str, Any] = {
+        "Name": "poll",
+        "DependsOn": ["start"],
+        "Agent": "check",
+        "Pool": "p",
+        "TimeoutSeconds": 30,
+        "Retry": {"MaxAttempts": retry, "IntervalSeconds": 1, "BackoffRate": 1},
+        "Repeat": {
+            "Until": {"Variable": "$.steps.poll.output.status", "StringEquals": "DONE"},
+            "IntervalSeconds": interval,
+            "MaxIterations": max_iterations,
+        },
+    }
+    if compensate:
+        poll["Compensation"] = {"Agent": "undo", "Pool": "p", "TimeoutSeconds": 10}
+    steps = [
+        {"Name": "start", "Agent": "begin", "Pool": "p", "TimeoutSeconds": 10},
+        poll,
+        {
+            "Name": "after",
+            "DependsOn": ["poll"],
+            "Agent": "finish",
+            "Pool": "p",
+            "TimeoutSeconds": 10,
+        },
+    ]
+    return parse_definition({"Name": "loops", "Steps": steps}, "loops.yaml")
+
+
+class Export:
+    """An export that is DONE at the `done_at`-th check (never, with None)."""
+
+    def __init__(self, done_at: int | None, *, fail_on: tuple[int, ...] = ()) -> None:
+        self.done_at = done_at
+        self.fail_on = set(fail_on)  # iterations whose first attempt raises
+        self.checks: list[dict[str, Any]] = []
+        self.finished: list[Any] = []
+        self.undone = 0
+
+    def engine(self, definition: Any) -> MemoryEngine:
+        registry = AgentRegistry()
+
+        @registry.agent("begin")
+        def begin(ctx: AgentContext) -> dict[str, Any]:
+            return {"export": "e-1"}
+
+        @registry.agent("check")
+        def check(ctx: AgentContext) -> dict[str, Any]:
+            iteration = ctx.iteration
+            assert iteration is not None
+            self.checks.append(
+                {
+                    "iteration": iteration,
+                    "attempt": ctx.attempt,
+                    "previous": ctx.previous_output,
+                    "at": engine.clock.now_ms(),
+                }
+            )
+            if iteration in self.fail_on:
+                self.fail_on.discard(iteration)
+                raise RuntimeError("flaky")
+            done = self.done_at is not None and iteration >= self.done_at
+            return {"status": "DONE" if done else "RUNNING", "cursor": iteration}
+
+        @registry.agent("finish")
+        def finish(ctx: AgentContext) -> Any:
+            self.finished.append(ctx.dependencies["poll"])
+            return ctx.dependencies["poll"]
+
+        @registry.agent("undo")
+        def undo(ctx: AgentContext) -> None:
+            self.undone += 1
+
+        engine = MemoryEngine({"loops": definition}, agents=registry)
+        return engine
+
+
+def test_until_holding_at_the_first_iteration_succeeds_at_once() -> None:
+    export = Export(done_at=1)
+    engine = export.engine(_definition())
+    wf = engine.start("loops", {})
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert [c["iteration"] for c in export.checks] == [1]
+    assert export.checks[0]["previous"] is None
+    assert export.finished == [{"status": "DONE", "cursor": 1}]
+    rec = engine.engine.scheduler.load(wf)[0].steps["poll"]  # type: ignore[index]
+    assert rec.iterations == 1
+    assert rec.attempt == 1
+
+
+def test_it_runs_until_the_rule_holds_passing_the_last_output_on() -> None:
+    export = Export(done_at=4)
+    engine = export.engine(_definition())
+    wf = engine.start("loops", {})
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert [c["iteration"] for c in export.checks] == [1, 2, 3, 4]
+    # Each iteration sees the one before's output (a cursor to go on from).
+    assert [c["previous"] for c in export.checks] == [
+        None,
+        {"status": "RUNNING", "cursor": 1},
+        {"status": "RUNNING", "cursor": 2},
+        {"status": "RUNNING", "cursor": 3},
+    ]
+    # The step succeeds with the last iteration's output; its dependent ran once, after it.
+    assert export.finished == [{"status": "DONE", "cursor": 4}]
+    assert outcome.steps["poll"].output == {"status": "DONE", "cursor": 4}
+    rec = engine.engine.scheduler.load(wf)[0].steps["poll"]  # type: ignore[index]
+    assert rec.iterations == 4
+    assert rec.status is StepStatus.SUCCEEDED
+
+
+def test_max_iterations_without_until_fails_the_step_for_good_and_unwinds() -> None:
+    export = Export(done_at=None)
+    engine = export.engine(_definition(max_iterations=3, retry=2, compensate=True))
+    wf = engine.start("loops", {})
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.COMPENSATED
+    assert [c["iteration"] for c in export.checks] == [1, 2, 3]  # not retried: for good
+    rec = engine.engine.scheduler.load(wf)[0].steps["poll"]  # type: ignore[index]
+    assert rec.status is StepStatus.FAILED
+    assert rec.iterations == 3
+    assert loads(rec.error)["type"] == LOOP_LIMIT
+    assert export.finished == []
+    assert export.undone == 1  # its compensation runs once, however many iterations ran
+
+
+def test_the_interval_is_honoured_never_early_and_nothing_is_sent_while_resting() -> None:
+    export = Export(done_at=3)
+    engine = export.engine(_definition(interval=60))
+    wf = engine.start("loops", {})
+    engine.deliver()
+    assert [c["iteration"] for c in export.checks] == [1]
+    first_at = export.checks[0]["at"]
+    rec = engine.engine.scheduler.load(wf)[0].steps["poll"]  # type: ignore[index]
+    assert rec.status is StepStatus.QUEUED
+    assert rec.dispatched_at is None  # resting: no message out
+    assert engine.queue.depth("p") == 0
+    # Sweeps before the interval ends send nothing.
+    for _ in range(59):
+        engine.advance(1)
+        engine.sweep()
+        engine.deliver()
+    assert [c["iteration"] for c in export.checks] == [1]
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    starts = [c["at"] for c in export.checks]
+    assert [c["iteration"] for c in export.checks] == [1, 2, 3]
+    assert starts[1] - first_at >= 60_000
+    assert starts[2] - starts[1] >= 60_000
+    # ...and woken through the watch index within a sweep of its time, not much later.
+    assert starts[1] - first_at <= 62_000
+
+
+def test_each_iteration_has_its_own_retry_budget() -> None:
+    # MaxAttempts 1: one retry per iteration. Iterations 1 and 2 each fail once and are
+    # retried: a budget shared across iterations would fail the step at iteration 2.
+    export = Export(done_at=3, fail_on=(1, 2))
+    engine = export.engine(_definition(retry=1))
+    wf = engine.start("loops", {})
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert [(c["iteration"], c["attempt"]) for c in export.checks] == [
+        (1, 1),
+        (1, 2),
+        (2, 3),
+        (2, 4),
+        (3, 5),
+    ]
+
+
+def test_a_late_result_of_an_earlier_iteration_is_fenced_out() -> None:
+    export = Export(done_at=3)
+    engine = export.engine(_definition(interval=10))
+    wf = engine.start("loops", {})
+    engine.deliver()  # start, and poll's first iteration
+    scheduler = engine.engine.scheduler
+    state, _ = scheduler.load(wf)  # type: ignore[misc]
+    queued = state.steps["poll"]
+    assert queued.status is StepStatus.QUEUED and queued.iterations == 1
+    # The first iteration's attempt (1), as its agent held it, records a result again late
+    # (a duplicate delivery, a zombie): refused, nothing counted.
+    stale = queued.__class__(
+        **{**queued.__dict__, "status": StepStatus.RUNNING, "attempt": 1, "iterations": 0}
+    )
+    late = scheduler.record_result(state, stale, '{"status": "DONE"}')
+    assert late is None
+    rec = scheduler.load(wf)[0].steps["poll"]  # type: ignore[index]
+    assert (rec.status, rec.attempt, rec.iterations) == (StepStatus.QUEUED, 2, 1)
+    # Iteration 2 runs, and a late result of iteration 1 cannot end it either.
+    engine.advance(10)
+    engine.sweep()
+    engine.deliver()
+    state, _ = scheduler.load(wf)  # type: ignore[misc]
+    assert state.steps["poll"].iterations == 2
+    assert scheduler.record_result(state, stale, '{"status": "DONE"}') is None
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert [c["iteration"] for c in export.checks] == [1, 2, 3]
+    assert export.finished == [{"status": "DONE", "cursor": 3}]
