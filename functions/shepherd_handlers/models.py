@@ -366,6 +366,13 @@ class StepView(BaseModel):
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")
     ] = 0
+    iterations: Annotated[
+        int | None,
+        Field(
+            description="A `Repeat` step: the iterations ended (its `output` is the last "
+            "one's; the attempt in flight runs the next); absent before the first ends"
+        ),
+    ] = None
     children: Annotated[
         list[str],
         Field(

@@ -147,6 +147,7 @@ def step_view(
             for h in rec.history
         ],
         attempts_total=rec.attempts_total,
+        iterations=rec.iterations or None,
         map=map_view(rec, undone) if rec.kind == "step" else map_view(rec),
         children=children_of(rec),
         next_deadline=None

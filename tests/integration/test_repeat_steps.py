@@ -74,6 +74,7 @@ class Export:
                     "iteration": iteration,
                     "attempt": ctx.attempt,
                     "previous": ctx.previous_output,
+                    "key": ctx.idempotency_key,
                     "at": engine.clock.now_ms(),
                 }
             )
@@ -189,6 +190,11 @@ def test_each_iteration_has_its_own_retry_budget() -> None:
         (2, 4),
         (3, 5),
     ]
+    # An iteration's attempts share its idempotency key; the next iteration has its own.
+    keys = [c["key"] for c in export.checks]
+    assert keys[0] == keys[1] and keys[2] == keys[3]
+    assert len({keys[0], keys[2], keys[4]}) == 3
+    assert keys[4].endswith("#3")
 
 
 def test_a_late_result_of_an_earlier_iteration_is_fenced_out() -> None:
@@ -220,3 +226,30 @@ def test_a_late_result_of_an_earlier_iteration_is_fenced_out() -> None:
     assert outcome.status is WorkflowStatus.SUCCEEDED
     assert [c["iteration"] for c in export.checks] == [1, 2, 3]
     assert export.finished == [{"status": "DONE", "cursor": 3}]
+
+
+def test_the_workflow_view_shows_the_iterations_and_the_resting_iterations_deadline() -> None:
+    from shepherd_handlers.views import workflow_view
+
+    export = Export(done_at=2)
+    engine = export.engine(_definition(interval=60))
+    wf = engine.start("loops", {})
+    engine.deliver()
+    scheduler = engine.engine.scheduler
+    now = engine.clock.now_ms()
+    loaded = scheduler.load(wf)
+    assert loaded is not None
+    view = workflow_view(*loaded, engine.engine.ports.payloads, now=now)
+    poll = next(s for s in view.steps if s.name == "poll")
+    assert (poll.status, poll.iterations) == ("QUEUED", 1)
+    assert poll.output == {"status": "RUNNING", "cursor": 1}
+    assert poll.next_deadline is not None and poll.next_deadline.why == "backoff"
+    start = next(s for s in view.steps if s.name == "start")
+    assert start.iterations is None  # a step that does not repeat shows none
+    assert engine.run(wf).status is WorkflowStatus.SUCCEEDED
+    loaded = scheduler.load(wf)
+    assert loaded is not None
+    poll = next(
+        s for s in workflow_view(*loaded, engine.engine.ports.payloads).steps if s.name == "poll"
+    )
+    assert (poll.status, poll.iterations) == ("SUCCEEDED", 2)

@@ -366,10 +366,12 @@ class StepSpec(TaskSpec):
         only the workflow input and the step's own output."""
         if self.repeat is None:
             return self
-        if self.map is not None:
-            raise ValueError("Repeat: a Map step cannot repeat (repeat a step inside its items)")
-        if self.workflow is not None:
-            raise ValueError("Repeat: a child-workflow step cannot repeat yet (repeat a task step)")
+        given = [a for a in ("Map", "Workflow") if _alias_field(a) in self.model_fields_set]
+        if given:
+            raise ValueError(
+                f"Repeat: a step with {given[0]} cannot repeat (only a task step that runs "
+                "an Agent can; for a body of several steps, repeat a task that starts it)"
+            )
         for path in self.repeat.until.variables():
             read = step_of(path)
             if read is not None and read != self.name:

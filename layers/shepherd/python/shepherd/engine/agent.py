@@ -207,14 +207,12 @@ class AgentContext:
     # A `Repeat` step's iteration (1-based; None for a step that does not repeat), and the
     # previous iteration's output (`previous_output`: a cursor to go on from).
     iteration: int | None = None
-    stored_previous_output: str | None = field(default=None, repr=False)
+    _stored_previous: str | None = field(default=None, repr=False)
 
     @property
     def previous_output(self) -> Any:
         """A `Repeat` step's previous iteration's output (None at its first iteration)."""
-        return _once(
-            self._cache, "previous_output", lambda: self.resolve(self.stored_previous_output)
-        )
+        return _once(self._cache, "previous_output", lambda: self.resolve(self._stored_previous))
 
     @property
     def item(self) -> Any:
@@ -978,7 +976,7 @@ class AgentRuntime:
             step=rec.name,
             kind=rec.kind,
             attempt=rec.attempt,
-            idempotency_key=self._key_of(rec, rec.kind),
+            idempotency_key=self._key_of(rec, rec.kind) + _iteration_suffix(step, rec),
             deadline_ms=deadline,
             stored_input=own_input if own_input is not None else state.workflow.input,
             stored_details=rec.details,
@@ -1010,10 +1008,18 @@ class AgentRuntime:
 def _iteration(step: StepSpec, rec: StepRecord) -> dict[str, Any]:
     """A `Repeat` step's attempt: its iteration and the last one's output (kept on its item
     while the next one runs); nothing for any other unit (a compensation runs once)."""
-    if step.repeat is None or rec.kind != "step" or rec.index is not None:
+    if step.repeat is None or rec.kind != "step":  # a map step (its items) never repeats
         return {}
     previous = rec.output if rec.iterations else None
-    return {"iteration": rec.iterations + 1, "stored_previous_output": previous}
+    return {"iteration": rec.iterations + 1, "_stored_previous": previous}
+
+
+def _iteration_suffix(step: StepSpec, rec: StepRecord) -> str:
+    """A `Repeat` step's iteration is a unit of its own: its idempotency key names it
+    (`<step's key>#<iteration>`), the same for every attempt of that iteration."""
+    if step.repeat is None or rec.kind != "step":  # a map step (its items) never repeats
+        return ""
+    return f"#{rec.iterations + 1}"
 
 
 def _input_path(

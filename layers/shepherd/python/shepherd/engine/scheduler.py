@@ -866,12 +866,9 @@ class Scheduler:
     ) -> StepRecord | None:
         """The result's fenced write alone (None: superseded, nothing recorded)."""
         now = self.ports.clock.now_ms()
-        if rec.kind != "step" or rec.index is not None:
-            write = tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
-            return self.executor.step(state, write)
         definition = self.definition_of(state)
-        spec = definition.by_name.get(rec.name)
-        if spec is None or spec.repeat is None:
+        spec = definition.by_name.get(rec.name) if rec.kind == "step" else None
+        if spec is None or spec.repeat is None:  # a map step (its items) never repeats
             write = tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
             return self.executor.step(state, write)
         return self._record_iteration(state, definition, spec, rec, output, now, token_hash)
