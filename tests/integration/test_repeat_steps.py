@@ -6,6 +6,7 @@ after `MaxIterations`."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from shepherd import AgentRegistry
@@ -253,3 +254,113 @@ def test_the_workflow_view_shows_the_iterations_and_the_resting_iterations_deadl
         s for s in workflow_view(*loaded, engine.engine.ports.payloads).steps if s.name == "poll"
     )
     assert (poll.status, poll.iterations) == ("SUCCEEDED", 2)
+
+
+# ------------------------------------------------------------- a child workflow's loop body
+
+BODY = {
+    "Name": "remind",
+    "Steps": [
+        {"Name": "send", "Agent": "send", "Pool": "p", "TimeoutSeconds": 10},
+        {"Name": "look", "Agent": "look", "Pool": "p", "TimeoutSeconds": 10, "DependsOn": ["send"]},
+    ],
+}
+
+
+def _chase(*, interval: int, max_iterations: int = 5) -> dict[str, Any]:
+    return {
+        "Name": "chase",
+        "Steps": [
+            {
+                "Name": "reminders",
+                "Workflow": "remind",
+                "TimeoutSeconds": 600,
+                "Retry": {"MaxAttempts": 0},
+                "Repeat": {
+                    "Until": {
+                        "Variable": "$.steps.reminders.output.look.answered",
+                        "BooleanEquals": True,
+                    },
+                    "IntervalSeconds": interval,
+                    "MaxIterations": max_iterations,
+                },
+            },
+            {
+                "Name": "thank",
+                "Agent": "thank",
+                "Pool": "p",
+                "TimeoutSeconds": 10,
+                "DependsOn": ["reminders"],
+            },
+        ],
+    }
+
+
+class Reminders:
+    def __init__(self, answered_at: int | None) -> None:
+        self.answered_at = answered_at
+        self.sent: list[tuple[str, int]] = []
+        self.thanked: list[Any] = []
+
+    def engine(self, parent: dict[str, Any]) -> MemoryEngine:
+        registry = AgentRegistry()
+
+        @registry.agent("send")
+        def send(ctx: AgentContext) -> dict[str, Any]:
+            self.sent.append((ctx.workflow_id, engine.clock.now_ms()))
+            return {"sent": len(self.sent)}
+
+        @registry.agent("look")
+        def look(ctx: AgentContext) -> dict[str, Any]:
+            answered = self.answered_at is not None and len(self.sent) >= self.answered_at
+            return {"answered": answered}
+
+        @registry.agent("thank")
+        def thank(ctx: AgentContext) -> Any:
+            self.thanked.append(ctx.dependencies["reminders"])
+            return None
+
+        definitions = {
+            "remind": parse_definition(BODY, "remind.yaml"),
+            "chase": parse_definition(parent, "chase.yaml"),
+        }
+        engine = MemoryEngine(definitions, agents=registry)
+        return engine
+
+
+def test_a_child_workflow_step_repeats_its_body_one_child_per_iteration() -> None:
+    reminders = Reminders(answered_at=3)
+    engine = reminders.engine(_chase(interval=3600))
+    wf = engine.start("chase", {"to": "ada"})
+    outcome = engine.run(wf, step_seconds=60)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    children = [child for child, _ in reminders.sent]
+    assert len(children) == 3 and len(set(children)) == 3  # a child of its own each
+    times = [at for _, at in reminders.sent]
+    assert all(b - a >= 3_600_000 for a, b in itertools.pairwise(times))
+    assert reminders.thanked == [{"send": {"sent": 3}, "look": {"answered": True}}]
+    rec = engine.engine.scheduler.load(wf)[0].steps["reminders"]  # type: ignore[index]
+    assert (rec.status, rec.iterations) == (StepStatus.SUCCEEDED, 3)
+
+
+def test_a_child_loop_with_no_interval_starts_the_next_child_at_once() -> None:
+    reminders = Reminders(answered_at=2)
+    engine = reminders.engine(_chase(interval=0))
+    wf = engine.start("chase", {})
+    engine.deliver()  # no time passes, no sweep: each child's end starts the next
+    state, _ = engine.engine.scheduler.load(wf)  # type: ignore[misc]
+    assert len(reminders.sent) == 2
+    assert state.workflow.status is WorkflowStatus.SUCCEEDED
+
+
+def test_a_child_loop_that_never_ends_fails_with_the_loop_limit() -> None:
+    reminders = Reminders(answered_at=None)
+    engine = reminders.engine(_chase(interval=60, max_iterations=2))
+    wf = engine.start("chase", {})
+    outcome = engine.run(wf, step_seconds=30)
+    assert outcome.status is WorkflowStatus.COMPENSATED
+    assert len(reminders.sent) == 2
+    rec = engine.engine.scheduler.load(wf)[0].steps["reminders"]  # type: ignore[index]
+    assert rec.status is StepStatus.FAILED
+    assert loads(rec.error)["type"] == LOOP_LIMIT
+    assert reminders.thanked == []

@@ -90,12 +90,14 @@ def test_each_mistake_names_the_file_the_step_and_the_field(
     assert expected in _error(_poll(Repeat=repeat_fields))
 
 
-def test_only_a_task_step_that_runs_an_agent_repeats() -> None:
+def test_a_task_or_a_child_workflow_step_repeats_and_no_other() -> None:
     repeat_fields = {"Until": UNTIL, "MaxIterations": 3}
     wait = {"Name": "poll", "Wait": {"Seconds": 5}, "Repeat": repeat_fields}
     assert "Steps[0] (poll): a Wait step names no Repeat" in _error(wait)
-    child = {"Name": "poll", "Workflow": "loops", "TimeoutSeconds": 30, "Repeat": repeat_fields}
-    assert "Steps[0] (poll): Repeat: a step with Workflow cannot repeat" in _error(child)
+    child = {"Name": "poll", "Workflow": "body", "TimeoutSeconds": 30, "Repeat": repeat_fields}
+    assert _load(child).by_name["poll"].repeat is not None
+    detached = {**child, "Detached": True}
+    assert "Steps[0] (poll): Repeat: a step with Detached cannot repeat" in _error(detached)
     mapped = _poll(Map={"ItemsPath": "$.input.items"}, Repeat=repeat_fields)
     assert "Steps[0] (poll): Repeat: a step with Map cannot repeat" in _error(mapped)
 

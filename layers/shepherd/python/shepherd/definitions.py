@@ -293,7 +293,7 @@ class StepSpec(TaskSpec):
     approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
     # Instead of Agent/Pool: rest until a signal of its name comes (engine/signals.py).
     wait_for_signal: Annotated[WaitForSignalSpec | None, Field(alias="WaitForSignal")] = None
-    # A task step that runs again until a rule holds (decisions/repeat.py).
+    # A task or child-workflow step that runs again until a rule holds (decisions/repeat.py).
     repeat: Annotated[RepeatSpec | None, Field(alias="Repeat")] = None
 
     @model_validator(mode="wrap")
@@ -362,15 +362,15 @@ class StepSpec(TaskSpec):
 
     @model_validator(mode="after")
     def _repeat_fields(self) -> StepSpec:
-        """`Repeat` is a task step's that runs an agent (not a Map's), and its `Until` reads
-        only the workflow input and the step's own output."""
+        """`Repeat` is a task step's or a child-workflow step's (not a Map's, not a detached
+        child's), and its `Until` reads only the workflow input and the step's own output."""
         if self.repeat is None:
             return self
-        given = [a for a in ("Map", "Workflow") if _alias_field(a) in self.model_fields_set]
+        given = [a for a in ("Map", "Detached") if _alias_field(a) in self.model_fields_set]
         if given:
             raise ValueError(
-                f"Repeat: a step with {given[0]} cannot repeat (only a task step that runs "
-                "an Agent can; for a body of several steps, repeat a task that starts it)"
+                f"Repeat: a step with {given[0]} cannot repeat (a task step or a child-workflow "
+                "step that waits for its child can; a map: repeat a step inside its items)"
             )
         for path in self.repeat.until.variables():
             read = step_of(path)

@@ -264,13 +264,15 @@ def iterate(
     delay_ms: int,
     dispatch: bool,
     token_hash: str | None = None,
+    fence: Cond | None = None,
 ) -> Write:
     """A `Repeat` step's iteration returned and `Until` did not hold (decisions/repeat.py):
-    RUNNING(a) -> QUEUED(a+1) for the next iteration, fenced as `complete` is, keeping only
-    the counter and this output. The next attempt's number is the fence (a late result of
-    this iteration's attempts can no longer land); its Retry budget starts again
-    (`budget_from`). It rests `delay_ms` unsent (the supervisor sends it when due); with no
-    interval and `dispatch`, it is sent at once (`dispatched_at` set)."""
+    RUNNING(a) -> QUEUED(a+1) for the next iteration, fenced as `complete` is (a child
+    step's: WAITING(a) on its child, `fence`), keeping only the counter and this output. The
+    next attempt's number is the fence (a late result of this iteration's attempts can no
+    longer land); its Retry budget starts again (`budget_from`). It rests `delay_ms` unsent
+    (the supervisor sends it when due); with no interval and `dispatch`, it is sent at once
+    (`dispatched_at` set)."""
     entry = _history(
         attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
     )
@@ -299,7 +301,7 @@ def iterate(
     else:
         remove.append("dispatched_at")
     update = Update(values, tuple(remove), add=add)
-    return Write(*rec.key, update, _fenced(attempt, token_hash))
+    return Write(*rec.key, update, fence or _fenced(attempt, token_hash))
 
 
 def last_iteration(
@@ -309,9 +311,15 @@ def last_iteration(
     output: str,
     expires_at: int,
     token_hash: str | None = None,
+    *,
+    child: bool = False,
 ) -> Write:
-    """A `Repeat` step's iteration after which `Until` held: `complete`, counting it."""
-    write = complete(rec, attempt, now, output, expires_at, token_hash)
+    """A `Repeat` step's iteration after which `Until` held: `complete` (a child step's:
+    `child_succeeded`), counting it."""
+    if child:
+        write = child_succeeded(rec, now, output, expires_at)
+    else:
+        write = complete(rec, attempt, now, output, expires_at, token_hash)
     update = replace(write.update, add={**write.update.add, "iterations": 1})
     return replace(write, update=update)
 
@@ -324,10 +332,11 @@ def loop_limit(
     error: str,
     expires_at: int,
     token_hash: str | None = None,
+    fence: Cond | None = None,
 ) -> Write:
     """A `Repeat` step's last allowed iteration returned and `Until` did not hold:
-    RUNNING(a) -> FAILED for good (`States.LoopLimitExceeded`), fenced as `complete` is,
-    keeping the last output (the view shows what the loop ended on)."""
+    RUNNING(a) -> FAILED for good (`States.LoopLimitExceeded`), fenced as `complete` is (a
+    child step's: `fence`), keeping the last output (the view shows what the loop ended on)."""
     entry = _history(
         attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
     )
@@ -344,7 +353,7 @@ def loop_limit(
         remove=("lease_owner", "callback_token", "callback_heartbeat_at"),
         add={"attempts_total": 1, "iterations": 1},
     )
-    return Write(*rec.key, update, _fenced(attempt, token_hash))
+    return Write(*rec.key, update, fence or _fenced(attempt, token_hash))
 
 
 def end_attempt(

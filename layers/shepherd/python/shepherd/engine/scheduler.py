@@ -807,13 +807,18 @@ class Scheduler:
                 isinstance(a.action, ChildSucceeded | StartChild)
                 and a.action.seen.kind == "step"
                 and a.action.seen.index is None
-                and (
-                    isinstance(a.action, ChildSucceeded)
-                    or state.steps[a.action.seen.name].status is StepStatus.SUCCEEDED
-                )
+                # (A `Repeat` step's child may end an iteration instead: queued again, or
+                # failed at its MaxIterations, advanced below.)
+                and state.steps[a.action.seen.name].status is StepStatus.SUCCEEDED
             ):
                 name = a.action.seen.name
                 out += self.advance(workflow_id, completed=name, definition=definition)
+            elif (
+                isinstance(a.action, ChildSucceeded)
+                and a.action.seen.kind == "step"
+                and state.steps[a.action.seen.name].status is StepStatus.FAILED
+            ):
+                out += self.advance(workflow_id)
             elif isinstance(a.action, FinishMap) and a.action.seen.kind == "step":
                 m = a.action.seen.fanout
                 if m is not None and m.status == "SUCCEEDED":
@@ -883,10 +888,34 @@ class Scheduler:
         now: int,
         token_hash: str | None,
     ) -> StepRecord | None:
-        """A `Repeat` step's iteration returned (decisions/repeat.py): it succeeds when
-        `Until` holds, else its next iteration is queued (sent at once with no interval, else
-        left resting for the supervisor), or it fails for good at `MaxIterations`. While its
-        workflow unwinds, the result is recorded as a step's is (no iteration starts)."""
+        """A `Repeat` task step's iteration returned: its write (`_iteration_write`), then
+        the next iteration's message if it is sent at once."""
+        write = self._iteration_write(state, spec, rec, output, now, token_hash=token_hash)
+        updated = self.executor.step(state, write)
+        if (
+            updated is not None
+            and updated.status is StepStatus.QUEUED
+            and updated.dispatched_at is not None
+        ):
+            self.deliver([self.task_of(definition, updated)])
+        return updated
+
+    def _iteration_write(
+        self,
+        state: WorkflowState,
+        spec: StepSpec,
+        rec: StepRecord,
+        output: str,
+        now: int,
+        *,
+        token_hash: str | None = None,
+        child: bool = False,
+    ) -> tx.Write:
+        """A `Repeat` step's iteration ended with `output` (decisions/repeat.py): it succeeds
+        when `Until` holds, else its next iteration is queued (a task's sent at once with no
+        interval, else left resting for the supervisor), or it fails for good at
+        `MaxIterations`. While its workflow unwinds, the result is recorded as a step's is (no
+        iteration starts). `child`: a child-workflow step's child ended SUCCEEDED."""
         assert spec.repeat is not None
         iteration = rec.iterations + 1
         if state.workflow.status.unwinding:
@@ -897,27 +926,27 @@ class Scheduler:
             )
             decision = repeat.decide(spec.repeat, iteration=iteration, document=document)
         expires = self.expires(now)
+        fence = tx.waiting_for(rec) if child else None
         if isinstance(decision, repeat.Done):
-            write = tx.last_iteration(rec, rec.attempt, now, output, expires, token_hash)
-            return self.executor.step(state, write)
+            return tx.last_iteration(
+                rec, rec.attempt, now, output, expires, token_hash, child=child
+            )
         if isinstance(decision, repeat.LimitReached):
             error = tx.error_json(repeat.LOOP_LIMIT, decision.message, iterations=iteration)
-            write = tx.loop_limit(rec, rec.attempt, now, output, error, expires, token_hash)
-            return self.executor.step(state, write)
-        running = state.workflow.status is WorkflowStatus.RUNNING
-        write = tx.iterate(
+            return tx.loop_limit(
+                rec, rec.attempt, now, output, error, expires, token_hash, fence=fence
+            )
+        return tx.iterate(
             rec,
             rec.attempt,
             now,
             output,
             delay_ms=decision.delay_ms,
-            dispatch=running,
+            # A child is no message: the next one starts when its rest ends (`_child_ended`).
+            dispatch=state.workflow.status is WorkflowStatus.RUNNING and not child,
             token_hash=token_hash,
+            fence=fence,
         )
-        updated = self.executor.step(state, write)
-        if updated is not None and updated.dispatched_at is not None:
-            self.deliver([self.task_of(definition, updated)])
-        return updated
 
     @staticmethod
     def parked_key(rec: StepRecord) -> str:
@@ -1219,9 +1248,33 @@ class Scheduler:
                     output = jsonsafe.dumps({"compensated": child.workflow_id})
                 else:
                     output = self._child_output(child)
+                spec = definition.by_name[seen.name]
+                if seen.kind == "step" and spec.repeat is not None:
+                    return self._child_iteration(state, definition, spec, seen, output, now)
                 write = tx.child_succeeded(seen, now, output, self.expires(now))
                 return ex.step(state, write) is not None
         raise TypeError(f"not a child action {action!r}")  # pragma: no cover
+
+    def _child_iteration(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        spec: StepSpec,
+        seen: StepRecord,
+        output: str,
+        now: int,
+    ) -> bool:
+        """A `Repeat` child-workflow step's child ended SUCCEEDED: its iteration's write
+        (`_iteration_write`); with no interval its next child starts at once, else a look
+        starts it when its rest ends (as a retry's child after its backoff)."""
+        write = self._iteration_write(state, spec, seen, output, now, child=True)
+        updated = self.executor.step(state, write)
+        if updated is None:
+            return False
+        running = state.workflow.status is WorkflowStatus.RUNNING
+        if updated.status is StepStatus.QUEUED and running and updated.available_at == now:
+            self.start_child(state, definition, updated, now)
+        return True
 
     def start_child(
         self, state: WorkflowState, definition: Definition, seen: StepRecord, now: int
