@@ -18,7 +18,12 @@ from shepherd.testing import MemoryEngine
 
 
 def _definition(
-    *, max_iterations: int = 10, interval: int = 0, retry: int = 0, compensate: bool = False
+    *,
+    max_iterations: int = 10,
+    interval: int = 0,
+    retry: int = 0,
+    compensate: bool = False,
+    on_failure: str = "COMPENSATE",
 ) -> Any:
     poll: dict[str, Any] = {
         "Name": "poll",
@@ -46,7 +51,9 @@ def _definition(
             "TimeoutSeconds": 10,
         },
     ]
-    return parse_definition({"Name": "loops", "Steps": steps}, "loops.yaml")
+    return parse_definition(
+        {"Name": "loops", "OnFailure": on_failure, "Steps": steps}, "loops.yaml"
+    )
 
 
 class Export:
@@ -254,6 +261,38 @@ def test_the_workflow_view_shows_the_iterations_and_the_resting_iterations_deadl
         s for s in workflow_view(*loaded, engine.engine.ports.payloads).steps if s.name == "poll"
     )
     assert (poll.status, poll.iterations) == ("SUCCEEDED", 2)
+
+
+def test_a_cancel_while_an_iteration_rests_cancels_it_and_undoes_the_step_once() -> None:
+    export = Export(done_at=None)
+    engine = export.engine(_definition(interval=600, compensate=True))
+    wf = engine.start("loops", {})
+    engine.deliver()
+    engine.advance(600)
+    engine.sweep()
+    engine.deliver()  # two iterations ran; the third rests
+    assert [c["iteration"] for c in export.checks] == [1, 2]
+    engine.cancel(wf)
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.CANCELLED
+    assert [c["iteration"] for c in export.checks] == [1, 2]  # the resting one never ran
+    assert export.undone == 1
+
+
+def test_a_resume_after_the_loop_limit_goes_on_from_the_last_output_with_a_fresh_budget() -> None:
+    export = Export(done_at=None)
+    engine = export.engine(_definition(max_iterations=2, on_failure="PAUSE"))
+    wf = engine.start("loops", {})
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.PAUSED
+    assert [c["iteration"] for c in export.checks] == [1, 2]
+    export.done_at = 4  # the export finishes at the fourth check
+    engine.resume(wf)
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert [c["iteration"] for c in export.checks] == [1, 2, 3, 4]
+    assert export.checks[2]["previous"] == {"status": "RUNNING", "cursor": 2}
+    assert export.finished == [{"status": "DONE", "cursor": 4}]
 
 
 # ------------------------------------------------------------- a child workflow's loop body

@@ -381,6 +381,7 @@ class StepRecord:
     # A `Repeat` step: iterations ended (its last one's output is `output`); the attempt in
     # flight runs iteration `iterations + 1` (decisions/repeat.py).
     iterations: int = 0
+    loop_from: int = 0  # iterations before an operator's resume of the failed step
 
     @property
     def key(self) -> tuple[str, str]:
@@ -437,6 +438,8 @@ class StepRecord:
             item["attempts_total"] = self.attempts_total
         if self.iterations:
             item["iterations"] = self.iterations
+        if self.loop_from:
+            item["loop_from"] = self.loop_from
         if self.fanout is not None:
             item.update(self.fanout.to_attributes())
         return item
@@ -464,6 +467,7 @@ class StepRecord:
             budget_from=int(item.get("budget_from", 0)),
             attempts_total=int(item.get("attempts_total", len(item.get("history", ())))),
             iterations=int(item.get("iterations", 0)),
+            loop_from=int(item.get("loop_from", 0)),
             index=index,
             fanout=MapState.from_item(item),
             **_optional(item, _STEP_OPTIONAL),

@@ -1085,7 +1085,9 @@ def redrive_workflow(
 
 
 def redrive_step(rec: StepRecord, now: int) -> Write:
-    """FAILED(a) -> QUEUED(a+1) with a fresh retry budget; `attempt` keeps growing (fencing)."""
+    """FAILED(a) -> QUEUED(a+1) with a fresh retry budget; `attempt` keeps growing (fencing).
+    A `Repeat` step's loop gets a fresh `MaxIterations` too (`loop_from`), its count and its
+    last output kept (the next iteration goes on from it)."""
     update = Update(
         set={
             "status": StepStatus.QUEUED.value,
@@ -1093,6 +1095,7 @@ def redrive_step(rec: StepRecord, now: int) -> Write:
             "budget_from": rec.attempt,
             "dispatched_at": now,
             "available_at": now,
+            **({"loop_from": rec.iterations} if rec.iterations else {}),
         },
         remove=(
             "finished_at",

@@ -924,7 +924,9 @@ class Scheduler:
             document = repeat.document(
                 rec.name, self.value(state.workflow.input), self.value(output)
             )
-            decision = repeat.decide(spec.repeat, iteration=iteration, document=document)
+            # An operator's resume of the failed step gave the loop a fresh budget.
+            within = iteration - rec.loop_from
+            decision = repeat.decide(spec.repeat, iteration=within, document=document)
         expires = self.expires(now)
         fence = tx.waiting_for(rec) if child else None
         if isinstance(decision, repeat.Done):
