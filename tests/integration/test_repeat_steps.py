@@ -99,7 +99,10 @@ class Export:
 
         @registry.agent("undo")
         def undo(ctx: AgentContext) -> None:
+            assert ctx.forward is not None
             self.undone += 1
+            self.undo_keys = ctx.forward.idempotency_keys
+            self.undo_output = ctx.step_output
 
         engine = MemoryEngine({"loops": definition}, agents=registry)
         return engine
@@ -154,6 +157,12 @@ def test_max_iterations_without_until_fails_the_step_for_good_and_unwinds() -> N
     assert loads(rec.error)["type"] == LOOP_LIMIT
     assert export.finished == []
     assert export.undone == 1  # its compensation runs once, however many iterations ran
+    # ...given every iteration's key (and the next one's: the step did not succeed), to
+    # undo what each did; no output (the step never succeeded).
+    keys = [c["key"] for c in export.checks]
+    assert export.undo_keys[:3] == tuple(keys)
+    assert export.undo_keys[3].endswith("#4")
+    assert export.undo_output is None
 
 
 def test_the_interval_is_honoured_never_early_and_nothing_is_sent_while_resting() -> None:

@@ -170,6 +170,9 @@ class Forward:
     idempotency_key: str
     resolve: Callable[[str | None], Any] = field(repr=False, compare=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Every key the step's attempts may have passed: its one key, or a `Repeat` step's
+    # iterations' (`<key>#1` ... `#n`, and the next one's if it did not succeed).
+    idempotency_keys: tuple[str, ...] = ()
 
     @property
     def output(self) -> Any:
@@ -957,12 +960,17 @@ class AgentRuntime:
                 rec.workflow_id, rec.name, rec.index, state.workflow.wf_type, 0, "step"
             )
         if rec.kind == "compensation":
+            key = self._key_of(rec, "step")
+            succeeded = forward_rec.status is StepStatus.SUCCEEDED
             forward = Forward(
                 status=forward_rec.status.value,
                 outcome=forward_outcome(forward_rec),
-                stored_output=forward_rec.output,
-                idempotency_key=self._key_of(rec, "step"),
+                # A Repeat step keeps its last iteration's output while it loops: only a
+                # success's is the step's output.
+                stored_output=forward_rec.output if succeeded else None,
+                idempotency_key=key,
                 resolve=resolve,
+                idempotency_keys=_keys_that_may_have_acted(step, forward_rec, key),
             )
         # An operator's replacement input for this step (at a resume) replaces the workflow's.
         own_input = state.steps[rec.name].input if rec.kind == "step" else None
@@ -1012,6 +1020,16 @@ def _iteration(step: StepSpec, rec: StepRecord) -> dict[str, Any]:
         return {}
     previous = rec.output if rec.iterations else None
     return {"iteration": rec.iterations + 1, "_stored_previous": previous}
+
+
+def _keys_that_may_have_acted(step: StepSpec, rec: StepRecord, key: str) -> tuple[str, ...]:
+    """The keys a compensation undoes: the step's key; a `Repeat` step's, each iteration's
+    that ended, and the one after the last if the step did not succeed (it may have been
+    claimed, and have acted, before the step failed or its workflow unwound)."""
+    if step.repeat is None:
+        return (key,)
+    ran = rec.iterations + (0 if rec.status is StepStatus.SUCCEEDED else 1)
+    return tuple(f"{key}#{i}" for i in range(1, ran + 1))
 
 
 def _iteration_suffix(step: StepSpec, rec: StepRecord) -> str:
