@@ -803,22 +803,15 @@ class Scheduler:
                     out += self.advance(workflow_id, completed=name, definition=definition)
                 elif ended is not None and ended.status is StepStatus.FAILED:
                     out += self.advance(workflow_id)
-            elif isinstance(a.action, Skip | Wake) or (
-                isinstance(a.action, ChildSucceeded | StartChild)
-                and a.action.seen.kind == "step"
-                and a.action.seen.index is None
-                # (A `Repeat` step's child may end an iteration instead: queued again, or
-                # failed at its MaxIterations, advanced below.)
-                and state.steps[a.action.seen.name].status is StepStatus.SUCCEEDED
-            ):
+            elif isinstance(a.action, Skip | Wake):
                 name = a.action.seen.name
                 out += self.advance(workflow_id, completed=name, definition=definition)
             elif (
-                isinstance(a.action, ChildSucceeded)
+                isinstance(a.action, ChildSucceeded | StartChild)
                 and a.action.seen.kind == "step"
-                and state.steps[a.action.seen.name].status is StepStatus.FAILED
+                and a.action.seen.index is None
             ):
-                out += self.advance(workflow_id)
+                out += self._advance_past_child(state, definition, a.action)
             elif isinstance(a.action, FinishMap) and a.action.seen.kind == "step":
                 m = a.action.seen.fanout
                 if m is not None and m.status == "SUCCEEDED":
@@ -829,6 +822,21 @@ class Scheduler:
             elif isinstance(a.action, FailWait | TimeOutApproval | FinishMap):
                 out += self.advance(workflow_id)
         return out
+
+    def _advance_past_child(
+        self, state: WorkflowState, definition: Definition, action: ChildSucceeded | StartChild
+    ) -> list[Applied]:
+        """A child step that ended (a started detached one, or one whose child succeeded:
+        for a `Repeat` step, its last iteration) advances past it; one whose loop limit failed
+        it advances the whole workflow; one queued for its next iteration (or waiting for the
+        child it started) nothing."""
+        workflow_id, name = state.workflow.workflow_id, action.seen.name
+        status = state.steps[name].status
+        if status is StepStatus.SUCCEEDED:
+            return self.advance(workflow_id, completed=name, definition=definition)
+        if status is StepStatus.FAILED and isinstance(action, ChildSucceeded):
+            return self.advance(workflow_id)
+        return []
 
     def condition_document(self, state: WorkflowState, definition: Definition, name: str) -> Any:
         """What the condition of ready step `name` reads: the input and its dependencies'
