@@ -27,7 +27,7 @@ def test_loops_end_both_ways_and_every_iteration_is_counted_once() -> None:
         assert result.violations == [], [str(v) for v in result.violations]
         stats.update(result.stats)
     assert stats["repeat_loop_limit"] > 0, stats  # MaxIterations reached
-    assert stats["repeat_succeeded_after_2"] > 0, stats  # Until at the second iteration
+    assert stats["repeat_succeeded_after_1"] > 0, stats  # Until at the first iteration
     assert stats["repeat_succeeded_after_3"] > 0, stats  # ... at the third or later
 
 

@@ -696,7 +696,7 @@ SIGNAL: dict[str, Any] = {
 }
 
 # Loops (issue 42.5): `poll` repeats until its output says `done` (at the iteration its
-# input's `n` draws: 1-5, so some runs reach MaxIterations 4 and fail with
+# input's `n` draws, `repeat_target`: 1-5, so some runs reach MaxIterations 4 and fail with
 # States.LoopLimitExceeded), resting 1 s between iterations.
 # Checked by `check_iterations_exact` (each iteration counted once, its rule held exactly at
 # the last one, at most MaxIterations) and every other checker (an iteration is an attempt).
@@ -752,8 +752,10 @@ REPEAT: dict[str, Any] = {
 
 
 def repeat_target(input_value: Any) -> int:
-    """The iteration at which a `sim_repeat` workflow's `poll` says it is done (1-5)."""
-    return 1 + int(input_value.get("n", 0)) % 5
+    """The iteration at which a `sim_repeat` workflow's `poll` says it is done (1-5; 5 is
+    past its MaxIterations): a seed's first workflow loops 3 times, its second is done at
+    once, its third reaches the limit, its fourth ends at the limit's last iteration."""
+    return (2, 3, 1, 5, 4)[int(input_value.get("n", 0)) % 5]
 
 
 def repeat_output(ctx: AgentContext) -> dict[str, Any]:
