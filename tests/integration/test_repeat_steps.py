@@ -63,6 +63,7 @@ class Export:
         self.done_at = done_at
         self.fail_on = set(fail_on)  # iterations whose first attempt raises
         self.checks: list[dict[str, Any]] = []
+        self.during: dict[int, Any] = {}  # iteration -> what happens while it runs
         self.finished: list[Any] = []
         self.undone = 0
 
@@ -86,6 +87,8 @@ class Export:
                     "at": engine.clock.now_ms(),
                 }
             )
+            if iteration in self.during:
+                self.during.pop(iteration)()
             if iteration in self.fail_on:
                 self.fail_on.discard(iteration)
                 raise RuntimeError("flaky")
@@ -302,6 +305,63 @@ def test_a_resume_after_the_loop_limit_goes_on_from_the_last_output_with_a_fresh
     assert [c["iteration"] for c in export.checks] == [1, 2, 3, 4]
     assert export.checks[2]["previous"] == {"status": "RUNNING", "cursor": 2}
     assert export.finished == [{"status": "DONE", "cursor": 4}]
+
+
+def test_until_may_compare_the_output_with_the_workflow_input() -> None:
+    definition = parse_definition(
+        {
+            "Name": "loops",
+            "Steps": [
+                {
+                    "Name": "page",
+                    "Agent": "page",
+                    "Pool": "p",
+                    "TimeoutSeconds": 10,
+                    "Repeat": {
+                        "Until": {
+                            "Variable": "$.steps.page.output.cursor",
+                            "NumericGreaterThanEqualsPath": "$.input.pages",
+                        },
+                        "MaxIterations": 50,
+                    },
+                }
+            ],
+        },
+        "loops.yaml",
+    )
+    registry = AgentRegistry()
+
+    @registry.agent("page")
+    def page(ctx: AgentContext) -> dict[str, Any]:
+        cursor = (ctx.previous_output or {}).get("cursor", 0)
+        return {"cursor": cursor + 1}
+
+    engine = MemoryEngine({"loops": definition}, agents=registry)
+    wf = engine.start("loops", {"pages": 7})
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert outcome.steps["page"].output == {"cursor": 7}
+
+
+def test_an_iteration_that_ends_while_its_workflow_is_paused_waits_for_the_resume() -> None:
+    export = Export(done_at=3)
+    engine = export.engine(_definition(interval=30))
+    wf = engine.start("loops", {})
+    export.during = {1: lambda: engine.pause(wf)}  # paused while iteration 1 runs
+    engine.deliver()
+    state, _ = engine.engine.scheduler.load(wf)  # type: ignore[misc]
+    assert state.workflow.status is WorkflowStatus.PAUSED
+    rec = state.steps["poll"]
+    assert (rec.status, rec.iterations, rec.dispatched_at) == (StepStatus.QUEUED, 1, None)
+    for _ in range(12):  # past its rest: a paused workflow's look sends nothing
+        engine.advance(10)
+        engine.sweep()
+        engine.deliver()
+    assert [c["iteration"] for c in export.checks] == [1]
+    engine.resume(wf)
+    outcome = engine.run(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert [c["iteration"] for c in export.checks] == [1, 2, 3]
 
 
 # ------------------------------------------------------------- a child workflow's loop body
