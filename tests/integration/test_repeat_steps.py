@@ -472,3 +472,46 @@ def test_a_child_loop_that_never_ends_fails_with_the_loop_limit() -> None:
     assert rec.status is StepStatus.FAILED
     assert loads(rec.error)["type"] == LOOP_LIMIT
     assert reminders.thanked == []
+
+
+def test_what_an_iteration_reads_and_writes_does_not_grow_with_the_iterations_done() -> None:
+    """Each iteration's store calls and the step's item size are the same at iteration 150
+    as at iteration 30 (the history holds its last 20 attempts): nothing is read back."""
+    import json
+
+    from shepherd.keys import item_sk, wf_pk
+
+    export = Export(done_at=200)
+    engine = export.engine(_definition(max_iterations=200))
+    calls: list[str] = []
+    store = engine.store
+    for name in ("get", "get_many", "load", "update", "transact", "query_due", "create"):
+        real = getattr(store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        setattr(store, name, counted)
+    wf = engine.start("loops", {})
+
+    def one_message() -> None:
+        (m,) = engine.queue.receive("p", 1)
+        engine.engine.agent_runtime.handle(m.task)
+        engine.queue.delete(m.receipt)
+
+    one_message()  # `start`; its success sends poll's first iteration
+    per_iteration: list[int] = []
+    sizes: list[int] = []
+    while len(export.checks) < 200:
+        before = len(calls)
+        # One iteration: its message delivered and recorded (no interval: the next is sent).
+        one_message()
+        per_iteration.append(len(calls) - before)
+        item = store.get(wf_pk(wf), item_sk("step", "poll"))
+        sizes.append(len(json.dumps(item, default=str)) if item else 0)
+    assert len(export.checks) == 200
+    assert per_iteration[30:40] == per_iteration[150:160]
+    assert engine.outcome(wf).steps["poll"].status is StepStatus.SUCCEEDED
+    # The item: the same fields, its numbers a digit longer (20 history entries' attempts).
+    assert 0 <= sizes[150] - sizes[30] <= 64, (sizes[30], sizes[150])
