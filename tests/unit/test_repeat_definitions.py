@@ -122,3 +122,36 @@ def test_the_decision_after_each_iteration() -> None:
     assert after(2, "RUNNING") == repeat.Again(7_000)
     assert isinstance(after(3, "RUNNING"), repeat.LimitReached)
     assert after(3, "DONE") == repeat.Done()  # Until wins at the last iteration
+
+
+def test_a_repeated_child_workflow_may_declare_no_compensation(tmp_path: Any) -> None:
+    """Only a repeated child step's last child undoes itself when its workflow unwinds: a
+    body that declares a compensation (here two levels down) is refused at load, naming the
+    file, the step and the field; one that declares none loads."""
+    import yaml
+    from shepherd.definitions import load_directory
+
+    def write(name: str, steps: list[dict[str, Any]]) -> None:
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({"Name": name, "Steps": steps}))
+
+    task = {"Agent": "a", "Pool": "p", "TimeoutSeconds": 5}
+    chase = {
+        "Name": "rounds",
+        "Workflow": "body",
+        "TimeoutSeconds": 60,
+        "Repeat": {"Until": {"Variable": "$.input.x", "IsPresent": True}, "MaxIterations": 3},
+    }
+    write("chase", [{"Name": "first", **task}, chase])
+    write(
+        "body",
+        [{"Name": "send", **task}, {"Name": "inner", "Workflow": "deep", "TimeoutSeconds": 9}],
+    )
+    write("deep", [{"Name": "charge", **task}])
+    assert set(load_directory(tmp_path)) == {"chase", "body", "deep"}
+    write("deep", [{"Name": "charge", **task, "Compensation": task}])
+    with pytest.raises(DefinitionError) as err:
+        load_directory(tmp_path)
+    assert (
+        f"{tmp_path / 'chase.yaml'}: Steps[1] (rounds).Repeat: its child workflow declares a "
+        "compensation ('deep' Steps[0] (charge).Compensation)"
+    ) in str(err.value)

@@ -1149,10 +1149,48 @@ def load_directory(
                     f"{path}: Schedules[{i}] ({schedule.name}).Name: also a schedule of "
                     f"'{other}'; schedule names are unique across definitions"
                 )
-    errors.extend(fanout.check_nesting(found, {n: str(p) for n, p in _sources(directory, found)}))
+    sources = {n: str(p) for n, p in _sources(directory, found)}
+    errors.extend(fanout.check_nesting(found, sources))
+    errors.extend(check_repeated_children(found, sources))
     if errors:
         raise DefinitionError("\n".join(errors))
     return found
+
+
+def check_repeated_children(
+    definitions: Mapping[str, Definition], sources: Mapping[str, str]
+) -> list[str]:
+    """A child-workflow step with `Repeat` starts one child per iteration, and when its
+    workflow unwinds only the last one undoes itself: the child's definition (and every
+    workflow below it) may declare no `Compensation`, so no earlier iteration leaves
+    anything that may have acted undone. Errors name the file, the step and the field."""
+    errors: list[str] = []
+    children = fanout._children(definitions, sources, [])  # unknown ones: `check_nesting`'s
+
+    def compensated(name: str, seen: tuple[str, ...]) -> str | None:
+        if name in seen:
+            return None  # a cycle: `check_nesting` reports it
+        for i, step in enumerate(definitions[name].steps):
+            if step.compensation is not None:
+                return f"'{name}' Steps[{i}] ({step.name}).Compensation"
+        for _, _, child in children.get(name, []):
+            below = compensated(child, (*seen, name))
+            if below is not None:
+                return below
+        return None
+
+    for name in sorted(children):
+        for i, step_name, child in children[name]:
+            if definitions[name].steps[i].repeat is None:
+                continue
+            found = compensated(child, ())
+            if found is not None:
+                errors.append(
+                    f"{sources.get(name, name)}: Steps[{i}] ({step_name}).Repeat: its child "
+                    f"workflow declares a compensation ({found}); a repeated child's earlier "
+                    "iterations are never undone, so its workflow may declare none"
+                )
+    return errors
 
 
 def _sources(directory: Path, found: Mapping[str, Definition]) -> list[tuple[str, Path]]:
