@@ -227,7 +227,16 @@ class WaitForSignalSpec(_Model):
         return match
 
 
+class PassSpec(_Model):
+    """A Pass step (`kinds/pass_step.py`): it runs no Lambda and sends no message; it
+    succeeds in the write that finds it ready, its output its `Result` (any JSON; absent:
+    null)."""
+
+    result: Annotated[Any, Field(alias="Result")] = None
+
+
 _ABSENT_WHEN_NONE = (
+    "Pass",
     "Detached",
     "Condition",
     "Wait",
@@ -238,6 +247,7 @@ _ABSENT_WHEN_NONE = (
     "TimeoutSeconds",
 )
 _RESTING = ("Wait", "Approval", "WaitForSignal")  # the step kinds that rest, running nothing
+_NO_TASK = (*_RESTING, "Pass")  # the step kinds that run nothing (no task field)
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
 
 
@@ -275,6 +285,8 @@ class StepSpec(TaskSpec):
     approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
     # Instead of Agent/Pool: rest until a signal of its name comes (engine/signals.py).
     wait_for_signal: Annotated[WaitForSignalSpec | None, Field(alias="WaitForSignal")] = None
+    # Instead of Agent/Pool: succeed at once with a fixed output, running nothing.
+    pass_: Annotated[PassSpec | None, Field(alias="Pass")] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -283,7 +295,7 @@ class StepSpec(TaskSpec):
         required, reported as pydantic reports any missing field, beside the step's other
         mistakes (one line each), not instead of them."""
         missing: list[Any] = []
-        if isinstance(data, dict) and not any(kind in data for kind in _RESTING):
+        if isinstance(data, dict) and not any(kind in data for kind in _NO_TASK):
             # A child-workflow step names no Agent or Pool; its TimeoutSeconds bounds the wait.
             needed = (
                 ("TimeoutSeconds",) if "Workflow" in data else ("Agent", "Pool", "TimeoutSeconds")
@@ -317,6 +329,7 @@ class StepSpec(TaskSpec):
                 ("a Wait", self.wait),
                 ("an Approval", self.approval),
                 ("a WaitForSignal", self.wait_for_signal),
+                ("a Pass", self.pass_),
             )
             if spec is not None
         ]
@@ -344,7 +357,12 @@ class StepSpec(TaskSpec):
     def is_task(self) -> bool:
         """Not a Wait, an Approval or a WaitForSignal: sent to an agent pool (or, with
         `Workflow`, run as a child workflow)."""
-        return self.wait is None and self.approval is None and self.wait_for_signal is None
+        return (
+            self.wait is None
+            and self.approval is None
+            and self.wait_for_signal is None
+            and self.pass_ is None
+        )
 
     @property
     def runs_agent(self) -> bool:
@@ -635,6 +653,8 @@ class Definition(_Model):
             return (spec.approval.timeout_seconds,)
         if spec.wait_for_signal is not None:
             return (spec.wait_for_signal.timeout_seconds,)
+        if spec.pass_ is not None:
+            return ()  # passed in the write that finds it ready: no deadline of its own
         assert spec.wait is not None
         return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 
@@ -691,7 +711,7 @@ class Definition(_Model):
             for key in ("Match", "OnTimeout"):
                 if isinstance(wait, dict) and wait.get(key, 0) is None:
                     del wait[key]  # as before they existed (issue 37): the same version
-            if any(step.get(kind) is not None for kind in _RESTING):
+            if any(step.get(kind) is not None for kind in _NO_TASK):
                 for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
                     step.pop(key, None)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))

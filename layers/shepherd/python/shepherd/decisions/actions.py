@@ -67,6 +67,14 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class PassThrough:
+    """A ready Pass step: PENDING (or no item) -> SUCCEEDED with its output, in one write
+    (no message, no Lambda). Whoever wins the write advances the workflow past it."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
 class StartWait:
     """A ready Wait step rests WAITING until `wake_at` (no message, no Lambda)."""
 
@@ -256,6 +264,7 @@ Action = (
     | EndAttempt
     | Cancel
     | Skip
+    | PassThrough
     | StartWait
     | Wake
     | FailWait
@@ -299,6 +308,7 @@ def takes_over(action: Action) -> bool:
         case (
             SendImplicit()
             | Skip()
+            | PassThrough()
             | StartWait()
             | ChildSucceeded()
             | AccountItem()

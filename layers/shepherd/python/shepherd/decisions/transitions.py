@@ -411,6 +411,27 @@ def skip(rec: StepRecord, now: int, expires_at: int) -> Write:
     return _step_write(rec, update, _seen(rec))
 
 
+def pass_through(rec: StepRecord, now: int, output: str, expires_at: int) -> Write:
+    """A ready Pass step, PENDING (or no item; or QUEUED after a resume) -> SUCCEEDED with
+    `output` (as stored), in one write: no message, no claim, no attempt run. Only if still
+    exactly as seen, so racing planners pass it once and the winner alone advances past it."""
+    attempt = max(rec.attempt, 1)
+    entry = _history(attempt, "ok", now)
+    update = Update(
+        set={
+            "status": StepStatus.SUCCEEDED.value,
+            "attempt": attempt,
+            "output": output,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+        },
+        remove=("fail_reason",) if rec.stored else (),
+        add={"attempts_total": 1},
+    )
+    return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
+
+
 def start_wait(
     rec: StepRecord, now: int, wake_at: int, approvers: tuple[str, ...] | None = None
 ) -> Write:

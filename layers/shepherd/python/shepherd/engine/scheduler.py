@@ -42,6 +42,7 @@ from shepherd.decisions.planner import (
     GiveUp,
     HaltMap,
     OpenMore,
+    PassThrough,
     Pause,
     SendImplicit,
     Skip,
@@ -89,7 +90,7 @@ from shepherd.errors import (
 )
 from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
-from shepherd.kinds import kind_of
+from shepherd.kinds import kind_of, pass_step
 from shepherd.model import (
     TOTAL,
     MapState,
@@ -803,7 +804,7 @@ class Scheduler:
                     out += self.advance(workflow_id, completed=name, definition=definition)
                 elif ended is not None and ended.status is StepStatus.FAILED:
                     out += self.advance(workflow_id)
-            elif isinstance(a.action, Skip | Wake) or (
+            elif isinstance(a.action, Skip | PassThrough | Wake) or (
                 isinstance(a.action, ChildSucceeded | StartChild)
                 and a.action.seen.kind == "step"
                 and a.action.seen.index is None
@@ -1025,8 +1026,8 @@ class Scheduler:
                 write = tx.cancel(seen, now, self.expires(now))
                 cleared = self.inbox_cleared(state, definition, seen, now)
                 return ex.step_with(state, seen, write, cleared) is not None
-            case Skip(seen):
-                return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
+            case Skip() | PassThrough():
+                return self._skip_or_pass(state, definition, action, now)
             case TellCancel(seen):
                 return ex.step(state, tx.tell_cancel(seen, now)) is not None
             case (
@@ -1045,6 +1046,19 @@ class Scheduler:
             case StartCompensation(name):
                 return self._start_compensation(state, definition, name, now, tasks)
         return self._apply_to_workflow(state, action, now)
+
+    def _skip_or_pass(
+        self, state: WorkflowState, definition: Definition, action: Skip | PassThrough, now: int
+    ) -> bool:
+        """A ready step whose condition is false is skipped; a ready Pass step succeeds with
+        its output (`kinds.pass_step`): each in one write."""
+        seen = action.seen
+        if isinstance(action, Skip):
+            return self.executor.step(state, tx.skip(seen, now, self.expires(now))) is not None
+        text = pass_step.output_json(definition.by_name[seen.name])
+        output = self.keep_for(replace(seen, attempt=max(seen.attempt, 1)), "output", text)
+        write = tx.pass_through(seen, now, output, self.expires(now))
+        return self.executor.step(state, write) is not None
 
     def _start_compensation(
         self,
@@ -1701,6 +1715,7 @@ def _key(action: Action) -> tuple[Any, ...]:
             | EndAttempt(seen)
             | Cancel(seen)
             | Skip(seen)
+            | PassThrough(seen)
             | StartWait(seen)
             | Wake(seen)
             | FailWait(seen)
