@@ -433,6 +433,15 @@ class WorkflowView(BaseModel):
     pause_timeout_at: Annotated[
         str | None, Field(description="A PAUSED workflow's pause timeout: it then unwinds")
     ] = None
+    timeout_at: Annotated[
+        str | None,
+        Field(
+            description=(
+                "A RUNNING workflow's own TimeoutSeconds: not ended by then, it fails with "
+                "States.Timeout"
+            )
+        ),
+    ] = None
     redrives: int = 0
     tags: Annotated[
         dict[str, str] | None, Field(description="Its tags (at its start, and its agents')")

@@ -9,6 +9,7 @@ from typing import Any
 from shepherd import schedules
 from shepherd.changes import public_error
 from shepherd.clock import iso
+from shepherd.decisions import workflow_timeout
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
 from shepherd.decisions.fanout import child_id
 from shepherd.decisions.planner import compensation_order
@@ -225,6 +226,7 @@ def workflow_view(
         pause=loads(wf.pause),
         paused_at=iso(wf.paused_at),
         pause_timeout_at=iso(pause_timeout_at(state, definition)),
+        timeout_at=iso(workflow_timeout.deadline(state, definition)),
         redrives=wf.redrives,
         tags=loads(wf.tags) if wf.tags else None,
         steps=steps,

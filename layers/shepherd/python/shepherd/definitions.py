@@ -425,6 +425,9 @@ class Definition(_Model):
     pause_timeout_seconds: Annotated[
         int | None, Field(alias="PauseTimeoutSeconds", ge=1, le=ONE_YEAR)
     ] = None
+    # A workflow not ended this long after its start fails with States.Timeout, then
+    # unwinds or pauses by OnFailure (decisions/workflow_timeout.py).
+    timeout_seconds: Annotated[int | None, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)] = None
     # REVERSE: one compensation at a time; PARALLEL: independent branches at once.
     compensation_order: Annotated[
         Literal["REVERSE", "PARALLEL"], Field(alias="CompensationOrder")
@@ -667,9 +670,11 @@ class Definition(_Model):
 
     @cached_property
     def start_gap_ms(self) -> int:
-        """When a new workflow's watch entry is due: its roots are sent with the start."""
+        """When a new workflow's watch entry is due: its roots are sent with the start (and
+        its own TimeoutSeconds, if that comes sooner)."""
+        own = () if self.timeout_seconds is None else (1000 * self.timeout_seconds,)
         return min(
-            (self.reach_gap_ms[name] for name in self.roots),
+            (*(self.reach_gap_ms[name] for name in self.roots), *own),
             default=1000 * self.dispatch_timeout_seconds,  # a state machine: its first unit's
         )
 
@@ -694,10 +699,9 @@ class Definition(_Model):
         body = fanout.unset_dropped(
             self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
         )
-        if not body.get("Schedules"):
-            body.pop("Schedules", None)  # as before schedules existed: the same version
-        if not body.get("SignalSenders"):
-            body.pop("SignalSenders", None)  # likewise
+        for key in ("Schedules", "SignalSenders", "TimeoutSeconds"):
+            if not body.get(key):
+                body.pop(key, None)  # as before they existed: the same version
         if body.get("StateMachine") is None:  # a native definition keeps its version
             for key in ("StateMachine", "LambdaPool", "LambdaPools"):
                 body.pop(key, None)

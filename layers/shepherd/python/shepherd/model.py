@@ -534,6 +534,8 @@ class WorkflowRecord:
     failure: str | None = None
     asl_error: str | None = None
     asl_cause: str | None = None
+    # When its own TimeoutSeconds fired (decisions/workflow_timeout.py): it fires once.
+    timed_out_at: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -605,6 +607,7 @@ _WF_OPTIONAL = (
     "failure",
     "asl_error",
     "asl_cause",
+    "timed_out_at",
 )
 
 

@@ -160,6 +160,15 @@ class Pause:
 
 
 @dataclass(frozen=True)
+class TimeOutWorkflow:
+    """RUNNING -> COMPENSATING or PAUSED (by the definition's OnFailure): the workflow did
+    not end within its TimeoutSeconds (`decisions.workflow_timeout`)."""
+
+    error: str
+    overdue_ms: int = 0
+
+
+@dataclass(frozen=True)
 class GiveUp:
     """PAUSED -> COMPENSATING: the workflow stayed paused past its PauseTimeoutSeconds."""
 
@@ -274,6 +283,7 @@ Action = (
     | TellCancel
     | Unwind
     | Pause
+    | TimeOutWorkflow
     | GiveUp
     | StartCompensation
     | Finish

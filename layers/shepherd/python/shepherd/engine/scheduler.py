@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
-from shepherd.decisions import choice
+from shepherd.decisions import choice, workflow_timeout
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import child_id as fanout_child_id
@@ -53,6 +53,7 @@ from shepherd.decisions.planner import (
     TellCancel,
     TimeOutApproval,
     TimeOutSignal,
+    TimeOutWorkflow,
     Unwind,
     Wake,
     conditions_due,
@@ -1539,6 +1540,8 @@ class Scheduler:
                 return ex.workflow(state, write)
             case GiveUp(error):
                 return ex.workflow(state, tx.give_up(wf, now, shard, error))
+            case TimeOutWorkflow(error):
+                return self._time_out_workflow(state, error, now)
             case Finish(status, error):
                 pulled = self.notify_parent(wf)
                 write = tx.finish(wf, status, now, self.expires(now), error=error)
@@ -1553,6 +1556,28 @@ class Scheduler:
                     self._advance_parent(wf.parent_id)
                 return won
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
+
+    def _time_out_workflow(self, state: WorkflowState, error: str, now: int) -> bool:
+        """The workflow did not end within its TimeoutSeconds: it unwinds or pauses by its
+        definition's OnFailure, as a failure would, marked so it fires once
+        (`decisions.workflow_timeout`)."""
+        wf = state.workflow
+        shard = self.shard(wf.workflow_id)
+        definition = self.definition_of(state)
+        if definition.on_failure == "PAUSE":
+            reason = jsonsafe.dumps({"reason": "timeout", "error": loads(error)})
+            timeout = definition.pause_timeout_seconds
+            timeout_ms = None if timeout is None else timeout * 1000
+            write = tx.pause(wf, now, reason, shard=shard, timeout_ms=timeout_ms)
+        else:
+            due_by = now + definition.compensation_gap_ms
+            write = tx.unwind(
+                wf, WorkflowStatus.COMPENSATING, now, error, shard=shard, due_by=due_by
+            )
+        won = self.executor.workflow(state, workflow_timeout.marked(write, now))
+        if won and definition.on_failure != "PAUSE":
+            self.release_matches(state)
+        return won
 
     def release_matches(self, state: WorkflowState) -> None:
         """A workflow that ended or unwinds waits for no signal again: its WaitForSignal
@@ -1742,8 +1767,8 @@ def _key(action: Action) -> tuple[Any, ...]:
             return (type(action).__name__, name)
         case Unwind(name) | Pause(name):
             return (type(action).__name__, name)
-        case GiveUp():
-            return ("GiveUp",)
+        case GiveUp() | TimeOutWorkflow():
+            return (type(action).__name__,)
         case Finish(status):
             return ("Finish", status)
     raise TypeError(action)  # pragma: no cover
