@@ -122,6 +122,8 @@ def _rest_label(step: Any) -> str:
     wait = step.wait
     if wait.seconds is not None:
         return f"wait {wait.seconds} s"
+    if wait.seconds_path is not None:
+        return f"wait {wait.seconds_path} s"
     return f"wait until {wait.until.isoformat() if wait.until else wait.until_path}"
 
 

@@ -104,13 +104,17 @@ class CompensationSpec(TaskSpec):
 
 
 class WaitSpec(_Model):
-    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, or the
-    timestamp at `UntilPath` in the input. Exactly one; at most a year away."""
+    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, the
+    timestamp at `UntilPath` or the seconds at `SecondsPath` (in the input or a dependency's
+    output, issue 42.5). Exactly one; at most a year away."""
 
     seconds: Annotated[int | None, Field(alias="Seconds", ge=0, le=ONE_YEAR)] = None
     until: Annotated[AwareDatetime | None, Field(alias="Until")] = None
     until_path: Annotated[
-        str | None, Field(alias="UntilPath", pattern=INPUT_PATH, max_length=512)
+        str | None, Field(alias="UntilPath", pattern=CONDITION_PATH, max_length=512)
+    ] = None
+    seconds_path: Annotated[
+        str | None, Field(alias="SecondsPath", pattern=CONDITION_PATH, max_length=512)
     ] = None
 
     @model_validator(mode="after")
@@ -121,12 +125,13 @@ class WaitSpec(_Model):
                 ("Seconds", self.seconds),
                 ("Until", self.until),
                 ("UntilPath", self.until_path),
+                ("SecondsPath", self.seconds_path),
             )
             if value is not None
         ]
         if len(given) != 1:
             raise ValueError(
-                "a Wait has exactly one of Seconds, Until, UntilPath "
+                "a Wait has exactly one of Seconds, Until, UntilPath, SecondsPath "
                 f"(got {', '.join(given) or 'none'})"
             )
         return self
@@ -370,6 +375,27 @@ class StepSpec(TaskSpec):
         return self.is_task and self.workflow is None
 
 
+# Fields of a kind's own spec left out when unset (as before they existed: the same version).
+_INNER_WHEN_NONE = (("WaitForSignal", ("Match", "OnTimeout")), ("Wait", ("SecondsPath",)))
+
+
+def _as_before(step: dict[str, Any]) -> None:
+    """A step's canonical JSON: fields a step kind does not use are left out, so a definition
+    that uses none of the newer fields keeps the hash (the version) it had before they
+    existed."""
+    for key in _ABSENT_WHEN_NONE:
+        if step.get(key, 0) is None:
+            del step[key]
+    for kind, keys in _INNER_WHEN_NONE:
+        inner = step.get(kind)
+        for key in keys:
+            if isinstance(inner, dict) and inner.get(key, 0) is None:
+                del inner[key]
+    if any(step.get(kind) is not None for kind in _NO_TASK):
+        for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
+            step.pop(key, None)
+
+
 def _alias_field(alias: str) -> str:
     return next(n for n, f in StepSpec.model_fields.items() if f.alias == alias)
 
@@ -487,6 +513,7 @@ class Definition(_Model):
                 raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: lists a step twice")
         for i, step in enumerate(self.steps):
             _check_condition_reads(i, step)
+            _check_wait_reads(i, step)
         cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
@@ -706,18 +733,7 @@ class Definition(_Model):
             for key in ("StateMachine", "LambdaPool", "LambdaPools"):
                 body.pop(key, None)
         for step in body["Steps"]:
-            # Fields a step kind does not use are left out, so a definition that uses none of
-            # the newer fields keeps the hash (the version) it had before they existed.
-            for key in _ABSENT_WHEN_NONE:
-                if step.get(key, 0) is None:
-                    del step[key]
-            wait = step.get("WaitForSignal")
-            for key in ("Match", "OnTimeout"):
-                if isinstance(wait, dict) and wait.get(key, 0) is None:
-                    del wait[key]  # as before they existed (issue 37): the same version
-            if any(step.get(kind) is not None for kind in _NO_TASK):
-                for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
-                    step.pop(key, None)
+            _as_before(step)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @cached_property
@@ -805,6 +821,23 @@ def _check_condition_reads(index: int, step: StepSpec) -> None:
             raise ValueError(
                 f"Steps[{index}] ({step.name}).Condition: '{path}' reads step '{dep}', "
                 "which is not in its DependsOn"
+            )
+
+
+def _check_wait_reads(index: int, step: StepSpec) -> None:
+    """A Wait's `UntilPath` or `SecondsPath` reads the input or the output of a step it
+    depends on, as a condition does (issue 42.5)."""
+    if step.wait is None:
+        return
+    for field, path in (
+        ("UntilPath", step.wait.until_path),
+        ("SecondsPath", step.wait.seconds_path),
+    ):
+        dep = None if path is None else step_of(path)
+        if dep is not None and dep not in step.depends_on:
+            raise ValueError(
+                f"Steps[{index}] ({step.name}).Wait.{field}: '{path}' reads step '{dep}', "
+                "which is not in its DependsOn" + did_you_mean(dep, step.depends_on)
             )
 
 
