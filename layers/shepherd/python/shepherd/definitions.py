@@ -242,6 +242,8 @@ class PassSpec(_Model):
 
 _ABSENT_WHEN_NONE = (
     "Pass",
+    "Arguments",
+    "Output",
     "Detached",
     "Condition",
     "Wait",
@@ -292,6 +294,10 @@ class StepSpec(TaskSpec):
     wait_for_signal: Annotated[WaitForSignalSpec | None, Field(alias="WaitForSignal")] = None
     # Instead of Agent/Pool: succeed at once with a fixed output, running nothing.
     pass_: Annotated[PassSpec | None, Field(alias="Pass")] = None
+    # JSONata data expressions (issue 42.5, shepherd/expressions.py): the input an agent gets
+    # (a Pass step's output), and what is stored as the output.
+    arguments: Annotated[Any, Field(alias="Arguments")] = None
+    output: Annotated[Any, Field(alias="Output")] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -514,6 +520,7 @@ class Definition(_Model):
         for i, step in enumerate(self.steps):
             _check_condition_reads(i, step)
             _check_wait_reads(i, step)
+            _check_expressions(i, step)
         cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
@@ -825,20 +832,47 @@ def _check_condition_reads(index: int, step: StepSpec) -> None:
 
 
 def _check_wait_reads(index: int, step: StepSpec) -> None:
-    """A Wait's `UntilPath` or `SecondsPath` reads the input or the output of a step it
-    depends on, as a condition does (issue 42.5)."""
-    if step.wait is None:
-        return
-    for field, path in (
-        ("UntilPath", step.wait.until_path),
-        ("SecondsPath", step.wait.seconds_path),
-    ):
-        dep = None if path is None else step_of(path)
+    """The paths a step's kind reads besides its condition (a Wait's `UntilPath` or
+    `SecondsPath`) read the input or the output of a step it depends on, as a condition does
+    (issue 42.5)."""
+    from shepherd.kinds import kind_of  # noqa: PLC0415 - the kinds need this module first
+
+    for field, path in kind_of(step).reads_paths(step):
+        dep = step_of(path)
         if dep is not None and dep not in step.depends_on:
             raise ValueError(
-                f"Steps[{index}] ({step.name}).Wait.{field}: '{path}' reads step '{dep}', "
+                f"Steps[{index}] ({step.name}).{field}: '{path}' reads step '{dep}', "
                 "which is not in its DependsOn" + did_you_mean(dep, step.depends_on)
             )
+
+
+def _check_expressions(index: int, step: StepSpec) -> None:
+    """`Arguments` and `Output` (issue 42.5): on a task step that runs an agent or a Pass
+    step, each expression parsed, each `$steps.<name>` a dependency (shepherd.expressions)."""
+    from shepherd import expressions  # noqa: PLC0415
+    from shepherd.kinds import kind_of  # noqa: PLC0415 - the kinds need this module first
+
+    at = f"Steps[{index}] ({step.name})"
+    for field, template in (("Arguments", step.arguments), ("Output", step.output)):
+        if template is None:
+            continue
+        if not kind_of(step).takes_expressions(step):
+            raise ValueError(
+                f"{at}.{field}: only a task step that runs an agent (no Map) or a Pass step "
+                "takes data expressions"
+            )
+        try:
+            expressions.check(template, f"{at}.{field}", step.depends_on)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+    if step.arguments is not None and step.input_path is not None:
+        raise ValueError(f"{at}.Arguments: a step takes Arguments or InputPath, not both")
+    if (
+        step.arguments is not None
+        and step.pass_ is not None
+        and "result" in (step.pass_.model_fields_set)
+    ):
+        raise ValueError(f"{at}.Arguments: a Pass step takes Result or Arguments, not both")
 
 
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:

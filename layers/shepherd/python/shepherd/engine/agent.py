@@ -17,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from shepherd import fanout, jsonsafe, limits
+from shepherd import expressions, fanout, jsonsafe, limits
 from shepherd.asl.engine import Claimed, Recorded, is_unit
 from shepherd.asl.lambdas import Invocation
 from shepherd.asl.machine import Event, TaskFailed
@@ -729,7 +729,16 @@ class AgentRuntime:
         # retried while the lease holds (`_while_leased`).
         try:
             try:
+                step = definition.by_name[rec.name]
+                if step.arguments is not None:
+                    ctx.input  # noqa: B018 - rendered now: a failed expression fails it for good
                 result = fn(ctx)
+                if (
+                    rec.kind == "step"
+                    and step.output is not None
+                    and not isinstance(result, Pending)
+                ):
+                    result = _shaped(step.output, ctx, state.workflow.input, result)
                 if isinstance(result, Pending) and rec.index is not None:
                     raise PermanentError(
                         "a map item cannot wait for a callback (return its result instead)",
@@ -961,6 +970,9 @@ class AgentRuntime:
         input_from = None
         if own_input is None and step.input_path is not None:
             input_from = _input_path(step.input_path, state.workflow.input, deps, resolve)
+        elif own_input is None and step.arguments is not None:
+            seed = f"{rec.workflow_id}/{rec.name}/{rec.attempt}"
+            input_from = _arguments(step.arguments, state.workflow.input, deps, resolve, seed)
         return AgentContext(
             workflow_id=rec.workflow_id,
             workflow_type=state.workflow.wf_type,
@@ -993,6 +1005,45 @@ class AgentRuntime:
             return None
         index, page = rec.index, state.pages.get((rec.name, rec.index))
         return lambda: self.scheduler.maps.item_value(page, index)
+
+
+def _arguments(
+    template: Any,
+    workflow_input: str | None,
+    deps: Mapping[str, Any],
+    resolve: Callable[[str | None], Any],
+    seed: str,
+) -> Callable[[], Any]:
+    """What `ctx.input` is under `Arguments` (shepherd.expressions): the template rendered
+    on the workflow input and the dependencies' outputs, or the permanent
+    States.QueryEvaluationError (an expression failed)."""
+
+    def render() -> Any:
+        try:
+            return expressions.render(
+                template, "Arguments", workflow_input=resolve(workflow_input), steps=deps, seed=seed
+            )
+        except expressions.ExpressionError as exc:
+            raise PermanentError(str(exc), name=expressions.QUERY_EVALUATION_ERROR) from None
+
+    return render
+
+
+def _shaped(template: Any, ctx: AgentContext, workflow_input: str | None, result: Any) -> Any:
+    """A step's `Output` (shepherd.expressions) applied to what its agent returned, or the
+    permanent States.QueryEvaluationError."""
+    seed = f"{ctx.workflow_id}/{ctx.step}/{ctx.attempt}/output"
+    try:
+        return expressions.render(
+            template,
+            "Output",
+            workflow_input=ctx.resolve(workflow_input),
+            steps=ctx.dependencies,
+            result=result,
+            seed=seed,
+        )
+    except expressions.ExpressionError as exc:
+        raise PermanentError(str(exc), name=expressions.QUERY_EVALUATION_ERROR) from None
 
 
 def _input_path(

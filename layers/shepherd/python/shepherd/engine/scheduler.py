@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
+from shepherd import business_keys, expressions, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
 from shepherd.decisions import choice, workflow_timeout
@@ -805,6 +805,8 @@ class Scheduler:
                     out += self.advance(workflow_id, completed=name, definition=definition)
                 elif ended is not None and ended.status is StepStatus.FAILED:
                     out += self.advance(workflow_id)
+            elif isinstance(a.action, PassThrough) and _failed(state, a.action.seen):
+                out += self.advance(workflow_id)  # an expression failed: it unwinds or pauses
             elif isinstance(a.action, Skip | PassThrough | Wake) or (
                 isinstance(a.action, ChildSucceeded | StartChild)
                 and a.action.seen.kind == "step"
@@ -1056,10 +1058,33 @@ class Scheduler:
         seen = action.seen
         if isinstance(action, Skip):
             return self.executor.step(state, tx.skip(seen, now, self.expires(now))) is not None
-        text = pass_step.output_json(definition.by_name[seen.name])
-        output = self.keep_for(replace(seen, attempt=max(seen.attempt, 1)), "output", text)
+        spec = definition.by_name[seen.name]
+        attempt = max(seen.attempt, 1)
+        try:
+            workflow_input, steps = self._expression_reads(state, definition, spec)
+            seed = f"{seen.workflow_id}/{seen.name}/{attempt}"
+            text = pass_step.output_json(spec, workflow_input, steps, seed)
+            problem = output_problem(state, seen, text)
+            if problem is not None:
+                raise expressions.ExpressionError(problem)
+        except (expressions.ExpressionError, jsonsafe.JsonRejected) as exc:
+            error = tx.error_json(expressions.QUERY_EVALUATION_ERROR, str(exc))
+            write = tx.fail_wait(seen, now, error, self.expires(now))  # for good, as a wait's
+            return self.executor.step(state, write) is not None
+        output = self.keep_for(replace(seen, attempt=attempt), "output", text)
         write = tx.pass_through(seen, now, output, self.expires(now))
         return self.executor.step(state, write) is not None
+
+    def _expression_reads(
+        self, state: WorkflowState, definition: Definition, spec: StepSpec
+    ) -> tuple[Any, dict[str, Any]]:
+        """What a step's data expressions read (shepherd.expressions): the workflow input and
+        its dependencies' outputs (a skipped one's null); nothing read if it has none."""
+        if not pass_step.has_expressions(spec):
+            return None, {}
+        document = self.condition_document(state, definition, spec.name)
+        steps = {n: s.get("output") for n, s in document["steps"].items()}  # skipped: null
+        return document["input"], steps
 
     def _start_compensation(
         self,
@@ -1730,6 +1755,12 @@ class Scheduler:
         write = tx.fail_undeliverable(rec, m.attempt, now, error, self.expires(now))
         if self.executor.step(loaded[0], write) is not None:
             self.advance_after(rec, failed=True)
+
+
+def _failed(state: WorkflowState, seen: StepRecord) -> bool:
+    """Whether the step `seen` was written FAILED (as `state` now holds it)."""
+    rec = state.steps.get(seen.name)
+    return rec is not None and rec.status is StepStatus.FAILED
 
 
 def _key(action: Action) -> tuple[Any, ...]:

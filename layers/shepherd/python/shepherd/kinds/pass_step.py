@@ -2,14 +2,16 @@
 ready (the writer that ended its last dependency, the start for a root, a resume, or a look
 when that writer died) writes it SUCCEEDED with its output in one conditional write, as a
 Condition's skip is written, and the winner advances past it: its dependents proceed in the
-same advance. Its output is its `Result` (absent: null)."""
+same advance. Its output is its `Result` (absent: null), or its `Arguments` rendered, shaped
+by its `Output` (shepherd/expressions.py); an expression that fails fails it for good
+(`States.QueryEvaluationError`), in the same one write."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from shepherd import jsonsafe
+from shepherd import expressions, jsonsafe
 from shepherd.decisions.actions import Action, PassThrough
 from shepherd.definitions import StepSpec
 from shepherd.kinds.base import Planning, StepKind
@@ -21,6 +23,9 @@ class Pass(StepKind):
 
     def matches(self, spec: StepSpec) -> bool:
         return spec.pass_ is not None
+
+    def takes_expressions(self, spec: StepSpec) -> bool:
+        return True  # its Arguments are its output, shaped by its Output
 
     def plan_ready(
         self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
@@ -61,7 +66,20 @@ class Pass(StepKind):
         return []
 
 
-def output_json(spec: StepSpec) -> str:
-    """A Pass step's output as JSON text: its `Result`, else null."""
+def has_expressions(spec: StepSpec) -> bool:
+    """Whether its output is computed from data expressions (`Arguments`, `Output`)."""
+    return spec.arguments is not None or spec.output is not None
+
+
+def output_json(spec: StepSpec, workflow_input: Any, steps: Mapping[str, Any], seed: str) -> str:
+    """A Pass step's output as JSON text: its `Result`, else its `Arguments` rendered, else
+    null; shaped by its `Output` (`$states.result` is that value). Raises
+    `expressions.ExpressionError` (an expression failed) or `jsonsafe.JsonRejected`."""
     assert spec.pass_ is not None
-    return jsonsafe.dumps(spec.pass_.result, what="output")
+    value = spec.pass_.result
+    reads = {"workflow_input": workflow_input, "steps": steps, "seed": seed}
+    if spec.arguments is not None:
+        value = expressions.render(spec.arguments, "Arguments", **reads)
+    if spec.output is not None:
+        value = expressions.render(spec.output, "Output", result=value, **reads)
+    return jsonsafe.dumps(value, what="output")

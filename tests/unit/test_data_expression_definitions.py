@@ -1,0 +1,70 @@
+"""JSONata data expressions in a native definition (issue 42.5): each `{% %}` string of
+`Arguments` and `Output` parsed on load, `$steps.<name>` a dependency, on a task step that runs
+an agent or a Pass step only; every mistake names the file, the step and the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from shepherd.definitions import parse_definition
+from shepherd.errors import DefinitionError
+
+TASK = {"Name": "a", "Agent": "w", "Pool": "p", "TimeoutSeconds": 5}
+
+
+def _load(step: dict[str, Any]) -> Any:
+    return parse_definition({"Name": "d", "Steps": [TASK, step]}, "d.yaml")
+
+
+def test_expressions_and_plain_json_are_accepted_and_versioned() -> None:
+    step = {
+        **TASK,
+        "Name": "b",
+        "DependsOn": ["a"],
+        "Arguments": {"x": "{% $steps.a.total %}", "plain": "{ not an expression }", "n": 3},
+        "Output": "{% $states.result.id %}",
+    }
+    d = _load(step)
+    assert d.by_name["b"].arguments["n"] == 3
+    plain = parse_definition({"Name": "d", "Steps": [TASK]}, "d.yaml")
+    assert "Arguments" not in plain.canonical_json and "Output" not in plain.canonical_json
+    assert '"Arguments":{' in d.canonical_json
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        (
+            {**TASK, "Name": "b", "Arguments": {"x": "{% $states.input.( %}"}},
+            "d.yaml: Steps[1] (b).Arguments.x: not a valid JSONata expression",
+        ),
+        (
+            {**TASK, "Name": "b", "Output": ["{% 1 + %}"]},
+            "d.yaml: Steps[1] (b).Output[0]: not a valid JSONata expression",
+        ),
+        (
+            {**TASK, "Name": "b", "Arguments": "{% $steps.a %}"},
+            "d.yaml: Steps[1] (b).Arguments: reads $steps.a, which is not in its DependsOn",
+        ),
+        (
+            {"Name": "b", "Wait": {"Seconds": 1}, "Output": "{% 1 %}"},
+            "d.yaml: Steps[1] (b).Output: only a task step that runs an agent (no Map) or a "
+            "Pass step takes data expressions",
+        ),
+        (
+            {**TASK, "Name": "b", "InputPath": "$.input.x", "Arguments": {"a": 1}},
+            "d.yaml: Steps[1] (b).Arguments: a step takes Arguments or InputPath, not both",
+        ),
+        (
+            {"Name": "b", "Pass": {"Result": 1}, "Arguments": {"a": 1}},
+            "d.yaml: Steps[1] (b).Arguments: a Pass step takes Result or Arguments, not both",
+        ),
+    ],
+)
+def test_a_bad_expression_field_names_the_file_the_step_and_the_field(
+    step: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(DefinitionError) as err:
+        _load(step)
+    assert expected in str(err.value)
