@@ -136,3 +136,47 @@ def test_a_pass_output_over_the_cap_fails_before_the_write(monkeypatch: pytest.M
     assert step.status is StepStatus.FAILED
     assert step.error is not None and "the limit is 1000" in step.error.message
     assert outcome.status is WorkflowStatus.COMPENSATED
+
+
+def test_assign_sets_variables_its_descendants_read_directly_or_through_others() -> None:
+    run = Run(
+        _task(
+            "quote",
+            Assign={"total": "{% $states.result.amount %}", "currency": "EUR"},
+            Output="{% $states.result.id %}",
+        ),
+        {"Name": "note", "Pass": {"Result": 1}, "DependsOn": ["quote"], "Assign": {"tag": "n"}},
+        _task(
+            "charge",
+            "note",
+            Arguments={"due": "{% $total * 2 %}", "cur": "{% $currency %}", "tag": "{% $tag %}"},
+        ),
+        returns={"quote": {"amount": 21, "id": "q-1"}},
+    )
+    outcome = run.run({})
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    # Assign read the result as returned (its amount), while Output kept only the id.
+    assert outcome.steps["quote"].output == "q-1"
+    assert run.inputs["charge"] == [{"due": 42, "cur": "EUR", "tag": "n"}]
+    loaded = run.engine.engine.scheduler.load(outcome.workflow_id)
+    assert loaded is not None
+    assert loaded[0].steps["quote"].variables == '{"currency":"EUR","total":21}'
+
+
+def test_a_failed_assign_fails_the_step_for_good() -> None:
+    run = Run(_task("a", Assign={"x": "{% $states.result.missing %}"}), _task("b", "a"))
+    outcome = run.run({})
+    step = outcome.steps["a"]
+    assert step.status is StepStatus.FAILED
+    assert step.error is not None and step.error.name == "States.QueryEvaluationError"
+    assert "Assign.x" in step.error.message
+    assert outcome.status is WorkflowStatus.COMPENSATED
+
+
+def test_variables_over_their_cap_fail_before_the_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits, "MAX_ASSIGN_BYTES", 100)
+    run = Run(_task("a", Assign={"big": "{% $pad('', 200, 'x') %}"}))
+    outcome = run.run({})
+    step = outcome.steps["a"]
+    assert step.status is StepStatus.FAILED
+    assert step.error is not None and "the limit is 100" in step.error.message

@@ -68,3 +68,56 @@ def test_a_bad_expression_field_names_the_file_the_step_and_the_field(
     with pytest.raises(DefinitionError) as err:
         _load(step)
     assert expected in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        (
+            [
+                {**TASK, "Name": "b", "Assign": {"total": 1}},
+                {**TASK, "Name": "c", "Assign": {"total": 2}},
+            ],
+            "d.yaml: Steps[2] (c).Assign.total: also assigned by step 'b'; a variable is "
+            "assigned by one step",
+        ),
+        (
+            [{**TASK, "Name": "b", "Assign": {"9lives": 1}}],
+            "d.yaml: Steps[1] (b).Assign.9lives",
+        ),
+        (
+            [{**TASK, "Name": "b", "Assign": {"states": 1}}],
+            "d.yaml: Steps[1] (b).Assign.states: $states is Shepherd's own",
+        ),
+        (
+            [{**TASK, "Name": "b", "Assign": {"x": "{% ) %}"}}],
+            "d.yaml: Steps[1] (b).Assign.x: not a valid JSONata expression",
+        ),
+        (
+            [{"Name": "b", "Wait": {"Seconds": 1}, "Assign": {"x": 1}}],
+            "d.yaml: Steps[1] (b).Assign: only a task step that runs an agent",
+        ),
+    ],
+)
+def test_a_bad_assign_names_the_file_the_step_and_the_field(
+    steps: list[dict[str, Any]], expected: str
+) -> None:
+    with pytest.raises(DefinitionError) as err:
+        parse_definition({"Name": "d", "Steps": [TASK, *steps]}, "d.yaml")
+    assert expected in str(err.value)
+
+
+def test_a_step_sees_the_assigns_of_its_ancestors_only() -> None:
+    d = parse_definition(
+        {
+            "Name": "d",
+            "Steps": [
+                {**TASK, "Assign": {"x": 1}},
+                {**TASK, "Name": "b", "DependsOn": ["a"]},
+                {**TASK, "Name": "c", "DependsOn": ["b"], "Assign": {"y": 1}},
+                {**TASK, "Name": "side"},
+            ],
+        },
+        "d.yaml",
+    )
+    assert d.assigners == {"a": (), "b": ("a",), "c": ("a",), "side": ()}

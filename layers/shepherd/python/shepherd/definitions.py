@@ -38,6 +38,7 @@ POOL = r"^[a-z][a-z0-9-]{0,31}$"
 INPUT_PATH = r"^\$\.input(?:\[\d{1,6}\])*(?:\.[A-Za-z_][A-Za-z0-9_-]*(?:\[\d{1,6}\])*){0,32}$"
 ONE_YEAR = 366 * 24 * 3600
 MAX_SQS_DELAY = 900
+VARIABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,79}$"  # an `Assign` variable's name
 
 
 class _Model(BaseModel):
@@ -244,6 +245,7 @@ _ABSENT_WHEN_NONE = (
     "Pass",
     "Arguments",
     "Output",
+    "Assign",
     "Detached",
     "Condition",
     "Wait",
@@ -298,6 +300,11 @@ class StepSpec(TaskSpec):
     # (a Pass step's output), and what is stored as the output.
     arguments: Annotated[Any, Field(alias="Arguments")] = None
     output: Annotated[Any, Field(alias="Output")] = None
+    # Variables its descendants' expressions read (`$name`), set with its result.
+    assign: Annotated[
+        dict[Annotated[str, Field(pattern=VARIABLE)], Any] | None,
+        Field(alias="Assign", min_length=1, max_length=100),
+    ] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -525,6 +532,7 @@ class Definition(_Model):
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
         fanout.check_steps(self.steps)
+        self._check_assigns()
         if self.input_schema is not None:
             try:
                 fastjsonschema.compile(self.input_schema)
@@ -533,6 +541,32 @@ class Definition(_Model):
         self._check_schedules()
         self._check_matches()
         return self
+
+    def _check_assigns(self) -> None:
+        """Each variable is assigned by one step (issue 42.5): every step that sees it sees
+        the one value, whichever way it came."""
+        seen: dict[str, str] = {}
+        for i, step in enumerate(self.steps):
+            for name in step.assign or {}:
+                other = seen.setdefault(name, step.name)
+                if other != step.name:
+                    raise ValueError(
+                        f"Steps[{i}] ({step.name}).Assign.{name}: also assigned by step "
+                        f"'{other}'; a variable is assigned by one step"
+                    )
+
+    @cached_property
+    def assigners(self) -> dict[str, tuple[str, ...]]:
+        """Per step, the steps whose `Assign` it sees: those it depends on, directly or
+        through others (shepherd.expressions)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for step in self.steps:
+            out[step.name] = tuple(
+                s.name
+                for s in self.steps
+                if s.assign is not None and step.name in self.dependents_closure[s.name]
+            )
+        return out
 
     def _check_matches(self) -> None:
         """At most limits.MAX_MATCH_STEPS steps name a Match: each is an index item written
@@ -853,7 +887,8 @@ def _check_expressions(index: int, step: StepSpec) -> None:
     from shepherd.kinds import kind_of  # noqa: PLC0415 - the kinds need this module first
 
     at = f"Steps[{index}] ({step.name})"
-    for field, template in (("Arguments", step.arguments), ("Output", step.output)):
+    fields = (("Arguments", step.arguments), ("Output", step.output), ("Assign", step.assign))
+    for field, template in fields:
         if template is None:
             continue
         if not kind_of(step).takes_expressions(step):
@@ -865,6 +900,9 @@ def _check_expressions(index: int, step: StepSpec) -> None:
             expressions.check(template, f"{at}.{field}", step.depends_on)
         except ValueError as exc:
             raise ValueError(str(exc)) from None
+    for name in step.assign or {}:
+        if name in ("states", "steps"):
+            raise ValueError(f"{at}.Assign.{name}: ${name} is Shepherd's own: choose another name")
     if step.arguments is not None and step.input_path is not None:
         raise ValueError(f"{at}.Arguments: a step takes Arguments or InputPath, not both")
     if (
@@ -952,6 +990,7 @@ _PATTERNS = {
     POOL: "lowercase letters, digits and -, starting with a letter, at most 32",
     CONDITION_PATH: "$.input.<path> or $.steps.<dependency>.output.<path>",
     INPUT_PATH: "$.input.<path>",
+    VARIABLE: "letters, digits and _, not starting with a digit, at most 80",
 }
 
 

@@ -345,6 +345,8 @@ class StepRecord:
     error: str | None = None
     finished_at: int | None = None
     history: tuple[dict[str, Any], ...] = ()
+    # The variables its `Assign` set, as canonical JSON (shepherd/expressions.py, issue 42.5).
+    variables: str | None = None
     dispatches: int = 0
     budget_from: int = 0  # attempts before this number were spent before a redrive
     expires_at: int | None = None
@@ -493,6 +495,7 @@ _STEP_OPTIONAL = (
     "position",
     "child_id",
     "child_cancel",
+    "variables",
 )
 
 

@@ -597,6 +597,30 @@ class Scheduler:
         item = self.ports.store.get(wf_pk(workflow_id), item_sk("step", name))
         return None if item is None else item.get("output")
 
+    def variables_for(
+        self, state: WorkflowState, definition: Definition, name: str
+    ) -> dict[str, Any]:
+        """The variables step `name`'s expressions see: what the `Assign` of each step it
+        depends on (directly or through others) set, read from their items (those `state`
+        holds, the others in one batch read): bounded by the definition's assigners."""
+        assigners = definition.assigners.get(name, ())
+        texts: list[str | None] = []
+        missing: list[str] = []
+        for step in assigners:
+            rec = state.steps.get(step)
+            if rec is not None and rec.stored:
+                texts.append(rec.variables)
+            else:
+                missing.append(step)
+        if missing:
+            wf = state.workflow.workflow_id
+            keys = [(wf_pk(wf), item_sk("step", step)) for step in missing]
+            texts += [item.get("variables") for item in self.ports.store.get_many(keys)]
+        out: dict[str, Any] = {}
+        for text in texts:
+            out.update(loads(text) or {})
+        return out
+
     def whole_if_large(self, state: WorkflowState, output: str) -> WorkflowState:
         """The state an output's caps are checked on: a large output (one that goes to the
         payload bucket) is checked against every output of the workflow, so a bounded read is
@@ -867,12 +891,15 @@ class Scheduler:
         output: str,
         *,
         token_hash: str | None = None,
+        variables: str | None = None,
     ) -> StepRecord | None:
-        """The result's fenced write alone (None: superseded, nothing recorded)."""
+        """The result's fenced write alone (None: superseded, nothing recorded); with the
+        variables its `Assign` set, if any."""
         now = self.ports.clock.now_ms()
-        return self.executor.step(
-            state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
+        write = tx.complete(
+            rec, rec.attempt, now, output, self.expires(now), token_hash, variables=variables
         )
+        return self.executor.step(state, write)
 
     @staticmethod
     def parked_key(rec: StepRecord) -> str:
@@ -880,12 +907,17 @@ class Scheduler:
         index, None for a step's or a compensation's unit)."""
         return payload_key(rec.workflow_id, "parked", rec.kind, rec.name, rec.index, rec.attempt)
 
-    def park_result(self, rec: StepRecord, output: str, returned_at: int) -> None:
+    def park_result(
+        self, rec: StepRecord, output: str, returned_at: int, variables: str | None = None
+    ) -> None:
         """Keep a result the store refused until the attempt's lease ended (a throttle
         longer than the lease) in the payload bucket, for the supervisor to record
         (`take_parked`; docs/architecture.md, "Throttling loses nothing"). Best effort: a
         failed put leaves the attempt to be timed out, as before."""
-        self._park(rec, {"output": output, "returned_at": returned_at})
+        parked: dict[str, Any] = {"output": output, "returned_at": returned_at}
+        if variables is not None:
+            parked["variables"] = variables
+        self._park(rec, parked)
 
     def _park(self, rec: StepRecord, parked: dict[str, Any]) -> None:
         data = json.dumps(parked).encode("utf-8")
@@ -937,7 +969,8 @@ class Scheduler:
                 continue
             if int(parked["returned_at"]) > now - action.overdue_ms:
                 continue  # returned after its deadline: the timeout stands
-            updated = self.record_result(state, rec, str(parked["output"]))
+            variables = parked.get("variables")
+            updated = self.record_result(state, rec, str(parked["output"]), variables=variables)
             if updated is None:
                 continue  # ended or superseded since the read
             logger.warning(
@@ -1061,9 +1094,9 @@ class Scheduler:
         spec = definition.by_name[seen.name]
         attempt = max(seen.attempt, 1)
         try:
-            workflow_input, steps = self._expression_reads(state, definition, spec)
+            reads = self._expression_reads(state, definition, spec)
             seed = f"{seen.workflow_id}/{seen.name}/{attempt}"
-            text = pass_step.output_json(spec, workflow_input, steps, seed)
+            text, variables = pass_step.output_json(spec, *reads, seed)
             problem = output_problem(state, seen, text)
             if problem is not None:
                 raise expressions.ExpressionError(problem)
@@ -1072,19 +1105,20 @@ class Scheduler:
             write = tx.fail_wait(seen, now, error, self.expires(now))  # for good, as a wait's
             return self.executor.step(state, write) is not None
         output = self.keep_for(replace(seen, attempt=attempt), "output", text)
-        write = tx.pass_through(seen, now, output, self.expires(now))
+        write = tx.pass_through(seen, now, output, self.expires(now), variables)
         return self.executor.step(state, write) is not None
 
     def _expression_reads(
         self, state: WorkflowState, definition: Definition, spec: StepSpec
-    ) -> tuple[Any, dict[str, Any]]:
-        """What a step's data expressions read (shepherd.expressions): the workflow input and
-        its dependencies' outputs (a skipped one's null); nothing read if it has none."""
+    ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """What a step's data expressions read (shepherd.expressions): the workflow input,
+        its dependencies' outputs (a skipped one's null) and the variables it sees; nothing
+        read if it has none."""
         if not pass_step.has_expressions(spec):
-            return None, {}
+            return None, {}, {}
         document = self.condition_document(state, definition, spec.name)
         steps = {n: s.get("output") for n, s in document["steps"].items()}  # skipped: null
-        return document["input"], steps
+        return document["input"], steps, self.variables_for(state, definition, spec.name)
 
     def _start_compensation(
         self,

@@ -67,19 +67,51 @@ class Pass(StepKind):
 
 
 def has_expressions(spec: StepSpec) -> bool:
-    """Whether its output is computed from data expressions (`Arguments`, `Output`)."""
-    return spec.arguments is not None or spec.output is not None
+    """Whether its output is computed from data expressions (`Arguments`, `Output`,
+    `Assign`)."""
+    return spec.arguments is not None or spec.output is not None or spec.assign is not None
 
 
-def output_json(spec: StepSpec, workflow_input: Any, steps: Mapping[str, Any], seed: str) -> str:
+def output_json(
+    spec: StepSpec,
+    workflow_input: Any,
+    steps: Mapping[str, Any],
+    variables: Mapping[str, Any],
+    seed: str,
+) -> tuple[str, str | None]:
     """A Pass step's output as JSON text: its `Result`, else its `Arguments` rendered, else
-    null; shaped by its `Output` (`$states.result` is that value). Raises
-    `expressions.ExpressionError` (an expression failed) or `jsonsafe.JsonRejected`."""
+    null; shaped by its `Output` (`$states.result` is that value); and the variables its
+    `Assign` sets (None: it has none). Raises `expressions.ExpressionError` (an expression
+    failed) or `jsonsafe.JsonRejected`."""
     assert spec.pass_ is not None
     value = spec.pass_.result
-    reads = {"workflow_input": workflow_input, "steps": steps, "seed": seed}
     if spec.arguments is not None:
-        value = expressions.render(spec.arguments, "Arguments", **reads)
+        value = expressions.render(
+            spec.arguments,
+            "Arguments",
+            workflow_input=workflow_input,
+            steps=steps,
+            variables=variables,
+            seed=seed,
+        )
+    assigned = None
+    if spec.assign is not None:
+        assigned = expressions.assign(
+            spec.assign,
+            workflow_input=workflow_input,
+            steps=steps,
+            variables=variables,
+            result=value,
+            seed=seed,
+        )
     if spec.output is not None:
-        value = expressions.render(spec.output, "Output", result=value, **reads)
-    return jsonsafe.dumps(value, what="output")
+        value = expressions.render(
+            spec.output,
+            "Output",
+            workflow_input=workflow_input,
+            steps=steps,
+            variables=variables,
+            result=value,
+            seed=seed,
+        )
+    return jsonsafe.dumps(value, what="output"), assigned
