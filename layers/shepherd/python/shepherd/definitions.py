@@ -869,9 +869,15 @@ def _check_wait_reads(index: int, step: StepSpec) -> None:
     """The paths a step's kind reads besides its condition (a Wait's `UntilPath` or
     `SecondsPath`) read the input or the output of a step it depends on, as a condition does
     (issue 42.5)."""
-    from shepherd.kinds import kind_of  # noqa: PLC0415 - the kinds need this module first
-
-    for field, path in kind_of(step).reads_paths(step):
+    if step.wait is None:  # the kinds need this module: it cannot ask them (an import cycle)
+        return
+    wait = step.wait
+    for field, path in (
+        ("Wait.UntilPath", wait.until_path),
+        ("Wait.SecondsPath", wait.seconds_path),
+    ):
+        if path is None:
+            continue
         dep = step_of(path)
         if dep is not None and dep not in step.depends_on:
             raise ValueError(
@@ -884,14 +890,15 @@ def _check_expressions(index: int, step: StepSpec) -> None:
     """`Arguments` and `Output` (issue 42.5): on a task step that runs an agent or a Pass
     step, each expression parsed, each `$steps.<name>` a dependency (shepherd.expressions)."""
     from shepherd import expressions  # noqa: PLC0415
-    from shepherd.kinds import kind_of  # noqa: PLC0415 - the kinds need this module first
 
     at = f"Steps[{index}] ({step.name})"
     fields = (("Arguments", step.arguments), ("Output", step.output), ("Assign", step.assign))
     for field, template in fields:
         if template is None:
             continue
-        if not kind_of(step).takes_expressions(step):
+        # A task that runs an agent (no map) or a Pass step; the kinds cannot be asked here
+        # (they import this module).
+        if not (step.runs_agent and step.map is None) and step.pass_ is None:
             raise ValueError(
                 f"{at}.{field}: only a task step that runs an agent (no Map) or a Pass step "
                 "takes data expressions"

@@ -129,16 +129,6 @@ class StepKind(ABC):
         """Whether its attempts (a map's: its items) start child workflows."""
         return False
 
-    def takes_expressions(self, spec: StepSpec) -> bool:
-        """Whether it may carry JSONata data expressions (`Arguments`, `Output`: a task that
-        runs an agent, a Pass step; shepherd.expressions)."""
-        return False
-
-    def reads_paths(self, spec: StepSpec) -> tuple[tuple[str, str], ...]:
-        """The paths into its document it reads besides its condition, with their fields (a
-        Wait's `UntilPath`, `SecondsPath`): each may name only a step it depends on."""
-        return ()
-
     # ----------------------------------------------------------------------- planning
 
     def plan_ready(

@@ -24,9 +24,6 @@ class Pass(StepKind):
     def matches(self, spec: StepSpec) -> bool:
         return spec.pass_ is not None
 
-    def takes_expressions(self, spec: StepSpec) -> bool:
-        return True  # its Arguments are its output, shaped by its Output
-
     def plan_ready(
         self, p: Planning, rec: StepRecord, spec: StepSpec, ready_at: int
     ) -> list[Action]:

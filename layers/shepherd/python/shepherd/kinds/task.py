@@ -14,6 +14,3 @@ class Task(StepKind):
 
     def matches(self, spec: StepSpec) -> bool:
         return True  # asked last: a step of no other kind is a task
-
-    def takes_expressions(self, spec: StepSpec) -> bool:
-        return True  # its Arguments are its agent's input, its Output shapes its result

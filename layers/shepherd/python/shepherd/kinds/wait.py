@@ -24,12 +24,6 @@ class Wait(Resting):
         wait = spec.wait
         return wait is not None and (wait.until_path or wait.seconds_path) is not None
 
-    def reads_paths(self, spec: StepSpec) -> tuple[tuple[str, str], ...]:
-        wait = spec.wait
-        assert wait is not None
-        fields = (("UntilPath", wait.until_path), ("SecondsPath", wait.seconds_path))
-        return tuple((f"Wait.{field}", path) for field, path in fields if path is not None)
-
     def needs_document(self, spec: StepSpec, rec: StepRecord) -> bool:
         """Its condition, or its `UntilPath`, while PENDING or QUEUED (a resume's start)."""
         reads = spec.condition is not None or self.reads_document(spec)
