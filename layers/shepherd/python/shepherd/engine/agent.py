@@ -732,8 +732,10 @@ class AgentRuntime:
             assigned = None
             try:
                 step = definition.by_name[rec.name]
-                if step.arguments is not None:
-                    ctx.input  # noqa: B018 - rendered now: a failed expression fails it for good
+                if step.arguments is not None and rec.kind == "step":
+                    # Rendered now: a failed expression fails it for good, before it acts. A
+                    # compensation renders what its step saw when it reads ctx.input.
+                    ctx.input  # noqa: B018
                 result = fn(ctx)
                 shapes = step.output is not None or step.assign is not None
                 if rec.kind == "step" and shapes and not isinstance(result, Pending):
