@@ -162,3 +162,22 @@ def test_the_workflow_view_shows_a_pass_succeeded_with_its_output_and_no_deadlin
     shape = next(s for s in view.steps if s.name == "shape")
     assert (shape.status, shape.output, shape.attempt) == ("SUCCEEDED", {"a": 1}, 1)
     assert view.output is not None and view.output["shape"] == {"a": 1}
+
+
+def test_a_pass_costs_one_write_and_no_message() -> None:
+    """A Pass between two tasks adds its one write (no claim, no result write) and sends
+    nothing: the same tasks run."""
+    counts = []
+    for middle in (False, True):
+        calls = Calls()
+        steps = [_task("a")]
+        if middle:
+            steps.append(_pass("mid", {"Result": 1}, "a"))
+        steps.append(_task("b", "mid" if middle else "a"))
+        engine = calls.engine(*steps)
+        wf = engine.start("passes", {})
+        engine.deliver()
+        assert engine.outcome(wf).status is WorkflowStatus.SUCCEEDED
+        assert calls.ran == ["a", "b"]
+        counts.append(engine.store.writes)
+    assert counts[1] == counts[0] + 1

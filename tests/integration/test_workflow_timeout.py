@@ -224,3 +224,15 @@ def _iso(ms: int) -> str:
     text = iso(ms)
     assert text is not None
     return text
+
+
+def test_the_timeout_costs_no_write_on_the_happy_path() -> None:
+    """The same workflow, with and without a TimeoutSeconds it never reaches: the same
+    number of writes (the deadline is read from the start time, never written per step)."""
+    counts = []
+    for timeout in (None, TIMEOUT):
+        run = Run(_task("a"), _task("b", "a"), _task("c", "b"), timeout=timeout)
+        run.engine.deliver()
+        assert run.engine.outcome(run.wf).status is WorkflowStatus.SUCCEEDED
+        counts.append(run.engine.store.writes)
+    assert counts[0] == counts[1]
