@@ -343,6 +343,10 @@ class StepView(BaseModel):
     dispatches: int = 0
     error: dict[str, Any] | None = None
     output: Any = None
+    variables: Annotated[
+        dict[str, Any] | None,
+        Field(description="The variables its Assign set (its descendants read them as $name)"),
+    ] = None
     details: Annotated[Any, Field(description="Progress details its attempts reported")] = None
     input: Annotated[Any, Field(description="An operator's replacement input, if any")] = None
     output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None

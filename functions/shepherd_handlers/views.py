@@ -130,6 +130,7 @@ def step_view(
         error=error,
         error_ref=payload(payloads, full, f"{named}-error")[1] if full else None,
         output=output,
+        variables=loads(rec.variables),
         details=details,
         input=step_input,
         output_ref=output_ref,

@@ -13,6 +13,7 @@ from shepherd.definitions import parse_definition
 from shepherd.engine.agent import AgentContext
 from shepherd.model import StepStatus, WorkflowStatus
 from shepherd.testing import MemoryEngine
+from shepherd_handlers.views import workflow_view
 
 
 def _task(name: str, *deps: str, **extra: Any) -> dict[str, Any]:
@@ -161,6 +162,13 @@ def test_assign_sets_variables_its_descendants_read_directly_or_through_others()
     loaded = run.engine.engine.scheduler.load(outcome.workflow_id)
     assert loaded is not None
     assert loaded[0].steps["quote"].variables == '{"currency":"EUR","total":21}'
+    view = workflow_view(*loaded, run.engine.engine.ports.payloads)
+    shown = {s.name: s.variables for s in view.steps}
+    assert shown == {
+        "quote": {"currency": "EUR", "total": 21},
+        "note": {"tag": "n"},
+        "charge": None,
+    }
 
 
 def test_a_failed_assign_fails_the_step_for_good() -> None:
