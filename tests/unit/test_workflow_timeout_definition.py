@@ -84,3 +84,10 @@ def test_the_deadline_joins_the_watch_and_only_the_supervisor_acts_on_it() -> No
     fired = _state(d, StepStatus.RUNNING, timed_out_at=T0 + 30_500)
     assert workflow_timeout.deadline(fired, d) is None
     assert next_due(fired, d, T0 + 31_000) != T0 + 30_000
+
+
+def test_a_workflow_with_nothing_to_wait_for_is_due_now_not_at_its_deadline() -> None:
+    """All its steps done and its finish lost: due at once, as without a TimeoutSeconds."""
+    d = parse_definition({"Name": "t", "Steps": [STEP], "TimeoutSeconds": 3600}, "t.yaml")
+    state = _state(d, StepStatus.SUCCEEDED)
+    assert next_due(state, d, T0 + 5000) == T0 + 5000

@@ -825,12 +825,12 @@ def next_due(
     if wf.status is WorkflowStatus.PAUSED:
         return _paused_due(state, definition, now, records)
     running = wf.status is WorkflowStatus.RUNNING
-    candidates: list[int] = _workflow_deadline(state, definition)
+    candidates: list[int] = []
     for kind, rec in records:
         candidates += _unit_deadlines(state, definition, now, pools, kind, rec, running)
     # Live but nothing to wait for: the planner's own next write (finish, unwind, the next
     # compensation) is due now; it was planned and lost, or its writer died before it.
-    return min(candidates, default=now)
+    return min([min(candidates, default=now), *_workflow_deadline(state, definition)])
 
 
 def _workflow_deadline(state: WorkflowState, definition: Definition) -> list[int]:
