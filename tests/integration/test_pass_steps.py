@@ -181,3 +181,16 @@ def test_a_pass_costs_one_write_and_no_message() -> None:
         assert calls.ran == ["a", "b"]
         counts.append(engine.store.writes)
     assert counts[1] == counts[0] + 1
+
+
+def test_a_large_pass_output_goes_to_the_payload_bucket_and_is_read_back() -> None:
+    calls = Calls()
+    big = {"text": "x" * 20_000}
+    engine = calls.engine(_pass("big", {"Result": big}), _task("use", "big"))
+    wf = engine.start("passes", {})
+    engine.deliver()
+    assert engine.outcome(wf).status is WorkflowStatus.SUCCEEDED
+    state = engine.engine.scheduler.load(wf)[0]  # type: ignore[index]
+    stored = state.steps["big"].output
+    assert stored is not None and len(stored) < 1000  # a reference, not the value
+    assert calls.seen["use"] == {"big": big}

@@ -1097,7 +1097,7 @@ class Scheduler:
             reads = self._expression_reads(state, definition, spec)
             seed = f"{seen.workflow_id}/{seen.name}/{attempt}"
             text, variables = pass_step.output_json(spec, *reads, seed)
-            problem = output_problem(state, seen, text)
+            problem = output_problem(self.whole_if_large(state, text), seen, text)
             if problem is not None:
                 raise expressions.ExpressionError(problem)
         except (expressions.ExpressionError, jsonsafe.JsonRejected) as exc:
