@@ -194,3 +194,13 @@ def test_a_large_pass_output_goes_to_the_payload_bucket_and_is_read_back() -> No
     stored = state.steps["big"].output
     assert stored is not None and len(stored) < 1000  # a reference, not the value
     assert calls.seen["use"] == {"big": big}
+
+
+def test_a_workflow_of_pass_steps_alone_ends_with_its_start() -> None:
+    calls = Calls()
+    engine = calls.engine(_pass("a", {"Result": 1}), _pass("b", {"Result": 2}, "a"))
+    wf = engine.start("passes", {})
+    outcome = engine.outcome(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert outcome.output == {"a": 1, "b": 2}
+    assert calls.ran == []
