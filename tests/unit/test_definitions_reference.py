@@ -17,6 +17,7 @@ from shepherd.definitions import (
     ApprovalSpec,
     CompensationSpec,
     Definition,
+    PassSpec,
     RepeatSpec,
     RetryPolicy,
     ScheduleSpec,
@@ -44,6 +45,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Approval step": ApprovalSpec,
     "Schedules": ScheduleSpec,
     "WaitForSignal step": WaitForSignalSpec,
+    "Pass step": PassSpec,
 }
 
 
