@@ -515,3 +515,55 @@ def test_what_an_iteration_reads_and_writes_does_not_grow_with_the_iterations_do
     assert engine.outcome(wf).steps["poll"].status is StepStatus.SUCCEEDED
     # The item: the same fields, its numbers a digit longer (20 history entries' attempts).
     assert 0 <= sizes[150] - sizes[30] <= 64, (sizes[30], sizes[150])
+
+
+def test_until_reads_the_output_as_shaped_and_assign_keeps_the_last_iteration() -> None:
+    """With the data expressions: `Output` shapes each iteration's output before `Until` reads
+    it (and before the next iteration sees it), and `Assign` sets its variables with the
+    step's success, from its last iteration."""
+    definition = parse_definition(
+        {
+            "Name": "loops",
+            "Steps": [
+                {
+                    "Name": "page",
+                    "Agent": "page",
+                    "Pool": "p",
+                    "TimeoutSeconds": 10,
+                    "Output": "{% {'n': $states.result.raw} %}",
+                    "Assign": {"pages": "{% $states.result.raw %}"},
+                    "Repeat": {
+                        "Until": {"Variable": "$.steps.page.output.n", "NumericEquals": 3},
+                        "MaxIterations": 5,
+                    },
+                },
+                {
+                    "Name": "after",
+                    "DependsOn": ["page"],
+                    "Agent": "after",
+                    "Pool": "p",
+                    "TimeoutSeconds": 10,
+                    "Arguments": {"pages": "{% $pages %}"},
+                },
+            ],
+        },
+        "loops.yaml",
+    )
+    seen: list[Any] = []
+    registry = AgentRegistry()
+
+    @registry.agent("page")
+    def page(ctx: AgentContext) -> dict[str, Any]:
+        seen.append(ctx.previous_output)
+        return {"raw": ctx.iteration}
+
+    @registry.agent("after")
+    def after(ctx: AgentContext) -> Any:
+        seen.append(ctx.input)
+        return None
+
+    engine = MemoryEngine({"loops": definition}, agents=registry)
+    outcome = engine.run(engine.start("loops", {}))
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert seen == [None, {"n": 1}, {"n": 2}, {"pages": 3}]
+    assert outcome.steps["page"].output == {"n": 3}
