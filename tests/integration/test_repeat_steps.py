@@ -166,6 +166,9 @@ def test_max_iterations_without_until_fails_the_step_for_good_and_unwinds() -> N
     assert export.undo_keys[:3] == tuple(keys)
     assert export.undo_keys[3].endswith("#4")
     assert export.undo_output is None
+    # Announced as any step failing for good: StepFailed, with the loop limit as its error.
+    assert "StepFailed" in outcome.events
+    assert "StepRetried" not in outcome.events  # an iteration is no retry
 
 
 def test_the_interval_is_honoured_never_early_and_nothing_is_sent_while_resting() -> None:
