@@ -570,3 +570,31 @@ def test_until_reads_the_output_as_shaped_and_assign_keeps_the_last_iteration() 
     assert outcome.status is WorkflowStatus.SUCCEEDED
     assert seen == [None, {"n": 1}, {"n": 2}, {"pages": 3}]
     assert outcome.steps["page"].output == {"n": 3}
+
+
+def test_an_iteration_write_that_landed_but_timed_out_still_sends_the_next_iteration() -> None:
+    """The store applies an iteration's write and then fails (a timeout after the write):
+    the agent's retry loses its fence, sees its own result accepted, and sends the next
+    iteration at once, as if the first try had answered (no wait for a supervisor)."""
+    from shepherd.errors import StoreUnavailable
+
+    export = Export(done_at=3)
+    engine = export.engine(_definition())
+    store = engine.store
+    real = store.update
+    failed: list[str] = []
+
+    def update(pk: str, sk: str, update: Any, condition: Any) -> Any:
+        item = real(pk, sk, update, condition)
+        if "iterations" in update.add and not failed:
+            failed.append(sk)
+            raise StoreUnavailable("timed out after the write")
+        return item
+
+    store.update = update  # type: ignore[method-assign]
+    wf = engine.start("loops", {})
+    engine.deliver()  # no time passes, no sweep
+    assert failed  # the first iteration's write landed and failed
+    outcome = engine.outcome(wf)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert [c["iteration"] for c in export.checks] == [1, 2, 3]

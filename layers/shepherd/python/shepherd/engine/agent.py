@@ -887,7 +887,7 @@ class AgentRuntime:
             lambda: self.scheduler.park_result(rec, output, returned_at, variables),
         )
         current = state.unit(rec)
-        if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):
+        if updated is None and ambiguous and _result_landed(current, rec):
             updated = current  # an earlier try landed (it timed out after it was applied)
         if updated is None:
             logger.warning(
@@ -1227,6 +1227,18 @@ def _not_found(agent: str, registered: set[str]) -> AgentFunction:
 
 def _ended_as(current: StepRecord | None, rec: StepRecord, status: StepStatus) -> bool:
     return current is not None and current.attempt == rec.attempt and current.status is status
+
+
+def _result_landed(current: StepRecord | None, rec: StepRecord) -> bool:
+    """After an ambiguous result write: this attempt's result landed. The step SUCCEEDED at
+    this attempt; or, a `Repeat` step's, it was accepted as an iteration (the step QUEUED for
+    the next one, or FAILED at its loop limit, this attempt's `ok` last in its history)."""
+    if _ended_as(current, rec, StepStatus.SUCCEEDED):
+        return True
+    if current is None or not current.iterations or not current.history:
+        return False
+    last = current.history[-1]
+    return last.get("a") == rec.attempt and last.get("o") == "ok"
 
 
 def _ended_by_this(current: StepRecord | None, rec: StepRecord) -> bool:

@@ -931,19 +931,12 @@ class Scheduler:
         token_hash: str | None,
         variables: str | None,
     ) -> StepRecord | None:
-        """A `Repeat` task step's iteration returned: its write (`_iteration_write`), then
-        the next iteration's message if it is sent at once."""
+        """A `Repeat` task step's iteration returned: its write (`_iteration_write`; the
+        next iteration's message, if it is sent at once, goes out in `after_result`)."""
         write = self._iteration_write(
             state, spec, rec, output, now, token_hash=token_hash, variables=variables
         )
-        updated = self.executor.step(state, write)
-        if (
-            updated is not None
-            and updated.status is StepStatus.QUEUED
-            and updated.dispatched_at is not None
-        ):
-            self.deliver([self.task_of(definition, updated)])
-        return updated
+        return self.executor.step(state, write)
 
     def _iteration_write(
         self,
@@ -1103,7 +1096,10 @@ class Scheduler:
         if updated.index is not None:
             self.after_item(state, definition, updated)
         elif updated.status is StepStatus.QUEUED:
-            return  # a Repeat step's next iteration (sent, or resting for the supervisor)
+            # A Repeat step's next iteration: sent at once with no interval, else resting
+            # for the supervisor (nothing to advance either way).
+            if updated.dispatched_at is not None:
+                self.deliver([self.task_of(definition, updated)])
         else:
             failed = updated.status is StepStatus.FAILED  # a Repeat step's loop limit
             self.advance_after(rec, definition, failed=failed)
