@@ -288,3 +288,13 @@ def test_the_migrating_guides_prices_per_execution_are_the_measured_ones() -> No
             f"${express:.2f}" if express is not None else cells[2],
         ], line
         assert (express is None) is cells[2].startswith("n/a"), line
+    # The README quotes them too.
+    text = " ".join(README.split())
+    quoted = re.findall(
+        r"\$([0-9.]+)(?: per million)? against (?:Standard's )?\$([0-9]+(?:\.[0-9]+)?)",
+        text.split("Per execution,")[1],
+    )
+    assert quoted[:3] == [
+        (f"{r['usd_per_million_executions']:.2f}", f"{r['standard_usd_per_million_executions']:g}")
+        for r in rows
+    ]
