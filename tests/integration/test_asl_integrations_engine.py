@@ -777,3 +777,18 @@ def _unit_item(h: Harness, wf: str) -> dict[str, Any]:
     unit = h.store.get(visits_pk(wf), item_sk("step", "V#Start#1"))
     assert unit is not None
     return unit
+
+
+def test_a_cancel_whose_follow_up_died_is_finished_by_the_supervisor_child_included() -> None:
+    """The cancel's write took effect and its process died before it advanced anything: the
+    supervisor's look ends the state machine CANCELLED and stops its `.sync` child."""
+    h = _world({"parent": _parent(".sync:2"), "child": HOLD})
+    wf = h.start("parent", {"n": 1})
+    child = _waiting_child(h, wf)
+    h.operations._follow_up = lambda action, advance: None  # type: ignore[method-assign]
+    h.operations.cancel(wf)
+    assert _item(h, wf)["status"] == WorkflowStatus.CANCELLING.value
+    h.clock.advance(1)
+    h.sweep()
+    assert _item(h, wf)["status"] == WorkflowStatus.CANCELLED.value
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value

@@ -1275,10 +1275,13 @@ class AslEngine:
     # ------------------------------------------------------------------ the supervisor
 
     def look(self, item: Item, now: int) -> str | None:
-        """A due ASL workflow: begin it if its starter died, wake a Wait that is due, time
-        out an attempt whose lease passed, send again a message that looks lost; else move
-        its watch entry to the next moment it must be looked at. What it did, if anything."""
+        """A due ASL workflow: begin it if its starter died, end a cancel whose follow-up
+        died, wake a Wait that is due, time out an attempt whose lease passed, send again a
+        message that looks lost; else move its watch entry to the next moment it must be
+        looked at. What it did, if anything."""
         wf = WorkflowRecord.from_item(item)
+        if wf.status is WorkflowStatus.CANCELLING:
+            return self._finish_cancel(wf.workflow_id)
         if wf.status is not WorkflowStatus.RUNNING:
             return None
         cursor = self._cursor(item)
@@ -1313,6 +1316,17 @@ class AslEngine:
             )
             return "Wake" if woke else None
         return self._look_at_unit(item, wf, definition, cursor, now)
+
+    def _finish_cancel(self, workflow_id: str) -> str | None:
+        """A cancel whose write took effect but whose follow-up never ran (its process died,
+        the store was throttled): the look ends the machine CANCELLED, as the follow-up would
+        have, and stops what it ran (its branches, its `.sync` Task's child)."""
+        loaded = self.scheduler.load(workflow_id)
+        if loaded is None:
+            return None
+        self.scheduler.run(*loaded, supervisor=True)
+        self.cancelled(workflow_id)
+        return "Cancel"
 
     def _look_at_unit(
         self, item: Item, wf: WorkflowRecord, definition: Definition, cursor: Cursor, now: int
