@@ -17,6 +17,7 @@ from shepherd.definitions import (
     ApprovalSpec,
     CompensationSpec,
     Definition,
+    PassSpec,
     RetryPolicy,
     ScheduleSpec,
     StepSpec,
@@ -42,6 +43,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Approval step": ApprovalSpec,
     "Schedules": ScheduleSpec,
     "WaitForSignal step": WaitForSignalSpec,
+    "Pass step": PassSpec,
 }
 
 
