@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from shepherd import fanout, limits, schedules
+from shepherd import fanout, flow, limits, schedules
 from shepherd.decisions.choice import PATH as CONDITION_PATH
 from shepherd.decisions.choice import Condition, step_of
 from shepherd.errors import DefinitionError
@@ -236,8 +236,11 @@ _ABSENT_WHEN_NONE = (
     "Agent",
     "Pool",
     "TimeoutSeconds",
+    "Catch",
+    "Choice",
 )
 _RESTING = ("Wait", "Approval", "WaitForSignal")  # the step kinds that rest, running nothing
+_NO_TASK = (*_RESTING, "Choice")  # the step kinds that name none of a task's fields
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
 
 
@@ -275,6 +278,13 @@ class StepSpec(TaskSpec):
     approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
     # Instead of Agent/Pool: rest until a signal of its name comes (engine/signals.py).
     wait_for_signal: Annotated[WaitForSignalSpec | None, Field(alias="WaitForSignal")] = None
+    # Issue 42.5 (shepherd.flow): failing for good with an error a catcher takes runs its
+    # `Next` instead of unwinding; a Choice step (no Lambda, no message) picks one step.
+    catch: Annotated[
+        tuple[flow.CatcherSpec, ...] | None,
+        Field(alias="Catch", min_length=1, max_length=flow.MAX_CATCHERS),
+    ] = None
+    choice: Annotated[flow.ChoiceSpec | None, Field(alias="Choice")] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -283,7 +293,7 @@ class StepSpec(TaskSpec):
         required, reported as pydantic reports any missing field, beside the step's other
         mistakes (one line each), not instead of them."""
         missing: list[Any] = []
-        if isinstance(data, dict) and not any(kind in data for kind in _RESTING):
+        if isinstance(data, dict) and not any(kind in data for kind in _NO_TASK):
             # A child-workflow step names no Agent or Pool; its TimeoutSeconds bounds the wait.
             needed = (
                 ("TimeoutSeconds",) if "Workflow" in data else ("Agent", "Pool", "TimeoutSeconds")
@@ -317,6 +327,7 @@ class StepSpec(TaskSpec):
                 ("a Wait", self.wait),
                 ("an Approval", self.approval),
                 ("a WaitForSignal", self.wait_for_signal),
+                ("a Choice", self.choice),
             )
             if spec is not None
         ]
@@ -324,9 +335,10 @@ class StepSpec(TaskSpec):
             raise ValueError(f"a step is {' or '.join(kinds)}, not both")
         kind = kinds[0] if kinds else None
         if kind is not None:
+            extra = ("InputPath",) if self.choice is not None else ()
             given = [
                 a
-                for a in (*_TASK_ONLY, "Workflow", "Map")
+                for a in (*_TASK_ONLY, "Workflow", "Map", *extra)
                 if _alias_field(a) in self.model_fields_set
             ]
             if given:
@@ -344,7 +356,12 @@ class StepSpec(TaskSpec):
     def is_task(self) -> bool:
         """Not a Wait, an Approval or a WaitForSignal: sent to an agent pool (or, with
         `Workflow`, run as a child workflow)."""
-        return self.wait is None and self.approval is None and self.wait_for_signal is None
+        return (
+            self.wait is None
+            and self.approval is None
+            and self.wait_for_signal is None
+            and self.choice is None
+        )
 
     @property
     def runs_agent(self) -> bool:
@@ -464,9 +481,12 @@ class Definition(_Model):
                     raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: depends on itself")
             if len(set(step.depends_on)) != len(step.depends_on):
                 raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: lists a step twice")
+        flow.check_steps(self.steps)
+        entered = flow.entered_from(self.steps)
         for i, step in enumerate(self.steps):
-            _check_condition_reads(i, step)
-        cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
+            _check_condition_reads(i, step, entered.get(step.name))
+        # A Next is a way in, as a dependency is: no step may reach itself through either.
+        cycle = _find_cycle({s.name: (*s.depends_on, *_entry(entered, s.name)) for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
         fanout.check_steps(self.steps)
@@ -522,6 +542,21 @@ class Definition(_Model):
         return {s.name: s for s in self.steps}
 
     @cached_property
+    def entered_from(self) -> dict[str, str]:
+        """Each step a `Next` names (a catcher's, a Choice's), with the step naming it: it
+        runs only when that step's Catch fires or its Choice picks it (shepherd.flow)."""
+        return flow.entered_from(self.steps)
+
+    @cached_property
+    def has_flow(self) -> bool:
+        """Whether some step has a `Catch` or is a `Choice` (its advances read it whole)."""
+        return any(s.catch is not None or s.choice is not None for s in self.steps)
+
+    def inputs(self, name: str) -> tuple[str, ...]:
+        """The steps `name` waits for: its `DependsOn`, or the step whose Next names it."""
+        return (*self.by_name[name].depends_on, *_entry(self.entered_from, name))
+
+    @cached_property
     def dependents(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, list[str]] = {s.name: [] for s in self.steps}
         for s in self.steps:
@@ -534,7 +569,7 @@ class Definition(_Model):
         """Longest path from a root; breaks completion-time ties in compensation order."""
         depth: dict[str, int] = {}
         for name in self.topological_order:
-            deps = self.by_name[name].depends_on
+            deps = self.inputs(name)
             depth[name] = 1 + max((depth[d] for d in deps), default=-1)
         return depth
 
@@ -544,7 +579,7 @@ class Definition(_Model):
         done: set[str] = set()
         remaining = list(self.steps)
         while remaining:
-            ready = [s for s in remaining if set(s.depends_on) <= done]
+            ready = [s for s in remaining if set(self.inputs(s.name)) <= done]
             for s in ready:
                 order.append(s.name)
                 done.add(s.name)
@@ -580,7 +615,10 @@ class Definition(_Model):
 
     @cached_property
     def roots(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.steps if not s.depends_on)
+        """The steps that start with the workflow: no DependsOn, and named by no Next."""
+        return tuple(
+            s.name for s in self.steps if not s.depends_on and s.name not in self.entered_from
+        )
 
     @cached_property
     def tasks(self) -> tuple[TaskSpec, ...]:
@@ -635,6 +673,8 @@ class Definition(_Model):
             return (spec.approval.timeout_seconds,)
         if spec.wait_for_signal is not None:
             return (spec.wait_for_signal.timeout_seconds,)
+        if spec.choice is not None:
+            return ()  # decided in the write that makes it ready: no deadline of its own
         assert spec.wait is not None
         return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 
@@ -691,7 +731,7 @@ class Definition(_Model):
             for key in ("Match", "OnTimeout"):
                 if isinstance(wait, dict) and wait.get(key, 0) is None:
                     del wait[key]  # as before they existed (issue 37): the same version
-            if any(step.get(kind) is not None for kind in _RESTING):
+            if any(step.get(kind) is not None for kind in _NO_TASK):
                 for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
                     step.pop(key, None)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
@@ -725,8 +765,11 @@ class Definition(_Model):
     def dependents_closure(self) -> dict[str, frozenset[str]]:
         """Every step that depends on each step, directly or through others."""
         out: dict[str, frozenset[str]] = {}
+        entered: dict[str, list[str]] = {}
+        for target, source in self.entered_from.items():
+            entered.setdefault(source, []).append(target)
         for name in reversed(self.topological_order):
-            direct = self.dependents[name]
+            direct = (*self.dependents[name], *entered.get(name, ()))
             out[name] = frozenset(direct).union(*(out[d] for d in direct))
         return out
 
@@ -770,18 +813,30 @@ def integrations_task(timeout: float | None = None, heartbeat: float | None = No
     )
 
 
-def _check_condition_reads(index: int, step: StepSpec) -> None:
-    """A condition reads only the input and the outputs of the steps the step depends on
-    (nothing else is done, or even known to run, when it is evaluated)."""
-    if step.condition is None:
-        return
-    for path in step.condition.variables():
-        dep = step_of(path)
-        if dep is not None and dep not in step.depends_on:
-            raise ValueError(
-                f"Steps[{index}] ({step.name}).Condition: '{path}' reads step '{dep}', "
-                "which is not in its DependsOn"
-            )
+def _entry(entered: Mapping[str, str], name: str) -> tuple[str, ...]:
+    source = entered.get(name)
+    return () if source is None else (source,)
+
+
+def _check_condition_reads(index: int, step: StepSpec, entered_from: str | None = None) -> None:
+    """A condition (a Choice's rules too) reads only the input and the outputs of the steps
+    the step depends on, or of the step whose Next names it (nothing else is done, or even
+    known to run, when it is evaluated)."""
+    readable = (*step.depends_on, *(() if entered_from is None else (entered_from,)))
+    rules = [("Condition", step.condition)] if step.condition is not None else []
+    if step.choice is not None:
+        rules += [
+            (f"Choice.Choices[{i}].Condition", rule.condition)
+            for i, rule in enumerate(step.choice.choices)
+        ]
+    for field, condition in rules:
+        for path in condition.variables():
+            dep = step_of(path)
+            if dep is not None and dep not in readable:
+                raise ValueError(
+                    f"Steps[{index}] ({step.name}).{field}: '{path}' reads step '{dep}', "
+                    "which is not in its DependsOn"
+                )
 
 
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:

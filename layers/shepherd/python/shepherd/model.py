@@ -378,6 +378,12 @@ class StepRecord:
     # `child_cancel` why its parent asked that child to cancel (timeout | unwinding).
     child_id: str | None = None
     child_cancel: str | None = None
+    # Control flow (issue 42.5, shepherd.decisions.scope): a FAILED step one of its catchers
+    # took names the step that runs instead; a Choice step the step it picked; a SKIPPED
+    # step why (absent: its Condition was false; `out_of_scope`: no dependency of it ran).
+    caught_by: str | None = None
+    chosen: str | None = None
+    skip_reason: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -493,6 +499,9 @@ _STEP_OPTIONAL = (
     "position",
     "child_id",
     "child_cancel",
+    "caught_by",
+    "chosen",
+    "skip_reason",
 )
 
 

@@ -23,6 +23,7 @@ from shepherd.asl.lambdas import Invocation
 from shepherd.asl.machine import Event, TaskFailed
 from shepherd.clock import to_datetime
 from shepherd.conditions import Item
+from shepherd.decisions import scope
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
@@ -939,7 +940,7 @@ class AgentRuntime:
             )
             return resolve(stored)
 
-        deps = LazyValues(step.depends_on, dependency)
+        deps = LazyValues(definition.inputs(rec.name), dependency)
         forward = None
         forward_rec = state.steps[rec.name]
         if rec.index is not None:  # a map item's (or its compensation's) forward is the item's
@@ -959,8 +960,9 @@ class AgentRuntime:
         own_input = state.steps[rec.name].input if rec.kind == "step" else None
         # Else its InputPath selects it (a compensation sees what its step saw), on first use.
         input_from = None
-        if own_input is None and step.input_path is not None:
-            input_from = _input_path(step.input_path, state.workflow.input, deps, resolve)
+        path = scope.input_path(definition, step)  # a fallback's: the error it caught
+        if own_input is None and path is not None:
+            input_from = _input_path(path, state.workflow.input, deps, resolve)
         return AgentContext(
             workflow_id=rec.workflow_id,
             workflow_type=state.workflow.wf_type,

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
-from shepherd.decisions import choice
+from shepherd.decisions import choice, scope
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
+from shepherd.decisions.actions import CatchFailure, Choose
 from shepherd.decisions.fanout import child_id as fanout_child_id
 from shepherd.decisions.planner import (
     AccountItem,
@@ -89,6 +90,7 @@ from shepherd.errors import (
 )
 from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
+from shepherd.kinds import choice as choice_kind
 from shepherd.kinds import kind_of
 from shepherd.model import (
     TOTAL,
@@ -357,9 +359,8 @@ class Scheduler:
             self._start_conditional(workflow, definition, input_json)
             return
         tasks = [
-            self.task(workflow.workflow_id, definition, "step", spec.name, 1)
-            for spec in definition.steps
-            if not spec.depends_on
+            self.task(workflow.workflow_id, definition, "step", name, 1)
+            for name in definition.roots
         ]
         self.deliver(tasks)
 
@@ -708,8 +709,8 @@ class Scheduler:
         self, workflow_id: str, completed: str, definition: Definition
     ) -> list[Applied] | None:
         """The bounded advance after `completed` succeeded, or None to read it whole."""
-        if completed not in definition.by_name:
-            return None
+        if completed not in definition.by_name or definition.has_flow:
+            return None  # a Catch or a Choice: which steps run is read on the whole workflow
         needed = {completed}
         for successor in definition.dependents[completed]:
             depends_on = definition.by_name[successor].depends_on
@@ -823,15 +824,43 @@ class Scheduler:
                     out += self.advance(workflow_id)
             elif isinstance(a.action, FailWait | TimeOutApproval | FinishMap):
                 out += self.advance(workflow_id)
+            elif isinstance(a.action, Choose | CatchFailure):
+                out += self._advance_flow(state, definition, a.action)
         return out
+
+    def _apply_flow(
+        self, state: WorkflowState, action: Skip | Choose | CatchFailure, now: int
+    ) -> bool:
+        """A skip (its Condition false, or out of scope), a Choice decided, or a failure's
+        catch recorded (issue 42.5): one conditional write on the step."""
+        if isinstance(action, Skip):
+            write = tx.skip(action.seen, now, self.expires(now), action.reason)
+        elif isinstance(action, Choose):
+            write = choice_kind.write(action.seen, now, self.expires(now), action.chosen)
+        else:
+            output = jsonsafe.dumps(scope.caught_output(action.seen))
+            write = tx.catch(action.seen, action.fallback, output)
+        return self.executor.step(state, write) is not None
+
+    def _advance_flow(
+        self, state: WorkflowState, definition: Definition, action: Choose | CatchFailure
+    ) -> list[Applied]:
+        """The winner of a Choice's decision or of a catch sends the step it made ready, as
+        the agent of a success does; a Choice that failed advances as a failure does."""
+        workflow_id = state.workflow.workflow_id
+        ended = state.steps.get(action.seen.name)
+        if isinstance(action, Choose) and (ended is None or ended.status is StepStatus.FAILED):
+            return self.advance(workflow_id)
+        return self.advance(workflow_id, completed=action.seen.name, definition=definition)
 
     def condition_document(self, state: WorkflowState, definition: Definition, name: str) -> Any:
         """What the condition of ready step `name` reads: the input and its dependencies'
         outputs (large ones fetched from the payload bucket; a skipped one has none)."""
         outputs = {}
-        for dep in definition.by_name[name].depends_on:
+        for dep in definition.inputs(name):
             rec = state.steps[dep]
-            done = rec.status is StepStatus.SUCCEEDED
+            # A caught step's output is its error (`{"Error", "Cause"}`) for its fallback.
+            done = rec.status is StepStatus.SUCCEEDED or rec.caught_by is not None
             outputs[dep] = self.value(rec.output) if done else choice.MISSING
         return choice.document(self.value(state.workflow.input), outputs)
 
@@ -1025,8 +1054,8 @@ class Scheduler:
                 write = tx.cancel(seen, now, self.expires(now))
                 cleared = self.inbox_cleared(state, definition, seen, now)
                 return ex.step_with(state, seen, write, cleared) is not None
-            case Skip(seen):
-                return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
+            case Skip() | Choose() | CatchFailure():
+                return self._apply_flow(state, action, now)
             case TellCancel(seen):
                 return ex.step(state, tx.tell_cancel(seen, now)) is not None
             case (
@@ -1326,9 +1355,10 @@ class Scheduler:
         own = state.steps[seen.name].input
         if own is not None:
             return self.value(own)
-        if spec.input_path is None:
+        text = scope.input_path(self.definition_of(state), spec)  # a fallback's: its error
+        if text is None:
             return self.value(state.workflow.input)
-        path = fanout.parse_path(spec.input_path)
+        path = fanout.parse_path(text)
         if path.step is None:
             whole = self.value(state.workflow.input)
         else:
@@ -1340,7 +1370,7 @@ class Scheduler:
         try:
             return fanout.select(path, whole)
         except fanout.PathError as exc:
-            raise InputPathNotFound(f"InputPath {spec.input_path}: {exc}") from None
+            raise InputPathNotFound(f"InputPath {text}: {exc}") from None
 
     def _child_output(self, child: WorkflowRecord) -> str:
         """A child's output as its step keeps it: the child's workflow output (each of its
@@ -1701,6 +1731,8 @@ def _key(action: Action) -> tuple[Any, ...]:
             | EndAttempt(seen)
             | Cancel(seen)
             | Skip(seen)
+            | Choose(seen)
+            | CatchFailure(seen)
             | StartWait(seen)
             | Wake(seen)
             | FailWait(seen)

@@ -12,6 +12,7 @@ from shepherd.definitions import StepSpec
 from shepherd.kinds.approval import Approval
 from shepherd.kinds.base import StepKind
 from shepherd.kinds.child import Child
+from shepherd.kinds.choice import Choice
 from shepherd.kinds.map import Map
 from shepherd.kinds.signal import Signal
 from shepherd.kinds.task import Task
@@ -19,7 +20,7 @@ from shepherd.kinds.wait import Wait
 
 # Asked in order, the first that matches wins: a map of child workflows is a map; a step of no
 # other kind is a task.
-KINDS: tuple[StepKind, ...] = (Wait(), Approval(), Signal(), Map(), Child(), Task())
+KINDS: tuple[StepKind, ...] = (Wait(), Approval(), Signal(), Choice(), Map(), Child(), Task())
 
 __all__ = ["KINDS", "StepKind", "kind_of"]
 
