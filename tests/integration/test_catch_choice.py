@@ -290,24 +290,6 @@ def test_a_root_choice_is_decided_with_the_start_on_the_input() -> None:
     assert outcome.steps["free"].status is StepStatus.SKIPPED
 
 
-def test_a_condition_skip_still_counts_as_done_beside_scoping() -> None:
-    """A Condition-skipped step is not out of scope: its dependents run, as before."""
-    definition = parse_definition(
-        {
-            "Name": "kept",
-            "Steps": [
-                _task("a", Condition={"Variable": "$.input.go", "IsPresent": True}),
-                _task("b", "a"),
-            ],
-        },
-        "kept.yaml",
-    )
-    calls = Calls()
-    _, _, outcome = _run(definition, calls)
-    assert outcome.steps["a"].status is StepStatus.SKIPPED
-    assert calls.ran == ["b"]
-
-
 def test_a_fallback_s_condition_reads_the_error() -> None:
     definition = parse_definition(
         {
@@ -328,3 +310,122 @@ def test_a_fallback_s_condition_reads_the_error() -> None:
     assert outcome.status is WorkflowStatus.SUCCEEDED
     assert outcome.steps["refund"].status is StepStatus.SKIPPED  # its Condition: false
     assert calls.ran == ["charge", "after_refund"]  # a Condition skip counts as done
+
+
+def test_the_workflow_view_shows_the_catch_the_choice_and_why_steps_were_skipped() -> None:
+    from shepherd_handlers.views import workflow_view
+
+    calls = Calls({"charge": "CardDeclined"})
+    engine, wf, _ = _run(CHECKOUT, calls)
+    loaded = engine.engine.scheduler.load(wf)
+    assert loaded is not None
+    view = workflow_view(*loaded, engine.engine.scheduler.ports.payloads)
+    steps = {s.name: s for s in view.steps}
+    assert view.status == "SUCCEEDED"
+    charge = steps["charge"]
+    assert (charge.status, charge.caught_by) == ("FAILED", "apologise")
+    assert charge.error is not None and charge.error["type"] == "CardDeclined"
+    assert charge.output == {"Error": "CardDeclined", "Cause": "charge cannot"}
+    assert (steps["ship"].status, steps["ship"].skip_reason) == ("SKIPPED", "out_of_scope")
+    assert steps["escalate"].skip_reason == "out_of_scope"  # a catcher's Next not taken
+    assert view.output == {"apologise": {"done": "apologise"}}
+
+    calls = Quotes(5000)
+    engine, wf, _ = _run(ROUTE, calls)
+    loaded = engine.engine.scheduler.load(wf)
+    assert loaded is not None
+    steps = {
+        s.name: s for s in workflow_view(*loaded, engine.engine.scheduler.ports.payloads).steps
+    }
+    assert (steps["size"].status, steps["size"].chosen) == ("SUCCEEDED", "deposit")
+    assert (steps["waive"].status, steps["waive"].skip_reason) == ("SKIPPED", "not_chosen")
+    assert steps["waive_note"].skip_reason == "out_of_scope"
+    assert steps["confirm"].skip_reason is None
+
+
+def test_a_catch_lost_with_its_writer_is_recorded_by_the_supervisor() -> None:
+    """The agent whose step failed for good dies before its advance: the supervisor finds the
+    failure its catcher takes, records the catch and sends the fallback; nothing unwinds."""
+    calls = Calls({"charge": "CardDeclined"})
+    engine = MemoryEngine({"checkout": CHECKOUT}, agents=calls.registry())
+    wf = engine.start("checkout", {})
+    scheduler = engine.engine.scheduler
+    original = scheduler.advance_after
+    scheduler.advance_after = lambda *a, **k: None  # type: ignore[method-assign]
+    engine.deliver()  # charge fails for good; nothing is advanced
+    scheduler.advance_after = original  # type: ignore[method-assign]
+    charge = engine.outcome(wf).steps["charge"]
+    assert charge.status is StepStatus.FAILED
+    outcome = engine.run(wf, max_seconds=600)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert calls.ran == ["charge", "apologise"]
+    assert calls.undone == []
+
+
+def test_a_timeout_is_caught_as_states_timeout() -> None:
+    definition = parse_definition(
+        {
+            "Name": "slow",
+            "Steps": [
+                _task(
+                    "call",
+                    TimeoutSeconds=5,
+                    Retry={"MaxAttempts": 0},
+                    Catch=[{"ErrorEquals": ["States.Timeout"], "Next": "fallback"}],
+                ),
+                _task("fallback"),
+            ],
+        },
+        "slow.yaml",
+    )
+    calls = Calls()
+    registry = calls.registry()
+    base = registry.get("work")
+    assert base is not None
+
+    @registry.agent("work")
+    def work(ctx: AgentContext) -> Any:
+        if ctx.step == "call":
+            from shepherd.engine.agent import Pending
+
+            ctx.task_token()  # handed to nobody: the callback never comes
+            return Pending("waiting for a callback that never comes")
+        return base(ctx)
+
+    engine = MemoryEngine({"slow": definition}, agents=registry)
+    wf = engine.start("slow", {})
+    outcome = engine.run(wf, max_seconds=600)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert calls.inputs["fallback"]["Error"] == "States.Timeout"
+    assert outcome.steps["call"].status is StepStatus.FAILED
+
+
+def test_a_rejected_approval_and_a_signal_wait_that_timed_out_are_caught() -> None:
+    definition = parse_definition(
+        {
+            "Name": "gate",
+            "Steps": [
+                {
+                    "Name": "review",
+                    "Approval": {"TimeoutSeconds": 60},
+                    "Catch": [{"ErrorEquals": ["Rejected"], "Next": "declined"}],
+                },
+                _task("declined"),
+                {
+                    "Name": "amend",
+                    "WaitForSignal": {"Name": "amended", "TimeoutSeconds": 30},
+                    "Catch": [{"ErrorEquals": ["States.Timeout"], "Next": "no_amendment"}],
+                },
+                _task("no_amendment"),
+            ],
+        },
+        "gate.yaml",
+    )
+    calls = Calls()
+    engine = MemoryEngine({"gate": definition}, agents=calls.registry())
+    wf = engine.start("gate", {})
+    outcome = engine.run(wf, max_seconds=600, approvals={"review": "reject"})
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert sorted(calls.ran) == ["declined", "no_amendment"]
+    assert calls.inputs["declined"]["Error"] == "Rejected"
+    assert calls.inputs["no_amendment"]["Error"] == "States.Timeout"

@@ -842,9 +842,21 @@ def next_due(
     candidates: list[int] = []
     for kind, rec in records:
         candidates += _unit_deadlines(state, definition, now, pools, kind, rec, running)
+    candidates += _catches_due(state, definition, now, running)
     # Live but nothing to wait for: the planner's own next write (finish, unwind, the next
     # compensation) is due now; it was planned and lost, or its writer died before it.
     return min(candidates, default=now)
+
+
+def _catches_due(
+    state: WorkflowState, definition: Definition, now: int, running: bool
+) -> list[int]:
+    """A failure a catcher takes whose catch is not recorded (its writer died first): due at
+    once, whatever else the workflow waits for (issue 42.5)."""
+    if not running or not definition.has_flow:
+        return []
+    caught = (scope.to_catch(state, definition, rec) for rec in state.steps.values())
+    return [now] if any(c is not None for c in caught) else []
 
 
 def _kind_watch_due(
