@@ -429,3 +429,97 @@ def test_a_rejected_approval_and_a_signal_wait_that_timed_out_are_caught() -> No
     assert sorted(calls.ran) == ["declined", "no_amendment"]
     assert calls.inputs["declined"]["Error"] == "Rejected"
     assert calls.inputs["no_amendment"]["Error"] == "States.Timeout"
+
+
+def test_a_failure_caught_while_paused_runs_its_fallback_at_the_resume_not_its_step() -> None:
+    """A callback fails for good while an operator has the workflow paused: the resume runs
+    its fallback; the caught step is not redriven as a failed step is."""
+    definition = parse_definition(
+        {
+            "Name": "held",
+            "Steps": [
+                _task(
+                    "call",
+                    Retry={"MaxAttempts": 0},
+                    TimeoutSeconds=600,
+                    Catch=[{"ErrorEquals": ["Refused"], "Next": "fallback"}],
+                ),
+                _task("fallback"),
+            ],
+        },
+        "held.yaml",
+    )
+    calls = Calls()
+    registry = calls.registry()
+    base = registry.get("work")
+    assert base is not None
+    tokens: list[str] = []
+
+    @registry.agent("work")
+    def work(ctx: AgentContext) -> Any:
+        if ctx.step == "call":
+            from shepherd.engine.agent import Pending
+
+            tokens.append(ctx.task_token())
+            return Pending("the partner answers later")
+        return base(ctx)
+
+    engine = MemoryEngine({"held": definition}, agents=registry)
+    wf = engine.start("held", {})
+    engine.deliver()
+    engine.pause(wf)
+    engine.callback(tokens[0], "failure", error="Refused", cause="no stock")
+    assert engine.outcome(wf).status is WorkflowStatus.PAUSED
+    engine.resume(wf)
+    outcome = engine.run(wf, max_seconds=600)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert len(tokens) == 1  # the caught step was not run again
+    assert calls.inputs["fallback"] == {"Error": "Refused", "Cause": "no stock"}
+
+
+def test_a_failed_map_and_a_failed_child_workflow_are_caught() -> None:
+    child = parse_definition(
+        {"Name": "child", "Steps": [_task("inner", Retry={"MaxAttempts": 0})]}, "child.yaml"
+    )
+    parent = parse_definition(
+        {
+            "Name": "parent",
+            "Steps": [
+                _task(
+                    "each",
+                    Map={"ItemsPath": "$.input.items"},
+                    Catch=[{"ErrorEquals": ["States.ALL"], "Next": "after_map"}],
+                ),
+                _task("after_map"),
+                {
+                    "Name": "sub",
+                    "Workflow": "child",
+                    "TimeoutSeconds": 60,
+                    "Retry": {"MaxAttempts": 0},
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "after_child"}],
+                },
+                _task("after_child"),
+            ],
+        },
+        "parent.yaml",
+    )
+    calls = Calls({"inner": "ChildBroke"})
+    registry = calls.registry()
+    base = registry.get("work")
+    assert base is not None
+
+    @registry.agent("work")
+    def work(ctx: AgentContext) -> Any:
+        if ctx.step == "each" and ctx.item == "bad":
+            raise PermanentError("a bad item", name="BadItem")
+        return base(ctx)
+
+    engine = MemoryEngine({"parent": parent, "child": child}, agents=registry)
+    wf = engine.start("parent", {"items": ["ok", "bad"]})
+    outcome = engine.run(wf, max_seconds=600)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert outcome.steps["each"].status is StepStatus.FAILED
+    assert outcome.steps["sub"].status is StepStatus.FAILED
+    assert "after_map" in calls.ran and "after_child" in calls.ran
+    assert calls.inputs["after_map"]["Error"] == outcome.steps["each"].error.name  # type: ignore[union-attr]
+    assert calls.inputs["after_child"]["Error"] == outcome.steps["sub"].error.name  # type: ignore[union-attr]
