@@ -319,7 +319,8 @@ def test_the_workflow_view_shows_the_catch_the_choice_and_why_steps_were_skipped
     engine, wf, _ = _run(CHECKOUT, calls)
     loaded = engine.engine.scheduler.load(wf)
     assert loaded is not None
-    view = workflow_view(*loaded, engine.engine.scheduler.ports.payloads)
+    state, definition = loaded
+    view = workflow_view(state, definition, engine.engine.scheduler.ports.payloads)
     steps = {s.name: s for s in view.steps}
     assert view.status == "SUCCEEDED"
     charge = steps["charge"]
@@ -334,9 +335,9 @@ def test_the_workflow_view_shows_the_catch_the_choice_and_why_steps_were_skipped
     engine, wf, _ = _run(ROUTE, calls)
     loaded = engine.engine.scheduler.load(wf)
     assert loaded is not None
-    steps = {
-        s.name: s for s in workflow_view(*loaded, engine.engine.scheduler.ports.payloads).steps
-    }
+    state, definition = loaded
+    view = workflow_view(state, definition, engine.engine.scheduler.ports.payloads)
+    steps = {s.name: s for s in view.steps}
     assert (steps["size"].status, steps["size"].chosen) == ("SUCCEEDED", "deposit")
     assert (steps["waive"].status, steps["waive"].skip_reason) == ("SKIPPED", "not_chosen")
     assert steps["waive_note"].skip_reason == "out_of_scope"
