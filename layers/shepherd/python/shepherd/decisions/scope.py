@@ -37,7 +37,7 @@ def catcher_of(spec: StepSpec, rec: StepRecord) -> str | None:
     """The step a FAILED step's catchers send its failure to (the first whose ErrorEquals
     names its error, or `States.ALL`), or None: not caught. A step that failed because its
     workflow was already unwinding (or cancelled) is never caught: that failure unwinds."""
-    if spec.catch is None or rec.status is not StepStatus.FAILED or rec.index is not None:
+    if spec.catch is None or rec.status is not StepStatus.FAILED:
         return None
     if rec.fail_reason == "unwinding":
         return None
