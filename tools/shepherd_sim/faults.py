@@ -54,6 +54,8 @@ FAULT_KINDS: dict[str, str] = {
     "no workflow types are pinned)",
     "signal_crash": "a signal's sender stops right after keeping it, before handing it over "
     "(per signal sent): the supervisor must hand it over",
+    "flow_workload": "the run adds 1-3 sim_flow workflows (a Catch to a fallback, a Choice and "
+    "its branches; once per seed, when no workflow types are pinned)",
 }
 
 
@@ -64,7 +66,7 @@ class Faults:
     per sweep, `clock_jump`, `pool_pause` and `outage` per simulated second, `cancel` and
     `operator` per workflow, `schedule_dup` per seed, `redrive` per FAILED workflow (once); `relay_delay` per poll of
     a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published, `parent_cancel` per child workflow started, `throttle_episode` per tick,
-    `signal_workload` per seed, `signal_crash` per signal sent.
+    `signal_workload` and `flow_workload` per seed, `signal_crash` per signal sent.
     Callbacks of callback steps are messages too: `lose`, `dup` and `delay` apply to them."""
 
     delay: float = 0.05
@@ -103,6 +105,7 @@ class Faults:
     throttle_episode: float = 0.0
     signal_workload: float = 0.3
     signal_crash: float = 0.15
+    flow_workload: float = 0.3
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -422,16 +422,23 @@ def choose(
     """A ready Choice step, PENDING (or no item; QUEUED after a resume), decided: ->
     SUCCEEDED with the step it picked (`chosen`, its output null), or -> FAILED for good with
     `error` (`States.NoChoiceMatched`). One write, no message, no claim (issue 42.5)."""
+    attempt = max(rec.attempt, 1)
+    name = None if error is None else (loads(error) or {}).get("type")
+    # Its one attempt's end, as a wake's: the decision is the attempt (and a failure's end
+    # announces StepFailed, as any).
+    entry = _history(attempt, "ok" if chosen is not None else "error", now, name, None, now, error)
     values: dict[str, Any] = {
         "finished_at": now,
         "expires_at": expires_at,
-        "attempt": max(rec.attempt, 1),
+        "attempt": attempt,
+        **_ended(rec, entry),
     }
     if chosen is not None:
         values.update(status=StepStatus.SUCCEEDED.value, chosen=chosen)
     else:
         values.update(status=StepStatus.FAILED.value, error=error, fail_reason="permanent")
-    return _step_write(rec, Update(set=values), _seen(rec))
+    update = Update(set=values, add={"attempts_total": 1})
+    return _step_write(rec, update, _seen(rec))
 
 
 def catch(rec: StepRecord, fallback: str, output: str) -> Write:

@@ -952,7 +952,11 @@ class AgentRuntime:
             forward = Forward(
                 status=forward_rec.status.value,
                 outcome=forward_outcome(forward_rec),
-                stored_output=forward_rec.output,
+                # Only a recorded success's: a caught step's `output` is the error it handed
+                # its fallback (issue 42.5), not a result to undo.
+                stored_output=(
+                    forward_rec.output if forward_rec.status is StepStatus.SUCCEEDED else None
+                ),
                 idempotency_key=self._key_of(rec, "step"),
                 resolve=resolve,
             )
