@@ -35,13 +35,17 @@ def test_catches_and_choices_hold_under_faults_and_every_path_is_taken() -> None
     assert all(n > 0 for n in taken.values()), taken
 
 
-def test_the_default_workload_rolls_flow_workflows_in_some_seeds() -> None:
-    rolled = [
-        seed
-        for seed in range(8)
-        if run_seed(seed, Faults(), SimConfig()).faults.get("flow_workload", 0)
-    ]
+def test_the_default_workload_rolls_flow_workflows_when_asked() -> None:
+    """`FAULTS=flow_workload=p`: seeds that roll it run sim_flow beside the draw's types, with
+    no violation; off (the default), no seed does."""
+    rolled = []
+    for seed in range(8):
+        result = run_seed(seed, Faults(flow_workload=0.5), SimConfig())
+        assert result.violations == [], [str(v) for v in result.violations]
+        if result.faults.get("flow_workload", 0):
+            rolled.append(seed)
     assert rolled, "no seed rolled a flow workload"
+    assert not run_seed(rolled[0], Faults(), SimConfig()).faults.get("flow_workload", 0)
 
 
 @contextlib.contextmanager
