@@ -360,6 +360,10 @@ class StepView(BaseModel):
     ] = None
     error: dict[str, Any] | None = None
     output: Any = None
+    variables: Annotated[
+        dict[str, Any] | None,
+        Field(description="The variables its Assign set (its descendants read them as $name)"),
+    ] = None
     details: Annotated[Any, Field(description="Progress details its attempts reported")] = None
     input: Annotated[Any, Field(description="An operator's replacement input, if any")] = None
     output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None
@@ -449,6 +453,15 @@ class WorkflowView(BaseModel):
     paused_at: str | None = None
     pause_timeout_at: Annotated[
         str | None, Field(description="A PAUSED workflow's pause timeout: it then unwinds")
+    ] = None
+    timeout_at: Annotated[
+        str | None,
+        Field(
+            description=(
+                "A RUNNING workflow's own TimeoutSeconds: not ended by then, it fails with "
+                "States.Timeout"
+            )
+        ),
     ] = None
     redrives: int = 0
     tags: Annotated[

@@ -17,6 +17,7 @@ from shepherd.definitions import (
     ApprovalSpec,
     CompensationSpec,
     Definition,
+    PassSpec,
     RetryPolicy,
     ScheduleSpec,
     StepSpec,
@@ -46,6 +47,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Choice step": ChoiceSpec,
     "A Choice rule": ChoiceRuleSpec,
     "Catch": CatcherSpec,
+    "Pass step": PassSpec,
 }
 
 

@@ -38,6 +38,7 @@ POOL = r"^[a-z][a-z0-9-]{0,31}$"
 INPUT_PATH = r"^\$\.input(?:\[\d{1,6}\])*(?:\.[A-Za-z_][A-Za-z0-9_-]*(?:\[\d{1,6}\])*){0,32}$"
 ONE_YEAR = 366 * 24 * 3600
 MAX_SQS_DELAY = 900
+VARIABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,79}$"  # an `Assign` variable's name
 
 
 class _Model(BaseModel):
@@ -104,13 +105,17 @@ class CompensationSpec(TaskSpec):
 
 
 class WaitSpec(_Model):
-    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, or the
-    timestamp at `UntilPath` in the input. Exactly one; at most a year away."""
+    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, the
+    timestamp at `UntilPath` or the seconds at `SecondsPath` (in the input or a dependency's
+    output, issue 42.5). Exactly one; at most a year away."""
 
     seconds: Annotated[int | None, Field(alias="Seconds", ge=0, le=ONE_YEAR)] = None
     until: Annotated[AwareDatetime | None, Field(alias="Until")] = None
     until_path: Annotated[
-        str | None, Field(alias="UntilPath", pattern=INPUT_PATH, max_length=512)
+        str | None, Field(alias="UntilPath", pattern=CONDITION_PATH, max_length=512)
+    ] = None
+    seconds_path: Annotated[
+        str | None, Field(alias="SecondsPath", pattern=CONDITION_PATH, max_length=512)
     ] = None
 
     @model_validator(mode="after")
@@ -121,12 +126,13 @@ class WaitSpec(_Model):
                 ("Seconds", self.seconds),
                 ("Until", self.until),
                 ("UntilPath", self.until_path),
+                ("SecondsPath", self.seconds_path),
             )
             if value is not None
         ]
         if len(given) != 1:
             raise ValueError(
-                "a Wait has exactly one of Seconds, Until, UntilPath "
+                "a Wait has exactly one of Seconds, Until, UntilPath, SecondsPath "
                 f"(got {', '.join(given) or 'none'})"
             )
         return self
@@ -227,7 +233,19 @@ class WaitForSignalSpec(_Model):
         return match
 
 
+class PassSpec(_Model):
+    """A Pass step (`kinds/pass_step.py`): it runs no Lambda and sends no message; it
+    succeeds in the write that finds it ready, its output its `Result` (any JSON; absent:
+    null)."""
+
+    result: Annotated[Any, Field(alias="Result")] = None
+
+
 _ABSENT_WHEN_NONE = (
+    "Pass",
+    "Arguments",
+    "Output",
+    "Assign",
     "Detached",
     "Condition",
     "Wait",
@@ -240,7 +258,7 @@ _ABSENT_WHEN_NONE = (
     "Choice",
 )
 _RESTING = ("Wait", "Approval", "WaitForSignal")  # the step kinds that rest, running nothing
-_NO_TASK = (*_RESTING, "Choice")  # the step kinds that name none of a task's fields
+_NO_TASK = (*_RESTING, "Pass", "Choice")  # the step kinds that run nothing (no task field)
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
 
 
@@ -285,6 +303,17 @@ class StepSpec(TaskSpec):
         Field(alias="Catch", min_length=1, max_length=flow.MAX_CATCHERS),
     ] = None
     choice: Annotated[flow.ChoiceSpec | None, Field(alias="Choice")] = None
+    # Instead of Agent/Pool: succeed at once with a fixed output, running nothing.
+    pass_: Annotated[PassSpec | None, Field(alias="Pass")] = None
+    # JSONata data expressions (issue 42.5, shepherd/expressions.py): the input an agent gets
+    # (a Pass step's output), and what is stored as the output.
+    arguments: Annotated[Any, Field(alias="Arguments")] = None
+    output: Annotated[Any, Field(alias="Output")] = None
+    # Variables its descendants' expressions read (`$name`), set with its result.
+    assign: Annotated[
+        dict[Annotated[str, Field(pattern=VARIABLE)], Any] | None,
+        Field(alias="Assign", min_length=1, max_length=100),
+    ] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -328,6 +357,7 @@ class StepSpec(TaskSpec):
                 ("an Approval", self.approval),
                 ("a WaitForSignal", self.wait_for_signal),
                 ("a Choice", self.choice),
+                ("a Pass", self.pass_),
             )
             if spec is not None
         ]
@@ -361,12 +391,34 @@ class StepSpec(TaskSpec):
             and self.approval is None
             and self.wait_for_signal is None
             and self.choice is None
+            and self.pass_ is None
         )
 
     @property
     def runs_agent(self) -> bool:
         """A task step that runs an agent (Agent and Pool), not a child-workflow step."""
         return self.is_task and self.workflow is None
+
+
+# Fields of a kind's own spec left out when unset (as before they existed: the same version).
+_INNER_WHEN_NONE = (("WaitForSignal", ("Match", "OnTimeout")), ("Wait", ("SecondsPath",)))
+
+
+def _as_before(step: dict[str, Any]) -> None:
+    """A step's canonical JSON: fields a step kind does not use are left out, so a definition
+    that uses none of the newer fields keeps the hash (the version) it had before they
+    existed."""
+    for key in _ABSENT_WHEN_NONE:
+        if step.get(key, 0) is None:
+            del step[key]
+    for kind, keys in _INNER_WHEN_NONE:
+        inner = step.get(kind)
+        for key in keys:
+            if isinstance(inner, dict) and inner.get(key, 0) is None:
+                del inner[key]
+    if any(step.get(kind) is not None for kind in _NO_TASK):
+        for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
+            step.pop(key, None)
 
 
 def _alias_field(alias: str) -> str:
@@ -424,6 +476,9 @@ class Definition(_Model):
     pause_timeout_seconds: Annotated[
         int | None, Field(alias="PauseTimeoutSeconds", ge=1, le=ONE_YEAR)
     ] = None
+    # A workflow not ended this long after its start fails with States.Timeout, then
+    # unwinds or pauses by OnFailure (decisions/workflow_timeout.py).
+    timeout_seconds: Annotated[int | None, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)] = None
     # REVERSE: one compensation at a time; PARALLEL: independent branches at once.
     compensation_order: Annotated[
         Literal["REVERSE", "PARALLEL"], Field(alias="CompensationOrder")
@@ -485,11 +540,14 @@ class Definition(_Model):
         entered = flow.entered_from(self.steps)
         for i, step in enumerate(self.steps):
             _check_condition_reads(i, step, entered.get(step.name))
+            _check_wait_reads(i, step)
+            _check_expressions(i, step)
         # A Next is a way in, as a dependency is: no step may reach itself through either.
         cycle = _find_cycle({s.name: (*s.depends_on, *_entry(entered, s.name)) for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
         fanout.check_steps(self.steps)
+        self._check_assigns()
         if self.input_schema is not None:
             try:
                 fastjsonschema.compile(self.input_schema)
@@ -498,6 +556,32 @@ class Definition(_Model):
         self._check_schedules()
         self._check_matches()
         return self
+
+    def _check_assigns(self) -> None:
+        """Each variable is assigned by one step (issue 42.5): every step that sees it sees
+        the one value, whichever way it came."""
+        seen: dict[str, str] = {}
+        for i, step in enumerate(self.steps):
+            for name in step.assign or {}:
+                other = seen.setdefault(name, step.name)
+                if other != step.name:
+                    raise ValueError(
+                        f"Steps[{i}] ({step.name}).Assign.{name}: also assigned by step "
+                        f"'{other}'; a variable is assigned by one step"
+                    )
+
+    @cached_property
+    def assigners(self) -> dict[str, tuple[str, ...]]:
+        """Per step, the steps whose `Assign` it sees: those it depends on, directly or
+        through others (shepherd.expressions)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for step in self.steps:
+            out[step.name] = tuple(
+                s.name
+                for s in self.steps
+                if s.assign is not None and step.name in self.dependents_closure[s.name]
+            )
+        return out
 
     def _check_matches(self) -> None:
         """At most limits.MAX_MATCH_STEPS steps name a Match: each is an index item written
@@ -675,6 +759,8 @@ class Definition(_Model):
             return (spec.wait_for_signal.timeout_seconds,)
         if spec.choice is not None:
             return ()  # decided in the write that makes it ready: no deadline of its own
+        if spec.pass_ is not None:
+            return ()  # passed in the write that finds it ready: no deadline of its own
         assert spec.wait is not None
         return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 
@@ -687,9 +773,11 @@ class Definition(_Model):
 
     @cached_property
     def start_gap_ms(self) -> int:
-        """When a new workflow's watch entry is due: its roots are sent with the start."""
+        """When a new workflow's watch entry is due: its roots are sent with the start (and
+        its own TimeoutSeconds, if that comes sooner)."""
+        own = () if self.timeout_seconds is None else (1000 * self.timeout_seconds,)
         return min(
-            (self.reach_gap_ms[name] for name in self.roots),
+            (*(self.reach_gap_ms[name] for name in self.roots), *own),
             default=1000 * self.dispatch_timeout_seconds,  # a state machine: its first unit's
         )
 
@@ -714,10 +802,9 @@ class Definition(_Model):
         body = fanout.unset_dropped(
             self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
         )
-        if not body.get("Schedules"):
-            body.pop("Schedules", None)  # as before schedules existed: the same version
-        if not body.get("SignalSenders"):
-            body.pop("SignalSenders", None)  # likewise
+        for key in ("Schedules", "SignalSenders", "TimeoutSeconds"):
+            if not body.get(key):
+                body.pop(key, None)  # as before they existed: the same version
         if body.get("StateMachine") is None:  # a native definition keeps its version
             for key in ("StateMachine", "LambdaPool", "LambdaPools"):
                 body.pop(key, None)
@@ -734,6 +821,7 @@ class Definition(_Model):
             if any(step.get(kind) is not None for kind in _NO_TASK):
                 for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
                     step.pop(key, None)
+            _as_before(step)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @cached_property
@@ -839,6 +927,61 @@ def _check_condition_reads(index: int, step: StepSpec, entered_from: str | None 
                 )
 
 
+def _check_wait_reads(index: int, step: StepSpec) -> None:
+    """The paths a step's kind reads besides its condition (a Wait's `UntilPath` or
+    `SecondsPath`) read the input or the output of a step it depends on, as a condition does
+    (issue 42.5)."""
+    if step.wait is None:  # the kinds need this module: it cannot ask them (an import cycle)
+        return
+    wait = step.wait
+    for field, path in (
+        ("Wait.UntilPath", wait.until_path),
+        ("Wait.SecondsPath", wait.seconds_path),
+    ):
+        if path is None:
+            continue
+        dep = step_of(path)
+        if dep is not None and dep not in step.depends_on:
+            raise ValueError(
+                f"Steps[{index}] ({step.name}).{field}: '{path}' reads step '{dep}', "
+                "which is not in its DependsOn" + did_you_mean(dep, step.depends_on)
+            )
+
+
+def _check_expressions(index: int, step: StepSpec) -> None:
+    """`Arguments` and `Output` (issue 42.5): on a task step that runs an agent or a Pass
+    step, each expression parsed, each `$steps.<name>` a dependency (shepherd.expressions)."""
+    from shepherd import expressions  # noqa: PLC0415
+
+    at = f"Steps[{index}] ({step.name})"
+    fields = (("Arguments", step.arguments), ("Output", step.output), ("Assign", step.assign))
+    for field, template in fields:
+        if template is None:
+            continue
+        # A task that runs an agent (no map) or a Pass step; the kinds cannot be asked here
+        # (they import this module).
+        if not (step.runs_agent and step.map is None) and step.pass_ is None:
+            raise ValueError(
+                f"{at}.{field}: only a task step that runs an agent (no Map) or a Pass step "
+                "takes data expressions"
+            )
+        try:
+            expressions.check(template, f"{at}.{field}", step.depends_on)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+    for name in step.assign or {}:
+        if name in ("states", "steps"):
+            raise ValueError(f"{at}.Assign.{name}: ${name} is Shepherd's own: choose another name")
+    if step.arguments is not None and step.input_path is not None:
+        raise ValueError(f"{at}.Arguments: a step takes Arguments or InputPath, not both")
+    if (
+        step.arguments is not None
+        and step.pass_ is not None
+        and "result" in (step.pass_.model_fields_set)
+    ):
+        raise ValueError(f"{at}.Arguments: a Pass step takes Result or Arguments, not both")
+
+
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
     """A dependency cycle as a path that ends where it starts, or None."""
     white, grey, black = 0, 1, 2
@@ -916,6 +1059,7 @@ _PATTERNS = {
     POOL: "lowercase letters, digits and -, starting with a letter, at most 32",
     CONDITION_PATH: "$.input.<path> or $.steps.<dependency>.output.<path>",
     INPUT_PATH: "$.input.<path>",
+    VARIABLE: "letters, digits and _, not starting with a digit, at most 80",
 }
 
 

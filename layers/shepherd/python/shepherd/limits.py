@@ -39,6 +39,7 @@ MAX_UPLOAD_BYTES = 100 * MIB  # one presigned upload (a start's input, a callbac
 MAX_OUTPUT_BYTES = 100 * MIB  # one step, compensation or callback output
 MAX_WORKFLOW_OUTPUT_BYTES = 1024 * MIB  # every step and compensation output of one workflow
 MAX_DETAILS_BYTES = 1 * MIB  # progress details (heartbeats, callback heartbeats)
+MAX_ASSIGN_BYTES = 64 * KIB  # the variables one step's `Assign` sets, inline in its item
 # One callback heartbeat per token per second at most (429 HeartbeatTooSoon with Retry-After):
 # a heartbeat keeps an attempt alive within HeartbeatSeconds (at least 2 s), so a faster one
 # buys nothing, and each may put a details object.

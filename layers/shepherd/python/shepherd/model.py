@@ -345,6 +345,8 @@ class StepRecord:
     error: str | None = None
     finished_at: int | None = None
     history: tuple[dict[str, Any], ...] = ()
+    # The variables its `Assign` set, as canonical JSON (shepherd/expressions.py, issue 42.5).
+    variables: str | None = None
     dispatches: int = 0
     budget_from: int = 0  # attempts before this number were spent before a redrive
     expires_at: int | None = None
@@ -502,6 +504,7 @@ _STEP_OPTIONAL = (
     "caught_by",
     "chosen",
     "skip_reason",
+    "variables",
 )
 
 
@@ -543,6 +546,8 @@ class WorkflowRecord:
     failure: str | None = None
     asl_error: str | None = None
     asl_cause: str | None = None
+    # When its own TimeoutSeconds fired (decisions/workflow_timeout.py): it fires once.
+    timed_out_at: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -614,6 +619,7 @@ _WF_OPTIONAL = (
     "failure",
     "asl_error",
     "asl_cause",
+    "timed_out_at",
 )
 
 

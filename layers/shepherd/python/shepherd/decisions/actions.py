@@ -90,6 +90,14 @@ class CatchFailure:
 
 
 @dataclass(frozen=True)
+class PassThrough:
+    """A ready Pass step: PENDING (or no item) -> SUCCEEDED with its output, in one write
+    (no message, no Lambda). Whoever wins the write advances the workflow past it."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
 class StartWait:
     """A ready Wait step rests WAITING until `wake_at` (no message, no Lambda)."""
 
@@ -172,6 +180,15 @@ class Pause:
 
     failed_step: str
     error: str
+
+
+@dataclass(frozen=True)
+class TimeOutWorkflow:
+    """RUNNING -> COMPENSATING or PAUSED (by the definition's OnFailure): the workflow did
+    not end within its TimeoutSeconds (`decisions.workflow_timeout`)."""
+
+    error: str
+    overdue_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -281,6 +298,7 @@ Action = (
     | Skip
     | Choose
     | CatchFailure
+    | PassThrough
     | StartWait
     | Wake
     | FailWait
@@ -290,6 +308,7 @@ Action = (
     | TellCancel
     | Unwind
     | Pause
+    | TimeOutWorkflow
     | GiveUp
     | StartCompensation
     | Finish
@@ -326,6 +345,7 @@ def takes_over(action: Action) -> bool:
             | Skip()
             | Choose()
             | CatchFailure()
+            | PassThrough()
             | StartWait()
             | ChildSucceeded()
             | AccountItem()

@@ -233,10 +233,12 @@ def complete(
     output: str,
     expires_at: int,
     token_hash: str | None = None,
+    variables: str | None = None,
 ) -> Write:
     """RUNNING(a) -> SUCCEEDED, fenced: a superseded attempt can no longer record anything.
 
     With `token_hash`, a callback completes RUNNING(a) or WAITING(a) holding that token.
+    `variables`: what its `Assign` set (issue 42.5), in the same write.
     """
     entry = _history(
         attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
@@ -248,6 +250,7 @@ def complete(
             "finished_at": now,
             "expires_at": expires_at,
             **_ended(rec, entry),
+            **({} if variables is None else {"variables": variables}),
         },
         remove=("lease_owner", "callback_token", "callback_heartbeat_at"),
         add={"attempts_total": 1},
@@ -448,6 +451,30 @@ def catch(rec: StepRecord, fallback: str, output: str) -> Write:
     fallback ready."""
     update = Update(set={"caught_by": fallback, "output": output})
     return Write(*rec.key, update, all_of(_seen(rec), Missing("caught_by")))
+
+
+def pass_through(
+    rec: StepRecord, now: int, output: str, expires_at: int, variables: str | None = None
+) -> Write:
+    """A ready Pass step, PENDING (or no item; or QUEUED after a resume) -> SUCCEEDED with
+    `output` (as stored), in one write: no message, no claim, no attempt run. Only if still
+    exactly as seen, so racing planners pass it once and the winner alone advances past it."""
+    attempt = max(rec.attempt, 1)
+    entry = _history(attempt, "ok", now)
+    update = Update(
+        set={
+            "status": StepStatus.SUCCEEDED.value,
+            "attempt": attempt,
+            "output": output,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+            **({} if variables is None else {"variables": variables}),
+        },
+        remove=("fail_reason",) if rec.stored else (),
+        add={"attempts_total": 1},
+    )
+    return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
 
 
 def start_wait(

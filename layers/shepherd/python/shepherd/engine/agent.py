@@ -17,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from shepherd import fanout, jsonsafe, limits
+from shepherd import expressions, fanout, jsonsafe, limits
 from shepherd.asl.engine import Claimed, Recorded, is_unit
 from shepherd.asl.lambdas import Invocation
 from shepherd.asl.machine import Event, TaskFailed
@@ -27,7 +27,7 @@ from shepherd.decisions import scope
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
-from shepherd.definitions import Definition, TaskSpec
+from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.engine import tagging
 from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import RUN, PoolLimiter
@@ -723,14 +723,25 @@ class AgentRuntime:
         clock = self.scheduler.ports.clock
         deadline = (rec.claimed_at or clock.now_ms()) + spec.timeout_seconds * 1000
         heartbeat = Heartbeat(self.scheduler, rec, spec, deadline)
-        ctx = self._context(state, definition, rec, deadline, heartbeat)
+        variables = _once_of(lambda: self.scheduler.variables_for(state, definition, rec.name))
+        ctx = self._context(state, definition, rec, deadline, heartbeat, variables)
         if self.background_heartbeats:
             heartbeat.start_background()
         # Heartbeats go on until the attempt's final write is recorded: a throttled write is
         # retried while the lease holds (`_while_leased`).
         try:
+            assigned = None
             try:
+                step = definition.by_name[rec.name]
+                if step.arguments is not None and rec.kind == "step":
+                    # Rendered now: a failed expression fails it for good, before it acts. A
+                    # compensation renders what its step saw when it reads ctx.input.
+                    ctx.input  # noqa: B018
                 result = fn(ctx)
+                shapes = step.output is not None or step.assign is not None
+                if rec.kind == "step" and shapes and not isinstance(result, Pending):
+                    wf_input = state.workflow.input
+                    result, assigned = _shaped(step, ctx, wf_input, result, variables)
                 if isinstance(result, Pending) and rec.index is not None:
                     raise PermanentError(
                         "a map item cannot wait for a callback (return its result instead)",
@@ -753,7 +764,7 @@ class AgentRuntime:
                 # Progress it reported but had not heartbeated yet: kept for the next attempt.
                 details = heartbeat.take_details()
                 return self._failed(state, definition, rec, spec, exc, details, heartbeat)
-            return self._succeeded(state, rec, output, heartbeat)
+            return self._succeeded(state, rec, output, heartbeat, assigned)
         finally:
             heartbeat.stop()
 
@@ -851,13 +862,18 @@ class AgentRuntime:
         return HandleResult(Outcome.WAITING)
 
     def _succeeded(
-        self, state: WorkflowState, rec: StepRecord, output: str, heartbeat: Heartbeat
+        self,
+        state: WorkflowState,
+        rec: StepRecord,
+        output: str,
+        heartbeat: Heartbeat,
+        variables: str | None = None,
     ) -> HandleResult:
         returned_at = self.scheduler.ports.clock.now_ms()
         updated, ambiguous = self._while_leased(
             heartbeat,
-            lambda: self.scheduler.record_result(state, rec, output),
-            lambda: self.scheduler.park_result(rec, output, returned_at),
+            lambda: self.scheduler.record_result(state, rec, output, variables=variables),
+            lambda: self.scheduler.park_result(rec, output, returned_at, variables),
         )
         current = state.unit(rec)
         if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):
@@ -925,6 +941,7 @@ class AgentRuntime:
         rec: StepRecord,
         deadline: int,
         heartbeat: Heartbeat,
+        variables: Callable[[], Mapping[str, Any]] = dict,
     ) -> AgentContext:
         step = definition.by_name[rec.name]
         resolve = self.scheduler.value
@@ -964,9 +981,16 @@ class AgentRuntime:
         own_input = state.steps[rec.name].input if rec.kind == "step" else None
         # Else its InputPath selects it (a compensation sees what its step saw), on first use.
         input_from = None
-        path = scope.input_path(definition, step)  # a fallback's: the error it caught
-        if own_input is None and path is not None:
-            input_from = _input_path(path, state.workflow.input, deps, resolve)
+        fallback = scope.input_path(definition, step)  # its InputPath; a fallback's: its error
+        if own_input is None and step.input_path is not None:
+            input_from = _input_path(step.input_path, state.workflow.input, deps, resolve)
+        elif own_input is None and step.arguments is not None:
+            seed = f"{rec.workflow_id}/{rec.name}/{rec.attempt}"
+            input_from = _arguments(
+                step.arguments, state.workflow.input, deps, resolve, seed, variables
+            )
+        elif own_input is None and fallback is not None:
+            input_from = _input_path(fallback, state.workflow.input, deps, resolve)
         return AgentContext(
             workflow_id=rec.workflow_id,
             workflow_type=state.workflow.wf_type,
@@ -999,6 +1023,74 @@ class AgentRuntime:
             return None
         index, page = rec.index, state.pages.get((rec.name, rec.index))
         return lambda: self.scheduler.maps.item_value(page, index)
+
+
+def _arguments(
+    template: Any,
+    workflow_input: str | None,
+    deps: Mapping[str, Any],
+    resolve: Callable[[str | None], Any],
+    seed: str,
+    variables: Callable[[], Mapping[str, Any]],
+) -> Callable[[], Any]:
+    """What `ctx.input` is under `Arguments` (shepherd.expressions): the template rendered
+    on the workflow input, the dependencies' outputs and the variables the step sees, or the
+    permanent States.QueryEvaluationError (an expression failed)."""
+
+    def render() -> Any:
+        try:
+            return expressions.render(
+                template,
+                "Arguments",
+                workflow_input=resolve(workflow_input),
+                steps=deps,
+                seed=seed,
+                variables=variables(),
+            )
+        except expressions.ExpressionError as exc:
+            raise PermanentError(str(exc), name=expressions.QUERY_EVALUATION_ERROR) from None
+
+    return render
+
+
+def _shaped(
+    step: StepSpec,
+    ctx: AgentContext,
+    workflow_input: str | None,
+    result: Any,
+    variables: Callable[[], Mapping[str, Any]],
+) -> tuple[Any, str | None]:
+    """A step's `Assign` and `Output` (shepherd.expressions) applied to what its agent
+    returned: the variables it sets (None: no Assign) and the output as shaped; or the
+    permanent States.QueryEvaluationError."""
+    seed = f"{ctx.workflow_id}/{ctx.step}/{ctx.attempt}/output"
+    reads: dict[str, Any] = {
+        "workflow_input": ctx.resolve(workflow_input),
+        "steps": ctx.dependencies,
+        "result": result,
+        "seed": seed,
+    }
+    try:
+        assigned = None
+        if step.assign is not None:
+            assigned = expressions.assign(step.assign, variables=variables(), **reads)
+        if step.output is not None:
+            result = expressions.render(step.output, "Output", variables=variables(), **reads)
+    except expressions.ExpressionError as exc:
+        raise PermanentError(str(exc), name=expressions.QUERY_EVALUATION_ERROR) from None
+    return result, assigned
+
+
+def _once_of(fetch: Callable[[], _T]) -> Callable[[], _T]:
+    """`fetch`, called at most once (its value kept)."""
+    kept: list[_T] = []
+
+    def get() -> _T:
+        if not kept:
+            kept.append(fetch())
+        return kept[0]
+
+    return get
 
 
 def _input_path(

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
+from shepherd import business_keys, expressions, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
-from shepherd.decisions import choice, scope
+from shepherd.decisions import choice, scope, workflow_timeout
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.actions import CatchFailure, Choose
@@ -43,6 +43,7 @@ from shepherd.decisions.planner import (
     GiveUp,
     HaltMap,
     OpenMore,
+    PassThrough,
     Pause,
     SendImplicit,
     Skip,
@@ -53,6 +54,7 @@ from shepherd.decisions.planner import (
     TellCancel,
     TimeOutApproval,
     TimeOutSignal,
+    TimeOutWorkflow,
     Unwind,
     Wake,
     conditions_due,
@@ -91,7 +93,7 @@ from shepherd.errors import (
 from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
 from shepherd.kinds import choice as choice_kind
-from shepherd.kinds import kind_of
+from shepherd.kinds import kind_of, pass_step
 from shepherd.model import (
     TOTAL,
     MapState,
@@ -596,6 +598,30 @@ class Scheduler:
         item = self.ports.store.get(wf_pk(workflow_id), item_sk("step", name))
         return None if item is None else item.get("output")
 
+    def variables_for(
+        self, state: WorkflowState, definition: Definition, name: str
+    ) -> dict[str, Any]:
+        """The variables step `name`'s expressions see: what the `Assign` of each step it
+        depends on (directly or through others) set, read from their items (those `state`
+        holds, the others in one batch read): bounded by the definition's assigners."""
+        assigners = definition.assigners.get(name, ())
+        texts: list[str | None] = []
+        missing: list[str] = []
+        for step in assigners:
+            rec = state.steps.get(step)
+            if rec is not None and rec.stored:
+                texts.append(rec.variables)
+            else:
+                missing.append(step)
+        if missing:
+            wf = state.workflow.workflow_id
+            keys = [(wf_pk(wf), item_sk("step", step)) for step in missing]
+            texts += [item.get("variables") for item in self.ports.store.get_many(keys)]
+        out: dict[str, Any] = {}
+        for text in texts:
+            out.update(loads(text) or {})
+        return out
+
     def whole_if_large(self, state: WorkflowState, output: str) -> WorkflowState:
         """The state an output's caps are checked on: a large output (one that goes to the
         payload bucket) is checked against every output of the workflow, so a bounded read is
@@ -804,7 +830,9 @@ class Scheduler:
                     out += self.advance(workflow_id, completed=name, definition=definition)
                 elif ended is not None and ended.status is StepStatus.FAILED:
                     out += self.advance(workflow_id)
-            elif isinstance(a.action, Skip | Wake) or (
+            elif isinstance(a.action, PassThrough) and _failed(state, a.action.seen):
+                out += self.advance(workflow_id)  # an expression failed: it unwinds or pauses
+            elif isinstance(a.action, Skip | PassThrough | Wake) or (
                 isinstance(a.action, ChildSucceeded | StartChild)
                 and a.action.seen.kind == "step"
                 and a.action.seen.index is None
@@ -892,12 +920,15 @@ class Scheduler:
         output: str,
         *,
         token_hash: str | None = None,
+        variables: str | None = None,
     ) -> StepRecord | None:
-        """The result's fenced write alone (None: superseded, nothing recorded)."""
+        """The result's fenced write alone (None: superseded, nothing recorded); with the
+        variables its `Assign` set, if any."""
         now = self.ports.clock.now_ms()
-        return self.executor.step(
-            state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
+        write = tx.complete(
+            rec, rec.attempt, now, output, self.expires(now), token_hash, variables=variables
         )
+        return self.executor.step(state, write)
 
     @staticmethod
     def parked_key(rec: StepRecord) -> str:
@@ -905,12 +936,17 @@ class Scheduler:
         index, None for a step's or a compensation's unit)."""
         return payload_key(rec.workflow_id, "parked", rec.kind, rec.name, rec.index, rec.attempt)
 
-    def park_result(self, rec: StepRecord, output: str, returned_at: int) -> None:
+    def park_result(
+        self, rec: StepRecord, output: str, returned_at: int, variables: str | None = None
+    ) -> None:
         """Keep a result the store refused until the attempt's lease ended (a throttle
         longer than the lease) in the payload bucket, for the supervisor to record
         (`take_parked`; docs/architecture.md, "Throttling loses nothing"). Best effort: a
         failed put leaves the attempt to be timed out, as before."""
-        self._park(rec, {"output": output, "returned_at": returned_at})
+        parked: dict[str, Any] = {"output": output, "returned_at": returned_at}
+        if variables is not None:
+            parked["variables"] = variables
+        self._park(rec, parked)
 
     def _park(self, rec: StepRecord, parked: dict[str, Any]) -> None:
         data = json.dumps(parked).encode("utf-8")
@@ -962,7 +998,8 @@ class Scheduler:
                 continue
             if int(parked["returned_at"]) > now - action.overdue_ms:
                 continue  # returned after its deadline: the timeout stands
-            updated = self.record_result(state, rec, str(parked["output"]))
+            variables = parked.get("variables")
+            updated = self.record_result(state, rec, str(parked["output"]), variables=variables)
             if updated is None:
                 continue  # ended or superseded since the read
             logger.warning(
@@ -1054,8 +1091,8 @@ class Scheduler:
                 write = tx.cancel(seen, now, self.expires(now))
                 cleared = self.inbox_cleared(state, definition, seen, now)
                 return ex.step_with(state, seen, write, cleared) is not None
-            case Skip() | Choose() | CatchFailure():
-                return self._apply_flow(state, action, now)
+            case Skip() | PassThrough() | Choose() | CatchFailure():
+                return self._skip_or_pass(state, definition, action, now)
             case TellCancel(seen):
                 return ex.step(state, tx.tell_cancel(seen, now)) is not None
             case (
@@ -1074,6 +1111,48 @@ class Scheduler:
             case StartCompensation(name):
                 return self._start_compensation(state, definition, name, now, tasks)
         return self._apply_to_workflow(state, action, now)
+
+    def _skip_or_pass(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        action: Skip | PassThrough | Choose | CatchFailure,
+        now: int,
+    ) -> bool:
+        """A ready step whose condition is false (or that is out of scope) is skipped; a ready
+        Pass step succeeds with its output (`kinds.pass_step`); a Choice is decided, a catch
+        recorded (`_apply_flow`): each in one write."""
+        seen = action.seen
+        if isinstance(action, Skip | Choose | CatchFailure):
+            return self._apply_flow(state, action, now)
+        spec = definition.by_name[seen.name]
+        attempt = max(seen.attempt, 1)
+        try:
+            reads = self._expression_reads(state, definition, spec)
+            seed = f"{seen.workflow_id}/{seen.name}/{attempt}"
+            text, variables = pass_step.output_json(spec, *reads, seed)
+            problem = output_problem(self.whole_if_large(state, text), seen, text)
+            if problem is not None:
+                raise expressions.ExpressionError(problem)
+        except (expressions.ExpressionError, jsonsafe.JsonRejected) as exc:
+            error = tx.error_json(expressions.QUERY_EVALUATION_ERROR, str(exc))
+            write = tx.fail_wait(seen, now, error, self.expires(now))  # for good, as a wait's
+            return self.executor.step(state, write) is not None
+        output = self.keep_for(replace(seen, attempt=attempt), "output", text)
+        write = tx.pass_through(seen, now, output, self.expires(now), variables)
+        return self.executor.step(state, write) is not None
+
+    def _expression_reads(
+        self, state: WorkflowState, definition: Definition, spec: StepSpec
+    ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """What a step's data expressions read (shepherd.expressions): the workflow input,
+        its dependencies' outputs (a skipped one's null) and the variables it sees; nothing
+        read if it has none."""
+        if not pass_step.has_expressions(spec):
+            return None, {}, {}
+        document = self.condition_document(state, definition, spec.name)
+        steps = {n: s.get("output") for n, s in document["steps"].items()}  # skipped: null
+        return document["input"], steps, self.variables_for(state, definition, spec.name)
 
     def _start_compensation(
         self,
@@ -1555,6 +1634,8 @@ class Scheduler:
                 return ex.workflow(state, write)
             case GiveUp(error):
                 return ex.workflow(state, tx.give_up(wf, now, shard, error))
+            case TimeOutWorkflow(error):
+                return self._time_out_workflow(state, error, now)
             case Finish(status, error):
                 pulled = self.notify_parent(wf)
                 write = tx.finish(wf, status, now, self.expires(now), error=error)
@@ -1569,6 +1650,28 @@ class Scheduler:
                     self._advance_parent(wf.parent_id)
                 return won
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
+
+    def _time_out_workflow(self, state: WorkflowState, error: str, now: int) -> bool:
+        """The workflow did not end within its TimeoutSeconds: it unwinds or pauses by its
+        definition's OnFailure, as a failure would, marked so it fires once
+        (`decisions.workflow_timeout`)."""
+        wf = state.workflow
+        shard = self.shard(wf.workflow_id)
+        definition = self.definition_of(state)
+        if definition.on_failure == "PAUSE":
+            reason = jsonsafe.dumps({"reason": "timeout", "error": loads(error)})
+            timeout = definition.pause_timeout_seconds
+            timeout_ms = None if timeout is None else timeout * 1000
+            write = tx.pause(wf, now, reason, shard=shard, timeout_ms=timeout_ms)
+        else:
+            due_by = now + definition.compensation_gap_ms
+            write = tx.unwind(
+                wf, WorkflowStatus.COMPENSATING, now, error, shard=shard, due_by=due_by
+            )
+        won = self.executor.workflow(state, workflow_timeout.marked(write, now))
+        if won and definition.on_failure != "PAUSE":
+            self.release_matches(state)
+        return won
 
     def release_matches(self, state: WorkflowState) -> None:
         """A workflow that ended or unwinds waits for no signal again: its WaitForSignal
@@ -1723,6 +1826,12 @@ class Scheduler:
             self.advance_after(rec, failed=True)
 
 
+def _failed(state: WorkflowState, seen: StepRecord) -> bool:
+    """Whether the step `seen` was written FAILED (as `state` now holds it)."""
+    rec = state.steps.get(seen.name)
+    return rec is not None and rec.status is StepStatus.FAILED
+
+
 def _key(action: Action) -> tuple[Any, ...]:
     """Identity of an action within one run, so a lost write is not retried blindly."""
     match action:
@@ -1733,6 +1842,7 @@ def _key(action: Action) -> tuple[Any, ...]:
             | Skip(seen)
             | Choose(seen)
             | CatchFailure(seen)
+            | PassThrough(seen)
             | StartWait(seen)
             | Wake(seen)
             | FailWait(seen)
@@ -1759,8 +1869,8 @@ def _key(action: Action) -> tuple[Any, ...]:
             return (type(action).__name__, name)
         case Unwind(name) | Pause(name):
             return (type(action).__name__, name)
-        case GiveUp():
-            return ("GiveUp",)
+        case GiveUp() | TimeOutWorkflow():
+            return (type(action).__name__,)
         case Finish(status):
             return ("Finish", status)
     raise TypeError(action)  # pragma: no cover
