@@ -524,3 +524,42 @@ def test_a_failed_map_and_a_failed_child_workflow_are_caught() -> None:
     assert "after_map" in calls.ran and "after_child" in calls.ran
     assert calls.inputs["after_map"]["Error"] == outcome.steps["each"].error.name  # type: ignore[union-attr]
     assert calls.inputs["after_child"]["Error"] == outcome.steps["sub"].error.name  # type: ignore[union-attr]
+
+
+def test_a_fallback_s_dispatch_grace_counts_from_its_catch() -> None:
+    """A failure caught at a resume, long after it landed: the fallback is sent by the resume,
+    and the supervisor does not take it for a lost message at once (its `ready_at` is the
+    catch's write, not the failure's)."""
+    from shepherd.decisions.deadlines import ready_at
+
+    definition = parse_definition(
+        {
+            "Name": "late",
+            "Steps": [
+                _task("call", Catch=[{"ErrorEquals": ["States.ALL"], "Next": "fallback"}]),
+                _task("fallback"),
+            ],
+        },
+        "late.yaml",
+    )
+    calls = Calls({"call": "Refused"})
+    engine = MemoryEngine({"late": definition}, agents=calls.registry())
+    wf = engine.start("late", {})
+    scheduler = engine.engine.scheduler
+    original = scheduler.advance_after
+    scheduler.advance_after = lambda *a, **k: None  # type: ignore[method-assign]
+    engine.deliver()  # call fails for good; its catch is not recorded yet
+    scheduler.advance_after = original  # type: ignore[method-assign]
+    failed_at = engine.outcome(wf).steps["call"].finished_at
+    engine.clock.advance(3600)  # an hour later
+    scheduler.advance(wf)  # a look at last: the catch, and the fallback sent
+    loaded = scheduler.load(wf)
+    assert loaded is not None
+    state, _ = loaded
+    assert state.steps["call"].caught_by == "fallback"
+    at = ready_at(state, definition.by_name["fallback"], definition)
+    assert failed_at is not None and at is not None
+    assert at >= int(failed_at.timestamp() * 1000) + 3_600_000
+    outcome = engine.run(wf, max_seconds=600)
+    assert outcome.status is WorkflowStatus.SUCCEEDED
+    assert calls.ran == ["call", "fallback"]

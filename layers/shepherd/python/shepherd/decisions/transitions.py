@@ -444,12 +444,14 @@ def choose(
     return _step_write(rec, update, _seen(rec))
 
 
-def catch(rec: StepRecord, fallback: str, output: str) -> Write:
+def catch(rec: StepRecord, fallback: str, output: str, now: int) -> Write:
     """A step FAILED for good whose catcher takes its error: its catch recorded (`caught_by`,
-    and the error output its fallback reads as its dependency's). Guarded by the failure it
-    saw and by no catch yet, so racing planners record it once and the winner alone makes the
-    fallback ready."""
-    update = Update(set={"caught_by": fallback, "output": output})
+    and the error output its fallback reads as its dependency's), and `finished_at` moved to
+    now: the fallback became ready with this write, and its dispatch grace counts from it (a
+    failure caught at a resume, long after it landed, is not a lost message at once). Guarded
+    by the failure it saw and by no catch yet, so racing planners record it once and the
+    winner alone makes the fallback ready."""
+    update = Update(set={"caught_by": fallback, "output": output, "finished_at": now})
     return Write(*rec.key, update, all_of(_seen(rec), Missing("caught_by")))
 
 

@@ -867,7 +867,7 @@ class Scheduler:
             write = choice_kind.write(action.seen, now, self.expires(now), action.chosen)
         else:
             output = jsonsafe.dumps(scope.caught_output(action.seen))
-            write = tx.catch(action.seen, action.fallback, output)
+            write = tx.catch(action.seen, action.fallback, output, now)
         return self.executor.step(state, write) is not None
 
     def _advance_flow(
