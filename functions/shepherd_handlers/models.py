@@ -341,6 +341,23 @@ class StepView(BaseModel):
         ),
     ] = None
     dispatches: int = 0
+    caught_by: Annotated[
+        str | None,
+        Field(
+            description="A FAILED step one of its catchers took (`Catch`): the fallback step "
+            "that runs instead; its `output` is then the error it handed over, `{Error, Cause}`"
+        ),
+    ] = None
+    chosen: Annotated[
+        str | None, Field(description="A Choice step that SUCCEEDED: the step it picked")
+    ] = None
+    skip_reason: Annotated[
+        str | None,
+        Field(
+            description="A SKIPPED step that its Condition did not skip: `not_chosen` (a Choice "
+            "named it and picked another step) or `out_of_scope` (no dependency of it ran)"
+        ),
+    ] = None
     error: dict[str, Any] | None = None
     output: Any = None
     variables: Annotated[

@@ -27,6 +27,7 @@ from shepherd.definitions import (
     parse_definition,
 )
 from shepherd.fanout import MapSpec, check_steps
+from shepherd.flow import CatcherSpec, ChoiceRuleSpec, ChoiceSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "definitions.md"
@@ -45,6 +46,9 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Approval step": ApprovalSpec,
     "Schedules": ScheduleSpec,
     "WaitForSignal step": WaitForSignalSpec,
+    "Choice step": ChoiceSpec,
+    "A Choice rule": ChoiceRuleSpec,
+    "Catch": CatcherSpec,
     "Pass step": PassSpec,
 }
 

@@ -57,6 +57,8 @@ FAULT_KINDS: dict[str, str] = {
     "repeat_workload": "the run adds 1-3 sim_repeat workflows, whose Repeat step loops until "
     "its rule holds or fails at MaxIterations (once per seed, when no workflow types are "
     "pinned)",
+    "flow_workload": "the run adds 1-3 sim_flow workflows (a Catch to a fallback, a Choice and "
+    "its branches; once per seed, when no workflow types are pinned; off by default)",
 }
 
 
@@ -67,7 +69,8 @@ class Faults:
     per sweep, `clock_jump`, `pool_pause` and `outage` per simulated second, `cancel` and
     `operator` per workflow, `schedule_dup` per seed, `redrive` per FAILED workflow (once); `relay_delay` per poll of
     a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published, `parent_cancel` per child workflow started, `throttle_episode` per tick,
-    `signal_workload` per seed, `signal_crash` per signal sent, `repeat_workload` per seed.
+    `signal_workload`, `repeat_workload` and `flow_workload` per seed, `signal_crash` per signal
+    sent.
     Callbacks of callback steps are messages too: `lose`, `dup` and `delay` apply to them."""
 
     delay: float = 0.05
@@ -110,6 +113,10 @@ class Faults:
     # records them): `make sim` runs loops in a pass of their own (`--types sim_repeat`), and
     # `FAULTS=repeat_workload=p` mixes them into the default workload.
     repeat_workload: float = 0.0
+
+    # Off by default, as `throttle_episode` (every recorded seed runs as it did, the digests
+    # of `tests/sim/equivalence.json` included): `FAULTS=flow_workload=0.3`, or `--types sim_flow`.
+    flow_workload: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

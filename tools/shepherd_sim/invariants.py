@@ -17,6 +17,7 @@ from typing import Any
 from shepherd import limits
 from shepherd.changes import Change, events_of
 from shepherd.conditions import Item
+from shepherd.decisions import scope
 from shepherd.decisions.planner import (
     PAUSE_TIMEOUT,
     Dispatch,
@@ -30,6 +31,7 @@ from shepherd.decisions.planner import (
 )
 from shepherd.decisions.repeat import LOOP_LIMIT
 from shepherd.definitions import Definition
+from shepherd.flow import NO_CHOICE_MATCHED
 from shepherd.keys import (
     ITEM_COMP_PREFIX,
     ITEM_PREFIX,
@@ -927,7 +929,8 @@ def _status_problems(state: WorkflowState, definition: Definition) -> list[str]:
     steps = {n: r.status for n, r in state.steps.items()}
     comps = state.compensations
     if status is WorkflowStatus.SUCCEEDED:
-        not_ok = sorted(n for n, s in steps.items() if not s.done)
+        # Done, or FAILED with its catch recorded (issue 42.5: a caught failure succeeds).
+        not_ok = sorted(n for n, r in state.steps.items() if not scope.settled(r))
         if not_ok:
             out.append(f"SUCCEEDED but steps {not_ok} did not succeed")
         if comps:
@@ -1441,6 +1444,66 @@ def check_skips_and_waits(record: RunRecord) -> list[Violation]:
     return out
 
 
+def check_catches_and_choices(record: RunRecord) -> list[Violation]:
+    """Issue 42.5: a catch is recorded only for a failure one of the step's catchers takes,
+    naming that catcher's Next; a caught error never also unwinds (no workflow is undone for
+    a step its Catch took); a step a Next names is claimed only after that step sent it there
+    (its Catch fired to it, or its Choice picked it); a Choice picked what its rules say."""
+    out: list[Violation] = []
+    states = record.states()
+    for wf_id, state in sorted(states.items()):
+        definition = _definition(record, state)
+        for name, rec in sorted(state.steps.items()):
+            if rec.caught_by is not None:
+                taken = scope.catcher_of(definition.by_name[name], rec)
+                if taken != rec.caught_by:
+                    out.append(
+                        Violation(
+                            "catches",
+                            wf_id,
+                            f"'{name}' recorded a catch to '{rec.caught_by}', its catchers "
+                            f"send {scope.error_type_of(rec)} to {taken}",
+                        )
+                    )
+        reason = loads(state.workflow.error) or {}
+        if reason.get("type") == "CompensationFailed":  # `step`: the undo that failed
+            reason = reason.get("cause") or {}
+        unwound_for = reason.get("step")
+        if unwound_for is not None and unwound_for in state.steps:
+            rec = state.steps[unwound_for]
+            taken = scope.catcher_of(definition.by_name[unwound_for], rec)
+            if rec.caught_by is not None or taken is not None:
+                out.append(
+                    Violation(
+                        "catches",
+                        wf_id,
+                        f"unwound ({state.workflow.status.value}) for '{unwound_for}', whose "
+                        f"failure its Catch takes (to '{rec.caught_by or taken}')",
+                    )
+                )
+    for claim in record.claims:
+        if claim.kind != "step" or claim.workflow_id not in states:
+            continue
+        state = states[claim.workflow_id]
+        definition = record.definitions[state.workflow.wf_type]
+        source = definition.entered_from.get(claim.step)
+        if source is None:
+            continue
+        rec = state.steps[source]
+        sent = claim.step in (rec.caught_by, rec.chosen)
+        if not sent or (rec.finished_at or 0) > claim.at:
+            out.append(
+                Violation(
+                    "catches",
+                    claim.workflow_id,
+                    f"'{claim.step}' (entered from '{source}') was claimed at {claim.at}, but "
+                    f"'{source}' is {rec.status.value} (caught_by {rec.caught_by}, chosen "
+                    f"{rec.chosen}, finished {rec.finished_at})",
+                )
+            )
+    return out
+
+
 def check_dependencies_first(record: RunRecord) -> list[Violation]:
     """No step is claimed before every step it depends on succeeded: the claim of a step is
     accepted on its own item (its first is implicit, with no item yet), so this rests on
@@ -1485,10 +1548,11 @@ def _ended_attempts_claimed(
     """No attempt is spent without running: every attempt a history says ended (a result,
     an error, a timeout) was claimed. A task waiting in a queue, for a paused pool or a paused
     workflow, never burns an attempt. A Wait step's attempt is started by its rest (no agent
-    claims it: `check_skips_and_waits`), so its wake is checked there, not here."""
+    claims it: `check_skips_and_waits`), so its wake is checked there, not here; a Choice's
+    is its decision (no agent claims it either)."""
     out = []
     for rec in _claimable(states, units):
-        if rec.wake_at is not None:
+        if rec.wake_at is not None or _decided_choice(rec):
             continue
         name = unit_name(rec.name, rec.index)
         ran = {c.attempt for c in claimed.get((rec.workflow_id, rec.kind, name), [])}
@@ -1503,6 +1567,11 @@ def _ended_attempts_claimed(
                     )
                 )
     return out
+
+
+def _decided_choice(rec: StepRecord) -> bool:
+    """A Choice step's decision (issue 42.5): it picked a step, or matched no rule."""
+    return rec.chosen is not None or scope.error_type_of(rec) == NO_CHOICE_MATCHED
 
 
 def _first_claims_recorded(
@@ -3126,6 +3195,7 @@ CHECKERS: Sequence[Checker] = (
     check_no_orphaned_effects,
     check_claims,
     check_dependencies_first,
+    check_catches_and_choices,
     check_skips_and_waits,
     check_approvals,
     check_inbox,

@@ -766,13 +766,78 @@ def repeat_output(ctx: AgentContext) -> dict[str, Any]:
     return {"iteration": ctx.iteration, "done": ctx.iteration >= repeat_target(ctx.input)}
 
 
+# Catch, Choice and branch scoping (issue 42.5): `triage` fails for good now and then (the
+# agents' `permanent` fault: `SimDeclined` or `SimPermanent`), and its Catch sends the failure
+# to `declined` or `rescue` instead of unwinding; else the Choice `route` picks `wide` (and
+# its chain) or `narrow`, the other branch out of scope, and `join` runs after whichever ran.
+# A fallback that fails for good unwinds it (`triage` is undone: it may have acted). Added by
+# a roll of its own (`flow_workload`), so a seed that rolls none runs as it did before.
+FLOW_TYPE = "sim_flow"
+
+
+def _flow_task(name: str, *deps: str, pool: str = "sim", **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "Name": name,
+        "Agent": f"sim_{name}",
+        "Pool": pool,
+        "TimeoutSeconds": 2,
+        "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+        **extra,
+    }
+    if deps:
+        out["DependsOn"] = list(deps)
+    return out
+
+
+FLOW: dict[str, Any] = {
+    "Name": FLOW_TYPE,
+    "DispatchTimeoutSeconds": 2,
+    "Steps": [
+        _flow_task(
+            "triage",
+            TimeoutSeconds=3,
+            HeartbeatSeconds=2,
+            Retry={"MaxAttempts": 1, "IntervalSeconds": 0.2, "NonRetryableErrors": ["SimDeclined"]},
+            Compensation={
+                "Agent": "sim_undo_triage",
+                "Pool": "sim",
+                "TimeoutSeconds": 3,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+            Catch=[
+                {"ErrorEquals": ["SimDeclined"], "Next": "declined"},
+                {"ErrorEquals": ["States.ALL"], "Next": "rescue"},
+            ],
+        ),
+        {
+            "Name": "route",
+            "DependsOn": ["triage"],
+            "Choice": {
+                "Choices": [
+                    {
+                        "Condition": {"Variable": "$.input.wide", "BooleanEquals": True},
+                        "Next": "wide",
+                    }
+                ],
+                "Default": "narrow",
+            },
+        },
+        _flow_task("wide", pool="sim-b"),
+        _flow_task("wide_more", "wide", pool="sim-b"),
+        _flow_task("narrow"),
+        _flow_task("join", "wide_more", "narrow", pool="sim-b"),
+        _flow_task("declined"),
+        _flow_task("rescue", pool="sim-b"),
+    ],
+}
+
 # Types only a parent starts (the workload never does).
 CHILD_ONLY = (KID_TYPE,)
 # Types the default workload adds by a roll of their own (never by its draw of types, so a
 # seed that rolls none runs as it did before they existed).
-ROLLED_ONLY = (SIGNAL_TYPE, REPEAT_TYPE)
+ROLLED_ONLY = (SIGNAL_TYPE, REPEAT_TYPE, FLOW_TYPE)
 
-SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL, MAP, KID, PARENT, FLEET, SIGNAL, REPEAT)
+SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL, MAP, KID, PARENT, FLEET, SIGNAL, REPEAT, FLOW)
 
 
 @dataclass(frozen=True)
@@ -899,6 +964,8 @@ def payload_for(wf_type: str, n: int, items: int = 0) -> Any:
         # answers) and the reminder are skipped (`sim_branch` has the conditions and waits).
         amount = 10 + n % 100
         return {"order_id": f"o-{n}", "items": [{"sku": "A", "qty": 1}], "amount": amount}
+    if wf_type == FLOW_TYPE:
+        return {"n": n, "wide": n % 2 == 0}
     if wf_type == "provision_environment":
         return {"env_name": f"env-{n}", "region": "eu-west-1", "size": "small"}
     return {"n": n}
@@ -1460,6 +1527,9 @@ class Simulation:
         if not cfg.workflow_types and self.roll("repeat_workload"):
             self.fault("repeat_workload", None, "sim_repeat workflows join the run")
             self._plan_repeat_workload()
+        if not cfg.workflow_types and self.roll("flow_workload"):
+            self.fault("flow_workload", None, "sim_flow workflows join the run")
+            self._plan_flow_workload()
         for n in range(1, self.rng.randint(1, cfg.max_workflows) + 1):
             wf_type = self.rng.choice(types)
             at = self.t0 + round(self.rng.uniform(0, cfg.start_window_s) * 1000)
@@ -1494,6 +1564,16 @@ class Simulation:
             at = self.t0 + round(rng.uniform(0, self.config.start_window_s) * 1000)
             self._pending_client += 1
             self.schedule(at, "start", (n, REPEAT_TYPE, 0))
+
+    def _plan_flow_workload(self) -> None:
+        """1-3 `sim_flow` workflows (numbered from 1200, apart from the draw's), at moments
+        drawn from a stream of their own."""
+        rng = random.Random(f"{self.seed}:flow")
+        for k in range(rng.randint(1, 3)):
+            n = 1200 + k  # apart from sim_repeat's 600-1099
+            at = self.t0 + round(rng.uniform(0, self.config.start_window_s) * 1000)
+            self._pending_client += 1
+            self.schedule(at, "start", (n, FLOW_TYPE, 0))
 
     def start_workflow(self, wf_type: str, n: int | None = None) -> str | None:
         """Submit one start like a client: with an idempotency key, retried on errors."""
@@ -1892,6 +1972,7 @@ class Simulation:
         accepted results this attempt was given (None: refused, its key was undone)."""
         if ctx.kind == "step":
             by_name = self.defs[ctx.workflow_type].by_name
+            entered = self.defs[ctx.workflow_type].entered_from
             given: list[tuple[str, int]] = []
             for dep, out in ctx.dependencies.items():
                 # A skipped dependency and a wait have no output; an approval's is a
@@ -1899,6 +1980,8 @@ class Simulation:
                 # item order (None: a failed item its tolerance let pass).
                 # A child-workflow step's is its child's output (checked by `check_children`).
                 if out is None or not by_name[dep].runs_agent:
+                    continue
+                if entered.get(ctx.step) == dep:  # a fallback's: the error it was caught with
                     continue
                 if isinstance(out, list):
                     given += [

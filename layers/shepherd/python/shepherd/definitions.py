@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from shepherd import fanout, limits, schedules
+from shepherd import fanout, flow, limits, schedules
 from shepherd.decisions.choice import PATH as CONDITION_PATH
 from shepherd.decisions.choice import Condition, step_of
 from shepherd.errors import DefinitionError
@@ -272,9 +272,11 @@ _ABSENT_WHEN_NONE = (
     "Agent",
     "Pool",
     "TimeoutSeconds",
+    "Catch",
+    "Choice",
 )
 _RESTING = ("Wait", "Approval", "WaitForSignal")  # the step kinds that rest, running nothing
-_NO_TASK = (*_RESTING, "Pass")  # the step kinds that run nothing (no task field)
+_NO_TASK = (*_RESTING, "Pass", "Choice")  # the step kinds that run nothing (no task field)
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
 
 
@@ -315,6 +317,13 @@ class StepSpec(TaskSpec):
     # A task or child-workflow step that runs again until a rule holds (decisions/repeat.py).
     repeat: Annotated[RepeatSpec | None, Field(alias="Repeat")] = None
 
+    # Issue 42.5 (shepherd.flow): failing for good with an error a catcher takes runs its
+    # `Next` instead of unwinding; a Choice step (no Lambda, no message) picks one step.
+    catch: Annotated[
+        tuple[flow.CatcherSpec, ...] | None,
+        Field(alias="Catch", min_length=1, max_length=flow.MAX_CATCHERS),
+    ] = None
+    choice: Annotated[flow.ChoiceSpec | None, Field(alias="Choice")] = None
     # Instead of Agent/Pool: succeed at once with a fixed output, running nothing.
     pass_: Annotated[PassSpec | None, Field(alias="Pass")] = None
     # JSONata data expressions (issue 42.5, shepherd/expressions.py): the input an agent gets
@@ -368,6 +377,7 @@ class StepSpec(TaskSpec):
                 ("a Wait", self.wait),
                 ("an Approval", self.approval),
                 ("a WaitForSignal", self.wait_for_signal),
+                ("a Choice", self.choice),
                 ("a Pass", self.pass_),
             )
             if spec is not None
@@ -376,9 +386,10 @@ class StepSpec(TaskSpec):
             raise ValueError(f"a step is {' or '.join(kinds)}, not both")
         kind = kinds[0] if kinds else None
         if kind is not None:
+            extra = ("InputPath",) if self.choice is not None else ()
             given = [
                 a
-                for a in (*_TASK_ONLY, "Workflow", "Map", "Repeat")
+                for a in (*_TASK_ONLY, "Workflow", "Map", "Repeat", *extra)
                 if _alias_field(a) in self.model_fields_set
             ]
             if given:
@@ -421,6 +432,7 @@ class StepSpec(TaskSpec):
             self.wait is None
             and self.approval is None
             and self.wait_for_signal is None
+            and self.choice is None
             and self.pass_ is None
         )
 
@@ -575,11 +587,14 @@ class Definition(_Model):
                     raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: depends on itself")
             if len(set(step.depends_on)) != len(step.depends_on):
                 raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: lists a step twice")
+        flow.check_steps(self.steps)
+        entered = flow.entered_from(self.steps)
         for i, step in enumerate(self.steps):
-            _check_condition_reads(i, step)
+            _check_condition_reads(i, step, entered.get(step.name))
             _check_wait_reads(i, step)
             _check_expressions(i, step)
-        cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
+        # A Next is a way in, as a dependency is: no step may reach itself through either.
+        cycle = _find_cycle({s.name: (*s.depends_on, *_entry(entered, s.name)) for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
         fanout.check_steps(self.steps)
@@ -662,6 +677,21 @@ class Definition(_Model):
         return {s.name: s for s in self.steps}
 
     @cached_property
+    def entered_from(self) -> dict[str, str]:
+        """Each step a `Next` names (a catcher's, a Choice's), with the step naming it: it
+        runs only when that step's Catch fires or its Choice picks it (shepherd.flow)."""
+        return flow.entered_from(self.steps)
+
+    @cached_property
+    def has_flow(self) -> bool:
+        """Whether some step has a `Catch` or is a `Choice` (its advances read it whole)."""
+        return any(s.catch is not None or s.choice is not None for s in self.steps)
+
+    def inputs(self, name: str) -> tuple[str, ...]:
+        """The steps `name` waits for: its `DependsOn`, or the step whose Next names it."""
+        return (*self.by_name[name].depends_on, *_entry(self.entered_from, name))
+
+    @cached_property
     def dependents(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, list[str]] = {s.name: [] for s in self.steps}
         for s in self.steps:
@@ -674,7 +704,7 @@ class Definition(_Model):
         """Longest path from a root; breaks completion-time ties in compensation order."""
         depth: dict[str, int] = {}
         for name in self.topological_order:
-            deps = self.by_name[name].depends_on
+            deps = self.inputs(name)
             depth[name] = 1 + max((depth[d] for d in deps), default=-1)
         return depth
 
@@ -684,7 +714,7 @@ class Definition(_Model):
         done: set[str] = set()
         remaining = list(self.steps)
         while remaining:
-            ready = [s for s in remaining if set(s.depends_on) <= done]
+            ready = [s for s in remaining if set(self.inputs(s.name)) <= done]
             for s in ready:
                 order.append(s.name)
                 done.add(s.name)
@@ -720,7 +750,10 @@ class Definition(_Model):
 
     @cached_property
     def roots(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.steps if not s.depends_on)
+        """The steps that start with the workflow: no DependsOn, and named by no Next."""
+        return tuple(
+            s.name for s in self.steps if not s.depends_on and s.name not in self.entered_from
+        )
 
     @cached_property
     def tasks(self) -> tuple[TaskSpec, ...]:
@@ -775,6 +808,8 @@ class Definition(_Model):
             return (spec.approval.timeout_seconds,)
         if spec.wait_for_signal is not None:
             return (spec.wait_for_signal.timeout_seconds,)
+        if spec.choice is not None:
+            return ()  # decided in the write that makes it ready: no deadline of its own
         if spec.pass_ is not None:
             return ()  # passed in the write that finds it ready: no deadline of its own
         assert spec.wait is not None
@@ -825,6 +860,18 @@ class Definition(_Model):
             for key in ("StateMachine", "LambdaPool", "LambdaPools"):
                 body.pop(key, None)
         for step in body["Steps"]:
+            # Fields a step kind does not use are left out, so a definition that uses none of
+            # the newer fields keeps the hash (the version) it had before they existed.
+            for key in _ABSENT_WHEN_NONE:
+                if step.get(key, 0) is None:
+                    del step[key]
+            wait = step.get("WaitForSignal")
+            for key in ("Match", "OnTimeout"):
+                if isinstance(wait, dict) and wait.get(key, 0) is None:
+                    del wait[key]  # as before they existed (issue 37): the same version
+            if any(step.get(kind) is not None for kind in _NO_TASK):
+                for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
+                    step.pop(key, None)
             _as_before(step)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
@@ -857,8 +904,11 @@ class Definition(_Model):
     def dependents_closure(self) -> dict[str, frozenset[str]]:
         """Every step that depends on each step, directly or through others."""
         out: dict[str, frozenset[str]] = {}
+        entered: dict[str, list[str]] = {}
+        for target, source in self.entered_from.items():
+            entered.setdefault(source, []).append(target)
         for name in reversed(self.topological_order):
-            direct = self.dependents[name]
+            direct = (*self.dependents[name], *entered.get(name, ()))
             out[name] = frozenset(direct).union(*(out[d] for d in direct))
         return out
 
@@ -902,18 +952,30 @@ def integrations_task(timeout: float | None = None, heartbeat: float | None = No
     )
 
 
-def _check_condition_reads(index: int, step: StepSpec) -> None:
-    """A condition reads only the input and the outputs of the steps the step depends on
-    (nothing else is done, or even known to run, when it is evaluated)."""
-    if step.condition is None:
-        return
-    for path in step.condition.variables():
-        dep = step_of(path)
-        if dep is not None and dep not in step.depends_on:
-            raise ValueError(
-                f"Steps[{index}] ({step.name}).Condition: '{path}' reads step '{dep}', "
-                "which is not in its DependsOn"
-            )
+def _entry(entered: Mapping[str, str], name: str) -> tuple[str, ...]:
+    source = entered.get(name)
+    return () if source is None else (source,)
+
+
+def _check_condition_reads(index: int, step: StepSpec, entered_from: str | None = None) -> None:
+    """A condition (a Choice's rules too) reads only the input and the outputs of the steps
+    the step depends on, or of the step whose Next names it (nothing else is done, or even
+    known to run, when it is evaluated)."""
+    readable = (*step.depends_on, *(() if entered_from is None else (entered_from,)))
+    rules = [("Condition", step.condition)] if step.condition is not None else []
+    if step.choice is not None:
+        rules += [
+            (f"Choice.Choices[{i}].Condition", rule.condition)
+            for i, rule in enumerate(step.choice.choices)
+        ]
+    for field, condition in rules:
+        for path in condition.variables():
+            dep = step_of(path)
+            if dep is not None and dep not in readable:
+                raise ValueError(
+                    f"Steps[{index}] ({step.name}).{field}: '{path}' reads step '{dep}', "
+                    "which is not in its DependsOn"
+                )
 
 
 def _check_wait_reads(index: int, step: StepSpec) -> None:

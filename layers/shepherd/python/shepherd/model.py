@@ -384,6 +384,12 @@ class StepRecord:
     # flight runs iteration `iterations + 1` (decisions/repeat.py).
     iterations: int = 0
     loop_from: int = 0  # iterations before an operator's resume of the failed step
+    # Control flow (issue 42.5, shepherd.decisions.scope): a FAILED step one of its catchers
+    # took names the step that runs instead; a Choice step the step it picked; a SKIPPED
+    # step why (absent: its Condition was false; `out_of_scope`: no dependency of it ran).
+    caught_by: str | None = None
+    chosen: str | None = None
+    skip_reason: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -505,6 +511,9 @@ _STEP_OPTIONAL = (
     "position",
     "child_id",
     "child_cancel",
+    "caught_by",
+    "chosen",
+    "skip_reason",
     "variables",
 )
 

@@ -64,6 +64,29 @@ class Skip:
     the write advances the workflow as if the step had completed (its successors)."""
 
     seen: StepRecord
+    # Why, when not its own Condition: `out_of_scope` (no dependency of it ran) or
+    # `not_chosen` (a Choice named it and picked another step); `decisions.scope`.
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Choose:
+    """A ready Choice step decided in one write (no message, no Lambda): PENDING (or no
+    item) -> SUCCEEDED with the step it picked (`chosen`), or -> FAILED with
+    `States.NoChoiceMatched` when no rule holds and it has no Default (`chosen` None)."""
+
+    seen: StepRecord
+    chosen: str | None
+
+
+@dataclass(frozen=True)
+class CatchFailure:
+    """A step that failed for good with an error one of its catchers takes: its catch is
+    recorded on it (`caught_by`, its error as its output), and its fallback becomes ready
+    instead of the workflow unwinding or pausing."""
+
+    seen: StepRecord
+    fallback: str
 
 
 @dataclass(frozen=True)
@@ -273,6 +296,8 @@ Action = (
     | EndAttempt
     | Cancel
     | Skip
+    | Choose
+    | CatchFailure
     | PassThrough
     | StartWait
     | Wake
@@ -318,6 +343,8 @@ def takes_over(action: Action) -> bool:
         case (
             SendImplicit()
             | Skip()
+            | Choose()
+            | CatchFailure()
             | PassThrough()
             | StartWait()
             | ChildSucceeded()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shepherd.decisions import scope
 from shepherd.decisions.ratelimit import HORIZON_US
 from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.keys import Kind
@@ -69,16 +70,13 @@ def lost_at(sent_at: int, pool: PoolState | None, definition: Definition) -> int
     return start + definition.dispatch_timeout_seconds * 1000
 
 
-def ready_at(state: WorkflowState, spec: StepSpec) -> int | None:
+def ready_at(state: WorkflowState, spec: StepSpec, definition: Definition) -> int | None:
     """When the last dependency succeeded or was skipped by its condition (the step was sent
-    then, or is skipped or started by whoever saw it ready), or None if some is not done."""
-    finished = []
-    for dep in spec.depends_on:
-        rec = state.steps[dep]
-        if not rec.status.done:
-            return None
-        finished.append(rec.finished_at or 0)
-    return max(finished, default=state.workflow.created_at)
+    then, or is skipped or started by whoever saw it ready), or None if some is not done.
+    With a Catch or a Choice, when its inputs settled, whether it runs or is out of scope
+    (`decisions.scope`)."""
+    settled = scope.verdict(state, definition, spec)
+    return None if settled is None else settled[1]
 
 
 def attempt_deadlines(spec: TaskSpec, rec: StepRecord, now: int) -> list[Deadline]:
@@ -153,7 +151,7 @@ def _dispatch_deadline(
         # the dispatch grace after it became visible.
         return Deadline(lost_at(max(rec.dispatched_at, available), pool, definition), "dispatch")
     if rec.status is StepStatus.PENDING and kind == "step" and wf.status is WorkflowStatus.RUNNING:
-        ready = ready_at(state, definition.by_name[rec.name])
+        ready = ready_at(state, definition.by_name[rec.name], definition)
         if ready is None:
             return None  # not reached: a dependency is not done
         if pool_paused(pool):

@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shepherd.decisions import choice, retry, workflow_timeout
+from shepherd.decisions import choice, retry, scope, workflow_timeout
 from shepherd.decisions.actions import (
     AccountItem,
     Action,
     Cancel,
     CancelChild,
+    CatchFailure,
     ChildSucceeded,
     DecideMap,
     Dispatch,
@@ -75,6 +76,7 @@ __all__ = [
     "Action",
     "Cancel",
     "CancelChild",
+    "CatchFailure",
     "ChildSucceeded",
     "DecideMap",
     "Dispatch",
@@ -182,15 +184,15 @@ class _Planner:
         steps = state.steps
         for name in definition.topological_order:
             rec = steps[name]
-            if rec.status is StepStatus.FAILED:
+            if rec.status is StepStatus.FAILED and not scope.settled_failure(definition, rec):
                 reason = _failure_reason(rec)
                 if definition.on_failure_of(name) == "PAUSE":
                     return [Pause(name, reason)]
                 return [Unwind(name, reason)]
-        if all(steps[n].status.done for n in definition.topological_order):
+        if all(scope.settled(steps[n]) for n in definition.topological_order):
             return [Finish(WorkflowStatus.SUCCEEDED)]
 
-        actions: list[Action] = []
+        actions: list[Action] = self._catches()
         for spec in definition.steps:
             rec = steps[spec.name]
             if rec.status is StepStatus.PENDING:
@@ -202,6 +204,21 @@ class _Planner:
             elif options.supervisor:
                 actions.extend(self._supervise(rec, spec, unwinding=False))
         return actions
+
+    def _catches(self) -> list[Action]:
+        """Every failure a catcher takes and whose catch is not recorded yet: recorded by
+        whoever sees it first (one conditional write), instead of unwinding (issue 42.5)."""
+        out: list[Action] = []
+        for rec in self.state.steps.values():
+            fallback = scope.to_catch(self.state, self.definition, rec)
+            if fallback is not None:
+                out.append(CatchFailure(rec, fallback))
+        return out
+
+    def document(self, name: str) -> Any:
+        """The document a ready step's condition (a Choice's rules) reads, or None when the
+        caller has not assembled it (`conditions_due`)."""
+        return self.options.documents.get(name)
 
     def _redispatch(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
         """A resume's: a queued task is sent, a queued child step starts its child, a failed
@@ -233,9 +250,12 @@ class _Planner:
     def _ready(self, rec: StepRecord, spec: StepSpec) -> list[Action]:
         """A PENDING step whose dependencies all succeeded: who dispatches it, and how."""
         options = self.options
-        ready_at = _ready_at(self.state, spec)
-        if ready_at is None:
+        settled = scope.verdict(self.state, self.definition, spec)
+        if settled is None:
             return []
+        if settled[0] == "out":  # no dependency of it ran (issue 42.5): out of scope
+            return [Skip(rec, scope.skip_reason(self.definition, spec))]
+        ready_at = settled[1]
         if spec.condition is not None:
             document = options.documents.get(spec.name)
             if document is None:
@@ -248,8 +268,9 @@ class _Planner:
         """A ready task or map step: its message, sent by whoever owns it (the completer of
         its one dependency, a join's last, a resume, or a look when it was lost)."""
         options = self.options
-        if options.completed is not None and options.completed in spec.depends_on:
-            is_join = len(spec.depends_on) > 1
+        inputs = self.definition.inputs(spec.name)
+        if options.completed is not None and options.completed in inputs:
+            is_join = len(inputs) > 1
             return [Dispatch(rec, lost=False) if is_join else SendImplicit(spec.name)]
         if options.redispatch:
             return [Dispatch(rec, lost=False)]
@@ -271,8 +292,7 @@ class _Planner:
         died), as a task's lost message is re-sent."""
         options = self.options
         if (
-            options.completed is not None
-            and options.completed in self.definition.by_name[rec.name].depends_on
+            options.completed is not None and options.completed in self.definition.inputs(rec.name)
         ) or options.redispatch:
             return [StartChild(rec)]
         if options.supervisor and self.now >= _lost_at(ready_at, None, self.definition):
@@ -693,7 +713,8 @@ def conditions_due(state: WorkflowState, definition: Definition) -> list[str]:
         rec = state.steps.get(spec.name)
         if rec is None or not kind_of(spec).needs_document(spec, rec):
             continue
-        if all(d in state.steps for d in spec.depends_on) and _ready_at(state, spec) is not None:
+        known = all(d in state.steps for d in definition.inputs(spec.name))
+        if known and _ready_at(state, spec, definition) is not None:
             out.append(spec.name)
     return out
 
@@ -828,6 +849,7 @@ def next_due(
     candidates: list[int] = []
     for kind, rec in records:
         candidates += _unit_deadlines(state, definition, now, pools, kind, rec, running)
+    candidates += _catches_due(state, definition, now, running)
     # Live but nothing to wait for: the planner's own next write (finish, unwind, the next
     # compensation) is due now; it was planned and lost, or its writer died before it.
     return min([min(candidates, default=now), *_workflow_deadline(state, definition)])
@@ -837,6 +859,17 @@ def _workflow_deadline(state: WorkflowState, definition: Definition) -> list[int
     """The workflow's own TimeoutSeconds, while it runs (`decisions.workflow_timeout`)."""
     at = workflow_timeout.deadline(state, definition)
     return [] if at is None else [at]
+
+
+def _catches_due(
+    state: WorkflowState, definition: Definition, now: int, running: bool
+) -> list[int]:
+    """A failure a catcher takes whose catch is not recorded (its writer died first): due at
+    once, whatever else the workflow waits for (issue 42.5)."""
+    if not running or not definition.has_flow:
+        return []
+    caught = (scope.to_catch(state, definition, rec) for rec in state.steps.values())
+    return [now] if any(c is not None for c in caught) else []
 
 
 def _kind_watch_due(
@@ -851,7 +884,7 @@ def _kind_watch_due(
     if kind != "step":
         return None
     spec = definition.by_name[rec.name]
-    return kind_of(spec).watch_due(rec, now, running, lambda: _ready_at(state, spec))
+    return kind_of(spec).watch_due(rec, now, running, lambda: _ready_at(state, spec, definition))
 
 
 def _unit_deadlines(
@@ -895,7 +928,7 @@ def _unit_deadlines(
         return _attempt_deadlines(definition, kind, rec, now)
     if rec.status is StepStatus.PENDING and running and kind == "step":
         spec = definition.by_name[rec.name]
-        ready_at = _ready_at(state, spec)
+        ready_at = _ready_at(state, spec, definition)
         if ready_at is None:
             return []
         pool = pools.get(spec.pool)

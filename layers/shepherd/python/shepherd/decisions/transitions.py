@@ -507,13 +507,54 @@ def cancel(rec: StepRecord, now: int, expires_at: int) -> Write:
     return _step_write(rec, update, _seen(rec))
 
 
-def skip(rec: StepRecord, now: int, expires_at: int) -> Write:
-    """PENDING (or no item) -> SKIPPED: its condition was false. Only if still exactly as seen,
-    so racing planners skip it once and the winner alone advances past it."""
-    update = Update(
-        set={"status": StepStatus.SKIPPED.value, "finished_at": now, "expires_at": expires_at}
-    )
+def skip(rec: StepRecord, now: int, expires_at: int, reason: str | None = None) -> Write:
+    """PENDING (or no item) -> SKIPPED: its condition was false (or, with a `reason`, it is
+    out of scope: `decisions.scope`). Only if still exactly as seen, so racing planners skip
+    it once and the winner alone advances past it."""
+    values: dict[str, Any] = {
+        "status": StepStatus.SKIPPED.value,
+        "finished_at": now,
+        "expires_at": expires_at,
+    }
+    if reason is not None:
+        values["skip_reason"] = reason
+    return _step_write(rec, Update(set=values), _seen(rec))
+
+
+def choose(
+    rec: StepRecord, now: int, expires_at: int, chosen: str | None, error: str | None
+) -> Write:
+    """A ready Choice step, PENDING (or no item; QUEUED after a resume), decided: ->
+    SUCCEEDED with the step it picked (`chosen`, its output null), or -> FAILED for good with
+    `error` (`States.NoChoiceMatched`). One write, no message, no claim (issue 42.5)."""
+    attempt = max(rec.attempt, 1)
+    name = None if error is None else (loads(error) or {}).get("type")
+    # Its one attempt's end, as a wake's: the decision is the attempt (and a failure's end
+    # announces StepFailed, as any).
+    entry = _history(attempt, "ok" if chosen is not None else "error", now, name, None, now, error)
+    values: dict[str, Any] = {
+        "finished_at": now,
+        "expires_at": expires_at,
+        "attempt": attempt,
+        **_ended(rec, entry),
+    }
+    if chosen is not None:
+        values.update(status=StepStatus.SUCCEEDED.value, chosen=chosen)
+    else:
+        values.update(status=StepStatus.FAILED.value, error=error, fail_reason="permanent")
+    update = Update(set=values, add={"attempts_total": 1})
     return _step_write(rec, update, _seen(rec))
+
+
+def catch(rec: StepRecord, fallback: str, output: str, now: int) -> Write:
+    """A step FAILED for good whose catcher takes its error: its catch recorded (`caught_by`,
+    and the error output its fallback reads as its dependency's), and `finished_at` moved to
+    now: the fallback became ready with this write, and its dispatch grace counts from it (a
+    failure caught at a resume, long after it landed, is not a lost message at once). Guarded
+    by the failure it saw and by no catch yet, so racing planners record it once and the
+    winner alone makes the fallback ready."""
+    update = Update(set={"caught_by": fallback, "output": output, "finished_at": now})
+    return Write(*rec.key, update, all_of(_seen(rec), Missing("caught_by")))
 
 
 def pass_through(

@@ -23,6 +23,7 @@ from shepherd.asl.lambdas import Invocation
 from shepherd.asl.machine import Event, TaskFailed
 from shepherd.clock import to_datetime
 from shepherd.conditions import Item
+from shepherd.decisions import scope
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
@@ -968,7 +969,7 @@ class AgentRuntime:
             )
             return resolve(stored)
 
-        deps = LazyValues(step.depends_on, dependency)
+        deps = LazyValues(definition.inputs(rec.name), dependency)
         forward = None
         forward_rec = state.steps[rec.name]
         if rec.index is not None:  # a map item's (or its compensation's) forward is the item's
@@ -982,8 +983,9 @@ class AgentRuntime:
             forward = Forward(
                 status=forward_rec.status.value,
                 outcome=forward_outcome(forward_rec),
-                # A Repeat step keeps its last iteration's output while it loops: only a
-                # success's is the step's output.
+                # Only a recorded success's: a Repeat step keeps its last iteration's output
+                # while it loops, and a caught step's `output` is the error it handed its
+                # fallback (issue 42.5), not a result to undo.
                 stored_output=forward_rec.output if succeeded else None,
                 idempotency_key=key,
                 resolve=resolve,
@@ -993,6 +995,7 @@ class AgentRuntime:
         own_input = state.steps[rec.name].input if rec.kind == "step" else None
         # Else its InputPath selects it (a compensation sees what its step saw), on first use.
         input_from = None
+        fallback = scope.input_path(definition, step)  # its InputPath; a fallback's: its error
         if own_input is None and step.input_path is not None:
             input_from = _input_path(step.input_path, state.workflow.input, deps, resolve)
         elif own_input is None and step.arguments is not None:
@@ -1000,6 +1003,8 @@ class AgentRuntime:
             input_from = _arguments(
                 step.arguments, state.workflow.input, deps, resolve, seed, variables
             )
+        elif own_input is None and fallback is not None:
+            input_from = _input_path(fallback, state.workflow.input, deps, resolve)
         return AgentContext(
             workflow_id=rec.workflow_id,
             workflow_type=state.workflow.wf_type,

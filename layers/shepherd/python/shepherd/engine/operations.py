@@ -24,6 +24,7 @@ from typing import Any
 
 from shepherd import jsonsafe
 from shepherd.conditions import Update
+from shepherd.decisions import scope
 from shepherd.decisions import transitions as tx
 from shepherd.definitions import Definition
 from shepherd.engine.scheduler import Scheduler
@@ -186,7 +187,9 @@ class Operations:
             wf = state.workflow
             if wf.status is not WorkflowStatus.PAUSED:
                 raise _refuse(wf, "resume", "PAUSED")
-            _refuse_failed_maps(state.steps.values())
+            # A failure a Catch takes is not run again: its fallback runs (issue 42.5).
+            caught = {n for n, r in state.steps.items() if scope.settled_failure(definition, r)}
+            _refuse_failed_maps(r for n, r in state.steps.items() if n not in caught)
             shard = self.scheduler.shard(workflow_id)
             writes = [tx.resume(wf, now, shard, by=owner or "operator")]
             if step is not None:
@@ -194,7 +197,7 @@ class Operations:
             for name, rec in state.steps.items():
                 if name == step:
                     continue  # its replacement write also requeues it or lifts its hold
-                if rec.status is StepStatus.FAILED:
+                if rec.status is StepStatus.FAILED and name not in caught:
                     writes.append(tx.redrive_step(rec, now))
                 elif rec.held_at is not None:
                     writes.append(tx.release(rec))

@@ -19,14 +19,15 @@ def stored_output(state: WorkflowState, definition: Definition) -> dict[str, str
 
     Assembled from the step items on every read, never stored on the workflow item, so the
     workflow item does not grow with its steps' outputs (shepherd.limits). A skipped step
-    has no output and is not listed.
+    has no output and is not listed, nor is a caught step (its failure was its fallback's
+    business: issue 42.5).
     """
     if state.workflow.status is not WorkflowStatus.SUCCEEDED:
         return None
     return {
         name: state.steps[name].output
         for name in definition.topological_order
-        if name in state.steps and state.steps[name].status is not StepStatus.SKIPPED
+        if name in state.steps and state.steps[name].status is StepStatus.SUCCEEDED
     }
 
 

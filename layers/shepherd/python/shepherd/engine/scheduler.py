@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from shepherd import business_keys, expressions, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
-from shepherd.decisions import choice, repeat, workflow_timeout
+from shepherd.decisions import choice, repeat, scope, workflow_timeout
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
+from shepherd.decisions.actions import CatchFailure, Choose
 from shepherd.decisions.fanout import child_id as fanout_child_id
 from shepherd.decisions.planner import (
     AccountItem,
@@ -91,6 +92,7 @@ from shepherd.errors import (
 )
 from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
+from shepherd.kinds import choice as choice_kind
 from shepherd.kinds import kind_of, pass_step
 from shepherd.model import (
     TOTAL,
@@ -359,9 +361,8 @@ class Scheduler:
             self._start_conditional(workflow, definition, input_json)
             return
         tasks = [
-            self.task(workflow.workflow_id, definition, "step", spec.name, 1)
-            for spec in definition.steps
-            if not spec.depends_on
+            self.task(workflow.workflow_id, definition, "step", name, 1)
+            for name in definition.roots
         ]
         self.deliver(tasks)
 
@@ -734,8 +735,8 @@ class Scheduler:
         self, workflow_id: str, completed: str, definition: Definition
     ) -> list[Applied] | None:
         """The bounded advance after `completed` succeeded, or None to read it whole."""
-        if completed not in definition.by_name:
-            return None
+        if completed not in definition.by_name or definition.has_flow:
+            return None  # a Catch or a Choice: which steps run is read on the whole workflow
         needed = {completed}
         for successor in definition.dependents[completed]:
             depends_on = definition.by_name[successor].depends_on
@@ -817,39 +818,57 @@ class Scheduler:
         workflow (a bounded plan only looks forward), which unwinds or pauses it. A
         WaitForSignal step that took a signal (as it started resting, at a look, at its
         deadline) or timed out is one or the other, as it now is in `state`."""
-        workflow_id = state.workflow.workflow_id
         out: list[Applied] = []
         for a in applied:
-            if not a.won:
-                continue
-            if isinstance(a.action, StartWait | TakeSignal | TimeOutSignal):
-                ended = state.steps.get(a.action.seen.name)
-                if ended is not None and ended.status is StepStatus.SUCCEEDED:
-                    name = ended.name
-                    out += self.advance(workflow_id, completed=name, definition=definition)
-                elif ended is not None and ended.status is StepStatus.FAILED:
-                    out += self.advance(workflow_id)
-            elif isinstance(a.action, PassThrough) and _failed(state, a.action.seen):
-                out += self.advance(workflow_id)  # an expression failed: it unwinds or pauses
-            elif isinstance(a.action, Skip | PassThrough | Wake):
-                name = a.action.seen.name
-                out += self.advance(workflow_id, completed=name, definition=definition)
-            elif (
-                isinstance(a.action, ChildSucceeded | StartChild)
-                and a.action.seen.kind == "step"
-                and a.action.seen.index is None
-            ):
-                out += self._advance_past_child(state, definition, a.action)
-            elif isinstance(a.action, FinishMap) and a.action.seen.kind == "step":
-                m = a.action.seen.fanout
-                if m is not None and m.status == "SUCCEEDED":
-                    name = a.action.seen.name
-                    out += self.advance(workflow_id, completed=name, definition=definition)
-                else:
-                    out += self.advance(workflow_id)
-            elif isinstance(a.action, FailWait | TimeOutApproval | FinishMap):
-                out += self.advance(workflow_id)
+            if a.won:
+                out += self._advance_past_one(state, definition, a.action)
         return out
+
+    def _advance_past_one(
+        self, state: WorkflowState, definition: Definition, action: Action
+    ) -> list[Applied]:
+        """One won action's advance (`_advance_past`)."""
+        workflow_id = state.workflow.workflow_id
+        if isinstance(action, StartWait | TakeSignal | TimeOutSignal | FinishMap):
+            return self._advance_past_ended(state, definition, action)
+        if isinstance(action, PassThrough) and _failed(state, action.seen):
+            return self.advance(workflow_id)  # an expression failed: it unwinds or pauses
+        if isinstance(action, Skip | PassThrough | Wake):
+            return self.advance(workflow_id, completed=action.seen.name, definition=definition)
+        if (
+            isinstance(action, ChildSucceeded | StartChild)
+            and action.seen.kind == "step"
+            and action.seen.index is None
+        ):
+            return self._advance_past_child(state, definition, action)
+        if isinstance(action, FailWait | TimeOutApproval):
+            return self.advance(workflow_id)
+        if isinstance(action, Choose | CatchFailure):
+            return self._advance_flow(state, definition, action)
+        return []
+
+    def _advance_past_ended(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        action: StartWait | TakeSignal | TimeOutSignal | FinishMap,
+    ) -> list[Applied]:
+        """A rest or a map that ended: past it when it succeeded, else the whole workflow
+        (which unwinds or pauses); a rest still resting, nothing."""
+        workflow_id = state.workflow.workflow_id
+        if isinstance(action, FinishMap):
+            if action.seen.kind != "step":
+                return self.advance(workflow_id)
+            m = action.seen.fanout
+            if m is not None and m.status == "SUCCEEDED":
+                return self.advance(workflow_id, completed=action.seen.name, definition=definition)
+            return self.advance(workflow_id)
+        ended = state.steps.get(action.seen.name)
+        if ended is not None and ended.status is StepStatus.SUCCEEDED:
+            return self.advance(workflow_id, completed=ended.name, definition=definition)
+        if ended is not None and ended.status is StepStatus.FAILED:
+            return self.advance(workflow_id)
+        return []
 
     def _advance_past_child(
         self, state: WorkflowState, definition: Definition, action: ChildSucceeded | StartChild
@@ -866,13 +885,39 @@ class Scheduler:
             return self.advance(workflow_id)
         return []
 
+    def _apply_flow(
+        self, state: WorkflowState, action: Skip | Choose | CatchFailure, now: int
+    ) -> bool:
+        """A skip (its Condition false, or out of scope), a Choice decided, or a failure's
+        catch recorded (issue 42.5): one conditional write on the step."""
+        if isinstance(action, Skip):
+            write = tx.skip(action.seen, now, self.expires(now), action.reason)
+        elif isinstance(action, Choose):
+            write = choice_kind.write(action.seen, now, self.expires(now), action.chosen)
+        else:
+            output = jsonsafe.dumps(scope.caught_output(action.seen))
+            write = tx.catch(action.seen, action.fallback, output, now)
+        return self.executor.step(state, write) is not None
+
+    def _advance_flow(
+        self, state: WorkflowState, definition: Definition, action: Choose | CatchFailure
+    ) -> list[Applied]:
+        """The winner of a Choice's decision or of a catch sends the step it made ready, as
+        the agent of a success does; a Choice that failed advances as a failure does."""
+        workflow_id = state.workflow.workflow_id
+        ended = state.steps.get(action.seen.name)
+        if isinstance(action, Choose) and (ended is None or ended.status is StepStatus.FAILED):
+            return self.advance(workflow_id)
+        return self.advance(workflow_id, completed=action.seen.name, definition=definition)
+
     def condition_document(self, state: WorkflowState, definition: Definition, name: str) -> Any:
         """What the condition of ready step `name` reads: the input and its dependencies'
         outputs (large ones fetched from the payload bucket; a skipped one has none)."""
         outputs = {}
-        for dep in definition.by_name[name].depends_on:
+        for dep in definition.inputs(name):
             rec = state.steps[dep]
-            done = rec.status is StepStatus.SUCCEEDED
+            # A caught step's output is its error (`{"Error", "Cause"}`) for its fallback.
+            done = rec.status is StepStatus.SUCCEEDED or rec.caught_by is not None
             outputs[dep] = self.value(rec.output) if done else choice.MISSING
         return choice.document(self.value(state.workflow.input), outputs)
 
@@ -1158,7 +1203,7 @@ class Scheduler:
                 write = tx.cancel(seen, now, self.expires(now))
                 cleared = self.inbox_cleared(state, definition, seen, now)
                 return ex.step_with(state, seen, write, cleared) is not None
-            case Skip() | PassThrough():
+            case Skip() | PassThrough() | Choose() | CatchFailure():
                 return self._skip_or_pass(state, definition, action, now)
             case TellCancel(seen):
                 return ex.step(state, tx.tell_cancel(seen, now)) is not None
@@ -1180,13 +1225,18 @@ class Scheduler:
         return self._apply_to_workflow(state, action, now)
 
     def _skip_or_pass(
-        self, state: WorkflowState, definition: Definition, action: Skip | PassThrough, now: int
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        action: Skip | PassThrough | Choose | CatchFailure,
+        now: int,
     ) -> bool:
-        """A ready step whose condition is false is skipped; a ready Pass step succeeds with
-        its output (`kinds.pass_step`): each in one write."""
+        """A ready step whose condition is false (or that is out of scope) is skipped; a ready
+        Pass step succeeds with its output (`kinds.pass_step`); a Choice is decided, a catch
+        recorded (`_apply_flow`): each in one write."""
         seen = action.seen
-        if isinstance(action, Skip):
-            return self.executor.step(state, tx.skip(seen, now, self.expires(now))) is not None
+        if isinstance(action, Skip | Choose | CatchFailure):
+            return self._apply_flow(state, action, now)
         spec = definition.by_name[seen.name]
         attempt = max(seen.attempt, 1)
         try:
@@ -1520,9 +1570,10 @@ class Scheduler:
         own = state.steps[seen.name].input
         if own is not None:
             return self.value(own)
-        if spec.input_path is None:
+        text = scope.input_path(self.definition_of(state), spec)  # a fallback's: its error
+        if text is None:
             return self.value(state.workflow.input)
-        path = fanout.parse_path(spec.input_path)
+        path = fanout.parse_path(text)
         if path.step is None:
             whole = self.value(state.workflow.input)
         else:
@@ -1534,7 +1585,7 @@ class Scheduler:
         try:
             return fanout.select(path, whole)
         except fanout.PathError as exc:
-            raise InputPathNotFound(f"InputPath {spec.input_path}: {exc}") from None
+            raise InputPathNotFound(f"InputPath {text}: {exc}") from None
 
     def _child_output(self, child: WorkflowRecord) -> str:
         """A child's output as its step keeps it: the child's workflow output (each of its
@@ -1925,6 +1976,8 @@ def _key(action: Action) -> tuple[Any, ...]:
             | EndAttempt(seen)
             | Cancel(seen)
             | Skip(seen)
+            | Choose(seen)
+            | CatchFailure(seen)
             | PassThrough(seen)
             | StartWait(seen)
             | Wake(seen)

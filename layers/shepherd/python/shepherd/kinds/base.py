@@ -29,6 +29,10 @@ class Planning(Protocol):
 
     now: int
 
+    def document(self, name: str) -> Any:
+        """What a ready step's condition reads (`choice.document`), or None: not assembled."""
+        ...
+
     def ready_task(self, rec: StepRecord, spec: StepSpec, ready_at: int) -> list[Action]:
         """Who sends a ready task (or map) step's message, and when."""
         ...

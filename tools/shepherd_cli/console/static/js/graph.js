@@ -22,15 +22,32 @@ const STATUS_CHAR_W = 6.9; // an 11.5 px status line's widest average character
 // Full names, never cut (issue 29): the boxes grow to the longest one (see drawGraph).
 const clip = (text) => text;
 
-/** Column of every step: 0 for roots, else one more than its deepest dependency. */
+/** The steps a `Next` names (a catcher's, a Choice's), each with the step naming it and how:
+    it runs only when that step sends it there (docs/definitions.md, Catch and Choice step). */
+export function enteredFrom(steps) {
+  const out = new Map();
+  for (const st of steps) {
+    for (const c of st.Catch || []) if (!out.has(c.Next)) out.set(c.Next, { from: st.Name, how: "catch" });
+    const choice = st.Choice;
+    if (!choice) continue;
+    for (const rule of choice.Choices || []) if (!out.has(rule.Next)) out.set(rule.Next, { from: st.Name, how: "choice" });
+    if (choice.Default && !out.has(choice.Default)) out.set(choice.Default, { from: st.Name, how: "choice" });
+  }
+  return out;
+}
+
+/** Column of every step: 0 for roots, else one more than its deepest dependency (or the step
+    whose Catch or Choice names it). */
 export function depths(steps) {
   const byName = new Map(steps.map((st) => [st.Name, st]));
+  const entered = enteredFrom(steps);
   const memo = new Map();
   const depth = (name, seen = new Set()) => {
     if (memo.has(name)) return memo.get(name);
     if (seen.has(name)) return 0; // a cycle cannot pass validation; never loop on one anyway
     seen.add(name);
-    const deps = byName.get(name)?.DependsOn || [];
+    const way = entered.get(name);
+    const deps = [...(byName.get(name)?.DependsOn || []), ...(way ? [way.from] : [])];
     const d = deps.length ? 1 + Math.max(...deps.map((dep) => depth(dep, seen))) : 0;
     memo.set(name, d);
     return d;
@@ -52,6 +69,7 @@ export function stepKind(st) {
   if (st.Workflow) return "child";
   if (st.Wait) return "wait";
   if (st.Approval) return "approval";
+  if (st.Choice) return "choice";
   return "task";
 }
 
@@ -74,12 +92,14 @@ export function definitionLine(st) {
       return waitText(st.Wait);
     case "approval":
       return "approval by a person";
+    case "choice":
+      return "choice";
     default:
       return `${st.Pool} · ${st.Agent}`;
   }
 }
 
-const KIND_WORDS = { map: "map", "map-of-children": "map of child workflows", child: "child workflow", wait: "wait", approval: "approval" };
+const KIND_WORDS = { map: "map", "map-of-children": "map of child workflows", child: "child workflow", wait: "wait", approval: "approval", choice: "choice" };
 
 /** A step's second line in a workflow's graph: its status, and for a map its items. */
 function viewLine(st, item) {
@@ -148,9 +168,13 @@ export function drawGraph(definition, { view, onSelect } = {}) {
     ),
   );
 
+  const entered = enteredFrom(steps);
   for (const st of steps) {
     const to = pos.get(st.Name);
-    for (const dep of st.DependsOn || []) {
+    const way = entered.get(st.Name);
+    // A Catch's or a Choice's way in: dashed, titled with how it is taken.
+    const inputs = [...(st.DependsOn || []).map((dep) => [dep, "edge"]), ...(way ? [[way.from, `edge edge-${way.how}`]] : [])];
+    for (const [dep, edgeClass] of inputs) {
       const from = pos.get(dep);
       if (!from) continue;
       const x1 = from.x + NODE_W;
@@ -160,7 +184,7 @@ export function drawGraph(definition, { view, onSelect } = {}) {
       const mid = (x1 + x2) / 2;
       svg.append(
         s("path", {
-          class: "edge",
+          class: edgeClass,
           d: `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`,
           "marker-end": `url(#${id}-arrow)`,
         }),

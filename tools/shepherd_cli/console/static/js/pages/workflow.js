@@ -24,6 +24,11 @@ const HISTORY_SLOW_MS = 10_000;
 const END_SLACK_MS = 1000; // an end's event may carry a time a moment before the view's
 const TERMINAL_EVENTS = new Set(["WorkflowSucceeded", "WorkflowCompensated", "WorkflowCancelled", "WorkflowFailed"]);
 const IN_FLIGHT = new Set(["QUEUED", "RUNNING", "WAITING"]);
+// Why a step was skipped when its own Condition did not skip it (issue 42.5).
+const SKIP_WORDS = {
+  not_chosen: "not chosen: the Choice that names it picked another step",
+  out_of_scope: "out of scope: no step it depends on ran",
+};
 
 const ACTIONS = [
   {
@@ -458,6 +463,9 @@ function itemDetails(kind, item, workflowId, spec = null) {
         ["Next deadline", deadlineText(item.next_deadline)],
         [stepType === "approval" ? "Answer due by" : "Wakes", item.wake_at && time(item.wake_at, { date: true })],
         ["Decision", decisionText(item.decision)],
+        ["Caught", item.caught_by && `its Catch sent the failure to ${item.caught_by} (the workflow did not unwind)`],
+        ["Chosen", item.chosen && `this Choice picked ${item.chosen}`],
+        ["Skipped", SKIP_WORDS[item.skip_reason] || ""],
         ["Items", item.map ? h("div", {}, mapProgress(item.map), h("a", { href: itemsHash(workflowId, item.name), "data-items-link": item.name }, "Page through the items")) : ""],
         ...childLinks(item),
       ]),
