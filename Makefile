@@ -178,6 +178,8 @@ demo: $(STAMP)
 
 # Deterministic fault simulation (docs/simulation.md): `make sim SEEDS=10000 JOBS=2`,
 # `make sim FAULTS=dup=0.2,lose=0.1`, replay one seed with its trace: `make sim SEED=1234`.
+# Three passes: the engine's workload, the state machines (aslsim), and loops (issue 42.5:
+# `sim_repeat` workflows alone, under the same faults).
 .PHONY: sim
 SEEDS ?= 1000
 FIRST ?= 0
@@ -185,6 +187,7 @@ JOBS ?= 1
 sim: $(STAMP)
 	$(BIN)/python -m shepherd_sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
 	$(BIN)/python -m shepherd_sim.aslsim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST))
+	$(BIN)/python -m shepherd_sim --types sim_repeat $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)) $(if $(FAULTS),--faults '$(FAULTS)')
 
 # The Amazon States Language conformance suite (issue 42, tests/statemachines/conformance): passed and
 # failed per feature; exit 1 on any failure.

@@ -15,7 +15,9 @@ for _key, _value in {
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
+import shutil  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -25,6 +27,10 @@ from shepherd_cli.project import Project  # noqa: E402
 from support import ROOT, Harness, engine_stores, memory_harness, moto_harness  # noqa: E402
 
 SHARED_STACK = "local_stack"
+# State machines the shared local stack runs beside the example definitions (issue 38's
+# integrations against its moto: tests/e2e/test_local_stack.py). Kept out of `statemachines/`,
+# the example app that `make demo` runs and the CDK app deploys.
+E2E_MACHINES = ROOT / "tests" / "e2e" / "statemachines"
 
 
 @pytest.fixture(params=engine_stores())
@@ -58,15 +64,22 @@ CONFIG_POOL_POLICY = {
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """One local stack (moto server, control process, agent workers) for every test that needs
-    one: the end-to-end tests and the console's browser tests. They run last, together
+    one: the end-to-end tests and the console's browser tests. It runs the example definitions
+    and the state machines of E2E_MACHINES. They run last, together
     (`pytest_collection_modifyitems`), so the stack lives only while they run. Callers keep
     apart by caller identity; a test that pauses a pool resumes it (as an operator: the e2e
     and console callers are the stack's operators)."""
     from shepherd_cli.apigw import caller_arn
 
     state = tmp_path_factory.mktemp("shepherd-local")
+    project = Project.find(ROOT)
+    definitions = tmp_path_factory.mktemp("definitions")
+    for source in (project.definitions_dir, E2E_MACHINES):
+        for path in source.iterdir():
+            if path.is_file():
+                shutil.copy2(path, definitions / path.name)
     with LocalStack(
-        project=Project.find(ROOT),
+        project=replace(project, definitions_dir=definitions),
         port=0,
         workers=2,
         sweep_interval=0.5,

@@ -343,6 +343,10 @@ class StepView(BaseModel):
     dispatches: int = 0
     error: dict[str, Any] | None = None
     output: Any = None
+    variables: Annotated[
+        dict[str, Any] | None,
+        Field(description="The variables its Assign set (its descendants read them as $name)"),
+    ] = None
     details: Annotated[Any, Field(description="Progress details its attempts reported")] = None
     input: Annotated[Any, Field(description="An operator's replacement input, if any")] = None
     output_ref: Annotated[PayloadLink | None, Field(description=_LARGE.format("output"))] = None
@@ -366,6 +370,13 @@ class StepView(BaseModel):
     attempts_total: Annotated[
         int, Field(description="Ended attempts, also those older than `attempts` keeps")
     ] = 0
+    iterations: Annotated[
+        int | None,
+        Field(
+            description="A `Repeat` step: the iterations ended (its `output` is the last "
+            "one's; the attempt in flight runs the next); absent before the first ends"
+        ),
+    ] = None
     children: Annotated[
         list[str],
         Field(
@@ -432,6 +443,15 @@ class WorkflowView(BaseModel):
     paused_at: str | None = None
     pause_timeout_at: Annotated[
         str | None, Field(description="A PAUSED workflow's pause timeout: it then unwinds")
+    ] = None
+    timeout_at: Annotated[
+        str | None,
+        Field(
+            description=(
+                "A RUNNING workflow's own TimeoutSeconds: not ended by then, it fails with "
+                "States.Timeout"
+            )
+        ),
     ] = None
     redrives: int = 0
     tags: Annotated[

@@ -9,6 +9,7 @@ from typing import Any
 from shepherd import schedules
 from shepherd.changes import public_error
 from shepherd.clock import iso
+from shepherd.decisions import workflow_timeout
 from shepherd.decisions.deadlines import Deadline, next_deadline, pause_timeout_at
 from shepherd.decisions.fanout import child_id
 from shepherd.decisions.planner import compensation_order
@@ -129,6 +130,7 @@ def step_view(
         error=error,
         error_ref=payload(payloads, full, f"{named}-error")[1] if full else None,
         output=output,
+        variables=loads(rec.variables),
         details=details,
         input=step_input,
         output_ref=output_ref,
@@ -147,6 +149,7 @@ def step_view(
             for h in rec.history
         ],
         attempts_total=rec.attempts_total,
+        iterations=rec.iterations or None,
         map=map_view(rec, undone) if rec.kind == "step" else map_view(rec),
         children=children_of(rec),
         next_deadline=None
@@ -225,6 +228,7 @@ def workflow_view(
         pause=loads(wf.pause),
         paused_at=iso(wf.paused_at),
         pause_timeout_at=iso(pause_timeout_at(state, definition)),
+        timeout_at=iso(workflow_timeout.deadline(state, definition)),
         redrives=wf.redrives,
         tags=loads(wf.tags) if wf.tags else None,
         steps=steps,

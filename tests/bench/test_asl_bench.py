@@ -17,7 +17,8 @@ def test_a_loops_requests_per_iteration_do_not_grow_with_its_history() -> None:
 
 @pytest.mark.slow
 def test_the_mix_counts_each_machines_transitions_and_prices_them() -> None:
-    mix = asl.run_mix(1)
+    measured = asl.run_machines(1)
+    mix = measured["mix"]
     per_machine = {r["machine"]: r["transitions_per_workflow"] for r in mix["machines"]}
     assert per_machine == {
         "bench_asl_chain": 6,
@@ -25,14 +26,34 @@ def test_the_mix_counts_each_machines_transitions_and_prices_them() -> None:
         "bench_asl_map": 5,
         "bench_asl_loop": 22,
     }
-    for row in mix["machines"]:
+    # Issue 38's three machines, one execution each: the chain, the Map whose items put a
+    # DynamoDB item (1 + 4 states entered), the callback (its Task and a Pass).
+    three = asl.per_execution(measured)
+    assert [(r["machine"], r["transitions_per_workflow"]) for r in three] == [
+        ("bench_asl_chain", 6),
+        ("bench_asl_service_map", 5),
+        ("bench_asl_callback", 2),
+    ]
+    for row in [*mix["machines"], *three]:
         # One execution on Standard is its transitions at $25 per million.
         standard = row["standard_usd_per_million_executions"]
         assert standard == pytest.approx(25 * row["transitions_per_workflow"])
-        assert 0 < row["express_usd_per_million_executions"] < standard
+        express = row["express_usd_per_million_executions"]
+        if row["machine"] == "bench_asl_callback":
+            assert express is None  # Express runs no .waitForTaskToken Task
+        else:
+            assert 0 < express < standard
         assert row["usd_per_million_executions"] == pytest.approx(
             row["usd_per_million_transitions"] * row["transitions_per_workflow"]
         )
+    # The service calls are units of the integration pool; the puts themselves (the user's
+    # requests, paid alike on Step Functions) are not metered: the Map of puts costs what the
+    # Map of Lambda tasks does, request for request.
+    service_map, lambda_map = (
+        three[1],
+        next(r for r in mix["machines"] if r["machine"] == "bench_asl_map"),
+    )
+    assert service_map["requests_per_workflow"] == lambda_map["requests_per_workflow"]
     totals = mix["mix"]
     assert totals["transitions"] == sum(per_machine.values())
     assert totals["usd_per_million_transitions"] > 0

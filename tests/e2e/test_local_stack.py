@@ -507,3 +507,59 @@ def test_a_replaced_control_process_goes_on_without_announcing_the_history_again
     assert wait(api, later)["status"] == "SUCCEEDED"
     seen = _tap_events(stack, until=(later, "WorkflowSucceeded"))
     assert [e for e in seen if e["detail"].get("workflow_id") == earlier] == []  # not again
+
+
+def test_a_state_machines_service_calls_and_child_run_against_the_local_moto(
+    api: Api, stack: LocalStack
+) -> None:
+    """Issue 38's "done when": `tests/e2e/statemachines/record_order.asl.json` puts a DynamoDB
+    item, sends an SQS message, publishes to SNS and runs `audit_order` to its end
+    (`startExecution.sync:2`) on the local stack, each call a unit of Shepherd's integration
+    pool made against the stack's moto, where the test reads what it wrote."""
+    dynamodb, sqs, sns = stack.client("dynamodb"), stack.client("sqs"), stack.client("sns")
+    table = "e2e-orders"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    queue_url = sqs.create_queue(QueueName="e2e-orders")["QueueUrl"]
+    announced_url = sqs.create_queue(QueueName="e2e-orders-announced")["QueueUrl"]
+    announced_arn = sqs.get_queue_attributes(QueueUrl=announced_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    topic_arn = sns.create_topic(Name="e2e-orders")["TopicArn"]
+    sns.subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=announced_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    order = {
+        "order_id": "e2e-o-1",
+        "total": 42,
+        "table": table,
+        "queue_url": queue_url,
+        "topic_arn": topic_arn,
+    }
+    workflow_id = start(api, "record_order", order)
+    view = wait(api, workflow_id, 60)
+    assert view["status"] == "SUCCEEDED", view
+    out = view["output"]
+    # The child ran to its end first: it read back the item its parent put.
+    assert out["audit"]["status"] == "SUCCEEDED"
+    assert out["audit"]["output"] == {"order_id": "e2e-o-1", "total": "42"}
+    child_id = out["audit"]["execution"].rsplit(":", 1)[1]
+    child = api.call("GET", f"/workflows/{child_id}")
+    assert (child["type"], child["status"]) == ("audit_order", "SUCCEEDED")
+    assert child["output"] == out["audit"]["output"]
+    # Each effect, read from the local moto.
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": "e2e-o-1"}})["Item"]
+    assert item == {"pk": {"S": "e2e-o-1"}, "total": {"N": "42"}}
+    (sent,) = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)["Messages"]
+    assert json.loads(sent["Body"]) == {"order_id": "e2e-o-1", "total": 42}
+    assert out["sent"] == {"message_id": sent["MessageId"]}
+    (published,) = sqs.receive_message(QueueUrl=announced_url, WaitTimeSeconds=1)["Messages"]
+    assert json.loads(published["Body"]) == {"order_id": "e2e-o-1"}
+    assert set(out["published"]) == {"message_id"}

@@ -264,3 +264,37 @@ def test_the_state_machine_price_in_the_readme_is_the_measured_one() -> None:
     )
     # It says whether the target (a fifth of Standard's) is met, as the numbers say.
     assert ("not yet the fifth of it" in text) is (ours > standard / 5)
+
+
+def test_the_migrating_guides_prices_per_execution_are_the_measured_ones() -> None:
+    """Issue 38's three machines (`make bench-asl`): each quoted in the migrating guide as
+    measured, ours beside Step Functions Standard's and Express's."""
+    from shepherd_bench.asl import per_execution
+
+    guide = (ROOT / "docs" / "migrating-from-step-functions.md").read_text(encoding="utf-8")
+    rows = per_execution(BENCH["asl"])
+    assert [r["machine"] for r in rows] == [
+        "bench_asl_chain",
+        "bench_asl_service_map",
+        "bench_asl_callback",
+    ]
+    for row in rows:
+        line = next(x for x in guide.splitlines() if f"(`{row['machine']}`" in x)
+        express = row["express_usd_per_million_executions"]
+        cells = [c.strip() for c in line.strip("|").split("|")][1:]
+        assert cells[:3] == [
+            f"${row['usd_per_million_executions']:.2f}",
+            f"${row['standard_usd_per_million_executions']:.2f}",
+            f"${express:.2f}" if express is not None else cells[2],
+        ], line
+        assert (express is None) is cells[2].startswith("n/a"), line
+    # The README quotes them too.
+    text = " ".join(README.split())
+    quoted = re.findall(
+        r"\$([0-9.]+)(?: per million)? against (?:Standard's )?\$([0-9]+(?:\.[0-9]+)?)",
+        text.split("Per execution,")[1],
+    )
+    assert quoted[:3] == [
+        (f"{r['usd_per_million_executions']:.2f}", f"{r['standard_usd_per_million_executions']:g}")
+        for r in rows
+    ]

@@ -622,3 +622,173 @@ def test_start_execution_sync_of_a_native_definition_is_found_by_a_look() -> Non
     h.sweep()
     assert _item(h, wf)["status"] == WorkflowStatus.SUCCEEDED.value
     assert _view(h, wf)["output"]["Output"] == {"double": {"n": 10}}
+
+
+# ------------------------------------------- .sync children stopped with their parent
+
+HOLD = {  # a child that runs for an hour (a Wait: it rests, no agent)
+    "StartAt": "Hold",
+    "States": {"Hold": {"Type": "Wait", "Seconds": 3600, "End": True}},
+}
+
+
+def _waiting_child(h: Harness, wf: str) -> str:
+    """The child the parent's `.sync` Task waits for, RUNNING."""
+    h.pump()
+    unit = h.store.get(visits_pk(wf), item_sk("step", "V#Start#1"))
+    assert unit is not None and unit["status"] == StepStatus.WAITING.value
+    child = str(unit["asl_child"])
+    assert _item(h, child)["status"] == WorkflowStatus.RUNNING.value
+    return child
+
+
+@pytest.mark.parametrize("form", [".sync:2", ".sync"])
+def test_a_cancelled_parent_stops_its_sync_child(form: str) -> None:
+    """Step Functions stops a `.sync` child execution when its parent is stopped."""
+    h = _world({"parent": _parent(form), "child": HOLD})
+    wf = h.start("parent", {"n": 1})
+    child = _waiting_child(h, wf)
+    h.operations.cancel(wf)
+    assert _item(h, wf)["status"] == WorkflowStatus.CANCELLED.value
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value
+    h.clock.advance(3601)  # the child's Wait would have ended now: nothing moves it on
+    h.sweep()
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value
+
+
+def test_a_parent_past_its_timeout_seconds_stops_its_sync_child() -> None:
+    parent = {**_parent(".sync:2"), "TimeoutSeconds": 60}
+    h = _world({"parent": parent, "child": HOLD})
+    wf = h.start("parent", {"n": 1})
+    child = _waiting_child(h, wf)
+    h.clock.advance(61)
+    h.sweep()
+    assert _item(h, wf)["asl_error"] == "States.Timeout"
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value
+
+
+def test_a_sync_task_past_its_timeout_stops_the_child_it_waited_for() -> None:
+    parent = _parent(
+        ".sync:2", TimeoutSeconds=60, Catch=[{"ErrorEquals": ["States.ALL"], "Next": "Gave up"}]
+    )
+    parent["States"]["Gave up"] = {"Type": "Pass", "Result": "gave up", "End": True}
+    h = _world({"parent": parent, "child": HOLD})
+    wf = h.start("parent", {"n": 1})
+    child = _waiting_child(h, wf)
+    h.clock.advance(61)
+    h.sweep()
+    h.pump()
+    assert _view(h, wf)["output"] == "gave up"
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value
+
+
+def test_a_failed_parallel_stops_the_sync_child_of_its_other_branch() -> None:
+    """A branch that fails ends its Parallel: the other branch is cancelled, and the child its
+    `.sync` Task waits for is stopped with it."""
+    start = _parent(".sync:2")["States"]["Start"]
+    parent = {
+        "StartAt": "Both",
+        "States": {
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [
+                    {"StartAt": "Start", "States": {"Start": start}},
+                    {
+                        "StartAt": "Later",
+                        "States": {
+                            "Later": {"Type": "Wait", "Seconds": 10, "Next": "Broken"},
+                            "Broken": {"Type": "Fail", "Error": "Broken"},
+                        },
+                    },
+                ],
+                "End": True,
+            }
+        },
+    }
+    h = _world({"parent": parent, "child": HOLD})
+    wf = h.start("parent", {"n": 1})
+    h.pump()
+    cursor = h.scheduler.asl._cursor(_item(h, wf))
+    assert cursor is not None and cursor.branches is not None
+    branch = cursor.branches["children"][0]
+    child = _waiting_child(h, branch)
+    h.clock.advance(11)
+    h.sweep()
+    h.pump()
+    assert _item(h, wf)["asl_error"] == "Broken"
+    assert _item(h, branch)["status"] == WorkflowStatus.CANCELLED.value
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value
+
+
+def test_a_cancelled_parent_stops_its_native_sync_child_which_unwinds() -> None:
+    """A native child is stopped as an operator's cancel stops it: what it did is undone."""
+    native = parse_definition(
+        {
+            "Name": "child",
+            "Steps": [
+                {
+                    "Name": "reserve",
+                    "Agent": "reserver",
+                    "Pool": "work",
+                    "TimeoutSeconds": 30,
+                    "Compensation": {"Agent": "releaser", "Pool": "work", "TimeoutSeconds": 30},
+                },
+                {"Name": "hold", "DependsOn": ["reserve"], "Wait": {"Seconds": 3600}},
+            ],
+        },
+        "child",
+    )
+    released: list[str] = []
+    registry = AgentRegistry()
+    registry.register("reserver", lambda ctx: "reserved")
+    registry.register("releaser", lambda ctx: released.append("released"))
+    h = memory_harness(
+        definitions={"parent": _definition("parent", _parent(".sync:2")), "child": native},
+        agents=registry,
+    )
+    wf = h.start("parent", {"n": 1})
+    child = _waiting_child(h, wf)
+    h.operations.cancel(wf)
+    h.pump()
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value
+    assert released == ["released"]
+
+
+def test_a_parent_cancelled_while_its_sync_task_started_the_child_stops_it() -> None:
+    """The cancel comes after the child started and before the unit names it (WAITING): the
+    write that names it finds its parent ended and stops the child."""
+    h = _world({"parent": _parent(".sync:2"), "child": HOLD})
+    wf = h.start("parent", {"n": 1})
+    asl = h.scheduler.asl
+    record = asl.record
+
+    def cancelled_first(claimed: Any, event: Any) -> str:
+        h.operations.cancel(wf)
+        return record(claimed, event)
+
+    asl.record = cancelled_first  # type: ignore[method-assign]
+    h.pump()
+    child = str(_unit_item(h, wf)["asl_child"])
+    assert _item(h, wf)["status"] == WorkflowStatus.CANCELLED.value
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value
+
+
+def _unit_item(h: Harness, wf: str) -> dict[str, Any]:
+    unit = h.store.get(visits_pk(wf), item_sk("step", "V#Start#1"))
+    assert unit is not None
+    return unit
+
+
+def test_a_cancel_whose_follow_up_died_is_finished_by_the_supervisor_child_included() -> None:
+    """The cancel's write took effect and its process died before it advanced anything: the
+    supervisor's look ends the state machine CANCELLED and stops its `.sync` child."""
+    h = _world({"parent": _parent(".sync:2"), "child": HOLD})
+    wf = h.start("parent", {"n": 1})
+    child = _waiting_child(h, wf)
+    h.operations._follow_up = lambda action, advance: None  # type: ignore[method-assign]
+    h.operations.cancel(wf)
+    assert _item(h, wf)["status"] == WorkflowStatus.CANCELLING.value
+    h.clock.advance(1)
+    h.sweep()
+    assert _item(h, wf)["status"] == WorkflowStatus.CANCELLED.value
+    assert _item(h, child)["status"] == WorkflowStatus.CANCELLED.value

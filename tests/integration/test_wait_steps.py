@@ -241,8 +241,8 @@ def test_a_wait_under_a_false_condition_is_skipped() -> None:
         ),
         (
             {"Name": "w", "Wait": {"Seconds": 5, "Until": "2026-01-01T00:00:00Z"}},
-            "Steps[0] (w).Wait: a Wait has exactly one of Seconds, Until, UntilPath "
-            "(got Seconds, Until)",
+            "Steps[0] (w).Wait: a Wait has exactly one of Seconds, Until, UntilPath, "
+            "SecondsPath (got Seconds, Until)",
         ),
         ({"Name": "w", "Wait": {}}, "Steps[0] (w).Wait: a Wait has exactly one of"),
         (
@@ -255,7 +255,8 @@ def test_a_wait_under_a_false_condition_is_skipped() -> None:
         ),
         (
             {"Name": "w", "Wait": {"UntilPath": "$.steps.a.output.t"}},
-            "Steps[0] (w).Wait.UntilPath: '$.steps.a.output.t' is not a valid path: $.input.<path>",
+            "Steps[0] (w).Wait.UntilPath: '$.steps.a.output.t' reads step 'a', which is not in "
+            "its DependsOn",
         ),
         (
             {"Name": "w", "Pool": "p", "TimeoutSeconds": 5},

@@ -50,10 +50,12 @@ def test_every_fault_kind_is_exercised_and_every_outcome_reached() -> None:
     for seed in DEFAULT_SEEDS:
         faults.update(result(seed).faults)
         outcomes.update(result(seed).outcomes)
-    # A kind off by default (`throttle_episode`: it would change every seed's run) is exercised
-    # by its own tests (tests/sim/test_sim_throttle_episode.py); it must be named here.
+    # A kind off by default (`throttle_episode`: it would change every seed's run;
+    # `repeat_workload`: the seeds that roll it) is exercised by its own tests
+    # (tests/sim/test_sim_throttle_episode.py, tests/sim/test_sim_repeat.py); it must be
+    # named here.
     off = {kind for kind in FAULT_KINDS if getattr(Faults(), kind) <= 0}
-    assert off == {"throttle_episode"}, off
+    assert off == {"throttle_episode", "repeat_workload"}, off
     missing = [kind for kind in FAULT_KINDS if faults[kind] == 0 and kind not in off]
     assert not missing, f"fault kinds never injected by the default seeds: {missing}"
     assert set(outcomes) == {"SUCCEEDED", "COMPENSATED", "CANCELLED", "FAILED"}, outcomes

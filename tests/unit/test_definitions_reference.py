@@ -17,6 +17,8 @@ from shepherd.definitions import (
     ApprovalSpec,
     CompensationSpec,
     Definition,
+    PassSpec,
+    RepeatSpec,
     RetryPolicy,
     ScheduleSpec,
     StepSpec,
@@ -35,6 +37,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Workflow": Definition,
     "Task step": StepSpec,
     "Condition": Condition,
+    "Repeat": RepeatSpec,
     "Retry": RetryPolicy,
     "Compensation": CompensationSpec,
     "Map": MapSpec,
@@ -42,6 +45,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "Approval step": ApprovalSpec,
     "Schedules": ScheduleSpec,
     "WaitForSignal step": WaitForSignalSpec,
+    "Pass step": PassSpec,
 }
 
 

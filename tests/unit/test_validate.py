@@ -256,3 +256,24 @@ def test_a_pool_policy_for_a_pool_no_definition_names_is_refused(
     )
     policies.write_text('{"billing": {"RateLimit": {"PerSecond": 5, "Burst": 5}}}')
     assert _validate(capsys, "--pool-policies", str(policies))[:3:2] == (0, "")
+
+
+def test_a_repeated_child_whose_workflow_declares_a_compensation_is_refused(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 42.5: only a repeated child step's last child undoes itself, so its workflow may
+    declare no Compensation (`trip` undoes its hotel): validate says so, naming the field."""
+    parent = project / "statemachines" / "holiday.yaml"
+    parent.write_text(
+        PARENT.replace("trp", "trip")
+        + "    Repeat:\n"
+        + "      Until: {Variable: $.steps.first_trip.output.book_hotel.ok, IsPresent: true}\n"
+        + "      MaxIterations: 3\n"
+    )
+    code, out, err = _validate(capsys)
+    assert code == 1, err
+    assert (
+        f"{parent}: Steps[0] (first_trip).Repeat: its child workflow declares a compensation "
+        "('trip' Steps[0] (book_hotel).Compensation)"
+    ) in err
+    assert "holiday.yaml: ok" not in out

@@ -14,6 +14,16 @@ per transition is the mix's modelled dollars (`cost`'s worst case: an invocation
 core and events, no API ingress) over its transitions, beside Step Functions Standard's list
 price per transition (`prices`).
 
+**Per execution, beside Step Functions Standard and Express** (issue 38's target): each
+machine's one execution at list price, ours (core and events) beside Standard's transitions
+and Express's request and simulated duration at 64 MB. Beside the mix's Lambda chain, two
+more machines (`INTEGRATION_MACHINES`, outside the mix): an inline Map of four items each
+putting a DynamoDB item (`dynamodb:putItem`, units of Shepherd's integration pool), and a
+callback (`lambda:invoke.waitForTaskToken`, answered through the API's `POST /tasks/success`
+as soon as the function returned). The put itself is paid alike on either service, so its own
+request is not metered (the integration pool's every other request is); Express runs no
+`.waitForTaskToken` Task, so the callback has no Express price.
+
 **A long loop**: a Lambda task and a Choice back to it, N iterations. `loop_store_requests`
 runs 10,000 on the in-memory engine (the real engine over ports that pass the DynamoDB
 adapter's contract tests), counting each iteration's store operations (each one DynamoDB
@@ -31,8 +41,10 @@ iterations there would take about an hour).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from shepherd.clock import ManualClock
@@ -42,7 +54,18 @@ from shepherd.engine.agent import AgentContext, AgentRegistry
 from shepherd_bench import cost
 from shepherd_bench.meter import Meter, Tally
 from shepherd_bench.prices import usd
-from shepherd_bench.stack import ACCOUNT, REGION, TABLE, AlarmClock, HandlerStack, handler_stack
+from shepherd_bench.stack import (
+    ACCOUNT,
+    REGION,
+    TABLE,
+    AlarmClock,
+    HandlerStack,
+    LambdaContext,
+    handler_stack,
+    rest_event,
+)
+
+TOKEN_HEADER = "X-Shepherd-Task-Token"  # noqa: S105 - a header's name, not a secret
 
 FN = "arn:aws:lambda:us-east-1:123456789012:function:"
 AGENTS = ("BenchAdd", "BenchDouble", "BenchCheck")
@@ -159,10 +182,82 @@ MACHINES: dict[str, tuple[dict[str, Any], Any]] = {
 }
 
 
+ORDERS_TABLE = "bench-orders"  # the service-call Map's table (the user's, not Shepherd's)
+ASKED: list[str] = []  # the callback machine's task tokens, as its function hands them out
+
+
+@registry.agent("BenchAsk")
+def bench_ask(ctx: AgentContext) -> str:
+    """A function that hands its task token to someone who answers later (a person, another
+    system): the token is kept for the bench to answer through the API."""
+    ASKED.append(str(ctx.input["token"]))
+    return "asked"
+
+
+# Issue 38's machines beside the mix's Lambda chain: priced per execution, outside the mix.
+INTEGRATION_MACHINES: dict[str, tuple[dict[str, Any], Any]] = {
+    # An inline Map over four items, each a DynamoDB put. 1 + 4 = 5 transitions.
+    "bench_asl_service_map": (
+        {
+            "StartAt": "Each",
+            "States": {
+                "Each": {
+                    "Type": "Map",
+                    "ItemsPath": "$.items",
+                    "MaxConcurrency": 4,
+                    "ItemProcessor": {
+                        "ProcessorConfig": {"Mode": "INLINE"},
+                        "StartAt": "Put",
+                        "States": {
+                            "Put": {
+                                "Type": "Task",
+                                "Resource": "arn:aws:states:::dynamodb:putItem",
+                                "Parameters": {
+                                    "TableName": ORDERS_TABLE,
+                                    "Item": {"pk": {"S.$": "$.id"}},
+                                },
+                                "ResultPath": None,
+                                "End": True,
+                            }
+                        },
+                    },
+                    "End": True,
+                }
+            },
+        },
+        {"items": [{"id": f"item-{i}"} for i in range(4)]},
+    ),
+    # A Lambda task that waits for its token, then a Pass. 2 transitions.
+    "bench_asl_callback": (
+        {
+            "StartAt": "Ask",
+            "States": {
+                "Ask": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                    "Parameters": {
+                        "FunctionName": "BenchAsk",
+                        "Payload": {"token.$": "$$.Task.Token", "id.$": "$.id"},
+                    },
+                    "TimeoutSeconds": 3600,
+                    "Next": "Done",
+                },
+                "Done": {"Type": "Pass", "End": True},
+            },
+        },
+        {"id": "order-3"},
+    ),
+}
+# The three machines issue 38 prices per execution: a Lambda chain, a Map with service calls,
+# a callback.
+PER_EXECUTION = ("bench_asl_chain", "bench_asl_service_map", "bench_asl_callback")
+NO_EXPRESS = frozenset({"bench_asl_callback"})  # Express runs no .waitForTaskToken Task
+
+
 def definitions() -> dict[str, Definition]:
     return {
         name: parse_definition({"Name": name, "Steps": [], "StateMachine": machine}, name)
-        for name, (machine, _) in MACHINES.items()
+        for name, (machine, _) in {**MACHINES, **INTEGRATION_MACHINES}.items()
     }
 
 
@@ -237,17 +332,50 @@ def _forget_done(stack: HandlerStack, workflow_id: str, keep: int = KEEP) -> Non
 def run_mix(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
     """Each machine `workflows` times; per machine and for the mix: transitions, requests,
     modelled dollars per million transitions beside Step Functions Standard's."""
+    return _mix(_price(MACHINES, workflows, seed))
+
+
+def run_machines(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
+    """The mix (`run_mix`) and, on the same stack after it, issue 38's machines beyond the
+    mix's Lambda chain (`INTEGRATION_MACHINES`, each `workflows` times: the same figures as
+    the mix's rows, one execution beside Step Functions Standard and Express)."""
+    rows = _price({**MACHINES, **INTEGRATION_MACHINES}, workflows, seed)
+    return {
+        "mix": _mix([r for r in rows if r["machine"] in MACHINES]),
+        "per_execution": {"machines": [r for r in rows if r["machine"] in INTEGRATION_MACHINES]},
+    }
+
+
+def _mix(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    total_transitions = round(sum(r["transitions_per_workflow"] * r["workflows"] for r in rows))
+    total_usd = sum(r["usd_per_million_executions"] / 1e6 * r["workflows"] for r in rows)
+    standard = usd("sfn_standard_transition", 1) * 1e6
+    ours = total_usd / total_transitions * 1e6
+    return {
+        "machines": rows,
+        "mix": {
+            "transitions": total_transitions,
+            "usd_per_million_transitions": ours,
+            "step_functions_standard_usd_per_million_transitions": standard,
+            "ratio_standard_to_ours": standard / ours,
+        },
+    }
+
+
+def _price(
+    machines: dict[str, tuple[dict[str, Any], Any]], workflows: int, seed: int
+) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     meter = Meter()
     clock = AlarmClock()
     rows = []
-    total_usd = 0.0
-    total_transitions = 0
     with _stack(meter, clock) as stack:
-        for name, (_, payload) in MACHINES.items():
+        _integrations_unmetered(stack, meter)
+        for name, (_, payload) in machines.items():
             scenario = cost.Scenario(name, name, payload, "SUCCEEDED")
+            outside = _answer(stack) if name in NO_EXPRESS else None
             with meter.paused():  # the definition snapshot: once per sandbox
-                warm, _ = cost.run_workflow(stack, scenario)
+                warm, _ = cost.run_workflow(stack, scenario, outside=outside)
                 _forget(stack, warm)
                 stack.sweep()
             meter.reset()
@@ -257,7 +385,7 @@ def run_mix(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
             statuses: Counter[str] = Counter()
             for _ in range(workflows):
                 clock.advance(rng.uniform(0, 60))  # a random phase against the sweeps
-                workflow_id, took = cost.run_workflow(stack, scenario)
+                workflow_id, took = cost.run_workflow(stack, scenario, outside=outside)
                 billed_ms += -(-took // 100) * 100
                 statuses[stack.status(workflow_id)] += 1
                 transitions += _partitions(stack, workflow_id)["ASLPATH"]
@@ -270,8 +398,6 @@ def run_mix(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
             run.relay_records = stack.relay_records - before[2]
             dollars = cost.dollars(run, full_batches=False)
             usd_core_events = sum(dollars[k] for k in (*cost.CORE, *cost.EVENTS)) * workflows
-            total_usd += usd_core_events
-            total_transitions += transitions
             express = usd("sfn_express_request", workflows) + usd(
                 "sfn_express_gb_s", billed_ms / 1000 * cost.EXPRESS_MEMORY_GB
             )
@@ -287,26 +413,64 @@ def run_mix(workflows: int = 4, seed: int = 7) -> dict[str, Any]:
                     "rru_per_transition": run.tally.total_rru / transitions,
                     "usd_per_million_transitions": usd_core_events / transitions * 1e6,
                     # One execution, ours beside Step Functions' (Standard: its transitions;
-                    # Express: a request and its simulated duration at 64 MB).
+                    # Express: a request and its simulated duration at 64 MB; None where
+                    # Express cannot run the machine).
                     "usd_per_million_executions": usd_core_events / workflows * 1e6,
                     "standard_usd_per_million_executions": usd(
                         "sfn_standard_transition", transitions / workflows
                     )
                     * 1e6,
-                    "express_usd_per_million_executions": express / workflows * 1e6,
+                    "express_usd_per_million_executions": (
+                        None if name in NO_EXPRESS else express / workflows * 1e6
+                    ),
                 }
             )
-    standard = usd("sfn_standard_transition", 1) * 1e6
-    ours = total_usd / total_transitions * 1e6
-    return {
-        "machines": rows,
-        "mix": {
-            "transitions": total_transitions,
-            "usd_per_million_transitions": ours,
-            "step_functions_standard_usd_per_million_transitions": standard,
-            "ratio_standard_to_ours": standard / ours,
-        },
-    }
+    return rows
+
+
+def _integrations_unmetered(stack: HandlerStack, meter: Meter) -> None:
+    """The service-call Map's table, and its puts made unmetered: the put is the user's own
+    request, paid alike on Step Functions (the integration pool's other requests, its claim,
+    its result, its messages, are metered as any step's)."""
+    stack.raw["dynamodb"].create_table(
+        TableName=ORDERS_TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    asl_engine = stack.engine.engine.scheduler.asl
+    call = asl_engine.integrations.call
+    assert call is not None, "the handlers' engine has no service client"
+
+    def unmetered(resource: str, parameters: Any, key: str | None) -> Any:
+        with meter.paused():
+            return call(resource, parameters, key)
+
+    asl_engine.integrations = dataclasses.replace(asl_engine.integrations, call=unmetered)
+
+
+def _answer(stack: HandlerStack) -> Callable[[], bool]:
+    """The callback's answer: each token handed out is answered through the callbacks
+    handler's `POST /tasks/success` (metered, and priced as an API request is)."""
+
+    def outside() -> bool:
+        if not ASKED:
+            return False
+        from shepherd_handlers import callbacks
+
+        token = ASKED.pop(0)
+        event = rest_event("POST", "/tasks/success", "/tasks/success", {"output": {"ok": True}})
+        event["headers"][TOKEN_HEADER] = token
+        event["multiValueHeaders"][TOKEN_HEADER] = [token]
+        stack.api_requests += 1
+        stack.api_invocations += 1
+        with stack.meter.component("api"):
+            reply = callbacks.handler(event, LambdaContext())
+        if int(reply["statusCode"]) != 200:
+            raise RuntimeError(f"the callback's answer failed: {reply}")
+        return True
+
+    return outside
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -451,6 +615,16 @@ def describe(results: dict[str, Any]) -> list[str]:
             f"${row['usd_per_million_transitions']:.2f}/M transitions, "
             f"{row['wru_per_transition']:.2f} WRU and {row['rru_per_transition']:.2f} RRU each"
         )
+    for row in per_execution(results):
+        express = row["express_usd_per_million_executions"]
+        lines.append(
+            f"ASL per execution, {row['machine']}: ${row['usd_per_million_executions']:.2f}/M "
+            f"executions; Step Functions Standard "
+            f"${row['standard_usd_per_million_executions']:.2f}/M, Express "
+            + ("n/a (no .waitForTaskToken)" if express is None else f"${express:.2f}/M")
+            + f" ({row['standard_usd_per_million_executions'] / row['usd_per_million_executions']:.1f}x "
+            "below Standard)"
+        )
     mix = results["mix"]["mix"]
     lines.append(
         f"ASL mix: ${mix['usd_per_million_transitions']:.2f}/M transitions; Step Functions "
@@ -476,11 +650,19 @@ def describe(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def per_execution(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 38's three machines, in order, from a run's results: the mix's Lambda chain and
+    the integration machines (an older run without them: only what it has)."""
+    rows = [*results["mix"]["machines"], *results.get("per_execution", {}).get("machines", [])]
+    by_name = {r["machine"]: r for r in rows}
+    return [by_name[name] for name in PER_EXECUTION if name in by_name]
+
+
 def run_asl(
     iterations: int = LOOP_ITERATIONS, metered: int = METERED_ITERATIONS, workflows: int = 4
 ) -> dict[str, Any]:
     return {
-        "mix": run_mix(workflows),
+        **run_machines(workflows),
         "loop": loop_store_requests(iterations),
         "loop_metered": loop_profile(metered),
     }

@@ -14,7 +14,7 @@ import contextvars
 import heapq
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,9 +288,15 @@ def _move(clock: ManualClock, to: int) -> None:
 
 
 def run_workflow(
-    stack: HandlerStack, scenario: Scenario, timelines: list[Timeline] | None = None
+    stack: HandlerStack,
+    scenario: Scenario,
+    timelines: list[Timeline] | None = None,
+    *,
+    outside: Callable[[], bool] | None = None,
 ) -> tuple[str, int]:
-    """Start one workflow and drive it to a terminal state in simulated time."""
+    """Start one workflow and drive it to a terminal state in simulated time. `outside` is
+    what the world outside does when no message is in flight and the workflow has not ended
+    (a callback's answer): it says whether it did something."""
     clock = stack.clock
     started = clock.now_ms()
     workflow_id = stack.start(scenario.wf_type, scenario.payload)
@@ -305,6 +311,8 @@ def run_workflow(
             timeline.finish()  # a sweep still looking ahead
             stack.relay()  # its events, from the table's stream
             return workflow_id, took
+        if not held and outside is not None and outside():
+            continue
         first = min(held, key=lambda h: h.visible_at) if held else None
         deliver_at = max(clock.now_ms(), first.visible_at) + HOP_MS if first else None
         if deliver_at is None or timeline.next_at <= deliver_at:

@@ -1047,6 +1047,7 @@ def _asl(results: dict[str, Any]) -> list[str]:
         "workflows, each with its own item, listing indexes and lifecycle events, and every "
         "state's path entry is a transactional write: those are what the target is missed by.",
         "",
+        *_per_execution_table(asl),
         f"**A loop of {loop['iterations']:,} iterations** (in memory, the engine's store "
         "operations, each one DynamoDB request): per iteration, the first "
         f"{loop['window']} against the last {loop['window']} before the end: "
@@ -1061,6 +1062,60 @@ def _asl(results: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _per_execution_table(asl: dict[str, Any]) -> list[str]:
+    """Issue 38's three machines (a Lambda chain, a Map with service calls, a callback), one
+    execution each beside Step Functions Standard and Express (an older run without the
+    integration machines: nothing)."""
+    from shepherd_bench.asl import per_execution
+
+    rows = per_execution(asl)
+    if not asl.get("per_execution") or not rows:
+        return []
+    express = [r["express_usd_per_million_executions"] for r in rows]
+    table = [
+        [
+            f"`{r['machine']}`",
+            f"{r['transitions_per_workflow']:g}",
+            _usd(r["usd_per_million_executions"]),
+            _usd(r["standard_usd_per_million_executions"]),
+            "n/a" if e is None else _usd(e),
+            f"{r['standard_usd_per_million_executions'] / r['usd_per_million_executions']:.1f}x",
+        ]
+        for r, e in zip(rows, express, strict=True)
+    ]
+    met = all(
+        r["usd_per_million_executions"] <= r["standard_usd_per_million_executions"] / 5
+        for r in rows
+    )
+    return [
+        "**Per execution, beside Step Functions (issue 38).** Three machines, per million "
+        "executions at list price: the Lambda chain above; `bench_asl_service_map`, an inline "
+        "Map of four items each putting a DynamoDB item (`dynamodb:putItem`, units of "
+        "Shepherd's integration pool; the put itself is the user's request, paid alike on "
+        "either, so not metered); `bench_asl_callback`, a `lambda:invoke.waitForTaskToken` "
+        "Task answered through `POST /tasks/success` (ingress, like the start, not counted; "
+        "SendTaskSuccess is free on Step Functions), then a Pass. Standard: its transitions; "
+        "Express: a request and its simulated duration at 64 MB (Express runs no "
+        "`.waitForTaskToken` Task: n/a).",
+        "",
+        *_table(
+            [
+                "machine",
+                "transitions",
+                "Shepherd",
+                "Standard",
+                "Express",
+                "Standard / Shepherd",
+            ],
+            table,
+        ),
+        "",
+        f"Target: Shepherd <= 1/5 of Standard per execution: {_verdict(met)}. Express is "
+        "cheaper than either for what it can run (short, at-least-once, no callbacks).",
+        "",
+    ]
 
 
 def _per_execution(row: dict[str, Any]) -> str:

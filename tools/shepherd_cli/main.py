@@ -656,7 +656,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     (at parse), and the pools `--pool-policies` sets (named by some definition)."""
     from shepherd import fanout
     from shepherd.asl import is_asl_file
-    from shepherd.definitions import check_agents, load_file
+    from shepherd.definitions import check_agents, check_repeated_children, load_file
     from shepherd.errors import DefinitionError
     from shepherd.user_code import AgentModuleError, load_agents
 
@@ -700,9 +700,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     # A child `Workflow` resolves against every definition the engine would hold: the folder's
     # (when only some files are named, the others are still there to run).
     others = _other_definitions(project.definitions_dir, names) if args.files else {}
-    nesting = fanout.check_nesting(
-        {**others, **loaded}, {name: str(path) for name, path in names.items()}
-    )
+    sources = {name: str(path) for name, path in names.items()}
+    nesting = fanout.check_nesting({**others, **loaded}, sources)
+    nesting += check_repeated_children({**others, **loaded}, sources)
     pools = _unknown_pools(args, {**others, **loaded})
     bad = {line.split(": ", 1)[0] for line in nesting}
     for line in (*nesting, *pools):

@@ -111,7 +111,10 @@ def watch_frame(view: dict[str, Any]) -> list[str]:
 
 
 def _rest_label(step: Any) -> str:
-    """What a Wait, an Approval or a WaitForSignal step rests on (none runs an agent)."""
+    """What a Wait, an Approval or a WaitForSignal step rests on, or a Pass step's "pass"
+    (none runs an agent)."""
+    if step.pass_ is not None:
+        return "pass"
     if step.wait_for_signal is not None:
         return f"wait for signal {step.wait_for_signal.name}"
     if step.approval is not None:
@@ -119,6 +122,8 @@ def _rest_label(step: Any) -> str:
     wait = step.wait
     if wait.seconds is not None:
         return f"wait {wait.seconds} s"
+    if wait.seconds_path is not None:
+        return f"wait {wait.seconds_path} s"
     return f"wait until {wait.until.isoformat() if wait.until else wait.until_path}"
 
 

@@ -35,7 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shepherd.definitions import Definition, TaskSpec
+from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.model import StepRecord, WorkflowState
 
 from shepherd_sim.invariants import SUPERVISORS, StatusWrite
@@ -102,7 +102,20 @@ def used_budget_ms(
         spec = definition.spec(rec.kind, rec.name)
         total += rec.attempt * attempt_cost_ms(spec, definition, timing)
         total += sum(round((_max_backoff_s(spec, n) + 1) * 1000) for n in range(1, rec.attempt))
+        if rec.kind == "step":
+            total += rec.iterations * repeat_rest_ms(
+                definition.by_name[rec.name], definition, timing
+            )
     return total
+
+
+def repeat_rest_ms(spec: StepSpec, definition: Definition, timing: Timing) -> int:
+    """A `Repeat` step's rest after an iteration: its interval, and a look (G + a sweep) that
+    sends the next one (0 for a step that does not repeat)."""
+    if spec.repeat is None:
+        return 0
+    look = definition.watch_gap_ms + round(timing.sweep_interval_s * 1000)
+    return spec.repeat.interval_seconds * 1000 + look
 
 
 def waits_budget_ms(definition: Definition, timing: Timing) -> int:
@@ -135,6 +148,11 @@ def approvals_budget_ms(state: WorkflowState, definition: Definition, timing: Ti
 
 def base_bound_ms(definition: Definition, timing: Timing) -> int:
     total = sum(task_budget_ms(t, definition, timing) for t in definition.tasks)
+    for step in definition.steps:  # a Repeat step: every iteration, each with its rest
+        if step.repeat is not None:
+            more = step.repeat.max_iterations - 1
+            total += more * task_budget_ms(step, definition, timing)
+            total += step.repeat.max_iterations * repeat_rest_ms(step, definition, timing)
     total += waits_budget_ms(definition, timing)
     total += sum(
         approval_cost_ms(definition, timing, s.approval.timeout_seconds)

@@ -54,6 +54,9 @@ FAULT_KINDS: dict[str, str] = {
     "no workflow types are pinned)",
     "signal_crash": "a signal's sender stops right after keeping it, before handing it over "
     "(per signal sent): the supervisor must hand it over",
+    "repeat_workload": "the run adds 1-3 sim_repeat workflows, whose Repeat step loops until "
+    "its rule holds or fails at MaxIterations (once per seed, when no workflow types are "
+    "pinned)",
 }
 
 
@@ -64,7 +67,7 @@ class Faults:
     per sweep, `clock_jump`, `pool_pause` and `outage` per simulated second, `cancel` and
     `operator` per workflow, `schedule_dup` per seed, `redrive` per FAILED workflow (once); `relay_delay` per poll of
     a stream shard, `relay_crash` per relay invocation, `relay_fail` per record published, `parent_cancel` per child workflow started, `throttle_episode` per tick,
-    `signal_workload` per seed, `signal_crash` per signal sent.
+    `signal_workload` per seed, `signal_crash` per signal sent, `repeat_workload` per seed.
     Callbacks of callback steps are messages too: `lose`, `dup` and `delay` apply to them."""
 
     delay: float = 0.05
@@ -103,6 +106,10 @@ class Faults:
     throttle_episode: float = 0.0
     signal_workload: float = 0.3
     signal_crash: float = 0.15
+    # Off by default (it would change the seeds that roll it, and tests/sim/equivalence.json
+    # records them): `make sim` runs loops in a pass of their own (`--types sim_repeat`), and
+    # `FAULTS=repeat_workload=p` mixes them into the default workload.
+    repeat_workload: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

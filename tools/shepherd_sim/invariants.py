@@ -28,6 +28,7 @@ from shepherd.decisions.planner import (
     plan,
     reach_gap,
 )
+from shepherd.decisions.repeat import LOOP_LIMIT
 from shepherd.definitions import Definition
 from shepherd.keys import (
     ITEM_COMP_PREFIX,
@@ -438,12 +439,22 @@ def check_terminal_within_bound(record: RunRecord) -> list[Violation]:
 # ------------------------------------------------------------------------ 2. effects once
 
 
+def _iteration_unit(call: Call | Effect) -> str:
+    """The unit a call belongs to: its step's (or item's); a `Repeat` step's iteration's, whose
+    key ends `#<iteration>` (a step's key holds no other `#`)."""
+    unit = unit_name(call.step, call.item)
+    if call.kind == "step" and "#" in call.key:
+        return f"{unit}#{call.key.rsplit('#', 1)[1]}"
+    return unit
+
+
 def check_effects_once(record: RunRecord) -> list[Violation]:
-    """One idempotency key per step (and per compensation), so at most one effect each."""
+    """One idempotency key per step (and per compensation; per iteration of a `Repeat`
+    step), so at most one effect each."""
     out = []
     keys: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for call in record.calls:
-        keys[(call.workflow_id, call.kind, unit_name(call.step, call.item))].add(call.key)
+        keys[(call.workflow_id, call.kind, _iteration_unit(call))].add(call.key)
     for (wf_id, kind, step), found in sorted(keys.items()):
         if len(found) > 1:
             out.append(
@@ -456,9 +467,7 @@ def check_effects_once(record: RunRecord) -> list[Violation]:
             )
     effects: dict[tuple[str, str, str], list[Effect]] = defaultdict(list)
     for effect in record.effects:
-        effects[(effect.workflow_id, effect.kind, unit_name(effect.step, effect.item))].append(
-            effect
-        )
+        effects[(effect.workflow_id, effect.kind, _iteration_unit(effect))].append(effect)
     for (wf_id, kind, step), applied in sorted(effects.items()):
         if len(applied) > 1:
             out.append(
@@ -674,6 +683,8 @@ def _history_problems(rec: StepRecord, record: RunRecord) -> list[str]:
             ended[int(entry["a"])] += 1
     out += [f"{what}: attempt {a} ended {n}x" for a, n in sorted(ended.items()) if n > 1]
     oks = [int(h["a"]) for h in rec.history if h.get("o") == "ok"]
+    if rec.iterations or rec.loop_from:
+        return out + _iteration_history_problems(rec, oks, record)
     if rec.status is not StepStatus.SUCCEEDED:
         if oks:
             out.append(f"{what} is {rec.status.value} but accepted a result of attempt {oks}")
@@ -692,6 +703,32 @@ def _history_problems(rec: StepRecord, record: RunRecord) -> list[str]:
     return out
 
 
+def _iteration_history_problems(rec: StepRecord, oks: list[int], record: RunRecord) -> list[str]:
+    """A `Repeat` step accepts one result per iteration, in attempt order; every one is
+    counted (`iterations`, while its history keeps them all); a SUCCEEDED one ended at the
+    last of them, with that attempt's output."""
+    what = f"step '{rec.name}'"
+    out = []
+    if oks != sorted(set(oks)):
+        out.append(f"{what} accepted results of attempts {oks}, not one each in order")
+    whole = rec.attempts_total == len(rec.history)
+    if whole and len(oks) != rec.iterations:
+        out.append(
+            f"{what} counts {rec.iterations} iterations but accepted {len(oks)} results "
+            f"(attempts {oks})"
+        )
+    if rec.status is StepStatus.SUCCEEDED:
+        if not oks or oks[-1] != rec.attempt:
+            out.append(f"{what} is SUCCEEDED at attempt {rec.attempt}; its last result {oks}")
+        produced = _output_attempt(rec.output, record)
+        if produced is not None and produced != rec.attempt:
+            out.append(
+                f"{what} recorded the output of attempt {produced}, but it ended at attempt "
+                f"{rec.attempt}"
+            )
+    return out
+
+
 def _reported_successes(
     record: RunRecord, states: Mapping[str, WorkflowState], units: Units
 ) -> list[Violation]:
@@ -702,6 +739,9 @@ def _reported_successes(
             succeeded[(h.workflow_id, h.kind, unit_name(h.step, h.item))].append(h.attempt)
     for (wf_id, kind, step), attempts in sorted(succeeded.items()):
         rec = _unit_of(states, units, wf_id, kind, step)
+        if rec is not None and kind == "step" and (rec.iterations or rec.loop_from):
+            out += _iteration_successes(wf_id, rec, attempts)
+            continue
         if len(set(attempts)) > 1:
             message = f"{kind} '{step}': results accepted for attempts {attempts}"
             out.append(Violation("superseded", wf_id, message))
@@ -712,6 +752,24 @@ def _reported_successes(
                 f"the step is {now}"
             )
             out.append(Violation("superseded", wf_id, message))
+    return out
+
+
+def _iteration_successes(wf_id: str, rec: StepRecord, attempts: list[int]) -> list[Violation]:
+    """A `Repeat` step: the runtime reported each iteration's accepted result once, and each
+    is an accepted result of the step's history (while it keeps every attempt)."""
+    out = []
+    accepted = [int(h["a"]) for h in rec.history if h.get("o") == "ok"]
+    if len(set(attempts)) != len(attempts):
+        message = f"step '{rec.name}': a result reported twice for attempts {attempts}"
+        out.append(Violation("superseded", wf_id, message))
+    # (A callback's results come by the callback API, not reported here: a subset.)
+    if rec.attempts_total == len(rec.history) and not set(attempts) <= set(accepted):
+        message = (
+            f"step '{rec.name}': the runtime reported attempts {sorted(attempts)} succeeded, "
+            f"but the step accepted the results of {accepted} ({rec.iterations} iterations)"
+        )
+        out.append(Violation("superseded", wf_id, message))
     return out
 
 
@@ -2999,6 +3057,60 @@ def check_cancel_never_waits(record: RunRecord) -> list[Violation]:
     return out
 
 
+def check_iterations_exact(record: RunRecord) -> list[Violation]:
+    """Issue 42.5: a `Repeat` step's loop count is exact. Its `iterations` is the number of
+    distinct iterations whose result it accepted (`_iteration_history_problems`); it never
+    runs more than `MaxIterations` (its agents never see a later one); a SUCCEEDED one ended
+    at the first iteration whose output says `done` (the simulator's rule; in a workflow that
+    unwound, an iteration that returned meanwhile ends it too), its output that iteration's;
+    one failed with `States.LoopLimitExceeded` counted exactly `MaxIterations`, none done."""
+    out: list[Violation] = []
+    seen: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for call in record.calls:
+        if call.kind == "step" and "#" in call.key:
+            seen[(call.workflow_id, call.step)].add(int(call.key.rsplit("#", 1)[1]))
+    for wf_id, state in record.states().items():
+        definition = _definition(record, state)
+        for name, rec in state.steps.items():
+            spec = definition.by_name[name]
+            if spec.repeat is None:
+                continue
+            limit = spec.repeat.max_iterations + rec.loop_from
+            ran = seen.get((wf_id, name), set())
+            problems = []
+            if ran and max(ran) > limit:
+                problems.append(f"ran iteration {max(ran)} of {limit}")
+            if rec.iterations > limit:
+                problems.append(f"counts {rec.iterations} iterations, more than {limit}")
+            problems += _loop_end_problems(record, state, rec, limit)
+            out += [Violation("iterations", wf_id, f"step '{name}' {p}") for p in problems]
+    return out
+
+
+def _loop_end_problems(
+    record: RunRecord, state: WorkflowState, rec: StepRecord, limit: int
+) -> list[str]:
+    """How a `Repeat` step's loop ended, against its count and its last output."""
+    output = record.value(rec.output)
+    done = isinstance(output, dict) and output.get("done") is True
+    if rec.status is StepStatus.SUCCEEDED:
+        last = output.get("iteration") if isinstance(output, dict) else None
+        if last != rec.iterations:
+            return [f"SUCCEEDED after {rec.iterations} iterations with iteration {last}'s output"]
+        if not done and state.workflow.status is WorkflowStatus.SUCCEEDED:
+            return ["SUCCEEDED but its Until never held"]
+        return []
+    error = loads(rec.error) if rec.error else None
+    if rec.status is not StepStatus.FAILED or (error or {}).get("type") != LOOP_LIMIT:
+        return []
+    out = []
+    if rec.iterations != limit:
+        out.append(f"failed with {LOOP_LIMIT} after {rec.iterations} iterations, not {limit}")
+    if done:
+        out.append(f"failed with {LOOP_LIMIT} though its last iteration was done")
+    return out
+
+
 CHECKERS: Sequence[Checker] = (
     check_terminal_within_bound,
     check_effects_once,
@@ -3032,6 +3144,7 @@ CHECKERS: Sequence[Checker] = (
     check_children,
     check_signals,
     check_cancel_never_waits,
+    check_iterations_exact,
 )
 
 

@@ -62,12 +62,12 @@ class FakeService:
         attempt: int,
         key: str,
         inputs: tuple[tuple[str, int], ...] = (),
-        undoes: str | None = None,
+        undoes: str | tuple[str, ...] | None = None,
         item: int | None = None,
     ) -> Effect | None:
         """Record the call; apply the effect only the first time this key is seen.
 
-        `undoes` (a compensation): the forward key it undoes, remembered from now on. A
+        `undoes` (a compensation): the forward key(s) it undoes, remembered from now on. A
         forward call whose key was undone applies nothing and returns None.
         """
         self._seq += 1
@@ -80,8 +80,9 @@ class FakeService:
         if found is None:
             found = Effect(self._seq, at, workflow_id, kind, step, attempt, key, item)
             self.effects[key] = found
-        if undoes is not None:
-            self.undone.setdefault(undoes, found.seq)
+        # A Repeat step's undo names every iteration's key (`Forward.idempotency_keys`).
+        for undone in (undoes,) if isinstance(undoes, str) else undoes or ():
+            self.undone.setdefault(undone, found.seq)
         return found
 
     def effect_list(self) -> list[Effect]:

@@ -27,6 +27,7 @@ from shepherd import limits
 from shepherd.changes import Change
 from shepherd.clock import ManualClock
 from shepherd.conditions import Cond, Item, Update
+from shepherd.decisions.repeat import LOOP_LIMIT
 from shepherd.definitions import Definition, TaskSpec, load_directory, parse_definition
 from shepherd.engine.agent import AgentContext, AgentRegistry, AgentRuntime, Pending
 from shepherd.engine.build import Engine, build_engine
@@ -694,13 +695,84 @@ SIGNAL: dict[str, Any] = {
     ],
 }
 
+# Loops (issue 42.5): `poll` repeats until its output says `done` (at the iteration its
+# input's `n` draws, `repeat_target`: 1-5, so some runs reach MaxIterations 4 and fail with
+# States.LoopLimitExceeded), resting 1 s between iterations.
+# Checked by `check_iterations_exact` (each iteration counted once, its rule held exactly at
+# the last one, at most MaxIterations) and every other checker (an iteration is an attempt).
+REPEAT_TYPE = "sim_repeat"
+REPEAT: dict[str, Any] = {
+    "Name": REPEAT_TYPE,
+    "DispatchTimeoutSeconds": 2,
+    "Steps": [
+        {
+            "Name": "open",
+            "Agent": "sim_open",
+            "Pool": "sim",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Compensation": {
+                "Agent": "sim_undo_open",
+                "Pool": "sim",
+                "TimeoutSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "poll",
+            "DependsOn": ["open"],
+            "Agent": "sim_poll",
+            "Pool": "sim-b",
+            "TimeoutSeconds": 3,
+            "HeartbeatSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.2},
+            "Repeat": {
+                "Until": {"Variable": "$.steps.poll.output.done", "BooleanEquals": True},
+                "IntervalSeconds": 1,
+                "MaxIterations": 4,
+            },
+            "Compensation": {
+                "Agent": "sim_undo_poll",
+                "Pool": "sim-b",
+                "TimeoutSeconds": 3,
+                "HeartbeatSeconds": 2,
+                "Retry": {"MaxAttempts": 2, "IntervalSeconds": 0.2},
+            },
+        },
+        {
+            "Name": "close",
+            "DependsOn": ["poll"],
+            "Agent": "sim_close",
+            "Pool": "sim",
+            "TimeoutSeconds": 2,
+            "Retry": {"MaxAttempts": 1, "IntervalSeconds": 0.1},
+        },
+    ],
+}
+
+
+def repeat_target(input_value: Any) -> int:
+    """The iteration at which a `sim_repeat` workflow's `poll` says it is done (1-5; 5 is
+    past its MaxIterations): a seed's first workflow loops 3 times, its second is done at
+    once, its third reaches the limit, its fourth ends at the limit's last iteration."""
+    return (2, 3, 1, 5, 4)[int(input_value.get("n", 0)) % 5]
+
+
+def repeat_output(ctx: AgentContext) -> dict[str, Any]:
+    """What a `Repeat` step's iteration adds to its output: its number, and whether it is
+    done (at the iteration its input draws); nothing for another step."""
+    if ctx.iteration is None:
+        return {}
+    return {"iteration": ctx.iteration, "done": ctx.iteration >= repeat_target(ctx.input)}
+
+
 # Types only a parent starts (the workload never does).
 CHILD_ONLY = (KID_TYPE,)
 # Types the default workload adds by a roll of their own (never by its draw of types, so a
 # seed that rolls none runs as it did before they existed).
-ROLLED_ONLY = (SIGNAL_TYPE,)
+ROLLED_ONLY = (SIGNAL_TYPE, REPEAT_TYPE)
 
-SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL, MAP, KID, PARENT, FLEET, SIGNAL)
+SYNTHETIC = (FLASH, FAN, HOLD, BRANCH, APPROVAL, MAP, KID, PARENT, FLEET, SIGNAL, REPEAT)
 
 
 @dataclass(frozen=True)
@@ -1385,6 +1457,9 @@ class Simulation:
         if not cfg.workflow_types and self.roll("signal_workload"):
             self.fault("signal_workload", None, "sim_signal workflows join the run")
             self._plan_signal_workload()
+        if not cfg.workflow_types and self.roll("repeat_workload"):
+            self.fault("repeat_workload", None, "sim_repeat workflows join the run")
+            self._plan_repeat_workload()
         for n in range(1, self.rng.randint(1, cfg.max_workflows) + 1):
             wf_type = self.rng.choice(types)
             at = self.t0 + round(self.rng.uniform(0, cfg.start_window_s) * 1000)
@@ -1409,6 +1484,16 @@ class Simulation:
             if rng.random() < 0.15:  # the client cancels it while it waits (or around)
                 self._pending_client += 1
                 self.schedule(at + round(rng.uniform(0.2, 8) * 1000), "cancel", n)
+
+    def _plan_repeat_workload(self) -> None:
+        """1-3 `sim_repeat` workflows (numbered from 600, apart from the draw's), at moments
+        drawn from a stream of their own, so the rest of the run's draws stay as they were."""
+        rng = random.Random(f"{self.seed}:repeat_workload:plan")
+        for k in range(rng.randint(1, 3)):
+            n = 600 + rng.randint(0, 99) * 5 + k
+            at = self.t0 + round(rng.uniform(0, self.config.start_window_s) * 1000)
+            self._pending_client += 1
+            self.schedule(at, "start", (n, REPEAT_TYPE, 0))
 
     def start_workflow(self, wf_type: str, n: int | None = None) -> str | None:
         """Submit one start like a client: with an idempotency key, retried on errors."""
@@ -1654,7 +1739,7 @@ class Simulation:
             output["items"] = [{"i": i} for i in range(int(ctx.input.get("items", 0)))]
         if ctx.kind == "step" and ctx.step == FLEET_SOURCE and ctx.workflow_type == FLEET_TYPE:
             output["items"] = [{"i": i} for i in range(int(ctx.input.get("items", 0)))]
-        return output
+        return {**output, **repeat_output(ctx)}
 
     def _before_effect(
         self,
@@ -1834,7 +1919,7 @@ class Simulation:
             attempt=ctx.attempt,
             key=ctx.idempotency_key,
             inputs=inputs,
-            undoes=None if ctx.forward is None else ctx.forward.idempotency_key,
+            undoes=None if ctx.forward is None else ctx.forward.idempotency_keys,
             item=ctx.item_index,
         )
         if effect is None:
@@ -2954,6 +3039,7 @@ class Simulation:
         for state in states.values():
             definition = self.defs[state.workflow.wf_type]
             for rec in state.steps.values():
+                self._repeat_stats(rec)
                 if rec.status is StepStatus.SKIPPED:
                     self.stats["steps_skipped_by_a_condition"] += 1
                     continue
@@ -2961,6 +3047,17 @@ class Simulation:
                     continue
                 kind = kind_of(definition.by_name[rec.name]).name
                 self.stats[f"steps_succeeded_{kind}"] += 1
+
+    def _repeat_stats(self, rec: StepRecord) -> None:
+        """Loops (issue 42.5): iterations counted, and how Repeat steps ended."""
+        if not rec.iterations:
+            return
+        self.stats["repeat_iterations"] += rec.iterations
+        error = loads(rec.error) if rec.error else None
+        if rec.status is StepStatus.FAILED and (error or {}).get("type") == LOOP_LIMIT:
+            self.stats["repeat_loop_limit"] += 1
+        elif rec.status is StepStatus.SUCCEEDED:
+            self.stats[f"repeat_succeeded_after_{min(rec.iterations, 3)}"] += 1
 
     def _maps_stats(self, record: RunRecord, states: Mapping[str, WorkflowState]) -> None:
         """How maps went (issue 24): opened, their items, how each ended (succeeded, within

@@ -17,7 +17,7 @@ Internal: not part of Shepherd's public API (that is `shepherd.__all__`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +121,25 @@ def event_id(workflow_id: str, detail_type: str, *unique: object) -> str:
     """The same transition always gets the same id; different transitions never share one."""
     text = "|".join((workflow_id, detail_type, *(str(u) for u in unique)))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _accepted(
+    event: Callable[..., DomainEvent],
+    kind: str,
+    new: Mapping[str, Any],
+    attempt: int,
+    error: Mapping[str, Any],
+) -> list[DomainEvent]:
+    """What an attempt whose result was accepted announces: a compensation's, its undo done;
+    a `Repeat` step's last allowed iteration that failed it for good (its result accepted,
+    the step FAILED at that attempt: `States.LoopLimitExceeded`), StepFailed; else nothing
+    (a success is announced by its workflow's end; an iteration by nothing)."""
+    if kind == "compensation":
+        return [event("StepCompensated", attempt)]
+    failed = new.get("status") == StepStatus.FAILED.value
+    if failed and int(new.get("attempt", 0)) == attempt:
+        return [event("StepFailed", attempt, error=error, reason="permanent")]
+    return []
 
 
 def events_of(change: Change) -> list[DomainEvent]:
@@ -323,8 +342,7 @@ def _step_events(
     for entry in _ended(old, new):
         attempt = int(entry["a"])
         if entry.get("o") == "ok":
-            if kind == "compensation":
-                out.append(event("StepCompensated", attempt))
+            out += _accepted(event, kind, new, attempt, error)
             continue
         if entry.get("o") in TIMEOUTS:
             out.append(event("StepTimedOut", attempt, error=error))

@@ -38,6 +38,7 @@ POOL = r"^[a-z][a-z0-9-]{0,31}$"
 INPUT_PATH = r"^\$\.input(?:\[\d{1,6}\])*(?:\.[A-Za-z_][A-Za-z0-9_-]*(?:\[\d{1,6}\])*){0,32}$"
 ONE_YEAR = 366 * 24 * 3600
 MAX_SQS_DELAY = 900
+VARIABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,79}$"  # an `Assign` variable's name
 
 
 class _Model(BaseModel):
@@ -104,13 +105,17 @@ class CompensationSpec(TaskSpec):
 
 
 class WaitSpec(_Model):
-    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, or the
-    timestamp at `UntilPath` in the input. Exactly one; at most a year away."""
+    """A Wait step's time: `Seconds` after it became ready, an ISO 8601 `Until`, the
+    timestamp at `UntilPath` or the seconds at `SecondsPath` (in the input or a dependency's
+    output, issue 42.5). Exactly one; at most a year away."""
 
     seconds: Annotated[int | None, Field(alias="Seconds", ge=0, le=ONE_YEAR)] = None
     until: Annotated[AwareDatetime | None, Field(alias="Until")] = None
     until_path: Annotated[
-        str | None, Field(alias="UntilPath", pattern=INPUT_PATH, max_length=512)
+        str | None, Field(alias="UntilPath", pattern=CONDITION_PATH, max_length=512)
+    ] = None
+    seconds_path: Annotated[
+        str | None, Field(alias="SecondsPath", pattern=CONDITION_PATH, max_length=512)
     ] = None
 
     @model_validator(mode="after")
@@ -121,12 +126,13 @@ class WaitSpec(_Model):
                 ("Seconds", self.seconds),
                 ("Until", self.until),
                 ("UntilPath", self.until_path),
+                ("SecondsPath", self.seconds_path),
             )
             if value is not None
         ]
         if len(given) != 1:
             raise ValueError(
-                "a Wait has exactly one of Seconds, Until, UntilPath "
+                "a Wait has exactly one of Seconds, Until, UntilPath, SecondsPath "
                 f"(got {', '.join(given) or 'none'})"
             )
         return self
@@ -227,7 +233,37 @@ class WaitForSignalSpec(_Model):
         return match
 
 
+class RepeatSpec(_Model):
+    """A step that runs again until a rule holds (issue 42.5, decisions/repeat.py): after each
+    iteration, `Until` (the rule language of `Condition`) is evaluated on the workflow input
+    and the iteration's output (`$.steps.<this step>.output`); when it holds the step
+    succeeds with that output, else the next iteration runs `IntervalSeconds` later (resting,
+    with no message and no Lambda). `MaxIterations` iterations without `Until` holding fail
+    the step for good with `States.LoopLimitExceeded`."""
+
+    until: Annotated[Condition, Field(alias="Until")]
+    interval_seconds: Annotated[
+        int, Field(alias="IntervalSeconds", ge=0, le=limits.MAX_REPEAT_INTERVAL_SECONDS)
+    ] = 0
+    max_iterations: Annotated[
+        int, Field(alias="MaxIterations", ge=1, le=limits.MAX_REPEAT_ITERATIONS)
+    ]
+
+
+class PassSpec(_Model):
+    """A Pass step (`kinds/pass_step.py`): it runs no Lambda and sends no message; it
+    succeeds in the write that finds it ready, its output its `Result` (any JSON; absent:
+    null)."""
+
+    result: Annotated[Any, Field(alias="Result")] = None
+
+
 _ABSENT_WHEN_NONE = (
+    "Repeat",
+    "Pass",
+    "Arguments",
+    "Output",
+    "Assign",
     "Detached",
     "Condition",
     "Wait",
@@ -238,6 +274,7 @@ _ABSENT_WHEN_NONE = (
     "TimeoutSeconds",
 )
 _RESTING = ("Wait", "Approval", "WaitForSignal")  # the step kinds that rest, running nothing
+_NO_TASK = (*_RESTING, "Pass")  # the step kinds that run nothing (no task field)
 _TASK_ONLY = ("Agent", "Pool", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Compensation")
 
 
@@ -275,6 +312,20 @@ class StepSpec(TaskSpec):
     approval: Annotated[ApprovalSpec | None, Field(alias="Approval")] = None
     # Instead of Agent/Pool: rest until a signal of its name comes (engine/signals.py).
     wait_for_signal: Annotated[WaitForSignalSpec | None, Field(alias="WaitForSignal")] = None
+    # A task or child-workflow step that runs again until a rule holds (decisions/repeat.py).
+    repeat: Annotated[RepeatSpec | None, Field(alias="Repeat")] = None
+
+    # Instead of Agent/Pool: succeed at once with a fixed output, running nothing.
+    pass_: Annotated[PassSpec | None, Field(alias="Pass")] = None
+    # JSONata data expressions (issue 42.5, shepherd/expressions.py): the input an agent gets
+    # (a Pass step's output), and what is stored as the output.
+    arguments: Annotated[Any, Field(alias="Arguments")] = None
+    output: Annotated[Any, Field(alias="Output")] = None
+    # Variables its descendants' expressions read (`$name`), set with its result.
+    assign: Annotated[
+        dict[Annotated[str, Field(pattern=VARIABLE)], Any] | None,
+        Field(alias="Assign", min_length=1, max_length=100),
+    ] = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -283,7 +334,7 @@ class StepSpec(TaskSpec):
         required, reported as pydantic reports any missing field, beside the step's other
         mistakes (one line each), not instead of them."""
         missing: list[Any] = []
-        if isinstance(data, dict) and not any(kind in data for kind in _RESTING):
+        if isinstance(data, dict) and not any(kind in data for kind in _NO_TASK):
             # A child-workflow step names no Agent or Pool; its TimeoutSeconds bounds the wait.
             needed = (
                 ("TimeoutSeconds",) if "Workflow" in data else ("Agent", "Pool", "TimeoutSeconds")
@@ -317,6 +368,7 @@ class StepSpec(TaskSpec):
                 ("a Wait", self.wait),
                 ("an Approval", self.approval),
                 ("a WaitForSignal", self.wait_for_signal),
+                ("a Pass", self.pass_),
             )
             if spec is not None
         ]
@@ -326,7 +378,7 @@ class StepSpec(TaskSpec):
         if kind is not None:
             given = [
                 a
-                for a in (*_TASK_ONLY, "Workflow", "Map")
+                for a in (*_TASK_ONLY, "Workflow", "Map", "Repeat")
                 if _alias_field(a) in self.model_fields_set
             ]
             if given:
@@ -340,16 +392,72 @@ class StepSpec(TaskSpec):
             raise ValueError("Detached is for a child-workflow step (Workflow, without Map)")
         return self
 
+    @model_validator(mode="after")
+    def _repeat_fields(self) -> StepSpec:
+        """`Repeat` is a task step's or a child-workflow step's (not a Map's, not a detached
+        child's), and its `Until` reads only the workflow input and the step's own output."""
+        if self.repeat is None:
+            return self
+        given = [a for a in ("Map", "Detached") if _alias_field(a) in self.model_fields_set]
+        if given:
+            raise ValueError(
+                f"Repeat: a step with {given[0]} cannot repeat (a task step or a child-workflow "
+                "step that waits for its child can; a map: repeat a step inside its items)"
+            )
+        for path in self.repeat.until.variables():
+            read = step_of(path)
+            if read is not None and read != self.name:
+                raise ValueError(
+                    f"Repeat.Until: '{path}' reads step '{read}'; Until reads only the input "
+                    f"($.input...) and this step's own output ($.steps.{self.name}.output...)"
+                )
+        return self
+
     @property
     def is_task(self) -> bool:
         """Not a Wait, an Approval or a WaitForSignal: sent to an agent pool (or, with
         `Workflow`, run as a child workflow)."""
-        return self.wait is None and self.approval is None and self.wait_for_signal is None
+        return (
+            self.wait is None
+            and self.approval is None
+            and self.wait_for_signal is None
+            and self.pass_ is None
+        )
 
     @property
     def runs_agent(self) -> bool:
         """A task step that runs an agent (Agent and Pool), not a child-workflow step."""
         return self.is_task and self.workflow is None
+
+
+def _repeat_term(spec: StepSpec) -> tuple[int, ...]:
+    """A `Repeat` step's iteration ending rests its next one `IntervalSeconds` unsent: the
+    soonest deadline that write creates (with no interval its message is sent, and the
+    dispatch grace counts it)."""
+    if spec.repeat is None or spec.repeat.interval_seconds == 0:
+        return ()
+    return (spec.repeat.interval_seconds,)
+
+
+# Fields of a kind's own spec left out when unset (as before they existed: the same version).
+_INNER_WHEN_NONE = (("WaitForSignal", ("Match", "OnTimeout")), ("Wait", ("SecondsPath",)))
+
+
+def _as_before(step: dict[str, Any]) -> None:
+    """A step's canonical JSON: fields a step kind does not use are left out, so a definition
+    that uses none of the newer fields keeps the hash (the version) it had before they
+    existed."""
+    for key in _ABSENT_WHEN_NONE:
+        if step.get(key, 0) is None:
+            del step[key]
+    for kind, keys in _INNER_WHEN_NONE:
+        inner = step.get(kind)
+        for key in keys:
+            if isinstance(inner, dict) and inner.get(key, 0) is None:
+                del inner[key]
+    if any(step.get(kind) is not None for kind in _NO_TASK):
+        for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
+            step.pop(key, None)
 
 
 def _alias_field(alias: str) -> str:
@@ -407,6 +515,9 @@ class Definition(_Model):
     pause_timeout_seconds: Annotated[
         int | None, Field(alias="PauseTimeoutSeconds", ge=1, le=ONE_YEAR)
     ] = None
+    # A workflow not ended this long after its start fails with States.Timeout, then
+    # unwinds or pauses by OnFailure (decisions/workflow_timeout.py).
+    timeout_seconds: Annotated[int | None, Field(alias="TimeoutSeconds", ge=1, le=ONE_YEAR)] = None
     # REVERSE: one compensation at a time; PARALLEL: independent branches at once.
     compensation_order: Annotated[
         Literal["REVERSE", "PARALLEL"], Field(alias="CompensationOrder")
@@ -466,10 +577,13 @@ class Definition(_Model):
                 raise ValueError(f"Steps[{i}] ({step.name}).DependsOn: lists a step twice")
         for i, step in enumerate(self.steps):
             _check_condition_reads(i, step)
+            _check_wait_reads(i, step)
+            _check_expressions(i, step)
         cycle = _find_cycle({s.name: s.depends_on for s in self.steps})
         if cycle:
             raise ValueError("Steps: dependency cycle " + " -> ".join(cycle))
         fanout.check_steps(self.steps)
+        self._check_assigns()
         if self.input_schema is not None:
             try:
                 fastjsonschema.compile(self.input_schema)
@@ -478,6 +592,32 @@ class Definition(_Model):
         self._check_schedules()
         self._check_matches()
         return self
+
+    def _check_assigns(self) -> None:
+        """Each variable is assigned by one step (issue 42.5): every step that sees it sees
+        the one value, whichever way it came."""
+        seen: dict[str, str] = {}
+        for i, step in enumerate(self.steps):
+            for name in step.assign or {}:
+                other = seen.setdefault(name, step.name)
+                if other != step.name:
+                    raise ValueError(
+                        f"Steps[{i}] ({step.name}).Assign.{name}: also assigned by step "
+                        f"'{other}'; a variable is assigned by one step"
+                    )
+
+    @cached_property
+    def assigners(self) -> dict[str, tuple[str, ...]]:
+        """Per step, the steps whose `Assign` it sees: those it depends on, directly or
+        through others (shepherd.expressions)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for step in self.steps:
+            out[step.name] = tuple(
+                s.name
+                for s in self.steps
+                if s.assign is not None and step.name in self.dependents_closure[s.name]
+            )
+        return out
 
     def _check_matches(self) -> None:
         """At most limits.MAX_MATCH_STEPS steps name a Match: each is an index item written
@@ -630,11 +770,13 @@ class Definition(_Model):
         deadline (`Seconds`; an `Until` pulls `due_at` itself when it starts)."""
         spec = self.by_name[step] if isinstance(step, str) else step
         if spec.is_task:
-            return (spec.liveness_seconds,)
+            return (spec.liveness_seconds, *_repeat_term(spec))
         if spec.approval is not None:
             return (spec.approval.timeout_seconds,)
         if spec.wait_for_signal is not None:
             return (spec.wait_for_signal.timeout_seconds,)
+        if spec.pass_ is not None:
+            return ()  # passed in the write that finds it ready: no deadline of its own
         assert spec.wait is not None
         return () if spec.wait.seconds is None else (max(1, spec.wait.seconds),)
 
@@ -647,9 +789,11 @@ class Definition(_Model):
 
     @cached_property
     def start_gap_ms(self) -> int:
-        """When a new workflow's watch entry is due: its roots are sent with the start."""
+        """When a new workflow's watch entry is due: its roots are sent with the start (and
+        its own TimeoutSeconds, if that comes sooner)."""
+        own = () if self.timeout_seconds is None else (1000 * self.timeout_seconds,)
         return min(
-            (self.reach_gap_ms[name] for name in self.roots),
+            (*(self.reach_gap_ms[name] for name in self.roots), *own),
             default=1000 * self.dispatch_timeout_seconds,  # a state machine: its first unit's
         )
 
@@ -674,26 +818,14 @@ class Definition(_Model):
         body = fanout.unset_dropped(
             self.model_dump(mode="json", by_alias=True, exclude_defaults=False)
         )
-        if not body.get("Schedules"):
-            body.pop("Schedules", None)  # as before schedules existed: the same version
-        if not body.get("SignalSenders"):
-            body.pop("SignalSenders", None)  # likewise
+        for key in ("Schedules", "SignalSenders", "TimeoutSeconds"):
+            if not body.get(key):
+                body.pop(key, None)  # as before they existed: the same version
         if body.get("StateMachine") is None:  # a native definition keeps its version
             for key in ("StateMachine", "LambdaPool", "LambdaPools"):
                 body.pop(key, None)
         for step in body["Steps"]:
-            # Fields a step kind does not use are left out, so a definition that uses none of
-            # the newer fields keeps the hash (the version) it had before they existed.
-            for key in _ABSENT_WHEN_NONE:
-                if step.get(key, 0) is None:
-                    del step[key]
-            wait = step.get("WaitForSignal")
-            for key in ("Match", "OnTimeout"):
-                if isinstance(wait, dict) and wait.get(key, 0) is None:
-                    del wait[key]  # as before they existed (issue 37): the same version
-            if any(step.get(kind) is not None for kind in _RESTING):
-                for key in _TASK_ONLY:  # a task's fields (their defaults): not this kind's
-                    step.pop(key, None)
+            _as_before(step)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @cached_property
@@ -784,6 +916,61 @@ def _check_condition_reads(index: int, step: StepSpec) -> None:
             )
 
 
+def _check_wait_reads(index: int, step: StepSpec) -> None:
+    """The paths a step's kind reads besides its condition (a Wait's `UntilPath` or
+    `SecondsPath`) read the input or the output of a step it depends on, as a condition does
+    (issue 42.5)."""
+    if step.wait is None:  # the kinds need this module: it cannot ask them (an import cycle)
+        return
+    wait = step.wait
+    for field, path in (
+        ("Wait.UntilPath", wait.until_path),
+        ("Wait.SecondsPath", wait.seconds_path),
+    ):
+        if path is None:
+            continue
+        dep = step_of(path)
+        if dep is not None and dep not in step.depends_on:
+            raise ValueError(
+                f"Steps[{index}] ({step.name}).{field}: '{path}' reads step '{dep}', "
+                "which is not in its DependsOn" + did_you_mean(dep, step.depends_on)
+            )
+
+
+def _check_expressions(index: int, step: StepSpec) -> None:
+    """`Arguments` and `Output` (issue 42.5): on a task step that runs an agent or a Pass
+    step, each expression parsed, each `$steps.<name>` a dependency (shepherd.expressions)."""
+    from shepherd import expressions  # noqa: PLC0415
+
+    at = f"Steps[{index}] ({step.name})"
+    fields = (("Arguments", step.arguments), ("Output", step.output), ("Assign", step.assign))
+    for field, template in fields:
+        if template is None:
+            continue
+        # A task that runs an agent (no map) or a Pass step; the kinds cannot be asked here
+        # (they import this module).
+        if not (step.runs_agent and step.map is None) and step.pass_ is None:
+            raise ValueError(
+                f"{at}.{field}: only a task step that runs an agent (no Map) or a Pass step "
+                "takes data expressions"
+            )
+        try:
+            expressions.check(template, f"{at}.{field}", step.depends_on)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+    for name in step.assign or {}:
+        if name in ("states", "steps"):
+            raise ValueError(f"{at}.Assign.{name}: ${name} is Shepherd's own: choose another name")
+    if step.arguments is not None and step.input_path is not None:
+        raise ValueError(f"{at}.Arguments: a step takes Arguments or InputPath, not both")
+    if (
+        step.arguments is not None
+        and step.pass_ is not None
+        and "result" in (step.pass_.model_fields_set)
+    ):
+        raise ValueError(f"{at}.Arguments: a Pass step takes Result or Arguments, not both")
+
+
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
     """A dependency cycle as a path that ends where it starts, or None."""
     white, grey, black = 0, 1, 2
@@ -861,6 +1048,7 @@ _PATTERNS = {
     POOL: "lowercase letters, digits and -, starting with a letter, at most 32",
     CONDITION_PATH: "$.input.<path> or $.steps.<dependency>.output.<path>",
     INPUT_PATH: "$.input.<path>",
+    VARIABLE: "letters, digits and _, not starting with a digit, at most 80",
 }
 
 
@@ -1099,10 +1287,48 @@ def load_directory(
                     f"{path}: Schedules[{i}] ({schedule.name}).Name: also a schedule of "
                     f"'{other}'; schedule names are unique across definitions"
                 )
-    errors.extend(fanout.check_nesting(found, {n: str(p) for n, p in _sources(directory, found)}))
+    sources = {n: str(p) for n, p in _sources(directory, found)}
+    errors.extend(fanout.check_nesting(found, sources))
+    errors.extend(check_repeated_children(found, sources))
     if errors:
         raise DefinitionError("\n".join(errors))
     return found
+
+
+def check_repeated_children(
+    definitions: Mapping[str, Definition], sources: Mapping[str, str]
+) -> list[str]:
+    """A child-workflow step with `Repeat` starts one child per iteration, and when its
+    workflow unwinds only the last one undoes itself: the child's definition (and every
+    workflow below it) may declare no `Compensation`, so no earlier iteration leaves
+    anything that may have acted undone. Errors name the file, the step and the field."""
+    errors: list[str] = []
+    children = fanout._children(definitions, sources, [])  # unknown ones: `check_nesting`'s
+
+    def compensated(name: str, seen: tuple[str, ...]) -> str | None:
+        if name in seen:
+            return None  # a cycle: `check_nesting` reports it
+        for i, step in enumerate(definitions[name].steps):
+            if step.compensation is not None:
+                return f"'{name}' Steps[{i}] ({step.name}).Compensation"
+        for _, _, child in children.get(name, []):
+            below = compensated(child, (*seen, name))
+            if below is not None:
+                return below
+        return None
+
+    for name in sorted(children):
+        for i, step_name, child in children[name]:
+            if definitions[name].steps[i].repeat is None:
+                continue
+            found = compensated(child, ())
+            if found is not None:
+                errors.append(
+                    f"{sources.get(name, name)}: Steps[{i}] ({step_name}).Repeat: its child "
+                    f"workflow declares a compensation ({found}); a repeated child's earlier "
+                    "iterations are never undone, so its workflow may declare none"
+                )
+    return errors
 
 
 def _sources(directory: Path, found: Mapping[str, Definition]) -> list[tuple[str, Path]]:

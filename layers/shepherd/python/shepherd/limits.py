@@ -39,6 +39,7 @@ MAX_UPLOAD_BYTES = 100 * MIB  # one presigned upload (a start's input, a callbac
 MAX_OUTPUT_BYTES = 100 * MIB  # one step, compensation or callback output
 MAX_WORKFLOW_OUTPUT_BYTES = 1024 * MIB  # every step and compensation output of one workflow
 MAX_DETAILS_BYTES = 1 * MIB  # progress details (heartbeats, callback heartbeats)
+MAX_ASSIGN_BYTES = 64 * KIB  # the variables one step's `Assign` sets, inline in its item
 # One callback heartbeat per token per second at most (429 HeartbeatTooSoon with Retry-After):
 # a heartbeat keeps an attempt alive within HeartbeatSeconds (at least 2 s), so a faster one
 # buys nothing, and each may put a details object.
@@ -88,6 +89,11 @@ DEFAULT_MAP_CONCURRENCY = 100  # MaxConcurrency when a Map omits it
 MAX_MAP_CONCURRENCY = 1_000  # the most MaxConcurrency may say
 MAP_ITEM_PAGE = 1_000  # items per item partition (keys.map_item_key) and per items page
 MAX_WORKFLOW_NESTING = 5  # levels of child workflows, the root counted
+# A step's `Repeat` (issue 42.5): its `MaxIterations` is required and at most this. Each
+# iteration writes only its counter and its last output on the step's item (nothing grows
+# with the iterations done), so the cap bounds a loop's running time, not an item.
+MAX_REPEAT_ITERATIONS = 10_000
+MAX_REPEAT_INTERVAL_SECONDS = 86_400  # a rest between two iterations: at most a day
 
 # Fixed parts of an item (keys, statuses, times, counters, hashes, owner ARN, ...),
 # generously: the largest measured workflow item without payloads is about 1 KB.

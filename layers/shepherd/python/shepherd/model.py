@@ -345,6 +345,8 @@ class StepRecord:
     error: str | None = None
     finished_at: int | None = None
     history: tuple[dict[str, Any], ...] = ()
+    # The variables its `Assign` set, as canonical JSON (shepherd/expressions.py, issue 42.5).
+    variables: str | None = None
     dispatches: int = 0
     budget_from: int = 0  # attempts before this number were spent before a redrive
     expires_at: int | None = None
@@ -378,6 +380,10 @@ class StepRecord:
     # `child_cancel` why its parent asked that child to cancel (timeout | unwinding).
     child_id: str | None = None
     child_cancel: str | None = None
+    # A `Repeat` step: iterations ended (its last one's output is `output`); the attempt in
+    # flight runs iteration `iterations + 1` (decisions/repeat.py).
+    iterations: int = 0
+    loop_from: int = 0  # iterations before an operator's resume of the failed step
 
     @property
     def key(self) -> tuple[str, str]:
@@ -432,6 +438,10 @@ class StepRecord:
             item["budget_from"] = self.budget_from
         if self.attempts_total:
             item["attempts_total"] = self.attempts_total
+        if self.iterations:
+            item["iterations"] = self.iterations
+        if self.loop_from:
+            item["loop_from"] = self.loop_from
         if self.fanout is not None:
             item.update(self.fanout.to_attributes())
         return item
@@ -458,6 +468,8 @@ class StepRecord:
             dispatches=int(item.get("dispatches", 0)),
             budget_from=int(item.get("budget_from", 0)),
             attempts_total=int(item.get("attempts_total", len(item.get("history", ())))),
+            iterations=int(item.get("iterations", 0)),
+            loop_from=int(item.get("loop_from", 0)),
             index=index,
             fanout=MapState.from_item(item),
             **_optional(item, _STEP_OPTIONAL),
@@ -493,6 +505,7 @@ _STEP_OPTIONAL = (
     "position",
     "child_id",
     "child_cancel",
+    "variables",
 )
 
 
@@ -534,6 +547,8 @@ class WorkflowRecord:
     failure: str | None = None
     asl_error: str | None = None
     asl_cause: str | None = None
+    # When its own TimeoutSeconds fired (decisions/workflow_timeout.py): it fires once.
+    timed_out_at: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -605,6 +620,7 @@ _WF_OPTIONAL = (
     "failure",
     "asl_error",
     "asl_cause",
+    "timed_out_at",
 )
 
 

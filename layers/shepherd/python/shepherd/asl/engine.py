@@ -293,6 +293,7 @@ class Host(Protocol):
         self, wf_type: str, payload: Any, *, idempotency_key: str | None = ..., owner: str = ...
     ) -> Any: ...
     def load(self, workflow_id: str) -> tuple[WorkflowState, Definition] | None: ...
+    def run(self, state: WorkflowState, definition: Definition, *, supervisor: bool) -> Any: ...
 
 
 class AslEngine:
@@ -529,6 +530,7 @@ class AslEngine:
                 child = found.get(child_id)
                 if child is None or child.get("status") == "RUNNING":
                     self._cancel_child(child_id, child, now)
+                    self.cancelled(child_id)  # and what they run: their branches, .sync children
         return moved
 
     def _outcomes(
@@ -556,12 +558,18 @@ class AslEngine:
             return out if ended else [o for o in out if o.failed][:1]
         return None
 
-    def cancelled(self, workflow_id: str) -> None:
-        """After a cancel of a state machine: its running branches and map items (and
-        theirs) are cancelled too, so none runs on for a parent that ended."""
+    def cancelled(self, workflow_id: str, unit: str | None = None) -> None:
+        """After a state machine ended while it ran something (a cancel, its TimeoutSeconds,
+        a failed branch beside it): its running branches and map items (and theirs) are
+        cancelled too, and the child execution its `.sync` Task (the cursor's, or `unit`)
+        waits for is stopped, as Step Functions stops it: none runs on for a parent that
+        ended."""
         item = self._store.get(wf_pk(workflow_id), WF_SK)
         cursor = self._cursor(item) if item is not None else None
-        if cursor is None or not cursor.branches:
+        if cursor is None:
+            return
+        self._stop_child_of(workflow_id, unit or cursor.unit)
+        if not cursor.branches:
             return
         now = self._now()
         for child_id in cursor.branches["children"]:
@@ -588,6 +596,37 @@ class AslEngine:
             Eq("status", WorkflowStatus.RUNNING.value),
         )
         self.scheduler.executor.raw(write, child)
+
+    def _stop_child_of(self, workflow_id: str, unit: str | None) -> None:
+        """The child a `.sync` unit started (`asl_child`), stopped (`stop`)."""
+        if unit is None:
+            return
+        item = self._store.get(visits_pk(workflow_id), item_sk("step", unit))
+        child = item.get(CHILD) if item is not None else None
+        if isinstance(child, str):
+            self.stop(child)
+
+    def stop(self, workflow_id: str) -> bool:
+        """Stop a `.sync` Task's child execution whose parent no longer waits for it (Step
+        Functions' StopExecution of a nested execution): cancelled as an operator's cancel
+        cancels it, so a native child undoes what it did and a state machine's branches and
+        own children stop too. No person asked, so no `acted` is written. False: it had
+        ended (or is ending) already."""
+        for _ in range(3):
+            loaded = self.scheduler.load(workflow_id)
+            if loaded is None:
+                return False
+            state, definition = loaded
+            wf = state.workflow
+            if wf.status not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED):
+                return False
+            write = tx.request_cancel(wf, self._now(), self.scheduler.shard(workflow_id))
+            if self.scheduler.executor.workflow(state, write):
+                self.scheduler.run(state, definition, supervisor=False)
+                if definition.state_machine is not None:
+                    self.cancelled(workflow_id)
+                return True
+        return False
 
     def _carry(self, t: _Transition, interpreter: Interpreter, actions: list[Action]) -> None:
         """Fold the actions into `t`, taking at once what needs no waiting: a Wait already
@@ -1043,8 +1082,13 @@ class AslEngine:
             if any(h.get("a") == rec.attempt and h.get("th") == token_hash for h in history):
                 return Recorded.ENDED
             return Recorded.FENCED
-        if isinstance(child, str):  # it may have ended before the unit was WAITING
+        if isinstance(child, str):
+            # It may have ended before the unit was WAITING; or its parent may have ended
+            # since it was started (a cancel that read the unit before it named the child).
             self.child_ended(child)
+            parent = self._store.get(wf_pk(rec.workflow_id), WF_SK)
+            if parent is None or parent.get("status") != WorkflowStatus.RUNNING.value:
+                self.stop(child)
         return Recorded.WAITING
 
     def result(
@@ -1231,10 +1275,13 @@ class AslEngine:
     # ------------------------------------------------------------------ the supervisor
 
     def look(self, item: Item, now: int) -> str | None:
-        """A due ASL workflow: begin it if its starter died, wake a Wait that is due, time
-        out an attempt whose lease passed, send again a message that looks lost; else move
-        its watch entry to the next moment it must be looked at. What it did, if anything."""
+        """A due ASL workflow: begin it if its starter died, end a cancel whose follow-up
+        died, wake a Wait that is due, time out an attempt whose lease passed, send again a
+        message that looks lost; else move its watch entry to the next moment it must be
+        looked at. What it did, if anything."""
         wf = WorkflowRecord.from_item(item)
+        if wf.status is WorkflowStatus.CANCELLING:
+            return self._finish_cancel(wf.workflow_id)
         if wf.status is not WorkflowStatus.RUNNING:
             return None
         cursor = self._cursor(item)
@@ -1250,8 +1297,8 @@ class AslEngine:
                 Failed(TASK_TIMEOUT, f"The execution ran past its TimeoutSeconds ({seconds} s)")
             ]
             timed_out = self._commit(item, wf, definition, interpreter, cursor, ended, now, None)
-            if timed_out:
-                self.cancelled(wf.workflow_id)  # its branches' children stop with it
+            if timed_out:  # its branches' children and its .sync Task's child stop with it
+                self.cancelled(wf.workflow_id, cursor.unit)
             return "TimeOutMachine" if timed_out else None
         if cursor.branches:
             if self.branches_ended(wf.workflow_id, now):
@@ -1269,6 +1316,17 @@ class AslEngine:
             )
             return "Wake" if woke else None
         return self._look_at_unit(item, wf, definition, cursor, now)
+
+    def _finish_cancel(self, workflow_id: str) -> str | None:
+        """A cancel whose write took effect but whose follow-up never ran (its process died,
+        the store was throttled): the look ends the machine CANCELLED, as the follow-up would
+        have, and stops what it ran (its branches, its `.sync` Task's child)."""
+        loaded = self.scheduler.load(workflow_id)
+        if loaded is None:
+            return None
+        self.scheduler.run(*loaded, supervisor=True)
+        self.cancelled(workflow_id)
+        return "Cancel"
 
     def _look_at_unit(
         self, item: Item, wf: WorkflowRecord, definition: Definition, cursor: Cursor, now: int
@@ -1364,6 +1422,8 @@ class AslEngine:
             missed_heartbeat=missed,
             token_hash=rec.callback_token,
         )
+        if out and isinstance(child, str):  # the Task no longer waits for it: it stops
+            self.stop(child)
         return "TimeOut" if out else None
 
     @staticmethod

@@ -67,6 +67,14 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class PassThrough:
+    """A ready Pass step: PENDING (or no item) -> SUCCEEDED with its output, in one write
+    (no message, no Lambda). Whoever wins the write advances the workflow past it."""
+
+    seen: StepRecord
+
+
+@dataclass(frozen=True)
 class StartWait:
     """A ready Wait step rests WAITING until `wake_at` (no message, no Lambda)."""
 
@@ -149,6 +157,15 @@ class Pause:
 
     failed_step: str
     error: str
+
+
+@dataclass(frozen=True)
+class TimeOutWorkflow:
+    """RUNNING -> COMPENSATING or PAUSED (by the definition's OnFailure): the workflow did
+    not end within its TimeoutSeconds (`decisions.workflow_timeout`)."""
+
+    error: str
+    overdue_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -256,6 +273,7 @@ Action = (
     | EndAttempt
     | Cancel
     | Skip
+    | PassThrough
     | StartWait
     | Wake
     | FailWait
@@ -265,6 +283,7 @@ Action = (
     | TellCancel
     | Unwind
     | Pause
+    | TimeOutWorkflow
     | GiveUp
     | StartCompensation
     | Finish
@@ -299,6 +318,7 @@ def takes_over(action: Action) -> bool:
         case (
             SendImplicit()
             | Skip()
+            | PassThrough()
             | StartWait()
             | ChildSucceeded()
             | AccountItem()

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shepherd.decisions import choice, retry
+from shepherd.decisions import choice, retry, workflow_timeout
 from shepherd.decisions.actions import (
     AccountItem,
     Action,
@@ -31,6 +31,7 @@ from shepherd.decisions.actions import (
     GiveUp,
     HaltMap,
     OpenMore,
+    PassThrough,
     Pause,
     SendImplicit,
     Skip,
@@ -41,6 +42,7 @@ from shepherd.decisions.actions import (
     TellCancel,
     TimeOutApproval,
     TimeOutSignal,
+    TimeOutWorkflow,
     Unwind,
     Wake,
     takes_over,
@@ -83,6 +85,7 @@ __all__ = [
     "GiveUp",
     "HaltMap",
     "OpenMore",
+    "PassThrough",
     "Pause",
     "SendImplicit",
     "Skip",
@@ -93,6 +96,7 @@ __all__ = [
     "TellCancel",
     "TimeOutApproval",
     "TimeOutSignal",
+    "TimeOutWorkflow",
     "Unwind",
     "Wake",
     "takes_over",
@@ -140,6 +144,9 @@ def plan(
     if status.terminal:
         return []
     planner = _Planner(state, definition, now, options, rng)
+    if workflow_timeout.overdue(state, definition, now):
+        # Past its own TimeoutSeconds: the supervisor's look ends it; nobody sends more.
+        return workflow_timeout.actions(state, definition, now) if supervisor else []
     if state.partial:
         # Bounded reads (`Scheduler.load_units`): only what one step's success can change.
         if status is not WorkflowStatus.RUNNING or completed is None or supervisor:
@@ -823,7 +830,13 @@ def next_due(
         candidates += _unit_deadlines(state, definition, now, pools, kind, rec, running)
     # Live but nothing to wait for: the planner's own next write (finish, unwind, the next
     # compensation) is due now; it was planned and lost, or its writer died before it.
-    return min(candidates, default=now)
+    return min([min(candidates, default=now), *_workflow_deadline(state, definition)])
+
+
+def _workflow_deadline(state: WorkflowState, definition: Definition) -> list[int]:
+    """The workflow's own TimeoutSeconds, while it runs (`decisions.workflow_timeout`)."""
+    at = workflow_timeout.deadline(state, definition)
+    return [] if at is None else [at]
 
 
 def _kind_watch_due(

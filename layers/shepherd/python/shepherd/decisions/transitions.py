@@ -233,10 +233,12 @@ def complete(
     output: str,
     expires_at: int,
     token_hash: str | None = None,
+    variables: str | None = None,
 ) -> Write:
     """RUNNING(a) -> SUCCEEDED, fenced: a superseded attempt can no longer record anything.
 
     With `token_hash`, a callback completes RUNNING(a) or WAITING(a) holding that token.
+    `variables`: what its `Assign` set (issue 42.5), in the same write.
     """
     entry = _history(
         attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
@@ -248,11 +250,114 @@ def complete(
             "finished_at": now,
             "expires_at": expires_at,
             **_ended(rec, entry),
+            **({} if variables is None else {"variables": variables}),
         },
         remove=("lease_owner", "callback_token", "callback_heartbeat_at"),
         add={"attempts_total": 1},
     )
     return Write(*rec.key, update, _fenced(attempt, token_hash))
+
+
+def iterate(
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    output: str,
+    *,
+    delay_ms: int,
+    dispatch: bool,
+    token_hash: str | None = None,
+    fence: Cond | None = None,
+) -> Write:
+    """A `Repeat` step's iteration returned and `Until` did not hold (decisions/repeat.py):
+    RUNNING(a) -> QUEUED(a+1) for the next iteration, fenced as `complete` is (a child
+    step's: WAITING(a) on its child, `fence`), keeping only the counter and this output. The
+    next attempt's number is the fence (a late result of this iteration's attempts can no
+    longer land); its Retry budget starts again (`budget_from`). It rests `delay_ms` unsent
+    (the supervisor sends it when due); with no interval and `dispatch`, it is sent at once
+    (`dispatched_at` set)."""
+    entry = _history(
+        attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
+    )
+    values: dict[str, Any] = {
+        "status": StepStatus.QUEUED.value,
+        "attempt": attempt + 1,
+        "budget_from": attempt,
+        "available_at": now + delay_ms,
+        "output": output,
+        **_ended(rec, entry),
+    }
+    remove = [
+        "claimed_at",
+        "heartbeat_at",
+        "lease_owner",
+        "callback_token",
+        "callback_heartbeat_at",
+        "resent_at",
+        "details",
+        "error",
+    ]
+    add = {"attempts_total": 1, "iterations": 1}
+    if dispatch and delay_ms == 0:
+        values["dispatched_at"] = now
+        add["dispatches"] = 1
+    else:
+        remove.append("dispatched_at")
+    update = Update(values, tuple(remove), add=add)
+    return Write(*rec.key, update, fence or _fenced(attempt, token_hash))
+
+
+def last_iteration(
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    output: str,
+    expires_at: int,
+    token_hash: str | None = None,
+    *,
+    child: bool = False,
+    variables: str | None = None,
+) -> Write:
+    """A `Repeat` step's iteration after which `Until` held: `complete` (with what its
+    `Assign` set; a child step's: `child_succeeded`), counting it."""
+    if child:
+        write = child_succeeded(rec, now, output, expires_at)
+    else:
+        write = complete(rec, attempt, now, output, expires_at, token_hash, variables=variables)
+    update = replace(write.update, add={**write.update.add, "iterations": 1})
+    return replace(write, update=update)
+
+
+def loop_limit(
+    rec: StepRecord,
+    attempt: int,
+    now: int,
+    output: str,
+    error: str,
+    expires_at: int,
+    token_hash: str | None = None,
+    fence: Cond | None = None,
+) -> Write:
+    """A `Repeat` step's last allowed iteration returned and `Until` did not hold:
+    RUNNING(a) -> FAILED for good (`States.LoopLimitExceeded`), fenced as `complete` is (a
+    child step's: `fence`), keeping the last output (the view shows what the loop ended on)."""
+    entry = _history(
+        attempt, "ok", now, token_hash=token_hash or rec.callback_token, claimed_at=rec.claimed_at
+    )
+    update = Update(
+        set={
+            "status": StepStatus.FAILED.value,
+            "fail_reason": "permanent",
+            "error": error,
+            "output": output,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+        },
+        remove=("lease_owner", "callback_token", "callback_heartbeat_at"),
+        add={"attempts_total": 1, "iterations": 1},
+    )
+    return Write(*rec.key, update, fence or _fenced(attempt, token_hash))
 
 
 def end_attempt(
@@ -409,6 +514,30 @@ def skip(rec: StepRecord, now: int, expires_at: int) -> Write:
         set={"status": StepStatus.SKIPPED.value, "finished_at": now, "expires_at": expires_at}
     )
     return _step_write(rec, update, _seen(rec))
+
+
+def pass_through(
+    rec: StepRecord, now: int, output: str, expires_at: int, variables: str | None = None
+) -> Write:
+    """A ready Pass step, PENDING (or no item; or QUEUED after a resume) -> SUCCEEDED with
+    `output` (as stored), in one write: no message, no claim, no attempt run. Only if still
+    exactly as seen, so racing planners pass it once and the winner alone advances past it."""
+    attempt = max(rec.attempt, 1)
+    entry = _history(attempt, "ok", now)
+    update = Update(
+        set={
+            "status": StepStatus.SUCCEEDED.value,
+            "attempt": attempt,
+            "output": output,
+            "finished_at": now,
+            "expires_at": expires_at,
+            **_ended(rec, entry),
+            **({} if variables is None else {"variables": variables}),
+        },
+        remove=("fail_reason",) if rec.stored else (),
+        add={"attempts_total": 1},
+    )
+    return _step_write(rec, update, all_of(_seen(rec), Missing("held_at")))
 
 
 def start_wait(
@@ -984,7 +1113,9 @@ def redrive_workflow(
 
 
 def redrive_step(rec: StepRecord, now: int) -> Write:
-    """FAILED(a) -> QUEUED(a+1) with a fresh retry budget; `attempt` keeps growing (fencing)."""
+    """FAILED(a) -> QUEUED(a+1) with a fresh retry budget; `attempt` keeps growing (fencing).
+    A `Repeat` step's loop gets a fresh `MaxIterations` too (`loop_from`), its count and its
+    last output kept (the next iteration goes on from it)."""
     update = Update(
         set={
             "status": StepStatus.QUEUED.value,
@@ -992,6 +1123,7 @@ def redrive_step(rec: StepRecord, now: int) -> Write:
             "budget_from": rec.attempt,
             "dispatched_at": now,
             "available_at": now,
+            **({"loop_from": rec.iterations} if rec.iterations else {}),
         },
         remove=(
             "finished_at",

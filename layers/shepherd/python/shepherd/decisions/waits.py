@@ -20,15 +20,19 @@ from shepherd.timestamps import rfc3339
 RUNTIME_ERROR = "States.Runtime"
 
 
-def wake_time(wait: WaitSpec, ready_at: int, input_value: Any) -> int | str:
-    """The wake time (epoch ms), or why there is none (a message for `States.Runtime`)."""
+def wake_time(wait: WaitSpec, ready_at: int, document: Any) -> int | str:
+    """The wake time (epoch ms), or why there is none (a message for `States.Runtime`).
+    `document` is what a condition reads (`choice.document`: the input, the dependencies'
+    outputs), which `UntilPath` and `SecondsPath` read."""
     if wait.seconds is not None:
         return ready_at + wait.seconds * 1000
+    if wait.seconds_path is not None:
+        return _seconds_at(wait.seconds_path, ready_at, document)
     if wait.until is not None:
         at = int(wait.until.timestamp() * 1000)
     else:
         assert wait.until_path is not None
-        value = choice.resolve(wait.until_path, {"input": input_value})
+        value = choice.resolve(wait.until_path, document)
         if not isinstance(value, str):
             shown = "absent" if value is choice.MISSING else f"not a string ({value!r:.40})"
             return f"UntilPath {wait.until_path} is {shown}"
@@ -44,3 +48,20 @@ def wake_time(wait: WaitSpec, ready_at: int, input_value: Any) -> int | str:
     if at > ready_at + ONE_YEAR * 1000:
         return f"the wait ends more than a year ({ONE_YEAR} s) after it started"
     return at
+
+
+def _seconds_at(path: str, ready_at: int, document: Any) -> int | str:
+    """`SecondsPath`: a whole number of seconds, 0 to a year, after the step became ready
+    (as Step Functions' `SecondsPath`, a non-negative integer)."""
+    value = choice.resolve(path, document)
+    if value is choice.MISSING:
+        return f"SecondsPath {path} is absent"
+    integral = isinstance(value, float) and value.is_integer()
+    if isinstance(value, bool) or not (isinstance(value, int) or integral):
+        return f"SecondsPath {path} is not a whole number of seconds ({value!r:.40})"
+    seconds = int(value)
+    if seconds < 0:
+        return f"SecondsPath {path} is negative ({seconds})"
+    if seconds > ONE_YEAR:
+        return f"the wait ends more than a year ({ONE_YEAR} s) after it started"
+    return ready_at + seconds * 1000

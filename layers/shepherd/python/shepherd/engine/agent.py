@@ -17,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from shepherd import fanout, jsonsafe, limits
+from shepherd import expressions, fanout, jsonsafe, limits
 from shepherd.asl.engine import Claimed, Recorded, is_unit
 from shepherd.asl.lambdas import Invocation
 from shepherd.asl.machine import Event, TaskFailed
@@ -26,7 +26,7 @@ from shepherd.conditions import Item
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import item_idempotency_key
 from shepherd.decisions.planner import failure_decision, forward_outcome
-from shepherd.definitions import Definition, TaskSpec
+from shepherd.definitions import Definition, StepSpec, TaskSpec
 from shepherd.engine import tagging
 from shepherd.engine.circuit import CircuitBreakers
 from shepherd.engine.limiter import RUN, PoolLimiter
@@ -170,6 +170,9 @@ class Forward:
     idempotency_key: str
     resolve: Callable[[str | None], Any] = field(repr=False, compare=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Every key the step's attempts may have passed: its one key, or a `Repeat` step's
+    # iterations' (`<key>#1` ... `#n`, and the next one's if it did not succeed).
+    idempotency_keys: tuple[str, ...] = ()
 
     @property
     def output(self) -> Any:
@@ -204,6 +207,15 @@ class AgentContext:
     # A map item's index, and its value (read from its page on first use).
     item_index: int | None = None
     _item_from: Callable[[], Any] | None = field(default=None, repr=False)
+    # A `Repeat` step's iteration (1-based; None for a step that does not repeat), and the
+    # previous iteration's output (`previous_output`: a cursor to go on from).
+    iteration: int | None = None
+    _stored_previous: str | None = field(default=None, repr=False)
+
+    @property
+    def previous_output(self) -> Any:
+        """A `Repeat` step's previous iteration's output (None at its first iteration)."""
+        return _once(self._cache, "previous_output", lambda: self.resolve(self._stored_previous))
 
     @property
     def item(self) -> Any:
@@ -722,14 +734,25 @@ class AgentRuntime:
         clock = self.scheduler.ports.clock
         deadline = (rec.claimed_at or clock.now_ms()) + spec.timeout_seconds * 1000
         heartbeat = Heartbeat(self.scheduler, rec, spec, deadline)
-        ctx = self._context(state, definition, rec, deadline, heartbeat)
+        variables = _once_of(lambda: self.scheduler.variables_for(state, definition, rec.name))
+        ctx = self._context(state, definition, rec, deadline, heartbeat, variables)
         if self.background_heartbeats:
             heartbeat.start_background()
         # Heartbeats go on until the attempt's final write is recorded: a throttled write is
         # retried while the lease holds (`_while_leased`).
         try:
+            assigned = None
             try:
+                step = definition.by_name[rec.name]
+                if step.arguments is not None and rec.kind == "step":
+                    # Rendered now: a failed expression fails it for good, before it acts. A
+                    # compensation renders what its step saw when it reads ctx.input.
+                    ctx.input  # noqa: B018
                 result = fn(ctx)
+                shapes = step.output is not None or step.assign is not None
+                if rec.kind == "step" and shapes and not isinstance(result, Pending):
+                    wf_input = state.workflow.input
+                    result, assigned = _shaped(step, ctx, wf_input, result, variables)
                 if isinstance(result, Pending) and rec.index is not None:
                     raise PermanentError(
                         "a map item cannot wait for a callback (return its result instead)",
@@ -752,7 +775,7 @@ class AgentRuntime:
                 # Progress it reported but had not heartbeated yet: kept for the next attempt.
                 details = heartbeat.take_details()
                 return self._failed(state, definition, rec, spec, exc, details, heartbeat)
-            return self._succeeded(state, rec, output, heartbeat)
+            return self._succeeded(state, rec, output, heartbeat, assigned)
         finally:
             heartbeat.stop()
 
@@ -850,16 +873,21 @@ class AgentRuntime:
         return HandleResult(Outcome.WAITING)
 
     def _succeeded(
-        self, state: WorkflowState, rec: StepRecord, output: str, heartbeat: Heartbeat
+        self,
+        state: WorkflowState,
+        rec: StepRecord,
+        output: str,
+        heartbeat: Heartbeat,
+        variables: str | None = None,
     ) -> HandleResult:
         returned_at = self.scheduler.ports.clock.now_ms()
         updated, ambiguous = self._while_leased(
             heartbeat,
-            lambda: self.scheduler.record_result(state, rec, output),
-            lambda: self.scheduler.park_result(rec, output, returned_at),
+            lambda: self.scheduler.record_result(state, rec, output, variables=variables),
+            lambda: self.scheduler.park_result(rec, output, returned_at, variables),
         )
         current = state.unit(rec)
-        if updated is None and ambiguous and _ended_as(current, rec, StepStatus.SUCCEEDED):
+        if updated is None and ambiguous and _result_landed(current, rec):
             updated = current  # an earlier try landed (it timed out after it was applied)
         if updated is None:
             logger.warning(
@@ -924,6 +952,7 @@ class AgentRuntime:
         rec: StepRecord,
         deadline: int,
         heartbeat: Heartbeat,
+        variables: Callable[[], Mapping[str, Any]] = dict,
     ) -> AgentContext:
         step = definition.by_name[rec.name]
         resolve = self.scheduler.value
@@ -948,12 +977,17 @@ class AgentRuntime:
                 rec.workflow_id, rec.name, rec.index, state.workflow.wf_type, 0, "step"
             )
         if rec.kind == "compensation":
+            key = self._key_of(rec, "step")
+            succeeded = forward_rec.status is StepStatus.SUCCEEDED
             forward = Forward(
                 status=forward_rec.status.value,
                 outcome=forward_outcome(forward_rec),
-                stored_output=forward_rec.output,
-                idempotency_key=self._key_of(rec, "step"),
+                # A Repeat step keeps its last iteration's output while it loops: only a
+                # success's is the step's output.
+                stored_output=forward_rec.output if succeeded else None,
+                idempotency_key=key,
                 resolve=resolve,
+                idempotency_keys=_keys_that_may_have_acted(step, forward_rec, key),
             )
         # An operator's replacement input for this step (at a resume) replaces the workflow's.
         own_input = state.steps[rec.name].input if rec.kind == "step" else None
@@ -961,13 +995,18 @@ class AgentRuntime:
         input_from = None
         if own_input is None and step.input_path is not None:
             input_from = _input_path(step.input_path, state.workflow.input, deps, resolve)
+        elif own_input is None and step.arguments is not None:
+            seed = f"{rec.workflow_id}/{rec.name}/{rec.attempt}"
+            input_from = _arguments(
+                step.arguments, state.workflow.input, deps, resolve, seed, variables
+            )
         return AgentContext(
             workflow_id=rec.workflow_id,
             workflow_type=state.workflow.wf_type,
             step=rec.name,
             kind=rec.kind,
             attempt=rec.attempt,
-            idempotency_key=self._key_of(rec, rec.kind),
+            idempotency_key=self._key_of(rec, rec.kind) + _iteration_suffix(step, rec),
             deadline_ms=deadline,
             stored_input=own_input if own_input is not None else state.workflow.input,
             stored_details=rec.details,
@@ -978,6 +1017,7 @@ class AgentRuntime:
             _input_from=input_from,
             item_index=rec.index,
             _item_from=self._item_from(state, rec),
+            **_iteration(step, rec),
         )
 
     @staticmethod
@@ -993,6 +1033,101 @@ class AgentRuntime:
             return None
         index, page = rec.index, state.pages.get((rec.name, rec.index))
         return lambda: self.scheduler.maps.item_value(page, index)
+
+
+def _iteration(step: StepSpec, rec: StepRecord) -> dict[str, Any]:
+    """A `Repeat` step's attempt: its iteration and the last one's output (kept on its item
+    while the next one runs); nothing for any other unit (a compensation runs once)."""
+    if step.repeat is None or rec.kind != "step":  # a map step (its items) never repeats
+        return {}
+    previous = rec.output if rec.iterations else None
+    return {"iteration": rec.iterations + 1, "_stored_previous": previous}
+
+
+def _keys_that_may_have_acted(step: StepSpec, rec: StepRecord, key: str) -> tuple[str, ...]:
+    """The keys a compensation undoes: the step's key; a `Repeat` step's, each iteration's
+    that ended, and the one after the last if the step did not succeed (it may have been
+    claimed, and have acted, before the step failed or its workflow unwound)."""
+    if step.repeat is None:
+        return (key,)
+    ran = rec.iterations + (0 if rec.status is StepStatus.SUCCEEDED else 1)
+    return tuple(f"{key}#{i}" for i in range(1, ran + 1))
+
+
+def _iteration_suffix(step: StepSpec, rec: StepRecord) -> str:
+    """A `Repeat` step's iteration is a unit of its own: its idempotency key names it
+    (`<step's key>#<iteration>`), the same for every attempt of that iteration."""
+    if step.repeat is None or rec.kind != "step":  # a map step (its items) never repeats
+        return ""
+    return f"#{rec.iterations + 1}"
+
+
+def _arguments(
+    template: Any,
+    workflow_input: str | None,
+    deps: Mapping[str, Any],
+    resolve: Callable[[str | None], Any],
+    seed: str,
+    variables: Callable[[], Mapping[str, Any]],
+) -> Callable[[], Any]:
+    """What `ctx.input` is under `Arguments` (shepherd.expressions): the template rendered
+    on the workflow input, the dependencies' outputs and the variables the step sees, or the
+    permanent States.QueryEvaluationError (an expression failed)."""
+
+    def render() -> Any:
+        try:
+            return expressions.render(
+                template,
+                "Arguments",
+                workflow_input=resolve(workflow_input),
+                steps=deps,
+                seed=seed,
+                variables=variables(),
+            )
+        except expressions.ExpressionError as exc:
+            raise PermanentError(str(exc), name=expressions.QUERY_EVALUATION_ERROR) from None
+
+    return render
+
+
+def _shaped(
+    step: StepSpec,
+    ctx: AgentContext,
+    workflow_input: str | None,
+    result: Any,
+    variables: Callable[[], Mapping[str, Any]],
+) -> tuple[Any, str | None]:
+    """A step's `Assign` and `Output` (shepherd.expressions) applied to what its agent
+    returned: the variables it sets (None: no Assign) and the output as shaped; or the
+    permanent States.QueryEvaluationError."""
+    seed = f"{ctx.workflow_id}/{ctx.step}/{ctx.attempt}/output"
+    reads: dict[str, Any] = {
+        "workflow_input": ctx.resolve(workflow_input),
+        "steps": ctx.dependencies,
+        "result": result,
+        "seed": seed,
+    }
+    try:
+        assigned = None
+        if step.assign is not None:
+            assigned = expressions.assign(step.assign, variables=variables(), **reads)
+        if step.output is not None:
+            result = expressions.render(step.output, "Output", variables=variables(), **reads)
+    except expressions.ExpressionError as exc:
+        raise PermanentError(str(exc), name=expressions.QUERY_EVALUATION_ERROR) from None
+    return result, assigned
+
+
+def _once_of(fetch: Callable[[], _T]) -> Callable[[], _T]:
+    """`fetch`, called at most once (its value kept)."""
+    kept: list[_T] = []
+
+    def get() -> _T:
+        if not kept:
+            kept.append(fetch())
+        return kept[0]
+
+    return get
 
 
 def _input_path(
@@ -1092,6 +1227,18 @@ def _not_found(agent: str, registered: set[str]) -> AgentFunction:
 
 def _ended_as(current: StepRecord | None, rec: StepRecord, status: StepStatus) -> bool:
     return current is not None and current.attempt == rec.attempt and current.status is status
+
+
+def _result_landed(current: StepRecord | None, rec: StepRecord) -> bool:
+    """After an ambiguous result write: this attempt's result landed. The step SUCCEEDED at
+    this attempt; or, a `Repeat` step's, it was accepted as an iteration (the step QUEUED for
+    the next one, or FAILED at its loop limit, this attempt's `ok` last in its history)."""
+    if _ended_as(current, rec, StepStatus.SUCCEEDED):
+        return True
+    if current is None or not current.iterations or not current.history:
+        return False
+    last = current.history[-1]
+    return last.get("a") == rec.attempt and last.get("o") == "ok"
 
 
 def _ended_by_this(current: StepRecord | None, rec: StepRecord) -> bool:

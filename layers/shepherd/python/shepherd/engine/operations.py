@@ -229,7 +229,7 @@ class Operations:
                 "message": "an operator gave up on this workflow and asked to compensate it",
                 "by": owner or "operator",
             }
-            if pause_info.get("reason") == "failure":
+            if pause_info.get("reason") in ("failure", "timeout"):
                 error["cause"] = pause_info.get("error")
             shard = self.scheduler.shard(workflow_id)
             by = owner or "operator"

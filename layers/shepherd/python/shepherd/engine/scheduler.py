@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from shepherd import business_keys, fanout, input_problems, jsonsafe, limits
+from shepherd import business_keys, expressions, fanout, input_problems, jsonsafe, limits
 from shepherd.asl.engine import AslEngine
 from shepherd.conditions import Cond, Eq, Exists, Item, Missing, Update, all_of
-from shepherd.decisions import choice
+from shepherd.decisions import choice, repeat, workflow_timeout
 from shepherd.decisions import fanout as fo
 from shepherd.decisions import transitions as tx
 from shepherd.decisions.fanout import child_id as fanout_child_id
@@ -42,6 +42,7 @@ from shepherd.decisions.planner import (
     GiveUp,
     HaltMap,
     OpenMore,
+    PassThrough,
     Pause,
     SendImplicit,
     Skip,
@@ -52,6 +53,7 @@ from shepherd.decisions.planner import (
     TellCancel,
     TimeOutApproval,
     TimeOutSignal,
+    TimeOutWorkflow,
     Unwind,
     Wake,
     conditions_due,
@@ -89,7 +91,7 @@ from shepherd.errors import (
 )
 from shepherd.ids import derived_id as derived_id  # noqa: PLC0414 - callers import it here
 from shepherd.keys import MAP_ITEM_PAGE, WF_SK, Kind, item_sk, map_item_key, watch_shard, wf_pk
-from shepherd.kinds import kind_of
+from shepherd.kinds import kind_of, pass_step
 from shepherd.model import (
     TOTAL,
     MapState,
@@ -595,6 +597,30 @@ class Scheduler:
         item = self.ports.store.get(wf_pk(workflow_id), item_sk("step", name))
         return None if item is None else item.get("output")
 
+    def variables_for(
+        self, state: WorkflowState, definition: Definition, name: str
+    ) -> dict[str, Any]:
+        """The variables step `name`'s expressions see: what the `Assign` of each step it
+        depends on (directly or through others) set, read from their items (those `state`
+        holds, the others in one batch read): bounded by the definition's assigners."""
+        assigners = definition.assigners.get(name, ())
+        texts: list[str | None] = []
+        missing: list[str] = []
+        for step in assigners:
+            rec = state.steps.get(step)
+            if rec is not None and rec.stored:
+                texts.append(rec.variables)
+            else:
+                missing.append(step)
+        if missing:
+            wf = state.workflow.workflow_id
+            keys = [(wf_pk(wf), item_sk("step", step)) for step in missing]
+            texts += [item.get("variables") for item in self.ports.store.get_many(keys)]
+        out: dict[str, Any] = {}
+        for text in texts:
+            out.update(loads(text) or {})
+        return out
+
     def whole_if_large(self, state: WorkflowState, output: str) -> WorkflowState:
         """The state an output's caps are checked on: a large output (one that goes to the
         payload bucket) is checked against every output of the workflow, so a bounded read is
@@ -803,17 +829,17 @@ class Scheduler:
                     out += self.advance(workflow_id, completed=name, definition=definition)
                 elif ended is not None and ended.status is StepStatus.FAILED:
                     out += self.advance(workflow_id)
-            elif isinstance(a.action, Skip | Wake) or (
+            elif isinstance(a.action, PassThrough) and _failed(state, a.action.seen):
+                out += self.advance(workflow_id)  # an expression failed: it unwinds or pauses
+            elif isinstance(a.action, Skip | PassThrough | Wake):
+                name = a.action.seen.name
+                out += self.advance(workflow_id, completed=name, definition=definition)
+            elif (
                 isinstance(a.action, ChildSucceeded | StartChild)
                 and a.action.seen.kind == "step"
                 and a.action.seen.index is None
-                and (
-                    isinstance(a.action, ChildSucceeded)
-                    or state.steps[a.action.seen.name].status is StepStatus.SUCCEEDED
-                )
             ):
-                name = a.action.seen.name
-                out += self.advance(workflow_id, completed=name, definition=definition)
+                out += self._advance_past_child(state, definition, a.action)
             elif isinstance(a.action, FinishMap) and a.action.seen.kind == "step":
                 m = a.action.seen.fanout
                 if m is not None and m.status == "SUCCEEDED":
@@ -824,6 +850,21 @@ class Scheduler:
             elif isinstance(a.action, FailWait | TimeOutApproval | FinishMap):
                 out += self.advance(workflow_id)
         return out
+
+    def _advance_past_child(
+        self, state: WorkflowState, definition: Definition, action: ChildSucceeded | StartChild
+    ) -> list[Applied]:
+        """A child step that ended (a started detached one, or one whose child succeeded:
+        for a `Repeat` step, its last iteration) advances past it; one whose loop limit failed
+        it advances the whole workflow; one queued for its next iteration (or waiting for the
+        child it started) nothing."""
+        workflow_id, name = state.workflow.workflow_id, action.seen.name
+        status = state.steps[name].status
+        if status is StepStatus.SUCCEEDED:
+            return self.advance(workflow_id, completed=name, definition=definition)
+        if status is StepStatus.FAILED and isinstance(action, ChildSucceeded):
+            return self.advance(workflow_id)
+        return []
 
     def condition_document(self, state: WorkflowState, definition: Definition, name: str) -> Any:
         """What the condition of ready step `name` reads: the input and its dependencies'
@@ -853,7 +894,7 @@ class Scheduler:
         """
         updated = self.record_result(state, rec, output, token_hash=token_hash)
         if updated is not None:
-            self.advance_after(rec, self.definition_of(state))
+            self.after_result(state, self.definition_of(state), rec, updated)
         return updated
 
     def record_result(
@@ -863,11 +904,90 @@ class Scheduler:
         output: str,
         *,
         token_hash: str | None = None,
+        variables: str | None = None,
     ) -> StepRecord | None:
-        """The result's fenced write alone (None: superseded, nothing recorded)."""
+        """The result's fenced write alone (None: superseded, nothing recorded); with the
+        variables its `Assign` set, if any."""
         now = self.ports.clock.now_ms()
-        return self.executor.step(
-            state, tx.complete(rec, rec.attempt, now, output, self.expires(now), token_hash)
+        definition = self.definition_of(state)
+        spec = definition.by_name.get(rec.name) if rec.kind == "step" else None
+        if spec is None or spec.repeat is None:  # a map step (its items) never repeats
+            write = tx.complete(
+                rec, rec.attempt, now, output, self.expires(now), token_hash, variables=variables
+            )
+            return self.executor.step(state, write)
+        return self._record_iteration(
+            state, definition, spec, rec, output, now, token_hash, variables
+        )
+
+    def _record_iteration(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        spec: StepSpec,
+        rec: StepRecord,
+        output: str,
+        now: int,
+        token_hash: str | None,
+        variables: str | None,
+    ) -> StepRecord | None:
+        """A `Repeat` task step's iteration returned: its write (`_iteration_write`; the
+        next iteration's message, if it is sent at once, goes out in `after_result`)."""
+        write = self._iteration_write(
+            state, spec, rec, output, now, token_hash=token_hash, variables=variables
+        )
+        return self.executor.step(state, write)
+
+    def _iteration_write(
+        self,
+        state: WorkflowState,
+        spec: StepSpec,
+        rec: StepRecord,
+        output: str,
+        now: int,
+        *,
+        token_hash: str | None = None,
+        child: bool = False,
+        variables: str | None = None,
+    ) -> tx.Write:
+        """A `Repeat` step's iteration ended with `output` (decisions/repeat.py): it succeeds
+        when `Until` holds, else its next iteration is queued (a task's sent at once with no
+        interval, else left resting for the supervisor), or it fails for good at
+        `MaxIterations`. While its workflow unwinds, the result is recorded as a step's is (no
+        iteration starts). `child`: a child-workflow step's child ended SUCCEEDED. What its
+        `Assign` set (`variables`) is kept with the step's success, its last iteration's."""
+        assert spec.repeat is not None
+        iteration = rec.iterations + 1
+        if state.workflow.status.unwinding:
+            decision: repeat.Decision = repeat.Done()
+        else:
+            document = repeat.document(
+                rec.name, self.value(state.workflow.input), self.value(output)
+            )
+            # An operator's resume of the failed step gave the loop a fresh budget.
+            within = iteration - rec.loop_from
+            decision = repeat.decide(spec.repeat, iteration=within, document=document)
+        expires = self.expires(now)
+        fence = tx.waiting_for(rec) if child else None
+        if isinstance(decision, repeat.Done):
+            return tx.last_iteration(
+                rec, rec.attempt, now, output, expires, token_hash, child=child, variables=variables
+            )
+        if isinstance(decision, repeat.LimitReached):
+            error = tx.error_json(repeat.LOOP_LIMIT, decision.message, iterations=iteration)
+            return tx.loop_limit(
+                rec, rec.attempt, now, output, error, expires, token_hash, fence=fence
+            )
+        return tx.iterate(
+            rec,
+            rec.attempt,
+            now,
+            output,
+            delay_ms=decision.delay_ms,
+            # A child is no message: the next one starts when its rest ends (`_child_ended`).
+            dispatch=state.workflow.status is WorkflowStatus.RUNNING and not child,
+            token_hash=token_hash,
+            fence=fence,
         )
 
     @staticmethod
@@ -876,12 +996,17 @@ class Scheduler:
         index, None for a step's or a compensation's unit)."""
         return payload_key(rec.workflow_id, "parked", rec.kind, rec.name, rec.index, rec.attempt)
 
-    def park_result(self, rec: StepRecord, output: str, returned_at: int) -> None:
+    def park_result(
+        self, rec: StepRecord, output: str, returned_at: int, variables: str | None = None
+    ) -> None:
         """Keep a result the store refused until the attempt's lease ended (a throttle
         longer than the lease) in the payload bucket, for the supervisor to record
         (`take_parked`; docs/architecture.md, "Throttling loses nothing"). Best effort: a
         failed put leaves the attempt to be timed out, as before."""
-        self._park(rec, {"output": output, "returned_at": returned_at})
+        parked: dict[str, Any] = {"output": output, "returned_at": returned_at}
+        if variables is not None:
+            parked["variables"] = variables
+        self._park(rec, parked)
 
     def _park(self, rec: StepRecord, parked: dict[str, Any]) -> None:
         data = json.dumps(parked).encode("utf-8")
@@ -933,7 +1058,8 @@ class Scheduler:
                 continue
             if int(parked["returned_at"]) > now - action.overdue_ms:
                 continue  # returned after its deadline: the timeout stands
-            updated = self.record_result(state, rec, str(parked["output"]))
+            variables = parked.get("variables")
+            updated = self.record_result(state, rec, str(parked["output"]), variables=variables)
             if updated is None:
                 continue  # ended or superseded since the read
             logger.warning(
@@ -965,11 +1091,18 @@ class Scheduler:
         self, state: WorkflowState, definition: Definition, rec: StepRecord, updated: StepRecord
     ) -> None:
         """After an attempt's result was recorded (by its agent, or from where it parked it):
-        a map item's is counted on its map, any other unit's advances its workflow."""
+        a map item's is counted on its map, any other unit's advances its workflow (a
+        `Repeat` step's next iteration queued: nothing to advance)."""
         if updated.index is not None:
             self.after_item(state, definition, updated)
+        elif updated.status is StepStatus.QUEUED:
+            # A Repeat step's next iteration: sent at once with no interval, else resting
+            # for the supervisor (nothing to advance either way).
+            if updated.dispatched_at is not None:
+                self.deliver([self.task_of(definition, updated)])
         else:
-            self.advance_after(rec, definition)
+            failed = updated.status is StepStatus.FAILED  # a Repeat step's loop limit
+            self.advance_after(rec, definition, failed=failed)
 
     def advance_after(
         self, rec: StepRecord, definition: Definition | None = None, *, failed: bool = False
@@ -1025,8 +1158,8 @@ class Scheduler:
                 write = tx.cancel(seen, now, self.expires(now))
                 cleared = self.inbox_cleared(state, definition, seen, now)
                 return ex.step_with(state, seen, write, cleared) is not None
-            case Skip(seen):
-                return ex.step(state, tx.skip(seen, now, self.expires(now))) is not None
+            case Skip() | PassThrough():
+                return self._skip_or_pass(state, definition, action, now)
             case TellCancel(seen):
                 return ex.step(state, tx.tell_cancel(seen, now)) is not None
             case (
@@ -1045,6 +1178,43 @@ class Scheduler:
             case StartCompensation(name):
                 return self._start_compensation(state, definition, name, now, tasks)
         return self._apply_to_workflow(state, action, now)
+
+    def _skip_or_pass(
+        self, state: WorkflowState, definition: Definition, action: Skip | PassThrough, now: int
+    ) -> bool:
+        """A ready step whose condition is false is skipped; a ready Pass step succeeds with
+        its output (`kinds.pass_step`): each in one write."""
+        seen = action.seen
+        if isinstance(action, Skip):
+            return self.executor.step(state, tx.skip(seen, now, self.expires(now))) is not None
+        spec = definition.by_name[seen.name]
+        attempt = max(seen.attempt, 1)
+        try:
+            reads = self._expression_reads(state, definition, spec)
+            seed = f"{seen.workflow_id}/{seen.name}/{attempt}"
+            text, variables = pass_step.output_json(spec, *reads, seed)
+            problem = output_problem(self.whole_if_large(state, text), seen, text)
+            if problem is not None:
+                raise expressions.ExpressionError(problem)
+        except (expressions.ExpressionError, jsonsafe.JsonRejected) as exc:
+            error = tx.error_json(expressions.QUERY_EVALUATION_ERROR, str(exc))
+            write = tx.fail_wait(seen, now, error, self.expires(now))  # for good, as a wait's
+            return self.executor.step(state, write) is not None
+        output = self.keep_for(replace(seen, attempt=attempt), "output", text)
+        write = tx.pass_through(seen, now, output, self.expires(now), variables)
+        return self.executor.step(state, write) is not None
+
+    def _expression_reads(
+        self, state: WorkflowState, definition: Definition, spec: StepSpec
+    ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """What a step's data expressions read (shepherd.expressions): the workflow input,
+        its dependencies' outputs (a skipped one's null) and the variables it sees; nothing
+        read if it has none."""
+        if not pass_step.has_expressions(spec):
+            return None, {}, {}
+        document = self.condition_document(state, definition, spec.name)
+        steps = {n: s.get("output") for n, s in document["steps"].items()}  # skipped: null
+        return document["input"], steps, self.variables_for(state, definition, spec.name)
 
     def _start_compensation(
         self,
@@ -1166,9 +1336,33 @@ class Scheduler:
                     output = jsonsafe.dumps({"compensated": child.workflow_id})
                 else:
                     output = self._child_output(child)
+                spec = definition.by_name[seen.name]
+                if seen.kind == "step" and spec.repeat is not None:
+                    return self._child_iteration(state, definition, spec, seen, output, now)
                 write = tx.child_succeeded(seen, now, output, self.expires(now))
                 return ex.step(state, write) is not None
         raise TypeError(f"not a child action {action!r}")  # pragma: no cover
+
+    def _child_iteration(
+        self,
+        state: WorkflowState,
+        definition: Definition,
+        spec: StepSpec,
+        seen: StepRecord,
+        output: str,
+        now: int,
+    ) -> bool:
+        """A `Repeat` child-workflow step's child ended SUCCEEDED: its iteration's write
+        (`_iteration_write`); with no interval its next child starts at once, else a look
+        starts it when its rest ends (as a retry's child after its backoff)."""
+        write = self._iteration_write(state, spec, seen, output, now, child=True)
+        updated = self.executor.step(state, write)
+        if updated is None:
+            return False
+        running = state.workflow.status is WorkflowStatus.RUNNING
+        if updated.status is StepStatus.QUEUED and running and updated.available_at == now:
+            self.start_child(state, definition, updated, now)
+        return True
 
     def start_child(
         self, state: WorkflowState, definition: Definition, seen: StepRecord, now: int
@@ -1525,6 +1719,8 @@ class Scheduler:
                 return ex.workflow(state, write)
             case GiveUp(error):
                 return ex.workflow(state, tx.give_up(wf, now, shard, error))
+            case TimeOutWorkflow(error):
+                return self._time_out_workflow(state, error, now)
             case Finish(status, error):
                 pulled = self.notify_parent(wf)
                 write = tx.finish(wf, status, now, self.expires(now), error=error)
@@ -1539,6 +1735,28 @@ class Scheduler:
                     self._advance_parent(wf.parent_id)
                 return won
         raise TypeError(f"unknown action {action!r}")  # pragma: no cover - exhaustive match
+
+    def _time_out_workflow(self, state: WorkflowState, error: str, now: int) -> bool:
+        """The workflow did not end within its TimeoutSeconds: it unwinds or pauses by its
+        definition's OnFailure, as a failure would, marked so it fires once
+        (`decisions.workflow_timeout`)."""
+        wf = state.workflow
+        shard = self.shard(wf.workflow_id)
+        definition = self.definition_of(state)
+        if definition.on_failure == "PAUSE":
+            reason = jsonsafe.dumps({"reason": "timeout", "error": loads(error)})
+            timeout = definition.pause_timeout_seconds
+            timeout_ms = None if timeout is None else timeout * 1000
+            write = tx.pause(wf, now, reason, shard=shard, timeout_ms=timeout_ms)
+        else:
+            due_by = now + definition.compensation_gap_ms
+            write = tx.unwind(
+                wf, WorkflowStatus.COMPENSATING, now, error, shard=shard, due_by=due_by
+            )
+        won = self.executor.workflow(state, workflow_timeout.marked(write, now))
+        if won and definition.on_failure != "PAUSE":
+            self.release_matches(state)
+        return won
 
     def release_matches(self, state: WorkflowState) -> None:
         """A workflow that ended or unwinds waits for no signal again: its WaitForSignal
@@ -1693,6 +1911,12 @@ class Scheduler:
             self.advance_after(rec, failed=True)
 
 
+def _failed(state: WorkflowState, seen: StepRecord) -> bool:
+    """Whether the step `seen` was written FAILED (as `state` now holds it)."""
+    rec = state.steps.get(seen.name)
+    return rec is not None and rec.status is StepStatus.FAILED
+
+
 def _key(action: Action) -> tuple[Any, ...]:
     """Identity of an action within one run, so a lost write is not retried blindly."""
     match action:
@@ -1701,6 +1925,7 @@ def _key(action: Action) -> tuple[Any, ...]:
             | EndAttempt(seen)
             | Cancel(seen)
             | Skip(seen)
+            | PassThrough(seen)
             | StartWait(seen)
             | Wake(seen)
             | FailWait(seen)
@@ -1727,8 +1952,8 @@ def _key(action: Action) -> tuple[Any, ...]:
             return (type(action).__name__, name)
         case Unwind(name) | Pause(name):
             return (type(action).__name__, name)
-        case GiveUp():
-            return ("GiveUp",)
+        case GiveUp() | TimeOutWorkflow():
+            return (type(action).__name__,)
         case Finish(status):
             return ("Finish", status)
     raise TypeError(action)  # pragma: no cover

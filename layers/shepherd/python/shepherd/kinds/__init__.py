@@ -13,13 +13,14 @@ from shepherd.kinds.approval import Approval
 from shepherd.kinds.base import StepKind
 from shepherd.kinds.child import Child
 from shepherd.kinds.map import Map
+from shepherd.kinds.pass_step import Pass
 from shepherd.kinds.signal import Signal
 from shepherd.kinds.task import Task
 from shepherd.kinds.wait import Wait
 
 # Asked in order, the first that matches wins: a map of child workflows is a map; a step of no
 # other kind is a task.
-KINDS: tuple[StepKind, ...] = (Wait(), Approval(), Signal(), Map(), Child(), Task())
+KINDS: tuple[StepKind, ...] = (Wait(), Approval(), Signal(), Pass(), Map(), Child(), Task())
 
 __all__ = ["KINDS", "StepKind", "kind_of"]
 

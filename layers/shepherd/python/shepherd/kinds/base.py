@@ -173,6 +173,12 @@ class StepKind(ABC):
         """Whether unwinding cancels it as it is, with nothing to wait for or undo."""
         return False
 
+    def fenced_by_timeout(self, rec: StepRecord) -> bool:
+        """Whether its workflow's TimeoutSeconds fences it (`decisions.workflow_timeout`): an
+        agent's attempt in flight fails for good, so its late result is refused. Other kinds
+        stop as the unwinding or the pause that follows stops them."""
+        return rec.status in (StepStatus.RUNNING, StepStatus.WAITING)
+
     # ---------------------------------------------------------------------- deadlines
 
     def deadline(self, spec: StepSpec, rec: StepRecord) -> list[tuple[int, str]] | None:
@@ -300,6 +306,9 @@ class Resting(StepKind):
 
     def cancelled_at_once(self, rec: StepRecord) -> bool:
         return rec.status is StepStatus.WAITING
+
+    def fenced_by_timeout(self, rec: StepRecord) -> bool:
+        return False  # nothing runs: the unwinding cancels it, a pause leaves it resting
 
     def deadline(self, spec: StepSpec, rec: StepRecord) -> list[tuple[int, str]] | None:
         """A Wait wakes, an Approval or a WaitForSignal times out, at `wake_at`; nothing runs

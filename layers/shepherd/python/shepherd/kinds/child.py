@@ -19,6 +19,9 @@ class Child(StepKind):
     def matches(self, spec: StepSpec) -> bool:
         return spec.workflow is not None and spec.map is None
 
+    def fenced_by_timeout(self, rec: StepRecord) -> bool:
+        return False  # its child is asked to cancel by the unwinding (a pause leaves it running)
+
     def starts_children(self, spec: StepSpec) -> bool:
         return True
 

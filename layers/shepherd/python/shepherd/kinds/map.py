@@ -21,6 +21,9 @@ class Map(StepKind):
     def matches(self, spec: StepSpec) -> bool:
         return spec.map is not None
 
+    def fenced_by_timeout(self, rec: StepRecord) -> bool:
+        return False  # its items run on: the unwinding halts it, a pause leaves it running
+
     def starts_children(self, spec: StepSpec) -> bool:
         return spec.workflow is not None
 

@@ -1,6 +1,7 @@
 """The Wait kind (`Wait`, issue 25): rests WAITING until its time (`decisions.waits`), with no
-Lambda running, then a look wakes it (it succeeds). An `UntilPath` reads the workflow input
-from its document; a time it cannot read fails it (`States.Runtime`)."""
+Lambda running, then a look wakes it (it succeeds). An `UntilPath` or a `SecondsPath` reads
+the workflow input or a dependency's output from its document; a time it cannot read fails it
+(`States.Runtime`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ class Wait(Resting):
         return spec.wait is not None
 
     def reads_document(self, spec: StepSpec) -> bool:
-        return spec.wait is not None and spec.wait.until_path is not None
+        wait = spec.wait
+        return wait is not None and (wait.until_path or wait.seconds_path) is not None
 
     def needs_document(self, spec: StepSpec, rec: StepRecord) -> bool:
         """Its condition, or its `UntilPath`, while PENDING or QUEUED (a resume's start)."""
@@ -56,5 +58,4 @@ class Wait(Resting):
 def wake_time(spec: StepSpec, ready_at: int, document: Any) -> int | str:
     """When a ready Wait step wakes, or why it cannot (`waits.wake_time`)."""
     assert spec.wait is not None
-    input_value = None if document is None else document.get("input")
-    return waits.wake_time(spec.wait, ready_at, input_value)
+    return waits.wake_time(spec.wait, ready_at, document)

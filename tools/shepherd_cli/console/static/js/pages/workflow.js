@@ -447,6 +447,7 @@ function itemDetails(kind, item, workflowId, spec = null) {
       h("summary", {}, h("span", { class: "item-name" }, kindLabel(kind, item.name)), " ", badge(item.status), h("span", { class: "muted" }, ` attempt ${item.attempt}`)),
       fields([
         ["Attempts ended", String(item.attempts_total)],
+        ["Iterations", item.iterations ? `${item.iterations} ended (a Repeat step: its output is the last one's)` : ""],
         ["Dispatches", item.dispatches ? `${item.dispatches} (every task message sent for it, the supervisor's re-sends of lost ones included)` : ""],
         ["Dispatched", item.dispatched_at && time(item.dispatched_at)],
         ["Retry not before", retryWait && time(item.available_at)],
