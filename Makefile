@@ -13,7 +13,13 @@ export AWS_DEFAULT_REGION ?= us-east-1
 NODE_MAJOR := 22
 NODE_DIR := .shepherd/node
 export PATH := $(CURDIR)/$(NODE_DIR)/node_modules/.bin:$(PATH)
-export PYTHONDONTWRITEBYTECODE := 1
+# Bytecode of what any process imports, compiled once and kept in one folder outside the
+# source tree (uv installs without compiling, and Python writes no __pycache__ here): every
+# local stack's 16 processes, each CLI run and each shard compiled boto3, moto, Powertools and
+# the engine from source again, about 1 s of CPU a process (issue 36: `make demo`'s workflows
+# took 107 s of CPU without it, 63 s with it, on one loaded machine).
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: dev test lint format mypy unit demo clean openapi synth cdk-nag infra-tests browser
 
@@ -70,9 +76,13 @@ mypy: $(STAMP)
 # other folder in the other (a new folder lands there by itself). The quick folders (unit,
 # contract, statemachines: about 45 s) go with the stacks, which start beside mypy and so have
 # that much more room (measured on a fresh clone: 744 s + test-lowest's 58 s against mypy's 47 s
-# + 844 s). Each prints its own timing report (tests/timing_report.py) when it ends; make prints
-# each one's output whole.
-SHARD_STACKS := tests/infra tests/e2e tests/console tests/unit tests/contract tests/statemachines
+# + 844 s). So do the simulator's two longest files (its stateful fault search and the happy
+# path's look-ahead: about a fifth of tests/sim, CPU-bound, no session fixture): the stacks'
+# tests mostly wait on clocks, and their processes start quicker since bytecode is cached
+# (PYTHONPYCACHEPREFIX above). Each prints its own timing report (tests/timing_report.py) when
+# it ends; make prints each one's output whole.
+SHARD_STACKS := tests/infra tests/e2e tests/console tests/unit tests/contract tests/statemachines \
+	tests/sim/test_sim_stateful.py tests/sim/test_sim_happy_path.py
 .PHONY: unit-stacks unit-rest
 unit: $(STAMP) browser node
 	$(MAKE) --no-print-directory -j2 -k --output-sync=target unit-stacks unit-rest

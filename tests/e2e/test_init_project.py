@@ -37,8 +37,14 @@ DISTRIBUTION = "shepherd_workflows"
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 # Nothing of this checkout or its environment may leak into the new ones (its Makefile's
-# PYTHONDONTWRITEBYTECODE neither: see PIP_COMPILE).
-LEAKS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")
+# bytecode settings neither: see PIP_COMPILE).
+LEAKS = (
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONPYCACHEPREFIX",
+)
 CLEAN_ENV = {
     k: v for k, v in os.environ.items() if k not in (*LEAKS, "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
 }

@@ -60,13 +60,16 @@ ENV = {
     "POWERTOOLS_SERVICE_NAME": "shepherd",
     "POWERTOOLS_TRACE_DISABLED": "true",
     "POWERTOOLS_METRICS_DISABLED": "true",
+    # Nothing compiled ahead is read, as on Lambda (whose code directory is read-only):
+    # `make`'s bytecode cache (PYTHONPYCACHEPREFIX) is left out, and nothing is written.
+    "PYTHONDONTWRITEBYTECODE": "1",
 }
 
 
 def _run(code: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     env = {**os.environ, **ENV, **(extra_env or {})}
-    env.pop("AWS_PROFILE", None)
-    env.pop("SHEPHERD_TRACING", None)
+    for name in ("AWS_PROFILE", "SHEPHERD_TRACING", "PYTHONPYCACHEPREFIX"):
+        env.pop(name, None)
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -134,6 +137,7 @@ def run_coldstart(runs: int = 5) -> dict[str, Any]:
 def heaviest_packages(name: str = "api", top: int = 8) -> list[dict[str, Any]]:
     """`python -X importtime`: self time summed by top-level package, heaviest first."""
     env = {**os.environ, **ENV}
+    env.pop("PYTHONPYCACHEPREFIX", None)
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", f"import shepherd_handlers.{name}"],
         capture_output=True,

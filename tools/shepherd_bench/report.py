@@ -954,7 +954,7 @@ def _coldstart(results: dict[str, Any]) -> list[str]:
         f"Fresh interpreter per run, median of {cs['runs']} rounds on this machine; each round "
         "runs a bare `import boto3` and then every handler, so the ratio compares medians of the "
         "same run (Lambda's arm64 CPUs differ; bytecode of the project's own modules is not "
-        "cached, as `make` sets PYTHONDONTWRITEBYTECODE and Lambda's read-only code directory "
+        "cached, as the runs set PYTHONDONTWRITEBYTECODE without `make`'s cache and Lambda's read-only code directory "
         "cannot cache it either). *First engine build* is what the first invocation adds: "
         "settings, the definitions as the stack ships them (canonical JSON), the agent registry "
         "and the boto3 clients (no network); *of which clients* is the DynamoDB and SQS "

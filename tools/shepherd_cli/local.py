@@ -573,16 +573,31 @@ class LocalStack:
         return proc
 
     def _start_worker(
-        self, pool_and_queues: tuple[Any, Any], index: int, *, standby: bool = False
+        self,
+        pool_and_queues: tuple[Any, Any],
+        index: int,
+        *,
+        standby: bool = False,
+        crashed: bool = False,
     ) -> None:
+        """A worker of the pool (`standby`: one waiting for a line on stdin). A worker that
+        replaces a crashed one (`crashed`) is the pool's standby when one is ready, as Lambda
+        starts a new sandbox in about a second where a process importing boto3 and the engine
+        took 5-15 s on a loaded machine (a fault that crashes every attempt waited on that at
+        each retry); a new standby is then started for the pool's next crash."""
         spec, queues = pool_and_queues
         key = (spec.name, index)
-        waiting = self._standbys.pop(key, None)
-        if not standby and waiting is not None and waiting.process.poll() is None:
+        if crashed:
+            key = next((k for k in self._standbys if k[0] == spec.name), key)
+        waiting = None if standby else self._standbys.pop(key, None)
+        if crashed and (spec.name, index) not in self._standbys:
+            self._start_worker(pool_and_queues, index, standby=True)
+        if waiting is not None and waiting.process.poll() is None:
             assert waiting.process.stdin is not None
             try:
                 waiting.process.stdin.write(b"go\n")  # imported already: it starts at once
                 waiting.process.stdin.close()
+                waiting.index = index
                 self._workers.append(waiting)
                 return
             except OSError:
@@ -652,4 +667,4 @@ class LocalStack:
                 )
                 worker.log.close()
                 self.restarts += 1
-                self._start_worker(worker.pool, worker.index)
+                self._start_worker(worker.pool, worker.index, crashed=True)
