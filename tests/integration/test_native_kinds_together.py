@@ -48,9 +48,18 @@ def test_a_loop_that_reaches_its_limit_is_caught_and_the_workflow_succeeds() -> 
     )
     seen: dict[str, list[Any]] = {"poll": [], "give_up": [], "fetch": []}
     registry = AgentRegistry()
-    registry.register("poll", lambda ctx: seen["poll"].append(ctx.iteration) or {"done": False})
-    registry.register("fetch", lambda ctx: seen["fetch"].append(ctx.input))
-    registry.register("give_up", lambda ctx: seen["give_up"].append(ctx.input) or {"gave": 1})
+
+    def poll(ctx: AgentContext) -> dict[str, Any]:
+        seen["poll"].append(ctx.iteration)
+        return {"done": False}
+
+    def record(ctx: AgentContext) -> dict[str, Any]:
+        seen[ctx.step].append(ctx.input)
+        return {"ran": ctx.step}
+
+    registry.register("poll", poll)
+    registry.register("fetch", record)
+    registry.register("give_up", record)
     engine = MemoryEngine({"export": definition}, agents=registry)
     outcome = engine.run(engine.start("export", {}))
 
@@ -98,7 +107,12 @@ def test_a_choice_picks_a_pass_step_and_the_join_reads_it_through_arguments() ->
     got: list[Any] = []
     ran: list[str] = []
     registry = AgentRegistry()
-    registry.register("priced", lambda ctx: ran.append("priced") or {"fee": 10})
+
+    def priced(ctx: AgentContext) -> dict[str, Any]:
+        ran.append(ctx.step)
+        return {"fee": 10}
+
+    registry.register("priced", priced)
 
     def confirm(ctx: AgentContext) -> dict[str, Any]:
         got.append(ctx.input)
