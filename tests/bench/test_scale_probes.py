@@ -55,7 +55,7 @@ def test_the_probe_sees_a_long_episode_lose_the_agents_success_without_parking(
     """The figure can fail: with the agent's parking of a refused result taken out (what
     main did before issue 41.3's fix), a 300 s episode outlives the lease (HeartbeatSeconds
     20), the supervisor times the attempt out, the success is lost."""
-    monkeypatch.setattr(Scheduler, "park_result", lambda self, rec, output, returned_at: None)
+    monkeypatch.setattr(Scheduler, "park_result", lambda self, *args, **kwargs: None)
     episode = probes.throttle_episode(300.0, workflows=4)
     assert episode["successes_lost"] == episode["attempts_consumed"] == 4
 

@@ -13,6 +13,7 @@ import contextlib
 import heapq
 import json
 import os
+import random
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -234,12 +235,16 @@ class HandlerStack:
         self.engine.ports.clock = clock  # builds the (metered) clients now
         # The demo agents' work takes simulated time only, so no heartbeat would ever be due.
         self.engine.agent_runtime.background_heartbeats = False
-        self._patched: list[tuple[ModuleType, Any]] = []
+        self._patched: list[tuple[ModuleType, str, Any]] = []
         from shepherd_examples.agents import order, provision
 
         for module in (order, provision):
-            self._patched.append((module, module.time))
-            setattr(module, "time", SimSleep(clock))  # noqa: B010 - a stand-in module
+            # How long their work takes is drawn from `random`: seeded here, so a run's
+            # simulated durations (and whether a sweep falls inside one) are the same each
+            # time, and the pinned request counts can be compared exactly.
+            for name, stand_in in (("time", SimSleep(clock)), ("random", random.Random(7))):
+                self._patched.append((module, name, getattr(module, name)))
+                setattr(module, name, stand_in)
         self.api_requests = 0
         self.api_invocations = 0
         self.agent_messages: defaultdict[str, int] = defaultdict(int)
@@ -257,8 +262,8 @@ class HandlerStack:
         self.relay_invocations = 0
 
     def close(self) -> None:
-        for module, original in self._patched:
-            setattr(module, "time", original)  # noqa: B010
+        for module, name, original in self._patched:
+            setattr(module, name, original)
         self.meter.uninstall()
         from shepherd_handlers import runtime
 
