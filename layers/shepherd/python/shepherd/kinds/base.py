@@ -279,6 +279,30 @@ class StepKind(ABC):
         return spec.compensation.when == "ATTEMPTED" and rec.first_claimed_at is not None
 
 
+class DecidedWhenReady(StepKind):
+    """A kind decided in the write that finds it ready (Pass, Choice): no attempt, so no
+    deadline; a look is due only when that writer died before the write (or a resume queued
+    it), never before it is ready."""
+
+    def deadline(self, spec: StepSpec, rec: StepRecord) -> list[tuple[int, str]] | None:
+        return []  # no attempt: nothing to time
+
+    def watch_due(
+        self, rec: StepRecord, now: int, running: bool, ready_at: Callable[[], int | None]
+    ) -> list[int] | None:
+        if not running:
+            return []
+        if rec.status is StepStatus.QUEUED:
+            return [now]
+        if rec.status is StepStatus.PENDING:
+            at = ready_at()
+            return [] if at is None else [at]
+        return []
+
+    def paused_due(self, rec: StepRecord, now: int) -> list[int] | None:
+        return []
+
+
 class Resting(StepKind):
     """A kind that rests WAITING with nothing running (Wait, Approval, WaitForSignal): it
     enters WAITING by whoever sees it ready first, a look acts at its deadline, and

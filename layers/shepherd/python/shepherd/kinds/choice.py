@@ -7,7 +7,6 @@ every other step it names is out of scope (`decisions.scope`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from shepherd.decisions import choice as rules
@@ -15,11 +14,11 @@ from shepherd.decisions import transitions as tx
 from shepherd.decisions.actions import Action, Choose
 from shepherd.definitions import StepSpec
 from shepherd.flow import NO_CHOICE_MATCHED
-from shepherd.kinds.base import Planning, StepKind
+from shepherd.kinds.base import DecidedWhenReady, Planning
 from shepherd.model import StepRecord, StepStatus, dumps
 
 
-class Choice(StepKind):
+class Choice(DecidedWhenReady):
     name = "choice"
 
     def matches(self, spec: StepSpec) -> bool:
@@ -49,25 +48,6 @@ class Choice(StepKind):
     def supervise(self, p: Planning, rec: StepRecord, spec: StepSpec) -> list[Action] | None:
         if rec.status is StepStatus.QUEUED:  # a resume's, whose decision was lost
             return self.plan_resend(p, rec, spec)
-        return []
-
-    def deadline(self, spec: StepSpec, rec: StepRecord) -> list[tuple[int, str]] | None:
-        return []  # decided when it is ready: nothing to time
-
-    def watch_due(
-        self, rec: StepRecord, now: int, running: bool, ready_at: Callable[[], int | None]
-    ) -> list[int] | None:
-        """Due as soon as it is ready (its decider died before deciding it), never before."""
-        if not running:
-            return []
-        if rec.status is StepStatus.QUEUED:
-            return [now]
-        if rec.status is StepStatus.PENDING:
-            at = ready_at()
-            return [] if at is None else [at]
-        return []
-
-    def paused_due(self, rec: StepRecord, now: int) -> list[int] | None:
         return []
 
 

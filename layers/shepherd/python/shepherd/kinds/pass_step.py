@@ -8,17 +8,17 @@ by its `Output` (shepherd/expressions.py); an expression that fails fails it for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from shepherd import expressions, jsonsafe
 from shepherd.decisions.actions import Action, PassThrough
 from shepherd.definitions import StepSpec
-from shepherd.kinds.base import Planning, StepKind
+from shepherd.kinds.base import DecidedWhenReady, Planning
 from shepherd.model import StepRecord, StepStatus
 
 
-class Pass(StepKind):
+class Pass(DecidedWhenReady):
     name = "pass"
 
     def matches(self, spec: StepSpec) -> bool:
@@ -41,26 +41,6 @@ class Pass(StepKind):
         """A look passes one a resume queued whose writer died; else nothing (it never runs,
         so nothing can time out)."""
         return [PassThrough(rec)] if rec.status is StepStatus.QUEUED else []
-
-    def deadline(self, spec: StepSpec, rec: StepRecord) -> list[tuple[int, str]] | None:
-        return []  # no attempt, no deadline
-
-    def watch_due(
-        self, rec: StepRecord, now: int, running: bool, ready_at: Callable[[], int | None]
-    ) -> list[int] | None:
-        """Due at once when ready and not yet passed (its writer died before the write), or
-        queued by a resume; else never: it has nothing that can become overdue."""
-        if not running:
-            return []
-        if rec.status is StepStatus.QUEUED:
-            return [now]
-        if rec.status is StepStatus.PENDING:
-            at = ready_at()
-            return [] if at is None else [at]
-        return []
-
-    def paused_due(self, rec: StepRecord, now: int) -> list[int] | None:
-        return []
 
 
 def has_expressions(spec: StepSpec) -> bool:
